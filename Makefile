@@ -1,0 +1,230 @@
+# memtop / libmemstats - GNU make.
+#
+#   make                 build the library, the preload library and memtop
+#   make check           build and run every test (unit, integration, fuzz
+#                        corpus replay); the README's test command
+#   make demo            install what is missing, build, watch the demo
+#   make asan / tsan     the whole suite under Address+UB / Thread sanitizer
+#   make bench           benchmarks, printed as ratios against a baseline
+#   make fuzz            libFuzzer harnesses (FUZZ_SECONDS each)
+#   make install         PREFIX (/usr/local) and DESTDIR honoured
+#
+# Sources are found by folder: each folder under src/ is a concern, and its
+# .c files are built into the product that concern belongs to. Tests are
+# found by name: tests/unit/test_*.c and tests/integration/test_*.c each
+# become one cmocka binary.
+
+CC ?= cc
+CXX ?= c++
+CLANG ?= clang
+PKG_CONFIG ?= pkg-config
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+DESTDIR ?=
+BUILD ?= build
+SAN ?=
+WERROR ?=
+
+VERSION := 0.1.0
+SOVERSION := 0
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+        -Wformat=2 -Wundef -Wwrite-strings -Wpointer-arith
+ifneq ($(WERROR),)
+WARN += -Werror
+endif
+OPT ?= -O2 -g
+SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer,)
+CFLAGS ?=
+LDFLAGS ?=
+BASE_CFLAGS := -std=gnu11 $(OPT) $(WARN) -fPIC -D_GNU_SOURCE -pthread \
+               -Iinclude -Isrc $(SANFLAGS) $(CFLAGS)
+BASE_LDFLAGS := -pthread $(SANFLAGS) $(LDFLAGS)
+
+# memtop's libraries, through pkg-config (ncursesw first, then ncurses).
+UV_CFLAGS := $(shell $(PKG_CONFIG) --cflags libuv 2>/dev/null)
+UV_LIBS := $(shell $(PKG_CONFIG) --libs libuv 2>/dev/null || echo -luv)
+CURSES_PC := $(shell $(PKG_CONFIG) --exists ncursesw && echo ncursesw || echo ncurses)
+CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CURSES_PC) 2>/dev/null)
+CURSES_LIBS := $(shell $(PKG_CONFIG) --libs $(CURSES_PC) 2>/dev/null || echo -lncursesw)
+Z_LIBS := $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
+CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
+TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS)
+TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) -lm
+
+# ---- what goes where --------------------------------------------------------
+# The target-side library: libc, pthread and dl only.
+LIB_DIRS := src/core src/common src/emit src/wire src/agent src/providers
+LIB_SRCS := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
+# memtop: everything in these folders but main.c goes into an archive that
+# the tests link too.
+TOOL_DIRS := src/client src/memtop
+TOOL_SRCS := $(filter-out src/memtop/main.c,$(sort $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.c))))
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+LIB_OBJS := $(call obj,$(LIB_SRCS))
+PRELOAD_OBJS := $(call obj,$(PRELOAD_SRCS))
+TOOL_OBJS := $(call obj,$(TOOL_SRCS))
+
+LIB_SO := $(BUILD)/libmemstats.so
+LIB_A := $(BUILD)/libmemstats.a
+PRELOAD_SO := $(BUILD)/libmemstats-preload.so
+TOOL_A := $(BUILD)/libmemtop.a
+MEMTOP := $(BUILD)/memtop
+
+UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/test_*.c)))
+INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/integration/test_*.c)))
+# Helper programs the integration tests run (targets with known patterns).
+TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(sort $(wildcard tests/progs/*.c)))
+TEST_PROGS_CXX := $(patsubst tests/progs/%.cc,$(BUILD)/progs/%,$(sort $(wildcard tests/progs/*.cc)))
+FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz-replay/%,$(FUZZ_SRCS))
+BENCHES := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard tests/bench/bench_*.c)))
+CONTRIB := $(patsubst contrib/%.c,$(BUILD)/contrib/%,$(sort $(wildcard contrib/*.c)))
+
+.PHONY: all check test-build asan tsan bench fuzz install uninstall clean \
+        demo deps format lint
+all: $(LIB_SO) $(LIB_A) $(PRELOAD_SO) $(MEMTOP) $(CONTRIB)
+
+# ---- compiling ---------------------------------------------------------------
+$(BUILD)/obj/src/core/%.o $(BUILD)/obj/src/common/%.o $(BUILD)/obj/src/emit/%.o \
+$(BUILD)/obj/src/wire/%.o $(BUILD)/obj/src/agent/%.o \
+$(BUILD)/obj/src/providers/%.o $(BUILD)/obj/src/preload/%.o: \
+  LIBFLAGS = -fvisibility=hidden -DMS_BUILDING_LIBRARY -ftls-model=initial-exec
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(LIBFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# ---- products ----------------------------------------------------------------
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
+
+$(PRELOAD_SO): $(LIB_OBJS) $(PRELOAD_OBJS)
+	$(CC) -shared $(BASE_LDFLAGS) -o $@ $^ -ldl
+
+$(TOOL_A): $(TOOL_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^ $(if $(TOOL_OBJS),,&& true)
+
+$(MEMTOP): $(BUILD)/obj/src/memtop/main.o $(TOOL_A) $(LIB_A)
+	$(CC) $(BASE_LDFLAGS) -o $@ $^ $(TOOL_LIBS) -ldl
+
+# Contrib programs link the library the way a user would (-lmemstats).
+$(BUILD)/contrib/%: contrib/%.c $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD) -lmemstats -Wl,-rpath,'$$ORIGIN/..' $(if $(findstring gc,$*),-lgc,) -ldl
+
+# ---- tests -------------------------------------------------------------------
+TEST_LINK := $(TOOL_A) $(LIB_A)
+TEST_LIBS := $(CMOCKA_LIBS) $(JANSSON_LIBS) $(TOOL_LIBS) -ldl
+$(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) -Itests -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LIBS)
+$(BUILD)/tests/%: tests/integration/%.c $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) -Itests -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LIBS)
+$(BUILD)/progs/%: tests/progs/%.c $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
+$(BUILD)/progs/%: tests/progs/%.cc $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(BASE_CFLAGS)) -std=gnu++17 -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
+
+# Each fuzz harness is also built with a small driver that replays its
+# corpus, so `make check` runs every corpus file through the parser.
+$(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(TOOL_CFLAGS) -Itests -o $@ $< tests/fuzz/replay.c $(TEST_LINK) $(BASE_LDFLAGS) $(TOOL_LIBS) -ldl
+
+-include tests/progs/progs.mk
+
+test-build: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_PROGS) $(TEST_PROGS_CXX) $(FUZZ_REPLAY)
+
+check: test-build
+	@BUILD=$(BUILD) sh tests/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(FUZZ_REPLAY)
+
+asan:
+	$(MAKE) BUILD=build/asan SAN=address,undefined OPT='-O1 -g' check
+
+tsan:
+	$(MAKE) BUILD=build/tsan SAN=thread OPT='-O1 -g' TSAN_ONLY=1 check
+
+# ---- benchmarks and fuzzing -----------------------------------------------
+$(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -O2 $(TOOL_CFLAGS) -Itests -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TOOL_LIBS) -ldl
+
+bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX)
+	@for b in $(BENCHES); do echo "== $$b"; BUILD=$(BUILD) $$b || exit 1; done
+
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := build/fuzz
+fuzz:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(CLANG) SAN=fuzzer-no-link,address,undefined OPT='-O1 -g' $(FUZZ_BUILD)/libmemstats.a $(FUZZ_BUILD)/libmemtop.a
+	@mkdir -p $(FUZZ_BUILD)/fuzzers
+	@set -e; for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
+	  $(CLANG) -std=gnu11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests -fsanitize=fuzzer,address,undefined \
+	    -o $(FUZZ_BUILD)/fuzzers/$$n $$f $(FUZZ_BUILD)/libmemtop.a $(FUZZ_BUILD)/libmemstats.a -pthread -ldl $(TOOL_LIBS); \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$n; \
+	  echo "== fuzzing $$n for $(FUZZ_SECONDS)s"; \
+	  $(FUZZ_BUILD)/fuzzers/$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    $(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n; \
+	done
+
+# ---- the demo ----------------------------------------------------------------
+demo:
+	@sh contrib/setup-deps.sh
+	@$(MAKE) all
+	$(MEMTOP) run -- $(BUILD)/contrib/demo
+
+deps:
+	@sh contrib/setup-deps.sh
+
+# ---- installing --------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions
+	install -m 0755 $(MEMTOP) $(DESTDIR)$(BINDIR)/memtop
+	install -m 0755 $(LIB_SO) $(DESTDIR)$(LIBDIR)/libmemstats.so.$(VERSION)
+	ln -sf libmemstats.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmemstats.so.$(SOVERSION)
+	ln -sf libmemstats.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmemstats.so
+	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libmemstats.a
+	install -m 0755 $(PRELOAD_SO) $(DESTDIR)$(LIBDIR)/libmemstats-preload.so
+	install -m 0644 include/memstats.h $(DESTDIR)$(INCLUDEDIR)/memstats.h
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    share/pkgconfig/memstats.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/memstats.pc
+	if [ -f share/man/man1/memtop.1 ]; then install -m 0644 share/man/man1/memtop.1 $(DESTDIR)$(MANDIR)/man1/memtop.1; fi
+	if [ -f share/bash-completion/memtop ]; then install -m 0644 share/bash-completion/memtop $(DESTDIR)$(DATADIR)/bash-completion/completions/memtop; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/memtop $(DESTDIR)$(LIBDIR)/libmemstats.so* \
+	  $(DESTDIR)$(LIBDIR)/libmemstats.a $(DESTDIR)$(LIBDIR)/libmemstats-preload.so \
+	  $(DESTDIR)$(INCLUDEDIR)/memstats.h $(DESTDIR)$(LIBDIR)/pkgconfig/memstats.pc \
+	  $(DESTDIR)$(MANDIR)/man1/memtop.1 \
+	  $(DESTDIR)$(DATADIR)/bash-completion/completions/memtop
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+	  --inline-suppr -Iinclude -Isrc src include
+
+clean:
+	rm -rf build

@@ -1,0 +1,92 @@
+/*
+ * client.h - memtop's side of the protocol: finding targets, and talking to
+ * one. The protocol itself is a state machine with no I/O (a "session"), so
+ * the blocking helper below (for --once, ps and tests) and memtop's libuv
+ * loop share every byte of it.
+ */
+#ifndef MS_CLIENT_CLIENT_H
+#define MS_CLIENT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memstats.h"
+
+#define MSC_PATH_MAX 108 /* sizeof(sun_path) */
+
+typedef struct msc_target_s {
+  int pid;
+  uid_t uid;                  /* owner of the socket */
+  uint64_t start_time;        /* from /proc/PID/stat, 0 if unknown */
+  char comm[MS_NAME_MAX];     /* from /proc/PID/comm */
+  char path[MSC_PATH_MAX];    /* the socket */
+} msc_target_t;
+
+/* The socket directory for the calling user, by DESIGN.md's rules
+ * ($MEMSTATS_DIR, $XDG_RUNTIME_DIR/memtop, /tmp/memtop-$UID). */
+int msc_socket_dir(char *buf, size_t len);
+/* The socket path of `pid` in that directory. */
+int msc_socket_path(int pid, char *buf, size_t len);
+
+/* Field 22 of /proc/PID/stat. Returns 0, MS_ESRCH (no such process). */
+int msc_proc_start_time(int pid, uint64_t *start_time);
+
+/* Lists attachable processes: every live PID with a socket in the user's
+ * directory (as root, every user's directory too). Removes stale sockets of
+ * dead PIDs and sockets that refuse connections. *out is malloc'd (caller
+ * frees); sorted by pid. Returns 0 or a negative code. */
+int msc_discover(msc_target_t **out, size_t *count);
+
+/* ---- the protocol state machine (no I/O) ---- */
+typedef struct msc_session_s msc_session_t;
+
+typedef enum msc_event_type_e {
+  MSC_EV_NONE = 0,     /* need more bytes */
+  MSC_EV_HELLO,        /* handshake received and verified */
+  MSC_EV_SNAPSHOT,     /* a snapshot was decoded into the caller's struct */
+  MSC_EV_PROFILE,      /* a heap profile reply (later issue) */
+  MSC_EV_ERROR         /* refused, malformed, PID reused...: see .err */
+} msc_event_type_t;
+
+typedef struct msc_hello_s {
+  int pid;
+  uint64_t start_time;
+  char comm[MS_NAME_MAX];
+  char lib_version[32];
+  uint32_t proto_version;
+  uint32_t nproviders;
+  char providers[MS_MAX_PROVIDERS][MS_NAME_MAX];
+  uint64_t capabilities;
+} msc_hello_t;
+
+typedef struct msc_event_s {
+  msc_event_type_t type;
+  int err;              /* MS_E* with MSC_EV_ERROR */
+  char msg[256];        /* words for the user: cause and, where one helps, a hint */
+} msc_event_t;
+
+/* A new session for the target `pid` whose start time should be
+ * `expected_start_time` (0: do not check). NULL on ENOMEM. */
+msc_session_t *msc_session_new(int pid, uint64_t expected_start_time);
+void msc_session_free(msc_session_t *s);
+/* The bytes to send to ask for one snapshot (the first call also says
+ * hello). The pointer stays valid until the next call on the session. */
+int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
+                                 size_t *len);
+/* Feeds received bytes. Consumes at most one message per call: *used says
+ * how many bytes it took (call again with the rest). On MSC_EV_SNAPSHOT,
+ * *snap holds the snapshot. */
+int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
+                     size_t *used, ms_snapshot_t *snap, msc_event_t *ev);
+/* The handshake, once MSC_EV_HELLO has been seen (else NULL). */
+const msc_hello_t *msc_session_hello(const msc_session_t *s);
+
+/* ---- blocking helper ---- */
+/* Connects to `pid`, verifies the handshake, reads one snapshot into *snap.
+ * On error returns a negative code and writes a message naming the PID,
+ * the cause and a hint into errbuf. */
+int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
+              size_t errlen);
+
+#endif

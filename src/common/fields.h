@@ -1,0 +1,63 @@
+/*
+ * fields.h - the one definition of every snapshot field: its Go MemStats
+ * name, where it lives in ms_snapshot_t, its unit and its Prometheus name.
+ * Every emitter (text, JSON, wire, Prometheus, the live view) walks this
+ * table instead of naming fields itself.
+ */
+#ifndef MS_COMMON_FIELDS_H
+#define MS_COMMON_FIELDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memstats.h"
+
+typedef enum ms__unit_e {
+  MS__UNIT_BYTES,   /* bytes */
+  MS__UNIT_COUNT,   /* a count of objects or events */
+  MS__UNIT_NS,      /* nanoseconds (a duration) */
+  MS__UNIT_UNIX_NS, /* a point in time, Unix nanoseconds */
+  MS__UNIT_RATIO,   /* a double in [0, 1] */
+  MS__UNIT_BOOL,    /* an int, 0 or 1 */
+  MS__UNIT_ARRAY    /* a compound field (ring, classes, histogram) */
+} ms__unit_t;
+
+typedef enum ms__ctype_e {
+  MS__CT_U64,
+  MS__CT_U32,
+  MS__CT_INT,
+  MS__CT_DOUBLE,
+  MS__CT_NONE /* compound: no scalar value */
+} ms__ctype_t;
+
+typedef struct ms__field_info_s {
+  ms_field_t id;
+  const char *go_name;   /* "HeapAlloc": Go's MemStats / JSON name */
+  size_t offset;         /* offsetof(ms_snapshot_t, ...) */
+  ms__ctype_t ctype;
+  ms__unit_t unit;
+  const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */
+  const char *help;      /* one line, for --help and Prometheus HELP */
+  int in_go;             /* 1 if this is one of Go's MemStats fields */
+} ms__field_info_t;
+
+/* The table, indexed by ms_field_t (ms__fields[i].id == i). */
+extern const ms__field_info_t ms__fields[MS_F__COUNT];
+
+/* The field's scalar value as a double / uint64 (0 for compound fields). */
+double ms__field_double(const ms_snapshot_t *s, ms_field_t f);
+uint64_t ms__field_u64(const ms_snapshot_t *s, ms_field_t f);
+/* Sets a scalar field from a uint64 / double (compound fields: no-op). */
+void ms__field_set_u64(ms_snapshot_t *s, ms_field_t f, uint64_t v);
+void ms__field_set_double(ms_snapshot_t *s, ms_field_t f, double v);
+/* Looks a field up by its Go name; returns -1 if unknown. */
+int ms__field_by_go_name(const char *name);
+
+/* Sets a field's quality and source provider index in one go. */
+static inline void ms__set_quality(ms_snapshot_t *s, ms_field_t f,
+                                   ms_quality_t q, int source) {
+  s->quality[f] = (uint8_t)q;
+  s->source[f] = (uint8_t)(source < 0 ? 0xff : source);
+}
+
+#endif

@@ -1,0 +1,61 @@
+/*
+ * engine.h - the statistics engine inside libmemstats (internal).
+ *
+ * Counters live in per-thread shards and are merged on read (Go's
+ * consistentHeapStats, ported: see shard.c). Off-heap classes are atomic
+ * counters (Go's sysMemStat, sysstat.c). Pauses go to a ring and a
+ * histogram (pause.c). snapshot.c puts it all, the providers' figures and
+ * the process identity into an ms_snapshot_t.
+ */
+#ifndef MS_CORE_ENGINE_H
+#define MS_CORE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memstats.h"
+
+/* ---- size classes of tracked objects ----
+ * 16-byte steps up to 128 bytes, then four classes per power of two up to
+ * MS__MAX_SMALL; larger objects are "large" (counted, not classed). */
+#define MS__NCLASSES 61
+#define MS__MAX_SMALL (1u << 20)
+/* Returns the class of a size (0 .. MS__NCLASSES-1), or -1 if large. */
+int ms__size_class(uint64_t size);
+/* The largest size in a class. */
+uint64_t ms__class_size(int cls);
+
+/* ---- feeding flags: what the engine has been told about ----
+ * The engine reports a field as exact only once something feeds it. */
+#define MS__FEED_OBJECTS 0x1u /* ms_object_alloc/free (tracking) */
+#define MS__FEED_HEAP 0x2u    /* ms_heap_move */
+#define MS__FEED_GC 0x4u      /* ms_gc_* */
+#define MS__FEED_SYS(c) (0x100u << (c)) /* ms_sys_add(c, ...) */
+unsigned ms__engine_fed(void);
+
+/* Takes the consistent cut of the shards and fills the engine's fields of
+ * *snap (objects, heap span states, off-heap classes, pauses) and their
+ * quality. Serialised with other readers; no writer waits. */
+void ms__engine_read(ms_snapshot_t *snap);
+
+/* The hot path used by the preload: same as ms_object_alloc/free. */
+void ms__track_alloc(uint64_t size);
+void ms__track_free(uint64_t size);
+
+/* Statistics about the engine itself, for benchmarks and tests. */
+typedef struct ms__engine_stats_s {
+  uint64_t reads;          /* snapshots taken */
+  uint64_t shards_live;    /* registered threads */
+  uint64_t shards_total;   /* shards ever allocated */
+  uint64_t wait_spins;     /* reader spins on writers caught mid-update */
+} ms__engine_stats_t;
+void ms__engine_stats(ms__engine_stats_t *out);
+
+/* Time helpers. */
+uint64_t ms__now_mono_ns(void);
+uint64_t ms__now_unix_ns(void);
+
+/* Library-wide debug message, printed to stderr only if MEMSTATS_DEBUG=1. */
+void ms__debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

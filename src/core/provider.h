@@ -1,0 +1,20 @@
+/*
+ * provider.h - where the figures come from (internal).
+ *
+ * A provider knows one allocator (glibc, jemalloc, ...) or source. It is
+ * detected at run time, and sampled from the reader's thread at its own
+ * cadence; its last sample is cached and merged into every snapshot.
+ * See src/providers/.
+ */
+#ifndef MS_CORE_PROVIDER_H
+#define MS_CORE_PROVIDER_H
+
+#include "memstats.h"
+
+/* Fills the providers' figures (cached or fresh, by each provider's
+ * cadence) into *snap after the engine's, appending their names to
+ * snap->providers and setting the quality and source of each field they
+ * give. Called by ms_snapshot_read() with the reader lock held. */
+void ms__providers_fill(ms_snapshot_t *snap);
+
+#endif

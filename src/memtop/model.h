@@ -1,0 +1,101 @@
+/*
+ * model.h - what memtop knows, separate from how it is drawn.
+ *
+ * The loop (loop.c) updates the model from snapshots; the renderers (the
+ * live view, --once text, JSON) read it. A renderer never does I/O to a
+ * target; the loop never touches the screen.
+ */
+#ifndef MS_MEMTOP_MODEL_H
+#define MS_MEMTOP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memstats.h"
+
+#define MT_HISTORY 600 /* samples kept per target for trends and rates */
+
+typedef enum mt_target_state_e {
+  MT_CONNECTING = 0, /* no snapshot yet */
+  MT_LIVE,           /* the last read succeeded */
+  MT_UNREACHABLE,    /* reads fail, the process is alive: retrying */
+  MT_EXITED          /* the process is gone: its last figures stay */
+} mt_target_state_t;
+
+/* One point of a target's history: what the trend chart and the rates use. */
+typedef struct mt_sample_s {
+  uint64_t mono_ns; /* the snapshot's own monotonic time */
+  int64_t data, frag_overhead, idle, prepared;
+  uint64_t mallocs, frees, total_alloc, num_gc, pause_total_ns;
+} mt_sample_t;
+
+typedef struct mt_target_s {
+  int pid;
+  uint64_t start_time;
+  char comm[MS_NAME_MAX];
+  mt_target_state_t state;
+  char error[256];       /* why the last read failed, for the user */
+  int have_snapshot;
+  ms_snapshot_t snap;    /* the latest snapshot */
+  ms_breakdown_t bd;     /* its breakdown */
+  mt_sample_t hist[MT_HISTORY]; /* ring; newest at (nhist-1) % MT_HISTORY */
+  uint64_t nhist;
+  /* Rates over the last two samples (per second); < 0 when unknown. */
+  double mallocs_per_s, frees_per_s, bytes_per_s, gcs_per_s;
+  int64_t pause_p50_ns, pause_p99_ns, pause_max_ns; /* -1 when none */
+  int seen;              /* mark-and-sweep helper for rescans */
+} mt_target_t;
+
+typedef enum mt_sort_e {
+  MT_SORT_PID = 0,
+  MT_SORT_NAME,
+  MT_SORT_READY,
+  MT_SORT_PREPARED,
+  MT_SORT_DATA,
+  MT_SORT_FRAG,
+  MT_SORT_IDLE,
+  MT_SORT_OBJECTS,
+  MT_SORT_PAUSE_P99,
+  MT_SORT__COUNT
+} mt_sort_t;
+
+typedef enum mt_screen_e {
+  MT_SCREEN_LIST = 0, /* the process list */
+  MT_SCREEN_DETAIL,   /* one process */
+  MT_SCREEN_HELP
+} mt_screen_t;
+
+typedef struct mt_model_s {
+  mt_target_t **targets; /* owned; in display (sorted) order */
+  size_t ntargets, cap;
+  mt_sort_t sort;
+  int sort_reverse;
+  size_t selected;       /* index into targets in the list */
+  int detail_pid;        /* the process shown in MT_SCREEN_DETAIL */
+  mt_screen_t screen, prev_screen;
+  int paused;
+  double delay_s;
+  int watch_all;         /* no PIDs named: rescan for new targets */
+  int color, utf8;       /* how to draw */
+  char status[256];      /* one-line message (errors, prompts) */
+  uint64_t now_mono_ns;
+} mt_model_t;
+
+void mt_model_init(mt_model_t *m);
+void mt_model_free(mt_model_t *m);
+/* Finds or adds the target `pid`. NULL on ENOMEM. */
+mt_target_t *mt_model_target(mt_model_t *m, int pid);
+mt_target_t *mt_model_find(const mt_model_t *m, int pid);
+void mt_model_remove(mt_model_t *m, int pid);
+/* Records a new snapshot for a target: breakdown, history, rates, pause
+ * percentiles; state becomes MT_LIVE. */
+void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s);
+/* Marks a failed read (MT_UNREACHABLE, or MT_EXITED if the process is
+ * gone), keeping the last figures. */
+void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited, const char *why);
+/* Sorts targets by m->sort, keeping the selection on the same process. */
+void mt_model_sort(mt_model_t *m);
+/* The i-th newest sample (0 = newest), NULL past the history. */
+const mt_sample_t *mt_target_sample(const mt_target_t *t, size_t i);
+
+#endif
