@@ -1,0 +1,62 @@
+/*
+ * ui.h - what the loop (loop.c) calls to run the live view on a terminal.
+ *
+ * This is the whole of curses as the rest of memtop sees it: the loop owns
+ * the event loop, the timers and the signals; the view owns the terminal.
+ * The loop calls
+ *
+ *   mt_ui_start(m)        once, before the first frame (never in --once or
+ *                         the other plain modes);
+ *   mt_ui_draw(m)         after the model changed (a snapshot arrived, a key
+ *                         asked for a redraw, the terminal was resized);
+ *   mt_ui_keys(m)         when stdin is readable: reads every pending key
+ *                         without blocking, applies each to the model and
+ *                         says what the loop has to do about it;
+ *   mt_ui_resize()        on SIGWINCH, then mt_ui_draw();
+ *   mt_ui_end()           on every exit path: normal exit, error, SIGINT /
+ *                         SIGTERM, and from atexit() as a last resort.
+ *
+ * Everything is single-threaded: call these from the loop's thread only.
+ */
+#ifndef MS_MEMTOP_UI_H
+#define MS_MEMTOP_UI_H
+
+#include "memtop/model.h"
+
+/* What a key asks the loop to do. Several keys read at once combine by
+ * taking the strongest action (the order below). */
+typedef enum mt_action_e {
+  MT_ACT_NONE = 0,  /* nothing changed */
+  MT_ACT_REDRAW,    /* the model's view state changed: call mt_ui_draw() */
+  MT_ACT_DELAY,     /* m->delay_s changed: re-arm the timers, then redraw */
+  MT_ACT_QUIT       /* the user asked to quit: stop the loop, mt_ui_end() */
+} mt_action_t;
+
+/* Initialises the terminal (locale, curses, keypad, non-blocking input,
+ * colours when m->color). Sets m->utf8 from the locale if it was not
+ * already cleared by the caller, and m->color to 0 if the terminal has no
+ * colours. Returns 0, MS_EINVAL when stdin or stdout is not a terminal, or
+ * MS_ENOSYS when curses cannot start on this terminal (TERM unknown). On
+ * failure the terminal is left as it was. */
+int mt_ui_start(mt_model_t *m);
+
+/* Builds the whole frame from the model and puts it on screen once. Does
+ * nothing before mt_ui_start() or after mt_ui_end(). */
+void mt_ui_draw(const mt_model_t *m);
+
+/* Reads every pending key (non-blocking) and applies each with
+ * mt_view_key() (view.h). Returns the strongest action asked for. */
+mt_action_t mt_ui_keys(mt_model_t *m);
+
+/* Adopts the terminal's new size (call on SIGWINCH). */
+void mt_ui_resize(void);
+
+/* Restores the terminal (leaves curses, shows the cursor, resets the
+ * modes). Idempotent, and safe to call from atexit() and after a signal
+ * was caught; does nothing if mt_ui_start() never succeeded. */
+void mt_ui_end(void);
+
+/* Nonzero between a successful mt_ui_start() and mt_ui_end(). */
+int mt_ui_active(void);
+
+#endif
