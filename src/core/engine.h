@@ -29,9 +29,20 @@ uint64_t ms__class_size(int cls);
  * The engine reports a field as exact only once something feeds it. */
 #define MS__FEED_OBJECTS 0x1u /* ms_object_alloc/free (tracking) */
 #define MS__FEED_HEAP 0x2u    /* ms_heap_move */
-#define MS__FEED_GC 0x4u      /* ms_gc_* */
+#define MS__FEED_GC 0x4u      /* ms_gc_* or a collector provider */
+#define MS__FEED_API 0x8u     /* a public accounting call was made */
 #define MS__FEED_SYS(c) (0x100u << (c)) /* ms_sys_add(c, ...) */
 unsigned ms__engine_fed(void);
+void ms__feed(unsigned flags);
+/* Initialises the engine (membarrier registration, thread-exit key). Called
+ * lazily; idempotent. */
+void ms__engine_init(void);
+/* The preload calls this once: objects are tracked from now on. */
+void ms__track_enable(void);
+/* A collector provider calls this once it records pauses (EnableGC). */
+void ms__gc_attach(void);
+/* Records one pause without marking the public API as used. */
+void ms__gc_record(uint64_t start_mono_ns, uint64_t end_mono_ns, int forced);
 
 /* Takes the consistent cut of the shards and fills the engine's fields of
  * *snap (objects, heap span states, off-heap classes, pauses) and their

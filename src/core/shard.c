@@ -1,0 +1,472 @@
+/*
+ * shard.c - consistent heap statistics without stopping threads.
+ *
+ * A C port of Go's consistentHeapStats (runtime/mstats.go), with one
+ * change: Go's writers are Ps that add atomically into one shared block;
+ * here every thread owns a shard (a block of three generations), so the hot
+ * path is plain stores to a cache line nobody else writes.
+ *
+ * Writer (any thread, on every accounted event):
+ *   seq = seq + 1            (now odd: "I am writing")
+ *   g = gen                  (the generation being written)
+ *   stats[g] += delta        (every field of one event, in one slot)
+ *   seq = seq + 1            (even again, release)
+ *
+ * Reader (one at a time, under the snapshot lock):
+ *   cur = gen; gen = cur + 1 (mod 3)
+ *   heavy barrier            (membarrier(2): see below)
+ *   wait until every shard's seq is even (writers caught mid-update)
+ *   per shard: stats[cur] += stats[prev]; stats[prev] = 0
+ *   the snapshot is the sum over shards of stats[cur]
+ *
+ * Three generations: one being written, one holding each shard's total as of
+ * the last read, and one already zero so writers can move into it the moment
+ * gen turns. Every event lands whole in one slot, so a snapshot never shows
+ * half of one, and since a reader's cut is a single store to gen, an event
+ * that happened after another (a free after its malloc, on any thread) is
+ * never in the cut without it: Mallocs - Frees never goes negative.
+ *
+ * The barrier. A writer's odd seq store must be visible to the reader before
+ * the writer's load of gen, or a reader could miss a writer that is about to
+ * write into the old slot. That needs a StoreLoad fence, which costs tens of
+ * cycles on every malloc. Instead the reader pays: after turning gen it calls
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), which runs a full barrier on
+ * every CPU running one of our threads. Afterwards each writer either has its
+ * odd seq visible to us (and we wait for it) or will load the new gen. Where
+ * membarrier is missing, writers fall back to a real fence.
+ *
+ * Threads that have no shard (not yet registered, exited, or nested inside
+ * a signal handler that interrupted an update) write to the global shard
+ * with atomic adds, bracketed by a per-generation in-flight count that the
+ * reader waits on.
+ *
+ * Thread exit marks the shard DEAD; the next reader folds it into the
+ * global shard and frees it for reuse, so nothing is lost and a program that
+ * starts 10,000 threads uses a handful of shards. fork() marks every shard
+ * but the forking thread's DEAD in the child: the child starts from the
+ * parent's totals.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+#include "core/shard.h"
+
+#ifndef MEMBARRIER_CMD_PRIVATE_EXPEDITED
+#define MEMBARRIER_CMD_PRIVATE_EXPEDITED (1 << 3)
+#define MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED (1 << 4)
+#endif
+
+#define RLX __ATOMIC_RELAXED
+#define ACQ __ATOMIC_ACQUIRE
+#define REL __ATOMIC_RELEASE
+#define SC __ATOMIC_SEQ_CST
+
+enum { SHARD_FREE = 0, SHARD_LIVE = 1, SHARD_DEAD = 2 };
+
+/* What changes together. Every member is a uint64_t so a slot can be
+ * walked as an array of words (two's complement makes signed deltas work).
+ */
+typedef struct ms__delta_s {
+  uint64_t heap[MS_SPAN__COUNT]; /* bytes per span state (NONE unused) */
+  uint64_t alloc_bytes, free_bytes;
+  uint64_t large_allocs, large_frees;
+  uint64_t small_allocs[MS__NCLASSES];
+  uint64_t small_frees[MS__NCLASSES];
+} ms__delta_t;
+
+#define DELTA_WORDS (sizeof(ms__delta_t) / sizeof(uint64_t))
+
+typedef struct ms__shard_s {
+  uint64_t seq;                 /* odd while its owner writes */
+  uint32_t state;               /* SHARD_FREE / LIVE / DEAD */
+  struct ms__shard_s *next;     /* registry list; set once, before publish */
+  uint64_t inflight[3];         /* global shard only: writers per gen */
+  ms__delta_t stats[3] __attribute__((aligned(64)));
+} __attribute__((aligned(64))) ms__shard_t;
+
+/* Thread state: 0 unregistered, 1 has a shard, 2 registering or exited
+ * (use the global shard). */
+static __thread ms__shard_t *tls_shard;
+static __thread int tls_mode;
+
+static ms__shard_t g_global;
+static ms__shard_t *g_shards;      /* every shard ever made (a list) */
+static uint32_t g_gen;             /* the generation writers use */
+static int g_need_fence = 1;       /* 0 once membarrier is registered */
+static unsigned g_fed;             /* MS__FEED_* flags */
+static pthread_key_t g_key;
+static int g_key_ok;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static uint64_t g_reads, g_spins, g_shards_total;
+
+/* ---- helpers --------------------------------------------------------------*/
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+static inline uint64_t ld(const uint64_t *p) {
+  return __atomic_load_n(p, RLX);
+}
+static inline void st(uint64_t *p, uint64_t v) {
+  __atomic_store_n(p, v, RLX);
+}
+/* The owner is the only writer of its slot: load and store, no RMW. */
+static inline void add_own(uint64_t *p, uint64_t d) {
+  st(p, ld(p) + d);
+}
+
+void ms__feed(unsigned flags) {
+  if ((__atomic_load_n(&g_fed, RLX) & flags) != flags)
+    __atomic_fetch_or(&g_fed, flags, RLX);
+}
+
+unsigned ms__engine_fed(void) {
+  return __atomic_load_n(&g_fed, RLX);
+}
+
+static void thread_exit(void *arg) {
+  ms__shard_t *s = arg;
+  /* Frees that come after this destructor go to the global shard. */
+  tls_mode = 2;
+  tls_shard = NULL;
+  if (s)
+    __atomic_store_n(&s->state, SHARD_DEAD, REL);
+}
+
+static void engine_init(void) {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+              0) == 0)
+    __atomic_store_n(&g_need_fence, 0, REL);
+  if (pthread_key_create(&g_key, thread_exit) == 0)
+    g_key_ok = 1;
+}
+
+void ms__engine_init(void) {
+  pthread_once(&g_once, engine_init);
+}
+
+/* Finds a free shard or maps a new one. Lock-free (it may run in a fork
+ * child or inside malloc); never calls malloc. */
+static ms__shard_t *shard_acquire(void) {
+  for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
+    uint32_t expect = SHARD_FREE;
+    if (__atomic_load_n(&s->state, RLX) == SHARD_FREE &&
+        __atomic_compare_exchange_n(&s->state, &expect, SHARD_LIVE, 0, ACQ,
+                                    RLX))
+      return s;
+  }
+  void *mem = mmap(NULL, sizeof(ms__shard_t), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED)
+    return NULL;
+  ms__shard_t *s = mem; /* mmap gives zeroes */
+  s->state = SHARD_LIVE;
+  ms__shard_t *head = __atomic_load_n(&g_shards, RLX);
+  do {
+    s->next = head;
+  } while (!__atomic_compare_exchange_n(&g_shards, &head, s, 1, REL, RLX));
+  __atomic_fetch_add(&g_shards_total, 1, RLX);
+  return s;
+}
+
+/* The slow path of a writer with no shard yet. */
+static ms__shard_t *shard_register(void) {
+  tls_mode = 2; /* anything we cause meanwhile goes to the global shard */
+  if (pthread_once(&g_once, engine_init) != 0)
+    return NULL;
+  ms__shard_t *s = shard_acquire();
+  if (!s)
+    return NULL; /* keep using the global shard */
+  if (g_key_ok && pthread_setspecific(g_key, s) != 0) {
+    __atomic_store_n(&s->state, SHARD_DEAD, REL);
+    return NULL;
+  }
+  tls_shard = s;
+  tls_mode = 1;
+  return s;
+}
+
+/* ---- writers ---------------------------------------------------------------*/
+
+/* An update of the global shard: atomic adds, counted in flight per
+ * generation (the re-check of gen after announcing closes the race with a
+ * reader turning it in between). */
+static ms__delta_t *global_begin(uint32_t *gp) {
+  for (;;) {
+    uint32_t g = __atomic_load_n(&g_gen, SC);
+    __atomic_fetch_add(&g_global.inflight[g], 1, SC);
+    if (__atomic_load_n(&g_gen, SC) == g) {
+      *gp = g;
+      return &g_global.stats[g];
+    }
+    __atomic_fetch_sub(&g_global.inflight[g], 1, SC);
+  }
+}
+
+static void global_end(uint32_t g) {
+  __atomic_fetch_sub(&g_global.inflight[g], 1, REL);
+}
+
+/* Opens an update bracket. Returns the slot to write, and whether it is the
+ * caller's own shard (plain stores) or the global one (atomic adds). */
+typedef struct bracket_s {
+  ms__shard_t *own;
+  ms__delta_t *d;
+  uint64_t seq;
+  uint32_t g;
+} bracket_t;
+
+static inline void bracket_begin(bracket_t *b) {
+  ms__shard_t *s = tls_shard;
+  if (__builtin_expect(s == NULL, 0)) {
+    if (tls_mode == 0)
+      s = shard_register();
+    if (!s) {
+      b->own = NULL;
+      b->d = global_begin(&b->g);
+      return;
+    }
+  }
+  uint64_t q = ld(&s->seq);
+  if (__builtin_expect(q & 1, 0)) {
+    /* A signal handler interrupted our own update: do not touch the slot
+     * the interrupted code is in the middle of writing. */
+    b->own = NULL;
+    b->d = global_begin(&b->g);
+    return;
+  }
+  st(&s->seq, q + 1);
+  if (__builtin_expect(__atomic_load_n(&g_need_fence, RLX), 0))
+    __atomic_thread_fence(SC);
+  else
+    __atomic_signal_fence(SC);
+  uint32_t g = __atomic_load_n(&g_gen, ACQ);
+  b->own = s;
+  b->seq = q;
+  b->d = &s->stats[g];
+}
+
+static inline void bracket_add(bracket_t *b, uint64_t *field, uint64_t d) {
+  if (b->own)
+    add_own(field, d);
+  else
+    __atomic_fetch_add(field, d, RLX);
+}
+
+static inline void bracket_end(bracket_t *b) {
+  if (b->own)
+    __atomic_store_n(&b->own->seq, b->seq + 2, REL);
+  else
+    global_end(b->g);
+}
+
+void ms__track_alloc(uint64_t size) {
+  bracket_t b;
+  bracket_begin(&b);
+  int c = ms__size_class(size);
+  if (c >= 0)
+    bracket_add(&b, &b.d->small_allocs[c], 1);
+  else
+    bracket_add(&b, &b.d->large_allocs, 1);
+  bracket_add(&b, &b.d->alloc_bytes, size);
+  bracket_end(&b);
+}
+
+void ms__track_free(uint64_t size) {
+  bracket_t b;
+  bracket_begin(&b);
+  int c = ms__size_class(size);
+  if (c >= 0)
+    bracket_add(&b, &b.d->small_frees[c], 1);
+  else
+    bracket_add(&b, &b.d->large_frees, 1);
+  bracket_add(&b, &b.d->free_bytes, size);
+  bracket_end(&b);
+}
+
+void ms__track_enable(void) {
+  ms__feed(MS__FEED_OBJECTS);
+}
+
+MS_EXTERN void ms_object_alloc(uint64_t size) {
+  ms__feed(MS__FEED_OBJECTS | MS__FEED_API);
+  ms__track_alloc(size);
+}
+
+MS_EXTERN void ms_object_free(uint64_t size) {
+  ms__feed(MS__FEED_OBJECTS | MS__FEED_API);
+  ms__track_free(size);
+}
+
+MS_EXTERN int ms_heap_move(ms_span_state_t from, ms_span_state_t to,
+                           uint64_t bytes) {
+  if ((unsigned)from >= MS_SPAN__COUNT || (unsigned)to >= MS_SPAN__COUNT)
+    return MS_EINVAL;
+  ms__feed(MS__FEED_HEAP | MS__FEED_API);
+  if (from == to || bytes == 0)
+    return 0;
+  bracket_t b;
+  bracket_begin(&b);
+  if (from != MS_SPAN_NONE)
+    bracket_add(&b, &b.d->heap[from], (uint64_t)0 - bytes);
+  if (to != MS_SPAN_NONE)
+    bracket_add(&b, &b.d->heap[to], bytes);
+  bracket_end(&b);
+  return 0;
+}
+
+/* ---- the reader ------------------------------------------------------------*/
+
+static void wait_even(ms__shard_t *s) {
+  unsigned spins = 0;
+  while (__atomic_load_n(&s->seq, ACQ) & 1) {
+    if (++spins > 64)
+      sched_yield(); /* the writer was preempted mid-update */
+    else
+      cpu_relax();
+  }
+  if (spins)
+    __atomic_fetch_add(&g_spins, spins, RLX);
+}
+
+static void slot_merge(ms__delta_t *dst, ms__delta_t *src) {
+  uint64_t *d = (uint64_t *)dst, *s = (uint64_t *)src;
+  for (size_t i = 0; i < DELTA_WORDS; i++) {
+    uint64_t v = ld(&s[i]);
+    if (v) {
+      st(&d[i], ld(&d[i]) + v);
+      st(&s[i], 0);
+    }
+  }
+}
+
+/* Adds src into dst atomically (dst may have concurrent atomic writers). */
+static void slot_fold_atomic(ms__delta_t *dst, ms__delta_t *src) {
+  uint64_t *d = (uint64_t *)dst, *s = (uint64_t *)src;
+  for (size_t i = 0; i < DELTA_WORDS; i++) {
+    uint64_t v = ld(&s[i]);
+    if (v) {
+      __atomic_fetch_add(&d[i], v, RLX);
+      st(&s[i], 0);
+    }
+  }
+}
+
+static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
+  uint64_t *a = (uint64_t *)acc;
+  const uint64_t *s = (const uint64_t *)src;
+  for (size_t i = 0; i < DELTA_WORDS; i++)
+    a[i] += ld(&s[i]);
+}
+
+/* The consistent cut. Caller holds the snapshot lock. */
+static void take_cut(ms__delta_t *out) {
+  pthread_once(&g_once, engine_init);
+  uint32_t cur = __atomic_load_n(&g_gen, RLX);
+  uint32_t next = (cur + 1) % 3, prev = (cur + 2) % 3;
+  __atomic_store_n(&g_gen, next, SC);
+  if (__atomic_load_n(&g_need_fence, RLX) ||
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+    /* No membarrier: writers fence themselves from now on. A writer that
+     * loaded gen before it saw g_need_fence is waited for below only if its
+     * odd seq is visible, so the flag is set before any cut relies on it. */
+    __atomic_store_n(&g_need_fence, 1, SC);
+    __atomic_thread_fence(SC);
+  }
+
+  /* Wait for writers caught mid-update in the old generation. */
+  for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next)
+    wait_even(s);
+  unsigned spins = 0;
+  while (__atomic_load_n(&g_global.inflight[cur], ACQ) != 0) {
+    if (++spins > 64)
+      sched_yield();
+  }
+
+  memset(out, 0, sizeof *out);
+  /* The global shard: merge like any other. Its writers are in `next`. */
+  slot_merge(&g_global.stats[cur], &g_global.stats[prev]);
+  for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
+    uint32_t state = __atomic_load_n(&s->state, ACQ);
+    if (state == SHARD_FREE)
+      continue;
+    slot_merge(&s->stats[cur], &s->stats[prev]);
+    if (state == SHARD_DEAD) {
+      /* Its thread is gone: move its totals into the global shard (cur is
+       * quiescent there; next may have atomic writers) and free it. */
+      slot_fold_atomic(&g_global.stats[cur], &s->stats[cur]);
+      slot_fold_atomic(&g_global.stats[next], &s->stats[next]);
+      __atomic_store_n(&s->seq, 0, RLX);
+      __atomic_store_n(&s->state, SHARD_FREE, REL);
+      continue;
+    }
+    slot_sum(out, &s->stats[cur]);
+  }
+  slot_sum(out, &g_global.stats[cur]);
+  __atomic_fetch_add(&g_reads, 1, RLX);
+}
+
+void ms__shards_read(ms__shard_totals_t *t) {
+  ms__delta_t d;
+  take_cut(&d);
+  memset(t, 0, sizeof *t);
+  for (int i = 0; i < MS_SPAN__COUNT; i++)
+    t->heap[i] = (int64_t)d.heap[i];
+  t->alloc_bytes = d.alloc_bytes;
+  t->free_bytes = d.free_bytes;
+  t->mallocs = d.large_allocs;
+  t->frees = d.large_frees;
+  for (int c = 0; c < MS__NCLASSES; c++) {
+    t->class_allocs[c] = d.small_allocs[c];
+    t->class_frees[c] = d.small_frees[c];
+    t->mallocs += d.small_allocs[c];
+    t->frees += d.small_frees[c];
+  }
+}
+
+/* ---- fork ------------------------------------------------------------------*/
+
+/* In the child only the forking thread lives on. Every other shard is
+ * DEAD (its totals are the parent's and stay counted); a writer the fork
+ * caught mid-update will never finish, so its seq is made even. */
+void ms__shards_after_fork_child(void) {
+  ms__shard_t *mine = tls_shard;
+  for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
+    if (s == mine)
+      continue;
+    uint64_t q = ld(&s->seq);
+    if (q & 1)
+      st(&s->seq, q + 1);
+    if (__atomic_load_n(&s->state, RLX) == SHARD_LIVE)
+      __atomic_store_n(&s->state, SHARD_DEAD, REL);
+  }
+  for (int g = 0; g < 3; g++)
+    __atomic_store_n(&g_global.inflight[g], 0, RLX);
+  /* membarrier registration is per process (per mm): register again. */
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+              0) != 0)
+    __atomic_store_n(&g_need_fence, 1, SC);
+}
+
+void ms__engine_stats(ms__engine_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  out->reads = __atomic_load_n(&g_reads, RLX);
+  out->wait_spins = __atomic_load_n(&g_spins, RLX);
+  out->shards_total = __atomic_load_n(&g_shards_total, RLX);
+  for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next)
+    if (__atomic_load_n(&s->state, RLX) == SHARD_LIVE)
+      out->shards_live++;
+}

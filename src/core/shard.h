@@ -1,0 +1,24 @@
+/*
+ * shard.h - the consistent per-thread counters (internal to src/core).
+ */
+#ifndef MS_CORE_SHARD_H
+#define MS_CORE_SHARD_H
+
+#include <stdint.h>
+
+#include "core/engine.h"
+
+/* The totals of one consistent cut. */
+typedef struct ms__shard_totals_s {
+  int64_t heap[MS_SPAN__COUNT]; /* bytes per span state */
+  uint64_t alloc_bytes, free_bytes;
+  uint64_t mallocs, frees; /* all objects, small and large */
+  uint64_t class_allocs[MS__NCLASSES], class_frees[MS__NCLASSES];
+} ms__shard_totals_t;
+
+/* Takes the cut. The caller holds the snapshot lock. */
+void ms__shards_read(ms__shard_totals_t *t);
+/* Called in a fork child (with the snapshot lock held). */
+void ms__shards_after_fork_child(void);
+
+#endif

@@ -1,0 +1,275 @@
+/*
+ * snapshot.c - ms_snapshot_read(): identity, the engine's consistent cut,
+ * the providers' figures and the kernel's view, in one caller-owned struct.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/fields.h"
+#include "core/engine.h"
+#include "core/pause.h"
+#include "core/provider.h"
+#include "core/shard.h"
+#include "core/snapshot.h"
+#include "core/sysstat.h"
+
+static pthread_mutex_t g_read_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_seq;
+
+/* Identity changes only with fork: cached per PID. */
+static struct {
+  int pid;
+  uint64_t start_time;
+  char comm[MS_NAME_MAX];
+} g_ident;
+
+static void atfork_prepare(void) {
+  pthread_mutex_lock(&g_read_lock);
+}
+static void atfork_parent(void) {
+  pthread_mutex_unlock(&g_read_lock);
+}
+static void atfork_child(void) {
+  ms__shards_after_fork_child();
+  g_ident.pid = 0;
+  pthread_mutex_unlock(&g_read_lock);
+}
+
+__attribute__((constructor)) static void snapshot_init(void) {
+  ms__engine_init();
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* Reads a small /proc file into buf with plain system calls (this runs
+ * inside arbitrary programs: no stdio, no allocation). */
+ssize_t ms__read_small_file(const char *path, char *buf, size_t len) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  size_t n = 0;
+  while (n + 1 < len) {
+    ssize_t r = read(fd, buf + n, len - 1 - n);
+    if (r < 0) {
+      close(fd);
+      return -1;
+    }
+    if (r == 0)
+      break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  return (ssize_t)n;
+}
+
+int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
+                        uint64_t *start_time) {
+  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
+   * it ends at the last ')'. starttime is field 22. */
+  const char *open_p = strchr(stat, '(');
+  const char *close_p = strrchr(stat, ')');
+  if (!open_p || !close_p || close_p < open_p)
+    return MS_EPROTO;
+  if (comm && comm_len) {
+    size_t n = (size_t)(close_p - open_p - 1);
+    if (n >= comm_len)
+      n = comm_len - 1;
+    memcpy(comm, open_p + 1, n);
+    comm[n] = '\0';
+  }
+  const char *p = close_p + 1;
+  for (int field = 3; field <= 22; field++) {
+    while (*p == ' ')
+      p++;
+    if (!*p)
+      return MS_EPROTO;
+    if (field == 22) {
+      char *end;
+      unsigned long long v = strtoull(p, &end, 10);
+      if (end == p)
+        return MS_EPROTO;
+      *start_time = v;
+      return 0;
+    }
+    while (*p && *p != ' ')
+      p++;
+  }
+  return MS_EPROTO;
+}
+
+static void fill_identity(ms_snapshot_t *s) {
+  int pid = (int)getpid();
+  if (g_ident.pid != pid) {
+    char buf[1024];
+    g_ident.start_time = 0;
+    g_ident.comm[0] = '\0';
+    if (ms__read_small_file("/proc/self/stat", buf, sizeof buf) > 0)
+      ms__parse_proc_stat(buf, g_ident.comm, sizeof g_ident.comm,
+                          &g_ident.start_time);
+    g_ident.pid = pid;
+  }
+  s->pid = pid;
+  s->start_time = g_ident.start_time;
+  memcpy(s->comm, g_ident.comm, sizeof s->comm);
+}
+
+static void fill_kernel(ms_snapshot_t *s) {
+  char buf[256];
+  if (ms__read_small_file("/proc/self/statm", buf, sizeof buf) <= 0)
+    return;
+  unsigned long long vsz, rss;
+  if (sscanf(buf, "%llu %llu", &vsz, &rss) != 2)
+    return;
+  uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+  s->kernel_vsz = vsz * page;
+  s->kernel_rss = rss * page;
+  ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+}
+
+int ms__snapshot_add_provider(ms_snapshot_t *s, const char *name) {
+  for (uint32_t i = 0; i < s->nproviders; i++)
+    if (strcmp(s->providers[i], name) == 0)
+      return (int)i;
+  if (s->nproviders >= MS_MAX_PROVIDERS)
+    return -1;
+  int idx = (int)s->nproviders++;
+  strncpy(s->providers[idx], name, MS_NAME_MAX - 1);
+  s->providers[idx][MS_NAME_MAX - 1] = '\0';
+  return idx;
+}
+
+static void set_exact(ms_snapshot_t *s, ms_field_t f, int src) {
+  ms__set_quality(s, f, MS_Q_EXACT, src);
+}
+
+void ms__engine_read(ms_snapshot_t *s) {
+  unsigned fed = ms__engine_fed();
+  ms__shard_totals_t t;
+  ms__shards_read(&t);
+
+  int src = -1;
+  if (fed & MS__FEED_API)
+    src = ms__snapshot_add_provider(s, "runtime");
+  if (fed & MS__FEED_OBJECTS) {
+    int osrc = (fed & MS__FEED_API) ? src : ms__snapshot_add_provider(s, "tracked");
+    s->mallocs = t.mallocs;
+    s->frees = t.frees;
+    s->heap_objects = t.mallocs - t.frees;
+    s->total_alloc = t.alloc_bytes;
+    s->heap_alloc = t.alloc_bytes - t.free_bytes;
+    s->nsize_classes = MS__NCLASSES;
+    for (int c = 0; c < MS__NCLASSES; c++) {
+      s->by_size[c].size = ms__class_size(c);
+      s->by_size[c].mallocs = t.class_allocs[c];
+      s->by_size[c].frees = t.class_frees[c];
+    }
+    set_exact(s, MS_F_MALLOCS, osrc);
+    set_exact(s, MS_F_FREES, osrc);
+    set_exact(s, MS_F_HEAP_OBJECTS, osrc);
+    set_exact(s, MS_F_TOTAL_ALLOC, osrc);
+    set_exact(s, MS_F_HEAP_ALLOC, osrc);
+    set_exact(s, MS_F_BY_SIZE, osrc);
+    s->lookups = 0; /* nothing here looks up pointers, as in Go >= 1.x */
+    set_exact(s, MS_F_LOOKUPS, osrc);
+  }
+  if (fed & MS__FEED_HEAP) {
+    s->heap_inuse = (uint64_t)t.heap[MS_SPAN_INUSE];
+    s->heap_released = (uint64_t)t.heap[MS_SPAN_RELEASED];
+    s->heap_idle = (uint64_t)(t.heap[MS_SPAN_IDLE] + t.heap[MS_SPAN_RELEASED]);
+    s->heap_sys = s->heap_idle + s->heap_inuse;
+    set_exact(s, MS_F_HEAP_INUSE, src);
+    set_exact(s, MS_F_HEAP_RELEASED, src);
+    set_exact(s, MS_F_HEAP_IDLE, src);
+    set_exact(s, MS_F_HEAP_SYS, src);
+  }
+  int64_t sys[MS_SYS__COUNT], inuse[MS_SYS__COUNT];
+  ms__sys_read(sys, inuse);
+  static const struct {
+    ms_sys_class_t cls;
+    ms_field_t sys_f, inuse_f;
+    size_t sys_off, inuse_off;
+  } classes[] = {
+      {MS_SYS_STACK, MS_F_STACK_SYS, MS_F_STACK_INUSE,
+       offsetof(ms_snapshot_t, stack_sys), offsetof(ms_snapshot_t, stack_inuse)},
+      {MS_SYS_MSPAN, MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE,
+       offsetof(ms_snapshot_t, mspan_sys), offsetof(ms_snapshot_t, mspan_inuse)},
+      {MS_SYS_MCACHE, MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE,
+       offsetof(ms_snapshot_t, mcache_sys),
+       offsetof(ms_snapshot_t, mcache_inuse)},
+      {MS_SYS_BUCKHASH, MS_F_BUCK_HASH_SYS, MS_F__COUNT,
+       offsetof(ms_snapshot_t, buck_hash_sys), 0},
+      {MS_SYS_GC, MS_F_GC_SYS, MS_F__COUNT, offsetof(ms_snapshot_t, gc_sys), 0},
+      {MS_SYS_OTHER, MS_F_OTHER_SYS, MS_F__COUNT,
+       offsetof(ms_snapshot_t, other_sys), 0},
+  };
+  for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
+    if (!(fed & MS__FEED_SYS(classes[i].cls)))
+      continue;
+    *(uint64_t *)((char *)s + classes[i].sys_off) = (uint64_t)sys[classes[i].cls];
+    set_exact(s, classes[i].sys_f, src);
+    if (classes[i].inuse_f != MS_F__COUNT) {
+      *(uint64_t *)((char *)s + classes[i].inuse_off) =
+          (uint64_t)inuse[classes[i].cls];
+      set_exact(s, classes[i].inuse_f, src);
+    }
+  }
+  ms__pause_read(s);
+}
+
+static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
+  return a < b ? a : b;
+}
+
+/* Derived fields: Alloc is HeapAlloc; Sys, where no provider gave it, is the
+ * sum of the *Sys fields that are known, as exact as the least exact of
+ * them (unknown classes are memory the model does not see, not zero). */
+static void finish(ms_snapshot_t *s) {
+  s->alloc = s->heap_alloc;
+  s->quality[MS_F_ALLOC] = s->quality[MS_F_HEAP_ALLOC];
+  s->source[MS_F_ALLOC] = s->source[MS_F_HEAP_ALLOC];
+  if (s->quality[MS_F_SYS] == MS_Q_UNAVAILABLE &&
+      s->quality[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE) {
+    static const ms_field_t parts[] = {MS_F_HEAP_SYS,   MS_F_STACK_SYS,
+                                       MS_F_MSPAN_SYS,  MS_F_MCACHE_SYS,
+                                       MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,
+                                       MS_F_OTHER_SYS};
+    uint64_t sum = 0;
+    ms_quality_t q = MS_Q_EXACT;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+      if (s->quality[parts[i]] == MS_Q_UNAVAILABLE)
+        continue;
+      sum += ms__field_u64(s, parts[i]);
+      q = qmin(q, (ms_quality_t)s->quality[parts[i]]);
+    }
+    s->sys = sum;
+    ms__set_quality(s, MS_F_SYS, q, s->source[MS_F_HEAP_SYS]);
+  }
+}
+
+MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
+  if (!s || size < sizeof(ms_snapshot_t))
+    return MS_EINVAL;
+  memset(s, 0, sizeof *s);
+  memset(s->source, 0xff, sizeof s->source);
+  s->struct_size = (uint32_t)sizeof *s;
+  s->lib_version = (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) |
+                   MS_VERSION_PATCH;
+  fill_identity(s);
+
+  pthread_mutex_lock(&g_read_lock);
+  s->seq = ++g_seq;
+  s->time_mono_ns = ms__now_mono_ns();
+  s->time_unix_ns = ms__now_unix_ns();
+  ms__engine_read(s);
+  ms__providers_fill(s);
+  pthread_mutex_unlock(&g_read_lock);
+
+  fill_kernel(s);
+  finish(s);
+  return 0;
+}

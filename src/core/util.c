@@ -1,0 +1,48 @@
+/*
+ * util.c - clocks and the library's only way to speak (MEMSTATS_DEBUG).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/engine.h"
+
+uint64_t ms__now_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t ms__now_unix_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The library lives inside other people's programs: it says nothing unless
+ * MEMSTATS_DEBUG=1, and then only with one write(2) per message, formatted
+ * on the stack (no stdio buffers, no allocation). */
+void ms__debug(const char *fmt, ...) {
+  const char *env = getenv("MEMSTATS_DEBUG");
+  if (!env || strcmp(env, "1") != 0)
+    return;
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "libmemstats[%d]: ", (int)getpid());
+  if (n < 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+  va_end(ap);
+  if (m < 0)
+    return;
+  size_t len = (size_t)n + (size_t)m;
+  if (len > sizeof buf - 2)
+    len = sizeof buf - 2;
+  buf[len++] = '\n';
+  ssize_t w = write(2, buf, len);
+  (void)w;
+}
