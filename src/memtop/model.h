@@ -44,6 +44,7 @@ typedef struct mt_target_s {
   double mallocs_per_s, frees_per_s, bytes_per_s, gcs_per_s;
   int64_t pause_p50_ns, pause_p99_ns, pause_max_ns; /* -1 when none */
   int seen;              /* mark-and-sweep helper for rescans */
+  uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
 
 typedef enum mt_sort_e {

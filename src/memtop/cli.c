@@ -1,0 +1,366 @@
+/*
+ * cli.c - parsing memtop's command line (see cli.h and DESIGN.md, "The
+ * memtop command").
+ *
+ * The grammar is "memtop [OPTIONS] [COMMAND] [OPTIONS] [ARGS]": options may
+ * come before or after the command word and between PIDs, as users of top
+ * and ps expect, but for `run` everything after "--" (or after the first
+ * word that is not an option) is the command to start, untouched. getopt
+ * runs in "+" mode (stop at the first non-option) so that we decide
+ * ourselves what each bare word is.
+ */
+#include "memtop/cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memstats.h"
+
+enum { OPT_ONCE = 256, OPT_JSON, OPT_NO_COLOR, OPT_LISTEN };
+
+static const struct option long_options[] = {
+    {"delay", required_argument, NULL, 'd'},
+    {"iterations", required_argument, NULL, 'n'},
+    {"once", no_argument, NULL, OPT_ONCE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"no-color", no_argument, NULL, OPT_NO_COLOR},
+    {"no-colour", no_argument, NULL, OPT_NO_COLOR},
+    {"output", required_argument, NULL, 'o'},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0}};
+
+int mt_parse_double(const char *s, double min, double max, double *out) {
+  char *end;
+  double v;
+
+  if (s == NULL || *s == '\0' || out == NULL)
+    return MS_EINVAL;
+  /* strtod skips leading blanks and accepts "nan", "inf" and hex floats;
+   * a delay is none of those, so only plain decimal notation passes. */
+  if (strspn(s, "0123456789.eE+-") != strlen(s))
+    return MS_EINVAL;
+  errno = 0;
+  v = strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
+    return MS_EINVAL;
+  if (v < min || v > max)
+    return MS_EINVAL;
+  *out = v;
+  return 0;
+}
+
+int mt_parse_long(const char *s, long min, long max, long *out) {
+  char *end;
+  long v;
+
+  if (s == NULL || *s == '\0' || out == NULL)
+    return MS_EINVAL;
+  /* Digits only (an optional leading '-'): strtol would also take blanks,
+   * '+', and "0x" prefixes, which no one means in a PID or a count. */
+  if (strspn(s + (s[0] == '-'), "0123456789") != strlen(s + (s[0] == '-')) ||
+      s[s[0] == '-'] == '\0')
+    return MS_EINVAL;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min || v > max)
+    return MS_EINVAL;
+  *out = v;
+  return 0;
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+
+  if (err != NULL && errlen > 0) {
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return MS_EINVAL;
+}
+
+static const char *command_name(mt_cmd_t c) {
+  switch (c) {
+  case MT_CMD_RUN:
+    return "run";
+  case MT_CMD_PS:
+    return "ps";
+  case MT_CMD_PROFILE:
+    return "profile";
+  case MT_CMD_SERVE:
+    return "serve";
+  default:
+    return "watch";
+  }
+}
+
+static int command_word(const char *w, mt_cmd_t *out) {
+  static const struct {
+    const char *word;
+    mt_cmd_t cmd;
+  } words[] = {{"run", MT_CMD_RUN},
+               {"ps", MT_CMD_PS},
+               {"profile", MT_CMD_PROFILE},
+               {"serve", MT_CMD_SERVE}};
+  size_t i;
+
+  for (i = 0; i < sizeof words / sizeof words[0]; i++) {
+    if (strcmp(w, words[i].word) == 0) {
+      *out = words[i].cmd;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
+  long pid;
+  size_t i;
+
+  if (mt_parse_long(w, 1, MT_PID_MAX, &pid) != 0) {
+    if (o->cmd == MT_CMD_WATCH && o->npids == 0 && w[0] >= 'a' && w[0] <= 'z')
+      return fail(err, errlen,
+                  "unknown command '%s' (commands: run, ps, profile, serve)",
+                  w);
+    return fail(err, errlen, "'%s' is not a process ID (1..%d)", w,
+                MT_PID_MAX);
+  }
+  /* Naming a process twice watches it once. */
+  for (i = 0; i < o->npids; i++)
+    if (o->pids[i] == (int)pid)
+      return 0;
+  if (o->npids == MT_MAX_PIDS)
+    return fail(err, errlen, "too many process IDs (at most %d)",
+                MT_MAX_PIDS);
+  o->pids[o->npids++] = (int)pid;
+  return 0;
+}
+
+int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
+                 char *err, size_t errlen) {
+  int want_help = 0, want_version = 0, cmd_set = 0, dashdash;
+  int set_delay = 0, set_iter = 0;
+  int c;
+
+  if (o == NULL || argv == NULL || argc < 1)
+    return fail(err, errlen, "no arguments");
+  memset(o, 0, sizeof *o);
+  o->cmd = MT_CMD_WATCH;
+  o->delay_s = MT_DELAY_DEFAULT;
+  o->color = !(no_color != NULL && no_color[0] != '\0');
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+
+  optind = 0; /* glibc: 0 re-initialises getopt completely */
+  opterr = 0; /* we word the messages ourselves */
+  for (;;) {
+    c = getopt_long(argc, argv, "+:d:n:o:hV", long_options, NULL);
+    if (c == -1) {
+      if (optind >= argc)
+        break;
+      /* A bare word, or the first word after "--". */
+      dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
+      if (o->cmd == MT_CMD_RUN) {
+        o->run_argv = argv + optind;
+        o->run_argc = argc - optind;
+        break;
+      }
+      if (!cmd_set && !dashdash && o->npids == 0 &&
+          command_word(argv[optind], &o->cmd)) {
+        cmd_set = 1;
+        optind++;
+        continue;
+      }
+      if (o->cmd == MT_CMD_PS || o->cmd == MT_CMD_SERVE)
+        return fail(err, errlen, "'%s' takes no arguments (got '%s')",
+                    command_name(o->cmd), argv[optind]);
+      if (o->cmd == MT_CMD_PROFILE && o->npids == 1)
+        return fail(err, errlen, "profile takes one process ID (got '%s')",
+                    argv[optind]);
+      if (add_pid(o, argv[optind], err, errlen) != 0)
+        return MS_EINVAL;
+      optind++;
+      /* After "--" every word is a PID, even one that looks like an
+       * option; getopt would take it as one, so read them here. */
+      while (dashdash && optind < argc) {
+        if (o->cmd == MT_CMD_PROFILE)
+          return fail(err, errlen, "profile takes one process ID (got '%s')",
+                      argv[optind]);
+        if (add_pid(o, argv[optind], err, errlen) != 0)
+          return MS_EINVAL;
+        optind++;
+      }
+      continue;
+    }
+    switch (c) {
+    case 'd':
+      if (mt_parse_double(optarg, MT_DELAY_MIN, MT_DELAY_MAX, &o->delay_s))
+        return fail(err, errlen,
+                    "invalid delay '%s': give seconds, at least %.1f and at "
+                    "most %.0f (e.g. -d 0.5)",
+                    optarg, MT_DELAY_MIN, MT_DELAY_MAX);
+      set_delay = 1;
+      break;
+    case 'n':
+      if (mt_parse_long(optarg, 1, 1000000000L, &o->iterations))
+        return fail(err, errlen,
+                    "invalid iteration count '%s': give a whole number, at "
+                    "least 1",
+                    optarg);
+      set_iter = 1;
+      break;
+    case 'o':
+      if (optarg[0] == '\0')
+        return fail(err, errlen, "-o needs a file name");
+      o->output = optarg;
+      break;
+    case OPT_LISTEN:
+      if (optarg[0] == '\0')
+        return fail(err, errlen, "--listen needs an address (HOST:PORT)");
+      o->listen = optarg;
+      break;
+    case OPT_ONCE:
+      o->once = 1;
+      break;
+    case OPT_JSON:
+      o->json = 1;
+      break;
+    case OPT_NO_COLOR:
+      o->color = 0;
+      break;
+    case 'h':
+      want_help = 1;
+      break;
+    case 'V':
+      want_version = 1;
+      break;
+    case ':':
+      if (optopt != 0)
+        return fail(err, errlen, "option -%c needs a value", optopt);
+      return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+    default:
+      if (optopt != 0)
+        return fail(err, errlen, "unknown option -%c", optopt);
+      return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
+    }
+  }
+
+  if (want_help) {
+    o->cmd = MT_CMD_HELP;
+    return 0;
+  }
+  if (want_version) {
+    o->cmd = MT_CMD_VERSION;
+    return 0;
+  }
+  if (o->json)
+    o->once = 1; /* JSON lines are a plain mode: there is no live JSON */
+
+  if (o->output != NULL && o->cmd != MT_CMD_PROFILE)
+    return fail(err, errlen, "-o/--output only applies to 'profile'");
+  if (o->listen != NULL && o->cmd != MT_CMD_SERVE)
+    return fail(err, errlen, "--listen only applies to 'serve'");
+
+  switch (o->cmd) {
+  case MT_CMD_RUN:
+    if (o->run_argc == 0)
+      return fail(err, errlen,
+                  "'run' needs a command: memtop run [OPTIONS] -- CMD [ARGS]");
+    if (o->once && set_iter)
+      return fail(err, errlen,
+                  "'run --once' prints one report when the command exits; "
+                  "-n does not apply");
+    break;
+  case MT_CMD_PROFILE:
+    if (o->npids != 1)
+      return fail(err, errlen, "'profile' needs one process ID: memtop "
+                               "profile PID [-o FILE]");
+    /* fall through */
+  case MT_CMD_PS:
+  case MT_CMD_SERVE:
+    if (o->once || set_iter || (set_delay && o->cmd != MT_CMD_SERVE))
+      return fail(err, errlen, "%s does not apply to '%s'",
+                  o->once ? (o->json ? "--json" : "--once")
+                          : (set_iter ? "-n/--iterations" : "-d/--delay"),
+                  command_name(o->cmd));
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+void mt_cli_usage(FILE *f) {
+  fputs("Usage: memtop [OPTIONS] [PID...]\n"
+        "       memtop --once [--json] [-n N] [-d SECS] [PID...]\n"
+        "       memtop run [OPTIONS] -- CMD [ARGS...]\n"
+        "       memtop ps\n"
+        "       memtop profile PID [-o FILE]\n"
+        "       memtop serve [--listen ADDR]\n"
+        "Try 'memtop --help' for more information.\n",
+        f);
+}
+
+void mt_cli_help(FILE *f) {
+  fputs(
+      "Usage: memtop [OPTIONS] [PID...]\n"
+      "Show where a running program's memory goes, live: Ready and Prepared\n"
+      "memory split into data, fragmentation overhead and idle, the\n"
+      "allocator's size classes and, with a collector, GC pauses.\n"
+      "\n"
+      "Commands:\n"
+      "  memtop                     live view of every attachable process\n"
+      "  memtop PID...              live view of these processes\n"
+      "  memtop run -- CMD [ARGS]   start CMD with libmemstats preloaded and\n"
+      "                             watch it; exits with CMD's exit status\n"
+      "  memtop --once [PID...]     one plain-text report, then exit\n"
+      "  memtop --once --json [PID...]\n"
+      "                             the same as JSON lines, one per process\n"
+      "  memtop ps                  list attachable processes and exit\n"
+      "  memtop profile PID [-o FILE]\n"
+      "                             write a heap profile (not available yet)\n"
+      "  memtop serve [--listen ADDR]\n"
+      "                             Prometheus /metrics (not available yet)\n"
+      "\n"
+      "Options:\n"
+      "  -d, --delay SECS       refresh interval (default 1, at least 0.1)\n"
+      "  -n, --iterations N     stop after N refreshes; with --once, print N\n"
+      "                         reports SECS apart (like top -b -n N)\n"
+      "      --once             plain text on stdout instead of the live view\n"
+      "      --json             JSON lines instead of text (implies --once)\n"
+      "      --no-color         no colours (also when NO_COLOR is set)\n"
+      "  -h, --help             this help\n"
+      "  -V, --version          the version\n"
+      "\n"
+      "Keys in the live view:\n"
+      "  q quit   h,? help   space pause   d delay   s,<,> sort\n"
+      "  arrows move   Enter open a process   Esc back\n"
+      "\n"
+      "A process is attachable when it runs libmemstats: linked with\n"
+      "-lmemstats, or started with `memtop run -- CMD` (which preloads\n"
+      "libmemstats-preload.so). Sockets live in $MEMSTATS_DIR, else\n"
+      "$XDG_RUNTIME_DIR/memtop, else /tmp/memtop-$UID.\n"
+      "\n"
+      "Environment: NO_COLOR, MEMSTATS_DIR, MEMTOP_PRELOAD (the preload\n"
+      "library `run` uses), MEMTOP_TIMEOUT_MS (how long to wait for a\n"
+      "target's answer, default 2000).\n"
+      "\n"
+      "Exit status: 0 success; 1 a target could not be read; 2 bad usage.\n"
+      "With `run`: CMD's exit status (128+N if killed by signal N).\n"
+      "\n"
+      "Examples:\n"
+      "  memtop run -- python3 app.py     watch a program from its start\n"
+      "  memtop --once 1234               one report for PID 1234\n"
+      "  memtop --once --json -n 60 1234  a minute of JSON lines\n"
+      "See memtop(1).\n",
+      f);
+}

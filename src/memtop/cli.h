@@ -1,0 +1,59 @@
+/*
+ * cli.h - memtop's command line: what the user asked for, parsed and
+ * checked, with no side effect. main.c calls mt_cli_parse() and acts on the
+ * result; tests call it directly.
+ */
+#ifndef MS_MEMTOP_CLI_H
+#define MS_MEMTOP_CLI_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define MT_DELAY_DEFAULT 1.0
+#define MT_DELAY_MIN 0.1
+#define MT_DELAY_MAX 86400.0 /* a day: anything longer is a typo */
+#define MT_PID_MAX 4194304   /* the kernel's PID_MAX_LIMIT (2^22) */
+#define MT_MAX_PIDS 4096     /* PIDs named on one command line */
+
+typedef enum mt_cmd_e {
+  MT_CMD_WATCH = 0, /* memtop [PID...]: live view, or --once/--json */
+  MT_CMD_RUN,       /* memtop run [OPTS] -- CMD ARGS */
+  MT_CMD_PS,        /* memtop ps */
+  MT_CMD_PROFILE,   /* memtop profile PID [-o FILE] */
+  MT_CMD_SERVE,     /* memtop serve [--listen ADDR] */
+  MT_CMD_HELP,      /* -h, --help */
+  MT_CMD_VERSION    /* -V, --version */
+} mt_cmd_t;
+
+typedef struct mt_opts_s {
+  mt_cmd_t cmd;
+  int once;         /* plain text instead of the live view */
+  int json;         /* JSON lines (implies once) */
+  double delay_s;   /* -d */
+  long iterations;  /* -n; 0 = until quit */
+  int color;        /* 0 with --no-color or NO_COLOR set and non-empty */
+  int pids[MT_MAX_PIDS];
+  size_t npids;     /* 0 = every attachable process */
+  char **run_argv;  /* run: CMD ARGS, NULL-terminated (points into argv) */
+  int run_argc;
+  const char *output; /* profile: -o FILE */
+  const char *listen; /* serve: --listen ADDR */
+} mt_opts_t;
+
+/* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).
+ * Returns 0, or MS_EINVAL on bad usage with a one-line reason (no
+ * "memtop:" prefix, no newline) in err. Uses getopt_long, so it is not
+ * reentrant; it resets getopt's state itself and can be called repeatedly. */
+int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
+                 char *err, size_t errlen);
+
+/* Strict number parsing for options: the whole string must be a number in
+ * [min, max]. Return 0 or MS_EINVAL. */
+int mt_parse_double(const char *s, double min, double max, double *out);
+int mt_parse_long(const char *s, long min, long max, long *out);
+
+/* The short usage (for bad usage, on stderr) and the full --help text. */
+void mt_cli_usage(FILE *f);
+void mt_cli_help(FILE *f);
+
+#endif
