@@ -22,13 +22,43 @@ char *ms__fmt_iec(char *buf, size_t len, int64_t bytes);
  * unavailable, else the IEC form. */
 char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q);
 
+/* A duration for people, unit chosen so the figure stays below 1000:
+ * "850ns", "1.5us", "12.0ms", "2.5s", "3m05s", "2h07m", "4d03h". Negative
+ * durations keep their sign. Returns buf. */
+char *ms__fmt_duration(char *buf, size_t len, int64_t ns);
+
+/* One scalar field of *s as shown to people, by its unit in the field table
+ * (bytes in IEC, counts as integers, durations, ratios in percent,
+ * booleans as yes/no), with "~" before an estimate and "-" when
+ * unavailable. Unix times are shown relative to the snapshot's time ("1.2s
+ * ago", "never" for 0). Compound fields give "". Returns buf. */
+char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
+                    ms_field_t f);
+
+/* A float64 exactly as Go's encoding/json writes it: the shortest digits
+ * that read back as the same double, in 'f' form unless |v| < 1e-6 or
+ * |v| >= 1e21, where it is 'e' form with Go's exponent ("1e-7", "1e+21").
+ * Non-finite values, which Go refuses to encode, give "null". A buffer of
+ * MS__GO_FLOAT_MAX bytes always suffices. Returns buf. */
+#define MS__GO_FLOAT_MAX 32
+char *ms__fmt_go_float(char *buf, size_t len, double v);
+
+/* Appends n bytes of s as a quoted JSON string: quote, backslash and control
+ * characters escaped, invalid UTF-8 replaced by U+FFFD (as Go does), so the
+ * output is always valid JSON whatever the bytes (a process name is not
+ * guaranteed to be UTF-8). Returns 0 or MS_ENOMEM. */
+int ms__json_string(ms_strbuf_t *out, const char *s, size_t n);
+
 /* The seed-format line, without pid and name:
  * "Ready+Prepared=1.2GiB (Ready=1.0GiB (data:612.0MiB + fragOverhead:180.0MiB
  *  + idle:232.0MiB) ; Prepared=205.0MiB)" */
 int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 /* The whole --once report for one process: "PID COMM: <line>\n" followed by
- * Sys by class, heap, GC and size classes, estimates marked "~". */
+ * Sys by class, heap, GC, size classes, kernel view and providers,
+ * estimates marked "~", unavailable figures "-". Every figure is labelled
+ * with its Go field name so it can be traced to a field and its quality.
+ * Ends with a newline. Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 /* One JSON object, no newline: pid, comm, start_time, time_unix_ns,
@@ -38,7 +68,8 @@ int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
 int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
- * runtime.MemStats (all fields, compact). */
+ * runtime.MemStats (all fields, compact, whatever their quality; BySize has
+ * nsize_classes entries). Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 #endif

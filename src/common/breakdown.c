@@ -1,0 +1,102 @@
+/*
+ * breakdown.c - the Ready/Prepared breakdown of a snapshot (ms_breakdown()),
+ * by the formulas of DESIGN.md and the seed program:
+ *
+ *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
+ *                  + BuckHashSys + GCSys + OtherSys
+ *   Prepared     = HeapReleased
+ *   Ready        = Sys - Prepared
+ *   fragOverhead = HeapInuse - HeapAlloc
+ *   data         = inuse - fragOverhead
+ *   idle         = Ready - inuse
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "memstats.h"
+
+/* The quality byte of a field, read defensively: a value this library does
+ * not know counts as unavailable (never claim more than we know). */
+static ms_quality_t quality(const ms_snapshot_t *s, ms_field_t f) {
+  uint8_t q = s->quality[f];
+  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
+}
+
+static ms_quality_t worst(ms_quality_t a, ms_quality_t b) {
+  return a < b ? a : b;
+}
+
+/* Differences are taken in unsigned arithmetic, where wrapping is defined,
+ * and read back as two's complement: a provider that breaks an identity
+ * (HeapAlloc > HeapInuse, say) then shows a negative figure, not 2^64-x, and
+ * the compiler sees no signed overflow. */
+static int64_t as_signed(uint64_t v) {
+  int64_t r;
+  memcpy(&r, &v, sizeof r);
+  return r;
+}
+
+MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
+  if (!snap || !out)
+    return MS_EINVAL;
+
+  static const ms_field_t inuse_terms[] = {
+      MS_F_HEAP_INUSE,  MS_F_STACK_INUSE,   MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS, MS_F_OTHER_SYS,
+  };
+  const uint64_t inuse_vals[] = {
+      snap->heap_inuse,  snap->stack_inuse, snap->mspan_inuse,
+      snap->mcache_inuse, snap->buck_hash_sys, snap->gc_sys,
+      snap->other_sys,
+  };
+  uint64_t inuse = 0;
+  ms_quality_t q_inuse = MS_Q_EXACT;
+  for (size_t i = 0; i < sizeof inuse_terms / sizeof inuse_terms[0]; i++) {
+    inuse += inuse_vals[i];
+    q_inuse = worst(q_inuse, quality(snap, inuse_terms[i]));
+  }
+
+  uint64_t prepared = snap->heap_released;
+  uint64_t ready = snap->sys - prepared;
+  uint64_t frag = snap->heap_inuse - snap->heap_alloc;
+  uint64_t data = inuse - frag;
+  uint64_t idle = ready - inuse;
+
+  ms_breakdown_t b;
+  memset(&b, 0, sizeof b);
+  b.q_inuse = q_inuse;
+  b.q_prepared = quality(snap, MS_F_HEAP_RELEASED);
+  b.q_ready = worst(quality(snap, MS_F_SYS), b.q_prepared);
+  b.q_frag_overhead =
+      worst(quality(snap, MS_F_HEAP_INUSE), quality(snap, MS_F_HEAP_ALLOC));
+  b.q_data = worst(b.q_inuse, b.q_frag_overhead);
+  b.q_idle = worst(b.q_ready, b.q_inuse);
+
+  /* An unavailable figure is reported as 0 with its quality saying so:
+   * whatever arithmetic on placeholder zeros gives is not a number anyone
+   * should read. */
+  b.inuse = b.q_inuse ? as_signed(inuse) : 0;
+  b.prepared = b.q_prepared ? as_signed(prepared) : 0;
+  b.ready = b.q_ready ? as_signed(ready) : 0;
+  b.frag_overhead = b.q_frag_overhead ? as_signed(frag) : 0;
+  b.data = b.q_data ? as_signed(data) : 0;
+  b.idle = b.q_idle ? as_signed(idle) : 0;
+
+  /* Sys == sum(*Sys) can only be checked when every term is known; with a
+   * term unavailable the identity is unverifiable, not broken. */
+  static const ms_field_t sys_terms[] = {
+      MS_F_SYS,         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS,
+      MS_F_MCACHE_SYS,  MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
+  };
+  int checkable = 1;
+  for (size_t i = 0; i < sizeof sys_terms / sizeof sys_terms[0]; i++)
+    if (quality(snap, sys_terms[i]) == MS_Q_UNAVAILABLE)
+      checkable = 0;
+  uint64_t sum = snap->heap_sys + snap->stack_sys + snap->mspan_sys +
+                 snap->mcache_sys + snap->buck_hash_sys + snap->gc_sys +
+                 snap->other_sys;
+  b.sys_mismatch = checkable && sum != snap->sys;
+
+  *out = b;
+  return 0;
+}

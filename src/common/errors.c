@@ -1,0 +1,86 @@
+/*
+ * errors.c - ms_strerror() and ms_version_string().
+ *
+ * Every string returned here is a constant: nothing is formatted into a
+ * buffer, so both functions are thread-safe and async-signal-safe.
+ */
+#include <limits.h>
+#include <string.h>
+
+#include "memstats.h"
+
+/* The system's description of an errno value, from a constant table.
+ * strerror() may write into a static buffer for unknown values and
+ * strerror_r() needs one of ours, so glibc's strerrordesc_np() is used where
+ * it exists (glibc 2.32 and later). */
+static const char *errno_text(int e) {
+#if defined(__GLIBC__)
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32)
+#define MS_HAVE_STRERRORDESC 1
+#endif
+#endif
+#ifdef MS_HAVE_STRERRORDESC
+  const char *s = strerrordesc_np(e);
+  if (s)
+    return s;
+#else
+  (void)e;
+#endif
+  return "unknown error";
+}
+
+MS_EXTERN const char *ms_strerror(int err) {
+  switch (err) {
+  case 0:
+    return "success";
+  case MS_EINVAL:
+    return "invalid argument";
+  case MS_ENOMEM:
+    return "out of memory";
+  case MS_ENOENT:
+    return "no such process or socket (is the target running with "
+           "libmemstats?)";
+  case MS_EACCES:
+    return "permission denied";
+  case MS_EAGAIN:
+    return "resource busy, try again";
+  case MS_ENOSYS:
+    return "not available from this provider or build";
+  case MS_EPROTO:
+    return "malformed message from the peer";
+  case MS_ETIMEDOUT:
+    return "no answer in time";
+  case MS_ECONNREFUSED:
+    return "connection refused: nobody listens on the socket (stale "
+           "socket?)";
+  case MS_ESRCH:
+    return "no such process";
+  case MS_EEXIST:
+    return "already started";
+  case MS_ENOSPC:
+    return "a fixed-size table is full";
+  case MS_EVERSION:
+    return "the peer speaks a newer, incompatible protocol version (upgrade "
+           "memtop or the library)";
+  case MS_EUNSAFE:
+    return "socket directory is unsafe (a symlink, not owned by this user, "
+           "or open to group/others)";
+  case MS_ESTALE:
+    return "process ID reused: the process is not the one that was "
+           "targeted";
+  case MS_EREFUSED:
+    return "the target refused the connection (it belongs to another "
+           "user)";
+  default:
+    break;
+  }
+  /* Any other negative code is a negated errno, as everywhere in the API;
+   * a positive one is taken as a plain errno value. */
+  if (err == INT_MIN)
+    return "unknown error";
+  return errno_text(err < 0 ? -err : err);
+}
+
+MS_EXTERN const char *ms_version_string(void) {
+  return MS_VERSION_STRING;
+}

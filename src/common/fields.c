@@ -1,0 +1,305 @@
+/*
+ * fields.c - the one table of snapshot fields (see fields.h).
+ *
+ * Names follow Go's runtime.MemStats exactly, because tools that read Go's
+ * expvar "memstats" object then read ours. Prometheus names follow the
+ * Prometheus conventions (base units, "_bytes", "_total"): a field counted
+ * in nanoseconds keeps its unit here and the Prometheus emitter scales it to
+ * seconds, which is why those names end in "_seconds".
+ */
+#include "common/fields.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define U64(member) offsetof(ms_snapshot_t, member), MS__CT_U64
+#define U32(member) offsetof(ms_snapshot_t, member), MS__CT_U32
+#define INT(member) offsetof(ms_snapshot_t, member), MS__CT_INT
+#define DBL(member) offsetof(ms_snapshot_t, member), MS__CT_DOUBLE
+#define ARR(member) offsetof(ms_snapshot_t, member), MS__CT_NONE
+
+/* Designated initialisers keep each row at its enum index, so the table
+ * cannot drift from the enum; test_emit checks every row's id anyway. */
+const ms__field_info_t ms__fields[MS_F__COUNT] = {
+    /* ---- General ---- */
+    [MS_F_ALLOC] = {MS_F_ALLOC, "Alloc", U64(alloc), MS__UNIT_BYTES,
+                    "memstats_alloc_bytes",
+                    "Bytes of allocated heap objects (same as HeapAlloc).", 1},
+    [MS_F_TOTAL_ALLOC] = {MS_F_TOTAL_ALLOC, "TotalAlloc", U64(total_alloc),
+                          MS__UNIT_BYTES, "memstats_alloc_bytes_total",
+                          "Cumulative bytes allocated for heap objects.", 1},
+    [MS_F_SYS] = {MS_F_SYS, "Sys", U64(sys), MS__UNIT_BYTES,
+                  "memstats_sys_bytes",
+                  "Bytes of memory obtained from the OS (Ready+Prepared).", 1},
+    [MS_F_LOOKUPS] = {MS_F_LOOKUPS, "Lookups", U64(lookups), MS__UNIT_COUNT,
+                      "memstats_lookups_total",
+                      "Pointer lookups performed by the runtime.", 1},
+    [MS_F_MALLOCS] = {MS_F_MALLOCS, "Mallocs", U64(mallocs), MS__UNIT_COUNT,
+                      "memstats_mallocs_total",
+                      "Cumulative count of heap objects allocated.", 1},
+    [MS_F_FREES] = {MS_F_FREES, "Frees", U64(frees), MS__UNIT_COUNT,
+                    "memstats_frees_total",
+                    "Cumulative count of heap objects freed.", 1},
+    /* ---- Heap ---- */
+    [MS_F_HEAP_ALLOC] = {MS_F_HEAP_ALLOC, "HeapAlloc", U64(heap_alloc),
+                         MS__UNIT_BYTES, "memstats_heap_alloc_bytes",
+                         "Bytes of allocated heap objects.", 1},
+    [MS_F_HEAP_SYS] = {MS_F_HEAP_SYS, "HeapSys", U64(heap_sys),
+                       MS__UNIT_BYTES, "memstats_heap_sys_bytes",
+                       "Bytes of heap memory obtained from the OS.", 1},
+    [MS_F_HEAP_IDLE] = {MS_F_HEAP_IDLE, "HeapIdle", U64(heap_idle),
+                        MS__UNIT_BYTES, "memstats_heap_idle_bytes",
+                        "Bytes in idle (unused) heap spans, released or not.",
+                        1},
+    [MS_F_HEAP_INUSE] = {MS_F_HEAP_INUSE, "HeapInuse", U64(heap_inuse),
+                         MS__UNIT_BYTES, "memstats_heap_inuse_bytes",
+                         "Bytes in in-use heap spans.", 1},
+    [MS_F_HEAP_RELEASED] = {MS_F_HEAP_RELEASED, "HeapReleased",
+                            U64(heap_released), MS__UNIT_BYTES,
+                            "memstats_heap_released_bytes",
+                            "Bytes of heap memory returned to the OS "
+                            "(Prepared).",
+                            1},
+    [MS_F_HEAP_OBJECTS] = {MS_F_HEAP_OBJECTS, "HeapObjects", U64(heap_objects),
+                           MS__UNIT_COUNT, "memstats_heap_objects",
+                           "Number of allocated heap objects.", 1},
+    /* ---- Stacks ---- */
+    [MS_F_STACK_INUSE] = {MS_F_STACK_INUSE, "StackInuse", U64(stack_inuse),
+                          MS__UNIT_BYTES, "memstats_stack_inuse_bytes",
+                          "Bytes in stack spans.", 1},
+    [MS_F_STACK_SYS] = {MS_F_STACK_SYS, "StackSys", U64(stack_sys),
+                        MS__UNIT_BYTES, "memstats_stack_sys_bytes",
+                        "Bytes of stack memory obtained from the OS.", 1},
+    /* ---- Off-heap ---- */
+    [MS_F_MSPAN_INUSE] = {MS_F_MSPAN_INUSE, "MSpanInuse", U64(mspan_inuse),
+                          MS__UNIT_BYTES, "memstats_mspan_inuse_bytes",
+                          "Bytes of allocator metadata in use.", 1},
+    [MS_F_MSPAN_SYS] = {MS_F_MSPAN_SYS, "MSpanSys", U64(mspan_sys),
+                        MS__UNIT_BYTES, "memstats_mspan_sys_bytes",
+                        "Bytes of memory obtained from the OS for allocator "
+                        "metadata.",
+                        1},
+    [MS_F_MCACHE_INUSE] = {MS_F_MCACHE_INUSE, "MCacheInuse", U64(mcache_inuse),
+                           MS__UNIT_BYTES, "memstats_mcache_inuse_bytes",
+                           "Bytes of thread-cache structures in use.", 1},
+    [MS_F_MCACHE_SYS] = {MS_F_MCACHE_SYS, "MCacheSys", U64(mcache_sys),
+                         MS__UNIT_BYTES, "memstats_mcache_sys_bytes",
+                         "Bytes of memory obtained from the OS for thread "
+                         "caches.",
+                         1},
+    [MS_F_BUCK_HASH_SYS] = {MS_F_BUCK_HASH_SYS, "BuckHashSys",
+                            U64(buck_hash_sys), MS__UNIT_BYTES,
+                            "memstats_buck_hash_sys_bytes",
+                            "Bytes of memory in the heap profiler's bucket "
+                            "table.",
+                            1},
+    [MS_F_GC_SYS] = {MS_F_GC_SYS, "GCSys", U64(gc_sys), MS__UNIT_BYTES,
+                     "memstats_gc_sys_bytes",
+                     "Bytes of memory in garbage-collection metadata.", 1},
+    [MS_F_OTHER_SYS] = {MS_F_OTHER_SYS, "OtherSys", U64(other_sys),
+                        MS__UNIT_BYTES, "memstats_other_sys_bytes",
+                        "Bytes of memory in miscellaneous off-heap "
+                        "allocations.",
+                        1},
+    /* ---- GC ---- */
+    [MS_F_NEXT_GC] = {MS_F_NEXT_GC, "NextGC", U64(next_gc), MS__UNIT_BYTES,
+                      "memstats_next_gc_bytes",
+                      "Target heap size of the next garbage collection.", 1},
+    [MS_F_LAST_GC] = {MS_F_LAST_GC, "LastGC", U64(last_gc), MS__UNIT_UNIX_NS,
+                      "memstats_last_gc_time_seconds",
+                      "Time the last garbage collection finished (Unix).", 1},
+    [MS_F_PAUSE_TOTAL_NS] = {MS_F_PAUSE_TOTAL_NS, "PauseTotalNs",
+                             U64(pause_total_ns), MS__UNIT_NS,
+                             "memstats_gc_pause_seconds_total",
+                             "Cumulative time in stop-the-world pauses.", 1},
+    [MS_F_PAUSE_NS] = {MS_F_PAUSE_NS, "PauseNs", ARR(pause_ns),
+                       MS__UNIT_ARRAY, NULL,
+                       "The last 256 pauses and their end times (circular "
+                       "buffers PauseNs and PauseEnd).",
+                       1},
+    [MS_F_NUM_GC] = {MS_F_NUM_GC, "NumGC", U32(num_gc), MS__UNIT_COUNT,
+                     "memstats_gc_cycles_total",
+                     "Number of completed garbage-collection cycles.", 1},
+    [MS_F_NUM_FORCED_GC] = {MS_F_NUM_FORCED_GC, "NumForcedGC",
+                            U32(num_forced_gc), MS__UNIT_COUNT,
+                            "memstats_gc_forced_cycles_total",
+                            "Number of cycles forced by the application.", 1},
+    [MS_F_GC_CPU_FRACTION] = {MS_F_GC_CPU_FRACTION, "GCCPUFraction",
+                              DBL(gc_cpu_fraction), MS__UNIT_RATIO,
+                              "memstats_gc_cpu_fraction",
+                              "Fraction of CPU time used by the collector "
+                              "since the program started.",
+                              1},
+    [MS_F_ENABLE_GC] = {MS_F_ENABLE_GC, "EnableGC", INT(enable_gc),
+                        MS__UNIT_BOOL, "memstats_gc_enabled",
+                        "Whether the program has an enabled garbage "
+                        "collector.",
+                        1},
+    [MS_F_DEBUG_GC] = {MS_F_DEBUG_GC, "DebugGC", INT(debug_gc), MS__UNIT_BOOL,
+                       NULL, "Currently unused (as in Go).", 1},
+    [MS_F_BY_SIZE] = {MS_F_BY_SIZE, "BySize", ARR(by_size), MS__UNIT_ARRAY,
+                      NULL,
+                      "Per size class: largest object size, objects "
+                      "allocated and freed.",
+                      1},
+    /* ---- beyond Go ---- */
+    [MS_F_PAUSE_HIST] = {MS_F_PAUSE_HIST, "PauseHist", ARR(pause_hist),
+                         MS__UNIT_ARRAY, "memstats_gc_pause_seconds",
+                         "Distribution of every stop-the-world pause since "
+                         "the program started.",
+                         0},
+    [MS_F_KERNEL_RSS] = {MS_F_KERNEL_RSS, "KernelRSS", U64(kernel_rss),
+                         MS__UNIT_BYTES, "memstats_kernel_rss_bytes",
+                         "Resident set size as the kernel sees it "
+                         "(/proc/PID/statm).",
+                         0},
+    [MS_F_KERNEL_VSZ] = {MS_F_KERNEL_VSZ, "KernelVSZ", U64(kernel_vsz),
+                         MS__UNIT_BYTES, "memstats_kernel_vsz_bytes",
+                         "Virtual memory size as the kernel sees it "
+                         "(/proc/PID/statm).",
+                         0},
+    [MS_F_KERNEL_LAZYFREE] = {MS_F_KERNEL_LAZYFREE, "KernelLazyFree",
+                              U64(kernel_lazyfree), MS__UNIT_BYTES,
+                              "memstats_kernel_lazyfree_bytes",
+                              "Resident pages marked MADV_FREE, reclaimable "
+                              "by the kernel (smaps_rollup LazyFree).",
+                              0},
+    [MS_F_KERNEL_ANON_HUGE] = {MS_F_KERNEL_ANON_HUGE, "KernelAnonHuge",
+                               U64(kernel_anon_huge), MS__UNIT_BYTES,
+                               "memstats_kernel_anon_huge_bytes",
+                               "Anonymous memory in transparent huge pages "
+                               "(smaps_rollup AnonHugePages).",
+                               0},
+    [MS_F_KERNEL_SWAP] = {MS_F_KERNEL_SWAP, "KernelSwap", U64(kernel_swap),
+                          MS__UNIT_BYTES, "memstats_kernel_swap_bytes",
+                          "Memory swapped out (smaps_rollup Swap).", 0},
+};
+
+static int valid(ms_field_t f) {
+  return (unsigned)f < (unsigned)MS_F__COUNT;
+}
+
+uint64_t ms__field_u64(const ms_snapshot_t *s, ms_field_t f) {
+  if (!valid(f))
+    return 0;
+  const char *p = (const char *)s + ms__fields[f].offset;
+  switch (ms__fields[f].ctype) {
+  case MS__CT_U64: {
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case MS__CT_U32: {
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+  }
+  case MS__CT_INT: {
+    int v;
+    memcpy(&v, p, sizeof v);
+    /* Booleans and flags are never negative; a negative value from a
+     * confused provider reads as 0 rather than as 2^64-1. */
+    return v < 0 ? 0 : (uint64_t)v;
+  }
+  case MS__CT_DOUBLE: {
+    double v;
+    memcpy(&v, p, sizeof v);
+    /* Only meaningful for whole numbers; ratios should be read with
+     * ms__field_double(). NaN, negatives and out-of-range values give 0
+     * instead of undefined behaviour. */
+    if (!(v >= 0.0) || v >= 18446744073709551616.0)
+      return 0;
+    return (uint64_t)v;
+  }
+  case MS__CT_NONE:
+    break;
+  }
+  return 0;
+}
+
+double ms__field_double(const ms_snapshot_t *s, ms_field_t f) {
+  if (!valid(f))
+    return 0.0;
+  if (ms__fields[f].ctype == MS__CT_DOUBLE) {
+    double v;
+    memcpy(&v, (const char *)s + ms__fields[f].offset, sizeof v);
+    return v;
+  }
+  return (double)ms__field_u64(s, f);
+}
+
+void ms__field_set_u64(ms_snapshot_t *s, ms_field_t f, uint64_t v) {
+  if (!valid(f))
+    return;
+  char *p = (char *)s + ms__fields[f].offset;
+  switch (ms__fields[f].ctype) {
+  case MS__CT_U64:
+    memcpy(p, &v, sizeof v);
+    break;
+  case MS__CT_U32: {
+    /* Saturate rather than wrap: a too-large count stays visibly large. */
+    uint32_t w = v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+    memcpy(p, &w, sizeof w);
+    break;
+  }
+  case MS__CT_INT: {
+    int w = v > (uint64_t)INT_MAX ? INT_MAX : (int)v;
+    memcpy(p, &w, sizeof w);
+    break;
+  }
+  case MS__CT_DOUBLE: {
+    double d = (double)v;
+    memcpy(p, &d, sizeof d);
+    break;
+  }
+  case MS__CT_NONE:
+    break;
+  }
+}
+
+void ms__field_set_double(ms_snapshot_t *s, ms_field_t f, double v) {
+  if (!valid(f))
+    return;
+  if (ms__fields[f].ctype == MS__CT_DOUBLE) {
+    memcpy((char *)s + ms__fields[f].offset, &v, sizeof v);
+    return;
+  }
+  if (ms__fields[f].ctype == MS__CT_NONE)
+    return;
+  /* Integer fields: round to nearest, clamping what does not fit. */
+  uint64_t u;
+  if (!(v > 0.0))
+    u = 0;
+  else if (v >= 18446744073709551615.0)
+    u = UINT64_MAX;
+  else
+    u = (uint64_t)(v + 0.5);
+  ms__field_set_u64(s, f, u);
+}
+
+int ms__field_by_go_name(const char *name) {
+  if (!name)
+    return -1;
+  for (int i = 0; i < MS_F__COUNT; i++)
+    if (strcmp(ms__fields[i].go_name, name) == 0)
+      return i;
+  return -1;
+}
+
+MS_EXTERN const char *ms_field_name(ms_field_t field) {
+  return valid(field) ? ms__fields[field].go_name : NULL;
+}
+
+MS_EXTERN const char *ms_quality_name(ms_quality_t q) {
+  switch (q) {
+  case MS_Q_EXACT:
+    return "exact";
+  case MS_Q_ESTIMATED:
+    return "estimated";
+  case MS_Q_UNAVAILABLE:
+    break;
+  }
+  /* A quality byte this library does not know (a newer peer, a corrupt
+   * snapshot) is treated as "unavailable": never claim more than we know. */
+  return "unavailable";
+}

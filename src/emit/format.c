@@ -1,0 +1,382 @@
+/*
+ * format.c - how single figures are written: IEC byte sizes, durations,
+ * fields with their quality marks, Go's float64 JSON form and JSON strings.
+ * Every emitter formats through these, so a figure looks the same in the
+ * one-line summary, the report and the live view.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/fields.h"
+#include "emit/emit.h"
+
+/* ------------------------------------------------------------------------
+ * Byte sizes
+ * ------------------------------------------------------------------------ */
+
+static const char *const iec_units[] = {"B",   "KiB", "MiB", "GiB",
+                                        "TiB", "PiB", "EiB"};
+
+/* The magnitude of a signed value, defined for INT64_MIN too. */
+static uint64_t magnitude(int64_t v) {
+  return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+}
+
+/* Rounds n / 2^shift to tenths, half to even (as printf's "%.1f" rounds the
+ * exact value), in 128-bit integers so that no size loses precision. */
+static uint64_t tenths_of(uint64_t n, unsigned shift) {
+  unsigned __int128 x = (unsigned __int128)n * 10u;
+  if (shift == 0)
+    return (uint64_t)x;
+  unsigned __int128 q = x >> shift;
+  unsigned __int128 r = x - (q << shift);
+  unsigned __int128 half = (unsigned __int128)1 << (shift - 1);
+  if (r > half || (r == half && (q & 1u)))
+    q++;
+  return (uint64_t)q;
+}
+
+char *ms__fmt_iec(char *buf, size_t len, int64_t bytes) {
+  if (!buf || len == 0)
+    return buf;
+  uint64_t n = magnitude(bytes);
+  /* The unit is chosen after rounding, so that 1 GiB - 1 byte reads
+   * "1.0GiB", never "1024.0MiB": the figure always stays below 1024. */
+  unsigned k = 0;
+  uint64_t t = n * 10u; /* plain bytes: whole numbers, and n < 1024 here */
+  if (n >= 1024u) {
+    k = 1;
+    while (k + 1 < sizeof iec_units / sizeof iec_units[0] &&
+           tenths_of(n, 10 * k) >= 10240u)
+      k++;
+    t = tenths_of(n, 10 * k);
+  }
+  snprintf(buf, len, "%s%" PRIu64 ".%u%s", bytes < 0 ? "-" : "", t / 10,
+           (unsigned)(t % 10), iec_units[k]);
+  return buf;
+}
+
+char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
+  if (!buf || len == 0)
+    return buf;
+  if (q == MS_Q_EXACT)
+    return ms__fmt_iec(buf, len, bytes);
+  if (q == MS_Q_ESTIMATED && len > 1) {
+    buf[0] = '~';
+    ms__fmt_iec(buf + 1, len - 1, bytes);
+    return buf;
+  }
+  /* Unavailable, or a quality we do not know: show no number. */
+  snprintf(buf, len, "-");
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * Durations
+ * ------------------------------------------------------------------------ */
+
+char *ms__fmt_duration(char *buf, size_t len, int64_t ns) {
+  if (!buf || len == 0)
+    return buf;
+  const char *sign = ns < 0 ? "-" : "";
+  uint64_t n = magnitude(ns);
+  static const struct {
+    uint64_t div;
+    const char *unit;
+  } small[] = {{1000u, "us"}, {1000000u, "ms"}, {1000000000u, "s"}};
+  if (n < 1000u) {
+    snprintf(buf, len, "%s%" PRIu64 "ns", sign, n);
+    return buf;
+  }
+  /* Below a minute: one decimal, unit chosen after rounding so the figure
+   * stays below 1000 ("999.96us" reads "1.0ms"). */
+  for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+    uint64_t t = (n / small[i].div) * 10u +
+                 ((n % small[i].div) * 10u + small[i].div / 2) / small[i].div;
+    if (t < 10000u && (small[i].div < 1000000000u || t < 600u)) {
+      snprintf(buf, len, "%s%" PRIu64 ".%u%s", sign, t / 10,
+               (unsigned)(t % 10), small[i].unit);
+      return buf;
+    }
+  }
+  /* A minute and more: two whole units, as uptime-style tools do. */
+  uint64_t s = (n + 500000000u) / 1000000000u;
+  if (s < 3600u)
+    snprintf(buf, len, "%s%" PRIu64 "m%02us", sign, s / 60,
+             (unsigned)(s % 60));
+  else if (s < 86400u)
+    snprintf(buf, len, "%s%" PRIu64 "h%02um", sign, s / 3600,
+             (unsigned)(s % 3600 / 60));
+  else
+    snprintf(buf, len, "%s%" PRIu64 "d%02uh", sign, s / 86400,
+             (unsigned)(s % 86400 / 3600));
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * A field as shown to people
+ * ------------------------------------------------------------------------ */
+
+static ms_quality_t field_quality(const ms_snapshot_t *s, ms_field_t f) {
+  uint8_t q = s->quality[f];
+  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
+}
+
+char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
+                    ms_field_t f) {
+  if (!buf || len == 0)
+    return buf;
+  buf[0] = '\0';
+  if (!s || (unsigned)f >= (unsigned)MS_F__COUNT)
+    return buf;
+  const ms__field_info_t *fi = &ms__fields[f];
+  if (fi->unit == MS__UNIT_ARRAY)
+    return buf;
+  ms_quality_t q = field_quality(s, f);
+  if (q == MS_Q_UNAVAILABLE) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  const char *mark = q == MS_Q_ESTIMATED ? "~" : "";
+  uint64_t u = ms__field_u64(s, f);
+  char tmp[48];
+  switch (fi->unit) {
+  case MS__UNIT_BYTES:
+    snprintf(buf, len, "%s%s", mark,
+             ms__fmt_iec(tmp, sizeof tmp,
+                         u > INT64_MAX ? INT64_MAX : (int64_t)u));
+    break;
+  case MS__UNIT_COUNT:
+    snprintf(buf, len, "%s%" PRIu64, mark, u);
+    break;
+  case MS__UNIT_NS:
+    snprintf(buf, len, "%s%s", mark,
+             ms__fmt_duration(tmp, sizeof tmp,
+                              u > INT64_MAX ? INT64_MAX : (int64_t)u));
+    break;
+  case MS__UNIT_UNIX_NS:
+    /* Relative to the snapshot, not to "now", so that a report says the
+     * same thing whenever it is printed. */
+    if (u == 0)
+      snprintf(buf, len, "%snever", mark);
+    else if (s->time_unix_ns >= u)
+      snprintf(buf, len, "%s%s ago", mark,
+               ms__fmt_duration(tmp, sizeof tmp,
+                                (int64_t)(s->time_unix_ns - u > INT64_MAX
+                                              ? INT64_MAX
+                                              : s->time_unix_ns - u)));
+    else
+      snprintf(buf, len, "%s%s after", mark,
+               ms__fmt_duration(tmp, sizeof tmp,
+                                (int64_t)(u - s->time_unix_ns > INT64_MAX
+                                              ? INT64_MAX
+                                              : u - s->time_unix_ns)));
+    break;
+  case MS__UNIT_RATIO:
+    snprintf(buf, len, "%s%.2f%%", mark, ms__field_double(s, f) * 100.0);
+    break;
+  case MS__UNIT_BOOL:
+    snprintf(buf, len, "%s%s", mark, u ? "yes" : "no");
+    break;
+  case MS__UNIT_ARRAY:
+    break;
+  }
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * Go's float64 JSON form
+ * ------------------------------------------------------------------------ */
+
+/* The shortest decimal that reads back as v (v finite and > 0): its digits
+ * (no trailing zeros) and the exponent of the first digit, so that
+ * v == 0.d1d2d3... * 10^(exp10+1). Among the candidates of the shortest
+ * length the one nearest v wins, as in Go's strconv: printf's correctly
+ * rounded "%.*e" is the nearest, and its neighbours one unit away are tried
+ * only for the rare doubles (powers of two) whose rounding interval is
+ * lopsided. */
+static void shortest_digits(double v, char digits[24], int *exp10) {
+  char tmp[40];
+  for (int p = 1; p <= 17; p++) {
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, v);
+    /* tmp is "d.ddde[+-]xx": gather the digits and the exponent. */
+    uint64_t m = 0;
+    const char *c = tmp;
+    for (; *c && *c != 'e'; c++)
+      if (*c >= '0' && *c <= '9')
+        m = m * 10u + (uint64_t)(*c - '0');
+    int e = *c == 'e' ? atoi(c + 1) : 0;
+    int scale = e - (p - 1); /* v ~= m * 10^scale */
+    uint64_t cands[3] = {m, m - 1, m + 1};
+    for (int i = 0; i < 3; i++) {
+      if (cands[i] == 0)
+        continue;
+      char back[48];
+      snprintf(back, sizeof back, "%" PRIu64 "e%d", cands[i], scale);
+      if (strtod(back, NULL) != v)
+        continue;
+      int n = snprintf(digits, 24, "%" PRIu64, cands[i]);
+      *exp10 = scale + n - 1;
+      while (n > 1 && digits[n - 1] == '0')
+        digits[--n] = '\0';
+      return;
+    }
+  }
+  /* Seventeen significant digits always round-trip a double, so the loop
+   * has returned by now; this keeps the function total all the same. */
+  snprintf(tmp, sizeof tmp, "%.16e", v);
+  int n = 0;
+  const char *c = tmp;
+  for (; *c && *c != 'e'; c++)
+    if (*c >= '0' && *c <= '9' && n < 23)
+      digits[n++] = *c;
+  digits[n] = '\0';
+  *exp10 = *c == 'e' ? atoi(c + 1) : 0;
+}
+
+char *ms__fmt_go_float(char *buf, size_t len, double v) {
+  if (!buf || len == 0)
+    return buf;
+  if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) {
+    snprintf(buf, len, "null");
+    return buf;
+  }
+  char out[MS__GO_FLOAT_MAX + 16];
+  size_t o = 0;
+  if (__builtin_signbit(v)) {
+    out[o++] = '-';
+    v = -v;
+  }
+  if (v == 0) {
+    out[o++] = '0';
+    out[o] = '\0';
+    snprintf(buf, len, "%s", out);
+    return buf;
+  }
+  char d[24];
+  int e;
+  shortest_digits(v, d, &e);
+  int nd = (int)strlen(d);
+  if (v < 1e-6 || v >= 1e21) {
+    /* Go: strconv 'e' with the shortest digits ("1.5e-07"), then the
+     * exponent's leading zero dropped when negative ("1.5e-7"). */
+    out[o++] = d[0];
+    if (nd > 1) {
+      out[o++] = '.';
+      for (int i = 1; i < nd; i++)
+        out[o++] = d[i];
+    }
+    int ae = e < 0 ? -e : e;
+    if (e < 0)
+      o += (size_t)snprintf(out + o, sizeof out - o, "e-%d", ae);
+    else
+      o += (size_t)snprintf(out + o, sizeof out - o, "e+%02d", ae);
+  } else if (e >= 0) {
+    /* 'f' with the point after digit e+1; pad the integer part with zeros
+     * when the digits run out before it. */
+    for (int i = 0; i <= e; i++)
+      out[o++] = i < nd ? d[i] : '0';
+    if (nd > e + 1) {
+      out[o++] = '.';
+      for (int i = e + 1; i < nd; i++)
+        out[o++] = d[i];
+    }
+  } else {
+    out[o++] = '0';
+    out[o++] = '.';
+    for (int i = 0; i < -e - 1; i++)
+      out[o++] = '0';
+    for (int i = 0; i < nd; i++)
+      out[o++] = d[i];
+  }
+  out[o] = '\0';
+  snprintf(buf, len, "%s", out);
+  return buf;
+}
+
+/* ------------------------------------------------------------------------
+ * JSON strings
+ * ------------------------------------------------------------------------ */
+
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0 if the
+ * bytes there are not one (overlong forms and surrogates included). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+  unsigned char c = p[0];
+  size_t need;
+  unsigned char lo = 0x80, hi = 0xbf;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    need = 1;
+  else if (c >= 0xe0 && c <= 0xef) {
+    need = 2;
+    if (c == 0xe0)
+      lo = 0xa0;
+    else if (c == 0xed)
+      hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    need = 3;
+    if (c == 0xf0)
+      lo = 0x90;
+    else if (c == 0xf4)
+      hi = 0x8f;
+  } else
+    return 0;
+  if (n < need + 1)
+    return 0;
+  if (p[1] < lo || p[1] > hi)
+    return 0;
+  for (size_t i = 2; i <= need; i++)
+    if (p[i] < 0x80 || p[i] > 0xbf)
+      return 0;
+  return need + 1;
+}
+
+int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
+  if (!out || (!s && n))
+    return MS_EINVAL;
+  const unsigned char *p = (const unsigned char *)s;
+  ms_strbuf_append(out, "\"", 1);
+  size_t run = 0; /* bytes copied as they are, flushed in one append */
+  for (size_t i = 0; i < n;) {
+    unsigned char c = p[i];
+    const char *esc = NULL;
+    char ubuf[8];
+    size_t ul = c >= 0x80 ? utf8_len(p + i, n - i) : 1;
+    if (c == '"')
+      esc = "\\\"";
+    else if (c == '\\')
+      esc = "\\\\";
+    else if (c == '\n')
+      esc = "\\n";
+    else if (c == '\r')
+      esc = "\\r";
+    else if (c == '\t')
+      esc = "\\t";
+    else if (c == '\b')
+      esc = "\\b";
+    else if (c == '\f')
+      esc = "\\f";
+    else if (c < 0x20) {
+      snprintf(ubuf, sizeof ubuf, "\\u%04x", c);
+      esc = ubuf;
+    } else if (ul == 0)
+      esc = "\\ufffd";
+    if (!esc) {
+      run += ul;
+      i += ul;
+      continue;
+    }
+    if (run)
+      ms_strbuf_append(out, s + i - run, run);
+    run = 0;
+    ms_strbuf_puts(out, esc);
+    i++;
+  }
+  if (run)
+    ms_strbuf_append(out, s + n - run, run);
+  ms_strbuf_append(out, "\"", 1);
+  return out->oom ? MS_ENOMEM : 0;
+}

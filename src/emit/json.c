@@ -1,0 +1,180 @@
+/*
+ * json.c - the JSON emitters: the --json object of DESIGN.md and, inside
+ * it, the "memstats" object in exactly the form Go's encoding/json gives a
+ * runtime.MemStats (the layout expvar serves), so that tools reading Go's
+ * memstats read ours. Both walk the field table: a field's name and value
+ * form are defined there once.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/fields.h"
+#include "emit/emit.h"
+
+static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
+  uint8_t q = s->quality[f];
+  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
+}
+
+/* Appends "key": with the comma that separates it from the previous member.
+ * Keys are our own identifiers (no character needs escaping). */
+static void key(ms_strbuf_t *out, int *first, const char *k) {
+  ms_strbuf_printf(out, "%s\"%s\":", *first ? "" : ",", k);
+  *first = 0;
+}
+
+static void u64_array(ms_strbuf_t *out, const uint64_t *v, size_t n) {
+  ms_strbuf_append(out, "[", 1);
+  for (size_t i = 0; i < n; i++)
+    ms_strbuf_printf(out, "%s%" PRIu64, i ? "," : "", v[i]);
+  ms_strbuf_append(out, "]", 1);
+}
+
+/* One of Go's fields, valued as encoding/json values it: uint64 and uint32
+ * as integers, bool as true/false, float64 in Go's shortest form, arrays
+ * and the BySize structs member by member. PauseNs stands for the ring as a
+ * whole, so it writes PauseEnd too, which follows it in Go's struct. */
+static void go_member(ms_strbuf_t *out, int *first, const ms_snapshot_t *s,
+                      const ms__field_info_t *fi) {
+  key(out, first, fi->go_name);
+  switch (fi->id) {
+  case MS_F_PAUSE_NS:
+    u64_array(out, s->pause_ns, MS_PAUSE_RING);
+    key(out, first, "PauseEnd");
+    u64_array(out, s->pause_end, MS_PAUSE_RING);
+    return;
+  case MS_F_BY_SIZE: {
+    uint32_t n = s->nsize_classes;
+    if (n > MS_MAX_SIZE_CLASSES)
+      n = MS_MAX_SIZE_CLASSES;
+    ms_strbuf_append(out, "[", 1);
+    for (uint32_t i = 0; i < n; i++)
+      ms_strbuf_printf(out,
+                       "%s{\"Size\":%" PRIu64 ",\"Mallocs\":%" PRIu64
+                       ",\"Frees\":%" PRIu64 "}",
+                       i ? "," : "", s->by_size[i].size,
+                       s->by_size[i].mallocs, s->by_size[i].frees);
+    ms_strbuf_append(out, "]", 1);
+    return;
+  }
+  default:
+    break;
+  }
+  switch (fi->ctype) {
+  case MS__CT_DOUBLE: {
+    char f[MS__GO_FLOAT_MAX];
+    ms_strbuf_puts(out,
+                   ms__fmt_go_float(f, sizeof f, ms__field_double(s, fi->id)));
+    break;
+  }
+  case MS__CT_INT:
+  case MS__CT_U64:
+  case MS__CT_U32:
+    if (fi->unit == MS__UNIT_BOOL)
+      ms_strbuf_puts(out, ms__field_u64(s, fi->id) ? "true" : "false");
+    else
+      ms_strbuf_printf(out, "%" PRIu64, ms__field_u64(s, fi->id));
+    break;
+  case MS__CT_NONE:
+    /* A compound field this emitter does not know how to write: null keeps
+     * the object valid and says nothing false. */
+    ms_strbuf_puts(out, "null");
+    break;
+  }
+}
+
+/* The memstats object; with all == 0, unavailable fields are left out. */
+static void go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s, int all) {
+  int first = 1;
+  ms_strbuf_append(out, "{", 1);
+  for (int f = 0; f < MS_F__COUNT; f++) {
+    const ms__field_info_t *fi = &ms__fields[f];
+    if (!fi->in_go)
+      continue;
+    if (!all && qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+      continue;
+    go_member(out, &first, s, fi);
+  }
+  ms_strbuf_append(out, "}", 1);
+}
+
+int ms__emit_go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  if (!out || !s)
+    return MS_EINVAL;
+  go_memstats(out, s, 1);
+  return out->oom ? MS_ENOMEM : 0;
+}
+
+int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  if (!out || !s)
+    return MS_EINVAL;
+  ms_breakdown_t b;
+  ms_breakdown(s, &b);
+
+  ms_strbuf_printf(out, "{\"pid\":%" PRId32 ",\"comm\":", s->pid);
+  ms__json_string(out, s->comm, strnlen(s->comm, sizeof s->comm));
+  ms_strbuf_printf(out,
+                   ",\"start_time\":%" PRIu64 ",\"time_unix_ns\":%" PRIu64
+                   ",\"age_ms\":%" PRIu64 ",\"providers\":[",
+                   s->start_time, s->time_unix_ns, s->age_ns / 1000000u);
+  uint32_t np = s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS
+                                                 : s->nproviders;
+  for (uint32_t i = 0; i < np; i++) {
+    if (i)
+      ms_strbuf_append(out, ",", 1);
+    ms__json_string(out, s->providers[i],
+                    strnlen(s->providers[i], MS_NAME_MAX));
+  }
+  ms_strbuf_puts(out, "],\"memstats\":");
+  go_memstats(out, s, 0);
+
+  /* The breakdown, named as in the one-line summary; an unavailable figure
+   * is left out, as an unavailable field is. */
+  const struct {
+    const char *name;
+    int64_t v;
+    ms_quality_t q;
+  } parts[] = {
+      {"Ready", b.ready, b.q_ready},
+      {"Prepared", b.prepared, b.q_prepared},
+      {"Data", b.data, b.q_data},
+      {"FragOverhead", b.frag_overhead, b.q_frag_overhead},
+      {"Idle", b.idle, b.q_idle},
+  };
+  int first = 1;
+  ms_strbuf_puts(out, ",\"breakdown\":{");
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    if (parts[i].q == MS_Q_UNAVAILABLE)
+      continue;
+    key(out, &first, parts[i].name);
+    ms_strbuf_printf(out, "%" PRId64, parts[i].v);
+  }
+
+  first = 1;
+  ms_strbuf_puts(out, "},\"quality\":{");
+  for (int f = 0; f < MS_F__COUNT; f++) {
+    key(out, &first, ms__fields[f].go_name);
+    ms_strbuf_printf(out, "\"%s\"", ms_quality_name(qual(s, (ms_field_t)f)));
+  }
+
+  /* The kernel's view, keyed by the field name without "Kernel" in lower
+   * case ("rss", "vsz", "lazyfree", "anonhuge", "swap"). */
+  first = 1;
+  ms_strbuf_puts(out, "},\"kernel\":{");
+  for (int f = 0; f < MS_F__COUNT; f++) {
+    const char *name = ms__fields[f].go_name;
+    if (strncmp(name, "Kernel", 6) != 0 ||
+        qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+      continue;
+    char k[32];
+    size_t i = 0;
+    for (const char *c = name + 6; *c && i + 1 < sizeof k; c++)
+      k[i++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    k[i] = '\0';
+    key(out, &first, k);
+    ms_strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
+  }
+  ms_strbuf_puts(out, "}}");
+  return out->oom ? MS_ENOMEM : 0;
+}

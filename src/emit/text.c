@@ -1,0 +1,391 @@
+/*
+ * text.c - the plain-text emitters: the seed program's one-line summary and
+ * the --once report, laid out like `top -b`: a summary line first, then one
+ * block per concern, every figure labelled with its Go field name (or, in
+ * the Sys table, its class and column, which together spell the name) so
+ * that it can be traced to a field and its quality.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fields.h"
+#include "emit/emit.h"
+
+#define FIG 48 /* room for any one formatted figure */
+
+static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
+  uint8_t q = s->quality[f];
+  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
+}
+
+static ms_quality_t worst(ms_quality_t a, ms_quality_t b) {
+  return a < b ? a : b;
+}
+
+static int finish(ms_strbuf_t *out) {
+  return out->oom ? MS_ENOMEM : 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The one-line summary
+ * ------------------------------------------------------------------------ */
+
+int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  if (!out || !s)
+    return MS_EINVAL;
+  ms_breakdown_t b;
+  ms_breakdown(s, &b);
+  char total[FIG], ready[FIG], data[FIG], frag[FIG], idle[FIG], prep[FIG];
+  /* Ready+Prepared is Sys, known as well as its worse half is known. */
+  ms_quality_t q_total = worst(b.q_ready, b.q_prepared);
+  int64_t sum = (int64_t)((uint64_t)b.ready + (uint64_t)b.prepared);
+  ms_strbuf_printf(
+      out,
+      "Ready+Prepared=%s (Ready=%s (data:%s + fragOverhead:%s + idle:%s) ; "
+      "Prepared=%s)",
+      ms__fmt_bytes_q(total, sizeof total, sum, q_total),
+      ms__fmt_bytes_q(ready, sizeof ready, b.ready, b.q_ready),
+      ms__fmt_bytes_q(data, sizeof data, b.data, b.q_data),
+      ms__fmt_bytes_q(frag, sizeof frag, b.frag_overhead, b.q_frag_overhead),
+      ms__fmt_bytes_q(idle, sizeof idle, b.idle, b.q_idle),
+      ms__fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared));
+  return finish(out);
+}
+
+/* ------------------------------------------------------------------------
+ * Report helpers
+ * ------------------------------------------------------------------------ */
+
+/* A process name may hold any byte: keep control characters off the
+ * terminal. */
+static void put_name(ms_strbuf_t *out, const char *name, size_t max) {
+  size_t n = strnlen(name, max);
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)name[i];
+    char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    ms_strbuf_append(out, &ch, 1);
+  }
+}
+
+/* A block of label/value cells, three to a line, like top's summary area. */
+typedef struct cell_s {
+  const char *label;
+  char value[FIG];
+} cell_t;
+
+#define CELLS_PER_LINE 3
+
+static void put_cells(ms_strbuf_t *out, const cell_t *cells, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    int last = (i + 1) % CELLS_PER_LINE == 0 || i + 1 == n;
+    /* Two spaces indent the first cell and separate the others. */
+    ms_strbuf_printf(out, "  %-13s %9s%s", cells[i].label, cells[i].value,
+                     last ? "\n" : "");
+  }
+}
+
+static void field_cell(cell_t *c, const ms_snapshot_t *s, ms_field_t f) {
+  c->label = ms__fields[f].go_name;
+  ms__fmt_field(c->value, sizeof c->value, s, f);
+}
+
+/* Appends words, wrapping before column 78 with a hanging indent. */
+typedef struct wrap_s {
+  ms_strbuf_t *out;
+  size_t col;
+  size_t indent;
+} wrap_t;
+
+static void wrap_word(wrap_t *w, const char *mark, const char *word) {
+  size_t n = strlen(mark) + strlen(word);
+  if (w->col > w->indent && w->col + 1 + n > 78) {
+    ms_strbuf_printf(w->out, "\n%*s", (int)w->indent, "");
+    w->col = w->indent;
+  }
+  if (w->col > w->indent) {
+    ms_strbuf_append(w->out, " ", 1);
+    w->col++;
+  }
+  ms_strbuf_printf(w->out, "%s%s", mark, word);
+  w->col += n;
+}
+
+/* ------------------------------------------------------------------------
+ * Report sections
+ * ------------------------------------------------------------------------ */
+
+static void put_identity(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  char when[40] = "-";
+  if (s->time_unix_ns) {
+    time_t t = (time_t)(s->time_unix_ns / 1000000000u);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  }
+  char age[FIG];
+  ms__fmt_duration(age, sizeof age,
+                   s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
+  ms_strbuf_printf(out, "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
+                        "%u.%u.%u\n",
+                   s->seq, when, age, (unsigned)(s->lib_version >> 16) & 0xffu,
+                   (unsigned)(s->lib_version >> 8) & 0xffu,
+                   (unsigned)s->lib_version & 0xffu);
+}
+
+/* Sys by class: each row is a class, its columns the class's *Sys and
+ * *Inuse fields and its share of Sys. */
+static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
+                    const ms_breakdown_t *b) {
+  static const struct {
+    const char *name;
+    ms_field_t sys;
+    int inuse; /* an ms_field_t, or -1: the whole class counts as in use */
+  } rows[] = {
+      {"Heap", MS_F_HEAP_SYS, MS_F_HEAP_INUSE},
+      {"Stack", MS_F_STACK_SYS, MS_F_STACK_INUSE},
+      {"MSpan", MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE},
+      {"MCache", MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE},
+      {"BuckHash", MS_F_BUCK_HASH_SYS, -1},
+      {"GC", MS_F_GC_SYS, -1},
+      {"Other", MS_F_OTHER_SYS, -1},
+  };
+  ms_strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
+                   "of Sys");
+  ms_quality_t q_sys = qual(s, MS_F_SYS);
+  uint64_t sum = 0;
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    char sys[FIG], inuse[FIG] = "", share[FIG] = "-";
+    ms__fmt_field(sys, sizeof sys, s, rows[i].sys);
+    if (rows[i].inuse >= 0)
+      ms__fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
+    uint64_t v = ms__field_u64(s, rows[i].sys);
+    sum += v;
+    ms_quality_t q = worst(q_sys, qual(s, rows[i].sys));
+    if (q != MS_Q_UNAVAILABLE && s->sys > 0) {
+      /* Tenths of a percent in integers: exact and locale-free. */
+      unsigned __int128 permille = ((unsigned __int128)v * 1000u +
+                                    s->sys / 2) / s->sys;
+      snprintf(share, sizeof share, "%s%u.%u%%",
+               q == MS_Q_ESTIMATED ? "~" : "", (unsigned)(permille / 10),
+               (unsigned)(permille % 10));
+    }
+    ms_strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
+                     share);
+  }
+  char total[FIG];
+  ms_strbuf_printf(out, "  %-11s %10s\n", "total",
+                   ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  if (b->sys_mismatch) {
+    char sumf[FIG];
+    ms_strbuf_printf(out,
+                     "  warning: Sys is %s but its classes add up to %s: the "
+                     "provider breaks Sys == sum(*Sys)\n",
+                     total,
+                     ms__fmt_iec(sumf, sizeof sumf,
+                                 sum > INT64_MAX ? INT64_MAX : (int64_t)sum));
+  }
+}
+
+static void put_heap(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  static const ms_field_t fields[] = {
+      MS_F_HEAP_ALLOC,   MS_F_HEAP_INUSE, MS_F_HEAP_IDLE, MS_F_HEAP_RELEASED,
+      MS_F_HEAP_OBJECTS, MS_F_MALLOCS,    MS_F_FREES,     MS_F_TOTAL_ALLOC,
+  };
+  cell_t cells[sizeof fields / sizeof fields[0]];
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+    field_cell(&cells[i], s, fields[i]);
+  ms_strbuf_puts(out, "Heap\n");
+  put_cells(out, cells, sizeof fields / sizeof fields[0]);
+}
+
+static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
+                       double q) {
+  c->label = label;
+  snprintf(c->value, sizeof c->value, "-");
+  ms_quality_t hq = qual(s, MS_F_PAUSE_HIST);
+  if (hq == MS_Q_UNAVAILABLE)
+    return;
+  int64_t v = ms_pause_hist_quantile(&s->pause_hist, q);
+  if (v < 0)
+    return; /* no pause recorded yet */
+  char d[FIG];
+  /* The histogram gives a bucket's upper edge: a bound, not a measurement,
+   * but an honest one (within 25%), so it is marked only if the histogram
+   * itself is an estimate. */
+  snprintf(c->value, sizeof c->value, "%s%s",
+           hq == MS_Q_ESTIMATED ? "~" : "",
+           ms__fmt_duration(d, sizeof d, v));
+}
+
+static void put_gc(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  ms_strbuf_puts(out, "GC\n");
+  if (qual(s, MS_F_ENABLE_GC) == MS_Q_UNAVAILABLE || !s->enable_gc) {
+    ms_strbuf_puts(out, "  no collector\n");
+    return;
+  }
+  cell_t cells[9];
+  field_cell(&cells[0], s, MS_F_NUM_GC);
+  field_cell(&cells[1], s, MS_F_NUM_FORCED_GC);
+  field_cell(&cells[2], s, MS_F_LAST_GC);
+  field_cell(&cells[3], s, MS_F_PAUSE_TOTAL_NS);
+  pause_cell(&cells[4], s, "pause p50", 0.50);
+  pause_cell(&cells[5], s, "pause p99", 0.99);
+  pause_cell(&cells[6], s, "pause max", 1.0);
+  field_cell(&cells[7], s, MS_F_GC_CPU_FRACTION);
+  field_cell(&cells[8], s, MS_F_NEXT_GC);
+  put_cells(out, cells, 9);
+}
+
+typedef struct live_class_s {
+  uint32_t idx;
+  uint64_t objects;
+  uint64_t bytes;
+} live_class_t;
+
+static int by_live_bytes(const void *pa, const void *pb) {
+  const live_class_t *a = pa, *b = pb;
+  if (a->bytes != b->bytes)
+    return a->bytes < b->bytes ? 1 : -1;
+  /* Equal bytes: smaller classes first, so the order is total. */
+  return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  ms_quality_t q = qual(s, MS_F_BY_SIZE);
+  if (q == MS_Q_UNAVAILABLE) {
+    ms_strbuf_puts(out, "Size classes: -\n");
+    return;
+  }
+  uint32_t n = s->nsize_classes;
+  if (n > MS_MAX_SIZE_CLASSES)
+    n = MS_MAX_SIZE_CLASSES;
+  live_class_t live[MS_MAX_SIZE_CLASSES];
+  uint32_t nlive = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const ms_size_class_t *c = &s->by_size[i];
+    if (c->mallocs <= c->frees)
+      continue;
+    live[nlive].idx = i;
+    live[nlive].objects = c->mallocs - c->frees;
+    unsigned __int128 bytes = (unsigned __int128)live[nlive].objects * c->size;
+    live[nlive].bytes = bytes > UINT64_MAX ? UINT64_MAX : (uint64_t)bytes;
+    nlive++;
+  }
+  qsort(live, nlive, sizeof live[0], by_live_bytes);
+  const char *m = q == MS_Q_ESTIMATED ? "~" : "";
+  ms_strbuf_printf(out,
+                   "Size classes: %" PRIu32 " of %" PRIu32
+                   " with live objects, by live bytes%s\n",
+                   nlive, n, q == MS_Q_ESTIMATED ? " (estimated)" : "");
+  if (nlive == 0)
+    return;
+  ms_strbuf_printf(out, "  %10s %12s %10s %14s %14s\n", "Size", "Objects",
+                   "LiveBytes", "Mallocs", "Frees");
+  for (uint32_t i = 0; i < nlive; i++) {
+    const ms_size_class_t *c = &s->by_size[live[i].idx];
+    char objs[FIG], bytes[FIG], iec[FIG], mallocs[FIG], frees[FIG];
+    snprintf(objs, sizeof objs, "%s%" PRIu64, m, live[i].objects);
+    snprintf(bytes, sizeof bytes, "%s%s", m,
+             ms__fmt_iec(iec, sizeof iec,
+                         live[i].bytes > INT64_MAX ? INT64_MAX
+                                                   : (int64_t)live[i].bytes));
+    snprintf(mallocs, sizeof mallocs, "%s%" PRIu64, m, c->mallocs);
+    snprintf(frees, sizeof frees, "%s%" PRIu64, m, c->frees);
+    ms_strbuf_printf(out, "  %10" PRIu64 " %12s %10s %14s %14s\n", c->size,
+                     objs, bytes, mallocs, frees);
+  }
+}
+
+/* The kernel's view: RSS and VSZ always (a "-" says they were not read),
+ * the smaps_rollup figures only when they were asked for. */
+static void put_kernel(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  static const ms_field_t fields[] = {MS_F_KERNEL_RSS, MS_F_KERNEL_VSZ,
+                                      MS_F_KERNEL_LAZYFREE,
+                                      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP};
+  cell_t cells[sizeof fields / sizeof fields[0]];
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    if (i >= 2 && qual(s, fields[i]) == MS_Q_UNAVAILABLE)
+      continue;
+    field_cell(&cells[n], s, fields[i]);
+    /* "KernelRSS" reads "RSS" under the "Kernel" title. */
+    if (strncmp(cells[n].label, "Kernel", 6) == 0)
+      cells[n].label += 6;
+    n++;
+  }
+  ms_strbuf_puts(out, "Kernel\n");
+  put_cells(out, cells, n);
+}
+
+/* Which provider gave which field: the trace from a figure to its source. */
+static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  uint32_t np = s->nproviders;
+  if (np > MS_MAX_PROVIDERS)
+    np = MS_MAX_PROVIDERS;
+  ms_strbuf_puts(out, "Providers (~ estimated)\n");
+  /* Provider i for i < np; then np stands for the library's own engine
+   * (fields with no provider index), then the unavailable ones. */
+  for (uint32_t p = 0; p <= np + 1; p++) {
+    wrap_t w = {out, 0, 0};
+    int any = 0;
+    for (int f = 0; f < MS_F__COUNT; f++) {
+      ms_quality_t q = qual(s, (ms_field_t)f);
+      int src = s->source[f];
+      int mine;
+      if (p == np + 1)
+        mine = q == MS_Q_UNAVAILABLE;
+      else if (q == MS_Q_UNAVAILABLE)
+        mine = 0;
+      else if (p == np)
+        mine = src >= (int)np;
+      else
+        mine = src == (int)p;
+      if (!mine)
+        continue;
+      if (!any) {
+        char name[MS_NAME_MAX + 1];
+        if (p < np) {
+          size_t l = strnlen(s->providers[p], MS_NAME_MAX);
+          memcpy(name, s->providers[p], l);
+          name[l] = '\0';
+          for (size_t i = 0; i < l; i++)
+            if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
+              name[i] = '?';
+        } else {
+          snprintf(name, sizeof name, "%s",
+                   p == np ? "libmemstats" : "unavailable");
+        }
+        ms_strbuf_printf(out, "  %-12s", name);
+        w.indent = 15;
+        w.col = 2 + (strlen(name) > 12 ? strlen(name) : 12);
+        any = 1;
+      }
+      wrap_word(&w, q == MS_Q_ESTIMATED ? "~" : "", ms__fields[f].go_name);
+    }
+    if (any)
+      ms_strbuf_puts(out, "\n");
+  }
+}
+
+int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s) {
+  if (!out || !s)
+    return MS_EINVAL;
+  ms_breakdown_t b;
+  ms_breakdown(s, &b);
+  ms_strbuf_printf(out, "%" PRId32 " ", s->pid);
+  put_name(out, s->comm, sizeof s->comm);
+  ms_strbuf_puts(out, ": ");
+  ms__emit_line(out, s);
+  ms_strbuf_puts(out, "\n");
+  put_identity(out, s);
+  put_sys(out, s, &b);
+  put_heap(out, s);
+  put_gc(out, s);
+  put_classes(out, s);
+  put_kernel(out, s);
+  put_providers(out, s);
+  return finish(out);
+}
