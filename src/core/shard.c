@@ -158,15 +158,41 @@ void ms__engine_init(void) {
   pthread_once(&g_once, engine_init);
 }
 
-/* Finds a free shard or maps a new one. Lock-free (it may run in a fork
- * child or inside malloc); never calls malloc. */
-static ms__shard_t *shard_acquire(void) {
+static void take_cut(ms__delta_t *out);
+
+/* Claims a FREE shard; counts DEAD ones on the way. */
+static ms__shard_t *shard_claim(unsigned *dead) {
+  *dead = 0;
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
     uint32_t expect = SHARD_FREE;
-    if (__atomic_load_n(&s->state, RLX) == SHARD_FREE &&
+    uint32_t st_now = __atomic_load_n(&s->state, RLX);
+    if (st_now == SHARD_DEAD)
+      (*dead)++;
+    if (st_now == SHARD_FREE &&
         __atomic_compare_exchange_n(&s->state, &expect, SHARD_LIVE, 0, ACQ,
                                     RLX))
       return s;
+  }
+  return NULL;
+}
+
+/* Finds a free shard or maps a new one. Lock-free (it may run in a fork
+ * child or inside malloc); never calls malloc. A program that starts
+ * threads while nobody takes snapshots would leave a trail of DEAD shards:
+ * past a few, the new thread folds them itself with a cut of its own, if no
+ * reader is at work (trylock: it never waits for one). */
+static ms__shard_t *shard_acquire(void) {
+  unsigned dead;
+  ms__shard_t *got = shard_claim(&dead);
+  if (got)
+    return got;
+  if (dead >= MS__RECLAIM_DEAD && ms__read_trylock() == 0) {
+    ms__delta_t scratch;
+    take_cut(&scratch);
+    ms__read_unlock();
+    got = shard_claim(&dead);
+    if (got)
+      return got;
   }
   void *mem = mmap(NULL, sizeof(ms__shard_t), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

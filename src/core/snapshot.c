@@ -27,6 +27,14 @@ static struct {
   char comm[MS_NAME_MAX];
 } g_ident;
 
+int ms__read_trylock(void) {
+  return pthread_mutex_trylock(&g_read_lock) == 0 ? 0 : MS_EAGAIN;
+}
+
+void ms__read_unlock(void) {
+  pthread_mutex_unlock(&g_read_lock);
+}
+
 static void atfork_prepare(void) {
   pthread_mutex_lock(&g_read_lock);
 }
