@@ -1,0 +1,244 @@
+/*
+ * malloc.c - the C allocation functions of libmemstats-preload.so.
+ *
+ * Each one forwards to the next allocator and counts the block by its
+ * usable size: ms__track_alloc(usable) after a successful allocation,
+ * ms__track_free(usable) before the block is released. The hot path is a
+ * function-pointer call, one malloc_usable_size and a few plain stores into
+ * this thread's shard: no lock, no allocation, no system call.
+ *
+ * Semantics follow the next allocator, not glibc's documentation: whatever
+ * it returns is returned unchanged (errno included), and only what really
+ * happened is counted. realloc counts as one free and one malloc;
+ * realloc(NULL, n) is a malloc; realloc(p, 0) that returns NULL has freed p
+ * (glibc and jemalloc's default), one that returns a block has moved it.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "preload/preload.h"
+
+/* The exported names, declared here once (glibc's headers declare most of
+ * them without our visibility attribute). */
+MS__PRELOAD_API void *malloc(size_t size);
+MS__PRELOAD_API void free(void *p);
+MS__PRELOAD_API void *calloc(size_t n, size_t size);
+MS__PRELOAD_API void *realloc(void *p, size_t size);
+MS__PRELOAD_API void *reallocarray(void *p, size_t n, size_t size);
+MS__PRELOAD_API int posix_memalign(void **out, size_t align, size_t size);
+MS__PRELOAD_API void *aligned_alloc(size_t align, size_t size);
+MS__PRELOAD_API void *memalign(size_t align, size_t size);
+MS__PRELOAD_API void *valloc(size_t size);
+MS__PRELOAD_API void *pvalloc(size_t size);
+MS__PRELOAD_API size_t malloc_usable_size(void *p);
+
+static size_t page_size(void) {
+  static size_t cached;
+  size_t ps = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (!ps) {
+    long v = sysconf(_SC_PAGESIZE);
+    ps = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&cached, ps, __ATOMIC_RELAXED);
+  }
+  return ps;
+}
+
+/* An aligned block from the bootstrap buffer, with malloc's errno. */
+static void *boot(size_t size, size_t align) {
+  void *p = ms__bootstrap_alloc(size, align);
+  if (!p)
+    errno = ENOMEM;
+  return p;
+}
+
+/* ---- malloc, free, calloc ------------------------------------------------*/
+
+void *ms__preload_malloc(size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return boot(size, 16);
+  void *p = ms__real.malloc(size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+void *malloc(size_t size) {
+  return ms__preload_malloc(size);
+}
+
+void ms__preload_free(void *p) {
+  if (!p)
+    return;
+  /* Bootstrap blocks are never given back; nor are they counted. A block
+   * that is not one was allocated by the next allocator, so ms__real is
+   * ready. */
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return;
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return;
+  ms__preload_count_free(p);
+  ms__real.free(p);
+}
+
+void free(void *p) {
+  ms__preload_free(p);
+}
+
+void *calloc(size_t n, size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve()) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    return boot(total, 16); /* zeroed: see ms__bootstrap_alloc */
+  }
+  void *p = ms__real.calloc(n, size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+/* ---- realloc ---------------------------------------------------------------*/
+
+/* A bootstrap block cannot be resized in place: move it to the real heap
+ * (or to a new bootstrap block while the lookup is still running). */
+static void *realloc_bootstrap(void *p, size_t size) {
+  if (size == 0)
+    return NULL; /* freed, as glibc does; bootstrap frees are no-ops */
+  void *q = ms__preload_malloc(size);
+  if (q) {
+    size_t old = ms__bootstrap_size(p);
+    memcpy(q, p, old < size ? old : size);
+  }
+  return q;
+}
+
+static void *realloc_impl(void *p, size_t size) {
+  if (!p)
+    return ms__preload_malloc(size);
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return realloc_bootstrap(p, size);
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return NULL;
+  if (ms__preload_guard)
+    return ms__real.realloc(p, size);
+  size_t old = ms__real.usable(p);
+  void *q = ms__real.realloc(p, size);
+  if (q) {
+    ms__track_free(old);
+    ms__track_alloc(ms__real.usable(q));
+  } else if (size == 0) {
+    ms__track_free(old); /* realloc(p, 0) freed p */
+  }
+  return q;
+}
+
+void *realloc(void *p, size_t size) {
+  return realloc_impl(p, size);
+}
+
+/* glibc's own reallocarray calls its internal realloc, which we would not
+ * see, so it is implemented here on top of the next realloc. */
+void *reallocarray(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc_impl(p, total);
+}
+
+/* ---- aligned allocation ----------------------------------------------------*/
+
+int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve()) {
+    if (align < sizeof(void *) || (align & (align - 1)))
+      return EINVAL;
+    void *p = ms__bootstrap_alloc(size, align);
+    if (!p)
+      return ENOMEM;
+    *out = p;
+    return 0;
+  }
+  int r = ms__real.posix_memalign(out, align, size);
+  if (r == 0)
+    ms__preload_count_alloc(*out);
+  return r;
+}
+
+int posix_memalign(void **out, size_t align, size_t size) {
+  return ms__preload_posix_memalign(out, align, size);
+}
+
+/* memalign, aligned_alloc, valloc and pvalloc go to the next allocator's
+ * own function when it has one (its checks and errno are then the ones the
+ * program expects), else they are built on posix_memalign. */
+static void *aligned_fallback(size_t align, size_t size) {
+  if (align < sizeof(void *))
+    align = sizeof(void *);
+  void *p = NULL;
+  int r = ms__preload_posix_memalign(&p, align, size);
+  if (r != 0) {
+    errno = r;
+    return NULL;
+  }
+  return p;
+}
+
+void *aligned_alloc(size_t align, size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return boot(size, align);
+  if (!ms__real.aligned_alloc)
+    return aligned_fallback(align, size);
+  void *p = ms__real.aligned_alloc(align, size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+void *memalign(size_t align, size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return boot(size, align);
+  if (!ms__real.memalign)
+    return aligned_fallback(align, size);
+  void *p = ms__real.memalign(align, size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+void *valloc(size_t size) {
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return boot(size, page_size());
+  if (!ms__real.valloc)
+    return aligned_fallback(page_size(), size);
+  void *p = ms__real.valloc(size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+void *pvalloc(size_t size) {
+  size_t ps = page_size();
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return boot((size + ps - 1) & ~(ps - 1), ps);
+  if (!ms__real.pvalloc) {
+    size_t rounded;
+    if (__builtin_add_overflow(size, ps - 1, &rounded)) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    return aligned_fallback(ps, rounded & ~(ps - 1));
+  }
+  void *p = ms__real.pvalloc(size);
+  ms__preload_count_alloc(p);
+  return p;
+}
+
+size_t malloc_usable_size(void *p) {
+  if (!p)
+    return 0;
+  if (ms__bootstrap_owns(p))
+    return ms__bootstrap_size(p);
+  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+    return 0;
+  return ms__real.usable(p);
+}

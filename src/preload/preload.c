@@ -1,0 +1,127 @@
+/*
+ * preload.c - what libmemstats-preload.so does when it is loaded and when
+ * the program exits.
+ *
+ * Loading: the next allocator is looked up (if no malloc did it already),
+ * and the agent is started unless MEMSTATS_AGENT=0, so that
+ * `LD_PRELOAD=libmemstats-preload.so CMD` makes CMD watchable with no
+ * change. Children after fork are handled by the engine and the agent;
+ * exec'd children inherit LD_PRELOAD and start their own.
+ *
+ * Exit: MEMSTATS_EXIT_REPORT=FILE asks for a one-line summary of the final
+ * snapshot, appended to FILE when the program exits normally (exit() or
+ * return from main; not _exit() or a fatal signal). Each process, forked
+ * children and exec'd programs included, appends its own line:
+ *
+ *   memstats pid=1234 mallocs=N frees=N heap_objects=N heap_alloc=N
+ *   total_alloc=N tracked=1
+ *
+ * (one line). tracked=1 says the object figures are exact (the next
+ * allocator has malloc_usable_size). It is written with open/write/close
+ * and no stdio, and only when the variable is set: the library never
+ * prints unless asked. Used by the tests and the benchmarks to read the
+ * figures of programs that cannot call ms_snapshot_read themselves.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memstats.h"
+#include "preload/preload.h"
+
+#define REPORT_PATH_MAX 4096
+
+static char report_path[REPORT_PATH_MAX];
+
+/* The snapshot is large (the pause ring, the size classes): static, not on
+ * the stack of whichever thread runs the destructors. */
+static ms_snapshot_t report_snap;
+
+/* ---- a tiny formatter: no stdio in the target ---------------------------*/
+
+typedef struct line_s {
+  char buf[512];
+  size_t len;
+} line_t;
+
+static void put_str(line_t *l, const char *s) {
+  size_t n = strlen(s);
+  if (n > sizeof l->buf - l->len)
+    n = sizeof l->buf - l->len;
+  memcpy(l->buf + l->len, s, n);
+  l->len += n;
+}
+
+static void put_u64(line_t *l, uint64_t v) {
+  char tmp[21];
+  size_t i = sizeof tmp;
+  do {
+    tmp[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  size_t n = sizeof tmp - i;
+  if (n > sizeof l->buf - l->len)
+    n = sizeof l->buf - l->len;
+  memcpy(l->buf + l->len, tmp + i, n);
+  l->len += n;
+}
+
+static void put_field(line_t *l, const char *name, uint64_t v) {
+  put_str(l, " ");
+  put_str(l, name);
+  put_str(l, "=");
+  put_u64(l, v);
+}
+
+static void write_exit_report(void) {
+  if (!report_path[0])
+    return;
+  if (ms_snapshot_read(&report_snap, sizeof report_snap) != 0)
+    return;
+  const ms_snapshot_t *s = &report_snap;
+  line_t l = {.len = 0};
+  put_str(&l, "memstats");
+  put_field(&l, "pid", (uint64_t)getpid());
+  put_field(&l, "mallocs", s->mallocs);
+  put_field(&l, "frees", s->frees);
+  put_field(&l, "heap_objects", s->heap_objects);
+  put_field(&l, "heap_alloc", s->heap_alloc);
+  put_field(&l, "total_alloc", s->total_alloc);
+  put_field(&l, "tracked", s->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT);
+  put_str(&l, "\n");
+  if (l.buf[l.len - 1] != '\n')
+    l.buf[l.len - 1] = '\n';
+  int fd = open(report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    ms__debug("MEMSTATS_EXIT_REPORT: cannot open %s", report_path);
+    return;
+  }
+  /* One write of one short line to an O_APPEND file: lines of processes
+   * exiting together do not interleave. */
+  ssize_t w = write(fd, l.buf, l.len);
+  (void)w;
+  close(fd);
+}
+
+__attribute__((constructor)) static void preload_init(void) {
+  ms__preload_resolve();
+  const char *path = getenv("MEMSTATS_EXIT_REPORT");
+  if (path && path[0]) {
+    size_t n = strlen(path);
+    if (n < sizeof report_path)
+      memcpy(report_path, path, n + 1);
+    else
+      ms__debug("MEMSTATS_EXIT_REPORT: path too long, no report");
+  }
+  const char *agent = getenv("MEMSTATS_AGENT");
+  if (agent && strcmp(agent, "0") == 0)
+    return;
+  int r = ms_agent_start();
+  if (r != 0 && r != MS_EEXIST)
+    ms__debug("preload: the agent did not start: %s", ms_strerror(r));
+}
+
+__attribute__((destructor)) static void preload_fini(void) {
+  write_exit_report();
+}

@@ -1,0 +1,96 @@
+/*
+ * preload.h - the malloc interposer of libmemstats-preload.so (internal to
+ * src/preload).
+ *
+ * The preload defines malloc, free, ... and every C++ operator new/delete,
+ * forwards each call to the next definition in the search order (glibc,
+ * jemalloc, tcmalloc, mimalloc: found with dlsym(RTLD_NEXT)), and counts
+ * every block by its usable size (the underlying allocator's
+ * malloc_usable_size) into the engine's per-thread shards. Counting usable
+ * bytes at both ends makes HeapAlloc exact on any allocator without a
+ * header in front of the block, so memory allocated before us or by an
+ * allocator's own entry points (mallocx, tc_new, ...) is freed safely.
+ *
+ * resolve.c  finds the next allocator lazily and serves dlsym's own
+ *            allocations from a static bootstrap buffer meanwhile;
+ * malloc.c   the C allocation functions;
+ * cxx.c      the C++ operators, written in C under their mangled names;
+ * preload.c  the constructor (agent start) and the opt-in exit report.
+ */
+#ifndef MS_PRELOAD_PRELOAD_H
+#define MS_PRELOAD_PRELOAD_H
+
+#include <stddef.h>
+
+#include "core/engine.h"
+
+/* What the preload exports: the library is built with hidden visibility. */
+#define MS__PRELOAD_API __attribute__((visibility("default")))
+
+/* The next allocator's entry points. Set once by ms__preload_resolve(),
+ * read without locks after ms__preload_ready() returned true. */
+typedef struct ms__real_s {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  void *(*calloc)(size_t, size_t);
+  void *(*realloc)(void *, size_t);
+  int (*posix_memalign)(void **, size_t, size_t);
+  void *(*aligned_alloc)(size_t, size_t); /* may be NULL: emulated */
+  void *(*memalign)(size_t, size_t);      /* may be NULL: emulated */
+  void *(*valloc)(size_t);                /* may be NULL: emulated */
+  void *(*pvalloc)(size_t);               /* may be NULL: emulated */
+  size_t (*usable)(void *);               /* malloc_usable_size */
+} ms__real_t;
+
+extern ms__real_t ms__real;
+
+enum {
+  MS__REAL_NONE = 0,      /* nobody looked yet */
+  MS__REAL_RESOLVING = 1, /* a thread is inside dlsym */
+  MS__REAL_READY = 2,     /* ms__real is complete */
+  MS__REAL_FAILED = 3     /* no next malloc: only the bootstrap buffer */
+};
+extern int ms__real_state;
+
+/* Nonzero while this thread runs inside a real C++ operator that may come
+ * back into our malloc/free (libstdc++'s operator new calls malloc): the
+ * nested call passes straight through, uncounted, so one object is counted
+ * once. Initial-exec TLS: a plain %fs-relative load, no __tls_get_addr
+ * (which can allocate). */
+extern __thread int ms__preload_guard __attribute__((tls_model("initial-exec")));
+
+static inline int ms__preload_ready(void) {
+  return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;
+}
+
+/* Looks up the next allocator if nobody has. Returns 1 when ms__real is
+ * ready, 0 when the caller must use the bootstrap buffer (this thread is
+ * itself inside the lookup, another thread is, or there is no next malloc).
+ * Never blocks. */
+int ms__preload_resolve(void);
+
+/* The bootstrap buffer: a static bump allocator for what dlsym allocates
+ * before the real malloc is known. Blocks are never reused; freeing one is
+ * a no-op. ms__bootstrap_alloc returns NULL when the buffer is exhausted. */
+void *ms__bootstrap_alloc(size_t size, size_t align);
+int ms__bootstrap_owns(const void *p);
+size_t ms__bootstrap_size(const void *p);
+
+/* Counting, shared by malloc.c and cxx.c: one object of the block's
+ * usable size, unless this thread is nested inside a real C++ operator
+ * (then the outer hook counts it). */
+static inline void ms__preload_count_alloc(void *p) {
+  if (p && !ms__preload_guard)
+    ms__track_alloc(ms__real.usable(p));
+}
+static inline void ms__preload_count_free(void *p) {
+  if (!ms__preload_guard)
+    ms__track_free(ms__real.usable(p));
+}
+
+/* The C entry points without the PLT (cxx.c falls back to them). */
+void *ms__preload_malloc(size_t size);
+void ms__preload_free(void *p);
+int ms__preload_posix_memalign(void **out, size_t align, size_t size);
+
+#endif

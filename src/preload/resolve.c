@@ -1,0 +1,112 @@
+/*
+ * resolve.c - finding the next allocator, and the bootstrap buffer.
+ *
+ * The next malloc is looked up with dlsym(RTLD_NEXT) on the first call that
+ * needs it, not in a constructor: other libraries' constructors (and the
+ * dynamic loader itself) call malloc before ours runs. dlsym may itself
+ * call malloc or calloc (for its error state); those nested calls, and any
+ * other thread's calls during the lookup, are served from a static buffer,
+ * so nothing ever waits for the lookup and nothing recurses into it.
+ */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "preload/preload.h"
+
+ms__real_t ms__real;
+int ms__real_state;
+__thread int ms__preload_guard __attribute__((tls_model("initial-exec")));
+
+/* Set on the thread that is inside dlsym, so its nested calls go to the
+ * bootstrap buffer. */
+static __thread int tls_resolving __attribute__((tls_model("initial-exec")));
+
+/* When the next allocator has no malloc_usable_size (no known one lacks
+ * it), blocks are still counted as objects, with zero bytes; the engine is
+ * then not told that it has exact object figures. */
+static size_t no_usable_size(void *p) {
+  (void)p;
+  return 0;
+}
+
+int ms__preload_resolve(void) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (st == MS__REAL_READY)
+    return 1;
+  if (st != MS__REAL_NONE || tls_resolving)
+    return 0;
+  int expect = MS__REAL_NONE;
+  if (!__atomic_compare_exchange_n(&ms__real_state, &expect,
+                                   MS__REAL_RESOLVING, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return 0;
+  tls_resolving = 1;
+  ms__real_t r;
+  memset(&r, 0, sizeof r);
+  /* Casting void * to a function pointer is what dlsym's interface asks. */
+  *(void **)&r.malloc = dlsym(RTLD_NEXT, "malloc");
+  *(void **)&r.free = dlsym(RTLD_NEXT, "free");
+  *(void **)&r.calloc = dlsym(RTLD_NEXT, "calloc");
+  *(void **)&r.realloc = dlsym(RTLD_NEXT, "realloc");
+  *(void **)&r.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+  *(void **)&r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+  *(void **)&r.memalign = dlsym(RTLD_NEXT, "memalign");
+  *(void **)&r.valloc = dlsym(RTLD_NEXT, "valloc");
+  *(void **)&r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+  *(void **)&r.usable = dlsym(RTLD_NEXT, "malloc_usable_size");
+  tls_resolving = 0;
+  if (!r.malloc || !r.free || !r.calloc || !r.realloc ||
+      !r.posix_memalign) {
+    /* A static program or a broken search order: nothing to forward to.
+     * The bootstrap buffer serves until it runs out. */
+    __atomic_store_n(&ms__real_state, MS__REAL_FAILED, __ATOMIC_RELEASE);
+    return 0;
+  }
+  int exact = r.usable != NULL;
+  if (!exact)
+    r.usable = no_usable_size;
+  ms__real = r;
+  __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
+  if (exact)
+    ms__track_enable();
+  return 1;
+}
+
+/* ---- the bootstrap buffer --------------------------------------------------
+ * Every block is preceded by a 16-byte header holding its size, so realloc
+ * and malloc_usable_size work on it. 64 KiB is far more than dlsym needs
+ * (a few hundred bytes for its error state). */
+#define BOOT_SIZE (64 * 1024)
+#define BOOT_HDR 16
+
+static unsigned char boot_buf[BOOT_SIZE] __attribute__((aligned(64)));
+static size_t boot_used;
+
+void *ms__bootstrap_alloc(size_t size, size_t align) {
+  if (align < BOOT_HDR)
+    align = BOOT_HDR;
+  if (align > 4096 || (align & (align - 1)) || size > BOOT_SIZE)
+    return NULL;
+  size_t need = BOOT_HDR + size + align;
+  size_t start = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+  if (start + need > BOOT_SIZE || start + need < start)
+    return NULL;
+  uintptr_t base = (uintptr_t)boot_buf + start + BOOT_HDR;
+  uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
+  memcpy((void *)(p - sizeof(size_t)), &size, sizeof size);
+  /* The buffer is static (zeroed) and never reused, so the block is
+   * zeroed too: calloc needs nothing more. */
+  return (void *)p;
+}
+
+int ms__bootstrap_owns(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return a >= (uintptr_t)boot_buf && a < (uintptr_t)boot_buf + BOOT_SIZE;
+}
+
+size_t ms__bootstrap_size(const void *p) {
+  size_t size;
+  memcpy(&size, (const unsigned char *)p - sizeof(size_t), sizeof size);
+  return size;
+}
