@@ -1,0 +1,69 @@
+/*
+ * agent.h - the agent's internals, shared with memtop's client (the socket
+ * directory rules) and with the fuzz harness (the request handler).
+ */
+#ifndef MS_AGENT_AGENT_H
+#define MS_AGENT_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memstats.h"
+#include "wire/wire.h"
+
+/* ---- the socket directory (sockdir.c) ---- */
+
+/* The directory by DESIGN.md's rules: $MEMSTATS_DIR, else
+ * $XDG_RUNTIME_DIR/memtop, else /tmp/memtop-$UID (the effective uid).
+ * Returns 0, or MS_EINVAL if it does not fit in len. */
+int ms__sockdir_path(char *buf, size_t len);
+
+/* Checks that dir is a real directory (not a symlink), owned by uid, and
+ * not open to group or others. Returns 0, MS_ENOENT if it does not exist,
+ * or MS_EUNSAFE with *why set. */
+int ms__sockdir_check(const char *dir, uid_t uid, const char **why);
+
+/* Creates dir (mode 0700, and its missing parent for the XDG case is not
+ * created: XDG_RUNTIME_DIR must exist) if missing, then checks it as
+ * above for the effective uid. */
+int ms__sockdir_prepare(const char *dir, const char **why);
+
+/* Parses a decimal unsigned integer from the environment-style string s:
+ * digits only (surrounding blanks allowed), at most max. Returns 0 or
+ * MS_EINVAL; garbage never reads as a number. */
+int ms__parse_uint(const char *s, uint64_t max, uint64_t *out);
+
+/* ---- requests (request.c) ---- */
+
+/* Handles the bytes a client sent: consumes whole frames from in[0, len)
+ * and appends each reply to *out, while *out has room for the largest
+ * reply. Returns the number of bytes consumed. Sets *close_after when the
+ * connection must end once the replies are sent (a malformed frame, a
+ * newer version). Runs on the agent thread only. */
+size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
+                        int *close_after);
+
+/* Appends the agent's hello (identity from the latest snapshot). */
+int ms__agent_hello(ms__wire_writer_t *out);
+
+/* Appends a snapshot reply: a fresh snapshot if the cached one is older
+ * than the interval, else the cached one with its age. */
+int ms__agent_snapshot(ms__wire_writer_t *out);
+
+/* Rate limit (ns) and cache control. ms__agent_cache_reset() forgets the
+ * cached snapshot (after fork: it is the parent's). */
+void ms__agent_set_interval(uint64_t ns);
+void ms__agent_cache_reset(void);
+
+/* Room a client's output buffer keeps free before another request is
+ * handled: the largest reply. */
+#define MS__AGENT_REPLY_MAX (MS__WIRE_SNAPSHOT_MAX + MS__WIRE_SMALL_MAX)
+
+/* ---- the thread (agent.c) ---- */
+
+/* CPU time the agent thread has used (ns), or 0 if it is not running. For
+ * benchmarks. */
+uint64_t ms__agent_cpu_ns(void);
+
+#endif

@@ -1,0 +1,162 @@
+/*
+ * request.c - what the agent answers, with no sockets in sight: a client's
+ * bytes in, reply frames out. The fuzz harness drives this directly.
+ *
+ * Snapshots are rate limited as in the seed program: one is computed at
+ * most once per interval, and requests in between get the cached one with
+ * its age. The cache is kept encoded, so a cached answer is a copy and an
+ * 8-byte patch. Everything lives in static storage: the agent runs inside
+ * a process whose malloc may be the one being tracked.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "core/engine.h"
+
+static struct {
+  uint64_t interval_ns;
+  int valid;
+  int pid;            /* whose snapshot this is: a forked child is not */
+  uint64_t computed;  /* CLOCK_MONOTONIC when it was computed */
+  ms_snapshot_t snap;
+  size_t enc_len;
+  size_t age_at; /* offset of the age value in enc[] */
+  uint8_t enc[MS__WIRE_SNAPSHOT_MAX];
+} g_cache = {100 * 1000000ull, 0, 0, 0, {0}, 0, 0, {0}};
+
+void ms__agent_set_interval(uint64_t ns) {
+  g_cache.interval_ns = ns;
+}
+
+void ms__agent_cache_reset(void) {
+  g_cache.valid = 0;
+}
+
+/* Brings the cache up to date if it is older than the interval. Returns
+ * 0 or the error of ms_snapshot_read(). */
+static int refresh(uint64_t now) {
+  if (g_cache.valid && g_cache.pid == (int)getpid() &&
+      now - g_cache.computed < g_cache.interval_ns)
+    return 0;
+  int r = ms_snapshot_read(&g_cache.snap, sizeof g_cache.snap);
+  if (r != 0) return r;
+  g_cache.snap.age_ns = 0;
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, g_cache.enc, sizeof g_cache.enc);
+  r = ms__wire_encode_snapshot(&w, &g_cache.snap, &g_cache.age_at);
+  if (r != 0) {
+    g_cache.valid = 0;
+    return r;
+  }
+  g_cache.enc_len = w.len;
+  g_cache.computed = now;
+  g_cache.pid = (int)getpid();
+  g_cache.valid = 1;
+  return 0;
+}
+
+int ms__agent_snapshot(ms__wire_writer_t *out) {
+  uint64_t now = ms__now_mono_ns();
+  int r = refresh(now);
+  if (r != 0)
+    return ms__wire_encode_error(out, MS__MSG_ERROR, r,
+                                 "the snapshot could not be taken");
+  if (out->cap - out->len < g_cache.enc_len) return MS_ENOSPC;
+  uint8_t *dst = out->buf + out->len;
+  memcpy(dst, g_cache.enc, g_cache.enc_len);
+  ms__wire_patch_u64(dst + g_cache.age_at, now - g_cache.computed);
+  out->len += g_cache.enc_len;
+  return 0;
+}
+
+int ms__agent_hello(ms__wire_writer_t *out) {
+  ms__wire_hello_t h;
+  memset(&h, 0, sizeof h);
+  /* Identity comes from the snapshot code, which knows how to read the
+   * start time and name; the providers are those of the latest snapshot. */
+  if (refresh(ms__now_mono_ns()) == 0) {
+    const ms_snapshot_t *s = &g_cache.snap;
+    h.pid = s->pid;
+    h.start_time = s->start_time;
+    memcpy(h.comm, s->comm, sizeof h.comm);
+    h.nproviders = s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS
+                                                    : s->nproviders;
+    memcpy(h.providers, s->providers, sizeof h.providers);
+  } else {
+    h.pid = (int)getpid();
+  }
+  h.comm[sizeof h.comm - 1] = '\0';
+  snprintf(h.lib_version, sizeof h.lib_version, "%s", MS_VERSION_STRING);
+  h.proto_version = MS__WIRE_VERSION;
+  h.capabilities = MS__CAP_SNAPSHOT;
+  return ms__wire_encode_hello(out, &h);
+}
+
+size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
+                        int *close_after) {
+  size_t used = 0;
+  char msg[128];
+  while (!*close_after && out->cap - out->len >= MS__AGENT_REPLY_MAX) {
+    ms__frame_t f;
+    const char *why = "malformed request";
+    int r = ms__wire_frame(in + used, len - used, MS__WIRE_MAX_REQUEST, &f,
+                           &why);
+    if (r == MS_EAGAIN) break;
+    if (r == MS_EVERSION) {
+      snprintf(msg, sizeof msg,
+               "protocol version %u is newer than this agent's (%u): use a "
+               "memtop as old as libmemstats %s",
+               (unsigned)f.version, MS__WIRE_VERSION, MS_VERSION_STRING);
+      ms__wire_encode_error(out, MS__MSG_ERROR, MS_EVERSION, msg);
+      *close_after = 1;
+      break;
+    }
+    if (r != 0) {
+      /* The stream cannot be resynchronised after a bad frame. */
+      ms__wire_encode_error(out, MS__MSG_ERROR, MS_EPROTO, why);
+      *close_after = 1;
+      break;
+    }
+    const uint8_t *payload = in + used + MS__WIRE_HEADER;
+    used += MS__WIRE_HEADER + f.length;
+    switch (f.type) {
+    case MS__MSG_HELLO: {
+      ms__wire_hello_t h;
+      if (ms__wire_decode_hello(payload, f.length, &h, &why) != 0) {
+        ms__wire_encode_error(out, MS__MSG_ERROR, MS_EPROTO, why);
+        *close_after = 1;
+      }
+      break;
+    }
+    case MS__MSG_SNAPSHOT_REQ: {
+      uint64_t flags;
+      if (ms__wire_decode_request(payload, f.length, &flags, &why) != 0) {
+        ms__wire_encode_error(out, MS__MSG_ERROR, MS_EPROTO, why);
+        *close_after = 1;
+        break;
+      }
+      ms__agent_snapshot(out);
+      break;
+    }
+    case MS__MSG_PROFILE_REQ:
+      ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS,
+                            "heap profiles are not served by this version "
+                            "of libmemstats");
+      break;
+    case MS__MSG_GC_REQ:
+      ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS,
+                            "forcing a collection is not supported by this "
+                            "version of libmemstats");
+      break;
+    default:
+      /* A newer memtop's request: say so and keep the connection. */
+      snprintf(msg, sizeof msg, "unknown request type %u",
+               (unsigned)f.type);
+      ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS, msg);
+      break;
+    }
+  }
+  return used;
+}

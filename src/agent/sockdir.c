@@ -1,0 +1,89 @@
+/*
+ * sockdir.c - where sockets live, and whether that place is safe.
+ *
+ * The directory is the only access control a Unix socket has before
+ * SO_PEERCRED, so it must be ours alone: a symlink could send our socket
+ * (or memtop) somewhere an attacker chose, and a group- or world-writable
+ * directory lets others plant sockets that impersonate a target.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+
+int ms__parse_uint(const char *s, uint64_t max, uint64_t *out) {
+  if (s == NULL) return MS_EINVAL;
+  while (*s == ' ' || *s == '\t') s++;
+  if (*s < '0' || *s > '9') return MS_EINVAL;
+  uint64_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    uint64_t d = (uint64_t)(*s - '0');
+    if (v > (UINT64_MAX - d) / 10) return MS_EINVAL;
+    v = v * 10 + d;
+  }
+  while (*s == ' ' || *s == '\t') s++;
+  if (*s != '\0' || v > max) return MS_EINVAL;
+  *out = v;
+  return 0;
+}
+
+int ms__sockdir_path(char *buf, size_t len) {
+  const char *env = getenv("MEMSTATS_DIR");
+  int n;
+  if (env != NULL && env[0] != '\0') {
+    n = snprintf(buf, len, "%s", env);
+  } else if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
+    n = snprintf(buf, len, "%s/memtop", env);
+  } else {
+    n = snprintf(buf, len, "/tmp/memtop-%u", (unsigned)geteuid());
+  }
+  if (n < 0 || (size_t)n >= len) return MS_EINVAL;
+  /* A trailing slash would make "<dir>//<pid>.sock"; harmless, but the
+   * paths we show people should be clean. */
+  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  return 0;
+}
+
+int ms__sockdir_check(const char *dir, uid_t uid, const char **why) {
+  struct stat st;
+  if (lstat(dir, &st) != 0) {
+    if (errno == ENOENT) return MS_ENOENT;
+    *why = "cannot stat the socket directory";
+    return MS_EUNSAFE;
+  }
+  if (S_ISLNK(st.st_mode)) {
+    *why = "the socket directory is a symbolic link";
+    return MS_EUNSAFE;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    *why = "the socket directory is not a directory";
+    return MS_EUNSAFE;
+  }
+  if (st.st_uid != uid) {
+    *why = "the socket directory is owned by another user";
+    return MS_EUNSAFE;
+  }
+  if ((st.st_mode & 077) != 0) {
+    *why = "the socket directory is open to group or others (want 0700)";
+    return MS_EUNSAFE;
+  }
+  return 0;
+}
+
+int ms__sockdir_prepare(const char *dir, const char **why) {
+  uid_t uid = geteuid();
+  int r = ms__sockdir_check(dir, uid, why);
+  if (r != MS_ENOENT) return r;
+  /* mkdir applies the umask, which can only remove bits: 0700 or less,
+   * and less (e.g. 0500) is caught by the write below failing, not here. */
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    *why = "cannot create the socket directory";
+    return errno == EACCES ? MS_EACCES : MS_ENOENT;
+  }
+  r = ms__sockdir_check(dir, uid, why);
+  return r == MS_ENOENT ? MS_EUNSAFE : r;
+}

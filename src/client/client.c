@@ -1,0 +1,580 @@
+/*
+ * client.c - memtop's side of the protocol (see client.h): finding the
+ * sockets, the session state machine, and a blocking fetch.
+ *
+ * Every message the user may see names the PID, the cause and, where one
+ * helps, what to do about it.
+ */
+#include "client/client.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <glob.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "core/snapshot.h"
+#include "wire/wire.h"
+
+/* ------------------------------------------------------------------------
+ * Paths and /proc
+ * ------------------------------------------------------------------------ */
+int msc_socket_dir(char *buf, size_t len) {
+  if (buf == NULL || len == 0) return MS_EINVAL;
+  return ms__sockdir_path(buf, len);
+}
+
+int msc_socket_path(int pid, char *buf, size_t len) {
+  char dir[MSC_PATH_MAX];
+  if (buf == NULL || pid <= 0) return MS_EINVAL;
+  int r = msc_socket_dir(dir, sizeof dir);
+  if (r != 0) return r;
+  int n = snprintf(buf, len, "%s/%d.sock", dir, pid);
+  return (n < 0 || (size_t)n >= len) ? MS_EINVAL : 0;
+}
+
+int msc_proc_start_time(int pid, uint64_t *start_time) {
+  char path[64], buf[1024];
+  if (pid <= 0 || start_time == NULL) return MS_EINVAL;
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  if (ms__read_small_file(path, buf, sizeof buf) <= 0) return MS_ESRCH;
+  if (ms__parse_proc_stat(buf, NULL, 0, start_time) != 0) return MS_ESRCH;
+  return 0;
+}
+
+static void proc_comm(int pid, char *comm, size_t len) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/comm", pid);
+  comm[0] = '\0';
+  if (ms__read_small_file(path, comm, len) > 0)
+    comm[strcspn(comm, "\n")] = '\0';
+}
+
+static int pid_alive(int pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d", pid);
+  return access(path, F_OK) == 0;
+}
+
+/* Connects to a socket path, waiting at most timeout_ms. Returns the fd,
+ * or a negative code (MS_ECONNREFUSED: nobody listens there). */
+static int connect_path(const char *path, int timeout_ms) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  if (strlen(path) >= sizeof sa.sun_path) return MS_EINVAL;
+  strcpy(sa.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    int e = errno;
+    if (e != EAGAIN && e != EINPROGRESS) {
+      close(fd);
+      return -e;
+    }
+    /* The listen queue is full: wait for room. */
+    struct pollfd p = {fd, POLLOUT, 0};
+    if (poll(&p, 1, timeout_ms) <= 0) {
+      close(fd);
+      return MS_ETIMEDOUT;
+    }
+    int err = 0;
+    socklen_t el = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+    if (err != 0) {
+      close(fd);
+      return -err;
+    }
+  }
+  return fd;
+}
+
+/* ------------------------------------------------------------------------
+ * Discovery
+ * ------------------------------------------------------------------------ */
+typedef struct list_s {
+  msc_target_t *v;
+  size_t n, cap;
+} list_t;
+
+static int list_has(const list_t *l, int pid) {
+  for (size_t i = 0; i < l->n; i++)
+    if (l->v[i].pid == pid) return 1;
+  return 0;
+}
+
+static int parse_sock_name(const char *name) {
+  uint64_t pid;
+  char digits[24];
+  size_t n = strlen(name);
+  if (n < 6 || n - 5 >= sizeof digits || strcmp(name + n - 5, ".sock") != 0)
+    return -1;
+  memcpy(digits, name, n - 5);
+  digits[n - 5] = '\0';
+  if (digits[0] == ' ' || ms__parse_uint(digits, INT32_MAX, &pid) != 0 ||
+      pid == 0)
+    return -1;
+  return (int)pid;
+}
+
+static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
+  struct stat dst;
+  const char *why;
+  if (lstat(dir, &dst) != 0) return 0;
+  /* A directory anyone could have planted sockets in is not trusted. */
+  if (ms__sockdir_check(dir, must_be_mine ? geteuid() : dst.st_uid, &why))
+    return 0;
+  DIR *d = opendir(dir);
+  if (d == NULL) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int pid = parse_sock_name(e->d_name);
+    if (pid <= 0 || list_has(l, pid)) continue;
+    msc_target_t t;
+    memset(&t, 0, sizeof t);
+    int n = snprintf(t.path, sizeof t.path, "%s/%s", dir, e->d_name);
+    if (n < 0 || (size_t)n >= sizeof t.path) continue;
+    struct stat st;
+    if (lstat(t.path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+        st.st_uid != dst.st_uid)
+      continue;
+    if (!pid_alive(pid)) {
+      unlink(t.path); /* stale: its process is gone */
+      continue;
+    }
+    int fd = connect_path(t.path, 200);
+    if (fd == MS_ECONNREFUSED) {
+      unlink(t.path); /* stale: the PID lives on in another program */
+      continue;
+    }
+    if (fd < 0) continue;
+    close(fd);
+    t.pid = pid;
+    t.uid = st.st_uid;
+    if (msc_proc_start_time(pid, &t.start_time) != 0) continue;
+    proc_comm(pid, t.comm, sizeof t.comm);
+    if (l->n == l->cap) {
+      size_t cap = l->cap ? l->cap * 2 : 16;
+      msc_target_t *v = realloc(l->v, cap * sizeof *v);
+      if (v == NULL) {
+        closedir(d);
+        return MS_ENOMEM;
+      }
+      l->v = v;
+      l->cap = cap;
+    }
+    l->v[l->n++] = t;
+  }
+  closedir(d);
+  return 0;
+}
+
+static int by_pid(const void *a, const void *b) {
+  const msc_target_t *x = a, *y = b;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+int msc_discover(msc_target_t **out, size_t *count) {
+  if (out == NULL || count == NULL) return MS_EINVAL;
+  *out = NULL;
+  *count = 0;
+  list_t l = {NULL, 0, 0};
+  char dir[MSC_PATH_MAX];
+  int r = 0;
+  if (msc_socket_dir(dir, sizeof dir) == 0) r = scan_dir(dir, 1, &l);
+  if (r == 0 && geteuid() == 0) {
+    static const char *const patterns[] = {"/tmp/memtop-*",
+                                           "/run/user/*/memtop"};
+    for (size_t p = 0; r == 0 && p < 2; p++) {
+      glob_t g;
+      if (glob(patterns[p], GLOB_NOSORT, NULL, &g) != 0) continue;
+      for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
+        r = scan_dir(g.gl_pathv[i], 0, &l);
+      globfree(&g);
+    }
+  }
+  if (r != 0) {
+    free(l.v);
+    return r;
+  }
+  if (l.n > 1) qsort(l.v, l.n, sizeof *l.v, by_pid);
+  *out = l.v;
+  *count = l.n;
+  return 0;
+}
+
+/* ------------------------------------------------------------------------
+ * The session
+ * ------------------------------------------------------------------------ */
+enum { ST_NEW, ST_WAIT_HELLO, ST_READY, ST_DEAD };
+
+struct msc_session_s {
+  int pid;
+  uint64_t expected_start_time;
+  int state;
+  int dead_err;
+  char dead_msg[256];
+  msc_hello_t hello;
+  uint8_t req[2 * 64];
+};
+
+msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
+  msc_session_t *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->pid = pid;
+  s->expected_start_time = expected_start_time;
+  s->state = ST_NEW;
+  return s;
+}
+
+void msc_session_free(msc_session_t *s) {
+  free(s);
+}
+
+const msc_hello_t *msc_session_hello(const msc_session_t *s) {
+  return (s != NULL && s->state == ST_READY) ? &s->hello : NULL;
+}
+
+int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
+                                 size_t *len) {
+  if (s == NULL || out == NULL || len == NULL) return MS_EINVAL;
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, s->req, sizeof s->req);
+  if (s->state == ST_NEW) {
+    ms__wire_encode_request(&w, MS__MSG_HELLO, 0);
+    s->state = ST_WAIT_HELLO;
+  }
+  int r = ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
+  if (r != 0) return r;
+  *out = s->req;
+  *len = w.len;
+  return 0;
+}
+
+static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
+                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
+                const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(ev->msg, sizeof ev->msg, fmt, ap);
+  va_end(ap);
+  ev->type = MSC_EV_ERROR;
+  ev->err = err;
+  if (fatal) {
+    s->state = ST_DEAD;
+    s->dead_err = err;
+    memcpy(s->dead_msg, ev->msg, sizeof s->dead_msg);
+  }
+  return err;
+}
+
+static void copy_hello(msc_hello_t *dst, const ms__wire_hello_t *h) {
+  memset(dst, 0, sizeof *dst);
+  dst->pid = h->pid;
+  dst->start_time = h->start_time;
+  memcpy(dst->comm, h->comm, sizeof dst->comm);
+  memcpy(dst->lib_version, h->lib_version, sizeof dst->lib_version);
+  dst->proto_version = h->proto_version;
+  dst->nproviders = h->nproviders;
+  memcpy(dst->providers, h->providers, sizeof dst->providers);
+  dst->capabilities = h->capabilities;
+}
+
+int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
+                     size_t *used, ms_snapshot_t *snap, msc_event_t *ev) {
+  if (s == NULL || used == NULL || ev == NULL || (data == NULL && len > 0))
+    return MS_EINVAL;
+  memset(ev, 0, sizeof *ev);
+  *used = 0;
+  if (s->state == ST_DEAD) {
+    ev->type = MSC_EV_ERROR;
+    ev->err = s->dead_err;
+    memcpy(ev->msg, s->dead_msg, sizeof ev->msg);
+    return ev->err;
+  }
+  ms__frame_t f;
+  const char *why = "malformed";
+  int r = ms__wire_frame(data, len, MS__WIRE_MAX_PAYLOAD, &f, &why);
+  if (r == MS_EAGAIN) return 0;
+  if (r == MS_EVERSION)
+    return fail(s, ev, MS_EVERSION, 1,
+                "PID %d speaks protocol version %u, newer than this memtop's "
+                "(%u): upgrade memtop",
+                s->pid, (unsigned)f.version, MS__WIRE_VERSION);
+  if (r != 0)
+    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
+                s->pid, why);
+  *used = MS__WIRE_HEADER + (size_t)f.length;
+  const uint8_t *p = data + MS__WIRE_HEADER;
+  switch (f.type) {
+  case MS__MSG_HELLO: {
+    ms__wire_hello_t h;
+    if (ms__wire_decode_hello(p, f.length, &h, &why) != 0)
+      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
+                  s->pid, why);
+    if (s->pid > 0 && h.pid != s->pid)
+      return fail(s, ev, MS_ESTALE, 1,
+                  "PID %d: the socket answered for PID %d (a stale or "
+                  "misplaced socket)",
+                  s->pid, (int)h.pid);
+    if (s->expected_start_time != 0 &&
+        h.start_time != s->expected_start_time)
+      return fail(s, ev, MS_ESTALE, 1,
+                  "PID %d is no longer the process that was watched (start "
+                  "time %llu, expected %llu): the PID was reused",
+                  s->pid, (unsigned long long)h.start_time,
+                  (unsigned long long)s->expected_start_time);
+    copy_hello(&s->hello, &h);
+    s->state = ST_READY;
+    ev->type = MSC_EV_HELLO;
+    return 0;
+  }
+  case MS__MSG_SNAPSHOT: {
+    if (s->state != ST_READY)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: a snapshot before the "
+                  "handshake",
+                  s->pid);
+    if (snap == NULL) return MS_EINVAL;
+    if (ms__wire_decode_snapshot(p, f.length, snap, &why) != 0)
+      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
+                  s->pid, why);
+    if (snap->pid != s->hello.pid ||
+        snap->start_time != s->hello.start_time)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: the snapshot is of another "
+                  "process (PID %d)",
+                  s->pid, (int)snap->pid);
+    ev->type = MSC_EV_SNAPSHOT;
+    return 0;
+  }
+  case MS__MSG_REFUSED:
+  case MS__MSG_ERROR: {
+    int code;
+    char reason[192];
+    if (ms__wire_decode_error(p, f.length, &code, reason, sizeof reason,
+                              &why) != 0)
+      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
+                  s->pid, why);
+    if (reason[0] == '\0') snprintf(reason, sizeof reason, "%s",
+                                    ms_strerror(code));
+    if (f.type == MS__MSG_REFUSED)
+      return fail(s, ev, code, 1, "PID %d refused the connection: %s",
+                  s->pid, reason);
+    /* After a malformed request or a version clash the agent hangs up;
+     * other errors concern one request only. */
+    return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
+                "PID %d: %s", s->pid, reason);
+  }
+  default:
+    /* A message type from a newer agent: skipped. */
+    return 0;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * The blocking helper
+ * ------------------------------------------------------------------------ */
+static const char k_hint[] =
+    "run it under `memtop run -- CMD` or with "
+    "LD_PRELOAD=libmemstats-preload.so";
+
+/* Finds the socket of pid: in our directory, else in the default
+ * directories of the process's owner (as root, every user's). Returns 0
+ * with path filled, MS_ENOENT (path: where it was looked for), MS_EACCES
+ * (path: the directory we may not enter), MS_EUNSAFE. */
+static int find_socket(int pid, char *path, size_t len, const char **why) {
+  char dir[MSC_PATH_MAX];
+  struct stat st;
+  int r = msc_socket_path(pid, path, len);
+  if (r != 0) return r;
+  if (lstat(path, &st) == 0) {
+    if (msc_socket_dir(dir, sizeof dir) == 0 &&
+        ms__sockdir_check(dir, geteuid(), why) != 0)
+      return MS_EUNSAFE;
+    return 0;
+  }
+  char first[MSC_PATH_MAX];
+  snprintf(first, sizeof first, "%s", path);
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d", pid);
+  if (stat(proc, &st) == 0 && st.st_uid != geteuid()) {
+    char cand[2][MSC_PATH_MAX];
+    snprintf(cand[0], sizeof cand[0], "/run/user/%u/memtop/%d.sock",
+             (unsigned)st.st_uid, pid);
+    snprintf(cand[1], sizeof cand[1], "/tmp/memtop-%u/%d.sock",
+             (unsigned)st.st_uid, pid);
+    for (int i = 0; i < 2; i++) {
+      struct stat sst;
+      if (lstat(cand[i], &sst) == 0) {
+        snprintf(path, len, "%s", cand[i]);
+        snprintf(dir, sizeof dir, "%s", cand[i]);
+        *strrchr(dir, '/') = '\0';
+        if (ms__sockdir_check(dir, st.st_uid, why) != 0) return MS_EUNSAFE;
+        return 0;
+      }
+      if (errno == EACCES) {
+        snprintf(path, len, "%s", cand[i]);
+        return MS_EACCES;
+      }
+    }
+  }
+  snprintf(path, len, "%s", first);
+  return MS_ENOENT;
+}
+
+int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
+              size_t errlen) {
+  char dummy[8];
+  if (errbuf == NULL || errlen == 0) {
+    errbuf = dummy;
+    errlen = sizeof dummy;
+  }
+  errbuf[0] = '\0';
+  if (pid <= 0 || snap == NULL) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  uint64_t start_time;
+  if (msc_proc_start_time(pid, &start_time) != 0) {
+    snprintf(errbuf, errlen, "PID %d: no such process", pid);
+    return MS_ESRCH;
+  }
+  char path[MSC_PATH_MAX];
+  const char *why = "";
+  int r = find_socket(pid, path, sizeof path, &why);
+  if (r == MS_ENOENT) {
+    snprintf(errbuf, errlen,
+             "PID %d was not started with libmemstats (no socket at %s): %s",
+             pid, path, k_hint);
+    return r;
+  }
+  if (r == MS_EACCES) {
+    snprintf(errbuf, errlen,
+             "PID %d: permission refused (cannot reach %s): it belongs to "
+             "another user; run memtop as that user or as root",
+             pid, path);
+    return r;
+  }
+  if (r == MS_EUNSAFE) {
+    snprintf(errbuf, errlen,
+             "PID %d: not trusting %s: %s; fix the directory (chmod 700, "
+             "owned by its user) or set MEMSTATS_DIR",
+             pid, path, why);
+    return r;
+  }
+  if (r != 0) {
+    snprintf(errbuf, errlen, "PID %d: socket path too long", pid);
+    return r;
+  }
+
+  int fd = connect_path(path, timeout_ms);
+  if (fd == MS_ECONNREFUSED) {
+    unlink(path);
+    snprintf(errbuf, errlen,
+             "PID %d was not started with libmemstats (stale socket at %s, "
+             "removed: nothing listens there): %s",
+             pid, path, k_hint);
+    return MS_ECONNREFUSED;
+  }
+  if (fd == -EACCES || fd == -EPERM) {
+    snprintf(errbuf, errlen,
+             "PID %d: permission refused connecting to %s: run memtop as "
+             "the process's user or as root",
+             pid, path);
+    return MS_EACCES;
+  }
+  if (fd < 0) {
+    snprintf(errbuf, errlen, "PID %d: cannot connect to %s: %s", pid, path,
+             ms_strerror(fd));
+    return fd;
+  }
+
+  msc_session_t *s = msc_session_new(pid, start_time);
+  size_t cap = 64 * 1024, have = 0;
+  uint8_t *buf = malloc(cap);
+  if (s == NULL || buf == NULL) {
+    r = MS_ENOMEM;
+    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+    goto out;
+  }
+  const uint8_t *req;
+  size_t reqlen, sent = 0;
+  msc_session_request_snapshot(s, &req, &reqlen);
+  for (;;) {
+    short events = POLLIN | (sent < reqlen ? POLLOUT : 0);
+    struct pollfd p = {fd, events, 0};
+    int pr = poll(&p, 1, timeout_ms);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      r = MS_ETIMEDOUT;
+      snprintf(errbuf, errlen,
+               "PID %d: no answer within %d ms (the process may be stopped "
+               "or overloaded)",
+               pid, timeout_ms);
+      goto out;
+    }
+    if (sent < reqlen && (p.revents & POLLOUT)) {
+      ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += (size_t)n;
+    }
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (have == cap) {
+      if (cap >= MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD) {
+        r = MS_EPROTO;
+        snprintf(errbuf, errlen, "malformed reply from PID %d: too long",
+                 pid);
+        goto out;
+      }
+      uint8_t *nb = realloc(buf, cap * 2);
+      if (nb == NULL) {
+        r = MS_ENOMEM;
+        snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+        goto out;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t n = recv(fd, buf + have, cap - have, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) {
+      r = MS_EPROTO;
+      snprintf(errbuf, errlen,
+               "malformed reply from PID %d: the connection closed in the "
+               "middle of a message",
+               pid);
+      goto out;
+    }
+    have += (size_t)n;
+    for (;;) {
+      size_t used;
+      msc_event_t ev;
+      r = msc_session_feed(s, buf, have, &used, snap, &ev);
+      if (ev.type == MSC_EV_ERROR) {
+        snprintf(errbuf, errlen, "%s", ev.msg);
+        goto out;
+      }
+      memmove(buf, buf + used, have - used);
+      have -= used;
+      if (ev.type == MSC_EV_SNAPSHOT) {
+        r = 0;
+        goto out;
+      }
+      if (used == 0) break;
+    }
+  }
+out:
+  msc_session_free(s);
+  free(buf);
+  close(fd);
+  return r;
+}
