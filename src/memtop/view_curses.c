@@ -1,0 +1,218 @@
+/*
+ * view_curses.c - the only module that talks to curses (ncursesw).
+ *
+ * Each frame is rendered into a grid first (view.c), then copied to
+ * curses' virtual screen and sent with one doupdate(): curses sends only
+ * what changed, so the terminal never shows a half-drawn frame. Keys are
+ * read without blocking when the loop says stdin is readable, mapped to
+ * view.h's codes and applied by mt_view_key().
+ */
+#ifndef NCURSES_WIDECHAR
+#define NCURSES_WIDECHAR 1 /* add_wch, setcchar: block elements in UTF-8 */
+#endif
+#include <curses.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <wchar.h>
+
+#include "memstats.h"
+#include "memtop/ui.h"
+#include "memtop/view.h"
+
+/* One terminal per process, so the state is the module's. `active` is
+ * what makes mt_ui_end() idempotent, and it is cleared before the terminal
+ * is restored so that a second call (from a signal path, then atexit)
+ * returns at once. */
+static volatile sig_atomic_t active;
+static SCREEN *screen;
+static mt_grid_t grid;
+static int use_color;
+static int atexit_done;
+
+/* Colour pair numbers: one per style that has colours. */
+static short pair_of[MT_ST__COUNT];
+static attr_t attr_of[MT_ST__COUNT];
+
+static void setup_styles(int color) {
+  /* Without colours: attributes only, so the screen still reads on a
+   * monochrome terminal or with --no-color / NO_COLOR. */
+  static const attr_t mono[MT_ST__COUNT] = {
+      [MT_ST_NORMAL] = A_NORMAL,          [MT_ST_TITLE] = A_REVERSE,
+      [MT_ST_HEADER] = A_BOLD,            [MT_ST_COLUMNS] = A_REVERSE,
+      [MT_ST_SORT] = A_REVERSE | A_BOLD,  [MT_ST_SELECTED] = A_BOLD,
+      [MT_ST_DATA] = A_NORMAL,            [MT_ST_FRAG] = A_NORMAL,
+      [MT_ST_IDLE] = A_NORMAL,            [MT_ST_PREPARED] = A_NORMAL,
+      [MT_ST_EXITED] = A_DIM,             [MT_ST_STATUS] = A_NORMAL,
+      [MT_ST_ERROR] = A_BOLD,             [MT_ST_DIM] = A_NORMAL,
+      [MT_ST_PAUSED] = A_BOLD | A_REVERSE,
+  };
+  /* The selected row must stand out without colour too. */
+  memcpy(attr_of, mono, sizeof attr_of);
+  attr_of[MT_ST_SELECTED] = A_REVERSE | A_BOLD;
+  memset(pair_of, 0, sizeof pair_of);
+  if (!color)
+    return;
+  static const struct {
+    mt_style_t st;
+    short fg, bg;
+    attr_t attr;
+  } colors[] = {
+      {MT_ST_TITLE, COLOR_BLACK, COLOR_CYAN, A_NORMAL},
+      {MT_ST_HEADER, COLOR_CYAN, -1, A_BOLD},
+      {MT_ST_COLUMNS, COLOR_BLACK, COLOR_GREEN, A_NORMAL},
+      {MT_ST_SORT, COLOR_BLACK, COLOR_CYAN, A_BOLD},
+      {MT_ST_SELECTED, COLOR_BLACK, COLOR_CYAN, A_NORMAL},
+      {MT_ST_DATA, COLOR_GREEN, -1, A_BOLD},
+      {MT_ST_FRAG, COLOR_YELLOW, -1, A_BOLD},
+      {MT_ST_IDLE, COLOR_BLUE, -1, A_BOLD},
+      {MT_ST_PREPARED, COLOR_MAGENTA, -1, A_NORMAL},
+      {MT_ST_EXITED, COLOR_RED, -1, A_DIM},
+      {MT_ST_ERROR, COLOR_RED, -1, A_BOLD},
+      {MT_ST_DIM, COLOR_CYAN, -1, A_NORMAL},
+      {MT_ST_PAUSED, COLOR_WHITE, COLOR_RED, A_BOLD},
+  };
+  for (size_t i = 0; i < sizeof colors / sizeof colors[0]; i++) {
+    short pair = (short)(i + 1);
+    if (pair >= COLOR_PAIRS)
+      break;
+    if (init_pair(pair, colors[i].fg, colors[i].bg) == ERR)
+      continue;
+    pair_of[colors[i].st] = pair;
+    attr_of[colors[i].st] = colors[i].attr;
+  }
+}
+
+int mt_ui_active(void) { return active != 0; }
+
+int mt_ui_start(mt_model_t *m) {
+  if (m == NULL)
+    return MS_EINVAL;
+  if (active)
+    return 0;
+  if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))
+    return MS_EINVAL;
+  /* The user's locale for the character set (is it UTF-8?), but C numbers:
+   * figures read "1.5MiB" and the delay prompt parses "0.5" everywhere. */
+  setlocale(LC_ALL, "");
+  setlocale(LC_NUMERIC, "C");
+  const char *cs = nl_langinfo(CODESET);
+  m->utf8 = cs != NULL && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0);
+
+  /* newterm, not initscr: initscr exits the program when the terminal is
+   * unknown, and memtop has to say why and restore things itself. */
+  screen = newterm(NULL, stdout, stdin);
+  if (screen == NULL)
+    return MS_ENOSYS;
+  set_term(screen);
+  cbreak();
+  noecho();
+  nonl();
+  keypad(stdscr, TRUE);
+  nodelay(stdscr, TRUE);
+  intrflush(stdscr, FALSE);
+  set_escdelay(25); /* Esc alone should not wait a second */
+  curs_set(0);
+  use_color = 0;
+  if (m->color && has_colors() && start_color() != ERR) {
+    use_default_colors();
+    use_color = 1;
+  }
+  m->color = use_color;
+  setup_styles(use_color);
+  if (mt_grid_init(&grid, LINES, COLS) != 0) {
+    endwin();
+    delscreen(screen);
+    screen = NULL;
+    return MS_ENOMEM;
+  }
+  m->page_rows = mt_view_list_rows(LINES);
+  active = 1;
+  if (!atexit_done) {
+    atexit(mt_ui_end);
+    atexit_done = 1;
+  }
+  return 0;
+}
+
+void mt_ui_draw(const mt_model_t *m) {
+  if (!active)
+    return;
+  if (grid.rows != LINES || grid.cols != COLS)
+    if (mt_grid_resize(&grid, LINES, COLS) != 0)
+      return; /* out of memory: keep the last frame on screen */
+  mt_view_render(m, &grid);
+  for (int r = 0; r < grid.rows; r++) {
+    for (int c = 0; c < grid.cols; c++) {
+      const mt_cell_t *cell = mt_grid_at(&grid, r, c);
+      wchar_t wc[2] = {(wchar_t)cell->ch, L'\0'};
+      cchar_t cc;
+      mt_style_t st = (mt_style_t)cell->style;
+      if (st >= MT_ST__COUNT)
+        st = MT_ST_NORMAL;
+      setcchar(&cc, wc, attr_of[st], pair_of[st], NULL);
+      /* The bottom-right cell makes add_wch report ERR (the cursor cannot
+       * move past it) after drawing it: nothing to do about that. */
+      mvadd_wch(r, c, &cc);
+    }
+  }
+  wnoutrefresh(stdscr);
+  doupdate();
+}
+
+static int map_key(int ch) {
+  switch (ch) {
+  case KEY_UP: return MT_KEY_UP;
+  case KEY_DOWN: return MT_KEY_DOWN;
+  case KEY_LEFT: return MT_KEY_LEFT;
+  case KEY_RIGHT: return MT_KEY_RIGHT;
+  case KEY_PPAGE: return MT_KEY_PGUP;
+  case KEY_NPAGE: return MT_KEY_PGDN;
+  case KEY_HOME: return MT_KEY_HOME;
+  case KEY_END: return MT_KEY_END;
+  case KEY_ENTER: case '\r': case '\n': return MT_KEY_ENTER;
+  case KEY_BACKSPACE: case 8: case 127: return MT_KEY_BACKSPACE;
+  case KEY_RESIZE: return MT_KEY_RESIZE;
+  default: return ch;
+  }
+}
+
+mt_action_t mt_ui_keys(mt_model_t *m) {
+  mt_action_t act = MT_ACT_NONE;
+  if (!active)
+    return act;
+  int ch;
+  while (act != MT_ACT_QUIT && (ch = wgetch(stdscr)) != ERR) {
+    if (ch == KEY_RESIZE)
+      mt_ui_resize();
+    m->page_rows = mt_view_list_rows(LINES);
+    mt_action_t a = mt_view_key(m, map_key(ch));
+    if (a > act)
+      act = a;
+  }
+  return act;
+}
+
+void mt_ui_resize(void) {
+  struct winsize ws;
+  if (!active)
+    return;
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
+      ws.ws_col > 0)
+    resizeterm(ws.ws_row, ws.ws_col);
+  /* The old contents are for the old size: repaint everything. */
+  clearok(curscr, TRUE);
+}
+
+void mt_ui_end(void) {
+  if (!active)
+    return;
+  active = 0;
+  endwin(); /* leaves the alternate screen, restores the tty modes */
+  fflush(stdout);
+}

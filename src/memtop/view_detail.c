@@ -1,0 +1,599 @@
+/*
+ * view_detail.c - one process: the Ready+Prepared bar split into data /
+ * fragOverhead / idle / Prepared, Sys by class, the heap and its rates, the
+ * collector's pauses, a trend of the breakdown over time and the size
+ * classes by live bytes.
+ *
+ * The screen is a stack of sections. Each has a height and a priority;
+ * when the terminal is too small the least important sections are left out
+ * whole (a half-drawn table helps nobody), and the rest keep their order.
+ * Every figure comes from the model and is labelled with the Go field it
+ * shows, "~" before an estimate and "-" when the provider does not have it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "emit/emit.h"
+#include "memstats.h"
+#include "memtop/view.h"
+
+#define TWO_COLUMN_MIN 72 /* narrower screens stack every section */
+#define TREND_MIN 4       /* a heading and three rows of chart */
+
+static const mt_style_t part_style[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
+                                         MT_ST_PREPARED};
+
+/* ================================================= figure formatting === */
+
+static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
+                         ms_field_t f) {
+  uint64_t v = 0;
+  switch (f) {
+  case MS_F_SYS: v = s->sys; break;
+  case MS_F_HEAP_SYS: v = s->heap_sys; break;
+  case MS_F_STACK_SYS: v = s->stack_sys; break;
+  case MS_F_MSPAN_SYS: v = s->mspan_sys; break;
+  case MS_F_MCACHE_SYS: v = s->mcache_sys; break;
+  case MS_F_BUCK_HASH_SYS: v = s->buck_hash_sys; break;
+  case MS_F_GC_SYS: v = s->gc_sys; break;
+  case MS_F_OTHER_SYS: v = s->other_sys; break;
+  case MS_F_HEAP_INUSE: v = s->heap_inuse; break;
+  case MS_F_STACK_INUSE: v = s->stack_inuse; break;
+  case MS_F_MSPAN_INUSE: v = s->mspan_inuse; break;
+  case MS_F_MCACHE_INUSE: v = s->mcache_inuse; break;
+  case MS_F_HEAP_ALLOC: v = s->heap_alloc; break;
+  case MS_F_HEAP_IDLE: v = s->heap_idle; break;
+  case MS_F_HEAP_RELEASED: v = s->heap_released; break;
+  case MS_F_TOTAL_ALLOC: v = s->total_alloc; break;
+  case MS_F_NEXT_GC: v = s->next_gc; break;
+  case MS_F_KERNEL_RSS: v = s->kernel_rss; break;
+  default: break;
+  }
+  return mt_view_fmt_bytes(buf, len, (int64_t)v,
+                           (ms_quality_t)s->quality[f], 0);
+}
+
+static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
+  char num[24];
+  if (q == MS_Q_UNAVAILABLE || v < 0) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  mt_view_fmt_count(num, sizeof num, v);
+  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
+  return buf;
+}
+
+static char *quality_dur(char *buf, size_t len, int64_t ns, ms_quality_t q) {
+  char d[24];
+  if (q == MS_Q_UNAVAILABLE || ns < 0) {
+    snprintf(buf, len, "-");
+    return buf;
+  }
+  ms__fmt_duration(d, sizeof d, ns);
+  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", d);
+  return buf;
+}
+
+/* A label at `col` and its value right-aligned to end at col + width. */
+static void label_value(mt_grid_t *g, int row, int col, int width,
+                        const char *label, const char *value,
+                        mt_style_t vst) {
+  mt_grid_puts(g, row, col, label, width, MT_ST_DIM);
+  int n = (int)strlen(value);
+  int at = col + width - n;
+  int min = col + (int)strlen(label) + 1;
+  if (at < min)
+    at = min;
+  mt_grid_puts(g, row, at, value, -1, vst);
+}
+
+/* Puts "label value" pieces one after another from `col` on a row, two
+ * blanks apart, leaving out whole pieces that would not fit. Returns the
+ * column after the last piece. */
+typedef struct piece_s {
+  const char *label;
+  const char *value;
+  mt_style_t st;
+} piece_t;
+
+static int put_pieces(mt_grid_t *g, int row, int col, int end,
+                      const piece_t *p, int n) {
+  int first = 1;
+  for (int i = 0; i < n; i++) {
+    int need = (int)strlen(p[i].label) + (p[i].label[0] ? 1 : 0) +
+               (int)strlen(p[i].value) + (first ? 0 : 2);
+    if (col + need > end)
+      continue;
+    if (!first)
+      col += 2;
+    first = 0;
+    if (p[i].label[0]) {
+      col += mt_grid_puts(g, row, col, p[i].label, -1, MT_ST_DIM);
+      col++;
+    }
+    col += mt_grid_puts(g, row, col, p[i].value, -1, p[i].st);
+  }
+  return col;
+}
+
+/* ============================================================ the bar === */
+
+static void bar_parts(const ms_breakdown_t *bd, int64_t v[4],
+                      ms_quality_t q[4]) {
+  v[0] = bd->data;
+  v[1] = bd->frag_overhead;
+  v[2] = bd->idle;
+  v[3] = bd->prepared;
+  q[0] = bd->q_data;
+  q[1] = bd->q_frag_overhead;
+  q[2] = bd->q_idle;
+  q[3] = bd->q_prepared;
+}
+
+static const char *const part_name[4] = {"data", "fragOverhead", "idle",
+                                         "Prepared"};
+
+/* Lays the legend out from `row` (draws only when draw is set); returns the
+ * rows it takes. */
+static int legend(const mt_model_t *m, const ms_breakdown_t *bd, mt_grid_t *g,
+                  int row, int cols, int draw) {
+  int64_t v[4];
+  ms_quality_t q[4];
+  int col = 0, lines = 1;
+  bar_parts(bd, v, q);
+  for (int i = 0; i < 4; i++) {
+    char fig[32];
+    mt_view_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
+    int need = 2 + (int)strlen(part_name[i]) + 1 + (int)strlen(fig);
+    int gap = col > 0 ? 2 : 0;
+    if (col > 0 && col + gap + need > cols) {
+      lines++;
+      col = 0;
+      gap = 0;
+    }
+    col += gap;
+    if (draw) {
+      int r = row + lines - 1;
+      mt_grid_putc(g, r, col, mt_view_fill(i, m->utf8), part_style[i]);
+      mt_grid_printf(g, r, col + 2, MT_ST_NORMAL, "%s", part_name[i]);
+      mt_grid_puts(g, r, col + 3 + (int)strlen(part_name[i]), fig, -1,
+                   part_style[i]);
+    }
+    col += need;
+  }
+  return lines;
+}
+
+static int bar_height(const mt_model_t *m, const mt_target_t *t, int cols) {
+  return 2 + legend(m, &t->bd, NULL, 0, cols, 0);
+}
+
+static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                     int row, int cols) {
+  const ms_snapshot_t *s = &t->snap;
+  const ms_breakdown_t *bd = &t->bd;
+  char total[32], ready[32], prep[32], rss[32];
+  ms_quality_t qt = bd->q_ready < bd->q_prepared ? bd->q_ready
+                                                 : bd->q_prepared;
+  mt_view_fmt_bytes(total, sizeof total, bd->ready + bd->prepared, qt, 0);
+  mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
+  mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
+  field_bytes(rss, sizeof rss, s, MS_F_KERNEL_RSS);
+  piece_t p[] = {
+      {"Ready+Prepared", total, MT_ST_HEADER},
+      {"Ready", ready, MT_ST_NORMAL},
+      {"Prepared", prep, MT_ST_PREPARED},
+      {"RSS", rss, MT_ST_NORMAL},
+      {"", bd->sys_mismatch ? "(Sys != sum of the *Sys fields)" : "",
+       MT_ST_ERROR},
+  };
+  put_pieces(g, row, 0, cols, p, bd->sys_mismatch ? 5 : 4);
+
+  /* The bar: each part's share of the whole, by cumulative rounding so
+   * that the cells add up to the width exactly. A negative part (a
+   * provider that breaks an identity) draws as nothing. */
+  int64_t v[4];
+  ms_quality_t q[4];
+  bar_parts(bd, v, q);
+  double sum = 0;
+  for (int i = 0; i < 4; i++)
+    sum += v[i] > 0 ? (double)v[i] : 0;
+  int x = 0;
+  double acc = 0;
+  for (int i = 0; i < 4 && sum > 0; i++) {
+    acc += v[i] > 0 ? (double)v[i] : 0;
+    int end = (int)(acc / sum * cols + 0.5);
+    mt_grid_fill(g, row + 1, x, end - x, mt_view_fill(i, m->utf8),
+                 part_style[i]);
+    x = end;
+  }
+  if (sum <= 0)
+    mt_grid_puts(g, row + 1, 0, "(nothing mapped yet)", cols, MT_ST_DIM);
+  legend(m, bd, g, row + 2, cols, 1);
+}
+
+/* ======================================================== Sys, heap === */
+
+static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
+                     int width) {
+  static const ms_field_t sys[7] = {
+      MS_F_HEAP_SYS,   MS_F_STACK_SYS,     MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,     MS_F_OTHER_SYS};
+  static const int inuse[7] = {MS_F_HEAP_INUSE, MS_F_STACK_INUSE,
+                               MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE, -1, -1,
+                               -1};
+  const ms_snapshot_t *s = &t->snap;
+  char fig[32];
+  int with_inuse = width >= 36;
+  int vw = 12 + 10; /* label and Sys figure */
+  mt_grid_clip(g, row, col, 8, width);
+  field_bytes(fig, sizeof fig, s, MS_F_SYS);
+  mt_grid_puts(g, row, col, "Sys by class", -1, MT_ST_HEADER);
+  label_value(g, row, col + 12, 10, "", fig, MT_ST_HEADER);
+  if (with_inuse)
+    mt_grid_puts(g, row, col + vw + 5, "Inuse", -1, MT_ST_DIM);
+  for (int i = 0; i < 7; i++) {
+    field_bytes(fig, sizeof fig, s, sys[i]);
+    label_value(g, row + 1 + i, col + 1, vw - 1, ms_field_name(sys[i]), fig,
+                MT_ST_NORMAL);
+    if (with_inuse && inuse[i] >= 0) {
+      field_bytes(fig, sizeof fig, s, (ms_field_t)inuse[i]);
+      label_value(g, row + 1 + i, col + vw, 10, "", fig, MT_ST_NORMAL);
+    }
+  }
+  mt_grid_unclip(g);
+}
+
+static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
+                      int width) {
+  const ms_snapshot_t *s = &t->snap;
+  char fig[32], rate[40];
+  static const ms_field_t bytes[4] = {MS_F_HEAP_ALLOC, MS_F_HEAP_INUSE,
+                                      MS_F_HEAP_IDLE, MS_F_HEAP_RELEASED};
+  int vw = 24;
+  mt_grid_clip(g, row, col, 8, width);
+  mt_grid_puts(g, row, col, "Heap", -1, MT_ST_HEADER);
+  for (int i = 0; i < 4; i++) {
+    field_bytes(fig, sizeof fig, s, bytes[i]);
+    label_value(g, row + 1 + i, col + 1, vw - 1, ms_field_name(bytes[i]), fig,
+                MT_ST_NORMAL);
+  }
+  quality_count(fig, sizeof fig, (double)s->heap_objects,
+                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+  label_value(g, row + 5, col + 1, vw - 1, "HeapObjects", fig, MT_ST_NORMAL);
+
+  /* Rates from the last two samples: a count per second takes the
+   * counter's quality; a rate the model could not compute yet is "-". */
+  ms_quality_t qm = (ms_quality_t)s->quality[MS_F_MALLOCS];
+  ms_quality_t qf = (ms_quality_t)s->quality[MS_F_FREES];
+  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+  quality_count(fig, sizeof fig, t->mallocs_per_s, qm);
+  label_value(g, row + 6, col + 1, vw - 1, "mallocs/s", fig, MT_ST_NORMAL);
+  if (width >= vw + 20) {
+    quality_count(fig, sizeof fig, t->frees_per_s, qf);
+    label_value(g, row + 6, col + vw + 2, 18, "frees/s", fig, MT_ST_NORMAL);
+  }
+  if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
+    snprintf(rate, sizeof rate, "-");
+  } else {
+    mt_view_fmt_bytes(fig, sizeof fig, (int64_t)(t->bytes_per_s + 0.5), qb,
+                      0);
+    snprintf(rate, sizeof rate, "%s/s", fig);
+  }
+  label_value(g, row + 7, col + 1, vw - 1, "bytes/s", rate, MT_ST_NORMAL);
+  if (width >= vw + 20) {
+    field_bytes(fig, sizeof fig, s, MS_F_TOTAL_ALLOC);
+    label_value(g, row + 7, col + vw + 2, 18, "TotalAlloc", fig,
+                MT_ST_NORMAL);
+  }
+  mt_grid_unclip(g);
+}
+
+/* ================================================================ GC === */
+
+static int has_gc(const ms_snapshot_t *s) {
+  return s->quality[MS_F_NUM_GC] != MS_Q_UNAVAILABLE &&
+         (s->enable_gc || s->num_gc > 0);
+}
+
+static int gc_height(const mt_target_t *t) {
+  return has_gc(&t->snap) ? 3 : 1;
+}
+
+/* The last `width` pauses of the ring, oldest on the left, each as one of
+ * eight levels of the largest shown. The newest pause is at
+ * (NumGC+255)%256, as in Go. */
+static void sparkline(const mt_model_t *m, const ms_snapshot_t *s,
+                      mt_grid_t *g, int row, int col, int width) {
+  static const char ascii[8] = {'_', '.', '-', ':', '=', '+', '*', '#'};
+  uint64_t n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
+  if (width <= 0 || n == 0)
+    return;
+  if (n > (uint64_t)width)
+    n = (uint64_t)width;
+  uint64_t max = 0;
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t p = s->pause_ns[(s->num_gc + 255 - k) % MS_PAUSE_RING];
+    if (p > max)
+      max = p;
+  }
+  for (uint64_t k = 0; k < n; k++) {
+    uint64_t p = s->pause_ns[(s->num_gc + 255 - k) % MS_PAUSE_RING];
+    int level = max > 0 ? (int)((p * 7 + max / 2) / max) : 0;
+    uint32_t ch = m->utf8 ? 0x2581u + (uint32_t)level : (uint32_t)ascii[level];
+    mt_grid_putc(g, row, col + (int)(n - 1 - k), ch, MT_ST_DATA);
+  }
+}
+
+static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                    int row, int cols) {
+  const ms_snapshot_t *s = &t->snap;
+  mt_grid_puts(g, row, 0, "GC", -1, MT_ST_HEADER);
+  if (!has_gc(s)) {
+    mt_grid_puts(g, row, 4,
+                 s->quality[MS_F_NUM_GC] == MS_Q_UNAVAILABLE
+                     ? "- (no collector reported by the providers)"
+                     : "none (no garbage collector in this process)",
+                 -1, MT_ST_DIM);
+    return;
+  }
+  char cycles[32], forced[32], last[48], cpu[32], next[32];
+  ms_quality_t qn = (ms_quality_t)s->quality[MS_F_NUM_GC];
+  quality_count(cycles, sizeof cycles, s->num_gc, qn);
+  quality_count(forced, sizeof forced, s->num_forced_gc,
+                (ms_quality_t)s->quality[MS_F_NUM_FORCED_GC]);
+  if (s->quality[MS_F_LAST_GC] == MS_Q_UNAVAILABLE) {
+    snprintf(last, sizeof last, "-");
+  } else if (s->last_gc == 0 || s->num_gc == 0) {
+    snprintf(last, sizeof last, "never");
+  } else {
+    /* Measured against the snapshot's own clock, so it means the same
+     * thing on a paused screen. */
+    int64_t ago = (int64_t)(s->time_unix_ns - s->last_gc);
+    char d[32];
+    ms__fmt_duration(d, sizeof d, ago < 0 ? 0 : ago);
+    snprintf(last, sizeof last, "%s ago", d);
+  }
+  ms_quality_t qc = (ms_quality_t)s->quality[MS_F_GC_CPU_FRACTION];
+  if (qc == MS_Q_UNAVAILABLE)
+    snprintf(cpu, sizeof cpu, "-");
+  else
+    snprintf(cpu, sizeof cpu, "%s%.2f%%", qc == MS_Q_ESTIMATED ? "~" : "",
+             s->gc_cpu_fraction * 100.0);
+  field_bytes(next, sizeof next, s, MS_F_NEXT_GC);
+  piece_t p1[] = {
+      {"cycles", cycles, MT_ST_NORMAL}, {"forced", forced, MT_ST_NORMAL},
+      {"last", last, MT_ST_NORMAL},     {"CPU", cpu, MT_ST_NORMAL},
+      {"NextGC", next, MT_ST_NORMAL},
+  };
+  put_pieces(g, row, 4, cols, p1, 5);
+
+  /* Percentiles come from the histogram of every pause since start, not
+   * from the 256 the ring keeps. */
+  char p50[32], p99[32], pmax[32], total[32];
+  ms_quality_t qh = (ms_quality_t)s->quality[MS_F_PAUSE_HIST];
+  quality_dur(p50, sizeof p50, t->pause_p50_ns, qh);
+  quality_dur(p99, sizeof p99, t->pause_p99_ns, qh);
+  quality_dur(pmax, sizeof pmax, t->pause_max_ns, qh);
+  quality_dur(total, sizeof total, (int64_t)s->pause_total_ns,
+              (ms_quality_t)s->quality[MS_F_PAUSE_TOTAL_NS]);
+  piece_t p2[] = {
+      {"pause p50", p50, MT_ST_NORMAL}, {"p99", p99, MT_ST_NORMAL},
+      {"max", pmax, MT_ST_NORMAL},      {"PauseTotalNs", total, MT_ST_NORMAL},
+  };
+  put_pieces(g, row + 1, 4, cols, p2, 4);
+  if (s->quality[MS_F_PAUSE_NS] == MS_Q_UNAVAILABLE) {
+    mt_grid_puts(g, row + 2, 4, "PauseNs -", -1, MT_ST_DIM);
+    return;
+  }
+  sparkline(m, s, g, row + 2, 4, cols - 4);
+}
+
+/* ============================================================= trend === */
+
+static int64_t pos(int64_t v) { return v > 0 ? v : 0; }
+
+static void draw_trend(const mt_model_t *m, const mt_target_t *t,
+                       mt_grid_t *g, int row, int col, int height,
+                       int width) {
+  uint64_t have = t->nhist < MT_HISTORY ? t->nhist : MT_HISTORY;
+  uint64_t n = have < (uint64_t)width ? have : (uint64_t)width;
+  int chart = height - 1;
+  mt_grid_clip(g, row, col, height, width);
+  if (n == 0) {
+    mt_grid_puts(g, row, col, "Trend", -1, MT_ST_HEADER);
+    mt_grid_puts(g, row + 1, col, "(no history yet)", -1, MT_ST_DIM);
+    mt_grid_unclip(g);
+    return;
+  }
+  /* The i-th newest sample is at (nhist-1-i) % MT_HISTORY. */
+#define SAMPLE(i) (&t->hist[(t->nhist - 1 - (i)) % MT_HISTORY])
+  int64_t max = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const mt_sample_t *sm = SAMPLE(i);
+    int64_t sum = pos(sm->data) + pos(sm->frag_overhead) + pos(sm->idle);
+    if (sum > max)
+      max = sum;
+  }
+  char fig[32], span[32];
+  mt_view_fmt_bytes(fig, sizeof fig, max, MS_Q_EXACT, 0);
+  ms__fmt_duration(span, sizeof span,
+                   (int64_t)(SAMPLE(0)->mono_ns - SAMPLE(n - 1)->mono_ns));
+  piece_t p[] = {{"", "Trend", MT_ST_HEADER},
+                 {"data/frag/idle, top", fig, MT_ST_NORMAL},
+                 {"over", span, MT_ST_NORMAL}};
+  put_pieces(g, row, col, col + width, p, 3);
+  for (uint64_t i = 0; i < n && max > 0; i++) {
+    const mt_sample_t *sm = SAMPLE(i);
+    int64_t part[3] = {pos(sm->data), pos(sm->frag_overhead), pos(sm->idle)};
+    int x = col + width - 1 - (int)i;
+    int64_t acc = 0;
+    int y = 0;
+    /* Stacked from the bottom: data, then fragOverhead, then idle. */
+    for (int k = 0; k < 3; k++) {
+      acc += part[k];
+      int top = (int)((double)acc / (double)max * chart + 0.5);
+      for (; y < top && y < chart; y++)
+        mt_grid_putc(g, row + chart - y, x, mt_view_fill(k, m->utf8),
+                     part_style[k]);
+    }
+  }
+#undef SAMPLE
+  mt_grid_unclip(g);
+}
+
+/* ====================================================== size classes === */
+
+typedef struct class_row_s {
+  uint64_t size, objects, live;
+} class_row_t;
+
+static int by_live_desc(const void *a, const void *b) {
+  const class_row_t *x = a, *y = b;
+  if (x->live != y->live)
+    return x->live < y->live ? 1 : -1;
+  return x->size < y->size ? -1 : x->size > y->size;
+}
+
+static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row,
+                         int col, int height, int width) {
+  const ms_snapshot_t *s = &t->snap;
+  ms_quality_t q = (ms_quality_t)s->quality[MS_F_BY_SIZE];
+  mt_grid_clip(g, row, col, height, width);
+  mt_grid_puts(g, row, col, "Size classes by live bytes", -1, MT_ST_HEADER);
+  if (q == MS_Q_UNAVAILABLE || s->nsize_classes == 0) {
+    mt_grid_puts(g, row + 1, col + 1,
+                 q == MS_Q_UNAVAILABLE ? "BySize -" : "(no size classes)", -1,
+                 MT_ST_DIM);
+    mt_grid_unclip(g);
+    return;
+  }
+  class_row_t rows[MS_MAX_SIZE_CLASSES];
+  size_t n = 0;
+  for (uint32_t i = 0; i < s->nsize_classes && i < MS_MAX_SIZE_CLASSES; i++) {
+    const ms_size_class_t *c = &s->by_size[i];
+    uint64_t objects = c->mallocs > c->frees ? c->mallocs - c->frees : 0;
+    if (objects == 0)
+      continue;
+    rows[n].size = c->size;
+    rows[n].objects = objects;
+    rows[n].live = objects * c->size;
+    n++;
+  }
+  qsort(rows, n, sizeof rows[0], by_live_desc);
+  const char *mark = q == MS_Q_ESTIMATED ? "~" : "";
+  mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %10s", "Size",
+                 "objects", "live");
+  if (n == 0)
+    mt_grid_puts(g, row + 2, col + 1, "(no live objects)", -1, MT_ST_DIM);
+  for (size_t i = 0; i < n && (int)i < height - 2; i++) {
+    char size[32], objs[32], live[32];
+    mt_view_fmt_bytes(size, sizeof size, (int64_t)rows[i].size, MS_Q_EXACT,
+                      9);
+    mt_view_fmt_count(objs, sizeof objs, (double)rows[i].objects);
+    mt_view_fmt_bytes(live, sizeof live, (int64_t)rows[i].live, MS_Q_EXACT,
+                      9);
+    mt_grid_printf(g, row + 2 + (int)i, col, MT_ST_NORMAL, "%9s %s%8s %s%9s",
+                   size, mark[0] ? mark : " ", objs, mark[0] ? mark : " ",
+                   live);
+  }
+  mt_grid_unclip(g);
+}
+
+/* ============================================================ layout === */
+
+typedef enum block_e {
+  B_BAR,
+  B_GC,
+  B_SYSHEAP, /* side by side, two-column screens */
+  B_HEAP,    /* one-column screens: heap, then Sys */
+  B_SYS,
+  B_LOWER,   /* trend and size classes: takes what is left */
+  B__COUNT
+} block_t;
+
+void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
+                         mt_grid_t *g, int top, int bottom) {
+  int cols = g->cols;
+  int avail = bottom - top;
+  if (avail <= 0 || cols <= 0)
+    return;
+  if (!t->have_snapshot) {
+    mt_grid_puts(g, top, 0,
+                 t->state == MT_CONNECTING ? "Waiting for the first snapshot"
+                                           : "No figures from this process",
+                 -1, MT_ST_DIM);
+    return;
+  }
+  int two = cols >= TWO_COLUMN_MIN;
+  int height[B__COUNT] = {0};
+  height[B_BAR] = bar_height(m, t, cols);
+  height[B_GC] = gc_height(t);
+  if (two) {
+    height[B_SYSHEAP] = 8;
+  } else {
+    height[B_HEAP] = 8;
+    height[B_SYS] = 8;
+  }
+  /* Choose by priority (the order of block_t), whole blocks only; then
+   * draw the chosen in that same order. */
+  int chosen[B__COUNT] = {0};
+  int used = 0, nchosen = 0;
+  for (int b = 0; b < B_LOWER; b++) {
+    if (height[b] > 0 && used + height[b] <= avail) {
+      chosen[b] = 1;
+      used += height[b];
+      nchosen++;
+    }
+  }
+  int lower = avail - used;
+  chosen[B_LOWER] = lower >= TREND_MIN;
+  /* A blank row between sections when there is room to spare. */
+  int gap = 0;
+  if (lower - nchosen >= 2 * TREND_MIN + 2) {
+    gap = 1;
+    lower -= nchosen;
+  }
+
+  int row = top;
+  for (int b = 0; b < B__COUNT; b++) {
+    if (!chosen[b])
+      continue;
+    if (row > top)
+      row += gap;
+    switch (b) {
+    case B_BAR:
+      draw_bar(m, t, g, row, cols);
+      break;
+    case B_GC:
+      draw_gc(m, t, g, row, cols);
+      break;
+    case B_SYSHEAP:
+      draw_sys(t, g, row, 0, cols / 2 - 1);
+      draw_heap(t, g, row, cols / 2 + 1, cols - cols / 2 - 1);
+      break;
+    case B_HEAP:
+      draw_heap(t, g, row, 0, cols);
+      break;
+    case B_SYS:
+      draw_sys(t, g, row, 0, cols);
+      break;
+    case B_LOWER:
+      if (two) {
+        draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
+        draw_classes(t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
+      } else if (lower >= 2 * TREND_MIN + 1) {
+        int th = lower / 2;
+        draw_trend(m, t, g, row, 0, th, cols);
+        draw_classes(t, g, row + th + 1, 0, lower - th - 1, cols);
+      } else {
+        draw_trend(m, t, g, row, 0, lower, cols);
+      }
+      row += lower;
+      continue;
+    }
+    row += height[b];
+  }
+}

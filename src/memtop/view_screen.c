@@ -1,0 +1,216 @@
+/*
+ * view_screen.c - the grid the live view draws into: a rows x cols array of
+ * cells (a code point and a style), with a clip rectangle so that a section
+ * drawn into a part of the screen cannot spill out of it. No curses here:
+ * the curses backend copies a finished grid to the terminal, and the tests
+ * turn it into text.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memstats.h"
+#include "memtop/view.h"
+
+static void grid_blank(mt_grid_t *g) {
+  size_t n = (size_t)g->rows * (size_t)g->cols;
+  for (size_t i = 0; i < n; i++) {
+    g->cells[i].ch = ' ';
+    g->cells[i].style = MT_ST_NORMAL;
+  }
+}
+
+int mt_grid_init(mt_grid_t *g, int rows, int cols) {
+  if (g == NULL)
+    return MS_EINVAL;
+  memset(g, 0, sizeof *g);
+  if (rows < 0 || cols < 0)
+    return MS_EINVAL;
+  return mt_grid_resize(g, rows, cols);
+}
+
+int mt_grid_resize(mt_grid_t *g, int rows, int cols) {
+  if (g == NULL || rows < 0 || cols < 0)
+    return MS_EINVAL;
+  size_t n = (size_t)rows * (size_t)cols;
+  /* calloc of 0 cells may return NULL; keep a valid pointer anyway so the
+   * rest of the module never special-cases an empty grid. */
+  mt_cell_t *cells = calloc(n ? n : 1, sizeof *cells);
+  if (cells == NULL)
+    return MS_ENOMEM;
+  free(g->cells);
+  g->cells = cells;
+  g->rows = rows;
+  g->cols = cols;
+  mt_grid_clear(g);
+  return 0;
+}
+
+void mt_grid_free(mt_grid_t *g) {
+  if (g == NULL)
+    return;
+  free(g->cells);
+  memset(g, 0, sizeof *g);
+}
+
+void mt_grid_clear(mt_grid_t *g) {
+  if (g->cells != NULL)
+    grid_blank(g);
+  mt_grid_unclip(g);
+}
+
+void mt_grid_unclip(mt_grid_t *g) {
+  g->r0 = 0;
+  g->c0 = 0;
+  g->r1 = g->rows;
+  g->c1 = g->cols;
+}
+
+void mt_grid_clip(mt_grid_t *g, int row, int col, int height, int width) {
+  int r1 = row + (height > 0 ? height : 0);
+  int c1 = col + (width > 0 ? width : 0);
+  g->r0 = row < 0 ? 0 : row;
+  g->c0 = col < 0 ? 0 : col;
+  g->r1 = r1 > g->rows ? g->rows : r1;
+  g->c1 = c1 > g->cols ? g->cols : c1;
+  if (g->r1 < g->r0)
+    g->r1 = g->r0;
+  if (g->c1 < g->c0)
+    g->c1 = g->c0;
+}
+
+static int inside(const mt_grid_t *g, int row, int col) {
+  return row >= g->r0 && row < g->r1 && col >= g->c0 && col < g->c1;
+}
+
+void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch,
+                  mt_style_t st) {
+  if (!inside(g, row, col))
+    return;
+  /* Control characters would move the terminal's cursor and wreck the
+   * frame, so they never reach a cell. */
+  if (ch < 0x20 || (ch >= 0x7f && ch < 0xa0))
+    ch = '?';
+  mt_cell_t *c = &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
+  c->ch = ch;
+  c->style = (uint8_t)st;
+}
+
+/* Decodes one UTF-8 sequence at *s; on malformed input consumes one byte
+ * and returns '?'. */
+static uint32_t utf8_next(const unsigned char **s) {
+  const unsigned char *p = *s;
+  uint32_t cp;
+  int n;
+  if (p[0] < 0x80) {
+    *s = p + 1;
+    return p[0];
+  } else if ((p[0] & 0xe0) == 0xc0) {
+    cp = p[0] & 0x1f;
+    n = 1;
+  } else if ((p[0] & 0xf0) == 0xe0) {
+    cp = p[0] & 0x0f;
+    n = 2;
+  } else if ((p[0] & 0xf8) == 0xf0) {
+    cp = p[0] & 0x07;
+    n = 3;
+  } else {
+    *s = p + 1;
+    return '?';
+  }
+  for (int i = 1; i <= n; i++) {
+    if ((p[i] & 0xc0) != 0x80) {
+      *s = p + 1;
+      return '?';
+    }
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  *s = p + n + 1;
+  /* Overlong forms, surrogates and out-of-range values are not text. */
+  if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) ||
+      (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+      (cp >= 0xd800 && cp <= 0xdfff))
+    return '?';
+  return cp;
+}
+
+int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
+                 mt_style_t st) {
+  const unsigned char *p = (const unsigned char *)s;
+  int n = 0;
+  while (*p != '\0' && (max < 0 || n < max)) {
+    uint32_t cp = utf8_next(&p);
+    mt_grid_putc(g, row, col + n, cp, st);
+    n++;
+  }
+  return n;
+}
+
+int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,
+                   const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return mt_grid_puts(g, row, col, buf, -1, st);
+}
+
+void mt_grid_style(mt_grid_t *g, int row, int col, int n, mt_style_t st) {
+  for (int i = 0; i < n; i++)
+    if (inside(g, row, col + i))
+      g->cells[(size_t)row * (size_t)g->cols + (size_t)(col + i)].style =
+          (uint8_t)st;
+}
+
+void mt_grid_fill(mt_grid_t *g, int row, int col, int n, uint32_t ch,
+                  mt_style_t st) {
+  for (int i = 0; i < n; i++)
+    mt_grid_putc(g, row, col + i, ch, st);
+}
+
+const mt_cell_t *mt_grid_at(const mt_grid_t *g, int row, int col) {
+  if (row < 0 || row >= g->rows || col < 0 || col >= g->cols)
+    return NULL;
+  return &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
+}
+
+static size_t utf8_encode(char *out, uint32_t cp) {
+  if (cp < 0x80) {
+    out[0] = (char)cp;
+    return 1;
+  } else if (cp < 0x800) {
+    out[0] = (char)(0xc0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  } else if (cp < 0x10000) {
+    out[0] = (char)(0xe0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  out[0] = (char)(0xf0 | (cp >> 18));
+  out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+  out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+  out[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+int mt_grid_text(const mt_grid_t *g, ms_strbuf_t *out) {
+  for (int r = 0; r < g->rows; r++) {
+    const mt_cell_t *row = &g->cells[(size_t)r * (size_t)g->cols];
+    int end = g->cols;
+    while (end > 0 && row[end - 1].ch == ' ')
+      end--;
+    for (int c = 0; c < end; c++) {
+      char b[4];
+      size_t n = utf8_encode(b, row[c].ch);
+      if (ms_strbuf_append(out, b, n) != 0)
+        return MS_ENOMEM;
+    }
+    if (ms_strbuf_append(out, "\n", 1) != 0)
+      return MS_ENOMEM;
+  }
+  return 0;
+}
