@@ -1,10 +1,245 @@
 /*
- * registry.c - the list of providers and their cadence (see provider.h).
- * The allocator providers land in their own issue; until then the engine's
- * own figures are all a snapshot has.
+ * registry.c - the providers, their detection, their cadence, and how
+ * their figures combine with the engine's (see provider.h and DESIGN.md).
+ *
+ * Detection happens at the first snapshot: the malloc providers are tried
+ * most specific first (jemalloc, tcmalloc, mimalloc, then glibc), each
+ * found with dlsym(RTLD_DEFAULT, ...) (no link-time dependency) and
+ * confirmed by watching its counters move around a test allocation; the
+ * first confirmed one is the process's malloc. That first snapshot makes one
+ * malloc/free pair of MS__PV_PROBE_SIZE bytes, and dlsym's failed lookups
+ * make a few more: programs that count their own allocations take one
+ * snapshot before they start counting. A collector (Boehm GC) is looked for
+ * again whenever the process has loaded a new object since the last look
+ * (dl_iterate_phdr's load counter), so a collector dlopen()ed later is
+ * found without a failing dlsym at every snapshot.
+ *
+ * Cadence: each provider is sampled at most every min_interval_ns, and at
+ * most every 100 times the cost of its last sample, so a slow read (glibc's
+ * mallinfo2 on a large fragmented heap) backs off by itself. Between two
+ * samples the cached one is merged into every snapshot.
+ *
+ * Combining (ms__providers_merge), in this order:
+ *   1. The engine's figures stay: tracked objects from the preload
+ *      (Mallocs, Frees, HeapObjects, HeapAlloc, TotalAlloc, BySize: exact
+ *      for every call) and whatever the runtime API was told.
+ *   2. One provider owns the heap fields (HeapSys, HeapIdle, HeapInuse,
+ *      HeapReleased, metadata, thread caches): the runtime API if the
+ *      program reports its heap with ms_heap_move(), else a collector with
+ *      a heap (the program's objects live there), else the malloc
+ *      provider. The owner fills every field the engine does not have.
+ *   3. A provider that does not own the heap still has memory: its Sys
+ *      goes to OtherSys, so Sys still covers it.
+ *   4. A collector owning the heap also gives HeapAlloc (its estimate):
+ *      tracked malloc bytes do not live in its heap. The tracked counts
+ *      stay and count malloc calls.
+ *   5. Sys is left to the snapshot's finishing step, which sums the *Sys
+ *      fields: the identity Sys = sum of *Sys holds by construction. A
+ *      provider's memory that fits no class goes to OtherSys; if a provider
+ *      says Sys is less than its parts, its Sys is reported as it is and
+ *      the mismatch shows in the breakdown.
+ * Each field's source is the provider that gave it.
  */
+#include <link.h>
+#include <string.h>
+
+#include "common/fields.h"
+#include "core/engine.h"
 #include "core/provider.h"
+#include "core/snapshot.h"
+#include "providers/provider_int.h"
+
+typedef struct ms__pv_slot_s {
+  const ms__provider_t *pv;
+  int active;
+  int have; /* a good sample is cached */
+  uint64_t last_ns, interval_ns, cost_ns;
+  ms__pv_sample_t sample;
+} ms__pv_slot_t;
+
+static ms__pv_slot_t g_malloc[] = {
+    {.pv = &ms__provider_jemalloc},
+    {.pv = &ms__provider_tcmalloc},
+    {.pv = &ms__provider_mimalloc},
+    {.pv = &ms__provider_glibc},
+};
+#define NMALLOC (sizeof g_malloc / sizeof g_malloc[0])
+static ms__pv_slot_t g_collector = {.pv = &ms__provider_boehm};
+
+static int g_malloc_detected;
+static ms__pv_slot_t *g_malloc_slot; /* the confirmed one, or NULL */
+static unsigned long long g_loads_seen = ~0ull;
+
+/* ---- detection -------------------------------------------------------------*/
+
+static int count_loads(struct dl_phdr_info *info, size_t size, void *arg) {
+  if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
+    *(unsigned long long *)arg = info->dlpi_adds;
+  return 1; /* the counter is the same in every entry: one is enough */
+}
+
+static void detect(void) {
+  if (!g_malloc_detected) {
+    g_malloc_detected = 1;
+    for (size_t i = 0; i < NMALLOC; i++) {
+      if (g_malloc[i].pv->detect() && g_malloc[i].pv->confirm()) {
+        g_malloc[i].active = 1;
+        g_malloc_slot = &g_malloc[i];
+        ms__debug("memstats: malloc is %s\n", g_malloc[i].pv->name);
+        break;
+      }
+    }
+  }
+  if (!g_collector.active) {
+    unsigned long long loads = 0;
+    dl_iterate_phdr(count_loads, &loads);
+    if (loads != g_loads_seen) {
+      g_loads_seen = loads;
+      if (g_collector.pv->detect() && g_collector.pv->confirm())
+        g_collector.active = 1;
+    }
+  }
+}
+
+/* ---- cadence ---------------------------------------------------------------*/
+
+static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
+                                     unsigned flags) {
+  if (!s || !s->active)
+    return NULL;
+  if (s->have && now - s->last_ns < s->interval_ns)
+    return &s->sample;
+  memset(&s->sample, 0, sizeof s->sample);
+  uint64_t t0 = ms__now_mono_ns();
+  int rc = s->pv->sample(&s->sample, flags);
+  uint64_t t1 = ms__now_mono_ns();
+  s->cost_ns = t1 - t0;
+  s->last_ns = t1;
+  s->interval_ns = s->pv->min_interval_ns;
+  if (s->cost_ns * 100 > s->interval_ns)
+    s->interval_ns = s->cost_ns * 100;
+  /* A failed read leaves nothing cached: stale figures are not shown as
+   * current ones. */
+  s->have = rc == 0;
+  return s->have ? &s->sample : NULL;
+}
 
 void ms__providers_fill(ms_snapshot_t *snap) {
-  (void)snap;
+  detect();
+  unsigned fed = ms__engine_fed();
+  unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
+  uint64_t now = ms__now_mono_ns();
+  const ms__pv_sample_t *ms = sample(g_malloc_slot, now, flags);
+  const ms__pv_sample_t *gs = sample(&g_collector, now, flags);
+  ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
+                      g_collector.active ? g_collector.pv : NULL, gs);
+}
+
+/* ---- combining -------------------------------------------------------------*/
+
+/* The fields of the memory a heap owner describes. */
+static const ms_field_t heap_fields[] = {
+    MS_F_HEAP_SYS,   MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE,   MS_F_HEAP_RELEASED,
+    MS_F_MSPAN_SYS,  MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS,   MS_F_MCACHE_INUSE,
+    MS_F_GC_SYS,     MS_F_OTHER_SYS};
+/* The *Sys fields a provider may fill (Sys is their sum). */
+static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS, MS_F_MSPAN_SYS,
+                                       MS_F_MCACHE_SYS, MS_F_GC_SYS,
+                                       MS_F_OTHER_SYS};
+
+static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
+  return a < b ? a : b;
+}
+
+static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
+                int idx) {
+  ms__field_set_u64(snap, f, v);
+  ms__set_quality(snap, f, q, idx);
+}
+
+/* Fills field f from sample s if the snapshot does not have it yet. */
+static void fill(ms_snapshot_t *snap, const ms__pv_sample_t *s, ms_field_t f,
+                 int idx) {
+  if (snap->quality[f] == MS_Q_UNAVAILABLE && s->q[f] != MS_Q_UNAVAILABLE)
+    put(snap, f, s->v[f], (ms_quality_t)s->q[f], idx);
+}
+
+/* Adds bytes of memory the heap fields do not describe to OtherSys. */
+static void add_other(ms_snapshot_t *snap, uint64_t bytes, ms_quality_t q,
+                      int idx) {
+  if (snap->quality[MS_F_OTHER_SYS] == MS_Q_UNAVAILABLE) {
+    put(snap, MS_F_OTHER_SYS, bytes, q, idx);
+  } else {
+    snap->other_sys += bytes;
+    snap->quality[MS_F_OTHER_SYS] =
+        (uint8_t)qmin((ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
+  }
+}
+
+/* The heap owner's figures. */
+static void own_heap(ms_snapshot_t *snap, const ms__pv_sample_t *s, int idx) {
+  uint64_t parts = 0;
+  for (size_t i = 0; i < sizeof heap_fields / sizeof heap_fields[0]; i++)
+    fill(snap, s, heap_fields[i], idx);
+  for (size_t i = 0; i < sizeof sys_parts / sizeof sys_parts[0]; i++)
+    if (s->q[sys_parts[i]] != MS_Q_UNAVAILABLE)
+      parts += s->v[sys_parts[i]];
+  if (s->q[MS_F_SYS] == MS_Q_UNAVAILABLE)
+    return;
+  if (s->v[MS_F_SYS] > parts)
+    add_other(snap, s->v[MS_F_SYS] - parts, (ms_quality_t)s->q[MS_F_SYS], idx);
+  else if (s->v[MS_F_SYS] < parts &&
+           snap->quality[MS_F_SYS] == MS_Q_UNAVAILABLE)
+    put(snap, MS_F_SYS, s->v[MS_F_SYS], (ms_quality_t)s->q[MS_F_SYS], idx);
+}
+
+static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
+                        int idx) {
+  static const ms_field_t f[] = {MS_F_HEAP_ALLOC, MS_F_HEAP_OBJECTS,
+                                 MS_F_MALLOCS, MS_F_FREES};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    fill(snap, s, f[i], idx);
+  if (snap->quality[MS_F_BY_SIZE] == MS_Q_UNAVAILABLE &&
+      s->q[MS_F_BY_SIZE] != MS_Q_UNAVAILABLE && s->nsize_classes > 0) {
+    snap->nsize_classes = s->nsize_classes;
+    memcpy(snap->by_size, s->by_size,
+           s->nsize_classes * sizeof snap->by_size[0]);
+    ms__set_quality(snap, MS_F_BY_SIZE, (ms_quality_t)s->q[MS_F_BY_SIZE], idx);
+  }
+}
+
+void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
+                         const ms__provider_t *mpv, const ms__pv_sample_t *ms,
+                         const ms__provider_t *gpv,
+                         const ms__pv_sample_t *gs) {
+  int midx = mpv ? ms__snapshot_add_provider(snap, mpv->name) : -1;
+  int gidx = gpv ? ms__snapshot_add_provider(snap, gpv->name) : -1;
+  int engine_heap = (fed & MS__FEED_HEAP) != 0;
+  int gc_heap = !engine_heap && gs && gs->q[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE;
+
+  if (ms) {
+    if (!engine_heap && !gc_heap) {
+      own_heap(snap, ms, midx);
+      own_objects(snap, ms, midx);
+    } else if (ms->q[MS_F_SYS] != MS_Q_UNAVAILABLE) {
+      add_other(snap, ms->v[MS_F_SYS], (ms_quality_t)ms->q[MS_F_SYS], midx);
+    }
+  }
+  if (gs) {
+    if (gc_heap) {
+      own_heap(snap, gs, gidx);
+      if (gs->q[MS_F_HEAP_ALLOC] != MS_Q_UNAVAILABLE)
+        put(snap, MS_F_HEAP_ALLOC, gs->v[MS_F_HEAP_ALLOC],
+            (ms_quality_t)gs->q[MS_F_HEAP_ALLOC], gidx);
+    } else if (engine_heap && gs->q[MS_F_SYS] != MS_Q_UNAVAILABLE) {
+      add_other(snap, gs->v[MS_F_SYS], (ms_quality_t)gs->q[MS_F_SYS], gidx);
+    }
+    if (gs->q[MS_F_ENABLE_GC] != MS_Q_UNAVAILABLE) {
+      snap->enable_gc = (int)gs->v[MS_F_ENABLE_GC];
+      ms__set_quality(snap, MS_F_ENABLE_GC,
+                      (ms_quality_t)gs->q[MS_F_ENABLE_GC], gidx);
+    }
+  }
+  if (gpv && gpv->finish)
+    gpv->finish(snap, gidx);
 }

@@ -1,0 +1,85 @@
+/*
+ * provider_int.h - the interface between the provider registry and each
+ * allocator provider (internal to src/providers/).
+ *
+ * A provider is a table of three functions. detect() looks the allocator's
+ * functions up with dlsym(RTLD_DEFAULT, ...) and nothing else, so it is cheap
+ * and safe early. confirm() checks that malloc really reaches that allocator
+ * (it may make one test allocation, so it runs once, at the first snapshot).
+ * sample() reads the allocator's own figures into a sample; the registry
+ * calls it at the provider's cadence, from the reader's thread, and caches
+ * the result. Samples never allocate through malloc.
+ */
+#ifndef MS_PROVIDERS_PROVIDER_INT_H
+#define MS_PROVIDERS_PROVIDER_INT_H
+
+#include <stdint.h>
+
+#include "memstats.h"
+
+/* One reading of an allocator: a value and a quality per scalar field
+ * (q[f] == MS_Q_UNAVAILABLE means the provider does not have it), and the
+ * allocator's own size classes if it has them and was asked for them. */
+typedef struct ms__pv_sample_s {
+  uint64_t v[MS_F__COUNT];
+  uint8_t q[MS_F__COUNT];
+  uint32_t nsize_classes;
+  ms_size_class_t by_size[MS_MAX_SIZE_CLASSES];
+} ms__pv_sample_t;
+
+/* What a provider's memory is: the C allocator behind malloc (one at most
+ * is chosen), or a garbage collector with a heap of its own. */
+typedef enum ms__pv_kind_e { MS__PV_MALLOC = 0, MS__PV_COLLECTOR } ms__pv_kind_t;
+
+/* Flags for sample(). */
+#define MS__PV_WANT_CLASSES 0x1u /* nobody else has size classes: read them */
+
+typedef struct ms__provider_s {
+  const char *name;   /* as in snapshot->providers: "glibc", "jemalloc" ... */
+  ms__pv_kind_t kind;
+  /* Shortest interval between two samples; the registry stretches it to
+   * 100 times the cost of the last sample (back-off when reads are slow). */
+  uint64_t min_interval_ns;
+  int (*detect)(void);  /* 1 if the allocator's API is in the process */
+  int (*confirm)(void); /* 1 if malloc really reaches it */
+  /* Fills *out (zeroed by the caller). Returns 0, or a negative MS_E* code
+   * if the allocator could not be read this time. */
+  int (*sample)(ms__pv_sample_t *out, unsigned flags);
+  /* Optional: adjusts the merged snapshot after the engine's figures and
+   * the samples are in (the collector provider uses it for its GC fields).
+   * idx is the provider's index in snap->providers. */
+  void (*finish)(ms_snapshot_t *snap, int idx);
+} ms__provider_t;
+
+extern const ms__provider_t ms__provider_glibc;
+extern const ms__provider_t ms__provider_jemalloc;
+extern const ms__provider_t ms__provider_tcmalloc;
+extern const ms__provider_t ms__provider_mimalloc;
+extern const ms__provider_t ms__provider_boehm;
+
+/* Sets one field of a sample. */
+static inline void ms__pv_set(ms__pv_sample_t *s, ms_field_t f, uint64_t v,
+                              ms_quality_t q) {
+  s->v[f] = v;
+  s->q[f] = (uint8_t)q;
+}
+
+/* Combines the engine's figures (already in *snap) with the chosen malloc
+ * provider's sample and a collector's sample (either may be NULL), as the
+ * registry does; names are appended to snap->providers. Exposed for the
+ * unit tests. See registry.c for the rules. */
+void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
+                         const ms__provider_t *mpv, const ms__pv_sample_t *ms,
+                         const ms__provider_t *gpv, const ms__pv_sample_t *gs);
+
+/* Installs the collector provider's pause hook if the collector is in the
+ * process (cheap dlsym only; also run from a library constructor). Returns 1
+ * if installed. */
+int ms__boehm_install(void);
+
+/* A distinctive allocation size for confirm(): above glibc's tcache and
+ * jemalloc's default tcache_max (so the allocation reaches the arena and
+ * moves its counters), below every mmap threshold. */
+#define MS__PV_PROBE_SIZE 40000u
+
+#endif
