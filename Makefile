@@ -112,6 +112,7 @@ $(LIB_A): $(LIB_OBJS)
 
 $(LIB_SO): $(LIB_OBJS)
 	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
+	ln -sf libmemstats.so $(BUILD)/libmemstats.so.$(SOVERSION)
 
 $(PRELOAD_SO): $(LIB_OBJS) $(PRELOAD_OBJS)
 	$(CC) -shared $(BASE_LDFLAGS) -o $@ $^ -ldl
@@ -160,8 +161,10 @@ check: test-build
 asan:
 	$(MAKE) BUILD=build/asan SAN=address,undefined OPT='-O1 -g' check
 
+# A fork child of a threaded process starts threads in the fork tests:
+# ThreadSanitizer supports that with die_after_fork=0.
 tsan:
-	$(MAKE) BUILD=build/tsan SAN=thread OPT='-O1 -g' TSAN_ONLY=1 check
+	TSAN_OPTIONS="die_after_fork=0 $(TSAN_OPTIONS)" $(MAKE) BUILD=build/tsan SAN=thread OPT='-O1 -g' TSAN_ONLY=1 check
 
 # ---- benchmarks and fuzzing -----------------------------------------------
 $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
