@@ -103,6 +103,22 @@ static void *sym(int i) {
   return f == MISSING ? NULL : f;
 }
 
+/* Called by the constructor: looks up every operator the C++ runtimes
+ * already loaded define, so that dlsym's own allocations happen at load
+ * time and not inside the program's first new. What is not found yet is
+ * looked up again on first use (a runtime dlopen'ed later). */
+void ms__preload_cxx_resolve(void) {
+  for (int i = 0; i < NSYMS; i++) {
+    if (__atomic_load_n(&syms[i], __ATOMIC_ACQUIRE))
+      continue;
+    void *f = (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
+                  ? dlsym(RTLD_DEFAULT, sym_names[i])
+                  : dlsym(RTLD_NEXT, sym_names[i]);
+    if (f)
+      __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
+  }
+}
+
 typedef void *(*new_fn)(size_t);
 typedef void *(*new_al_fn)(size_t, size_t);
 typedef void *(*new_nt_fn)(size_t, ms__nothrow_ref);

@@ -93,4 +93,7 @@ void *ms__preload_malloc(size_t size);
 void ms__preload_free(void *p);
 int ms__preload_posix_memalign(void **out, size_t align, size_t size);
 
+/* Looks up the C++ operators of the runtimes loaded so far (cxx.c). */
+void ms__preload_cxx_resolve(void);
+
 #endif

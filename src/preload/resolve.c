@@ -30,6 +30,13 @@ static size_t no_usable_size(void *p) {
   return 0;
 }
 
+/* dladdr takes the loader lock but does not allocate. */
+static void keep_if_same_object(void *base, void **fn) {
+  Dl_info fi;
+  if (*fn && (!dladdr(*fn, &fi) || fi.dli_fbase != base))
+    *fn = NULL;
+}
+
 int ms__preload_resolve(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (st == MS__REAL_READY)
@@ -62,6 +69,16 @@ int ms__preload_resolve(void) {
      * The bootstrap buffer serves until it runs out. */
     __atomic_store_n(&ms__real_state, MS__REAL_FAILED, __ATOMIC_RELEASE);
     return 0;
+  }
+  /* An optional entry point from another object than malloc (jemalloc
+   * has no pvalloc, so RTLD_NEXT finds glibc's) would hand out blocks that
+   * the next free cannot take back: emulate it on posix_memalign instead. */
+  Dl_info mi;
+  if (dladdr(*(void **)&r.malloc, &mi)) {
+    keep_if_same_object(mi.dli_fbase, (void **)&r.aligned_alloc);
+    keep_if_same_object(mi.dli_fbase, (void **)&r.memalign);
+    keep_if_same_object(mi.dli_fbase, (void **)&r.valloc);
+    keep_if_same_object(mi.dli_fbase, (void **)&r.pvalloc);
   }
   int exact = r.usable != NULL;
   if (!exact)

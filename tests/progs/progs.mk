@@ -1,0 +1,31 @@
+# tests/progs/progs.mk - per-program build settings for tests/progs/,
+# included by the Makefile. PROG_LIBS_<name> adds libraries to one program.
+
+# ---- the preload's target programs (pl_*) ----------------------------------
+# They run under LD_PRELOAD=libmemstats-preload.so and read their figures
+# through dlsym(RTLD_DEFAULT, "ms_snapshot_read") (tests/progs/pl_snap.h).
+# They are not linked with -lmemstats: libmemstats.so would be a second
+# engine in the process beside the preload's, so the program's public calls
+# would go to one copy and the library's own constructors to the other.
+# They are never built with a sanitizer either, since a sanitizer's runtime
+# must come first in the process and the preload must be first too.
+PROG_LIBS_pl_pattern_je := -ljemalloc
+PROG_LIBS_pl_cxx_je := -ljemalloc
+PROG_LIBS_pl_threads_fork := -lpthread
+PL_CFLAGS = $(filter-out $(SANFLAGS),$(BASE_CFLAGS))
+
+$(BUILD)/progs/pl_%: tests/progs/pl_%.c tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
+$(BUILD)/progs/pl_%: tests/progs/pl_%.cc tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) -std=gnu++17 -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
+
+# Under a sanitizer build (make asan) the preload in $(BUILD) is itself
+# instrumented and cannot be injected into the uninstrumented pl_* programs:
+# the tests then use a plain preload built beside it, in $(BUILD)/plain.
+ifneq ($(SAN),)
+PL_PRELOAD := $(BUILD)/plain/libmemstats-preload.so
+$(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS)
+	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so
+endif
