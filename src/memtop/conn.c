@@ -1,0 +1,425 @@
+/*
+ * conn.c - one target's connection on the loop (see conn.h).
+ *
+ * States: no pipe (disconnected) -> connecting -> connected. A request is
+ * "in flight" from mt_conn_fetch() until the callback runs; a timer bounds
+ * it. Any error closes the pipe (the next fetch connects again with a new
+ * session), so a half-read reply can never be mistaken for the next one.
+ *
+ * Each pipe is its own allocation, freed in its close callback, so a new
+ * connection can start while libuv is still closing the old one. The
+ * connection object itself is freed once its timer and any pipe are
+ * closed.
+ */
+#include "memtop/conn.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define READ_CHUNK 65536
+#define REPLY_MAX (8u << 20) /* a reply bigger than this is garbage */
+
+typedef struct mt_pipe_s {
+  uv_pipe_t handle; /* first: the handle's address is the struct's */
+  uv_connect_t connect_req;
+  mt_conn_t *conn;  /* holds a reference until the pipe is closed */
+} mt_pipe_t;
+
+typedef struct mt_write_s {
+  uv_write_t req;
+  mt_conn_t *conn;
+  uint8_t *bytes;
+} mt_write_t;
+
+struct mt_conn_s {
+  uv_loop_t *loop;
+  int pid;
+  uint64_t start_time;
+  mt_conn_cb cb;
+  void *arg;
+  mt_pipe_t *pipe;       /* NULL while disconnected */
+  int connected;         /* the pipe's connect succeeded */
+  msc_session_t *session;
+  int busy;              /* a request is in flight */
+  int closing;           /* mt_conn_close() was called */
+  int handles;           /* open handles and requests that point at us */
+  uv_timer_t timer;      /* the request timeout */
+  int timeout_ms;
+  uint8_t *rbuf;         /* received bytes not yet consumed */
+  size_t rlen, rcap;
+  ms_snapshot_t snap;    /* decoded into, handed to the callback */
+  char path[MSC_PATH_MAX];
+};
+
+static void conn_unref(mt_conn_t *c) {
+  if (--c->handles == 0 && c->closing) {
+    msc_session_free(c->session);
+    free(c->rbuf);
+    free(c);
+  }
+}
+
+static void pipe_closed(uv_handle_t *h) {
+  mt_pipe_t *p = (mt_pipe_t *)h;
+
+  if (p->conn != NULL)
+    conn_unref(p->conn);
+  free(p);
+}
+
+/* Lets go of the pipe (if any) and the session: the next request starts a
+ * new connection. */
+static void drop_pipe(mt_conn_t *c) {
+  if (c->pipe != NULL) {
+    /* The connect callback may still run (with UV_ECANCELED): it must
+     * find that the pipe is no longer ours. */
+    if (!uv_is_closing((uv_handle_t *)&c->pipe->handle))
+      uv_close((uv_handle_t *)&c->pipe->handle, pipe_closed);
+    c->pipe = NULL;
+  }
+  c->connected = 0;
+  c->rlen = 0;
+  msc_session_free(c->session);
+  c->session = NULL;
+}
+
+/* Ends the request in flight. The callback may close the connection. */
+static void finish(mt_conn_t *c, int status, const char *msg) {
+  uv_timer_stop(&c->timer);
+  if (status != 0)
+    drop_pipe(c);
+  if (!c->busy)
+    return;
+  c->busy = 0;
+  c->cb(c, status, status == 0 ? &c->snap : NULL, msg, c->arg);
+}
+
+static void failf(mt_conn_t *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void failf(mt_conn_t *c, int status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  finish(c, status, msg);
+}
+
+void mt_conn_explain(int pid, int err, const char *path, char *buf,
+                     size_t len) {
+  switch (err) {
+  case MS_ENOENT:
+    snprintf(buf, len,
+             "PID %d: no memstats socket at %s: the process does not run "
+             "libmemstats (start it with `memtop run -- CMD`, or link it "
+             "with -lmemstats; check that MEMSTATS_DIR is the same for both)",
+             pid, path);
+    break;
+  case MS_ECONNREFUSED:
+    snprintf(buf, len,
+             "PID %d: %s refuses connections: its agent is not running "
+             "(a stale socket, or MEMSTATS_AGENT=0 in the target)",
+             pid, path);
+    break;
+  case MS_EACCES:
+    snprintf(buf, len,
+             "PID %d: permission denied on %s: the process belongs to "
+             "another user (run memtop as that user, or as root)",
+             pid, path);
+    break;
+  default:
+    snprintf(buf, len, "PID %d: cannot connect to %s: %s", pid, path,
+             ms_strerror(err));
+    break;
+  }
+}
+
+/* libuv's UV_E* codes are negative errno values on Unix, as MS_E* codes
+ * are, so they pass through unchanged. */
+#define from_uv(e) (e)
+
+static void timed_out(uv_timer_t *t) {
+  mt_conn_t *c = t->data;
+
+  if (!c->connected)
+    failf(c, MS_ETIMEDOUT,
+          "PID %d: connecting to %s took longer than %d ms: the target may "
+          "be stopped (SIGSTOP, a debugger) or overloaded; retrying",
+          c->pid, c->path, c->timeout_ms);
+  else
+    failf(c, MS_ETIMEDOUT,
+          "PID %d: no answer within %d ms: the target's agent is hung or "
+          "the process is stopped (SIGSTOP, a debugger); retrying",
+          c->pid, c->timeout_ms);
+}
+
+static void write_done(uv_write_t *req, int status) {
+  mt_write_t *w = (mt_write_t *)req;
+  mt_conn_t *c = w->conn;
+
+  free(w->bytes);
+  free(w);
+  if (status < 0 && status != UV_ECANCELED && !c->closing && c->busy)
+    failf(c, from_uv(status), "PID %d: sending the request failed: %s",
+          c->pid, uv_strerror(status));
+  conn_unref(c);
+}
+
+static int send_request(mt_conn_t *c) {
+  const uint8_t *bytes;
+  size_t len;
+  mt_write_t *w;
+  uv_buf_t buf;
+  int rc;
+
+  rc = msc_session_request_snapshot(c->session, &bytes, &len);
+  if (rc != 0)
+    return rc;
+  w = calloc(1, sizeof *w);
+  if (w == NULL)
+    return MS_ENOMEM;
+  /* The session's buffer is reused by its next call; the write may still
+   * be queued then, so it gets its own copy. */
+  w->bytes = malloc(len ? len : 1);
+  if (w->bytes == NULL) {
+    free(w);
+    return MS_ENOMEM;
+  }
+  memcpy(w->bytes, bytes, len);
+  w->conn = c;
+  buf = uv_buf_init((char *)w->bytes, (unsigned)len);
+  rc = uv_write(&w->req, (uv_stream_t *)&c->pipe->handle, &buf, 1,
+                write_done);
+  if (rc != 0) {
+    free(w->bytes);
+    free(w);
+    return from_uv(rc);
+  }
+  c->handles++;
+  return 0;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  mt_pipe_t *p = (mt_pipe_t *)h;
+  mt_conn_t *c = p->conn;
+  uint8_t *grown;
+  size_t cap;
+
+  (void)hint;
+  buf->base = NULL;
+  buf->len = 0;
+  if (c == NULL)
+    return;
+  if (c->rcap - c->rlen < READ_CHUNK) {
+    cap = c->rlen + READ_CHUNK;
+    grown = realloc(c->rbuf, cap);
+    if (grown == NULL)
+      return; /* libuv reports UV_ENOBUFS to read_cb */
+    c->rbuf = grown;
+    c->rcap = cap;
+  }
+  buf->base = (char *)c->rbuf + c->rlen;
+  buf->len = c->rcap - c->rlen;
+}
+
+/* Feeds what has been received to the session, one message at a time. */
+static void consume(mt_conn_t *c) {
+  msc_event_t ev;
+  size_t used, off = 0;
+  int rc;
+
+  while (c->session != NULL && off < c->rlen) {
+    memset(&ev, 0, sizeof ev);
+    used = 0;
+    rc = msc_session_feed(c->session, c->rbuf + off, c->rlen - off, &used,
+                          &c->snap, &ev);
+    off += used;
+    if (rc < 0 || ev.type == MSC_EV_ERROR) {
+      if (ev.msg[0] != '\0')
+        failf(c, rc < 0 ? rc : (ev.err ? ev.err : MS_EPROTO), "PID %d: %s",
+              c->pid, ev.msg);
+      else
+        failf(c, rc < 0 ? rc : MS_EPROTO,
+              "PID %d: the target's reply is malformed (%s); it may run an "
+              "incompatible libmemstats",
+              c->pid, ms_strerror(rc < 0 ? rc : ev.err));
+      return; /* the pipe and its bytes are gone */
+    }
+    if (ev.type == MSC_EV_SNAPSHOT) {
+      /* Bytes after a snapshot would be an unrequested message: keep them
+       * for the session all the same. */
+      memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+      c->rlen -= off;
+      if (c->busy)
+        finish(c, 0, NULL);
+      return;
+    }
+    if (ev.type == MSC_EV_NONE && used == 0)
+      break; /* an incomplete message: wait for more */
+  }
+  memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+  c->rlen -= off;
+  if (c->rlen > REPLY_MAX)
+    failf(c, MS_EPROTO,
+          "PID %d: the target sent more than %u MiB without a complete "
+          "message; this is not a memstats agent",
+          c->pid, REPLY_MAX >> 20);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  mt_pipe_t *p = (mt_pipe_t *)s;
+  mt_conn_t *c = p->conn;
+
+  (void)buf;
+  if (c == NULL || c->pipe != p)
+    return;
+  if (nread > 0) {
+    c->rlen += (size_t)nread;
+    consume(c);
+    return;
+  }
+  if (nread == 0)
+    return;
+  if (!c->busy) {
+    /* The target closed an idle connection (it exited, or it trims idle
+     * clients): connect again on the next request. */
+    drop_pipe(c);
+    return;
+  }
+  if (nread == UV_EOF)
+    failf(c, MS_EPROTO,
+          "PID %d: the target closed the connection before answering (it "
+          "may have exited or refused us)",
+          c->pid);
+  else
+    failf(c, from_uv((int)nread), "PID %d: reading the reply failed: %s",
+          c->pid, uv_strerror((int)nread));
+}
+
+static void connected(uv_connect_t *req, int status) {
+  mt_pipe_t *p = (mt_pipe_t *)req->data;
+  mt_conn_t *c = p->conn;
+  char msg[512];
+  int rc;
+
+  if (c == NULL || c->pipe != p)
+    return; /* abandoned: timed out, or the connection was closed */
+  if (status < 0) {
+    mt_conn_explain(c->pid, from_uv(status), c->path, msg, sizeof msg);
+    finish(c, from_uv(status), msg);
+    return;
+  }
+  c->connected = 1;
+  rc = uv_read_start((uv_stream_t *)&p->handle, alloc_cb, read_cb);
+  if (rc == 0)
+    rc = send_request(c);
+  if (rc != 0)
+    failf(c, rc, "PID %d: sending the request failed: %s", c->pid,
+          ms_strerror(rc));
+}
+
+mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
+                       mt_conn_cb cb, void *arg) {
+  mt_conn_t *c = calloc(1, sizeof *c);
+
+  if (c == NULL)
+    return NULL;
+  c->loop = loop;
+  c->pid = pid;
+  c->start_time = start_time;
+  c->cb = cb;
+  c->arg = arg;
+  if (uv_timer_init(loop, &c->timer) != 0) {
+    free(c);
+    return NULL;
+  }
+  c->timer.data = c;
+  c->handles = 1; /* the timer */
+  if (msc_socket_path(pid, c->path, sizeof c->path) != 0)
+    snprintf(c->path, sizeof c->path, "%d.sock", pid);
+  return c;
+}
+
+static void start_connect(mt_conn_t *c) {
+  mt_pipe_t *p;
+
+  c->session = msc_session_new(c->pid, c->start_time);
+  p = calloc(1, sizeof *p);
+  if (c->session == NULL || p == NULL) {
+    free(p);
+    failf(c, MS_ENOMEM, "PID %d: out of memory", c->pid);
+    return;
+  }
+  if (uv_pipe_init(c->loop, &p->handle, 0) != 0) {
+    free(p);
+    failf(c, MS_ENOMEM, "PID %d: cannot create a pipe handle", c->pid);
+    return;
+  }
+  p->conn = c;
+  p->connect_req.data = p;
+  c->pipe = p;
+  c->handles++; /* released in pipe_closed */
+  /* uv_pipe_connect reports every error, even a synchronous one, through
+   * the callback on a later loop iteration. */
+  uv_pipe_connect(&p->connect_req, &p->handle, c->path, connected);
+}
+
+int mt_conn_fetch(mt_conn_t *c, int timeout_ms) {
+  int rc;
+
+  if (c == NULL || c->closing)
+    return MS_EINVAL;
+  if (c->busy)
+    return MS_EAGAIN;
+  c->busy = 1;
+  c->timeout_ms = timeout_ms;
+  uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
+  if (c->pipe == NULL) {
+    start_connect(c);
+    return 0;
+  }
+  if (!c->connected)
+    return 0; /* a connect is under way: it sends the request */
+  rc = send_request(c);
+  if (rc != 0) {
+    /* Report it from the loop, not from inside this call: the timer
+     * fires at once. */
+    drop_pipe(c);
+    uv_timer_start(&c->timer, timed_out, 0, 0);
+  }
+  return 0;
+}
+
+int mt_conn_busy(const mt_conn_t *c) {
+  return c->busy;
+}
+
+int mt_conn_pid(const mt_conn_t *c) {
+  return c->pid;
+}
+
+const msc_hello_t *mt_conn_hello(const mt_conn_t *c) {
+  return c->session != NULL ? msc_session_hello(c->session) : NULL;
+}
+
+static void timer_closed(uv_handle_t *h) {
+  conn_unref(h->data);
+}
+
+void mt_conn_close(mt_conn_t *c) {
+  if (c == NULL || c->closing)
+    return;
+  c->closing = 1;
+  c->busy = 0;
+  if (c->pipe != NULL) {
+    if (!uv_is_closing((uv_handle_t *)&c->pipe->handle))
+      uv_close((uv_handle_t *)&c->pipe->handle, pipe_closed);
+    c->pipe = NULL;
+  }
+  uv_close((uv_handle_t *)&c->timer, timer_closed);
+}

@@ -1,0 +1,56 @@
+/*
+ * conn.h - one target's connection, on memtop's libuv loop: a uv_pipe_t to
+ * the target's socket driving a protocol session (client/client.h). It
+ * never blocks: connects, writes and reads are the loop's, and every
+ * request has a timeout, so a stopped, hung or dying target costs nothing
+ * but a timer.
+ *
+ * The connection is kept between requests (the handshake is paid once) and
+ * re-made transparently when the target closed it.
+ */
+#ifndef MS_MEMTOP_CONN_H
+#define MS_MEMTOP_CONN_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "memstats.h"
+#include "client/client.h"
+
+typedef struct mt_conn_s mt_conn_t;
+
+/* Runs once per mt_conn_fetch(): status 0 and the snapshot (valid during
+ * the call only), or a negative MS_E* code and a message for the user that
+ * names the PID, the cause and, where one helps, a hint. */
+typedef void (*mt_conn_cb)(mt_conn_t *c, int status, const ms_snapshot_t *snap,
+                           const char *msg, void *arg);
+
+/* A connection to `pid`, whose start time must be `start_time` (0: do not
+ * check). NULL on ENOMEM. Nothing happens until mt_conn_fetch(). */
+mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
+                       mt_conn_cb cb, void *arg);
+
+/* Asks for one snapshot; the callback runs exactly once, later (never
+ * from inside this call), unless the connection is closed first. Returns
+ * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the
+ * callback does not run). */
+int mt_conn_fetch(mt_conn_t *c, int timeout_ms);
+
+/* Nonzero while a request is in flight. */
+int mt_conn_busy(const mt_conn_t *c);
+
+/* The handshake of the current connection, or NULL. */
+const msc_hello_t *mt_conn_hello(const mt_conn_t *c);
+
+int mt_conn_pid(const mt_conn_t *c);
+
+/* Closes the connection; the callback of a request in flight does not run.
+ * The memory is freed once libuv has closed the handles. */
+void mt_conn_close(mt_conn_t *c);
+
+/* Words for a failed connect to `pid`'s socket at `path` (err is an MS_E*
+ * code), with the fix: used by the loop and by `memtop ps`. */
+void mt_conn_explain(int pid, int err, const char *path, char *buf,
+                     size_t len);
+
+#endif

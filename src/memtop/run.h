@@ -1,0 +1,32 @@
+/*
+ * run.h - what `memtop run` needs before it can start a command: where the
+ * preload library is, and the command's environment with it preloaded.
+ * Pure functions of their arguments, so they are tested without starting
+ * anything.
+ */
+#ifndef MS_MEMTOP_RUN_H
+#define MS_MEMTOP_RUN_H
+
+#include <stddef.h>
+
+#define MT_PRELOAD_NAME "libmemstats-preload.so"
+
+/* Finds the preload library: $MEMTOP_PRELOAD if `override` is set (it must
+ * exist), else next to the memtop binary `exe` (the build tree), else in
+ * ../lib relative to it (an installed memtop). Writes the path into out and
+ * returns 0, or returns MS_ENOENT with a message naming where it looked
+ * and the fix in err. */
+int mt_run_find_preload(const char *exe, const char *override, char *out,
+                        size_t len, char *err, size_t errlen);
+
+/* A copy of the environment `env` with `preload` first in LD_PRELOAD
+ * (existing entries kept after it; not added twice). The array and the one
+ * new string are malloc'd: free with mt_run_env_free(). NULL on ENOMEM. */
+char **mt_run_env(char *const *env, const char *preload);
+void mt_run_env_free(char **env);
+
+/* The exit status a shell would report for a child: its status, or
+ * 128+N when killed by signal N. */
+int mt_run_exit_status(long exit_status, int term_signal);
+
+#endif
