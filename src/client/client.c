@@ -403,6 +403,7 @@ static int find_socket(int pid, char *path, size_t len, const char **why) {
       return MS_EUNSAFE;
     return 0;
   }
+  int first_errno = errno;
   char first[MSC_PATH_MAX];
   snprintf(first, sizeof first, "%s", path);
   char proc[64];
@@ -429,7 +430,7 @@ static int find_socket(int pid, char *path, size_t len, const char **why) {
     }
   }
   snprintf(path, len, "%s", first);
-  return MS_ENOENT;
+  return first_errno == EACCES ? MS_EACCES : MS_ENOENT;
 }
 
 int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
