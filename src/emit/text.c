@@ -39,9 +39,10 @@ int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
   ms_breakdown_t b;
   ms_breakdown(s, &b);
   char total[FIG], ready[FIG], data[FIG], frag[FIG], idle[FIG], prep[FIG];
-  /* Ready+Prepared is Sys, known as well as its worse half is known. */
-  ms_quality_t q_total = worst(b.q_ready, b.q_prepared);
-  int64_t sum = (int64_t)((uint64_t)b.ready + (uint64_t)b.prepared);
+  /* Ready+Prepared is Sys by definition (Ready = Sys - Prepared), so it is
+   * known as well as Sys is, even when HeapReleased is not known. */
+  ms_quality_t q_total = qual(s, MS_F_SYS);
+  int64_t sum = (int64_t)s->sys;
   ms_strbuf_printf(
       out,
       "Ready+Prepared=%s (Ready=%s (data:%s + fragOverhead:%s + idle:%s) ; "
@@ -179,13 +180,16 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
   ms_strbuf_printf(out, "  %-11s %10s\n", "total",
                    ms__fmt_field(total, sizeof total, s, MS_F_SYS));
   if (b->sys_mismatch) {
-    char sumf[FIG];
+    /* In bytes: a difference of a page hides in one-decimal IEC figures. */
+    char diff[FIG];
+    uint64_t d = s->sys > sum ? s->sys - sum : sum - s->sys;
     ms_strbuf_printf(out,
-                     "  warning: Sys is %s but its classes add up to %s: the "
-                     "provider breaks Sys == sum(*Sys)\n",
-                     total,
-                     ms__fmt_iec(sumf, sizeof sumf,
-                                 sum > INT64_MAX ? INT64_MAX : (int64_t)sum));
+                     "  warning: Sys %" PRIu64 " != sum of the classes %" PRIu64
+                     " (%s %s): the provider breaks Sys == sum(*Sys)\n",
+                     s->sys, sum,
+                     ms__fmt_iec(diff, sizeof diff,
+                                 d > INT64_MAX ? INT64_MAX : (int64_t)d),
+                     s->sys > sum ? "more" : "less");
   }
 }
 
@@ -282,7 +286,7 @@ static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
                    nlive, n, q == MS_Q_ESTIMATED ? " (estimated)" : "");
   if (nlive == 0)
     return;
-  ms_strbuf_printf(out, "  %10s %12s %10s %14s %14s\n", "Size", "Objects",
+  ms_strbuf_printf(out, "  %10s %12s %10s %14s %14s\n", "Size", "LiveObjs",
                    "LiveBytes", "Mallocs", "Frees");
   for (uint32_t i = 0; i < nlive; i++) {
     const ms_size_class_t *c = &s->by_size[live[i].idx];

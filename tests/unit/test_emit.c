@@ -1,0 +1,746 @@
+/*
+ * test_emit.c - the emitters' exact output, pinned by golden files.
+ *
+ * The one-line summary, the --once report and the --json object of fixed
+ * snapshots (the six Go vectors, and two made by hand with estimated and
+ * unavailable fields) are compared with tests/data/golden/. The golden
+ * files were written once from this output and checked by eye; to rewrite
+ * them after an intended change, run with MS_UPDATE_GOLDEN=1 and review the
+ * diff. Then: IEC and duration formatting edge cases, JSON escaping, the
+ * field table, ms_strerror().
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "emit/emit.h"
+#include "support/govec.h"
+
+/* ------------------------------------------------------------------------
+ * Golden files
+ * ------------------------------------------------------------------------ */
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  ms_strbuf_t b = MS_STRBUF_INIT;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    ms_strbuf_append(&b, chunk, n);
+  fclose(f);
+  if (!b.data)
+    ms_strbuf_append(&b, "", 0);
+  *len = b.len;
+  return b.data;
+}
+
+static void check_golden(const char *name, const char *got, size_t got_len) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/golden/%s", govec_data_dir(), name);
+  const char *update = getenv("MS_UPDATE_GOLDEN");
+  if (update && strcmp(update, "1") == 0) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(got, 1, got_len, f) != got_len || fclose(f) != 0)
+      fail_msg("cannot write %s: %s", path, strerror(errno));
+    print_message("updated %s\n", path);
+    return;
+  }
+  size_t want_len = 0;
+  char *want = read_file(path, &want_len);
+  if (!want)
+    fail_msg("cannot read golden file %s (%s): write it with "
+             "MS_UPDATE_GOLDEN=1 after checking the output",
+             path, strerror(errno));
+  if (want_len != got_len || memcmp(want, got, got_len) != 0) {
+    /* Point at the first line that differs. */
+    size_t i = 0, line = 1, start = 0;
+    while (i < want_len && i < got_len && want[i] == got[i]) {
+      if (want[i] == '\n') {
+        line++;
+        start = i + 1;
+      }
+      i++;
+    }
+    const char *we = memchr(want + start, '\n', want_len - start);
+    const char *ge = memchr(got + start, '\n', got_len - start);
+    int wl = (int)((we ? (size_t)(we - want) : want_len) - start);
+    int gl = (int)((ge ? (size_t)(ge - got) : got_len) - start);
+    print_error("%s line %zu differs:\n  want: %.*s\n  got:  %.*s\n", path,
+                line, wl > 300 ? 300 : wl, want + start, gl > 300 ? 300 : gl,
+                got + start);
+    free(want);
+    fail_msg("output differs from %s (MS_UPDATE_GOLDEN=1 rewrites it)", path);
+  }
+  free(want);
+}
+
+/* ------------------------------------------------------------------------
+ * The fixed snapshots
+ * ------------------------------------------------------------------------ */
+
+/* The Go vectors lack a histogram: rebuild it from the ring, which holds
+ * every pause while NumGC <= 256, so it is exact for these vectors. */
+static void hist_from_ring(ms_snapshot_t *s) {
+  memset(&s->pause_hist, 0, sizeof s->pause_hist);
+  uint32_t n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t ns = s->pause_ns[(s->num_gc - 1 - i) % MS_PAUSE_RING];
+    s->pause_hist.counts[ms_pause_hist_bucket((int64_t)ns)]++;
+  }
+  ms__set_quality(s, MS_F_PAUSE_HIST,
+                  s->num_gc <= MS_PAUSE_RING ? MS_Q_EXACT : MS_Q_ESTIMATED,
+                  0);
+}
+
+static void set_class(ms_snapshot_t *s, uint32_t i, uint64_t size,
+                      uint64_t mallocs, uint64_t frees) {
+  s->by_size[i] = (ms_size_class_t){size, mallocs, frees};
+  if (s->nsize_classes <= i)
+    s->nsize_classes = i + 1;
+}
+
+/* A C program on glibc with the tracking preload: objects exact from
+ * "tracked", heap from "glibc" with HeapReleased estimated, no stacks or
+ * collector metadata known, so inuse (and with it data and idle) is
+ * unavailable; no collector. */
+static void make_glibc(ms_snapshot_t *s) {
+  memset(s, 0, sizeof *s);
+  s->struct_size = sizeof *s;
+  s->lib_version = 0x000100;
+  s->pid = 31337;
+  s->start_time = 987654;
+  snprintf(s->comm, sizeof s->comm, "db-worker");
+  s->seq = 42;
+  s->time_unix_ns = 1795312200000000000ull;
+  s->age_ns = 37500000;
+  s->nproviders = 2;
+  snprintf(s->providers[0], MS_NAME_MAX, "tracked");
+  snprintf(s->providers[1], MS_NAME_MAX, "glibc");
+  for (int f = 0; f < MS_F__COUNT; f++)
+    ms__set_quality(s, (ms_field_t)f, MS_Q_UNAVAILABLE, -1);
+
+  s->alloc = s->heap_alloc = 734003200;       /* 700 MiB */
+  s->total_alloc = 53687091200ull;             /* 50 GiB */
+  s->mallocs = 912345678;
+  s->frees = 910000000;
+  s->heap_objects = s->mallocs - s->frees;
+  static const ms_field_t tracked[] = {MS_F_ALLOC, MS_F_TOTAL_ALLOC,
+                                       MS_F_MALLOCS, MS_F_FREES,
+                                       MS_F_HEAP_ALLOC, MS_F_HEAP_OBJECTS,
+                                       MS_F_BY_SIZE};
+  for (size_t i = 0; i < sizeof tracked / sizeof tracked[0]; i++)
+    ms__set_quality(s, tracked[i], MS_Q_EXACT, 0);
+
+  s->heap_inuse = 880803840;   /* 840 MiB */
+  s->heap_idle = 262144000;    /* 250 MiB */
+  s->heap_released = 104857600; /* 100 MiB, estimated by mincore */
+  s->heap_sys = s->heap_inuse + s->heap_idle;
+  s->mspan_sys = s->mspan_inuse = 4194304;
+  s->sys = s->heap_sys + s->mspan_sys;
+  static const ms_field_t glibc[] = {MS_F_SYS, MS_F_HEAP_SYS, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_INUSE, MS_F_MSPAN_SYS,
+                                     MS_F_MSPAN_INUSE};
+  for (size_t i = 0; i < sizeof glibc / sizeof glibc[0]; i++)
+    ms__set_quality(s, glibc[i], MS_Q_EXACT, 1);
+  ms__set_quality(s, MS_F_HEAP_RELEASED, MS_Q_ESTIMATED, 1);
+
+  /* The library's own figures (its profiler table), no provider index. */
+  s->buck_hash_sys = 1572864;
+  ms__set_quality(s, MS_F_BUCK_HASH_SYS, MS_Q_EXACT, -1);
+  s->enable_gc = 0;
+  ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_EXACT, -1);
+  s->kernel_rss = 943718400;
+  s->kernel_vsz = 3221225472ull;
+  ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
+
+  set_class(s, 0, 16, 500000000, 499000000);  /* 1000000 live, 15.3 MiB */
+  set_class(s, 1, 32, 200000000, 199500000);  /* 500000 live, 15.3 MiB */
+  set_class(s, 2, 48, 100, 100);              /* none live */
+  set_class(s, 3, 4096, 150000, 0);           /* 585.9 MiB */
+  set_class(s, 4, 65536, 1678, 0);            /* 104.9 MiB */
+  set_class(s, 5, 1048576, 0, 0);
+}
+
+/* A runtime with a collector (Boehm-like) reporting through the API: every
+ * Sys class known, but Sys itself one page off their sum, so the report
+ * warns; pauses estimated; a process name that needs escaping. */
+static void make_gc(ms_snapshot_t *s) {
+  memset(s, 0, sizeof *s);
+  s->struct_size = sizeof *s;
+  s->lib_version = 0x000100;
+  s->pid = 7;
+  s->start_time = 12;
+  snprintf(s->comm, sizeof s->comm, "vm \"lisp\"\\\t1");
+  s->seq = 3;
+  s->time_unix_ns = 1795312300000000000ull;
+  s->age_ns = 0;
+  s->nproviders = 1;
+  snprintf(s->providers[0], MS_NAME_MAX, "boehm");
+  for (int f = 0; f < MS_F__COUNT; f++)
+    ms__set_quality(s, (ms_field_t)f, MS_Q_EXACT, 0);
+  s->heap_alloc = s->alloc = 50331648;   /* 48 MiB */
+  s->heap_inuse = 67108864;              /* 64 MiB */
+  s->heap_idle = 16777216;               /* 16 MiB */
+  s->heap_released = 8388608;            /* 8 MiB */
+  s->heap_sys = s->heap_inuse + s->heap_idle;
+  s->stack_sys = 1048576;
+  s->stack_inuse = 524288;
+  s->gc_sys = 2097152;
+  s->other_sys = 65536;
+  s->sys = s->heap_sys + s->stack_sys + s->gc_sys + s->other_sys + 4096;
+  s->total_alloc = 1073741824;
+  s->mallocs = 1000;
+  s->frees = 400;
+  s->heap_objects = 600;
+  s->next_gc = 100663296;
+  s->num_gc = 300; /* more than the ring holds */
+  s->num_forced_gc = 2;
+  s->last_gc = s->time_unix_ns - 1500000000ull;
+  s->enable_gc = 1;
+  s->gc_cpu_fraction = 0.0123;
+  ms__set_quality(s, MS_F_GC_CPU_FRACTION, MS_Q_ESTIMATED, 0);
+  for (uint32_t i = 0; i < s->num_gc; i++) {
+    uint64_t d = 100000 + (uint64_t)(i % 10) * 50000; /* 100..550 us */
+    s->pause_ns[i % MS_PAUSE_RING] = d;
+    s->pause_end[i % MS_PAUSE_RING] = s->last_gc - (s->num_gc - 1 - i) * 1000;
+    s->pause_total_ns += d;
+    s->pause_hist.counts[ms_pause_hist_bucket((int64_t)d)]++;
+  }
+  s->pause_hist.counts[ms_pause_hist_bucket(40000000)]++; /* one 40 ms */
+  s->pause_total_ns += 40000000;
+  ms__set_quality(s, MS_F_BY_SIZE, MS_Q_ESTIMATED, 0);
+  set_class(s, 0, 8, 10, 2);
+  set_class(s, 1, 16, 700, 300);
+  ms__set_quality(s, MS_F_KERNEL_LAZYFREE, MS_Q_EXACT, 0);
+  ms__set_quality(s, MS_F_KERNEL_ANON_HUGE, MS_Q_UNAVAILABLE, -1);
+  ms__set_quality(s, MS_F_KERNEL_SWAP, MS_Q_ESTIMATED, 0);
+  s->kernel_rss = 90000000;
+  s->kernel_vsz = 400000000;
+  s->kernel_lazyfree = 4096;
+  s->kernel_swap = 0;
+  ms__set_quality(s, MS_F_LOOKUPS, MS_Q_UNAVAILABLE, -1);
+  ms__set_quality(s, MS_F_MCACHE_SYS, MS_Q_EXACT, 0);
+}
+
+typedef struct fixture_s {
+  char name[64];
+  ms_snapshot_t *snap;
+} fixture_t;
+
+#define MAX_FIXTURES 16
+
+static size_t load_fixtures(fixture_t *fx) {
+  size_t n = 0;
+  glob_t g;
+  size_t nv = govec_list(&g);
+  assert_true(nv >= 6);
+  for (size_t i = 0; i < nv && n < MAX_FIXTURES - 2; i++, n++) {
+    fx[n].snap = malloc(sizeof *fx[n].snap);
+    assert_non_null(fx[n].snap);
+    govec_t v;
+    char err[GOVEC_ERR_MAX];
+    if (govec_load(g.gl_pathv[i], fx[n].snap, &v, err, sizeof err) != 0)
+      fail_msg("%s", err);
+    hist_from_ring(fx[n].snap);
+    const char *base = strrchr(g.gl_pathv[i], '/');
+    snprintf(fx[n].name, sizeof fx[n].name, "go_%s", base ? base + 1 : "x");
+    char *dot = strrchr(fx[n].name, '.');
+    if (dot)
+      *dot = '\0';
+    govec_free(&v);
+  }
+  globfree(&g);
+  fx[n].snap = malloc(sizeof *fx[n].snap);
+  assert_non_null(fx[n].snap);
+  make_glibc(fx[n].snap);
+  snprintf(fx[n].name, sizeof fx[n].name, "handmade_glibc");
+  n++;
+  fx[n].snap = malloc(sizeof *fx[n].snap);
+  assert_non_null(fx[n].snap);
+  make_gc(fx[n].snap);
+  snprintf(fx[n].name, sizeof fx[n].name, "handmade_gc");
+  n++;
+  return n;
+}
+
+static void free_fixtures(fixture_t *fx, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    free(fx[i].snap);
+}
+
+/* ------------------------------------------------------------------------
+ * Golden tests
+ * ------------------------------------------------------------------------ */
+
+static void test_golden_lines(void **state) {
+  (void)state;
+  fixture_t fx[MAX_FIXTURES];
+  size_t n = load_fixtures(fx);
+  ms_strbuf_t all = MS_STRBUF_INIT;
+  for (size_t i = 0; i < n; i++) {
+    ms_strbuf_printf(&all, "%s: ", fx[i].name);
+    assert_int_equal(ms__emit_line(&all, fx[i].snap), 0);
+    ms_strbuf_puts(&all, "\n");
+  }
+  check_golden("lines.txt", all.data, all.len);
+  ms_strbuf_free(&all);
+  free_fixtures(fx, n);
+}
+
+static void test_golden_reports(void **state) {
+  (void)state;
+  fixture_t fx[MAX_FIXTURES];
+  size_t n = load_fixtures(fx);
+  for (size_t i = 0; i < n; i++) {
+    ms_strbuf_t out = MS_STRBUF_INIT;
+    assert_int_equal(ms__emit_report(&out, fx[i].snap), 0);
+    char name[96];
+    snprintf(name, sizeof name, "%.60s.report.txt", fx[i].name);
+    check_golden(name, out.data, out.len);
+    ms_strbuf_free(&out);
+  }
+  free_fixtures(fx, n);
+}
+
+static void test_golden_json(void **state) {
+  (void)state;
+  fixture_t fx[MAX_FIXTURES];
+  size_t n = load_fixtures(fx);
+  for (size_t i = 0; i < n; i++) {
+    ms_strbuf_t out = MS_STRBUF_INIT;
+    assert_int_equal(ms__emit_json(&out, fx[i].snap), 0);
+    ms_strbuf_puts(&out, "\n");
+    char name[96];
+    snprintf(name, sizeof name, "%.60s.json", fx[i].name);
+    check_golden(name, out.data, out.len);
+    ms_strbuf_free(&out);
+  }
+  free_fixtures(fx, n);
+}
+
+/* ------------------------------------------------------------------------
+ * What the report and the JSON say, checked on their own
+ * ------------------------------------------------------------------------ */
+
+static void test_json_parses_and_agrees(void **state) {
+  (void)state;
+  fixture_t fx[MAX_FIXTURES];
+  size_t n = load_fixtures(fx);
+  for (size_t i = 0; i < n; i++) {
+    const ms_snapshot_t *s = fx[i].snap;
+    ms_strbuf_t out = MS_STRBUF_INIT;
+    assert_int_equal(ms__emit_json(&out, s), 0);
+    assert_null(strchr(out.data, '\n'));
+    json_error_t je;
+    json_t *j = json_loads(out.data, 0, &je);
+    if (!j)
+      fail_msg("%s: not JSON: %s at %d", fx[i].name, je.text, je.position);
+    assert_int_equal(json_integer_value(json_object_get(j, "pid")), s->pid);
+    assert_string_equal(json_string_value(json_object_get(j, "comm")),
+                        s->comm);
+    assert_int_equal(json_array_size(json_object_get(j, "providers")),
+                     s->nproviders);
+    assert_int_equal(json_integer_value(json_object_get(j, "age_ms")),
+                     s->age_ns / 1000000);
+    /* memstats: exactly the available Go fields (PauseNs brings
+     * PauseEnd). */
+    json_t *ms = json_object_get(j, "memstats");
+    json_t *q = json_object_get(j, "quality");
+    assert_true(json_is_object(ms) && json_is_object(q));
+    assert_int_equal(json_object_size(q), MS_F__COUNT);
+    for (int f = 0; f < MS_F__COUNT; f++) {
+      const char *name = ms_field_name((ms_field_t)f);
+      const char *qs = json_string_value(json_object_get(q, name));
+      assert_non_null(qs);
+      assert_string_equal(qs, ms_quality_name((ms_quality_t)s->quality[f]));
+      if (!ms__fields[f].in_go)
+        assert_null(json_object_get(ms, name));
+      else if (s->quality[f] == MS_Q_UNAVAILABLE)
+        assert_null(json_object_get(ms, name));
+      else
+        assert_non_null(json_object_get(ms, name));
+    }
+    /* breakdown: ms_breakdown's figures, unavailable ones left out. */
+    ms_breakdown_t b;
+    ms_breakdown(s, &b);
+    json_t *bd = json_object_get(j, "breakdown");
+    const struct {
+      const char *k;
+      int64_t v;
+      ms_quality_t q;
+    } parts[] = {{"Ready", b.ready, b.q_ready},
+                 {"Prepared", b.prepared, b.q_prepared},
+                 {"Data", b.data, b.q_data},
+                 {"FragOverhead", b.frag_overhead, b.q_frag_overhead},
+                 {"Idle", b.idle, b.q_idle}};
+    for (size_t k = 0; k < 5; k++) {
+      json_t *v = json_object_get(bd, parts[k].k);
+      if (parts[k].q == MS_Q_UNAVAILABLE)
+        assert_null(v);
+      else
+        assert_int_equal(json_integer_value(v), parts[k].v);
+    }
+    json_t *kern = json_object_get(j, "kernel");
+    assert_true(json_is_object(kern));
+    if (s->quality[MS_F_KERNEL_RSS] != MS_Q_UNAVAILABLE)
+      assert_int_equal(json_integer_value(json_object_get(kern, "rss")),
+                       s->kernel_rss);
+    else
+      assert_null(json_object_get(kern, "rss"));
+    json_decref(j);
+    ms_strbuf_free(&out);
+  }
+  free_fixtures(fx, n);
+}
+
+static void test_report_marks(void **state) {
+  (void)state;
+  ms_snapshot_t *s = malloc(sizeof *s);
+  assert_non_null(s);
+  ms_strbuf_t out = MS_STRBUF_INIT;
+
+  make_glibc(s);
+  ms__emit_report(&out, s);
+  /* No collector; the estimate marked; the unknown shown as unknown. */
+  assert_non_null(strstr(out.data, "GC\n  no collector\n"));
+  assert_non_null(strstr(out.data, "Prepared=~100.0MiB)"));
+  /* Ready+Prepared is Sys, exact even though its halves are estimates. */
+  assert_non_null(strstr(out.data, ": Ready+Prepared=1.1GiB (Ready=~994.0MiB"));
+  assert_non_null(strstr(out.data, "data:- + fragOverhead:"));
+  assert_null(strstr(out.data, "warning"));
+  /* The report ends with a newline and has no trailing blanks. */
+  assert_int_equal(out.data[out.len - 1], '\n');
+  assert_null(strstr(out.data, " \n"));
+
+  ms_strbuf_reset(&out);
+  make_gc(s);
+  ms__emit_report(&out, s);
+  assert_non_null(strstr(out.data, "warning: Sys 87101440 != sum of the "
+                                   "classes 87097344 (4.0KiB more)"));
+  /* Control characters never reach the terminal. */
+  assert_null(strchr(out.data, '\t'));
+  assert_non_null(strstr(out.data, "7 vm \"lisp\"\\?1: "));
+  /* EnableGC unavailable counts as no collector too. */
+  ms_strbuf_reset(&out);
+  ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_UNAVAILABLE, -1);
+  ms__emit_report(&out, s);
+  assert_non_null(strstr(out.data, "no collector"));
+
+  assert_int_equal(ms__emit_report(NULL, s), MS_EINVAL);
+  assert_int_equal(ms__emit_report(&out, NULL), MS_EINVAL);
+  assert_int_equal(ms__emit_line(&out, NULL), MS_EINVAL);
+  assert_int_equal(ms__emit_json(&out, NULL), MS_EINVAL);
+  ms_strbuf_free(&out);
+  free(s);
+}
+
+/* ------------------------------------------------------------------------
+ * Figures
+ * ------------------------------------------------------------------------ */
+
+static void test_iec(void **state) {
+  (void)state;
+  static const struct {
+    int64_t v;
+    const char *want;
+  } cases[] = {
+      {0, "0.0B"},
+      {1, "1.0B"},
+      {512, "512.0B"},
+      {1023, "1023.0B"},
+      {1024, "1.0KiB"},
+      {1536, "1.5KiB"},
+      {1280, "1.2KiB"}, /* 1.25: half to even, as printf's %.1f */
+      {1331, "1.3KiB"},
+      {1047552, "1023.0KiB"},
+      {1048524, "1023.9KiB"},
+      {1048575, "1.0MiB"},       /* 1 MiB - 1 rounds up into the next unit */
+      {1073741823, "1.0GiB"},    /* 1 GiB - 1 */
+      {1073741824, "1.0GiB"},
+      {1288490189, "1.2GiB"},
+      {641728512, "612.0MiB"},
+      {1099511627776, "1.0TiB"},
+      {INT64_MAX, "8.0EiB"},
+      {-1, "-1.0B"},
+      {-1536, "-1.5KiB"},
+      {-1073741823, "-1.0GiB"},
+      {INT64_MIN, "-8.0EiB"},
+  };
+  char buf[32];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ms__fmt_iec(buf, sizeof buf, cases[i].v);
+    if (strcmp(buf, cases[i].want) != 0)
+      fail_msg("%lld: want %s, got %s", (long long)cases[i].v, cases[i].want,
+               buf);
+  }
+  /* A short buffer is truncated, terminated, never overrun. */
+  char tiny[6] = "zzzzz";
+  ms__fmt_iec(tiny, 4, 1536);
+  assert_string_equal(tiny, "1.5");
+  assert_int_equal(tiny[4], 'z');
+
+  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_EXACT),
+                      "1.5KiB");
+  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_ESTIMATED),
+                      "~1.5KiB");
+  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_UNAVAILABLE),
+                      "-");
+  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, -1, MS_Q_ESTIMATED),
+                      "~-1.0B");
+  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1, (ms_quality_t)9),
+                      "-");
+}
+
+static void test_duration(void **state) {
+  (void)state;
+  static const struct {
+    int64_t v;
+    const char *want;
+  } cases[] = {
+      {0, "0ns"},
+      {999, "999ns"},
+      {1000, "1.0us"},
+      {1500, "1.5us"},
+      {999949, "999.9us"},
+      {999960, "1.0ms"},
+      {1030618, "1.0ms"},
+      {12345678, "12.3ms"},
+      {2500000000, "2.5s"},
+      {59940000000, "59.9s"},
+      {59960000000, "1m00s"},
+      {185000000000, "3m05s"},
+      {7620000000000, "2h07m"},
+      {356400000000000, "4d03h"},
+      {-1500, "-1.5us"},
+      {INT64_MAX, "106751d23h"},
+  };
+  char buf[32];
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ms__fmt_duration(buf, sizeof buf, cases[i].v);
+    if (strcmp(buf, cases[i].want) != 0)
+      fail_msg("%lld ns: want %s, got %s", (long long)cases[i].v,
+               cases[i].want, buf);
+  }
+}
+
+static void test_fmt_field(void **state) {
+  (void)state;
+  ms_snapshot_t *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  char buf[64];
+  s->heap_alloc = 1536;
+  s->mallocs = 12345;
+  s->gc_cpu_fraction = 0.08006426932027814;
+  s->enable_gc = 1;
+  s->pause_total_ns = 1030618;
+  s->time_unix_ns = 10000000000;
+  s->last_gc = 8500000000;
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC), "-");
+  for (int f = 0; f < MS_F__COUNT; f++)
+    ms__set_quality(s, (ms_field_t)f, MS_Q_EXACT, 0);
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC),
+                      "1.5KiB");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS),
+                      "12345");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_GC_CPU_FRACTION),
+                      "8.01%");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_ENABLE_GC),
+                      "yes");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_DEBUG_GC), "no");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_PAUSE_TOTAL_NS),
+                      "1.0ms");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC),
+                      "1.5s ago");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_BY_SIZE), "");
+  s->last_gc = 0;
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC),
+                      "never");
+  ms__set_quality(s, MS_F_MALLOCS, MS_Q_ESTIMATED, 0);
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS),
+                      "~12345");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F__COUNT), "");
+  free(s);
+}
+
+/* ------------------------------------------------------------------------
+ * JSON strings
+ * ------------------------------------------------------------------------ */
+
+static void test_json_escaping(void **state) {
+  (void)state;
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  const char raw[] = "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/\xc3\xa9\xff\xe2\x82";
+  assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
+  assert_string_equal(out.data,
+                      "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\x7f/"
+                      "\xc3\xa9\\ufffd\\ufffd\\ufffd\"");
+  json_t *j = json_loads(out.data, JSON_DECODE_ANY, NULL);
+  assert_non_null(j);
+  assert_string_equal(json_string_value(j), "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/"
+                                            "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"
+                                            "\xef\xbf\xbd");
+  json_decref(j);
+
+  /* Overlong forms and surrogates are invalid UTF-8 too; a valid
+   * four-byte sequence passes. */
+  ms_strbuf_reset(&out);
+  const char odd[] = "\xc0\xaf\xed\xa0\x80\xf0\x9f\x98\x80";
+  ms__json_string(&out, odd, sizeof odd - 1);
+  assert_string_equal(out.data, "\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
+                                "\xf0\x9f\x98\x80\"");
+  ms_strbuf_reset(&out);
+  ms__json_string(&out, "", 0);
+  assert_string_equal(out.data, "\"\"");
+
+  /* A comm that fills the whole array, without a NUL, stops at its end. */
+  ms_snapshot_t *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  memset(s->comm, 'x', sizeof s->comm);
+  s->comm[0] = '"';
+  ms_strbuf_reset(&out);
+  assert_int_equal(ms__emit_json(&out, s), 0);
+  j = json_loads(out.data, 0, NULL);
+  assert_non_null(j);
+  assert_int_equal(strlen(json_string_value(json_object_get(j, "comm"))),
+                   MS_NAME_MAX);
+  json_decref(j);
+  free(s);
+  ms_strbuf_free(&out);
+}
+
+/* ------------------------------------------------------------------------
+ * The field table and the small public functions
+ * ------------------------------------------------------------------------ */
+
+static void test_field_table(void **state) {
+  (void)state;
+  static const char *const go[] = {
+      "Alloc",       "TotalAlloc",   "Sys",          "Lookups",
+      "Mallocs",     "Frees",        "HeapAlloc",    "HeapSys",
+      "HeapIdle",    "HeapInuse",    "HeapReleased", "HeapObjects",
+      "StackInuse",  "StackSys",     "MSpanInuse",   "MSpanSys",
+      "MCacheInuse", "MCacheSys",    "BuckHashSys",  "GCSys",
+      "OtherSys",    "NextGC",       "LastGC",       "PauseTotalNs",
+      "PauseNs",     "NumGC",        "NumForcedGC",  "GCCPUFraction",
+      "EnableGC",    "DebugGC",      "BySize"};
+  size_t ngo = sizeof go / sizeof go[0];
+  for (int f = 0; f < MS_F__COUNT; f++) {
+    const ms__field_info_t *fi = &ms__fields[f];
+    assert_int_equal(fi->id, f);
+    assert_non_null(fi->go_name);
+    assert_non_null(fi->help);
+    assert_ptr_equal(ms_field_name((ms_field_t)f), fi->go_name);
+    assert_int_equal(ms__field_by_go_name(fi->go_name), f);
+    /* Go's fields first, in Go's order; ours after. */
+    if ((size_t)f < ngo) {
+      assert_string_equal(fi->go_name, go[f]);
+      assert_true(fi->in_go);
+    } else {
+      assert_false(fi->in_go);
+    }
+    /* Scalars have a type, compounds a unit saying so. */
+    assert_true((fi->ctype == MS__CT_NONE) == (fi->unit == MS__UNIT_ARRAY));
+    assert_true(fi->offset < sizeof(ms_snapshot_t));
+    if (fi->prom_name) {
+      assert_true(strncmp(fi->prom_name, "memstats_", 9) == 0);
+      for (int g = 0; g < f; g++)
+        if (ms__fields[g].prom_name)
+          assert_true(strcmp(ms__fields[g].prom_name, fi->prom_name) != 0);
+      /* Prometheus conventions: bytes end in _bytes (or _bytes_total),
+       * durations and times are in seconds. */
+      size_t l = strlen(fi->prom_name);
+      if (fi->unit == MS__UNIT_BYTES)
+        assert_true(strstr(fi->prom_name, "_bytes") != NULL);
+      if (fi->unit == MS__UNIT_NS || fi->unit == MS__UNIT_UNIX_NS)
+        assert_true(strstr(fi->prom_name, "_seconds") != NULL);
+      assert_true(l > 9);
+    }
+  }
+  assert_string_equal(ms__fields[MS_F_HEAP_ALLOC].prom_name,
+                      "memstats_heap_alloc_bytes");
+  assert_string_equal(ms__fields[MS_F_MALLOCS].prom_name,
+                      "memstats_mallocs_total");
+  assert_string_equal(ms__fields[MS_F_PAUSE_HIST].prom_name,
+                      "memstats_gc_pause_seconds");
+  assert_null(ms_field_name(MS_F__COUNT));
+  assert_null(ms_field_name((ms_field_t)-1));
+  assert_int_equal(ms__field_by_go_name("NoSuchField"), -1);
+  assert_int_equal(ms__field_by_go_name(NULL), -1);
+
+  /* Accessors read and write the right member at the right width. */
+  ms_snapshot_t *s = calloc(1, sizeof *s);
+  assert_non_null(s);
+  ms__field_set_u64(s, MS_F_HEAP_RELEASED, 77);
+  assert_int_equal(s->heap_released, 77);
+  ms__field_set_u64(s, MS_F_NUM_GC, UINT64_MAX); /* saturates */
+  assert_int_equal(s->num_gc, UINT32_MAX);
+  assert_int_equal(s->num_forced_gc, 0);
+  ms__field_set_u64(s, MS_F_ENABLE_GC, 1);
+  assert_int_equal(s->enable_gc, 1);
+  ms__field_set_double(s, MS_F_GC_CPU_FRACTION, 0.25);
+  assert_true(s->gc_cpu_fraction == 0.25);
+  assert_true(ms__field_double(s, MS_F_GC_CPU_FRACTION) == 0.25);
+  assert_int_equal(ms__field_u64(s, MS_F_NUM_GC), UINT32_MAX);
+  ms__field_set_double(s, MS_F_KERNEL_RSS, 4096.4);
+  assert_int_equal(s->kernel_rss, 4096);
+  ms__field_set_u64(s, MS_F_BY_SIZE, 5); /* compound: no-op */
+  assert_int_equal(s->nsize_classes, 0);
+  assert_int_equal(ms__field_u64(s, MS_F_BY_SIZE), 0);
+  free(s);
+
+  assert_string_equal(ms_quality_name(MS_Q_EXACT), "exact");
+  assert_string_equal(ms_quality_name(MS_Q_ESTIMATED), "estimated");
+  assert_string_equal(ms_quality_name(MS_Q_UNAVAILABLE), "unavailable");
+  assert_string_equal(ms_quality_name((ms_quality_t)42), "unavailable");
+}
+
+static void test_strerror(void **state) {
+  (void)state;
+  static const int codes[] = {
+      MS_EINVAL,   MS_ENOMEM,       MS_ENOENT, MS_EACCES,  MS_EAGAIN,
+      MS_ENOSYS,   MS_EPROTO,       MS_ETIMEDOUT, MS_ECONNREFUSED,
+      MS_ESRCH,    MS_EEXIST,       MS_ENOSPC, MS_EVERSION, MS_EUNSAFE,
+      MS_ESTALE,   MS_EREFUSED};
+  for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+    const char *m = ms_strerror(codes[i]);
+    assert_non_null(m);
+    assert_true(strlen(m) > 5);
+    /* Each code has its own words. */
+    for (size_t k = 0; k < i; k++)
+      assert_true(strcmp(m, ms_strerror(codes[k])) != 0);
+  }
+  assert_string_equal(ms_strerror(0), "success");
+  assert_non_null(strstr(ms_strerror(MS_EUNSAFE), "socket directory"));
+  /* Other errno values, negated or not, get the system's words. */
+  assert_string_equal(ms_strerror(-EPIPE), ms_strerror(EPIPE));
+  assert_true(strlen(ms_strerror(-EPIPE)) > 0);
+  /* Never NULL, whatever the value. */
+  for (int e = -2000; e <= 2000; e++)
+    assert_non_null(ms_strerror(e));
+  assert_non_null(ms_strerror(INT32_MIN));
+  assert_non_null(ms_strerror(INT32_MAX));
+  assert_string_equal(ms_version_string(), MS_VERSION_STRING);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_golden_lines),
+      cmocka_unit_test(test_golden_reports),
+      cmocka_unit_test(test_golden_json),
+      cmocka_unit_test(test_json_parses_and_agrees),
+      cmocka_unit_test(test_report_marks),
+      cmocka_unit_test(test_iec),
+      cmocka_unit_test(test_duration),
+      cmocka_unit_test(test_fmt_field),
+      cmocka_unit_test(test_json_escaping),
+      cmocka_unit_test(test_field_table),
+      cmocka_unit_test(test_strerror),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
