@@ -1,0 +1,558 @@
+/*
+ * test_preload.c - libmemstats-preload.so in real processes.
+ *
+ * Runs the pl_* target programs (tests/progs/) and real programs (python3,
+ * sqlite3, git, sort) under LD_PRELOAD with MEMSTATS_AGENT=0, so no socket
+ * is needed. The pl_* programs print their own snapshot deltas
+ * (tests/progs/pl_snap.h); real programs are read through the preload's
+ * MEMSTATS_EXIT_REPORT line. The expected counts below are the pattern's,
+ * written down independently of the programs.
+ *
+ * Under a sanitizer build the preload in $BUILD is instrumented and cannot
+ * be injected into an uninstrumented program, so the plain one that
+ * tests/progs/progs.mk builds in $BUILD/plain is used instead (this test
+ * itself still runs instrumented).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define MISSING LLONG_MIN
+
+/* Short enough that every path built from them fits in PATH_MAX. */
+static char build_dir[1024];
+static char preload_path[1200];
+static char tmp_dir[64];
+
+/* ---- helpers ---------------------------------------------------------------*/
+
+/* $BUILD is the parent of the directory this test binary is in. */
+static void find_build_dir(void) {
+  char exe[sizeof build_dir];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  assert_true(n > 0);
+  exe[n] = '\0';
+  char *slash = strrchr(exe, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  slash = strrchr(exe, '/');
+  assert_non_null(slash);
+  *slash = '\0';
+  snprintf(build_dir, sizeof build_dir, "%s", exe);
+  struct stat st;
+  snprintf(preload_path, sizeof preload_path, "%s/plain/libmemstats-preload.so",
+           build_dir);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  if (stat(preload_path, &st) == 0)
+    return;
+#endif
+  snprintf(preload_path, sizeof preload_path, "%s/libmemstats-preload.so",
+           build_dir);
+  if (stat(preload_path, &st) != 0)
+    fail_msg("%s is missing: build it with `make` first", preload_path);
+}
+
+static int have_program(const char *name) {
+  const char *path = getenv("PATH");
+  if (!path)
+    return 0;
+  char buf[PATH_MAX];
+  const char *p = path;
+  while (*p) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, name);
+    if (access(buf, X_OK) == 0)
+      return 1;
+    if (!colon)
+      break;
+    p = colon + 1;
+  }
+  return 0;
+}
+
+typedef struct run_s {
+  const char *preload;   /* LD_PRELOAD value, or NULL for a bare run */
+  const char *out;       /* stdout goes here */
+  const char *report;    /* MEMSTATS_EXIT_REPORT, or NULL */
+  const char *cwd;       /* or NULL */
+  const char *env[8];    /* extra NAME=VALUE, NULL-terminated */
+} run_t;
+
+/* Runs argv[0] (searched in PATH) as described by *r; returns the wait
+ * status. stderr is inherited so a failure explains itself in the log. */
+static int run(const run_t *r, const char *const argv[]) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (r->preload) {
+      setenv("LD_PRELOAD", r->preload, 1);
+      setenv("MEMSTATS_AGENT", "0", 1);
+    } else {
+      unsetenv("LD_PRELOAD");
+    }
+    unsetenv("MEMSTATS_EXIT_REPORT");
+    if (r->report)
+      setenv("MEMSTATS_EXIT_REPORT", r->report, 1);
+    for (int i = 0; r->env[i]; i++)
+      putenv((char *)r->env[i]);
+    if (r->cwd && chdir(r->cwd) != 0)
+      _exit(126);
+    int in = open("/dev/null", O_RDONLY);
+    int out = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0)
+      _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return st;
+}
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap + 1);
+  assert_non_null(buf);
+  size_t got;
+  while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+    n += got;
+    if (n == cap) {
+      cap *= 2;
+      buf = realloc(buf, cap + 1);
+      assert_non_null(buf);
+    }
+  }
+  fclose(f);
+  buf[n] = '\0';
+  if (len)
+    *len = n;
+  return buf;
+}
+
+/* The value of the line "key=<number>" in text, or MISSING. */
+static long long kv(const char *text, const char *key) {
+  size_t klen = strlen(key);
+  for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p) {
+    if (strncmp(p, key, klen) == 0 && p[klen] == '=')
+      return strtoll(p + klen + 1, NULL, 10);
+  }
+  return MISSING;
+}
+
+#define assert_kv(text, key, want)                                          \
+  do {                                                                      \
+    long long got_ = kv((text), (key));                                     \
+    if (got_ != (long long)(want))                                          \
+      fail_msg("%s = %lld, expected %lld", (key), got_, (long long)(want)); \
+  } while (0)
+
+static void path_in_tmp(char *buf, size_t size, const char *name) {
+  snprintf(buf, size, "%s/%s", tmp_dir, name);
+}
+
+/* Runs a pl_* program under the preload (LD_PRELOAD = preload, or the
+ * preload then extra) and returns its output. */
+static char *run_prog(const char *prog, const char *extra_preload) {
+  char exe[PATH_MAX], out[PATH_MAX], pre[2 * PATH_MAX];
+  snprintf(exe, sizeof exe, "%s/progs/%s", build_dir, prog);
+  path_in_tmp(out, sizeof out, prog);
+  snprintf(pre, sizeof pre, "%s%s%s", preload_path, extra_preload ? ":" : "",
+           extra_preload ? extra_preload : "");
+  run_t r = {.preload = pre, .out = out};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  char *text = read_file(out, NULL);
+  assert_non_null(text);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("%s under the preload: wait status %d, output:\n%s", prog, st,
+             text);
+  assert_kv(text, "preload", 1);
+  return text;
+}
+
+/* ---- fixtures --------------------------------------------------------------*/
+
+static int setup(void **state) {
+  (void)state;
+  find_build_dir();
+  snprintf(tmp_dir, sizeof tmp_dir, "/tmp/test_preload.XXXXXX");
+  if (!mkdtemp(tmp_dir))
+    return -1;
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  run_t r = {.out = "/dev/null"};
+  const char *argv[] = {"rm", "-rf", tmp_dir, NULL};
+  run(&r, argv);
+  return 0;
+}
+
+/* ---- the known pattern -------------------------------------------------------
+ * pl_pattern.c: 100 mallocs, 10 callocs, realloc(NULL) + a growing realloc,
+ * a malloc then realloc(p, 0), posix_memalign, aligned_alloc, memalign,
+ * valloc, pvalloc, reallocarray, strdup, and 2 mallocs + 1 free in a signal
+ * handler: 122 allocations; 40 frees + the growing realloc's + realloc(p,
+ * 0)'s + the handler's: 43 frees; 79 blocks live. */
+#define PATTERN_MALLOCS 122
+#define PATTERN_FREES 43
+
+static void check_pattern(const char *text, int has_pvalloc) {
+  long long extra = kv(text, "realloc0_null") == 0; /* realloc(p,0) moved */
+  long long mallocs = PATTERN_MALLOCS - !has_pvalloc + extra;
+  long long frees = PATTERN_FREES;
+  assert_kv(text, "pattern.mallocs", mallocs);
+  assert_kv(text, "pattern.frees", frees);
+  assert_kv(text, "pattern.heap_objects", mallocs - frees);
+  assert_kv(text, "live", mallocs - frees);
+  /* HeapAlloc is exact: the sum of the live blocks' usable sizes. */
+  long long usable = kv(text, "live_usable");
+  assert_true(usable > 0);
+  assert_kv(text, "pattern.heap_alloc", usable);
+  assert_true(kv(text, "pattern.total_alloc") >= usable);
+  assert_kv(text, "all.mallocs", mallocs);
+  assert_kv(text, "all.frees", mallocs);
+  assert_kv(text, "all.heap_objects", 0);
+  assert_kv(text, "all.heap_alloc", 0);
+}
+
+static void test_pattern_glibc(void **state) {
+  (void)state;
+  char *text = run_prog("pl_pattern", NULL);
+  assert_kv(text, "realloc0_null", 1); /* glibc frees on realloc(p, 0) */
+  check_pattern(text, 1);
+  free(text);
+}
+
+/* Linked with -ljemalloc (no pvalloc there). */
+static void test_pattern_jemalloc_linked(void **state) {
+  (void)state;
+  char *text = run_prog("pl_pattern_je", NULL);
+  check_pattern(text, 0);
+  free(text);
+}
+
+/* jemalloc preloaded after us: the next malloc is jemalloc's, and glibc's
+ * pvalloc (jemalloc has none) must not be used for its blocks. */
+static void test_pattern_jemalloc_preloaded(void **state) {
+  (void)state;
+  char *text = run_prog("pl_pattern", "libjemalloc.so.2");
+  check_pattern(text, 1);
+  free(text);
+}
+
+/* The same binary runs bare (the programs must not need the preload). */
+static void test_pattern_bare(void **state) {
+  (void)state;
+  char exe[PATH_MAX], out[PATH_MAX];
+  snprintf(exe, sizeof exe, "%s/progs/pl_pattern", build_dir);
+  path_in_tmp(out, sizeof out, "pl_pattern.bare");
+  run_t r = {.out = out};
+  const char *argv[] = {exe, NULL};
+  assert_int_equal(run(&r, argv), 0);
+  char *text = read_file(out, NULL);
+  assert_non_null(text);
+  assert_kv(text, "preload", 0);
+  assert_kv(text, "live", PATTERN_MALLOCS - PATTERN_FREES);
+  assert_kv(text, "pattern.mallocs", 0);
+  free(text);
+}
+
+/* ---- C++ ---------------------------------------------------------------------
+ * pl_cxx.cc: 15 news held (12 explicit operator calls, 3 expressions), then
+ * 15 matching deletes; 2 failing throwing news (each throws a bad_alloc,
+ * whose exception object __cxa_allocate_exception mallocs and frees) and 2
+ * failing nothrow news, then one pair: 3 mallocs, 3 frees. */
+static void check_cxx(const char *text) {
+  assert_kv(text, "held", 15);
+  assert_kv(text, "held.mallocs", 15);
+  assert_kv(text, "held.frees", 0);
+  assert_kv(text, "held.heap_objects", 15);
+  long long usable = kv(text, "held_usable");
+  assert_true(usable >= 15 * 24);
+  assert_kv(text, "held.heap_alloc", usable);
+  assert_kv(text, "freed.mallocs", 15);
+  assert_kv(text, "freed.frees", 15);
+  assert_kv(text, "freed.heap_objects", 0);
+  assert_kv(text, "freed.heap_alloc", 0);
+  assert_kv(text, "bad_alloc_caught", 2);
+  assert_kv(text, "nothrow_nulls", 2);
+  assert_kv(text, "bad_alloc.mallocs", 3);
+  assert_kv(text, "bad_alloc.frees", 3);
+  assert_kv(text, "bad_alloc.heap_objects", 0);
+  assert_kv(text, "bad_alloc.heap_alloc", 0);
+  long long m = kv(text, "containers.mallocs");
+  assert_true(m >= 4000); /* 2 x 2000 strings, at least */
+  assert_kv(text, "containers.frees", m);
+  assert_kv(text, "containers.heap_objects", 0);
+  assert_kv(text, "containers.heap_alloc", 0);
+}
+
+static void test_cxx_glibc(void **state) {
+  (void)state;
+  char *text = run_prog("pl_cxx", NULL);
+  check_cxx(text);
+  free(text);
+}
+
+static void test_cxx_jemalloc(void **state) {
+  (void)state;
+  char *text = run_prog("pl_cxx_je", NULL);
+  check_cxx(text);
+  free(text);
+}
+
+/* ---- threads, fork, exec -----------------------------------------------------*/
+
+static void test_threads_fork_exec(void **state) {
+  (void)state;
+  char *text = run_prog("pl_threads_fork", NULL);
+  /* 4 threads x (1000 handed-off blocks + 1 freed by a key destructor). */
+  assert_kv(text, "threads.mallocs", 4004);
+  assert_kv(text, "threads.frees", 4004);
+  assert_kv(text, "threads.heap_objects", 0);
+  assert_kv(text, "threads.heap_alloc", 0);
+  /* The child starts from the parent's totals at fork... */
+  assert_kv(text, "fork.at_fork.mallocs", 0);
+  assert_kv(text, "fork.at_fork.frees", 0);
+  assert_kv(text, "fork.at_fork.heap_objects", 0);
+  assert_kv(text, "fork.at_fork.heap_alloc", 0);
+  /* ...and adds its own. */
+  assert_kv(text, "fork.child.mallocs", 500);
+  assert_kv(text, "fork.child.frees", 0);
+  assert_kv(text, "fork.child.heap_objects", 500);
+  assert_true(kv(text, "fork.child.heap_alloc") >= 500 * 8);
+  assert_kv(text, "fork.status", 0);
+  /* An exec'd child is under the preload too. */
+  assert_kv(text, "exec.preload", 1);
+  assert_kv(text, "exec.mallocs_positive", 1);
+  assert_kv(text, "exec.child.mallocs", 500);
+  assert_kv(text, "exec.child.heap_objects", 500);
+  assert_kv(text, "exec.status", 0);
+  free(text);
+}
+
+/* ---- real programs -----------------------------------------------------------
+ * Each runs bare and preloaded; the outputs must be byte-identical and every
+ * exit report line (one per process: shells and children included) sane. */
+
+static void check_reports(const char *report, int min_lines) {
+  char *text = read_file(report, NULL);
+  if (!text)
+    fail_msg("no exit report in %s", report);
+  int lines = 0;
+  for (char *line = text; *line;) {
+    char *nl = strchr(line, '\n');
+    assert_non_null(nl);
+    *nl = '\0';
+    long long m = -1, f = -1, o = -1, ha = -1, ta = -1, tr = -1;
+    const char *p;
+    if ((p = strstr(line, " mallocs=")))
+      m = strtoll(p + 9, NULL, 10);
+    if ((p = strstr(line, " frees=")))
+      f = strtoll(p + 7, NULL, 10);
+    if ((p = strstr(line, " heap_objects=")))
+      o = strtoll(p + 14, NULL, 10);
+    if ((p = strstr(line, " heap_alloc=")))
+      ha = strtoll(p + 12, NULL, 10);
+    if ((p = strstr(line, " total_alloc=")))
+      ta = strtoll(p + 13, NULL, 10);
+    if ((p = strstr(line, " tracked=")))
+      tr = strtoll(p + 9, NULL, 10);
+    if (!(m > 0 && f >= 0 && f <= m && o == m - f && ha >= 0 && ha <= ta &&
+          tr == 1))
+      fail_msg("insane exit report: %s", line);
+    lines++;
+    line = nl + 1;
+  }
+  free(text);
+  if (lines < min_lines)
+    fail_msg("%d exit report lines in %s, expected at least %d", lines,
+             report, min_lines);
+}
+
+/* Runs argv bare and preloaded (in cwd_bare / cwd_pre if given) and checks
+ * identical output and sane reports. */
+static void compare_runs(const char *name, const char *const argv[],
+                         const char *cwd_bare, const char *cwd_pre,
+                         const char *env0, const char *env1) {
+  char out_bare[PATH_MAX], out_pre[PATH_MAX], report[PATH_MAX];
+  snprintf(out_bare, sizeof out_bare, "%s/%s.bare.out", tmp_dir, name);
+  snprintf(out_pre, sizeof out_pre, "%s/%s.pre.out", tmp_dir, name);
+  snprintf(report, sizeof report, "%s/%s.report", tmp_dir, name);
+  unlink(report);
+  run_t bare = {.out = out_bare, .cwd = cwd_bare, .env = {env0, env1, NULL}};
+  run_t pre = {.preload = preload_path, .out = out_pre, .report = report,
+               .cwd = cwd_pre, .env = {env0, env1, NULL}};
+  int st_bare = run(&bare, argv);
+  int st_pre = run(&pre, argv);
+  assert_int_equal(st_bare, 0);
+  assert_int_equal(st_pre, st_bare);
+  size_t n_bare = 0, n_pre = 0;
+  char *a = read_file(out_bare, &n_bare);
+  char *b = read_file(out_pre, &n_pre);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_true(n_bare > 0);
+  if (n_bare != n_pre || memcmp(a, b, n_bare) != 0)
+    fail_msg("%s: output differs under the preload (%zu vs %zu bytes; see "
+             "%s and %s)", name, n_bare, n_pre, out_bare, out_pre);
+  free(a);
+  free(b);
+  check_reports(report, 1);
+}
+
+static const char python_script[] =
+    "import json, hashlib, collections\n"
+    "d = {}\n"
+    "for i in range(200000):\n"
+    "    d['k%d' % i] = [i, str(i) * (i % 7), {'x': i}]\n"
+    "words = sorted(('w%05d' % ((i * 7919) % 100003)) for i in range(100000))\n"
+    "c = collections.Counter(w[-1] for w in words)\n"
+    "blob = json.dumps([d['k%d' % i] for i in range(0, 200000, 50)])\n"
+    "del d\n"
+    "print(len(words), sorted(c.items())[:3])\n"
+    "print(hashlib.sha256(blob.encode()).hexdigest())\n";
+
+static void test_real_python(void **state) {
+  (void)state;
+  if (!have_program("python3"))
+    skip();
+  char script[PATH_MAX];
+  path_in_tmp(script, sizeof script, "alloc.py");
+  FILE *f = fopen(script, "w");
+  assert_non_null(f);
+  fputs(python_script, f);
+  fclose(f);
+  const char *argv[] = {"python3", script, NULL};
+  compare_runs("python3", argv, NULL, NULL, "PYTHONHASHSEED=0", NULL);
+}
+
+static const char sqlite_script[] =
+    "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL, grp INT);\n"
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
+    "WHERE x < 50000)\n"
+    "INSERT INTO t SELECT x, 'name' || (x * 7919 % 50000), x * 0.5, x % 97 "
+    "FROM c;\n"
+    "CREATE INDEX t_name ON t(name);\n";
+
+static const char sqlite_query[] =
+    "SELECT grp, count(*), sum(v), min(name), max(name) FROM t GROUP BY grp "
+    "ORDER BY grp;\n"
+    "SELECT name FROM t WHERE name LIKE 'name12%' ORDER BY name LIMIT 20;\n"
+    "SELECT count(DISTINCT name), group_concat(id, ',') IS NOT NULL FROM t;\n";
+
+static void test_real_sqlite3(void **state) {
+  (void)state;
+  if (!have_program("sqlite3"))
+    skip();
+  /* Generate the database bare, then query it both ways. */
+  char db[PATH_MAX], gen[PATH_MAX];
+  path_in_tmp(db, sizeof db, "t.db");
+  path_in_tmp(gen, sizeof gen, "gen.out");
+  unlink(db);
+  const char *make_db[] = {"sqlite3", db, sqlite_script, NULL};
+  run_t r = {.out = gen};
+  assert_int_equal(run(&r, make_db), 0);
+  const char *argv[] = {"sqlite3", "-readonly", db, sqlite_query, NULL};
+  compare_runs("sqlite3", argv, NULL, NULL, NULL, NULL);
+}
+
+static const char git_script[] =
+    "set -e\n"
+    "rm -rf repo && mkdir repo && cd repo\n"
+    "git init -q -b main .\n"
+    "for i in 1 2 3 4 5 6 7 8; do\n"
+    "  seq 1 $((i * 500)) > file$i.txt\n"
+    "  git add file$i.txt\n"
+    "  git commit -q -m \"commit $i\"\n"
+    "done\n"
+    "git mv file1.txt renamed.txt && git commit -q -m rename\n"
+    "git log --stat --format='%H %an %s'\n"
+    "git show HEAD~3 | head -40\n"
+    "git rev-list --count HEAD\n"
+    "git gc -q && git count-objects -v | grep -v size\n"
+    "git fsck --no-progress 2>&1 | sort\n";
+
+static void test_real_git(void **state) {
+  (void)state;
+  if (!have_program("git") || !have_program("seq"))
+    skip();
+  char bare_dir[PATH_MAX], pre_dir[PATH_MAX];
+  path_in_tmp(bare_dir, sizeof bare_dir, "git-bare");
+  path_in_tmp(pre_dir, sizeof pre_dir, "git-pre");
+  assert_int_equal(mkdir(bare_dir, 0700), 0);
+  assert_int_equal(mkdir(pre_dir, 0700), 0);
+  const char *argv[] = {"sh", "-c", git_script, NULL};
+  /* Fixed identities and dates make the commit hashes reproducible; no
+   * user or system configuration may leak in. */
+  static char home[PATH_MAX + 8];
+  snprintf(home, sizeof home, "HOME=%s", tmp_dir);
+  setenv("GIT_CONFIG_NOSYSTEM", "1", 1);
+  setenv("GIT_CONFIG_GLOBAL", "/dev/null", 1);
+  setenv("GIT_AUTHOR_NAME", "memtop", 1);
+  setenv("GIT_AUTHOR_EMAIL", "memtop@example.org", 1);
+  setenv("GIT_COMMITTER_NAME", "memtop", 1);
+  setenv("GIT_COMMITTER_EMAIL", "memtop@example.org", 1);
+  setenv("GIT_AUTHOR_DATE", "2024-01-01T00:00:00Z", 1);
+  compare_runs("git", argv, bare_dir, pre_dir, home,
+               "GIT_COMMITTER_DATE=2024-01-01T00:00:00Z");
+}
+
+static void test_real_sort(void **state) {
+  (void)state;
+  if (!have_program("sort"))
+    skip();
+  char input[PATH_MAX];
+  path_in_tmp(input, sizeof input, "sort.in");
+  FILE *f = fopen(input, "w");
+  assert_non_null(f);
+  uint64_t x = 88172645463325252ull; /* xorshift64: reproducible input */
+  for (int i = 0; i < 300000; i++) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    fprintf(f, "%016llx %llu line%d\n", (unsigned long long)x,
+            (unsigned long long)(x % 100000), i);
+  }
+  fclose(f);
+  const char *argv[] = {"sort", "-k2,2n", "-k1,1", "-S", "8M", input, NULL};
+  compare_runs("sort", argv, NULL, NULL, "LC_ALL=C", NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pattern_glibc),
+      cmocka_unit_test(test_pattern_jemalloc_linked),
+      cmocka_unit_test(test_pattern_jemalloc_preloaded),
+      cmocka_unit_test(test_pattern_bare),
+      cmocka_unit_test(test_cxx_glibc),
+      cmocka_unit_test(test_cxx_jemalloc),
+      cmocka_unit_test(test_threads_fork_exec),
+      cmocka_unit_test(test_real_python),
+      cmocka_unit_test(test_real_sqlite3),
+      cmocka_unit_test(test_real_git),
+      cmocka_unit_test(test_real_sort),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
