@@ -111,9 +111,23 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
   if (m->screen == MT_SCREEN_HELP) {
     snprintf(left, sizeof left, "memtop %s  help", MS_VERSION_STRING);
   } else if (m->screen == MT_SCREEN_DETAIL && t != NULL) {
+    char prov[MS_MAX_PROVIDERS * MS_NAME_MAX], safe[sizeof prov];
+    size_t n = 0;
+    prov[0] = '\0';
+    for (uint32_t i = 0; t->have_snapshot && i < t->snap.nproviders &&
+                         i < MS_MAX_PROVIDERS;
+         i++) {
+      int w = snprintf(prov + n, sizeof prov - n, "%s%.*s", i ? "+" : "",
+                       MS_NAME_MAX, t->snap.providers[i]);
+      if (w < 0 || (size_t)w >= sizeof prov - n)
+        break;
+      n += (size_t)w;
+    }
     mt_view_safe_name(name, sizeof name, t->comm);
-    snprintf(left, sizeof left, "memtop  %d %s%s%s", t->pid, name,
-             t->state == MT_LIVE ? "" : " ", mt_view_state_mark(t));
+    mt_view_safe_name(safe, sizeof safe, prov);
+    snprintf(left, sizeof left, "memtop  %d %s%s%s%s%.60s", t->pid, name,
+             t->state == MT_LIVE ? "" : " ", mt_view_state_mark(t),
+             safe[0] ? "  " : "", safe);
   } else {
     size_t gone = 0;
     for (size_t i = 0; i < m->ntargets; i++)

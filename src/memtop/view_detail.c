@@ -193,20 +193,36 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
 
   /* The bar: each part's share of the whole, by cumulative rounding so
    * that the cells add up to the width exactly. A negative part (a
-   * provider that breaks an identity) draws as nothing. */
-  int64_t v[4];
+   * provider that breaks an identity) draws as nothing. When a part of
+   * Ready is unavailable but Ready is known, what the known parts do not
+   * explain is drawn as '?' before Prepared, rather than leaving the bar
+   * short and the other parts looking bigger than they are. */
+  int64_t v[5];
   ms_quality_t q[4];
   bar_parts(bd, v, q);
+  v[4] = v[3];
+  v[3] = 0;
+  if (bd->q_ready != MS_Q_UNAVAILABLE &&
+      (q[0] == MS_Q_UNAVAILABLE || q[1] == MS_Q_UNAVAILABLE ||
+       q[2] == MS_Q_UNAVAILABLE)) {
+    int64_t known = 0;
+    for (int i = 0; i < 3; i++)
+      known += q[i] != MS_Q_UNAVAILABLE && v[i] > 0 ? v[i] : 0;
+    v[3] = bd->ready > known ? bd->ready - known : 0;
+  }
   double sum = 0;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     sum += v[i] > 0 ? (double)v[i] : 0;
   int x = 0;
   double acc = 0;
-  for (int i = 0; i < 4 && sum > 0; i++) {
+  for (int i = 0; i < 5 && sum > 0; i++) {
     acc += v[i] > 0 ? (double)v[i] : 0;
     int end = (int)(acc / sum * cols + 0.5);
-    mt_grid_fill(g, row + 1, x, end - x, mt_view_fill(i, m->utf8),
-                 part_style[i]);
+    if (i == 3)
+      mt_grid_fill(g, row + 1, x, end - x, '?', MT_ST_DIM);
+    else
+      mt_grid_fill(g, row + 1, x, end - x, mt_view_fill(i < 3 ? i : 3, m->utf8),
+                   part_style[i < 3 ? i : 3]);
     x = end;
   }
   if (sum <= 0)
@@ -289,6 +305,32 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
                 MT_ST_NORMAL);
   }
   mt_grid_unclip(g);
+}
+
+/* A two-line digest of the heap for screens too small for the tables. */
+static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
+                         int cols) {
+  const ms_snapshot_t *s = &t->snap;
+  char alloc[32], objs[32], mallocs[32], bytes[32], rate[40];
+  field_bytes(alloc, sizeof alloc, s, MS_F_HEAP_ALLOC);
+  quality_count(objs, sizeof objs, (double)s->heap_objects,
+                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+  quality_count(mallocs, sizeof mallocs, t->mallocs_per_s,
+                (ms_quality_t)s->quality[MS_F_MALLOCS]);
+  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+  if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
+    snprintf(rate, sizeof rate, "-");
+  } else {
+    mt_view_fmt_bytes(bytes, sizeof bytes, (int64_t)(t->bytes_per_s + 0.5),
+                      qb, 0);
+    snprintf(rate, sizeof rate, "%s/s", bytes);
+  }
+  piece_t p1[] = {{"HeapAlloc", alloc, MT_ST_NORMAL},
+                  {"HeapObjects", objs, MT_ST_NORMAL}};
+  piece_t p2[] = {{"mallocs/s", mallocs, MT_ST_NORMAL},
+                  {"bytes/s", rate, MT_ST_NORMAL}};
+  put_pieces(g, row, 0, cols, p1, 2);
+  put_pieces(g, row + 1, 0, cols, p2, 2);
 }
 
 /* ================================================================ GC === */
@@ -421,8 +463,8 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t,
   mt_view_fmt_bytes(fig, sizeof fig, max, MS_Q_EXACT, 0);
   ms__fmt_duration(span, sizeof span,
                    (int64_t)(SAMPLE(0)->mono_ns - SAMPLE(n - 1)->mono_ns));
-  piece_t p[] = {{"", "Trend", MT_ST_HEADER},
-                 {"data/frag/idle, top", fig, MT_ST_NORMAL},
+  piece_t p[] = {{"", "Trend data/frag/idle", MT_ST_HEADER},
+                 {"max", fig, MT_ST_NORMAL},
                  {"over", span, MT_ST_NORMAL}};
   put_pieces(g, row, col, col + width, p, 3);
   for (uint64_t i = 0; i < n && max > 0; i++) {
@@ -507,8 +549,9 @@ static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row,
 typedef enum block_e {
   B_BAR,
   B_GC,
-  B_SYSHEAP, /* side by side, two-column screens */
-  B_HEAP,    /* one-column screens: heap, then Sys */
+  B_SUMMARY, /* one-column screens: the heap in two lines... */
+  B_SYSHEAP, /* two-column screens: Sys and heap side by side */
+  B_HEAP,    /* one-column screens: ...then the heap, then Sys in full */
   B_SYS,
   B_LOWER,   /* trend and size classes: takes what is left */
   B__COUNT
@@ -534,6 +577,7 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
   if (two) {
     height[B_SYSHEAP] = 8;
   } else {
+    height[B_SUMMARY] = 2;
     height[B_HEAP] = 8;
     height[B_SYS] = 8;
   }
@@ -542,6 +586,12 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
   int chosen[B__COUNT] = {0};
   int used = 0, nchosen = 0;
   for (int b = 0; b < B_LOWER; b++) {
+    /* The digest only stands in for the heap table. */
+    if (b == B_HEAP && chosen[B_SUMMARY] && used + height[b] <= avail) {
+      chosen[B_SUMMARY] = 0;
+      used -= height[B_SUMMARY];
+      nchosen--;
+    }
     if (height[b] > 0 && used + height[b] <= avail) {
       chosen[b] = 1;
       used += height[b];
@@ -569,6 +619,9 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
       break;
     case B_GC:
       draw_gc(m, t, g, row, cols);
+      break;
+    case B_SUMMARY:
+      draw_summary(t, g, row, cols);
       break;
     case B_SYSHEAP:
       draw_sys(t, g, row, 0, cols / 2 - 1);

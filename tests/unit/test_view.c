@@ -1,0 +1,660 @@
+/*
+ * test_view.c - the live view without a terminal: the model is rendered
+ * into grids of fixed sizes and compared with golden text files
+ * (tests/data/golden/view_*.txt), and keys are applied to the model as the
+ * user would press them.
+ *
+ * The model is built from the Go test vectors (real runtime.MemStats), with
+ * some figures marked estimated or unavailable and a hand-made history, so
+ * the goldens show every kind of figure the view can draw.
+ *
+ * To regenerate the goldens after an intended change of the layout:
+ *   MS_UPDATE_GOLDEN=1 build/tests/test_view   (then review the diff)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "memstats.h"
+#include "memtop/model.h"
+#include "memtop/view.h"
+#include "support/govec.h"
+
+/* ====================================================== the fixtures === */
+
+static void load_vector(const char *name, ms_snapshot_t *s) {
+  char path[1024], err[GOVEC_ERR_MAX];
+  govec_t v;
+  snprintf(path, sizeof path, "%s/go/%s", govec_data_dir(), name);
+  if (govec_load(path, s, &v, err, sizeof err) != 0)
+    fail_msg("cannot load the Go vector: %s", err);
+  govec_free(&v);
+}
+
+/* Fills the pause histogram from the ring, as a provider that records
+ * every pause would have. */
+static void hist_from_ring(ms_snapshot_t *s) {
+  uint32_t n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
+  memset(&s->pause_hist, 0, sizeof s->pause_hist);
+  for (uint32_t k = 0; k < n; k++) {
+    uint64_t p = s->pause_ns[(s->num_gc + 255 - k) % MS_PAUSE_RING];
+    s->pause_hist.counts[ms_pause_hist_bucket((int64_t)p)]++;
+  }
+  s->quality[MS_F_PAUSE_HIST] = MS_Q_EXACT;
+}
+
+/* Puts a snapshot into a target the way the model does: breakdown, state,
+ * pause percentiles. Rates and history are set by each test. */
+static mt_target_t *add_target(mt_model_t *m, int pid, const char *comm,
+                               const ms_snapshot_t *s) {
+  mt_target_t *t = mt_model_target(m, pid);
+  assert_non_null(t);
+  t->snap = *s;
+  t->snap.pid = pid;
+  snprintf(t->snap.comm, sizeof t->snap.comm, "%s", comm);
+  snprintf(t->comm, sizeof t->comm, "%s", comm);
+  t->start_time = 1000 + (uint64_t)pid;
+  t->have_snapshot = 1;
+  t->state = MT_LIVE;
+  assert_int_equal(ms_breakdown(&t->snap, &t->bd), 0);
+  if (ms_pause_hist_total(&t->snap.pause_hist) > 0) {
+    t->pause_p50_ns = ms_pause_hist_quantile(&t->snap.pause_hist, 0.50);
+    t->pause_p99_ns = ms_pause_hist_quantile(&t->snap.pause_hist, 0.99);
+    t->pause_max_ns = ms_pause_hist_quantile(&t->snap.pause_hist, 1.0);
+  }
+  return t;
+}
+
+/* A history of `n` samples a second apart: data grows, fragmentation
+ * appears in the middle, idle drains at the end. */
+static void make_history(mt_target_t *t, uint64_t n) {
+  const int64_t MiB = 1 << 20;
+  for (uint64_t i = 0; i < n; i++) {
+    mt_sample_t *sm = &t->hist[i % MT_HISTORY];
+    memset(sm, 0, sizeof *sm);
+    sm->mono_ns = 5000000000ull + i * 1000000000ull;
+    sm->data = 2 * MiB + (int64_t)i * MiB / 8;
+    sm->frag_overhead = (i > n / 3 && i < 2 * n / 3) ? 6 * MiB : MiB;
+    sm->idle = i < 3 * n / 4 ? 4 * MiB : MiB / 2;
+    sm->prepared = 8 * MiB;
+  }
+  t->nhist = n;
+}
+
+/* Three processes: a live one with estimates, a plain live one, and one
+ * that exited, which stays with its last figures. */
+static void list_model(mt_model_t *m) {
+  static ms_snapshot_t a, b, c; /* large: keep them off the stack */
+  mt_model_init(m);
+  m->color = 0;
+  load_vector("04_fragmented.json", &a);
+  load_vector("01_live_80MiB.json", &b);
+  load_vector("02_freed_after_gc.json", &c);
+  for (ms_snapshot_t *s = &a; s != NULL; s = s == &a ? &b : s == &b ? &c : NULL)
+    hist_from_ring(s);
+  /* The first process's provider estimates HeapReleased (as glibc's
+   * mincore walk does) and has no object count. */
+  a.nproviders = 2;
+  snprintf(a.providers[0], MS_NAME_MAX, "tracked");
+  snprintf(a.providers[1], MS_NAME_MAX, "glibc");
+  a.quality[MS_F_HEAP_RELEASED] = MS_Q_ESTIMATED;
+  a.quality[MS_F_HEAP_OBJECTS] = MS_Q_UNAVAILABLE;
+  add_target(m, 42, "worker", &b);
+  mt_target_t *gone = add_target(m, 777, "batch-job", &c);
+  add_target(m, 1234, "server", &a);
+  mt_model_fail(m, gone, 1, "process 777 exited");
+}
+
+/* One process in the detail view, with every kind of figure. */
+static mt_target_t *detail_model(mt_model_t *m) {
+  static ms_snapshot_t s;
+  mt_model_init(m);
+  m->color = 0;
+  load_vector("04_fragmented.json", &s);
+  hist_from_ring(&s);
+  s.nproviders = 2;
+  snprintf(s.providers[0], MS_NAME_MAX, "tracked");
+  snprintf(s.providers[1], MS_NAME_MAX, "glibc");
+  s.quality[MS_F_HEAP_RELEASED] = MS_Q_ESTIMATED;
+  s.quality[MS_F_GC_CPU_FRACTION] = MS_Q_ESTIMATED;
+  s.quality[MS_F_NUM_FORCED_GC] = MS_Q_UNAVAILABLE;
+  s.quality[MS_F_MCACHE_INUSE] = MS_Q_UNAVAILABLE;
+  s.kernel_rss = 48u << 20;
+  s.quality[MS_F_KERNEL_RSS] = MS_Q_EXACT;
+  mt_target_t *t = add_target(m, 1234, "server", &s);
+  make_history(t, 120);
+  t->mallocs_per_s = 12345.0;
+  t->frees_per_s = 12000.0;
+  t->bytes_per_s = 2.5 * (1 << 20);
+  t->gcs_per_s = 0.5;
+  m->screen = MT_SCREEN_DETAIL;
+  m->detail_pid = 1234;
+  return t;
+}
+
+/* ========================================================= the golden === */
+
+static char *render_text(const mt_model_t *m, int rows, int cols) {
+  mt_grid_t g;
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(mt_grid_init(&g, rows, cols), 0);
+  mt_view_render(m, &g);
+  assert_int_equal(mt_grid_text(&g, &out), 0);
+  mt_grid_free(&g);
+  return out.data != NULL ? out.data : strdup("");
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return NULL;
+  ms_strbuf_t b = MS_STRBUF_INIT;
+  char chunk[4096];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+    ms_strbuf_append(&b, chunk, n);
+  fclose(f);
+  return b.data != NULL ? b.data : strdup("");
+}
+
+/* Compares the render with tests/data/golden/<name>.txt and shows the first
+ * line that differs. */
+static void check_golden(const mt_model_t *m, int rows, int cols,
+                         const char *name) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/golden/%s.txt", govec_data_dir(), name);
+  char *got = render_text(m, rows, cols);
+  const char *update = getenv("MS_UPDATE_GOLDEN");
+  if (update != NULL && *update == '1') {
+    FILE *f = fopen(path, "wb");
+    if (f == NULL)
+      fail_msg("cannot write %s", path);
+    fputs(got, f);
+    fclose(f);
+  }
+  char *want = read_file(path);
+  if (want == NULL)
+    fail_msg("no golden file %s: run from the source root, or set "
+             "MS_UPDATE_GOLDEN=1 to create it",
+             path);
+  if (strcmp(got, want) != 0) {
+    const char *g = got, *w = want;
+    int line = 1;
+    while (*g && *w && *g == *w) {
+      if (*g == '\n')
+        line++;
+      g++;
+      w++;
+    }
+    while (g > got && g[-1] != '\n')
+      g--;
+    while (w > want && w[-1] != '\n')
+      w--;
+    print_error("%s differs at line %d:\n  want: %.*s\n  got:  %.*s\n", path,
+                line, (int)strcspn(w, "\n"), w, (int)strcspn(g, "\n"), g);
+    print_error("whole render:\n%s", got);
+    free(got);
+    free(want);
+    fail();
+  }
+  free(got);
+  free(want);
+}
+
+static void test_list_golden(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  m.selected = 2;
+  m.utf8 = 0;
+  check_golden(&m, 24, 80, "view_list_80x24_ascii");
+  check_golden(&m, 12, 40, "view_list_40x12_ascii");
+  m.utf8 = 1;
+  check_golden(&m, 24, 80, "view_list_80x24_utf8");
+  check_golden(&m, 40, 120, "view_list_120x40_utf8");
+  mt_model_free(&m);
+}
+
+static void test_detail_golden(void **state) {
+  (void)state;
+  mt_model_t m;
+  detail_model(&m);
+  m.utf8 = 0;
+  check_golden(&m, 24, 80, "view_detail_80x24_ascii");
+  check_golden(&m, 40, 120, "view_detail_120x40_ascii");
+  check_golden(&m, 12, 40, "view_detail_40x12_ascii");
+  m.utf8 = 1;
+  check_golden(&m, 24, 80, "view_detail_80x24_utf8");
+  check_golden(&m, 40, 120, "view_detail_120x40_utf8");
+  check_golden(&m, 12, 40, "view_detail_40x12_utf8");
+  mt_model_free(&m);
+}
+
+static void test_help_golden(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  m.utf8 = 1;
+  assert_int_equal(mt_view_key(&m, 'h'), MT_ACT_REDRAW);
+  check_golden(&m, 24, 80, "view_help_80x24_utf8");
+  mt_model_free(&m);
+}
+
+/* ============================================ figures and their marks === */
+
+static int contains(const char *hay, const char *needle) {
+  return strstr(hay, needle) != NULL;
+}
+
+static void test_marks(void **state) {
+  (void)state;
+  mt_model_t m;
+  detail_model(&m);
+  char *txt = render_text(&m, 40, 120);
+  /* HeapReleased is an estimate: Prepared and HeapReleased carry "~". */
+  assert_true(contains(txt, "Prepared ~"));
+  assert_true(contains(txt, "HeapReleased"));
+  assert_true(contains(txt, "~54.0MiB"));
+  /* MCacheInuse is unavailable, so data and idle are too: "-" in the
+   * legend, and the part of Ready they would explain is drawn as '?'. */
+  assert_true(contains(txt, "data -"));
+  assert_true(contains(txt, "idle -"));
+  assert_true(contains(txt, "?????"));
+  /* NumForcedGC is unavailable: "-", not 0. */
+  assert_true(contains(txt, "forced -"));
+  /* The estimated CPU fraction. */
+  assert_true(contains(txt, "CPU ~"));
+  assert_true(contains(txt, "RSS 48.0MiB"));
+  assert_true(contains(txt, "mallocs/s"));
+  assert_true(contains(txt, "12.3k"));
+  assert_true(contains(txt, "2.5MiB/s"));
+  free(txt);
+
+  /* An exited process keeps its figures and says it exited. */
+  mt_model_fail(&m, m.targets[0], 1, "process 1234 exited");
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "1234 server [exited]"));
+  assert_true(contains(txt, "Ready+Prepared"));
+  assert_true(contains(txt, "process 1234 exited"));
+  free(txt);
+  mt_model_free(&m);
+
+  list_model(&m);
+  txt = render_text(&m, 40, 120);
+  assert_true(contains(txt, "batch-job [exited]"));
+  assert_true(contains(txt, "3 processes (1 exited)"));
+  free(txt);
+  mt_model_free(&m);
+}
+
+/* The newest pause is at (NumGC+255)%256 and is drawn rightmost; the ring
+ * wraps after 256 collections. */
+static void test_sparkline_order(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  ms_snapshot_t *s = &t->snap;
+  s->num_gc = 300; /* wrapped: newest at (300+255)%256 = 43 */
+  for (int i = 0; i < MS_PAUSE_RING; i++)
+    s->pause_ns[i] = 1000;
+  s->pause_ns[43] = 80000;  /* newest: the tallest */
+  s->pause_ns[44] = 40000;  /* the oldest kept: mid height, leftmost */
+  m.utf8 = 1;
+  mt_grid_t g;
+  assert_int_equal(mt_grid_init(&g, 40, 300), 0);
+  mt_view_render(&m, &g);
+  /* Find the sparkline row: it starts at column 4 under "pause p50". */
+  int row = -1;
+  for (int r = 0; r < g.rows && row < 0; r++) {
+    const mt_cell_t *c = mt_grid_at(&g, r, 4);
+    if (c->ch >= 0x2581 && c->ch <= 0x2588)
+      row = r;
+  }
+  assert_true(row >= 0);
+  assert_int_equal(mt_grid_at(&g, row, 4)->ch, 0x2581 + 4);        /* 40000 */
+  assert_int_equal(mt_grid_at(&g, row, 4 + 1)->ch, 0x2581);        /* 1000 */
+  assert_int_equal(mt_grid_at(&g, row, 4 + 255)->ch, 0x2588);      /* 80000 */
+  assert_int_equal(mt_grid_at(&g, row, 4 + 256)->ch, ' ');
+  mt_grid_free(&g);
+  mt_model_free(&m);
+}
+
+/* The bar's cells are each part's share, with its own fill and style. */
+static void test_bar_parts(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  m.utf8 = 0;
+  /* Every part known (the fixture leaves MCacheInuse out). */
+  t->snap.quality[MS_F_MCACHE_INUSE] = MS_Q_EXACT;
+  assert_int_equal(ms_breakdown(&t->snap, &t->bd), 0);
+  mt_grid_t g;
+  assert_int_equal(mt_grid_init(&g, 24, 100), 0);
+  mt_view_render(&m, &g);
+  int count[4] = {0, 0, 0, 0};
+  static const char fill[4] = {'#', '=', '.', '~'};
+  static const mt_style_t st[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
+                                   MT_ST_PREPARED};
+  for (int c = 0; c < 100; c++) {
+    const mt_cell_t *cell = mt_grid_at(&g, 2, c); /* row 1: figures */
+    for (int k = 0; k < 4; k++)
+      if (cell->ch == (uint32_t)fill[k]) {
+        count[k]++;
+        assert_int_equal(cell->style, st[k]);
+      }
+  }
+  assert_int_equal(count[0] + count[1] + count[2] + count[3], 100);
+  double total = (double)(t->bd.data + t->bd.frag_overhead + t->bd.idle +
+                          t->bd.prepared);
+  assert_int_equal(count[3], (int)(100 - (int)((double)(t->bd.data +
+                                                         t->bd.frag_overhead +
+                                                         t->bd.idle) /
+                                                    total * 100 +
+                                                0.5)));
+  mt_grid_free(&g);
+  mt_model_free(&m);
+}
+
+/* ======================================================= degradation === */
+
+static void check_grid_sane(const mt_grid_t *g) {
+  for (int r = 0; r < g->rows; r++)
+    for (int c = 0; c < g->cols; c++) {
+      const mt_cell_t *cell = mt_grid_at(g, r, c);
+      assert_true(cell->ch >= 0x20);
+      assert_true(cell->style < MT_ST__COUNT);
+    }
+}
+
+/* Every screen at every size from nothing to 30x130: nothing drawn outside
+ * the grid (AddressSanitizer in `make asan` watches), no control
+ * characters, and the title line always there. */
+static void test_every_size(void **state) {
+  (void)state;
+  mt_model_t lm, dm;
+  list_model(&lm);
+  detail_model(&dm);
+  mt_model_t *models[2] = {&lm, &dm};
+  for (int which = 0; which < 2; which++) {
+    mt_model_t *m = models[which];
+    for (int screen = 0; screen < 3; screen++) {
+      m->screen = (mt_screen_t)screen;
+      for (int utf8 = 0; utf8 < 2; utf8++) {
+        m->utf8 = utf8;
+        for (int rows = 0; rows <= 30; rows++)
+          for (int cols = 0; cols <= 130; cols += (cols < 50 ? 1 : 7)) {
+            mt_grid_t g;
+            assert_int_equal(mt_grid_init(&g, rows, cols), 0);
+            mt_view_render(m, &g);
+            check_grid_sane(&g);
+            if (rows > 0 && cols >= 6)
+              assert_int_equal(mt_grid_at(&g, 0, 0)->ch, 'm'); /* memtop */
+            mt_grid_free(&g);
+          }
+      }
+    }
+  }
+  mt_model_free(&lm);
+  mt_model_free(&dm);
+}
+
+/* Smaller screens drop whole sections, in order of importance. */
+static void test_sections_drop(void **state) {
+  (void)state;
+  mt_model_t m;
+  detail_model(&m);
+  char *big = render_text(&m, 40, 120);
+  char *small = render_text(&m, 12, 40);
+  char *tiny = render_text(&m, 6, 40);
+  assert_true(contains(big, "Size classes by live bytes"));
+  assert_true(contains(big, "Trend"));
+  assert_true(contains(big, "Sys by class"));
+  assert_true(contains(small, "Ready+Prepared"));
+  assert_true(contains(small, "pause p50"));
+  assert_false(contains(small, "Size classes"));
+  assert_true(contains(tiny, "Ready+Prepared"));
+  assert_false(contains(tiny, "Sys by class"));
+  free(big);
+  free(small);
+  free(tiny);
+  mt_model_free(&m);
+}
+
+static void test_grid_clip(void **state) {
+  (void)state;
+  mt_grid_t g;
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(mt_grid_init(&g, 3, 5), 0);
+  mt_grid_puts(&g, 0, 3, "abcdef", -1, MT_ST_NORMAL);
+  mt_grid_puts(&g, -1, 0, "zzz", -1, MT_ST_NORMAL);
+  mt_grid_puts(&g, 3, 0, "zzz", -1, MT_ST_NORMAL);
+  mt_grid_clip(&g, 1, 1, 1, 2);
+  mt_grid_puts(&g, 1, 0, "xyzw", -1, MT_ST_NORMAL);
+  mt_grid_unclip(&g);
+  /* Control characters and broken UTF-8 are drawn as '?'. */
+  mt_grid_puts(&g, 2, 0, "\x1b[\xff\xc3\xa9", -1, MT_ST_NORMAL);
+  assert_int_equal(mt_grid_text(&g, &out), 0);
+  assert_string_equal(out.data, "   ab\n yz\n?[?\xc3\xa9\n");
+  ms_strbuf_free(&out);
+  assert_int_equal(mt_grid_init(&g, -1, 4), MS_EINVAL);
+  mt_grid_free(&g);
+}
+
+/* ============================================================== keys === */
+
+static void test_keys_sort(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  assert_int_equal(m.sort, MT_SORT_PID);
+  assert_int_equal(mt_view_key(&m, 's'), MT_ACT_REDRAW);
+  assert_int_equal(m.sort, MT_SORT_NAME);
+  /* s cycles through every column back to the first. */
+  for (int i = 1; i < MT_SORT__COUNT; i++)
+    mt_view_key(&m, 's');
+  assert_int_equal(m.sort, MT_SORT_PID);
+  mt_view_key(&m, '<');
+  assert_int_equal(m.sort, MT_SORT_PAUSE_P99);
+  mt_view_key(&m, '>');
+  assert_int_equal(m.sort, MT_SORT_PID);
+  /* Sorting by Ready puts the largest first, and the header marks it. */
+  mt_view_key(&m, '>');
+  mt_view_key(&m, '>');
+  assert_int_equal(m.sort, MT_SORT_READY);
+  for (size_t i = 1; i < m.ntargets; i++)
+    assert_true(m.targets[i - 1]->bd.ready >= m.targets[i]->bd.ready);
+  char *txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "READY*"));
+  assert_false(contains(txt, "PID*"));
+  free(txt);
+  mt_view_key(&m, 'r');
+  assert_true(m.sort_reverse);
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "READY^"));
+  free(txt);
+  mt_model_free(&m);
+}
+
+static void test_keys_move(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  m.page_rows = 2;
+  assert_int_equal(m.selected, 0);
+  mt_view_key(&m, MT_KEY_UP);
+  assert_int_equal(m.selected, 0); /* clamps at the top */
+  mt_view_key(&m, MT_KEY_DOWN);
+  assert_int_equal(m.selected, 1);
+  mt_view_key(&m, MT_KEY_DOWN);
+  mt_view_key(&m, MT_KEY_DOWN);
+  assert_int_equal(m.selected, 2); /* clamps at the bottom */
+  mt_view_key(&m, MT_KEY_HOME);
+  assert_int_equal(m.selected, 0);
+  mt_view_key(&m, MT_KEY_PGDN);
+  assert_int_equal(m.selected, 2);
+  mt_view_key(&m, MT_KEY_PGUP);
+  assert_int_equal(m.selected, 0);
+  mt_view_key(&m, MT_KEY_END);
+  assert_int_equal(m.selected, 2);
+  /* The selected row is drawn selected. */
+  mt_grid_t g;
+  assert_int_equal(mt_grid_init(&g, 24, 80), 0);
+  mt_view_render(&m, &g);
+  assert_int_equal(mt_grid_at(&g, 3 + 2, 0)->style, MT_ST_SELECTED);
+  assert_int_equal(mt_grid_at(&g, 3, 0)->style, MT_ST_NORMAL);
+  mt_grid_free(&g);
+
+  /* Enter opens the selected process; Up/Down step to its neighbours;
+   * Esc goes back with the selection on it. */
+  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(m.screen, MT_SCREEN_DETAIL);
+  assert_int_equal(m.detail_pid, m.targets[2]->pid);
+  mt_view_key(&m, MT_KEY_UP);
+  assert_int_equal(m.detail_pid, m.targets[1]->pid);
+  assert_int_equal(mt_view_key(&m, MT_KEY_ESC), MT_ACT_REDRAW);
+  assert_int_equal(m.screen, MT_SCREEN_LIST);
+  assert_int_equal(m.selected, 1);
+
+  /* An empty list: nothing to move to or open. */
+  mt_model_free(&m);
+  mt_model_init(&m);
+  mt_view_key(&m, MT_KEY_DOWN);
+  assert_int_equal(m.selected, 0);
+  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_NONE);
+  assert_int_equal(m.screen, MT_SCREEN_LIST);
+  char *txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "No attachable process"));
+  free(txt);
+  mt_model_free(&m);
+}
+
+static void test_keys_help_pause_quit(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  mt_view_key(&m, MT_KEY_ENTER);
+  assert_int_equal(m.screen, MT_SCREEN_DETAIL);
+  /* h shows help over the detail view, any key goes back to it. */
+  assert_int_equal(mt_view_key(&m, 'h'), MT_ACT_REDRAW);
+  assert_int_equal(m.screen, MT_SCREEN_HELP);
+  char *txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "Keys"));
+  free(txt);
+  mt_view_key(&m, 'x');
+  assert_int_equal(m.screen, MT_SCREEN_DETAIL);
+  mt_view_key(&m, '?');
+  assert_int_equal(m.screen, MT_SCREEN_HELP);
+  mt_view_key(&m, MT_KEY_ESC);
+  assert_int_equal(m.screen, MT_SCREEN_DETAIL);
+
+  /* space pauses and says so; again resumes. */
+  assert_int_equal(mt_view_key(&m, ' '), MT_ACT_REDRAW);
+  assert_true(m.paused);
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "PAUSED"));
+  free(txt);
+  mt_view_key(&m, ' ');
+  assert_false(m.paused);
+  txt = render_text(&m, 24, 80);
+  assert_false(contains(txt, "PAUSED"));
+  free(txt);
+
+  /* q quits from every screen, help included. */
+  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_QUIT);
+  mt_view_key(&m, 'h');
+  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_QUIT);
+  assert_int_equal(mt_view_key(&m, MT_KEY_RESIZE), MT_ACT_REDRAW);
+  mt_model_free(&m);
+}
+
+static void type(mt_model_t *m, const char *s) {
+  for (; *s; s++)
+    mt_view_key(m, (unsigned char)*s);
+}
+
+static void test_keys_delay(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  assert_true(m.delay_s == 1.0);
+
+  /* d opens a prompt; 0.5 is accepted and the loop told to re-arm. */
+  assert_int_equal(mt_view_key(&m, 'd'), MT_ACT_REDRAW);
+  assert_true(m.prompting);
+  type(&m, "0.5");
+  char *txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "Delay in seconds (at least 0.1): 0.5_"));
+  free(txt);
+  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_DELAY);
+  assert_false(m.prompting);
+  assert_true(m.delay_s == 0.5);
+
+  /* 0.05 is below the minimum: refused, the delay stays, and the status
+   * line says what to type instead. */
+  mt_view_key(&m, 'd');
+  type(&m, "0.05");
+  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_true(m.delay_s == 0.5);
+  assert_true(contains(m.status, "Invalid delay \"0.05\""));
+  assert_true(contains(m.status, "0.1"));
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "Invalid delay"));
+  free(txt);
+
+  /* Garbage too, and the message goes away with the next key. */
+  mt_view_key(&m, 'd');
+  type(&m, "fast");
+  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_true(m.delay_s == 0.5);
+  assert_true(contains(m.status, "Invalid delay \"fast\""));
+  assert_int_equal(mt_view_key(&m, 'x'), MT_ACT_REDRAW);
+  assert_string_equal(m.status, "");
+
+  /* In the prompt, keys are text: q does not quit, Backspace edits, Esc
+   * cancels without a change. */
+  mt_view_key(&m, 'd');
+  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_REDRAW);
+  assert_string_equal(m.input, "q");
+  mt_view_key(&m, MT_KEY_BACKSPACE);
+  assert_string_equal(m.input, "");
+  type(&m, "3");
+  assert_int_equal(mt_view_key(&m, MT_KEY_ESC), MT_ACT_REDRAW);
+  assert_false(m.prompting);
+  assert_true(m.delay_s == 0.5);
+  /* The prompt holds a bounded amount of text. */
+  mt_view_key(&m, 'd');
+  for (int i = 0; i < 100; i++)
+    mt_view_key(&m, '9');
+  assert_int_equal(strlen(m.input), sizeof m.input - 1);
+  mt_view_key(&m, MT_KEY_ESC);
+  mt_model_free(&m);
+}
+
+int main(void) {
+  /* Golden files hold times in UTC. */
+  setenv("TZ", "UTC", 1);
+  tzset();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_grid_clip),
+      cmocka_unit_test(test_list_golden),
+      cmocka_unit_test(test_detail_golden),
+      cmocka_unit_test(test_help_golden),
+      cmocka_unit_test(test_marks),
+      cmocka_unit_test(test_sparkline_order),
+      cmocka_unit_test(test_bar_parts),
+      cmocka_unit_test(test_every_size),
+      cmocka_unit_test(test_sections_drop),
+      cmocka_unit_test(test_keys_sort),
+      cmocka_unit_test(test_keys_move),
+      cmocka_unit_test(test_keys_help_pause_quit),
+      cmocka_unit_test(test_keys_delay),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
