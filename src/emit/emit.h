@@ -49,9 +49,11 @@ char *ms__fmt_go_float(char *buf, size_t len, double v);
  * guaranteed to be UTF-8). Returns 0 or MS_ENOMEM. */
 int ms__json_string(ms_strbuf_t *out, const char *s, size_t n);
 
-/* The seed-format line, without pid and name:
+/* The seed-format line, without pid and name, appended to *out:
  * "Ready+Prepared=1.2GiB (Ready=1.0GiB (data:612.0MiB + fragOverhead:180.0MiB
- *  + idle:232.0MiB) ; Prepared=205.0MiB)" */
+ *  + idle:232.0MiB) ; Prepared=205.0MiB)". Figures come from
+ * ms_breakdown(); Ready+Prepared is Sys and carries Sys's quality. Returns
+ * 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 /* The whole --once report for one process: "PID COMM: <line>\n" followed by
@@ -64,7 +66,10 @@ int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
 /* One JSON object, no newline: pid, comm, start_time, time_unix_ns,
  * age_ms, providers, memstats (Go's MemStats layout: field order, names and
  * value forms as Go's encoding/json writes them; unavailable fields are
- * left out), breakdown, quality, kernel. */
+ * left out), breakdown (Ready, Prepared, Data, FragOverhead, Idle;
+ * unavailable ones left out), quality (every field by name), kernel (rss,
+ * vsz, lazyfree, anonhuge, swap; unavailable ones left out). Always valid
+ * JSON, whatever bytes comm holds. Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
