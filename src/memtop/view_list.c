@@ -35,7 +35,7 @@ typedef struct column_s {
 
 static const column_t columns[COL__COUNT] = {
     [COL_PID] = {"PID", 7, 0, 1, MT_SORT_PID},
-    [COL_NAME] = {"NAME", 10, 1, 0, MT_SORT_NAME},
+    [COL_NAME] = {"NAME", 16, 1, 0, MT_SORT_NAME},
     [COL_PROVIDER] = {"PROVIDER", 12, 9, 0, -1},
     [COL_READY] = {"READY", 9, 2, 1, MT_SORT_READY},
     [COL_PREPARED] = {"PREPARED", 9, 6, 1, MT_SORT_PREPARED},
@@ -57,11 +57,15 @@ static void plan_columns(int cols, int shown[COL__COUNT],
     shown[i] = 0;
     width[i] = columns[i].width;
   }
+  /* Room for "name [exited]" where there is room at all; on a small
+   * screen the figures matter more. */
+  if (cols < 80)
+    width[COL_NAME] = 10;
   for (int prio = 0; prio < COL__COUNT; prio++) {
     for (int i = 0; i < COL__COUNT; i++) {
       if (columns[i].priority != prio)
         continue;
-      int need = columns[i].width + (used > 0 ? 1 : 0);
+      int need = width[i] + (used > 0 ? 1 : 0);
       if (used + need <= cols) {
         shown[i] = 1;
         used += need;
