@@ -9,6 +9,15 @@
 # would go to one copy and the library's own constructors to the other.
 # They are never built with a sanitizer either, since a sanitizer's runtime
 # must come first in the process and the preload must be first too.
+# Under a sanitizer build (make asan) the preload in $(BUILD) is itself
+# instrumented and cannot be injected into the uninstrumented pl_* programs:
+# the tests then use a plain preload built beside it, in $(BUILD)/plain.
+ifneq ($(SAN),)
+PL_PRELOAD := $(BUILD)/plain/libmemstats-preload.so
+$(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS)
+	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so
+endif
+
 PROG_LIBS_pl_pattern_je := -ljemalloc
 PROG_LIBS_pl_cxx_je := -ljemalloc
 PROG_LIBS_pl_threads_fork := -lpthread
@@ -20,12 +29,3 @@ $(BUILD)/progs/pl_%: tests/progs/pl_%.c tests/progs/pl_snap.h $(PRELOAD_SO) $(PL
 $(BUILD)/progs/pl_%: tests/progs/pl_%.cc tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)
 	@mkdir -p $(@D)
 	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) -std=gnu++17 -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
-
-# Under a sanitizer build (make asan) the preload in $(BUILD) is itself
-# instrumented and cannot be injected into the uninstrumented pl_* programs:
-# the tests then use a plain preload built beside it, in $(BUILD)/plain.
-ifneq ($(SAN),)
-PL_PRELOAD := $(BUILD)/plain/libmemstats-preload.so
-$(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS)
-	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so
-endif
