@@ -188,8 +188,9 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
     return act;
   int ch;
   while (act != MT_ACT_QUIT && (ch = wgetch(stdscr)) != ERR) {
-    if (ch == KEY_RESIZE)
-      mt_ui_resize();
+    /* KEY_RESIZE means curses has already adopted the new size (its own
+     * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
+     * Resizing again here would queue another KEY_RESIZE, for ever. */
     m->page_rows = mt_view_list_rows(LINES);
     mt_action_t a = mt_view_key(m, map_key(ch));
     if (a > act)
@@ -203,7 +204,7 @@ void mt_ui_resize(void) {
   if (!active)
     return;
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
-      ws.ws_col > 0)
+      ws.ws_col > 0 && is_term_resized(ws.ws_row, ws.ws_col))
     resizeterm(ws.ws_row, ws.ws_col);
   /* The old contents are for the old size: repaint everything. */
   clearok(curscr, TRUE);
