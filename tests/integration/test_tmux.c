@@ -39,7 +39,7 @@ static char build_dir[1024];
 static char tmp_dir[64];
 static char tmux_sock[64];
 static char target_cmd[2200];
-static char preload_env[1200];
+static char preload_env[1300];
 static const char *skip_reason;
 static char screen_buf[64 * 1024];
 
