@@ -33,9 +33,10 @@ typedef enum mt_action_e {
 } mt_action_t;
 
 /* Initialises the terminal (locale, curses, keypad, non-blocking input,
- * colours when m->color). Sets m->utf8 from the locale if it was not
- * already cleared by the caller, and m->color to 0 if the terminal has no
- * colours. Returns 0, MS_EINVAL when stdin or stdout is not a terminal, or
+ * colours when m->color). Sets m->utf8 from the locale's character set
+ * (block elements when UTF-8, ASCII otherwise), m->color to 0 if the
+ * terminal has no colours, and m->page_rows. LC_NUMERIC stays "C", so
+ * figures and the delay prompt use a decimal point in every locale. Returns 0, MS_EINVAL when stdin or stdout is not a terminal, or
  * MS_ENOSYS when curses cannot start on this terminal (TERM unknown). On
  * failure the terminal is left as it was. */
 int mt_ui_start(mt_model_t *m);

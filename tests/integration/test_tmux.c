@@ -41,6 +41,8 @@ static char tmux_sock[64];
 static char target_cmd[2200];
 static char preload_env[1300];
 static const char *skip_reason;
+/* Extra shell lines for the next session (the colour and locale tests). */
+static const char *session_env = "";
 static char screen_buf[64 * 1024];
 
 /* ================================================================ helpers */
@@ -230,13 +232,14 @@ static int session_setup(void **state) {
   fprintf(f,
           "export MEMSTATS_DIR='%s/sock' LANG=C.UTF-8 LC_ALL=C.UTF-8\n"
           "unset NO_COLOR\n"
-          "%s"
+          "%s%s"
           "rm -f '%s/stty.txt'\n"
           "'%s/memtop' run -d 0.2 -- %s\n"
           "echo \"MEMTOP-EXIT=$?\"\n"
           "stty -a > '%s/stty.txt'\n"
           "exec sleep 600\n",
-          tmp_dir, preload_env, tmp_dir, build_dir, target_cmd, tmp_dir);
+          tmp_dir, preload_env, session_env, tmp_dir, build_dir, target_cmd,
+          tmp_dir);
   fclose(f);
   sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
   if (sh("tmux -L %s -f /dev/null new-session -d -s v -x %d -y %d "
@@ -244,6 +247,14 @@ static int session_setup(void **state) {
          tmux_sock, COLS, ROWS, script) != 0)
     return -1;
   return 0;
+}
+
+/* The same with NO_COLOR set and a locale that is not UTF-8. */
+static int plain_session_setup(void **state) {
+  session_env = "export NO_COLOR=1 LANG=C LC_ALL=C\n";
+  int rc = session_setup(state);
+  session_env = "";
+  return rc;
 }
 
 static int session_teardown(void **state) {
@@ -412,6 +423,75 @@ static void test_quit_restores(void **state) {
   assert_non_null(strstr(modes, " echo "));
 }
 
+/* The pane with its attributes, as escape sequences (capture-pane -e). */
+static const char *capture_sgr(void) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -e -p -t v 2>/dev/null",
+           tmux_sock);
+  FILE *p = popen(cmd, "r");
+  size_t n = 0;
+  screen_buf[0] = '\0';
+  if (p == NULL)
+    return screen_buf;
+  n = fread(screen_buf, 1, sizeof screen_buf - 1, p);
+  screen_buf[n] = '\0';
+  pclose(p);
+  return screen_buf;
+}
+
+/* Whether any SGR sequence sets a foreground or background colour. */
+static int has_colour(const char *s) {
+  for (const char *p = strstr(s, "\033["); p != NULL;
+       p = strstr(p + 1, "\033[")) {
+    const char *q = p + 2;
+    while (*q != '\0' && *q != 'm' && (*q == ';' || (*q >= '0' && *q <= '9'))) {
+      int v = (int)strtol(q, (char **)&q, 10);
+      if ((v >= 30 && v <= 38) || (v >= 40 && v <= 48) ||
+          (v >= 90 && v <= 97) || (v >= 100 && v <= 107))
+        return 1;
+      if (*q == ';')
+        q++;
+    }
+  }
+  return 0;
+}
+
+static int has_non_ascii(const char *s) {
+  for (; *s; s++)
+    if ((unsigned char)*s >= 0x80)
+      return 1;
+  return 0;
+}
+
+/* The default session: UTF-8 locale and colours. */
+static void test_colour_utf8(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  keys("Enter");
+  WAIT_FOR("\xe2\x96\x88 data"); /* U+2588, the data fill */
+  assert_true(has_colour(capture_sgr()));
+}
+
+/* NO_COLOR and LANG=C: attributes only, and ASCII only. */
+static void test_no_colour_ascii(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  keys("Enter");
+  WAIT_FOR("# data");
+  WAIT_FOR("~ Prepared");
+  assert_false(has_non_ascii(capture()));
+  const char *sgr = capture_sgr();
+  if (has_colour(sgr))
+    print_error("colour escapes with NO_COLOR set:\n%s\n", sgr);
+  assert_false(has_colour(sgr));
+  /* Attributes remain: the title bar is in reverse video. */
+  assert_non_null(strstr(sgr, "\033[7m"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_figures_change, session_setup,
@@ -424,6 +504,10 @@ int main(void) {
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_quit_restores, session_setup,
                                       session_teardown),
+      cmocka_unit_test_setup_teardown(test_colour_utf8, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_no_colour_ascii,
+                                      plain_session_setup, session_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
