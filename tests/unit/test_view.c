@@ -388,6 +388,10 @@ static void test_every_size(void **state) {
       m->screen = (mt_screen_t)screen;
       for (int utf8 = 0; utf8 < 2; utf8++) {
         m->utf8 = utf8;
+        /* Half the sizes with the PAUSED marker and the delay prompt. */
+        m->paused = utf8;
+        m->prompting = utf8;
+        snprintf(m->input, sizeof m->input, "%s", utf8 ? "0.25" : "");
         for (int rows = 0; rows <= 30; rows++)
           for (int cols = 0; cols <= 130; cols += (cols < 50 ? 1 : 7)) {
             mt_grid_t g;
