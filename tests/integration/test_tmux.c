@@ -170,7 +170,6 @@ static int group_setup(void **state) {
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/memtop-tmux-XXXXXX");
   if (mkdtemp(tmp_dir) == NULL)
     return -1;
-  snprintf(tmux_sock, sizeof tmux_sock, "memtop-test-%d", (int)getpid());
 
   char demo[1200];
   snprintf(demo, sizeof demo, "%s/contrib/demo", build_dir);
@@ -242,6 +241,12 @@ static int session_setup(void **state) {
           tmp_dir);
   fclose(f);
   sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
+  /* A server of its own per session: the last one may still be on its way
+   * out after kill-server, and a new session on its socket would die with
+   * it. */
+  static int sessions;
+  snprintf(tmux_sock, sizeof tmux_sock, "memtop-test-%d-%d", (int)getpid(),
+           ++sessions);
   if (sh("tmux -L %s -f /dev/null new-session -d -s v -x %d -y %d "
          "\"sh '%s'\"",
          tmux_sock, COLS, ROWS, script) != 0)
