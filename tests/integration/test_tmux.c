@@ -37,7 +37,7 @@
 
 static char build_dir[1024];
 static char tmp_dir[64];
-static char tmux_sock[64];
+static char tmux_sock[128];
 static char target_cmd[2200];
 static char preload_env[1300];
 static const char *skip_reason;
@@ -85,7 +85,7 @@ static void sleep_ms(long ms) {
 /* The pane's text, one line per row. */
 static const char *capture(void) {
   char cmd[256];
-  snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p -t v 2>/dev/null",
+  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane -p -t v 2>/dev/null",
            tmux_sock);
   FILE *p = popen(cmd, "r");
   size_t n = 0;
@@ -99,7 +99,7 @@ static const char *capture(void) {
 }
 
 static void keys(const char *k) {
-  assert_int_equal(sh("tmux -L %s send-keys -t v %s", tmux_sock, k), 0);
+  assert_int_equal(sh("tmux -S %s send-keys -t v %s", tmux_sock, k), 0);
 }
 
 /* Waits until the screen contains (or, with want == 0, lacks) `text`. */
@@ -229,7 +229,8 @@ static int session_setup(void **state) {
   if (f == NULL)
     return -1;
   fprintf(f,
-          "export MEMSTATS_DIR='%s/sock' LANG=C.UTF-8 LC_ALL=C.UTF-8\n"
+          "export MEMSTATS_DIR='%s/sock' TMPDIR='%s' LANG=C.UTF-8 "
+          "LC_ALL=C.UTF-8\n"
           "unset NO_COLOR\n"
           "%s%s"
           "rm -f '%s/stty.txt'\n"
@@ -237,17 +238,16 @@ static int session_setup(void **state) {
           "echo \"MEMTOP-EXIT=$?\"\n"
           "stty -a > '%s/stty.txt'\n"
           "exec sleep 600\n",
-          tmp_dir, preload_env, session_env, tmp_dir, build_dir, target_cmd,
+          tmp_dir, tmp_dir, preload_env, session_env, tmp_dir, build_dir, target_cmd,
           tmp_dir);
   fclose(f);
   sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
-  /* A server of its own per session: the last one may still be on its way
-   * out after kill-server, and a new session on its socket would die with
-   * it. */
+  /* A server of its own per session, its socket in our directory: the
+   * last one may still be on its way out after kill-server, and a new
+   * session on its socket would die with it. */
   static int sessions;
-  snprintf(tmux_sock, sizeof tmux_sock, "memtop-test-%d-%d", (int)getpid(),
-           ++sessions);
-  if (sh("tmux -L %s -f /dev/null new-session -d -s v -x %d -y %d "
+  snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux-%d", tmp_dir, ++sessions);
+  if (sh("tmux -S %s -f /dev/null new-session -d -s v -x %d -y %d "
          "\"sh '%s'\"",
          tmux_sock, COLS, ROWS, script) != 0)
     return -1;
@@ -265,7 +265,7 @@ static int plain_session_setup(void **state) {
 static int session_teardown(void **state) {
   (void)state;
   if (skip_reason == NULL)
-    sh("tmux -L %s kill-server >/dev/null 2>&1", tmux_sock);
+    sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
   return 0;
 }
 
@@ -359,7 +359,7 @@ static void test_resize(void **state) {
   wait_target(row, sizeof row);
   WAIT_FOR("PREPARED");
   /* Narrower: the list keeps the breakdown and drops what does not fit. */
-  assert_int_equal(sh("tmux -L %s resize-window -t v -x 60 -y 15", tmux_sock),
+  assert_int_equal(sh("tmux -S %s resize-window -t v -x 60 -y 15", tmux_sock),
                    0);
   WAIT_GONE("PREPARED");
   WAIT_FOR("READY");
@@ -369,14 +369,14 @@ static void test_resize(void **state) {
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
   assert_int_equal(
-      sh("tmux -L %s resize-window -t v -x 130 -y 40", tmux_sock), 0);
+      sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock), 0);
   WAIT_FOR("PROVIDER");
   WAIT_FOR("OBJECTS");
   assert_true(strlen(line_of(screen_buf, 39, line, sizeof line)) > 0);
   /* The detail view at a small size drops sections but keeps the bar. */
   keys("Enter");
   WAIT_FOR("Sys by class");
-  assert_int_equal(sh("tmux -L %s resize-window -t v -x 40 -y 12", tmux_sock),
+  assert_int_equal(sh("tmux -S %s resize-window -t v -x 40 -y 12", tmux_sock),
                    0);
   WAIT_GONE("Sys by class");
   WAIT_FOR("Ready+Prepared");
@@ -431,7 +431,7 @@ static void test_quit_restores(void **state) {
 /* The pane with its attributes, as escape sequences (capture-pane -e). */
 static const char *capture_sgr(void) {
   char cmd[256];
-  snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -e -p -t v 2>/dev/null",
+  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane -e -p -t v 2>/dev/null",
            tmux_sock);
   FILE *p = popen(cmd, "r");
   size_t n = 0;
