@@ -33,10 +33,7 @@
 #include "providers/provider_int.h"
 
 /* bdwgc's GC_EventType values (gc.h, stable since 7.6). */
-enum {
-  EV_PRE_STOP_WORLD = 6,
-  EV_POST_START_WORLD = 9
-};
+enum { EV_PRE_STOP_WORLD = 6, EV_POST_START_WORLD = 9 };
 
 /* bdwgc's struct GC_prof_stats_s, which GC_get_prof_stats fills up to the
  * size passed (so an older or newer collector is fine). */
@@ -60,13 +57,14 @@ static struct {
   prof_stats_fn prof_stats;
   gc_no_fn gc_no;
   int_fn is_incremental, is_disabled;
-  event_fn prev;            /* the program's own callback, chained */
-  uint64_t stop_ns;         /* PRE_STOP_WORLD of the pause in progress */
-  unsigned long missed;     /* collections before the hook was installed */
+  event_fn prev;        /* the program's own callback, chained */
+  uint64_t stop_ns;     /* PRE_STOP_WORLD of the pause in progress */
+  unsigned long missed; /* collections before the hook was installed */
   int installed;
 } g_gc;
 
-/* ---- the pause hook --------------------------------------------------------*/
+/* ---- the pause hook
+ * --------------------------------------------------------*/
 
 static void on_collection_event(int ev) {
   if (ev == EV_PRE_STOP_WORLD) {
@@ -87,7 +85,8 @@ static int resolve(void) {
       (set_event_fn)dlsym(RTLD_DEFAULT, "GC_set_on_collection_event");
   if (!set)
     return 0;
-  g_gc.get_event = (get_event_fn)dlsym(RTLD_DEFAULT, "GC_get_on_collection_event");
+  g_gc.get_event =
+      (get_event_fn)dlsym(RTLD_DEFAULT, "GC_get_on_collection_event");
   g_gc.prof_stats = (prof_stats_fn)dlsym(RTLD_DEFAULT, "GC_get_prof_stats");
   g_gc.gc_no = (gc_no_fn)dlsym(RTLD_DEFAULT, "GC_get_gc_no");
   g_gc.is_incremental = (int_fn)dlsym(RTLD_DEFAULT, "GC_is_incremental_mode");
@@ -127,7 +126,8 @@ __attribute__((constructor)) static void boehm_early(void) {
   ms__boehm_install();
 }
 
-/* ---- the provider ----------------------------------------------------------*/
+/* ---- the provider
+ * ----------------------------------------------------------*/
 
 static int gc_detect(void) {
   return ms__boehm_install();
@@ -158,10 +158,10 @@ static int gc_sample(ms__pv_sample_t *out, unsigned flags) {
   ms__pv_set(out, MS_F_HEAP_RELEASED, st.unmapped_bytes, MS_Q_EXACT);
   ms__pv_set(out, MS_F_HEAP_INUSE, inuse, MS_Q_EXACT);
   if (got >= offsetof(struct ms__gc_prof_stats, expl_freed_bytes_since_gc)) {
-    uint64_t allocd = (uint64_t)st.allocd_bytes_before_gc +
-                      st.bytes_allocd_since_gc;
-    uint64_t reclaimed = (uint64_t)st.reclaimed_bytes_before_gc +
-                         st.bytes_reclaimed_since_gc;
+    uint64_t allocd =
+        (uint64_t)st.allocd_bytes_before_gc + st.bytes_allocd_since_gc;
+    uint64_t reclaimed =
+        (uint64_t)st.reclaimed_bytes_before_gc + st.bytes_reclaimed_since_gc;
     uint64_t live = allocd > reclaimed ? allocd - reclaimed : 0;
     ms__pv_set(out, MS_F_HEAP_ALLOC, live < inuse ? live : inuse,
                MS_Q_ESTIMATED);
@@ -182,8 +182,8 @@ static int gc_sample(ms__pv_sample_t *out, unsigned flags) {
  * what the collector cannot say is marked so. */
 static void gc_finish(ms_snapshot_t *s, int idx) {
   static const ms_field_t gc_fields[] = {
-      MS_F_LAST_GC, MS_F_PAUSE_TOTAL_NS, MS_F_PAUSE_NS, MS_F_NUM_GC,
-      MS_F_GC_CPU_FRACTION, MS_F_PAUSE_HIST, MS_F_ENABLE_GC, MS_F_DEBUG_GC};
+      MS_F_LAST_GC,         MS_F_PAUSE_TOTAL_NS, MS_F_PAUSE_NS,  MS_F_NUM_GC,
+      MS_F_GC_CPU_FRACTION, MS_F_PAUSE_HIST,     MS_F_ENABLE_GC, MS_F_DEBUG_GC};
   if (!g_gc.installed)
     return;
   for (size_t i = 0; i < sizeof gc_fields / sizeof gc_fields[0]; i++)

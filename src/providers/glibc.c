@@ -76,8 +76,8 @@ struct ms__heap_info {
   size_t mprotect_size;
 };
 
-static char g_maps[65536];           /* one read of /proc/self/maps */
-static unsigned char g_vec[65536];   /* mincore's page vector, in chunks */
+static char g_maps[65536];         /* one read of /proc/self/maps */
+static unsigned char g_vec[65536]; /* mincore's page vector, in chunks */
 
 static uint64_t nonresident(uintptr_t start, uintptr_t end, size_t page) {
   uint64_t n = 0;

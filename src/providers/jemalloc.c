@@ -130,9 +130,9 @@ static int classes_init(void) {
     if (read_size(name, &g_cls.size[j]) != 0)
       return -1;
   }
-  static const char *const bin_names[3] = {
-      "stats.arenas.4096.bins.0.nmalloc", "stats.arenas.4096.bins.0.ndalloc",
-      "stats.arenas.4096.bins.0.curregs"};
+  static const char *const bin_names[3] = {"stats.arenas.4096.bins.0.nmalloc",
+                                           "stats.arenas.4096.bins.0.ndalloc",
+                                           "stats.arenas.4096.bins.0.curregs"};
   static const char *const lext_names[3] = {
       "stats.arenas.4096.lextents.0.nmalloc",
       "stats.arenas.4096.lextents.0.ndalloc",
@@ -219,8 +219,7 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
     uint64_t meta_sys = sys - heap_sys;
     ms__pv_set(out, MS_F_SYS, sys, MS_Q_EXACT);
     ms__pv_set(out, MS_F_MSPAN_SYS, meta_sys, MS_Q_EXACT);
-    ms__pv_set(out, MS_F_MSPAN_INUSE,
-               metadata < meta_sys ? metadata : meta_sys,
+    ms__pv_set(out, MS_F_MSPAN_INUSE, metadata < meta_sys ? metadata : meta_sys,
                metadata <= meta_sys ? MS_Q_EXACT : MS_Q_ESTIMATED);
   } else {
     /* Should not happen (mapped covers the active, dirty and muzzy

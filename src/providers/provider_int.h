@@ -29,13 +29,16 @@ typedef struct ms__pv_sample_s {
 
 /* What a provider's memory is: the C allocator behind malloc (one at most
  * is chosen), or a garbage collector with a heap of its own. */
-typedef enum ms__pv_kind_e { MS__PV_MALLOC = 0, MS__PV_COLLECTOR } ms__pv_kind_t;
+typedef enum ms__pv_kind_e {
+  MS__PV_MALLOC = 0,
+  MS__PV_COLLECTOR
+} ms__pv_kind_t;
 
 /* Flags for sample(). */
 #define MS__PV_WANT_CLASSES 0x1u /* nobody else has size classes: read them */
 
 typedef struct ms__provider_s {
-  const char *name;   /* as in snapshot->providers: "glibc", "jemalloc" ... */
+  const char *name; /* as in snapshot->providers: "glibc", "jemalloc" ... */
   ms__pv_kind_t kind;
   /* Shortest interval between two samples; the registry stretches it to
    * 100 times the cost of the last sample (back-off when reads are slow). */

@@ -70,7 +70,8 @@ static int g_malloc_detected;
 static ms__pv_slot_t *g_malloc_slot; /* the confirmed one, or NULL */
 static unsigned long long g_loads_seen = ~0ull;
 
-/* ---- detection -------------------------------------------------------------*/
+/* ---- detection
+ * -------------------------------------------------------------*/
 
 static int count_loads(struct dl_phdr_info *info, size_t size, void *arg) {
   if (size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds)
@@ -101,7 +102,8 @@ static void detect(void) {
   }
 }
 
-/* ---- cadence ---------------------------------------------------------------*/
+/* ---- cadence
+ * ---------------------------------------------------------------*/
 
 static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
                                      unsigned flags) {
@@ -135,13 +137,14 @@ void ms__providers_fill(ms_snapshot_t *snap) {
                       g_collector.active ? g_collector.pv : NULL, gs);
 }
 
-/* ---- combining -------------------------------------------------------------*/
+/* ---- combining
+ * -------------------------------------------------------------*/
 
 /* The fields of the memory a heap owner describes. */
 static const ms_field_t heap_fields[] = {
-    MS_F_HEAP_SYS,   MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE,   MS_F_HEAP_RELEASED,
-    MS_F_MSPAN_SYS,  MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS,   MS_F_MCACHE_INUSE,
-    MS_F_GC_SYS,     MS_F_OTHER_SYS};
+    MS_F_HEAP_SYS,  MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE, MS_F_HEAP_RELEASED,
+    MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE,
+    MS_F_GC_SYS,    MS_F_OTHER_SYS};
 /* The *Sys fields a provider may fill (Sys is their sum). */
 static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS, MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
@@ -210,8 +213,7 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
 
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
-                         const ms__provider_t *gpv,
-                         const ms__pv_sample_t *gs) {
+                         const ms__provider_t *gpv, const ms__pv_sample_t *gs) {
   int midx = mpv ? ms__snapshot_add_provider(snap, mpv->name) : -1;
   int gidx = gpv ? ms__snapshot_add_provider(snap, gpv->name) : -1;
   int engine_heap = (fed & MS__FEED_HEAP) != 0;
@@ -236,8 +238,8 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
     }
     if (gs->q[MS_F_ENABLE_GC] != MS_Q_UNAVAILABLE) {
       snap->enable_gc = (int)gs->v[MS_F_ENABLE_GC];
-      ms__set_quality(snap, MS_F_ENABLE_GC,
-                      (ms_quality_t)gs->q[MS_F_ENABLE_GC], gidx);
+      ms__set_quality(snap, MS_F_ENABLE_GC, (ms_quality_t)gs->q[MS_F_ENABLE_GC],
+                      gidx);
     }
   }
   if (gpv && gpv->finish)

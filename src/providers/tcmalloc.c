@@ -26,7 +26,8 @@ typedef int (*getprop_fn)(const char *, size_t *);
 static getprop_fn g_prop;
 
 static int tc_detect(void) {
-  g_prop = (getprop_fn)dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
+  g_prop =
+      (getprop_fn)dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty");
   return g_prop != NULL;
 }
 

@@ -18,6 +18,18 @@ $(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS)
 	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so
 endif
 
+# ---- the providers' target programs (pv_*) ----------------------------------
+# Like the pl_* programs: run under the preload, not linked with -lmemstats,
+# each linked with the allocator whose provider it checks (tests/progs/
+# pv_check.h; tests/integration/test_providers.c runs them).
+PROG_LIBS_pv_jemalloc := -ljemalloc
+PROG_LIBS_pv_tcmalloc := -ltcmalloc
+PROG_LIBS_pv_mimalloc := -lmimalloc
+PROG_LIBS_pv_boehm := -lgc
+$(BUILD)/progs/pv_%: tests/progs/pv_%.c tests/progs/pv_check.h $(PRELOAD_SO) $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pv_$*)
+
 PROG_LIBS_pl_pattern_je := -ljemalloc
 PROG_LIBS_pl_cxx_je := -ljemalloc
 PROG_LIBS_pl_threads_fork := -lpthread

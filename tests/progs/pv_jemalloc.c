@@ -1,0 +1,74 @@
+/*
+ * pv_jemalloc.c - the jemalloc provider on jemalloc (linked -ljemalloc),
+ * under the preload: HeapInuse, HeapReleased, HeapIdle equal jemalloc's own
+ * mallctl figures, HeapAlloc moves exactly as jemalloc's allocated minus
+ * its thread caches, and the tracked counts follow the known pattern.
+ */
+#include "pv_check.h"
+
+int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
+            size_t newlen);
+
+static size_t ctl(const char *name) {
+  size_t v = 0, len = sizeof v;
+  if (mallctl(name, &v, &len, NULL, 0) != 0)
+    pv_say("FAIL mallctl %s", name);
+  return v;
+}
+
+static struct { uint64_t active, released, idle, alloc; } g_je;
+
+static void read_je(void) {
+  uint64_t epoch = 1;
+  size_t len = sizeof epoch;
+  mallctl("epoch", &epoch, &len, &epoch, len);
+  size_t page = ctl("arenas.page");
+  g_je.active = ctl("stats.active");
+  g_je.released =
+      ctl("stats.retained") + ctl("stats.arenas.4096.pmuzzy") * page;
+  g_je.idle =
+      (ctl("stats.arenas.4096.pdirty") + ctl("stats.arenas.4096.pmuzzy")) *
+          page +
+      ctl("stats.retained");
+  g_je.alloc = ctl("stats.allocated") - ctl("stats.arenas.4096.tcache_bytes");
+}
+
+static int matches_je(const ms_snapshot_t *s) {
+  read_je();
+  pv_snap((ms_snapshot_t *)s);
+  return s->heap_inuse == g_je.active && s->heap_released == g_je.released &&
+         s->heap_idle == g_je.idle;
+}
+
+int main(void) {
+  static ms_snapshot_t s;
+  pv_start("jemalloc");
+  read_je();
+  uint64_t alloc0 = g_je.alloc;
+  pv_check_pattern();
+  read_je();
+  PV_CHECK(g_je.alloc - alloc0 == pv_live_bytes,
+           "jemalloc's allocated - tcache_bytes moved as tracked HeapAlloc",
+           "jemalloc moved %lld, tracked %llu",
+           (long long)(g_je.alloc - alloc0), (unsigned long long)pv_live_bytes);
+
+  int fresh = pv_until_fresh(&s, matches_je);
+  PV_CHECK(fresh,
+           "HeapInuse = active, HeapReleased = retained + muzzy, "
+           "HeapIdle = dirty + muzzy + retained",
+           "snapshot %llu/%llu/%llu, jemalloc %llu/%llu/%llu",
+           (unsigned long long)s.heap_inuse,
+           (unsigned long long)s.heap_released, (unsigned long long)s.heap_idle,
+           (unsigned long long)g_je.active, (unsigned long long)g_je.released,
+           (unsigned long long)g_je.idle);
+  pv_check_quality(&s, MS_F_HEAP_INUSE, MS_Q_EXACT, "jemalloc");
+  pv_check_quality(&s, MS_F_HEAP_RELEASED, MS_Q_EXACT, "jemalloc");
+  pv_check_quality(&s, MS_F_MSPAN_SYS, MS_Q_EXACT, "jemalloc");
+  /* Tracking is on: its exact classes win over jemalloc's bins. */
+  pv_check_quality(&s, MS_F_BY_SIZE, MS_Q_EXACT, "tracked");
+  pv_check_identities(&s);
+  PV_CHECK(s.sys >= ctl("stats.mapped"), "Sys covers stats.mapped", "Sys %llu",
+           (unsigned long long)s.sys);
+  pv_pattern_free();
+  return pv_finish("pv_jemalloc");
+}
