@@ -52,9 +52,9 @@ typedef enum { CH_NONE, CH_IDLE, CH_INUSE, CH_RELEASED } chunk_state_t;
 typedef struct chunk_s {
   char *base;
   uint32_t cls;
-  uint32_t live;      /* live objects after the last sweep, plus new ones */
-  uint32_t used;      /* bump pointer: objects carved so far */
-  uint32_t idle_gcs;  /* collections spent idle */
+  uint32_t live;     /* live objects after the last sweep, plus new ones */
+  uint32_t used;     /* bump pointer: objects carved so far */
+  uint32_t idle_gcs; /* collections spent idle */
   chunk_state_t state;
 } chunk_t;
 
@@ -177,7 +177,8 @@ static obj_t *alloc_obj(uint32_t cls) {
   return o;
 }
 
-/* ---- the collector ---------------------------------------------------------*/
+/* ---- the collector
+ * ---------------------------------------------------------*/
 
 static void push(obj_t *o, size_t *n) {
   if (!o || o->marked)
@@ -257,15 +258,16 @@ static void collect(int forced) {
       g_current[c->cls] = i;
   }
   g_alloc_since_gc = 0;
-  g_book.next_gc = g_book.live_bytes * 2 < 4 * CHUNK ? 4 * CHUNK
-                                                      : g_book.live_bytes * 2;
+  g_book.next_gc =
+      g_book.live_bytes * 2 < 4 * CHUNK ? 4 * CHUNK : g_book.live_bytes * 2;
   ms_gc_set_next(g_book.next_gc);
   g_book.num_gc++;
   g_book.num_forced += forced != 0;
   ms_gc_end();
 }
 
-/* ---- the mutator -----------------------------------------------------------*/
+/* ---- the mutator
+ * -----------------------------------------------------------*/
 
 static void mutate(void) {
   uint32_t cls = (uint32_t)(rnd() % NCLASSES);

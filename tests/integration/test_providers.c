@@ -1,0 +1,159 @@
+/*
+ * test_providers.c - the allocator providers on their real allocators.
+ *
+ * Each tests/progs/pv_<allocator> program is linked with that allocator and
+ * run under the preload (MEMSTATS_AGENT=0: no socket needed); it checks its
+ * own snapshot against the allocator's own figures and a known allocation
+ * pattern, printing "ok"/"FAIL" lines (tests/progs/pv_check.h), and exits 0
+ * only if everything held. contrib/runtime_example --check compares what
+ * it reported through the public API with its snapshot.
+ *
+ * Under a sanitizer build the plain preload from $BUILD/plain is injected
+ * (the instrumented one cannot be), as in test_preload.c.
+ */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char build_dir[1024];
+static char preload_path[1200];
+
+/* $BUILD is the parent of the directory this test binary is in. */
+static void find_build_dir(void) {
+  char exe[sizeof build_dir];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  assert_true(n > 0);
+  exe[n] = '\0';
+  for (int i = 0; i < 2; i++) {
+    char *slash = strrchr(exe, '/');
+    assert_non_null(slash);
+    *slash = '\0';
+  }
+  snprintf(build_dir, sizeof build_dir, "%s", exe);
+  struct stat st;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  snprintf(preload_path, sizeof preload_path, "%s/plain/libmemstats-preload.so",
+           build_dir);
+  if (stat(preload_path, &st) == 0)
+    return;
+#endif
+  snprintf(preload_path, sizeof preload_path, "%s/libmemstats-preload.so",
+           build_dir);
+  if (stat(preload_path, &st) != 0)
+    fail_msg("%s is missing: build it with `make` first", preload_path);
+}
+
+/* Runs argv with the given LD_PRELOAD (or none), collecting its output
+ * into out. Returns the exit status, or -1 if it did not exit normally. */
+static int run(char *const argv[], const char *preload, char *out,
+               size_t outlen) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    setenv("MEMSTATS_AGENT", "0", 1);
+    if (preload)
+      setenv("LD_PRELOAD", preload, 1);
+    else
+      unsetenv("LD_PRELOAD");
+    execv(argv[0], argv);
+    fprintf(stderr, "cannot run %s\n", argv[0]);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t have = 0;
+  ssize_t r;
+  while ((r = read(fds[0], out + have, outlen - 1 - have)) > 0) {
+    have += (size_t)r;
+    if (have == outlen - 1)
+      break;
+  }
+  out[have] = '\0';
+  close(fds[0]);
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void run_pv(const char *name) {
+  char path[1400];
+  snprintf(path, sizeof path, "%s/progs/%s", build_dir, name);
+  if (access(path, X_OK) != 0)
+    fail_msg("%s is missing: build it with `make test-build`", path);
+  static char out[65536];
+  char *argv[] = {path, NULL};
+  int rc = run(argv, preload_path, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("%s %s %d (its FAIL lines are above)", name,
+             rc < 0 ? "was killed: status" : "exited with", rc);
+  }
+  /* The program says how many checks failed on its last line. */
+  assert_non_null(strstr(out, ": 0 failed"));
+  assert_null(strstr(out, "FAIL"));
+}
+
+static void test_glibc(void **state) {
+  (void)state;
+  run_pv("pv_glibc");
+}
+static void test_jemalloc(void **state) {
+  (void)state;
+  run_pv("pv_jemalloc");
+}
+static void test_tcmalloc(void **state) {
+  (void)state;
+  run_pv("pv_tcmalloc");
+}
+static void test_mimalloc(void **state) {
+  (void)state;
+  run_pv("pv_mimalloc");
+}
+static void test_boehm(void **state) {
+  (void)state;
+  run_pv("pv_boehm");
+}
+
+/* The runtime example's figures arrive as it reported them. */
+static void test_runtime_example(void **state) {
+  (void)state;
+  char path[1400];
+  snprintf(path, sizeof path, "%s/contrib/runtime_example", build_dir);
+  if (access(path, X_OK) != 0)
+    fail_msg("%s is missing: build it with `make`", path);
+  static char out[16384];
+  char secs[] = "1", check[] = "--check";
+  char *argv[] = {path, secs, check, NULL};
+  int rc = run(argv, NULL, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("runtime_example --check exited with %d", rc);
+  }
+  assert_null(strstr(out, "DIFFERENT"));
+  assert_non_null(strstr(out, "NumGC"));
+}
+
+int main(void) {
+  find_build_dir();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_glibc),    cmocka_unit_test(test_jemalloc),
+      cmocka_unit_test(test_tcmalloc), cmocka_unit_test(test_mimalloc),
+      cmocka_unit_test(test_boehm),    cmocka_unit_test(test_runtime_example),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
