@@ -361,6 +361,8 @@ static int get_u64(const uint8_t *v, uint32_t n, uint64_t *out,
 /* Copies a string record; control characters become '?', because names
  * from a target end up on a terminal. */
 static void get_str(const uint8_t *v, uint32_t n, char *dst, size_t cap) {
+  /* Cleared whole, so a repeated record leaves nothing of the first. */
+  memset(dst, 0, cap);
   size_t i = 0;
   for (; i < n && i + 1 < cap && v[i] != 0; i++)
     dst[i] = (v[i] < 0x20 || v[i] == 0x7f) ? '?' : (char)v[i];
