@@ -189,17 +189,19 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
       if (add_pid(o, argv[optind], err, errlen) != 0)
         return MS_EINVAL;
       optind++;
+      if (!dashdash)
+        continue;
       /* After "--" every word is a PID, even one that looks like an
-       * option; getopt would take it as one, so read them here. */
-      while (dashdash && optind < argc) {
+       * option. getopt must not be called again: once it has seen "--"
+       * it keeps pointing back at the first word after it. */
+      for (; optind < argc; optind++) {
         if (o->cmd == MT_CMD_PROFILE)
           return fail(err, errlen, "profile takes one process ID (got '%s')",
                       argv[optind]);
         if (add_pid(o, argv[optind], err, errlen) != 0)
           return MS_EINVAL;
-        optind++;
       }
-      continue;
+      break;
     }
     switch (c) {
     case 'd':

@@ -146,8 +146,15 @@ static void update_pauses(mt_target_t *t) {
           ring_max)
         ring_max =
             s->pause_ns[(s->num_gc + MS_PAUSE_RING - 1 - i) % MS_PAUSE_RING];
-    if (s->num_gc <= MS_PAUSE_RING || t->pause_max_ns < 0)
+    if (s->num_gc <= MS_PAUSE_RING || t->pause_max_ns < 0) {
       t->pause_max_ns = (int64_t)ring_max;
+      /* A histogram quantile is its bucket's upper edge; no pause was
+       * longer than the exact maximum, so neither is any quantile. */
+      if (t->pause_p50_ns > t->pause_max_ns)
+        t->pause_p50_ns = t->pause_max_ns;
+      if (t->pause_p99_ns > t->pause_max_ns)
+        t->pause_p99_ns = t->pause_max_ns;
+    }
   }
 }
 
@@ -215,8 +222,8 @@ void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited,
 
 /* ---- sorting ---- */
 
-/* The sort key of a target; targets without figures sort after every
- * target with figures, whatever the direction. */
+/* The sort key of a target. Targets without figures sort after every
+ * target with figures, whatever the key (but PID) and the direction. */
 static int sort_value(const mt_target_t *t, mt_sort_t key, int64_t *v) {
   if (!t->have_snapshot)
     return 0;
@@ -258,6 +265,8 @@ static int compare_targets(const mt_target_t *a, const mt_target_t *b,
     return reverse ? -c : c;
   }
   if (key == MT_SORT_NAME) {
+    if (a->have_snapshot != b->have_snapshot)
+      return a->have_snapshot ? -1 : 1;
     c = strcmp(a->comm, b->comm);
     c = (c > 0) - (c < 0);
     if (reverse)
