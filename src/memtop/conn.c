@@ -240,9 +240,8 @@ static void consume(mt_conn_t *c) {
                           &c->snap, &ev);
     off += used;
     if (rc < 0 || ev.type == MSC_EV_ERROR) {
-      if (ev.msg[0] != '\0')
-        failf(c, rc < 0 ? rc : (ev.err ? ev.err : MS_EPROTO), "PID %d: %s",
-              c->pid, ev.msg);
+      if (ev.msg[0] != '\0') /* the session's words name the PID */
+        failf(c, rc < 0 ? rc : (ev.err ? ev.err : MS_EPROTO), "%s", ev.msg);
       else
         failf(c, rc < 0 ? rc : MS_EPROTO,
               "PID %d: the target's reply is malformed (%s); it may run an "

@@ -311,6 +311,10 @@ static void on_failure(mt_app_t *app, mt_watch_t *w, mt_target_t *t,
       child_exit_words(app, w->err, sizeof w->err);
     else if (t != NULL && t->have_snapshot)
       snprintf(w->err, sizeof w->err, "exited");
+    else if (status != MS_ENOENT && status != MS_ECONNREFUSED)
+      snprintf(w->err, sizeof w->err,
+               "PID %d exited before it answered (%.300s)", w->pid,
+               msg != NULL ? msg : ms_strerror(status));
     else
       snprintf(w->err, sizeof w->err,
                "PID %d: no such process (`memtop ps` lists the processes "

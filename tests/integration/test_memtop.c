@@ -1,0 +1,569 @@
+/*
+ * test_memtop.c - the real memtop binary ($BUILD/memtop) against real
+ * targets over real sockets, each test in its own MEMSTATS_DIR:
+ *
+ *   --once and --once --json of a target linked with -lmemstats, several
+ *   targets, -n rounds, watching all, ps; `run --once` returning the
+ *   command's status with its final report; a PID that is not attachable
+ *   (exit 1, cause and fix); bad usage (exit 2 and the usage); and fake
+ *   targets that hang, answer garbage or die mid-reply: memtop reports an
+ *   error for that PID, still reports the others, and does not hang.
+ *
+ * No timing is asserted: the only clock is a generous limit that turns a
+ * hung memtop into a failure instead of a hung test run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#define LIMIT_S 30 /* a memtop still running after this is a hang */
+
+static char build[1024], memtop[1200], target[1200];
+static char dir[64];
+
+typedef struct result_s {
+  int status; /* exit status, or 128+signal */
+  char out[256 * 1024];
+  char err[64 * 1024];
+  size_t nout, nerr;
+} result_t;
+
+static result_t res;
+
+/* ---- running things ---- */
+
+/* Runs argv (NULL-terminated) with stdin from /dev/null and stdout and
+ * stderr captured into res. Fails the test if it outlives LIMIT_S. */
+static int run_argv(char *const argv[]) {
+  int po[2], pe[2], st;
+  struct pollfd pfd[2];
+  time_t start = time(NULL);
+  pid_t pid;
+  ssize_t n;
+
+  memset(&res, 0, sizeof res);
+  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    dup2(po[1], 1);
+    dup2(pe[1], 2);
+    execv(argv[0], argv);
+    _exit(126);
+  }
+  close(po[1]);
+  close(pe[1]);
+  pfd[0].fd = po[0];
+  pfd[1].fd = pe[0];
+  pfd[0].events = pfd[1].events = POLLIN;
+  while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+    if (time(NULL) - start > LIMIT_S) {
+      kill(pid, SIGKILL);
+      fail_msg("%s did not finish within %d s (hung)", argv[0], LIMIT_S);
+    }
+    if (poll(pfd, 2, 1000) <= 0)
+      continue;
+    if (pfd[0].revents) {
+      n = read(po[0], res.out + res.nout, sizeof res.out - 1 - res.nout);
+      if (n <= 0) {
+        close(po[0]);
+        pfd[0].fd = -1;
+      } else {
+        res.nout += (size_t)n;
+      }
+    }
+    if (pfd[1].revents) {
+      n = read(pe[0], res.err + res.nerr, sizeof res.err - 1 - res.nerr);
+      if (n <= 0) {
+        close(pe[0]);
+        pfd[1].fd = -1;
+      } else {
+        res.nerr += (size_t)n;
+      }
+    }
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  res.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return res.status;
+}
+
+/* Runs memtop with the given arguments (NULL-terminated). */
+static int mt(const char *first, ...) {
+  char *argv[32];
+  va_list ap;
+  int argc = 0;
+  const char *a;
+
+  argv[argc++] = memtop;
+  va_start(ap, first);
+  for (a = first; a != NULL && argc < 31; a = va_arg(ap, const char *))
+    argv[argc++] = (char *)a;
+  va_end(ap);
+  argv[argc] = NULL;
+  return run_argv(argv);
+}
+
+typedef struct proc_s {
+  pid_t pid;
+  int in; /* its stdin: closing it ends mt_target */
+} proc_t;
+
+/* Starts mt_target and waits for its "ready <pid>". */
+static proc_t start_target(const char *arg) {
+  int pi[2], po[2];
+  proc_t p;
+  char line[128] = {0};
+  size_t len = 0;
+  ssize_t n;
+
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+  p.pid = fork();
+  assert_true(p.pid >= 0);
+  if (p.pid == 0) {
+    dup2(pi[0], 0);
+    dup2(po[1], 1);
+    execl(target, target, arg, (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  close(po[1]);
+  while (len < sizeof line - 1 && strchr(line, '\n') == NULL) {
+    n = read(po[0], line + len, sizeof line - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  close(po[0]);
+  assert_true(strncmp(line, "ready ", 6) == 0);
+  assert_int_equal(atoi(line + 6), p.pid);
+  p.in = pi[1];
+  return p;
+}
+
+static void stop_target(proc_t p) {
+  int st;
+
+  close(p.in);
+  kill(p.pid, SIGTERM);
+  waitpid(p.pid, &st, 0);
+}
+
+/* ---- fake targets ---- */
+
+typedef enum fake_e { FAKE_HANG, FAKE_GARBAGE, FAKE_DIE_MID_REPLY } fake_t;
+
+/* A forked child that listens on $MEMSTATS_DIR/<its pid>.sock like an
+ * agent, then misbehaves. Returns its PID once the socket is listening. */
+static pid_t start_fake(fake_t kind) {
+  int ready[2];
+  pid_t pid;
+  char c;
+
+  assert_int_equal(pipe(ready), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct sockaddr_un sa;
+    char buf[4096];
+    int s, cfd;
+
+    close(ready[0]);
+    s = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir,
+             (int)getpid());
+    if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(s, 16) != 0)
+      _exit(1);
+    if (write(ready[1], "r", 1) != 1)
+      _exit(1);
+    for (;;) {
+      cfd = accept(s, NULL, NULL);
+      if (cfd < 0)
+        continue;
+      switch (kind) {
+      case FAKE_HANG:
+        break; /* accepted, never answered, never closed */
+      case FAKE_GARBAGE: {
+        static const char junk[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n"
+                                   "\r\nhello\x00\xff\xfe garbage garbage";
+        if (read(cfd, buf, sizeof buf) < 0)
+          _exit(1);
+        if (write(cfd, junk, sizeof junk) < 0)
+          _exit(1);
+        break;
+      }
+      case FAKE_DIE_MID_REPLY: {
+        /* The start of a real frame header, then death. */
+        static const char part[] = "MSTW\x01\x00\x01\x00\x00\x10";
+        if (read(cfd, buf, sizeof buf) < 0)
+          _exit(1);
+        if (write(cfd, part, sizeof part - 1) < 0)
+          _exit(1);
+        _exit(0);
+      }
+      }
+    }
+  }
+  close(ready[1]);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  return pid;
+}
+
+static void stop_fake(pid_t pid) {
+  int st;
+
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+}
+
+/* ---- fixtures ---- */
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_memtop.XXXXXX");
+  if (mkdtemp(dir) == NULL)
+    return -1;
+  setenv("MEMSTATS_DIR", dir, 1);
+  unsetenv("MEMTOP_TIMEOUT_MS");
+  return 0;
+}
+
+static int teardown(void **state) {
+  char cmd[128];
+
+  (void)state;
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *pidstr(pid_t pid) {
+  static char b[8][16];
+  static int i;
+  i = (i + 1) % 8;
+  snprintf(b[i], sizeof b[i], "%d", (int)pid);
+  return b[i];
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++)
+    n += *s == '\n';
+  return n;
+}
+
+/* ---- the tests ---- */
+
+static void test_once_text(void **state) {
+  proc_t p = start_target(NULL);
+  char prefix[64];
+
+  (void)state;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  snprintf(prefix, sizeof prefix, "%d mt_target: Ready+Prepared=", p.pid);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  /* The seed-format line: Ready splits into data, fragOverhead, idle. */
+  assert_non_null(strstr(res.out, "fragOverhead:1.0MiB"));
+  assert_non_null(strstr(res.out, "Prepared=1.0MiB)"));
+  assert_non_null(strstr(res.out, "HeapObjects"));
+  assert_non_null(strstr(res.out, "3072"));
+  assert_int_equal(res.nerr, 0);
+  stop_target(p);
+}
+
+static void test_once_json(void **state) {
+  proc_t p = start_target(NULL);
+  json_error_t jerr;
+  json_t *j, *ms;
+
+  (void)state;
+  assert_int_equal(mt("--once", "--json", pidstr(p.pid), NULL), 0);
+  assert_int_equal(count_lines(res.out), 1);
+  j = json_loads(res.out, 0, &jerr);
+  assert_non_null(j);
+  assert_int_equal(json_integer_value(json_object_get(j, "pid")), p.pid);
+  assert_string_equal(json_string_value(json_object_get(j, "comm")),
+                      "mt_target");
+  ms = json_object_get(j, "memstats");
+  assert_non_null(ms);
+  assert_int_equal(json_integer_value(json_object_get(ms, "HeapObjects")),
+                   3072);
+  assert_int_equal(json_integer_value(json_object_get(ms, "HeapReleased")),
+                   1 << 20);
+  assert_int_equal(json_integer_value(json_object_get(
+                       json_object_get(j, "breakdown"), "Prepared")),
+                   1 << 20);
+  assert_non_null(json_object_get(j, "quality"));
+  json_decref(j);
+  stop_target(p);
+}
+
+static void test_several_targets_and_rounds(void **state) {
+  proc_t a = start_target(NULL), b = start_target("churn");
+  json_error_t jerr;
+  char *line, *save = NULL;
+  int i = 0, want[4];
+
+  (void)state;
+  want[0] = want[2] = b.pid; /* the order named on the command line */
+  want[1] = want[3] = a.pid;
+  assert_int_equal(mt("--once", "--json", "-n", "2", "-d", "0.1",
+                      pidstr(b.pid), pidstr(a.pid), NULL),
+                   0);
+  assert_int_equal(count_lines(res.out), 4);
+  for (line = strtok_r(res.out, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save), i++) {
+    json_t *j = json_loads(line, 0, &jerr);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "pid")), want[i]);
+    json_decref(j);
+  }
+  /* Text reports of several processes are separated by a blank line. */
+  assert_int_equal(mt("--once", pidstr(a.pid), pidstr(b.pid), NULL), 0);
+  assert_non_null(strstr(res.out, "\n\n"));
+  stop_target(a);
+  stop_target(b);
+}
+
+static void test_watch_all_and_ps(void **state) {
+  proc_t a = start_target(NULL), b = start_target(NULL);
+  char want[64];
+
+  (void)state;
+  /* No PID: every attachable process in MEMSTATS_DIR. */
+  assert_int_equal(mt("--once", "--json", NULL), 0);
+  assert_int_equal(count_lines(res.out), 2);
+  snprintf(want, sizeof want, "\"pid\":%d,", a.pid);
+  assert_non_null(strstr(res.out, want));
+  snprintf(want, sizeof want, "\"pid\":%d,", b.pid);
+  assert_non_null(strstr(res.out, want));
+
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_non_null(strstr(res.out, "PID"));
+  assert_non_null(strstr(res.out, "READY+PREPARED"));
+  assert_int_equal(count_lines(res.out), 3);
+  snprintf(want, sizeof want, "%d ", a.pid);
+  assert_non_null(strstr(res.out, want));
+  assert_non_null(strstr(res.out, "mt_target"));
+  stop_target(a);
+  stop_target(b);
+
+  /* Nothing to watch: a message saying how to get something. */
+  assert_int_equal(mt("--once", NULL), 1);
+  assert_non_null(strstr(res.err, "no attachable processes"));
+  assert_non_null(strstr(res.err, "memtop run"));
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(count_lines(res.out), 1);
+}
+
+static void test_not_attachable(void **state) {
+  pid_t plain;
+  char want[64];
+  int st;
+
+  (void)state;
+  /* A live process that does not run libmemstats. */
+  plain = fork();
+  if (plain == 0) {
+    pause();
+    _exit(0);
+  }
+  assert_int_equal(mt("--once", pidstr(plain), NULL), 1);
+  snprintf(want, sizeof want, "PID %d", plain);
+  assert_non_null(strstr(res.err, want));
+  assert_non_null(strstr(res.err, "no memstats socket")); /* the cause */
+  assert_non_null(strstr(res.err, "memtop run"));         /* the fix */
+  assert_int_equal(res.nout, 0);
+  kill(plain, SIGKILL);
+  waitpid(plain, &st, 0);
+
+  /* A process that does not exist (the one just reaped). */
+  assert_int_equal(mt("--once", "--json", pidstr(plain), NULL), 1);
+  assert_non_null(strstr(res.err, "no such process"));
+  assert_non_null(strstr(res.err, want));
+}
+
+static void test_bad_usage(void **state) {
+  static const char *bad[][3] = {{"--bogus", NULL, NULL},
+                                 {"-d", "0.05", NULL},
+                                 {"-d", "abc", NULL},
+                                 {"-n", "0", NULL},
+                                 {"notacommand", NULL, NULL},
+                                 {"run", NULL, NULL},
+                                 {"ps", "12", NULL}};
+  size_t i;
+
+  (void)state;
+  for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(mt(bad[i][0], bad[i][1], bad[i][2], NULL), 2);
+    assert_true(strncmp(res.err, "memtop: ", 8) == 0);
+    assert_non_null(strstr(res.err, "Usage: memtop"));
+    assert_int_equal(res.nout, 0);
+  }
+  /* The live view without a terminal: say what to use instead. */
+  assert_int_equal(mt(NULL), 2);
+  assert_non_null(strstr(res.err, "--once"));
+}
+
+static void test_help_version_later_commands(void **state) {
+  (void)state;
+  assert_int_equal(mt("--help", NULL), 0);
+  assert_non_null(strstr(res.out, "Usage: memtop"));
+  assert_non_null(strstr(res.out, "--delay"));
+  assert_non_null(strstr(res.out, "Exit status"));
+  assert_int_equal(mt("-V", NULL), 0);
+  assert_non_null(strstr(res.out, "memtop 0."));
+  assert_int_equal(mt("profile", "1", NULL), 1);
+  assert_non_null(strstr(res.err, "not available yet"));
+  assert_int_equal(mt("serve", NULL), 1);
+  assert_non_null(strstr(res.err, "not available yet"));
+}
+
+static void test_hung_target(void **state) {
+  proc_t good = start_target(NULL);
+  pid_t hung = start_fake(FAKE_HANG);
+  char want[64];
+
+  (void)state;
+  setenv("MEMTOP_TIMEOUT_MS", "300", 1);
+  assert_int_equal(mt("--once", pidstr(hung), pidstr(good.pid), NULL), 1);
+  snprintf(want, sizeof want, "PID %d: no answer", hung);
+  assert_non_null(strstr(res.err, want));
+  /* The other target is reported all the same. */
+  snprintf(want, sizeof want, "%d mt_target: Ready+Prepared=", good.pid);
+  assert_non_null(strstr(res.out, want));
+  /* Watching all: the hung one is an error, the good one a report. */
+  assert_int_equal(mt("--once", "--json", NULL), 1);
+  assert_int_equal(count_lines(res.out), 1);
+  snprintf(want, sizeof want, "PID %d", hung);
+  assert_non_null(strstr(res.err, want));
+  stop_fake(hung);
+  stop_target(good);
+}
+
+static void test_garbage_target(void **state) {
+  pid_t bad = start_fake(FAKE_GARBAGE);
+  char want[64];
+
+  (void)state;
+  assert_int_equal(mt("--once", pidstr(bad), NULL), 1);
+  snprintf(want, sizeof want, "PID %d: ", bad);
+  assert_non_null(strstr(res.err, want));
+  assert_int_equal(res.nout, 0);
+  assert_int_equal(mt("--once", "--json", "-n", "2", "-d", "0.1",
+                      pidstr(bad), NULL),
+                   1);
+  assert_non_null(strstr(res.err, want));
+  stop_fake(bad);
+}
+
+static void test_target_dies_mid_reply(void **state) {
+  pid_t dying = start_fake(FAKE_DIE_MID_REPLY);
+  char want[64];
+
+  (void)state;
+  assert_int_equal(mt("--once", pidstr(dying), NULL), 1);
+  snprintf(want, sizeof want, "PID %d", dying);
+  assert_non_null(strstr(res.err, want));
+  assert_non_null(strstr(res.err, "exited"));
+  stop_fake(dying);
+}
+
+static int have_python3(void) {
+  return access("/usr/bin/python3", X_OK) == 0;
+}
+
+static void test_run_once(void **state) {
+  (void)state;
+  if (!have_python3())
+    skip();
+  /* The command's own status comes back, with its final report. */
+  assert_int_equal(
+      mt("run", "--once", "-d", "0.1", "--", "/usr/bin/python3", "-c",
+         "import time\nx = [bytearray(1000) for _ in range(20000)]\n"
+         "print('child output')\ntime.sleep(0.8)\nraise SystemExit(3)",
+         NULL),
+      3);
+  assert_non_null(strstr(res.out, "child output"));
+  assert_non_null(strstr(res.out, " python3: Ready+Prepared="));
+  assert_non_null(strstr(res.out, "tracked"));
+  /* JSON too. */
+  assert_int_equal(mt("run", "--once", "--json", "-d", "0.1", "--",
+                      "/usr/bin/python3", "-c",
+                      "import time\ntime.sleep(0.5)",
+                      NULL),
+                   0);
+  assert_non_null(strstr(res.out, "\"comm\":\"python3\""));
+}
+
+static void test_run_status(void **state) {
+  (void)state;
+  /* Whatever memtop could read, the status is the command's. */
+  assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", "exit 5", NULL),
+                   5);
+  assert_int_equal(
+      mt("run", "--once", "--", "/bin/sh", "-c", "kill -9 $$", NULL), 137);
+  /* A command that cannot be started: the shell's 127. */
+  assert_int_equal(mt("run", "--once", "--", "/nonexistent/cmd", NULL), 127);
+  assert_non_null(strstr(res.err, "/nonexistent/cmd"));
+  /* A preload that is not there: said, with the fix. */
+  setenv("MEMTOP_PRELOAD", "/nonexistent/libmemstats-preload.so", 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
+  assert_non_null(strstr(res.err, "MEMTOP_PRELOAD"));
+  unsetenv("MEMTOP_PRELOAD");
+}
+
+int main(void) {
+  const char *b = getenv("BUILD");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_once_text, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_once_json, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_bad_usage, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_help_version_later_commands, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_hung_target, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_garbage_target, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_target_dies_mid_reply, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
+  };
+
+  snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(target, sizeof target, "%s/progs/mt_target", build);
+  if (access(memtop, X_OK) != 0 || access(target, X_OK) != 0) {
+    fprintf(stderr, "test_memtop: %s or %s is missing (make test-build)\n",
+            memtop, target);
+    return 1;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
