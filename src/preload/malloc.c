@@ -123,11 +123,11 @@ static void *realloc_impl(void *p, size_t size) {
     return NULL;
   if (ms__preload_guard)
     return ms__real.realloc(p, size);
-  size_t old = ms__real.usable(p);
+  size_t old = ms__preload_usable(p);
   void *q = ms__real.realloc(p, size);
   if (q) {
     ms__track_free(old);
-    ms__track_alloc(ms__real.usable(q));
+    ms__track_alloc(ms__preload_usable(q));
   } else if (size == 0) {
     ms__track_free(old); /* realloc(p, 0) freed p */
   }

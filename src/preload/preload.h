@@ -21,6 +21,7 @@
 #define MS_PRELOAD_PRELOAD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/engine.h"
 
@@ -39,7 +40,7 @@ typedef struct ms__real_s {
   void *(*memalign)(size_t, size_t);      /* may be NULL: emulated */
   void *(*valloc)(size_t);                /* may be NULL: emulated */
   void *(*pvalloc)(size_t);               /* may be NULL: emulated */
-  size_t (*usable)(void *);               /* malloc_usable_size */
+  size_t (*usable)(void *);               /* the block's usable size */
 } ms__real_t;
 
 extern ms__real_t ms__real;
@@ -72,20 +73,40 @@ int ms__preload_resolve(void);
 /* The bootstrap buffer: a static bump allocator for what dlsym allocates
  * before the real malloc is known. Blocks are never reused; freeing one is
  * a no-op. ms__bootstrap_alloc returns NULL when the buffer is exhausted. */
+#define MS__BOOT_SIZE (64 * 1024)
+extern unsigned char ms__boot_buf[MS__BOOT_SIZE];
 void *ms__bootstrap_alloc(size_t size, size_t align);
-int ms__bootstrap_owns(const void *p);
 size_t ms__bootstrap_size(const void *p);
+/* Inline: every free asks. One compare (the subtraction wraps for
+ * addresses below the buffer). */
+static inline int ms__bootstrap_owns(const void *p) {
+  return (uintptr_t)p - (uintptr_t)ms__boot_buf < MS__BOOT_SIZE;
+}
+
+/* The usable size of a block of the next allocator, looked up with this
+ * thread's guard set: the lookup may itself allocate (gperftools'
+ * malloc_usable_size creates a MallocExtension with operator new on first
+ * use, which is our operator new), and whatever it allocates is passed
+ * through uncounted instead of being counted by a lookup of its own, and so
+ * on until the stack runs out. The caller has checked that the guard was
+ * clear. */
+static inline size_t ms__preload_usable(void *p) {
+  ms__preload_guard = 1;
+  size_t n = ms__real.usable(p);
+  ms__preload_guard = 0;
+  return n;
+}
 
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
- * usable size, unless this thread is nested inside a real C++ operator
- * (then the outer hook counts it). */
+ * usable size, unless this thread is nested inside a real C++ operator or
+ * a size lookup (then the outer hook counts it, or nobody: see above). */
 static inline void ms__preload_count_alloc(void *p) {
   if (p && !ms__preload_guard)
-    ms__track_alloc(ms__real.usable(p));
+    ms__track_alloc(ms__preload_usable(p));
 }
 static inline void ms__preload_count_free(void *p) {
   if (!ms__preload_guard)
-    ms__track_free(ms__real.usable(p));
+    ms__track_free(ms__preload_usable(p));
 }
 
 /* The C entry points without the PLT (cxx.c falls back to them). */

@@ -30,6 +30,29 @@ static size_t no_usable_size(void *p) {
   return 0;
 }
 
+/* gperftools' malloc_usable_size (tc_malloc_size) asks
+ * MallocExtension::instance(), which is a default object answering 0 for
+ * every block until tcmalloc's own constructor has registered its
+ * implementation; and libstdc++'s constructors, which run before
+ * tcmalloc's, already allocate. Blocks counted then as 0 bytes would be
+ * freed later as their real size. So tcmalloc's blocks are measured by
+ * the registered implementation's function itself, which is exported and
+ * does not depend on the registration: TCMallocImplementation::
+ * GetAllocatedSize(const void *), a member function that reads only its
+ * argument (the pagemap and the size-class table, set up by the first
+ * tcmalloc call, i.e. before any block exists). It is called as the
+ * Itanium ABI calls a member function, `this` first; the object passed is
+ * zeroed static memory, large enough for the class's few fields. The debug
+ * variant (libtcmalloc_debug) puts a header in front of blocks and
+ * registers another implementation: there, malloc_usable_size is kept. */
+typedef size_t (*tc_size_fn)(const void *self, const void *p);
+static tc_size_fn tc_allocated_size;
+static const uint64_t tc_self[16];
+
+static size_t tc_usable(void *p) {
+  return tc_allocated_size(tc_self, p);
+}
+
 /* dladdr takes the loader lock but does not allocate. */
 static void keep_if_same_object(void *base, void **fn) {
   Dl_info fi;
@@ -62,6 +85,12 @@ int ms__preload_resolve(void) {
   *(void **)&r.valloc = dlsym(RTLD_NEXT, "valloc");
   *(void **)&r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
   *(void **)&r.usable = dlsym(RTLD_NEXT, "malloc_usable_size");
+  void *tc_size =
+      dlsym(RTLD_NEXT, "_ZN22TCMallocImplementation16GetAllocatedSizeEPKv");
+  void *tc_debug =
+      tc_size ? dlsym(RTLD_NEXT,
+                      "_ZN25DebugMallocImplementation16GetAllocatedSizeEPKv")
+              : NULL;
   tls_resolving = 0;
   if (!r.malloc || !r.free || !r.calloc || !r.realloc ||
       !r.posix_memalign) {
@@ -79,6 +108,13 @@ int ms__preload_resolve(void) {
     keep_if_same_object(mi.dli_fbase, (void **)&r.memalign);
     keep_if_same_object(mi.dli_fbase, (void **)&r.valloc);
     keep_if_same_object(mi.dli_fbase, (void **)&r.pvalloc);
+    /* tcmalloc's own size function, when malloc is tcmalloc's (see
+     * tc_usable). */
+    keep_if_same_object(mi.dli_fbase, &tc_size);
+    if (tc_size && !tc_debug) {
+      *(void **)&tc_allocated_size = tc_size;
+      r.usable = tc_usable;
+    }
   }
   int exact = r.usable != NULL;
   if (!exact)
@@ -94,10 +130,10 @@ int ms__preload_resolve(void) {
  * Every block is preceded by a 16-byte header holding its size, so realloc
  * and malloc_usable_size work on it. 64 KiB is far more than dlsym needs
  * (a few hundred bytes for its error state). */
-#define BOOT_SIZE (64 * 1024)
+#define BOOT_SIZE MS__BOOT_SIZE
 #define BOOT_HDR 16
 
-static unsigned char boot_buf[BOOT_SIZE] __attribute__((aligned(64)));
+unsigned char ms__boot_buf[BOOT_SIZE] __attribute__((aligned(64)));
 static size_t boot_used;
 
 void *ms__bootstrap_alloc(size_t size, size_t align) {
@@ -109,17 +145,12 @@ void *ms__bootstrap_alloc(size_t size, size_t align) {
   size_t start = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
   if (start + need > BOOT_SIZE || start + need < start)
     return NULL;
-  uintptr_t base = (uintptr_t)boot_buf + start + BOOT_HDR;
+  uintptr_t base = (uintptr_t)ms__boot_buf + start + BOOT_HDR;
   uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
   memcpy((void *)(p - sizeof(size_t)), &size, sizeof size);
   /* The buffer is static (zeroed) and never reused, so the block is
    * zeroed too: calloc needs nothing more. */
   return (void *)p;
-}
-
-int ms__bootstrap_owns(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  return a >= (uintptr_t)boot_buf && a < (uintptr_t)boot_buf + BOOT_SIZE;
 }
 
 size_t ms__bootstrap_size(const void *p) {

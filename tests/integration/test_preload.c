@@ -322,6 +322,23 @@ static void test_cxx_jemalloc(void **state) {
   free(text);
 }
 
+/* gperftools: its malloc_usable_size re-entered operator new (stack
+ * overflow at startup), and answered 0 before tcmalloc's constructor had
+ * run, so early blocks were counted as 0 bytes. */
+static void test_cxx_tcmalloc(void **state) {
+  (void)state;
+  char *text = run_prog("pl_cxx_tc", NULL);
+  check_cxx(text);
+  free(text);
+}
+
+static void test_cxx_mimalloc(void **state) {
+  (void)state;
+  char *text = run_prog("pl_cxx_mi", NULL);
+  check_cxx(text);
+  free(text);
+}
+
 /* ---- threads, fork, exec -----------------------------------------------------*/
 
 static void test_threads_fork_exec(void **state) {
@@ -548,6 +565,8 @@ int main(void) {
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_cxx_glibc),
       cmocka_unit_test(test_cxx_jemalloc),
+      cmocka_unit_test(test_cxx_tcmalloc),
+      cmocka_unit_test(test_cxx_mimalloc),
       cmocka_unit_test(test_threads_fork_exec),
       cmocka_unit_test(test_real_python),
       cmocka_unit_test(test_real_sqlite3),

@@ -32,6 +32,8 @@ $(BUILD)/progs/pv_%: tests/progs/pv_%.c tests/progs/pv_check.h $(PRELOAD_SO) $(P
 
 PROG_LIBS_pl_pattern_je := -ljemalloc
 PROG_LIBS_pl_cxx_je := -ljemalloc
+PROG_LIBS_pl_cxx_tc := -ltcmalloc
+PROG_LIBS_pl_cxx_mi := -lmimalloc
 PROG_LIBS_pl_threads_fork := -lpthread
 PL_CFLAGS = $(filter-out $(SANFLAGS),$(BASE_CFLAGS))
 
