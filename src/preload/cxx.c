@@ -179,7 +179,10 @@ static inline void *new_counted(int nt_index, size_t n, size_t al) {
   else
     p = ((new_nt_fn)f)(n, &nothrow_tag);
   ms__preload_guard = 0;
-  ms__preload_count_alloc(p);
+  if (al)
+    ms__preload_count_alloc(p);
+  else
+    ms__preload_count_alloc_n(p, n);
   return p;
 }
 

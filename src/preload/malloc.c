@@ -59,7 +59,7 @@ void *ms__preload_malloc(size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return boot(size, 16);
   void *p = ms__real.malloc(size);
-  ms__preload_count_alloc(p);
+  ms__preload_count_alloc_n(p, size);
   return p;
 }
 

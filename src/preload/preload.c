@@ -107,6 +107,7 @@ static void write_exit_report(void) {
 __attribute__((constructor)) static void preload_init(void) {
   ms__preload_resolve();
   ms__preload_cxx_resolve();
+  ms__preload_size_init();
   const char *path = getenv("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);

@@ -97,12 +97,42 @@ static inline size_t ms__preload_usable(void *p) {
   return n;
 }
 
+/* Sizes known without asking the allocator. jemalloc's usable size for
+ * malloc(n) depends on n alone (its size classes: 8, then 16-byte steps to
+ * 128, then four classes per power of two), and asking it for the block's
+ * size costs as much as the malloc itself. ms__preload_size_init() checks
+ * that the next allocator's nallocx agrees with ms__class_round() at every
+ * class boundary up to some size and stores that size here; 0 (the
+ * default, and every other allocator) means: always ask. Before the check
+ * has run the block is asked for, which gives the same figure. */
+extern size_t ms__preload_by_request_max;
+void ms__preload_size_init(void);
+
+static inline size_t ms__class_round(size_t n) {
+  if (n <= 8)
+    return 8;
+  if (n <= 128)
+    return (n + 15) & ~(size_t)15;
+  /* n is in (2^b, 2^(b+1)]: four classes of 2^(b-2) each. */
+  int b = 63 - __builtin_clzll((unsigned long long)(n - 1));
+  size_t step = (size_t)1 << (b - 2);
+  return (n + step - 1) & ~(step - 1);
+}
+
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
  * usable size, unless this thread is nested inside a real C++ operator or
  * a size lookup (then the outer hook counts it, or nobody: see above). */
 static inline void ms__preload_count_alloc(void *p) {
   if (p && !ms__preload_guard)
     ms__track_alloc(ms__preload_usable(p));
+}
+/* The same for a block just returned by a plain malloc(n) or operator
+ * new(n) (no alignment): by n when the allocator's classes are known. */
+static inline void ms__preload_count_alloc_n(void *p, size_t n) {
+  if (p && !ms__preload_guard) {
+    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
+    ms__track_alloc(n <= max ? ms__class_round(n) : ms__preload_usable(p));
+  }
 }
 static inline void ms__preload_count_free(void *p) {
   if (!ms__preload_guard)

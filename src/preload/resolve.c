@@ -126,6 +126,51 @@ int ms__preload_resolve(void) {
   return 1;
 }
 
+/* ---- sizes by request ---------------------------------------------------*/
+
+size_t ms__preload_by_request_max;
+
+/* The largest size checked: beyond it blocks are asked (they are rare, and
+ * the allocator's large classes could follow another rule). */
+#define BY_REQUEST_LIMIT ((size_t)1 << 32)
+
+/* Run once by the constructor, once the next allocator is known and has
+ * been used. A class step function f (nallocx) that agrees with
+ * ms__class_round at every class size c and at c + 1 agrees everywhere in
+ * between, since both are non-decreasing and equal at both ends of each
+ * class. A few real blocks are asked too, malloc(0) among them. */
+void ms__preload_size_init(void) {
+  if (!ms__preload_ready() || ms__real.usable == no_usable_size)
+    return;
+  size_t (*nallocx)(size_t, int);
+  *(void **)&nallocx = dlsym(RTLD_NEXT, "nallocx");
+  Dl_info mi;
+  if (!nallocx || !dladdr(*(void **)&ms__real.malloc, &mi))
+    return;
+  void *fn = *(void **)&nallocx;
+  keep_if_same_object(mi.dli_fbase, &fn);
+  if (!fn)
+    return;
+  if (nallocx(1, 0) != 8)
+    return;
+  for (size_t c = 8; c < BY_REQUEST_LIMIT; c = ms__class_round(c + 1))
+    if (nallocx(c, 0) != c || nallocx(c + 1, 0) != ms__class_round(c + 1))
+      return;
+  static const size_t probe[] = {0, 1, 8, 9, 24, 100, 128, 129, 1000,
+                                 4096, 5000, 20000, 70000, 300000};
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+    void *p = ms__real.malloc(probe[i]);
+    if (!p)
+      return;
+    size_t u = ms__real.usable(p);
+    ms__real.free(p);
+    if (u != ms__class_round(probe[i]))
+      return;
+  }
+  __atomic_store_n(&ms__preload_by_request_max, BY_REQUEST_LIMIT,
+                   __ATOMIC_RELAXED);
+}
+
 /* ---- the bootstrap buffer --------------------------------------------------
  * Every block is preceded by a 16-byte header holding its size, so realloc
  * and malloc_usable_size work on it. 64 KiB is far more than dlsym needs
