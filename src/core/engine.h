@@ -20,8 +20,18 @@
  * MS__MAX_SMALL; larger objects are "large" (counted, not classed). */
 #define MS__NCLASSES 61
 #define MS__MAX_SMALL (1u << 20)
-/* Returns the class of a size (0 .. MS__NCLASSES-1), or -1 if large. */
-int ms__size_class(uint64_t size);
+/* Returns the class of a size (0 .. MS__NCLASSES-1), or -1 if large.
+ * Inline: it runs on every tracked malloc and free. */
+static inline int ms__size_class(uint64_t size) {
+  if (size <= 128)
+    return size <= 8 ? 0 : (int)((size + 15) / 16);
+  if (size > MS__MAX_SMALL)
+    return -1;
+  /* size is in (2^b, 2^(b+1)]: four classes of 2^(b-2) each. */
+  int b = 63 - __builtin_clzll(size - 1);
+  uint64_t off = (size - 1 - (1ull << b)) >> (b - 2);
+  return 9 + (b - 7) * 4 + (int)off;
+}
 /* The largest size in a class. */
 uint64_t ms__class_size(int cls);
 

@@ -40,11 +40,10 @@
  * with atomic adds, bracketed by a per-generation in-flight count that the
  * reader waits on.
  *
- * Thread exit marks the shard DEAD; the next reader folds it into the
- * global shard and frees it for reuse, so nothing is lost and a program that
- * starts 10,000 threads uses a handful of shards. fork() marks every shard
- * but the forking thread's DEAD in the child: the child starts from the
- * parent's totals.
+ * Thread exit marks the shard DEAD; the next new thread adopts it, counts
+ * and all, so nothing is lost and a program that starts 10,000 threads uses
+ * a handful of shards. fork() marks every shard but the forking thread's
+ * DEAD in the child: the child starts from the parent's totals.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -68,7 +67,7 @@
 #define REL __ATOMIC_RELEASE
 #define SC __ATOMIC_SEQ_CST
 
-enum { SHARD_FREE = 0, SHARD_LIVE = 1, SHARD_DEAD = 2 };
+enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 
 /* What changes together. Every member is a uint64_t so a slot can be
  * walked as an array of words (two's complement makes signed deltas work).
@@ -85,7 +84,7 @@ typedef struct ms__delta_s {
 
 typedef struct ms__shard_s {
   uint64_t seq;                 /* odd while its owner writes */
-  uint32_t state;               /* SHARD_FREE / LIVE / DEAD */
+  uint32_t state;               /* SHARD_LIVE, or DEAD: free to adopt */
   struct ms__shard_s *next;     /* registry list; set once, before publish */
   uint64_t inflight[3];         /* global shard only: writers per gen */
   ms__delta_t stats[3] __attribute__((aligned(64)));
@@ -158,41 +157,19 @@ void ms__engine_init(void) {
   pthread_once(&g_once, engine_init);
 }
 
-static void take_cut(ms__delta_t *out);
-
-/* Claims a FREE shard; counts DEAD ones on the way. */
-static ms__shard_t *shard_claim(unsigned *dead) {
-  *dead = 0;
+/* Finds a DEAD shard to adopt or maps a new one. Lock-free (it may run in
+ * a fork child or inside malloc); never calls malloc. A shard's counts are
+ * deltas that the reader sums over every shard, whoever wrote them: a new
+ * thread simply adopts a dead thread's shard, counts and all, and goes on
+ * adding to it. Nothing is folded or lost, and a program that starts
+ * 10,000 threads uses as many shards as it ever had threads at once. */
+static ms__shard_t *shard_acquire(void) {
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
-    uint32_t expect = SHARD_FREE;
-    uint32_t st_now = __atomic_load_n(&s->state, RLX);
-    if (st_now == SHARD_DEAD)
-      (*dead)++;
-    if (st_now == SHARD_FREE &&
+    uint32_t expect = SHARD_DEAD;
+    if (__atomic_load_n(&s->state, RLX) == SHARD_DEAD &&
         __atomic_compare_exchange_n(&s->state, &expect, SHARD_LIVE, 0, ACQ,
                                     RLX))
       return s;
-  }
-  return NULL;
-}
-
-/* Finds a free shard or maps a new one. Lock-free (it may run in a fork
- * child or inside malloc); never calls malloc. A program that starts
- * threads while nobody takes snapshots would leave a trail of DEAD shards:
- * past a few, the new thread folds them itself with a cut of its own, if no
- * reader is at work (trylock: it never waits for one). */
-static ms__shard_t *shard_acquire(void) {
-  unsigned dead;
-  ms__shard_t *got = shard_claim(&dead);
-  if (got)
-    return got;
-  if (dead >= MS__RECLAIM_DEAD && ms__read_trylock() == 0) {
-    ms__delta_t scratch;
-    take_cut(&scratch);
-    ms__read_unlock();
-    got = shard_claim(&dead);
-    if (got)
-      return got;
   }
   void *mem = mmap(NULL, sizeof(ms__shard_t), PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -299,28 +276,50 @@ static inline void bracket_end(bracket_t *b) {
     global_end(b->g);
 }
 
-void ms__track_alloc(uint64_t size) {
+/* One object event: the fast path (own shard, not nested) is straight-line
+ * plain stores; everything else goes through the bracket above. */
+static __attribute__((noinline)) void track_slow(uint64_t size, int is_free) {
   bracket_t b;
   bracket_begin(&b);
   int c = ms__size_class(size);
-  if (c >= 0)
-    bracket_add(&b, &b.d->small_allocs[c], 1);
-  else
-    bracket_add(&b, &b.d->large_allocs, 1);
-  bracket_add(&b, &b.d->alloc_bytes, size);
+  if (is_free) {
+    bracket_add(&b, c >= 0 ? &b.d->small_frees[c] : &b.d->large_frees, 1);
+    bracket_add(&b, &b.d->free_bytes, size);
+  } else {
+    bracket_add(&b, c >= 0 ? &b.d->small_allocs[c] : &b.d->large_allocs, 1);
+    bracket_add(&b, &b.d->alloc_bytes, size);
+  }
   bracket_end(&b);
 }
 
+#define TRACK_FAST(size, counts, large, bytes)                                 \
+  do {                                                                         \
+    ms__shard_t *s = tls_shard;                                                \
+    uint64_t q;                                                                \
+    if (__builtin_expect(s == NULL, 0) ||                                      \
+        __builtin_expect((q = ld(&s->seq)) & 1, 0))                            \
+      break;                                                                   \
+    st(&s->seq, q + 1);                                                        \
+    if (__builtin_expect(__atomic_load_n(&g_need_fence, RLX), 0))              \
+      __atomic_thread_fence(SC);                                               \
+    else                                                                       \
+      __atomic_signal_fence(SC);                                               \
+    ms__delta_t *d = &s->stats[__atomic_load_n(&g_gen, ACQ)];                  \
+    int c = ms__size_class(size);                                              \
+    add_own(c >= 0 ? &d->counts[c] : &d->large, 1);                            \
+    add_own(&d->bytes, size);                                                  \
+    __atomic_store_n(&s->seq, q + 2, REL);                                     \
+    return;                                                                    \
+  } while (0)
+
+void ms__track_alloc(uint64_t size) {
+  TRACK_FAST(size, small_allocs, large_allocs, alloc_bytes);
+  track_slow(size, 0);
+}
+
 void ms__track_free(uint64_t size) {
-  bracket_t b;
-  bracket_begin(&b);
-  int c = ms__size_class(size);
-  if (c >= 0)
-    bracket_add(&b, &b.d->small_frees[c], 1);
-  else
-    bracket_add(&b, &b.d->large_frees, 1);
-  bracket_add(&b, &b.d->free_bytes, size);
-  bracket_end(&b);
+  TRACK_FAST(size, small_frees, large_frees, free_bytes);
+  track_slow(size, 1);
 }
 
 void ms__track_enable(void) {
@@ -379,18 +378,6 @@ static void slot_merge(ms__delta_t *dst, ms__delta_t *src) {
   }
 }
 
-/* Adds src into dst atomically (dst may have concurrent atomic writers). */
-static void slot_fold_atomic(ms__delta_t *dst, ms__delta_t *src) {
-  uint64_t *d = (uint64_t *)dst, *s = (uint64_t *)src;
-  for (size_t i = 0; i < DELTA_WORDS; i++) {
-    uint64_t v = ld(&s[i]);
-    if (v) {
-      __atomic_fetch_add(&d[i], v, RLX);
-      st(&s[i], 0);
-    }
-  }
-}
-
 static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
   uint64_t *a = (uint64_t *)acc;
   const uint64_t *s = (const uint64_t *)src;
@@ -426,19 +413,7 @@ static void take_cut(ms__delta_t *out) {
   /* The global shard: merge like any other. Its writers are in `next`. */
   slot_merge(&g_global.stats[cur], &g_global.stats[prev]);
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
-    uint32_t state = __atomic_load_n(&s->state, ACQ);
-    if (state == SHARD_FREE)
-      continue;
     slot_merge(&s->stats[cur], &s->stats[prev]);
-    if (state == SHARD_DEAD) {
-      /* Its thread is gone: move its totals into the global shard (cur is
-       * quiescent there; next may have atomic writers) and free it. */
-      slot_fold_atomic(&g_global.stats[cur], &s->stats[cur]);
-      slot_fold_atomic(&g_global.stats[next], &s->stats[next]);
-      __atomic_store_n(&s->seq, 0, RLX);
-      __atomic_store_n(&s->state, SHARD_FREE, REL);
-      continue;
-    }
     slot_sum(out, &s->stats[cur]);
   }
   slot_sum(out, &g_global.stats[cur]);

@@ -18,8 +18,6 @@ typedef struct ms__shard_totals_s {
 
 /* Takes the cut. The caller holds the snapshot lock. */
 void ms__shards_read(ms__shard_totals_t *t);
-/* Past this many DEAD shards, a registering thread reclaims them. */
-#define MS__RECLAIM_DEAD 8
 /* The snapshot lock (snapshot.c): readers of the shards hold it. */
 int ms__read_trylock(void);
 void ms__read_unlock(void);
