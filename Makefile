@@ -155,7 +155,11 @@ $(BUILD)/fuzz-replay/%: tests/fuzz/%.c tests/fuzz/replay.c $(TEST_LINK)
 
 test-build: all $(UNIT_TESTS) $(INTEG_TESTS) $(TEST_PROGS) $(TEST_PROGS_CXX) $(FUZZ_REPLAY)
 
-check: test-build
+# `make check` first installs what is missing (a no-op when everything is
+# there), then builds in a fresh make so pkg-config sees the new packages.
+check:
+	@sh contrib/setup-deps.sh
+	@$(MAKE) --no-print-directory test-build
 	@BUILD=$(BUILD) sh tests/run-tests.sh $(UNIT_TESTS) $(INTEG_TESTS) $(FUZZ_REPLAY)
 
 asan:

@@ -236,10 +236,10 @@ static int session_setup(void **state) {
           "rm -f '%s/stty.txt'\n"
           "'%s/memtop' run -d 0.2 -- %s\n"
           "echo \"MEMTOP-EXIT=$?\"\n"
-          "stty -a > '%s/stty.txt'\n"
+          "stty -a > '%s/stty.tmp' && mv '%s/stty.tmp' '%s/stty.txt'\n"
           "exec sleep 600\n",
           tmp_dir, tmp_dir, preload_env, session_env, tmp_dir, build_dir, target_cmd,
-          tmp_dir);
+          tmp_dir, tmp_dir, tmp_dir);
   fclose(f);
   sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
   /* A server of its own per session, its socket in our directory: the
@@ -406,7 +406,9 @@ static void test_quit_restores(void **state) {
   /* The alternate screen is gone: only the shell's own output remains. */
   assert_null(strstr(screen_buf, "READY"));
   assert_null(strstr(screen_buf, "memtop 0.1"));
-  /* And the terminal is back in cooked mode with echo. */
+  /* And the terminal is back in cooked mode with echo. (The shell writes
+   * stty's output to a temporary file and renames it: the file is whole
+   * once it exists.) */
   snprintf(path, sizeof path, "%s/stty.txt", tmp_dir);
   FILE *f = NULL;
   for (long waited = 0; waited < WAIT_LIMIT_MS && f == NULL; waited += 100) {
