@@ -388,11 +388,7 @@ static const char k_hint[] =
     "run it under `memtop run -- CMD` or with "
     "LD_PRELOAD=libmemstats-preload.so";
 
-/* Finds the socket of pid: in our directory, else in the default
- * directories of the process's owner (as root, every user's). Returns 0
- * with path filled, MS_ENOENT (path: where it was looked for), MS_EACCES
- * (path: the directory we may not enter), MS_EUNSAFE. */
-static int find_socket(int pid, char *path, size_t len, const char **why) {
+int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   char dir[MSC_PATH_MAX];
   struct stat st;
   int r = msc_socket_path(pid, path, len);
@@ -408,7 +404,9 @@ static int find_socket(int pid, char *path, size_t len, const char **why) {
   snprintf(first, sizeof first, "%s", path);
   char proc[64];
   snprintf(proc, sizeof proc, "/proc/%d", pid);
-  if (stat(proc, &st) == 0 && st.st_uid != geteuid()) {
+  /* Not in our directory: the owner's default directories (ours too, when
+   * MEMSTATS_DIR points elsewhere: discovery as root lists those). */
+  if (stat(proc, &st) == 0) {
     char cand[2][MSC_PATH_MAX];
     snprintf(cand[0], sizeof cand[0], "/run/user/%u/memtop/%d.sock",
              (unsigned)st.st_uid, pid);
@@ -452,7 +450,7 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
   }
   char path[MSC_PATH_MAX];
   const char *why = "";
-  int r = find_socket(pid, path, sizeof path, &why);
+  int r = msc_find_socket(pid, path, sizeof path, &why);
   if (r == MS_ENOENT) {
     snprintf(errbuf, errlen,
              "PID %d was not started with libmemstats (no socket at %s): %s",

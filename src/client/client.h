@@ -29,6 +29,12 @@ int msc_socket_dir(char *buf, size_t len);
 /* The socket path of `pid` in that directory. */
 int msc_socket_path(int pid, char *buf, size_t len);
 
+/* Finds the socket of pid: in our directory, else in the default
+ * directories of the process's owner (as root, every user's). Returns 0
+ * with path filled, MS_ENOENT (path: where it was looked for), MS_EACCES
+ * (path: the directory we may not enter), MS_EUNSAFE (*why says why). */
+int msc_find_socket(int pid, char *path, size_t len, const char **why);
+
 /* Field 22 of /proc/PID/stat. Returns 0, MS_ESRCH (no such process). */
 int msc_proc_start_time(int pid, uint64_t *start_time);
 

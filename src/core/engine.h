@@ -41,6 +41,7 @@ uint64_t ms__class_size(int cls);
 #define MS__FEED_HEAP 0x2u    /* ms_heap_move */
 #define MS__FEED_GC 0x4u      /* ms_gc_* or a collector provider */
 #define MS__FEED_API 0x8u     /* a public accounting call was made */
+#define MS__FEED_TRACKED 0x10u /* the preload tracks every malloc */
 #define MS__FEED_SYS(c) (0x100u << (c)) /* ms_sys_add(c, ...) */
 unsigned ms__engine_fed(void);
 void ms__feed(unsigned flags);

@@ -323,7 +323,7 @@ void ms__track_free(uint64_t size) {
 }
 
 void ms__track_enable(void) {
-  ms__feed(MS__FEED_OBJECTS);
+  ms__feed(MS__FEED_OBJECTS | MS__FEED_TRACKED);
 }
 
 MS_EXTERN void ms_object_alloc(uint64_t size) {

@@ -160,11 +160,17 @@ void ms__engine_read(ms_snapshot_t *s) {
   ms__shard_totals_t t;
   ms__shards_read(&t);
 
-  int src = -1;
+  /* "tracked": the preload counts every malloc; "runtime": the program
+   * itself reports through the public accounting API. Objects come from the
+   * preload when it is there (a runtime may report pauses beside it). */
+  int src = -1, osrc = -1;
+  if (fed & MS__FEED_TRACKED)
+    osrc = ms__snapshot_add_provider(s, "tracked");
   if (fed & MS__FEED_API)
     src = ms__snapshot_add_provider(s, "runtime");
+  if (!(fed & MS__FEED_TRACKED))
+    osrc = src;
   if (fed & MS__FEED_OBJECTS) {
-    int osrc = (fed & MS__FEED_API) ? src : ms__snapshot_add_provider(s, "tracked");
     s->mallocs = t.mallocs;
     s->frees = t.frees;
     s->heap_objects = t.mallocs - t.frees;
@@ -267,9 +273,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
   s->struct_size = (uint32_t)sizeof *s;
   s->lib_version = (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) |
                    MS_VERSION_PATCH;
-  fill_identity(s);
-
   pthread_mutex_lock(&g_read_lock);
+  fill_identity(s); /* its cache is shared: under the lock */
   s->seq = ++g_seq;
   s->time_mono_ns = ms__now_mono_ns();
   s->time_unix_ns = ms__now_unix_ns();

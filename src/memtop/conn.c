@@ -339,7 +339,11 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
   }
   c->timer.data = c;
   c->handles = 1; /* the timer */
-  if (msc_socket_path(pid, c->path, sizeof c->path) != 0)
+  /* Where discovery would find it (our directory, else the owner's);
+   * on failure the path says where we looked, for the error message. */
+  const char *why = NULL;
+  if (msc_find_socket(pid, c->path, sizeof c->path, &why) != 0 &&
+      c->path[0] == '\0')
     snprintf(c->path, sizeof c->path, "%d.sock", pid);
   return c;
 }

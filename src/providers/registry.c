@@ -211,6 +211,28 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   }
 }
 
+/* Sys is everything the heap's owner has mapped. A class the owner does
+ * not have is memory it has not mapped: glibc keeps its metadata and thread
+ * caches inside heap chunks (counted in HeapInuse), maps no stacks and has
+ * no collector, so its MSpanSys, MCacheSys, StackSys, GCSys and the rest
+ * are exactly 0, not unknown; the same holds for what a runtime did not
+ * report through ms_sys_add(). Without this every breakdown figure that
+ * sums the classes would read as unavailable. */
+static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap,
+                                  int idx, int have_owner) {
+  static const ms_field_t classes[] = {
+      MS_F_STACK_INUSE,  MS_F_STACK_SYS,     MS_F_MSPAN_INUSE, MS_F_MSPAN_SYS,
+      MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,    MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,
+      MS_F_OTHER_SYS};
+  if (!have_owner || snap->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+    return;
+  if (engine_heap)
+    idx = snap->source[MS_F_HEAP_SYS] == 0xff ? -1 : snap->source[MS_F_HEAP_SYS];
+  for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
+    if (snap->quality[classes[i]] == MS_Q_UNAVAILABLE)
+      put(snap, classes[i], 0, MS_Q_EXACT, idx);
+}
+
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs) {
@@ -244,4 +266,6 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
   }
   if (gpv && gpv->finish)
     gpv->finish(snap, gidx);
+  zero_unmapped_classes(snap, engine_heap, gc_heap ? gidx : midx,
+                        engine_heap || gc_heap || ms);
 }

@@ -74,10 +74,18 @@ static void test_malloc_owns_heap_tracking_kept(void **state) {
   assert_int_equal(g_snap.source[MS_F_HEAP_ALLOC], 0);
   /* Sys = HeapSys: nothing left over for OtherSys, and Sys is left to
    * the sum of the parts. */
-  assert_int_equal(g_snap.quality[MS_F_OTHER_SYS], MS_Q_UNAVAILABLE);
+  assert_int_equal(g_snap.other_sys, 0);
   assert_int_equal(g_snap.quality[MS_F_SYS], MS_Q_UNAVAILABLE);
-  /* Nothing the provider lacks was filled. */
-  assert_int_equal(g_snap.quality[MS_F_MSPAN_SYS], MS_Q_UNAVAILABLE);
+  /* The classes the heap's owner does not map are exactly 0 (memory it has
+   * not mapped), credited to the owner: the breakdown can be computed. */
+  static const ms_field_t zero[] = {MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+                                    MS_F_STACK_SYS, MS_F_GC_SYS,
+                                    MS_F_OTHER_SYS, MS_F_BUCK_HASH_SYS};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+    assert_int_equal(g_snap.quality[zero[i]], MS_Q_EXACT);
+    assert_int_equal(ms__field_u64(&g_snap, zero[i]), 0);
+    assert_int_equal(g_snap.source[zero[i]], 1);
+  }
   assert_int_equal(g_snap.quality[MS_F_HEAP_OBJECTS], MS_Q_UNAVAILABLE);
 }
 
@@ -192,7 +200,8 @@ static void test_collector_without_heap_leaves_malloc_owner(void **state) {
   ms__providers_merge(&g_snap, 0, &fake_malloc, &g_ms, &fake_gc, &g_gs);
   assert_int_equal(g_snap.heap_sys, 8000);
   assert_int_equal(g_snap.source[MS_F_HEAP_SYS], 0);
-  assert_int_equal(g_snap.quality[MS_F_OTHER_SYS], MS_Q_UNAVAILABLE);
+  /* The collector without a heap adds nothing to OtherSys. */
+  assert_int_equal(g_snap.other_sys, 0);
 }
 
 static void test_no_sample_no_figures(void **state) {
