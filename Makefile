@@ -114,8 +114,11 @@ $(LIB_SO): $(LIB_OBJS)
 	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
 	ln -sf libmemstats.so $(BUILD)/libmemstats.so.$(SOVERSION)
 
+# The preload carries libmemstats' soname: a program linked with -lmemstats
+# and started under the preload (memtop run) then gets one engine, not two,
+# since the loader sees libmemstats.so.0 already loaded.
 $(PRELOAD_SO): $(LIB_OBJS) $(PRELOAD_OBJS)
-	$(CC) -shared $(BASE_LDFLAGS) -o $@ $^ -ldl
+	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
 
 $(TOOL_A): $(TOOL_OBJS)
 	@mkdir -p $(@D)

@@ -14,8 +14,10 @@
 # the tests then use a plain preload built beside it, in $(BUILD)/plain.
 ifneq ($(SAN),)
 PL_PRELOAD := $(BUILD)/plain/libmemstats-preload.so
-$(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS)
-	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so
+# The live-view test (test_tmux) runs the demo under the preload: a plain
+# one too.
+$(PL_PRELOAD): $(LIB_SRCS) $(PRELOAD_SRCS) contrib/demo.c
+	$(MAKE) BUILD=$(BUILD)/plain SAN= OPT='$(OPT)' $(BUILD)/plain/libmemstats-preload.so $(BUILD)/plain/contrib/demo
 endif
 
 # ---- the providers' target programs (pv_*) ----------------------------------
