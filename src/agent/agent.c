@@ -417,15 +417,22 @@ static void stop_locked(int at_exit) {
   g_running = 0;
 }
 
+/* The agent's part of a normal exit (exit() or a return from main; not
+ * _exit() or a fatal signal, where no code of ours runs): the socket goes
+ * away, and if `memtop run` asked for it (MEMSTATS_FINAL_FD, final.c) the
+ * final snapshot is sent, after the thread has stopped so that it is the
+ * last word. */
 static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {
     if (g_path[0] != '\0') unlink(g_path);
+    ms__final_write();
     return;
   }
   stop_locked(1);
   pthread_mutex_unlock(&g_lock);
+  ms__final_write();
 }
 
 static void fork_prepare(void) {
@@ -459,6 +466,8 @@ int ms_agent_start(void) {
     goto out;
   }
   if (!g_hooks_installed) {
+    /* Once per program image: an exec'd program starts afresh. */
+    ms__final_init();
     if (atexit(at_exit) != 0 ||
         pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
       r = MS_ENOMEM;

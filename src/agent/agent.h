@@ -60,6 +60,23 @@ void ms__agent_cache_reset(void);
  * handled: the largest reply. */
 #define MS__AGENT_REPLY_MAX (MS__WIRE_SNAPSHOT_MAX + MS__WIRE_SMALL_MAX)
 
+/* ---- the final snapshot for `memtop run` (final.c) ---- */
+
+/* Reads MEMSTATS_FINAL_FD, MEMSTATS_FINAL_PID and MEMSTATS_FINAL_PPID (at
+ * start, before the program can change its environment): see final.c.
+ * ms__final_setup() takes the three values (NULL or "" for unset) and is
+ * what the tests call. A descriptor that is not an open socket, or a
+ * value that is not a number, means no final snapshot. */
+void ms__final_init(void);
+void ms__final_setup(const char *fd_s, const char *pid_s, const char *ppid_s);
+
+/* At normal exit: if a final snapshot was asked for and this process is
+ * the one meant, takes a snapshot and sends it as one snapshot frame to
+ * the descriptor, waiting at most a second for room. Once per process.
+ * Returns 0 when sent, MS_ENOENT when not asked for (or not this
+ * process), else the reason it was not sent. Never changes errno. */
+int ms__final_write(void);
+
 /* ---- the thread (agent.c) ---- */
 
 /* CPU time the agent thread has used (ns), or 0 if it is not running. For

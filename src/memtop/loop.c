@@ -8,13 +8,19 @@
  *           socket directory is rescanned for new and exited processes;
  *           keys, SIGWINCH and the frame timer drive the view (ui.h);
  *   poll    `run --once`: the same timers without a screen; when the
- *           command exits, its last snapshot is printed;
+ *           command exits, its final snapshot is printed;
  *   rounds  --once, -n N, ps: every target is asked at once, and when all
  *           have answered (or timed out) the round is printed in order.
  *
  * Reads never block: each target is a connection on the loop with its own
  * request timeout (conn.c). A target that hangs, dies mid-read or answers
  * garbage is marked unreachable with the reason, and the others go on.
+ *
+ * `run` also hands the command one end of a socket pair (final.h): at
+ * normal exit the command's library writes its final snapshot there, so
+ * what memtop shows at the end is the command's last state, not a poll up
+ * to -d old. A command killed by a signal (or ending with _exit) cannot
+ * write it: then the last poll stands, and memtop says so.
  */
 #include "memtop/loop.h"
 
@@ -34,6 +40,7 @@
 #include "common/strbuf.h"
 #include "emit/emit.h"
 #include "memtop/conn.h"
+#include "memtop/final.h"
 #include "memtop/model.h"
 #include "memtop/run.h"
 #include "memtop/ui.h"
@@ -49,6 +56,12 @@ typedef enum mt_mode_e { MODE_LIVE, MODE_POLL, MODE_ROUNDS } mt_mode_t;
 /* How long a command gets to exit after memtop asked it to, before the
  * next, stronger signal. */
 #define RUN_GRACE_MS 5000
+/* How long memtop waits, after the command has exited, for its final
+ * snapshot or for the end of the channel. The library writes the frame
+ * before the process ends, so it is normally there already; the channel
+ * only stays open past the exit when a child of the command still holds
+ * the inherited descriptor. */
+#define RUN_FINAL_WAIT_MS 300
 
 typedef struct mt_app_s mt_app_t;
 
@@ -99,7 +112,15 @@ struct mt_app_s {
   uv_process_t child;
   int child_running, child_exited, child_status;
   int kill_stage;
-  uint64_t child_start_ns;
+  uint64_t child_start_ns, child_exit_ns;
+  /* run: the final snapshot (final.h) */
+  mt_final_t *final;
+  uv_poll_t final_poll;
+  uv_timer_t final_wait;
+  int have_final_poll;
+  int final_resolved; /* the command exited and the channel was settled */
+  int final_used;     /* the model holds the command's final snapshot */
+  char final_env[2][64];
   char run_log[4096];
   int run_log_fd;
   char sockdir[4096];
@@ -634,16 +655,31 @@ static void round_start(mt_app_t *app) {
 
 /* ---- run: the command ------------------------------------------------ */
 
-/* `run --once`: the command has exited and no read is in flight: print
- * the last snapshot taken before it exited. */
+/* `run --once`: the command has exited and its end is settled: print its
+ * final snapshot, or else the last one polled (once no read is in flight,
+ * since a reply on its way is newer), saying which it is. */
 static void poll_finish(mt_app_t *app) {
   mt_watch_t *w = app->nw > 0 ? app->w[0] : NULL;
   const mt_target_t *t;
+  double before;
 
-  if (app->quitting || w == NULL || mt_conn_busy(w->conn))
+  if (app->quitting || w == NULL || !app->final_resolved)
+    return;
+  if (!app->final_used && mt_conn_busy(w->conn))
     return;
   t = mt_model_find(&app->model, w->pid);
   if (t != NULL && t->have_snapshot) {
+    if (!app->final_used) {
+      before = app->child_exit_ns > t->snap.time_mono_ns &&
+                       t->snap.time_mono_ns != 0
+                   ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
+                   : 0;
+      fprintf(stderr,
+              "memtop: PID %d (%s) sent no final figures (a process killed "
+              "by a signal or ending with _exit() cannot): the report is "
+              "from the last poll, %.1f s before it ended\n",
+              w->pid, t->comm[0] ? t->comm : child_name(app), before);
+    }
     emit_snapshot(app, &t->snap);
     flush_out(app);
   } else {
@@ -656,6 +692,97 @@ static void poll_finish(mt_app_t *app) {
   app_quit(app);
 }
 
+static void final_poll_closed(uv_handle_t *h) {
+  mt_app_t *app = h->data;
+
+  mt_final_close(app->final);
+}
+
+/* Closes memtop's end of the channel: the poll handle first, then (in its
+ * close callback) the descriptor, so that the loop never watches a number
+ * that may already name something else. */
+static void final_channel_close(mt_app_t *app) {
+  if (app->have_final_poll) {
+    app->have_final_poll = 0;
+    if (!uv_is_closing((uv_handle_t *)&app->final_poll))
+      uv_close((uv_handle_t *)&app->final_poll, final_poll_closed);
+  } else if (app->final != NULL) {
+    mt_final_close(app->final);
+  }
+}
+
+/* The command has exited and its final snapshot arrived, or cannot come
+ * any more: put it in the model (or say the figures are the last poll's)
+ * and finish as the mode wants. Runs once. */
+static void final_resolve(mt_app_t *app) {
+  mt_watch_t *w = app->nw > 0 && app->w[0]->is_child ? app->w[0] : NULL;
+  mt_target_t *t = w != NULL ? mt_model_find(&app->model, w->pid) : NULL;
+  char words[256];
+  size_t n;
+  double before;
+
+  if (app->final_resolved)
+    return;
+  app->final_resolved = 1;
+  uv_timer_stop(&app->final_wait);
+  final_channel_close(app);
+  child_exit_words(app, words, sizeof words);
+  n = strlen(words);
+  if (t != NULL && app->final != NULL && app->final->have) {
+    app->model.now_mono_ns = uv_hrtime();
+    mt_model_update(&app->model, t, &app->final->snap);
+    app->final_used = 1;
+    snprintf(words + n, sizeof words - n, "; final figures");
+  } else if (t != NULL && t->have_snapshot) {
+    before = app->child_exit_ns > t->snap.time_mono_ns &&
+                     t->snap.time_mono_ns != 0
+                 ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
+                 : 0;
+    snprintf(words + n, sizeof words - n,
+             "; figures from the last poll, %.1f s before (no final "
+             "figures: killed, or _exit())",
+             before);
+  }
+  if (t != NULL)
+    mt_model_fail(&app->model, t, 1, words);
+  switch (app->mode) {
+  case MODE_LIVE:
+    if (app->quitting)
+      app_quit(app);
+    request_draw(app);
+    break;
+  case MODE_POLL:
+    poll_finish(app);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Reads the final-snapshot channel; once the command has exited, settles
+ * its end as soon as the snapshot is there or the channel is closed. */
+static void final_read(mt_app_t *app) {
+  int done;
+
+  if (app->final == NULL)
+    return;
+  done = mt_final_drain(app->final);
+  if (done && app->have_final_poll)
+    uv_poll_stop(&app->final_poll);
+  if (app->child_exited && (done || app->final->have))
+    final_resolve(app);
+}
+
+static void final_poll_cb(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
+  final_read(h->data);
+}
+
+static void final_wait_cb(uv_timer_t *timer) {
+  final_resolve(timer->data);
+}
+
 static void child_exited(uv_process_t *p, int64_t exit_status,
                          int term_signal) {
   mt_app_t *app = p->data;
@@ -665,6 +792,7 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
 
   app->child_running = 0;
   app->child_exited = 1;
+  app->child_exit_ns = uv_hrtime();
   app->child_status = mt_run_exit_status((long)exit_status, term_signal);
   app->exit_code = app->child_status;
   uv_close((uv_handle_t *)p, NULL);
@@ -677,17 +805,15 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
     if (t != NULL)
       mt_model_fail(&app->model, t, 1, words);
   }
-  switch (app->mode) {
-  case MODE_LIVE:
-    if (app->quitting)
-      app_quit(app);
-    request_draw(app);
-    break;
-  case MODE_POLL:
-    poll_finish(app);
-    break;
-  default:
-    break;
+  /* The frame was written before the process ended: it is in the socket
+   * now, unless there was none. Wait a little only when the channel is
+   * still open without it (a child of the command holds it). */
+  final_read(app);
+  if (!app->final_resolved) {
+    if (app->final == NULL || app->final->fd < 0)
+      final_resolve(app);
+    else
+      uv_timer_start(&app->final_wait, final_wait_cb, RUN_FINAL_WAIT_MS, 0);
   }
 }
 
@@ -705,12 +831,12 @@ static void grace_cb(uv_timer_t *t) {
 static int run_start(mt_app_t *app) {
   char exe[4096], preload[4096], err[1024];
   uv_process_options_t opts;
-  uv_stdio_container_t stdio[3];
+  uv_stdio_container_t stdio[MT_FINAL_CHILD_FD + 1];
   char **env;
   mt_watch_t *w;
   uint64_t start_time = 0;
   ssize_t n;
-  int rc;
+  int rc, child_fd = -1;
 
   n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   exe[n > 0 ? n : 0] = '\0';
@@ -720,9 +846,34 @@ static int run_start(mt_app_t *app) {
     return 1;
   }
   env = mt_run_env(environ, preload);
-  if (env == NULL) {
+  app->final = calloc(1, sizeof *app->final);
+  if (env == NULL || app->final == NULL) {
     fprintf(stderr, "memtop: out of memory\n");
+    mt_run_env_free(env);
     return 1;
+  }
+  /* The final-snapshot channel. Without it (no descriptors left) the
+   * command still runs, and the end shows the last poll. */
+  mt_final_init(app->final, 0);
+  rc = mt_final_open(app->final, &child_fd);
+  if (rc == 0 &&
+      uv_poll_init(&app->loop, &app->final_poll, app->final->fd) == 0) {
+    app->have_final_poll = 1;
+    app->final_poll.data = app;
+    snprintf(app->final_env[0], sizeof app->final_env[0],
+             "MEMSTATS_FINAL_FD=%d", MT_FINAL_CHILD_FD);
+    snprintf(app->final_env[1], sizeof app->final_env[1],
+             "MEMSTATS_FINAL_PPID=%d", (int)getpid());
+    mt_run_env_final(env, app->final_env[0], app->final_env[1]);
+  } else {
+    fprintf(stderr,
+            "memtop: cannot make the channel for %s's final figures (%s): "
+            "the report at its end will be the last poll's\n",
+            child_name(app), strerror(rc < 0 ? -rc : EMFILE));
+    if (child_fd >= 0)
+      close(child_fd);
+    child_fd = -1;
+    mt_final_close(app->final);
   }
   memset(&opts, 0, sizeof opts);
   memset(stdio, 0, sizeof stdio);
@@ -738,6 +889,8 @@ static int run_start(mt_app_t *app) {
                       "%s (set TMPDIR to a writable directory)\n",
               app->run_log, strerror(errno));
       mt_run_env_free(env);
+      if (child_fd >= 0)
+        close(child_fd);
       return 1;
     }
     stdio[0].flags = UV_IGNORE;
@@ -759,11 +912,21 @@ static int run_start(mt_app_t *app) {
   opts.exit_cb = child_exited;
   opts.stdio = stdio;
   opts.stdio_count = 3;
+  if (child_fd >= 0) {
+    /* uv_spawn maps descriptors by index: entry 3 becomes the command's
+     * fd 3, inherited across its exec (and its own execs). */
+    stdio[MT_FINAL_CHILD_FD].flags = UV_INHERIT_FD;
+    stdio[MT_FINAL_CHILD_FD].data.fd = child_fd;
+    opts.stdio_count = MT_FINAL_CHILD_FD + 1;
+  }
   app->child.data = app;
   /* libuv reaps the child through its own SIGCHLD handler (a uv_signal_t
    * inside the loop) and calls child_exited with the status. */
   rc = uv_spawn(&app->loop, &app->child, &opts);
   mt_run_env_free(env);
+  /* Only the command holds its end now: its end of file is ours. */
+  if (child_fd >= 0)
+    close(child_fd);
   if (rc != 0) {
     fprintf(stderr, "memtop: cannot start %s: %s%s\n", app->o->run_argv[0],
             uv_strerror(rc),
@@ -772,6 +935,10 @@ static int run_start(mt_app_t *app) {
   }
   app->child_running = 1;
   app->child_start_ns = uv_hrtime();
+  app->final->pid = app->child.pid;
+  if (app->have_final_poll)
+    uv_poll_start(&app->final_poll, UV_READABLE | UV_DISCONNECT,
+                  final_poll_cb);
   msc_proc_start_time(app->child.pid, &start_time);
   w = watch_add(app, app->child.pid, start_time);
   if (w == NULL) {
@@ -907,6 +1074,8 @@ static void app_close(mt_app_t *app) {
   close_if_open((uv_handle_t *)&app->tick);
   close_if_open((uv_handle_t *)&app->rescan);
   close_if_open((uv_handle_t *)&app->grace);
+  close_if_open((uv_handle_t *)&app->final_wait);
+  final_channel_close(app);
   if (app->have_keys)
     close_if_open((uv_handle_t *)&app->keys);
   for (i = 0; i < sizeof app->sig / sizeof app->sig[0]; i++)
@@ -921,6 +1090,10 @@ static void app_close(mt_app_t *app) {
     uv_run(&app->loop, UV_RUN_DEFAULT);
   while (uv_loop_alive(&app->loop));
   uv_loop_close(&app->loop);
+  /* The poll handle is closed: the descriptor may go now. */
+  if (app->final != NULL)
+    mt_final_close(app->final);
+  free(app->final);
   free(app->w);
   mt_model_free(&app->model);
   ms_strbuf_free(&app->out);
@@ -1019,7 +1192,9 @@ int mt_loop_main(const mt_opts_t *o) {
   uv_timer_init(&app->loop, &app->tick);
   uv_timer_init(&app->loop, &app->rescan);
   uv_timer_init(&app->loop, &app->grace);
+  uv_timer_init(&app->loop, &app->final_wait);
   app->frame.data = app->tick.data = app->rescan.data = app->grace.data = app;
+  app->final_wait.data = app;
   for (i = 0; i < sizeof app->sig / sizeof app->sig[0]; i++) {
     uv_signal_init(&app->loop, &app->sig[i]);
     app->sig[i].data = app;

@@ -83,7 +83,8 @@ char **mt_run_env(char *const *env, const char *preload) {
 
   while (env != NULL && env[n] != NULL)
     n++;
-  out = calloc(n + 2, sizeof *out);
+  /* Room for LD_PRELOAD and the final-snapshot entries (mt_run_env_final). */
+  out = calloc(n + 2 + MT_RUN_ENV_EXTRA, sizeof *out);
   if (out == NULL)
     return NULL;
   for (i = 0; i < n; i++)
@@ -114,6 +115,20 @@ char **mt_run_env(char *const *env, const char *preload) {
       out[j++] = env[i];
   out[j] = NULL;
   return out;
+}
+
+void mt_run_env_final(char **env, char *fd_entry, char *ppid_entry) {
+  static const char prefix[] = "MEMSTATS_FINAL_";
+  size_t i, j = 0;
+
+  /* A memtop run inside a memtop run: the inner command's channel is the
+   * inner memtop's, and a stale MEMSTATS_FINAL_PID would silence it. */
+  for (i = 0; env[i] != NULL; i++)
+    if (strncmp(env[i], prefix, sizeof prefix - 1) != 0)
+      env[j++] = env[i];
+  env[j++] = fd_entry;
+  env[j++] = ppid_entry;
+  env[j] = NULL;
 }
 
 void mt_run_env_free(char **env) {

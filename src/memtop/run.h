@@ -25,6 +25,16 @@ int mt_run_find_preload(const char *exe, const char *override, char *out,
 char **mt_run_env(char *const *env, const char *preload);
 void mt_run_env_free(char **env);
 
+/* Entries mt_run_env() keeps room for beyond the environment it copies. */
+#define MT_RUN_ENV_EXTRA 2
+
+/* Asks the command for its final snapshot (src/agent/final.c): drops any
+ * MEMSTATS_FINAL_* entries from env (made by mt_run_env()) and appends
+ * fd_entry ("MEMSTATS_FINAL_FD=N") and ppid_entry
+ * ("MEMSTATS_FINAL_PPID=P"), which the caller owns and keeps alive while
+ * env is used. */
+void mt_run_env_final(char **env, char *fd_entry, char *ppid_entry);
+
 /* The exit status a shell would report for a child: its status, or
  * 128+N when killed by signal N. */
 int mt_run_exit_status(long exit_status, int term_signal);
