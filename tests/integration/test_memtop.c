@@ -4,7 +4,9 @@
  *
  *   --once and --once --json of a target linked with -lmemstats, several
  *   targets, -n rounds, watching all, ps; `run --once` returning the
- *   command's status with its final report; a PID that is not attachable
+ *   command's status with its final report, the command's own final
+ *   figures even when it ends between two polls (directly and through a
+ *   shell that execs it), and the last poll's, said so, when it is killed; a PID that is not attachable
  *   (exit 1, cause and fix); bad usage (exit 2 and the usage); and fake
  *   targets that hang, answer garbage or die mid-reply: memtop reports an
  *   error for that PID, still reports the others, and does not hang.
@@ -561,6 +563,93 @@ static void test_run_status(void **state) {
   unsetenv("MEMTOP_PRELOAD");
 }
 
+/* ---- run: the final snapshot ---- */
+
+#define PL_FINAL_BLOCKS 20000 /* tests/progs/pl_final.c */
+
+static char pl_final[1200];
+
+/* Parses memtop's one JSON line and checks the command's identity. */
+static json_t *run_json(const char *comm) {
+  json_error_t jerr;
+  json_t *j = json_loads(res.out, 0, &jerr);
+
+  if (j == NULL)
+    fail_msg("not one JSON object (%s): %s", jerr.text, res.out);
+  assert_string_equal(json_string_value(json_object_get(j, "comm")), comm);
+  return j;
+}
+
+static json_int_t memstat(json_t *j, const char *name) {
+  json_t *v = json_object_get(json_object_get(j, "memstats"), name);
+
+  assert_non_null(v);
+  return json_integer_value(v);
+}
+
+static void test_run_final_figures(void **state) {
+  json_t *j;
+
+  (void)state;
+  if (!preload_usable())
+    skip();
+  /* pl_final allocates after memtop's first poll and ends long before
+   * the next one (-d 10): only its final snapshot holds the blocks. */
+  assert_int_equal(mt("run", "--once", "--json", "-d", "10", "--", pl_final,
+                      NULL),
+                   0);
+  j = run_json("pl_final");
+  assert_true(memstat(j, "HeapObjects") >= PL_FINAL_BLOCKS);
+  assert_true(memstat(j, "Mallocs") >= PL_FINAL_BLOCKS);
+  assert_true(memstat(j, "HeapAlloc") >= 48 * PL_FINAL_BLOCKS);
+  json_decref(j);
+  assert_null(strstr(res.err, "last poll"));
+
+  /* Through a shell that execs it: same PID, and the figures are the
+   * program's, not the shell's (whose exec runs no exit handlers). */
+  char script[1400];
+  snprintf(script, sizeof script, "exec %s", pl_final);
+  assert_int_equal(mt("run", "--once", "--json", "-d", "10", "--", "/bin/sh",
+                      "-c", script, NULL),
+                   0);
+  j = run_json("pl_final");
+  assert_true(memstat(j, "HeapObjects") >= PL_FINAL_BLOCKS);
+  json_decref(j);
+
+  /* The text report is the final one too, under the program's name. */
+  assert_int_equal(mt("run", "--once", "-d", "10", "--", "/bin/sh", "-c",
+                      script, NULL),
+                   0);
+  assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
+  assert_null(strstr(res.err, "last poll"));
+}
+
+static void test_run_killed_falls_back(void **state) {
+  char script[1400];
+  json_t *j;
+
+  (void)state;
+  if (!preload_usable())
+    skip();
+  /* Killed by a signal, a process sends nothing: the report is the last
+   * poll's, memtop says so, and the status is the shell's 128+N. */
+  assert_int_equal(mt("run", "--once", "--json", "-d", "0.1", "--", pl_final,
+                      "kill", NULL),
+                   128 + SIGKILL);
+  assert_non_null(strstr(res.err, "sent no final figures"));
+  assert_non_null(strstr(res.err, "the report is from the last poll"));
+  j = run_json("pl_final");
+  json_decref(j);
+
+  /* _exit() runs no exit handlers either: the same, with its status. */
+  snprintf(script, sizeof script, "exec %s _exit", pl_final);
+  assert_int_equal(mt("run", "--once", "-d", "0.1", "--", "/bin/sh", "-c",
+                      script, NULL),
+                   4);
+  assert_non_null(strstr(res.err, "the report is from the last poll"));
+  assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
+}
+
 int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
@@ -579,14 +668,21 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_final_figures, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
+                                      teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
   snprintf(memtop, sizeof memtop, "%s/memtop", build);
   snprintf(target, sizeof target, "%s/progs/mt_target", build);
-  if (access(memtop, X_OK) != 0 || access(target, X_OK) != 0) {
-    fprintf(stderr, "test_memtop: %s or %s is missing (make test-build)\n",
-            memtop, target);
+  snprintf(pl_final, sizeof pl_final, "%s/progs/pl_final", build);
+  if (access(memtop, X_OK) != 0 || access(target, X_OK) != 0 ||
+      access(pl_final, X_OK) != 0) {
+    fprintf(stderr,
+            "test_memtop: %s, %s or %s is missing (make test-build)\n",
+            memtop, target, pl_final);
     return 1;
   }
   signal(SIGPIPE, SIG_IGN);

@@ -1,0 +1,40 @@
+/*
+ * pl_final.c - a command for `memtop run` whose end matters: it waits a
+ * little (so that memtop has polled it before it allocates), makes
+ * PL_FINAL_BLOCKS allocations of 48 bytes that it keeps, and ends at once,
+ * well inside memtop's poll interval. Only the final snapshot the library
+ * sends at exit (src/agent/final.c) can show them.
+ *
+ *   pl_final          ends with exit status 0 (returns from main)
+ *   pl_final kill     ends by SIGKILL: no final snapshot can be sent
+ *   pl_final _exit    ends with _exit(4): none either
+ *
+ * tests/integration/test_memtop.c runs it. It is not linked with
+ * -lmemstats: it runs under the preload only (tests/progs/progs.mk).
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PL_FINAL_BLOCKS 20000
+
+/* Kept where the compiler cannot see them go unused. */
+static void *volatile blocks[PL_FINAL_BLOCKS];
+
+int main(int argc, char **argv) {
+  const char *how = argc > 1 ? argv[1] : "";
+  struct timespec ts = {0, 300 * 1000000L};
+
+  if (strcmp(how, "kill") == 0)
+    ts.tv_sec = 1; /* room for several polls at -d 0.1 */
+  nanosleep(&ts, NULL);
+  for (int i = 0; i < PL_FINAL_BLOCKS; i++)
+    blocks[i] = malloc(48);
+  if (strcmp(how, "kill") == 0)
+    raise(SIGKILL);
+  if (strcmp(how, "_exit") == 0)
+    _exit(4);
+  return 0;
+}
