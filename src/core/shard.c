@@ -69,36 +69,41 @@
 
 enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 
-/* What changes together. Every member is a uint64_t so a slot can be
- * walked as an array of words (two's complement makes signed deltas work).
- */
-typedef struct ms__delta_s {
-  uint64_t heap[MS_SPAN__COUNT]; /* bytes per span state (NONE unused) */
-  uint64_t alloc_bytes, free_bytes;
-  uint64_t large_allocs, large_frees;
-  uint64_t small_allocs[MS__NCLASSES];
-  uint64_t small_frees[MS__NCLASSES];
-} ms__delta_t;
-
 #define DELTA_WORDS (sizeof(ms__delta_t) / sizeof(uint64_t))
 
-typedef struct ms__shard_s {
-  uint64_t seq;                 /* odd while its owner writes */
-  uint32_t state;               /* SHARD_LIVE, or DEAD: free to adopt */
-  struct ms__shard_s *next;     /* registry list; set once, before publish */
-  uint64_t inflight[3];         /* global shard only: writers per gen */
-  ms__delta_t stats[3] __attribute__((aligned(64)));
-} __attribute__((aligned(64))) ms__shard_t;
+/* The class table of ms__size_class (engine.h), generated from its
+ * arithmetic: entry i is the class of size 8 * i (0 for i = 0). */
+const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
+    0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,
+    9,  9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13,
+    13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15,
+    15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
+    17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+    18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
+    19, 19, 19, 19, 19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
+    20, 20, 20};
 
-/* Thread state: 0 unregistered, 1 has a shard, 2 registering or exited
- * (use the global shard). */
-static __thread ms__shard_t *tls_shard;
-static __thread int tls_mode;
+/* Thread state (engine.h): the shard, or ms__shard_none whose seq is odd
+ * and never changes, so a thread without a shard fails the fast path's
+ * one test. */
+ms__shard_t ms__shard_none = {.seq = 1};
+__thread ms__tls_t ms__tls = {.shard = &ms__shard_none};
+
+/* The generation writers use, as a slot offset (engine.h); writers fence
+ * until membarrier is registered. */
+uint64_t ms__gen_word = MS__GEN_OFF(0) | MS__GEN_FENCE;
+
+static inline uint32_t gen_index(uint64_t w) {
+  return (uint32_t)(((w & ~(uint64_t)MS__GEN_FENCE) - MS__GEN_OFF(0)) /
+                    sizeof(ms__delta_t));
+}
+
+static inline ms__delta_t *slot_at(ms__shard_t *s, uint64_t w) {
+  return (ms__delta_t *)((char *)s + (w & ~(uint64_t)MS__GEN_FENCE));
+}
 
 static ms__shard_t g_global;
 static ms__shard_t *g_shards;      /* every shard ever made (a list) */
-static uint32_t g_gen;             /* the generation writers use */
-static int g_need_fence = 1;       /* 0 once membarrier is registered */
 static unsigned g_fed;             /* MS__FEED_* flags */
 static pthread_key_t g_key;
 static int g_key_ok;
@@ -139,8 +144,8 @@ unsigned ms__engine_fed(void) {
 static void thread_exit(void *arg) {
   ms__shard_t *s = arg;
   /* Frees that come after this destructor go to the global shard. */
-  tls_mode = 2;
-  tls_shard = NULL;
+  ms__tls.mode = 2;
+  ms__tls.shard = &ms__shard_none;
   if (s)
     __atomic_store_n(&s->state, SHARD_DEAD, REL);
 }
@@ -148,7 +153,7 @@ static void thread_exit(void *arg) {
 static void engine_init(void) {
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
               0) == 0)
-    __atomic_store_n(&g_need_fence, 0, REL);
+    __atomic_fetch_and(&ms__gen_word, ~(uint64_t)MS__GEN_FENCE, REL);
   if (pthread_key_create(&g_key, thread_exit) == 0)
     g_key_ok = 1;
 }
@@ -187,7 +192,7 @@ static ms__shard_t *shard_acquire(void) {
 
 /* The slow path of a writer with no shard yet. */
 static ms__shard_t *shard_register(void) {
-  tls_mode = 2; /* anything we cause meanwhile goes to the global shard */
+  ms__tls.mode = 2; /* what we cause meanwhile goes to the global shard */
   if (pthread_once(&g_once, engine_init) != 0)
     return NULL;
   ms__shard_t *s = shard_acquire();
@@ -197,8 +202,8 @@ static ms__shard_t *shard_register(void) {
     __atomic_store_n(&s->state, SHARD_DEAD, REL);
     return NULL;
   }
-  tls_shard = s;
-  tls_mode = 1;
+  ms__tls.shard = s;
+  ms__tls.mode = 1;
   return s;
 }
 
@@ -209,9 +214,10 @@ static ms__shard_t *shard_register(void) {
  * reader turning it in between). */
 static ms__delta_t *global_begin(uint32_t *gp) {
   for (;;) {
-    uint32_t g = __atomic_load_n(&g_gen, SC);
+    uint64_t w = __atomic_load_n(&ms__gen_word, SC);
+    uint32_t g = gen_index(w);
     __atomic_fetch_add(&g_global.inflight[g], 1, SC);
-    if (__atomic_load_n(&g_gen, SC) == g) {
+    if (gen_index(__atomic_load_n(&ms__gen_word, SC)) == g) {
       *gp = g;
       return &g_global.stats[g];
     }
@@ -233,10 +239,9 @@ typedef struct bracket_s {
 } bracket_t;
 
 static inline void bracket_begin(bracket_t *b) {
-  ms__shard_t *s = tls_shard;
-  if (__builtin_expect(s == NULL, 0)) {
-    if (tls_mode == 0)
-      s = shard_register();
+  ms__shard_t *s = ms__tls.shard;
+  if (__builtin_expect(s == &ms__shard_none, 0)) {
+    s = ms__tls.mode == 0 ? shard_register() : NULL;
     if (!s) {
       b->own = NULL;
       b->d = global_begin(&b->g);
@@ -252,14 +257,15 @@ static inline void bracket_begin(bracket_t *b) {
     return;
   }
   st(&s->seq, q + 1);
-  if (__builtin_expect(__atomic_load_n(&g_need_fence, RLX), 0))
+  __atomic_signal_fence(SC);
+  uint64_t w = __atomic_load_n(&ms__gen_word, ACQ);
+  if (__builtin_expect(w & MS__GEN_FENCE, 0)) {
     __atomic_thread_fence(SC);
-  else
-    __atomic_signal_fence(SC);
-  uint32_t g = __atomic_load_n(&g_gen, ACQ);
+    w = __atomic_load_n(&ms__gen_word, ACQ);
+  }
   b->own = s;
   b->seq = q;
-  b->d = &s->stats[g];
+  b->d = slot_at(s, w);
 }
 
 static inline void bracket_add(bracket_t *b, uint64_t *field, uint64_t d) {
@@ -276,9 +282,10 @@ static inline void bracket_end(bracket_t *b) {
     global_end(b->g);
 }
 
-/* One object event: the fast path (own shard, not nested) is straight-line
- * plain stores; everything else goes through the bracket above. */
-static __attribute__((noinline)) void track_slow(uint64_t size, int is_free) {
+/* One object event off the fast path (engine.h): a thread with no shard
+ * yet, a signal handler nested in an update, a size beyond the class
+ * table. */
+void ms__track_slow(uint64_t size, int is_free) {
   bracket_t b;
   bracket_begin(&b);
   int c = ms__size_class(size);
@@ -292,34 +299,12 @@ static __attribute__((noinline)) void track_slow(uint64_t size, int is_free) {
   bracket_end(&b);
 }
 
-#define TRACK_FAST(size, counts, large, bytes)                                 \
-  do {                                                                         \
-    ms__shard_t *s = tls_shard;                                                \
-    uint64_t q;                                                                \
-    if (__builtin_expect(s == NULL, 0) ||                                      \
-        __builtin_expect((q = ld(&s->seq)) & 1, 0))                            \
-      break;                                                                   \
-    st(&s->seq, q + 1);                                                        \
-    if (__builtin_expect(__atomic_load_n(&g_need_fence, RLX), 0))              \
-      __atomic_thread_fence(SC);                                               \
-    else                                                                       \
-      __atomic_signal_fence(SC);                                               \
-    ms__delta_t *d = &s->stats[__atomic_load_n(&g_gen, ACQ)];                  \
-    int c = ms__size_class(size);                                              \
-    add_own(c >= 0 ? &d->counts[c] : &d->large, 1);                            \
-    add_own(&d->bytes, size);                                                  \
-    __atomic_store_n(&s->seq, q + 2, REL);                                     \
-    return;                                                                    \
-  } while (0)
-
 void ms__track_alloc(uint64_t size) {
-  TRACK_FAST(size, small_allocs, large_allocs, alloc_bytes);
-  track_slow(size, 0);
+  ms__track_alloc_in(&ms__tls, size);
 }
 
 void ms__track_free(uint64_t size) {
-  TRACK_FAST(size, small_frees, large_frees, free_bytes);
-  track_slow(size, 1);
+  ms__track_free_in(&ms__tls, size);
 }
 
 void ms__track_enable(void) {
@@ -388,15 +373,20 @@ static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
 /* The consistent cut. Caller holds the snapshot lock. */
 static void take_cut(ms__delta_t *out) {
   pthread_once(&g_once, engine_init);
-  uint32_t cur = __atomic_load_n(&g_gen, RLX);
+  /* Readers are serialised and the only writers of the word (but for
+   * engine_init, done by now, and the fork child, single-threaded). */
+  uint64_t w = __atomic_load_n(&ms__gen_word, RLX);
+  uint64_t fence = w & MS__GEN_FENCE;
+  uint32_t cur = gen_index(w);
   uint32_t next = (cur + 1) % 3, prev = (cur + 2) % 3;
-  __atomic_store_n(&g_gen, next, SC);
-  if (__atomic_load_n(&g_need_fence, RLX) ||
+  __atomic_store_n(&ms__gen_word, MS__GEN_OFF(next) | fence, SC);
+  if (fence ||
       syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
     /* No membarrier: writers fence themselves from now on. A writer that
-     * loaded gen before it saw g_need_fence is waited for below only if its
-     * odd seq is visible, so the flag is set before any cut relies on it. */
-    __atomic_store_n(&g_need_fence, 1, SC);
+     * loaded gen before it saw the fence flag is waited for below only if
+     * its odd seq is visible, so the flag is set before any cut relies on
+     * it. */
+    __atomic_store_n(&ms__gen_word, MS__GEN_OFF(next) | MS__GEN_FENCE, SC);
     __atomic_thread_fence(SC);
   }
 
@@ -444,7 +434,7 @@ void ms__shards_read(ms__shard_totals_t *t) {
  * DEAD (its totals are the parent's and stay counted); a writer the fork
  * caught mid-update will never finish, so its seq is made even. */
 void ms__shards_after_fork_child(void) {
-  ms__shard_t *mine = tls_shard;
+  ms__shard_t *mine = ms__tls.shard;
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
     if (s == mine)
       continue;
@@ -459,7 +449,7 @@ void ms__shards_after_fork_child(void) {
   /* membarrier registration is per process (per mm): register again. */
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
               0) != 0)
-    __atomic_store_n(&g_need_fence, 1, SC);
+    __atomic_fetch_or(&ms__gen_word, (uint64_t)MS__GEN_FENCE, SC);
 }
 
 void ms__engine_stats(ms__engine_stats_t *out) {

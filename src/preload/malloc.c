@@ -55,7 +55,10 @@ static void *boot(size_t size, size_t align) {
 
 /* ---- malloc, free, calloc ------------------------------------------------*/
 
-void *ms__preload_malloc(size_t size) {
+/* The bodies of malloc and free, inlined both into the exported functions
+ * (the program's hot path: no extra call) and into the internal ones that
+ * the rest of the preload calls without going through the PLT. */
+static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return boot(size, 16);
   void *p = ms__real.malloc(size);
@@ -63,11 +66,7 @@ void *ms__preload_malloc(size_t size) {
   return p;
 }
 
-void *malloc(size_t size) {
-  return ms__preload_malloc(size);
-}
-
-void ms__preload_free(void *p) {
+static inline __attribute__((always_inline)) void free_body(void *p) {
   if (!p)
     return;
   /* Bootstrap blocks are never given back; nor are they counted. A block
@@ -81,8 +80,20 @@ void ms__preload_free(void *p) {
   ms__real.free(p);
 }
 
+void *ms__preload_malloc(size_t size) {
+  return malloc_body(size);
+}
+
+void *malloc(size_t size) {
+  return malloc_body(size);
+}
+
+void ms__preload_free(void *p) {
+  free_body(p);
+}
+
 void free(void *p) {
-  ms__preload_free(p);
+  free_body(p);
 }
 
 void *calloc(size_t n, size_t size) {
@@ -121,15 +132,16 @@ static void *realloc_impl(void *p, size_t size) {
     return realloc_bootstrap(p, size);
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return NULL;
-  if (ms__preload_guard)
+  ms__tls_t *t = &ms__tls;
+  if (t->guard)
     return ms__real.realloc(p, size);
-  size_t old = ms__preload_usable(p);
+  size_t old = ms__preload_usable(t, p);
   void *q = ms__real.realloc(p, size);
   if (q) {
-    ms__track_free(old);
-    ms__track_alloc(ms__preload_usable(q));
+    ms__track_free_in(t, old);
+    ms__track_alloc_in(t, ms__preload_usable(t, q));
   } else if (size == 0) {
-    ms__track_free(old); /* realloc(p, 0) freed p */
+    ms__track_free_in(t, old); /* realloc(p, 0) freed p */
   }
   return q;
 }

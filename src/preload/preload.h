@@ -27,6 +27,9 @@
 
 /* What the preload exports: the library is built with hidden visibility. */
 #define MS__PRELOAD_API __attribute__((visibility("default")))
+/* Its own globals, declared hidden so the hot path reads them
+ * %rip-relative instead of through the GOT. */
+#define MS__PRELOAD_HIDDEN __attribute__((visibility("hidden")))
 
 /* The next allocator's entry points. Set once by ms__preload_resolve(),
  * read without locks after ms__preload_ready() returned true. */
@@ -41,9 +44,14 @@ typedef struct ms__real_s {
   void *(*valloc)(size_t);                /* may be NULL: emulated */
   void *(*pvalloc)(size_t);               /* may be NULL: emulated */
   size_t (*usable)(void *);               /* the block's usable size */
+  /* Nonzero when usable() may allocate, i.e. come back into us: it is then
+   * called with the guard set (see ms__preload_usable). Zero for glibc,
+   * jemalloc and mimalloc, whose size lookups only read their own
+   * metadata. */
+  int usable_guard;
 } ms__real_t;
 
-extern ms__real_t ms__real;
+extern ms__real_t ms__real MS__PRELOAD_HIDDEN;
 
 enum {
   MS__REAL_NONE = 0,      /* nobody looked yet */
@@ -51,14 +59,15 @@ enum {
   MS__REAL_READY = 2,     /* ms__real is complete */
   MS__REAL_FAILED = 3     /* no next malloc: only the bootstrap buffer */
 };
-extern int ms__real_state;
+extern int ms__real_state MS__PRELOAD_HIDDEN;
 
-/* Nonzero while this thread runs inside a real C++ operator that may come
- * back into our malloc/free (libstdc++'s operator new calls malloc): the
- * nested call passes straight through, uncounted, so one object is counted
- * once. Initial-exec TLS: a plain %fs-relative load, no __tls_get_addr
- * (which can allocate). */
-extern __thread int ms__preload_guard __attribute__((tls_model("initial-exec")));
+/* The guard, ms__tls.guard (core/engine.h): nonzero while this thread runs
+ * inside a real C++ operator that may come back into our malloc/free
+ * (libstdc++'s operator new calls malloc): the nested call passes straight
+ * through, uncounted, so one object is counted once. It shares the
+ * engine's initial-exec TLS block with the shard pointer: a plain
+ * %fs-relative access, no __tls_get_addr (which can allocate), and one TLS
+ * address for the guard test and the count. */
 
 static inline int ms__preload_ready(void) {
   return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;
@@ -74,7 +83,7 @@ int ms__preload_resolve(void);
  * before the real malloc is known. Blocks are never reused; freeing one is
  * a no-op. ms__bootstrap_alloc returns NULL when the buffer is exhausted. */
 #define MS__BOOT_SIZE (64 * 1024)
-extern unsigned char ms__boot_buf[MS__BOOT_SIZE];
+extern unsigned char ms__boot_buf[MS__BOOT_SIZE] MS__PRELOAD_HIDDEN;
 void *ms__bootstrap_alloc(size_t size, size_t align);
 size_t ms__bootstrap_size(const void *p);
 /* Inline: every free asks. One compare (the subtraction wraps for
@@ -83,17 +92,19 @@ static inline int ms__bootstrap_owns(const void *p) {
   return (uintptr_t)p - (uintptr_t)ms__boot_buf < MS__BOOT_SIZE;
 }
 
-/* The usable size of a block of the next allocator, looked up with this
- * thread's guard set: the lookup may itself allocate (gperftools'
- * malloc_usable_size creates a MallocExtension with operator new on first
- * use, which is our operator new), and whatever it allocates is passed
- * through uncounted instead of being counted by a lookup of its own, and so
- * on until the stack runs out. The caller has checked that the guard was
- * clear. */
-static inline size_t ms__preload_usable(void *p) {
-  ms__preload_guard = 1;
+/* The usable size of a block of the next allocator. Where the lookup may
+ * itself allocate (gperftools' malloc_usable_size creates a
+ * MallocExtension with operator new on first use, which is our operator
+ * new), it runs with this thread's guard set, so whatever it allocates is
+ * passed through uncounted instead of being counted by a lookup of its
+ * own, and so on until the stack runs out. The caller has checked that the
+ * guard was clear. */
+static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
+  if (__builtin_expect(!ms__real.usable_guard, 1))
+    return ms__real.usable(p);
+  t->guard = 1;
   size_t n = ms__real.usable(p);
-  ms__preload_guard = 0;
+  t->guard = 0;
   return n;
 }
 
@@ -105,7 +116,7 @@ static inline size_t ms__preload_usable(void *p) {
  * class boundary up to some size and stores that size here; 0 (the
  * default, and every other allocator) means: always ask. Before the check
  * has run the block is asked for, which gives the same figure. */
-extern size_t ms__preload_by_request_max;
+extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
 void ms__preload_size_init(void);
 
 static inline size_t ms__class_round(size_t n) {
@@ -123,20 +134,24 @@ static inline size_t ms__class_round(size_t n) {
  * usable size, unless this thread is nested inside a real C++ operator or
  * a size lookup (then the outer hook counts it, or nobody: see above). */
 static inline void ms__preload_count_alloc(void *p) {
-  if (p && !ms__preload_guard)
-    ms__track_alloc(ms__preload_usable(p));
+  ms__tls_t *t = &ms__tls;
+  if (p && !t->guard)
+    ms__track_alloc_in(t, ms__preload_usable(t, p));
 }
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
 static inline void ms__preload_count_alloc_n(void *p, size_t n) {
-  if (p && !ms__preload_guard) {
+  ms__tls_t *t = &ms__tls;
+  if (__builtin_expect(p != NULL, 1) && !t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
-    ms__track_alloc(n <= max ? ms__class_round(n) : ms__preload_usable(p));
+    ms__track_alloc_in(t, n <= max ? ms__class_round(n)
+                                   : ms__preload_usable(t, p));
   }
 }
 static inline void ms__preload_count_free(void *p) {
-  if (!ms__preload_guard)
-    ms__track_free(ms__preload_usable(p));
+  ms__tls_t *t = &ms__tls;
+  if (!t->guard)
+    ms__track_free_in(t, ms__preload_usable(t, p));
 }
 
 /* The C entry points without the PLT (cxx.c falls back to them). */

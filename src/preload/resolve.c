@@ -16,7 +16,6 @@
 
 ms__real_t ms__real;
 int ms__real_state;
-__thread int ms__preload_guard __attribute__((tls_model("initial-exec")));
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the
  * bootstrap buffer. */
@@ -58,6 +57,25 @@ static void keep_if_same_object(void *base, void **fn) {
   Dl_info fi;
   if (*fn && (!dladdr(*fn, &fi) || fi.dli_fbase != base))
     *fn = NULL;
+}
+
+/* Whether the object at base (the next malloc's) defines name. */
+static int object_defines(void *base, const char *name) {
+  void *f = dlsym(RTLD_NEXT, name);
+  keep_if_same_object(base, &f);
+  return f != NULL;
+}
+
+/* Whether the next malloc is one whose malloc_usable_size never allocates:
+ * glibc's (only libc defines gnu_get_libc_version; tcmalloc and mimalloc
+ * also define __libc_malloc), jemalloc's (mallctl) or mimalloc's
+ * (mi_malloc). Each only reads the block's metadata. Anything else, a
+ * debugging malloc included, is asked with the guard set. Runs while the
+ * state is RESOLVING: what dlsym allocates for a missing name comes from
+ * the bootstrap buffer. */
+static int usable_is_plain(void *base) {
+  return object_defines(base, "gnu_get_libc_version") ||
+         object_defines(base, "mallctl") || object_defines(base, "mi_malloc");
 }
 
 int ms__preload_resolve(void) {
@@ -103,6 +121,7 @@ int ms__preload_resolve(void) {
    * has no pvalloc, so RTLD_NEXT finds glibc's) would hand out blocks that
    * the next free cannot take back: emulate it on posix_memalign instead. */
   Dl_info mi;
+  memset(&mi, 0, sizeof mi);
   if (dladdr(*(void **)&r.malloc, &mi)) {
     keep_if_same_object(mi.dli_fbase, (void **)&r.aligned_alloc);
     keep_if_same_object(mi.dli_fbase, (void **)&r.memalign);
@@ -119,6 +138,8 @@ int ms__preload_resolve(void) {
   int exact = r.usable != NULL;
   if (!exact)
     r.usable = no_usable_size;
+  r.usable_guard = !(exact && r.usable != tc_usable && mi.dli_fbase &&
+                     usable_is_plain(mi.dli_fbase));
   ms__real = r;
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
   if (exact)
