@@ -10,7 +10,11 @@
  *
  * A client that hangs is closed after a timeout; when all slots are taken,
  * the least recently active idle client makes room, so a burst of silent
- * connections cannot lock out memtop for long.
+ * connections cannot lock out memtop for long. *
+ * At normal exit (the atexit handler below) the agent also sends the final
+ * snapshot that `memtop run` asks for with MEMSTATS_FINAL_FD (final.c).
+ * On _exit() or a fatal signal nothing of ours runs, and nothing is sent:
+ * memtop then shows the last snapshot it polled, and says so.
  */
 #include <errno.h>
 #include <fcntl.h>
