@@ -44,6 +44,7 @@
 #include "agent/agent.h"
 #include "core/engine.h"
 #include "core/shard.h"
+#include "providers/provider_int.h"
 
 /* How long exit may wait for the reader to take the frame, in all. */
 #define FINAL_SEND_TIMEOUT_MS 1000
@@ -132,12 +133,15 @@ static int final_wanted(void) {
 /* Waits for the snapshot lock to be free, a bounded time. A thread that
  * holds it forever (the agent thread stuck in a provider, or exit() called
  * from a signal handler in the middle of a read) must not hang the
- * program's exit: then there is no final snapshot. */
+ * program's exit: then there is no final snapshot. Under the lock, the
+ * providers' cached samples are dropped: they may be a whole cadence old
+ * (a second for glibc), from before the program's last allocations. */
 static int lock_free_soon(void) {
   struct timespec ts = {0, FINAL_LOCK_WAIT_NS};
 
   for (int i = 0; i < FINAL_LOCK_TRIES; i++) {
     if (ms__read_trylock() == 0) {
+      ms__providers_expire();
       ms__read_unlock();
       return 1;
     }

@@ -75,6 +75,12 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs);
 
+/* Forgets the cached samples, so that the next snapshot samples every
+ * provider afresh. The final snapshot at exit (src/agent/final.c) calls it,
+ * with the reader lock held: figures from up to a cadence ago must not be
+ * merged with the engine's figures of the program's last moment. */
+void ms__providers_expire(void);
+
 /* Installs the collector provider's pause hook if the collector is in the
  * process (cheap dlsym only; also run from a library constructor). Returns 1
  * if installed. */

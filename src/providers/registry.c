@@ -126,6 +126,12 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   return s->have ? &s->sample : NULL;
 }
 
+void ms__providers_expire(void) {
+  for (size_t i = 0; i < NMALLOC; i++)
+    g_malloc[i].have = 0;
+  g_collector.have = 0;
+}
+
 void ms__providers_fill(ms_snapshot_t *snap) {
   detect();
   unsigned fed = ms__engine_fed();
