@@ -44,12 +44,25 @@ typedef struct ms__real_s {
   void *(*valloc)(size_t);                /* may be NULL: emulated */
   void *(*pvalloc)(size_t);               /* may be NULL: emulated */
   size_t (*usable)(void *);               /* the block's usable size */
-  /* Nonzero when usable() may allocate, i.e. come back into us: it is then
-   * called with the guard set (see ms__preload_usable). Zero for glibc,
-   * jemalloc and mimalloc, whose size lookups only read their own
-   * metadata. */
-  int usable_guard;
+  /* How ms__preload_usable() finds it: MS__USABLE_* below, read and
+   * written with relaxed atomics (ms__preload_size_init changes it while
+   * other threads may run; both ways give the same figure). */
+  int usable_kind;
+  int is_glibc; /* the next malloc is glibc's own */
 } ms__real_t;
+
+enum {
+  /* Call usable(): it only reads the allocator's own metadata (glibc,
+   * jemalloc, mimalloc). */
+  MS__USABLE_CALL = 0,
+  /* Read glibc's chunk header in front of the block, as glibc's own
+   * malloc_usable_size does; set only after ms__preload_size_init has
+   * checked, on real blocks of every kind, that it gives glibc's answer. */
+  MS__USABLE_GLIBC = 1,
+  /* Call usable() with the guard set: it may allocate (any other
+   * allocator, debugging mallocs included). */
+  MS__USABLE_GUARDED = 2
+};
 
 extern ms__real_t ms__real MS__PRELOAD_HIDDEN;
 
@@ -99,8 +112,20 @@ static inline int ms__bootstrap_owns(const void *p) {
  * passed through uncounted instead of being counted by a lookup of its
  * own, and so on until the stack runs out. The caller has checked that the
  * guard was clear. */
+/* glibc's chunk header (malloc/malloc.c): the word before the block holds
+ * the chunk size with three flag bits, IS_MMAPPED among them; the usable
+ * part is the chunk less one header word, or two for an mmapped chunk
+ * (musable() in glibc). */
+static inline size_t ms__glibc_usable(const void *p) {
+  size_t h = ((const size_t *)p)[-1];
+  return (h & ~(size_t)7) - (h & 2 ? 2 * sizeof(size_t) : sizeof(size_t));
+}
+
 static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
-  if (__builtin_expect(!ms__real.usable_guard, 1))
+  int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+  if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
+    return ms__glibc_usable(p);
+  if (__builtin_expect(kind == MS__USABLE_CALL, 1))
     return ms__real.usable(p);
   t->guard = 1;
   size_t n = ms__real.usable(p);
@@ -115,7 +140,10 @@ static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
  * that the next allocator's nallocx agrees with ms__class_round() at every
  * class boundary up to some size and stores that size here; 0 (the
  * default, and every other allocator) means: always ask. Before the check
- * has run the block is asked for, which gives the same figure. */
+ * has run the block is asked for, which gives the same figure. For glibc
+ * it checks instead that the chunk header gives malloc_usable_size's
+ * answer and then reads it (MS__USABLE_GLIBC): blocks are still measured
+ * one by one, without the call. */
 extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
 void ms__preload_size_init(void);
 

@@ -138,8 +138,12 @@ int ms__preload_resolve(void) {
   int exact = r.usable != NULL;
   if (!exact)
     r.usable = no_usable_size;
-  r.usable_guard = !(exact && r.usable != tc_usable && mi.dli_fbase &&
-                     usable_is_plain(mi.dli_fbase));
+  r.usable_kind = exact && r.usable != tc_usable && mi.dli_fbase &&
+                          usable_is_plain(mi.dli_fbase)
+                      ? MS__USABLE_CALL
+                      : MS__USABLE_GUARDED;
+  r.is_glibc = mi.dli_fbase &&
+               object_defines(mi.dli_fbase, "gnu_get_libc_version");
   ms__real = r;
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
   if (exact)
@@ -160,9 +164,51 @@ size_t ms__preload_by_request_max;
  * ms__class_round at every class size c and at c + 1 agrees everywhere in
  * between, since both are non-decreasing and equal at both ends of each
  * class. A few real blocks are asked too, malloc(0) among them. */
+/* glibc: blocks are measured by their chunk header (ms__glibc_usable)
+ * instead of a call into malloc_usable_size, once real blocks of every
+ * kind (small, aligned, mmapped) have been seen to give glibc's own
+ * answer. The probes go straight to glibc, uncounted. None of them moves
+ * glibc's dynamic mmap threshold: the small ones are below it, and the
+ * mmapped one is above the largest threshold glibc ever sets (32 MiB), so
+ * it is mmapped whatever the program did and freeing it changes nothing. */
+static void glibc_header_init(void) {
+  if (__atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) !=
+      MS__USABLE_CALL)
+    return;
+  static const struct {
+    size_t align, size;
+  } probe[] = {{0, 0},     {0, 1},    {0, 24},     {0, 25},
+               {0, 100},   {0, 1000}, {0, 5000},   {0, 70000},
+               {64, 100},  {4096, 5000},           {0, (size_t)40 << 20}};
+  int mmapped = 0;
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+    void *p = NULL;
+    if (!probe[i].align)
+      p = ms__real.malloc(probe[i].size);
+    else if (ms__real.posix_memalign(&p, probe[i].align, probe[i].size) != 0)
+      p = NULL;
+    if (!p)
+      return;
+    size_t want = ms__real.usable(p);
+    size_t got = ms__glibc_usable(p);
+    mmapped |= (((const size_t *)p)[-1] & 2) != 0;
+    ms__real.free(p);
+    if (got != want)
+      return;
+  }
+  /* The mmapped branch was checked too (mmap may be turned off). */
+  if (mmapped)
+    __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC,
+                     __ATOMIC_RELAXED);
+}
+
 void ms__preload_size_init(void) {
   if (!ms__preload_ready() || ms__real.usable == no_usable_size)
     return;
+  if (ms__real.is_glibc) {
+    glibc_header_init();
+    return;
+  }
   size_t (*nallocx)(size_t, int);
   *(void **)&nallocx = dlsym(RTLD_NEXT, "nallocx");
   Dl_info mi;
