@@ -277,18 +277,6 @@ static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
   return err;
 }
 
-static void copy_hello(msc_hello_t *dst, const ms__wire_hello_t *h) {
-  memset(dst, 0, sizeof *dst);
-  dst->pid = h->pid;
-  dst->start_time = h->start_time;
-  memcpy(dst->comm, h->comm, sizeof dst->comm);
-  memcpy(dst->lib_version, h->lib_version, sizeof dst->lib_version);
-  dst->proto_version = h->proto_version;
-  dst->nproviders = h->nproviders;
-  memcpy(dst->providers, h->providers, sizeof dst->providers);
-  dst->capabilities = h->capabilities;
-}
-
 int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                      size_t *used, ms_snapshot_t *snap, msc_event_t *ev) {
   if (s == NULL || used == NULL || ev == NULL || (data == NULL && len > 0))
@@ -333,7 +321,7 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                   "time %llu, expected %llu): the PID was reused",
                   s->pid, (unsigned long long)h.start_time,
                   (unsigned long long)s->expected_start_time);
-    copy_hello(&s->hello, &h);
+    s->hello = h;
     s->state = ST_READY;
     ev->type = MSC_EV_HELLO;
     return 0;

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "memstats.h"
+#include "wire/wire.h"
 
 #define MSC_PATH_MAX 108 /* sizeof(sun_path) */
 
@@ -55,16 +56,9 @@ typedef enum msc_event_type_e {
   MSC_EV_ERROR         /* refused, malformed, PID reused...: see .err */
 } msc_event_type_t;
 
-typedef struct msc_hello_s {
-  int pid;
-  uint64_t start_time;
-  char comm[MS_NAME_MAX];
-  char lib_version[32];
-  uint32_t proto_version;
-  uint32_t nproviders;
-  char providers[MS_MAX_PROVIDERS][MS_NAME_MAX];
-  uint64_t capabilities;
-} msc_hello_t;
+/* The handshake as the wire decodes it (pid, start time, comm, library
+ * version, protocol version, providers, capabilities). */
+typedef ms__wire_hello_t msc_hello_t;
 
 typedef struct msc_event_s {
   msc_event_type_t type;

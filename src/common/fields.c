@@ -303,3 +303,63 @@ MS_EXTERN const char *ms_quality_name(ms_quality_t q) {
    * snapshot) is treated as "unavailable": never claim more than we know. */
   return "unavailable";
 }
+
+/* The raw 64 bits of a scalar field (a double's bit pattern, an int
+ * sign-extended), as the wire carries them: a round trip is exact. */
+uint64_t ms__field_bits(const ms_snapshot_t *s, const ms__field_info_t *fi) {
+  const char *at = (const char *)s + fi->offset;
+  switch (fi->ctype) {
+  case MS__CT_U64: {
+    uint64_t v;
+    memcpy(&v, at, sizeof v);
+    return v;
+  }
+  case MS__CT_U32: {
+    uint32_t v;
+    memcpy(&v, at, sizeof v);
+    return v;
+  }
+  case MS__CT_INT: {
+    int v;
+    memcpy(&v, at, sizeof v);
+    return (uint64_t)(int64_t)v;
+  }
+  case MS__CT_DOUBLE: {
+    double d;
+    uint64_t v;
+    memcpy(&d, at, sizeof d);
+    memcpy(&v, &d, sizeof v);
+    return v;
+  }
+  default:
+    return 0;
+  }
+}
+
+void ms__field_set_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
+                           uint64_t v) {
+  char *at = (char *)s + fi->offset;
+  switch (fi->ctype) {
+  case MS__CT_U64:
+    memcpy(at, &v, sizeof v);
+    break;
+  case MS__CT_U32: {
+    uint32_t x = (uint32_t)v;
+    memcpy(at, &x, sizeof x);
+    break;
+  }
+  case MS__CT_INT: {
+    int x = (int)(int64_t)v;
+    memcpy(at, &x, sizeof x);
+    break;
+  }
+  case MS__CT_DOUBLE: {
+    double d;
+    memcpy(&d, &v, sizeof d);
+    memcpy(at, &d, sizeof d);
+    break;
+  }
+  default:
+    break;
+  }
+}

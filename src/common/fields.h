@@ -50,6 +50,11 @@ uint64_t ms__field_u64(const ms_snapshot_t *s, ms_field_t f);
 /* Sets a scalar field from a uint64 / double (compound fields: no-op). */
 void ms__field_set_u64(ms_snapshot_t *s, ms_field_t f, uint64_t v);
 void ms__field_set_double(ms_snapshot_t *s, ms_field_t f, double v);
+/* The raw 64 bits of a scalar field, as the wire carries them (exact round
+ * trip; no conversion), and the reverse. */
+uint64_t ms__field_bits(const ms_snapshot_t *s, const ms__field_info_t *fi);
+void ms__field_set_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
+                        uint64_t v);
 /* Looks a field up by its Go name; returns -1 if unknown. */
 int ms__field_by_go_name(const char *name);
 

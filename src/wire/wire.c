@@ -139,64 +139,6 @@ int ms__wire_encode_hello(ms__wire_writer_t *w, const ms__wire_hello_t *h) {
   return ms__wire_end(w);
 }
 
-/* A scalar field's value as the 64 bits that travel. */
-static uint64_t field_bits(const ms_snapshot_t *s, const ms__field_info_t *fi) {
-  const char *at = (const char *)s + fi->offset;
-  switch (fi->ctype) {
-  case MS__CT_U64: {
-    uint64_t v;
-    memcpy(&v, at, sizeof v);
-    return v;
-  }
-  case MS__CT_U32: {
-    uint32_t v;
-    memcpy(&v, at, sizeof v);
-    return v;
-  }
-  case MS__CT_INT: {
-    int v;
-    memcpy(&v, at, sizeof v);
-    return (uint64_t)(int64_t)v;
-  }
-  case MS__CT_DOUBLE: {
-    double d;
-    uint64_t v;
-    memcpy(&d, at, sizeof d);
-    memcpy(&v, &d, sizeof v);
-    return v;
-  }
-  default:
-    return 0;
-  }
-}
-
-static void set_field_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
-                           uint64_t v) {
-  char *at = (char *)s + fi->offset;
-  switch (fi->ctype) {
-  case MS__CT_U64:
-    memcpy(at, &v, sizeof v);
-    break;
-  case MS__CT_U32: {
-    uint32_t x = (uint32_t)v;
-    memcpy(at, &x, sizeof x);
-    break;
-  }
-  case MS__CT_INT: {
-    int x = (int)(int64_t)v;
-    memcpy(at, &x, sizeof x);
-    break;
-  }
-  case MS__CT_DOUBLE: {
-    double d;
-    memcpy(&d, &v, sizeof d);
-    memcpy(at, &d, sizeof d);
-    break;
-  }
-  default:
-    break;
-  }
-}
 
 static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
                          ms_field_t f) {
@@ -235,7 +177,7 @@ static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
   default:
     p = put_record(w, tag, 2 + 8);
     if (p == NULL) return;
-    put64(p + 2, field_bits(s, &ms__fields[f]));
+    put64(p + 2, ms__field_bits(s, &ms__fields[f]));
     break;
   }
   p[0] = s->quality[f];
@@ -477,7 +419,7 @@ static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
       return MS_EPROTO;
     }
     x = get64(d);
-    set_field_bits(s, &ms__fields[f], x);
+    ms__field_set_bits(s, &ms__fields[f], x);
     break;
   }
   }
