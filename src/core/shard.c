@@ -35,6 +35,13 @@
  * odd seq visible to us (and we wait for it) or will load the new gen. Where
  * membarrier is missing, writers fall back to a real fence.
  *
+ * Representation (engine.h): gen is stored as the byte offset of its slot
+ * in a shard, with the "writers must fence" flag in bit 0, so the writer's
+ * one load of gen also tells it whether to fence (it then fences and loads
+ * gen again: the load it uses still follows the fence). A thread without a
+ * shard points at ms__shard_none, whose seq is always odd, so the test for
+ * "nested in a signal handler" sends it to the slow path as well.
+ *
  * Threads that have no shard (not yet registered, exited, or nested inside
  * a signal handler that interrupted an update) write to the global shard
  * with atomic adds, bracketed by a per-generation in-flight count that the
