@@ -188,6 +188,13 @@ static mt_watch_t *watch_find(mt_app_t *app, int pid) {
   return NULL;
 }
 
+/* Watching a single process (one PID named, or `memtop run`), the live
+ * view opens on its detail view; a list is for several. */
+static void open_detail(mt_model_t *m, int pid) {
+  m->screen = MT_SCREEN_DETAIL;
+  m->detail_pid = pid;
+}
+
 static mt_watch_t *watch_add(mt_app_t *app, int pid, uint64_t start_time) {
   mt_watch_t *w, **grown;
   mt_target_t *t;
@@ -948,6 +955,7 @@ static int run_start(mt_app_t *app) {
   }
   w->is_child = 1;
   snprintf(w->comm, sizeof w->comm, "%s", child_name(app));
+  open_detail(&app->model, app->child.pid);
   snprintf(mt_model_find(&app->model, w->pid)->comm, MS_NAME_MAX, "%s",
            child_name(app));
   if (app->mode == MODE_LIVE)
@@ -1209,6 +1217,10 @@ int mt_loop_main(const mt_opts_t *o) {
       goto out;
     }
   }
+
+  /* One process named: its detail view straight away (Esc: the list). */
+  if (o->npids == 1)
+    open_detail(&app->model, o->pids[0]);
 
   if (app->mode == MODE_LIVE) {
     rc = live_start(app);

@@ -262,9 +262,18 @@ static int session_teardown(void **state) {
     }                                                                        \
   } while (0)
 
-/* Waits for the target's row in the list; returns its PID. */
+/* Waits for the target's row in the list; returns its PID. memtop run
+ * opens on the target's detail view: Esc goes to the list. */
 static int wait_target(char *row, size_t len) {
+  long esc_at = -1;
   for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
+    /* One Esc at a time: curses waits to tell a lone Esc from a key's
+     * escape sequence, and a stream of them would never be lone. */
+    if (strstr(capture(), "Ready+Prepared") != NULL &&
+        (esc_at < 0 || waited - esc_at >= 2000)) {
+      keys("Escape");
+      esc_at = waited;
+    }
     int pid = target_row(capture(), row, len);
     if (pid > 0 && strstr(row, "MiB") != NULL)
       return pid;
