@@ -25,6 +25,11 @@ typedef struct ms__pv_sample_s {
   uint8_t q[MS_F__COUNT];
   uint32_t nsize_classes;
   ms_size_class_t by_size[MS_MAX_SIZE_CLASSES];
+  /* The tracked HeapAlloc (preload) at the moment of the sample, if there
+   * was one: later snapshots that reuse the sample shift its heap figures
+   * by what the program allocated since (see registry.c). */
+  int have_tracked;
+  uint64_t tracked_heap_alloc;
 } ms__pv_sample_t;
 
 /* What a provider's memory is: the C allocator behind malloc (one at most

@@ -106,7 +106,8 @@ static void detect(void) {
  * ---------------------------------------------------------------*/
 
 static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
-                                     unsigned flags) {
+                                     unsigned flags,
+                                     const ms_snapshot_t *snap) {
   if (!s || !s->active)
     return NULL;
   if (s->have && now - s->last_ns < s->interval_ns)
@@ -123,6 +124,10 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   /* A failed read leaves nothing cached: stale figures are not shown as
    * current ones. */
   s->have = rc == 0;
+  s->sample.have_tracked =
+      (ms__engine_fed() & MS__FEED_TRACKED) &&
+      snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
+  s->sample.tracked_heap_alloc = snap->heap_alloc;
   return s->have ? &s->sample : NULL;
 }
 
@@ -137,8 +142,8 @@ void ms__providers_fill(ms_snapshot_t *snap) {
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
   uint64_t now = ms__now_mono_ns();
-  const ms__pv_sample_t *ms = sample(g_malloc_slot, now, flags);
-  const ms__pv_sample_t *gs = sample(&g_collector, now, flags);
+  const ms__pv_sample_t *ms = sample(g_malloc_slot, now, flags, snap);
+  const ms__pv_sample_t *gs = sample(&g_collector, now, flags, snap);
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
                       g_collector.active ? g_collector.pv : NULL, gs);
 }
@@ -239,6 +244,44 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap,
       put(snap, classes[i], 0, MS_Q_EXACT, idx);
 }
 
+/* A cached sample (glibc's is up to a second old) meets tracked figures of
+ * this instant: while the program allocates, HeapAlloc could exceed the
+ * sample's HeapInuse and fragOverhead turn negative. Every byte allocated
+ * since the sample sits in chunks now in use, so the sample's heap is
+ * shifted by the tracked change: in-use grows (or shrinks, on frees) by
+ * it, taken from the free backed memory first and from new mappings past
+ * that. The result is an estimate, and marked so; a fresh sample is left
+ * exact. */
+static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
+                             int idx) {
+  if (!s->have_tracked || snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT ||
+      snap->quality[MS_F_HEAP_INUSE] == MS_Q_UNAVAILABLE ||
+      snap->quality[MS_F_HEAP_IDLE] == MS_Q_UNAVAILABLE ||
+      snap->source[MS_F_HEAP_INUSE] != (uint8_t)idx)
+    return;
+  int64_t delta = (int64_t)(snap->heap_alloc - s->tracked_heap_alloc);
+  if (delta == 0)
+    return;
+  int64_t inuse = (int64_t)snap->heap_inuse + delta;
+  if (inuse < 0)
+    inuse = 0;
+  delta = inuse - (int64_t)snap->heap_inuse;
+  int64_t backed_free = (int64_t)snap->heap_idle - (int64_t)snap->heap_released;
+  int64_t grow = delta > backed_free ? delta - backed_free : 0;
+  snap->heap_inuse = (uint64_t)inuse;
+  snap->heap_idle = (uint64_t)((int64_t)snap->heap_idle - (delta - grow));
+  snap->heap_sys += (uint64_t)grow;
+  snap->quality[MS_F_HEAP_INUSE] = MS_Q_ESTIMATED;
+  snap->quality[MS_F_HEAP_IDLE] = MS_Q_ESTIMATED;
+  if (grow) {
+    snap->quality[MS_F_HEAP_SYS] = MS_Q_ESTIMATED;
+    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE) {
+      snap->sys += (uint64_t)grow;
+      snap->quality[MS_F_SYS] = MS_Q_ESTIMATED;
+    }
+  }
+}
+
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs) {
@@ -251,6 +294,7 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
     if (!engine_heap && !gc_heap) {
       own_heap(snap, ms, midx);
       own_objects(snap, ms, midx);
+      shift_by_tracked(snap, ms, midx);
     } else if (ms->q[MS_F_SYS] != MS_Q_UNAVAILABLE) {
       add_other(snap, ms->v[MS_F_SYS], (ms_quality_t)ms->q[MS_F_SYS], midx);
     }

@@ -213,6 +213,58 @@ static void test_no_sample_no_figures(void **state) {
     assert_int_equal(g_snap.quality[f], MS_Q_UNAVAILABLE);
 }
 
+/* A cached sample taken when the tracked HeapAlloc was 1000 meets a
+ * snapshot in which the program has since allocated more: the heap figures
+ * shift by the change, marked estimated, and fragOverhead stays >= 0. */
+static void test_cached_sample_shifted_by_tracked(void **state) {
+  (void)state;
+  engine_tracked();
+  malloc_sample();
+  g_ms.have_tracked = 1;
+  g_ms.tracked_heap_alloc = 1000;
+  g_snap.heap_alloc = 2500; /* +1500 since the sample */
+  ms__providers_merge(&g_snap, MS__FEED_OBJECTS | MS__FEED_TRACKED,
+                      &fake_malloc, &g_ms, NULL, NULL);
+  assert_int_equal(g_snap.heap_inuse, 6500);
+  assert_int_equal(g_snap.heap_idle, 1500);
+  assert_int_equal(g_snap.heap_sys, 8000);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_INUSE], MS_Q_ESTIMATED);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_IDLE], MS_Q_ESTIMATED);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_SYS], MS_Q_EXACT);
+  assert_true(g_snap.heap_inuse >= g_snap.heap_alloc);
+}
+
+/* Past the free backed memory (HeapIdle - HeapReleased = 2000), the growth
+ * came from new mappings: HeapSys grows, estimated. */
+static void test_cached_sample_growth_maps_more(void **state) {
+  (void)state;
+  engine_tracked();
+  malloc_sample();
+  g_ms.have_tracked = 1;
+  g_ms.tracked_heap_alloc = 1000;
+  g_snap.heap_alloc = 4000; /* +3000 */
+  ms__providers_merge(&g_snap, MS__FEED_OBJECTS | MS__FEED_TRACKED,
+                      &fake_malloc, &g_ms, NULL, NULL);
+  assert_int_equal(g_snap.heap_inuse, 8000);
+  assert_int_equal(g_snap.heap_idle, 1000); /* = HeapReleased */
+  assert_int_equal(g_snap.heap_sys, 9000);
+  assert_int_equal(g_snap.heap_sys, g_snap.heap_inuse + g_snap.heap_idle);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_SYS], MS_Q_ESTIMATED);
+}
+
+/* A sample as fresh as the snapshot stays exact. */
+static void test_fresh_sample_not_shifted(void **state) {
+  (void)state;
+  engine_tracked();
+  malloc_sample();
+  g_ms.have_tracked = 1;
+  g_ms.tracked_heap_alloc = 1000;
+  ms__providers_merge(&g_snap, MS__FEED_OBJECTS | MS__FEED_TRACKED,
+                      &fake_malloc, &g_ms, NULL, NULL);
+  assert_int_equal(g_snap.heap_inuse, 5000);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_INUSE], MS_Q_EXACT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_malloc_owns_heap_tracking_kept, setup),
@@ -225,6 +277,9 @@ int main(void) {
       cmocka_unit_test_setup(test_collector_without_heap_leaves_malloc_owner,
                              setup),
       cmocka_unit_test_setup(test_no_sample_no_figures, setup),
+      cmocka_unit_test_setup(test_cached_sample_shifted_by_tracked, setup),
+      cmocka_unit_test_setup(test_cached_sample_growth_maps_more, setup),
+      cmocka_unit_test_setup(test_fresh_sample_not_shifted, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
