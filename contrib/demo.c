@@ -136,8 +136,8 @@ static void heap_free_all(heap_t *h) {
 }
 
 static void say(const char *phase, const heap_t *h) {
-  printf("demo %d: %-13s %6zu objects, %7.1f MiB live\n", (int)getpid(),
-         phase, h->n, (double)h->live_bytes / (1 << 20));
+  printf("demo %d: %-13s %6zu objects, %7.1f MiB live\n", (int)getpid(), phase,
+         h->n, (double)h->live_bytes / (1 << 20));
   fflush(stdout);
 }
 

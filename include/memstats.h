@@ -38,22 +38,23 @@ extern "C" {
 /* ------------------------------------------------------------------------
  * Error codes: negative errno values, so they compose with system calls.
  * ------------------------------------------------------------------------ */
-#define MS_EINVAL (-22)      /* invalid argument */
-#define MS_ENOMEM (-12)      /* out of memory */
-#define MS_ENOENT (-2)       /* no such process or socket */
-#define MS_EACCES (-13)      /* permission refused */
-#define MS_EAGAIN (-11)      /* try again (busy, rate-limited) */
-#define MS_ENOSYS (-38)      /* not available from this provider/build */
-#define MS_EPROTO (-71)      /* malformed message on the wire */
-#define MS_ETIMEDOUT (-110)  /* no answer in time */
+#define MS_EINVAL (-22)        /* invalid argument */
+#define MS_ENOMEM (-12)        /* out of memory */
+#define MS_ENOENT (-2)         /* no such process or socket */
+#define MS_EACCES (-13)        /* permission refused */
+#define MS_EAGAIN (-11)        /* try again (busy, rate-limited) */
+#define MS_ENOSYS (-38)        /* not available from this provider/build */
+#define MS_EPROTO (-71)        /* malformed message on the wire */
+#define MS_ETIMEDOUT (-110)    /* no answer in time */
 #define MS_ECONNREFUSED (-111) /* nobody listens: stale socket */
-#define MS_ESRCH (-3)        /* the process does not exist */
-#define MS_EEXIST (-17)      /* already started */
-#define MS_ENOSPC (-28)      /* a fixed table is full */
-#define MS_EVERSION (-1001)  /* peer speaks a newer, incompatible version */
-#define MS_EUNSAFE (-1002)   /* socket directory unsafe (symlink, owner, mode) */
-#define MS_ESTALE (-1003)    /* PID reused: the process is not the target */
-#define MS_EREFUSED (-1004)  /* the target refused us (another user) */
+#define MS_ESRCH (-3)          /* the process does not exist */
+#define MS_EEXIST (-17)        /* already started */
+#define MS_ENOSPC (-28)        /* a fixed table is full */
+#define MS_EVERSION (-1001)    /* peer speaks a newer, incompatible version */
+#define MS_EUNSAFE (-1002)  /* socket directory unsafe (symlink, owner, mode)  \
+                             */
+#define MS_ESTALE (-1003)   /* PID reused: the process is not the target */
+#define MS_EREFUSED (-1004) /* the target refused us (another user) */
 
 /* Returns a static English description of an MS_E* code (or errno). Never
  * NULL; thread-safe. */
@@ -100,13 +101,13 @@ typedef enum ms_field_e {
   MS_F_NEXT_GC,
   MS_F_LAST_GC,
   MS_F_PAUSE_TOTAL_NS,
-  MS_F_PAUSE_NS,  /* the ring PauseNs/PauseEnd as a whole */
+  MS_F_PAUSE_NS, /* the ring PauseNs/PauseEnd as a whole */
   MS_F_NUM_GC,
   MS_F_NUM_FORCED_GC,
   MS_F_GC_CPU_FRACTION,
   MS_F_ENABLE_GC,
   MS_F_DEBUG_GC,
-  MS_F_BY_SIZE,   /* the size classes as a whole */
+  MS_F_BY_SIZE,    /* the size classes as a whole */
   MS_F_PAUSE_HIST, /* the pause histogram as a whole */
   /* Kernel view */
   MS_F_KERNEL_RSS,
@@ -131,8 +132,8 @@ MS_EXTERN const char *ms_quality_name(ms_quality_t q);
 /* ------------------------------------------------------------------------
  * The snapshot.
  * ------------------------------------------------------------------------ */
-#define MS_PAUSE_RING 256         /* Go's len(PauseNs) */
-#define MS_MAX_SIZE_CLASSES 256   /* room for jemalloc's bins + extents */
+#define MS_PAUSE_RING 256       /* Go's len(PauseNs) */
+#define MS_MAX_SIZE_CLASSES 256 /* room for jemalloc's bins + extents */
 #define MS_MAX_PROVIDERS 8
 #define MS_NAME_MAX 64
 
@@ -145,7 +146,8 @@ MS_EXTERN const char *ms_quality_name(ms_quality_t q);
 #define MS_PAUSE_HIST_MAX_BITS 48
 #define MS_PAUSE_HIST_SUB_BITS 2
 #define MS_PAUSE_HIST_SUB (1 << MS_PAUSE_HIST_SUB_BITS)
-#define MS_PAUSE_HIST_SUPER (MS_PAUSE_HIST_MAX_BITS - MS_PAUSE_HIST_MIN_BITS + 1)
+#define MS_PAUSE_HIST_SUPER                                                    \
+  (MS_PAUSE_HIST_MAX_BITS - MS_PAUSE_HIST_MIN_BITS + 1)
 #define MS_PAUSE_HIST_BUCKETS (MS_PAUSE_HIST_SUPER * MS_PAUSE_HIST_SUB + 2)
 
 typedef struct ms_size_class_s {
@@ -166,12 +168,12 @@ typedef struct ms_snapshot_s {
 
   /* ---- identity ---- */
   int32_t pid;
-  uint64_t start_time;     /* field 22 of /proc/PID/stat (clock ticks) */
-  char comm[MS_NAME_MAX];  /* program name */
-  uint64_t seq;            /* snapshot sequence number, from 1 */
-  uint64_t time_unix_ns;   /* wall clock when computed */
-  uint64_t time_mono_ns;   /* CLOCK_MONOTONIC when computed */
-  uint64_t age_ns;         /* how old it was when served (0 if fresh) */
+  uint64_t start_time;    /* field 22 of /proc/PID/stat (clock ticks) */
+  char comm[MS_NAME_MAX]; /* program name */
+  uint64_t seq;           /* snapshot sequence number, from 1 */
+  uint64_t time_unix_ns;  /* wall clock when computed */
+  uint64_t time_mono_ns;  /* CLOCK_MONOTONIC when computed */
+  uint64_t age_ns;        /* how old it was when served (0 if fresh) */
   uint32_t nproviders;
   char providers[MS_MAX_PROVIDERS][MS_NAME_MAX]; /* "tracked", "glibc", ... */
 
@@ -192,8 +194,8 @@ typedef struct ms_snapshot_s {
   ms_size_class_t by_size[MS_MAX_SIZE_CLASSES];
 
   /* ---- beyond Go ---- */
-  ms_pause_hist_t pause_hist; /* every pause since start */
-  uint64_t kernel_rss, kernel_vsz;           /* /proc/self/statm, bytes */
+  ms_pause_hist_t pause_hist;      /* every pause since start */
+  uint64_t kernel_rss, kernel_vsz; /* /proc/self/statm, bytes */
   uint64_t kernel_lazyfree, kernel_anon_huge, kernel_swap; /* smaps_rollup */
 
   /* Per field: an ms_quality_t, and the index into providers[] of the
@@ -281,12 +283,12 @@ MS_EXTERN void ms_object_free(uint64_t size);
 
 /* Off-heap memory classes, Go's sysMemStat counters. */
 typedef enum ms_sys_class_e {
-  MS_SYS_STACK = 0,  /* StackSys / StackInuse */
-  MS_SYS_MSPAN,      /* allocator metadata: MSpanSys / MSpanInuse */
-  MS_SYS_MCACHE,     /* thread caches: MCacheSys / MCacheInuse */
-  MS_SYS_BUCKHASH,   /* the profiler's bucket table: BuckHashSys */
-  MS_SYS_GC,         /* collector metadata: GCSys */
-  MS_SYS_OTHER,      /* everything else: OtherSys */
+  MS_SYS_STACK = 0, /* StackSys / StackInuse */
+  MS_SYS_MSPAN,     /* allocator metadata: MSpanSys / MSpanInuse */
+  MS_SYS_MCACHE,    /* thread caches: MCacheSys / MCacheInuse */
+  MS_SYS_BUCKHASH,  /* the profiler's bucket table: BuckHashSys */
+  MS_SYS_GC,        /* collector metadata: GCSys */
+  MS_SYS_OTHER,     /* everything else: OtherSys */
   MS_SYS__COUNT
 } ms_sys_class_t;
 

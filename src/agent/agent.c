@@ -70,7 +70,8 @@ static int g_said_unsafe;
  * Clients
  * ------------------------------------------------------------------------ */
 static void client_close(client_t *c) {
-  if (c->fd >= 0) close(c->fd);
+  if (c->fd >= 0)
+    close(c->fd);
   c->fd = -1;
 }
 
@@ -84,8 +85,10 @@ static int client_flush(client_t *c, uint64_t now) {
       c->last_progress = now;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
     return -1;
   }
   c->out_off = c->out_len = 0;
@@ -112,21 +115,24 @@ static void client_serve(client_t *c) {
 
 static void client_read(client_t *c, uint64_t now) {
   while (!c->eof && !c->closing && c->in_len < IN_CAP) {
-    ssize_t n = recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len,
-                     MSG_DONTWAIT);
+    ssize_t n =
+        recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, MSG_DONTWAIT);
     if (n > 0) {
       c->in_len += (size_t)n;
       c->last_progress = now;
       client_serve(c);
-      if (OUT_CAP - c->out_len < MS__AGENT_REPLY_MAX) break;
+      if (OUT_CAP - c->out_len < MS__AGENT_REPLY_MAX)
+        break;
       continue;
     }
     if (n == 0) {
       c->eof = 1;
       break;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) c->eof = c->closing = 1;
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      c->eof = c->closing = 1;
     break;
   }
 }
@@ -136,20 +142,23 @@ static void client_read(client_t *c, uint64_t now) {
 static int pick_slot(void) {
   int victim = -1;
   for (int i = 0; i < MAX_CLIENTS; i++) {
-    if (g_clients[i].fd < 0) return i;
+    if (g_clients[i].fd < 0)
+      return i;
     if (g_clients[i].out_len == g_clients[i].out_off &&
         (victim < 0 ||
          g_clients[i].last_progress < g_clients[victim].last_progress))
       victim = i;
   }
-  if (victim >= 0) client_close(&g_clients[victim]);
+  if (victim >= 0)
+    client_close(&g_clients[victim]);
   return victim;
 }
 
 static void accept_clients(uint64_t now) {
   for (int k = 0; k < ACCEPT_BURST; k++) {
     int fd = accept4(g_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return; /* EAGAIN, or a transient error: poll again */
+    if (fd < 0)
+      return; /* EAGAIN, or a transient error: poll again */
     int slot = pick_slot();
     if (slot < 0) {
       /* Every slot is mid-reply: say so in one non-blocking send. */
@@ -190,7 +199,8 @@ static void accept_clients(uint64_t now) {
       ms__agent_hello(&w);
     }
     c->out_len = w.len;
-    if (client_flush(c, now) != 0) client_close(c);
+    if (client_flush(c, now) != 0)
+      client_close(c);
   }
 }
 
@@ -211,7 +221,8 @@ static void *agent_main(void *arg) {
     pfd[n++].events = POLLIN;
     for (int i = 0; i < MAX_CLIENTS; i++) {
       client_t *c = &g_clients[i];
-      if (c->fd < 0) continue;
+      if (c->fd < 0)
+        continue;
       int busy = c->in_len > 0 || c->out_len > c->out_off || c->closing;
       uint64_t deadline =
           c->last_progress + (busy ? IO_TIMEOUT_NS : IDLE_TIMEOUT_NS);
@@ -219,12 +230,14 @@ static void *agent_main(void *arg) {
         client_close(c);
         continue;
       }
-      if (deadline < next) next = deadline;
+      if (deadline < next)
+        next = deadline;
       short ev = 0;
       if (!c->eof && !c->closing && c->in_len < IN_CAP &&
           OUT_CAP - c->out_len >= MS__AGENT_REPLY_MAX)
         ev |= POLLIN;
-      if (c->out_len > c->out_off) ev |= POLLOUT;
+      if (c->out_len > c->out_off)
+        ev |= POLLOUT;
       pfd[n].fd = c->fd;
       pfd[n].events = ev;
       pfd[n].revents = 0;
@@ -232,18 +245,22 @@ static void *agent_main(void *arg) {
     }
     int timeout = (int)((next - now) / 1000000ull) + 1;
     int r = poll(pfd, (nfds_t)n, timeout);
-    if (r < 0) continue; /* EINTR: signals are blocked, but be safe */
+    if (r < 0)
+      continue; /* EINTR: signals are blocked, but be safe */
     now = ms__now_mono_ns();
     if (pfd[0].revents) {
       char b[64];
       while (read(g_wake[0], b, sizeof b) > 0) {
       }
     }
-    if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) break;
+    if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE))
+      break;
     for (int k = 2; k < n; k++) {
       client_t *c = &g_clients[who[k]];
-      if (c->fd != pfd[k].fd) continue;
-      if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) client_read(c, now);
+      if (c->fd != pfd[k].fd)
+        continue;
+      if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
+        client_read(c, now);
       if (c->out_len > c->out_off && client_flush(c, now) != 0) {
         client_close(c);
         continue;
@@ -256,9 +273,11 @@ static void *agent_main(void *arg) {
           continue;
         }
       }
-      if ((c->eof || c->closing) && c->out_len == c->out_off) client_close(c);
+      if ((c->eof || c->closing) && c->out_len == c->out_off)
+        client_close(c);
     }
-    if (pfd[1].revents & POLLIN) accept_clients(now);
+    if (pfd[1].revents & POLLIN)
+      accept_clients(now);
   }
   return NULL;
 }
@@ -267,17 +286,23 @@ static void *agent_main(void *arg) {
  * Start, stop, exit, fork
  * ------------------------------------------------------------------------ */
 static void close_all_fds(void) {
-  for (int i = 0; i < MAX_CLIENTS; i++) client_close(&g_clients[i]);
-  if (g_listen >= 0) close(g_listen);
-  if (g_wake[0] >= 0) close(g_wake[0]);
-  if (g_wake[1] >= 0) close(g_wake[1]);
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    client_close(&g_clients[i]);
+  if (g_listen >= 0)
+    close(g_listen);
+  if (g_wake[0] >= 0)
+    close(g_wake[0]);
+  if (g_wake[1] >= 0)
+    close(g_wake[1]);
   g_listen = g_wake[0] = g_wake[1] = -1;
-  if (g_bufs != NULL) munmap(g_bufs, g_bufs_len);
+  if (g_bufs != NULL)
+    munmap(g_bufs, g_bufs_len);
   g_bufs = NULL;
 }
 
 static void unsafe_once(const char *dir, const char *why) {
-  if (g_said_unsafe) return;
+  if (g_said_unsafe)
+    return;
   g_said_unsafe = 1;
   ms__debug("agent not started: %s (%s); fix it with: chmod 700 %s, or set "
             "MEMSTATS_DIR to a private directory",
@@ -387,7 +412,8 @@ static int start_locked(void) {
   g_running = 1;
   return 0;
 fail:
-  if (g_path[0] != '\0') unlink(g_path);
+  if (g_path[0] != '\0')
+    unlink(g_path);
   g_path[0] = '\0';
   close_all_fds();
   return r;
@@ -396,7 +422,8 @@ fail:
 /* Stops the thread; with a deadline (at exit) it gives up waiting rather
  * than hang the program's exit. */
 static void stop_locked(int at_exit) {
-  if (!g_running) return;
+  if (!g_running)
+    return;
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
   ssize_t w = write(g_wake[1], "x", 1);
   (void)w;
@@ -407,7 +434,8 @@ static void stop_locked(int at_exit) {
     if (pthread_timedjoin_np(g_thread, NULL, &ts) != 0) {
       /* The thread is stuck; the process is ending anyway. Leave its
        * fds alone, but take the socket off the filesystem. */
-      if (g_path[0] != '\0') unlink(g_path);
+      if (g_path[0] != '\0')
+        unlink(g_path);
       g_path[0] = '\0';
       g_running = 0;
       return;
@@ -415,7 +443,8 @@ static void stop_locked(int at_exit) {
   } else {
     pthread_join(g_thread, NULL);
   }
-  if (g_path[0] != '\0') unlink(g_path);
+  if (g_path[0] != '\0')
+    unlink(g_path);
   g_path[0] = '\0';
   close_all_fds();
   g_running = 0;
@@ -430,7 +459,8 @@ static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {
-    if (g_path[0] != '\0') unlink(g_path);
+    if (g_path[0] != '\0')
+      unlink(g_path);
     ms__final_write();
     return;
   }
@@ -452,7 +482,8 @@ static void fork_parent(void) {
  * serve the child's own <pid>.sock. */
 static void fork_child(void) {
   pthread_mutex_init(&g_lock, NULL);
-  if (!g_running) return;
+  if (!g_running)
+    return;
   g_running = 0;
   g_path[0] = '\0';
   close_all_fds();

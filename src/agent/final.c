@@ -53,10 +53,10 @@
 #define FINAL_LOCK_WAIT_NS 1000000L
 
 static struct {
-  int fd;       /* -1: no final snapshot wanted */
-  int pid;      /* 0: any */
-  int ppid;     /* 0: any */
-  dev_t dev;    /* the socket that was there at start */
+  int fd;    /* -1: no final snapshot wanted */
+  int pid;   /* 0: any */
+  int ppid;  /* 0: any */
+  dev_t dev; /* the socket that was there at start */
   ino_t ino;
 } g_final = {-1, 0, 0, 0, 0};
 

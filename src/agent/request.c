@@ -18,8 +18,8 @@
 static struct {
   uint64_t interval_ns;
   int valid;
-  int pid;            /* whose snapshot this is: a forked child is not */
-  uint64_t computed;  /* CLOCK_MONOTONIC when it was computed */
+  int pid;           /* whose snapshot this is: a forked child is not */
+  uint64_t computed; /* CLOCK_MONOTONIC when it was computed */
   ms_snapshot_t snap;
   size_t enc_len;
   size_t age_at; /* offset of the age value in enc[] */
@@ -41,7 +41,8 @@ static int refresh(uint64_t now) {
       now - g_cache.computed < g_cache.interval_ns)
     return 0;
   int r = ms_snapshot_read(&g_cache.snap, sizeof g_cache.snap);
-  if (r != 0) return r;
+  if (r != 0)
+    return r;
   g_cache.snap.age_ns = 0;
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, g_cache.enc, sizeof g_cache.enc);
@@ -63,7 +64,8 @@ int ms__agent_snapshot(ms__wire_writer_t *out) {
   if (r != 0)
     return ms__wire_encode_error(out, MS__MSG_ERROR, r,
                                  "the snapshot could not be taken");
-  if (out->cap - out->len < g_cache.enc_len) return MS_ENOSPC;
+  if (out->cap - out->len < g_cache.enc_len)
+    return MS_ENOSPC;
   uint8_t *dst = out->buf + out->len;
   memcpy(dst, g_cache.enc, g_cache.enc_len);
   ms__wire_patch_u64(dst + g_cache.age_at, now - g_cache.computed);
@@ -81,8 +83,8 @@ int ms__agent_hello(ms__wire_writer_t *out) {
     h.pid = s->pid;
     h.start_time = s->start_time;
     memcpy(h.comm, s->comm, sizeof h.comm);
-    h.nproviders = s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS
-                                                    : s->nproviders;
+    h.nproviders =
+        s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
     memcpy(h.providers, s->providers, sizeof h.providers);
   } else {
     h.pid = (int)getpid();
@@ -101,9 +103,10 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
   while (!*close_after && out->cap - out->len >= MS__AGENT_REPLY_MAX) {
     ms__frame_t f;
     const char *why = "malformed request";
-    int r = ms__wire_frame(in + used, len - used, MS__WIRE_MAX_REQUEST, &f,
-                           &why);
-    if (r == MS_EAGAIN) break;
+    int r =
+        ms__wire_frame(in + used, len - used, MS__WIRE_MAX_REQUEST, &f, &why);
+    if (r == MS_EAGAIN)
+      break;
     if (r == MS_EVERSION) {
       snprintf(msg, sizeof msg,
                "protocol version %u is newer than this agent's (%u): use a "
@@ -152,8 +155,7 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
       break;
     default:
       /* A newer memtop's request: say so and keep the connection. */
-      snprintf(msg, sizeof msg, "unknown request type %u",
-               (unsigned)f.type);
+      snprintf(msg, sizeof msg, "unknown request type %u", (unsigned)f.type);
       ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS, msg);
       break;
     }

@@ -16,17 +16,23 @@
 #include "agent/agent.h"
 
 int ms__parse_uint(const char *s, uint64_t max, uint64_t *out) {
-  if (s == NULL) return MS_EINVAL;
-  while (*s == ' ' || *s == '\t') s++;
-  if (*s < '0' || *s > '9') return MS_EINVAL;
+  if (s == NULL)
+    return MS_EINVAL;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  if (*s < '0' || *s > '9')
+    return MS_EINVAL;
   uint64_t v = 0;
   for (; *s >= '0' && *s <= '9'; s++) {
     uint64_t d = (uint64_t)(*s - '0');
-    if (v > (UINT64_MAX - d) / 10) return MS_EINVAL;
+    if (v > (UINT64_MAX - d) / 10)
+      return MS_EINVAL;
     v = v * 10 + d;
   }
-  while (*s == ' ' || *s == '\t') s++;
-  if (*s != '\0' || v > max) return MS_EINVAL;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  if (*s != '\0' || v > max)
+    return MS_EINVAL;
   *out = v;
   return 0;
 }
@@ -41,17 +47,20 @@ int ms__sockdir_path(char *buf, size_t len) {
   } else {
     n = snprintf(buf, len, "/tmp/memtop-%u", (unsigned)geteuid());
   }
-  if (n < 0 || (size_t)n >= len) return MS_EINVAL;
+  if (n < 0 || (size_t)n >= len)
+    return MS_EINVAL;
   /* A trailing slash would make "<dir>//<pid>.sock"; harmless, but the
    * paths we show people should be clean. */
-  while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+  while (n > 1 && buf[n - 1] == '/')
+    buf[--n] = '\0';
   return 0;
 }
 
 int ms__sockdir_check(const char *dir, uid_t uid, const char **why) {
   struct stat st;
   if (lstat(dir, &st) != 0) {
-    if (errno == ENOENT) return MS_ENOENT;
+    if (errno == ENOENT)
+      return MS_ENOENT;
     *why = "cannot stat the socket directory";
     return MS_EUNSAFE;
   }
@@ -77,7 +86,8 @@ int ms__sockdir_check(const char *dir, uid_t uid, const char **why) {
 int ms__sockdir_prepare(const char *dir, const char **why) {
   uid_t uid = geteuid();
   int r = ms__sockdir_check(dir, uid, why);
-  if (r != MS_ENOENT) return r;
+  if (r != MS_ENOENT)
+    return r;
   /* mkdir applies the umask, which can only remove bits: 0700 or less,
    * and less (e.g. 0500) is caught by the write below failing, not here. */
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {

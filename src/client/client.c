@@ -28,25 +28,31 @@
  * Paths and /proc
  * ------------------------------------------------------------------------ */
 int msc_socket_dir(char *buf, size_t len) {
-  if (buf == NULL || len == 0) return MS_EINVAL;
+  if (buf == NULL || len == 0)
+    return MS_EINVAL;
   return ms__sockdir_path(buf, len);
 }
 
 int msc_socket_path(int pid, char *buf, size_t len) {
   char dir[MSC_PATH_MAX];
-  if (buf == NULL || pid <= 0) return MS_EINVAL;
+  if (buf == NULL || pid <= 0)
+    return MS_EINVAL;
   int r = msc_socket_dir(dir, sizeof dir);
-  if (r != 0) return r;
+  if (r != 0)
+    return r;
   int n = snprintf(buf, len, "%s/%d.sock", dir, pid);
   return (n < 0 || (size_t)n >= len) ? MS_EINVAL : 0;
 }
 
 int msc_proc_start_time(int pid, uint64_t *start_time) {
   char path[64], buf[1024];
-  if (pid <= 0 || start_time == NULL) return MS_EINVAL;
+  if (pid <= 0 || start_time == NULL)
+    return MS_EINVAL;
   snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  if (ms__read_small_file(path, buf, sizeof buf) <= 0) return MS_ESRCH;
-  if (ms__parse_proc_stat(buf, NULL, 0, start_time) != 0) return MS_ESRCH;
+  if (ms__read_small_file(path, buf, sizeof buf) <= 0)
+    return MS_ESRCH;
+  if (ms__parse_proc_stat(buf, NULL, 0, start_time) != 0)
+    return MS_ESRCH;
   return 0;
 }
 
@@ -70,10 +76,12 @@ static int connect_path(const char *path, int timeout_ms) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
-  if (strlen(path) >= sizeof sa.sun_path) return MS_EINVAL;
+  if (strlen(path) >= sizeof sa.sun_path)
+    return MS_EINVAL;
   strcpy(sa.sun_path, path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -errno;
+  if (fd < 0)
+    return -errno;
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     int e = errno;
     if (e != EAGAIN && e != EINPROGRESS) {
@@ -107,7 +115,8 @@ typedef struct list_s {
 
 static int list_has(const list_t *l, int pid) {
   for (size_t i = 0; i < l->n; i++)
-    if (l->v[i].pid == pid) return 1;
+    if (l->v[i].pid == pid)
+      return 1;
   return 0;
 }
 
@@ -128,20 +137,24 @@ static int parse_sock_name(const char *name) {
 static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   struct stat dst;
   const char *why;
-  if (lstat(dir, &dst) != 0) return 0;
+  if (lstat(dir, &dst) != 0)
+    return 0;
   /* A directory anyone could have planted sockets in is not trusted. */
   if (ms__sockdir_check(dir, must_be_mine ? geteuid() : dst.st_uid, &why))
     return 0;
   DIR *d = opendir(dir);
-  if (d == NULL) return 0;
+  if (d == NULL)
+    return 0;
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int pid = parse_sock_name(e->d_name);
-    if (pid <= 0 || list_has(l, pid)) continue;
+    if (pid <= 0 || list_has(l, pid))
+      continue;
     msc_target_t t;
     memset(&t, 0, sizeof t);
     int n = snprintf(t.path, sizeof t.path, "%s/%s", dir, e->d_name);
-    if (n < 0 || (size_t)n >= sizeof t.path) continue;
+    if (n < 0 || (size_t)n >= sizeof t.path)
+      continue;
     struct stat st;
     if (lstat(t.path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
         st.st_uid != dst.st_uid)
@@ -155,11 +168,13 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
       unlink(t.path); /* stale: the PID lives on in another program */
       continue;
     }
-    if (fd < 0) continue;
+    if (fd < 0)
+      continue;
     close(fd);
     t.pid = pid;
     t.uid = st.st_uid;
-    if (msc_proc_start_time(pid, &t.start_time) != 0) continue;
+    if (msc_proc_start_time(pid, &t.start_time) != 0)
+      continue;
     proc_comm(pid, t.comm, sizeof t.comm);
     if (l->n == l->cap) {
       size_t cap = l->cap ? l->cap * 2 : 16;
@@ -183,19 +198,22 @@ static int by_pid(const void *a, const void *b) {
 }
 
 int msc_discover(msc_target_t **out, size_t *count) {
-  if (out == NULL || count == NULL) return MS_EINVAL;
+  if (out == NULL || count == NULL)
+    return MS_EINVAL;
   *out = NULL;
   *count = 0;
   list_t l = {NULL, 0, 0};
   char dir[MSC_PATH_MAX];
   int r = 0;
-  if (msc_socket_dir(dir, sizeof dir) == 0) r = scan_dir(dir, 1, &l);
+  if (msc_socket_dir(dir, sizeof dir) == 0)
+    r = scan_dir(dir, 1, &l);
   if (r == 0 && geteuid() == 0) {
     static const char *const patterns[] = {"/tmp/memtop-*",
                                            "/run/user/*/memtop"};
     for (size_t p = 0; r == 0 && p < 2; p++) {
       glob_t g;
-      if (glob(patterns[p], GLOB_NOSORT, NULL, &g) != 0) continue;
+      if (glob(patterns[p], GLOB_NOSORT, NULL, &g) != 0)
+        continue;
       for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
         r = scan_dir(g.gl_pathv[i], 0, &l);
       globfree(&g);
@@ -205,7 +223,8 @@ int msc_discover(msc_target_t **out, size_t *count) {
     free(l.v);
     return r;
   }
-  if (l.n > 1) qsort(l.v, l.n, sizeof *l.v, by_pid);
+  if (l.n > 1)
+    qsort(l.v, l.n, sizeof *l.v, by_pid);
   *out = l.v;
   *count = l.n;
   return 0;
@@ -228,7 +247,8 @@ struct msc_session_s {
 
 msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
   msc_session_t *s = calloc(1, sizeof *s);
-  if (s == NULL) return NULL;
+  if (s == NULL)
+    return NULL;
   s->pid = pid;
   s->expected_start_time = expected_start_time;
   s->state = ST_NEW;
@@ -245,7 +265,8 @@ const msc_hello_t *msc_session_hello(const msc_session_t *s) {
 
 int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
                                  size_t *len) {
-  if (s == NULL || out == NULL || len == NULL) return MS_EINVAL;
+  if (s == NULL || out == NULL || len == NULL)
+    return MS_EINVAL;
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, s->req, sizeof s->req);
   if (s->state == ST_NEW) {
@@ -253,7 +274,8 @@ int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
     s->state = ST_WAIT_HELLO;
   }
   int r = ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
-  if (r != 0) return r;
+  if (r != 0)
+    return r;
   *out = s->req;
   *len = w.len;
   return 0;
@@ -292,15 +314,16 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
   ms__frame_t f;
   const char *why = "malformed";
   int r = ms__wire_frame(data, len, MS__WIRE_MAX_PAYLOAD, &f, &why);
-  if (r == MS_EAGAIN) return 0;
+  if (r == MS_EAGAIN)
+    return 0;
   if (r == MS_EVERSION)
     return fail(s, ev, MS_EVERSION, 1,
                 "PID %d speaks protocol version %u, newer than this memtop's "
                 "(%u): upgrade memtop",
                 s->pid, (unsigned)f.version, MS__WIRE_VERSION);
   if (r != 0)
-    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
-                s->pid, why);
+    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s", s->pid,
+                why);
   *used = MS__WIRE_HEADER + (size_t)f.length;
   const uint8_t *p = data + MS__WIRE_HEADER;
   switch (f.type) {
@@ -314,8 +337,7 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                   "PID %d: the socket answered for PID %d (a stale or "
                   "misplaced socket)",
                   s->pid, (int)h.pid);
-    if (s->expected_start_time != 0 &&
-        h.start_time != s->expected_start_time)
+    if (s->expected_start_time != 0 && h.start_time != s->expected_start_time)
       return fail(s, ev, MS_ESTALE, 1,
                   "PID %d is no longer the process that was watched (start "
                   "time %llu, expected %llu): the PID was reused",
@@ -332,12 +354,12 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                   "malformed reply from PID %d: a snapshot before the "
                   "handshake",
                   s->pid);
-    if (snap == NULL) return MS_EINVAL;
+    if (snap == NULL)
+      return MS_EINVAL;
     if (ms__wire_decode_snapshot(p, f.length, snap, &why) != 0)
       return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
                   s->pid, why);
-    if (snap->pid != s->hello.pid ||
-        snap->start_time != s->hello.start_time)
+    if (snap->pid != s->hello.pid || snap->start_time != s->hello.start_time)
       return fail(s, ev, MS_EPROTO, 1,
                   "malformed reply from PID %d: the snapshot is of another "
                   "process (PID %d)",
@@ -353,11 +375,11 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                               &why) != 0)
       return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
                   s->pid, why);
-    if (reason[0] == '\0') snprintf(reason, sizeof reason, "%s",
-                                    ms_strerror(code));
+    if (reason[0] == '\0')
+      snprintf(reason, sizeof reason, "%s", ms_strerror(code));
     if (f.type == MS__MSG_REFUSED)
-      return fail(s, ev, code, 1, "PID %d refused the connection: %s",
-                  s->pid, reason);
+      return fail(s, ev, code, 1, "PID %d refused the connection: %s", s->pid,
+                  reason);
     /* After a malformed request or a version clash the agent hangs up;
      * other errors concern one request only. */
     return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
@@ -372,15 +394,15 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
 /* ------------------------------------------------------------------------
  * The blocking helper
  * ------------------------------------------------------------------------ */
-static const char k_hint[] =
-    "run it under `memtop run -- CMD` or with "
-    "LD_PRELOAD=libmemstats-preload.so";
+static const char k_hint[] = "run it under `memtop run -- CMD` or with "
+                             "LD_PRELOAD=libmemstats-preload.so";
 
 int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   char dir[MSC_PATH_MAX];
   struct stat st;
   int r = msc_socket_path(pid, path, len);
-  if (r != 0) return r;
+  if (r != 0)
+    return r;
   if (lstat(path, &st) == 0) {
     if (msc_socket_dir(dir, sizeof dir) == 0 &&
         ms__sockdir_check(dir, geteuid(), why) != 0)
@@ -406,7 +428,8 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why) {
         snprintf(path, len, "%s", cand[i]);
         snprintf(dir, sizeof dir, "%s", cand[i]);
         *strrchr(dir, '/') = '\0';
-        if (ms__sockdir_check(dir, st.st_uid, why) != 0) return MS_EUNSAFE;
+        if (ms__sockdir_check(dir, st.st_uid, why) != 0)
+          return MS_EUNSAFE;
         return 0;
       }
       if (errno == EACCES) {
@@ -501,7 +524,8 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
     short events = POLLIN | (sent < reqlen ? POLLOUT : 0);
     struct pollfd p = {fd, events, 0};
     int pr = poll(&p, 1, timeout_ms);
-    if (pr < 0 && errno == EINTR) continue;
+    if (pr < 0 && errno == EINTR)
+      continue;
     if (pr <= 0) {
       r = MS_ETIMEDOUT;
       snprintf(errbuf, errlen,
@@ -512,14 +536,15 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
     }
     if (sent < reqlen && (p.revents & POLLOUT)) {
       ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
-      if (n > 0) sent += (size_t)n;
+      if (n > 0)
+        sent += (size_t)n;
     }
-    if (!(p.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
     if (have == cap) {
       if (cap >= MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD) {
         r = MS_EPROTO;
-        snprintf(errbuf, errlen, "malformed reply from PID %d: too long",
-                 pid);
+        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
         goto out;
       }
       uint8_t *nb = realloc(buf, cap * 2);
@@ -532,7 +557,8 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
       cap *= 2;
     }
     ssize_t n = recv(fd, buf + have, cap - have, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
     if (n <= 0) {
       r = MS_EPROTO;
       snprintf(errbuf, errlen,
@@ -556,7 +582,8 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
         r = 0;
         goto out;
       }
-      if (used == 0) break;
+      if (used == 0)
+        break;
     }
   }
 out:

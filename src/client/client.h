@@ -18,10 +18,10 @@
 
 typedef struct msc_target_s {
   int pid;
-  uid_t uid;                  /* owner of the socket */
-  uint64_t start_time;        /* from /proc/PID/stat, 0 if unknown */
-  char comm[MS_NAME_MAX];     /* from /proc/PID/comm */
-  char path[MSC_PATH_MAX];    /* the socket */
+  uid_t uid;               /* owner of the socket */
+  uint64_t start_time;     /* from /proc/PID/stat, 0 if unknown */
+  char comm[MS_NAME_MAX];  /* from /proc/PID/comm */
+  char path[MSC_PATH_MAX]; /* the socket */
 } msc_target_t;
 
 /* The socket directory for the calling user, by DESIGN.md's rules
@@ -49,11 +49,11 @@ int msc_discover(msc_target_t **out, size_t *count);
 typedef struct msc_session_s msc_session_t;
 
 typedef enum msc_event_type_e {
-  MSC_EV_NONE = 0,     /* need more bytes */
-  MSC_EV_HELLO,        /* handshake received and verified */
-  MSC_EV_SNAPSHOT,     /* a snapshot was decoded into the caller's struct */
-  MSC_EV_PROFILE,      /* a heap profile reply (later issue) */
-  MSC_EV_ERROR         /* refused, malformed, PID reused...: see .err */
+  MSC_EV_NONE = 0, /* need more bytes */
+  MSC_EV_HELLO,    /* handshake received and verified */
+  MSC_EV_SNAPSHOT, /* a snapshot was decoded into the caller's struct */
+  MSC_EV_PROFILE,  /* a heap profile reply (later issue) */
+  MSC_EV_ERROR     /* refused, malformed, PID reused...: see .err */
 } msc_event_type_t;
 
 /* The handshake as the wire decodes it (pid, start time, comm, library
@@ -62,8 +62,8 @@ typedef ms__wire_hello_t msc_hello_t;
 
 typedef struct msc_event_s {
   msc_event_type_t type;
-  int err;              /* MS_E* with MSC_EV_ERROR */
-  char msg[256];        /* words for the user: cause and, where one helps, a hint */
+  int err;       /* MS_E* with MSC_EV_ERROR */
+  char msg[256]; /* words for the user: cause and, where one helps, a hint */
 } msc_event_t;
 
 /* A new session for the target `pid` whose start time should be

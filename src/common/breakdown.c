@@ -41,11 +41,11 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
     return MS_EINVAL;
 
   static const ms_field_t inuse_terms[] = {
-      MS_F_HEAP_INUSE,  MS_F_STACK_INUSE,   MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE,
-      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS, MS_F_OTHER_SYS,
+      MS_F_HEAP_INUSE,    MS_F_STACK_INUSE, MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,      MS_F_OTHER_SYS,
   };
   const uint64_t inuse_vals[] = {
-      snap->heap_inuse,  snap->stack_inuse, snap->mspan_inuse,
+      snap->heap_inuse,   snap->stack_inuse,   snap->mspan_inuse,
       snap->mcache_inuse, snap->buck_hash_sys, snap->gc_sys,
       snap->other_sys,
   };
@@ -85,8 +85,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   /* Sys == sum(*Sys) can only be checked when every term is known; with a
    * term unavailable the identity is unverifiable, not broken. */
   static const ms_field_t sys_terms[] = {
-      MS_F_SYS,         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS,
-      MS_F_MCACHE_SYS,  MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
+      MS_F_SYS,        MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS,
+      MS_F_MCACHE_SYS, MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
   };
   int checkable = 1;
   for (size_t i = 0; i < sizeof sys_terms / sizeof sys_terms[0]; i++)

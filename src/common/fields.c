@@ -44,8 +44,8 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_HEAP_ALLOC] = {MS_F_HEAP_ALLOC, "HeapAlloc", U64(heap_alloc),
                          MS__UNIT_BYTES, "memstats_heap_alloc_bytes",
                          "Bytes of allocated heap objects.", 1},
-    [MS_F_HEAP_SYS] = {MS_F_HEAP_SYS, "HeapSys", U64(heap_sys),
-                       MS__UNIT_BYTES, "memstats_heap_sys_bytes",
+    [MS_F_HEAP_SYS] = {MS_F_HEAP_SYS, "HeapSys", U64(heap_sys), MS__UNIT_BYTES,
+                       "memstats_heap_sys_bytes",
                        "Bytes of heap memory obtained from the OS.", 1},
     [MS_F_HEAP_IDLE] = {MS_F_HEAP_IDLE, "HeapIdle", U64(heap_idle),
                         MS__UNIT_BYTES, "memstats_heap_idle_bytes",
@@ -112,8 +112,8 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                              U64(pause_total_ns), MS__UNIT_NS,
                              "memstats_gc_pause_seconds_total",
                              "Cumulative time in stop-the-world pauses.", 1},
-    [MS_F_PAUSE_NS] = {MS_F_PAUSE_NS, "PauseNs", ARR(pause_ns),
-                       MS__UNIT_ARRAY, NULL,
+    [MS_F_PAUSE_NS] = {MS_F_PAUSE_NS, "PauseNs", ARR(pause_ns), MS__UNIT_ARRAY,
+                       NULL,
                        "The last 256 pauses and their end times (circular "
                        "buffers PauseNs and PauseEnd).",
                        1},
@@ -337,7 +337,7 @@ uint64_t ms__field_bits(const ms_snapshot_t *s, const ms__field_info_t *fi) {
 }
 
 void ms__field_set_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
-                           uint64_t v) {
+                        uint64_t v) {
   char *at = (char *)s + fi->offset;
   switch (fi->ctype) {
   case MS__CT_U64:

@@ -32,8 +32,8 @@ typedef enum ms__ctype_e {
 
 typedef struct ms__field_info_s {
   ms_field_t id;
-  const char *go_name;   /* "HeapAlloc": Go's MemStats / JSON name */
-  size_t offset;         /* offsetof(ms_snapshot_t, ...) */
+  const char *go_name; /* "HeapAlloc": Go's MemStats / JSON name */
+  size_t offset;       /* offsetof(ms_snapshot_t, ...) */
   ms__ctype_t ctype;
   ms__unit_t unit;
   const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */

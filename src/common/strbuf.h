@@ -15,7 +15,8 @@ typedef struct ms_strbuf_s {
   int oom; /* set once an allocation failed; appends then do nothing */
 } ms_strbuf_t;
 
-#define MS_STRBUF_INIT {NULL, 0, 0, 0}
+#define MS_STRBUF_INIT                                                         \
+  { NULL, 0, 0, 0 }
 
 int ms_strbuf_append(ms_strbuf_t *b, const char *s, size_t n);
 int ms_strbuf_puts(ms_strbuf_t *b, const char *s);

@@ -47,11 +47,11 @@ uint64_t ms__class_size(int cls);
 
 /* ---- feeding flags: what the engine has been told about ----
  * The engine reports a field as exact only once something feeds it. */
-#define MS__FEED_OBJECTS 0x1u /* ms_object_alloc/free (tracking) */
-#define MS__FEED_HEAP 0x2u    /* ms_heap_move */
-#define MS__FEED_GC 0x4u      /* ms_gc_* or a collector provider */
-#define MS__FEED_API 0x8u     /* a public accounting call was made */
-#define MS__FEED_TRACKED 0x10u /* the preload tracks every malloc */
+#define MS__FEED_OBJECTS 0x1u           /* ms_object_alloc/free (tracking) */
+#define MS__FEED_HEAP 0x2u              /* ms_heap_move */
+#define MS__FEED_GC 0x4u                /* ms_gc_* or a collector provider */
+#define MS__FEED_API 0x8u               /* a public accounting call was made */
+#define MS__FEED_TRACKED 0x10u          /* the preload tracks every malloc */
 #define MS__FEED_SYS(c) (0x100u << (c)) /* ms_sys_add(c, ...) */
 unsigned ms__engine_fed(void);
 void ms__feed(unsigned flags);
@@ -89,10 +89,10 @@ typedef struct ms__delta_s {
 } ms__delta_t;
 
 typedef struct ms__shard_s {
-  uint64_t seq;                 /* odd while its owner writes */
-  uint32_t state;               /* SHARD_LIVE, or DEAD: free to adopt */
-  struct ms__shard_s *next;     /* registry list; set once, before publish */
-  uint64_t inflight[3];         /* global shard only: writers per gen */
+  uint64_t seq;             /* odd while its owner writes */
+  uint32_t state;           /* SHARD_LIVE, or DEAD: free to adopt */
+  struct ms__shard_s *next; /* registry list; set once, before publish */
+  uint64_t inflight[3];     /* global shard only: writers per gen */
   ms__delta_t stats[3] __attribute__((aligned(64)));
 } __attribute__((aligned(64))) ms__shard_t;
 
@@ -115,7 +115,7 @@ extern ms__shard_t ms__shard_none __attribute__((visibility("hidden")));
  * with MS__GEN_FENCE or'ed in while writers must fence (no membarrier).
  * One load answers both questions. */
 #define MS__GEN_FENCE 1u
-#define MS__GEN_OFF(g)                                                       \
+#define MS__GEN_OFF(g)                                                         \
   ((uint64_t)(offsetof(ms__shard_t, stats) + (g) * sizeof(ms__delta_t)))
 extern uint64_t ms__gen_word __attribute__((visibility("hidden")));
 
@@ -170,10 +170,10 @@ static inline void ms__track_free_in(ms__tls_t *t, uint64_t size) {
 
 /* Statistics about the engine itself, for benchmarks and tests. */
 typedef struct ms__engine_stats_s {
-  uint64_t reads;          /* snapshots taken */
-  uint64_t shards_live;    /* registered threads */
-  uint64_t shards_total;   /* shards ever allocated */
-  uint64_t wait_spins;     /* reader spins on writers caught mid-update */
+  uint64_t reads;        /* snapshots taken */
+  uint64_t shards_live;  /* registered threads */
+  uint64_t shards_total; /* shards ever allocated */
+  uint64_t wait_spins;   /* reader spins on writers caught mid-update */
 } ms__engine_stats_t;
 void ms__engine_stats(ms__engine_stats_t *out);
 

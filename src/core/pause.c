@@ -52,8 +52,9 @@ MS_EXTERN int ms_pause_hist_bucket(int64_t ns) {
   }
   if (bucket >= MS_PAUSE_HIST_SUPER)
     return MS_PAUSE_HIST_BUCKETS - 1;
-  unsigned sub = (unsigned)((uint64_t)ns >> (bit - 1 - MS_PAUSE_HIST_SUB_BITS)) %
-                 MS_PAUSE_HIST_SUB;
+  unsigned sub =
+      (unsigned)((uint64_t)ns >> (bit - 1 - MS_PAUSE_HIST_SUB_BITS)) %
+      MS_PAUSE_HIST_SUB;
   return 1 + (int)(bucket * MS_PAUSE_HIST_SUB + sub);
 }
 
@@ -115,7 +116,8 @@ MS_EXTERN int64_t ms_pause_hist_quantile(const ms_pause_hist_t *h, double q) {
   return ms_pause_hist_lower(MS_PAUSE_HIST_BUCKETS - 1);
 }
 
-/* ---- recording -------------------------------------------------------------*/
+/* ---- recording
+ * -------------------------------------------------------------*/
 
 void ms__gc_attach(void) {
   __atomic_store_n(&g_attached, 1, RLX);
@@ -182,7 +184,8 @@ MS_EXTERN void ms_gc_set_enabled(int enabled) {
   ms__feed(MS__FEED_API);
 }
 
-/* ---- reading ---------------------------------------------------------------*/
+/* ---- reading
+ * ---------------------------------------------------------------*/
 
 void ms__pause_read(ms_snapshot_t *s) {
   int fed = (ms__engine_fed() & MS__FEED_GC) || g_attached;
@@ -219,8 +222,8 @@ void ms__pause_read(ms_snapshot_t *s) {
   }
   if (!fed)
     return;
-  static const ms_field_t exact[] = {MS_F_LAST_GC,   MS_F_PAUSE_TOTAL_NS,
-                                     MS_F_PAUSE_NS,  MS_F_NUM_GC,
+  static const ms_field_t exact[] = {MS_F_LAST_GC,       MS_F_PAUSE_TOTAL_NS,
+                                     MS_F_PAUSE_NS,      MS_F_NUM_GC,
                                      MS_F_NUM_FORCED_GC, MS_F_PAUSE_HIST};
   for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
     ms__set_quality(s, exact[i], MS_Q_EXACT, -1);

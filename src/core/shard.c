@@ -81,14 +81,13 @@ enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 /* The class table of ms__size_class (engine.h), generated from its
  * arithmetic: entry i is the class of size 8 * i (0 for i = 0). */
 const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
-    0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,
-    9,  9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13,
-    13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15,
-    15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17,
-    17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18,
-    18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19,
-    19, 19, 19, 19, 19, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20,
-    20, 20, 20};
+    0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,
+    9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13,
+    13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15,
+    16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
+    17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
+    18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20,
+    20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
 /* Thread state (engine.h): the shard, or ms__shard_none whose seq is odd
  * and never changes, so a thread without a shard fails the fast path's
@@ -110,8 +109,8 @@ static inline ms__delta_t *slot_at(ms__shard_t *s, uint64_t w) {
 }
 
 static ms__shard_t g_global;
-static ms__shard_t *g_shards;      /* every shard ever made (a list) */
-static unsigned g_fed;             /* MS__FEED_* flags */
+static ms__shard_t *g_shards; /* every shard ever made (a list) */
+static unsigned g_fed;        /* MS__FEED_* flags */
 static pthread_key_t g_key;
 static int g_key_ok;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -214,7 +213,8 @@ static ms__shard_t *shard_register(void) {
   return s;
 }
 
-/* ---- writers ---------------------------------------------------------------*/
+/* ---- writers
+ * ---------------------------------------------------------------*/
 
 /* An update of the global shard: atomic adds, counted in flight per
  * generation (the re-check of gen after announcing closes the race with a
@@ -345,7 +345,8 @@ MS_EXTERN int ms_heap_move(ms_span_state_t from, ms_span_state_t to,
   return 0;
 }
 
-/* ---- the reader ------------------------------------------------------------*/
+/* ---- the reader
+ * ------------------------------------------------------------*/
 
 static void wait_even(ms__shard_t *s) {
   unsigned spins = 0;
@@ -435,7 +436,8 @@ void ms__shards_read(ms__shard_totals_t *t) {
   }
 }
 
-/* ---- fork ------------------------------------------------------------------*/
+/* ---- fork
+ * ------------------------------------------------------------------*/
 
 /* In the child only the forking thread lives on. Every other shard is
  * DEAD (its totals are the parent's and stay counted); a writer the fork

@@ -209,9 +209,11 @@ void ms__engine_read(ms_snapshot_t *s) {
     size_t sys_off, inuse_off;
   } classes[] = {
       {MS_SYS_STACK, MS_F_STACK_SYS, MS_F_STACK_INUSE,
-       offsetof(ms_snapshot_t, stack_sys), offsetof(ms_snapshot_t, stack_inuse)},
+       offsetof(ms_snapshot_t, stack_sys),
+       offsetof(ms_snapshot_t, stack_inuse)},
       {MS_SYS_MSPAN, MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE,
-       offsetof(ms_snapshot_t, mspan_sys), offsetof(ms_snapshot_t, mspan_inuse)},
+       offsetof(ms_snapshot_t, mspan_sys),
+       offsetof(ms_snapshot_t, mspan_inuse)},
       {MS_SYS_MCACHE, MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE,
        offsetof(ms_snapshot_t, mcache_sys),
        offsetof(ms_snapshot_t, mcache_inuse)},
@@ -224,7 +226,8 @@ void ms__engine_read(ms_snapshot_t *s) {
   for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
     if (!(fed & MS__FEED_SYS(classes[i].cls)))
       continue;
-    *(uint64_t *)((char *)s + classes[i].sys_off) = (uint64_t)sys[classes[i].cls];
+    *(uint64_t *)((char *)s + classes[i].sys_off) =
+        (uint64_t)sys[classes[i].cls];
     set_exact(s, classes[i].sys_f, src);
     if (classes[i].inuse_f != MS_F__COUNT) {
       *(uint64_t *)((char *)s + classes[i].inuse_off) =
@@ -248,10 +251,9 @@ static void finish(ms_snapshot_t *s) {
   s->source[MS_F_ALLOC] = s->source[MS_F_HEAP_ALLOC];
   if (s->quality[MS_F_SYS] == MS_Q_UNAVAILABLE &&
       s->quality[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE) {
-    static const ms_field_t parts[] = {MS_F_HEAP_SYS,   MS_F_STACK_SYS,
-                                       MS_F_MSPAN_SYS,  MS_F_MCACHE_SYS,
-                                       MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,
-                                       MS_F_OTHER_SYS};
+    static const ms_field_t parts[] = {
+        MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
     uint64_t sum = 0;
     ms_quality_t q = MS_Q_EXACT;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -271,8 +273,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
   memset(s, 0, sizeof *s);
   memset(s->source, 0xff, sizeof s->source);
   s->struct_size = (uint32_t)sizeof *s;
-  s->lib_version = (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) |
-                   MS_VERSION_PATCH;
+  s->lib_version =
+      (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) | MS_VERSION_PATCH;
   pthread_mutex_lock(&g_read_lock);
   fill_identity(s); /* its cache is shared: under the lock */
   s->seq = ++g_seq;

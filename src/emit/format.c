@@ -96,16 +96,15 @@ char *ms__fmt_duration(char *buf, size_t len, int64_t ns) {
     uint64_t t = (n / small[i].div) * 10u +
                  ((n % small[i].div) * 10u + small[i].div / 2) / small[i].div;
     if (t < 10000u && (small[i].div < 1000000000u || t < 600u)) {
-      snprintf(buf, len, "%s%" PRIu64 ".%u%s", sign, t / 10,
-               (unsigned)(t % 10), small[i].unit);
+      snprintf(buf, len, "%s%" PRIu64 ".%u%s", sign, t / 10, (unsigned)(t % 10),
+               small[i].unit);
       return buf;
     }
   }
   /* A minute and more: two whole units, as uptime-style tools do. */
   uint64_t s = (n + 500000000u) / 1000000000u;
   if (s < 3600u)
-    snprintf(buf, len, "%s%" PRIu64 "m%02us", sign, s / 60,
-             (unsigned)(s % 60));
+    snprintf(buf, len, "%s%" PRIu64 "m%02us", sign, s / 60, (unsigned)(s % 60));
   else if (s < 86400u)
     snprintf(buf, len, "%s%" PRIu64 "h%02um", sign, s / 3600,
              (unsigned)(s % 3600 / 60));
@@ -144,9 +143,9 @@ char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
   char tmp[48];
   switch (fi->unit) {
   case MS__UNIT_BYTES:
-    snprintf(buf, len, "%s%s", mark,
-             ms__fmt_iec(tmp, sizeof tmp,
-                         u > INT64_MAX ? INT64_MAX : (int64_t)u));
+    snprintf(
+        buf, len, "%s%s", mark,
+        ms__fmt_iec(tmp, sizeof tmp, u > INT64_MAX ? INT64_MAX : (int64_t)u));
     break;
   case MS__UNIT_COUNT:
     snprintf(buf, len, "%s%" PRIu64, mark, u);

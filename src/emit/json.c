@@ -53,8 +53,8 @@ static void go_member(ms_strbuf_t *out, int *first, const ms_snapshot_t *s,
       ms_strbuf_printf(out,
                        "%s{\"Size\":%" PRIu64 ",\"Mallocs\":%" PRIu64
                        ",\"Frees\":%" PRIu64 "}",
-                       i ? "," : "", s->by_size[i].size,
-                       s->by_size[i].mallocs, s->by_size[i].frees);
+                       i ? "," : "", s->by_size[i].size, s->by_size[i].mallocs,
+                       s->by_size[i].frees);
     ms_strbuf_append(out, "]", 1);
     return;
   }
@@ -118,8 +118,8 @@ int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
                    ",\"start_time\":%" PRIu64 ",\"time_unix_ns\":%" PRIu64
                    ",\"age_ms\":%" PRIu64 ",\"providers\":[",
                    s->start_time, s->time_unix_ns, s->age_ns / 1000000u);
-  uint32_t np = s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS
-                                                 : s->nproviders;
+  uint32_t np =
+      s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
   for (uint32_t i = 0; i < np; i++) {
     if (i)
       ms_strbuf_append(out, ",", 1);

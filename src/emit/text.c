@@ -129,8 +129,9 @@ static void put_identity(ms_strbuf_t *out, const ms_snapshot_t *s) {
   char age[FIG];
   ms__fmt_duration(age, sizeof age,
                    s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
-  ms_strbuf_printf(out, "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
-                        "%u.%u.%u\n",
+  ms_strbuf_printf(out,
+                   "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
+                   "%u.%u.%u\n",
                    s->seq, when, age, (unsigned)(s->lib_version >> 16) & 0xffu,
                    (unsigned)(s->lib_version >> 8) & 0xffu,
                    (unsigned)s->lib_version & 0xffu);
@@ -167,11 +168,10 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
     ms_quality_t q = worst(q_sys, qual(s, rows[i].sys));
     if (q != MS_Q_UNAVAILABLE && s->sys > 0) {
       /* Tenths of a percent in integers: exact and locale-free. */
-      unsigned __int128 permille = ((unsigned __int128)v * 1000u +
-                                    s->sys / 2) / s->sys;
-      snprintf(share, sizeof share, "%s%u.%u%%",
-               q == MS_Q_ESTIMATED ? "~" : "", (unsigned)(permille / 10),
-               (unsigned)(permille % 10));
+      unsigned __int128 permille =
+          ((unsigned __int128)v * 1000u + s->sys / 2) / s->sys;
+      snprintf(share, sizeof share, "%s%u.%u%%", q == MS_Q_ESTIMATED ? "~" : "",
+               (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
     ms_strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
                      share);
@@ -183,13 +183,13 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
     /* In bytes: a difference of a page hides in one-decimal IEC figures. */
     char diff[FIG];
     uint64_t d = s->sys > sum ? s->sys - sum : sum - s->sys;
-    ms_strbuf_printf(out,
-                     "  warning: Sys %" PRIu64 " != sum of the classes %" PRIu64
-                     " (%s %s): the provider breaks Sys == sum(*Sys)\n",
-                     s->sys, sum,
-                     ms__fmt_iec(diff, sizeof diff,
-                                 d > INT64_MAX ? INT64_MAX : (int64_t)d),
-                     s->sys > sum ? "more" : "less");
+    ms_strbuf_printf(
+        out,
+        "  warning: Sys %" PRIu64 " != sum of the classes %" PRIu64
+        " (%s %s): the provider breaks Sys == sum(*Sys)\n",
+        s->sys, sum,
+        ms__fmt_iec(diff, sizeof diff, d > INT64_MAX ? INT64_MAX : (int64_t)d),
+        s->sys > sum ? "more" : "less");
   }
 }
 
@@ -219,8 +219,7 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
   /* The histogram gives a bucket's upper edge: a bound, not a measurement,
    * but an honest one (within 25%), so it is marked only if the histogram
    * itself is an estimate. */
-  snprintf(c->value, sizeof c->value, "%s%s",
-           hq == MS_Q_ESTIMATED ? "~" : "",
+  snprintf(c->value, sizeof c->value, "%s%s", hq == MS_Q_ESTIMATED ? "~" : "",
            ms__fmt_duration(d, sizeof d, v));
 }
 

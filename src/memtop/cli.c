@@ -131,16 +131,14 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
       return fail(err, errlen,
                   "unknown command '%s' (commands: run, ps, profile, serve)",
                   w);
-    return fail(err, errlen, "'%s' is not a process ID (1..%d)", w,
-                MT_PID_MAX);
+    return fail(err, errlen, "'%s' is not a process ID (1..%d)", w, MT_PID_MAX);
   }
   /* Naming a process twice watches it once. */
   for (i = 0; i < o->npids; i++)
     if (o->pids[i] == (int)pid)
       return 0;
   if (o->npids == MT_MAX_PIDS)
-    return fail(err, errlen, "too many process IDs (at most %d)",
-                MT_MAX_PIDS);
+    return fail(err, errlen, "too many process IDs (at most %d)", MT_MAX_PIDS);
   o->pids[o->npids++] = (int)pid;
   return 0;
 }
@@ -284,8 +282,9 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     break;
   case MT_CMD_PROFILE:
     if (o->npids != 1)
-      return fail(err, errlen, "'profile' needs one process ID: memtop "
-                               "profile PID [-o FILE]");
+      return fail(err, errlen,
+                  "'profile' needs one process ID: memtop "
+                  "profile PID [-o FILE]");
     /* fall through */
   case MT_CMD_PS:
   case MT_CMD_SERVE:

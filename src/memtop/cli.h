@@ -27,14 +27,14 @@ typedef enum mt_cmd_e {
 
 typedef struct mt_opts_s {
   mt_cmd_t cmd;
-  int once;         /* plain text instead of the live view */
-  int json;         /* JSON lines (implies once) */
-  double delay_s;   /* -d */
-  long iterations;  /* -n; 0 = until quit */
-  int color;        /* 0 with --no-color or NO_COLOR set and non-empty */
+  int once;        /* plain text instead of the live view */
+  int json;        /* JSON lines (implies once) */
+  double delay_s;  /* -d */
+  long iterations; /* -n; 0 = until quit */
+  int color;       /* 0 with --no-color or NO_COLOR set and non-empty */
   int pids[MT_MAX_PIDS];
-  size_t npids;     /* 0 = every attachable process */
-  char **run_argv;  /* run: CMD ARGS, NULL-terminated (points into argv) */
+  size_t npids;    /* 0 = every attachable process */
+  char **run_argv; /* run: CMD ARGS, NULL-terminated (points into argv) */
   int run_argc;
   const char *output; /* profile: -o FILE */
   const char *listen; /* serve: --listen ADDR */

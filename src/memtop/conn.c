@@ -25,7 +25,7 @@
 typedef struct mt_pipe_s {
   uv_pipe_t handle; /* first: the handle's address is the struct's */
   uv_connect_t connect_req;
-  mt_conn_t *conn;  /* holds a reference until the pipe is closed */
+  mt_conn_t *conn; /* holds a reference until the pipe is closed */
 } mt_pipe_t;
 
 typedef struct mt_write_s {
@@ -40,17 +40,17 @@ struct mt_conn_s {
   uint64_t start_time;
   mt_conn_cb cb;
   void *arg;
-  mt_pipe_t *pipe;       /* NULL while disconnected */
-  int connected;         /* the pipe's connect succeeded */
+  mt_pipe_t *pipe; /* NULL while disconnected */
+  int connected;   /* the pipe's connect succeeded */
   msc_session_t *session;
-  int busy;              /* a request is in flight */
-  int closing;           /* mt_conn_close() was called */
-  int handles;           /* open handles and requests that point at us */
-  uv_timer_t timer;      /* the request timeout */
+  int busy;         /* a request is in flight */
+  int closing;      /* mt_conn_close() was called */
+  int handles;      /* open handles and requests that point at us */
+  uv_timer_t timer; /* the request timeout */
   int timeout_ms;
-  uint8_t *rbuf;         /* received bytes not yet consumed */
+  uint8_t *rbuf; /* received bytes not yet consumed */
   size_t rlen, rcap;
-  ms_snapshot_t snap;    /* decoded into, handed to the callback */
+  ms_snapshot_t snap; /* decoded into, handed to the callback */
   char path[MSC_PATH_MAX];
 };
 
@@ -165,8 +165,8 @@ static void write_done(uv_write_t *req, int status) {
   free(w->bytes);
   free(w);
   if (status < 0 && status != UV_ECANCELED && !c->closing && c->busy)
-    failf(c, from_uv(status), "PID %d: sending the request failed: %s",
-          c->pid, uv_strerror(status));
+    failf(c, from_uv(status), "PID %d: sending the request failed: %s", c->pid,
+          uv_strerror(status));
   conn_unref(c);
 }
 
@@ -193,8 +193,7 @@ static int send_request(mt_conn_t *c) {
   memcpy(w->bytes, bytes, len);
   w->conn = c;
   buf = uv_buf_init((char *)w->bytes, (unsigned)len);
-  rc = uv_write(&w->req, (uv_stream_t *)&c->pipe->handle, &buf, 1,
-                write_done);
+  rc = uv_write(&w->req, (uv_stream_t *)&c->pipe->handle, &buf, 1, write_done);
   if (rc != 0) {
     free(w->bytes);
     free(w);

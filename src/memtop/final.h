@@ -23,11 +23,11 @@
 #define MT_FINAL_CHILD_FD 3
 
 typedef struct mt_final_s {
-  int fd;          /* memtop's end, -1 once closed */
-  int pid;         /* the command's PID: anybody else's frame is ignored */
-  int have;        /* snap holds the command's final snapshot */
-  int eof;         /* every holder of the other end has closed it */
-  int bad;         /* the bytes were not frames: reading stopped */
+  int fd;   /* memtop's end, -1 once closed */
+  int pid;  /* the command's PID: anybody else's frame is ignored */
+  int have; /* snap holds the command's final snapshot */
+  int eof;  /* every holder of the other end has closed it */
+  int bad;  /* the bytes were not frames: reading stopped */
   ms_snapshot_t snap;
   ms_snapshot_t tmp;
   size_t len;

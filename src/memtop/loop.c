@@ -92,11 +92,11 @@ struct mt_app_s {
   mt_watch_t **w;
   size_t nw, capw;
   int timeout_ms;
-  int ui;             /* the live view is on screen */
-  uv_timer_t frame;   /* coalesces redraws */
-  uv_timer_t tick;    /* live: one per -d, counts -n; rounds: next round */
-  uv_timer_t rescan;  /* live, watching all: look for new targets */
-  uv_timer_t grace;   /* run: escalate signals to a command that lingers */
+  int ui;            /* the live view is on screen */
+  uv_timer_t frame;  /* coalesces redraws */
+  uv_timer_t tick;   /* live: one per -d, counts -n; rounds: next round */
+  uv_timer_t rescan; /* live, watching all: look for new targets */
+  uv_timer_t grace;  /* run: escalate signals to a command that lingers */
   uv_poll_t keys;
   uv_signal_t sig[4]; /* SIGINT SIGTERM SIGHUP SIGWINCH */
   int have_keys;
@@ -106,7 +106,7 @@ struct mt_app_s {
   int nemitted;
   int exit_code;
   int quitting;
-  int signalled;      /* quitting because of a signal */
+  int signalled; /* quitting because of a signal */
   int stdout_broken;
   /* run */
   uv_process_t child;
@@ -323,8 +323,8 @@ static void child_exit_words(const mt_app_t *app, char *buf, size_t len) {
     snprintf(buf, len, "exited with status %d", app->child_status);
 }
 
-static void on_failure(mt_app_t *app, mt_watch_t *w, mt_target_t *t,
-                       int status, const char *msg) {
+static void on_failure(mt_app_t *app, mt_watch_t *w, mt_target_t *t, int status,
+                       const char *msg) {
   int exited;
   double waited;
 
@@ -561,8 +561,7 @@ static void emit_ps(mt_app_t *app) {
     if (w->ok && t->have_snapshot) {
       q = t->bd.q_ready < t->bd.q_prepared ? t->bd.q_ready : t->bd.q_prepared;
       ms__fmt_bytes_q(rp, sizeof rp, t->bd.ready + t->bd.prepared, q);
-      for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS;
-           k++)
+      for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS; k++)
         used += (size_t)snprintf(providers + used, sizeof providers - used,
                                  "%s%s", k ? "," : "", t->snap.providers[k]);
       if (t->snap.nproviders == 0)
@@ -609,9 +608,8 @@ static void round_end(mt_app_t *app) {
   }
   flush_out(app);
   app->rounds++;
-  if (app->stdout_broken || app->rounds >= (app->o->iterations > 0
-                                                 ? app->o->iterations
-                                                 : 1)) {
+  if (app->stdout_broken ||
+      app->rounds >= (app->o->iterations > 0 ? app->o->iterations : 1)) {
     app_quit(app);
     return;
   }
@@ -677,10 +675,10 @@ static void poll_finish(mt_app_t *app) {
   t = mt_model_find(&app->model, w->pid);
   if (t != NULL && t->have_snapshot) {
     if (!app->final_used) {
-      before = app->child_exit_ns > t->snap.time_mono_ns &&
-                       t->snap.time_mono_ns != 0
-                   ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
-                   : 0;
+      before =
+          app->child_exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
+              ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
+              : 0;
       fprintf(stderr,
               "memtop: PID %d (%s) sent no final figures (a process killed "
               "by a signal or ending with _exit() cannot): the report is "
@@ -741,10 +739,10 @@ static void final_resolve(mt_app_t *app) {
     app->final_used = 1;
     snprintf(words + n, sizeof words - n, "; final figures");
   } else if (t != NULL && t->have_snapshot) {
-    before = app->child_exit_ns > t->snap.time_mono_ns &&
-                     t->snap.time_mono_ns != 0
-                 ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
-                 : 0;
+    before =
+        app->child_exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
+            ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
+            : 0;
     snprintf(words + n, sizeof words - n,
              "; figures from the last poll, %.1f s before (no final "
              "figures: killed, or _exit())",
@@ -892,8 +890,9 @@ static int run_start(mt_app_t *app) {
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     app->run_log_fd = mkstemps(app->run_log, 4);
     if (app->run_log_fd < 0) {
-      fprintf(stderr, "memtop: cannot create %s for the command's output: "
-                      "%s (set TMPDIR to a writable directory)\n",
+      fprintf(stderr,
+              "memtop: cannot create %s for the command's output: "
+              "%s (set TMPDIR to a writable directory)\n",
               app->run_log, strerror(errno));
       mt_run_env_free(env);
       if (child_fd >= 0)
@@ -944,8 +943,7 @@ static int run_start(mt_app_t *app) {
   app->child_start_ns = uv_hrtime();
   app->final->pid = app->child.pid;
   if (app->have_final_poll)
-    uv_poll_start(&app->final_poll, UV_READABLE | UV_DISCONNECT,
-                  final_poll_cb);
+    uv_poll_start(&app->final_poll, UV_READABLE | UV_DISCONNECT, final_poll_cb);
   msc_proc_start_time(app->child.pid, &start_time);
   w = watch_add(app, app->child.pid, start_time);
   if (w == NULL) {
@@ -1231,7 +1229,9 @@ int mt_loop_main(const mt_opts_t *o) {
      * wait for the command to report its end). */
     for (i = 0; i < 3; i++)
       uv_signal_start(&app->sig[i], signal_cb,
-                      i == 0 ? SIGINT : i == 1 ? SIGTERM : SIGHUP);
+                      i == 0   ? SIGINT
+                      : i == 1 ? SIGTERM
+                               : SIGHUP);
   }
 
   if (o->cmd == MT_CMD_RUN) {

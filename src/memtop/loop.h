@@ -12,8 +12,9 @@
 
 #define MT_TIMEOUT_MS_DEFAULT 2000 /* per request; MEMTOP_TIMEOUT_MS */
 #define MT_BACKOFF_MAX_S 30.0      /* longest wait between failing reads */
-#define MT_EXITED_KEEP_S 60.0      /* an exited process stays this long
-                                      when watching every process */
+#define MT_EXITED_KEEP_S                                                       \
+  60.0 /* an exited process stays this long                                    \
+          when watching every process */
 
 /* Runs the command in *o (parsed by mt_cli_parse) to the end and returns
  * memtop's exit status: 0, 1 (a target could not be read; the reason is

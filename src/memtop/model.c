@@ -203,8 +203,7 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   update_pauses(t);
 }
 
-void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited,
-                   const char *why) {
+void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited, const char *why) {
   /* Once gone, a process stays gone: a late error from a read that was in
    * flight must not bring it back as merely unreachable. */
   if (t->state == MT_EXITED && !exited)

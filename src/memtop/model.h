@@ -34,16 +34,16 @@ typedef struct mt_target_s {
   uint64_t start_time;
   char comm[MS_NAME_MAX];
   mt_target_state_t state;
-  char error[256];       /* why the last read failed, for the user */
+  char error[256]; /* why the last read failed, for the user */
   int have_snapshot;
-  ms_snapshot_t snap;    /* the latest snapshot */
-  ms_breakdown_t bd;     /* its breakdown */
+  ms_snapshot_t snap;           /* the latest snapshot */
+  ms_breakdown_t bd;            /* its breakdown */
   mt_sample_t hist[MT_HISTORY]; /* ring; newest at (nhist-1) % MT_HISTORY */
   uint64_t nhist;
   /* Rates over the last two samples (per second); < 0 when unknown. */
   double mallocs_per_s, frees_per_s, bytes_per_s, gcs_per_s;
   int64_t pause_p50_ns, pause_p99_ns, pause_max_ns; /* -1 when none */
-  int seen;              /* mark-and-sweep helper for rescans */
+  int seen;                /* mark-and-sweep helper for rescans */
   uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
 
@@ -71,14 +71,14 @@ typedef struct mt_model_s {
   size_t ntargets, cap;
   mt_sort_t sort;
   int sort_reverse;
-  size_t selected;       /* index into targets in the list */
-  int detail_pid;        /* the process shown in MT_SCREEN_DETAIL */
+  size_t selected; /* index into targets in the list */
+  int detail_pid;  /* the process shown in MT_SCREEN_DETAIL */
   mt_screen_t screen, prev_screen;
   int paused;
   double delay_s;
-  int watch_all;         /* no PIDs named: rescan for new targets */
-  int color, utf8;       /* how to draw */
-  char status[256];      /* one-line message (errors, prompts) */
+  int watch_all;    /* no PIDs named: rescan for new targets */
+  int color, utf8;  /* how to draw */
+  char status[256]; /* one-line message (errors, prompts) */
   uint64_t now_mono_ns;
   /* The live view's own state (view.c): the delay prompt that `d` opens
    * and what has been typed into it, and how many list rows a page holds

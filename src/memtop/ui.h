@@ -26,19 +26,20 @@
 /* What a key asks the loop to do. Several keys read at once combine by
  * taking the strongest action (the order below). */
 typedef enum mt_action_e {
-  MT_ACT_NONE = 0,  /* nothing changed */
-  MT_ACT_REDRAW,    /* the model's view state changed: call mt_ui_draw() */
-  MT_ACT_DELAY,     /* m->delay_s changed: re-arm the timers, then redraw */
-  MT_ACT_QUIT       /* the user asked to quit: stop the loop, mt_ui_end() */
+  MT_ACT_NONE = 0, /* nothing changed */
+  MT_ACT_REDRAW,   /* the model's view state changed: call mt_ui_draw() */
+  MT_ACT_DELAY,    /* m->delay_s changed: re-arm the timers, then redraw */
+  MT_ACT_QUIT      /* the user asked to quit: stop the loop, mt_ui_end() */
 } mt_action_t;
 
 /* Initialises the terminal (locale, curses, keypad, non-blocking input,
  * colours when m->color). Sets m->utf8 from the locale's character set
  * (block elements when UTF-8, ASCII otherwise), m->color to 0 if the
  * terminal has no colours, and m->page_rows. LC_NUMERIC stays "C", so
- * figures and the delay prompt use a decimal point in every locale. Returns 0, MS_EINVAL when stdin or stdout is not a terminal, or
- * MS_ENOSYS when curses cannot start on this terminal (TERM unknown). On
- * failure the terminal is left as it was. */
+ * figures and the delay prompt use a decimal point in every locale. Returns 0,
+ * MS_EINVAL when stdin or stdout is not a terminal, or MS_ENOSYS when curses
+ * cannot start on this terminal (TERM unknown). On failure the terminal is left
+ * as it was. */
 int mt_ui_start(mt_model_t *m);
 
 /* Builds the whole frame from the model and puts it on screen once. Does

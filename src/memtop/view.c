@@ -17,8 +17,8 @@
 
 /* ============================================================ helpers === */
 
-char *mt_view_fmt_bytes(char *buf, size_t len, int64_t bytes,
-                        ms_quality_t q, int width) {
+char *mt_view_fmt_bytes(char *buf, size_t len, int64_t bytes, ms_quality_t q,
+                        int width) {
   ms__fmt_bytes_q(buf, len, bytes, q);
   /* "~1023.9MiB" is ten columns: in a narrow column, give up the decimal
    * rather than cut the unit off. */
@@ -114,8 +114,8 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
     char prov[MS_MAX_PROVIDERS * MS_NAME_MAX], safe[sizeof prov];
     size_t n = 0;
     prov[0] = '\0';
-    for (uint32_t i = 0; t->have_snapshot && i < t->snap.nproviders &&
-                         i < MS_MAX_PROVIDERS;
+    for (uint32_t i = 0;
+         t->have_snapshot && i < t->snap.nproviders && i < MS_MAX_PROVIDERS;
          i++) {
       int w = snprintf(prov + n, sizeof prov - n, "%s%.*s", i ? "+" : "",
                        MS_NAME_MAX, t->snap.providers[i]);
@@ -132,9 +132,9 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
     size_t gone = 0;
     for (size_t i = 0; i < m->ntargets; i++)
       gone += m->targets[i]->state == MT_EXITED;
-    int n = snprintf(left, sizeof left, "memtop %s  %zu process%s",
-                     MS_VERSION_STRING, m->ntargets,
-                     m->ntargets == 1 ? "" : "es");
+    int n =
+        snprintf(left, sizeof left, "memtop %s  %zu process%s",
+                 MS_VERSION_STRING, m->ntargets, m->ntargets == 1 ? "" : "es");
     if (gone > 0 && n > 0 && (size_t)n < sizeof left)
       snprintf(left + n, sizeof left - (size_t)n, " (%zu exited)", gone);
   }
@@ -199,8 +199,7 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
 
 /* ============================================================== help === */
 
-static void draw_help(const mt_model_t *m, mt_grid_t *g, int top,
-                      int bottom) {
+static void draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   static const char *const keys[][2] = {
       {"Up Down PgUp PgDn", "move in the list"},
       {"Home End", "first / last process"},
@@ -227,8 +226,8 @@ static void draw_help(const mt_model_t *m, mt_grid_t *g, int top,
     mt_grid_puts(g, r, 22, keys[i][1], -1, MT_ST_DIM);
   }
   r++;
-  mt_grid_puts(g, r++, 0, "Ready+Prepared: everything the allocator mapped",
-               -1, MT_ST_HEADER);
+  mt_grid_puts(g, r++, 0, "Ready+Prepared: everything the allocator mapped", -1,
+               MT_ST_HEADER);
   for (int i = 0; i < 4; i++, r++) {
     static const mt_style_t st[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
                                      MT_ST_PREPARED};
@@ -238,8 +237,10 @@ static void draw_help(const mt_model_t *m, mt_grid_t *g, int top,
     mt_grid_puts(g, r, 19, parts[i][1], -1, MT_ST_DIM);
   }
   r++;
-  mt_grid_puts(g, r++, 0, "~ estimated figure   - not available from the "
-               "provider", -1, MT_ST_DIM);
+  mt_grid_puts(g, r++, 0,
+               "~ estimated figure   - not available from the "
+               "provider",
+               -1, MT_ST_DIM);
   mt_grid_unclip(g);
 }
 
@@ -346,8 +347,8 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
 
   if (m->screen == MT_SCREEN_HELP) {
     /* As in htop, any key leaves the help screen. */
-    m->screen = m->prev_screen == MT_SCREEN_HELP ? MT_SCREEN_LIST
-                                                 : m->prev_screen;
+    m->screen =
+        m->prev_screen == MT_SCREEN_HELP ? MT_SCREEN_LIST : m->prev_screen;
     return MT_ACT_REDRAW;
   }
 

@@ -67,8 +67,7 @@ void mt_grid_clear(mt_grid_t *g);
 void mt_grid_clip(mt_grid_t *g, int row, int col, int height, int width);
 void mt_grid_unclip(mt_grid_t *g);
 /* Writes one code point; nothing outside the clip rectangle. */
-void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch,
-                  mt_style_t st);
+void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st);
 /* Writes UTF-8 text from (row, col) on one line, at most `max` columns
  * (< 0: no limit). Control characters and malformed bytes are drawn as
  * '?'. Returns the number of columns the text takes (drawn or clipped). */
@@ -119,7 +118,8 @@ enum {
 /* Applies one key to the model: moves the selection, opens and leaves the
  * detail view, shows help, pauses, changes the sort (re-sorting with
  * mt_model_sort()), edits the delay prompt and validates it with the
- * command line's own rule (cli.h: MT_DELAY_MIN..MT_DELAY_MAX seconds). Pure: no I/O, no terminal. Returns what the loop has to do. */
+ * command line's own rule (cli.h: MT_DELAY_MIN..MT_DELAY_MAX seconds). Pure: no
+ * I/O, no terminal. Returns what the loop has to do. */
 mt_action_t mt_view_key(mt_model_t *m, int key);
 
 /* ---- shared by the view's modules (view_*.c) ------------------------------
@@ -129,8 +129,8 @@ mt_action_t mt_view_key(mt_model_t *m, int key);
 const mt_target_t *mt_view_detail_target(const mt_model_t *m);
 /* A byte figure as people read it ("612.0MiB", "~1.2GiB", "-") in at most
  * `width` columns: drops the decimal if the full form is wider. */
-char *mt_view_fmt_bytes(char *buf, size_t len, int64_t bytes,
-                        ms_quality_t q, int width);
+char *mt_view_fmt_bytes(char *buf, size_t len, int64_t bytes, ms_quality_t q,
+                        int width);
 /* A count or rate: "950", "12.3k", "4.5M", "1.2G". */
 char *mt_view_fmt_count(char *buf, size_t len, double v);
 /* A program name made safe to draw: printable ASCII only. */
@@ -145,8 +145,7 @@ uint32_t mt_view_fill(int part, int utf8);
 
 /* The screens (view_list.c, view_detail.c). Each draws rows [top, bottom)
  * of the grid. */
-void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top,
-                       int bottom);
+void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom);
 void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                          mt_grid_t *g, int top, int bottom);
 

@@ -43,13 +43,20 @@ static void setup_styles(int color) {
   /* Without colours: attributes only, so the screen still reads on a
    * monochrome terminal or with --no-color / NO_COLOR. */
   static const attr_t mono[MT_ST__COUNT] = {
-      [MT_ST_NORMAL] = A_NORMAL,          [MT_ST_TITLE] = A_REVERSE,
-      [MT_ST_HEADER] = A_BOLD,            [MT_ST_COLUMNS] = A_REVERSE,
-      [MT_ST_SORT] = A_REVERSE | A_BOLD,  [MT_ST_SELECTED] = A_BOLD,
-      [MT_ST_DATA] = A_NORMAL,            [MT_ST_FRAG] = A_NORMAL,
-      [MT_ST_IDLE] = A_NORMAL,            [MT_ST_PREPARED] = A_NORMAL,
-      [MT_ST_EXITED] = A_DIM,             [MT_ST_STATUS] = A_NORMAL,
-      [MT_ST_ERROR] = A_BOLD,             [MT_ST_DIM] = A_NORMAL,
+      [MT_ST_NORMAL] = A_NORMAL,
+      [MT_ST_TITLE] = A_REVERSE,
+      [MT_ST_HEADER] = A_BOLD,
+      [MT_ST_COLUMNS] = A_REVERSE,
+      [MT_ST_SORT] = A_REVERSE | A_BOLD,
+      [MT_ST_SELECTED] = A_BOLD,
+      [MT_ST_DATA] = A_NORMAL,
+      [MT_ST_FRAG] = A_NORMAL,
+      [MT_ST_IDLE] = A_NORMAL,
+      [MT_ST_PREPARED] = A_NORMAL,
+      [MT_ST_EXITED] = A_DIM,
+      [MT_ST_STATUS] = A_NORMAL,
+      [MT_ST_ERROR] = A_BOLD,
+      [MT_ST_DIM] = A_NORMAL,
       [MT_ST_PAUSED] = A_BOLD | A_REVERSE,
   };
   /* The selected row must stand out without colour too. */
@@ -88,7 +95,9 @@ static void setup_styles(int color) {
   }
 }
 
-int mt_ui_active(void) { return active != 0; }
+int mt_ui_active(void) {
+  return active != 0;
+}
 
 int mt_ui_start(mt_model_t *m) {
   if (m == NULL)
@@ -167,18 +176,34 @@ void mt_ui_draw(const mt_model_t *m) {
 
 static int map_key(int ch) {
   switch (ch) {
-  case KEY_UP: return MT_KEY_UP;
-  case KEY_DOWN: return MT_KEY_DOWN;
-  case KEY_LEFT: return MT_KEY_LEFT;
-  case KEY_RIGHT: return MT_KEY_RIGHT;
-  case KEY_PPAGE: return MT_KEY_PGUP;
-  case KEY_NPAGE: return MT_KEY_PGDN;
-  case KEY_HOME: return MT_KEY_HOME;
-  case KEY_END: return MT_KEY_END;
-  case KEY_ENTER: case '\r': case '\n': return MT_KEY_ENTER;
-  case KEY_BACKSPACE: case 8: case 127: return MT_KEY_BACKSPACE;
-  case KEY_RESIZE: return MT_KEY_RESIZE;
-  default: return ch;
+  case KEY_UP:
+    return MT_KEY_UP;
+  case KEY_DOWN:
+    return MT_KEY_DOWN;
+  case KEY_LEFT:
+    return MT_KEY_LEFT;
+  case KEY_RIGHT:
+    return MT_KEY_RIGHT;
+  case KEY_PPAGE:
+    return MT_KEY_PGUP;
+  case KEY_NPAGE:
+    return MT_KEY_PGDN;
+  case KEY_HOME:
+    return MT_KEY_HOME;
+  case KEY_END:
+    return MT_KEY_END;
+  case KEY_ENTER:
+  case '\r':
+  case '\n':
+    return MT_KEY_ENTER;
+  case KEY_BACKSPACE:
+  case 8:
+  case 127:
+    return MT_KEY_BACKSPACE;
+  case KEY_RESIZE:
+    return MT_KEY_RESIZE;
+  default:
+    return ch;
   }
 }
 

@@ -30,28 +30,65 @@ static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
                          ms_field_t f) {
   uint64_t v = 0;
   switch (f) {
-  case MS_F_SYS: v = s->sys; break;
-  case MS_F_HEAP_SYS: v = s->heap_sys; break;
-  case MS_F_STACK_SYS: v = s->stack_sys; break;
-  case MS_F_MSPAN_SYS: v = s->mspan_sys; break;
-  case MS_F_MCACHE_SYS: v = s->mcache_sys; break;
-  case MS_F_BUCK_HASH_SYS: v = s->buck_hash_sys; break;
-  case MS_F_GC_SYS: v = s->gc_sys; break;
-  case MS_F_OTHER_SYS: v = s->other_sys; break;
-  case MS_F_HEAP_INUSE: v = s->heap_inuse; break;
-  case MS_F_STACK_INUSE: v = s->stack_inuse; break;
-  case MS_F_MSPAN_INUSE: v = s->mspan_inuse; break;
-  case MS_F_MCACHE_INUSE: v = s->mcache_inuse; break;
-  case MS_F_HEAP_ALLOC: v = s->heap_alloc; break;
-  case MS_F_HEAP_IDLE: v = s->heap_idle; break;
-  case MS_F_HEAP_RELEASED: v = s->heap_released; break;
-  case MS_F_TOTAL_ALLOC: v = s->total_alloc; break;
-  case MS_F_NEXT_GC: v = s->next_gc; break;
-  case MS_F_KERNEL_RSS: v = s->kernel_rss; break;
-  default: break;
+  case MS_F_SYS:
+    v = s->sys;
+    break;
+  case MS_F_HEAP_SYS:
+    v = s->heap_sys;
+    break;
+  case MS_F_STACK_SYS:
+    v = s->stack_sys;
+    break;
+  case MS_F_MSPAN_SYS:
+    v = s->mspan_sys;
+    break;
+  case MS_F_MCACHE_SYS:
+    v = s->mcache_sys;
+    break;
+  case MS_F_BUCK_HASH_SYS:
+    v = s->buck_hash_sys;
+    break;
+  case MS_F_GC_SYS:
+    v = s->gc_sys;
+    break;
+  case MS_F_OTHER_SYS:
+    v = s->other_sys;
+    break;
+  case MS_F_HEAP_INUSE:
+    v = s->heap_inuse;
+    break;
+  case MS_F_STACK_INUSE:
+    v = s->stack_inuse;
+    break;
+  case MS_F_MSPAN_INUSE:
+    v = s->mspan_inuse;
+    break;
+  case MS_F_MCACHE_INUSE:
+    v = s->mcache_inuse;
+    break;
+  case MS_F_HEAP_ALLOC:
+    v = s->heap_alloc;
+    break;
+  case MS_F_HEAP_IDLE:
+    v = s->heap_idle;
+    break;
+  case MS_F_HEAP_RELEASED:
+    v = s->heap_released;
+    break;
+  case MS_F_TOTAL_ALLOC:
+    v = s->total_alloc;
+    break;
+  case MS_F_NEXT_GC:
+    v = s->next_gc;
+    break;
+  case MS_F_KERNEL_RSS:
+    v = s->kernel_rss;
+    break;
+  default:
+    break;
   }
-  return mt_view_fmt_bytes(buf, len, (int64_t)v,
-                           (ms_quality_t)s->quality[f], 0);
+  return mt_view_fmt_bytes(buf, len, (int64_t)v, (ms_quality_t)s->quality[f],
+                           0);
 }
 
 static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
@@ -78,8 +115,7 @@ static char *quality_dur(char *buf, size_t len, int64_t ns, ms_quality_t q) {
 
 /* A label at `col` and its value right-aligned to end at col + width. */
 static void label_value(mt_grid_t *g, int row, int col, int width,
-                        const char *label, const char *value,
-                        mt_style_t vst) {
+                        const char *label, const char *value, mt_style_t vst) {
   mt_grid_puts(g, row, col, label, width, MT_ST_DIM);
   int n = (int)strlen(value);
   int at = col + width - n;
@@ -98,8 +134,8 @@ typedef struct piece_s {
   mt_style_t st;
 } piece_t;
 
-static int put_pieces(mt_grid_t *g, int row, int col, int end,
-                      const piece_t *p, int n) {
+static int put_pieces(mt_grid_t *g, int row, int col, int end, const piece_t *p,
+                      int n) {
   int first = 1;
   for (int i = 0; i < n; i++) {
     int need = (int)strlen(p[i].label) + (p[i].label[0] ? 1 : 0) +
@@ -175,8 +211,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   char total[32], ready[32], prep[32], rss[32];
-  ms_quality_t qt = bd->q_ready < bd->q_prepared ? bd->q_ready
-                                                 : bd->q_prepared;
+  ms_quality_t qt = bd->q_ready < bd->q_prepared ? bd->q_ready : bd->q_prepared;
   mt_view_fmt_bytes(total, sizeof total, bd->ready + bd->prepared, qt, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -235,10 +270,14 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
 static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
                      int width) {
   static const ms_field_t sys[7] = {
-      MS_F_HEAP_SYS,   MS_F_STACK_SYS,     MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
-      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,     MS_F_OTHER_SYS};
-  static const int inuse[7] = {MS_F_HEAP_INUSE, MS_F_STACK_INUSE,
-                               MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE, -1, -1,
+      MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
+  static const int inuse[7] = {MS_F_HEAP_INUSE,
+                               MS_F_STACK_INUSE,
+                               MS_F_MSPAN_INUSE,
+                               MS_F_MCACHE_INUSE,
+                               -1,
+                               -1,
                                -1};
   const ms_snapshot_t *s = &t->snap;
   char fig[32];
@@ -294,15 +333,13 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(fig, sizeof fig, (int64_t)(t->bytes_per_s + 0.5), qb,
-                      0);
+    mt_view_fmt_bytes(fig, sizeof fig, (int64_t)(t->bytes_per_s + 0.5), qb, 0);
     snprintf(rate, sizeof rate, "%s/s", fig);
   }
   label_value(g, row + 7, col + 1, vw - 1, "bytes/s", rate, MT_ST_NORMAL);
   if (width >= vw + 20) {
     field_bytes(fig, sizeof fig, s, MS_F_TOTAL_ALLOC);
-    label_value(g, row + 7, col + vw + 2, 18, "TotalAlloc", fig,
-                MT_ST_NORMAL);
+    label_value(g, row + 7, col + vw + 2, 18, "TotalAlloc", fig, MT_ST_NORMAL);
   }
   mt_grid_unclip(g);
 }
@@ -321,8 +358,8 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(bytes, sizeof bytes, (int64_t)(t->bytes_per_s + 0.5),
-                      qb, 0);
+    mt_view_fmt_bytes(bytes, sizeof bytes, (int64_t)(t->bytes_per_s + 0.5), qb,
+                      0);
     snprintf(rate, sizeof rate, "%s/s", bytes);
   }
   piece_t p1[] = {{"HeapAlloc", alloc, MT_ST_NORMAL},
@@ -347,8 +384,8 @@ static int gc_height(const mt_target_t *t) {
 /* The last `width` pauses of the ring, oldest on the left, each as one of
  * eight levels of the largest shown. The newest pause is at
  * (NumGC+255)%256, as in Go. */
-static void sparkline(const mt_model_t *m, const ms_snapshot_t *s,
-                      mt_grid_t *g, int row, int col, int width) {
+static void sparkline(const mt_model_t *m, const ms_snapshot_t *s, mt_grid_t *g,
+                      int row, int col, int width) {
   static const char ascii[8] = {'_', '.', '-', ':', '=', '+', '*', '#'};
   uint64_t n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
   if (width <= 0 || n == 0)
@@ -422,8 +459,10 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   quality_dur(total, sizeof total, (int64_t)s->pause_total_ns,
               (ms_quality_t)s->quality[MS_F_PAUSE_TOTAL_NS]);
   piece_t p2[] = {
-      {"pause p50", p50, MT_ST_NORMAL}, {"p99", p99, MT_ST_NORMAL},
-      {"max", pmax, MT_ST_NORMAL},      {"PauseTotalNs", total, MT_ST_NORMAL},
+      {"pause p50", p50, MT_ST_NORMAL},
+      {"p99", p99, MT_ST_NORMAL},
+      {"max", pmax, MT_ST_NORMAL},
+      {"PauseTotalNs", total, MT_ST_NORMAL},
   };
   put_pieces(g, row + 1, 4, cols, p2, 4);
   if (s->quality[MS_F_PAUSE_NS] == MS_Q_UNAVAILABLE) {
@@ -435,11 +474,12 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
 
 /* ============================================================= trend === */
 
-static int64_t pos(int64_t v) { return v > 0 ? v : 0; }
+static int64_t pos(int64_t v) {
+  return v > 0 ? v : 0;
+}
 
-static void draw_trend(const mt_model_t *m, const mt_target_t *t,
-                       mt_grid_t *g, int row, int col, int height,
-                       int width) {
+static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                       int row, int col, int height, int width) {
   uint64_t have = t->nhist < MT_HISTORY ? t->nhist : MT_HISTORY;
   uint64_t n = have < (uint64_t)width ? have : (uint64_t)width;
   int chart = height - 1;
@@ -499,8 +539,8 @@ static int by_live_desc(const void *a, const void *b) {
   return x->size < y->size ? -1 : x->size > y->size;
 }
 
-static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row,
-                         int col, int height, int width) {
+static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row, int col,
+                         int height, int width) {
   const ms_snapshot_t *s = &t->snap;
   ms_quality_t q = (ms_quality_t)s->quality[MS_F_BY_SIZE];
   mt_grid_clip(g, row, col, height, width);
@@ -526,17 +566,15 @@ static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row,
   }
   qsort(rows, n, sizeof rows[0], by_live_desc);
   const char *mark = q == MS_Q_ESTIMATED ? "~" : "";
-  mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %10s", "Size",
-                 "objects", "live");
+  mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %10s", "Size", "objects",
+                 "live");
   if (n == 0)
     mt_grid_puts(g, row + 2, col + 1, "(no live objects)", -1, MT_ST_DIM);
   for (size_t i = 0; i < n && (int)i < height - 2; i++) {
     char size[32], objs[32], live[32];
-    mt_view_fmt_bytes(size, sizeof size, (int64_t)rows[i].size, MS_Q_EXACT,
-                      9);
+    mt_view_fmt_bytes(size, sizeof size, (int64_t)rows[i].size, MS_Q_EXACT, 9);
     mt_view_fmt_count(objs, sizeof objs, (double)rows[i].objects);
-    mt_view_fmt_bytes(live, sizeof live, (int64_t)rows[i].live, MS_Q_EXACT,
-                      9);
+    mt_view_fmt_bytes(live, sizeof live, (int64_t)rows[i].live, MS_Q_EXACT, 9);
     mt_grid_printf(g, row + 2 + (int)i, col, MT_ST_NORMAL, "%9s %s%8s %s%9s",
                    size, mark[0] ? mark : " ", objs, mark[0] ? mark : " ",
                    live);
@@ -553,7 +591,7 @@ typedef enum block_e {
   B_SYSHEAP, /* two-column screens: Sys and heap side by side */
   B_HEAP,    /* one-column screens: ...then the heap, then Sys in full */
   B_SYS,
-  B_LOWER,   /* trend and size classes: takes what is left */
+  B_LOWER, /* trend and size classes: takes what is left */
   B__COUNT
 } block_t;
 

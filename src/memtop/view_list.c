@@ -120,8 +120,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
   case COL_PROVIDER: {
     size_t n = 0;
     for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++) {
-      int w = snprintf(buf + n, len - n, "%s%s", i ? "+" : "",
-                       s->providers[i]);
+      int w = snprintf(buf + n, len - n, "%s%s", i ? "+" : "", s->providers[i]);
       if (w < 0 || (size_t)w >= len - n)
         break;
       n += (size_t)w;
@@ -141,8 +140,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     mt_view_fmt_bytes(buf, len, bd->data, bd->q_data, width);
     return;
   case COL_FRAG:
-    mt_view_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead,
-                      width);
+    mt_view_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead, width);
     return;
   case COL_IDLE:
     mt_view_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
@@ -159,8 +157,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     return;
   }
   case COL_P99:
-    if (t->pause_p99_ns < 0 ||
-        s->quality[MS_F_PAUSE_HIST] == MS_Q_UNAVAILABLE)
+    if (t->pause_p99_ns < 0 || s->quality[MS_F_PAUSE_HIST] == MS_Q_UNAVAILABLE)
       snprintf(buf, len, "-");
     else
       ms__fmt_duration(buf, len, t->pause_p99_ns);
@@ -224,8 +221,7 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
   }
 }
 
-void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top,
-                       int bottom) {
+void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   int shown[COL__COUNT], width[COL__COUNT];
   if (bottom <= top)
     return;
@@ -273,9 +269,9 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top,
     size_t idx = from + (size_t)r;
     const mt_target_t *t = m->targets[idx];
     int row = first + r;
-    mt_style_t st = idx == sel                 ? MT_ST_SELECTED
-                    : t->state != MT_LIVE      ? MT_ST_EXITED
-                                               : MT_ST_NORMAL;
+    mt_style_t st = idx == sel            ? MT_ST_SELECTED
+                    : t->state != MT_LIVE ? MT_ST_EXITED
+                                          : MT_ST_NORMAL;
     if (idx == sel)
       mt_grid_fill(g, row, 0, g->cols, ' ', st);
     x = 0;

@@ -84,8 +84,7 @@ static int inside(const mt_grid_t *g, int row, int col) {
   return row >= g->r0 && row < g->r1 && col >= g->c0 && col < g->c1;
 }
 
-void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch,
-                  mt_style_t st) {
+void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
   if (!inside(g, row, col))
     return;
   /* Control characters would move the terminal's cursor and wreck the

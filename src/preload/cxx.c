@@ -38,9 +38,9 @@ MS__PRELOAD_API void *_ZnamSt11align_val_t(size_t n, size_t al);
 MS__PRELOAD_API void *_ZnwmRKSt9nothrow_t(size_t n, ms__nothrow_ref nt);
 MS__PRELOAD_API void *_ZnamRKSt9nothrow_t(size_t n, ms__nothrow_ref nt);
 MS__PRELOAD_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
-                                                          ms__nothrow_ref nt);
+                                                         ms__nothrow_ref nt);
 MS__PRELOAD_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
-                                                          ms__nothrow_ref nt);
+                                                         ms__nothrow_ref nt);
 MS__PRELOAD_API void _ZdlPv(void *p);
 MS__PRELOAD_API void _ZdaPv(void *p);
 MS__PRELOAD_API void _ZdlPvm(void *p, size_t n);
@@ -59,11 +59,28 @@ MS__PRELOAD_API void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al,
 /* ---- the next definitions ----------------------------------------------*/
 
 enum {
-  NEW, NEW_A, NEW_AL, NEW_A_AL,
-  NEW_NT, NEW_A_NT, NEW_AL_NT, NEW_A_AL_NT,
-  DEL, DEL_A, DEL_SZ, DEL_A_SZ, DEL_AL, DEL_A_AL, DEL_SZ_AL, DEL_A_SZ_AL,
-  DEL_NT, DEL_A_NT, DEL_AL_NT, DEL_A_AL_NT,
-  THROW_BAD_ALLOC, THROW_BAD_ALLOC_LIBCXX,
+  NEW,
+  NEW_A,
+  NEW_AL,
+  NEW_A_AL,
+  NEW_NT,
+  NEW_A_NT,
+  NEW_AL_NT,
+  NEW_A_AL_NT,
+  DEL,
+  DEL_A,
+  DEL_SZ,
+  DEL_A_SZ,
+  DEL_AL,
+  DEL_A_AL,
+  DEL_SZ_AL,
+  DEL_A_SZ_AL,
+  DEL_NT,
+  DEL_A_NT,
+  DEL_AL_NT,
+  DEL_A_AL_NT,
+  THROW_BAD_ALLOC,
+  THROW_BAD_ALLOC_LIBCXX,
   NSYMS
 };
 
@@ -71,9 +88,8 @@ static const char *const sym_names[NSYMS] = {
     "_Znwm", "_Znam", "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
     "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
     "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
-    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm",
-    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t",
-    "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvSt11align_val_t",
+    "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
     "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
     "_ZdlPvSt11align_val_tRKSt9nothrow_t",
     "_ZdaPvSt11align_val_tRKSt9nothrow_t",
@@ -189,13 +205,13 @@ static inline void *new_counted(int nt_index, size_t n, size_t al) {
 /* Nested inside a real operator (libstdc++'s nothrow new calls the
  * throwing one): pass through to the real one, uncounted. A tail call, so
  * a bad_alloc it throws does not even unwind through our frame. */
-#define NEW_PASSTHROUGH(idx, call)                                         \
-  do {                                                                     \
-    if (__builtin_expect(ms__tls.guard, 0)) {                          \
-      void *f_ = sym(idx);                                                 \
-      if (f_)                                                              \
-        return call;                                                       \
-    }                                                                      \
+#define NEW_PASSTHROUGH(idx, call)                                             \
+  do {                                                                         \
+    if (__builtin_expect(ms__tls.guard, 0)) {                                  \
+      void *f_ = sym(idx);                                                     \
+      if (f_)                                                                  \
+        return call;                                                           \
+    }                                                                          \
   } while (0)
 
 void *_Znwm(size_t n) {
@@ -248,23 +264,23 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
 
 /* Counts the free (unless nested), then calls the real operator with the
  * guard set. Without a runtime, the block came from new_fallback: free. */
-#define DELETE_BODY(idx, call)                                             \
-  do {                                                                     \
-    void *f_ = sym(idx);                                                   \
-    if (!f_) {                                                             \
-      ms__preload_free(p);                                                 \
-      return;                                                              \
-    }                                                                      \
-    if (ms__tls.guard || !p) {                                         \
-      call;                                                                \
-      return;                                                              \
-    }                                                                      \
-    if (__builtin_expect(ms__bootstrap_owns(p), 0))                        \
-      return;                                                              \
-    ms__preload_count_free(p);                                             \
-    ms__tls.guard = 1;                                                 \
-    call;                                                                  \
-    ms__tls.guard = 0;                                                 \
+#define DELETE_BODY(idx, call)                                                 \
+  do {                                                                         \
+    void *f_ = sym(idx);                                                       \
+    if (!f_) {                                                                 \
+      ms__preload_free(p);                                                     \
+      return;                                                                  \
+    }                                                                          \
+    if (ms__tls.guard || !p) {                                                 \
+      call;                                                                    \
+      return;                                                                  \
+    }                                                                          \
+    if (__builtin_expect(ms__bootstrap_owns(p), 0))                            \
+      return;                                                                  \
+    ms__preload_count_free(p);                                                 \
+    ms__tls.guard = 1;                                                         \
+    call;                                                                      \
+    ms__tls.guard = 0;                                                         \
   } while (0)
 
 void _ZdlPv(void *p) {

@@ -110,7 +110,8 @@ void *calloc(size_t n, size_t size) {
   return p;
 }
 
-/* ---- realloc ---------------------------------------------------------------*/
+/* ---- realloc
+ * ---------------------------------------------------------------*/
 
 /* A bootstrap block cannot be resized in place: move it to the real heap
  * (or to a new bootstrap block while the lookup is still running). */
@@ -161,7 +162,8 @@ void *reallocarray(void *p, size_t n, size_t size) {
   return realloc_impl(p, total);
 }
 
-/* ---- aligned allocation ----------------------------------------------------*/
+/* ---- aligned allocation
+ * ----------------------------------------------------*/
 
 int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve()) {

@@ -85,9 +85,8 @@ int ms__preload_resolve(void) {
   if (st != MS__REAL_NONE || tls_resolving)
     return 0;
   int expect = MS__REAL_NONE;
-  if (!__atomic_compare_exchange_n(&ms__real_state, &expect,
-                                   MS__REAL_RESOLVING, 0, __ATOMIC_ACQ_REL,
-                                   __ATOMIC_ACQUIRE))
+  if (!__atomic_compare_exchange_n(&ms__real_state, &expect, MS__REAL_RESOLVING,
+                                   0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     return 0;
   tls_resolving = 1;
   ms__real_t r;
@@ -110,8 +109,7 @@ int ms__preload_resolve(void) {
                       "_ZN25DebugMallocImplementation16GetAllocatedSizeEPKv")
               : NULL;
   tls_resolving = 0;
-  if (!r.malloc || !r.free || !r.calloc || !r.realloc ||
-      !r.posix_memalign) {
+  if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.posix_memalign) {
     /* A static program or a broken search order: nothing to forward to.
      * The bootstrap buffer serves until it runs out. */
     __atomic_store_n(&ms__real_state, MS__REAL_FAILED, __ATOMIC_RELEASE);
@@ -142,8 +140,8 @@ int ms__preload_resolve(void) {
                           usable_is_plain(mi.dli_fbase)
                       ? MS__USABLE_CALL
                       : MS__USABLE_GUARDED;
-  r.is_glibc = mi.dli_fbase &&
-               object_defines(mi.dli_fbase, "gnu_get_libc_version");
+  r.is_glibc =
+      mi.dli_fbase && object_defines(mi.dli_fbase, "gnu_get_libc_version");
   ms__real = r;
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
   if (exact)
@@ -177,9 +175,17 @@ static void glibc_header_init(void) {
     return;
   static const struct {
     size_t align, size;
-  } probe[] = {{0, 0},     {0, 1},    {0, 24},     {0, 25},
-               {0, 100},   {0, 1000}, {0, 5000},   {0, 70000},
-               {64, 100},  {4096, 5000},           {0, (size_t)40 << 20}};
+  } probe[] = {{0, 0},
+               {0, 1},
+               {0, 24},
+               {0, 25},
+               {0, 100},
+               {0, 1000},
+               {0, 5000},
+               {0, 70000},
+               {64, 100},
+               {4096, 5000},
+               {0, (size_t)40 << 20}};
   int mmapped = 0;
   for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
     void *p = NULL;
@@ -198,8 +204,7 @@ static void glibc_header_init(void) {
   }
   /* The mmapped branch was checked too (mmap may be turned off). */
   if (mmapped)
-    __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC, __ATOMIC_RELAXED);
 }
 
 void ms__preload_size_init(void) {
@@ -223,8 +228,8 @@ void ms__preload_size_init(void) {
   for (size_t c = 8; c < BY_REQUEST_LIMIT; c = ms__class_round(c + 1))
     if (nallocx(c, 0) != c || nallocx(c + 1, 0) != ms__class_round(c + 1))
       return;
-  static const size_t probe[] = {0, 1, 8, 9, 24, 100, 128, 129, 1000,
-                                 4096, 5000, 20000, 70000, 300000};
+  static const size_t probe[] = {0,   1,    8,    9,    24,    100,   128,
+                                 129, 1000, 4096, 5000, 20000, 70000, 300000};
   for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
     void *p = ms__real.malloc(probe[i]);
     if (!p)

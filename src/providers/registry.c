@@ -124,9 +124,8 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   /* A failed read leaves nothing cached: stale figures are not shown as
    * current ones. */
   s->have = rc == 0;
-  s->sample.have_tracked =
-      (ms__engine_fed() & MS__FEED_TRACKED) &&
-      snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
+  s->sample.have_tracked = (ms__engine_fed() & MS__FEED_TRACKED) &&
+                           snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
   s->sample.tracked_heap_alloc = snap->heap_alloc;
   return s->have ? &s->sample : NULL;
 }
@@ -229,16 +228,17 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
  * are exactly 0, not unknown; the same holds for what a runtime did not
  * report through ms_sys_add(). Without this every breakdown figure that
  * sums the classes would read as unavailable. */
-static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap,
-                                  int idx, int have_owner) {
+static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
+                                  int have_owner) {
   static const ms_field_t classes[] = {
-      MS_F_STACK_INUSE,  MS_F_STACK_SYS,     MS_F_MSPAN_INUSE, MS_F_MSPAN_SYS,
-      MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,    MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,
-      MS_F_OTHER_SYS};
+      MS_F_STACK_INUSE,   MS_F_STACK_SYS,    MS_F_MSPAN_INUSE,
+      MS_F_MSPAN_SYS,     MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS};
   if (!have_owner || snap->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
     return;
   if (engine_heap)
-    idx = snap->source[MS_F_HEAP_SYS] == 0xff ? -1 : snap->source[MS_F_HEAP_SYS];
+    idx =
+        snap->source[MS_F_HEAP_SYS] == 0xff ? -1 : snap->source[MS_F_HEAP_SYS];
   for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
     if (snap->quality[classes[i]] == MS_Q_UNAVAILABLE)
       put(snap, classes[i], 0, MS_Q_EXACT, idx);

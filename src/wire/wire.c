@@ -20,11 +20,13 @@ static void put16(uint8_t *p, uint16_t v) {
 }
 
 static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static uint16_t get16(const uint8_t *p) {
@@ -38,7 +40,8 @@ static uint32_t get32(const uint8_t *p) {
 
 static uint64_t get64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = v << 8 | p[i];
   return v;
 }
 
@@ -74,7 +77,8 @@ void ms__wire_begin(ms__wire_writer_t *w, ms__msg_type_t type) {
   w->overflow = 0;
   w->frame = w->len;
   uint8_t *p = reserve(w, MS__WIRE_HEADER);
-  if (p == NULL) return;
+  if (p == NULL)
+    return;
   memcpy(p, MS__WIRE_MAGIC, 4);
   put16(p + 4, MS__WIRE_VERSION);
   put16(p + 6, (uint16_t)type);
@@ -88,7 +92,8 @@ static uint8_t *put_record(ms__wire_writer_t *w, uint16_t tag, size_t n) {
     return NULL;
   }
   uint8_t *p = reserve(w, 6 + n);
-  if (p == NULL) return NULL;
+  if (p == NULL)
+    return NULL;
   put16(p, tag);
   put32(p + 2, (uint32_t)n);
   return p + 6;
@@ -96,20 +101,23 @@ static uint8_t *put_record(ms__wire_writer_t *w, uint16_t tag, size_t n) {
 
 void ms__wire_put_u64(ms__wire_writer_t *w, uint16_t tag, uint64_t v) {
   uint8_t *p = put_record(w, tag, 8);
-  if (p != NULL) put64(p, v);
+  if (p != NULL)
+    put64(p, v);
 }
 
 void ms__wire_put_str(ms__wire_writer_t *w, uint16_t tag, const char *s,
                       size_t maxlen) {
   size_t n = s == NULL ? 0 : strnlen(s, maxlen);
   uint8_t *p = put_record(w, tag, n);
-  if (p != NULL && n > 0) memcpy(p, s, n);
+  if (p != NULL && n > 0)
+    memcpy(p, s, n);
 }
 
 void ms__wire_put_bytes(ms__wire_writer_t *w, uint16_t tag, const void *src,
                         size_t n) {
   uint8_t *p = put_record(w, tag, n);
-  if (p != NULL && n > 0) memcpy(p, src, n);
+  if (p != NULL && n > 0)
+    memcpy(p, src, n);
 }
 
 int ms__wire_end(ms__wire_writer_t *w) {
@@ -139,7 +147,6 @@ int ms__wire_encode_hello(ms__wire_writer_t *w, const ms__wire_hello_t *h) {
   return ms__wire_end(w);
 }
 
-
 static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
                          ms_field_t f) {
   uint16_t tag = (uint16_t)(MS__TAG_FIELD + f);
@@ -147,7 +154,8 @@ static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
   switch (f) {
   case MS_F_PAUSE_NS:
     p = put_record(w, tag, 2 + 4 + MS_PAUSE_RING * 16);
-    if (p == NULL) return;
+    if (p == NULL)
+      return;
     put32(p + 2, MS_PAUSE_RING);
     for (int i = 0; i < MS_PAUSE_RING; i++) {
       put64(p + 6 + i * 16, s->pause_ns[i]);
@@ -156,9 +164,11 @@ static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
     break;
   case MS_F_BY_SIZE: {
     uint32_t n = s->nsize_classes;
-    if (n > MS_MAX_SIZE_CLASSES) n = MS_MAX_SIZE_CLASSES;
+    if (n > MS_MAX_SIZE_CLASSES)
+      n = MS_MAX_SIZE_CLASSES;
     p = put_record(w, tag, 2 + 4 + (size_t)n * 24);
-    if (p == NULL) return;
+    if (p == NULL)
+      return;
     put32(p + 2, n);
     for (uint32_t i = 0; i < n; i++) {
       put64(p + 6 + i * 24, s->by_size[i].size);
@@ -169,14 +179,16 @@ static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
   }
   case MS_F_PAUSE_HIST:
     p = put_record(w, tag, 2 + 4 + MS_PAUSE_HIST_BUCKETS * 8);
-    if (p == NULL) return;
+    if (p == NULL)
+      return;
     put32(p + 2, MS_PAUSE_HIST_BUCKETS);
     for (int i = 0; i < MS_PAUSE_HIST_BUCKETS; i++)
       put64(p + 6 + i * 8, s->pause_hist.counts[i]);
     break;
   default:
     p = put_record(w, tag, 2 + 8);
-    if (p == NULL) return;
+    if (p == NULL)
+      return;
     put64(p + 2, ms__field_bits(s, &ms__fields[f]));
     break;
   }
@@ -195,10 +207,12 @@ int ms__wire_encode_snapshot(ms__wire_writer_t *w, const ms_snapshot_t *s,
   ms__wire_put_u64(w, MS__TAG_TIME_UNIX, s->time_unix_ns);
   ms__wire_put_u64(w, MS__TAG_TIME_MONO, s->time_mono_ns);
   ms__wire_put_u64(w, MS__TAG_AGE, s->age_ns);
-  if (age_at != NULL) *age_at = w->len - 8;
+  if (age_at != NULL)
+    *age_at = w->len - 8;
   for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++)
     ms__wire_put_str(w, MS__TAG_PROVIDER, s->providers[i], MS_NAME_MAX);
-  for (int f = 0; f < MS_F__COUNT; f++) encode_field(w, s, (ms_field_t)f);
+  for (int f = 0; f < MS_F__COUNT; f++)
+    encode_field(w, s, (ms_field_t)f);
   return ms__wire_end(w);
 }
 
@@ -212,8 +226,8 @@ int ms__wire_encode_request(ms__wire_writer_t *w, ms__msg_type_t type,
   return ms__wire_end(w);
 }
 
-int ms__wire_encode_error(ms__wire_writer_t *w, ms__msg_type_t type,
-                          int code, const char *reason) {
+int ms__wire_encode_error(ms__wire_writer_t *w, ms__msg_type_t type, int code,
+                          const char *reason) {
   ms__wire_begin(w, type);
   ms__wire_put_u64(w, MS__TAG_CODE, (uint64_t)(int64_t)code);
   ms__wire_put_str(w, MS__TAG_REASON, reason, 512);
@@ -241,8 +255,10 @@ int ms__wire_frame(const uint8_t *buf, size_t len, size_t max_payload,
       goto fail;
     }
     if (v > MS__WIRE_VERSION) {
-      if (why != NULL) *why = "protocol version newer than this reader's";
-      if (f != NULL) f->version = v;
+      if (why != NULL)
+        *why = "protocol version newer than this reader's";
+      if (f != NULL)
+        f->version = v;
       return MS_EVERSION;
     }
   }
@@ -254,9 +270,11 @@ int ms__wire_frame(const uint8_t *buf, size_t len, size_t max_payload,
     w = "reserved header bits set";
     goto fail;
   }
-  if (len < MS__WIRE_HEADER) return MS_EAGAIN;
+  if (len < MS__WIRE_HEADER)
+    return MS_EAGAIN;
   uint32_t n = get32(buf + 8);
-  if (len - MS__WIRE_HEADER < n) return MS_EAGAIN;
+  if (len - MS__WIRE_HEADER < n)
+    return MS_EAGAIN;
   if (f != NULL) {
     f->version = get16(buf + 4);
     f->type = get16(buf + 6);
@@ -264,16 +282,17 @@ int ms__wire_frame(const uint8_t *buf, size_t len, size_t max_payload,
   }
   return 0;
 fail:
-  if (why != NULL) *why = w;
+  if (why != NULL)
+    *why = w;
   return MS_EPROTO;
 }
 
 /* Steps over one record: *off advances past it. Returns 1 with the
  * record, 0 at the end, MS_EPROTO if the record runs past the payload. */
-static int next_record(const uint8_t *p, size_t len, size_t *off,
-                       uint16_t *tag, const uint8_t **val, uint32_t *vlen,
-                       const char **why) {
-  if (*off == len) return 0;
+static int next_record(const uint8_t *p, size_t len, size_t *off, uint16_t *tag,
+                       const uint8_t **val, uint32_t *vlen, const char **why) {
+  if (*off == len)
+    return 0;
   if (len - *off < 6) {
     *why = "truncated record header";
     return MS_EPROTO;
@@ -314,7 +333,8 @@ static void get_str(const uint8_t *v, uint32_t n, char *dst, size_t cap) {
 int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
                           const char **why) {
   const char *dummy;
-  if (why == NULL) why = &dummy;
+  if (why == NULL)
+    why = &dummy;
   memset(h, 0, sizeof *h);
   size_t off = 0;
   uint16_t tag;
@@ -325,7 +345,8 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
     switch (tag) {
     case MS__TAG_PID:
-      if (get_u64(v, n, &x, why)) return MS_EPROTO;
+      if (get_u64(v, n, &x, why))
+        return MS_EPROTO;
       if ((int64_t)x <= 0 || (int64_t)x > INT32_MAX) {
         *why = "hello with an impossible pid";
         return MS_EPROTO;
@@ -334,7 +355,8 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
       have_pid = 1;
       break;
     case MS__TAG_START_TIME:
-      if (get_u64(v, n, &h->start_time, why)) return MS_EPROTO;
+      if (get_u64(v, n, &h->start_time, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_COMM:
       get_str(v, n, h->comm, sizeof h->comm);
@@ -343,7 +365,8 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
       get_str(v, n, h->lib_version, sizeof h->lib_version);
       break;
     case MS__TAG_PROTO_VERSION:
-      if (get_u64(v, n, &x, why)) return MS_EPROTO;
+      if (get_u64(v, n, &x, why))
+        return MS_EPROTO;
       h->proto_version = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
       break;
     case MS__TAG_PROVIDER:
@@ -351,13 +374,15 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
         get_str(v, n, h->providers[h->nproviders++], MS_NAME_MAX);
       break;
     case MS__TAG_CAPABILITIES:
-      if (get_u64(v, n, &h->capabilities, why)) return MS_EPROTO;
+      if (get_u64(v, n, &h->capabilities, why))
+        return MS_EPROTO;
       break;
     default:
       break; /* unknown: skipped */
     }
   }
-  if (r < 0) return r;
+  if (r < 0)
+    return r;
   /* A client's hello carries no pid; the caller decides whether one is
    * required, so only check it when present. */
   (void)have_pid;
@@ -372,16 +397,20 @@ static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
   }
   uint8_t q = v[0];
   /* A quality this reader does not know is at least not exact. */
-  if (q > MS_Q_EXACT) q = MS_Q_ESTIMATED;
+  if (q > MS_Q_EXACT)
+    q = MS_Q_ESTIMATED;
   const uint8_t *d = v + 2;
   uint32_t dn = n - 2;
   uint32_t cnt;
   switch (f) {
   case MS_F_PAUSE_NS:
-    if (dn < 4) goto short_array;
+    if (dn < 4)
+      goto short_array;
     cnt = get32(d);
-    if (cnt > (dn - 4) / 16) goto short_array;
-    if (cnt > MS_PAUSE_RING) cnt = MS_PAUSE_RING;
+    if (cnt > (dn - 4) / 16)
+      goto short_array;
+    if (cnt > MS_PAUSE_RING)
+      cnt = MS_PAUSE_RING;
     memset(s->pause_ns, 0, sizeof s->pause_ns);
     memset(s->pause_end, 0, sizeof s->pause_end);
     for (uint32_t i = 0; i < cnt; i++) {
@@ -390,10 +419,13 @@ static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
     }
     break;
   case MS_F_BY_SIZE:
-    if (dn < 4) goto short_array;
+    if (dn < 4)
+      goto short_array;
     cnt = get32(d);
-    if (cnt > (dn - 4) / 24) goto short_array;
-    if (cnt > MS_MAX_SIZE_CLASSES) cnt = MS_MAX_SIZE_CLASSES;
+    if (cnt > (dn - 4) / 24)
+      goto short_array;
+    if (cnt > MS_MAX_SIZE_CLASSES)
+      cnt = MS_MAX_SIZE_CLASSES;
     memset(s->by_size, 0, sizeof s->by_size);
     for (uint32_t i = 0; i < cnt; i++) {
       s->by_size[i].size = get64(d + 4 + i * 24);
@@ -403,12 +435,15 @@ static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
     s->nsize_classes = cnt;
     break;
   case MS_F_PAUSE_HIST:
-    if (dn < 4) goto short_array;
+    if (dn < 4)
+      goto short_array;
     cnt = get32(d);
-    if (cnt > (dn - 4) / 8) goto short_array;
+    if (cnt > (dn - 4) / 8)
+      goto short_array;
     memset(&s->pause_hist, 0, sizeof s->pause_hist);
     /* Another bucket layout cannot be mapped onto ours: unavailable. */
-    if (cnt != MS_PAUSE_HIST_BUCKETS) return 0;
+    if (cnt != MS_PAUSE_HIST_BUCKETS)
+      return 0;
     for (uint32_t i = 0; i < cnt; i++)
       s->pause_hist.counts[i] = get64(d + 4 + i * 8);
     break;
@@ -434,7 +469,8 @@ short_array:
 int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
                              const char **why) {
   const char *dummy;
-  if (why == NULL) why = &dummy;
+  if (why == NULL)
+    why = &dummy;
   memset(s, 0, sizeof *s);
   s->struct_size = sizeof *s;
   memset(s->quality, MS_Q_UNAVAILABLE, sizeof s->quality);
@@ -448,30 +484,37 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
     switch (tag) {
     case MS__TAG_PID:
-      if (get_u64(v, n, &x, why)) return MS_EPROTO;
+      if (get_u64(v, n, &x, why))
+        return MS_EPROTO;
       s->pid = (int32_t)x;
       break;
     case MS__TAG_START_TIME:
-      if (get_u64(v, n, &s->start_time, why)) return MS_EPROTO;
+      if (get_u64(v, n, &s->start_time, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_COMM:
       get_str(v, n, s->comm, sizeof s->comm);
       break;
     case MS__TAG_LIB_VERSION_NUM:
-      if (get_u64(v, n, &x, why)) return MS_EPROTO;
+      if (get_u64(v, n, &x, why))
+        return MS_EPROTO;
       s->lib_version = (uint32_t)x;
       break;
     case MS__TAG_SEQ:
-      if (get_u64(v, n, &s->seq, why)) return MS_EPROTO;
+      if (get_u64(v, n, &s->seq, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_TIME_UNIX:
-      if (get_u64(v, n, &s->time_unix_ns, why)) return MS_EPROTO;
+      if (get_u64(v, n, &s->time_unix_ns, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_TIME_MONO:
-      if (get_u64(v, n, &s->time_mono_ns, why)) return MS_EPROTO;
+      if (get_u64(v, n, &s->time_mono_ns, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_AGE:
-      if (get_u64(v, n, &s->age_ns, why)) return MS_EPROTO;
+      if (get_u64(v, n, &s->age_ns, why))
+        return MS_EPROTO;
       break;
     case MS__TAG_PROVIDER:
       if (s->nproviders < MS_MAX_PROVIDERS)
@@ -485,7 +528,8 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
       break; /* unknown: skipped */
     }
   }
-  if (r < 0) return r;
+  if (r < 0)
+    return r;
   /* A source must name a provider the message listed. */
   for (int f = 0; f < MS_F__COUNT; f++)
     if (s->source[f] != 0xff && s->source[f] >= s->nproviders)
@@ -496,7 +540,8 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
 int ms__wire_decode_request(const uint8_t *p, size_t len, uint64_t *flags,
                             const char **why) {
   const char *dummy;
-  if (why == NULL) why = &dummy;
+  if (why == NULL)
+    why = &dummy;
   *flags = 0;
   size_t off = 0;
   uint16_t tag;
@@ -504,16 +549,19 @@ int ms__wire_decode_request(const uint8_t *p, size_t len, uint64_t *flags,
   uint32_t n;
   int r;
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1)
-    if (tag == MS__TAG_FLAGS && get_u64(v, n, flags, why)) return MS_EPROTO;
+    if (tag == MS__TAG_FLAGS && get_u64(v, n, flags, why))
+      return MS_EPROTO;
   return r < 0 ? r : 0;
 }
 
-int ms__wire_decode_error(const uint8_t *p, size_t len, int *code,
-                          char *reason, size_t reason_len, const char **why) {
+int ms__wire_decode_error(const uint8_t *p, size_t len, int *code, char *reason,
+                          size_t reason_len, const char **why) {
   const char *dummy;
-  if (why == NULL) why = &dummy;
+  if (why == NULL)
+    why = &dummy;
   *code = MS_EPROTO;
-  if (reason_len > 0) reason[0] = '\0';
+  if (reason_len > 0)
+    reason[0] = '\0';
   size_t off = 0;
   uint16_t tag;
   const uint8_t *v;
@@ -522,7 +570,8 @@ int ms__wire_decode_error(const uint8_t *p, size_t len, int *code,
   int r;
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
     if (tag == MS__TAG_CODE) {
-      if (get_u64(v, n, &x, why)) return MS_EPROTO;
+      if (get_u64(v, n, &x, why))
+        return MS_EPROTO;
       int64_t c = (int64_t)x;
       *code = (c < 0 && c > -100000) ? (int)c : MS_EPROTO;
     } else if (tag == MS__TAG_REASON && reason_len > 0) {

@@ -41,10 +41,10 @@
 /* The largest request the agent accepts: requests are a few records. */
 #define MS__WIRE_MAX_REQUEST 4096u
 /* An upper bound on an encoded snapshot message, header included. */
-#define MS__WIRE_SNAPSHOT_MAX                                                \
-  (MS__WIRE_HEADER + 16 * 16 + (MS_MAX_PROVIDERS + 1) * (6 + MS_NAME_MAX) + \
-   MS_F__COUNT * (6 + 2 + 8) + (6 + 2 + 4 + MS_PAUSE_RING * 16) +            \
-   (6 + 2 + 4 + MS_MAX_SIZE_CLASSES * 24) +                                  \
+#define MS__WIRE_SNAPSHOT_MAX                                                  \
+  (MS__WIRE_HEADER + 16 * 16 + (MS_MAX_PROVIDERS + 1) * (6 + MS_NAME_MAX) +    \
+   MS_F__COUNT * (6 + 2 + 8) + (6 + 2 + 4 + MS_PAUSE_RING * 16) +              \
+   (6 + 2 + 4 + MS_MAX_SIZE_CLASSES * 24) +                                    \
    (6 + 2 + 4 + MS_PAUSE_HIST_BUCKETS * 8))
 /* An upper bound on every other message the agent sends. */
 #define MS__WIRE_SMALL_MAX 1024
@@ -77,9 +77,9 @@ enum {
   MS__TAG_PID = 1,
   MS__TAG_START_TIME = 2,
   MS__TAG_COMM = 3,
-  MS__TAG_LIB_VERSION = 4,    /* string, "0.1.0" */
+  MS__TAG_LIB_VERSION = 4, /* string, "0.1.0" */
   MS__TAG_PROTO_VERSION = 5,
-  MS__TAG_PROVIDER = 6,       /* string, once per provider, in order */
+  MS__TAG_PROVIDER = 6, /* string, once per provider, in order */
   MS__TAG_CAPABILITIES = 7,
   /* snapshot identity */
   MS__TAG_SEQ = 16,
@@ -90,7 +90,7 @@ enum {
   /* requests */
   MS__TAG_FLAGS = 32,
   /* refusal and error */
-  MS__TAG_CODE = 48,  /* an MS_E* code, as a signed 64-bit value */
+  MS__TAG_CODE = 48,   /* an MS_E* code, as a signed 64-bit value */
   MS__TAG_REASON = 49, /* words for the user */
   /* one record per ms_field_t: MS__TAG_FIELD + id */
   MS__TAG_FIELD = 256,
@@ -147,8 +147,8 @@ int ms__wire_encode_snapshot(ms__wire_writer_t *w, const ms_snapshot_t *s,
                              size_t *age_at);
 int ms__wire_encode_request(ms__wire_writer_t *w, ms__msg_type_t type,
                             uint64_t flags);
-int ms__wire_encode_error(ms__wire_writer_t *w, ms__msg_type_t type,
-                          int code, const char *reason);
+int ms__wire_encode_error(ms__wire_writer_t *w, ms__msg_type_t type, int code,
+                          const char *reason);
 /* Overwrites a little-endian u64 at buf (used to patch an age). */
 void ms__wire_patch_u64(uint8_t *buf, uint64_t v);
 
@@ -176,7 +176,7 @@ int ms__wire_decode_request(const uint8_t *p, size_t len, uint64_t *flags,
                             const char **why);
 /* A refusal or an error: *code is an MS_E* code (MS_EPROTO if the sender
  * gave none or a positive one), reason is NUL-terminated. */
-int ms__wire_decode_error(const uint8_t *p, size_t len, int *code,
-                          char *reason, size_t reason_len, const char **why);
+int ms__wire_decode_error(const uint8_t *p, size_t len, int *code, char *reason,
+                          size_t reason_len, const char **why);
 
 #endif

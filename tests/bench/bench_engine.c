@@ -147,10 +147,11 @@ static void snapshot_cost(int nthreads, uint64_t work) {
     pthread_join(th[i], NULL);
   qsort(cut, N, sizeof cut[0], cmp_u64);
   qsort(full, N, sizeof full[0], cmp_u64);
-  printf("  %2d writers, work %3llu: cut p50 %6.2f us  p99 %7.2f us | ms_snapshot_read "
+  printf("  %2d writers, work %3llu: cut p50 %6.2f us  p99 %7.2f us | "
+         "ms_snapshot_read "
          "p50 %6.2f us  p99 %7.2f us\n",
-         nthreads, (unsigned long long)work, cut[N / 2] / 1e3, cut[N * 99 / 100] / 1e3,
-         full[N / 2] / 1e3, full[N * 99 / 100] / 1e3);
+         nthreads, (unsigned long long)work, cut[N / 2] / 1e3,
+         cut[N * 99 / 100] / 1e3, full[N / 2] / 1e3, full[N * 99 / 100] / 1e3);
   free(s);
   free(th);
 }
@@ -208,11 +209,14 @@ int main(void) {
   double e1 = per_pair(MODE_EMPTY, 1), e2 = per_pair(MODE_EMPTY, 2);
   double m1 = per_pair(MODE_ENGINE, 1), m2 = per_pair(MODE_ENGINE, 2);
   double a1 = per_pair(MODE_ATOMIC, 1), a2 = per_pair(MODE_ATOMIC, 2);
-  printf("  baseline empty loop     1 thread %6.2f ns   2 threads %6.2f ns/thread\n",
+  printf("  baseline empty loop     1 thread %6.2f ns   2 threads %6.2f "
+         "ns/thread\n",
          e1, e2);
-  printf("  engine (per-thread)     1 thread %6.2f ns   2 threads %6.2f ns/thread\n",
+  printf("  engine (per-thread)     1 thread %6.2f ns   2 threads %6.2f "
+         "ns/thread\n",
          m1, m2);
-  printf("  naive shared atomics    1 thread %6.2f ns   2 threads %6.2f ns/thread\n",
+  printf("  naive shared atomics    1 thread %6.2f ns   2 threads %6.2f "
+         "ns/thread\n",
          a1, a2);
   printf("  added by the engine:    1 thread %6.2f ns   2 threads %6.2f ns "
          "(goal <= 2 ns, same at 2 threads)\n",
@@ -220,7 +224,8 @@ int main(void) {
   printf("  ratio 2 threads / 1 thread: engine %.2fx, naive atomics %.2fx\n",
          (m2 - e2) / (m1 - e1), (a2 - e2) / (a1 - e1));
 
-  printf("\n2. snapshot cost while writers allocate (work = other work between pairs)\n");
+  printf("\n2. snapshot cost while writers allocate (work = other work between "
+         "pairs)\n");
   /* 200 iterations of other work is ~50-100 ns between pairs: a program
    * that spends a few percent of its time in malloc. */
   snapshot_cost(1, 0);
@@ -232,7 +237,8 @@ int main(void) {
          "ReadMemStats: 11 us idle, 190-570 us under load, stopping every "
          "goroutine; runtime/metrics.Read: 3-7 us)\n");
 
-  printf("\n3. one writer, with and without a reader taking snapshots flat out\n");
+  printf(
+      "\n3. one writer, with and without a reader taking snapshots flat out\n");
   uint64_t worst_off = 0, worst_on = 0;
   double off = writer_pair_ns(0, &worst_off);
   double on = writer_pair_ns(1, &worst_on);

@@ -305,8 +305,7 @@ int main(void) {
     measure_live(what, args, window, &pctn);
   }
   baren = measure_bare(t, started, window);
-  printf("  %-34s %7.3f%% of a core\n", "baseline: msc_fetch 1/s each",
-         baren);
+  printf("  %-34s %7.3f%% of a core\n", "baseline: msc_fetch 1/s each", baren);
   printf("  ratio %.2fx the baseline; goal under 5%% of a core: %s\n",
          baren > 0 ? pctn / baren : 0.0, pctn < 5.0 ? "met" : "NOT met");
 

@@ -78,8 +78,7 @@ static int have_program(const char *name) {
  * (NULL: /dev/null), stdin from in (NULL: /dev/null). Returns the wall
  * time in seconds, or -1 if the command failed. */
 static double run(const char *ld_preload, const char *const argv[],
-                  const char *out,
-                  const char *in) {
+                  const char *out, const char *in) {
   double t0 = now_s();
   pid_t pid = fork();
   if (pid < 0)
@@ -118,7 +117,8 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* ---- the microbenchmark ----------------------------------------------------*/
+/* ---- the microbenchmark
+ * ----------------------------------------------------*/
 
 enum { GLIBC, GLIBC_PRE, JE, JE_PRE, HEAPTRACK, NCONF };
 static const char *const conf_name[NCONF] = {
@@ -201,7 +201,8 @@ static void bench_loop(int threads, int with_heaptrack) {
   }
 }
 
-/* ---- the real workload -----------------------------------------------------*/
+/* ---- the real workload
+ * -----------------------------------------------------*/
 
 static const char sqlite_sql[] =
     "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL, grp INT);\n"

@@ -59,7 +59,8 @@ static void send_all(int fd, const void *p, size_t n) {
   const uint8_t *c = p;
   while (n > 0) {
     ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-    if (w <= 0) exit(1);
+    if (w <= 0)
+      exit(1);
     c += w;
     n -= (size_t)w;
   }
@@ -69,7 +70,8 @@ static void recv_all(int fd, void *p, size_t n) {
   uint8_t *c = p;
   while (n > 0) {
     ssize_t r = recv(fd, c, n, 0);
-    if (r <= 0) exit(1);
+    if (r <= 0)
+      exit(1);
     c += r;
     n -= (size_t)r;
   }
@@ -119,7 +121,8 @@ static void bench_echo(uint64_t *p50, uint64_t *p99) {
     uint64_t t0 = ms__now_mono_ns();
     send_all(fd, req, w.len);
     recv_all(fd, g_buf, g_reply_len);
-    if (i >= 0) g_lat[i] = ms__now_mono_ns() - t0;
+    if (i >= 0)
+      g_lat[i] = ms__now_mono_ns() - t0;
   }
   close(fd);
   pthread_join(th, NULL);
@@ -143,7 +146,8 @@ static void bench_agent(const char *interval_ms, uint64_t *p50, uint64_t *p99,
   static ms_snapshot_t snap;
   uint64_t cpu0 = 0;
   for (int i = -WARM; i < ITER; i++) {
-    if (i == 0) cpu0 = ms__agent_cpu_ns();
+    if (i == 0)
+      cpu0 = ms__agent_cpu_ns();
     uint64_t t0 = ms__now_mono_ns();
     const uint8_t *req;
     size_t len, have = 0;
@@ -151,7 +155,8 @@ static void bench_agent(const char *interval_ms, uint64_t *p50, uint64_t *p99,
     send_all(fd, req, len);
     for (;;) {
       ssize_t r = recv(fd, g_buf + have, sizeof g_buf - have, 0);
-      if (r <= 0) exit(1);
+      if (r <= 0)
+        exit(1);
       have += (size_t)r;
       size_t used;
       msc_event_t ev;
@@ -168,9 +173,11 @@ static void bench_agent(const char *interval_ms, uint64_t *p50, uint64_t *p99,
           *reply_len = used;
         }
       } while (used > 0 && !done);
-      if (done) break;
+      if (done)
+        break;
     }
-    if (i >= 0) g_lat[i] = ms__now_mono_ns() - t0;
+    if (i >= 0)
+      g_lat[i] = ms__now_mono_ns() - t0;
   }
   *cpu_ns = (double)(ms__agent_cpu_ns() - cpu0) / ITER;
   msc_session_free(s);
@@ -181,12 +188,14 @@ static void bench_agent(const char *interval_ms, uint64_t *p50, uint64_t *p99,
 
 int main(void) {
   char dir[] = "/tmp/ms-bench-XXXXXX";
-  if (mkdtemp(dir) == NULL) return 1;
+  if (mkdtemp(dir) == NULL)
+    return 1;
   setenv("MEMSTATS_DIR", dir, 1);
   unsetenv("MEMSTATS_AGENT");
   snprintf(g_echo_path, sizeof g_echo_path, "%s/echo.sock", dir);
   /* Some figures to carry, as a real program would have. */
-  for (int i = 0; i < 1000; i++) ms_object_alloc((uint64_t)(16 + i % 4096));
+  for (int i = 0; i < 1000; i++)
+    ms_object_alloc((uint64_t)(16 + i % 4096));
   ms_gc_pause(1000, 2000, 0);
 
   uint64_t c50, c99, f50, f99, e50, e99;

@@ -35,10 +35,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Feed the input the way the agent's loop does: handle, keep what is
    * left, and stop when the handler wants more bytes or hangs up. */
   while (off < size && !close_after) {
-    if (w.cap - w.len < MS__AGENT_REPLY_MAX) w.len = 0;
+    if (w.cap - w.len < MS__AGENT_REPLY_MAX)
+      w.len = 0;
     size_t used = ms__agent_handle(data + off, size - off, &w, &close_after);
-    if (used > size - off) abort();
-    if (used == 0) break;
+    if (used > size - off)
+      abort();
+    if (used == 0)
+      break;
     off += used;
   }
   /* The replies decode. */

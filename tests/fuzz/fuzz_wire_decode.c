@@ -20,11 +20,13 @@ static uint8_t g_enc[MS__WIRE_SNAPSHOT_MAX];
 static void check_round_trip(void) {
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, g_enc, sizeof g_enc);
-  if (ms__wire_encode_snapshot(&w, &g_snap, NULL) != 0) abort();
-  if (ms__wire_decode_snapshot(g_enc + MS__WIRE_HEADER,
-                               w.len - MS__WIRE_HEADER, &g_again, NULL) != 0)
+  if (ms__wire_encode_snapshot(&w, &g_snap, NULL) != 0)
     abort();
-  if (memcmp(&g_snap, &g_again, sizeof g_snap) != 0) abort();
+  if (ms__wire_decode_snapshot(g_enc + MS__WIRE_HEADER, w.len - MS__WIRE_HEADER,
+                               &g_again, NULL) != 0)
+    abort();
+  if (memcmp(&g_snap, &g_again, sizeof g_snap) != 0)
+    abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -43,7 +45,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* The session, as memtop's loop drives it. The first byte picks the
    * expected start time check (on or off). */
   msc_session_t *s = msc_session_new(0, 0);
-  if (s == NULL) return 0;
+  if (s == NULL)
+    return 0;
   const uint8_t *req;
   size_t len;
   msc_session_request_snapshot(s, &req, &len);
@@ -52,9 +55,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t used;
     msc_event_t ev;
     int r = msc_session_feed(s, data + off, size - off, &used, &g_snap, &ev);
-    if (used > size - off) abort();
-    if (ev.type == MSC_EV_SNAPSHOT) check_round_trip();
-    if (r != 0 || used == 0) break;
+    if (used > size - off)
+      abort();
+    if (ev.type == MSC_EV_SNAPSHOT)
+      check_round_trip();
+    if (r != 0 || used == 0)
+      break;
     off += used;
   }
   msc_session_free(s);

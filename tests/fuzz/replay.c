@@ -31,13 +31,15 @@ static int run_file(const char *path) {
     n += r;
     if (n == cap) {
       uint8_t *nb = realloc(buf, cap * 2);
-      if (nb == NULL) break;
+      if (nb == NULL)
+        break;
       buf = nb;
       cap *= 2;
     }
   }
   fclose(f);
-  if (buf == NULL) return -1;
+  if (buf == NULL)
+    return -1;
   /* An exact-size copy, so a sanitizer sees any read past the input. */
   uint8_t *exact = malloc(n ? n : 1);
   if (exact == NULL) {
@@ -58,16 +60,20 @@ static int run_path(const char *path) {
     fprintf(stderr, "replay: no such file or directory: %s\n", path);
     return -1;
   }
-  if (!S_ISDIR(st.st_mode)) return run_file(path) == 0 ? 1 : -1;
+  if (!S_ISDIR(st.st_mode))
+    return run_file(path) == 0 ? 1 : -1;
   DIR *d = opendir(path);
-  if (d == NULL) return -1;
+  if (d == NULL)
+    return -1;
   int count = 0;
   struct dirent *e;
   char p[4096];
   while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
+    if (e->d_name[0] == '.')
+      continue;
     snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
     if (run_file(p) != 0) {
       closedir(d);
       return -1;
@@ -79,12 +85,14 @@ static int run_path(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
+  if (LLVMFuzzerInitialize)
+    LLVMFuzzerInitialize(&argc, &argv);
   int total = 0;
   if (argc > 1) {
     for (int i = 1; i < argc; i++) {
       int n = run_path(argv[i]);
-      if (n < 0) return 1;
+      if (n < 0)
+        return 1;
       total += n;
     }
   } else {

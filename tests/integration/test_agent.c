@@ -57,8 +57,10 @@ static int read_line(int fd, char *buf, size_t len) {
   size_t n = 0;
   while (n + 1 < len) {
     ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0) return -1;
-    if (buf[n] == '\n') break;
+    if (r <= 0)
+      return -1;
+    if (buf[n] == '\n')
+      break;
     n++;
   }
   buf[n] = '\0';
@@ -88,7 +90,8 @@ static void target_start(target_t *t, const char *const *env) {
     dup2(in[0], 0);
     dup2(out[1], 1);
     setenv("MEMSTATS_DIR", g_dir, 1);
-    for (; env != NULL && *env != NULL; env++) putenv((char *)*env);
+    for (; env != NULL && *env != NULL; env++)
+      putenv((char *)*env);
     execl(prog, prog, (char *)NULL);
     _exit(127);
   }
@@ -129,7 +132,8 @@ static int raw_connect(const char *path) {
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -errno;
+  if (fd < 0)
+    return -errno;
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     int e = errno;
     close(fd);
@@ -146,11 +150,15 @@ static int read_frame(int fd, uint8_t *buf, size_t cap, ms__frame_t *f) {
   for (;;) {
     const char *why;
     int r = ms__wire_frame(buf, have, MS__WIRE_MAX_PAYLOAD, f, &why);
-    if (r == 0) return f->type;
-    if (r != MS_EAGAIN) return -2;
-    if (have == cap) return -2;
+    if (r == 0)
+      return f->type;
+    if (r != MS_EAGAIN)
+      return -2;
+    if (have == cap)
+      return -2;
     ssize_t n = recv(fd, buf + have, cap - have > 1 ? 1 : 1, 0);
-    if (n <= 0) return -1;
+    if (n <= 0)
+      return -1;
     have += (size_t)n;
   }
 }
@@ -158,7 +166,8 @@ static int read_frame(int fd, uint8_t *buf, size_t cap, ms__frame_t *f) {
 static void good_fetch(int pid, ms_snapshot_t *s) {
   char err[512];
   int r = msc_fetch(pid, s, 5000, err, sizeof err);
-  if (r != 0) fail_msg("msc_fetch(%d): %d %s", pid, r, err);
+  if (r != 0)
+    fail_msg("msc_fetch(%d): %d %s", pid, r, err);
   assert_int_equal(s->pid, pid);
 }
 
@@ -174,8 +183,7 @@ static int file_exists(const char *p) {
 /* Figures arrive exactly as the target's own snapshot has them. */
 static void test_round_trip_exact(void **state) {
   (void)state;
-  static const char *const env[] = {"MEMSTATS_MIN_INTERVAL_MS=3600000",
-                                    NULL};
+  static const char *const env[] = {"MEMSTATS_MIN_INTERVAL_MS=3600000", NULL};
   target_t t;
   target_start(&t, env);
   static ms_snapshot_t wire1, own, wire2;
@@ -200,7 +208,8 @@ static void test_round_trip_exact(void **state) {
   for (int f = 0; f < MS_F__COUNT; f++) {
     assert_int_equal(wire1.quality[f], own.quality[f]);
     assert_int_equal(wire1.source[f], own.source[f]);
-    if (f == MS_F_KERNEL_RSS || f == MS_F_KERNEL_VSZ) continue;
+    if (f == MS_F_KERNEL_RSS || f == MS_F_KERNEL_VSZ)
+      continue;
     if (ms__fields[f].ctype != MS__CT_NONE &&
         ms__field_u64(&wire1, (ms_field_t)f) !=
             ms__field_u64(&own, (ms_field_t)f))
@@ -251,11 +260,13 @@ static void session_snapshot(int fd, msc_session_t *s, ms_snapshot_t *snap) {
     assert_true(type > 0);
     size_t used;
     msc_event_t ev;
-    int r = msc_session_feed(s, buf, MS__WIRE_HEADER + f.length, &used, snap,
-                             &ev);
-    if (r != 0) fail_msg("%s", ev.msg);
+    int r =
+        msc_session_feed(s, buf, MS__WIRE_HEADER + f.length, &used, snap, &ev);
+    if (r != 0)
+      fail_msg("%s", ev.msg);
     assert_int_equal(used, MS__WIRE_HEADER + f.length);
-    if (ev.type == MSC_EV_SNAPSHOT) return;
+    if (ev.type == MSC_EV_SNAPSHOT)
+      return;
   }
 }
 
@@ -296,7 +307,8 @@ static void expect_error_and_close(const char *path, const void *bytes,
                                    size_t n, int want_code) {
   int fd = raw_connect(path);
   assert_true(fd >= 0);
-  if (n > 0) assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
+  if (n > 0)
+    assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
   static uint8_t buf[1 << 16];
   ms__frame_t f;
   assert_int_equal(read_frame(fd, buf, sizeof buf, &f), MS__MSG_HELLO);
@@ -304,8 +316,8 @@ static void expect_error_and_close(const char *path, const void *bytes,
   assert_int_equal(type, MS__MSG_ERROR);
   int code;
   char reason[256];
-  assert_int_equal(ms__wire_decode_error(buf + MS__WIRE_HEADER, f.length,
-                                         &code, reason, sizeof reason, NULL),
+  assert_int_equal(ms__wire_decode_error(buf + MS__WIRE_HEADER, f.length, &code,
+                                         reason, sizeof reason, NULL),
                    0);
   assert_int_equal(code, want_code);
   assert_true(reason[0] != '\0');
@@ -322,7 +334,8 @@ static void test_garbage(void **state) {
   /* Random bytes. */
   uint8_t junk[512];
   srand(42);
-  for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)rand();
+  for (size_t i = 0; i < sizeof junk; i++)
+    junk[i] = (uint8_t)rand();
   junk[0] = 'X';
   expect_error_and_close(t.sock, junk, sizeof junk, MS_EPROTO);
 
@@ -408,12 +421,14 @@ static void test_burst(void **state) {
     sa.sun_family = AF_UNIX;
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", t.sock);
     fds[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (connect(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0) opened++;
+    if (connect(fds[i], (struct sockaddr *)&sa, sizeof sa) == 0)
+      opened++;
   }
   assert_true(opened > 0);
   ms_snapshot_t *snap = malloc(sizeof *snap);
   good_fetch(t.pid, snap); /* while all 200 are still open */
-  for (int i = 0; i < N; i++) close(fds[i]);
+  for (int i = 0; i < N; i++)
+    close(fds[i]);
   assert_true(alive(t.pid));
   good_fetch(t.pid, snap);
   free(snap);
@@ -451,19 +466,23 @@ static void test_other_uid_refused(void **state) {
     if (setgroups(0, NULL) != 0 || setgid(pw->pw_gid) != 0 ||
         setuid(pw->pw_uid) != 0)
       _exit(10);
-    if (keep_dac_override() != 0) _exit(77);
+    if (keep_dac_override() != 0)
+      _exit(77);
     int fd = raw_connect(t.sock);
-    if (fd < 0) _exit(11);
+    if (fd < 0)
+      _exit(11);
     static uint8_t buf[4096];
     ms__frame_t f;
-    if (read_frame(fd, buf, sizeof buf, &f) != MS__MSG_REFUSED) _exit(12);
+    if (read_frame(fd, buf, sizeof buf, &f) != MS__MSG_REFUSED)
+      _exit(12);
     int code;
     char reason[256];
     ms__wire_decode_error(buf + MS__WIRE_HEADER, f.length, &code, reason,
                           sizeof reason, NULL);
     if (code != MS_EREFUSED || strstr(reason, "permission") == NULL)
       _exit(13);
-    if (read_frame(fd, buf, sizeof buf, &f) != -1) _exit(14);
+    if (read_frame(fd, buf, sizeof buf, &f) != -1)
+      _exit(14);
     close(fd);
     /* 2: without the capability, memtop's client says permission. */
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
@@ -473,7 +492,8 @@ static void test_other_uid_refused(void **state) {
     static ms_snapshot_t s;
     char err[512];
     int r = msc_fetch(t.pid, &s, 2000, err, sizeof err);
-    if (r != MS_EACCES || strstr(err, "permission") == NULL) _exit(15);
+    if (r != MS_EACCES || strstr(err, "permission") == NULL)
+      _exit(15);
     _exit(0);
   }
   int st;
@@ -534,8 +554,7 @@ static void test_unsafe_dirs(void **state) {
   setenv("MEMSTATS_DIR", p, 1);
   static ms_snapshot_t s;
   char err[512];
-  assert_int_equal(msc_fetch(getpid(), &s, 1000, err, sizeof err),
-                   MS_EUNSAFE);
+  assert_int_equal(msc_fetch(getpid(), &s, 1000, err, sizeof err), MS_EUNSAFE);
   assert_non_null(strstr(err, "not trusting"));
   setenv("MEMSTATS_DIR", g_dir, 1);
   close(fd);
@@ -573,7 +592,8 @@ static void test_stale_and_reuse(void **state) {
    * nobody listens on (as if a dead target's PID had been reused). */
   pid_t other = fork();
   if (other == 0) {
-    for (;;) pause();
+    for (;;)
+      pause();
   }
   char other_sock[MSC_PATH_MAX];
   snprintf(other_sock, sizeof other_sock, "%s/%d.sock", g_dir, (int)other);
@@ -639,9 +659,9 @@ static void test_stale_and_reuse(void **state) {
   assert_int_equal(read_frame(fd, buf, sizeof buf, &f), MS__MSG_HELLO);
   size_t used;
   msc_event_t ev;
-  assert_int_equal(msc_session_feed(ses, buf, MS__WIRE_HEADER + f.length,
-                                    &used, &s, &ev),
-                   MS_ESTALE);
+  assert_int_equal(
+      msc_session_feed(ses, buf, MS__WIRE_HEADER + f.length, &used, &s, &ev),
+      MS_ESTALE);
   assert_int_equal(ev.type, MSC_EV_ERROR);
   assert_non_null(strstr(ev.msg, "reused"));
   assert_null(msc_session_hello(ses));
@@ -663,7 +683,8 @@ static void test_fork_and_exit(void **state) {
   snprintf(csock, sizeof csock, "%s/%d.sock", g_dir, child);
   /* The child's agent starts in the fork handler, before fork returns
    * in the child; give the scheduler a bounded while to run it. */
-  for (int i = 0; i < 1000 && !file_exists(csock); i++) usleep(10000);
+  for (int i = 0; i < 1000 && !file_exists(csock); i++)
+    usleep(10000);
   ms_snapshot_t *snap = malloc(sizeof *snap);
   good_fetch(child, snap);
   assert_int_equal(snap->mallocs, 1000); /* inherited figures */
@@ -712,11 +733,13 @@ static void test_env(void **state) {
 
 static int remove_tree(const char *dir) {
   DIR *d = opendir(dir);
-  if (d == NULL) return unlink(dir);
+  if (d == NULL)
+    return unlink(dir);
   struct dirent *e;
   char p[512];
   while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
     snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
     struct stat st;
     if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
@@ -731,7 +754,8 @@ static int remove_tree(const char *dir) {
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "/tmp/ms-agent-test-XXXXXX");
-  if (mkdtemp(g_dir) == NULL) return -1;
+  if (mkdtemp(g_dir) == NULL)
+    return -1;
   setenv("MEMSTATS_DIR", g_dir, 1);
   unsetenv("MEMSTATS_AGENT");
   unsetenv("MEMSTATS_MIN_INTERVAL_MS");

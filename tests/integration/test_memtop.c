@@ -6,10 +6,10 @@
  *   targets, -n rounds, watching all, ps; `run --once` returning the
  *   command's status with its final report, the command's own final
  *   figures even when it ends between two polls (directly and through a
- *   shell that execs it), and the last poll's, said so, when it is killed; a PID that is not attachable
- *   (exit 1, cause and fix); bad usage (exit 2 and the usage); and fake
- *   targets that hang, answer garbage or die mid-reply: memtop reports an
- *   error for that PID, still reports the others, and does not hang.
+ *   shell that execs it), and the last poll's, said so, when it is killed; a
+ * PID that is not attachable (exit 1, cause and fix); bad usage (exit 2 and the
+ * usage); and fake targets that hang, answer garbage or die mid-reply: memtop
+ * reports an error for that PID, still reports the others, and does not hang.
  *
  * No timing is asserted: the only clock is a generous limit that turns a
  * hung memtop into a failure instead of a hung test run.
@@ -194,8 +194,7 @@ static pid_t start_fake(fake_t kind) {
     s = socket(AF_UNIX, SOCK_STREAM, 0);
     memset(&sa, 0, sizeof sa);
     sa.sun_family = AF_UNIX;
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir,
-             (int)getpid());
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)getpid());
     if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 ||
         listen(s, 16) != 0)
       _exit(1);
@@ -332,8 +331,8 @@ static void test_several_targets_and_rounds(void **state) {
   (void)state;
   want[0] = want[2] = b.pid; /* the order named on the command line */
   want[1] = want[3] = a.pid;
-  assert_int_equal(mt("--once", "--json", "-n", "2", "-d", "0.1",
-                      pidstr(b.pid), pidstr(a.pid), NULL),
+  assert_int_equal(mt("--once", "--json", "-n", "2", "-d", "0.1", pidstr(b.pid),
+                      pidstr(a.pid), NULL),
                    0);
   assert_int_equal(count_lines(res.out), 4);
   for (line = strtok_r(res.out, "\n", &save); line != NULL;
@@ -409,13 +408,10 @@ static void test_not_attachable(void **state) {
 }
 
 static void test_bad_usage(void **state) {
-  static const char *bad[][3] = {{"--bogus", NULL, NULL},
-                                 {"-d", "0.05", NULL},
-                                 {"-d", "abc", NULL},
-                                 {"-n", "0", NULL},
-                                 {"notacommand", NULL, NULL},
-                                 {"run", NULL, NULL},
-                                 {"ps", "12", NULL}};
+  static const char *bad[][3] = {
+      {"--bogus", NULL, NULL}, {"-d", "0.05", NULL},        {"-d", "abc", NULL},
+      {"-n", "0", NULL},       {"notacommand", NULL, NULL}, {"run", NULL, NULL},
+      {"ps", "12", NULL}};
   size_t i;
 
   (void)state;
@@ -475,9 +471,8 @@ static void test_garbage_target(void **state) {
   snprintf(want, sizeof want, "PID %d: ", bad);
   assert_non_null(strstr(res.err, want));
   assert_int_equal(res.nout, 0);
-  assert_int_equal(mt("--once", "--json", "-n", "2", "-d", "0.1",
-                      pidstr(bad), NULL),
-                   1);
+  assert_int_equal(
+      mt("--once", "--json", "-n", "2", "-d", "0.1", pidstr(bad), NULL), 1);
   assert_non_null(strstr(res.err, want));
   stop_fake(bad);
 }
@@ -513,8 +508,7 @@ static int preload_usable(void) {
     execve(argv[0], argv, envp);
     _exit(126);
   }
-  return waitpid(pid, &st, 0) == pid && WIFEXITED(st) &&
-         WEXITSTATUS(st) == 0;
+  return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 static int have_python3(void) {
@@ -537,8 +531,7 @@ static void test_run_once(void **state) {
   assert_non_null(strstr(res.out, "tracked"));
   /* JSON too. */
   assert_int_equal(mt("run", "--once", "--json", "-d", "0.1", "--",
-                      "/usr/bin/python3", "-c",
-                      "import time\ntime.sleep(0.5)",
+                      "/usr/bin/python3", "-c", "import time\ntime.sleep(0.5)",
                       NULL),
                    0);
   assert_non_null(strstr(res.out, "\"comm\":\"python3\""));
@@ -595,9 +588,8 @@ static void test_run_final_figures(void **state) {
     skip();
   /* pl_final allocates after memtop's first poll and ends long before
    * the next one (-d 10): only its final snapshot holds the blocks. */
-  assert_int_equal(mt("run", "--once", "--json", "-d", "10", "--", pl_final,
-                      NULL),
-                   0);
+  assert_int_equal(
+      mt("run", "--once", "--json", "-d", "10", "--", pl_final, NULL), 0);
   j = run_json("pl_final");
   assert_true(memstat(j, "HeapObjects") >= PL_FINAL_BLOCKS);
   assert_true(memstat(j, "Mallocs") >= PL_FINAL_BLOCKS);
@@ -620,9 +612,8 @@ static void test_run_final_figures(void **state) {
   json_decref(j);
 
   /* The text report is the final one too, under the program's name. */
-  assert_int_equal(mt("run", "--once", "-d", "10", "--", "/bin/sh", "-c",
-                      script, NULL),
-                   0);
+  assert_int_equal(
+      mt("run", "--once", "-d", "10", "--", "/bin/sh", "-c", script, NULL), 0);
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
   assert_null(strstr(res.err, "last poll"));
 }
@@ -636,9 +627,9 @@ static void test_run_killed_falls_back(void **state) {
     skip();
   /* Killed by a signal, a process sends nothing: the report is the last
    * poll's, memtop says so, and the status is the shell's 128+N. */
-  assert_int_equal(mt("run", "--once", "--json", "-d", "0.1", "--", pl_final,
-                      "kill", NULL),
-                   128 + SIGKILL);
+  assert_int_equal(
+      mt("run", "--once", "--json", "-d", "0.1", "--", pl_final, "kill", NULL),
+      128 + SIGKILL);
   assert_non_null(strstr(res.err, "sent no final figures"));
   assert_non_null(strstr(res.err, "the report is from the last poll"));
   j = run_json("pl_final");
@@ -646,9 +637,8 @@ static void test_run_killed_falls_back(void **state) {
 
   /* _exit() runs no exit handlers either: the same, with its status. */
   snprintf(script, sizeof script, "exec %s _exit", pl_final);
-  assert_int_equal(mt("run", "--once", "-d", "0.1", "--", "/bin/sh", "-c",
-                      script, NULL),
-                   4);
+  assert_int_equal(
+      mt("run", "--once", "-d", "0.1", "--", "/bin/sh", "-c", script, NULL), 4);
   assert_non_null(strstr(res.err, "the report is from the last poll"));
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
 }
@@ -671,8 +661,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_run_final_figures, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
   };
@@ -683,8 +672,7 @@ int main(void) {
   snprintf(pl_final, sizeof pl_final, "%s/progs/pl_final", build);
   if (access(memtop, X_OK) != 0 || access(target, X_OK) != 0 ||
       access(pl_final, X_OK) != 0) {
-    fprintf(stderr,
-            "test_memtop: %s, %s or %s is missing (make test-build)\n",
+    fprintf(stderr, "test_memtop: %s, %s or %s is missing (make test-build)\n",
             memtop, target, pl_final);
     return 1;
   }

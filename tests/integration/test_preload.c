@@ -36,7 +36,8 @@ static char build_dir[1024];
 static char preload_path[1200];
 static char tmp_dir[64];
 
-/* ---- helpers ---------------------------------------------------------------*/
+/* ---- helpers
+ * ---------------------------------------------------------------*/
 
 /* $BUILD is the parent of the directory this test binary is in. */
 static void find_build_dir(void) {
@@ -84,11 +85,11 @@ static int have_program(const char *name) {
 }
 
 typedef struct run_s {
-  const char *preload;   /* LD_PRELOAD value, or NULL for a bare run */
-  const char *out;       /* stdout goes here */
-  const char *report;    /* MEMSTATS_EXIT_REPORT, or NULL */
-  const char *cwd;       /* or NULL */
-  const char *env[8];    /* extra NAME=VALUE, NULL-terminated */
+  const char *preload; /* LD_PRELOAD value, or NULL for a bare run */
+  const char *out;     /* stdout goes here */
+  const char *report;  /* MEMSTATS_EXIT_REPORT, or NULL */
+  const char *cwd;     /* or NULL */
+  const char *env[8];  /* extra NAME=VALUE, NULL-terminated */
 } run_t;
 
 /* Runs argv[0] (searched in PATH) as described by *r; returns the wait
@@ -158,11 +159,11 @@ static long long kv(const char *text, const char *key) {
   return MISSING;
 }
 
-#define assert_kv(text, key, want)                                          \
-  do {                                                                      \
-    long long got_ = kv((text), (key));                                     \
-    if (got_ != (long long)(want))                                          \
-      fail_msg("%s = %lld, expected %lld", (key), got_, (long long)(want)); \
+#define assert_kv(text, key, want)                                             \
+  do {                                                                         \
+    long long got_ = kv((text), (key));                                        \
+    if (got_ != (long long)(want))                                             \
+      fail_msg("%s = %lld, expected %lld", (key), got_, (long long)(want));    \
   } while (0)
 
 static void path_in_tmp(char *buf, size_t size, const char *name) {
@@ -189,7 +190,8 @@ static char *run_prog(const char *prog, const char *extra_preload) {
   return text;
 }
 
-/* ---- fixtures --------------------------------------------------------------*/
+/* ---- fixtures
+ * --------------------------------------------------------------*/
 
 static int setup(void **state) {
   (void)state;
@@ -208,12 +210,13 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* ---- the known pattern -------------------------------------------------------
- * pl_pattern.c: 100 mallocs, 10 callocs, realloc(NULL) + a growing realloc,
- * a malloc then realloc(p, 0), posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc, reallocarray, strdup, and 2 mallocs + 1 free in a signal
- * handler: 122 allocations; 40 frees + the growing realloc's + realloc(p,
- * 0)'s + the handler's: 43 frees; 79 blocks live. */
+/* ---- the known pattern
+ * ------------------------------------------------------- pl_pattern.c: 100
+ * mallocs, 10 callocs, realloc(NULL) + a growing realloc, a malloc then
+ * realloc(p, 0), posix_memalign, aligned_alloc, memalign, valloc, pvalloc,
+ * reallocarray, strdup, and 2 mallocs + 1 free in a signal handler: 122
+ * allocations; 40 frees + the growing realloc's + realloc(p, 0)'s + the
+ * handler's: 43 frees; 79 blocks live. */
 #define PATTERN_MALLOCS 122
 #define PATTERN_FREES 43
 
@@ -278,7 +281,8 @@ static void test_pattern_bare(void **state) {
   free(text);
 }
 
-/* ---- C++ ---------------------------------------------------------------------
+/* ---- C++
+ * ---------------------------------------------------------------------
  * pl_cxx.cc: 15 news held (12 explicit operator calls, 3 expressions), then
  * 15 matching deletes; 2 failing throwing news (each throws a bad_alloc,
  * whose exception object __cxa_allocate_exception mallocs and frees) and 2
@@ -339,7 +343,8 @@ static void test_cxx_mimalloc(void **state) {
   free(text);
 }
 
-/* ---- threads, fork, exec -----------------------------------------------------*/
+/* ---- threads, fork, exec
+ * -----------------------------------------------------*/
 
 static void test_threads_fork_exec(void **state) {
   (void)state;
@@ -369,9 +374,10 @@ static void test_threads_fork_exec(void **state) {
   free(text);
 }
 
-/* ---- real programs -----------------------------------------------------------
- * Each runs bare and preloaded; the outputs must be byte-identical and every
- * exit report line (one per process: shells and children included) sane. */
+/* ---- real programs
+ * ----------------------------------------------------------- Each runs bare
+ * and preloaded; the outputs must be byte-identical and every exit report line
+ * (one per process: shells and children included) sane. */
 
 static void check_reports(const char *report, int min_lines) {
   char *text = read_file(report, NULL);
@@ -404,8 +410,8 @@ static void check_reports(const char *report, int min_lines) {
   }
   free(text);
   if (lines < min_lines)
-    fail_msg("%d exit report lines in %s, expected at least %d", lines,
-             report, min_lines);
+    fail_msg("%d exit report lines in %s, expected at least %d", lines, report,
+             min_lines);
 }
 
 /* Runs argv bare and preloaded (in cwd_bare / cwd_pre if given) and checks
@@ -419,8 +425,11 @@ static void compare_runs(const char *name, const char *const argv[],
   snprintf(report, sizeof report, "%s/%s.report", tmp_dir, name);
   unlink(report);
   run_t bare = {.out = out_bare, .cwd = cwd_bare, .env = {env0, env1, NULL}};
-  run_t pre = {.preload = preload_path, .out = out_pre, .report = report,
-               .cwd = cwd_pre, .env = {env0, env1, NULL}};
+  run_t pre = {.preload = preload_path,
+               .out = out_pre,
+               .report = report,
+               .cwd = cwd_pre,
+               .env = {env0, env1, NULL}};
   int st_bare = run(&bare, argv);
   int st_pre = run(&pre, argv);
   assert_int_equal(st_bare, 0);
@@ -433,7 +442,8 @@ static void compare_runs(const char *name, const char *const argv[],
   assert_true(n_bare > 0);
   if (n_bare != n_pre || memcmp(a, b, n_bare) != 0)
     fail_msg("%s: output differs under the preload (%zu vs %zu bytes; see "
-             "%s and %s)", name, n_bare, n_pre, out_bare, out_pre);
+             "%s and %s)",
+             name, n_bare, n_pre, out_bare, out_pre);
   free(a);
   free(b);
   check_reports(report, 1);

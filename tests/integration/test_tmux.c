@@ -117,8 +117,7 @@ static int wait_screen(const char *text, int want) {
 #define WAIT_GONE(text) assert_true(wait_screen((text), 0))
 
 /* Line `i` (from 0) of the last capture, in buf. */
-static const char *line_of(const char *screen, int i, char *buf,
-                           size_t len) {
+static const char *line_of(const char *screen, int i, char *buf, size_t len) {
   const char *p = screen;
   for (; i > 0 && p != NULL; i--) {
     p = strchr(p, '\n');
@@ -223,8 +222,8 @@ static int session_setup(void **state) {
           "echo \"MEMTOP-EXIT=$?\"\n"
           "stty -a > '%s/stty.tmp' && mv '%s/stty.tmp' '%s/stty.txt'\n"
           "exec sleep 600\n",
-          tmp_dir, tmp_dir, preload_env, session_env, tmp_dir, build_dir, target_cmd,
-          tmp_dir, tmp_dir, tmp_dir);
+          tmp_dir, tmp_dir, preload_env, session_env, tmp_dir, build_dir,
+          target_cmd, tmp_dir, tmp_dir, tmp_dir);
   fclose(f);
   sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
   /* A server of its own per session, its socket in our directory: the
@@ -254,12 +253,12 @@ static int session_teardown(void **state) {
   return 0;
 }
 
-#define SKIP_IF_NEEDED()                                                     \
-  do {                                                                       \
-    if (skip_reason != NULL) {                                               \
-      print_message("skipped: %s\n", skip_reason);                           \
-      skip();                                                                \
-    }                                                                        \
+#define SKIP_IF_NEEDED()                                                       \
+  do {                                                                         \
+    if (skip_reason != NULL) {                                                 \
+      print_message("skipped: %s\n", skip_reason);                             \
+      skip();                                                                  \
+    }                                                                          \
   } while (0)
 
 /* Waits for the target's row in the list; returns its PID. memtop run
@@ -362,8 +361,8 @@ static void test_resize(void **state) {
   /* The status line follows to the new last row. */
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
-  assert_int_equal(
-      sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock), 0);
+  assert_int_equal(sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock),
+                   0);
   WAIT_FOR("PROVIDER");
   WAIT_FOR("OBJECTS");
   assert_true(strlen(line_of(screen_buf, 39, line, sizeof line)) > 0);
@@ -507,8 +506,8 @@ int main(void) {
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_colour_utf8, session_setup,
                                       session_teardown),
-      cmocka_unit_test_setup_teardown(test_no_colour_ascii,
-                                      plain_session_setup, session_teardown),
+      cmocka_unit_test_setup_teardown(test_no_colour_ascii, plain_session_setup,
+                                      session_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

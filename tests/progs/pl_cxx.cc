@@ -31,7 +31,7 @@ struct alignas(64) Aligned {
 void *volatile held[16];
 ms_snapshot_t s0, s1, s2, s3, s4;
 
-}  // namespace
+} // namespace
 
 int main() {
   int have = pl_snap_init();
@@ -79,9 +79,9 @@ int main() {
   ::operator delete[](held[9], std::nothrow);
   ::operator delete(held[10], al, std::nothrow);
   ::operator delete[](held[11], al, std::nothrow);
-  delete small;    // sized delete (C++14)
+  delete small; // sized delete (C++14)
   delete[] ints;
-  delete aligned;  // sized, aligned delete (C++17)
+  delete aligned; // sized, aligned delete (C++17)
   pl_snap(&s2);
   pl_say_delta("freed", &s0, &s2);
 
@@ -100,7 +100,7 @@ int main() {
   }
   int nulls = (::operator new(SIZE_MAX / 2, std::nothrow) == nullptr) +
               (::operator new[](SIZE_MAX / 2, al, std::nothrow) == nullptr);
-  held[0] = ::operator new(64);  // counting still works on this thread
+  held[0] = ::operator new(64); // counting still works on this thread
   ::operator delete(held[0]);
   pl_snap(&s3);
   pl_say("bad_alloc_caught=%d", caught);
@@ -110,7 +110,8 @@ int main() {
   {
     std::vector<std::string> words;
     for (int i = 0; i < 2000; i++)
-      words.push_back(std::string(20 + i % 50, static_cast<char>('a' + i % 26)));
+      words.push_back(
+          std::string(20 + i % 50, static_cast<char>('a' + i % 26)));
     std::vector<std::string> copy(words);
     held[0] = &copy;
   }

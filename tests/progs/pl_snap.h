@@ -37,8 +37,7 @@ static void pl_snap(ms_snapshot_t *s) {
     memset(s, 0, sizeof *s);
 }
 
-__attribute__((format(printf, 1, 2))) static void pl_say(const char *fmt,
-                                                          ...) {
+__attribute__((format(printf, 1, 2))) static void pl_say(const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
@@ -60,8 +59,7 @@ static void pl_say_delta(const char *tag, const ms_snapshot_t *a,
   pl_say("%s.frees=%lld", tag, (long long)(b->frees - a->frees));
   pl_say("%s.heap_objects=%lld", tag,
          (long long)(b->heap_objects - a->heap_objects));
-  pl_say("%s.heap_alloc=%lld", tag,
-         (long long)(b->heap_alloc - a->heap_alloc));
+  pl_say("%s.heap_alloc=%lld", tag, (long long)(b->heap_alloc - a->heap_alloc));
   pl_say("%s.total_alloc=%lld", tag,
          (long long)(b->total_alloc - a->total_alloc));
 }

@@ -23,7 +23,8 @@ static void say(const char *s) {
   size_t n = strlen(s);
   while (n > 0) {
     ssize_t w = write(1, s, n);
-    if (w <= 0) exit(1);
+    if (w <= 0)
+      exit(1);
     s += w;
     n -= (size_t)w;
   }
@@ -33,7 +34,8 @@ static void write_all(const void *p, size_t n) {
   const char *c = p;
   while (n > 0) {
     ssize_t w = write(1, c, n);
-    if (w <= 0) exit(1);
+    if (w <= 0)
+      exit(1);
     c += w;
     n -= (size_t)w;
   }
@@ -43,8 +45,10 @@ static void account(void) {
   ms_heap_move(MS_SPAN_NONE, MS_SPAN_IDLE, 8u << 20);
   ms_heap_move(MS_SPAN_IDLE, MS_SPAN_INUSE, 4u << 20);
   ms_heap_move(MS_SPAN_IDLE, MS_SPAN_RELEASED, 1u << 20);
-  for (int i = 0; i < 1000; i++) ms_object_alloc(48);
-  for (int i = 0; i < 200; i++) ms_object_free(48);
+  for (int i = 0; i < 1000; i++)
+    ms_object_alloc(48);
+  for (int i = 0; i < 200; i++)
+    ms_object_free(48);
   ms_sys_add(MS_SYS_STACK, 256 << 10, 128 << 10);
   ms_sys_add(MS_SYS_OTHER, 64 << 10, 0);
   ms_gc_set_enabled(1);
@@ -66,7 +70,8 @@ int main(void) {
   size_t have = 0;
   for (;;) {
     ssize_t n = read(0, line + have, sizeof line - 1 - have);
-    if (n <= 0) return 0;
+    if (n <= 0)
+      return 0;
     have += (size_t)n;
     line[have] = '\0';
     char *nl;
@@ -84,9 +89,11 @@ int main(void) {
         if (c == 0) {
           /* Live as long as the parent, whatever happens to the test. */
           prctl(PR_SET_PDEATHSIG, SIGKILL);
-          if (getppid() != parent) _exit(0);
+          if (getppid() != parent)
+            _exit(0);
           close(0);
-          for (;;) pause();
+          for (;;)
+            pause();
         }
         char msg[64];
         snprintf(msg, sizeof msg, "child %d\n", (int)c);
@@ -98,6 +105,7 @@ int main(void) {
       memmove(line, nl + 1, have - used + 1);
       have -= used;
     }
-    if (have >= sizeof line - 1) have = 0;
+    if (have >= sizeof line - 1)
+      have = 0;
   }
 }

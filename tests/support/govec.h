@@ -51,8 +51,8 @@ static inline int govec_fill(json_t *root, ms_snapshot_t *s, char *err,
     return -1;
   }
   s->struct_size = (uint32_t)sizeof *s;
-  s->lib_version = (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) |
-                   MS_VERSION_PATCH;
+  s->lib_version =
+      (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) | MS_VERSION_PATCH;
   json_int_t seq = json_integer_value(json_object_get(root, "seq"));
   const char *label = json_string_value(json_object_get(root, "label"));
   s->pid = (int32_t)(4200 + seq);
@@ -141,8 +141,7 @@ static inline int govec_load(const char *path, ms_snapshot_t *s, govec_t *v,
   v->checks = json_object_get(v->root, "checks");
   v->label = json_string_value(json_object_get(v->root, "label"));
   if (!json_is_object(v->derived) || !json_is_object(v->checks)) {
-    snprintf(err, errlen, "%.900s: no \"derived\" or \"checks\" object",
-             path);
+    snprintf(err, errlen, "%.900s: no \"derived\" or \"checks\" object", path);
     return -1;
   }
   return govec_fill(v->root, s, err, errlen);

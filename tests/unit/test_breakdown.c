@@ -18,28 +18,33 @@
  * computes it from MemStats (notes/go-runtime.md). */
 static json_t *classes_of(const ms_snapshot_t *s) {
   json_t *o = json_object();
-  json_object_set_new(o, "/memory/classes/heap/free:bytes",
-                      json_integer((json_int_t)(s->heap_idle - s->heap_released)));
+  json_object_set_new(
+      o, "/memory/classes/heap/free:bytes",
+      json_integer((json_int_t)(s->heap_idle - s->heap_released)));
   json_object_set_new(o, "/memory/classes/heap/objects:bytes",
                       json_integer((json_int_t)s->heap_alloc));
   json_object_set_new(o, "/memory/classes/heap/released:bytes",
                       json_integer((json_int_t)s->heap_released));
   json_object_set_new(o, "/memory/classes/heap/stacks:bytes",
                       json_integer((json_int_t)s->stack_inuse));
-  json_object_set_new(o, "/memory/classes/heap/unused:bytes",
-                      json_integer((json_int_t)(s->heap_inuse - s->heap_alloc)));
-  json_object_set_new(o, "/memory/classes/metadata/mcache/free:bytes",
-                      json_integer((json_int_t)(s->mcache_sys - s->mcache_inuse)));
+  json_object_set_new(
+      o, "/memory/classes/heap/unused:bytes",
+      json_integer((json_int_t)(s->heap_inuse - s->heap_alloc)));
+  json_object_set_new(
+      o, "/memory/classes/metadata/mcache/free:bytes",
+      json_integer((json_int_t)(s->mcache_sys - s->mcache_inuse)));
   json_object_set_new(o, "/memory/classes/metadata/mcache/inuse:bytes",
                       json_integer((json_int_t)s->mcache_inuse));
-  json_object_set_new(o, "/memory/classes/metadata/mspan/free:bytes",
-                      json_integer((json_int_t)(s->mspan_sys - s->mspan_inuse)));
+  json_object_set_new(
+      o, "/memory/classes/metadata/mspan/free:bytes",
+      json_integer((json_int_t)(s->mspan_sys - s->mspan_inuse)));
   json_object_set_new(o, "/memory/classes/metadata/mspan/inuse:bytes",
                       json_integer((json_int_t)s->mspan_inuse));
   json_object_set_new(o, "/memory/classes/metadata/other:bytes",
                       json_integer((json_int_t)s->gc_sys));
-  json_object_set_new(o, "/memory/classes/os-stacks:bytes",
-                      json_integer((json_int_t)(s->stack_sys - s->stack_inuse)));
+  json_object_set_new(
+      o, "/memory/classes/os-stacks:bytes",
+      json_integer((json_int_t)(s->stack_sys - s->stack_inuse)));
   json_object_set_new(o, "/memory/classes/other:bytes",
                       json_integer((json_int_t)s->other_sys));
   json_object_set_new(o, "/memory/classes/profiling/buckets:bytes",
@@ -70,9 +75,8 @@ static json_int_t get_int(json_t *o, const char *k) {
 /* Our own verdict on one of the vector's named identities. */
 static int check_identity(const char *name, const ms_snapshot_t *s,
                           const ms_breakdown_t *b, json_t *root) {
-  uint64_t sum_sys = s->heap_sys + s->stack_sys + s->mspan_sys +
-                     s->mcache_sys + s->buck_hash_sys + s->gc_sys +
-                     s->other_sys;
+  uint64_t sum_sys = s->heap_sys + s->stack_sys + s->mspan_sys + s->mcache_sys +
+                     s->buck_hash_sys + s->gc_sys + s->other_sys;
   if (strcmp(name, "HeapObjects==Mallocs-Frees") == 0)
     return s->heap_objects == s->mallocs - s->frees;
   if (strcmp(name, "HeapReleased<=HeapIdle") == 0)
@@ -87,10 +91,10 @@ static int check_identity(const char *name, const ms_snapshot_t *s,
     return b->data + b->frag_overhead == b->inuse;
   if (strcmp(name, "idle==(HeapIdle-HeapReleased)+(StackSys-StackInuse)+"
                    "(MSpanSys-MSpanInuse)+(MCacheSys-MCacheInuse)") == 0)
-    return (uint64_t)b->idle ==
-           (s->heap_idle - s->heap_released) + (s->stack_sys - s->stack_inuse) +
-               (s->mspan_sys - s->mspan_inuse) +
-               (s->mcache_sys - s->mcache_inuse);
+    return (uint64_t)b->idle == (s->heap_idle - s->heap_released) +
+                                    (s->stack_sys - s->stack_inuse) +
+                                    (s->mspan_sys - s->mspan_inuse) +
+                                    (s->mcache_sys - s->mcache_inuse);
   if (strcmp(name, "inuse+idle==Ready") == 0)
     return b->inuse + b->idle == b->ready;
   if (strcmp(name, "metrics.total==sum(metrics.leaves)") == 0) {
@@ -101,9 +105,9 @@ static int check_identity(const char *name, const ms_snapshot_t *s,
     /* Ours, computed from the snapshot, must equal both the vector's
      * computed classes and what Go's runtime/metrics said. */
     json_t *ours = classes_of(s);
-    int ok = json_equal(ours, json_object_get(root, "metrics_memory_classes")) &&
-             json_equal(ours,
-                        json_object_get(root, "memory_classes_from_memstats"));
+    int ok =
+        json_equal(ours, json_object_get(root, "metrics_memory_classes")) &&
+        json_equal(ours, json_object_get(root, "memory_classes_from_memstats"));
     json_decref(ours);
     return ok;
   }

@@ -91,8 +91,8 @@ static void test_once_json(void **state) {
 }
 
 static void test_delay_limits(void **state) {
-  static const char *bad[] = {"0.09", "0",   "-1",   "abc",   "",
-                              "1x",   "nan", "inf",  " 1",    "1e9",
+  static const char *bad[] = {"0.09", "0",   "-1",    "abc",   "",
+                              "1x",   "nan", "inf",   " 1",    "1e9",
                               "0x10", "1,5", "0.1.1", "86401", "--1"};
   size_t i;
 
@@ -110,8 +110,8 @@ static void test_delay_limits(void **state) {
 }
 
 static void test_iterations_limits(void **state) {
-  static const char *bad[] = {"0", "-1", "3.5", "x", "", "1 ", "+2",
-                              "99999999999999999999"};
+  static const char *bad[] = {"0", "-1", "3.5", "x",
+                              "",  "1 ", "+2",  "99999999999999999999"};
   size_t i;
 
   (void)state;
@@ -197,8 +197,7 @@ static void test_run(void **state) {
   assert_int_equal(parse("run"), MS_EINVAL);
   assert_non_null(strstr(err, "needs a command"));
   assert_int_equal(parse("run", "--"), MS_EINVAL);
-  assert_int_equal(parse("run", "--once", "-n", "2", "--", "true"),
-                   MS_EINVAL);
+  assert_int_equal(parse("run", "--once", "-n", "2", "--", "true"), MS_EINVAL);
   assert_int_equal(parse("run", "-d", "0", "--", "true"), MS_EINVAL);
 }
 
@@ -262,8 +261,7 @@ static void test_parse_numbers(void **state) {
 
 static void test_run_env(void **state) {
   char *env1[] = {(char *)"HOME=/root", (char *)"PATH=/bin", NULL};
-  char *env2[] = {(char *)"LD_PRELOAD=/x/libjemalloc.so", (char *)"A=1",
-                  NULL};
+  char *env2[] = {(char *)"LD_PRELOAD=/x/libjemalloc.so", (char *)"A=1", NULL};
   char *env3[] = {(char *)"LD_PRELOAD=/p/libmemstats-preload.so /y.so", NULL};
   char **e;
 
@@ -303,9 +301,9 @@ static void test_find_preload(void **state) {
   assert_non_null(strstr(msg, "MEMTOP_PRELOAD=/nope/lib.so"));
   /* Nothing installed: the message says where it looked and the fix. */
   snprintf(path, sizeof path, "%s/bin/memtop", dir);
-  assert_int_equal(mt_run_find_preload(path, NULL, out, sizeof out, msg,
-                                       sizeof msg),
-                   MS_ENOENT);
+  assert_int_equal(
+      mt_run_find_preload(path, NULL, out, sizeof out, msg, sizeof msg),
+      MS_ENOENT);
   assert_non_null(strstr(msg, "make install"));
   assert_non_null(strstr(msg, "MEMTOP_PRELOAD"));
   /* An install: $PREFIX/bin/memtop and $PREFIX/lib/<preload>. */
@@ -318,9 +316,8 @@ static void test_find_preload(void **state) {
   assert_non_null(f);
   fclose(f);
   snprintf(path, sizeof path, "%s/bin/memtop", dir);
-  assert_int_equal(mt_run_find_preload(path, "", out, sizeof out, msg,
-                                       sizeof msg),
-                   0);
+  assert_int_equal(
+      mt_run_find_preload(path, "", out, sizeof out, msg, sizeof msg), 0);
   assert_non_null(strstr(out, "/bin/../lib/" MT_PRELOAD_NAME));
   /* The build tree: side by side, preferred. */
   snprintf(path, sizeof path, "%s/bin/" MT_PRELOAD_NAME, dir);
@@ -328,15 +325,14 @@ static void test_find_preload(void **state) {
   assert_non_null(f);
   fclose(f);
   snprintf(path, sizeof path, "%s/bin/memtop", dir);
-  assert_int_equal(mt_run_find_preload(path, NULL, out, sizeof out, msg,
-                                       sizeof msg),
-                   0);
+  assert_int_equal(
+      mt_run_find_preload(path, NULL, out, sizeof out, msg, sizeof msg), 0);
   snprintf(path, sizeof path, "%s/bin/" MT_PRELOAD_NAME, dir);
   assert_string_equal(out, path);
   /* The override wins. */
-  assert_int_equal(mt_run_find_preload("/x/memtop", path, out, sizeof out,
-                                       msg, sizeof msg),
-                   0);
+  assert_int_equal(
+      mt_run_find_preload("/x/memtop", path, out, sizeof out, msg, sizeof msg),
+      0);
   assert_string_equal(out, path);
 
   unlink(path);

@@ -93,8 +93,7 @@ static void hist_from_ring(ms_snapshot_t *s) {
     s->pause_hist.counts[ms_pause_hist_bucket((int64_t)ns)]++;
   }
   ms__set_quality(s, MS_F_PAUSE_HIST,
-                  s->num_gc <= MS_PAUSE_RING ? MS_Q_EXACT : MS_Q_ESTIMATED,
-                  0);
+                  s->num_gc <= MS_PAUSE_RING ? MS_Q_EXACT : MS_Q_ESTIMATED, 0);
 }
 
 static void set_class(ms_snapshot_t *s, uint32_t i, uint64_t size,
@@ -124,27 +123,26 @@ static void make_glibc(ms_snapshot_t *s) {
   for (int f = 0; f < MS_F__COUNT; f++)
     ms__set_quality(s, (ms_field_t)f, MS_Q_UNAVAILABLE, -1);
 
-  s->alloc = s->heap_alloc = 734003200;       /* 700 MiB */
-  s->total_alloc = 53687091200ull;             /* 50 GiB */
+  s->alloc = s->heap_alloc = 734003200; /* 700 MiB */
+  s->total_alloc = 53687091200ull;      /* 50 GiB */
   s->mallocs = 912345678;
   s->frees = 910000000;
   s->heap_objects = s->mallocs - s->frees;
-  static const ms_field_t tracked[] = {MS_F_ALLOC, MS_F_TOTAL_ALLOC,
-                                       MS_F_MALLOCS, MS_F_FREES,
-                                       MS_F_HEAP_ALLOC, MS_F_HEAP_OBJECTS,
-                                       MS_F_BY_SIZE};
+  static const ms_field_t tracked[] = {
+      MS_F_ALLOC,      MS_F_TOTAL_ALLOC,  MS_F_MALLOCS, MS_F_FREES,
+      MS_F_HEAP_ALLOC, MS_F_HEAP_OBJECTS, MS_F_BY_SIZE};
   for (size_t i = 0; i < sizeof tracked / sizeof tracked[0]; i++)
     ms__set_quality(s, tracked[i], MS_Q_EXACT, 0);
 
-  s->heap_inuse = 880803840;   /* 840 MiB */
-  s->heap_idle = 262144000;    /* 250 MiB */
+  s->heap_inuse = 880803840;    /* 840 MiB */
+  s->heap_idle = 262144000;     /* 250 MiB */
   s->heap_released = 104857600; /* 100 MiB, estimated by mincore */
   s->heap_sys = s->heap_inuse + s->heap_idle;
   s->mspan_sys = s->mspan_inuse = 4194304;
   s->sys = s->heap_sys + s->mspan_sys;
-  static const ms_field_t glibc[] = {MS_F_SYS, MS_F_HEAP_SYS, MS_F_HEAP_IDLE,
-                                     MS_F_HEAP_INUSE, MS_F_MSPAN_SYS,
-                                     MS_F_MSPAN_INUSE};
+  static const ms_field_t glibc[] = {MS_F_SYS,       MS_F_HEAP_SYS,
+                                     MS_F_HEAP_IDLE, MS_F_HEAP_INUSE,
+                                     MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE};
   for (size_t i = 0; i < sizeof glibc / sizeof glibc[0]; i++)
     ms__set_quality(s, glibc[i], MS_Q_EXACT, 1);
   ms__set_quality(s, MS_F_HEAP_RELEASED, MS_Q_ESTIMATED, 1);
@@ -159,11 +157,11 @@ static void make_glibc(ms_snapshot_t *s) {
   ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
 
-  set_class(s, 0, 16, 500000000, 499000000);  /* 1000000 live, 15.3 MiB */
-  set_class(s, 1, 32, 200000000, 199500000);  /* 500000 live, 15.3 MiB */
-  set_class(s, 2, 48, 100, 100);              /* none live */
-  set_class(s, 3, 4096, 150000, 0);           /* 585.9 MiB */
-  set_class(s, 4, 65536, 1678, 0);            /* 104.9 MiB */
+  set_class(s, 0, 16, 500000000, 499000000); /* 1000000 live, 15.3 MiB */
+  set_class(s, 1, 32, 200000000, 199500000); /* 500000 live, 15.3 MiB */
+  set_class(s, 2, 48, 100, 100);             /* none live */
+  set_class(s, 3, 4096, 150000, 0);          /* 585.9 MiB */
+  set_class(s, 4, 65536, 1678, 0);           /* 104.9 MiB */
   set_class(s, 5, 1048576, 0, 0);
 }
 
@@ -184,10 +182,10 @@ static void make_gc(ms_snapshot_t *s) {
   snprintf(s->providers[0], MS_NAME_MAX, "boehm");
   for (int f = 0; f < MS_F__COUNT; f++)
     ms__set_quality(s, (ms_field_t)f, MS_Q_EXACT, 0);
-  s->heap_alloc = s->alloc = 50331648;   /* 48 MiB */
-  s->heap_inuse = 67108864;              /* 64 MiB */
-  s->heap_idle = 16777216;               /* 16 MiB */
-  s->heap_released = 8388608;            /* 8 MiB */
+  s->heap_alloc = s->alloc = 50331648; /* 48 MiB */
+  s->heap_inuse = 67108864;            /* 64 MiB */
+  s->heap_idle = 16777216;             /* 16 MiB */
+  s->heap_released = 8388608;          /* 8 MiB */
   s->heap_sys = s->heap_inuse + s->heap_idle;
   s->stack_sys = 1048576;
   s->stack_inuse = 524288;
@@ -342,8 +340,7 @@ static void test_json_parses_and_agrees(void **state) {
     if (!j)
       fail_msg("%s: not JSON: %s at %d", fx[i].name, je.text, je.position);
     assert_int_equal(json_integer_value(json_object_get(j, "pid")), s->pid);
-    assert_string_equal(json_string_value(json_object_get(j, "comm")),
-                        s->comm);
+    assert_string_equal(json_string_value(json_object_get(j, "comm")), s->comm);
     assert_int_equal(json_array_size(json_object_get(j, "providers")),
                      s->nproviders);
     assert_int_equal(json_integer_value(json_object_get(j, "age_ms")),
@@ -460,8 +457,8 @@ static void test_iec(void **state) {
       {1331, "1.3KiB"},
       {1047552, "1023.0KiB"},
       {1048524, "1023.9KiB"},
-      {1048575, "1.0MiB"},       /* 1 MiB - 1 rounds up into the next unit */
-      {1073741823, "1.0GiB"},    /* 1 GiB - 1 */
+      {1048575, "1.0MiB"},    /* 1 MiB - 1 rounds up into the next unit */
+      {1073741823, "1.0GiB"}, /* 1 GiB - 1 */
       {1073741824, "1.0GiB"},
       {1288490189, "1.2GiB"},
       {641728512, "612.0MiB"},
@@ -524,8 +521,8 @@ static void test_duration(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     ms__fmt_duration(buf, sizeof buf, cases[i].v);
     if (strcmp(buf, cases[i].want) != 0)
-      fail_msg("%lld ns: want %s, got %s", (long long)cases[i].v,
-               cases[i].want, buf);
+      fail_msg("%lld ns: want %s, got %s", (long long)cases[i].v, cases[i].want,
+               buf);
   }
 }
 
@@ -546,12 +543,10 @@ static void test_fmt_field(void **state) {
     ms__set_quality(s, (ms_field_t)f, MS_Q_EXACT, 0);
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC),
                       "1.5KiB");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS),
-                      "12345");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS), "12345");
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_GC_CPU_FRACTION),
                       "8.01%");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_ENABLE_GC),
-                      "yes");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_ENABLE_GC), "yes");
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_DEBUG_GC), "no");
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_PAUSE_TOTAL_NS),
                       "1.0ms");
@@ -559,8 +554,7 @@ static void test_fmt_field(void **state) {
                       "1.5s ago");
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_BY_SIZE), "");
   s->last_gc = 0;
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC),
-                      "never");
+  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC), "never");
   ms__set_quality(s, MS_F_MALLOCS, MS_Q_ESTIMATED, 0);
   assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS),
                       "~12345");
@@ -621,14 +615,14 @@ static void test_json_escaping(void **state) {
 static void test_field_table(void **state) {
   (void)state;
   static const char *const go[] = {
-      "Alloc",       "TotalAlloc",   "Sys",          "Lookups",
-      "Mallocs",     "Frees",        "HeapAlloc",    "HeapSys",
-      "HeapIdle",    "HeapInuse",    "HeapReleased", "HeapObjects",
-      "StackInuse",  "StackSys",     "MSpanInuse",   "MSpanSys",
-      "MCacheInuse", "MCacheSys",    "BuckHashSys",  "GCSys",
-      "OtherSys",    "NextGC",       "LastGC",       "PauseTotalNs",
-      "PauseNs",     "NumGC",        "NumForcedGC",  "GCCPUFraction",
-      "EnableGC",    "DebugGC",      "BySize"};
+      "Alloc",       "TotalAlloc", "Sys",          "Lookups",
+      "Mallocs",     "Frees",      "HeapAlloc",    "HeapSys",
+      "HeapIdle",    "HeapInuse",  "HeapReleased", "HeapObjects",
+      "StackInuse",  "StackSys",   "MSpanInuse",   "MSpanSys",
+      "MCacheInuse", "MCacheSys",  "BuckHashSys",  "GCSys",
+      "OtherSys",    "NextGC",     "LastGC",       "PauseTotalNs",
+      "PauseNs",     "NumGC",      "NumForcedGC",  "GCCPUFraction",
+      "EnableGC",    "DebugGC",    "BySize"};
   size_t ngo = sizeof go / sizeof go[0];
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
@@ -703,10 +697,10 @@ static void test_field_table(void **state) {
 static void test_strerror(void **state) {
   (void)state;
   static const int codes[] = {
-      MS_EINVAL,   MS_ENOMEM,       MS_ENOENT, MS_EACCES,  MS_EAGAIN,
-      MS_ENOSYS,   MS_EPROTO,       MS_ETIMEDOUT, MS_ECONNREFUSED,
-      MS_ESRCH,    MS_EEXIST,       MS_ENOSPC, MS_EVERSION, MS_EUNSAFE,
-      MS_ESTALE,   MS_EREFUSED};
+      MS_EINVAL,       MS_ENOMEM,  MS_ENOENT, MS_EACCES,
+      MS_EAGAIN,       MS_ENOSYS,  MS_EPROTO, MS_ETIMEDOUT,
+      MS_ECONNREFUSED, MS_ESRCH,   MS_EEXIST, MS_ENOSPC,
+      MS_EVERSION,     MS_EUNSAFE, MS_ESTALE, MS_EREFUSED};
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     const char *m = ms_strerror(codes[i]);
     assert_non_null(m);

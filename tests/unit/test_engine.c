@@ -62,7 +62,8 @@ static void test_bad_args(void **state) {
   assert_int_equal(ms_gc_pause(10, 5, 0), MS_EINVAL);
 }
 
-/* ---- pause histogram against Go's edges ------------------------------------*/
+/* ---- pause histogram against Go's edges
+ * ------------------------------------*/
 
 static json_t *load_timehist(void) {
   json_error_t err;
@@ -88,8 +89,9 @@ static void test_hist_edges(void **state) {
     assert_true(json_is_integer(e));
     assert_int_equal(ms_pause_hist_lower(i), json_integer_value(e));
     if (i + 1 < MS_PAUSE_HIST_BUCKETS)
-      assert_int_equal(ms_pause_hist_upper(i),
-                       json_integer_value(json_array_get(edges, (size_t)i + 1)));
+      assert_int_equal(
+          ms_pause_hist_upper(i),
+          json_integer_value(json_array_get(edges, (size_t)i + 1)));
   }
   json_t *probes = json_object_get(j, "probes");
   size_t k;
@@ -143,8 +145,7 @@ static void ring_and_hist_child(void) {
   if (ms_pause_hist_total(&s->pause_hist) != N)
     _exit(15);
   if (s->quality[MS_F_NUM_GC] != MS_Q_EXACT ||
-      s->quality[MS_F_GC_CPU_FRACTION] != MS_Q_ESTIMATED ||
-      s->enable_gc != 1)
+      s->quality[MS_F_GC_CPU_FRACTION] != MS_Q_ESTIMATED || s->enable_gc != 1)
     _exit(16);
   qsort(durs, N, sizeof durs[0], cmp_u64);
   static const double qs[] = {0.0, 0.5, 0.9, 0.99, 1.0};
@@ -215,7 +216,8 @@ static void test_gc_begin_end(void **state) {
   run_in_child(gc_begin_end_child);
 }
 
-/* ---- accounting API ---------------------------------------------------------*/
+/* ---- accounting API
+ * ---------------------------------------------------------*/
 
 static void test_heap_and_sys(void **state) {
   (void)state;
@@ -257,7 +259,8 @@ static void test_heap_and_sys(void **state) {
   free(b);
 }
 
-/* ---- the torture test -------------------------------------------------------*/
+/* ---- the torture test
+ * -------------------------------------------------------*/
 
 /* Sizes equal to class sizes, so HeapAlloc must equal the sum over classes
  * of live objects times their size: a torn snapshot breaks that identity. */
@@ -304,8 +307,7 @@ static void *writer(void *arg) {
   uint64_t held[KEEP];
   unsigned nheld = 0;
   uint64_t rnd = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1), ops = 0;
-  while (!__atomic_load_n(&g_stop_writers, __ATOMIC_RELAXED) ||
-         nheld > 0) {
+  while (!__atomic_load_n(&g_stop_writers, __ATOMIC_RELAXED) || nheld > 0) {
     int stopping = __atomic_load_n(&g_stop_writers, __ATOMIC_RELAXED);
     rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
     uint64_t v;
@@ -340,8 +342,8 @@ static void check_consistent(const ms_snapshot_t *s) {
   uint64_t live_bytes = 0, small_objects = 0;
   for (uint32_t c = 0; c < s->nsize_classes; c++) {
     assert_true(s->by_size[c].mallocs >= s->by_size[c].frees);
-    live_bytes += (s->by_size[c].mallocs - s->by_size[c].frees) *
-                  s->by_size[c].size;
+    live_bytes +=
+        (s->by_size[c].mallocs - s->by_size[c].frees) * s->by_size[c].size;
     small_objects += s->by_size[c].mallocs - s->by_size[c].frees;
   }
   /* The rest are large objects of 2 MiB. */
@@ -401,7 +403,8 @@ static void test_torture(void **state) {
   free(s);
 }
 
-/* ---- 10,000 short-lived threads ---------------------------------------------*/
+/* ---- 10,000 short-lived threads
+ * ---------------------------------------------*/
 
 static void *short_lived(void *arg) {
   (void)arg;
@@ -472,7 +475,8 @@ static void test_thread_exit(void **state) {
   free(b);
 }
 
-/* ---- fork ------------------------------------------------------------------*/
+/* ---- fork
+ * ------------------------------------------------------------------*/
 
 static pthread_mutex_t g_fork_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_fork_cv = PTHREAD_COND_INITIALIZER;
@@ -556,7 +560,8 @@ static void test_fork(void **state) {
   free(after);
 }
 
-/* ---- signals ---------------------------------------------------------------*/
+/* ---- signals
+ * ---------------------------------------------------------------*/
 
 static volatile sig_atomic_t g_sig_count;
 static void on_alarm(int sig) {

@@ -150,8 +150,8 @@ static void test_collect_split_and_foreign(void **state) {
   {
     ms__wire_writer_t w;
     ms__wire_writer_init(&w, frames + n, sizeof frames - n);
-    assert_int_equal(
-        ms__wire_encode_error(&w, MS__MSG_ERROR, MS_EPROTO, "x"), 0);
+    assert_int_equal(ms__wire_encode_error(&w, MS__MSG_ERROR, MS_EPROTO, "x"),
+                     0);
     n += w.len;
   }
   n += encode(frames + n, sizeof frames - n, 42, 2);

@@ -237,8 +237,8 @@ static void test_go_layout_details(void **state) {
   assert_non_null(strstr(out.data,
                          "\"BySize\":[{\"Size\":16,\"Mallocs\":3,\"Frees\":1},"
                          "{\"Size\":32,\"Mallocs\":5,\"Frees\":5}]}"));
-  assert_true(strncmp(out.data, "{\"Alloc\":0,\"TotalAlloc\":0,\"Sys\":0,", 34) ==
-              0);
+  assert_true(
+      strncmp(out.data, "{\"Alloc\":0,\"TotalAlloc\":0,\"Sys\":0,", 34) == 0);
 
   /* No classes: an empty array; too many: clamped to the table. (jansson
    * reads integers as int64, so LastGC comes back into its range.) */

@@ -304,8 +304,8 @@ static void test_sparkline_order(void **state) {
   s->num_gc = 300; /* wrapped: newest at (300+255)%256 = 43 */
   for (int i = 0; i < MS_PAUSE_RING; i++)
     s->pause_ns[i] = 1000;
-  s->pause_ns[43] = 80000;  /* newest: the tallest */
-  s->pause_ns[44] = 40000;  /* the oldest kept: mid height, leftmost */
+  s->pause_ns[43] = 80000; /* newest: the tallest */
+  s->pause_ns[44] = 40000; /* the oldest kept: mid height, leftmost */
   m.utf8 = 1;
   mt_grid_t g;
   assert_int_equal(mt_grid_init(&g, 40, 300), 0);
@@ -318,9 +318,9 @@ static void test_sparkline_order(void **state) {
       row = r;
   }
   assert_true(row >= 0);
-  assert_int_equal(mt_grid_at(&g, row, 4)->ch, 0x2581 + 4);        /* 40000 */
-  assert_int_equal(mt_grid_at(&g, row, 4 + 1)->ch, 0x2581);        /* 1000 */
-  assert_int_equal(mt_grid_at(&g, row, 4 + 255)->ch, 0x2588);      /* 80000 */
+  assert_int_equal(mt_grid_at(&g, row, 4)->ch, 0x2581 + 4);   /* 40000 */
+  assert_int_equal(mt_grid_at(&g, row, 4 + 1)->ch, 0x2581);   /* 1000 */
+  assert_int_equal(mt_grid_at(&g, row, 4 + 255)->ch, 0x2588); /* 80000 */
   assert_int_equal(mt_grid_at(&g, row, 4 + 256)->ch, ' ');
   mt_grid_free(&g);
   mt_model_free(&m);
@@ -351,13 +351,13 @@ static void test_bar_parts(void **state) {
       }
   }
   assert_int_equal(count[0] + count[1] + count[2] + count[3], 100);
-  double total = (double)(t->bd.data + t->bd.frag_overhead + t->bd.idle +
-                          t->bd.prepared);
-  assert_int_equal(count[3], (int)(100 - (int)((double)(t->bd.data +
-                                                         t->bd.frag_overhead +
-                                                         t->bd.idle) /
-                                                    total * 100 +
-                                                0.5)));
+  double total =
+      (double)(t->bd.data + t->bd.frag_overhead + t->bd.idle + t->bd.prepared);
+  assert_int_equal(count[3],
+                   (int)(100 - (int)((double)(t->bd.data + t->bd.frag_overhead +
+                                              t->bd.idle) /
+                                         total * 100 +
+                                     0.5)));
   mt_grid_free(&g);
   mt_model_free(&m);
 }

@@ -75,8 +75,7 @@ static void test_snapshot_round_trip(void **state) {
   size_t n = encode(&in);
   assert_true(n <= MS__WIRE_SNAPSHOT_MAX);
   ms__frame_t f;
-  assert_int_equal(ms__wire_frame(g_buf, n, MS__WIRE_MAX_PAYLOAD, &f, NULL),
-                   0);
+  assert_int_equal(ms__wire_frame(g_buf, n, MS__WIRE_MAX_PAYLOAD, &f, NULL), 0);
   assert_int_equal(f.type, MS__MSG_SNAPSHOT);
   assert_int_equal(f.version, MS__WIRE_VERSION);
   assert_int_equal(MS__WIRE_HEADER + f.length, n);
@@ -112,9 +111,9 @@ static void test_forward_compat(void **state) {
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, g_buf, sizeof g_buf);
   ms__wire_begin(&w, MS__MSG_SNAPSHOT);
-  ms__wire_put_u64(&w, 999, 1);                     /* unknown tag */
+  ms__wire_put_u64(&w, 999, 1); /* unknown tag */
   ms__wire_put_u64(&w, MS__TAG_PID, (uint64_t)in.pid);
-  ms__wire_put_bytes(&w, 12345, "future", 6);       /* unknown tag */
+  ms__wire_put_bytes(&w, 12345, "future", 6); /* unknown tag */
   /* A wider scalar record: the first 8 bytes are the value. */
   uint8_t rec[2 + 16] = {MS_Q_EXACT, 0xff, 0x2a};
   ms__wire_put_bytes(&w, MS__TAG_FIELD + MS_F_HEAP_ALLOC, rec, sizeof rec);
@@ -138,7 +137,8 @@ static void test_forward_compat(void **state) {
   assert_int_equal(out.quality[MS_F_SYS], MS_Q_ESTIMATED);
   assert_int_equal(out.quality[MS_F_PAUSE_HIST], MS_Q_UNAVAILABLE);
   for (int f = 0; f < MS_F__COUNT; f++) {
-    if (f == MS_F_HEAP_ALLOC || f == MS_F_SYS) continue;
+    if (f == MS_F_HEAP_ALLOC || f == MS_F_SYS)
+      continue;
     assert_int_equal(out.quality[f], MS_Q_UNAVAILABLE);
     assert_int_equal(out.source[f], 0xff);
   }
@@ -149,7 +149,7 @@ static void test_forward_compat(void **state) {
 static void test_frame_checks(void **state) {
   (void)state;
   uint8_t h[MS__WIRE_HEADER] = {'M', 'S', 'T', 'W', 1, 0, 3, 0,
-                                4, 0, 0, 0,   0, 0, 0, 0};
+                                4,   0,   0,   0,   0, 0, 0, 0};
   ms__frame_t f;
   const char *why;
   /* Every prefix of a good header asks for more bytes. */
@@ -242,16 +242,16 @@ static void test_hello_error_request(void **state) {
   int code;
   char reason[8];
   assert_int_equal(ms__wire_decode_error(g_buf + MS__WIRE_HEADER,
-                                         w.len - MS__WIRE_HEADER, &code,
-                                         reason, sizeof reason, NULL),
+                                         w.len - MS__WIRE_HEADER, &code, reason,
+                                         sizeof reason, NULL),
                    0);
   assert_int_equal(code, MS_EREFUSED);
   assert_string_equal(reason, "go away");
   /* A positive or absurd code reads as a protocol error. */
   ms__wire_writer_init(&w, g_buf, sizeof g_buf);
   ms__wire_encode_error(&w, MS__MSG_ERROR, 5, "x");
-  ms__wire_decode_error(g_buf + MS__WIRE_HEADER, w.len - MS__WIRE_HEADER,
-                        &code, reason, sizeof reason, NULL);
+  ms__wire_decode_error(g_buf + MS__WIRE_HEADER, w.len - MS__WIRE_HEADER, &code,
+                        reason, sizeof reason, NULL);
   assert_int_equal(code, MS_EPROTO);
 
   ms__wire_writer_init(&w, g_buf, sizeof g_buf);
@@ -303,9 +303,9 @@ static void test_session(void **state) {
   ms__frame_t f;
   assert_int_equal(ms__wire_frame(req, len, 4096, &f, NULL), 0);
   assert_int_equal(f.type, MS__MSG_HELLO);
-  assert_int_equal(ms__wire_frame(req + 16 + f.length, len - 16 - f.length,
-                                  4096, &f, NULL),
-                   0);
+  assert_int_equal(
+      ms__wire_frame(req + 16 + f.length, len - 16 - f.length, 4096, &f, NULL),
+      0);
   assert_int_equal(f.type, MS__MSG_SNAPSHOT_REQ);
   assert_int_equal(msc_session_request_snapshot(s, &req, &len), 0);
   assert_int_equal(ms__wire_frame(req, len, 4096, &f, NULL), 0);
@@ -363,7 +363,8 @@ static void expect_session_error(int pid, uint64_t st, const uint8_t *b,
   msc_event_t ev;
   assert_int_equal(msc_session_feed(s, b, n, &used, &out, &ev), err);
   assert_int_equal(ev.type, MSC_EV_ERROR);
-  if (strstr(ev.msg, words) == NULL) fail_msg("message: %s", ev.msg);
+  if (strstr(ev.msg, words) == NULL)
+    fail_msg("message: %s", ev.msg);
   msc_session_free(s);
 }
 
@@ -385,8 +386,10 @@ static void test_session_errors(void **state) {
   static ms_snapshot_t out;
   for (int i = 0; i < 2000; i++) {
     uint8_t junk[64];
-    for (size_t k = 0; k < sizeof junk; k++) junk[k] = (uint8_t)rand();
-    if (i % 2) memcpy(junk, "MSTW\1\0", 6);
+    for (size_t k = 0; k < sizeof junk; k++)
+      junk[k] = (uint8_t)rand();
+    if (i % 2)
+      memcpy(junk, "MSTW\1\0", 6);
     msc_session_t *s = msc_session_new(1, 0);
     size_t used;
     msc_event_t ev;
