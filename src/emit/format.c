@@ -5,6 +5,7 @@
  * one-line summary, the report and the live view.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,7 +239,7 @@ static void shortest_digits(double v, char digits[24], int *exp10) {
 char *ms__fmt_go_float(char *buf, size_t len, double v) {
   if (!buf || len == 0)
     return buf;
-  if (v != v || v > 1.7976931348623157e308 || v < -1.7976931348623157e308) {
+  if (isnan(v) || isinf(v)) {
     snprintf(buf, len, "null");
     return buf;
   }

@@ -277,7 +277,8 @@ static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
     live[nlive].bytes = bytes > UINT64_MAX ? UINT64_MAX : (uint64_t)bytes;
     nlive++;
   }
-  qsort(live, nlive, sizeof live[0], by_live_bytes);
+  if (nlive > 1)
+    qsort(live, nlive, sizeof live[0], by_live_bytes);
   const char *m = q == MS_Q_ESTIMATED ? "~" : "";
   ms_strbuf_printf(out,
                    "Size classes: %" PRIu32 " of %" PRIu32
