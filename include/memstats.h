@@ -217,6 +217,10 @@ typedef struct ms_snapshot_s {
 typedef struct ms_breakdown_s {
   int64_t ready, prepared, inuse, frag_overhead, data, idle;
   ms_quality_t q_ready, q_prepared, q_inuse, q_frag_overhead, q_data, q_idle;
+  /* Ready+Prepared: Sys by definition, so as well known as Sys is, even
+   * when the split between Ready and Prepared is an estimate. */
+  int64_t total;
+  ms_quality_t q_total;
   /* Nonzero when Sys != the sum of the *Sys fields. */
   int sys_mismatch;
 } ms_breakdown_t;

@@ -81,6 +81,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   b.frag_overhead = b.q_frag_overhead ? as_signed(frag) : 0;
   b.data = b.q_data ? as_signed(data) : 0;
   b.idle = b.q_idle ? as_signed(idle) : 0;
+  b.q_total = quality(snap, MS_F_SYS);
+  b.total = b.q_total ? as_signed(snap->sys) : 0;
 
   /* Sys == sum(*Sys) can only be checked when every term is known; with a
    * term unavailable the identity is unverifiable, not broken. */

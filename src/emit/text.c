@@ -39,10 +39,8 @@ int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
   ms_breakdown_t b;
   ms_breakdown(s, &b);
   char total[FIG], ready[FIG], data[FIG], frag[FIG], idle[FIG], prep[FIG];
-  /* Ready+Prepared is Sys by definition (Ready = Sys - Prepared), so it is
-   * known as well as Sys is, even when HeapReleased is not known. */
-  ms_quality_t q_total = qual(s, MS_F_SYS);
-  int64_t sum = (int64_t)s->sys;
+  ms_quality_t q_total = b.q_total;
+  int64_t sum = b.total;
   ms_strbuf_printf(
       out,
       "Ready+Prepared=%s (Ready=%s (data:%s + fragOverhead:%s + idle:%s) ; "

@@ -84,6 +84,12 @@ static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
   case MS_F_KERNEL_RSS:
     v = s->kernel_rss;
     break;
+  case MS_F_KERNEL_LAZYFREE:
+    v = s->kernel_lazyfree;
+    break;
+  case MS_F_KERNEL_SWAP:
+    v = s->kernel_swap;
+    break;
   default:
     break;
   }
@@ -210,21 +216,30 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                      int row, int cols) {
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
-  char total[32], ready[32], prep[32], rss[32];
-  ms_quality_t qt = bd->q_ready < bd->q_prepared ? bd->q_ready : bd->q_prepared;
-  mt_view_fmt_bytes(total, sizeof total, bd->ready + bd->prepared, qt, 0);
+  char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32];
+  mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
   field_bytes(rss, sizeof rss, s, MS_F_KERNEL_RSS);
-  piece_t p[] = {
-      {"Ready+Prepared", total, MT_ST_HEADER},
-      {"Ready", ready, MT_ST_NORMAL},
-      {"Prepared", prep, MT_ST_PREPARED},
-      {"RSS", rss, MT_ST_NORMAL},
-      {"", bd->sys_mismatch ? "(Sys != sum of the *Sys fields)" : "",
-       MT_ST_ERROR},
-  };
-  put_pieces(g, row, 0, cols, p, bd->sys_mismatch ? 5 : 4);
+  field_bytes(lazy, sizeof lazy, s, MS_F_KERNEL_LAZYFREE);
+  field_bytes(swap, sizeof swap, s, MS_F_KERNEL_SWAP);
+  /* The kernel's figures follow RSS; LazyFree and Swap come from
+   * smaps_rollup, which memtop asks for only now and then for this view:
+   * until they are there they are left out rather than shown as '-'.
+   * Pieces that do not fit are left out whole, from the right. */
+  piece_t p[7];
+  int n = 0;
+  p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
+  p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
+  p[n++] = (piece_t){"Prepared", prep, MT_ST_PREPARED};
+  p[n++] = (piece_t){"RSS", rss, MT_ST_NORMAL};
+  if (s->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE)
+    p[n++] = (piece_t){"LazyFree", lazy, MT_ST_NORMAL};
+  if (s->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE)
+    p[n++] = (piece_t){"Swap", swap, MT_ST_NORMAL};
+  if (bd->sys_mismatch)
+    p[n++] = (piece_t){"", "(Sys != sum of the *Sys fields)", MT_ST_ERROR};
+  put_pieces(g, row, 0, cols, p, n);
 
   /* The bar: each part's share of the whole, by cumulative rounding so
    * that the cells add up to the width exactly. A negative part (a
