@@ -7,6 +7,15 @@
  * its age. The cache is kept encoded, so a cached answer is a copy and an
  * 8-byte patch. Everything lives in static storage: the agent runs inside
  * a process whose malloc may be the one being tracked.
+ *
+ * A request may ask for smaps_rollup (MS__REQ_SMAPS). The rule: a cached
+ * snapshot inside the interval answers a plain request whatever it holds,
+ * and a smaps request only if it was taken with smaps; otherwise a smaps
+ * request computes a fresh snapshot with smaps at once, which then answers
+ * both kinds for the rest of its interval. So at most two snapshots are
+ * computed per interval (one plain, then one with smaps), and smaps_rollup
+ * itself is read at most once per its own slower cadence (snapshot.c):
+ * inside it, the snapshot carries the figures of the last read.
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,17 +23,19 @@
 
 #include "agent/agent.h"
 #include "core/engine.h"
+#include "core/snapshot.h"
 
 static struct {
   uint64_t interval_ns;
   int valid;
+  unsigned flags; /* MS__READ_* the cached snapshot was taken with */
   int pid;           /* whose snapshot this is: a forked child is not */
   uint64_t computed; /* CLOCK_MONOTONIC when it was computed */
   ms_snapshot_t snap;
   size_t enc_len;
   size_t age_at; /* offset of the age value in enc[] */
   uint8_t enc[MS__WIRE_SNAPSHOT_MAX];
-} g_cache = {100 * 1000000ull, 0, 0, 0, {0}, 0, 0, {0}};
+} g_cache = {100 * 1000000ull, 0, 0, 0, 0, {0}, 0, 0, {0}};
 
 void ms__agent_set_interval(uint64_t ns) {
   g_cache.interval_ns = ns;
@@ -34,13 +45,15 @@ void ms__agent_cache_reset(void) {
   g_cache.valid = 0;
 }
 
-/* Brings the cache up to date if it is older than the interval. Returns
- * 0 or the error of ms_snapshot_read(). */
-static int refresh(uint64_t now) {
+/* Brings the cache up to date if it is older than the interval or lacks
+ * what `flags` (MS__READ_*) asks for. Returns 0 or the error of
+ * ms_snapshot_read(). */
+static int refresh(uint64_t now, unsigned flags) {
   if (g_cache.valid && g_cache.pid == (int)getpid() &&
-      now - g_cache.computed < g_cache.interval_ns)
+      now - g_cache.computed < g_cache.interval_ns &&
+      (g_cache.flags & flags) == flags)
     return 0;
-  int r = ms_snapshot_read(&g_cache.snap, sizeof g_cache.snap);
+  int r = ms__snapshot_read_opts(&g_cache.snap, sizeof g_cache.snap, flags);
   if (r != 0)
     return r;
   g_cache.snap.age_ns = 0;
@@ -53,14 +66,21 @@ static int refresh(uint64_t now) {
   }
   g_cache.enc_len = w.len;
   g_cache.computed = now;
+  g_cache.flags = flags;
   g_cache.pid = (int)getpid();
   g_cache.valid = 1;
   return 0;
 }
 
 int ms__agent_snapshot(ms__wire_writer_t *out) {
+  return ms__agent_snapshot_flags(out, 0);
+}
+
+int ms__agent_snapshot_flags(ms__wire_writer_t *out, uint64_t req_flags) {
   uint64_t now = ms__now_mono_ns();
-  int r = refresh(now);
+  /* Request flags this agent does not know are a newer memtop's: ignored. */
+  unsigned flags = (req_flags & MS__REQ_SMAPS) ? MS__READ_SMAPS : 0;
+  int r = refresh(now, flags);
   if (r != 0)
     return ms__wire_encode_error(out, MS__MSG_ERROR, r,
                                  "the snapshot could not be taken");
@@ -78,7 +98,7 @@ int ms__agent_hello(ms__wire_writer_t *out) {
   memset(&h, 0, sizeof h);
   /* Identity comes from the snapshot code, which knows how to read the
    * start time and name; the providers are those of the latest snapshot. */
-  if (refresh(ms__now_mono_ns()) == 0) {
+  if (refresh(ms__now_mono_ns(), 0) == 0) {
     const ms_snapshot_t *s = &g_cache.snap;
     h.pid = s->pid;
     h.start_time = s->start_time;
@@ -92,7 +112,7 @@ int ms__agent_hello(ms__wire_writer_t *out) {
   h.comm[sizeof h.comm - 1] = '\0';
   snprintf(h.lib_version, sizeof h.lib_version, "%s", MS_VERSION_STRING);
   h.proto_version = MS__WIRE_VERSION;
-  h.capabilities = MS__CAP_SNAPSHOT;
+  h.capabilities = MS__CAP_SNAPSHOT | MS__CAP_SMAPS;
   return ms__wire_encode_hello(out, &h);
 }
 
@@ -140,7 +160,7 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
         *close_after = 1;
         break;
       }
-      ms__agent_snapshot(out);
+      ms__agent_snapshot_flags(out, flags);
       break;
     }
     case MS__MSG_PROFILE_REQ:

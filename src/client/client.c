@@ -265,6 +265,11 @@ const msc_hello_t *msc_session_hello(const msc_session_t *s) {
 
 int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
                                  size_t *len) {
+  return msc_session_request_snapshot_flags(s, 0, out, len);
+}
+
+int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
+                                       const uint8_t **out, size_t *len) {
   if (s == NULL || out == NULL || len == NULL)
     return MS_EINVAL;
   ms__wire_writer_t w;
@@ -273,7 +278,7 @@ int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
     ms__wire_encode_request(&w, MS__MSG_HELLO, 0);
     s->state = ST_WAIT_HELLO;
   }
-  int r = ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
+  int r = ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, flags);
   if (r != 0)
     return r;
   *out = s->req;
@@ -444,6 +449,11 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why) {
 
 int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
               size_t errlen) {
+  return msc_fetch_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
+}
+
+int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
+                    int timeout_ms, char *errbuf, size_t errlen) {
   char dummy[8];
   if (errbuf == NULL || errlen == 0) {
     errbuf = dummy;
@@ -519,7 +529,7 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
   }
   const uint8_t *req;
   size_t reqlen, sent = 0;
-  msc_session_request_snapshot(s, &req, &reqlen);
+  msc_session_request_snapshot_flags(s, flags, &req, &reqlen);
   for (;;) {
     short events = POLLIN | (sent < reqlen ? POLLOUT : 0);
     struct pollfd p = {fd, events, 0};

@@ -74,6 +74,13 @@ void msc_session_free(msc_session_t *s);
  * hello). The pointer stays valid until the next call on the session. */
 int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
                                  size_t *len);
+/* The same with request flags: MS__REQ_SMAPS also asks for the kernel's
+ * smaps_rollup figures (LazyFree, AnonHugePages, Swap, and Rss from smaps),
+ * which cost the target about 10 ms per GiB resident: ask for them only
+ * where they are shown. An agent that predates the flag ignores it (the
+ * figures then read as unavailable). */
+int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
+                                       const uint8_t **out, size_t *len);
 /* Feeds received bytes. Consumes at most one message per call: *used says
  * how many bytes it took (call again with the rest). On MSC_EV_SNAPSHOT,
  * *snap holds the snapshot. */
@@ -88,5 +95,8 @@ const msc_hello_t *msc_session_hello(const msc_session_t *s);
  * the cause and a hint into errbuf. */
 int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
               size_t errlen);
+/* msc_fetch() with request flags (MS__REQ_SMAPS). */
+int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
+                    int timeout_ms, char *errbuf, size_t errlen);
 
 #endif

@@ -35,15 +35,33 @@ void ms__read_unlock(void) {
   pthread_mutex_unlock(&g_read_lock);
 }
 
+/* The smaps_rollup cache: its own lock, because a read can take tens of
+ * milliseconds (10 ms per GiB resident) and must not hold up the rest of a
+ * snapshot's readers. Its figures belong to one PID: a forked child reads
+ * its own. */
+static pthread_mutex_t g_smaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  int pid;          /* whose figures these are; 0: none yet */
+  uint64_t read_at; /* CLOCK_MONOTONIC of the last read */
+  uint64_t cost_ns; /* how long it took */
+  uint64_t floor_ns;
+  uint64_t reads;
+  ms__smaps_t figures;
+} g_smaps = {0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
+
 static void atfork_prepare(void) {
   pthread_mutex_lock(&g_read_lock);
+  pthread_mutex_lock(&g_smaps_lock);
 }
 static void atfork_parent(void) {
+  pthread_mutex_unlock(&g_smaps_lock);
   pthread_mutex_unlock(&g_read_lock);
 }
 static void atfork_child(void) {
   ms__shards_after_fork_child();
   g_ident.pid = 0;
+  g_smaps.pid = 0;
+  pthread_mutex_unlock(&g_smaps_lock);
   pthread_mutex_unlock(&g_read_lock);
 }
 
@@ -137,6 +155,144 @@ static void fill_kernel(ms_snapshot_t *s) {
   s->kernel_rss = rss * page;
   ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+}
+
+/* ---- smaps_rollup ---------------------------------------------------- */
+
+/* One "Name:   <n> kB" line starting at p (ending at '\n' or NUL): if its
+ * name is `name`, stores the value in bytes and returns 1; 0 otherwise
+ * (another line, or one that cannot be read). */
+static int smaps_line(const char *p, const char *name, uint64_t *bytes) {
+  size_t n = strlen(name);
+  if (strncmp(p, name, n) != 0 || p[n] != ':')
+    return 0;
+  p += n + 1;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (*p < '0' || *p > '9')
+    return 0;
+  uint64_t kb = 0;
+  for (; *p >= '0' && *p <= '9'; p++) {
+    unsigned d = (unsigned)(*p - '0');
+    if (kb > (UINT64_MAX / 1024 - d) / 10)
+      return 0; /* would not fit in bytes: not a figure we can trust */
+    kb = kb * 10 + d;
+  }
+  while (*p == ' ' || *p == '\t')
+    p++;
+  if (p[0] != 'k' || p[1] != 'B' || (p[2] != '\n' && p[2] != '\0'))
+    return 0;
+  *bytes = kb * 1024;
+  return 1;
+}
+
+int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out) {
+  static const struct {
+    const char *name;
+    ms_field_t field;
+    size_t off;
+  } lines[] = {
+      {"Rss", MS_F_KERNEL_RSS, offsetof(ms__smaps_t, rss)},
+      {"LazyFree", MS_F_KERNEL_LAZYFREE, offsetof(ms__smaps_t, lazyfree)},
+      {"AnonHugePages", MS_F_KERNEL_ANON_HUGE,
+       offsetof(ms__smaps_t, anon_huge)},
+      {"Swap", MS_F_KERNEL_SWAP, offsetof(ms__smaps_t, swap)},
+  };
+  memset(out, 0, sizeof *out);
+  if (text == NULL)
+    return 0;
+  int found = 0;
+  for (const char *p = text; *p;) {
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+      unsigned bit = 1u << (lines[i].field - MS_F_KERNEL_RSS);
+      uint64_t v;
+      /* The first line of a name counts: a repeated one is not the
+       * kernel's format, and taking it would let garbage win. */
+      if (!(out->have & bit) && smaps_line(p, lines[i].name, &v)) {
+        *(uint64_t *)((char *)out + lines[i].off) = v;
+        out->have |= bit;
+        found++;
+      }
+    }
+    const char *nl = strchr(p, '\n');
+    if (nl == NULL)
+      break;
+    p = nl + 1;
+  }
+  return found;
+}
+
+uint64_t ms__smaps_interval_ns(uint64_t last_cost_ns) {
+  uint64_t floor_ns = g_smaps.floor_ns;
+  uint64_t scaled =
+      last_cost_ns > UINT64_MAX / 100 ? UINT64_MAX : last_cost_ns * 100;
+  return scaled > floor_ns ? scaled : floor_ns;
+}
+
+void ms__smaps_set_floor(uint64_t ns) {
+  pthread_mutex_lock(&g_smaps_lock);
+  g_smaps.floor_ns = ns;
+  pthread_mutex_unlock(&g_smaps_lock);
+}
+
+uint64_t ms__smaps_reads(void) {
+  pthread_mutex_lock(&g_smaps_lock);
+  uint64_t n = g_smaps.reads;
+  pthread_mutex_unlock(&g_smaps_lock);
+  return n;
+}
+
+/* Adds the smaps_rollup figures, read now or, inside the cadence, those of
+ * the last read. Cached figures are still exact: exact as of their read,
+ * at most max(1 s, 100 x its cost) before the snapshot. Their age is not
+ * carried: the 0.1 snapshot layout has no field for it (growing the struct
+ * would make ms_snapshot_read() refuse callers built against 0.1), and the
+ * bound above is what a reader needs — a few seconds at most for a
+ * process under 30 GiB resident. */
+static void fill_smaps(ms_snapshot_t *s) {
+  pthread_mutex_lock(&g_smaps_lock);
+  int pid = (int)getpid();
+  uint64_t now = ms__now_mono_ns();
+  if (g_smaps.pid != pid ||
+      now - g_smaps.read_at >= ms__smaps_interval_ns(g_smaps.cost_ns)) {
+    /* About 25 lines of at most 40 bytes: 4 KiB leaves room for kernels
+     * that add lines. Reading it whole keeps the kernel's walk to one. */
+    char buf[4096];
+    ms__smaps_t fig;
+    if (ms__read_small_file("/proc/self/smaps_rollup", buf, sizeof buf) > 0)
+      ms__parse_smaps_rollup(buf, &fig);
+    else
+      memset(&fig, 0, sizeof fig); /* no smaps_rollup (before Linux 4.14) */
+    uint64_t done = ms__now_mono_ns();
+    g_smaps.figures = fig;
+    g_smaps.cost_ns = done - now;
+    g_smaps.read_at = now;
+    g_smaps.pid = pid;
+    g_smaps.reads++;
+  }
+  ms__smaps_t fig = g_smaps.figures;
+  pthread_mutex_unlock(&g_smaps_lock);
+
+  static const struct {
+    ms_field_t field;
+    size_t snap_off, fig_off;
+  } map[] = {
+      {MS_F_KERNEL_RSS, offsetof(ms_snapshot_t, kernel_rss),
+       offsetof(ms__smaps_t, rss)},
+      {MS_F_KERNEL_LAZYFREE, offsetof(ms_snapshot_t, kernel_lazyfree),
+       offsetof(ms__smaps_t, lazyfree)},
+      {MS_F_KERNEL_ANON_HUGE, offsetof(ms_snapshot_t, kernel_anon_huge),
+       offsetof(ms__smaps_t, anon_huge)},
+      {MS_F_KERNEL_SWAP, offsetof(ms_snapshot_t, kernel_swap),
+       offsetof(ms__smaps_t, swap)},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+    if (!(fig.have & (1u << (map[i].field - MS_F_KERNEL_RSS))))
+      continue;
+    *(uint64_t *)((char *)s + map[i].snap_off) =
+        *(const uint64_t *)((const char *)&fig + map[i].fig_off);
+    ms__set_quality(s, map[i].field, MS_Q_EXACT, -1);
+  }
 }
 
 int ms__snapshot_add_provider(ms_snapshot_t *s, const char *name) {
@@ -268,6 +424,10 @@ static void finish(ms_snapshot_t *s) {
 }
 
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
+  return ms__snapshot_read_opts(s, size, 0);
+}
+
+int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   if (!s || size < sizeof(ms_snapshot_t))
     return MS_EINVAL;
   memset(s, 0, sizeof *s);
@@ -285,6 +445,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
   pthread_mutex_unlock(&g_read_lock);
 
   fill_kernel(s);
+  if (flags & MS__READ_SMAPS)
+    fill_smaps(s);
   finish(s);
   return 0;
 }

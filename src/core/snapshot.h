@@ -19,4 +19,37 @@ ssize_t ms__read_small_file(const char *path, char *buf, size_t len);
 int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
                         uint64_t *start_time);
 
+/* ---- smaps_rollup on request ---- */
+
+/* Flags of ms__snapshot_read_opts(). */
+#define MS__READ_SMAPS 0x1u /* also read /proc/self/smaps_rollup */
+
+/* ms_snapshot_read() with options. With MS__READ_SMAPS the kernel's
+ * smaps_rollup figures (Rss, LazyFree, AnonHugePages, Swap) are added,
+ * exact, and Rss supersedes statm's. smaps_rollup is read at most once per
+ * max(1 s, 100 x the cost of its last read); a request inside that gets the
+ * figures of the last read. Returns what ms_snapshot_read() returns. */
+int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags);
+
+/* The figures parsed from a smaps_rollup text, in bytes; `have` has bit
+ * (1 << (field - MS_F_KERNEL_RSS)) set for each line that was found. */
+typedef struct ms__smaps_s {
+  uint64_t rss, lazyfree, anon_huge, swap;
+  unsigned have;
+} ms__smaps_t;
+
+/* Parses a /proc/PID/smaps_rollup text: "Name:   <n> kB" lines; lines it
+ * does not know or cannot read (garbage, a value that would overflow in
+ * bytes) are skipped, so a missing figure stays unavailable. Returns the
+ * number of figures found. Pure; no allocation. */
+int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out);
+
+/* The smaps cadence: the shortest interval between two reads after one
+ * that cost last_cost_ns, max(floor, 100 x last_cost_ns); the floor is
+ * 1 s unless a test changed it with ms__smaps_set_floor(). */
+uint64_t ms__smaps_interval_ns(uint64_t last_cost_ns);
+void ms__smaps_set_floor(uint64_t ns);
+/* How many times smaps_rollup was read in this process (tests, benches). */
+uint64_t ms__smaps_reads(void);
+
 #endif

@@ -48,6 +48,7 @@ struct mt_conn_s {
   int handles;      /* open handles and requests that point at us */
   uv_timer_t timer; /* the request timeout */
   int timeout_ms;
+  uint64_t req_flags; /* MS__REQ_* of the request in flight */
   uint8_t *rbuf; /* received bytes not yet consumed */
   size_t rlen, rcap;
   ms_snapshot_t snap; /* decoded into, handed to the callback */
@@ -177,7 +178,8 @@ static int send_request(mt_conn_t *c) {
   uv_buf_t buf;
   int rc;
 
-  rc = msc_session_request_snapshot(c->session, &bytes, &len);
+  rc = msc_session_request_snapshot_flags(c->session, c->req_flags, &bytes,
+                                          &len);
   if (rc != 0)
     return rc;
   w = calloc(1, sizeof *w);
@@ -372,6 +374,10 @@ static void start_connect(mt_conn_t *c) {
 }
 
 int mt_conn_fetch(mt_conn_t *c, int timeout_ms) {
+  return mt_conn_fetch_flags(c, timeout_ms, 0);
+}
+
+int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
   int rc;
 
   if (c == NULL || c->closing)
@@ -379,6 +385,7 @@ int mt_conn_fetch(mt_conn_t *c, int timeout_ms) {
   if (c->busy)
     return MS_EAGAIN;
   c->busy = 1;
+  c->req_flags = flags;
   c->timeout_ms = timeout_ms;
   uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
   if (c->pipe == NULL) {

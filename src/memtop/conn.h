@@ -35,6 +35,10 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
  * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the
  * callback does not run). */
 int mt_conn_fetch(mt_conn_t *c, int timeout_ms);
+/* The same with request flags (MS__REQ_SMAPS: also the kernel's
+ * smaps_rollup figures, which cost the target about 10 ms per GiB
+ * resident). */
+int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags);
 
 /* Nonzero while a request is in flight. */
 int mt_conn_busy(const mt_conn_t *c);

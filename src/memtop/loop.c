@@ -37,6 +37,7 @@
 
 #include "memstats.h"
 #include "client/client.h"
+#include "common/fields.h"
 #include "common/strbuf.h"
 #include "emit/emit.h"
 #include "memtop/conn.h"
@@ -81,6 +82,12 @@ typedef struct mt_watch_s {
   int seen;         /* found by the last rescan */
   int is_child;     /* started by `run` */
   char err[512];    /* the last read's error */
+  /* Live view: when smaps_rollup was last asked for (uv_hrtime, 0: not
+   * since the detail view opened on this process), and the figures of the
+   * last reply that had them, carried into the plain snapshots between. */
+  uint64_t smaps_asked_ns;
+  int have_smaps;
+  uint64_t smaps_value[MS_F_KERNEL_SWAP - MS_F_KERNEL_LAZYFREE + 1];
 } mt_watch_t;
 
 struct mt_app_s {
@@ -135,6 +142,11 @@ static void poll_finish(mt_app_t *app);
 static uint64_t delay_ms(const mt_app_t *app) {
   return (uint64_t)(app->model.delay_s * 1000.0 + 0.5);
 }
+
+/* smaps_rollup costs the target about 10 ms per GiB resident and holds its
+ * mmap lock: the live view asks for it only for the process on the detail
+ * view, at most this often. A one-off report (--once) asks every time. */
+#define SMAPS_EVERY_NS (10 * 1000000000ull)
 
 /* ---- processes ------------------------------------------------------- */
 
@@ -287,6 +299,59 @@ static void request_draw(mt_app_t *app) {
 
 /* ---- reading --------------------------------------------------------- */
 
+/* The live view's request flags for w: MS__REQ_SMAPS when it is on the
+ * detail view and its figures are SMAPS_EVERY_NS old. Off the detail view
+ * the carried figures are dropped, so that coming back never shows
+ * figures from long ago, and asks at once. */
+static uint64_t watch_smaps_due(mt_watch_t *w) {
+  const mt_model_t *m = &w->app->model;
+  uint64_t now = uv_hrtime();
+
+  if (w->app->mode != MODE_LIVE || m->screen != MT_SCREEN_DETAIL ||
+      m->detail_pid != w->pid) {
+    w->smaps_asked_ns = 0;
+    w->have_smaps = 0;
+    return 0;
+  }
+  if (w->smaps_asked_ns != 0 && now - w->smaps_asked_ns < SMAPS_EVERY_NS)
+    return 0;
+  w->smaps_asked_ns = now;
+  return MS__REQ_SMAPS;
+}
+
+/* Between two smaps replies, a plain snapshot gets the last smaps figures
+ * (LazyFree, AnonHugePages, Swap: at most SMAPS_EVERY_NS and a request
+ * older), so the detail view does not blink them on and off; RSS stays the
+ * plain snapshot's own, from statm. Returns the snapshot to record. */
+static const ms_snapshot_t *watch_smaps_carry(mt_watch_t *w,
+                                              const ms_snapshot_t *snap) {
+  static ms_snapshot_t carried; /* the loop is single-threaded */
+  int i, n = MS_F_KERNEL_SWAP - MS_F_KERNEL_LAZYFREE + 1;
+
+  if (snap->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE ||
+      snap->quality[MS_F_KERNEL_ANON_HUGE] != MS_Q_UNAVAILABLE ||
+      snap->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE) {
+    for (i = 0; i < n; i++)
+      w->smaps_value[i] =
+          snap->quality[MS_F_KERNEL_LAZYFREE + i] != MS_Q_UNAVAILABLE
+              ? ms__field_u64(snap, (ms_field_t)(MS_F_KERNEL_LAZYFREE + i))
+              : UINT64_MAX;
+    w->have_smaps = w->app->mode == MODE_LIVE;
+    return snap;
+  }
+  if (!w->have_smaps)
+    return snap;
+  carried = *snap;
+  for (i = 0; i < n; i++) {
+    if (w->smaps_value[i] == UINT64_MAX)
+      continue;
+    ms__field_set_u64(&carried, (ms_field_t)(MS_F_KERNEL_LAZYFREE + i),
+                      w->smaps_value[i]);
+    carried.quality[MS_F_KERNEL_LAZYFREE + i] = MS_Q_EXACT;
+  }
+  return &carried;
+}
+
 static void watch_tick(uv_timer_t *timer) {
   mt_watch_t *w = timer->data;
   mt_app_t *app = w->app;
@@ -299,7 +364,7 @@ static void watch_tick(uv_timer_t *timer) {
     return;
   }
   watch_schedule(w, delay_ms(app));
-  mt_conn_fetch(w->conn, app->timeout_ms);
+  mt_conn_fetch_flags(w->conn, app->timeout_ms, watch_smaps_due(w));
 }
 
 static void watch_schedule(mt_watch_t *w, uint64_t ms) {
@@ -392,6 +457,7 @@ static void on_result(mt_conn_t *c, int status, const ms_snapshot_t *snap,
     w->err[0] = '\0';
     if (t == NULL)
       t = mt_model_target(&app->model, w->pid);
+    snap = watch_smaps_carry(w, snap);
     if (t != NULL && !(t->state == MT_EXITED && w->gone))
       mt_model_update(&app->model, t, snap);
     if (w->start_time == 0)
@@ -540,7 +606,6 @@ static void emit_ps(mt_app_t *app) {
   const struct passwd *pw;
   const mt_target_t *t;
   const mt_watch_t *w;
-  ms_quality_t q;
   size_t i, k, used;
 
   ms_strbuf_printf(&app->out, "%7s %-10s %-16s %14s  %s\n", "PID", "USER",
@@ -559,8 +624,7 @@ static void emit_ps(mt_app_t *app) {
       snprintf(user, sizeof user, "?");
     providers[0] = '\0';
     if (w->ok && t->have_snapshot) {
-      q = t->bd.q_ready < t->bd.q_prepared ? t->bd.q_ready : t->bd.q_prepared;
-      ms__fmt_bytes_q(rp, sizeof rp, t->bd.ready + t->bd.prepared, q);
+      ms__fmt_bytes_q(rp, sizeof rp, t->bd.total, t->bd.q_total);
       for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS; k++)
         used += (size_t)snprintf(providers + used, sizeof providers - used,
                                  "%s%s", k ? "," : "", t->snap.providers[k]);
@@ -655,7 +719,8 @@ static void round_start(mt_app_t *app) {
   /* Every request goes out at once: a hung target costs one timeout for
    * the whole round, not one per target. */
   for (i = 0; i < app->nw; i++)
-    mt_conn_fetch(app->w[i]->conn, app->timeout_ms);
+    mt_conn_fetch_flags(app->w[i]->conn, app->timeout_ms,
+                        app->ps ? 0 : MS__REQ_SMAPS);
 }
 
 /* ---- run: the command ------------------------------------------------ */
