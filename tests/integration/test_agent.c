@@ -248,10 +248,12 @@ static void test_round_trip_exact(void **state) {
 
 /* Sends a request on an open connection and reads frames up to the
  * snapshot reply. */
-static void session_snapshot(int fd, msc_session_t *s, ms_snapshot_t *snap) {
+static void session_snapshot_flags(int fd, msc_session_t *s, uint64_t flags,
+                                   ms_snapshot_t *snap) {
   const uint8_t *req;
   size_t len;
-  assert_int_equal(msc_session_request_snapshot(s, &req, &len), 0);
+  assert_int_equal(msc_session_request_snapshot_flags(s, flags, &req, &len),
+                   0);
   assert_int_equal(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
   static uint8_t buf[1 << 16];
   for (;;) {
@@ -268,6 +270,62 @@ static void session_snapshot(int fd, msc_session_t *s, ms_snapshot_t *snap) {
     if (ev.type == MSC_EV_SNAPSHOT)
       return;
   }
+}
+
+static void session_snapshot(int fd, msc_session_t *s, ms_snapshot_t *snap) {
+  session_snapshot_flags(fd, s, 0, snap);
+}
+
+static void assert_smaps(const ms_snapshot_t *s, ms_quality_t want) {
+  assert_int_equal(s->quality[MS_F_KERNEL_LAZYFREE], want);
+  assert_int_equal(s->quality[MS_F_KERNEL_ANON_HUGE], want);
+  assert_int_equal(s->quality[MS_F_KERNEL_SWAP], want);
+  /* RSS is there either way: from statm, or from smaps_rollup. */
+  assert_int_equal(s->quality[MS_F_KERNEL_RSS], MS_Q_EXACT);
+  assert_int_equal(s->quality[MS_F_KERNEL_VSZ], MS_Q_EXACT);
+  assert_true(s->kernel_rss > 0);
+}
+
+/* A plain request gets no smaps figures; a smaps request gets them exact,
+ * even inside the interval of a cached plain snapshot (a fresh one is
+ * computed with smaps), and that snapshot then answers both kinds. */
+static void test_smaps_request(void **state) {
+  (void)state;
+  static const char *const env[] = {"MEMSTATS_MIN_INTERVAL_MS=3600000", NULL};
+  target_t t;
+  target_start(&t, env);
+  uint64_t st;
+  assert_int_equal(msc_proc_start_time(t.pid, &st), 0);
+  int fd = raw_connect(t.sock);
+  assert_true(fd >= 0);
+  msc_session_t *s = msc_session_new(t.pid, st);
+  static ms_snapshot_t a, b, c, d;
+  session_snapshot_flags(fd, s, 0, &a);
+  assert_smaps(&a, MS_Q_UNAVAILABLE);
+  assert_true(msc_session_hello(s)->capabilities & MS__CAP_SMAPS);
+
+  session_snapshot_flags(fd, s, MS__REQ_SMAPS, &b);
+  assert_smaps(&b, MS_Q_EXACT);
+  assert_true(b.seq > a.seq);
+
+  session_snapshot_flags(fd, s, 0, &c);
+  assert_int_equal(c.seq, b.seq);
+  assert_smaps(&c, MS_Q_EXACT);
+  session_snapshot_flags(fd, s, MS__REQ_SMAPS, &d);
+  assert_int_equal(d.seq, b.seq);
+  assert_int_equal(d.kernel_swap, b.kernel_swap);
+  assert_int_equal(d.kernel_lazyfree, b.kernel_lazyfree);
+  msc_session_free(s);
+  close(fd);
+
+  /* The blocking helper passes the flag too. */
+  static ms_snapshot_t e;
+  char err[512];
+  assert_int_equal(msc_fetch_flags(t.pid, MS__REQ_SMAPS, &e, 5000, err,
+                                   sizeof err),
+                   0);
+  assert_smaps(&e, MS_Q_EXACT);
+  target_kill(&t);
 }
 
 static void test_rate_limit(void **state) {
@@ -773,6 +831,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_exact),
       cmocka_unit_test(test_rate_limit),
+      cmocka_unit_test(test_smaps_request),
       cmocka_unit_test(test_garbage),
       cmocka_unit_test(test_burst),
       cmocka_unit_test(test_other_uid_refused),

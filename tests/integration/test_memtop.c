@@ -322,6 +322,55 @@ static void test_once_json(void **state) {
   stop_target(p);
 }
 
+/* --once asks for smaps_rollup: the "kernel" object has the smaps figures,
+ * exact. A target that wrote 64 MiB and gave it back with MADV_FREE shows
+ * it as LazyFree (unless the kernel has no MADV_FREE, or already reclaimed
+ * the pages under memory pressure: then the test says so and skips). */
+static void test_once_json_smaps(void **state) {
+  proc_t p = start_target("lazyfree");
+  json_error_t jerr;
+  json_t *j, *k, *q;
+  json_int_t lazy, rss;
+
+  (void)state;
+  assert_int_equal(mt("--once", "--json", pidstr(p.pid), NULL), 0);
+  j = json_loads(res.out, 0, &jerr);
+  assert_non_null(j);
+  k = json_object_get(j, "kernel");
+  q = json_object_get(j, "quality");
+  assert_non_null(k);
+  assert_non_null(q);
+  assert_true(json_is_integer(json_object_get(k, "rss")));
+  assert_true(json_is_integer(json_object_get(k, "vsz")));
+  assert_true(json_is_integer(json_object_get(k, "lazyfree")));
+  assert_true(json_is_integer(json_object_get(k, "anonhuge")));
+  assert_true(json_is_integer(json_object_get(k, "swap")));
+  assert_string_equal(
+      json_string_value(json_object_get(q, "KernelLazyFree")), "exact");
+  assert_string_equal(json_string_value(json_object_get(q, "KernelSwap")),
+                      "exact");
+  /* LazyFree pages stay resident until the kernel reclaims them. */
+  lazy = json_integer_value(json_object_get(k, "lazyfree"));
+  rss = json_integer_value(json_object_get(k, "rss"));
+  assert_true(rss >= lazy);
+  json_decref(j);
+
+  /* The text report's Kernel section names the same figures. */
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  assert_non_null(strstr(res.out, "\nKernel\n"));
+  assert_non_null(strstr(res.out, "LazyFree"));
+  assert_non_null(strstr(res.out, "AnonHuge"));
+  assert_non_null(strstr(res.out, "Swap"));
+  stop_target(p);
+  if (lazy == 0) {
+    print_message("LazyFree stayed 0 after MADV_FREE on 64 MiB: this kernel "
+                  "lacks MADV_FREE or reclaimed the pages at once\n");
+    skip();
+  }
+  assert_true(lazy > 0);
+  assert_true(lazy <= 64 << 20);
+}
+
 static void test_several_targets_and_rounds(void **state) {
   proc_t a = start_target(NULL), b = start_target("churn");
   json_error_t jerr;
@@ -648,6 +697,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_once_text, setup, teardown),
       cmocka_unit_test_setup_teardown(test_once_json, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_once_json_smaps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
