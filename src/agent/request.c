@@ -28,7 +28,7 @@
 static struct {
   uint64_t interval_ns;
   int valid;
-  unsigned flags; /* MS__READ_* the cached snapshot was taken with */
+  unsigned flags;    /* MS__READ_* the cached snapshot was taken with */
   int pid;           /* whose snapshot this is: a forked child is not */
   uint64_t computed; /* CLOCK_MONOTONIC when it was computed */
   ms_snapshot_t snap;

@@ -49,7 +49,7 @@ struct mt_conn_s {
   uv_timer_t timer; /* the request timeout */
   int timeout_ms;
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
-  uint8_t *rbuf; /* received bytes not yet consumed */
+  uint8_t *rbuf;      /* received bytes not yet consumed */
   size_t rlen, rcap;
   ms_snapshot_t snap; /* decoded into, handed to the callback */
   char path[MSC_PATH_MAX];

@@ -252,8 +252,7 @@ static void session_snapshot_flags(int fd, msc_session_t *s, uint64_t flags,
                                    ms_snapshot_t *snap) {
   const uint8_t *req;
   size_t len;
-  assert_int_equal(msc_session_request_snapshot_flags(s, flags, &req, &len),
-                   0);
+  assert_int_equal(msc_session_request_snapshot_flags(s, flags, &req, &len), 0);
   assert_int_equal(send(fd, req, len, MSG_NOSIGNAL), (ssize_t)len);
   static uint8_t buf[1 << 16];
   for (;;) {
@@ -321,9 +320,8 @@ static void test_smaps_request(void **state) {
   /* The blocking helper passes the flag too. */
   static ms_snapshot_t e;
   char err[512];
-  assert_int_equal(msc_fetch_flags(t.pid, MS__REQ_SMAPS, &e, 5000, err,
-                                   sizeof err),
-                   0);
+  assert_int_equal(
+      msc_fetch_flags(t.pid, MS__REQ_SMAPS, &e, 5000, err, sizeof err), 0);
   assert_smaps(&e, MS_Q_EXACT);
   target_kill(&t);
 }

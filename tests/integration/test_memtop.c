@@ -345,8 +345,8 @@ static void test_once_json_smaps(void **state) {
   assert_true(json_is_integer(json_object_get(k, "lazyfree")));
   assert_true(json_is_integer(json_object_get(k, "anonhuge")));
   assert_true(json_is_integer(json_object_get(k, "swap")));
-  assert_string_equal(
-      json_string_value(json_object_get(q, "KernelLazyFree")), "exact");
+  assert_string_equal(json_string_value(json_object_get(q, "KernelLazyFree")),
+                      "exact");
   assert_string_equal(json_string_value(json_object_get(q, "KernelSwap")),
                       "exact");
   /* LazyFree pages stay resident until the kernel reclaims them. */

@@ -16,7 +16,7 @@
 #include "core/snapshot.h"
 #include "memstats.h"
 
-#define BIT(f) (1u << ((f) - MS_F_KERNEL_RSS))
+#define BIT(f) (1u << ((f)-MS_F_KERNEL_RSS))
 #define ALL                                                                    \
   (BIT(MS_F_KERNEL_RSS) | BIT(MS_F_KERNEL_LAZYFREE) |                          \
    BIT(MS_F_KERNEL_ANON_HUGE) | BIT(MS_F_KERNEL_SWAP))
