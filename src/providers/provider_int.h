@@ -86,6 +86,17 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
  * merged with the engine's figures of the program's last moment. */
 void ms__providers_expire(void);
 
+/* For the unit tests only (tests/unit/test_provider_cadence.c); the
+ * library never calls these. ms__providers_set_for_test() makes the
+ * registry use mpv as the process's malloc and gpv as its collector (either
+ * may be NULL), as if detection had chosen them, with nothing cached;
+ * ms__providers_clock_for_test() replaces the cadence's monotonic clock
+ * (NULL restores the real one), so a fake provider's sample() can "cost"
+ * a chosen time by advancing it, without sleeping. */
+void ms__providers_set_for_test(const ms__provider_t *mpv,
+                                const ms__provider_t *gpv);
+void ms__providers_clock_for_test(uint64_t (*now)(void));
+
 /* Installs the collector provider's pause hook if the collector is in the
  * process (cheap dlsym only; also run from a library constructor). Returns 1
  * if installed. */

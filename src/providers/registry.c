@@ -69,6 +69,8 @@ static ms__pv_slot_t g_collector = {.pv = &ms__provider_boehm};
 static int g_malloc_detected;
 static ms__pv_slot_t *g_malloc_slot; /* the confirmed one, or NULL */
 static unsigned long long g_loads_seen = ~0ull;
+/* The cadence's clock; only the unit tests replace it. */
+static uint64_t (*g_now)(void) = ms__now_mono_ns;
 
 /* ---- detection
  * -------------------------------------------------------------*/
@@ -113,9 +115,9 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   if (s->have && now - s->last_ns < s->interval_ns)
     return &s->sample;
   memset(&s->sample, 0, sizeof s->sample);
-  uint64_t t0 = ms__now_mono_ns();
+  uint64_t t0 = g_now();
   int rc = s->pv->sample(&s->sample, flags);
-  uint64_t t1 = ms__now_mono_ns();
+  uint64_t t1 = g_now();
   s->cost_ns = t1 - t0;
   s->last_ns = t1;
   s->interval_ns = s->pv->min_interval_ns;
@@ -133,14 +135,38 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
 void ms__providers_expire(void) {
   for (size_t i = 0; i < NMALLOC; i++)
     g_malloc[i].have = 0;
+  if (g_malloc_slot) /* also the tests' slot (ms__providers_set_for_test) */
+    g_malloc_slot->have = 0;
   g_collector.have = 0;
+}
+
+/* ---- test seam
+ * -------------------------------------------------------------*/
+
+void ms__providers_set_for_test(const ms__provider_t *mpv,
+                                const ms__provider_t *gpv) {
+  static ms__pv_slot_t test_malloc;
+  memset(&test_malloc, 0, sizeof test_malloc);
+  test_malloc.pv = mpv;
+  test_malloc.active = mpv != NULL;
+  for (size_t i = 0; i < NMALLOC; i++)
+    g_malloc[i].active = g_malloc[i].have = 0;
+  g_malloc_detected = 1;
+  g_malloc_slot = mpv ? &test_malloc : NULL;
+  memset(&g_collector, 0, sizeof g_collector);
+  g_collector.pv = gpv ? gpv : &ms__provider_boehm;
+  g_collector.active = gpv != NULL;
+}
+
+void ms__providers_clock_for_test(uint64_t (*now)(void)) {
+  g_now = now ? now : ms__now_mono_ns;
 }
 
 void ms__providers_fill(ms_snapshot_t *snap) {
   detect();
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
-  uint64_t now = ms__now_mono_ns();
+  uint64_t now = g_now();
   const ms__pv_sample_t *ms = sample(g_malloc_slot, now, flags, snap);
   const ms__pv_sample_t *gs = sample(&g_collector, now, flags, snap);
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,

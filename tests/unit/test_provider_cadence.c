@@ -1,0 +1,216 @@
+/*
+ * test_provider_cadence.c - when the registry samples a provider and when
+ * it serves the cached sample (src/providers/registry.c): at most every
+ * min_interval_ns, at most every 100 times the cost of the last sample
+ * (the back-off that keeps glibc's mallinfo2 on a large heap cheap), and a
+ * failed sample caches nothing.
+ *
+ * A fake malloc provider replaces the detected one, and the registry's
+ * clock is a fake one that only moves when the test (or the fake sample()
+ * "spending" its cost) moves it: no sleeping and no timing thresholds, each
+ * expectation is an exact count of sample() calls.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/fields.h"
+#include "core/engine.h"
+#include "core/provider.h"
+#include "core/snapshot.h"
+#include "providers/provider_int.h"
+
+#define MS_ 1000000ull
+#define US_ 1000ull
+
+static uint64_t g_clock;   /* the fake monotonic clock, ns */
+static uint64_t g_cost;    /* what the next sample() costs, ns */
+static int g_rc;           /* what the next sample() returns */
+static unsigned g_calls;   /* sample() calls so far */
+
+static uint64_t fake_now(void) {
+  return g_clock;
+}
+
+/* Each sample says which call it was in HeapSys, so the test sees whether
+ * a snapshot got a fresh sample or the cached one. */
+static int fake_sample(ms__pv_sample_t *out, unsigned flags) {
+  (void)flags;
+  g_calls++;
+  g_clock += g_cost;
+  if (g_rc != 0)
+    return g_rc;
+  ms__pv_set(out, MS_F_HEAP_SYS, g_calls, MS_Q_EXACT);
+  ms__pv_set(out, MS_F_HEAP_INUSE, g_calls, MS_Q_EXACT);
+  ms__pv_set(out, MS_F_HEAP_IDLE, 0, MS_Q_EXACT);
+  return 0;
+}
+
+static int never(void) {
+  return 0;
+}
+
+static const ms__provider_t fake_malloc = {
+    .name = "fakemalloc",
+    .kind = MS__PV_MALLOC,
+    .min_interval_ns = 10 * MS_,
+    .detect = never,
+    .confirm = never,
+    .sample = fake_sample,
+};
+
+static int setup(void **state) {
+  (void)state;
+  g_clock = 1000 * MS_;
+  g_cost = 0;
+  g_rc = 0;
+  g_calls = 0;
+  ms__providers_clock_for_test(fake_now);
+  ms__providers_set_for_test(&fake_malloc, NULL);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ms__providers_set_for_test(NULL, NULL);
+  ms__providers_clock_for_test(NULL);
+  return 0;
+}
+
+/* A snapshot as the engine leaves it before the providers (nothing fed),
+ * filled by the registry. Returns the HeapSys it got: the number of the
+ * sample call merged, or 0 if none was. */
+static uint64_t fill(void) {
+  static ms_snapshot_t snap;
+  memset(&snap, 0, sizeof snap);
+  memset(snap.source, 0xff, sizeof snap.source);
+  ms__providers_fill(&snap);
+  assert_true(snap.nproviders >= 1);
+  assert_string_equal(snap.providers[snap.nproviders - 1], "fakemalloc");
+  if (snap.quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+    return 0;
+  return snap.heap_sys;
+}
+
+/* A cheap sample (100 x cost below the minimum): the minimum interval
+ * rules, counted from the end of the last sample. */
+static void test_cheap_sample_min_interval(void **state) {
+  (void)state;
+  g_cost = 20 * US_; /* x100 = 2 ms < 10 ms */
+  assert_int_equal(fill(), 1);
+  assert_int_equal(g_calls, 1);
+  uint64_t end = g_clock;
+  g_clock = end + 10 * MS_ - 1;
+  assert_int_equal(fill(), 1); /* served from the cache */
+  assert_int_equal(g_calls, 1);
+  g_clock = end + 10 * MS_;
+  assert_int_equal(fill(), 2); /* fresh */
+  assert_int_equal(g_calls, 2);
+}
+
+/* A slow sample: the next waits 100 times its cost, not the minimum; and
+ * once the samples are cheap again, the minimum is back. */
+static void test_slow_sample_backs_off(void **state) {
+  (void)state;
+  g_cost = 30 * MS_; /* x100 = 3 s */
+  assert_int_equal(fill(), 1);
+  uint64_t end = g_clock;
+  g_cost = 1 * US_;
+  /* Every snapshot inside the 3 s is served the cached sample. */
+  for (uint64_t t = end; t < end + 3000 * MS_; t += 250 * MS_) {
+    g_clock = t;
+    assert_int_equal(fill(), 1);
+  }
+  g_clock = end + 3000 * MS_ - 1;
+  assert_int_equal(fill(), 1);
+  assert_int_equal(g_calls, 1);
+  g_clock = end + 3000 * MS_;
+  assert_int_equal(fill(), 2);
+  assert_int_equal(g_calls, 2);
+  /* That one cost 1 us: the next is due after the 10 ms minimum. */
+  end = g_clock;
+  g_clock = end + 10 * MS_ - 1;
+  assert_int_equal(fill(), 2);
+  g_clock = end + 10 * MS_;
+  assert_int_equal(fill(), 3);
+  assert_int_equal(g_calls, 3);
+}
+
+/* The interval is 100 times the cost exactly at the boundary where it
+ * passes the minimum. */
+static void test_backoff_boundary(void **state) {
+  (void)state;
+  g_cost = 100 * US_ + 1; /* x100 = 10 ms + 100 ns */
+  assert_int_equal(fill(), 1);
+  uint64_t end = g_clock;
+  g_clock = end + 10 * MS_;
+  assert_int_equal(fill(), 1); /* the minimum alone would sample here */
+  g_clock = end + 10 * MS_ + 100;
+  assert_int_equal(fill(), 2);
+}
+
+/* A failed sample caches nothing: the snapshot gets no provider figures,
+ * the good sample before it is not served as current either, and the
+ * next snapshot tries again at once. */
+static void test_failed_sample_caches_nothing(void **state) {
+  (void)state;
+  g_cost = 1 * US_;
+  assert_int_equal(fill(), 1);
+  g_clock += 10 * MS_;
+  g_rc = MS_ENOSYS;
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 2);
+  /* No time has passed: still retried, since nothing is cached. */
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 3);
+  g_rc = 0;
+  assert_int_equal(fill(), 4);
+  assert_int_equal(g_calls, 4);
+  /* And that good one is cached again. */
+  assert_int_equal(fill(), 4);
+  assert_int_equal(g_calls, 4);
+}
+
+/* A slow failure does not leave a back-off behind either: failing reads
+ * are retried at the next snapshot (the snapshot rate bounds them). */
+static void test_slow_failure_retried(void **state) {
+  (void)state;
+  g_cost = 50 * MS_;
+  g_rc = MS_ENOSYS;
+  assert_int_equal(fill(), 0);
+  g_rc = 0;
+  g_cost = 1 * US_;
+  assert_int_equal(fill(), 2);
+  assert_int_equal(g_calls, 2);
+}
+
+/* ms__providers_expire (the final snapshot at exit) forgets the cache. */
+static void test_expire_forces_fresh(void **state) {
+  (void)state;
+  assert_int_equal(fill(), 1);
+  assert_int_equal(fill(), 1);
+  ms__providers_expire();
+  assert_int_equal(fill(), 2);
+  assert_int_equal(g_calls, 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_cheap_sample_min_interval, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_slow_sample_backs_off, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_backoff_boundary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_failed_sample_caches_nothing, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_slow_failure_retried, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_expire_forces_fresh, setup,
+                                      teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
