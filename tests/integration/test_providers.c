@@ -5,8 +5,10 @@
  * run under the preload (MEMSTATS_AGENT=0: no socket needed); it checks its
  * own snapshot against the allocator's own figures and a known allocation
  * pattern, printing "ok"/"FAIL" lines (tests/progs/pv_check.h), and exits 0
- * only if everything held. contrib/runtime_example --check compares what
- * it reported through the public API with its snapshot.
+ * only if everything held. tests/progs/pj_bins is linked with jemalloc and
+ * -lmemstats instead, without the preload: jemalloc's own size classes.
+ * contrib/runtime_example --check compares what it reported through the
+ * public API with its snapshot.
  *
  * Under a sanitizer build the plain preload from $BUILD/plain is injected
  * (the instrumented one cannot be), as in test_preload.c.
@@ -90,14 +92,16 @@ static int run(char *const argv[], const char *preload, char *out,
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static void run_pv(const char *name) {
+/* Runs tests/progs/<name> with the given preload (NULL: none) and checks
+ * that every one of its checks held. */
+static void run_prog(const char *name, const char *preload) {
   char path[1400];
   snprintf(path, sizeof path, "%s/progs/%s", build_dir, name);
   if (access(path, X_OK) != 0)
     fail_msg("%s is missing: build it with `make test-build`", path);
   static char out[65536];
   char *argv[] = {path, NULL};
-  int rc = run(argv, preload_path, out, sizeof out);
+  int rc = run(argv, preload, out, sizeof out);
   if (rc != 0) {
     print_message("%s", out);
     fail_msg("%s %s %d (its FAIL lines are above)", name,
@@ -106,6 +110,10 @@ static void run_pv(const char *name) {
   /* The program says how many checks failed on its last line. */
   assert_non_null(strstr(out, ": 0 failed"));
   assert_null(strstr(out, "FAIL"));
+}
+
+static void run_pv(const char *name) {
+  run_prog(name, preload_path);
 }
 
 static void test_glibc(void **state) {
@@ -127,6 +135,13 @@ static void test_mimalloc(void **state) {
 static void test_boehm(void **state) {
   (void)state;
   run_pv("pv_boehm");
+}
+
+/* jemalloc's own size classes, with nothing tracking objects: pj_bins is
+ * linked with -ljemalloc and -lmemstats and runs without the preload. */
+static void test_jemalloc_bins_untracked(void **state) {
+  (void)state;
+  run_prog("pj_bins", NULL);
 }
 
 /* The runtime example's figures arrive as it reported them. */
@@ -154,6 +169,7 @@ int main(void) {
       cmocka_unit_test(test_glibc),    cmocka_unit_test(test_jemalloc),
       cmocka_unit_test(test_tcmalloc), cmocka_unit_test(test_mimalloc),
       cmocka_unit_test(test_boehm),    cmocka_unit_test(test_runtime_example),
+      cmocka_unit_test(test_jemalloc_bins_untracked),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
