@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/pause.h"
 #include "providers/provider_int.h"
 
 /* bdwgc's GC_EventType values (gc.h, stable since 7.6). */
@@ -186,6 +187,20 @@ static void gc_finish(ms_snapshot_t *s, int idx) {
       MS_F_GC_CPU_FRACTION, MS_F_PAUSE_HIST,     MS_F_ENABLE_GC, MS_F_DEBUG_GC};
   if (!g_gc.installed)
     return;
+  if (s->quality[MS_F_NUM_GC] == MS_Q_UNAVAILABLE) {
+    /* The hook went in during this very snapshot (the collector was found
+     * by its detection: dlopen()ed after start), after the engine had read
+     * its pause ring unattached. Read it again, now attached, so that the
+     * GC fields are there (no pause recorded yet) instead of a NumGC
+     * value marked unavailable. The collector's EnableGC stays. */
+    int enable = s->enable_gc;
+    uint8_t enable_q = s->quality[MS_F_ENABLE_GC];
+    ms__pause_read(s);
+    if (enable_q != MS_Q_UNAVAILABLE) {
+      s->enable_gc = enable;
+      s->quality[MS_F_ENABLE_GC] = enable_q;
+    }
+  }
   for (size_t i = 0; i < sizeof gc_fields / sizeof gc_fields[0]; i++)
     if (s->quality[gc_fields[i]] != MS_Q_UNAVAILABLE)
       s->source[gc_fields[i]] = (uint8_t)idx;

@@ -144,6 +144,14 @@ static void test_jemalloc_bins_untracked(void **state) {
   run_prog("pj_bins", NULL);
 }
 
+/* Boehm's late-install path: pb_late (linked -lmemstats, no preload)
+ * dlopen()s the collector and collects before its first snapshot installs
+ * the pause hook; the ring is shifted and the pauses marked estimated. */
+static void test_boehm_late_install(void **state) {
+  (void)state;
+  run_prog("pb_late", NULL);
+}
+
 /* The runtime example's figures arrive as it reported them. */
 static void test_runtime_example(void **state) {
   (void)state;
@@ -170,6 +178,7 @@ int main(void) {
       cmocka_unit_test(test_tcmalloc), cmocka_unit_test(test_mimalloc),
       cmocka_unit_test(test_boehm),    cmocka_unit_test(test_runtime_example),
       cmocka_unit_test(test_jemalloc_bins_untracked),
+      cmocka_unit_test(test_boehm_late_install),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
