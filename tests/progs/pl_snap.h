@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "say.h"
 
 typedef int (*pl_read_fn)(ms_snapshot_t *, size_t);
 
@@ -37,20 +38,7 @@ static void pl_snap(ms_snapshot_t *s) {
     memset(s, 0, sizeof *s);
 }
 
-__attribute__((format(printf, 1, 2))) static void pl_say(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    return;
-  if ((size_t)n > sizeof buf - 2)
-    n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  ssize_t w = write(1, buf, (size_t)n);
-  (void)w;
-}
+#define pl_say prog_say
 
 /* Prints the deltas b - a as "<tag>.mallocs=...", etc. */
 static void pl_say_delta(const char *tag, const ms_snapshot_t *a,

@@ -22,25 +22,13 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "say.h"
 
 typedef int (*pv_read_fn)(ms_snapshot_t *, size_t);
 static pv_read_fn pv_read_p;
 static int pv_failures;
 
-__attribute__((format(printf, 1, 2))) static void pv_say(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
-  va_end(ap);
-  if (n < 0)
-    return;
-  if ((size_t)n > sizeof buf - 2)
-    n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  ssize_t w = write(1, buf, (size_t)n);
-  (void)w;
-}
+#define pv_say prog_say
 
 #define PV_CHECK(cond, what, fmt, ...)                                         \
   do {                                                                         \
