@@ -81,11 +81,12 @@ static void sleep_ms(long ms) {
   nanosleep(&ts, NULL);
 }
 
-/* The pane's text, one line per row. */
-static const char *capture(void) {
+/* The pane's text, one line per row; with attributes as escape
+ * sequences when flags is "-e". */
+static const char *capture_pane(const char *flags) {
   char cmd[256];
-  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane -p -t v 2>/dev/null",
-           tmux_sock);
+  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane %s -p -t v 2>/dev/null",
+           tmux_sock, flags);
   FILE *p = popen(cmd, "r");
   size_t n = 0;
   screen_buf[0] = '\0';
@@ -95,6 +96,10 @@ static const char *capture(void) {
   screen_buf[n] = '\0';
   pclose(p);
   return screen_buf;
+}
+
+static const char *capture(void) {
+  return capture_pane("");
 }
 
 static void keys(const char *k) {
@@ -425,18 +430,7 @@ static void test_quit_restores(void **state) {
 
 /* The pane with its attributes, as escape sequences (capture-pane -e). */
 static const char *capture_sgr(void) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane -e -p -t v 2>/dev/null",
-           tmux_sock);
-  FILE *p = popen(cmd, "r");
-  size_t n = 0;
-  screen_buf[0] = '\0';
-  if (p == NULL)
-    return screen_buf;
-  n = fread(screen_buf, 1, sizeof screen_buf - 1, p);
-  screen_buf[n] = '\0';
-  pclose(p);
-  return screen_buf;
+  return capture_pane("-e");
 }
 
 /* Whether any SGR sequence sets a foreground or background colour. */
