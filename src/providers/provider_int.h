@@ -46,7 +46,8 @@ typedef struct ms__provider_s {
   const char *name; /* as in snapshot->providers: "glibc", "jemalloc" ... */
   ms__pv_kind_t kind;
   /* Shortest interval between two samples; the registry stretches it to
-   * 100 times the cost of the last sample (back-off when reads are slow). */
+   * 100 times the cost of the last sample (back-off when reads are slow),
+   * and doubles that after each failed sample in a row (see registry.c). */
   uint64_t min_interval_ns;
   int (*detect)(void);  /* 1 if the allocator's API is in the process */
   int (*confirm)(void); /* 1 if malloc really reaches it */
@@ -81,9 +82,12 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs);
 
 /* Forgets the cached samples, so that the next snapshot samples every
- * provider afresh. The final snapshot at exit (src/agent/final.c) calls it,
- * with the reader lock held: figures from up to a cadence ago must not be
- * merged with the engine's figures of the program's last moment. */
+ * provider afresh, a provider waiting out a failure back-off included (one
+ * more try; if it fails, the back-off goes on from where it was, the
+ * count of failures in a row is kept). The final snapshot at exit
+ * (src/agent/final.c) calls it, with the reader lock held: figures from up
+ * to a cadence ago must not be merged with the engine's figures of the
+ * program's last moment. */
 void ms__providers_expire(void);
 
 /* For the unit tests only (tests/unit/test_provider_cadence.c); the

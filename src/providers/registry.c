@@ -17,7 +17,13 @@
  * Cadence: each provider is sampled at most every min_interval_ns, and at
  * most every 100 times the cost of its last sample, so a slow read (glibc's
  * mallinfo2 on a large fragmented heap) backs off by itself. Between two
- * samples the cached one is merged into every snapshot.
+ * samples the cached one is merged into every snapshot. A failed sample
+ * caches nothing (the snapshots until the next try have no figures from
+ * that provider, never the last good ones shown as current), but it keeps
+ * the cadence all the same: a read that is slow and fails is not retried
+ * at every snapshot. Each further failure in a row doubles the wait, up to
+ * MS__PV_FAIL_BACKOFF_MAX_NS (or the cadence itself, if that is longer);
+ * the first success returns to the plain cadence.
  *
  * Combining (ms__providers_merge), in this order:
  *   1. The engine's figures stay: tracked objects from the preload
@@ -52,10 +58,17 @@
 typedef struct ms__pv_slot_s {
   const ms__provider_t *pv;
   int active;
-  int have; /* a good sample is cached */
+  int have;          /* a good sample is cached */
+  unsigned failures; /* failed samples in a row since the last good one */
+  /* The last try ended at last_ns; the next is due interval_ns later. */
   uint64_t last_ns, interval_ns, cost_ns;
   ms__pv_sample_t sample;
 } ms__pv_slot_t;
+
+/* The longest a failing provider's back-off grows to by doubling: a
+ * provider that recovers is read again within a minute. A cadence longer
+ * than this (a read costing more than 600 ms) is kept as it is. */
+#define MS__PV_FAIL_BACKOFF_MAX_NS 60000000000ull
 
 static ms__pv_slot_t g_malloc[] = {
     {.pv = &ms__provider_jemalloc},
@@ -107,13 +120,27 @@ static void detect(void) {
 /* ---- cadence
  * ---------------------------------------------------------------*/
 
+/* The wait after the failures-th failed sample in a row, from the
+ * cadence (the wait after a good sample of the same cost): the cadence
+ * after the first failure, doubled after each further one, the doubling
+ * stopping at MS__PV_FAIL_BACKOFF_MAX_NS. */
+static uint64_t failed_interval(uint64_t cadence, unsigned failures) {
+  uint64_t iv = cadence;
+  for (unsigned i = 1; i < failures && iv < MS__PV_FAIL_BACKOFF_MAX_NS; i++)
+    iv *= 2;
+  if (iv > MS__PV_FAIL_BACKOFF_MAX_NS && cadence < MS__PV_FAIL_BACKOFF_MAX_NS)
+    iv = MS__PV_FAIL_BACKOFF_MAX_NS;
+  return iv;
+}
+
 static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
                                      unsigned flags,
                                      const ms_snapshot_t *snap) {
   if (!s || !s->active)
     return NULL;
-  if (s->have && now - s->last_ns < s->interval_ns)
-    return &s->sample;
+  /* Between two tries: the cached sample, or nothing after a failure. */
+  if ((s->have || s->failures) && now - s->last_ns < s->interval_ns)
+    return s->have ? &s->sample : NULL;
   memset(&s->sample, 0, sizeof s->sample);
   uint64_t t0 = g_now();
   int rc = s->pv->sample(&s->sample, flags);
@@ -124,20 +151,38 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   if (s->cost_ns * 100 > s->interval_ns)
     s->interval_ns = s->cost_ns * 100;
   /* A failed read leaves nothing cached: stale figures are not shown as
-   * current ones. */
+   * current ones. It still waits its cadence, longer after each failure in
+   * a row (the counter stops well past the doubling's cap). */
   s->have = rc == 0;
+  if (rc == 0) {
+    s->failures = 0;
+  } else {
+    if (s->failures < 64)
+      s->failures++;
+    s->interval_ns = failed_interval(s->interval_ns, s->failures);
+  }
   s->sample.have_tracked = (ms__engine_fed() & MS__FEED_TRACKED) &&
                            snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
   s->sample.tracked_heap_alloc = snap->heap_alloc;
   return s->have ? &s->sample : NULL;
 }
 
+/* Makes the slot's next snapshot try a sample whatever its cadence. A
+ * failure back-off is cut short too (the final snapshot is worth one more
+ * try, and it is one read), but the count of failures in a row is kept: if
+ * that try fails as well, the back-off goes on growing from where it was
+ * rather than starting over. */
+static void expire(ms__pv_slot_t *s) {
+  s->have = 0;
+  s->interval_ns = 0;
+}
+
 void ms__providers_expire(void) {
   for (size_t i = 0; i < NMALLOC; i++)
-    g_malloc[i].have = 0;
+    expire(&g_malloc[i]);
   if (g_malloc_slot) /* also the tests' slot (ms__providers_set_for_test) */
-    g_malloc_slot->have = 0;
-  g_collector.have = 0;
+    expire(g_malloc_slot);
+  expire(&g_collector);
 }
 
 /* ---- test seam

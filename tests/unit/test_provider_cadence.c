@@ -2,8 +2,9 @@
  * test_provider_cadence.c - when the registry samples a provider and when
  * it serves the cached sample (src/providers/registry.c): at most every
  * min_interval_ns, at most every 100 times the cost of the last sample
- * (the back-off that keeps glibc's mallinfo2 on a large heap cheap), and a
- * failed sample caches nothing.
+ * (the back-off that keeps glibc's mallinfo2 on a large heap cheap); a
+ * failed sample caches nothing but keeps the cadence, doubled after each
+ * further failure in a row (up to 60 s), and a good sample ends that.
  *
  * A fake malloc provider replaces the detected one, and the registry's
  * clock is a fake one that only moves when the test (or the fake sample()
@@ -27,10 +28,10 @@
 #define MS_ 1000000ull
 #define US_ 1000ull
 
-static uint64_t g_clock;   /* the fake monotonic clock, ns */
-static uint64_t g_cost;    /* what the next sample() costs, ns */
-static int g_rc;           /* what the next sample() returns */
-static unsigned g_calls;   /* sample() calls so far */
+static uint64_t g_clock; /* the fake monotonic clock, ns */
+static uint64_t g_cost;  /* what the next sample() costs, ns */
+static int g_rc;         /* what the next sample() returns */
+static unsigned g_calls; /* sample() calls so far */
 
 static uint64_t fake_now(void) {
   return g_clock;
@@ -154,8 +155,9 @@ static void test_backoff_boundary(void **state) {
 }
 
 /* A failed sample caches nothing: the snapshot gets no provider figures,
- * the good sample before it is not served as current either, and the
- * next snapshot tries again at once. */
+ * and the good sample before it is not served as current either, neither
+ * at the failure nor while the failure waits out its cadence; after it,
+ * the next try is made and a good one is cached again. */
 static void test_failed_sample_caches_nothing(void **state) {
   (void)state;
   g_cost = 1 * US_;
@@ -164,28 +166,98 @@ static void test_failed_sample_caches_nothing(void **state) {
   g_rc = MS_ENOSYS;
   assert_int_equal(fill(), 0);
   assert_int_equal(g_calls, 2);
-  /* No time has passed: still retried, since nothing is cached. */
-  assert_int_equal(fill(), 0);
-  assert_int_equal(g_calls, 3);
+  uint64_t end = g_clock;
+  /* No time has passed: not retried, and still no figures. */
   g_rc = 0;
-  assert_int_equal(fill(), 4);
-  assert_int_equal(g_calls, 4);
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 2);
+  g_clock = end + 10 * MS_ - 1;
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 2);
+  g_clock = end + 10 * MS_;
+  assert_int_equal(fill(), 3);
+  assert_int_equal(g_calls, 3);
   /* And that good one is cached again. */
-  assert_int_equal(fill(), 4);
-  assert_int_equal(g_calls, 4);
+  assert_int_equal(fill(), 3);
+  assert_int_equal(g_calls, 3);
 }
 
-/* A slow failure does not leave a back-off behind either: failing reads
- * are retried at the next snapshot (the snapshot rate bounds them). */
-static void test_slow_failure_retried(void **state) {
+/* Checks that after a try ending at end, no sample is tried (and no
+ * figures are served) until end + wait, and that one is tried then.
+ * Returns when that try ended. */
+static uint64_t expect_no_try_for(uint64_t end, uint64_t wait) {
+  unsigned calls = g_calls;
+  for (uint64_t t = end; t < end + wait; t += wait / 4 ? wait / 4 : 1) {
+    g_clock = t;
+    assert_int_equal(fill(), 0);
+  }
+  g_clock = end + wait - 1;
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, calls);
+  g_clock = end + wait;
+  (void)fill();
+  assert_int_equal(g_calls, calls + 1);
+  return g_clock;
+}
+
+/* A slow read that fails keeps the cadence of a slow read: 100 times its
+ * cost before the next try, and no figures in between. */
+static void test_slow_failure_waits_cadence(void **state) {
   (void)state;
-  g_cost = 50 * MS_;
+  g_cost = 50 * MS_; /* x100 = 5 s */
   g_rc = MS_ENOSYS;
   assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 1);
   g_rc = 0;
   g_cost = 1 * US_;
+  expect_no_try_for(g_clock, 5000 * MS_);
+  /* The try after the wait was good: it is served, and cached. */
+  assert_int_equal(fill(), 2);
   assert_int_equal(fill(), 2);
   assert_int_equal(g_calls, 2);
+}
+
+/* Failures in a row: the wait doubles each time, from the cadence (10 ms
+ * here) up to 60 s, and stays there; a good sample returns to the plain
+ * cadence, and a failure after it starts again from the cadence. */
+static void test_failures_back_off_capped(void **state) {
+  (void)state;
+  g_cost = 1 * US_;
+  g_rc = MS_EAGAIN;
+  assert_int_equal(fill(), 0);
+  uint64_t end = g_clock;
+  uint64_t wait = 10 * MS_;
+  /* 10 ms x 2^12 = 40.96 s, then the cap: check a few at the cap too. */
+  for (int i = 0; i < 16; i++) {
+    end = expect_no_try_for(end, wait);
+    wait = wait * 2 > 60000 * MS_ ? 60000 * MS_ : wait * 2;
+  }
+  assert_int_equal(wait, 60000 * MS_);
+  g_rc = 0;
+  end = expect_no_try_for(end, wait);
+  assert_int_equal(fill(), 18);
+  /* Good again: the next sample is due after the 10 ms minimum. */
+  g_clock = end + 10 * MS_ - 1;
+  assert_int_equal(fill(), 18);
+  g_clock = end + 10 * MS_;
+  g_rc = MS_EAGAIN;
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 19);
+  /* The first failure after a good sample waits the cadence, not 60 s. */
+  end = expect_no_try_for(g_clock, 10 * MS_);
+  expect_no_try_for(end, 20 * MS_);
+}
+
+/* A cadence already longer than the back-off's cap (a read costing 1 s:
+ * 100 s) is neither doubled nor cut down to the cap by failures. */
+static void test_long_cadence_failures(void **state) {
+  (void)state;
+  g_cost = 1000 * MS_;
+  g_rc = MS_ENOSYS;
+  assert_int_equal(fill(), 0);
+  uint64_t end = expect_no_try_for(g_clock, 100000 * MS_);
+  expect_no_try_for(end, 100000 * MS_);
+  assert_int_equal(g_calls, 3);
 }
 
 /* ms__providers_expire (the final snapshot at exit) forgets the cache. */
@@ -198,6 +270,28 @@ static void test_expire_forces_fresh(void **state) {
   assert_int_equal(g_calls, 2);
 }
 
+/* ms__providers_expire during a failure back-off: the next snapshot tries
+ * at once (the final snapshot gets its one try), but the failures in a row
+ * are still counted: another failure waits longer than the last. */
+static void test_expire_during_failure_backoff(void **state) {
+  (void)state;
+  g_cost = 1 * US_;
+  g_rc = MS_ENOSYS;
+  assert_int_equal(fill(), 0);
+  expect_no_try_for(g_clock, 10 * MS_); /* 2nd failure */
+  assert_int_equal(fill(), 0);
+  assert_int_equal(g_calls, 2);
+  ms__providers_expire();
+  assert_int_equal(fill(), 0); /* tried at once: 3rd failure */
+  assert_int_equal(g_calls, 3);
+  expect_no_try_for(g_clock, 40 * MS_); /* 4th */
+  /* And expiring before a good try: that one is served. */
+  g_rc = 0;
+  ms__providers_expire();
+  assert_int_equal(fill(), 5);
+  assert_int_equal(g_calls, 5);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_cheap_sample_min_interval, setup,
@@ -207,9 +301,15 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_backoff_boundary, setup, teardown),
       cmocka_unit_test_setup_teardown(test_failed_sample_caches_nothing, setup,
                                       teardown),
-      cmocka_unit_test_setup_teardown(test_slow_failure_retried, setup,
+      cmocka_unit_test_setup_teardown(test_slow_failure_waits_cadence, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_failures_back_off_capped, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_long_cadence_failures, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_expire_forces_fresh, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_expire_during_failure_backoff, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
