@@ -9,7 +9,13 @@
  * first confirmed one is the process's malloc. That first snapshot makes one
  * malloc/free pair of MS__PV_PROBE_SIZE bytes, and dlsym's failed lookups
  * make a few more: programs that count their own allocations take one
- * snapshot before they start counting. A collector (Boehm GC) is looked for
+ * snapshot before they start counting. The last failed lookup's error
+ * state (glibc's dlerror: two blocks, a result object and the message)
+ * stays allocated until the thread's next dlsym that succeeds. The preload
+ * counts those blocks, but after the engine's figures of that first
+ * snapshot were read: its tracked HeapAlloc is below the allocator's own
+ * figure by their size, and the next snapshot has them (pinned by
+ * tests/progs/pv_tcmalloc.c). A collector (Boehm GC) is looked for
  * again whenever the process has loaded a new object since the last look
  * (dl_iterate_phdr's load counter), so a collector dlopen()ed later is
  * found without a failing dlsym at every snapshot.
