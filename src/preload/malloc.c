@@ -76,6 +76,12 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return;
+  if (__builtin_expect(
+          __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED), 0)) {
+    ms__tls_t *t = &ms__tls;
+    if (!t->guard && ms__preload_free_by_counter(t, p))
+      return;
+  }
   ms__preload_count_free(p);
   ms__real.free(p);
 }

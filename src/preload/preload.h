@@ -49,6 +49,11 @@ typedef struct ms__real_s {
    * other threads may run; both ways give the same figure). */
   int usable_kind;
   int is_glibc; /* the next malloc is glibc's own */
+  /* jemalloc: its mallctl, and 1 once ms__preload_size_init has checked
+   * that its per-thread thread.deallocated counter moves by each freed
+   * block's usable size (see ms__preload_free_by_counter). */
+  int (*mallctl)(const char *, void *, size_t *, void *, size_t);
+  int free_by_counter;
 } ms__real_t;
 
 enum {
@@ -180,6 +185,67 @@ static inline void ms__preload_count_free(void *p) {
   ms__tls_t *t = &ms__tls;
   if (!t->guard)
     ms__track_free_in(t, ms__preload_usable(t, p));
+}
+
+/* ---- jemalloc: a free measured by jemalloc's own counter -------------------
+ * Asking jemalloc for a block's usable size costs a lookup of the block's
+ * extent, which its free does again. jemalloc keeps, per thread, the total
+ * of the usable sizes it has freed (thread.deallocated, updated on its fast
+ * path too); reading that counter before and after the free gives the
+ * block's usable size for two loads. ms__preload_size_init turns this on
+ * only after real blocks gave malloc_usable_size's answer this way.
+ *
+ * A signal handler that frees between the two reads moves the counter too.
+ * While a free reads it, je_window is set; a free that finds it set (a
+ * handler's) measures its block the ordinary way and adds its size to
+ * je_nested. Each read of the counter is paired with a read of je_nested
+ * that no handler ran across (it is retried if one did), so the handler
+ * frees between the two reads are exactly the growth of je_nested. */
+#define MS__JE_UNUSABLE ((uint64_t *)1) /* the thread's lookup failed */
+/* This thread's counter, looked up once (mallctl, with the guard set);
+ * MS__JE_UNUSABLE if it cannot be had. */
+uint64_t *ms__preload_je_counter(ms__tls_t *t);
+/* A free inside another one's window (a signal handler's). */
+void ms__preload_je_free_nested(ms__tls_t *t, void *p);
+
+/* Reads *d and t->je_nested at one instant: no handler ran between. */
+static inline __attribute__((always_inline)) uint64_t
+ms__preload_je_read(const ms__tls_t *t, const uint64_t *d, uint64_t *nested) {
+  uint64_t n, v;
+  do {
+    n = __atomic_load_n(&t->je_nested, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    v = __atomic_load_n(d, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  } while (__builtin_expect(
+      __atomic_load_n(&t->je_nested, __ATOMIC_RELAXED) != n, 0));
+  *nested = n;
+  return v;
+}
+
+/* Frees p and counts it by jemalloc's counter. Returns 0 without freeing
+ * when this thread has no counter (the caller measures and frees). The
+ * caller has checked free_by_counter and that the guard is clear. */
+static inline __attribute__((always_inline)) int
+ms__preload_free_by_counter(ms__tls_t *t, void *p) {
+  uint64_t *d = t->je_freed;
+  if (__builtin_expect(!d, 0))
+    d = ms__preload_je_counter(t);
+  if (__builtin_expect(d == MS__JE_UNUSABLE, 0))
+    return 0;
+  if (__builtin_expect(t->je_window != 0, 0)) {
+    ms__preload_je_free_nested(t, p);
+    return 1;
+  }
+  t->je_window = 1;
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  uint64_t n0, n1;
+  uint64_t before = ms__preload_je_read(t, d, &n0);
+  ms__real.free(p);
+  uint64_t after = ms__preload_je_read(t, d, &n1);
+  t->je_window = 0;
+  ms__track_free_in(t, after - before - (n1 - n0));
+  return 1;
 }
 
 /* The C entry points without the PLT (cxx.c falls back to them). */

@@ -207,6 +207,64 @@ static void glibc_header_init(void) {
     __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC, __ATOMIC_RELAXED);
 }
 
+/* ---- jemalloc's per-thread counter of freed bytes (preload.h) -----------*/
+
+uint64_t *ms__preload_je_counter(ms__tls_t *t) {
+  uint64_t *d = NULL;
+  size_t sz = sizeof d;
+  t->guard = 1; /* whatever mallctl allocates passes through */
+  int r = ms__real.mallctl("thread.deallocatedp", &d, &sz, NULL, 0);
+  t->guard = 0;
+  t->je_freed = r == 0 && d ? d : MS__JE_UNUSABLE;
+  return t->je_freed;
+}
+
+/* Measured by its usable size, not by the counter: a handler interrupting
+ * this one would move the counter in between. */
+void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
+  uint64_t size = ms__preload_usable(t, p);
+  ms__real.free(p);
+  ms__track_free_in(t, size);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  t->je_nested += size;
+}
+
+/* Turns the counter on if freeing real blocks of several sizes moves it by
+ * exactly what malloc_usable_size says, on this thread (the constructor's).
+ * The probes go straight to jemalloc, uncounted. */
+static void je_counter_init(void *base) {
+  void *fn = dlsym(RTLD_NEXT, "mallctl");
+  keep_if_same_object(base, &fn);
+  if (!fn)
+    return;
+  *(void **)&ms__real.mallctl = fn;
+  ms__tls_t *t = &ms__tls;
+  uint64_t *d = ms__preload_je_counter(t);
+  if (d == MS__JE_UNUSABLE) {
+    ms__debug("preload: no thread.deallocatedp: frees measured one by one");
+    return;
+  }
+  static const size_t probe[] = {1,    8,     17,     100,    1000,
+                                 5000, 20000, 100000, 3 << 20};
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+    void *p = ms__real.malloc(probe[i]);
+    if (!p)
+      return;
+    size_t u = ms__real.usable(p);
+    uint64_t before = __atomic_load_n(d, __ATOMIC_RELAXED);
+    ms__real.free(p);
+    uint64_t moved = __atomic_load_n(d, __ATOMIC_RELAXED) - before;
+    if (moved != u) {
+      ms__debug("preload: freeing a %zu-byte block moved thread.deallocated "
+                "by %llu: frees measured one by one",
+                u, (unsigned long long)moved);
+      return;
+    }
+  }
+  __atomic_store_n(&ms__real.free_by_counter, 1, __ATOMIC_RELAXED);
+  ms__debug("preload: frees measured by the allocator's thread.deallocated");
+}
+
 void ms__preload_size_init(void) {
   if (!ms__preload_ready() || ms__real.usable == no_usable_size)
     return;
@@ -219,6 +277,9 @@ void ms__preload_size_init(void) {
   Dl_info mi;
   if (!nallocx || !dladdr(*(void **)&ms__real.malloc, &mi))
     return;
+  if (__atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) ==
+      MS__USABLE_CALL)
+    je_counter_init(mi.dli_fbase);
   void *fn = *(void **)&nallocx;
   keep_if_same_object(mi.dli_fbase, &fn);
   if (!fn)

@@ -90,6 +90,7 @@ typedef struct run_s {
   const char *report;  /* MEMSTATS_EXIT_REPORT, or NULL */
   const char *cwd;     /* or NULL */
   const char *env[8];  /* extra NAME=VALUE, NULL-terminated */
+  const char *err;     /* stderr goes here, or NULL: inherited */
 } run_t;
 
 /* Runs argv[0] (searched in PATH) as described by *r; returns the wait
@@ -117,6 +118,12 @@ static int run(const run_t *r, const char *const argv[]) {
       _exit(126);
     dup2(in, 0);
     dup2(out, 1);
+    if (r->err) {
+      int err = open(r->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (err < 0)
+        _exit(126);
+      dup2(err, 2);
+    }
     execvp(argv[0], (char *const *)argv);
     _exit(127);
   }
@@ -262,6 +269,78 @@ static void test_pattern_jemalloc_preloaded(void **state) {
   char *text = run_prog("pl_pattern", "libjemalloc.so.2");
   check_pattern(text, 1);
   free(text);
+}
+
+/* ---- frees measured by jemalloc's own counter
+ * -------------------------------------------- (src/preload/preload.h)
+ * On jemalloc a free is measured by its per-thread thread.deallocated
+ * counter instead of a malloc_usable_size lookup. */
+
+#define COUNTER_ON "frees measured by the allocator's thread.deallocated"
+
+/* Runs prog under the preload then extra with MEMSTATS_DEBUG=1; returns
+ * stdout, and stderr in *err. */
+static char *run_prog_debug(const char *prog, const char *extra, char **err) {
+  char exe[PATH_MAX], out[PATH_MAX], errf[PATH_MAX + 8], pre[2 * PATH_MAX];
+  snprintf(exe, sizeof exe, "%s/progs/%s", build_dir, prog);
+  path_in_tmp(out, sizeof out, prog);
+  snprintf(errf, sizeof errf, "%s.err", out);
+  snprintf(pre, sizeof pre, "%s:%s", preload_path, extra);
+  run_t r = {.preload = pre,
+             .out = out,
+             .err = errf,
+             .env = {"MEMSTATS_DEBUG=1", NULL}};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  char *text = read_file(out, NULL);
+  *err = read_file(errf, NULL);
+  assert_non_null(text);
+  assert_non_null(*err);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("%s under the preload and %s: wait status %d, output:\n%s%s", prog,
+             extra, st, text, *err);
+  assert_kv(text, "preload", 1);
+  return text;
+}
+
+/* The real jemalloc: the counter is used, and the pattern counts exactly
+ * (check_pattern: HeapAlloc = the live blocks' usable sizes). */
+static void test_free_counter_jemalloc(void **state) {
+  (void)state;
+  char *err;
+  char *text = run_prog_debug("pl_pattern", "libjemalloc.so.2", &err);
+  if (!strstr(err, COUNTER_ON))
+    fail_msg("jemalloc's counter is not used; stderr:\n%s", err);
+  check_pattern(text, 1);
+  free(text);
+  free(err);
+}
+
+/* Signal handlers freeing inside the frees they interrupt
+ * (tests/progs/pl_sigfree.c on tests/progs/libfakeje.c, an async-signal-
+ * safe allocator that looks like jemalloc): 100,000 handler runs, most of
+ * them inside a free, and HeapAlloc is still exact. */
+static void test_free_counter_signals(void **state) {
+  (void)state;
+  char lib[PATH_MAX];
+  snprintf(lib, sizeof lib, "%s/progs/libfakeje.so", build_dir);
+  char *err;
+  char *text = run_prog_debug("pl_sigfree", lib, &err);
+  if (!strstr(err, COUNTER_ON))
+    fail_msg("the counter is not used on libfakeje.so; stderr:\n%s", err);
+  assert_kv(text, "signals", 100000);
+  long long nested = kv(text, "nested");
+  if (nested < 1000)
+    fail_msg("only %lld handler frees landed inside a free: the case is not "
+             "exercised",
+             nested);
+  long long live = kv(text, "live");
+  assert_kv(text, "storm.heap_objects", live);
+  assert_kv(text, "storm.mallocs", kv(text, "storm.frees") + live);
+  assert_kv(text, "storm.heap_alloc", kv(text, "live_usable"));
+  assert_kv(text, "heap_alloc_exact", 1);
+  free(text);
+  free(err);
 }
 
 /* The same binary runs bare (the programs must not need the preload). */
@@ -573,6 +652,8 @@ int main(void) {
       cmocka_unit_test(test_pattern_jemalloc_linked),
       cmocka_unit_test(test_pattern_jemalloc_preloaded),
       cmocka_unit_test(test_pattern_bare),
+      cmocka_unit_test(test_free_counter_jemalloc),
+      cmocka_unit_test(test_free_counter_signals),
       cmocka_unit_test(test_cxx_glibc),
       cmocka_unit_test(test_cxx_jemalloc),
       cmocka_unit_test(test_cxx_tcmalloc),

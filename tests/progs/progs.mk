@@ -51,3 +51,10 @@ $(BUILD)/progs/pl_%: tests/progs/pl_%.cc tests/progs/pl_snap.h $(PRELOAD_SO) $(P
 # -ljemalloc: nothing tracks objects, so the snapshot's size classes are
 # jemalloc's own (tests/integration/test_providers.c runs them).
 PROG_LIBS_pj_bins := -ljemalloc
+
+# ---- allocators the programs run on (lib*.so) ------------------------------
+# Loaded with LD_PRELOAD after the preload, like libjemalloc.so.2; plain
+# (never sanitized) for the same reason as the pl_* programs.
+$(BUILD)/progs/lib%.so: tests/progs/lib%.c
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -shared -fvisibility=hidden -o $@ $<
