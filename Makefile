@@ -180,7 +180,16 @@ $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -O2 $(TOOL_CFLAGS) -Itests -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TOOL_LIBS) -ldl
 
-bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX)
+# The preload built as its own floors (MS__PRELOAD_FLOOR in
+# src/preload/preload.h): forwarding only (1), forwarding and measuring
+# each block (2). bench_preload runs the same loop on them.
+BENCH_FLOORS := $(BUILD)/bench/floor1/libmemstats-preload.so \
+                $(BUILD)/bench/floor2/libmemstats-preload.so
+$(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
+    $(wildcard src/*/*.h) include/memstats.h
+	$(MAKE) BUILD=$(BUILD)/bench/floor$* SAN= OPT='-O2 -g -DMS__PRELOAD_FLOOR=$*' $@
+
+bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX) $(BENCH_FLOORS)
 	@for b in $(BENCHES); do echo "== $$b"; BUILD=$(BUILD) $$b || exit 1; done
 
 FUZZ_SECONDS ?= 60

@@ -66,6 +66,17 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   return p;
 }
 
+/* free on an allocator that counts what it frees (jemalloc): its own
+ * function, so that the registers it needs are not saved on every other
+ * allocator's free; reached by a tail call. */
+static __attribute__((noinline)) void free_by_counter(void *p) {
+  ms__tls_t *t = &ms__tls;
+  if (!t->guard && ms__preload_free_by_counter(t, p))
+    return;
+  ms__preload_count_free(p);
+  ms__real.free(p);
+}
+
 static inline __attribute__((always_inline)) void free_body(void *p) {
   if (!p)
     return;
@@ -76,11 +87,10 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return;
-  if (__builtin_expect(
-          __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED), 0)) {
-    ms__tls_t *t = &ms__tls;
-    if (!t->guard && ms__preload_free_by_counter(t, p))
-      return;
+  if (MS__PRELOAD_FLOOR != 1 &&
+      __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
+    free_by_counter(p);
+    return;
   }
   ms__preload_count_free(p);
   ms__real.free(p);
@@ -140,15 +150,15 @@ static void *realloc_impl(void *p, size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return NULL;
   ms__tls_t *t = &ms__tls;
-  if (t->guard)
+  if (MS__PRELOAD_FLOOR == 1 || t->guard)
     return ms__real.realloc(p, size);
   size_t old = ms__preload_usable(t, p);
   void *q = ms__real.realloc(p, size);
   if (q) {
-    ms__track_free_in(t, old);
-    ms__track_alloc_in(t, ms__preload_usable(t, q));
+    ms__preload_record(t, old, 1);
+    ms__preload_record(t, ms__preload_usable(t, q), 0);
   } else if (size == 0) {
-    ms__track_free_in(t, old); /* realloc(p, 0) freed p */
+    ms__preload_record(t, old, 1); /* realloc(p, 0) freed p */
   }
   return q;
 }

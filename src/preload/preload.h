@@ -163,28 +163,61 @@ static inline size_t ms__class_round(size_t n) {
   return (n + step - 1) & ~(step - 1);
 }
 
+/* ---- floors, for make bench only ------------------------------------------
+ * make bench also builds this preload with MS__PRELOAD_FLOOR set, to show
+ * what part of its cost any interposer pays (tests/bench/bench_preload.c):
+ *   1  forwarding only: every call goes through these functions to the
+ *      next allocator, and nothing is measured or counted;
+ *   2  forwarding and measuring: each block's usable size is found exactly
+ *      as below, and then dropped instead of recorded.
+ * The product is built with 0: everything is counted. */
+#ifndef MS__PRELOAD_FLOOR
+#define MS__PRELOAD_FLOOR 0
+#endif
+
+/* Records one tracked block of size bytes (is_free: given back). */
+static inline __attribute__((always_inline)) void
+ms__preload_record(ms__tls_t *t, uint64_t size, int is_free) {
+#if MS__PRELOAD_FLOOR == 2
+  (void)t;
+  (void)is_free;
+  __asm__ volatile("" ::"r"(size)); /* measured, not recorded */
+#else
+  if (is_free)
+    ms__track_free_in(t, size);
+  else
+    ms__track_alloc_in(t, size);
+#endif
+}
+
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
  * usable size, unless this thread is nested inside a real C++ operator or
  * a size lookup (then the outer hook counts it, or nobody: see above). */
 static inline void ms__preload_count_alloc(void *p) {
   ms__tls_t *t = &ms__tls;
+  if (MS__PRELOAD_FLOOR == 1)
+    return;
   if (p && !t->guard)
-    ms__track_alloc_in(t, ms__preload_usable(t, p));
+    ms__preload_record(t, ms__preload_usable(t, p), 0);
 }
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
 static inline void ms__preload_count_alloc_n(void *p, size_t n) {
   ms__tls_t *t = &ms__tls;
+  if (MS__PRELOAD_FLOOR == 1)
+    return;
   if (__builtin_expect(p != NULL, 1) && !t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
-    ms__track_alloc_in(t, n <= max ? ms__class_round(n)
-                                   : ms__preload_usable(t, p));
+    ms__preload_record(
+        t, n <= max ? ms__class_round(n) : ms__preload_usable(t, p), 0);
   }
 }
 static inline void ms__preload_count_free(void *p) {
   ms__tls_t *t = &ms__tls;
+  if (MS__PRELOAD_FLOOR == 1)
+    return;
   if (!t->guard)
-    ms__track_free_in(t, ms__preload_usable(t, p));
+    ms__preload_record(t, ms__preload_usable(t, p), 1);
 }
 
 /* ---- jemalloc: a free measured by jemalloc's own counter -------------------
@@ -244,7 +277,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p) {
   ms__real.free(p);
   uint64_t after = ms__preload_je_read(t, d, &n1);
   t->je_window = 0;
-  ms__track_free_in(t, after - before - (n1 - n0));
+  ms__preload_record(t, after - before - (n1 - n0), 1);
   return 1;
 }
 

@@ -224,7 +224,7 @@ uint64_t *ms__preload_je_counter(ms__tls_t *t) {
 void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
   uint64_t size = ms__preload_usable(t, p);
   ms__real.free(p);
-  ms__track_free_in(t, size);
+  ms__preload_record(t, size, 1);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   t->je_nested += size;
 }

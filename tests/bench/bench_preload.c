@@ -9,7 +9,10 @@
  *    and heaptrack on the same loop when it is installed. Runs are
  *    interleaved and the median of BENCH_RUNS (default 5) is printed, in ns
  *    per malloc/free pair and as a ratio to the bare run of the same
- *    allocator. The goal is 1.15x.
+ *    allocator. The goal is 1.15x. Beside each allocator run the preload's
+ *    floors (make bench builds them): forwarding only, and forwarding plus
+ *    measuring each block's usable size without recording it, which is
+ *    what any exact interposer pays before it counts a thing.
  * 2. A real workload: sqlite3 building and querying a 200,000-row database,
  *    bare vs preloaded, wall time, median of BENCH_RUNS. The goal is 1.03x.
  *
@@ -30,6 +33,7 @@
 static char build_dir[1024];
 static char preload[1200];
 static char loop_exe[1200];
+static char floor_so[3][1200]; /* [1], [2]: the preload's floors */
 static int runs = 5;
 
 static double now_s(void) {
@@ -58,6 +62,15 @@ static int find_build_dir(void) {
   }
   snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
   snprintf(loop_exe, sizeof loop_exe, "%s/progs/pl_loop", build_dir);
+  for (int f = 1; f <= 2; f++) {
+    snprintf(floor_so[f], sizeof floor_so[f],
+             "%s/bench/floor%d/libmemstats-preload.so", build_dir, f);
+    if (access(floor_so[f], R_OK) != 0) {
+      fprintf(stderr, "bench_preload: %s is missing: run `make bench`\n",
+              floor_so[f]);
+      return -1;
+    }
+  }
   if (access(preload, R_OK) != 0 || access(loop_exe, X_OK) != 0) {
     fprintf(stderr,
             "bench_preload: %s or %s is missing: run `make bench` (it builds "
@@ -120,14 +133,30 @@ static double median(double *v, int n) {
 /* ---- the microbenchmark
  * ----------------------------------------------------*/
 
-enum { GLIBC, GLIBC_PRE, JE, JE_PRE, HEAPTRACK, NCONF };
+/* The floors are the preload built to forward only (floor1) and to
+ * forward and measure each block without recording it (floor2): what any
+ * interposer pays before it counts anything (src/preload/preload.h,
+ * MS__PRELOAD_FLOOR). */
+enum {
+  GLIBC,
+  GLIBC_F1,
+  GLIBC_F2,
+  GLIBC_PRE,
+  JE,
+  JE_F1,
+  JE_F2,
+  JE_PRE,
+  HEAPTRACK,
+  NCONF
+};
 static const char *const conf_name[NCONF] = {
-    "glibc bare", "glibc + preload", "jemalloc bare", "jemalloc + preload",
-    "glibc + heaptrack"};
+    "glibc bare",           "  forwarding only",  "  + measuring blocks",
+    "glibc + preload",      "jemalloc bare",      "  forwarding only",
+    "  + measuring blocks", "jemalloc + preload", "glibc + heaptrack"};
 
 /* One run of pl_loop in configuration c; returns ns per pair or -1. */
 static double loop_once(int c, int threads, long pairs) {
-  char t[16], p[32], out[64], pre[1300], ht_out[64];
+  char t[16], p[32], out[64], pre[2500], ht_out[64];
   snprintf(t, sizeof t, "%d", threads);
   snprintf(p, sizeof p, "%ld", pairs);
   snprintf(out, sizeof out, "/tmp/bench_preload.%d.out", (int)getpid());
@@ -136,10 +165,13 @@ static double loop_once(int c, int threads, long pairs) {
   const char *ld = NULL;
   if (c == GLIBC_PRE)
     ld = preload;
+  else if (c == GLIBC_F1 || c == GLIBC_F2)
+    ld = floor_so[c == GLIBC_F1 ? 1 : 2];
   else if (c == JE)
     ld = "libjemalloc.so.2";
-  else if (c == JE_PRE) {
-    snprintf(pre, sizeof pre, "%s:libjemalloc.so.2", preload);
+  else if (c == JE_PRE || c == JE_F1 || c == JE_F2) {
+    snprintf(pre, sizeof pre, "%s:libjemalloc.so.2",
+             c == JE_PRE ? preload : floor_so[c == JE_F1 ? 1 : 2]);
     ld = pre;
   }
   double r;
@@ -192,7 +224,7 @@ static void bench_loop(int threads, int with_heaptrack) {
         printf("  %-22s failed\n", conf_name[c]);
       continue;
     }
-    int ref = (c == JE || c == JE_PRE) ? JE : GLIBC;
+    int ref = c >= JE && c <= JE_PRE ? JE : GLIBC;
     printf("  %-22s %8.2f ns/pair", conf_name[c], base[c]);
     if (c != ref && base[ref] > 0)
       printf("   %6.2fx %s bare", base[c] / base[ref],
