@@ -11,6 +11,14 @@
 
 #include "memstats.h"
 
+/* Looks for the allocators and the collector in the process (once for
+ * the allocators; the collector again whenever a library was loaded).
+ * Called by ms_snapshot_read() with the reader lock held, before the
+ * engine's figures are read: what the lookups allocate (a failed dlsym
+ * leaves glibc's dlerror state on the heap) is then in the same
+ * snapshot's tracked figures as in the allocator's own. */
+void ms__providers_detect(void);
+
 /* Fills the providers' figures (cached or fresh, by each provider's
  * cadence) into *snap after the engine's, appending their names to
  * snap->providers and setting the quality and source of each field they

@@ -440,6 +440,7 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   s->seq = ++g_seq;
   s->time_mono_ns = ms__now_mono_ns();
   s->time_unix_ns = ms__now_unix_ns();
+  ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s);
   pthread_mutex_unlock(&g_read_lock);

@@ -11,10 +11,10 @@
  * make a few more: programs that count their own allocations take one
  * snapshot before they start counting. The last failed lookup's error
  * state (glibc's dlerror: two blocks, a result object and the message)
- * stays allocated until the thread's next dlsym that succeeds. The preload
- * counts those blocks, but after the engine's figures of that first
- * snapshot were read: its tracked HeapAlloc is below the allocator's own
- * figure by their size, and the next snapshot has them (pinned by
+ * stays allocated until the thread's next dlsym that succeeds. Detection
+ * (ms__providers_detect) runs before the engine's figures are read, so
+ * the preload has counted those blocks by then: even the first snapshot's
+ * tracked HeapAlloc is the allocator's own figure (pinned by
  * tests/progs/pv_tcmalloc.c). A collector (Boehm GC) is looked for
  * again whenever the process has loaded a new object since the last look
  * (dl_iterate_phdr's load counter), so a collector dlopen()ed later is
@@ -100,7 +100,7 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1; /* the counter is the same in every entry: one is enough */
 }
 
-static void detect(void) {
+void ms__providers_detect(void) {
   if (!g_malloc_detected) {
     g_malloc_detected = 1;
     for (size_t i = 0; i < NMALLOC; i++) {
@@ -214,7 +214,6 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
 }
 
 void ms__providers_fill(ms_snapshot_t *snap) {
-  detect();
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
   uint64_t now = g_now();
