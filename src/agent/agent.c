@@ -450,11 +450,11 @@ static void stop_locked(int at_exit) {
   g_running = 0;
 }
 
-/* The agent's part of a normal exit (exit() or a return from main; not
- * _exit() or a fatal signal, where no code of ours runs): the socket goes
- * away, and if `memtop run` asked for it (MEMSTATS_FINAL_FD, final.c) the
- * final snapshot is sent, after the thread has stopped so that it is the
- * last word. */
+/* The agent's part of a normal exit (exit() or a return from main; for
+ * _exit(), see ms__agent_quick_exit; a fatal signal runs no code of ours):
+ * the socket goes away, and if `memtop run` asked for it
+ * (MEMSTATS_FINAL_FD, final.c) the final snapshot is sent, after the
+ * thread has stopped so that it is the last word. */
 static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
@@ -466,6 +466,17 @@ static void at_exit(void) {
   }
   stop_locked(1);
   pthread_mutex_unlock(&g_lock);
+  ms__final_write();
+}
+
+void ms__agent_quick_exit(void) {
+  if (pthread_mutex_trylock(&g_lock) == 0) {
+    if (g_running && g_path[0] != '\0')
+      unlink(g_path);
+    pthread_mutex_unlock(&g_lock);
+  } else if (g_path[0] != '\0') {
+    unlink(g_path);
+  }
   ms__final_write();
 }
 

@@ -80,6 +80,12 @@ void ms__final_setup(const char *fd_s, const char *pid_s, const char *ppid_s);
  * process), else the reason it was not sent. Never changes errno. */
 int ms__final_write(void);
 
+/* The agent's part of _exit() (the preload interposes it, preload.c): the
+ * socket goes away and the final snapshot is sent, as at a normal exit.
+ * The thread is left running: the process ends at once. Not for a vfork()
+ * child, which shares its parent's memory (the caller tells them apart). */
+void ms__agent_quick_exit(void);
+
 /* ---- the thread (agent.c) ---- */
 
 /* CPU time the agent thread has used (ns), or 0 if it is not running. For

@@ -23,8 +23,12 @@
  * execs its program keeps its PID, its parent and the descriptor, and an
  * exec runs no atexit handlers, so only the final image's exit writes.
  *
- * Nothing is written on _exit() or a fatal signal (no code of ours runs
- * then); memtop falls back to the last snapshot it polled, and says so.
+ * _exit() and _Exit() run no atexit handlers: the preload interposes them
+ * and writes from there (ms__agent_quick_exit, src/preload/preload.c),
+ * except in a vfork() child. Nothing is written on a fatal signal (no code
+ * of ours runs then), nor on _exit() in a program that links the library
+ * without the preload; memtop falls back to the last snapshot it polled,
+ * and says so.
  *
  * The rules of the agent apply: no stdio, no malloc (the buffers are
  * static), send(MSG_NOSIGNAL) so that a reader that went away is no

@@ -746,8 +746,8 @@ static void poll_finish(mt_app_t *app) {
               : 0;
       fprintf(stderr,
               "memtop: PID %d (%s) sent no final figures (a process killed "
-              "by a signal or ending with _exit() cannot): the report is "
-              "from the last poll, %.1f s before it ended\n",
+              "by a signal cannot): the report is from the last poll, "
+              "%.1f s before it ended\n",
               w->pid, t->comm[0] ? t->comm : child_name(app), before);
     }
     emit_snapshot(app, &t->snap);
@@ -810,7 +810,7 @@ static void final_resolve(mt_app_t *app) {
             : 0;
     snprintf(words + n, sizeof words - n,
              "; figures from the last poll, %.1f s before (no final "
-             "figures: killed, or _exit())",
+             "figures: killed by a signal?)",
              before);
   }
   if (t != NULL)

@@ -8,6 +8,16 @@
  * change. Children after fork are handled by the engine and the agent;
  * exec'd children inherit LD_PRELOAD and start their own.
  *
+ * _exit() and _Exit() are interposed too: a program that ends that way
+ * runs no exit handlers, so what the agent does at exit (its socket goes
+ * away; the final snapshot `memtop run` asked for is sent) is done here,
+ * and then the process ends as glibc's _exit ends it (exit_group). Never
+ * in a vfork() child, which shares its parent's memory and may do nothing
+ * but exec or _exit: it is told apart by its PID, which is not the one this
+ * process had at start or at its last fork() (vfork runs no fork
+ * handlers). libc's own calls (exit() ends in its internal _exit) do not
+ * come here.
+ *
  * Exit: MEMSTATS_EXIT_REPORT=FILE asks for a one-line summary of the final
  * snapshot, appended to FILE when the program exits normally (exit() or
  * return from main; not _exit() or a fatal signal). Each process, forked
@@ -23,12 +33,40 @@
  * figures of programs that cannot call ms_snapshot_read themselves.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "agent/agent.h"
 #include "memstats.h"
 #include "preload/preload.h"
+
+MS__PRELOAD_API void _exit(int status);
+MS__PRELOAD_API void _Exit(int status);
+
+/* This process's PID, set at load and after each fork() (not vfork()). */
+static pid_t g_pid;
+
+static void pid_after_fork(void) {
+  g_pid = (pid_t)syscall(SYS_getpid);
+}
+
+static _Noreturn void quick_exit_now(int status) {
+  if (g_pid != 0 && (pid_t)syscall(SYS_getpid) == g_pid)
+    ms__agent_quick_exit();
+  for (;;)
+    syscall(SYS_exit_group, status);
+}
+
+void _exit(int status) {
+  quick_exit_now(status);
+}
+
+void _Exit(int status) {
+  quick_exit_now(status);
+}
 
 #define REPORT_PATH_MAX 4096
 
@@ -105,6 +143,8 @@ static void write_exit_report(void) {
 }
 
 __attribute__((constructor)) static void preload_init(void) {
+  pid_after_fork();
+  pthread_atfork(NULL, NULL, pid_after_fork);
   ms__preload_resolve();
   ms__preload_cxx_resolve();
   ms__preload_size_init();

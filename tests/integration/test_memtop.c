@@ -6,7 +6,8 @@
  *   targets, -n rounds, watching all, ps; `run --once` returning the
  *   command's status with its final report, the command's own final
  *   figures even when it ends between two polls (directly and through a
- *   shell that execs it), and the last poll's, said so, when it is killed; a
+ *   shell that execs it, and when it ends with _exit), and the last poll's,
+ *   said so, when it is killed; a
  * PID that is not attachable (exit 1, cause and fix); bad usage (exit 2 and the
  * usage); and fake targets that hang, answer garbage or die mid-reply: memtop
  * reports an error for that PID, still reports the others, and does not hang.
@@ -665,6 +666,26 @@ static void test_run_final_figures(void **state) {
       mt("run", "--once", "-d", "10", "--", "/bin/sh", "-c", script, NULL), 0);
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
   assert_null(strstr(res.err, "last poll"));
+
+  /* _exit() runs no exit handlers: the preload's _exit sends the final
+   * snapshot, and the status is the program's. */
+  assert_int_equal(
+      mt("run", "--once", "--json", "-d", "10", "--", pl_final, "_exit", NULL),
+      4);
+  j = run_json("pl_final");
+  assert_true(memstat(j, "HeapObjects") >= PL_FINAL_BLOCKS);
+  json_decref(j);
+  assert_null(strstr(res.err, "last poll"));
+
+  /* A vfork() child's _exit sends nothing (it shares the program's
+   * memory); the program's own exit does. */
+  assert_int_equal(
+      mt("run", "--once", "--json", "-d", "10", "--", pl_final, "vfork", NULL),
+      0);
+  j = run_json("pl_final");
+  assert_true(memstat(j, "HeapObjects") >= PL_FINAL_BLOCKS);
+  json_decref(j);
+  assert_null(strstr(res.err, "last poll"));
 }
 
 static void test_run_killed_falls_back(void **state) {
@@ -684,10 +705,11 @@ static void test_run_killed_falls_back(void **state) {
   j = run_json("pl_final");
   json_decref(j);
 
-  /* _exit() runs no exit handlers either: the same, with its status. */
-  snprintf(script, sizeof script, "exec %s _exit", pl_final);
+  /* The same through a shell that execs it, in text. */
+  snprintf(script, sizeof script, "exec %s kill", pl_final);
   assert_int_equal(
-      mt("run", "--once", "-d", "0.1", "--", "/bin/sh", "-c", script, NULL), 4);
+      mt("run", "--once", "-d", "0.1", "--", "/bin/sh", "-c", script, NULL),
+      128 + SIGKILL);
   assert_non_null(strstr(res.err, "the report is from the last poll"));
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
 }

@@ -23,11 +23,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "wire/wire.h"
 
 #define MISSING LLONG_MIN
 
@@ -343,6 +347,99 @@ static void test_free_counter_signals(void **state) {
   free(err);
 }
 
+/* ---- _exit() ------------------------------------------------------------
+ * The preload interposes _exit and _Exit (src/preload/preload.c): the
+ * agent's socket goes away and the final snapshot is sent, as at exit(),
+ * but never from a vfork() child. tests/progs/pl_final.c is the program;
+ * test_memtop.c checks the same through `memtop run`. */
+
+/* Runs pl_final `how` under the preload with its agent on, MEMSTATS_DIR a
+ * fresh directory and MEMSTATS_FINAL_FD the child's end of a socket pair
+ * (no PID filter: every process of the program that gets there writes).
+ * Returns the number of snapshot frames the program sent, and checks the
+ * exit status and that no socket is left in the directory. */
+static int final_frames(const char *how, int status, uint64_t *heap_objects) {
+  char exe[PATH_MAX], out[PATH_MAX], dir[PATH_MAX], fdenv[64],
+      direnv[PATH_MAX + 16];
+  snprintf(exe, sizeof exe, "%s/progs/pl_final", build_dir);
+  path_in_tmp(out, sizeof out, "pl_final.out");
+  path_in_tmp(dir, sizeof dir, "sockets");
+  mkdir(dir, 0700);
+  int sv[2];
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  snprintf(fdenv, sizeof fdenv, "MEMSTATS_FINAL_FD=%d", sv[1]);
+  snprintf(direnv, sizeof direnv, "MEMSTATS_DIR=%s", dir);
+  run_t r = {.preload = preload_path,
+             .out = out,
+             .env = {"MEMSTATS_AGENT=1", fdenv, direnv, NULL}};
+  const char *argv[] = {exe, how, NULL};
+  int st = run(&r, argv);
+  close(sv[1]);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != status)
+    fail_msg("pl_final %s: wait status %d, expected exit %d", how, st, status);
+  /* Every holder of the other end has exited: read to the end. */
+  static uint8_t buf[4 * MS__WIRE_SNAPSHOT_MAX];
+  size_t len = 0;
+  for (;;) {
+    ssize_t n = read(sv[0], buf + len, sizeof buf - len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    assert_true(n >= 0);
+    if (n == 0 || len + (size_t)n == sizeof buf)
+      break;
+    len += (size_t)n;
+  }
+  close(sv[0]);
+  int frames = 0;
+  for (size_t off = 0; off < len;) {
+    ms__frame_t f;
+    const char *why = NULL;
+    if (ms__wire_frame(buf + off, len - off, MS__WIRE_SNAPSHOT_MAX, &f, &why) !=
+        0)
+      fail_msg("pl_final %s sent bytes that are not a whole frame: %s", how,
+               why ? why : "truncated");
+    assert_int_equal(f.type, MS__MSG_SNAPSHOT);
+    static ms_snapshot_t snap;
+    if (ms__wire_decode_snapshot(buf + off + MS__WIRE_HEADER, f.length, &snap,
+                                 &why) != 0)
+      fail_msg("pl_final %s: a frame that does not decode: %s", how, why);
+    *heap_objects = snap.heap_objects;
+    frames++;
+    off += MS__WIRE_HEADER + f.length;
+  }
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (strstr(e->d_name, ".sock"))
+      fail_msg("pl_final %s left its socket %s/%s behind", how, dir, e->d_name);
+  closedir(d);
+  return frames;
+}
+
+#define PL_FINAL_BLOCKS 20000     /* as in pl_final.c */
+#define PL_FINAL_AFTER_VFORK 5000 /* as in pl_final.c */
+
+static void test_exit_paths(void **state) {
+  uint64_t objects = 0;
+  (void)state;
+  /* exit(): the agent's exit handler; _exit(): the preload's _exit. */
+  assert_int_equal(final_frames("", 0, &objects), 1);
+  assert_true(objects >= PL_FINAL_BLOCKS);
+  assert_int_equal(final_frames("_exit", 4, &objects), 1);
+  assert_true(objects >= PL_FINAL_BLOCKS);
+  /* The vfork() child's _exit sends nothing (it shares the program's
+   * memory and may do nothing but exec or _exit: had it written, it would
+   * also have used up the program's one final write); the program's exit
+   * does, with the blocks it made after the child. */
+  assert_int_equal(final_frames("vfork", 0, &objects), 1);
+  if (objects < PL_FINAL_BLOCKS + PL_FINAL_AFTER_VFORK)
+    fail_msg("the final snapshot has %llu objects: it is not the program's "
+             "last (%d blocks, then %d after the vfork child)",
+             (unsigned long long)objects, PL_FINAL_BLOCKS,
+             PL_FINAL_AFTER_VFORK);
+}
+
 /* The same binary runs bare (the programs must not need the preload). */
 static void test_pattern_bare(void **state) {
   (void)state;
@@ -654,6 +751,7 @@ int main(void) {
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_free_counter_jemalloc),
       cmocka_unit_test(test_free_counter_signals),
+      cmocka_unit_test(test_exit_paths),
       cmocka_unit_test(test_cxx_glibc),
       cmocka_unit_test(test_cxx_jemalloc),
       cmocka_unit_test(test_cxx_tcmalloc),

@@ -7,7 +7,12 @@
  *
  *   pl_final          ends with exit status 0 (returns from main)
  *   pl_final kill     ends by SIGKILL: no final snapshot can be sent
- *   pl_final _exit    ends with _exit(4): none either
+ *   pl_final _exit    ends with _exit(4), which runs no exit handlers: the
+ *                     preload's own _exit sends it
+ *   pl_final vfork    a vfork() child calls _exit(0) at once, then the
+ *                     program makes PL_FINAL_AFTER_VFORK more blocks and
+ *                     returns from main: only the program sends one (the
+ *                     child shares its memory and must not)
  *
  * tests/integration/test_memtop.c runs it. It is not linked with
  * -lmemstats: it runs under the preload only (tests/progs/progs.mk).
@@ -15,21 +20,24 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PL_FINAL_BLOCKS 20000
+#define PL_FINAL_AFTER_VFORK 5000
 
 /* Kept where the compiler cannot see them go unused. */
 static void *volatile blocks[PL_FINAL_BLOCKS];
+static void *volatile after[PL_FINAL_AFTER_VFORK];
 
 int main(int argc, char **argv) {
   const char *how = argc > 1 ? argv[1] : "";
   struct timespec ts = {0, 300 * 1000000L};
 
-  /* The endings without a final snapshot fall back to memtop's last poll:
+  /* The ending without a final snapshot falls back to memtop's last poll:
    * leave room for many polls at -d 0.1, even on a loaded machine. */
-  if (strcmp(how, "kill") == 0 || strcmp(how, "_exit") == 0)
+  if (strcmp(how, "kill") == 0)
     ts.tv_sec = 2;
   nanosleep(&ts, NULL);
   for (int i = 0; i < PL_FINAL_BLOCKS; i++)
@@ -38,5 +46,15 @@ int main(int argc, char **argv) {
     raise(SIGKILL);
   if (strcmp(how, "_exit") == 0)
     _exit(4);
+  if (strcmp(how, "vfork") == 0) {
+    pid_t pid = vfork();
+    if (pid == 0)
+      _exit(0);
+    if (pid < 0 || waitpid(pid, NULL, 0) != pid)
+      return 1;
+    /* After the child: a final snapshot of the program has these too. */
+    for (int i = 0; i < PL_FINAL_AFTER_VFORK; i++)
+      after[i] = malloc(48);
+  }
   return 0;
 }
