@@ -44,7 +44,10 @@ static __thread uint64_t deallocated __attribute__((tls_model("initial-exec")));
 static __thread int in_free __attribute__((tls_model("initial-exec")));
 static uint64_t nested_frees;
 
-/* jemalloc's classes: 8, 16-byte steps to 128, then four per power of 2. */
+/* jemalloc's classes: 8, 16-byte steps to 128, then four per power of 2.
+ * Written out again on purpose, not taken from src/preload: the look-alike
+ * is checked against the preload's idea of jemalloc's classes, so it must
+ * not share it. */
 static size_t class_round(size_t n) {
   if (n <= 8)
     return 8;
