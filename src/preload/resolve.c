@@ -302,6 +302,7 @@ void ms__preload_size_init(void) {
   }
   __atomic_store_n(&ms__preload_by_request_max, BY_REQUEST_LIMIT,
                    __ATOMIC_RELAXED);
+  ms__debug("preload: mallocs measured by the allocator's size classes");
 }
 
 /* ---- the bootstrap buffer --------------------------------------------------

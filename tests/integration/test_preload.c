@@ -281,6 +281,7 @@ static void test_pattern_jemalloc_preloaded(void **state) {
  * counter instead of a malloc_usable_size lookup. */
 
 #define COUNTER_ON "frees measured by the allocator's thread.deallocated"
+#define CLASSES_ON "mallocs measured by the allocator's size classes"
 
 /* Runs prog under the preload then extra with MEMSTATS_DEBUG=1; returns
  * stdout, and stderr in *err. */
@@ -307,14 +308,18 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
   return text;
 }
 
-/* The real jemalloc: the counter is used, and the pattern counts exactly
- * (check_pattern: HeapAlloc = the live blocks' usable sizes). */
+/* The real jemalloc: the counter is used, and so are its size classes for
+ * mallocs (ms__class_round agreed with its nallocx at every class), and
+ * the pattern counts exactly (check_pattern: HeapAlloc = the live blocks'
+ * usable sizes). */
 static void test_free_counter_jemalloc(void **state) {
   (void)state;
   char *err;
   char *text = run_prog_debug("pl_pattern", "libjemalloc.so.2", &err);
   if (!strstr(err, COUNTER_ON))
     fail_msg("jemalloc's counter is not used; stderr:\n%s", err);
+  if (!strstr(err, CLASSES_ON))
+    fail_msg("jemalloc's size classes are not used; stderr:\n%s", err);
   check_pattern(text, 1);
   free(text);
   free(err);
