@@ -62,6 +62,16 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return boot(size, 16);
   void *p = ms__real.malloc(size);
+  /* glibc first: the block's own header, no other question asked. */
+  if (MS__PRELOAD_FLOOR != 1 &&
+      __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
+                                       __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
+                       1)) {
+    ms__tls_t *t = &ms__tls;
+    if (__builtin_expect(p != NULL, 1) && !t->guard)
+      ms__preload_record(t, ms__glibc_usable(p), 0);
+    return p;
+  }
   ms__preload_count_alloc_n(p, size);
   return p;
 }
@@ -87,6 +97,16 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return;
+  if (MS__PRELOAD_FLOOR != 1 &&
+      __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
+                                       __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
+                       1)) {
+    ms__tls_t *t = &ms__tls;
+    if (!t->guard)
+      ms__preload_record(t, ms__glibc_usable(p), 1);
+    ms__real.free(p);
+    return;
+  }
   if (MS__PRELOAD_FLOOR != 1 &&
       __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
     free_by_counter(p);
