@@ -1,9 +1,10 @@
 /*
  * model.h - what memtop knows, separate from how it is drawn.
  *
- * The loop (loop.c) updates the model from snapshots; the renderers (the
- * live view, --once text, JSON) read it. A renderer never does I/O to a
- * target; the loop never touches the screen.
+ * The loop (targets.c, and command.c for `run`'s final snapshot) updates
+ * the model from snapshots; the renderers (the live view, --once text,
+ * JSON) read it. A renderer never does I/O to a target; the loop never
+ * touches the screen.
  */
 #ifndef MS_MEMTOP_MODEL_H
 #define MS_MEMTOP_MODEL_H

@@ -1,0 +1,174 @@
+/*
+ * rounds.c - --once, -n N and ps (see loop_int.h): every target is asked
+ * at once, and when all have answered (or timed out) the round is printed
+ * in order, as reports, JSON lines or the ps table.
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "memstats.h"
+#include "common/strbuf.h"
+#include "emit/emit.h"
+#include "memtop/conn.h"
+#include "memtop/loop_int.h"
+#include "memtop/model.h"
+#include "wire/wire.h"
+
+/* ---- plain output ---------------------------------------------------- */
+
+void mt_flush_out(mt_app_t *app) {
+  if (app->out.oom) {
+    fprintf(stderr, "memtop: out of memory while formatting the report\n");
+    app->exit_code = 1;
+  } else if (app->out.len > 0 && !app->stdout_broken) {
+    if (fwrite(app->out.data, 1, app->out.len, stdout) != app->out.len ||
+        fflush(stdout) != 0) {
+      /* A reader that went away (`memtop --once -n 100 | head`) is not
+       * an error worth a message; anything else is. */
+      if (errno != EPIPE) {
+        fprintf(stderr, "memtop: writing the report failed: %s\n",
+                strerror(errno));
+        app->exit_code = 1;
+      }
+      app->stdout_broken = 1;
+    }
+  }
+  ms_strbuf_reset(&app->out);
+}
+
+void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
+  if (app->o->json) {
+    ms__emit_json(&app->out, s);
+    ms_strbuf_puts(&app->out, "\n");
+    return;
+  }
+  /* Reports are paragraphs: a blank line between processes and rounds. */
+  if (app->nemitted++ > 0)
+    ms_strbuf_puts(&app->out, "\n");
+  ms__emit_report(&app->out, s);
+}
+
+static void emit_ps(mt_app_t *app) {
+  char rp[32], providers[256], user[32];
+  const struct passwd *pw;
+  const mt_target_t *t;
+  const mt_watch_t *w;
+  size_t i, k, used;
+
+  ms_strbuf_printf(&app->out, "%7s %-10s %-16s %14s  %s\n", "PID", "USER",
+                   "COMM", "READY+PREPARED", "PROVIDERS");
+  for (i = 0; i < app->nw; i++) {
+    w = app->w[i];
+    t = mt_model_find(&app->model, w->pid);
+    if (w->gone || t == NULL)
+      continue;
+    pw = w->have_uid ? getpwuid(w->uid) : NULL;
+    if (pw != NULL)
+      snprintf(user, sizeof user, "%s", pw->pw_name);
+    else if (w->have_uid)
+      snprintf(user, sizeof user, "%u", (unsigned)w->uid);
+    else
+      snprintf(user, sizeof user, "?");
+    providers[0] = '\0';
+    if (w->ok && t->have_snapshot) {
+      ms__fmt_bytes_q(rp, sizeof rp, t->bd.total, t->bd.q_total);
+      for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS; k++)
+        used += (size_t)snprintf(providers + used, sizeof providers - used,
+                                 "%s%s", k ? "," : "", t->snap.providers[k]);
+      if (t->snap.nproviders == 0)
+        snprintf(providers, sizeof providers, "-");
+    } else {
+      snprintf(rp, sizeof rp, "?");
+      snprintf(providers, sizeof providers, "(unreachable: see below)");
+    }
+    ms_strbuf_printf(&app->out, "%7d %-10.10s %-16.16s %14s  %s\n", w->pid,
+                     user, t->comm[0] ? t->comm : w->comm, rp, providers);
+  }
+}
+
+/* ---- rounds ---------------------------------------------------------- */
+
+static void round_timer_cb(uv_timer_t *t) {
+  mt_round_start(t->data);
+}
+
+void mt_round_end(mt_app_t *app) {
+  uint64_t elapsed_ms, next_ms;
+  const mt_target_t *t;
+  mt_watch_t *w;
+  size_t i;
+
+  if (app->ps)
+    emit_ps(app);
+  for (i = 0; i < app->nw; i++) {
+    w = app->w[i];
+    t = mt_model_find(&app->model, w->pid);
+    if (w->ok && t != NULL && t->have_snapshot) {
+      if (!app->ps)
+        mt_emit_snapshot(app, &t->snap);
+      continue;
+    }
+    /* A process found by listing that exited before it answered is not
+     * a failure: it is simply not there any more. */
+    if (w->gone && app->o->npids == 0)
+      continue;
+    mt_flush_out(app); /* keep stdout and stderr in order on a terminal */
+    fprintf(stderr, "memtop: %s\n", w->err[0] ? w->err : "no answer");
+    if (!app->ps)
+      app->exit_code = 1;
+  }
+  mt_flush_out(app);
+  app->rounds++;
+  if (app->stdout_broken ||
+      app->rounds >= (app->o->iterations > 0 ? app->o->iterations : 1)) {
+    mt_app_quit(app);
+    return;
+  }
+  elapsed_ms = (uv_hrtime() - app->round_start_ns) / 1000000u;
+  next_ms = elapsed_ms >= mt_delay_ms(app) ? 0 : mt_delay_ms(app) - elapsed_ms;
+  uv_timer_start(&app->tick, round_timer_cb, next_ms, 0);
+}
+
+void mt_round_start(mt_app_t *app) {
+  size_t i;
+  int rc;
+
+  app->round_start_ns = uv_hrtime();
+  if (app->o->npids == 0) {
+    rc = mt_rescan(app);
+    if (rc != 0) {
+      fprintf(stderr,
+              "memtop: cannot list attachable processes in %s: %s (check "
+              "MEMSTATS_DIR)\n",
+              app->sockdir, ms_strerror(rc));
+      app->exit_code = 1;
+      mt_app_quit(app);
+      return;
+    }
+    if (app->nw == 0 && !app->ps && app->rounds == 0) {
+      fprintf(stderr,
+              "memtop: no attachable processes in %s (start a program with "
+              "`memtop run -- CMD`, or link it with -lmemstats)\n",
+              app->sockdir);
+      app->exit_code = 1;
+    }
+  }
+  app->pending = 0;
+  for (i = 0; i < app->nw; i++) {
+    app->w[i]->pending = 1;
+    app->w[i]->ok = 0;
+    app->pending++;
+  }
+  if (app->pending == 0) {
+    mt_round_end(app);
+    return;
+  }
+  /* Every request goes out at once: a hung target costs one timeout for
+   * the whole round, not one per target. */
+  for (i = 0; i < app->nw; i++)
+    mt_conn_fetch_flags(app->w[i]->conn, app->timeout_ms,
+                        app->ps ? 0 : MS__REQ_SMAPS);
+}
