@@ -327,6 +327,9 @@ int mt_command_start(mt_app_t *app) {
   if (child_fd >= 0)
     close(child_fd);
   if (rc != 0) {
+    /* The handle is initialised even when the spawn fails (libuv >= 1.24):
+     * closed, so that the loop can be closed and its memory freed. */
+    uv_close((uv_handle_t *)&app->child, NULL);
     fprintf(stderr, "memtop: cannot start %s: %s%s\n", app->o->run_argv[0],
             uv_strerror(rc),
             rc == UV_ENOENT ? " (check the name, or give a path)" : "");

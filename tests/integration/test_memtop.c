@@ -596,9 +596,20 @@ static void test_run_status(void **state) {
                    5);
   assert_int_equal(
       mt("run", "--once", "--", "/bin/sh", "-c", "kill -9 $$", NULL), 137);
-  /* A command that cannot be started: the shell's 127. */
+}
+
+/* Commands that never start need no preload that can load: this runs
+ * under the sanitizers too (LeakSanitizer found the loop left unclosed
+ * after a failed spawn). */
+static void test_run_cannot_start(void **state) {
+  (void)state;
+  /* A command that is not there: the shell's 127, with the cause. */
   assert_int_equal(mt("run", "--once", "--", "/nonexistent/cmd", NULL), 127);
   assert_non_null(strstr(res.err, "/nonexistent/cmd"));
+  assert_non_null(strstr(res.err, "no such file"));
+  /* One that cannot be executed: the shell's 126. */
+  assert_int_equal(mt("run", "--once", "--", "/etc/passwd", NULL), 126);
+  assert_non_null(strstr(res.err, "permission denied"));
   /* A preload that is not there: said, with the fix. */
   setenv("MEMTOP_PRELOAD", "/nonexistent/libmemstats-preload.so", 1);
   assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
@@ -733,6 +744,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
