@@ -542,14 +542,20 @@ static void test_target_dies_mid_reply(void **state) {
 /* In a sanitizer build the preload carries the sanitizer's runtime, which
  * refuses to load into a program that was not built with it: `run` cannot
  * work there, and the run tests skip. */
+/* The preload `memtop run` gives its commands. A sanitizer build's own is
+ * instrumented and cannot load into the uninstrumented commands: the build
+ * keeps a plain one beside it (tests/progs/progs.mk), and memtop is told
+ * to use that (MEMTOP_PRELOAD), so that memtop itself runs instrumented. */
+static char run_preload[1300];
+
 static int preload_usable(void) {
-  char env[1300];
+  char env[1400];
   char *argv[] = {(char *)"/bin/true", NULL};
   char *envp[] = {env, NULL};
   int st;
   pid_t pid;
 
-  snprintf(env, sizeof env, "LD_PRELOAD=%s/libmemstats-preload.so", build);
+  snprintf(env, sizeof env, "LD_PRELOAD=%s", run_preload);
   pid = fork();
   if (pid == 0) {
     int null = open("/dev/null", O_WRONLY);
@@ -614,7 +620,7 @@ static void test_run_cannot_start(void **state) {
   setenv("MEMTOP_PRELOAD", "/nonexistent/libmemstats-preload.so", 1);
   assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
   assert_non_null(strstr(res.err, "MEMTOP_PRELOAD"));
-  unsetenv("MEMTOP_PRELOAD");
+  setenv("MEMTOP_PRELOAD", run_preload, 1);
 }
 
 /* ---- run: the final snapshot ---- */
@@ -760,6 +766,12 @@ int main(void) {
             memtop, target, pl_final);
     return 1;
   }
+  snprintf(run_preload, sizeof run_preload, "%s/plain/libmemstats-preload.so",
+           build);
+  if (access(run_preload, R_OK) != 0)
+    snprintf(run_preload, sizeof run_preload, "%s/libmemstats-preload.so",
+             build);
+  setenv("MEMTOP_PRELOAD", run_preload, 1);
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
