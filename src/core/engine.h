@@ -105,7 +105,7 @@ typedef struct ms__tls_s {
   ms__shard_t *shard;
   int mode;  /* 0 unregistered, 1 has a shard, 2 registering or exited */
   int guard; /* the preload's re-entry guard (see src/preload/preload.h) */
-  /* The preload on jemalloc (src/preload/free.c): this thread's
+  /* The preload on jemalloc (src/preload/preload.h): this thread's
    * thread.deallocated counter once looked up, and the state that keeps a
    * signal handler's free apart from the one it interrupted. */
   uint64_t *je_freed;
