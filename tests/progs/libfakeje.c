@@ -3,8 +3,9 @@
  * the preload (jemalloc's size classes, nallocx, malloc_usable_size, and a
  * per-thread thread.deallocated counter behind mallctl) and whose every
  * entry point is async-signal-safe: blocks come from one big mapping by an
- * atomic bump and are never reused, so a signal handler may allocate and
- * free at any instruction of the interrupted thread, inside free included.
+ * atomic bump, and freed ones go back through lock-free stacks, so a signal
+ * handler may allocate and free at any instruction of the interrupted
+ * thread, inside free included.
  * jemalloc itself is not async-signal-safe, so this is how
  * tests/progs/pl_sigfree.c puts a handler's free inside the preload's
  * window around jemalloc's free (src/preload/preload.h,
@@ -73,6 +74,42 @@ static int arena_init(void) {
   return 1;
 }
 
+/* Freed blocks of up to RECYCLE_MAX usable bytes are kept for reuse, one
+ * stack per size, without locks: a push or pop is one compare-and-swap on
+ * the stack's head, so a signal handler that interrupts one (and pushes or
+ * pops itself) only makes the interrupted one try again. The head holds a
+ * 16-bit tag above the 48-bit pointer, bumped by every change, so a head
+ * that was popped and pushed back meanwhile does not pass for unchanged.
+ * Memory is never unmapped: reading a block's link after another thread
+ * took it reads garbage at worst, and that CAS fails. */
+#define RECYCLE_MAX 4096
+#define PTR_MASK (((uint64_t)1 << 48) - 1)
+static uint64_t stacks[RECYCLE_MAX / 8 + 1];
+
+static void push(size_t u, void *p) {
+  uint64_t *head = &stacks[u / 8];
+  uint64_t h = __atomic_load_n(head, __ATOMIC_ACQUIRE), nh;
+  do {
+    *(uint64_t *)p = h & PTR_MASK;
+    nh = ((((h >> 48) + 1) & 0xffff) << 48) | (uint64_t)(uintptr_t)p;
+  } while (!__atomic_compare_exchange_n(head, &h, nh, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_ACQUIRE));
+}
+
+static void *pop(size_t u) {
+  uint64_t *head = &stacks[u / 8];
+  uint64_t h = __atomic_load_n(head, __ATOMIC_ACQUIRE), nh;
+  do {
+    if ((h & PTR_MASK) == 0)
+      return NULL;
+    uint64_t next = __atomic_load_n((uint64_t *)(uintptr_t)(h & PTR_MASK),
+                                    __ATOMIC_RELAXED);
+    nh = ((((h >> 48) + 1) & 0xffff) << 48) | (next & PTR_MASK);
+  } while (!__atomic_compare_exchange_n(head, &h, nh, 1, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_ACQUIRE));
+  return (void *)(uintptr_t)(h & PTR_MASK);
+}
+
 /* A block of n bytes aligned to align (a power of two >= 16), its usable
  * size (n's class) in the 8 bytes before it. */
 static void *alloc(size_t n, size_t align) {
@@ -81,6 +118,11 @@ static void *alloc(size_t n, size_t align) {
     return NULL;
   }
   size_t u = class_round(n);
+  if (align == 16 && u <= RECYCLE_MAX) {
+    void *p = pop(u);
+    if (p)
+      return p; /* its header still says u */
+  }
   size_t need = HDR + u + align;
   size_t off = __atomic_fetch_add(&top, need, __ATOMIC_RELAXED);
   if (off + need > ARENA_SIZE) {
@@ -107,7 +149,10 @@ API void free(void *p) {
    * cache does): a signal sent meanwhile lands inside it. */
   for (int i = 0; i < 64; i++)
     __asm__ volatile("pause");
-  deallocated += ((size_t *)p)[-1];
+  size_t u = ((size_t *)p)[-1];
+  deallocated += u;
+  if (u <= RECYCLE_MAX)
+    push(u, p);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   in_free = 0;
 }
@@ -118,7 +163,10 @@ API void *calloc(size_t n, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return alloc(total, 16); /* never reused: still zero */
+  void *p = alloc(total, 16);
+  if (p)
+    memset(p, 0, total);
+  return p;
 }
 
 API size_t malloc_usable_size(void *p) {

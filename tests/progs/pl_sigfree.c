@@ -24,7 +24,8 @@
 #define RING 256
 #define HRING 64
 #define ITERS 300000L
-#define MAX_SIGNALS 100000
+#define MAX_SIGNALS 30000
+#define MAX_ITERS 2000000000L
 
 static void *ring[RING];
 static void *hring[HRING];
@@ -32,6 +33,7 @@ static volatile sig_atomic_t hcount;
 static int stop;
 static pthread_t main_thread;
 static long signals_sent;
+static int sender_done;
 
 static size_t size_at(uint32_t i) {
   uint32_t x = i * 2654435761u;
@@ -59,6 +61,7 @@ static void *sender(void *arg) {
     while (hcount == seen && !__atomic_load_n(&stop, __ATOMIC_ACQUIRE))
       __asm__ volatile("pause");
   }
+  __atomic_store_n(&sender_done, 1, __ATOMIC_RELEASE);
   return NULL;
 }
 
@@ -97,10 +100,16 @@ int main(int argc, char **argv) {
   for (int i = 0; i < RING; i++)
     ring[i] = malloc(size_at((uint32_t)i));
   pthread_sigmask(SIG_UNBLOCK, &usr1, NULL);
-  for (long i = 0; i < iters; i++) {
+  /* At least iters pairs, and on until every signal was sent and handled
+   * (however slowly this machine delivers them), within a bound that only
+   * a stuck sender reaches. */
+  for (long i = 0;
+       i < iters || !__atomic_load_n(&sender_done, __ATOMIC_ACQUIRE); i++) {
     unsigned k = (unsigned)i % RING;
     free(ring[k]);
     ring[k] = malloc(size_at((uint32_t)i + RING));
+    if (i > MAX_ITERS)
+      break;
   }
   pthread_sigmask(SIG_BLOCK, &usr1, NULL);
   __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
