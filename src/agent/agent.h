@@ -79,6 +79,12 @@ void ms__final_setup(const char *fd_s, const char *pid_s, const char *ppid_s);
  * Returns 0 when sent, MS_ENOENT when not asked for (or not this
  * process), else the reason it was not sent. Never changes errno. */
 int ms__final_write(void);
+/* The same from _exit(), which may run in a signal handler that
+ * interrupted the allocator or an update of the engine: nothing that takes
+ * a lock it cannot get or that allocates (the providers are not sampled
+ * again; their last samples are used), and nothing at all from inside an
+ * update of the engine (ms__engine_busy_here). */
+int ms__final_write_quick(void);
 
 /* The agent's part of _exit() (the preload interposes it, preload.c): the
  * socket goes away and the final snapshot is sent, as at a normal exit.

@@ -48,6 +48,7 @@
 #include "agent/agent.h"
 #include "core/engine.h"
 #include "core/shard.h"
+#include "core/snapshot.h"
 #include "providers/provider_int.h"
 
 /* How long exit may wait for the reader to take the frame, in all. */
@@ -140,12 +141,13 @@ static int final_wanted(void) {
  * program's exit: then there is no final snapshot. Under the lock, the
  * providers' cached samples are dropped: they may be a whole cadence old
  * (a second for glibc), from before the program's last allocations. */
-static int lock_free_soon(void) {
+static int lock_free_soon(int expire) {
   struct timespec ts = {0, FINAL_LOCK_WAIT_NS};
 
   for (int i = 0; i < FINAL_LOCK_TRIES; i++) {
     if (ms__read_trylock() == 0) {
-      ms__providers_expire();
+      if (expire)
+        ms__providers_expire();
       ms__read_unlock();
       return 1;
     }
@@ -184,16 +186,30 @@ static int send_all(int fd, const uint8_t *buf, size_t len) {
   return 0;
 }
 
-int ms__final_write(void) {
+/* quick: from _exit() (ms__agent_quick_exit), which a program may call in
+ * a signal handler that interrupted the allocator: then nothing that takes
+ * the allocator's locks or allocates may run, so the providers are not
+ * sampled again (MS__READ_CACHED): their last samples are used, marked
+ * estimated where the tracked heap moved since. */
+static int final_write(int quick) {
   int saved = errno;
   int r = MS_ENOENT;
 
   if (!final_wanted())
     goto out;
   r = MS_EAGAIN;
-  if (!lock_free_soon())
+  /* Called from a signal handler that interrupted an update of the
+   * engine on this thread (_exit() is async-signal-safe, and a program may
+   * call it there): a snapshot would wait for that update forever. */
+  if (ms__engine_busy_here()) {
+    ms__debug("final snapshot: exit inside an update of the counters (a "
+              "signal handler); none sent");
     goto out;
-  r = ms_snapshot_read(&g_final_snap, sizeof g_final_snap);
+  }
+  if (!lock_free_soon(!quick))
+    goto out;
+  r = ms__snapshot_read_opts(&g_final_snap, sizeof g_final_snap,
+                             quick ? MS__READ_CACHED : 0);
   if (r != 0)
     goto out;
   g_final_snap.age_ns = 0;
@@ -211,4 +227,12 @@ out:
     ms__debug("final snapshot not sent: %s", ms_strerror(r));
   errno = saved;
   return r;
+}
+
+int ms__final_write(void) {
+  return final_write(0);
+}
+
+int ms__final_write_quick(void) {
+  return final_write(1);
 }

@@ -131,7 +131,8 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
       snprintf(msg, sizeof msg,
                "protocol version %u is newer than this agent's (%u): use a "
                "memtop as old as libmemstats %s",
-               (unsigned)f.version, (unsigned)MS__WIRE_VERSION, MS_VERSION_STRING);
+               (unsigned)f.version, (unsigned)MS__WIRE_VERSION,
+               MS_VERSION_STRING);
       ms__wire_encode_error(out, MS__MSG_ERROR, MS_EVERSION, msg);
       *close_after = 1;
       break;

@@ -111,6 +111,9 @@ typedef struct ms__tls_s {
   uint64_t *je_freed;
   uint64_t je_nested; /* bytes freed by signal handlers inside a window */
   int je_window;      /* nonzero while a free reads the counter around */
+  /* Nonzero while this thread is inside an update off the fast path (the
+   * global shard, the pause ring): see ms__engine_busy_here(). */
+  int busy;
 } ms__tls_t;
 extern __thread ms__tls_t ms__tls
     __attribute__((tls_model("initial-exec"), visibility("hidden")));
@@ -124,6 +127,13 @@ extern ms__shard_t ms__shard_none __attribute__((visibility("hidden")));
 #define MS__GEN_OFF(g)                                                         \
   ((uint64_t)(offsetof(ms__shard_t, stats) + (g) * sizeof(ms__delta_t)))
 extern uint64_t ms__gen_word __attribute__((visibility("hidden")));
+
+/* Nonzero if this thread is in the middle of an update of the engine's
+ * counters or pause ring: it is then running a signal handler that
+ * interrupted one, and a snapshot taken now would wait for that update,
+ * which cannot finish before the handler returns, forever. The exit paths
+ * that may run in a handler (_exit, and exit() from one) ask first. */
+int ms__engine_busy_here(void);
 
 /* The slow path: no shard yet, nested in a signal handler, large sizes. */
 void ms__track_slow(uint64_t size, int is_free);

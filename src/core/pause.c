@@ -130,6 +130,8 @@ void ms__gc_record(uint64_t start, uint64_t end, int forced) {
   ms__feed(MS__FEED_GC);
   __atomic_fetch_add(&g_hist[ms_pause_hist_bucket((int64_t)d)], 1, RLX);
 
+  ms__tls.busy++; /* ms__engine_busy_here() */
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t q = __atomic_load_n(&g_ring.seq, RLX);
   __atomic_store_n(&g_ring.seq, q + 1, RLX);
   __atomic_thread_fence(__ATOMIC_RELEASE);
@@ -144,6 +146,8 @@ void ms__gc_record(uint64_t start, uint64_t end, int forced) {
                      __atomic_load_n(&g_ring.num_forced, RLX) + 1, RLX);
   __atomic_store_n(&g_ring.num_gc, n + 1, RLX);
   __atomic_store_n(&g_ring.seq, q + 2, __ATOMIC_RELEASE);
+  __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  ms__tls.busy--;
 }
 
 MS_EXTERN int ms_gc_pause(uint64_t start_mono_ns, uint64_t end_mono_ns,

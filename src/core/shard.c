@@ -220,6 +220,8 @@ static ms__shard_t *shard_register(void) {
  * generation (the re-check of gen after announcing closes the race with a
  * reader turning it in between). */
 static ms__delta_t *global_begin(uint32_t *gp) {
+  ms__tls.busy++;
+  __atomic_signal_fence(SC);
   for (;;) {
     uint64_t w = __atomic_load_n(&ms__gen_word, SC);
     uint32_t g = gen_index(w);
@@ -234,6 +236,16 @@ static ms__delta_t *global_begin(uint32_t *gp) {
 
 static void global_end(uint32_t g) {
   __atomic_fetch_sub(&g_global.inflight[g], 1, REL);
+  __atomic_signal_fence(SC);
+  ms__tls.busy--;
+}
+
+int ms__engine_busy_here(void) {
+  ms__shard_t *s = ms__tls.shard;
+  if (__atomic_load_n(&ms__tls.busy, RLX) != 0)
+    return 1;
+  /* ms__shard_none's seq is odd by design (engine.h): no update there. */
+  return s != &ms__shard_none && (ld(&s->seq) & 1) != 0;
 }
 
 /* Opens an update bracket. Returns the slot to write, and whether it is the

@@ -440,9 +440,10 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   s->seq = ++g_seq;
   s->time_mono_ns = ms__now_mono_ns();
   s->time_unix_ns = ms__now_unix_ns();
-  ms__providers_detect();
+  if (!(flags & MS__READ_CACHED))
+    ms__providers_detect();
   ms__engine_read(s);
-  ms__providers_fill(s);
+  ms__providers_fill_opts(s, (flags & MS__READ_CACHED) != 0);
   pthread_mutex_unlock(&g_read_lock);
 
   fill_kernel(s);

@@ -23,6 +23,12 @@ int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
 
 /* Flags of ms__snapshot_read_opts(). */
 #define MS__READ_SMAPS 0x1u /* also read /proc/self/smaps_rollup */
+/* Only what is safe in a signal handler that may have interrupted the
+ * allocator (the _exit path, final.c): no provider is looked for or
+ * sampled (that takes the allocator's locks, and may allocate); their
+ * last samples are merged as they are (shifted by what the tracked heap
+ * did since, and then marked estimated). */
+#define MS__READ_CACHED 0x2u
 
 /* ms_snapshot_read() with options. With MS__READ_SMAPS the kernel's
  * smaps_rollup figures (Rss, LazyFree, AnonHugePages, Swap) are added,

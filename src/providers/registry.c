@@ -140,10 +140,12 @@ static uint64_t failed_interval(uint64_t cadence, unsigned failures) {
 }
 
 static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
-                                     unsigned flags,
-                                     const ms_snapshot_t *snap) {
+                                     unsigned flags, const ms_snapshot_t *snap,
+                                     int cached_only) {
   if (!s || !s->active)
     return NULL;
+  if (cached_only)
+    return s->have ? &s->sample : NULL;
   /* Between two tries: the cached sample, or nothing after a failure. */
   if ((s->have || s->failures) && now - s->last_ns < s->interval_ns)
     return s->have ? &s->sample : NULL;
@@ -214,11 +216,17 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
 }
 
 void ms__providers_fill(ms_snapshot_t *snap) {
+  ms__providers_fill_opts(snap, 0);
+}
+
+void ms__providers_fill_opts(ms_snapshot_t *snap, int cached_only) {
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
   uint64_t now = g_now();
-  const ms__pv_sample_t *ms = sample(g_malloc_slot, now, flags, snap);
-  const ms__pv_sample_t *gs = sample(&g_collector, now, flags, snap);
+  const ms__pv_sample_t *ms =
+      sample(g_malloc_slot, now, flags, snap, cached_only);
+  const ms__pv_sample_t *gs =
+      sample(&g_collector, now, flags, snap, cached_only);
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
                       g_collector.active ? g_collector.pv : NULL, gs);
 }

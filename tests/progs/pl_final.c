@@ -9,6 +9,12 @@
  *   pl_final kill     ends by SIGKILL: no final snapshot can be sent
  *   pl_final _exit    ends with _exit(4), which runs no exit handlers: the
  *                     preload's own _exit sends it
+ *   pl_final handler  frees and mallocs blocks too large for glibc's
+ *                     thread cache (so its arena lock is held most of the
+ *                     time) until SIGTERM, whose handler calls _exit(7):
+ *                     the final snapshot taken there must neither take
+ *                     the allocator's locks nor wait for an update the
+ *                     handler interrupted (it would hang)
  *   pl_final vfork    a vfork() child calls _exit(0) at once, then the
  *                     program makes PL_FINAL_AFTER_VFORK more blocks and
  *                     returns from main: only the program sends one (the
@@ -17,6 +23,7 @@
  * tests/integration/test_memtop.c runs it. It is not linked with
  * -lmemstats: it runs under the preload only (tests/progs/progs.mk).
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +37,33 @@
 /* Kept where the compiler cannot see them go unused. */
 static void *volatile blocks[PL_FINAL_BLOCKS];
 static void *volatile after[PL_FINAL_AFTER_VFORK];
+
+static void on_term(int sig) {
+  (void)sig;
+  _exit(7);
+}
+
+static void *send_term(void *arg) {
+  struct timespec ts = {0, 200 * 1000000L};
+  nanosleep(&ts, NULL);
+  pthread_kill(*(pthread_t *)arg, SIGTERM);
+  return NULL;
+}
+
+/* Never returns: SIGTERM ends it from its handler. */
+static void churn_until_term(void) {
+  static pthread_t self;
+  pthread_t t;
+  void *volatile ring[16] = {0};
+  self = pthread_self();
+  signal(SIGTERM, on_term);
+  if (pthread_create(&t, NULL, send_term, &self) != 0)
+    _exit(1);
+  for (unsigned i = 0;; i++) {
+    free(ring[i % 16]);
+    ring[i % 16] = malloc(2000 + (i % 7) * 1000);
+  }
+}
 
 int main(int argc, char **argv) {
   const char *how = argc > 1 ? argv[1] : "";
@@ -46,6 +80,8 @@ int main(int argc, char **argv) {
     raise(SIGKILL);
   if (strcmp(how, "_exit") == 0)
     _exit(4);
+  if (strcmp(how, "handler") == 0)
+    churn_until_term();
   if (strcmp(how, "vfork") == 0) {
     pid_t pid = vfork();
     if (pid == 0)

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "agent/agent.h"
+#include "core/engine.h"
 #include "memtop/final.h"
 #include "memtop/run.h"
 
@@ -109,6 +110,47 @@ static void test_filters(void **state) {
   close(other[1]);
   close(sv[0]);
   close(sv[1]);
+}
+
+/* _exit() in a signal handler that interrupted an update of the counters
+ * on this thread (its shard's seq odd, or inside the global shard or the
+ * pause ring): a snapshot would wait for that update forever, so none is
+ * taken, at once; afterwards the write goes through. The alarm turns a
+ * hang into a failure. */
+static void test_quick_write_inside_update(void **state) {
+  int sv[2];
+  char buf[64], me[32];
+
+  (void)state;
+  ms__track_alloc(16); /* this thread has a shard of its own */
+  ms__track_free(16);
+  assert_ptr_not_equal(ms__tls.shard, &ms__shard_none);
+  pidstr(me, sizeof me, (int)getpid());
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  setup_fd(sv[1], me, NULL);
+  alarm(20);
+
+  ms__tls.shard->seq++; /* as if interrupted inside the bracket */
+  assert_true(ms__engine_busy_here());
+  assert_int_equal(ms__final_write_quick(), MS_EAGAIN);
+  ms__tls.shard->seq++; /* the update "ends" (no counter moved) */
+  ms__tls.busy++;       /* as if inside a global or pause-ring update */
+  assert_true(ms__engine_busy_here());
+  assert_int_equal(ms__final_write_quick(), MS_EAGAIN);
+  ms__tls.busy--;
+  assert_false(ms__engine_busy_here());
+  assert_int_equal(recv(sv[0], buf, sizeof buf, MSG_DONTWAIT), -1);
+  assert_int_equal(errno, EAGAIN);
+
+  assert_int_equal(ms__final_write_quick(), 0);
+  mt_final_init(&fin, (int)getpid());
+  fin.fd = sv[0];
+  close(sv[1]);
+  assert_int_equal(mt_final_drain(&fin), 1);
+  assert_true(fin.have);
+  assert_int_equal(fin.snap.pid, (int)getpid());
+  alarm(0);
+  mt_final_close(&fin);
 }
 
 /* memtop went away: the write fails quietly (this process does not
@@ -243,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_write_and_collect),
       cmocka_unit_test(test_filters),
       cmocka_unit_test(test_reader_gone),
+      cmocka_unit_test(test_quick_write_inside_update),
       cmocka_unit_test(test_collect_split_and_foreign),
       cmocka_unit_test(test_collect_garbage),
       cmocka_unit_test(test_run_env_final),
