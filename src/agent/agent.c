@@ -477,7 +477,7 @@ void ms__agent_quick_exit(void) {
   } else if (g_path[0] != '\0') {
     unlink(g_path);
   }
-  ms__final_write_quick();
+  ms__final_write();
 }
 
 static void fork_prepare(void) {

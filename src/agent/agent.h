@@ -73,18 +73,25 @@ void ms__agent_cache_reset(void);
 void ms__final_init(void);
 void ms__final_setup(const char *fd_s, const char *pid_s, const char *ppid_s);
 
-/* At normal exit: if a final snapshot was asked for and this process is
- * the one meant, takes a snapshot and sends it as one snapshot frame to
- * the descriptor, waiting at most a second for room. Once per process.
- * Returns 0 when sent, MS_ENOENT when not asked for (or not this
- * process), else the reason it was not sent. Never changes errno. */
+/* At exit (exit(), or _exit() through the preload): if a final snapshot
+ * was asked for and this process is the one meant, takes a snapshot and
+ * sends it as one snapshot frame to the descriptor, waiting at most a
+ * second for room. Once per process. Nothing from inside an update of the
+ * counters on this thread (a signal handler that interrupted one:
+ * ms__engine_busy_here), and no allocator sampled when this may be a
+ * signal handler (ms__maybe_in_signal_handler). Returns 0 when sent,
+ * MS_ENOENT when not asked for (or not this process), else the reason it
+ * was not sent. Never changes errno. */
 int ms__final_write(void);
-/* The same from _exit(), which may run in a signal handler that
- * interrupted the allocator or an update of the engine: nothing that takes
- * a lock it cannot get or that allocates (the providers are not sampled
- * again; their last samples are used), and nothing at all from inside an
- * update of the engine (ms__engine_busy_here). */
-int ms__final_write_quick(void);
+
+/* Whether this thread may be running a signal handler: its signal mask
+ * blocks a signal that the mask of the thread that started the agent did
+ * not (a handler blocks its own signal while it runs, unless SA_NODEFER).
+ * exit() and _exit() may be called from a handler that interrupted the
+ * allocator, whose locks it then holds: the final snapshot then samples no
+ * allocator. A thread that blocks signals of its own accord is taken for
+ * one too: its final snapshot has the providers' last samples. */
+int ms__maybe_in_signal_handler(void);
 
 /* The agent's part of _exit() (the preload interposes it, preload.c): the
  * socket goes away and the final snapshot is sent, as at a normal exit.

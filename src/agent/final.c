@@ -30,6 +30,14 @@
  * without the preload; memtop falls back to the last snapshot it polled,
  * and says so.
  *
+ * Programs call exit() and _exit() from signal handlers, and a handler may
+ * have interrupted the allocator (holding its locks) or an update of our
+ * own counters on the same thread. Taking the snapshot then must not wait
+ * for either, or the program would never end: from inside an update of the
+ * counters nothing is sent (ms__engine_busy_here), and when the thread's
+ * signal mask says it may be in a handler no allocator is sampled (the
+ * providers' last samples are used, MS__READ_CACHED).
+ *
  * The rules of the agent apply: no stdio, no malloc (the buffers are
  * static), send(MSG_NOSIGNAL) so that a reader that went away is no
  * SIGPIPE, a bounded wait so that exit never hangs on a reader that stops
@@ -39,6 +47,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -113,9 +122,27 @@ void ms__final_setup(const char *fd_s, const char *pid_s, const char *ppid_s) {
   g_final.fd = fd;
 }
 
+/* The signal mask of the thread that started the agent (the program's
+ * main thread, as a rule), for ms__maybe_in_signal_handler(). */
+static sigset_t g_start_mask;
+static int g_have_start_mask;
+
 void ms__final_init(void) {
   ms__final_setup(getenv("MEMSTATS_FINAL_FD"), getenv("MEMSTATS_FINAL_PID"),
                   getenv("MEMSTATS_FINAL_PPID"));
+  if (sigprocmask(SIG_BLOCK, NULL, &g_start_mask) == 0)
+    g_have_start_mask = 1;
+}
+
+int ms__maybe_in_signal_handler(void) {
+  sigset_t cur;
+  if (sigprocmask(SIG_BLOCK, NULL, &cur) != 0)
+    return 1;
+  for (int sig = 1; sig < NSIG; sig++)
+    if (sigismember(&cur, sig) == 1 &&
+        (!g_have_start_mask || sigismember(&g_start_mask, sig) != 1))
+      return 1;
+  return 0;
 }
 
 /* Nonzero if this process is the one asked for, and the descriptor is
@@ -186,14 +213,10 @@ static int send_all(int fd, const uint8_t *buf, size_t len) {
   return 0;
 }
 
-/* quick: from _exit() (ms__agent_quick_exit), which a program may call in
- * a signal handler that interrupted the allocator: then nothing that takes
- * the allocator's locks or allocates may run, so the providers are not
- * sampled again (MS__READ_CACHED): their last samples are used, marked
- * estimated where the tracked heap moved since. */
-static int final_write(int quick) {
+int ms__final_write(void) {
   int saved = errno;
   int r = MS_ENOENT;
+  int cached = 0;
 
   if (!final_wanted())
     goto out;
@@ -206,10 +229,16 @@ static int final_write(int quick) {
               "signal handler); none sent");
     goto out;
   }
-  if (!lock_free_soon(!quick))
+  /* Maybe in a signal handler that interrupted the allocator (exit() and
+   * _exit() both come here, and programs call them from handlers): then
+   * nothing that takes the allocator's locks or allocates may run, so the
+   * providers are not sampled again (MS__READ_CACHED): their last samples
+   * are used, marked estimated where the tracked heap moved since. */
+  cached = ms__maybe_in_signal_handler();
+  if (!lock_free_soon(!cached))
     goto out;
   r = ms__snapshot_read_opts(&g_final_snap, sizeof g_final_snap,
-                             quick ? MS__READ_CACHED : 0);
+                             cached ? MS__READ_CACHED : 0);
   if (r != 0)
     goto out;
   g_final_snap.age_ns = 0;
@@ -227,12 +256,4 @@ out:
     ms__debug("final snapshot not sent: %s", ms_strerror(r));
   errno = saved;
   return r;
-}
-
-int ms__final_write(void) {
-  return final_write(0);
-}
-
-int ms__final_write_quick(void) {
-  return final_write(1);
 }

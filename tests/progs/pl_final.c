@@ -15,6 +15,9 @@
  *                     the final snapshot taken there must neither take
  *                     the allocator's locks nor wait for an update the
  *                     handler interrupted (it would hang)
+ *   pl_final handler-exit
+ *                     the same with exit(7) (not async-signal-safe, but
+ *                     programs do it, and it works without us)
  *   pl_final vfork    a vfork() child calls _exit(0) at once, then the
  *                     program makes PL_FINAL_AFTER_VFORK more blocks and
  *                     returns from main: only the program sends one (the
@@ -38,8 +41,12 @@
 static void *volatile blocks[PL_FINAL_BLOCKS];
 static void *volatile after[PL_FINAL_AFTER_VFORK];
 
+static int exit_in_handler; /* exit(7), else _exit(7) */
+
 static void on_term(int sig) {
   (void)sig;
+  if (exit_in_handler)
+    exit(7);
   _exit(7);
 }
 
@@ -82,6 +89,10 @@ int main(int argc, char **argv) {
     _exit(4);
   if (strcmp(how, "handler") == 0)
     churn_until_term();
+  if (strcmp(how, "handler-exit") == 0) {
+    exit_in_handler = 1;
+    churn_until_term();
+  }
   if (strcmp(how, "vfork") == 0) {
     pid_t pid = vfork();
     if (pid == 0)
