@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "core/snapshot.h"
 #include "memstats.h"
 #include "preload/preload.h"
 
@@ -115,7 +116,12 @@ static void put_field(line_t *l, const char *name, uint64_t v) {
 static void write_exit_report(void) {
   if (!report_path[0])
     return;
-  if (ms_snapshot_read(&report_snap, sizeof report_snap) != 0)
+  /* Only tracked figures are reported: no allocator is sampled (exit() may
+   * run in a signal handler that interrupted it), and nothing from inside
+   * an update of the counters on this thread (it could not finish). */
+  if (ms__engine_busy_here() ||
+      ms__snapshot_read_opts(&report_snap, sizeof report_snap,
+                             MS__READ_CACHED) != 0)
     return;
   const ms_snapshot_t *s = &report_snap;
   line_t l = {.len = 0};
