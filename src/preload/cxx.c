@@ -262,9 +262,10 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
 
 /* ---- operator delete ----------------------------------------------------*/
 
-/* Counts the free (unless nested), then calls the real operator with the
- * guard set. Without a runtime, the block came from new_fallback: free. */
-#define DELETE_BODY(idx, call)                                                 \
+/* Counts the free (unless nested) with `count`, then calls the real
+ * operator with the guard set. Without a runtime, the block came from
+ * new_fallback: free. */
+#define DELETE_COUNTED(idx, count, call)                                       \
   do {                                                                         \
     void *f_ = sym(idx);                                                       \
     if (!f_) {                                                                 \
@@ -277,11 +278,13 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
     }                                                                          \
     if (__builtin_expect(ms__bootstrap_owns(p), 0))                            \
       return;                                                                  \
-    ms__preload_count_free(p);                                                 \
+    count;                                                                     \
     ms__tls.guard = 1;                                                         \
     call;                                                                      \
     ms__tls.guard = 0;                                                         \
   } while (0)
+#define DELETE_BODY(idx, call)                                                 \
+  DELETE_COUNTED(idx, ms__preload_count_free(p), call)
 
 void _ZdlPv(void *p) {
   DELETE_BODY(DEL, ((del_fn)f_)(p));
@@ -291,12 +294,14 @@ void _ZdaPv(void *p) {
   DELETE_BODY(DEL_A, ((del_fn)f_)(p));
 }
 
+/* Sized: the size tells the usable size where the classes are known. */
 void _ZdlPvm(void *p, size_t n) {
-  DELETE_BODY(DEL_SZ, ((del_sz_fn)f_)(p, n));
+  DELETE_COUNTED(DEL_SZ, ms__preload_count_free_n(p, n), ((del_sz_fn)f_)(p, n));
 }
 
 void _ZdaPvm(void *p, size_t n) {
-  DELETE_BODY(DEL_A_SZ, ((del_sz_fn)f_)(p, n));
+  DELETE_COUNTED(DEL_A_SZ, ms__preload_count_free_n(p, n),
+                 ((del_sz_fn)f_)(p, n));
 }
 
 void _ZdlPvSt11align_val_t(void *p, size_t al) {

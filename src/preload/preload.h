@@ -220,6 +220,19 @@ static inline void ms__preload_count_free(void *p) {
   if (!t->guard)
     ms__preload_record(t, ms__preload_usable(t, p), 1);
 }
+/* The same for a sized operator delete(p, n) (no alignment): n is the size
+ * the block was asked with (the C++ rule for sized deallocation), so its
+ * usable size is known without asking where the allocator's classes are. */
+static inline void ms__preload_count_free_n(void *p, size_t n) {
+  ms__tls_t *t = &ms__tls;
+  if (MS__PRELOAD_FLOOR == 1)
+    return;
+  if (!t->guard) {
+    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
+    ms__preload_record(
+        t, n <= max ? ms__class_round(n) : ms__preload_usable(t, p), 1);
+  }
+}
 
 /* ---- jemalloc: a free measured by jemalloc's own counter -------------------
  * Asking jemalloc for a block's usable size costs a lookup of the block's

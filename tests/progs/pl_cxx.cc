@@ -43,8 +43,8 @@ int main() {
   int n = 0;
   held[n++] = ::operator new(24);
   held[n++] = ::operator new[](24);
-  held[n++] = ::operator new(48);
-  held[n++] = ::operator new[](48);
+  held[n++] = ::operator new(50); // sized below: 50 is no class size
+  held[n++] = ::operator new[](50);
   held[n++] = ::operator new(100, al);
   held[n++] = ::operator new[](100, al);
   held[n++] = ::operator new(200, al);
@@ -69,8 +69,8 @@ int main() {
 
   ::operator delete(held[0]);
   ::operator delete[](held[1]);
-  ::operator delete(held[2], 48);
-  ::operator delete[](held[3], 48);
+  ::operator delete(held[2], 50);
+  ::operator delete[](held[3], 50);
   ::operator delete(held[4], al);
   ::operator delete[](held[5], al);
   ::operator delete(held[6], 200, al);
