@@ -301,7 +301,8 @@ static void test_pattern_jemalloc_preloaded(void **state) {
 
 /* Runs prog under the preload then extra with MEMSTATS_DEBUG=1; returns
  * stdout, and stderr in *err. */
-static char *run_prog_debug(const char *prog, const char *extra, char **err) {
+static char *run_prog_env(const char *prog, const char *extra, char **err,
+                          const char *env) {
   char exe[PATH_MAX], out[PATH_MAX], errf[PATH_MAX + 8], pre[2 * PATH_MAX];
   snprintf(exe, sizeof exe, "%s/progs/%s", build_dir, prog);
   path_in_tmp(out, sizeof out, prog);
@@ -310,7 +311,7 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
   run_t r = {.preload = pre,
              .out = out,
              .err = errf,
-             .env = {"MEMSTATS_DEBUG=1", NULL}};
+             .env = {"MEMSTATS_DEBUG=1", env, NULL}};
   const char *argv[] = {exe, NULL};
   int st = run(&r, argv);
   char *text = read_file(out, NULL);
@@ -322,6 +323,10 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
              extra, st, text, *err);
   assert_kv(text, "preload", 1);
   return text;
+}
+
+static char *run_prog_debug(const char *prog, const char *extra, char **err) {
+  return run_prog_env(prog, extra, err, NULL);
 }
 
 /* The real jemalloc: the counter is used, and so are its size classes for
@@ -339,6 +344,26 @@ static void test_free_counter_jemalloc(void **state) {
   check_pattern(text, 1);
   free(text);
   free(err);
+}
+
+/* jemalloc configured otherwise (MALLOC_CONF): heap profiling with every
+ * allocation sampled (sampled small blocks are promoted to pages), no
+ * thread cache, junk filling: both shortcuts still on, and still exact. */
+static void test_free_counter_jemalloc_confs(void **state) {
+  static const char *const confs[] = {"MALLOC_CONF=prof:true,lg_prof_sample:0",
+                                      "MALLOC_CONF=tcache:false",
+                                      "MALLOC_CONF=junk:true"};
+  (void)state;
+  for (size_t i = 0; i < sizeof confs / sizeof confs[0]; i++) {
+    char *err;
+    char *text = run_prog_env("pl_pattern", "libjemalloc.so.2", &err, confs[i]);
+    if (!strstr(err, COUNTER_ON) || !strstr(err, CLASSES_ON))
+      fail_msg("%s: jemalloc's counter or classes are not used; stderr:\n%s",
+               confs[i], err);
+    check_pattern(text, 1);
+    free(text);
+    free(err);
+  }
 }
 
 /* Signal handlers freeing inside the frees they interrupt
@@ -817,6 +842,7 @@ int main(void) {
       cmocka_unit_test(test_pattern_jemalloc_preloaded),
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_free_counter_jemalloc),
+      cmocka_unit_test(test_free_counter_jemalloc_confs),
       cmocka_unit_test(test_free_counter_signals),
       cmocka_unit_test(test_exit_paths),
       cmocka_unit_test(test_exit_from_signal_handler),
