@@ -71,6 +71,27 @@ static void find_build_dir(void) {
     fail_msg("%s is missing: build it with `make` first", preload_path);
 }
 
+/* Whether the library `name` is in one of the loader's usual directories
+ * (looked for, not loaded: a malloc debugging library must not come into
+ * this process). */
+static int have_library(const char *name) {
+  static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/lib/aarch64-linux-gnu",
+                                     "/usr/lib/aarch64-linux-gnu",
+                                     "/lib64",
+                                     "/usr/lib64",
+                                     "/lib",
+                                     "/usr/lib"};
+  char path[PATH_MAX];
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+    if (access(path, R_OK) == 0)
+      return 1;
+  }
+  return 0;
+}
+
 static int have_program(const char *name) {
   const char *path = getenv("PATH");
   if (!path)
@@ -307,7 +328,8 @@ static char *run_prog_env(const char *prog, const char *extra, char **err,
   snprintf(exe, sizeof exe, "%s/progs/%s", build_dir, prog);
   path_in_tmp(out, sizeof out, prog);
   snprintf(errf, sizeof errf, "%s.err", out);
-  snprintf(pre, sizeof pre, "%s:%s", preload_path, extra);
+  snprintf(pre, sizeof pre, "%s%s%s", preload_path, extra ? ":" : "",
+           extra ? extra : "");
   run_t r = {.preload = pre,
              .out = out,
              .err = errf,
@@ -360,6 +382,35 @@ static void test_free_counter_jemalloc_confs(void **state) {
     if (!strstr(err, COUNTER_ON) || !strstr(err, CLASSES_ON))
       fail_msg("%s: jemalloc's counter or classes are not used; stderr:\n%s",
                confs[i], err);
+    check_pattern(text, 1);
+    free(text);
+    free(err);
+  }
+}
+
+/* glibc tuned otherwise: no thread cache, every block mmapped, one arena
+ * with freed memory perturbed, and its checking mode (the debug library,
+ * whose blocks carry a trailer: malloc_usable_size differs from the chunk
+ * header, so blocks are asked instead). */
+static void test_pattern_glibc_tunables(void **state) {
+  static const char *const envs[][2] = {
+      {"GLIBC_TUNABLES=glibc.malloc.tcache_count=0", NULL},
+      {"GLIBC_TUNABLES=glibc.malloc.mmap_threshold=0", NULL},
+      {"GLIBC_TUNABLES=glibc.malloc.arena_max=1:glibc.malloc.perturb=165",
+       NULL},
+      {"MALLOC_CHECK_=3", "libc_malloc_debug.so.0"}};
+  (void)state;
+  for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+    if (envs[i][1] && !have_library(envs[i][1])) {
+      print_message("%s: %s not installed, not tried\n", envs[i][0],
+                    envs[i][1]);
+      continue;
+    }
+    char *err;
+    char *text = envs[i][1]
+                     ? run_prog_env("pl_pattern", envs[i][1], &err, envs[i][0])
+                     : run_prog_env("pl_pattern", NULL, &err, envs[i][0]);
+    assert_kv(text, "realloc0_null", 1);
     check_pattern(text, 1);
     free(text);
     free(err);
@@ -843,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_free_counter_jemalloc),
       cmocka_unit_test(test_free_counter_jemalloc_confs),
+      cmocka_unit_test(test_pattern_glibc_tunables),
       cmocka_unit_test(test_free_counter_signals),
       cmocka_unit_test(test_exit_paths),
       cmocka_unit_test(test_exit_from_signal_handler),
