@@ -54,7 +54,7 @@ static void pid_after_fork(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
 }
 
-static _Noreturn void quick_exit_now(int status) {
+static _Noreturn void end_process(int status) {
   if (g_pid != 0 && (pid_t)syscall(SYS_getpid) == g_pid)
     ms__agent_quick_exit();
   for (;;)
@@ -62,11 +62,11 @@ static _Noreturn void quick_exit_now(int status) {
 }
 
 void _exit(int status) {
-  quick_exit_now(status);
+  end_process(status);
 }
 
 void _Exit(int status) {
-  quick_exit_now(status);
+  end_process(status);
 }
 
 #define REPORT_PATH_MAX 4096
