@@ -9,10 +9,12 @@
  *    and heaptrack on the same loop when it is installed. Runs are
  *    interleaved; the fastest and the median of BENCH_RUNS (default 5) are
  *    printed, in ns per malloc/free pair, and the fastest as a ratio to the
- *    fastest bare run of the same allocator. The goal is 1.15x. Beside each
- * allocator run the preload's floors (make bench builds them): forwarding only,
- * and forwarding plus measuring each block's usable size without recording it,
- * which is what any exact interposer pays before it counts a thing.
+ *    fastest bare run of the same allocator. The goal is 1.15x. Beside
+ *    each allocator run the preload's floors (make bench builds them):
+ *    forwarding only, and forwarding plus measuring each block's usable
+ *    size without recording it, which is what any exact interposer pays
+ *    before it counts a thing. tcmalloc and mimalloc, bare and preloaded,
+ *    for information; an allocator that is not installed is said so.
  * 2. A real workload: sqlite3 building and querying a 200,000-row database,
  *    bare vs preloaded, wall time, median of BENCH_RUNS. The goal is 1.03x.
  *
@@ -77,6 +79,27 @@ static int find_build_dir(void) {
             "both)\n",
             preload, loop_exe);
     return -1;
+  }
+  return 0;
+}
+
+/* Whether the library `name` is in one of the loader's usual directories:
+ * LD_PRELOAD of a missing one only warns, and the run would then measure
+ * glibc under another allocator's name. */
+static int have_library(const char *name) {
+  static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/lib/aarch64-linux-gnu",
+                                     "/usr/lib/aarch64-linux-gnu",
+                                     "/lib64",
+                                     "/usr/lib64",
+                                     "/lib",
+                                     "/usr/lib"};
+  char path[1024];
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+    if (access(path, R_OK) == 0)
+      return 1;
   }
   return 0;
 }
@@ -146,13 +169,25 @@ enum {
   JE_F1,
   JE_F2,
   JE_PRE,
+  TC,
+  TC_PRE,
+  MI,
+  MI_PRE,
   HEAPTRACK,
   NCONF
 };
 static const char *const conf_name[NCONF] = {
     "glibc bare",           "  forwarding only",  "  + measuring blocks",
     "glibc + preload",      "jemalloc bare",      "  forwarding only",
-    "  + measuring blocks", "jemalloc + preload", "glibc + heaptrack"};
+    "  + measuring blocks", "jemalloc + preload", "tcmalloc bare",
+    "tcmalloc + preload",   "mimalloc bare",      "mimalloc + preload",
+    "glibc + heaptrack"};
+/* For information (the goal is set for glibc and jemalloc): the other two
+ * allocators, whose blocks are measured by a call per free. */
+static const char *const alloc_so[NCONF] = {[TC] = "libtcmalloc.so.4",
+                                            [TC_PRE] = "libtcmalloc.so.4",
+                                            [MI] = "libmimalloc.so.2",
+                                            [MI_PRE] = "libmimalloc.so.2"};
 
 /* One run of pl_loop in configuration c; returns ns per pair or -1. */
 static double loop_once(int c, int threads, long pairs) {
@@ -172,6 +207,11 @@ static double loop_once(int c, int threads, long pairs) {
   else if (c == JE_PRE || c == JE_F1 || c == JE_F2) {
     snprintf(pre, sizeof pre, "%s:libjemalloc.so.2",
              c == JE_PRE ? preload : floor_so[c == JE_F1 ? 1 : 2]);
+    ld = pre;
+  } else if (c == TC || c == MI) {
+    ld = alloc_so[c];
+  } else if (c == TC_PRE || c == MI_PRE) {
+    snprintf(pre, sizeof pre, "%s:%s", preload, alloc_so[c]);
     ld = pre;
   }
   double r;
@@ -203,8 +243,15 @@ static void bench_loop(int threads, int with_heaptrack) {
   const long pairs = 10000000;
   double v[NCONF][MAX_RUNS];
   int n[NCONF] = {0};
+  int have[NCONF];
+  for (int c = 0; c < NCONF; c++) {
+    const char *lib = c >= JE && c <= JE_PRE ? "libjemalloc.so.2" : alloc_so[c];
+    have[c] = !lib || have_library(lib);
+  }
   for (int r = 0; r < runs; r++) {
     for (int c = 0; c < NCONF; c++) {
+      if (!have[c])
+        continue;
       if (c == HEAPTRACK && (!with_heaptrack || r >= 3))
         continue; /* about 25x slower: three runs, a tenth of the pairs */
       double ns = loop_once(c, threads, c == HEAPTRACK ? pairs / 10 : pairs);
@@ -225,16 +272,24 @@ static void bench_loop(int threads, int with_heaptrack) {
   }
   for (int c = 0; c < NCONF; c++) {
     if (best[c] < 0) {
-      if (c != HEAPTRACK || with_heaptrack)
+      if (!have[c])
+        printf("  %-22s not installed\n", conf_name[c]);
+      else if (c != HEAPTRACK || with_heaptrack)
         printf("  %-22s failed\n", conf_name[c]);
       continue;
     }
-    int ref = c >= JE && c <= JE_PRE ? JE : GLIBC;
+    int ref = c >= JE && c <= JE_PRE ? JE
+              : c == TC_PRE          ? TC
+              : c == MI_PRE          ? MI
+                                     : GLIBC;
+    static const char *const ref_name[NCONF] = {[GLIBC] = "glibc",
+                                                [JE] = "jemalloc",
+                                                [TC] = "tcmalloc",
+                                                [MI] = "mimalloc"};
     printf("  %-22s %8.2f ns/pair (median %6.2f)", conf_name[c], best[c],
            mid[c]);
-    if (c != ref && best[ref] > 0)
-      printf("   %6.2fx %s bare", best[c] / best[ref],
-             ref == JE ? "jemalloc" : "glibc");
+    if (c != ref && c != TC && c != MI && best[ref] > 0)
+      printf("   %6.2fx %s bare", best[c] / best[ref], ref_name[ref]);
     printf("\n");
   }
 }
