@@ -150,6 +150,10 @@ static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
  * answer and then reads it (MS__USABLE_GLIBC): blocks are still measured
  * one by one, without the call. */
 extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
+/* Whose classes those are: 0 jemalloc's (ms__class_round); else
+ * mimalloc's (ms__mi_class_round with min_shift = this - 1), checked
+ * against its mi_good_size the same way. */
+extern int ms__preload_by_request_mi MS__PRELOAD_HIDDEN;
 void ms__preload_size_init(void);
 
 static inline size_t ms__class_round(size_t n) {
@@ -162,6 +166,27 @@ static inline size_t ms__class_round(size_t n) {
   size_t step = (size_t)1 << shift;
   size_t r = (n + step - 1) & ~(step - 1);
   return n <= 8 ? 8 : r;
+}
+
+/* mimalloc's usable size for malloc(n) (its bins, _mi_bin in mimalloc):
+ * n in 8-byte words, w; up to 8 words w rounded to a multiple of
+ * 2^min_shift (1 word, or 2 where mimalloc is built to align blocks to two
+ * words, as Debian's is), then four bins per power of two of words; n <= 8
+ * takes one word. Without branches, as above. */
+static inline size_t ms__mi_class_round(size_t n, int min_shift) {
+  size_t w = (n + 7) >> 3;
+  int b = 63 - __builtin_clzll((unsigned long long)((w - 1) | 1));
+  int shift = b - 2 > min_shift ? b - 2 : min_shift;
+  size_t step = (size_t)1 << shift;
+  size_t r = ((w + step - 1) & ~(step - 1)) << 3;
+  return n <= 8 ? 8 : r;
+}
+
+/* The usable size of malloc(n) by the classes found at start (only asked
+ * for n <= ms__preload_by_request_max). */
+static inline size_t ms__request_round(size_t n) {
+  int mi = __atomic_load_n(&ms__preload_by_request_mi, __ATOMIC_RELAXED);
+  return mi ? ms__mi_class_round(n, mi - 1) : ms__class_round(n);
 }
 
 /* ---- floors, for make bench only ------------------------------------------
@@ -210,7 +235,7 @@ static inline void ms__preload_count_alloc_n(void *p, size_t n) {
   if (__builtin_expect(p != NULL, 1) && !t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
     ms__preload_record(
-        t, n <= max ? ms__class_round(n) : ms__preload_usable(t, p), 0);
+        t, n <= max ? ms__request_round(n) : ms__preload_usable(t, p), 0);
   }
 }
 static inline void ms__preload_count_free(void *p) {
@@ -230,7 +255,7 @@ static inline void ms__preload_count_free_n(void *p, size_t n) {
   if (!t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
     ms__preload_record(
-        t, n <= max ? ms__class_round(n) : ms__preload_usable(t, p), 1);
+        t, n <= max ? ms__request_round(n) : ms__preload_usable(t, p), 1);
   }
 }
 

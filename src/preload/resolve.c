@@ -152,6 +152,7 @@ int ms__preload_resolve(void) {
 /* ---- sizes by request ---------------------------------------------------*/
 
 size_t ms__preload_by_request_max;
+int ms__preload_by_request_mi;
 
 /* The largest size checked: beyond it blocks are asked (they are rare, and
  * the allocator's large classes could follow another rule). */
@@ -265,6 +266,54 @@ static void je_counter_init(void *base) {
   ms__debug("preload: frees measured by the allocator's thread.deallocated");
 }
 
+/* mimalloc: its bins up to MI_BY_REQUEST_LIMIT (well inside its small and
+ * medium objects; past them blocks are page-rounded, and asked), checked
+ * against its mi_good_size at every bin and one past, and on real blocks,
+ * as jemalloc's are against nallocx below. The probes go straight to
+ * mimalloc, uncounted. */
+#define MI_BY_REQUEST_LIMIT ((size_t)64 << 10)
+
+/* Whether mi_good_size agrees with ms__mi_class_round(., min_shift) at
+ * every bin and one past it up to the limit (both are non-decreasing step
+ * functions: agreeing there, they agree everywhere in between), and real
+ * blocks of some sizes have that usable size. */
+static int mi_classes_match(size_t (*good)(size_t), int min_shift) {
+  if (good(0) != 8 || good(1) != 8)
+    return 0;
+  for (size_t c = 8; c < MI_BY_REQUEST_LIMIT;
+       c = ms__mi_class_round(c + 1, min_shift))
+    if (good(c) != c || good(c + 1) != ms__mi_class_round(c + 1, min_shift))
+      return 0;
+  static const size_t probe[] = {0,   1,   8,    9,    17,   24,    64,   65,
+                                 100, 129, 1000, 4096, 5000, 20000, 65536};
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+    void *p = ms__real.malloc(probe[i]);
+    if (!p)
+      return 0;
+    size_t u = ms__real.usable(p);
+    ms__real.free(p);
+    if (u != ms__mi_class_round(probe[i], min_shift))
+      return 0;
+  }
+  return 1;
+}
+
+static void mi_classes_init(void *base) {
+  void *fn = dlsym(RTLD_NEXT, "mi_good_size");
+  keep_if_same_object(base, &fn);
+  if (!fn)
+    return;
+  size_t (*good)(size_t);
+  *(void **)&good = fn;
+  int min_shift = good(9) == 16 && good(17) == 24 ? 0 : 1;
+  if (!mi_classes_match(good, min_shift))
+    return;
+  __atomic_store_n(&ms__preload_by_request_mi, 1 + min_shift, __ATOMIC_RELAXED);
+  __atomic_store_n(&ms__preload_by_request_max, MI_BY_REQUEST_LIMIT,
+                   __ATOMIC_RELAXED);
+  ms__debug("preload: mallocs measured by the allocator's size classes");
+}
+
 void ms__preload_size_init(void) {
   if (!ms__preload_ready() || ms__real.usable == no_usable_size)
     return;
@@ -275,8 +324,14 @@ void ms__preload_size_init(void) {
   size_t (*nallocx)(size_t, int);
   *(void **)&nallocx = dlsym(RTLD_NEXT, "nallocx");
   Dl_info mi;
-  if (!nallocx || !dladdr(*(void **)&ms__real.malloc, &mi))
+  if (!dladdr(*(void **)&ms__real.malloc, &mi))
     return;
+  if (!nallocx) {
+    if (__atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) ==
+        MS__USABLE_CALL)
+      mi_classes_init(mi.dli_fbase);
+    return;
+  }
   if (__atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) ==
       MS__USABLE_CALL)
     je_counter_init(mi.dli_fbase);

@@ -368,6 +368,24 @@ static void test_free_counter_jemalloc(void **state) {
   free(err);
 }
 
+/* mimalloc (preloaded after us): mallocs by its bins too, checked against
+ * its mi_good_size at start (Debian builds it with two-word alignment:
+ * bins of 16 bytes below 64), and the pattern counts exactly. */
+static void test_classes_mimalloc(void **state) {
+  (void)state;
+  if (!have_library("libmimalloc.so.2")) {
+    print_message("libmimalloc.so.2 not installed\n");
+    skip();
+  }
+  char *err;
+  char *text = run_prog_debug("pl_pattern", "libmimalloc.so.2", &err);
+  if (!strstr(err, CLASSES_ON))
+    fail_msg("mimalloc's bins are not used; stderr:\n%s", err);
+  check_pattern(text, 1);
+  free(text);
+  free(err);
+}
+
 /* jemalloc configured otherwise (MALLOC_CONF): heap profiling with every
  * allocation sampled (sampled small blocks are promoted to pages), no
  * thread cache, junk filling: both shortcuts still on, and still exact. */
@@ -894,6 +912,7 @@ int main(void) {
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_free_counter_jemalloc),
       cmocka_unit_test(test_free_counter_jemalloc_confs),
+      cmocka_unit_test(test_classes_mimalloc),
       cmocka_unit_test(test_pattern_glibc_tunables),
       cmocka_unit_test(test_free_counter_signals),
       cmocka_unit_test(test_exit_paths),
