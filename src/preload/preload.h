@@ -150,10 +150,16 @@ static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
  * answer and then reads it (MS__USABLE_GLIBC): blocks are still measured
  * one by one, without the call. */
 extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
-/* Whose classes those are: 0 jemalloc's (ms__class_round); else
+/* Whose classes those are: 0 jemalloc's (ms__class_round); 1 or 2
  * mimalloc's (ms__mi_class_round with min_shift = this - 1), checked
- * against its mi_good_size the same way. */
+ * against its mi_good_size the same way; MS__REQ_TABLE an allocator whose
+ * classes (up to MS__REQ_TABLE_MAX bytes, all multiples of 8) were read
+ * from its nallocx into ms__preload_req_table (tcmalloc). */
 extern int ms__preload_by_request_mi MS__PRELOAD_HIDDEN;
+#define MS__REQ_TABLE 3
+#define MS__REQ_TABLE_MAX 1024u
+extern uint16_t
+    ms__preload_req_table[MS__REQ_TABLE_MAX / 8 + 1] MS__PRELOAD_HIDDEN;
 void ms__preload_size_init(void);
 
 static inline size_t ms__class_round(size_t n) {
@@ -186,6 +192,8 @@ static inline size_t ms__mi_class_round(size_t n, int min_shift) {
  * for n <= ms__preload_by_request_max). */
 static inline size_t ms__request_round(size_t n) {
   int mi = __atomic_load_n(&ms__preload_by_request_mi, __ATOMIC_RELAXED);
+  if (mi == MS__REQ_TABLE)
+    return ms__preload_req_table[(n + 7) >> 3];
   return mi ? ms__mi_class_round(n, mi - 1) : ms__class_round(n);
 }
 

@@ -136,8 +136,10 @@ int ms__preload_resolve(void) {
   int exact = r.usable != NULL;
   if (!exact)
     r.usable = no_usable_size;
-  r.usable_kind = exact && r.usable != tc_usable && mi.dli_fbase &&
-                          usable_is_plain(mi.dli_fbase)
+  /* tcmalloc's own size function reads only its pagemap (tc_usable): no
+   * guard needed either. */
+  r.usable_kind = exact && (r.usable == tc_usable ||
+                            (mi.dli_fbase && usable_is_plain(mi.dli_fbase)))
                       ? MS__USABLE_CALL
                       : MS__USABLE_GUARDED;
   r.is_glibc =
@@ -153,6 +155,7 @@ int ms__preload_resolve(void) {
 
 size_t ms__preload_by_request_max;
 int ms__preload_by_request_mi;
+uint16_t ms__preload_req_table[MS__REQ_TABLE_MAX / 8 + 1];
 
 /* The largest size checked: beyond it blocks are asked (they are rare, and
  * the allocator's large classes could follow another rule). */
@@ -314,6 +317,55 @@ static void mi_classes_init(void *base) {
   ms__debug("preload: mallocs measured by the allocator's size classes");
 }
 
+/* jemalloc's classes: nallocx agrees with ms__class_round at every class
+ * and one past it, and real blocks have those sizes. */
+static int je_classes_match(size_t (*nallocx)(size_t, int)) {
+  if (nallocx(1, 0) != 8)
+    return 0;
+  for (size_t c = 8; c < BY_REQUEST_LIMIT; c = ms__class_round(c + 1))
+    if (nallocx(c, 0) != c || nallocx(c + 1, 0) != ms__class_round(c + 1))
+      return 0;
+  static const size_t probe[] = {0,   1,    8,    9,    24,    100,   128,
+                                 129, 1000, 4096, 5000, 20000, 70000, 300000};
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
+    void *p = ms__real.malloc(probe[i]);
+    if (!p)
+      return 0;
+    size_t u = ms__real.usable(p);
+    ms__real.free(p);
+    if (u != ms__class_round(probe[i]))
+      return 0;
+  }
+  return 1;
+}
+
+/* Any other allocator with a nallocx (tcmalloc): its classes up to
+ * MS__REQ_TABLE_MAX read into a table by 8-byte steps, kept only if
+ * nallocx gives the table's answer for every size up to there (its class
+ * boundaries are multiples of 8) and real blocks of every 8th size have
+ * that usable size. */
+static int table_classes_init(size_t (*nallocx)(size_t, int)) {
+  for (size_t k = 0; k <= MS__REQ_TABLE_MAX / 8; k++) {
+    size_t u = nallocx(k * 8, 0);
+    if (u < k * 8 || u > UINT16_MAX)
+      return 0;
+    ms__preload_req_table[k] = (uint16_t)u;
+  }
+  for (size_t n = 0; n <= MS__REQ_TABLE_MAX; n++)
+    if (nallocx(n, 0) != ms__preload_req_table[(n + 7) >> 3])
+      return 0;
+  for (size_t n = 1; n <= MS__REQ_TABLE_MAX; n += 8) {
+    void *p = ms__real.malloc(n);
+    if (!p)
+      return 0;
+    size_t u = ms__real.usable(p);
+    ms__real.free(p);
+    if (u != ms__preload_req_table[(n + 7) >> 3])
+      return 0;
+  }
+  return 1;
+}
+
 void ms__preload_size_init(void) {
   if (!ms__preload_ready() || ms__real.usable == no_usable_size)
     return;
@@ -339,25 +391,17 @@ void ms__preload_size_init(void) {
   keep_if_same_object(mi.dli_fbase, &fn);
   if (!fn)
     return;
-  if (nallocx(1, 0) != 8)
-    return;
-  for (size_t c = 8; c < BY_REQUEST_LIMIT; c = ms__class_round(c + 1))
-    if (nallocx(c, 0) != c || nallocx(c + 1, 0) != ms__class_round(c + 1))
-      return;
-  static const size_t probe[] = {0,   1,    8,    9,    24,    100,   128,
-                                 129, 1000, 4096, 5000, 20000, 70000, 300000};
-  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-    void *p = ms__real.malloc(probe[i]);
-    if (!p)
-      return;
-    size_t u = ms__real.usable(p);
-    ms__real.free(p);
-    if (u != ms__class_round(probe[i]))
-      return;
+  if (je_classes_match(nallocx)) {
+    __atomic_store_n(&ms__preload_by_request_max, BY_REQUEST_LIMIT,
+                     __ATOMIC_RELAXED);
+    ms__debug("preload: mallocs measured by the allocator's size classes");
+  } else if (ms__real.usable == tc_usable && table_classes_init(nallocx)) {
+    __atomic_store_n(&ms__preload_by_request_mi, MS__REQ_TABLE,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&ms__preload_by_request_max, MS__REQ_TABLE_MAX,
+                     __ATOMIC_RELAXED);
+    ms__debug("preload: mallocs measured by the allocator's size classes");
   }
-  __atomic_store_n(&ms__preload_by_request_max, BY_REQUEST_LIMIT,
-                   __ATOMIC_RELAXED);
-  ms__debug("preload: mallocs measured by the allocator's size classes");
 }
 
 /* ---- the bootstrap buffer --------------------------------------------------

@@ -368,22 +368,27 @@ static void test_free_counter_jemalloc(void **state) {
   free(err);
 }
 
-/* mimalloc (preloaded after us): mallocs by its bins too, checked against
- * its mi_good_size at start (Debian builds it with two-word alignment:
- * bins of 16 bytes below 64), and the pattern counts exactly. */
-static void test_classes_mimalloc(void **state) {
+/* mimalloc and tcmalloc (preloaded after us): mallocs by their classes
+ * too, checked at start, mimalloc's against its mi_good_size (Debian
+ * builds it with two-word alignment: bins of 16 bytes below 64), and
+ * tcmalloc's read from its nallocx into a table up to 1 KiB; the pattern
+ * counts exactly. */
+static void test_classes_mimalloc_tcmalloc(void **state) {
+  static const char *const libs[] = {"libmimalloc.so.2", "libtcmalloc.so.4"};
   (void)state;
-  if (!have_library("libmimalloc.so.2")) {
-    print_message("libmimalloc.so.2 not installed\n");
-    skip();
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
+    if (!have_library(libs[i])) {
+      print_message("%s not installed, not tried\n", libs[i]);
+      continue;
+    }
+    char *err;
+    char *text = run_prog_debug("pl_pattern", libs[i], &err);
+    if (!strstr(err, CLASSES_ON))
+      fail_msg("%s: its classes are not used; stderr:\n%s", libs[i], err);
+    check_pattern(text, 1);
+    free(text);
+    free(err);
   }
-  char *err;
-  char *text = run_prog_debug("pl_pattern", "libmimalloc.so.2", &err);
-  if (!strstr(err, CLASSES_ON))
-    fail_msg("mimalloc's bins are not used; stderr:\n%s", err);
-  check_pattern(text, 1);
-  free(text);
-  free(err);
 }
 
 /* jemalloc configured otherwise (MALLOC_CONF): heap profiling with every
@@ -912,7 +917,7 @@ int main(void) {
       cmocka_unit_test(test_pattern_bare),
       cmocka_unit_test(test_free_counter_jemalloc),
       cmocka_unit_test(test_free_counter_jemalloc_confs),
-      cmocka_unit_test(test_classes_mimalloc),
+      cmocka_unit_test(test_classes_mimalloc_tcmalloc),
       cmocka_unit_test(test_pattern_glibc_tunables),
       cmocka_unit_test(test_free_counter_signals),
       cmocka_unit_test(test_exit_paths),
