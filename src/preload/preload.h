@@ -154,7 +154,11 @@ extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
  * mimalloc's (ms__mi_class_round with min_shift = this - 1), checked
  * against its mi_good_size the same way; MS__REQ_TABLE an allocator whose
  * classes (up to MS__REQ_TABLE_MAX bytes, all multiples of 8) were read
- * from its nallocx into ms__preload_req_table (tcmalloc). */
+ * from its nallocx (tcmalloc). Whichever it is, the classes up to
+ * MS__REQ_TABLE_MAX are in ms__preload_req_table by 8-byte steps (a load
+ * is cheaper than either formula); both are written before
+ * ms__preload_by_request_max is published (release; the hot path loads it
+ * with acquire). */
 extern int ms__preload_by_request_mi MS__PRELOAD_HIDDEN;
 #define MS__REQ_TABLE 3
 #define MS__REQ_TABLE_MAX 1024u
@@ -188,13 +192,20 @@ static inline size_t ms__mi_class_round(size_t n, int min_shift) {
   return n <= 8 ? 8 : r;
 }
 
-/* The usable size of malloc(n) by the classes found at start (only asked
- * for n <= ms__preload_by_request_max). */
-static inline size_t ms__request_round(size_t n) {
-  int mi = __atomic_load_n(&ms__preload_by_request_mi, __ATOMIC_RELAXED);
-  if (mi == MS__REQ_TABLE)
+/* Past the table, the classes of the allocators other than jemalloc (out
+ * of line: rare sizes). */
+size_t ms__request_round_other(size_t n);
+/* jemalloc's limit, which no other allocator's is: the limit already
+ * loaded tells whose classes they are. */
+#define MS__BY_REQUEST_JE_MAX ((size_t)1 << 32)
+/* The usable size of malloc(n) by the classes found at start; max is
+ * ms__preload_by_request_max as loaded, and n <= max. */
+static inline size_t ms__request_round(size_t n, size_t max) {
+  if (__builtin_expect(n <= MS__REQ_TABLE_MAX, 1))
     return ms__preload_req_table[(n + 7) >> 3];
-  return mi ? ms__mi_class_round(n, mi - 1) : ms__class_round(n);
+  if (__builtin_expect(max == MS__BY_REQUEST_JE_MAX, 1))
+    return ms__class_round(n);
+  return ms__request_round_other(n);
 }
 
 /* ---- floors, for make bench only ------------------------------------------
@@ -236,14 +247,15 @@ static inline void ms__preload_count_alloc(void *p) {
 }
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
-static inline void ms__preload_count_alloc_n(void *p, size_t n) {
+static inline __attribute__((always_inline)) void
+ms__preload_count_alloc_n(void *p, size_t n) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (__builtin_expect(p != NULL, 1) && !t->guard) {
-    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
+    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     ms__preload_record(
-        t, n <= max ? ms__request_round(n) : ms__preload_usable(t, p), 0);
+        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p), 0);
   }
 }
 static inline void ms__preload_count_free(void *p) {
@@ -261,9 +273,9 @@ static inline void ms__preload_count_free_n(void *p, size_t n) {
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (!t->guard) {
-    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_RELAXED);
+    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     ms__preload_record(
-        t, n <= max ? ms__request_round(n) : ms__preload_usable(t, p), 1);
+        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p), 1);
   }
 }
 

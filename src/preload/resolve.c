@@ -159,7 +159,7 @@ uint16_t ms__preload_req_table[MS__REQ_TABLE_MAX / 8 + 1];
 
 /* The largest size checked: beyond it blocks are asked (they are rare, and
  * the allocator's large classes could follow another rule). */
-#define BY_REQUEST_LIMIT ((size_t)1 << 32)
+#define BY_REQUEST_LIMIT MS__BY_REQUEST_JE_MAX
 
 /* Run once by the constructor, once the next allocator is known and has
  * been used. A class step function f (nallocx) that agrees with
@@ -269,6 +269,13 @@ static void je_counter_init(void *base) {
   ms__debug("preload: frees measured by the allocator's thread.deallocated");
 }
 
+size_t ms__request_round_other(size_t n) {
+  int mi = __atomic_load_n(&ms__preload_by_request_mi, __ATOMIC_RELAXED);
+  if (mi == MS__REQ_TABLE)
+    return ms__preload_req_table[(n + 7) >> 3];
+  return ms__mi_class_round(n, mi - 1);
+}
+
 /* mimalloc: its bins up to MI_BY_REQUEST_LIMIT (well inside its small and
  * medium objects; past them blocks are page-rounded, and asked), checked
  * against its mi_good_size at every bin and one past, and on real blocks,
@@ -311,9 +318,11 @@ static void mi_classes_init(void *base) {
   int min_shift = good(9) == 16 && good(17) == 24 ? 0 : 1;
   if (!mi_classes_match(good, min_shift))
     return;
+  for (size_t k = 0; k <= MS__REQ_TABLE_MAX / 8; k++)
+    ms__preload_req_table[k] = (uint16_t)ms__mi_class_round(k * 8, min_shift);
   __atomic_store_n(&ms__preload_by_request_mi, 1 + min_shift, __ATOMIC_RELAXED);
   __atomic_store_n(&ms__preload_by_request_max, MI_BY_REQUEST_LIMIT,
-                   __ATOMIC_RELAXED);
+                   __ATOMIC_RELEASE);
   ms__debug("preload: mallocs measured by the allocator's size classes");
 }
 
@@ -392,14 +401,16 @@ void ms__preload_size_init(void) {
   if (!fn)
     return;
   if (je_classes_match(nallocx)) {
+    for (size_t k = 0; k <= MS__REQ_TABLE_MAX / 8; k++)
+      ms__preload_req_table[k] = (uint16_t)ms__class_round(k * 8);
     __atomic_store_n(&ms__preload_by_request_max, BY_REQUEST_LIMIT,
-                     __ATOMIC_RELAXED);
+                     __ATOMIC_RELEASE);
     ms__debug("preload: mallocs measured by the allocator's size classes");
   } else if (ms__real.usable == tc_usable && table_classes_init(nallocx)) {
     __atomic_store_n(&ms__preload_by_request_mi, MS__REQ_TABLE,
                      __ATOMIC_RELAXED);
     __atomic_store_n(&ms__preload_by_request_max, MS__REQ_TABLE_MAX,
-                     __ATOMIC_RELAXED);
+                     __ATOMIC_RELEASE);
     ms__debug("preload: mallocs measured by the allocator's size classes");
   }
 }
