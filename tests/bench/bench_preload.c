@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/host.h"
+
 #define MAX_RUNS 15
 
 static char build_dir[1024];
@@ -46,22 +48,10 @@ static double now_s(void) {
 
 static int find_build_dir(void) {
   const char *env = getenv("BUILD");
-  if (env && env[0]) {
+  if (env && env[0])
     snprintf(build_dir, sizeof build_dir, "%s", env);
-  } else {
-    char exe[sizeof build_dir];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0)
-      return -1;
-    exe[n] = '\0';
-    for (int i = 0; i < 2; i++) {
-      char *slash = strrchr(exe, '/');
-      if (!slash)
-        return -1;
-      *slash = '\0';
-    }
-    snprintf(build_dir, sizeof build_dir, "%s", exe);
-  }
+  else if (host_build_dir(build_dir, sizeof build_dir) != 0)
+    return -1;
   snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
   snprintf(loop_exe, sizeof loop_exe, "%s/progs/pl_loop", build_dir);
   for (int f = 1; f <= 2; f++) {
@@ -81,33 +71,6 @@ static int find_build_dir(void) {
     return -1;
   }
   return 0;
-}
-
-/* Whether the library `name` is in one of the loader's usual directories:
- * LD_PRELOAD of a missing one only warns, and the run would then measure
- * glibc under another allocator's name. */
-static int have_library(const char *name) {
-  static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
-                                     "/usr/lib/x86_64-linux-gnu",
-                                     "/lib/aarch64-linux-gnu",
-                                     "/usr/lib/aarch64-linux-gnu",
-                                     "/lib64",
-                                     "/usr/lib64",
-                                     "/lib",
-                                     "/usr/lib"};
-  char path[1024];
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
-    if (access(path, R_OK) == 0)
-      return 1;
-  }
-  return 0;
-}
-
-static int have_program(const char *name) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-  return system(cmd) == 0;
 }
 
 /* Runs argv with LD_PRELOAD=ld_preload (NULL: none), stdout into out
@@ -246,7 +209,7 @@ static void bench_loop(int threads, int with_heaptrack) {
   int have[NCONF];
   for (int c = 0; c < NCONF; c++) {
     const char *lib = c >= JE && c <= JE_PRE ? "libjemalloc.so.2" : alloc_so[c];
-    have[c] = !lib || have_library(lib);
+    have[c] = !lib || host_have_library(lib);
   }
   for (int r = 0; r < runs; r++) {
     for (int c = 0; c < NCONF; c++) {
@@ -311,7 +274,7 @@ static const char sqlite_sql[] =
     "a.grp ORDER BY 2 DESC LIMIT 3;\n";
 
 static void bench_sqlite(void) {
-  if (!have_program("sqlite3")) {
+  if (!host_have_program("sqlite3")) {
     printf("sqlite3 workload: sqlite3 not installed, skipped\n");
     return;
   }
@@ -353,7 +316,7 @@ int main(void) {
     runs = atoi(env) < MAX_RUNS ? atoi(env) : MAX_RUNS;
   if (find_build_dir() != 0)
     return 1;
-  int ht = have_program("heaptrack");
+  int ht = host_have_program("heaptrack");
   bench_loop(1, ht);
   bench_loop(2, 0);
   bench_sqlite();

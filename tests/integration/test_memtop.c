@@ -34,6 +34,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "support/host.h"
 #include <jansson.h>
 
 #define LIMIT_S 30 /* a memtop still running after this is a hang */
@@ -542,10 +544,9 @@ static void test_target_dies_mid_reply(void **state) {
 /* In a sanitizer build the preload carries the sanitizer's runtime, which
  * refuses to load into a program that was not built with it: `run` cannot
  * work there, and the run tests skip. */
-/* The preload `memtop run` gives its commands. A sanitizer build's own is
- * instrumented and cannot load into the uninstrumented commands: the build
- * keeps a plain one beside it (tests/progs/progs.mk), and memtop is told
- * to use that (MEMTOP_PRELOAD), so that memtop itself runs instrumented. */
+/* The preload `memtop run` gives its commands (MEMTOP_PRELOAD): under a
+ * sanitizer the build's plain one (tests/support/host.h), so that memtop
+ * itself runs instrumented. */
 static char run_preload[1300];
 
 static int preload_usable(void) {
@@ -766,11 +767,8 @@ int main(void) {
             memtop, target, pl_final);
     return 1;
   }
-  snprintf(run_preload, sizeof run_preload, "%s/plain/libmemstats-preload.so",
-           build);
-  if (access(run_preload, R_OK) != 0)
-    snprintf(run_preload, sizeof run_preload, "%s/libmemstats-preload.so",
-             build);
+  /* Not there: memtop run says so in the tests that need it. */
+  (void)host_preload_path(build, run_preload, sizeof run_preload);
   setenv("MEMTOP_PRELOAD", run_preload, 1);
   signal(SIGPIPE, SIG_IGN);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,7 @@
 
 #include <cmocka.h>
 
+#include "support/host.h"
 #include "wire/wire.h"
 
 #define MISSING LLONG_MIN
@@ -45,70 +46,11 @@ static char tmp_dir[64];
 /* ---- helpers
  * ---------------------------------------------------------------*/
 
-/* $BUILD is the parent of the directory this test binary is in. */
+/* $BUILD, and the preload the target programs get (tests/support/host.h). */
 static void find_build_dir(void) {
-  char exe[sizeof build_dir];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  assert_true(n > 0);
-  exe[n] = '\0';
-  char *slash = strrchr(exe, '/');
-  assert_non_null(slash);
-  *slash = '\0';
-  slash = strrchr(exe, '/');
-  assert_non_null(slash);
-  *slash = '\0';
-  snprintf(build_dir, sizeof build_dir, "%s", exe);
-  struct stat st;
-  snprintf(preload_path, sizeof preload_path, "%s/plain/libmemstats-preload.so",
-           build_dir);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  if (stat(preload_path, &st) == 0)
-    return;
-#endif
-  snprintf(preload_path, sizeof preload_path, "%s/libmemstats-preload.so",
-           build_dir);
-  if (stat(preload_path, &st) != 0)
+  assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
+  if (host_preload_path(build_dir, preload_path, sizeof preload_path) != 0)
     fail_msg("%s is missing: build it with `make` first", preload_path);
-}
-
-/* Whether the library `name` is in one of the loader's usual directories
- * (looked for, not loaded: a malloc debugging library must not come into
- * this process). */
-static int have_library(const char *name) {
-  static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
-                                     "/usr/lib/x86_64-linux-gnu",
-                                     "/lib/aarch64-linux-gnu",
-                                     "/usr/lib/aarch64-linux-gnu",
-                                     "/lib64",
-                                     "/usr/lib64",
-                                     "/lib",
-                                     "/usr/lib"};
-  char path[PATH_MAX];
-  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
-    if (access(path, R_OK) == 0)
-      return 1;
-  }
-  return 0;
-}
-
-static int have_program(const char *name) {
-  const char *path = getenv("PATH");
-  if (!path)
-    return 0;
-  char buf[PATH_MAX];
-  const char *p = path;
-  while (*p) {
-    const char *colon = strchr(p, ':');
-    size_t len = colon ? (size_t)(colon - p) : strlen(p);
-    snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, name);
-    if (access(buf, X_OK) == 0)
-      return 1;
-    if (!colon)
-      break;
-    p = colon + 1;
-  }
-  return 0;
 }
 
 typedef struct run_s {
@@ -377,7 +319,7 @@ static void test_classes_mimalloc_tcmalloc(void **state) {
   static const char *const libs[] = {"libmimalloc.so.2", "libtcmalloc.so.4"};
   (void)state;
   for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++) {
-    if (!have_library(libs[i])) {
+    if (!host_have_library(libs[i])) {
       print_message("%s not installed, not tried\n", libs[i]);
       continue;
     }
@@ -424,7 +366,7 @@ static void test_pattern_glibc_tunables(void **state) {
       {"MALLOC_CHECK_=3", "libc_malloc_debug.so.0"}};
   (void)state;
   for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
-    if (envs[i][1] && !have_library(envs[i][1])) {
+    if (envs[i][1] && !host_have_library(envs[i][1])) {
       print_message("%s: %s not installed, not tried\n", envs[i][0],
                     envs[i][1]);
       continue;
@@ -802,7 +744,7 @@ static const char python_script[] =
 
 static void test_real_python(void **state) {
   (void)state;
-  if (!have_program("python3"))
+  if (!host_have_program("python3"))
     skip();
   char script[PATH_MAX];
   path_in_tmp(script, sizeof script, "alloc.py");
@@ -833,7 +775,7 @@ static const char sqlite_query[] =
 
 static void test_real_sqlite3(void **state) {
   (void)state;
-  if (!have_program("sqlite3"))
+  if (!host_have_program("sqlite3"))
     skip();
   /* Generate the database bare, then query it both ways. */
   char db[PATH_MAX], gen[PATH_MAX];
@@ -865,7 +807,7 @@ static const char git_script[] =
 
 static void test_real_git(void **state) {
   (void)state;
-  if (!have_program("git") || !have_program("seq"))
+  if (!host_have_program("git") || !host_have_program("seq"))
     skip();
   char bare_dir[PATH_MAX], pre_dir[PATH_MAX];
   path_in_tmp(bare_dir, sizeof bare_dir, "git-bare");
@@ -890,7 +832,7 @@ static void test_real_git(void **state) {
 
 static void test_real_sort(void **state) {
   (void)state;
-  if (!have_program("sort"))
+  if (!host_have_program("sort"))
     skip();
   char input[PATH_MAX];
   path_in_tmp(input, sizeof input, "sort.in");

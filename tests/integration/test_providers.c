@@ -27,31 +27,15 @@
 
 #include <cmocka.h>
 
+#include "support/host.h"
+
 static char build_dir[1024];
 static char preload_path[1200];
 
-/* $BUILD is the parent of the directory this test binary is in. */
+/* $BUILD, and the preload the target programs get (tests/support/host.h). */
 static void find_build_dir(void) {
-  char exe[sizeof build_dir];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  assert_true(n > 0);
-  exe[n] = '\0';
-  for (int i = 0; i < 2; i++) {
-    char *slash = strrchr(exe, '/');
-    assert_non_null(slash);
-    *slash = '\0';
-  }
-  snprintf(build_dir, sizeof build_dir, "%s", exe);
-  struct stat st;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  snprintf(preload_path, sizeof preload_path, "%s/plain/libmemstats-preload.so",
-           build_dir);
-  if (stat(preload_path, &st) == 0)
-    return;
-#endif
-  snprintf(preload_path, sizeof preload_path, "%s/libmemstats-preload.so",
-           build_dir);
-  if (stat(preload_path, &st) != 0)
+  assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
+  if (host_preload_path(build_dir, preload_path, sizeof preload_path) != 0)
     fail_msg("%s is missing: build it with `make` first", preload_path);
 }
 
@@ -182,9 +166,12 @@ static void test_runtime_example(void **state) {
 int main(void) {
   find_build_dir();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_glibc),    cmocka_unit_test(test_jemalloc),
-      cmocka_unit_test(test_tcmalloc), cmocka_unit_test(test_mimalloc),
-      cmocka_unit_test(test_boehm),    cmocka_unit_test(test_runtime_example),
+      cmocka_unit_test(test_glibc),
+      cmocka_unit_test(test_jemalloc),
+      cmocka_unit_test(test_tcmalloc),
+      cmocka_unit_test(test_mimalloc),
+      cmocka_unit_test(test_boehm),
+      cmocka_unit_test(test_runtime_example),
       cmocka_unit_test(test_jemalloc_bins_untracked),
       cmocka_unit_test(test_boehm_late_install),
   };

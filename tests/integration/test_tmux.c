@@ -30,6 +30,8 @@
 
 #include <cmocka.h>
 
+#include "support/host.h"
+
 #define WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
 #define COLS 100
 #define ROWS 30
@@ -46,23 +48,8 @@ static char screen_buf[64 * 1024];
 
 /* ================================================================ helpers */
 
-static int have_program(const char *name) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-  return system(cmd) == 0;
-}
-
 static void find_build_dir(void) {
-  char exe[sizeof build_dir];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  assert_true(n > 0);
-  exe[n] = '\0';
-  for (int i = 0; i < 2; i++) {
-    char *slash = strrchr(exe, '/');
-    assert_non_null(slash);
-    *slash = '\0';
-  }
-  snprintf(build_dir, sizeof build_dir, "%s", exe);
+  assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
 }
 
 static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -162,7 +149,7 @@ static int group_setup(void **state) {
   find_build_dir();
   char memtop[1200];
   snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
-  if (!have_program("tmux")) {
+  if (!host_have_program("tmux")) {
     skip_reason = "tmux is not installed (apt-get install tmux)";
     return 0;
   }

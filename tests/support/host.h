@@ -1,0 +1,91 @@
+/*
+ * host.h - test and benchmark helper: where this build is, which preload
+ * the target programs get, and what the machine has installed. Header
+ * only, like the other helpers here: every test is one C file.
+ */
+#ifndef MS_TESTS_SUPPORT_HOST_H
+#define MS_TESTS_SUPPORT_HOST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* $BUILD: the parent of the directory this binary is in ($BUILD/tests,
+ * $BUILD/bench). Returns 0, or -1 if it cannot be told. */
+static inline int host_build_dir(char *buf, size_t len) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0)
+    return -1;
+  exe[n] = '\0';
+  for (int i = 0; i < 2; i++) {
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+      return -1;
+    *slash = '\0';
+  }
+  size_t l = strlen(exe);
+  if (l >= len)
+    return -1;
+  memcpy(buf, exe, l + 1);
+  return 0;
+}
+
+/* The preload to give the uninstrumented target programs: under a
+ * sanitizer the build's own is instrumented and cannot load into them,
+ * and the build keeps a plain one in $BUILD/plain (tests/progs/progs.mk);
+ * else the build's own. Returns 0, or -1 if that file is not there. */
+static inline int host_preload_path(const char *build, char *buf, size_t len) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  snprintf(buf, len, "%s/plain/libmemstats-preload.so", build);
+  if (access(buf, R_OK) == 0)
+    return 0;
+#endif
+  snprintf(buf, len, "%s/libmemstats-preload.so", build);
+  return access(buf, R_OK) == 0 ? 0 : -1;
+}
+
+/* Whether an executable `name` is in $PATH. */
+static inline int host_have_program(const char *name) {
+  const char *path = getenv("PATH");
+  if (!path)
+    return 0;
+  char buf[4096];
+  const char *p = path;
+  while (*p) {
+    const char *colon = strchr(p, ':');
+    size_t len = colon ? (size_t)(colon - p) : strlen(p);
+    snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, name);
+    if (access(buf, X_OK) == 0)
+      return 1;
+    if (!colon)
+      break;
+    p = colon + 1;
+  }
+  return 0;
+}
+
+/* Whether the library `name` is in one of the loader's usual directories:
+ * looked for, not loaded (a malloc debugging library must not come into
+ * this process); LD_PRELOAD of a missing one only warns, and a run would
+ * then measure glibc under another allocator's name. */
+static inline int host_have_library(const char *name) {
+  static const char *const dirs[] = {"/lib/x86_64-linux-gnu",
+                                     "/usr/lib/x86_64-linux-gnu",
+                                     "/lib/aarch64-linux-gnu",
+                                     "/usr/lib/aarch64-linux-gnu",
+                                     "/lib64",
+                                     "/usr/lib64",
+                                     "/lib",
+                                     "/usr/lib"};
+  char path[4096];
+  for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+    snprintf(path, sizeof path, "%s/%s", dirs[i], name);
+    if (access(path, R_OK) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+#endif
