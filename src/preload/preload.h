@@ -150,17 +150,16 @@ static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
  * answer and then reads it (MS__USABLE_GLIBC): blocks are still measured
  * one by one, without the call. */
 extern size_t ms__preload_by_request_max MS__PRELOAD_HIDDEN;
-/* Whose classes those are: 0 jemalloc's (ms__class_round); 1 or 2
- * mimalloc's (ms__mi_class_round with min_shift = this - 1), checked
- * against its mi_good_size the same way; MS__REQ_TABLE an allocator whose
- * classes (up to MS__REQ_TABLE_MAX bytes, all multiples of 8) were read
- * from its nallocx (tcmalloc). Whichever it is, the classes up to
- * MS__REQ_TABLE_MAX are in ms__preload_req_table by 8-byte steps (a load
- * is cheaper than either formula); both are written before
+/* Whose classes those are, told by the limit itself: jemalloc's
+ * (MS__BY_REQUEST_JE_MAX, ms__class_round), mimalloc's (64 KiB,
+ * ms__mi_class_round with ms__preload_mi_min_shift, checked against its
+ * mi_good_size the same way), or those read from another allocator's
+ * nallocx (tcmalloc), up to MS__REQ_TABLE_MAX only. Whichever it is, the
+ * classes up to MS__REQ_TABLE_MAX are in ms__preload_req_table by 8-byte
+ * steps (a load is cheaper than either formula); both are written before
  * ms__preload_by_request_max is published (release; the hot path loads it
  * with acquire). */
-extern int ms__preload_by_request_mi MS__PRELOAD_HIDDEN;
-#define MS__REQ_TABLE 3
+extern int ms__preload_mi_min_shift MS__PRELOAD_HIDDEN;
 #define MS__REQ_TABLE_MAX 1024u
 extern uint16_t
     ms__preload_req_table[MS__REQ_TABLE_MAX / 8 + 1] MS__PRELOAD_HIDDEN;
@@ -192,8 +191,8 @@ static inline size_t ms__mi_class_round(size_t n, int min_shift) {
   return n <= 8 ? 8 : r;
 }
 
-/* Past the table, the classes of the allocators other than jemalloc (out
- * of line: rare sizes). */
+/* Past the table, mimalloc's classes (out of line: rare sizes; tcmalloc's
+ * limit is the table's). */
 size_t ms__request_round_other(size_t n);
 /* jemalloc's limit, which no other allocator's is: the limit already
  * loaded tells whose classes they are. */

@@ -154,7 +154,7 @@ int ms__preload_resolve(void) {
 /* ---- sizes by request ---------------------------------------------------*/
 
 size_t ms__preload_by_request_max;
-int ms__preload_by_request_mi;
+int ms__preload_mi_min_shift;
 uint16_t ms__preload_req_table[MS__REQ_TABLE_MAX / 8 + 1];
 
 /* The largest size checked: beyond it blocks are asked (they are rare, and
@@ -270,10 +270,20 @@ static void je_counter_init(void *base) {
 }
 
 size_t ms__request_round_other(size_t n) {
-  int mi = __atomic_load_n(&ms__preload_by_request_mi, __ATOMIC_RELAXED);
-  if (mi == MS__REQ_TABLE)
-    return ms__preload_req_table[(n + 7) >> 3];
-  return ms__mi_class_round(n, mi - 1);
+  return ms__mi_class_round(
+      n, __atomic_load_n(&ms__preload_mi_min_shift, __ATOMIC_RELAXED));
+}
+
+/* The usable size of a real block of n bytes from the next allocator
+ * (straight to it, uncounted), or 0 if it gave none (no real block's is:
+ * 0 matches no class). */
+static size_t real_usable(size_t n) {
+  void *p = ms__real.malloc(n);
+  if (!p)
+    return 0;
+  size_t u = ms__real.usable(p);
+  ms__real.free(p);
+  return u;
 }
 
 /* mimalloc: its bins up to MI_BY_REQUEST_LIMIT (well inside its small and
@@ -296,15 +306,9 @@ static int mi_classes_match(size_t (*good)(size_t), int min_shift) {
       return 0;
   static const size_t probe[] = {0,   1,   8,    9,    17,   24,    64,   65,
                                  100, 129, 1000, 4096, 5000, 20000, 65536};
-  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-    void *p = ms__real.malloc(probe[i]);
-    if (!p)
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+    if (real_usable(probe[i]) != ms__mi_class_round(probe[i], min_shift))
       return 0;
-    size_t u = ms__real.usable(p);
-    ms__real.free(p);
-    if (u != ms__mi_class_round(probe[i], min_shift))
-      return 0;
-  }
   return 1;
 }
 
@@ -320,7 +324,7 @@ static void mi_classes_init(void *base) {
     return;
   for (size_t k = 0; k <= MS__REQ_TABLE_MAX / 8; k++)
     ms__preload_req_table[k] = (uint16_t)ms__mi_class_round(k * 8, min_shift);
-  __atomic_store_n(&ms__preload_by_request_mi, 1 + min_shift, __ATOMIC_RELAXED);
+  __atomic_store_n(&ms__preload_mi_min_shift, min_shift, __ATOMIC_RELAXED);
   __atomic_store_n(&ms__preload_by_request_max, MI_BY_REQUEST_LIMIT,
                    __ATOMIC_RELEASE);
   ms__debug("preload: mallocs measured by the allocator's size classes");
@@ -336,15 +340,9 @@ static int je_classes_match(size_t (*nallocx)(size_t, int)) {
       return 0;
   static const size_t probe[] = {0,   1,    8,    9,    24,    100,   128,
                                  129, 1000, 4096, 5000, 20000, 70000, 300000};
-  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
-    void *p = ms__real.malloc(probe[i]);
-    if (!p)
+  for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+    if (real_usable(probe[i]) != ms__class_round(probe[i]))
       return 0;
-    size_t u = ms__real.usable(p);
-    ms__real.free(p);
-    if (u != ms__class_round(probe[i]))
-      return 0;
-  }
   return 1;
 }
 
@@ -363,15 +361,9 @@ static int table_classes_init(size_t (*nallocx)(size_t, int)) {
   for (size_t n = 0; n <= MS__REQ_TABLE_MAX; n++)
     if (nallocx(n, 0) != ms__preload_req_table[(n + 7) >> 3])
       return 0;
-  for (size_t n = 1; n <= MS__REQ_TABLE_MAX; n += 8) {
-    void *p = ms__real.malloc(n);
-    if (!p)
+  for (size_t n = 1; n <= MS__REQ_TABLE_MAX; n += 8)
+    if (real_usable(n) != ms__preload_req_table[(n + 7) >> 3])
       return 0;
-    size_t u = ms__real.usable(p);
-    ms__real.free(p);
-    if (u != ms__preload_req_table[(n + 7) >> 3])
-      return 0;
-  }
   return 1;
 }
 
@@ -407,8 +399,6 @@ void ms__preload_size_init(void) {
                      __ATOMIC_RELEASE);
     ms__debug("preload: mallocs measured by the allocator's size classes");
   } else if (ms__real.usable == tc_usable && table_classes_init(nallocx)) {
-    __atomic_store_n(&ms__preload_by_request_mi, MS__REQ_TABLE,
-                     __ATOMIC_RELAXED);
     __atomic_store_n(&ms__preload_by_request_max, MS__REQ_TABLE_MAX,
                      __ATOMIC_RELEASE);
     ms__debug("preload: mallocs measured by the allocator's size classes");
