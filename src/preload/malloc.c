@@ -58,15 +58,21 @@ static void *boot(size_t size, size_t align) {
 /* The bodies of malloc and free, inlined both into the exported functions
  * (the program's hot path: no extra call) and into the internal ones that
  * the rest of the preload calls without going through the PLT. */
+/* glibc's blocks are measured by their header (MS__USABLE_GLIBC): malloc
+ * and free take that path first and ask nothing else (not jemalloc's
+ * modes), which the common case pays for on every call otherwise. */
+static inline int glibc_first(void) {
+  return MS__PRELOAD_FLOOR != 1 &&
+         __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
+                                          __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
+                          1);
+}
+
 static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return boot(size, 16);
   void *p = ms__real.malloc(size);
-  /* glibc first: the block's own header, no other question asked. */
-  if (MS__PRELOAD_FLOOR != 1 &&
-      __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
-                                       __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
-                       1)) {
+  if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
     if (__builtin_expect(p != NULL, 1) && !t->guard)
       ms__preload_record(t, ms__glibc_usable(p), 0);
@@ -97,10 +103,7 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return;
-  if (MS__PRELOAD_FLOOR != 1 &&
-      __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
-                                       __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
-                       1)) {
+  if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
     if (!t->guard)
       ms__preload_record(t, ms__glibc_usable(p), 1);

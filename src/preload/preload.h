@@ -247,15 +247,21 @@ static inline void ms__preload_count_alloc(void *p) {
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
 static inline __attribute__((always_inline)) void
-ms__preload_count_alloc_n(void *p, size_t n) {
+ms__preload_count_n(void *p, size_t n, int is_free) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (__builtin_expect(p != NULL, 1) && !t->guard) {
+  if (!t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     ms__preload_record(
-        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p), 0);
+        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p),
+        is_free);
   }
+}
+static inline __attribute__((always_inline)) void
+ms__preload_count_alloc_n(void *p, size_t n) {
+  if (__builtin_expect(p != NULL, 1))
+    ms__preload_count_n(p, n, 0);
 }
 static inline void ms__preload_count_free(void *p) {
   ms__tls_t *t = &ms__tls;
@@ -268,14 +274,7 @@ static inline void ms__preload_count_free(void *p) {
  * the block was asked with (the C++ rule for sized deallocation), so its
  * usable size is known without asking where the allocator's classes are. */
 static inline void ms__preload_count_free_n(void *p, size_t n) {
-  ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1)
-    return;
-  if (!t->guard) {
-    size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
-    ms__preload_record(
-        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p), 1);
-  }
+  ms__preload_count_n(p, n, 1);
 }
 
 /* ---- jemalloc: a free measured by jemalloc's own counter -------------------
