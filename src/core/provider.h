@@ -22,11 +22,9 @@ void ms__providers_detect(void);
 /* Fills the providers' figures (cached or fresh, by each provider's
  * cadence) into *snap after the engine's, appending their names to
  * snap->providers and setting the quality and source of each field they
- * give. Called by ms_snapshot_read() with the reader lock held. */
-void ms__providers_fill(ms_snapshot_t *snap);
-/* The same; with cached_only, no provider is sampled: the samples cached
- * so far are merged whatever their age (ms__snapshot_read_opts,
- * MS__READ_CACHED). */
-void ms__providers_fill_opts(ms_snapshot_t *snap, int cached_only);
+ * give. With cached_only no provider is sampled: the samples cached so far
+ * are merged whatever their age (ms__snapshot_read_opts, MS__READ_CACHED).
+ * Called by ms_snapshot_read() with the reader lock held. */
+void ms__providers_fill(ms_snapshot_t *snap, int cached_only);
 
 #endif

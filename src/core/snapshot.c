@@ -443,7 +443,7 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   if (!(flags & MS__READ_CACHED))
     ms__providers_detect();
   ms__engine_read(s);
-  ms__providers_fill_opts(s, (flags & MS__READ_CACHED) != 0);
+  ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
   pthread_mutex_unlock(&g_read_lock);
 
   fill_kernel(s);

@@ -215,11 +215,7 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
   g_now = now ? now : ms__now_mono_ns;
 }
 
-void ms__providers_fill(ms_snapshot_t *snap) {
-  ms__providers_fill_opts(snap, 0);
-}
-
-void ms__providers_fill_opts(ms_snapshot_t *snap, int cached_only) {
+void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
   uint64_t now = g_now();

@@ -89,7 +89,7 @@ static uint64_t fill(void) {
   static ms_snapshot_t snap;
   memset(&snap, 0, sizeof snap);
   memset(snap.source, 0xff, sizeof snap.source);
-  ms__providers_fill(&snap);
+  ms__providers_fill(&snap, 0);
   assert_true(snap.nproviders >= 1);
   assert_string_equal(snap.providers[snap.nproviders - 1], "fakemalloc");
   if (snap.quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
