@@ -285,6 +285,18 @@ static void assert_smaps(const ms_snapshot_t *s, ms_quality_t want) {
   assert_true(s->kernel_rss > 0);
 }
 
+/* Starts a target with env and opens a session to it on a raw
+ * connection (*fd). */
+static msc_session_t *start_with_session(target_t *t, const char *const env[],
+                                         int *fd) {
+  uint64_t st;
+  target_start(t, env);
+  assert_int_equal(msc_proc_start_time(t->pid, &st), 0);
+  *fd = raw_connect(t->sock);
+  assert_true(*fd >= 0);
+  return msc_session_new(t->pid, st);
+}
+
 /* A plain request gets no smaps figures; a smaps request gets them exact,
  * even inside the interval of a cached plain snapshot (a fresh one is
  * computed with smaps), and that snapshot then answers both kinds. */
@@ -292,12 +304,8 @@ static void test_smaps_request(void **state) {
   (void)state;
   static const char *const env[] = {"MEMSTATS_MIN_INTERVAL_MS=3600000", NULL};
   target_t t;
-  target_start(&t, env);
-  uint64_t st;
-  assert_int_equal(msc_proc_start_time(t.pid, &st), 0);
-  int fd = raw_connect(t.sock);
-  assert_true(fd >= 0);
-  msc_session_t *s = msc_session_new(t.pid, st);
+  int fd;
+  msc_session_t *s = start_with_session(&t, env, &fd);
   static ms_snapshot_t a, b, c, d;
   session_snapshot_flags(fd, s, 0, &a);
   assert_smaps(&a, MS_Q_UNAVAILABLE);
@@ -330,12 +338,8 @@ static void test_rate_limit(void **state) {
   (void)state;
   static const char *const env[] = {"MEMSTATS_MIN_INTERVAL_MS=1000", NULL};
   target_t t;
-  target_start(&t, env);
-  uint64_t st;
-  assert_int_equal(msc_proc_start_time(t.pid, &st), 0);
-  int fd = raw_connect(t.sock);
-  assert_true(fd >= 0);
-  msc_session_t *s = msc_session_new(t.pid, st);
+  int fd;
+  msc_session_t *s = start_with_session(&t, env, &fd);
   static ms_snapshot_t a, b, c;
   session_snapshot(fd, s, &a);
   session_snapshot(fd, s, &b);
