@@ -50,6 +50,7 @@ extern "C" {
 #define MS_ESRCH (-3)          /* the process does not exist */
 #define MS_EEXIST (-17)        /* already started */
 #define MS_ENOSPC (-28)        /* a fixed table is full */
+#define MS_EMFILE (-24)        /* the target is out of file descriptors */
 #define MS_EVERSION (-1001)    /* peer speaks a newer, incompatible version */
 #define MS_EUNSAFE (-1002)  /* socket directory unsafe (symlink, owner, mode)  \
                              */

@@ -8,9 +8,37 @@
  * buffers are mmap'd once at start (no malloc, which may be the one being
  * tracked), and it never prints unless MEMSTATS_DEBUG=1.
  *
+ * Its descriptors are its own (fds.c): the thread has a descriptor table
+ * of its own, where the program cannot close or replace them and where
+ * nothing of the program's is held. Only the write end of the wake pipe is
+ * in the program's table, checked before each use. Where the table cannot
+ * be unshared, every descriptor is in the program's table, placed high and
+ * checked before each use: a descriptor found closed or replaced is
+ * abandoned (never closed: the number is the program's now), and the agent
+ * recovers (a new socket at the same path; clients are dropped) or stops,
+ * saying so under MEMSTATS_DEBUG=1. The order in that mode: the identities
+ * are checked before each poll() round, so that a number the program has
+ * taken is not polled (its events would be the program's); poll() itself
+ * holds the files it was given, so a number replaced while it waits does
+ * not wake it; after it returns, POLLNVAL (a number closed) abandons the
+ * descriptor at once, and the identity is checked again right before each
+ * read, accept, send and close. What remains is the instant between that
+ * check and the call, in which only another thread of the program that
+ * closes numbers it does not own could act: the unshared table, the
+ * normal case, has no such instant.
+ *
+ * At the process's descriptor limit accept4() fails (EMFILE) and the
+ * connection stays queued, so the listening socket stays readable: the
+ * agent keeps one spare descriptor, releases it to accept the connection,
+ * tells the client that the target is out of file descriptors (MS_EMFILE),
+ * closes it and takes its spare again. When even that fails, it stops
+ * watching the socket for a while that doubles up to a second: it never
+ * spins.
+ *
  * A client that hangs is closed after a timeout; when all slots are taken,
  * the least recently active idle client makes room, so a burst of silent
- * connections cannot lock out memtop for long. *
+ * connections cannot lock out memtop for long.
+ *
  * At normal exit (the atexit handler below) the agent also sends the final
  * snapshot that `memtop run` asks for with MEMSTATS_FINAL_FD (final.c).
  * On _exit() or a fatal signal nothing of ours runs, and nothing is sent:
@@ -20,11 +48,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -42,9 +72,17 @@
 #define IDLE_TIMEOUT_NS (300ull * 1000000000ull)
 #define IN_CAP (MS__WIRE_HEADER + MS__WIRE_MAX_REQUEST)
 #define OUT_CAP (2 * MS__AGENT_REPLY_MAX)
+/* How long the listening socket is left alone after accept4() failed for
+ * want of descriptors or memory: doubling from the first to the second. */
+#define ACCEPT_BACKOFF_MIN_NS (10ull * 1000000ull)
+#define ACCEPT_BACKOFF_MAX_NS (1000ull * 1000000ull)
+/* Once the wake pipe is lost, stop() may have to wake the agent by
+ * connecting to its socket, which needs the path; the agent then also
+ * looks at the stop flag this often. */
+#define WAKE_LOST_POLL_MS 1000
 
 typedef struct client_s {
-  int fd; /* -1: free slot */
+  ms__own_fd_t fd; /* fd.fd -1: free slot */
   size_t in_len;
   size_t out_off, out_len;
   uint64_t last_progress; /* CLOCK_MONOTONIC */
@@ -57,28 +95,58 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_running;
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
-static int g_listen = -1;
-static int g_wake[2] = {-1, -1};
+/* The agent's descriptors: in its own table when g_private, else in the
+ * program's. The write end of the wake pipe is always in the program's. */
+static int g_private;
+static ms__own_fd_t g_listen = {-1, 0, 0, 0};
+static ms__own_fd_t g_wake_r = {-1, 0, 0, 0};
+static ms__own_fd_t g_wake_w = {-1, 0, 0, 0};
+static ms__own_fd_t g_reserve = {-1, 0, 0, 0};
+static int g_wake_r_raw = -1; /* the read end as pipe2() made it */
+static int g_wake_lost;       /* atomic: the agent no longer reads it */
+/* The start handshake: the thread sets up its table and socket, then
+ * posts g_ready with the result in g_setup_err. */
+static sem_t g_ready;
+static int g_setup_err;
+static uint64_t g_accept_resume; /* CLOCK_MONOTONIC; 0: watching */
+static uint64_t g_accept_backoff;
 static char g_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static uint8_t *g_bufs;
 static size_t g_bufs_len;
 static client_t g_clients[MAX_CLIENTS];
 static int g_hooks_installed;
 static int g_said_unsafe;
+/* What MEMSTATS_DEBUG=1 has been told once already. */
+static int g_said_lost_client, g_said_emfile, g_said_accept;
 
 /* ------------------------------------------------------------------------
  * Clients
  * ------------------------------------------------------------------------ */
 static void client_close(client_t *c) {
-  if (c->fd >= 0)
-    close(c->fd);
-  c->fd = -1;
+  ms__own_close(&c->fd);
+}
+
+/* Whether the client's descriptor is still ours; if not, the slot is
+ * given up without touching the number. */
+static int client_usable(client_t *c) {
+  if (ms__own_ok(&c->fd))
+    return 1;
+  if (c->fd.fd >= 0 && !g_said_lost_client) {
+    g_said_lost_client = 1;
+    ms__debug("agent: the program closed or replaced a client's descriptor "
+              "(fd %d); that client is dropped, the descriptor left alone",
+              c->fd.fd);
+  }
+  c->fd.fd = -1;
+  return 0;
 }
 
 /* Sends what is pending. Returns 0, or -1 if the client is gone. */
 static int client_flush(client_t *c, uint64_t now) {
+  if (c->out_off < c->out_len && !client_usable(c))
+    return -1;
   while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+    ssize_t n = send(c->fd.fd, c->out + c->out_off, c->out_len - c->out_off,
                      MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       c->out_off += (size_t)n;
@@ -114,9 +182,11 @@ static void client_serve(client_t *c) {
 }
 
 static void client_read(client_t *c, uint64_t now) {
+  if (!client_usable(c))
+    return;
   while (!c->eof && !c->closing && c->in_len < IN_CAP) {
     ssize_t n =
-        recv(c->fd, c->in + c->in_len, IN_CAP - c->in_len, MSG_DONTWAIT);
+        recv(c->fd.fd, c->in + c->in_len, IN_CAP - c->in_len, MSG_DONTWAIT);
     if (n > 0) {
       c->in_len += (size_t)n;
       c->last_progress = now;
@@ -142,7 +212,7 @@ static void client_read(client_t *c, uint64_t now) {
 static int pick_slot(void) {
   int victim = -1;
   for (int i = 0; i < MAX_CLIENTS; i++) {
-    if (g_clients[i].fd < 0)
+    if (g_clients[i].fd.fd < 0)
       return i;
     if (g_clients[i].out_len == g_clients[i].out_off &&
         (victim < 0 ||
@@ -154,27 +224,101 @@ static int pick_slot(void) {
   return victim;
 }
 
+/* Says why in one non-blocking send, then closes fd (just accepted). */
+static void refuse(int fd, int code, const char *why) {
+  uint8_t buf[MS__WIRE_SMALL_MAX];
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, buf, sizeof buf);
+  if (ms__wire_encode_error(&w, MS__MSG_REFUSED, code, why) == 0) {
+    ssize_t n = send(fd, buf, w.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)n;
+  }
+  close(fd);
+}
+
+static void take_reserve(void) {
+  if (g_reserve.fd < 0)
+    ms__own_take(&g_reserve, socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0),
+                 g_private);
+}
+
+/* accept4() failed for want of descriptors: the spare one makes room for
+ * the connection at the head of the queue, which is told why and closed.
+ * Returns 1 if a connection was dropped so, 0 if not. */
+static int drop_one_for_emfile(void) {
+  if (!ms__own_ok(&g_reserve)) {
+    g_reserve.fd = -1; /* lost in the program's table: left alone */
+    return 0;
+  }
+  ms__own_close(&g_reserve);
+  int fd = accept4(g_listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd >= 0) {
+    char msg[192];
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      snprintf(msg, sizeof msg,
+               "the target is out of file descriptors (it has its limit, "
+               "RLIMIT_NOFILE %llu, open): raise its limit (ulimit -n) or "
+               "find what holds them (ls /proc/%d/fd)",
+               (unsigned long long)rl.rlim_cur, (int)getpid());
+    else
+      snprintf(msg, sizeof msg,
+               "the target is out of file descriptors: raise its limit "
+               "(ulimit -n) or find what holds them (ls /proc/%d/fd)",
+               (int)getpid());
+    refuse(fd, MS_EMFILE, msg);
+  }
+  take_reserve();
+  return fd >= 0;
+}
+
+/* Leaves the listening socket alone for a while that doubles. */
+static void accept_back_off(uint64_t now, int err) {
+  g_accept_backoff = g_accept_backoff == 0 ? ACCEPT_BACKOFF_MIN_NS
+                     : g_accept_backoff >= ACCEPT_BACKOFF_MAX_NS / 2
+                         ? ACCEPT_BACKOFF_MAX_NS
+                         : 2 * g_accept_backoff;
+  g_accept_resume = now + g_accept_backoff;
+  if (!g_said_accept) {
+    g_said_accept = 1;
+    ms__debug("agent: cannot accept connections (%s); waiting before trying "
+              "again",
+              strerror(err));
+  }
+}
+
 static void accept_clients(uint64_t now) {
   for (int k = 0; k < ACCEPT_BURST; k++) {
-    int fd = accept4(g_listen, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0)
-      return; /* EAGAIN, or a transient error: poll again */
+    if (!ms__own_ok(&g_listen))
+      return; /* found and recovered at the top of the next round */
+    int fd = accept4(g_listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      if (e == EAGAIN || e == EWOULDBLOCK)
+        return;
+      if (e == EINTR || e == ECONNABORTED)
+        continue;
+      if ((e == EMFILE || e == ENFILE) && drop_one_for_emfile()) {
+        if (!g_said_emfile) {
+          g_said_emfile = 1;
+          ms__debug("agent: the process is out of file descriptors; "
+                    "connections are refused with the reason");
+        }
+        continue;
+      }
+      accept_back_off(now, e);
+      return;
+    }
+    g_accept_backoff = 0;
     int slot = pick_slot();
     if (slot < 0) {
-      /* Every slot is mid-reply: say so in one non-blocking send. */
-      uint8_t buf[MS__WIRE_SMALL_MAX];
-      ms__wire_writer_t w;
-      ms__wire_writer_init(&w, buf, sizeof buf);
-      if (ms__wire_encode_error(&w, MS__MSG_REFUSED, MS_EAGAIN,
-                                "the agent is busy: too many clients") == 0) {
-        ssize_t n = send(fd, buf, w.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        (void)n;
-      }
-      close(fd);
+      refuse(fd, MS_EAGAIN, "the agent is busy: too many clients");
       continue;
     }
     client_t *c = &g_clients[slot];
-    c->fd = fd;
+    if (ms__own_take(&c->fd, fd, g_private) < 0)
+      continue;
+    fd = c->fd.fd;
     c->in_len = c->out_off = c->out_len = 0;
     c->eof = c->closing = 0;
     c->last_progress = now;
@@ -205,23 +349,177 @@ static void accept_clients(uint64_t now) {
 }
 
 /* ------------------------------------------------------------------------
+ * The agent's descriptors
+ * ------------------------------------------------------------------------ */
+
+/* Makes the listening socket at g_path. Returns 0 or a negative code. */
+static int listen_open(void) {
+  struct sockaddr_un sa;
+  struct stat st;
+  int fd, r;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  /* A socket left by a process that had our PID (or by our own program
+   * before an exec, or our own lost one) is in the way; anything else
+   * there is not ours. */
+  if (lstat(sa.sun_path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      ms__debug("agent not started: %s exists and is not a socket",
+                sa.sun_path);
+      close(fd);
+      return MS_EEXIST;
+    }
+    unlink(sa.sun_path);
+  }
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    r = -errno;
+    ms__debug("agent not started: bind %s: %s", sa.sun_path, strerror(errno));
+    close(fd);
+    return r;
+  }
+  /* The directory is 0700 already; this is the second lock on the door. */
+  if (chmod(sa.sun_path, 0600) != 0 || listen(fd, SOMAXCONN) != 0) {
+    r = -errno;
+    unlink(sa.sun_path);
+    close(fd);
+    return r;
+  }
+  if (ms__own_take(&g_listen, fd, g_private) < 0) {
+    unlink(sa.sun_path);
+    return MS_ENOMEM;
+  }
+  return 0;
+}
+
+static int debug_on(void) {
+  const char *env = getenv("MEMSTATS_DEBUG");
+  return env != NULL && strcmp(env, "1") == 0;
+}
+
+/* The thread's first work: its own table, its spare descriptor and its
+ * socket. Returns 0 or a negative code. */
+static int agent_setup(void) {
+  /* Kept in the new table: the read end of the wake pipe, and stderr
+   * when MEMSTATS_DEBUG=1 is there to be written to (else the table holds
+   * no file of the program's at all). */
+  int keep[2] = {debug_on() ? 2 : -1, g_wake_r_raw};
+  if (keep[0] > keep[1]) {
+    keep[0] = g_wake_r_raw;
+    keep[1] = 2;
+  }
+  int r = ms__fds_go_private(keep, 2);
+  g_private = r == 0;
+  if (!g_private)
+    ms__debug("agent: no descriptor table of its own (unshare: %s); its "
+              "descriptors stay in the program's, placed high and checked "
+              "before each use",
+              strerror(-r));
+  if (ms__own_take(&g_wake_r, g_wake_r_raw, g_private) < 0)
+    return MS_ENOMEM;
+  take_reserve();
+  return listen_open();
+}
+
+/* Closes the thread's descriptors (those still its own). */
+static void agent_teardown(void) {
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    client_close(&g_clients[i]);
+  ms__own_close(&g_listen);
+  ms__own_close(&g_wake_r);
+  ms__own_close(&g_reserve);
+}
+
+/* In the program's table (no unshared table), before each round: the
+ * wake pipe and the socket are still ours, or are given up (and the
+ * socket made again at the same path). Returns 0, or -1 if the agent
+ * must stop. */
+static int check_shared(void) {
+  if (g_wake_r.fd >= 0 && !ms__own_ok(&g_wake_r)) {
+    ms__debug("agent: the program closed or replaced the agent's wake pipe "
+              "(fd %d); left alone",
+              g_wake_r.fd);
+    g_wake_r.fd = -1;
+    __atomic_store_n(&g_wake_lost, 1, __ATOMIC_RELEASE);
+  }
+  if (g_reserve.fd >= 0 && !ms__own_ok(&g_reserve))
+    g_reserve.fd = -1;
+  if (ms__own_ok(&g_listen))
+    return 0;
+  ms__debug("agent: the program closed or replaced the agent's socket (fd "
+            "%d); left alone, and a new one made at %s",
+            g_listen.fd, g_path);
+  g_listen.fd = -1;
+  int r = listen_open();
+  if (r != 0) {
+    ms__debug("agent stopped: cannot make its socket again: %s",
+              ms_strerror(r));
+    return -1;
+  }
+  return 0;
+}
+
+/* The wake pipe said something: the byte of stop(), or that every write
+ * end is closed (the program closed ours: POLLHUP for ever after), after
+ * which the agent stops reading it. */
+static void wake_read(short revents) {
+  char b[64];
+  ssize_t n;
+  if ((revents & POLLNVAL) || !ms__own_ok(&g_wake_r)) {
+    g_wake_r.fd = -1; /* the number is the program's: left alone */
+    n = 0;
+  } else {
+    while ((n = read(g_wake_r.fd, b, sizeof b)) > 0) {
+    }
+    if (n != 0)
+      return;
+    ms__own_close(&g_wake_r);
+  }
+  ms__debug("agent: the program closed the agent's wake pipe; the agent "
+            "now also checks for stop every %d ms",
+            WAKE_LOST_POLL_MS);
+  __atomic_store_n(&g_wake_lost, 1, __ATOMIC_RELEASE);
+}
+
+/* ------------------------------------------------------------------------
  * The loop
  * ------------------------------------------------------------------------ */
 static void *agent_main(void *arg) {
   (void)arg;
   struct pollfd pfd[2 + MAX_CLIENTS];
   int who[2 + MAX_CLIENTS];
+  g_setup_err = agent_setup();
+  sem_post(&g_ready);
+  if (g_setup_err != 0) {
+    agent_teardown();
+    return NULL;
+  }
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
     uint64_t now = ms__now_mono_ns();
     int n = 0;
     uint64_t next = now + IDLE_TIMEOUT_NS;
-    pfd[n].fd = g_wake[0];
-    pfd[n++].events = POLLIN;
-    pfd[n].fd = g_listen;
-    pfd[n++].events = POLLIN;
+    if (!g_private && check_shared() != 0)
+      break;
+    take_reserve();
+    if (g_accept_resume != 0 && g_accept_resume <= now)
+      g_accept_resume = 0;
+    if (g_accept_resume != 0 && g_accept_resume < next)
+      next = g_accept_resume;
+    /* A negative descriptor is skipped by poll(): slot 0 stays the wake
+     * pipe and slot 1 the socket, whatever is watched. */
+    pfd[n].fd = g_wake_r.fd;
+    pfd[n].events = POLLIN;
+    pfd[n++].revents = 0;
+    pfd[n].fd = g_accept_resume != 0 ? -1 : g_listen.fd;
+    pfd[n].events = POLLIN;
+    pfd[n++].revents = 0;
     for (int i = 0; i < MAX_CLIENTS; i++) {
       client_t *c = &g_clients[i];
-      if (c->fd < 0)
+      if (c->fd.fd < 0 || !client_usable(c))
         continue;
       int busy = c->in_len > 0 || c->out_len > c->out_off || c->closing;
       uint64_t deadline =
@@ -238,27 +536,31 @@ static void *agent_main(void *arg) {
         ev |= POLLIN;
       if (c->out_len > c->out_off)
         ev |= POLLOUT;
-      pfd[n].fd = c->fd;
+      pfd[n].fd = c->fd.fd;
       pfd[n].events = ev;
       pfd[n].revents = 0;
       who[n++] = i;
     }
     int timeout = (int)((next - now) / 1000000ull) + 1;
+    if (__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE) &&
+        timeout > WAKE_LOST_POLL_MS)
+      timeout = WAKE_LOST_POLL_MS;
     int r = poll(pfd, (nfds_t)n, timeout);
     if (r < 0)
       continue; /* EINTR: signals are blocked, but be safe */
     now = ms__now_mono_ns();
-    if (pfd[0].revents) {
-      char b[64];
-      while (read(g_wake[0], b, sizeof b) > 0) {
-      }
-    }
+    if (pfd[0].revents)
+      wake_read(pfd[0].revents);
     if (__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE))
       break;
     for (int k = 2; k < n; k++) {
       client_t *c = &g_clients[who[k]];
-      if (c->fd != pfd[k].fd)
+      if (c->fd.fd != pfd[k].fd)
         continue;
+      if (pfd[k].revents & POLLNVAL) {
+        client_usable(c); /* closed under us: the slot is given up */
+        continue;
+      }
       if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
         client_read(c, now);
       if (c->out_len > c->out_off && client_flush(c, now) != 0) {
@@ -278,23 +580,37 @@ static void *agent_main(void *arg) {
     }
     if (pfd[1].revents & POLLIN)
       accept_clients(now);
+    else if (pfd[1].revents & (POLLERR | POLLHUP))
+      accept_back_off(now, EIO); /* not ours any more, or broken: the next
+                                    round's check finds out which */
   }
+  agent_teardown();
   return NULL;
 }
 
 /* ------------------------------------------------------------------------
  * Start, stop, exit, fork
  * ------------------------------------------------------------------------ */
-static void close_all_fds(void) {
+/* Forgets the descriptors of the agent's table after fork() (the child
+ * has the table of the thread that forked, not the agent's) or closes
+ * them (they are in the program's table, which the child copied). */
+static void child_drop_agent_fds(void) {
+  ms__own_fd_t *all[3 + MAX_CLIENTS];
+  int n = 0;
+  all[n++] = &g_listen;
+  all[n++] = &g_wake_r;
+  all[n++] = &g_reserve;
   for (int i = 0; i < MAX_CLIENTS; i++)
-    client_close(&g_clients[i]);
-  if (g_listen >= 0)
-    close(g_listen);
-  if (g_wake[0] >= 0)
-    close(g_wake[0]);
-  if (g_wake[1] >= 0)
-    close(g_wake[1]);
-  g_listen = g_wake[0] = g_wake[1] = -1;
+    all[n++] = &g_clients[i].fd;
+  for (int i = 0; i < n; i++) {
+    if (all[i]->private_table)
+      all[i]->fd = -1;
+    else
+      ms__own_close(all[i]);
+  }
+}
+
+static void release_bufs(void) {
   if (g_bufs != NULL)
     munmap(g_bufs, g_bufs_len);
   g_bufs = NULL;
@@ -339,13 +655,10 @@ static int start_locked(void) {
     unsafe_once(dir, why);
     return r;
   }
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  int n = snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir,
-                   (int)getpid());
-  if (n < 0 || (size_t)n >= sizeof sa.sun_path) {
+  int n = snprintf(g_path, sizeof g_path, "%s/%d.sock", dir, (int)getpid());
+  if (n < 0 || (size_t)n >= sizeof g_path) {
     ms__debug("agent not started: socket path too long (%s)", dir);
+    g_path[0] = '\0';
     return MS_EINVAL;
   }
 
@@ -354,48 +667,38 @@ static int start_locked(void) {
                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (g_bufs == MAP_FAILED) {
     g_bufs = NULL;
+    g_path[0] = '\0';
     return MS_ENOMEM;
   }
   for (int i = 0; i < MAX_CLIENTS; i++) {
-    g_clients[i].fd = -1;
+    g_clients[i].fd.fd = -1;
     g_clients[i].in = g_bufs + (size_t)i * (IN_CAP + OUT_CAP);
     g_clients[i].out = g_clients[i].in + IN_CAP;
   }
+  g_listen.fd = g_wake_r.fd = g_reserve.fd = -1;
+  g_accept_resume = g_accept_backoff = 0;
+  __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
 
-  g_listen = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (g_listen < 0) {
+  /* The wake pipe: its write end stays in the program's table (placed
+   * high), its read end goes to the thread, which takes it into its own
+   * table; this thread then closes the copy left in the program's. */
+  int p[2];
+  ms__own_fd_t raw_r = {-1, 0, 0, 0};
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
     r = -errno;
     goto fail;
   }
-  /* A socket left by a process that had our PID (or by our own program
-   * before an exec) is in the way; anything else there is not ours. */
-  struct stat st;
-  if (lstat(sa.sun_path, &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      ms__debug("agent not started: %s exists and is not a socket",
-                sa.sun_path);
-      r = MS_EEXIST;
-      goto fail;
-    }
-    unlink(sa.sun_path);
-  }
-  if (bind(g_listen, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    r = -errno;
-    ms__debug("agent not started: bind %s: %s", sa.sun_path, strerror(errno));
+  ms__own_take(&raw_r, p[0], 0); /* placed high too */
+  if (ms__own_take(&g_wake_w, p[1], 0) < 0 || raw_r.fd < 0) {
+    r = MS_ENOMEM;
     goto fail;
   }
-  memcpy(g_path, sa.sun_path, sizeof g_path);
-  /* The directory is 0700 already; this is the second lock on the door. */
-  if (chmod(g_path, 0600) != 0 || listen(g_listen, SOMAXCONN) != 0) {
-    r = -errno;
-    goto fail;
-  }
-  if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-    r = -errno;
-    g_wake[0] = g_wake[1] = -1;
-    goto fail;
-  }
+  g_wake_r_raw = raw_r.fd;
 
+  if (sem_init(&g_ready, 0, 0) != 0) {
+    r = -errno;
+    goto fail;
+  }
   /* The thread inherits the creator's signal mask: block everything so
    * the program's signals keep going to the program's threads. */
   sigset_t all, old;
@@ -406,17 +709,57 @@ static int start_locked(void) {
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (r != 0) {
     r = -r;
+    sem_destroy(&g_ready);
     goto fail;
   }
+  while (sem_wait(&g_ready) != 0 && errno == EINTR) {
+  }
+  sem_destroy(&g_ready);
+  r = g_setup_err;
+  if (r != 0) {
+    pthread_join(g_thread, NULL);
+    if (g_private)
+      ms__own_close(&raw_r);
+    raw_r.fd = -1; /* else the thread moved (and closed) it */
+    goto fail;
+  }
+  /* With a table of its own the thread has the read end there; the copy
+   * here, made a moment ago, is closed if it is still ours. In the
+   * program's table the thread moved it high itself. */
+  if (g_private && ms__own_same(&raw_r))
+    close(raw_r.fd);
   pthread_setname_np(g_thread, "memstats-agent");
   g_running = 1;
   return 0;
 fail:
-  if (g_path[0] != '\0')
-    unlink(g_path);
+  ms__own_close(&raw_r);
+  ms__own_close(&g_wake_w);
   g_path[0] = '\0';
-  close_all_fds();
+  release_bufs();
   return r;
+}
+
+/* Wakes the thread for stop: a byte into the wake pipe, or, when the
+ * program has closed the pipe, a connection to the agent's socket (which
+ * the thread watches). */
+static void wake_thread(void) {
+  int woke = 0;
+  if (ms__own_same(&g_wake_w)) {
+    ssize_t w = write(g_wake_w.fd, "x", 1);
+    woke = w == 1 || (w < 0 && errno == EAGAIN);
+  }
+  if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
+    return;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return; /* the thread looks at the stop flag every WAKE_LOST_POLL_MS */
+  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+  (void)r;
+  close(fd);
 }
 
 /* Stops the thread; with a deadline (at exit) it gives up waiting rather
@@ -425,8 +768,7 @@ static void stop_locked(int at_exit) {
   if (!g_running)
     return;
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-  ssize_t w = write(g_wake[1], "x", 1);
-  (void)w;
+  wake_thread();
   if (at_exit) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -443,10 +785,12 @@ static void stop_locked(int at_exit) {
   } else {
     pthread_join(g_thread, NULL);
   }
+  /* The thread closed its own descriptors on its way out. */
   if (g_path[0] != '\0')
     unlink(g_path);
   g_path[0] = '\0';
-  close_all_fds();
+  ms__own_close(&g_wake_w);
+  release_bufs();
   g_running = 0;
 }
 
@@ -489,15 +833,17 @@ static void fork_parent(void) {
 }
 
 /* The child has no agent thread, and the listening socket is the
- * parent's: close the inherited fds (never unlink the parent's path) and
- * serve the child's own <pid>.sock. */
+ * parent's: drop the inherited descriptors (never unlink the parent's
+ * path) and serve the child's own <pid>.sock. */
 static void fork_child(void) {
   pthread_mutex_init(&g_lock, NULL);
   if (!g_running)
     return;
   g_running = 0;
   g_path[0] = '\0';
-  close_all_fds();
+  ms__own_close(&g_wake_w);
+  child_drop_agent_fds();
+  release_bufs();
   ms__agent_cache_reset();
   pthread_mutex_lock(&g_lock);
   start_locked();

@@ -99,6 +99,40 @@ int ms__maybe_in_signal_handler(void);
  * child, which shares its parent's memory (the caller tells them apart). */
 void ms__agent_quick_exit(void);
 
+/* ---- the agent's own descriptors (fds.c) ---- */
+
+/* A descriptor the agent made, with the identity it had then (device and
+ * inode: no other open file shares both). private_table: it lives in the
+ * agent thread's own descriptor table, which nothing else can change, so
+ * it needs no check; else it is in the program's table. */
+typedef struct ms__own_fd_s {
+  int fd; /* -1: none, or abandoned */
+  int private_table;
+  dev_t dev;
+  ino_t ino;
+} ms__own_fd_t;
+
+/* Records fd (just made by the caller) in *o; in the program's table it
+ * is first moved high (F_DUPFD_CLOEXEC below min(RLIMIT_NOFILE, 1024)),
+ * where programs rarely go. Returns the descriptor, or -1 (fd closed). */
+int ms__own_take(ms__own_fd_t *o, int fd, int private_table);
+
+/* Whether o->fd is still the descriptor that was taken: always in the
+ * agent's table, by identity in the program's (ms__own_same: checked in
+ * any table). */
+int ms__own_ok(const ms__own_fd_t *o);
+int ms__own_same(const ms__own_fd_t *o);
+
+/* Closes o->fd if it is still ours; a number the program has taken over
+ * is left alone. Either way o->fd becomes -1. */
+void ms__own_close(ms__own_fd_t *o);
+
+/* Gives the calling thread a descriptor table of its own, in which every
+ * number but those in keep[0..n) (ascending; -1 entries ignored) is
+ * closed. Returns 0, or a negative errno (nothing changed) where the
+ * kernel or a seccomp filter does not allow it. */
+int ms__fds_go_private(const int *keep, int n);
+
 /* ---- the thread (agent.c) ---- */
 
 /* CPU time the agent thread has used (ns), or 0 if it is not running. For

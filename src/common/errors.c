@@ -59,6 +59,9 @@ MS_EXTERN const char *ms_strerror(int err) {
     return "already started";
   case MS_ENOSPC:
     return "a fixed-size table is full";
+  case MS_EMFILE:
+    return "the target is out of file descriptors (raise its limit with "
+           "ulimit -n, or find what holds them in /proc/PID/fd)";
   case MS_EVERSION:
     return "the peer speaks a newer, incompatible protocol version (upgrade "
            "memtop or the library)";

@@ -1,0 +1,138 @@
+/*
+ * fds.c - the agent's descriptors, and how it keeps them its own.
+ *
+ * Programs close descriptors they did not open (closefrom(3),
+ * close_range, a shell's `exec 4<file`, dup2 over a number), and daemons
+ * close 0-2 and expect the next open() to return 0. A descriptor number
+ * is only a name in a table the program owns: once the program has
+ * closed or replaced one of ours, the number is the program's, and a
+ * read, accept, write or close on it harms the program (its data read
+ * away, its TCP clients answered by us, its files closed under it).
+ *
+ * So the agent thread takes a descriptor table of its own
+ * (unshare(CLONE_FILES)) and closes there every descriptor it inherited
+ * but its own: what the program does to its table no longer reaches the
+ * agent's, what the agent opens (its socket, its clients, /proc files read
+ * for a snapshot) never takes a number the program was about to get, and
+ * the agent holds no reference to the program's files (a pipe the
+ * program closes still reaches EOF). The locks of the program's files are
+ * safe: POSIX record locks belong to the table they were taken through,
+ * so a close in ours releases none of them. Every descriptor of the
+ * agent's table is then provably its own, and is used without checks.
+ *
+ * One descriptor must stay in the program's table: the write end of the
+ * pipe that wakes the agent (ms_agent_stop(), exit, written by the
+ * program's threads). It is placed high (below RLIMIT_NOFILE and 1024)
+ * where programs rarely go, and its identity (device and inode, which no
+ * other open file shares) is checked before each use; when the program
+ * has closed or replaced it, it is abandoned, never closed.
+ *
+ * Where the table cannot be unshared (a seccomp filter may forbid
+ * unshare, as container runtimes' do; close_range needs Linux 5.9), every
+ * descriptor of the agent stays in the program's table: each is placed
+ * high and checked like the wake pipe's write end before each use (see
+ * agent.c for the check-then-use window that remains in that mode).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+
+/* How far below the top of the table (RLIMIT_NOFILE, at most 1024)
+ * descriptors placed high start: room for every client and the rest.
+ * Not higher than 1024, so that the table of a program with a large
+ * limit does not grow to millions of entries for our sake. */
+#define HIGH_TOP 1024
+#define HIGH_ROOM 64
+
+int ms__own_same(const ms__own_fd_t *o) {
+  struct stat st;
+  if (o->fd < 0)
+    return 0;
+  return fstat(o->fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino;
+}
+
+int ms__own_ok(const ms__own_fd_t *o) {
+  if (o->fd < 0)
+    return 0;
+  return o->private_table ? 1 : ms__own_same(o);
+}
+
+/* The lowest number at which a descriptor placed high goes. */
+static int high_base(void) {
+  struct rlimit rl;
+  rlim_t top = HIGH_TOP;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
+    top = rl.rlim_cur;
+  return top > HIGH_ROOM + 3 ? (int)(top - HIGH_ROOM) : 3;
+}
+
+int ms__own_take(ms__own_fd_t *o, int fd, int private_table) {
+  struct stat st;
+  o->fd = -1;
+  if (fd < 0)
+    return -1;
+  if (!private_table) {
+    /* Just made by us, so the number is ours to close. If the table is
+     * full up there, it stays where it is. */
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, high_base());
+    if (high >= 0) {
+      close(fd);
+      fd = high;
+    }
+  }
+  if (fstat(fd, &st) != 0) {
+    close(fd);
+    return -1;
+  }
+  o->fd = fd;
+  o->dev = st.st_dev;
+  o->ino = st.st_ino;
+  o->private_table = private_table;
+  return fd;
+}
+
+void ms__own_close(ms__own_fd_t *o) {
+  if (ms__own_ok(o))
+    close(o->fd);
+  o->fd = -1;
+}
+
+/* close_range(2) over [lo, hi], or -1 with errno. */
+static int close_span(unsigned lo, unsigned hi) {
+#ifdef SYS_close_range
+  return (int)syscall(SYS_close_range, lo, hi, 0u);
+#else
+  (void)lo;
+  (void)hi;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
+
+int ms__fds_go_private(const int *keep, int n) {
+  /* close_range is needed to empty the new table without reading
+   * /proc: make sure the kernel has it before unsharing, since a table
+   * unshared cannot be shared again. */
+  if (close_span(~0u, ~0u) != 0)
+    return -errno;
+  if (unshare(CLONE_FILES) != 0)
+    return -errno;
+  /* Every number but those in keep (ascending) is closed: they are the
+   * program's files, which this table must not hold on to. */
+  unsigned lo = 0;
+  for (int i = 0; i < n; i++) {
+    if (keep[i] < 0 || (unsigned)keep[i] < lo)
+      continue;
+    if ((unsigned)keep[i] > lo)
+      close_span(lo, (unsigned)keep[i] - 1);
+    lo = (unsigned)keep[i] + 1;
+  }
+  close_span(lo, ~0u);
+  return 0;
+}

@@ -1,0 +1,551 @@
+/*
+ * test_agent_fds.c - the agent never touches the program's descriptors
+ * and never spins for want of its own (issue 9, items 1 and 2): real
+ * programs (tests/progs/fd_target, linked with -lmemstats; bash under the
+ * preload) close, replace and use up descriptors while the agent runs,
+ * and memtop's client fetches over the real socket.
+ *
+ * The agent's CPU time is read from /proc/PID/task/TID/stat (its thread
+ * is named memstats-agent); "idle" is a generous bound (a fifth of the
+ * time waited), far from the whole core a spinning agent takes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/client.h"
+#include "support/host.h"
+#include "wire/wire.h"
+
+static char g_dir[64];
+static char g_build[1024];
+static char g_preload[1200];
+
+typedef struct target_s {
+  pid_t pid;
+  int in;  /* its stdin */
+  int out; /* its stdout */
+  char sock[MSC_PATH_MAX];
+} target_t;
+
+/* ------------------------------------------------------------------------
+ * Helpers
+ * ------------------------------------------------------------------------ */
+static int read_line(int fd, char *buf, size_t len) {
+  size_t n = 0;
+  while (n + 1 < len) {
+    ssize_t r = read(fd, buf + n, 1);
+    if (r <= 0)
+      return -1;
+    if (buf[n] == '\n')
+      break;
+    n++;
+  }
+  buf[n] = '\0';
+  return 0;
+}
+
+/* Starts fd_target with extra environment "K=V" strings (NULL-ended) and
+ * descriptors keep[] left open in it (at their numbers). */
+static void target_start(target_t *t, const char *const *env, const int *keep,
+                         int nkeep) {
+  int in[2], out[2];
+  char prog[1200];
+  snprintf(prog, sizeof prog, "%s/progs/fd_target", g_build);
+  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    for (int i = 0; i < nkeep; i++)
+      fcntl(keep[i], F_SETFD, 0);
+    setenv("MEMSTATS_DIR", g_dir, 1);
+    for (; env != NULL && *env != NULL; env++)
+      putenv((char *)*env);
+    execl(prog, prog, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  t->pid = pid;
+  t->in = in[1];
+  t->out = out[0];
+  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", g_dir, (int)pid);
+  char line[128];
+  assert_int_equal(read_line(t->out, line, sizeof line), 0);
+  if (strncmp(line, "ready ", 6) != 0)
+    fail_msg("fd_target: %s", line);
+}
+
+/* Sends a command and returns its one-line answer in buf. */
+static void target_ask(target_t *t, const char *cmd, char *buf, size_t len) {
+  assert_int_equal(write(t->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+  assert_int_equal(read_line(t->out, buf, len), 0);
+}
+
+static int target_wait(target_t *t) {
+  int st = 0;
+  close(t->in);
+  waitpid(t->pid, &st, 0);
+  close(t->out);
+  return st;
+}
+
+static void target_kill(target_t *t) {
+  kill(t->pid, SIGKILL);
+  target_wait(t);
+}
+
+/* The agent thread's TID in pid, or -1. */
+static int agent_tid(int pid) {
+  char path[384], comm[64];
+  snprintf(path, sizeof path, "/proc/%d/task", pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return -1;
+  struct dirent *e;
+  int tid = -1;
+  while ((e = readdir(d)) != NULL && tid < 0) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", pid, e->d_name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    if (fgets(comm, sizeof comm, f) != NULL &&
+        strncmp(comm, "memstats-agent", 14) == 0)
+      tid = atoi(e->d_name);
+    fclose(f);
+  }
+  closedir(d);
+  return tid;
+}
+
+/* CPU time (clock ticks, user + system) of a thread. */
+static long thread_ticks(int pid, int tid) {
+  char path[128], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  assert_non_null(p);
+  unsigned long ut = 0, st = 0;
+  /* After the name: state (3), then fields 4..13, utime (14), stime. */
+  assert_int_equal(sscanf(p + 2,
+                          "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu "
+                          "%lu",
+                          &ut, &st),
+                   2);
+  return (long)(ut + st);
+}
+
+/* The agent's CPU time over 2 s stays near zero: at most a fifth of it
+ * (a spinning agent takes all of it). */
+static void assert_agent_idle(int pid) {
+  int tid = agent_tid(pid);
+  assert_true(tid > 0);
+  long hz = sysconf(_SC_CLK_TCK);
+  long before = thread_ticks(pid, tid);
+  struct timespec ts = {2, 0};
+  nanosleep(&ts, NULL);
+  long used = thread_ticks(pid, tid) - before;
+  if (used > 2 * hz / 5)
+    fail_msg("the agent used %ld of %ld clock ticks in 2 s: it spins", used,
+             2 * hz);
+}
+
+static void good_fetch(int pid) {
+  static ms_snapshot_t s;
+  char err[512];
+  int r = msc_fetch(pid, &s, 5000, err, sizeof err);
+  if (r != 0)
+    fail_msg("msc_fetch(%d): %d %s", pid, r, err);
+  assert_int_equal(s.pid, pid);
+}
+
+static int raw_connect(const char *path) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    int e = errno;
+    close(fd);
+    return -e;
+  }
+  struct timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+/* Adds to v the numbers (3 and up) open in /proc/<dir>/fd; returns the
+ * new count. */
+static int list_fds(const char *dir, int *v, int n, int cap) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    int fd = atoi(e->d_name);
+    int seen = fd < 3;
+    for (int i = 0; i < n; i++)
+      seen |= v[i] == fd;
+    if (!seen && n < cap)
+      v[n++] = fd;
+  }
+  closedir(d);
+  return n;
+}
+
+/* ------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------ */
+
+/* Runs script.sh under bash (with the preload or not) reading file from
+ * its descriptor 4; the agent is poked between `exec 4<file` and the
+ * reading. Returns what the script printed after "ready". */
+static char *run_bash_fd4(const char *script, const char *file, int preload,
+                          size_t *len) {
+  int in[2], out[2];
+  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    setenv("MEMSTATS_DIR", g_dir, 1);
+    if (preload)
+      setenv("LD_PRELOAD", g_preload, 1);
+    execlp("bash", "bash", script, file, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  char line[64];
+  assert_int_equal(read_line(out[0], line, sizeof line), 0);
+  assert_string_equal(line, "ready");
+  if (preload)
+    good_fetch(pid); /* wakes the agent, as memtop polling it would */
+  assert_int_equal(write(in[1], "go\n", 3), 3);
+  size_t cap = 1 << 20, have = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (have == cap)
+      buf = realloc(buf, cap *= 2);
+    ssize_t r = read(out[0], buf + have, cap - have);
+    if (r <= 0)
+      break;
+    have += (size_t)r;
+  }
+  int st;
+  waitpid(pid, &st, 0);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  close(in[1]);
+  close(out[0]);
+  *len = have;
+  return buf;
+}
+
+/* A shell script reading 100,000 lines from its descriptor 4 (`exec
+ * 4<file` after the preload's agent started) reads every byte, exactly
+ * as without the preload. */
+static void test_bash_fd4(void **state) {
+  (void)state;
+  if (!host_have_program("bash")) {
+    print_message("skipped: no bash\n");
+    skip();
+  }
+  char file[128], script[128];
+  snprintf(file, sizeof file, "%s/lines.txt", g_dir);
+  snprintf(script, sizeof script, "%s/read4.sh", g_dir);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  for (int i = 0; i < 100000; i++)
+    fprintf(f, "line %d of the program's own file\n", i);
+  fclose(f);
+  f = fopen(script, "w");
+  assert_non_null(f);
+  fputs("exec 4<\"$1\"\n"
+        "echo ready\n"
+        "read -r go\n"
+        "while IFS= read -r line <&4; do printf '%s\\n' \"$line\"; done\n",
+        f);
+  fclose(f);
+  struct stat st;
+  assert_int_equal(stat(file, &st), 0);
+
+  size_t bare_len, pre_len;
+  char *bare = run_bash_fd4(script, file, 0, &bare_len);
+  char *pre = run_bash_fd4(script, file, 1, &pre_len);
+  assert_int_equal(bare_len, (size_t)st.st_size);
+  if (pre_len != bare_len)
+    fail_msg("under the preload the script read %zu bytes of %zu", pre_len,
+             bare_len);
+  assert_memory_equal(pre, bare, bare_len);
+  free(bare);
+  free(pre);
+}
+
+/* A server that closes every descriptor from 3 up and then listens on TCP
+ * (descriptor 3) answers all of its clients itself, and the agent still
+ * serves memtop, idle in between. */
+static void test_closefrom_server(void **state) {
+  (void)state;
+  enum { N = 200 };
+  target_t t;
+  char line[128];
+  int port, fd;
+  target_start(&t, NULL, NULL, 0);
+  good_fetch(t.pid);
+  target_ask(&t, "closefrom\n", line, sizeof line);
+  assert_int_equal(sscanf(line, "port %d fd %d", &port, &fd), 2);
+  assert_int_equal(fd, 3);
+  /* Wake the agent as a memtop poll would (it may not answer: whatever
+   * happens to this one connection is not the point). */
+  int poke = raw_connect(t.sock);
+  int ok = 0;
+  for (int i = 0; i < N; i++) {
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {10, 0};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof sa), 0);
+    char msg[32], want[48], got[64];
+    int n = snprintf(msg, sizeof msg, "ping %d\n", i);
+    snprintf(want, sizeof want, "pong %s", msg);
+    assert_int_equal(write(c, msg, (size_t)n), n);
+    ssize_t r = 0, have = 0;
+    while (have < (ssize_t)sizeof got - 1 &&
+           (r = read(c, got + have, sizeof got - 1 - (size_t)have)) > 0)
+      have += r;
+    got[have] = '\0';
+    ok += strcmp(got, want) == 0;
+    close(c);
+  }
+  if (poke >= 0)
+    close(poke);
+  if (ok != N)
+    fail_msg("the server answered %d of its %d clients", ok, N);
+  target_ask(&t, "stop\n", line, sizeof line);
+  assert_string_equal(line, "served 200");
+  good_fetch(t.pid);
+  assert_agent_idle(t.pid);
+  good_fetch(t.pid);
+  target_kill(&t);
+}
+
+/* The program puts its own pipes (with data in them) over every number
+ * the agent uses, in the program's table or the agent's: its listening
+ * socket, its wake pipe, a client's connection, and the final-snapshot
+ * socket of `memtop run`. The agent reads, accepts on, writes to and
+ * closes none of them, stays idle, and still serves at the same path. */
+static void test_dup2_over_agent_fds(void **state) {
+  (void)state;
+  int fin[2], spy[2];
+  char env_fd[64], line[128], cmd[64];
+  /* The final-snapshot socket, and a pipe of the test's own that the
+   * program will put over its number: at exit, nothing may arrive here. */
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fin), 0);
+  assert_int_equal(pipe2(spy, O_CLOEXEC), 0);
+  snprintf(env_fd, sizeof env_fd, "MEMSTATS_FINAL_FD=%d", fin[1]);
+  const char *env[] = {env_fd, NULL};
+  int keep[] = {fin[1], spy[1]};
+  target_t t;
+  target_start(&t, env, keep, 2);
+  close(fin[1]);
+  close(spy[1]);
+
+  /* A client with its connection open (after the hello). */
+  int client = raw_connect(t.sock);
+  assert_true(client >= 0);
+  static uint8_t buf[1 << 16];
+  ms__frame_t f;
+  size_t have = 0;
+  for (;;) {
+    const char *why;
+    if (ms__wire_frame(buf, have, MS__WIRE_MAX_PAYLOAD, &f, &why) == 0)
+      break;
+    ssize_t r = recv(client, buf + have, sizeof buf - have, 0);
+    assert_true(r > 0);
+    have += (size_t)r;
+  }
+  assert_int_equal(f.type, MS__MSG_HELLO);
+
+  /* Every number the agent holds, in either table. */
+  int tid = agent_tid(t.pid);
+  assert_true(tid > 0);
+  char dir[128];
+  int v[64], n = 0;
+  snprintf(dir, sizeof dir, "/proc/%d/task/%d/fd", t.pid, tid);
+  n = list_fds(dir, v, n, 64);
+  snprintf(dir, sizeof dir, "/proc/%d/fd", t.pid);
+  n = list_fds(dir, v, n, 64);
+  for (int i = 0; i < n; i++) {
+    if (v[i] == fin[1] || v[i] == spy[1])
+      continue;
+    snprintf(cmd, sizeof cmd, "dup2 %d\n", v[i]);
+    target_ask(&t, cmd, line, sizeof line);
+    assert_string_equal(line, "ok");
+  }
+  snprintf(cmd, sizeof cmd, "dupfd %d %d\n", spy[1], fin[1]);
+  target_ask(&t, cmd, line, sizeof line);
+  assert_string_equal(line, "ok");
+
+  /* The agent gets work: the open client asks, new ones connect. */
+  uint8_t req[64];
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, req, sizeof req);
+  ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
+  ssize_t sent = send(client, req, w.len, MSG_NOSIGNAL);
+  (void)sent;
+  int poke = raw_connect(t.sock);
+  good_fetch(t.pid);
+  assert_agent_idle(t.pid);
+  target_ask(&t, "check\n", line, sizeof line);
+  assert_string_equal(line, "intact");
+  good_fetch(t.pid);
+  if (poke >= 0)
+    close(poke);
+  close(client);
+
+  /* At exit the final snapshot goes nowhere: the number is the
+   * program's pipe now, and the test's end of it stays empty. */
+  assert_int_equal(write(t.in, "exit\n", 5), 5);
+  int st = target_wait(&t);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  assert_int_equal(read(spy[0], buf, sizeof buf), 0);
+  assert_int_equal(read(fin[0], buf, sizeof buf), 0);
+  close(spy[0]);
+  close(fin[0]);
+}
+
+/* At the descriptor limit the agent does not spin, and a client is told
+ * that the target is out of file descriptors. The agent has a table of
+ * its own, so a program that fills its table does not starve it (first
+ * case); it runs out only when the limit is below the handful of
+ * descriptors it holds itself (second case: a limit of 2). */
+static void test_fd_limit(void **state) {
+  (void)state;
+  target_t t;
+  char line[128], err[512];
+  static ms_snapshot_t s;
+
+  target_start(&t, NULL, NULL, 0);
+  target_ask(&t, "limit 64\n", line, sizeof line);
+  assert_non_null(strstr(line, "filled"));
+  good_fetch(t.pid);
+  assert_agent_idle(t.pid);
+  target_kill(&t);
+
+  target_start(&t, NULL, NULL, 0);
+  target_ask(&t, "limit 2\n", line, sizeof line);
+  assert_non_null(strstr(line, "filled"));
+  int q[8];
+  for (int i = 0; i < 8; i++)
+    q[i] = raw_connect(t.sock); /* queued, as memtop's would be */
+  int r = msc_fetch(t.pid, &s, 5000, err, sizeof err);
+  if (r != MS_EMFILE)
+    fail_msg("msc_fetch: %d %s", r, err);
+  assert_non_null(strstr(err, "out of file descriptors"));
+  assert_non_null(strstr(err, "ulimit -n"));
+  assert_agent_idle(t.pid);
+  for (int i = 0; i < 8; i++) {
+    /* Each queued connection was told too, and closed. */
+    ms__frame_t f;
+    static uint8_t buf[4096];
+    size_t have = 0;
+    for (;;) {
+      const char *why;
+      if (ms__wire_frame(buf, have, MS__WIRE_MAX_PAYLOAD, &f, &why) == 0)
+        break;
+      ssize_t n = recv(q[i], buf + have, sizeof buf - have, 0);
+      assert_true(n > 0);
+      have += (size_t)n;
+    }
+    assert_int_equal(f.type, MS__MSG_REFUSED);
+    close(q[i]);
+  }
+  assert_string_equal(ms_strerror(MS_EMFILE),
+                      "the target is out of file descriptors (raise its "
+                      "limit with ulimit -n, or find what holds them in "
+                      "/proc/PID/fd)");
+  target_kill(&t);
+}
+
+static int remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  if (d == NULL)
+    return unlink(dir);
+  struct dirent *e;
+  char p[512];
+  while ((e = readdir(d)) != NULL) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+      continue;
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    unlink(p);
+  }
+  closedir(d);
+  return rmdir(dir);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_dir, sizeof g_dir, "/tmp/ms-agentfd-test-XXXXXX");
+  if (mkdtemp(g_dir) == NULL)
+    return -1;
+  if (host_build_dir(g_build, sizeof g_build) != 0 ||
+      host_preload_path(g_build, g_preload, sizeof g_preload) != 0)
+    return -1;
+  setenv("MEMSTATS_DIR", g_dir, 1);
+  unsetenv("MEMSTATS_AGENT");
+  unsetenv("MEMSTATS_MIN_INTERVAL_MS");
+  unsetenv("MEMSTATS_FINAL_FD");
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  remove_tree(g_dir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bash_fd4),
+      cmocka_unit_test(test_closefrom_server),
+      cmocka_unit_test(test_dup2_over_agent_fds),
+      cmocka_unit_test(test_fd_limit),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
