@@ -17,16 +17,23 @@
  *   dupfd A B     dup2(A, B): "ok"
  *   exit          exit(0)
  *
- * EOF on stdin also exits.
+ * EOF on stdin also exits. With FD_TARGET_NO_UNSHARE=1 in its environment
+ * it first forbids itself unshare(2) with a seccomp filter, as container
+ * runtimes do: the agent then keeps its descriptors in the program's
+ * table.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -134,8 +141,25 @@ static void fill_to(int k) {
   say("filled %d\n", n);
 }
 
+/* unshare(2) fails with EPERM from now on, in every thread made after. */
+static void forbid_unshare(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof f[0]), f};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+    exit(7);
+}
+
 int main(void) {
   char line[256];
+  const char *no_unshare = getenv("FD_TARGET_NO_UNSHARE");
+  if (no_unshare != NULL && strcmp(no_unshare, "1") == 0)
+    forbid_unshare();
   int r = ms_agent_start();
   if (r != 0) {
     say("agent-error %d\n", r);
