@@ -145,21 +145,23 @@ int ms__maybe_in_signal_handler(void) {
   return 0;
 }
 
+/* Whether the descriptor is still the socket it was at start. */
+static int final_fd_same(void) {
+  struct stat st;
+  return fstat(g_final.fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+         st.st_dev == g_final.dev && st.st_ino == g_final.ino;
+}
+
 /* Nonzero if this process is the one asked for, and the descriptor is
  * still the socket it was at start. */
 static int final_wanted(void) {
-  struct stat st;
-
   if (g_final.fd < 0)
     return 0;
   if (g_final.pid != 0 && g_final.pid != (int)getpid())
     return 0;
   if (g_final.ppid != 0 && g_final.ppid != (int)getppid())
     return 0;
-  if (fstat(g_final.fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-      st.st_dev != g_final.dev || st.st_ino != g_final.ino)
-    return 0;
-  return 1;
+  return final_fd_same();
 }
 
 /* Waits for the snapshot lock to be free, a bounded time. A thread that
@@ -184,7 +186,11 @@ static int lock_free_soon(int expire) {
 }
 
 /* Sends all of buf, waiting at most FINAL_SEND_TIMEOUT_MS for room.
- * Returns 0 or -1. */
+ * Returns 0 or -1. The descriptor is the program's table's: after each
+ * wait (another thread of the program may have closed or replaced it
+ * meanwhile: poll says POLLNVAL, or its identity changed) it is checked
+ * again before the next send, and given up if it is not the socket any
+ * more. */
 static int send_all(int fd, const uint8_t *buf, size_t len) {
   uint64_t deadline = ms__now_mono_ns() + FINAL_SEND_TIMEOUT_MS * 1000000ull;
   size_t off = 0;
@@ -203,7 +209,8 @@ static int send_all(int fd, const uint8_t *buf, size_t len) {
         return -1;
       struct pollfd p = {fd, POLLOUT, 0};
       int r = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
-      if (r < 0 && errno != EINTR)
+      if ((r < 0 && errno != EINTR) || (r > 0 && (p.revents & POLLNVAL)) ||
+          !final_fd_same())
         return -1;
       continue;
     }

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -168,6 +170,48 @@ static void test_reader_gone(void **state) {
   close(sv[1]);
 }
 
+static int g_swap_from, g_swap_to;
+
+static void *swap_later(void *arg) {
+  struct timespec ts = {0, 300 * 1000000L};
+  (void)arg;
+  nanosleep(&ts, NULL);
+  dup2(g_swap_from, g_swap_to);
+  return NULL;
+}
+
+/* The reader stops reading, and while exit waits for room another thread
+ * of the program closes the socket and puts another one under its
+ * number: nothing is written to that one (the descriptor is checked again
+ * after each wait). If the thread comes too early or too late, nothing is
+ * written either way: the test cannot fail wrongly. */
+static void test_replaced_while_waiting(void **state) {
+  int sv[2], other[2];
+  char buf[4096];
+  int small = 4096;
+  pthread_t th;
+
+  (void)state;
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, other), 0);
+  setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+  memset(buf, 'x', sizeof buf);
+  while (send(sv[1], buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+  setup_fd(sv[1], NULL, NULL);
+  g_swap_from = other[1];
+  g_swap_to = sv[1];
+  assert_int_equal(pthread_create(&th, NULL, swap_later, NULL), 0);
+  assert_true(ms__final_write() != 0);
+  pthread_join(th, NULL);
+  assert_int_equal(recv(other[0], buf, sizeof buf, MSG_DONTWAIT), -1);
+  assert_int_equal(errno, EAGAIN);
+  close(sv[0]);
+  close(sv[1]);
+  close(other[0]);
+  close(other[1]);
+}
+
 static size_t encode(uint8_t *buf, size_t cap, int pid, uint64_t mallocs) {
   static ms_snapshot_t s;
   ms__wire_writer_t w;
@@ -285,6 +329,7 @@ int main(void) {
       cmocka_unit_test(test_write_and_collect),
       cmocka_unit_test(test_filters),
       cmocka_unit_test(test_reader_gone),
+      cmocka_unit_test(test_replaced_while_waiting),
       cmocka_unit_test(test_write_inside_update),
       cmocka_unit_test(test_collect_split_and_foreign),
       cmocka_unit_test(test_collect_garbage),
