@@ -257,9 +257,9 @@ static int drop_one_for_emfile(void) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
       snprintf(msg, sizeof msg,
-               "the target is out of file descriptors (it has its limit, "
-               "RLIMIT_NOFILE %llu, open): raise its limit (ulimit -n) or "
-               "find what holds them (ls /proc/%d/fd)",
+               "the target is out of file descriptors (all %llu that its "
+               "RLIMIT_NOFILE allows are open): raise its limit (ulimit -n) "
+               "or find what holds them (ls /proc/%d/fd)",
                (unsigned long long)rl.rlim_cur, (int)getpid());
     else
       snprintf(msg, sizeof msg,

@@ -235,7 +235,7 @@ static int list_fds(const char *dir, int *v, int n, int cap) {
 /* The inode of a socket listening at path (from /proc/net/unix), other
  * than `not`; 0 if none. The file at the path cannot tell a new socket
  * from the old: the filesystem may give it the same inode number. */
-static unsigned long listener_ino(const char *path, unsigned long not) {
+static unsigned long listener_ino(const char *path, unsigned long not ) {
   char line[512], p[300];
   unsigned long flags, ino, found = 0;
   FILE *f = fopen("/proc/net/unix", "r");
@@ -243,7 +243,7 @@ static unsigned long listener_ino(const char *path, unsigned long not) {
   while (found == 0 && fgets(line, sizeof line, f) != NULL) {
     if (sscanf(line, "%*s %*s %*s %lx %*s %*s %lu %299s", &flags, &ino, p) ==
             3 &&
-        (flags & 0x10000) != 0 && ino != not && strcmp(p, path) == 0)
+        (flags & 0x10000) != 0 && ino != not &&strcmp(p, path) == 0)
       found = ino;
   }
   fclose(f);
@@ -254,8 +254,7 @@ static unsigned long listener_ino(const char *path, unsigned long not) {
  * replaced makes a new one at the same path when it next wakes: waits
  * (10 s at most) until it listens, so that a fetch does not meet the old
  * one (refused, and removed as stale). */
-static void wait_new_socket(void **state, const char *path,
-                            unsigned long old) {
+static void wait_new_socket(void **state, const char *path, unsigned long old) {
   if (!SHARED(state))
     return;
   for (int i = 0; i < 1000; i++) {
@@ -561,6 +560,17 @@ static void test_fd_limit(void **state) {
     fail_msg("msc_fetch: %d %s", r, err);
   assert_non_null(strstr(err, "out of file descriptors"));
   assert_non_null(strstr(err, "ulimit -n"));
+  /* memtop says so too, and exits 1. */
+  char cmd[1400], out[1024];
+  snprintf(cmd, sizeof cmd, "%s/memtop --once %d 2>&1", g_build, (int)t.pid);
+  FILE *m = popen(cmd, "r");
+  assert_non_null(m);
+  size_t got = fread(out, 1, sizeof out - 1, m);
+  out[got] = '\0';
+  int mst = pclose(m);
+  if (strstr(out, "out of file descriptors") == NULL)
+    fail_msg("memtop said: %s", out);
+  assert_true(WIFEXITED(mst) && WEXITSTATUS(mst) == 1);
   assert_agent_idle(t.pid);
   for (int i = 0; i < 8; i++) {
     /* Each queued connection was told too, and closed. */
