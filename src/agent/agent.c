@@ -419,6 +419,20 @@ static int agent_setup(void) {
               "descriptors stay in the program's, placed high and checked "
               "before each use",
               strerror(-r));
+  if (g_private) {
+    /* 0-2 of the new table are held by copies of the wake pipe's read
+     * end (or 2 by stderr, kept above): ms__debug() writes to 2, so none
+     * of them may ever be a client's socket. */
+    for (;;) {
+      int d = fcntl(g_wake_r_raw, F_DUPFD_CLOEXEC, 0);
+      if (d < 0)
+        break;
+      if (d > 2) {
+        close(d);
+        break;
+      }
+    }
+  }
   if (ms__own_take(&g_wake_r, g_wake_r_raw, g_private) < 0)
     return MS_ENOMEM;
   take_reserve();
