@@ -434,7 +434,8 @@ static void test_closefrom_server(void **state) {
  * the agent uses, in the program's table or the agent's: its listening
  * socket, its wake pipe, a client's connection, and the final-snapshot
  * socket of `memtop run`. The agent reads, accepts on, writes to and
- * closes none of them, stays idle, and still serves at the same path. */
+ * closes none of them (nor does its fork handler in a child, nor its
+ * exit), stays idle, and still serves at the same path. */
 static void test_dup2_over_agent_fds(void **state) {
   int fin[2], spy[2];
   char env_fd[64], line[128], cmd[64];
@@ -504,6 +505,10 @@ static void test_dup2_over_agent_fds(void **state) {
   wait_new_socket(state, t.sock, ino);
   good_fetch(t.pid);
   assert_agent_idle(t.pid);
+  /* A child of the program: the library's fork handler leaves the
+   * program's descriptors alone there too. */
+  target_ask(&t, "forkcheck\n", line, sizeof line);
+  assert_string_equal(line, "fork intact");
   target_ask(&t, "check\n", line, sizeof line);
   assert_string_equal(line, "intact");
   good_fetch(t.pid);

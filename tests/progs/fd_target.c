@@ -7,6 +7,9 @@
  *                 descriptor N (as `exec N<file` or dup2 would); "ok"
  *   check         each canary still there, unread: "intact", else
  *                 "lost N"
+ *   forkcheck     forks; the child looks at each canary's descriptor
+ *                 (still the pipe put there, not read): "fork intact",
+ *                 else "fork lost N"
  *   closefrom     closes every descriptor from 3 up (close_range), then
  *                 listens on TCP 127.0.0.1 (it gets descriptor 3) and
  *                 says "port P fd F"; from then on it answers each TCP
@@ -36,7 +39,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "memstats.h"
@@ -53,6 +58,7 @@ static void say(const char *fmt, ...) {
 }
 
 static int g_canary[64];
+static ino_t g_canary_ino[64];
 static int g_ncanary;
 static int g_tcp = -1;
 static int g_served;
@@ -69,8 +75,11 @@ static void put_canary(int n) {
     close(p[0]);
   /* The write end stays open (somewhere above), so an empty pipe reads
    * EAGAIN, not EOF. */
-  if (g_ncanary < 64)
+  struct stat st;
+  if (g_ncanary < 64 && fstat(n, &st) == 0) {
+    g_canary_ino[g_ncanary] = st.st_ino;
     g_canary[g_ncanary++] = n;
+  }
   say("ok\n");
 }
 
@@ -88,6 +97,28 @@ static void check(void) {
     }
   }
   say("intact\n");
+}
+
+/* After fork() (the library's fork handlers run in the child), each
+ * canary's number is still the program's pipe. */
+static void fork_check(void) {
+  pid_t c = fork();
+  if (c == 0) {
+    for (int i = 0; i < g_ncanary; i++) {
+      struct stat st;
+      if (fstat(g_canary[i], &st) != 0 || st.st_ino != g_canary_ino[i])
+        _exit(10 + i);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(c, &status, 0);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    say("fork intact\n");
+  else if (WIFEXITED(status) && WEXITSTATUS(status) >= 10)
+    say("fork lost %d\n", g_canary[WEXITSTATUS(status) - 10]);
+  else
+    say("fork failed\n");
 }
 
 static void closefrom_and_listen(void) {
@@ -188,6 +219,8 @@ int main(void) {
         put_canary(a);
       } else if (strcmp(line, "check") == 0) {
         check();
+      } else if (strcmp(line, "forkcheck") == 0) {
+        fork_check();
       } else if (strcmp(line, "closefrom") == 0) {
         closefrom_and_listen();
       } else if (strcmp(line, "stop") == 0) {
