@@ -130,7 +130,8 @@ void ms__own_close(ms__own_fd_t *o);
 /* Gives the calling thread a descriptor table of its own, in which every
  * number but those in keep[0..n) (ascending; -1 entries ignored) is
  * closed. Returns 0, or a negative errno (nothing changed) where the
- * kernel or a seccomp filter does not allow it. */
+ * kernel (close_range needs Linux 5.9) or a seccomp filter does not allow
+ * it. */
 int ms__fds_go_private(const int *keep, int n);
 
 /* ---- the thread (agent.c) ---- */

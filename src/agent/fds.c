@@ -103,36 +103,53 @@ void ms__own_close(ms__own_fd_t *o) {
   o->fd = -1;
 }
 
+#ifndef CLOSE_RANGE_UNSHARE
+#define CLOSE_RANGE_UNSHARE (1u << 1)
+#endif
+
 /* close_range(2) over [lo, hi], or -1 with errno. */
-static int close_span(unsigned lo, unsigned hi) {
+static int close_span(unsigned lo, unsigned hi, unsigned flags) {
 #ifdef SYS_close_range
-  return (int)syscall(SYS_close_range, lo, hi, 0u);
+  return (int)syscall(SYS_close_range, lo, hi, flags);
 #else
   (void)lo;
   (void)hi;
+  (void)flags;
   errno = ENOSYS;
   return -1;
 #endif
 }
 
 int ms__fds_go_private(const int *keep, int n) {
-  /* close_range is needed to empty the new table without reading
-   * /proc: make sure the kernel has it before unsharing, since a table
-   * unshared cannot be shared again. */
-  if (close_span(~0u, ~0u) != 0)
-    return -errno;
-  if (unshare(CLONE_FILES) != 0)
-    return -errno;
-  /* Every number but those in keep (ascending) is closed: they are the
-   * program's files, which this table must not hold on to. */
+  unsigned top = 0;
+  for (int i = 0; i < n; i++)
+    if (keep[i] >= 0 && (unsigned)keep[i] + 1 > top)
+      top = (unsigned)keep[i] + 1;
+  /* close_range() with CLOSE_RANGE_UNSHARE gives the thread a table of
+   * its own made of the numbers below top only (not a copy of a large
+   * one to be emptied) in one call; container runtimes' seccomp filters
+   * that forbid unshare(2) allow it. Otherwise unshare(2), and only where
+   * close_range can then empty the new table without reading /proc: made
+   * sure of first, since a table unshared cannot be shared again. The
+   * kernel unshares only a table that another task shares, and closes in
+   * place otherwise: the thread that started the agent waits for this
+   * call (agent.c) with the same table, so it is always shared here. */
+  if (close_span(top, ~0u, CLOSE_RANGE_UNSHARE) != 0) {
+    if (close_span(~0u, ~0u, 0) != 0)
+      return -errno;
+    if (unshare(CLONE_FILES) != 0)
+      return -errno;
+    close_span(top, ~0u, 0);
+  }
+  /* Every number below top but those in keep (ascending) is closed: they
+   * are the program's files, which this table must not hold on to. */
   unsigned lo = 0;
   for (int i = 0; i < n; i++) {
     if (keep[i] < 0 || (unsigned)keep[i] < lo)
       continue;
     if ((unsigned)keep[i] > lo)
-      close_span(lo, (unsigned)keep[i] - 1);
+      close_span(lo, (unsigned)keep[i] - 1, 0);
     lo = (unsigned)keep[i] + 1;
   }
-  close_span(lo, ~0u);
   return 0;
 }

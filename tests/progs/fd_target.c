@@ -21,9 +21,9 @@
  *   exit          exit(0)
  *
  * EOF on stdin also exits. With FD_TARGET_NO_UNSHARE=1 in its environment
- * it first forbids itself unshare(2) with a seccomp filter, as container
- * runtimes do: the agent then keeps its descriptors in the program's
- * table.
+ * it first forbids itself unshare(2) and close_range's CLOSE_RANGE_UNSHARE
+ * with a seccomp filter: the agent then keeps its descriptors in the
+ * program's table.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -172,11 +172,17 @@ static void fill_to(int k) {
   say("filled %d\n", n);
 }
 
-/* unshare(2) fails with EPERM from now on, in every thread made after. */
+/* unshare(2), and close_range(2) with CLOSE_RANGE_UNSHARE, fail with
+ * EPERM from now on, in every thread made after. */
 static void forbid_unshare(void) {
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 0, 1),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_unshare, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close_range, 0, 3),
+      /* The low half of the flags (little-endian x86-64 and arm64). */
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
+               offsetof(struct seccomp_data, args[2])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, 1u << 1, 0, 1),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
