@@ -242,10 +242,11 @@ static void take_reserve(void) {
                  g_private);
 }
 
-/* accept4() failed for want of descriptors: the spare one makes room for
- * the connection at the head of the queue, which is told why and closed.
+/* accept4() failed for want of descriptors (err: EMFILE, the process's
+ * limit; ENFILE, the system's): the spare one makes room for the
+ * connection at the head of the queue, which is told why and closed.
  * Returns 1 if a connection was dropped so, 0 if not. */
-static int drop_one_for_emfile(void) {
+static int drop_one_for_emfile(int err) {
   if (!ms__own_ok(&g_reserve)) {
     g_reserve.fd = -1; /* lost in the program's table: left alone */
     return 0;
@@ -255,7 +256,11 @@ static int drop_one_for_emfile(void) {
   if (fd >= 0) {
     char msg[192];
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    if (err == ENFILE)
+      snprintf(msg, sizeof msg,
+               "the target is out of file descriptors: the system's file "
+               "table is full (raise fs.file-max, or find what holds them)");
+    else if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
       snprintf(msg, sizeof msg,
                "the target is out of file descriptors (all %llu that its "
                "RLIMIT_NOFILE allows are open): raise its limit (ulimit -n) "
@@ -298,7 +303,7 @@ static void accept_clients(uint64_t now) {
         return;
       if (e == EINTR || e == ECONNABORTED)
         continue;
-      if ((e == EMFILE || e == ENFILE) && drop_one_for_emfile()) {
+      if ((e == EMFILE || e == ENFILE) && drop_one_for_emfile(e)) {
         if (!g_said_emfile) {
           g_said_emfile = 1;
           ms__debug("agent: the process is out of file descriptors; "

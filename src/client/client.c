@@ -539,9 +539,9 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
     if (pr <= 0) {
       r = MS_ETIMEDOUT;
       snprintf(errbuf, errlen,
-               "PID %d: no answer within %d ms (the process may be stopped "
-               "or overloaded)",
-               pid, timeout_ms);
+               "PID %d: no answer within %d ms (the process may be stopped, "
+               "overloaded, or out of file descriptors: see ls /proc/%d/fd)",
+               pid, timeout_ms, pid);
       goto out;
     }
     if (sent < reqlen && (p.revents & POLLOUT)) {
