@@ -52,14 +52,13 @@ void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
 }
 
 static void emit_ps(mt_app_t *app) {
-  char rp[32], providers[256], user[32];
+  char user[32];
   const struct passwd *pw;
   const mt_target_t *t;
   const mt_watch_t *w;
-  size_t i, k, used;
+  size_t i;
 
-  ms_strbuf_printf(&app->out, "%7s %-10s %-16s %14s  %s\n", "PID", "USER",
-                   "COMM", "READY+PREPARED", "PROVIDERS");
+  ms__emit_ps_header(&app->out);
   for (i = 0; i < app->nw; i++) {
     w = app->w[i];
     t = mt_model_find(&app->model, w->pid);
@@ -72,20 +71,10 @@ static void emit_ps(mt_app_t *app) {
       snprintf(user, sizeof user, "%u", (unsigned)w->uid);
     else
       snprintf(user, sizeof user, "?");
-    providers[0] = '\0';
-    if (w->ok && t->have_snapshot) {
-      ms__fmt_bytes_q(rp, sizeof rp, t->bd.total, t->bd.q_total);
-      for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS; k++)
-        used += (size_t)snprintf(providers + used, sizeof providers - used,
-                                 "%s%s", k ? "," : "", t->snap.providers[k]);
-      if (t->snap.nproviders == 0)
-        snprintf(providers, sizeof providers, "-");
-    } else {
-      snprintf(rp, sizeof rp, "?");
-      snprintf(providers, sizeof providers, "(unreachable: see below)");
-    }
-    ms_strbuf_printf(&app->out, "%7d %-10.10s %-16.16s %14s  %s\n", w->pid,
-                     user, t->comm[0] ? t->comm : w->comm, rp, providers);
+    /* The name, the user and the providers are a stranger's: the emitter
+     * makes them safe and keeps them in their columns. */
+    ms__emit_ps_line(&app->out, w->pid, user, t->comm[0] ? t->comm : w->comm,
+                     w->ok && t->have_snapshot ? &t->snap : NULL);
   }
 }
 
