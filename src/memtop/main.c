@@ -6,15 +6,18 @@
 #include <stdlib.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
 
 int main(int argc, char **argv) {
   static mt_opts_t opts; /* a few KiB of PIDs: not on the stack */
-  char err[512];
+  char err[512], safe[4 * sizeof err + 1];
 
   if (mt_cli_parse(argc, argv, getenv("NO_COLOR"), &opts, err, sizeof err)) {
-    fprintf(stderr, "memtop: %s\n", err);
+    /* The message quotes the argument: shown in its safe form. */
+    ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
+    fprintf(stderr, "memtop: %s\n", safe);
     mt_cli_usage(stderr);
     return 2;
   }

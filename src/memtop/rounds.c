@@ -5,11 +5,13 @@
  */
 #include <errno.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "common/strbuf.h"
 #include "emit/emit.h"
 #include "memtop/conn.h"
@@ -18,6 +20,19 @@
 #include "wire/wire.h"
 
 /* ---- plain output ---------------------------------------------------- */
+
+void mt_warn(const char *fmt, ...) {
+  char raw[2048], safe[4 * sizeof raw + 1];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  /* A message cut short may end inside a UTF-8 sequence: the sanitiser
+   * shows those bytes as escapes. */
+  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
+  fprintf(stderr, "memtop: %s\n", safe);
+}
 
 void mt_flush_out(mt_app_t *app) {
   if (app->out.oom) {
@@ -105,7 +120,7 @@ void mt_round_end(mt_app_t *app) {
     if (w->gone && app->o->npids == 0)
       continue;
     mt_flush_out(app); /* keep stdout and stderr in order on a terminal */
-    fprintf(stderr, "memtop: %s\n", w->err[0] ? w->err : "no answer");
+    mt_warn("%s", w->err[0] ? w->err : "no answer");
     if (!app->ps)
       app->exit_code = 1;
   }
@@ -129,18 +144,16 @@ void mt_round_start(mt_app_t *app) {
   if (app->o->npids == 0) {
     rc = mt_rescan(app);
     if (rc != 0) {
-      fprintf(stderr,
-              "memtop: cannot list attachable processes in %s: %s (check "
-              "MEMSTATS_DIR)\n",
+      mt_warn("cannot list attachable processes in %s: %s (check "
+              "MEMSTATS_DIR)",
               app->sockdir, ms_strerror(rc));
       app->exit_code = 1;
       mt_app_quit(app);
       return;
     }
     if (app->nw == 0 && !app->ps && app->rounds == 0) {
-      fprintf(stderr,
-              "memtop: no attachable processes in %s (start a program with "
-              "`memtop run -- CMD`, or link it with -lmemstats)\n",
+      mt_warn("no attachable processes in %s (start a program with "
+              "`memtop run -- CMD`, or link it with -lmemstats)",
               app->sockdir);
       app->exit_code = 1;
     }
