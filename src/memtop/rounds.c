@@ -43,7 +43,12 @@ void mt_flush_out(mt_app_t *app) {
         fflush(stdout) != 0) {
       /* A reader that went away (`memtop --once -n 100 | head`) is not
        * an error worth a message; anything else is. */
-      if (errno != EPIPE) {
+      if (errno == EBADF) {
+        fprintf(stderr, "memtop: writing the report failed: standard "
+                        "output is closed (give it a file, or >/dev/null "
+                        "to discard the report)\n");
+        app->exit_code = 1;
+      } else if (errno != EPIPE) {
         fprintf(stderr, "memtop: writing the report failed: %s\n",
                 strerror(errno));
         app->exit_code = 1;

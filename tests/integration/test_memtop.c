@@ -56,6 +56,9 @@ typedef struct result_s {
 } result_t;
 
 static result_t res;
+/* A standard descriptor (1 or 2) that run_argv() closes in the child
+ * before it runs the program, or -1. */
+static int close_in_child = -1;
 
 /* ---- running things ---- */
 
@@ -78,6 +81,8 @@ static int run_argv(char *const argv[]) {
     dup2(null, 0);
     dup2(po[1], 1);
     dup2(pe[1], 2);
+    if (close_in_child >= 0)
+      close(close_in_child);
     execv(argv[0], argv);
     _exit(126);
   }
@@ -258,6 +263,7 @@ static int setup(void **state) {
     return -1;
   setenv("MEMSTATS_DIR", dir, 1);
   unsetenv("MEMTOP_TIMEOUT_MS");
+  close_in_child = -1;
   return 0;
 }
 
@@ -573,9 +579,7 @@ static int preload_usable(void) {
   return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int have_python3(void) {
-  return access("/usr/bin/python3", X_OK) == 0;
-}
+static int have_python3(void) { return access("/usr/bin/python3", X_OK) == 0; }
 
 static void test_run_once(void **state) {
   (void)state;
@@ -928,6 +932,43 @@ static void test_hostile_proc_name(void **state) {
   stop_fake(quiet);
 }
 
+/* ---- started with a standard descriptor closed ---- */
+
+static void test_closed_std_fds(void **state) {
+  proc_t p = start_target(NULL);
+  char prefix[64];
+
+  (void)state;
+  snprintf(prefix, sizeof prefix, "%d mt_target: Ready+Prepared=", p.pid);
+  /* stdout closed (`memtop --once PID >&-`): no abort in libuv, no report
+   * written into one of memtop's own descriptors; the cause and the fix on
+   * stderr, exit 1. */
+  close_in_child = 1;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "standard output is closed"));
+  assert_non_null(strstr(res.err, "/dev/null"));
+  assert_int_equal(
+      mt("--once", "--json", "-n", "2", "-d", "0.1", pidstr(p.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "standard output is closed"));
+  assert_int_equal(mt("-V", NULL), 1);
+  assert_non_null(strstr(res.err, "cannot write to standard output"));
+  /* stderr closed (a cron job, a daemon): the report as usual, exit 0. */
+  close_in_child = 2;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  /* An error with stderr closed: still the right status. */
+  assert_int_equal(mt("--once", "999999999", NULL), 2);
+  assert_int_equal(mt("--once", pidstr(p.pid), pidstr(1), NULL), 1);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  /* stdin closed: nothing changes. */
+  close_in_child = 0;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  assert_int_equal(res.nerr, 0);
+  close_in_child = -1;
+  stop_target(p);
+}
+
 int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
@@ -953,6 +994,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_closed_std_fds, setup, teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
