@@ -137,7 +137,7 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
   /* Right side: PAUSED, the refresh delay and the time of the figures. */
   int n = snprintf(right, sizeof right, "d=%.1fs", m->delay_s);
   uint64_t now = newest_time(m);
-  if (now > 0 && n > 0) {
+  if (now > 0 && n > 0 && (size_t)n < sizeof right) {
     time_t secs = (time_t)(now / 1000000000u);
     struct tm tm;
     if (localtime_r(&secs, &tm) != NULL)
