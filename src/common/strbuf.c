@@ -3,15 +3,23 @@
  */
 #include "common/strbuf.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/sanitize.h"
 #include "memstats.h"
 
 static int grow(ms_strbuf_t *b, size_t extra) {
   if (b->oom)
     return MS_ENOMEM;
+  /* A size that does not fit in size_t is as impossible as one that does
+   * not fit in memory. */
+  if (extra > SIZE_MAX / 2 - 1 - b->len) {
+    b->oom = 1;
+    return MS_ENOMEM;
+  }
   if (b->len + extra + 1 <= b->cap)
     return 0;
   size_t cap = b->cap ? b->cap : 256;
@@ -62,6 +70,30 @@ int ms_strbuf_printf(ms_strbuf_t *b, const char *fmt, ...) {
   int rc = ms_strbuf_vprintf(b, fmt, ap);
   va_end(ap);
   return rc;
+}
+
+size_t ms_strbuf_put_safe(ms_strbuf_t *b, const char *s, size_t n) {
+  return ms_strbuf_put_safe_col(b, s, n, 0, (size_t)-1);
+}
+
+size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
+                              size_t min_cols, size_t max_cols) {
+  size_t cols = 0;
+  for (size_t i = 0; i < n && s[i] != '\0';) {
+    char unit[MS__SAFE_UNIT_MAX];
+    size_t used;
+    size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
+    size_t ul = ms__safe_unit(s + i, avail, unit, &used);
+    size_t w = unit[0] == '\\' ? ul : 1;
+    if (max_cols != (size_t)-1 && cols + w > max_cols)
+      break;
+    ms_strbuf_append(b, unit, ul);
+    cols += w;
+    i += used;
+  }
+  for (; cols < min_cols; cols++)
+    ms_strbuf_append(b, " ", 1);
+  return cols;
 }
 
 void ms_strbuf_reset(ms_strbuf_t *b) {

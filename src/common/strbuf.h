@@ -1,6 +1,8 @@
 /*
  * strbuf.h - a growable string for emitters (memtop side only: the target
- * never builds text).
+ * never builds text). Appending never writes past the buffer: each append
+ * grows it to what it needs or, when that fails, sets oom and writes
+ * nothing, so callers need not check every step.
  */
 #ifndef MS_COMMON_STRBUF_H
 #define MS_COMMON_STRBUF_H
@@ -24,6 +26,17 @@ int ms_strbuf_printf(ms_strbuf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int ms_strbuf_vprintf(ms_strbuf_t *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
+/* Appends the safe form of s (at most n bytes, up to a NUL; see
+ * sanitize.h): what every string from outside goes through before it is
+ * shown. Returns the columns appended; on allocation failure b->oom is
+ * set, as for every append. */
+size_t ms_strbuf_put_safe(ms_strbuf_t *b, const char *s, size_t n);
+/* The same, at most max_cols characters of output ((size_t)-1: no limit),
+ * then padded with blanks to min_cols: a column of a table, never cut
+ * inside an escape or a UTF-8 sequence (as printf's "%-16.16s" would cut
+ * one). Returns the columns appended, padding included. */
+size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
+                              size_t min_cols, size_t max_cols);
 void ms_strbuf_reset(ms_strbuf_t *b);
 void ms_strbuf_free(ms_strbuf_t *b);
 

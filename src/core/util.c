@@ -31,8 +31,8 @@ void ms__debug(const char *fmt, ...) {
     return;
   char buf[512];
   int n = snprintf(buf, sizeof buf, "libmemstats[%d]: ", (int)getpid());
-  if (n < 0)
-    return;
+  if (n < 0 || (size_t)n >= sizeof buf - 2)
+    return; /* never: the prefix is short, but no step is trusted */
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);

@@ -46,7 +46,10 @@ char *ms__fmt_go_float(char *buf, size_t len, double v);
 /* Appends n bytes of s as a quoted JSON string: quote, backslash and control
  * characters escaped, invalid UTF-8 replaced by U+FFFD (as Go does), so the
  * output is always valid JSON whatever the bytes (a process name is not
- * guaranteed to be UTF-8). Returns 0 or MS_ENOMEM. */
+ * guaranteed to be UTF-8); DEL, the C1 controls, bidi controls and the
+ * other characters common/sanitize.h calls unsafe are written as \uXXXX
+ * (the same string to a reader, no raw control to a terminal). Returns 0
+ * or MS_ENOMEM. */
 int ms__json_string(ms_strbuf_t *out, const char *s, size_t n);
 
 /* The seed-format line, without pid and name, appended to *out:
@@ -71,6 +74,18 @@ int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
  * vsz, lazyfree, anonhuge, swap; unavailable ones left out). Always valid
  * JSON, whatever bytes comm holds. Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s);
+
+/* `memtop ps`: the column header line. Returns 0 or MS_ENOMEM. */
+int ms__emit_ps_header(ms_strbuf_t *out);
+
+/* One line of `memtop ps`: PID, USER, COMM, READY+PREPARED, PROVIDERS.
+ * user and comm come from outside (the password database, the target,
+ * /proc/PID/comm): they are made safe (common/sanitize.h) and cut to
+ * their columns whole; so are the providers of s, joined by ",". s NULL:
+ * the process did not answer ("?", and a pointer to the reason, which the
+ * caller prints below the table). Returns 0, MS_EINVAL or MS_ENOMEM. */
+int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
+                     const char *comm, const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
  * runtime.MemStats (all fields, compact, whatever their quality; BySize has

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/fields.h"
+#include "common/sanitize.h"
 #include "emit/emit.h"
 
 /* ------------------------------------------------------------------------
@@ -269,10 +270,11 @@ char *ms__fmt_go_float(char *buf, size_t len, double v) {
         out[o++] = d[i];
     }
     int ae = e < 0 ? -e : e;
-    if (e < 0)
-      o += (size_t)snprintf(out + o, sizeof out - o, "e-%d", ae);
-    else
-      o += (size_t)snprintf(out + o, sizeof out - o, "e+%02d", ae);
+    /* At most "e-324" after at most 19 characters: it fits, but the step
+     * is clamped like every other, never trusted. */
+    int w = snprintf(out + o, sizeof out - o, e < 0 ? "e-%d" : "e+%02d", ae);
+    if (w > 0)
+      o += (size_t)w < sizeof out - o ? (size_t)w : sizeof out - o - 1;
   } else if (e >= 0) {
     /* 'f' with the point after digit e+1; pad the integer part with zeros
      * when the digits run out before it. */
@@ -300,40 +302,6 @@ char *ms__fmt_go_float(char *buf, size_t len, double v) {
  * JSON strings
  * ------------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0 if the
- * bytes there are not one (overlong forms and surrogates included). */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-  unsigned char c = p[0];
-  size_t need;
-  unsigned char lo = 0x80, hi = 0xbf;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf)
-    need = 1;
-  else if (c >= 0xe0 && c <= 0xef) {
-    need = 2;
-    if (c == 0xe0)
-      lo = 0xa0;
-    else if (c == 0xed)
-      hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    need = 3;
-    if (c == 0xf0)
-      lo = 0x90;
-    else if (c == 0xf4)
-      hi = 0x8f;
-  } else
-    return 0;
-  if (n < need + 1)
-    return 0;
-  if (p[1] < lo || p[1] > hi)
-    return 0;
-  for (size_t i = 2; i <= need; i++)
-    if (p[i] < 0x80 || p[i] > 0xbf)
-      return 0;
-  return need + 1;
-}
-
 int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
   if (!out || (!s && n))
     return MS_EINVAL;
@@ -343,8 +311,9 @@ int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
   for (size_t i = 0; i < n;) {
     unsigned char c = p[i];
     const char *esc = NULL;
-    char ubuf[8];
-    size_t ul = c >= 0x80 ? utf8_len(p + i, n - i) : 1;
+    char ubuf[16];
+    uint32_t cp = c;
+    size_t ul = c >= 0x80 ? ms__utf8_decode(p + i, n - i, &cp) : 1;
     if (c == '"')
       esc = "\\\"";
     else if (c == '\\')
@@ -362,8 +331,21 @@ int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
     else if (c < 0x20) {
       snprintf(ubuf, sizeof ubuf, "\\u%04x", c);
       esc = ubuf;
-    } else if (ul == 0)
+    } else if (ul == 0) {
       esc = "\\ufffd";
+    } else if (ms__cp_unsafe(cp)) {
+      /* DEL, C1 controls, bidi controls, invisible format characters:
+       * still the same string to a JSON reader, but never raw bytes that
+       * a terminal showing the JSON would act on. Past the BMP as a
+       * surrogate pair, as JSON spells it. */
+      if (cp > 0xffffu)
+        snprintf(ubuf, sizeof ubuf, "\\u%04x\\u%04x",
+                 0xd800u + ((cp - 0x10000u) >> 10),
+                 0xdc00u + ((cp - 0x10000u) & 0x3ffu));
+      else
+        snprintf(ubuf, sizeof ubuf, "\\u%04x", cp);
+      esc = ubuf;
+    }
     if (!esc) {
       run += ul;
       i += ul;
@@ -373,7 +355,7 @@ int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
       ms_strbuf_append(out, s + i - run, run);
     run = 0;
     ms_strbuf_puts(out, esc);
-    i++;
+    i += ul ? ul : 1;
   }
   if (run)
     ms_strbuf_append(out, s + n - run, run);

@@ -58,17 +58,6 @@ int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
  * Report helpers
  * ------------------------------------------------------------------------ */
 
-/* A process name may hold any byte: keep control characters off the
- * terminal. */
-static void put_name(ms_strbuf_t *out, const char *name, size_t max) {
-  size_t n = strnlen(name, max);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char c = (unsigned char)name[i];
-    char ch = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    ms_strbuf_append(out, &ch, 1);
-  }
-}
-
 /* A block of label/value cells, three to a line, like top's summary area. */
 typedef struct cell_s {
   const char *label;
@@ -348,21 +337,14 @@ static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
       if (!mine)
         continue;
       if (!any) {
-        char name[MS_NAME_MAX + 1];
-        if (p < np) {
-          size_t l = strnlen(s->providers[p], MS_NAME_MAX);
-          memcpy(name, s->providers[p], l);
-          name[l] = '\0';
-          for (size_t i = 0; i < l; i++)
-            if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-              name[i] = '?';
-        } else {
-          snprintf(name, sizeof name, "%s",
-                   p == np ? "libmemstats" : "unavailable");
-        }
-        ms_strbuf_printf(out, "  %-12s", name);
+        /* A provider's name comes from the target: made safe. */
+        const char *name = p < np    ? s->providers[p]
+                           : p == np ? "libmemstats"
+                                     : "unavailable";
+        ms_strbuf_puts(out, "  ");
         w.indent = 15;
-        w.col = 2 + (strlen(name) > 12 ? strlen(name) : 12);
+        w.col =
+            2 + ms_strbuf_put_safe_col(out, name, MS_NAME_MAX, 12, (size_t)-1);
         any = 1;
       }
       wrap_word(&w, q == MS_Q_ESTIMATED ? "~" : "", ms__fields[f].go_name);
@@ -372,13 +354,61 @@ static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
   }
 }
 
+/* ------------------------------------------------------------------------
+ * memtop ps
+ * ------------------------------------------------------------------------ */
+
+/* Column widths of the table: the fixed ones as `ps` has them. */
+#define PS_USER 10
+#define PS_COMM 16
+
+int ms__emit_ps_header(ms_strbuf_t *out) {
+  if (!out)
+    return MS_EINVAL;
+  ms_strbuf_printf(out, "%7s %-*s %-*s %14s  %s\n", "PID", PS_USER, "USER",
+                   PS_COMM, "COMM", "READY+PREPARED", "PROVIDERS");
+  return finish(out);
+}
+
+int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
+                     const char *comm, const ms_snapshot_t *s) {
+  if (!out || !user || !comm)
+    return MS_EINVAL;
+  /* Every piece goes into the string buffer, which grows as needed: no
+   * fixed buffer for a stranger's names to run past. */
+  ms_strbuf_printf(out, "%7" PRId32 " ", pid);
+  ms_strbuf_put_safe_col(out, user, (size_t)-1, PS_USER, PS_USER);
+  ms_strbuf_puts(out, " ");
+  ms_strbuf_put_safe_col(out, comm, (size_t)-1, PS_COMM, PS_COMM);
+  if (s == NULL) {
+    ms_strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
+    return finish(out);
+  }
+  ms_breakdown_t b;
+  char rp[FIG];
+  ms_breakdown(s, &b);
+  ms_strbuf_printf(out, " %14s  ",
+                   ms__fmt_bytes_q(rp, sizeof rp, b.total, b.q_total));
+  uint32_t np =
+      s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
+  for (uint32_t k = 0; k < np; k++) {
+    if (k)
+      ms_strbuf_puts(out, ",");
+    ms_strbuf_put_safe(out, s->providers[k], MS_NAME_MAX);
+  }
+  if (np == 0)
+    ms_strbuf_puts(out, "-");
+  ms_strbuf_puts(out, "\n");
+  return finish(out);
+}
+
 int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
   ms_breakdown(s, &b);
   ms_strbuf_printf(out, "%" PRId32 " ", s->pid);
-  put_name(out, s->comm, sizeof s->comm);
+  ms_strbuf_put_safe(out, s->comm, sizeof s->comm);
   ms_strbuf_puts(out, ": ");
   ms__emit_line(out, s);
   ms_strbuf_puts(out, "\n");

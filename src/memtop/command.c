@@ -68,18 +68,16 @@ void mt_command_poll_finish(mt_app_t *app) {
           app->child_exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
               ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
               : 0;
-      fprintf(stderr,
-              "memtop: PID %d (%s) sent no final figures (a process killed "
+      mt_warn("PID %d (%s) sent no final figures (a process killed "
               "by a signal cannot): the report is from the last poll, "
-              "%.1f s before it ended\n",
+              "%.1f s before it ended",
               w->pid, t->comm[0] ? t->comm : mt_command_name(app), before);
     }
     mt_emit_snapshot(app, &t->snap);
     mt_flush_out(app);
   } else {
-    fprintf(stderr,
-            "memtop: PID %d (%s) exited before memtop could read its "
-            "statistics%s%s\n",
+    mt_warn("PID %d (%s) exited before memtop could read its "
+            "statistics%s%s",
             w->pid, mt_command_name(app), t != NULL && t->error[0] ? ": " : "",
             t != NULL && t->error[0] ? t->error : "");
   }
@@ -240,7 +238,7 @@ int mt_command_start(mt_app_t *app) {
   exe[n > 0 ? n : 0] = '\0';
   if (mt_run_find_preload(exe, getenv("MEMTOP_PRELOAD"), preload,
                           sizeof preload, err, sizeof err) != 0) {
-    fprintf(stderr, "memtop: %s\n", err);
+    mt_warn("%s", err);
     return 1;
   }
   env = mt_run_env(environ, preload);
@@ -264,9 +262,8 @@ int mt_command_start(mt_app_t *app) {
              "MEMSTATS_FINAL_PPID=%d", (int)getpid());
     mt_run_env_final(env, app->final_env[0], app->final_env[1]);
   } else {
-    fprintf(stderr,
-            "memtop: cannot make the channel for %s's final figures (%s): "
-            "the report at its end will be the last poll's\n",
+    mt_warn("cannot make the channel for %s's final figures (%s): "
+            "the report at its end will be the last poll's",
             mt_command_name(app), strerror(rc < 0 ? -rc : EMFILE));
     if (child_fd >= 0)
       close(child_fd);
@@ -283,9 +280,8 @@ int mt_command_start(mt_app_t *app) {
              tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
     app->run_log_fd = mkstemps(app->run_log, 4);
     if (app->run_log_fd < 0) {
-      fprintf(stderr,
-              "memtop: cannot create %s for the command's output: "
-              "%s (set TMPDIR to a writable directory)\n",
+      mt_warn("cannot create %s for the command's output: "
+              "%s (set TMPDIR to a writable directory)",
               app->run_log, strerror(errno));
       mt_run_env_free(env);
       if (child_fd >= 0)
@@ -330,8 +326,7 @@ int mt_command_start(mt_app_t *app) {
     /* The handle is initialised even when the spawn fails (libuv >= 1.24):
      * closed, so that the loop can be closed and its memory freed. */
     uv_close((uv_handle_t *)&app->child, NULL);
-    fprintf(stderr, "memtop: cannot start %s: %s%s\n", app->o->run_argv[0],
-            uv_strerror(rc),
+    mt_warn("cannot start %s: %s%s", app->o->run_argv[0], uv_strerror(rc),
             rc == UV_ENOENT ? " (check the name, or give a path)" : "");
     return rc == UV_ENOENT ? 127 : 126;
   }

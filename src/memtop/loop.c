@@ -213,9 +213,8 @@ static int timeout_from_env(void) {
   if (s == NULL || s[0] == '\0')
     return MT_TIMEOUT_MS_DEFAULT;
   if (mt_parse_long(s, 1, 600000, &v) != 0) {
-    fprintf(stderr,
-            "memtop: ignoring MEMTOP_TIMEOUT_MS=%s (want milliseconds, 1 to "
-            "600000); using %d\n",
+    mt_warn("ignoring MEMTOP_TIMEOUT_MS=%s (want milliseconds, 1 to "
+            "600000); using %d",
             s, MT_TIMEOUT_MS_DEFAULT);
     return MT_TIMEOUT_MS_DEFAULT;
   }
@@ -231,9 +230,8 @@ static int live_start(mt_app_t *app) {
 
   rc = mt_ui_start(&app->model);
   if (rc != 0) {
-    fprintf(stderr,
-            "memtop: cannot start the live view on this terminal (TERM=%s): "
-            "%s; use --once for a plain-text report\n",
+    mt_warn("cannot start the live view on this terminal (TERM=%s): "
+            "%s; use --once for a plain-text report",
             term != NULL ? term : "(unset)", ms_strerror(rc));
     return 2;
   }
@@ -346,9 +344,8 @@ int mt_loop_main(const mt_opts_t *o) {
       rc = mt_rescan(app);
       if (rc != 0) {
         mt_ui_end();
-        fprintf(stderr,
-                "memtop: cannot list attachable processes in %s: %s (check "
-                "MEMSTATS_DIR)\n",
+        mt_warn("cannot list attachable processes in %s: %s (check "
+                "MEMSTATS_DIR)",
                 app->sockdir, ms_strerror(rc));
         rc = 1;
         goto out;
@@ -372,8 +369,7 @@ out:
     if (fstat(app->run_log_fd, &st) == 0 && st.st_size == 0)
       unlink(app->run_log);
     else
-      fprintf(stderr, "memtop: the output of %s is in %s\n",
-              mt_command_name(app), app->run_log);
+      mt_warn("the output of %s is in %s", mt_command_name(app), app->run_log);
     close(app->run_log_fd);
   }
   if (app->mode == MODE_LIVE && o->cmd != MT_CMD_RUN && rc == 0) {
@@ -381,7 +377,7 @@ out:
      * gone: the live view exits 0, but the reason stays visible. */
     for (i = 0; i < app->model.ntargets; i++)
       if (app->model.targets[i]->state == MT_UNREACHABLE)
-        fprintf(stderr, "memtop: %s\n", app->model.targets[i]->error);
+        mt_warn("%s", app->model.targets[i]->error);
   }
   code = rc;
   app_close(app);

@@ -159,6 +159,11 @@ void mt_round_end(mt_app_t *app);
 /* Adds one snapshot to the output, as a report or a JSON line. */
 void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s);
 
+/* Says "memtop: <message>" on stderr, the formatted message made safe
+ * (common/sanitize.h): a message quotes a target's reason, a process
+ * name, a path or a variable, any of them a stranger's. */
+void mt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Writes the output gathered so far to stdout. A reader that went away
  * stops the output quietly; other failures are said and exit 1. */
 void mt_flush_out(mt_app_t *app);

@@ -2,30 +2,71 @@
  * main.c - memtop's entry point: parse the command line (cli.c), answer
  * --help and --version, and hand everything else to the loop (loop.c).
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
 
+/* Started with 0, 1 or 2 closed (`memtop --once PID >&-`, a cron job, a
+ * daemon), memtop would hand those numbers to the first descriptors it
+ * opens: the report would go into the event loop's own descriptors and
+ * libuv aborts when it finds one of them at a standard number. So each
+ * closed one is opened on /dev/null first of all, stdout read-only: the
+ * report then fails to be written (EBADF), which mt_flush_out() says on
+ * stderr, and memtop exits 1, as `ls >&-` does. Returns 0, or -1 if
+ * /dev/null cannot be opened (nothing is safe to open then). */
+static int standard_fds(void) {
+  static const int modes[3] = {O_RDONLY, O_RDONLY, O_WRONLY};
+  for (int fd = 0; fd <= 2; fd++) {
+    if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+      continue;
+    int got = open("/dev/null", modes[fd]);
+    if (got != fd) {
+      if (got >= 0)
+        close(got);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Writes stdout out; a failure is said (a closed stdout among them). */
+static int flush_stdout(void) {
+  if (fflush(stdout) == 0)
+    return 0;
+  fprintf(stderr, "memtop: cannot write to standard output: %s\n",
+          strerror(errno));
+  return 1;
+}
+
 int main(int argc, char **argv) {
   static mt_opts_t opts; /* a few KiB of PIDs: not on the stack */
-  char err[512];
+  char err[512], safe[4 * sizeof err + 1];
 
+  if (standard_fds() != 0)
+    return 1; /* not even stderr can be trusted to be ours */
   if (mt_cli_parse(argc, argv, getenv("NO_COLOR"), &opts, err, sizeof err)) {
-    fprintf(stderr, "memtop: %s\n", err);
+    /* The message quotes the argument: shown in its safe form. */
+    ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
+    fprintf(stderr, "memtop: %s\n", safe);
     mt_cli_usage(stderr);
     return 2;
   }
   switch (opts.cmd) {
   case MT_CMD_HELP:
     mt_cli_help(stdout);
-    return fflush(stdout) == 0 ? 0 : 1;
+    return flush_stdout();
   case MT_CMD_VERSION:
     printf("memtop %s (libmemstats %s)\n", MS_VERSION_STRING,
            ms_version_string());
-    return fflush(stdout) == 0 ? 0 : 1;
+    return flush_stdout();
   case MT_CMD_PROFILE:
     fprintf(stderr,
             "memtop: heap profiles are not available yet in memtop %s: "

@@ -5,11 +5,13 @@
  */
 #include <errno.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "common/strbuf.h"
 #include "emit/emit.h"
 #include "memtop/conn.h"
@@ -18,6 +20,19 @@
 #include "wire/wire.h"
 
 /* ---- plain output ---------------------------------------------------- */
+
+void mt_warn(const char *fmt, ...) {
+  char raw[2048], safe[4 * sizeof raw + 1];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  /* A message cut short may end inside a UTF-8 sequence: the sanitiser
+   * shows those bytes as escapes. */
+  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
+  fprintf(stderr, "memtop: %s\n", safe);
+}
 
 void mt_flush_out(mt_app_t *app) {
   if (app->out.oom) {
@@ -28,7 +43,12 @@ void mt_flush_out(mt_app_t *app) {
         fflush(stdout) != 0) {
       /* A reader that went away (`memtop --once -n 100 | head`) is not
        * an error worth a message; anything else is. */
-      if (errno != EPIPE) {
+      if (errno == EBADF) {
+        fprintf(stderr, "memtop: writing the report failed: standard "
+                        "output is closed (give it a file, or >/dev/null "
+                        "to discard the report)\n");
+        app->exit_code = 1;
+      } else if (errno != EPIPE) {
         fprintf(stderr, "memtop: writing the report failed: %s\n",
                 strerror(errno));
         app->exit_code = 1;
@@ -52,14 +72,13 @@ void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
 }
 
 static void emit_ps(mt_app_t *app) {
-  char rp[32], providers[256], user[32];
+  char user[32];
   const struct passwd *pw;
   const mt_target_t *t;
   const mt_watch_t *w;
-  size_t i, k, used;
+  size_t i;
 
-  ms_strbuf_printf(&app->out, "%7s %-10s %-16s %14s  %s\n", "PID", "USER",
-                   "COMM", "READY+PREPARED", "PROVIDERS");
+  ms__emit_ps_header(&app->out);
   for (i = 0; i < app->nw; i++) {
     w = app->w[i];
     t = mt_model_find(&app->model, w->pid);
@@ -72,20 +91,10 @@ static void emit_ps(mt_app_t *app) {
       snprintf(user, sizeof user, "%u", (unsigned)w->uid);
     else
       snprintf(user, sizeof user, "?");
-    providers[0] = '\0';
-    if (w->ok && t->have_snapshot) {
-      ms__fmt_bytes_q(rp, sizeof rp, t->bd.total, t->bd.q_total);
-      for (k = 0, used = 0; k < t->snap.nproviders && k < MS_MAX_PROVIDERS; k++)
-        used += (size_t)snprintf(providers + used, sizeof providers - used,
-                                 "%s%s", k ? "," : "", t->snap.providers[k]);
-      if (t->snap.nproviders == 0)
-        snprintf(providers, sizeof providers, "-");
-    } else {
-      snprintf(rp, sizeof rp, "?");
-      snprintf(providers, sizeof providers, "(unreachable: see below)");
-    }
-    ms_strbuf_printf(&app->out, "%7d %-10.10s %-16.16s %14s  %s\n", w->pid,
-                     user, t->comm[0] ? t->comm : w->comm, rp, providers);
+    /* The name, the user and the providers are a stranger's: the emitter
+     * makes them safe and keeps them in their columns. */
+    ms__emit_ps_line(&app->out, w->pid, user, t->comm[0] ? t->comm : w->comm,
+                     w->ok && t->have_snapshot ? &t->snap : NULL);
   }
 }
 
@@ -116,7 +125,7 @@ void mt_round_end(mt_app_t *app) {
     if (w->gone && app->o->npids == 0)
       continue;
     mt_flush_out(app); /* keep stdout and stderr in order on a terminal */
-    fprintf(stderr, "memtop: %s\n", w->err[0] ? w->err : "no answer");
+    mt_warn("%s", w->err[0] ? w->err : "no answer");
     if (!app->ps)
       app->exit_code = 1;
   }
@@ -140,18 +149,16 @@ void mt_round_start(mt_app_t *app) {
   if (app->o->npids == 0) {
     rc = mt_rescan(app);
     if (rc != 0) {
-      fprintf(stderr,
-              "memtop: cannot list attachable processes in %s: %s (check "
-              "MEMSTATS_DIR)\n",
+      mt_warn("cannot list attachable processes in %s: %s (check "
+              "MEMSTATS_DIR)",
               app->sockdir, ms_strerror(rc));
       app->exit_code = 1;
       mt_app_quit(app);
       return;
     }
     if (app->nw == 0 && !app->ps && app->rounds == 0) {
-      fprintf(stderr,
-              "memtop: no attachable processes in %s (start a program with "
-              "`memtop run -- CMD`, or link it with -lmemstats)\n",
+      mt_warn("no attachable processes in %s (start a program with "
+              "`memtop run -- CMD`, or link it with -lmemstats)",
               app->sockdir);
       app->exit_code = 1;
     }

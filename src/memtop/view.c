@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
 #include "memtop/cli.h"
@@ -43,16 +44,9 @@ char *mt_view_fmt_count(char *buf, size_t len, double v) {
 }
 
 void mt_view_safe_name(char *out, size_t len, const char *name) {
-  size_t i = 0;
-  if (len == 0)
-    return;
-  /* A program name is whatever bytes the program chose: only printable
-   * ASCII is known to take one column each on every terminal. */
-  for (; name[i] != '\0' && i + 1 < len; i++) {
-    unsigned char c = (unsigned char)name[i];
-    out[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
-  }
-  out[i] = '\0';
+  /* A program name is whatever bytes the program chose: it is drawn in
+   * its safe form (common/sanitize.h), cut whole to the buffer. */
+  ms__sanitize(out, len, name, (size_t)-1, (size_t)-1);
 }
 
 const char *mt_view_state_mark(const mt_target_t *t) {
@@ -143,7 +137,7 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
   /* Right side: PAUSED, the refresh delay and the time of the figures. */
   int n = snprintf(right, sizeof right, "d=%.1fs", m->delay_s);
   uint64_t now = newest_time(m);
-  if (now > 0 && n > 0) {
+  if (now > 0 && n > 0 && (size_t)n < sizeof right) {
     time_t secs = (time_t)(now / 1000000000u);
     struct tm tm;
     if (localtime_r(&secs, &tm) != NULL)
@@ -169,6 +163,8 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
 
 static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   const mt_target_t *t = mt_view_detail_target(m);
+  /* Messages quote targets' reasons and names: drawn in their safe form. */
+  char safe[4 * sizeof t->error + 1];
   mt_grid_fill(g, row, 0, g->cols, ' ', MT_ST_STATUS);
   if (m->prompting) {
     int n = mt_grid_puts(g, row, 0, "Delay in seconds (at least 0.1): ", -1,
@@ -176,11 +172,13 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
     n += mt_grid_puts(g, row, n, m->input, -1, MT_ST_STATUS);
     mt_grid_putc(g, row, n, '_', MT_ST_STATUS);
   } else if (m->status[0] != '\0') {
-    mt_grid_puts(g, row, 0, m->status, -1, MT_ST_ERROR);
+    mt_view_safe_name(safe, sizeof safe, m->status);
+    mt_grid_puts(g, row, 0, safe, -1, MT_ST_ERROR);
   } else if (m->screen == MT_SCREEN_DETAIL && t != NULL &&
              t->state != MT_LIVE && t->error[0] != '\0') {
+    mt_view_safe_name(safe, sizeof safe, t->error);
     mt_grid_printf(g, row, 0, MT_ST_ERROR, "%s %s", mt_view_state_mark(t),
-                   t->error);
+                   safe);
   } else if (m->screen == MT_SCREEN_HELP) {
     mt_grid_puts(g, row, 0, "Press any key to go back, q to quit.", -1,
                  MT_ST_STATUS);

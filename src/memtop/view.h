@@ -133,7 +133,8 @@ char *mt_view_fmt_bytes(char *buf, size_t len, int64_t bytes, ms_quality_t q,
                         int width);
 /* A count or rate: "950", "12.3k", "4.5M", "1.2G". */
 char *mt_view_fmt_count(char *buf, size_t len, double v);
-/* A program name made safe to draw: printable ASCII only. */
+/* A string from outside (a program name, providers) made safe to draw:
+ * common/sanitize.h's form, cut whole to len bytes. */
 void mt_view_safe_name(char *out, size_t len, const char *name);
 /* The marker for a target's state: "", "[exited]", "[unreachable]",
  * "[connecting]". */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "memtop/view.h"
 
 static void grid_blank(mt_grid_t *g) {
@@ -88,8 +89,9 @@ void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
   if (!inside(g, row, col))
     return;
   /* Control characters would move the terminal's cursor and wreck the
-   * frame, so they never reach a cell. */
-  if (ch < 0x20 || (ch >= 0x7f && ch < 0xa0))
+   * frame, bidi controls would reorder it and invisible ones hide in it:
+   * none of them reaches a cell (the sanitiser's own list). */
+  if (ch > 0x10ffffu || ms__cp_unsafe(ch))
     ch = '?';
   mt_cell_t *c = &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
   c->ch = ch;

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,7 +36,11 @@
 
 #include <cmocka.h>
 
+#include "client/client.h"
+#include "common/strbuf.h"
 #include "support/host.h"
+#include "support/hostile.h"
+#include "wire/wire.h"
 #include <jansson.h>
 
 #define LIMIT_S 30 /* a memtop still running after this is a hang */
@@ -51,6 +56,9 @@ typedef struct result_s {
 } result_t;
 
 static result_t res;
+/* A standard descriptor (1 or 2) that run_argv() closes in the child
+ * before it runs the program, or -1. */
+static int close_in_child = -1;
 
 /* ---- running things ---- */
 
@@ -73,6 +81,8 @@ static int run_argv(char *const argv[]) {
     dup2(null, 0);
     dup2(po[1], 1);
     dup2(pe[1], 2);
+    if (close_in_child >= 0)
+      close(close_in_child);
     execv(argv[0], argv);
     _exit(126);
   }
@@ -253,6 +263,7 @@ static int setup(void **state) {
     return -1;
   setenv("MEMSTATS_DIR", dir, 1);
   unsetenv("MEMTOP_TIMEOUT_MS");
+  close_in_child = -1;
   return 0;
 }
 
@@ -568,9 +579,7 @@ static int preload_usable(void) {
   return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int have_python3(void) {
-  return access("/usr/bin/python3", X_OK) == 0;
-}
+static int have_python3(void) { return access("/usr/bin/python3", X_OK) == 0; }
 
 static void test_run_once(void **state) {
   (void)state;
@@ -732,6 +741,234 @@ static void test_run_killed_falls_back(void **state) {
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
 }
 
+/* ---- a stranger's agent ---- */
+
+/* What a hostile process calls itself (PR_SET_NAME keeps 15 bytes): clear
+ * the screen is too long, so a retitle, then U+009B and U+202E. */
+#define HOSTILE_COMM "\x1b]2;pwn\x07\xc2\x9b\xe2\x80\xae"
+
+static void send_all(int fd, const void *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w <= 0)
+      _exit(1);
+    p = (const char *)p + w;
+    n -= (size_t)w;
+  }
+}
+
+/* How a stranger's agent answers a snapshot request. */
+enum { ANSWER_NOTHING = 0, ANSWER_SNAPSHOT, ANSWER_REFUSAL };
+
+/* A forked child named HOSTILE_COMM that listens on
+ * $MEMSTATS_DIR/<its pid>.sock like an agent. ANSWER_SNAPSHOT: it speaks
+ * the protocol and serves a snapshot whose every string is hostile and as
+ * long as the format allows (support/hostile.h); ANSWER_REFUSAL: it
+ * refuses with a hostile reason; ANSWER_NOTHING: it accepts and never
+ * answers, so memtop shows its /proc name. Returns its PID once it
+ * listens. */
+static pid_t start_hostile_agent(int answer) {
+  int ready[2];
+  pid_t pid;
+  char c;
+
+  assert_int_equal(pipe(ready), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    static uint8_t in[8192], out[MS__WIRE_SNAPSHOT_MAX];
+    static ms_snapshot_t snap;
+    ms__wire_hello_t h;
+    struct sockaddr_un sa;
+    uint64_t start = 0;
+    int s, cfd;
+
+    close(ready[0]);
+    /* Gone with the test, even when an assertion cut the test short. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    prctl(PR_SET_NAME, HOSTILE_COMM, 0, 0, 0);
+    if (msc_proc_start_time((int)getpid(), &start) != 0)
+      _exit(1);
+    hostile_snapshot(&snap, (int32_t)getpid());
+    snap.start_time = start;
+    memset(&h, 0, sizeof h);
+    h.pid = snap.pid;
+    h.start_time = start;
+    memcpy(h.comm, snap.comm, sizeof h.comm);
+    snprintf(h.lib_version, sizeof h.lib_version, "0.1.0");
+    h.proto_version = MS__WIRE_VERSION;
+    h.nproviders = snap.nproviders;
+    memcpy(h.providers, snap.providers, sizeof h.providers);
+    h.capabilities = MS__CAP_SNAPSHOT;
+
+    s = socket(AF_UNIX, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sun_family = AF_UNIX;
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)getpid());
+    if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        listen(s, 16) != 0)
+      _exit(1);
+    if (write(ready[1], "r", 1) != 1)
+      _exit(1);
+    for (;;) {
+      size_t have = 0;
+      cfd = accept(s, NULL, NULL);
+      if (cfd < 0 || !answer)
+        continue; /* without answer: accepted, never answered */
+      for (;;) {
+        ssize_t n = read(cfd, in + have, sizeof in - have);
+        ms__frame_t f;
+        const char *why;
+        if (n <= 0)
+          break;
+        have += (size_t)n;
+        while (ms__wire_frame(in, have, MS__WIRE_MAX_REQUEST, &f, &why) == 0) {
+          size_t flen = MS__WIRE_HEADER + f.length;
+          ms__wire_writer_t w;
+          ms__wire_writer_init(&w, out, sizeof out);
+          if (f.type == MS__MSG_HELLO)
+            ms__wire_encode_hello(&w, &h);
+          else if (f.type == MS__MSG_SNAPSHOT_REQ && answer == ANSWER_REFUSAL)
+            ms__wire_encode_error(&w, MS__MSG_REFUSED, MS_EREFUSED, snap.comm);
+          else if (f.type == MS__MSG_SNAPSHOT_REQ)
+            ms__wire_encode_snapshot(&w, &snap, NULL);
+          send_all(cfd, out, w.len);
+          memmove(in, in + flen, have - flen);
+          have -= flen;
+        }
+      }
+      close(cfd);
+    }
+  }
+  close(ready[1]);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  return pid;
+}
+
+/* Fails the test if the output holds anything a terminal would act on. */
+static void assert_no_terminal_codes(const char *what, const char *s,
+                                     size_t n) {
+  size_t bad = terminal_unsafe_at(s, n, 1);
+  if (bad != n)
+    fail_msg("%s: byte 0x%02x at %zu reaches the terminal: %.60s", what,
+             (unsigned char)s[bad], bad, s + bad);
+}
+
+/* The safe form of the last provider's name as memtop receives it (the
+ * decoder has already turned C0 controls into '?'). */
+static void last_provider_shown(ms_strbuf_t *out) {
+  static ms_snapshot_t s, d;
+  static uint8_t buf[MS__WIRE_SNAPSHOT_MAX];
+  ms__wire_writer_t w;
+
+  hostile_snapshot(&s, 1);
+  ms__wire_writer_init(&w, buf, sizeof buf);
+  assert_int_equal(ms__wire_encode_snapshot(&w, &s, NULL), 0);
+  assert_int_equal(ms__wire_decode_snapshot(buf + MS__WIRE_HEADER,
+                                            w.len - MS__WIRE_HEADER, &d, NULL),
+                   0);
+  ms_strbuf_put_safe(out, d.providers[MS_MAX_PROVIDERS - 1], MS_NAME_MAX);
+}
+
+static void test_hostile_agent(void **state) {
+  pid_t bad = start_hostile_agent(ANSWER_SNAPSHOT);
+  ms_strbuf_t last = MS_STRBUF_INIT;
+  char want[64];
+
+  (void)state;
+  last_provider_shown(&last);
+  /* A stranger's snapshot with 8 provider names of 63 bytes: memtop ps
+   * (watching all, as root's would) shows it in full, in safe form, and
+   * nothing overruns (the old ps wrote past its 256-byte buffer). */
+  if (mt("ps", NULL) != 0)
+    fail_msg("memtop ps exited %d: %.2000s", res.status, res.err);
+  assert_no_terminal_codes("ps stdout", res.out, res.nout);
+  assert_no_terminal_codes("ps stderr", res.err, res.nerr);
+  snprintf(want, sizeof want, "%d ", bad);
+  assert_non_null(strstr(res.out, want));
+  assert_int_equal(count_lines(res.out), 2);
+  assert_non_null(strstr(res.out, last.data)); /* every provider, whole */
+  ms_strbuf_free(&last);
+
+  assert_int_equal(mt("--once", pidstr(bad), NULL), 0);
+  assert_no_terminal_codes("report", res.out, res.nout);
+  assert_non_null(strstr(res.out, "\\u202e"));
+  assert_int_equal(mt("--once", "--json", pidstr(bad), NULL), 0);
+  assert_no_terminal_codes("json", res.out, res.nout);
+  json_t *j = json_loads(res.out, 0, NULL);
+  assert_non_null(j);
+  assert_int_equal(json_array_size(json_object_get(j, "providers")),
+                   MS_MAX_PROVIDERS);
+  json_decref(j);
+  stop_fake(bad);
+
+  /* A refusal whose reason is hostile: on stderr in its safe form. */
+  bad = start_hostile_agent(ANSWER_REFUSAL);
+  assert_int_equal(mt("--once", pidstr(bad), NULL), 1);
+  assert_no_terminal_codes("refusal on stderr", res.err, res.nerr);
+  assert_non_null(strstr(res.err, "refused"));
+  assert_non_null(strstr(res.err, "\\u202e"));
+  stop_fake(bad);
+}
+
+static void test_hostile_proc_name(void **state) {
+  pid_t quiet = start_hostile_agent(ANSWER_NOTHING);
+  char want[64];
+
+  (void)state;
+  /* A target that does not answer: ps shows the name from /proc, which
+   * the process chose (an ESC sequence once retitled root's terminal). */
+  setenv("MEMTOP_TIMEOUT_MS", "300", 1);
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_no_terminal_codes("ps stdout", res.out, res.nout);
+  assert_no_terminal_codes("ps stderr", res.err, res.nerr);
+  snprintf(want, sizeof want, "%d ", quiet);
+  assert_non_null(strstr(res.out, want));
+  assert_non_null(strstr(res.out, "\\x1b]2;pwn\\x07"));
+  /* The same name in --once's error message on stderr. */
+  assert_int_equal(mt("--once", NULL), 1);
+  assert_no_terminal_codes("--once stderr", res.err, res.nerr);
+  stop_fake(quiet);
+}
+
+/* ---- started with a standard descriptor closed ---- */
+
+static void test_closed_std_fds(void **state) {
+  proc_t p = start_target(NULL);
+  char prefix[64];
+
+  (void)state;
+  snprintf(prefix, sizeof prefix, "%d mt_target: Ready+Prepared=", p.pid);
+  /* stdout closed (`memtop --once PID >&-`): no abort in libuv, no report
+   * written into one of memtop's own descriptors; the cause and the fix on
+   * stderr, exit 1. */
+  close_in_child = 1;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "standard output is closed"));
+  assert_non_null(strstr(res.err, "/dev/null"));
+  assert_int_equal(
+      mt("--once", "--json", "-n", "2", "-d", "0.1", pidstr(p.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "standard output is closed"));
+  assert_int_equal(mt("-V", NULL), 1);
+  assert_non_null(strstr(res.err, "cannot write to standard output"));
+  /* stderr closed (a cron job, a daemon): the report as usual, exit 0. */
+  close_in_child = 2;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  /* An error with stderr closed: still the right status. */
+  assert_int_equal(mt("--once", "999999999", NULL), 2);
+  assert_int_equal(mt("--once", pidstr(p.pid), pidstr(1), NULL), 1);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  /* stdin closed: nothing changes. */
+  close_in_child = 0;
+  assert_int_equal(mt("--once", pidstr(p.pid), NULL), 0);
+  assert_true(strncmp(res.out, prefix, strlen(prefix)) == 0);
+  assert_int_equal(res.nerr, 0);
+  close_in_child = -1;
+  stop_target(p);
+}
+
 int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
@@ -755,6 +992,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_closed_std_fds, setup, teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");

@@ -7,7 +7,11 @@
  * files were written once from this output and checked by eye; to rewrite
  * them after an intended change, run with MS_UPDATE_GOLDEN=1 and review the
  * diff. Then: IEC and duration formatting edge cases, JSON escaping, the
- * field table, ms_strerror().
+ * field table, ms_strerror(); and a hostile snapshot (every string full of
+ * escape sequences, C1 and bidi controls and invalid UTF-8, as long as the
+ * format allows), made by hand and decoded from the wire, through the
+ * report, the ps line and JSON: nothing a terminal acts on comes out, no
+ * buffer is overrun (under ASan), and JSON keeps the strings.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -18,6 +22,8 @@
 
 #include "emit/emit.h"
 #include "support/govec.h"
+#include "support/hostile.h"
+#include "wire/wire.h"
 
 /* ------------------------------------------------------------------------
  * Golden files
@@ -422,7 +428,9 @@ static void test_report_marks(void **state) {
                                    "classes 87097344 (4.0KiB more)"));
   /* Control characters never reach the terminal. */
   assert_null(strchr(out.data, '\t'));
-  assert_non_null(strstr(out.data, "7 vm \"lisp\"\\?1: "));
+  /* The tab as its escape, and the backslash before it doubled, so that
+   * the two cannot be mistaken for each other. */
+  assert_non_null(strstr(out.data, "7 vm \"lisp\"\\\\\\x091: "));
   /* EnableGC unavailable counts as no collector too. */
   ms_strbuf_reset(&out);
   ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_UNAVAILABLE, -1);
@@ -572,7 +580,7 @@ static void test_json_escaping(void **state) {
   const char raw[] = "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/\xc3\xa9\xff\xe2\x82";
   assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
   assert_string_equal(out.data,
-                      "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\x7f/"
+                      "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\\u007f/"
                       "\xc3\xa9\\ufffd\\ufffd\\ufffd\"");
   json_t *j = json_loads(out.data, JSON_DECODE_ANY, NULL);
   assert_non_null(j);
@@ -605,6 +613,130 @@ static void test_json_escaping(void **state) {
                    MS_NAME_MAX);
   json_decref(j);
   free(s);
+  ms_strbuf_free(&out);
+}
+
+/* ------------------------------------------------------------------------
+ * A stranger's snapshot
+ * ------------------------------------------------------------------------ */
+
+static void check_hostile(const ms_snapshot_t *s) {
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  size_t bad;
+
+  /* The report: lines of safe text. */
+  assert_int_equal(ms__emit_report(&out, s), 0);
+  bad = terminal_unsafe_at(out.data, out.len, 1);
+  if (bad != out.len)
+    fail_msg("report: unsafe byte 0x%02x at %zu: %.40s",
+             (unsigned char)out.data[bad], bad, out.data + bad);
+
+  /* The ps line: one line, safe, the name cut whole to its column, and
+   * every provider there (none overruns a buffer on the way). */
+  ms_strbuf_reset(&out);
+  assert_int_equal(ms__emit_ps_header(&out), 0);
+  size_t header = out.len;
+  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", s->comm, s), 0);
+  assert_int_equal(
+      ms__emit_ps_line(&out, s->pid, s->providers[1], s->comm, NULL), 0);
+  bad = terminal_unsafe_at(out.data, out.len, 1);
+  if (bad != out.len)
+    fail_msg("ps: unsafe byte 0x%02x at %zu: %.40s",
+             (unsigned char)out.data[bad], bad, out.data + bad);
+  const char *line = out.data + header;
+  const char *nl = strchr(line, '\n');
+  assert_non_null(nl);
+  ms_strbuf_t last = MS_STRBUF_INIT;
+  ms_strbuf_put_safe(&last, s->providers[s->nproviders - 1], MS_NAME_MAX);
+  assert_non_null(strstr(line, last.data));
+  assert_true(strstr(line, last.data) < nl);
+  ms_strbuf_free(&last);
+  /* PID, USER and COMM keep their columns: READY+PREPARED starts where
+   * the header says. */
+  assert_int_equal(line[7 + 1 + 10], ' ');
+  assert_int_equal(line[7 + 1 + 10 + 1 + 16], ' ');
+  assert_non_null(strstr(nl + 1, "(unreachable: see below)"));
+
+  /* JSON: valid, every byte a terminal could act on escaped, and the
+   * names the same strings to a reader (invalid UTF-8 aside). */
+  ms_strbuf_reset(&out);
+  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
+  json_error_t je;
+  json_t *j = json_loads(out.data, 0, &je);
+  if (j == NULL)
+    fail_msg("JSON does not parse: %s", je.text);
+  const char *comm = json_string_value(json_object_get(j, "comm"));
+  assert_non_null(comm);
+  assert_non_null(strstr(comm, "\xe2\x80\xae")); /* U+202E kept, escaped */
+  assert_int_equal(json_array_size(json_object_get(j, "providers")),
+                   s->nproviders);
+  json_decref(j);
+  ms_strbuf_free(&out);
+}
+
+static void test_hostile_snapshot(void **state) {
+  (void)state;
+  ms_snapshot_t *s = calloc(1, sizeof *s);
+  ms_snapshot_t *d = calloc(1, sizeof *d);
+  uint8_t *buf = malloc(MS__WIRE_SNAPSHOT_MAX);
+  assert_non_null(s);
+  assert_non_null(d);
+  assert_non_null(buf);
+
+  /* As made by hand: every byte as the stranger chose it. */
+  hostile_snapshot(s, 4242);
+  check_hostile(s);
+
+  /* As decoded from the wire (what memtop really gets). */
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, buf, MS__WIRE_SNAPSHOT_MAX);
+  assert_int_equal(ms__wire_encode_snapshot(&w, s, NULL), 0);
+  assert_int_equal(ms__wire_decode_snapshot(buf + MS__WIRE_HEADER,
+                                            w.len - MS__WIRE_HEADER, d, NULL),
+                   0);
+  assert_int_equal(d->nproviders, MS_MAX_PROVIDERS);
+  assert_int_equal(strlen(d->providers[MS_MAX_PROVIDERS - 1]), MS_NAME_MAX - 1);
+  check_hostile(d);
+
+  /* Names that fill their arrays without a NUL, and a provider count past
+   * the array: the emitters stop at the arrays' ends. */
+  memset(s->comm, 'c', sizeof s->comm);
+  for (int i = 0; i < MS_MAX_PROVIDERS; i++)
+    memset(s->providers[i], 0x9b, sizeof s->providers[i]);
+  s->nproviders = 1000;
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(ms__emit_report(&out, s), 0);
+  assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
+  ms_strbuf_reset(&out);
+  assert_int_equal(ms__emit_ps_line(&out, 1, "u", "c", s), 0);
+  assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
+  ms_strbuf_reset(&out);
+  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
+  json_t *j = json_loads(out.data, 0, NULL);
+  assert_non_null(j);
+  json_decref(j);
+  ms_strbuf_free(&out);
+  free(buf);
+  free(d);
+  free(s);
+}
+
+static void test_json_escapes_controls(void **state) {
+  (void)state;
+  /* C1 controls, bidi controls and invisible characters as \uXXXX (past
+   * the BMP as a surrogate pair): the same string to a reader. */
+  const char raw[] = "\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\xef\xbb\xbf"
+                     "\xf3\xa0\x81\x81ok\xc3\xa9";
+  ms_strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
+  assert_string_equal(out.data, "\"\\u009b\\u202e\\u2066\\ufeff"
+                                "\\udb40\\udc41ok\xc3\xa9\"");
+  json_t *j = json_loads(out.data, JSON_DECODE_ANY, NULL);
+  assert_non_null(j);
+  assert_string_equal(json_string_value(j), raw);
+  json_decref(j);
   ms_strbuf_free(&out);
 }
 
@@ -733,6 +865,8 @@ int main(void) {
       cmocka_unit_test(test_duration),
       cmocka_unit_test(test_fmt_field),
       cmocka_unit_test(test_json_escaping),
+      cmocka_unit_test(test_json_escapes_controls),
+      cmocka_unit_test(test_hostile_snapshot),
       cmocka_unit_test(test_field_table),
       cmocka_unit_test(test_strerror),
   };

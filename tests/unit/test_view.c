@@ -26,6 +26,7 @@
 #include "memtop/model.h"
 #include "memtop/view.h"
 #include "support/govec.h"
+#include "support/hostile.h"
 
 /* ====================================================== the fixtures === */
 
@@ -409,6 +410,59 @@ static void test_every_size(void **state) {
   mt_model_free(&dm);
 }
 
+/* A stranger's names, providers and error reason on every screen, at
+ * several sizes: no cell holds a control, a bidi control or an invisible
+ * character, and the text of the grid is safe for a terminal. */
+static void test_hostile_strings(void **state) {
+  (void)state;
+  static ms_snapshot_t s;
+  char reason[200];
+  mt_model_t m;
+  mt_model_init(&m);
+  hostile_snapshot(&s, 66);
+  hist_from_ring(&s);
+  mt_target_t *t = add_target(&m, 66, "x", &s);
+  /* add_target() copies a C string: give the raw bytes back. */
+  memcpy(t->comm, s.comm, sizeof t->comm);
+  memcpy(t->snap.comm, s.comm, sizeof t->snap.comm);
+  mt_target_t *u = add_target(&m, 67, "y", &s);
+  hostile_name(u->comm, sizeof u->comm, 4);
+  hostile_name(reason, sizeof reason, 2);
+  mt_model_fail(&m, u, 0, reason);
+  for (int screen = 0; screen < 3; screen++) {
+    for (int which = 0; which < 2; which++) {
+      m.screen = (mt_screen_t)screen;
+      m.detail_pid = which ? 67 : 66;
+      hostile_name(m.status, sizeof m.status, (size_t)which);
+      if (which)
+        m.status[0] = '\0'; /* the detail view shows the target's reason */
+      for (int cols = 20; cols <= 200; cols += 30) {
+        mt_grid_t g;
+        ms_strbuf_t out = MS_STRBUF_INIT;
+        assert_int_equal(mt_grid_init(&g, 30, cols), 0);
+        mt_view_render(&m, &g);
+        for (int r = 0; r < g.rows; r++)
+          for (int c = 0; c < g.cols; c++)
+            if (ms__cp_unsafe(mt_grid_at(&g, r, c)->ch))
+              fail_msg("U+%04X in cell %d,%d",
+                       (unsigned)mt_grid_at(&g, r, c)->ch, r, c);
+        assert_int_equal(mt_grid_text(&g, &out), 0);
+        assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
+        ms_strbuf_free(&out);
+        mt_grid_free(&g);
+      }
+    }
+  }
+  /* The name is shown, in its safe form, not dropped. */
+  m.screen = MT_SCREEN_DETAIL;
+  m.detail_pid = 66;
+  m.status[0] = '\0';
+  char *text = render_text(&m, 30, 200);
+  assert_non_null(strstr(text, "66 \\x1b[2J\\x1b]2;pwned\\x07"));
+  free(text);
+  mt_model_free(&m);
+}
+
 /* Smaller screens drop whole sections, in order of importance. */
 static void test_sections_drop(void **state) {
   (void)state;
@@ -657,6 +711,7 @@ int main(void) {
       cmocka_unit_test(test_sparkline_order),
       cmocka_unit_test(test_bar_parts),
       cmocka_unit_test(test_every_size),
+      cmocka_unit_test(test_hostile_strings),
       cmocka_unit_test(test_sections_drop),
       cmocka_unit_test(test_keys_sort),
       cmocka_unit_test(test_keys_move),
