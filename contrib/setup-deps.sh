@@ -1,8 +1,10 @@
 #!/bin/sh
 # setup-deps.sh - installs every Debian/Ubuntu package that building and
 # testing memtop needs, and nothing when they are all present already.
-# Used by `make demo`, `make deps` and CI. Runs apt-get as root, or
-# through sudo when it is available; otherwise says what to install.
+# Used by `make check`, `make demo`, `make deps` and CI. Runs apt-get as
+# root, or through sudo when it is available; otherwise says what to
+# install. Elsewhere (not Debian) it installs nothing and says what is
+# missing and which packages provide it.
 #
 # To add a package the build or the tests need, append it to PACKAGES.
 set -eu
@@ -29,10 +31,104 @@ heaptrack
 hyperfine
 "
 
+# On a machine that is not Debian-based nothing is installed: each need is
+# checked by what it provides (a program, or a pkg-config module), and what
+# is missing is named with the packages that provide it elsewhere.
+# One line per need:  check|Debian|Fedora|Arch|what it is for
+# where check is cmd:NAME, pc:MODULE or lib:NAME (linkable as -lNAME),
+# alternatives separated by '/'. REQUIRED stop the build (the tests' target
+# programs link every allocator); OPTIONAL only turn the tests or benches
+# that use them into skips.
+REQUIRED="
+cmd:cc/gcc/clang|build-essential|gcc|gcc|a C compiler
+cmd:make|build-essential|make|make|GNU make
+cmd:pkg-config/pkgconf|pkg-config|pkgconf-pkg-config|pkgconf|pkg-config
+pc:libuv|libuv1-dev|libuv-devel|libuv|libuv (memtop's event loop)
+pc:ncursesw/ncurses|libncurses-dev|ncurses-devel|ncurses|ncurses (the live view)
+pc:zlib|zlib1g-dev|zlib-devel|zlib|zlib
+pc:cmocka|libcmocka-dev|libcmocka-devel|cmocka|cmocka (the tests)
+pc:jansson|libjansson-dev|jansson-devel|jansson|jansson (the JSON tests)
+pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tests)
+pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
+lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
+pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
+"
+OPTIONAL="
+cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz)
+cmd:tmux|tmux|tmux|tmux|tmux (the live-view tests)
+cmd:python3|python3|python3|python|python3 (a preload test)
+cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
+cmd:git|git|git|git|git (a preload test)
+cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
+"
+
+# Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.
+have() {
+  kind=${1%%:*}
+  old_ifs=$IFS
+  IFS=/
+  # shellcheck disable=SC2086 # split on '/'
+  set -- ${1#*:}
+  IFS=$old_ifs
+  for a in "$@"; do
+    case $kind in
+      cmd) command -v "$a" >/dev/null 2>&1 && return 0 ;;
+      pc) command -v pkg-config >/dev/null 2>&1 &&
+            pkg-config --exists "$a" 2>/dev/null && return 0 ;;
+      lib) echo 'int main(void) { return 0; }' |
+             ${CC:-cc} -x c - -o /dev/null "-l$a" >/dev/null 2>&1 &&
+             return 0 ;;
+    esac
+  done
+  return 1
+}
+
+# The word list $1 with $2 added at its end, unless it is there already.
+add() {
+  case " $1 " in
+    *" $2 "*) echo "$1" ;;
+    *) echo "$1 $2" ;;
+  esac
+}
+
+# Prints what of the list $1 is missing, with the install commands, under
+# the heading $2. Returns 1 if anything is missing.
+report() {
+  what="" fedora="" arch="" debian=""
+  old_ifs=$IFS
+  IFS='
+'
+  for line in $1; do
+    IFS='|' read -r check deb fed arc desc <<EOL
+$line
+EOL
+    if ! have "$check"; then
+      what="$what
+    $desc: ${check#*:}"
+      debian=$(add "$debian" "$deb") fedora=$(add "$fedora" "$fed")
+      arch=$(add "$arch" "$arc")
+    fi
+  done
+  IFS=$old_ifs
+  [ -z "$what" ] && return 0
+  echo "setup-deps: $2:$what" >&2
+  echo "  install them with your package manager, for example:" >&2
+  echo "    Fedora:        dnf install$fedora" >&2
+  echo "    Arch:          pacman -S$arch" >&2
+  echo "    Debian/Ubuntu: apt-get install$debian" >&2
+  return 1
+}
+
 if ! command -v dpkg-query >/dev/null 2>&1; then
-  echo "setup-deps: this is not a Debian-based system; install the" \
-       "equivalents of:" $PACKAGES >&2
-  exit 1
+  echo "setup-deps: not a Debian-based system: installing nothing," \
+       "checking what the build needs" >&2
+  report "$OPTIONAL" "missing, optional (the tests that need them are skipped)" || true
+  if ! report "$REQUIRED" "missing, needed to build and test"; then
+    echo "setup-deps: install the packages above, then run make again" >&2
+    exit 1
+  fi
+  echo "setup-deps: everything the build needs is there"
+  exit 0
 fi
 
 missing=""

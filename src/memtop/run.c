@@ -24,10 +24,24 @@ static void dir_of(const char *path, char *dir, size_t len) {
   snprintf(dir, len, "%.*s", (int)(slash - path), path);
 }
 
+/* Where `make install` put the libraries (LIBDIR, passed by the Makefile):
+ * /usr/local/lib by default, /usr/lib64 or a multiarch directory such as
+ * /usr/lib/x86_64-linux-gnu when a packager sets it. */
+#ifndef MT_LIBDIR
+#define MT_LIBDIR "/usr/local/lib"
+#endif
+
 int mt_run_find_preload(const char *exe, const char *override, char *out,
                         size_t len, char *err, size_t errlen) {
-  char dir[4096], cand[2][4096 + 64];
-  int i, n;
+  return mt_run_find_preload_in(exe, override, MT_LIBDIR, out, len, err,
+                                errlen);
+}
+
+int mt_run_find_preload_in(const char *exe, const char *override,
+                           const char *libdir, char *out, size_t len, char *err,
+                           size_t errlen) {
+  char dir[4096], cand[3][4096 + 64];
+  int i, n, ncand = 2;
 
   if (override != NULL && override[0] != '\0') {
     if (access(override, R_OK) != 0) {
@@ -42,19 +56,23 @@ int mt_run_find_preload(const char *exe, const char *override, char *out,
   }
   dir_of(exe != NULL ? exe : "", dir, sizeof dir);
   /* The build tree puts memtop and the library side by side; an install
-   * puts memtop in $PREFIX/bin and the library in $PREFIX/lib. */
+   * puts memtop in $PREFIX/bin and the library in $PREFIX/lib, or in the
+   * LIBDIR it was configured with (lib64, multiarch). */
   snprintf(cand[0], sizeof cand[0], "%s/%s", dir, MT_PRELOAD_NAME);
   snprintf(cand[1], sizeof cand[1], "%s/../lib/%s", dir, MT_PRELOAD_NAME);
-  for (i = 0; i < 2; i++) {
+  if (libdir != NULL && libdir[0] != '\0')
+    snprintf(cand[ncand++], sizeof cand[2], "%s/%s", libdir, MT_PRELOAD_NAME);
+  for (i = 0; i < ncand; i++) {
     if (access(cand[i], R_OK) == 0) {
       n = snprintf(out, len, "%s", cand[i]);
       return n < 0 || (size_t)n >= len ? MS_EINVAL : 0;
     }
   }
   snprintf(err, errlen,
-           "cannot find %s (looked for %s and %s): install memtop with "
+           "cannot find %s (looked for %s, %s%s%s): install memtop with "
            "`make install`, or set MEMTOP_PRELOAD to the library's path",
-           MT_PRELOAD_NAME, cand[0], cand[1]);
+           MT_PRELOAD_NAME, cand[0], cand[1], ncand > 2 ? " and " : "",
+           ncand > 2 ? cand[2] : "");
   return MS_ENOENT;
 }
 

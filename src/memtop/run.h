@@ -13,11 +13,16 @@
 
 /* Finds the preload library: $MEMTOP_PRELOAD if `override` is set (it must
  * exist), else next to the memtop binary `exe` (the build tree), else in
- * ../lib relative to it (an installed memtop). Writes the path into out and
- * returns 0, or returns MS_ENOENT with a message naming where it looked
- * and the fix in err. */
+ * ../lib relative to it (an installed memtop), else in the LIBDIR memtop
+ * was built for (/usr/lib64, a multiarch directory). Writes the path into
+ * out and returns 0, or returns MS_ENOENT with a message naming where it
+ * looked and the fix in err. */
 int mt_run_find_preload(const char *exe, const char *override, char *out,
                         size_t len, char *err, size_t errlen);
+/* The same with the last place to look given: `libdir` (NULL or "": none). */
+int mt_run_find_preload_in(const char *exe, const char *override,
+                           const char *libdir, char *out, size_t len, char *err,
+                           size_t errlen);
 
 /* A copy of the environment `env` with `preload` first in LD_PRELOAD
  * (existing entries kept after it; not added twice). The array and the one

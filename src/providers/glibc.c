@@ -48,11 +48,11 @@ static int glibc_confirm(void) {
   for (int i = 0; i < 3; i++) {
     size_t size = MS__PV_PROBE_SIZE + (size_t)i * 4096;
     struct ms__mallinfo2 a = g_mallinfo2();
-    void *p = malloc(size);
+    void *p = ms__pv_probe_alloc(size);
     if (!p)
       return 0;
     struct ms__mallinfo2 b = g_mallinfo2();
-    free(p);
+    ms__pv_probe_free(p);
     if (b.uordblks + b.hblkhd >= a.uordblks + a.hblkhd + size &&
         b.uordblks + b.hblkhd < a.uordblks + a.hblkhd + size + 4096)
       return 1;

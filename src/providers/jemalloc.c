@@ -78,11 +78,11 @@ static int je_confirm(void) {
     uint64_t a, b;
     if (refresh() != 0 || read_size("stats.allocated", &a) != 0)
       return 0;
-    void *p = malloc(size);
+    void *p = ms__pv_probe_alloc(size);
     if (!p)
       return 0;
     int ok = refresh() == 0 && read_size("stats.allocated", &b) == 0;
-    free(p);
+    ms__pv_probe_free(p);
     if (ok && b >= a + size && b < a + size + size / 4)
       return 1;
   }

@@ -38,14 +38,11 @@ static int mi_detect(void) {
 
 /* malloc reaches mimalloc if what it returns lies in mimalloc's heap. */
 static int mi_confirm(void) {
-  void *p = malloc(MS__PV_PROBE_SIZE);
+  void *p = ms__pv_probe_alloc(MS__PV_PROBE_SIZE);
   if (!p)
     return 0;
-  /* Touched so the compiler does not take the lookup for a read of
-   * uninitialised memory (it only looks at the address). */
-  *(volatile char *)p = 0;
   int ok = g_in_heap(p) ? 1 : 0;
-  free(p);
+  ms__pv_probe_free(p);
   return ok;
 }
 

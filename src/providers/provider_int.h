@@ -14,6 +14,7 @@
 #define MS_PROVIDERS_PROVIDER_INT_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "memstats.h"
 
@@ -110,5 +111,21 @@ int ms__boehm_install(void);
  * jemalloc's default tcache_max (so the allocation reaches the arena and
  * moves its counters), below every mmap threshold. */
 #define MS__PV_PROBE_SIZE 40000u
+
+/* The test allocation of confirm(). A malloc whose block is never used may
+ * be deleted with its free (clang -O2 does: the probe then sees no counter
+ * move and no allocator is ever detected), so the block escapes into an
+ * empty asm statement that the compiler must assume reads it and any
+ * memory. Every provider's probe goes through these two. */
+static inline void *ms__pv_probe_alloc(size_t size) {
+  void *p = malloc(size);
+  __asm__ volatile("" : : "r"(p) : "memory");
+  return p;
+}
+
+static inline void ms__pv_probe_free(void *p) {
+  __asm__ volatile("" : : "r"(p) : "memory");
+  free(p);
+}
 
 #endif

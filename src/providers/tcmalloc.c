@@ -46,11 +46,11 @@ static int tc_confirm(void) {
     uint64_t a, b;
     if (prop("generic.current_allocated_bytes", &a) != 0)
       return 0;
-    void *p = malloc(size);
+    void *p = ms__pv_probe_alloc(size);
     if (!p)
       return 0;
     int ok = prop("generic.current_allocated_bytes", &b) == 0;
-    free(p);
+    ms__pv_probe_free(p);
     if (ok && b >= a + size && b < a + size + size / 4)
       return 1;
   }

@@ -1,0 +1,225 @@
+/*
+ * test_build.c - the build as a packager meets it.
+ *
+ * The products carry the distribution's hardening (the Makefile's
+ * HARDEN_CFLAGS and HARDEN_LDFLAGS): full RELRO (a GNU_RELRO segment and
+ * BIND_NOW), the stack protector (__stack_chk_fail imported), glibc's
+ * checking functions from _FORTIFY_SOURCE (some __*_chk imported), and
+ * memtop as a position-independent executable (ELF type DYN). Read with
+ * readelf and nm, as lintian and checksec do.
+ *
+ * contrib/setup-deps.sh on a machine that is not Debian (no dpkg-query in
+ * PATH) installs nothing: it names what is missing and the packages that
+ * provide it, fails only when a required piece is missing, and never runs
+ * apt-get.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "support/host.h"
+
+#ifndef MS_TEST_HARDEN
+#define MS_TEST_HARDEN 1
+#endif
+#ifndef MS_TEST_FORTIFY
+#define MS_TEST_FORTIFY 1
+#endif
+
+static char build_dir[1024];
+static char out[65536];
+
+/* Runs the shell command cmd, its stdout and stderr into out. Returns its
+ * exit status, or -1 if it did not exit normally. */
+static int sh(const char *cmd) {
+  FILE *p;
+  size_t n = 0, r;
+  char full[8192];
+
+  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+  p = popen(full, "r");
+  assert_non_null(p);
+  while (n < sizeof out - 1 &&
+         (r = fread(out + n, 1, sizeof out - 1 - n, p)) > 0)
+    n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void **state) {
+  (void)state;
+  return host_build_dir(build_dir, sizeof build_dir);
+}
+
+/* ---- hardening ------------------------------------------------------------
+ */
+
+/* Checks one product of the build; pie: it must be a PIE executable. */
+static void check_hardened(const char *name, int pie) {
+  char path[1200], cmd[1500];
+
+  if (!MS_TEST_HARDEN)
+    skip(); /* built with HARDEN=0 */
+  if (!host_have_program("readelf") || !host_have_program("nm"))
+    skip();
+  snprintf(path, sizeof path, "%s/%s", build_dir, name);
+  if (access(path, R_OK) != 0)
+    fail_msg("%s is missing: build it with `make` first", path);
+
+  snprintf(cmd, sizeof cmd, "readelf -lW '%s'", path);
+  assert_int_equal(sh(cmd), 0);
+  if (!strstr(out, "GNU_RELRO"))
+    fail_msg("%s has no GNU_RELRO segment (-Wl,-z,relro)", name);
+  snprintf(cmd, sizeof cmd, "readelf -dW '%s'", path);
+  assert_int_equal(sh(cmd), 0);
+  if (!strstr(out, "BIND_NOW") && !strstr(out, "Flags: NOW"))
+    fail_msg("%s is not bound at load (-Wl,-z,now):\n%s", name, out);
+  snprintf(cmd, sizeof cmd, "readelf -hW '%s'", path);
+  assert_int_equal(sh(cmd), 0);
+  if (!strstr(out, "DYN ("))
+    fail_msg("%s: ELF type is not DYN%s", name, pie ? " (-pie)" : "");
+  if (pie) {
+    snprintf(cmd, sizeof cmd, "readelf -dW '%s'", path);
+    assert_int_equal(sh(cmd), 0);
+    if (!strstr(out, "PIE"))
+      fail_msg("%s is not a position-independent executable (-pie)", name);
+  }
+
+  snprintf(cmd, sizeof cmd, "nm -D '%s'", path);
+  assert_int_equal(sh(cmd), 0);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  if (!strstr(out, " __stack_chk_fail"))
+    fail_msg("%s has no stack protector (-fstack-protector-strong)", name);
+#endif
+  if (MS_TEST_FORTIFY && !strstr(out, "_chk@"))
+    fail_msg("%s calls none of glibc's checking functions "
+             "(-D_FORTIFY_SOURCE=3)",
+             name);
+}
+
+static void test_memtop_hardened(void **state) {
+  (void)state;
+  check_hardened("memtop", 1);
+}
+
+static void test_library_hardened(void **state) {
+  (void)state;
+  check_hardened("libmemstats.so", 0);
+}
+
+static void test_preload_hardened(void **state) {
+  (void)state;
+  check_hardened("libmemstats-preload.so", 0);
+}
+
+/* ---- setup-deps.sh off Debian ---------------------------------------------
+ */
+
+/* A directory to serve as PATH: no dpkg-query, an apt-get that leaves a
+ * mark if it is ever run, and links to the real programs named. */
+static void make_path(char *dir, const char *const *progs) {
+  char path[1200], cmd[2048];
+  FILE *f;
+
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/apt-get", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\ntouch '%s/apt-get-ran'\nexit 0\n", dir);
+  fclose(f);
+  assert_int_equal(chmod(path, 0755), 0);
+  for (; *progs != NULL; progs++) {
+    snprintf(cmd, sizeof cmd,
+             "p=$(command -v '%s') && ln -s \"$p\" '%s/%s' || true", *progs,
+             dir, *progs);
+    assert_int_equal(sh(cmd), 0);
+  }
+}
+
+static void remove_dir(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(sh(cmd), 0);
+}
+
+static int apt_ran(const char *dir) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/apt-get-ran", dir);
+  return access(path, F_OK) == 0;
+}
+
+/* Runs contrib/setup-deps.sh (from the source tree, the current directory
+ * of `make check`) with PATH=dir only. */
+static int run_setup_deps(const char *dir) {
+  char cmd[2048], script[1200];
+  if (getcwd(script, sizeof script - 32) == NULL)
+    return -1;
+  strcat(script, "/contrib/setup-deps.sh");
+  if (access(script, R_OK) != 0)
+    return -2;
+  snprintf(cmd, sizeof cmd, "env -i PATH='%s' /bin/sh '%s'", dir, script);
+  return sh(cmd);
+}
+
+/* Nothing there: it fails, names the missing pieces and the packages of
+ * other distributions, and installs nothing. */
+static void test_setup_deps_not_debian_missing(void **state) {
+  char dir[] = "/tmp/test_build.XXXXXX";
+  static const char *const none[] = {NULL};
+
+  (void)state;
+  make_path(dir, none);
+  int rc = run_setup_deps(dir);
+  if (rc == -2)
+    skip(); /* not run from the source tree */
+  assert_int_not_equal(rc, 0);
+  if (!strstr(out, "not a Debian-based system") || !strstr(out, "libuv") ||
+      !strstr(out, "cmocka") || !strstr(out, "dnf install") ||
+      !strstr(out, "libuv-devel") || !strstr(out, "pacman -S"))
+    fail_msg("setup-deps did not say what is missing and how to get it:\n%s",
+             out);
+  assert_false(apt_ran(dir));
+  remove_dir(dir);
+}
+
+/* Everything the build needs there (this machine's tools, without
+ * dpkg-query): it succeeds, so `make check` goes on, and runs no apt-get. */
+static void test_setup_deps_not_debian_complete(void **state) {
+  char dir[] = "/tmp/test_build.XXXXXX";
+  static const char *const all[] = {
+      "cc",   "gcc",     "clang",   "as",  "ld",        "make", "pkg-config",
+      "tmux", "python3", "sqlite3", "git", "heaptrack", NULL};
+
+  (void)state;
+  make_path(dir, all);
+  int rc = run_setup_deps(dir);
+  if (rc == -2)
+    skip();
+  if (rc != 0 || !strstr(out, "everything the build needs is there"))
+    fail_msg("setup-deps failed off Debian with everything present "
+             "(exit %d):\n%s",
+             rc, out);
+  assert_false(apt_ran(dir));
+  remove_dir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_memtop_hardened),
+      cmocka_unit_test(test_library_hardened),
+      cmocka_unit_test(test_preload_hardened),
+      cmocka_unit_test(test_setup_deps_not_debian_missing),
+      cmocka_unit_test(test_setup_deps_not_debian_complete),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
