@@ -243,16 +243,18 @@ uint64_t ms__smaps_reads(void) {
 }
 
 /* Adds the smaps_rollup figures, read now or, inside the cadence, those of
- * the last read. Cached figures are still exact: exact as of their read,
- * at most max(1 s, 100 x its cost) before the snapshot. Their age is not
- * carried: the 0.1 snapshot layout has no field for it (growing the struct
- * would make ms_snapshot_read() refuse callers built against 0.1), and the
- * bound above is what a reader needs — a few seconds at most for a
- * process under 30 GiB resident. */
+ * the last read. Figures read for this snapshot are exact; cached ones are
+ * as old as max(1 s, 100 x the cost of a read) and are marked estimated:
+ * the program may have released or touched memory since (the 0.1 snapshot
+ * layout has no field for their age; growing the struct would make
+ * ms_snapshot_read() refuse callers built against 0.1). RSS stays statm's,
+ * read fresh for every snapshot (1.4 us): smaps_rollup's Rss supersedes
+ * it only where statm could not be read. */
 static void fill_smaps(ms_snapshot_t *s) {
   pthread_mutex_lock(&g_smaps_lock);
   int pid = (int)getpid();
   uint64_t now = ms__now_mono_ns();
+  int fresh = 0;
   if (g_smaps.pid != pid ||
       now - g_smaps.read_at >= ms__smaps_interval_ns(g_smaps.cost_ns)) {
     /* About 25 lines of at most 40 bytes: 4 KiB leaves room for kernels
@@ -269,6 +271,7 @@ static void fill_smaps(ms_snapshot_t *s) {
     g_smaps.read_at = now;
     g_smaps.pid = pid;
     g_smaps.reads++;
+    fresh = 1;
   }
   ms__smaps_t fig = g_smaps.figures;
   pthread_mutex_unlock(&g_smaps_lock);
@@ -289,9 +292,11 @@ static void fill_smaps(ms_snapshot_t *s) {
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
     if (!(fig.have & (1u << (map[i].field - MS_F_KERNEL_RSS))))
       continue;
+    if (s->quality[map[i].field] == MS_Q_EXACT)
+      continue; /* statm's RSS, read just now */
     *(uint64_t *)((char *)s + map[i].snap_off) =
         *(const uint64_t *)((const char *)&fig + map[i].fig_off);
-    ms__set_quality(s, map[i].field, MS_Q_EXACT, -1);
+    ms__set_quality(s, map[i].field, fresh ? MS_Q_EXACT : MS_Q_ESTIMATED, -1);
   }
 }
 

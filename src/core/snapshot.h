@@ -31,10 +31,12 @@ int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
 #define MS__READ_CACHED 0x2u
 
 /* ms_snapshot_read() with options. With MS__READ_SMAPS the kernel's
- * smaps_rollup figures (Rss, LazyFree, AnonHugePages, Swap) are added,
- * exact, and Rss supersedes statm's. smaps_rollup is read at most once per
+ * smaps_rollup figures (LazyFree, AnonHugePages, Swap; Rss only where
+ * statm could not be read) are added. smaps_rollup is read at most once per
  * max(1 s, 100 x the cost of its last read); a request inside that gets the
- * figures of the last read. Returns what ms_snapshot_read() returns. */
+ * figures of the last read, marked estimated (exact only when read for this
+ * snapshot). RSS is always statm's, read for every snapshot. Returns what
+ * ms_snapshot_read() returns. */
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags);
 
 /* The figures parsed from a smaps_rollup text, in bytes; `have` has bit
