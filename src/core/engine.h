@@ -60,6 +60,11 @@ void ms__feed(unsigned flags);
 void ms__engine_init(void);
 /* The preload calls this once: objects are tracked from now on. */
 void ms__track_enable(void);
+/* Or this, when its malloc is not the one the program calls (an allocator
+ * preloaded ahead of it, or defined by the program itself): nothing is
+ * tracked, and the snapshot's provider list says so and why, as the
+ * provider "tracked(off: <why>)". why is copied (bounded, sanitised). */
+void ms__track_off(const char *why);
 /* A collector provider calls this once it records pauses (EnableGC). */
 void ms__gc_attach(void);
 /* Records one pause without marking the public API as used. */

@@ -330,6 +330,25 @@ void ms__track_enable(void) {
   ms__feed(MS__FEED_OBJECTS | MS__FEED_TRACKED);
 }
 
+/* Why tracking is off, as a provider name (engine.h); empty: it is not. */
+static char g_track_off[MS_NAME_MAX];
+
+void ms__track_off(const char *why) {
+  static const char head[] = "tracked(off: ";
+  size_t n = sizeof head - 1;
+  memcpy(g_track_off, head, n);
+  /* The name comes from the loader (a library's file name): printable
+   * characters only, and room kept for the closing parenthesis. */
+  for (; why && *why && n + 2 < sizeof g_track_off; why++)
+    g_track_off[n++] = (*why >= 0x20 && *why < 0x7f) ? *why : '?';
+  g_track_off[n++] = ')';
+  g_track_off[n] = '\0';
+}
+
+const char *ms__track_off_reason(void) {
+  return g_track_off[0] ? g_track_off : NULL;
+}
+
 MS_EXTERN void ms_object_alloc(uint64_t size) {
   ms__feed(MS__FEED_OBJECTS | MS__FEED_API);
   ms__track_alloc(size);

@@ -21,6 +21,8 @@ void ms__shards_read(ms__shard_totals_t *t);
 /* The snapshot lock (snapshot.c): readers of the shards hold it. */
 int ms__read_trylock(void);
 void ms__read_unlock(void);
+/* The provider name ms__track_off() made, or NULL if tracking is not off. */
+const char *ms__track_off_reason(void);
 /* Called in a fork child (with the snapshot lock held). */
 void ms__shards_after_fork_child(void);
 

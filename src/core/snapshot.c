@@ -327,6 +327,8 @@ void ms__engine_read(ms_snapshot_t *s) {
   int src = -1, osrc = -1;
   if (fed & MS__FEED_TRACKED)
     osrc = ms__snapshot_add_provider(s, "tracked");
+  else if (ms__track_off_reason())
+    ms__snapshot_add_provider(s, ms__track_off_reason());
   if (fed & MS__FEED_API)
     src = ms__snapshot_add_provider(s, "runtime");
   if (!(fed & MS__FEED_TRACKED))

@@ -7,6 +7,9 @@
  * pattern, printing "ok"/"FAIL" lines (tests/progs/pv_check.h), and exits 0
  * only if everything held. tests/progs/pj_bins is linked with jemalloc and
  * -lmemstats instead, without the preload: jemalloc's own size classes.
+ * tests/progs/pv_first runs with jemalloc or tcmalloc preloaded ahead of
+ * the preload (and pv_first_static with jemalloc linked in): the preload's
+ * malloc is never called, so tracking must be off and say why.
  * contrib/runtime_example --check compares what it reported through the
  * public API with its snapshot.
  *
@@ -100,6 +103,49 @@ static void run_pv(const char *name) {
   run_prog(name, preload_path);
 }
 
+/* Runs tests/progs/pv_first with `lib` preloaded ahead of the preload: the
+ * program calls lib's malloc, never the preload's, so tracking must be
+ * off and say so, and the allocator's own figures stand (pv_first.c). */
+static void run_first(const char *lib, const char *allocator) {
+  char path[1400], pre[2600];
+  snprintf(path, sizeof path, "%s/progs/pv_first", build_dir);
+  if (access(path, X_OK) != 0)
+    fail_msg("%s is missing: build it with `make test-build`", path);
+  snprintf(pre, sizeof pre, "%s:%s", lib, preload_path);
+  static char out[65536];
+  char *argv[] = {path, (char *)allocator, NULL};
+  int rc = run(argv, pre, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("pv_first %s exited with %d (its FAIL lines are above)", lib, rc);
+  }
+  assert_non_null(strstr(out, ": 0 failed"));
+  assert_non_null(strstr(out, "tracked(off: malloc from "));
+}
+
+static void test_jemalloc_preloaded_first(void **state) {
+  (void)state;
+  run_first("libjemalloc.so.2", "jemalloc");
+}
+static void test_tcmalloc_preloaded_first(void **state) {
+  (void)state;
+  run_first("libtcmalloc.so.4", "tcmalloc");
+}
+/* jemalloc linked into the program itself: its malloc comes first too. */
+static void test_jemalloc_in_program(void **state) {
+  (void)state;
+  char path[1400];
+  snprintf(path, sizeof path, "%s/progs/pv_first_static", build_dir);
+  static char out[65536];
+  char *argv[] = {path, (char *)"jemalloc", NULL};
+  int rc = run(argv, preload_path, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("pv_first_static exited with %d (its FAIL lines are above)", rc);
+  }
+  assert_non_null(strstr(out, "tracked(off: malloc from pv_first_static)"));
+}
+
 static void test_glibc(void **state) {
   (void)state;
   run_pv("pv_glibc");
@@ -171,6 +217,9 @@ int main(void) {
       cmocka_unit_test(test_tcmalloc),
       cmocka_unit_test(test_mimalloc),
       cmocka_unit_test(test_boehm),
+      cmocka_unit_test(test_jemalloc_preloaded_first),
+      cmocka_unit_test(test_tcmalloc_preloaded_first),
+      cmocka_unit_test(test_jemalloc_in_program),
       cmocka_unit_test(test_runtime_example),
       cmocka_unit_test(test_jemalloc_bins_untracked),
       cmocka_unit_test(test_boehm_late_install),
