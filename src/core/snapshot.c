@@ -316,10 +316,21 @@ static void set_exact(ms_snapshot_t *s, ms_field_t f, int src) {
   ms__set_quality(s, f, MS_Q_EXACT, src);
 }
 
+/* The mapped-block counters of the last cut (engine.h). */
+static ms__mapped_t g_last_mapped;
+
+void ms__engine_last_mapped(ms__mapped_t *out) {
+  *out = g_last_mapped;
+}
+
 void ms__engine_read(ms_snapshot_t *s) {
   unsigned fed = ms__engine_fed();
   ms__shard_totals_t t;
   ms__shards_read(&t);
+  g_last_mapped.alloc_usable = t.mapped_alloc_usable;
+  g_last_mapped.free_usable = t.mapped_free_usable;
+  g_last_mapped.alloc = t.mapped_alloc;
+  g_last_mapped.free = t.mapped_free;
 
   /* "tracked": the preload counts every malloc; "runtime": the program
    * itself reports through the public accounting API. Objects come from the

@@ -172,6 +172,8 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   s->sample.have_tracked = (ms__engine_fed() & MS__FEED_TRACKED) &&
                            snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
   s->sample.tracked_heap_alloc = snap->heap_alloc;
+  s->sample.tracked_total_alloc = snap->total_alloc;
+  ms__engine_last_mapped(&s->sample.tracked_mapped);
   return s->have ? &s->sample : NULL;
 }
 
@@ -326,12 +328,19 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
 
 /* A cached sample (glibc's is up to a second old) meets tracked figures of
  * this instant: while the program allocates, HeapAlloc could exceed the
- * sample's HeapInuse and fragOverhead turn negative. Every byte allocated
- * since the sample sits in chunks now in use, so the sample's heap is
- * shifted by the tracked change: in-use grows (or shrinks, on frees) by
- * it, taken from the free backed memory first and from new mappings past
- * that. The result is an estimate, and marked so; a fresh sample is left
- * exact. */
+ * sample's HeapInuse and fragOverhead turn negative. So the sample's heap
+ * is moved by what the program did since, in two parts:
+ *   - blocks mapped on their own (glibc's mmapped chunks, which the preload
+ *     sees and counts apart with their mappings' sizes): glibc adds each
+ *     one's mapping to hblkhd, HeapInuse, HeapSys and Sys, and takes it
+ *     back at munmap. This part is exact.
+ *   - everything else, in the allocator's arenas: in-use grows (or shrinks,
+ *     on frees) by the tracked change, taken from the free backed memory
+ *     first and from new mappings past that. Whether the arena grew,
+ *     or trimmed its top on those frees, the sample cannot say: once the
+ *     arenas saw any call since the sample, HeapInuse, HeapIdle, HeapSys,
+ *     HeapReleased and Sys are estimates, and marked so.
+ * A sample with nothing since (fresh, or a quiet program) stays exact. */
 static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                              int idx) {
   if (!s->have_tracked || snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT ||
@@ -339,9 +348,33 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
       snap->quality[MS_F_HEAP_IDLE] == MS_Q_UNAVAILABLE ||
       snap->source[MS_F_HEAP_INUSE] != (uint8_t)idx)
     return;
-  int64_t delta = (int64_t)(snap->heap_alloc - s->tracked_heap_alloc);
-  if (delta == 0)
+  ms__mapped_t now;
+  ms__engine_last_mapped(&now);
+  const ms__mapped_t *then = &s->tracked_mapped;
+  /* Unsigned differences wrap: signed deltas, two's complement. */
+  uint64_t d_alloc = snap->total_alloc - s->tracked_total_alloc;
+  uint64_t d_freed = (snap->total_alloc - snap->heap_alloc) -
+                     (s->tracked_total_alloc - s->tracked_heap_alloc);
+  uint64_t arena_alloc = d_alloc - (now.alloc_usable - then->alloc_usable);
+  uint64_t arena_freed = d_freed - (now.free_usable - then->free_usable);
+  int64_t mapped =
+      (int64_t)((now.alloc - then->alloc) - (now.free - then->free));
+  int arena_moved = arena_alloc != 0 || arena_freed != 0;
+  if (!arena_moved && mapped == 0)
     return;
+
+  /* The mapped blocks: in use and mapped, exactly. */
+  if (mapped != 0) {
+    snap->heap_inuse = (uint64_t)((int64_t)snap->heap_inuse + mapped);
+    snap->heap_sys = (uint64_t)((int64_t)snap->heap_sys + mapped);
+    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+      snap->sys = (uint64_t)((int64_t)snap->sys + mapped);
+  }
+  if (!arena_moved)
+    return;
+
+  /* The arenas: their net change, an estimate. */
+  int64_t delta = (int64_t)(arena_alloc - arena_freed);
   int64_t inuse = (int64_t)snap->heap_inuse + delta;
   if (inuse < 0)
     inuse = 0;
@@ -351,15 +384,14 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   snap->heap_inuse = (uint64_t)inuse;
   snap->heap_idle = (uint64_t)((int64_t)snap->heap_idle - (delta - grow));
   snap->heap_sys += (uint64_t)grow;
-  snap->quality[MS_F_HEAP_INUSE] = MS_Q_ESTIMATED;
-  snap->quality[MS_F_HEAP_IDLE] = MS_Q_ESTIMATED;
-  if (grow) {
-    snap->quality[MS_F_HEAP_SYS] = MS_Q_ESTIMATED;
-    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE) {
-      snap->sys += (uint64_t)grow;
-      snap->quality[MS_F_SYS] = MS_Q_ESTIMATED;
-    }
-  }
+  if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+    snap->sys += (uint64_t)grow;
+  static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,
+                                     MS_F_SYS};
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    if (snap->quality[moved[i]] == MS_Q_EXACT)
+      snap->quality[moved[i]] = MS_Q_ESTIMATED;
 }
 
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
