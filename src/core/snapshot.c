@@ -441,6 +441,78 @@ static void finish(ms_snapshot_t *s) {
   }
 }
 
+/* ---- self-checks (snapshot.h) ------------------------------------------*/
+
+static int known(const ms_snapshot_t *s, ms_field_t f) {
+  return s->quality[f] != MS_Q_UNAVAILABLE;
+}
+
+int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
+                       size_t len) {
+  static const ms_field_t parts[] = {
+      MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
+  uint64_t sum = 0;
+  int all = known(s, MS_F_SYS);
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    all &= known(s, parts[i]);
+    sum += ms__field_u64(s, parts[i]);
+  }
+  if (all && s->sys != sum) {
+    snprintf(why, len, "Sys %llu != sum of *Sys %llu",
+             (unsigned long long)s->sys, (unsigned long long)sum);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_HEAP_SYS) && known(s, MS_F_HEAP_IDLE) &&
+      known(s, MS_F_HEAP_INUSE) &&
+      s->heap_sys != s->heap_idle + s->heap_inuse) {
+    snprintf(why, len, "HeapSys %llu != HeapIdle %llu + HeapInuse %llu",
+             (unsigned long long)s->heap_sys, (unsigned long long)s->heap_idle,
+             (unsigned long long)s->heap_inuse);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_HEAP_RELEASED) && known(s, MS_F_HEAP_IDLE) &&
+      s->heap_released > s->heap_idle) {
+    snprintf(why, len, "HeapReleased %llu > HeapIdle %llu",
+             (unsigned long long)s->heap_released,
+             (unsigned long long)s->heap_idle);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_SYS) && s->quality[MS_F_KERNEL_RSS] == MS_Q_EXACT) {
+    uint64_t released = known(s, MS_F_HEAP_RELEASED) ? s->heap_released : 0;
+    uint64_t ready = s->sys > released ? s->sys - released : 0;
+    uint64_t rss = s->kernel_rss;
+    if (ready > rss + MS__READY_OVER_RSS_MAX(rss)) {
+      snprintf(why, len,
+               "Ready %llu exceeds RSS %llu by more than %llu (4 MiB + RSS/8)",
+               (unsigned long long)ready, (unsigned long long)rss,
+               (unsigned long long)MS__READY_OVER_RSS_MAX(rss));
+      return MS_EPROTO;
+    }
+  }
+  if (stale_exact) {
+    snprintf(why, len,
+             "%u field(s) exact from an allocator sample cached from an "
+             "earlier snapshot, though the tracked heap moved since",
+             stale_exact);
+    return MS_EPROTO;
+  }
+  return 0;
+}
+
+/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. */
+static void self_check(const ms_snapshot_t *s, unsigned stale_exact) {
+  static int debug = -1;
+  if (debug < 0) {
+    const char *env = getenv("MEMSTATS_DEBUG");
+    debug = env && strcmp(env, "1") == 0;
+  }
+  char why[200];
+  if (debug && ms__snapshot_check(s, stale_exact, why, sizeof why) != 0)
+    ms__debug("self-check failed on snapshot %llu: %s",
+              (unsigned long long)s->seq, why);
+}
+
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
   return ms__snapshot_read_opts(s, size, 0);
 }
@@ -462,11 +534,14 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
+  unsigned stale_exact = ms__providers_stale_exact();
   pthread_mutex_unlock(&g_read_lock);
 
   fill_kernel(s);
   if (flags & MS__READ_SMAPS)
     fill_smaps(s);
   finish(s);
+  if (!(flags & MS__READ_CACHED)) /* not from a signal handler */
+    self_check(s, stale_exact);
   return 0;
 }
