@@ -126,7 +126,7 @@ static void run_prog(const char *name, const char *preload) {
   assert_self_checked(name, out,
                       strcmp(name, "pv_jemalloc") == 0 ||
                               strcmp(name, "pv_mimalloc") == 0 ||
-                              strcmp(name, "pl_cxx_mi") == 0
+                              strcmp(name, "pj_bins") == 0
                           ? "Ready "
                           : NULL);
 }
