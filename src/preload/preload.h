@@ -148,6 +148,19 @@ ms__glibc_block(const void *p) {
   return b;
 }
 
+/* The same with the kind already loaded (kind: ms__real.usable_kind). */
+static inline __attribute__((always_inline)) size_t
+ms__preload_usable_of(ms__tls_t *t, void *p, int kind) {
+  if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
+    return ms__glibc_usable(p);
+  if (__builtin_expect(kind == MS__USABLE_CALL, 1))
+    return ms__real.usable(p);
+  t->guard = 1;
+  size_t n = ms__real.usable(p);
+  t->guard = 0;
+  return n;
+}
+
 static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
   int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
   if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
@@ -287,10 +300,11 @@ static inline void ms__preload_count_alloc(void *p) {
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (p && !t->guard) {
-    if (ms__preload_glibc_kind())
+    int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+    if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, ms__glibc_block(p), 0);
     else
-      ms__preload_record(t, ms__preload_usable(t, p), 0);
+      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 0);
   }
 }
 /* The same for a block just returned by a plain malloc(n) or operator
@@ -302,12 +316,15 @@ ms__preload_count_n(void *p, size_t n, int is_free) {
     return;
   if (!t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
-    if (n <= max)
+    if (n <= max) {
       ms__preload_record(t, ms__request_round(n, max), is_free);
-    else if (ms__preload_glibc_kind())
-      ms__preload_record_glibc(t, ms__glibc_block(p), is_free);
-    else
-      ms__preload_record(t, ms__preload_usable(t, p), is_free);
+    } else {
+      int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+      if (kind == MS__USABLE_GLIBC)
+        ms__preload_record_glibc(t, ms__glibc_block(p), is_free);
+      else
+        ms__preload_record(t, ms__preload_usable_of(t, p, kind), is_free);
+    }
   }
 }
 static inline __attribute__((always_inline)) void
@@ -320,10 +337,11 @@ static inline void ms__preload_count_free(void *p) {
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (!t->guard) {
-    if (ms__preload_glibc_kind())
+    int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+    if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, ms__glibc_block(p), 1);
     else
-      ms__preload_record(t, ms__preload_usable(t, p), 1);
+      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 1);
   }
 }
 /* The same for a sized operator delete(p, n) (no alignment): n is the size
