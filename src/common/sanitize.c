@@ -78,6 +78,12 @@ int ms__cp_unsafe(uint32_t cp) {
       {0x1d173, 0x1d17a},                     /* musical format controls */
       {0xe0000, 0xe0fff},                     /* tags, variation selectors */
   };
+  /* Printable ASCII first: most of every name and every blank cell of
+   * the live view. */
+  if (cp >= 0x20 && cp < 0x7f)
+    return 0;
+  if (cp < 0xa0)
+    return 1;
   /* U+xxFFFE and U+xxFFFF are noncharacters in every plane. */
   if ((cp & 0xfffeu) == 0xfffeu)
     return 1;

@@ -120,7 +120,9 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
   case COL_PROVIDER: {
     size_t n = 0;
     for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++) {
-      int w = snprintf(buf + n, len - n, "%s%s", i ? "+" : "", s->providers[i]);
+      /* A name fills its array without a NUL if the sender wants. */
+      int w = snprintf(buf + n, len - n, "%s%.*s", i ? "+" : "", MS_NAME_MAX,
+                       s->providers[i]);
       if (w < 0 || (size_t)w >= len - n)
         break;
       n += (size_t)w;
