@@ -460,6 +460,14 @@ static void test_hostile_strings(void **state) {
   char *text = render_text(&m, 30, 200);
   assert_non_null(strstr(text, "66 \\x1b[2J\\x1b]2;pwned\\x07"));
   free(text);
+  /* A cell is one column: a wide character or a combining mark would
+   * shift the rest of the row, so each is drawn as '?'. */
+  snprintf(t->comm, sizeof t->comm,
+           "\xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
+           "caf\xc3\xa9");
+  text = render_text(&m, 30, 200);
+  assert_non_null(strstr(text, "66 ?? e? caf\xc3\xa9"));
+  free(text);
   mt_model_free(&m);
 }
 
