@@ -410,6 +410,26 @@ static void test_every_size(void **state) {
   mt_model_free(&dm);
 }
 
+/* A stranger's figures as big as they go: the trend's sums and the byte
+ * rate saturate instead of overflowing (which wrapped to a negative max,
+ * so no chart, and a negative rate). */
+static void test_huge_figures(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  for (uint64_t i = 0; i < t->nhist; i++) {
+    mt_sample_t *sm = &t->hist[i % MT_HISTORY];
+    sm->data = sm->frag_overhead = sm->idle = INT64_MAX / 2;
+  }
+  t->bytes_per_s = 1e30;
+  char *text = render_text(&m, 40, 160);
+  assert_non_null(strstr(text, "max 8.0EiB"));
+  assert_non_null(strstr(text, "8.0EiB/s"));
+  assert_null(strstr(text, "-8.0EiB"));
+  free(text);
+  mt_model_free(&m);
+}
+
 /* A stranger's names, providers and error reason on every screen, at
  * several sizes: no cell holds a control, a bidi control or an invisible
  * character, and the text of the grid is safe for a terminal. */
@@ -720,6 +740,7 @@ int main(void) {
       cmocka_unit_test(test_bar_parts),
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_hostile_strings),
+      cmocka_unit_test(test_huge_figures),
       cmocka_unit_test(test_sections_drop),
       cmocka_unit_test(test_keys_sort),
       cmocka_unit_test(test_keys_move),
