@@ -430,6 +430,24 @@ static void test_huge_figures(void **state) {
   mt_model_free(&m);
 }
 
+/* Every backslash in the text starts a whole escape: a name cut to its
+ * column never ends in half of one. */
+static void assert_whole_escapes(const char *text) {
+  static const char hex[] = "0123456789abcdef";
+  for (const char *p = strchr(text, '\\'); p != NULL; p = strchr(p + 1, '\\')) {
+    size_t digits = p[1] == 'x' ? 2 : p[1] == 'u' ? 4 : p[1] == 'U' ? 8 : 0;
+    if (p[1] == '\\') {
+      p++;
+      continue;
+    }
+    if (digits == 0)
+      fail_msg("a cut escape: %.20s", p);
+    for (size_t i = 0; i < digits; i++)
+      if (p[2 + i] == '\0' || strchr(hex, p[2 + i]) == NULL)
+        fail_msg("a cut escape: %.20s", p);
+  }
+}
+
 /* A stranger's names, providers and error reason on every screen, at
  * several sizes: no cell holds a control, a bidi control or an invisible
  * character, and the text of the grid is safe for a terminal. */
@@ -472,6 +490,17 @@ static void test_hostile_strings(void **state) {
         mt_grid_free(&g);
       }
     }
+  }
+  /* In the list, a name cut to make room for its mark is cut between
+   * whole escapes, and the mark stays. */
+  m.screen = MT_SCREEN_LIST;
+  m.status[0] = '\0';
+  for (int cols = 40; cols <= 200; cols += 8) {
+    char *list = render_text(&m, 10, cols);
+    assert_whole_escapes(list);
+    if (cols >= 80)
+      assert_non_null(strstr(list, "[unreachable]"));
+    free(list);
   }
   /* The name is shown, in its safe form, not dropped. */
   m.screen = MT_SCREEN_DETAIL;
