@@ -377,9 +377,9 @@ int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
   /* Every piece goes into the string buffer, which grows as needed: no
    * fixed buffer for a stranger's names to run past. */
   ms_strbuf_printf(out, "%7" PRId32 " ", pid);
-  ms_strbuf_put_safe_col(out, user, (size_t)-1, PS_USER, PS_USER);
+  ms_strbuf_put_safe_col(out, user, MS_NAME_MAX, PS_USER, PS_USER);
   ms_strbuf_puts(out, " ");
-  ms_strbuf_put_safe_col(out, comm, (size_t)-1, PS_COMM, PS_COMM);
+  ms_strbuf_put_safe_col(out, comm, MS_NAME_MAX, PS_COMM, PS_COMM);
   if (s == NULL) {
     ms_strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
     return finish(out);

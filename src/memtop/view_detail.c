@@ -21,6 +21,24 @@
 #define TWO_COLUMN_MIN 72 /* narrower screens stack every section */
 #define TREND_MIN 4       /* a heading and three rows of chart */
 
+/* Figures come from a stranger: sums saturate instead of overflowing, and
+ * a rate too big for an int64 is shown as the biggest one. */
+static int64_t pos(int64_t v) {
+  return v > 0 ? v : 0;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  a = pos(a);
+  b = pos(b);
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int64_t rate_i64(double v) {
+  if (!(v < 9.2e18)) /* NaN too */
+    return INT64_MAX;
+  return v > 0 ? (int64_t)(v + 0.5) : 0;
+}
+
 static const mt_style_t part_style[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
                                          MT_ST_PREPARED};
 
@@ -257,7 +275,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
        q[2] == MS_Q_UNAVAILABLE)) {
     int64_t known = 0;
     for (int i = 0; i < 3; i++)
-      known += q[i] != MS_Q_UNAVAILABLE && v[i] > 0 ? v[i] : 0;
+      known = sat_add(known, q[i] != MS_Q_UNAVAILABLE ? v[i] : 0);
     v[3] = bd->ready > known ? bd->ready - known : 0;
   }
   double sum = 0;
@@ -348,7 +366,7 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(fig, sizeof fig, (int64_t)(t->bytes_per_s + 0.5), qb, 0);
+    mt_view_fmt_bytes(fig, sizeof fig, rate_i64(t->bytes_per_s), qb, 0);
     snprintf(rate, sizeof rate, "%s/s", fig);
   }
   label_value(g, row + 7, col + 1, vw - 1, "bytes/s", rate, MT_ST_NORMAL);
@@ -373,8 +391,7 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(bytes, sizeof bytes, (int64_t)(t->bytes_per_s + 0.5), qb,
-                      0);
+    mt_view_fmt_bytes(bytes, sizeof bytes, rate_i64(t->bytes_per_s), qb, 0);
     snprintf(rate, sizeof rate, "%s/s", bytes);
   }
   piece_t p1[] = {{"HeapAlloc", alloc, MT_ST_NORMAL},
@@ -489,10 +506,6 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
 
 /* ============================================================= trend === */
 
-static int64_t pos(int64_t v) {
-  return v > 0 ? v : 0;
-}
-
 static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                        int row, int col, int height, int width) {
   uint64_t have = t->nhist < MT_HISTORY ? t->nhist : MT_HISTORY;
@@ -510,7 +523,7 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   int64_t max = 0;
   for (uint64_t i = 0; i < n; i++) {
     const mt_sample_t *sm = SAMPLE(i);
-    int64_t sum = pos(sm->data) + pos(sm->frag_overhead) + pos(sm->idle);
+    int64_t sum = sat_add(sat_add(sm->data, sm->frag_overhead), pos(sm->idle));
     if (sum > max)
       max = sum;
   }
@@ -530,7 +543,7 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
     int y = 0;
     /* Stacked from the bottom: data, then fragOverhead, then idle. */
     for (int k = 0; k < 3; k++) {
-      acc += part[k];
+      acc = sat_add(acc, part[k]);
       int top = (int)((double)acc / (double)max * chart + 0.5);
       for (; y < top && y < chart; y++)
         mt_grid_putc(g, row + chart - y, x, mt_view_fill(k, m->utf8),
