@@ -45,7 +45,8 @@
  * (100 x the cost of the last read), from the reader's thread; never on
  * the program's threads. The interposer's cost is a slot claimed with one
  * compare-and-swap per mmap, and a scan of the table's used part per
- * munmap (the table holds the program's own mappings only).
+ * munmap: as many slots as the most mappings the program held at once
+ * (its own only; the table's size bounds it).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -76,7 +77,7 @@ typedef struct ms__map_slot_s {
 } ms__map_slot_t;
 
 static ms__map_slot_t g_slots[MS__MAP_SLOTS];
-static unsigned g_hwm;  /* slots [0, g_hwm) have been used */
+static unsigned g_hwm;  /* slots [0, g_hwm) have been used (never drops) */
 static unsigned g_hint; /* where the next claim starts looking */
 static int g_lost;      /* a mapping found no free slot */
 static const void *g_alloc_fn;
@@ -139,8 +140,12 @@ void ms__map_forget(void *addr, size_t len) {
     if (en <= a || st >= b)
       continue;
     if (a <= st && en <= b) {
-      __atomic_compare_exchange_n(&s->start, &st, 0, 0, __ATOMIC_RELEASE,
-                                  __ATOMIC_RELAXED);
+      /* The next claim starts at the slot freed last: a program that maps
+       * and unmaps in a loop reuses one slot, and the scanned part stays
+       * as long as the most mappings it held at once. */
+      if (__atomic_compare_exchange_n(&s->start, &st, 0, 0, __ATOMIC_RELEASE,
+                                      __ATOMIC_RELAXED))
+        __atomic_store_n(&g_hint, i, __ATOMIC_RELAXED);
     } else if (a <= st) {
       __atomic_store_n(&s->start, b, __ATOMIC_RELEASE);
     } else if (en <= b) {
