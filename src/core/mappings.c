@@ -40,7 +40,7 @@
  * outside its own statistics).
  *
  * Cost: one read of /proc/self/maps (the kernel holds the process's mmap
- * lock for reading while it writes the text) and one mincore per 16 MiB
+ * lock for reading while it writes the text) and one mincore per 256 MiB
  * counted, at most four times a second and at most 1% of the time
  * (100 x the cost of the last read), from the reader's thread; never on
  * the program's threads. The interposer's cost is a slot claimed with one
@@ -176,11 +176,11 @@ void ms__map_set_allocator(const void *malloc_fn) {
 
 /* ---- reading --------------------------------------------------------------*/
 
-/* Resident pages of [start, end), by mincore in steps of 16 MiB; a step
+/* Resident pages of [start, end), by mincore in steps of 256 MiB; a step
  * that is no longer mapped (ENOMEM) counts neither as resident nor as
  * unbacked: *mapped gets only what mincore could see. */
 static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
-  static unsigned char vec[4096];
+  static unsigned char vec[65536];
   uintptr_t ps = page_size();
   uint64_t res = 0;
   *mapped = 0;
@@ -325,6 +325,12 @@ static void stack_vma(ms__maps_figures_t *f, uintptr_t start, uintptr_t end) {
   f->threads_stacks++;
 }
 
+/* The largest pthread stack recognised: glibc's default is the stack
+ * rlimit (8 MiB); larger read-write regions above a PROT_NONE one are
+ * heaps and reservations of runtimes (a sanitizer's shadow memory is
+ * terabytes), which walking with mincore would take seconds. */
+#define MS__STACK_MAX ((uintptr_t)256 << 20)
+
 /* Walks /proc/self/maps for the stacks. */
 static void read_stacks(ms__maps_figures_t *f) {
   static char buf[16384];
@@ -353,6 +359,7 @@ static void read_stacks(ms__maps_figures_t *f) {
         } else if (v.anon && memcmp(v.perms, "rw-p", 4) == 0 && have_prev &&
                    prev.anon && prev.end == v.start &&
                    memcmp(prev.perms, "---p", 4) == 0 &&
+                   v.end - v.start <= MS__STACK_MAX &&
                    (v.start & ((64u << 20) - 1)) != 0 &&
                    ms__map_owner((void *)v.start) == NULL) {
           stack_vma(f, v.start, v.end);
