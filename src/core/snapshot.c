@@ -11,6 +11,7 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
+#include "core/mappings.h"
 #include "core/pause.h"
 #include "core/provider.h"
 #include "core/shard.h"
@@ -155,6 +156,13 @@ static void fill_kernel(ms_snapshot_t *s) {
   s->kernel_rss = rss * page;
   ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+  /* statm's third figure is the file and shmem pages of RSS: the rest is
+   * RssAnon of /proc/self/status, from the same read (task_statm). */
+  unsigned long long shared;
+  if (sscanf(buf, "%*u %*u %llu", &shared) == 1 && shared <= rss) {
+    s->kernel_anon_rss = (rss - shared) * page;
+    ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
+  }
 }
 
 /* ---- smaps_rollup ---------------------------------------------------- */
@@ -427,7 +435,8 @@ static void finish(ms_snapshot_t *s) {
       s->quality[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE) {
     static const ms_field_t parts[] = {
         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
-        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
+        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
+        MS_F_OFF_HEAP_RELEASED};
     uint64_t sum = 0;
     ms_quality_t q = MS_Q_EXACT;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -534,6 +543,7 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
+  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0);
   unsigned stale_exact = ms__providers_stale_exact();
   pthread_mutex_unlock(&g_read_lock);
 

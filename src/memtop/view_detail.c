@@ -108,6 +108,9 @@ static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
   case MS_F_KERNEL_SWAP:
     v = s->kernel_swap;
     break;
+  case MS_F_KERNEL_ANON_RSS:
+    v = s->kernel_anon_rss;
+    break;
   default:
     break;
   }
@@ -234,7 +237,8 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                      int row, int cols) {
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
-  char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32];
+  char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
+      accounted[32];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -245,12 +249,30 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
    * smaps_rollup, which memtop asks for only now and then for this view:
    * until they are there they are left out rather than shown as '-'.
    * Pieces that do not fit are left out whole, from the right. */
-  piece_t p[7];
+  piece_t p[9];
   int n = 0;
   p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
   p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
   p[n++] = (piece_t){"Prepared", prep, MT_ST_PREPARED};
   p[n++] = (piece_t){"RSS", rss, MT_ST_NORMAL};
+  /* The kernel's anonymous RSS, and how much of it Ready accounts for:
+   * a gap between them is memory no class shows. */
+  if (s->quality[MS_F_KERNEL_ANON_RSS] != MS_Q_UNAVAILABLE &&
+      s->kernel_anon_rss > 0) {
+    field_bytes(anon, sizeof anon, s, MS_F_KERNEL_ANON_RSS);
+    p[n++] = (piece_t){"AnonRSS", anon, MT_ST_NORMAL};
+    if (bd->q_ready != MS_Q_UNAVAILABLE) {
+      double pct = (double)bd->ready * 100.0 / (double)s->kernel_anon_rss;
+      snprintf(accounted, sizeof accounted, "%s%.1f%%",
+               bd->q_ready == MS_Q_ESTIMATED ? "~" : "",
+               pct < 0       ? 0.0
+               : pct > 999.9 ? 999.9
+                             : pct);
+      p[n++] =
+          (piece_t){"accounted", accounted,
+                    pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
+    }
+  }
   if (s->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE)
     p[n++] = (piece_t){"LazyFree", lazy, MT_ST_NORMAL};
   if (s->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE)
