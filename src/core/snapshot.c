@@ -458,18 +458,13 @@ static int known(const ms_snapshot_t *s, ms_field_t f) {
 
 int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
                        size_t len) {
-  static const ms_field_t parts[] = {
-      MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
-      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
-  uint64_t sum = 0;
-  int all = known(s, MS_F_SYS);
-  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-    all &= known(s, parts[i]);
-    sum += ms__field_u64(s, parts[i]);
-  }
-  if (all && s->sys != sum) {
-    snprintf(why, len, "Sys %llu != sum of *Sys %llu",
-             (unsigned long long)s->sys, (unsigned long long)sum);
+  /* Sys = the sum of its terms, and Ready, as the breakdown computes them
+   * (one definition of both: OffHeapReleased is a term of each). */
+  ms_breakdown_t b;
+  ms_breakdown(s, &b);
+  if (b.sys_mismatch) {
+    snprintf(why, len, "Sys %llu != sum of *Sys and OffHeapReleased",
+             (unsigned long long)s->sys);
     return MS_EPROTO;
   }
   if (known(s, MS_F_HEAP_SYS) && known(s, MS_F_HEAP_IDLE) &&
@@ -487,9 +482,9 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
              (unsigned long long)s->heap_idle);
     return MS_EPROTO;
   }
-  if (known(s, MS_F_SYS) && s->quality[MS_F_KERNEL_RSS] == MS_Q_EXACT) {
-    uint64_t released = known(s, MS_F_HEAP_RELEASED) ? s->heap_released : 0;
-    uint64_t ready = s->sys > released ? s->sys - released : 0;
+  if (b.q_ready != MS_Q_UNAVAILABLE &&
+      s->quality[MS_F_KERNEL_RSS] == MS_Q_EXACT) {
+    uint64_t ready = b.ready > 0 ? (uint64_t)b.ready : 0;
     uint64_t rss = s->kernel_rss;
     if (ready > rss + MS__READY_OVER_RSS_MAX(rss)) {
       snprintf(why, len,
