@@ -176,6 +176,9 @@ $(BUILD)/contrib/%: contrib/%.c $(LIB_SO)
 
 # ---- tests -------------------------------------------------------------------
 TEST_LINK := $(TOOL_A) $(LIB_A)
+# C++ test programs call the sized operator delete: on by default in g++,
+# asked for in clang++ (before clang 17).
+CXX_STD := -std=gnu++17 -fsized-deallocation
 TEST_LDLIBS := $(CMOCKA_LIBS) $(JANSSON_LIBS) $(TOOL_LIBS) -ldl
 TEST_CFLAGS = $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) \
               -DMT_LIBDIR='"$(LIBDIR)"' -DMS_TEST_HARDEN=$(if $(HARDEN_LDFLAGS),1,0) \
@@ -191,7 +194,7 @@ $(BUILD)/progs/%: tests/progs/%.c $(LIB_SO)
 	$(CC) $(BASE_CFLAGS) -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
 $(BUILD)/progs/%: tests/progs/%.cc $(LIB_SO)
 	@mkdir -p $(@D)
-	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(BASE_CFLAGS)) -std=gnu++17 -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(BASE_CFLAGS)) $(CXX_STD) -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
 
 # Each fuzz harness is also built with a small driver that replays its
 # corpus, so `make check` runs every corpus file through the parser.
