@@ -141,6 +141,14 @@ $(LIB_OBJS) $(PRELOAD_OBJS): \
 $(TOOL_OBJS) $(BUILD)/obj/src/memtop/main.o: \
   OBJ_CFLAGS = $(TOOL_CFLAGS) -DMT_LIBDIR='"$(LIBDIR)"'
 
+# LIBDIR is compiled into memtop (and test_run): a build for another LIBDIR
+# rebuilds what uses it, through a file that changes only with it.
+LIBDIR_STAMP := $(BUILD)/libdir.stamp
+ifneq ($(shell cat $(LIBDIR_STAMP) 2>/dev/null),$(LIBDIR))
+$(shell mkdir -p $(BUILD) && echo '$(LIBDIR)' > $(LIBDIR_STAMP))
+endif
+$(BUILD)/obj/src/memtop/run.o $(BUILD)/tests/test_run: $(LIBDIR_STAMP)
+
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
