@@ -58,8 +58,10 @@ HARDEN ?= 1
 cc_accepts = $(shell $(CC) -Werror $(1) -x c -c /dev/null -o /dev/null 2>/dev/null && echo $(1))
 ifneq ($(HARDEN),0)
 FORTIFY := $(if $(SAN)$(filter -O0,$(OPT)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3)
-HARDEN_CFLAGS := -fstack-protector-strong $(FORTIFY) -Wformat \
-                 -Werror=format-security $(call cc_accepts,-fcf-protection)
+# (Debian's -Wformat is not repeated: WARN has -Wformat=2, and a later
+# plain -Wformat would lower gcc back to level 1.)
+HARDEN_CFLAGS := -fstack-protector-strong $(FORTIFY) -Werror=format-security \
+                 $(call cc_accepts,-fcf-protection)
 HARDEN_LDFLAGS := -Wl,-z,relro -Wl,-z,now
 PIE_LDFLAGS := -pie
 endif
