@@ -50,7 +50,7 @@ $(BUILD)/progs/pl_%: tests/progs/pl_%.c tests/progs/pl_snap.h $(PRELOAD_SO) $(PL
 	$(CC) $(PL_CFLAGS) -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
 $(BUILD)/progs/pl_%: tests/progs/pl_%.cc tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)
 	@mkdir -p $(@D)
-	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) -std=gnu++17 -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) $(CXX_STD) -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pl_$*)
 
 # ---- jemalloc without the preload (pj_*) -------------------------------------
 # Linked with -lmemstats (the Makefile's $(BUILD)/progs/% rule) and with
