@@ -468,6 +468,83 @@ static void test_not_attachable(void **state) {
   assert_int_equal(mt("--once", "--json", pidstr(plain), NULL), 1);
   assert_non_null(strstr(res.err, "no such process"));
   assert_non_null(strstr(res.err, want));
+
+  /* A process that runs libmemstats but has no socket (yet: an agent
+   * starting looks the same) is not told to start with the library. */
+  setenv("MEMSTATS_AGENT", "0", 1);
+  proc_t quiet = start_target(NULL);
+  unsetenv("MEMSTATS_AGENT");
+  assert_int_equal(mt("--once", pidstr(quiet.pid), NULL), 1);
+  snprintf(want, sizeof want, "PID %d runs libmemstats", quiet.pid);
+  if (strstr(res.err, want) == NULL)
+    fail_msg("not said to run libmemstats: %.600s", res.err);
+  assert_non_null(strstr(res.err, "starting"));
+  assert_non_null(strstr(res.err, "MEMSTATS_AGENT=0"));
+  assert_null(strstr(res.err, "memtop run"));
+  stop_target(quiet);
+}
+
+/* --once -n 1000 -d 0.1 PID whose target exits: its end is said once,
+ * with the PID and the name, and memtop stops (exit 1) instead of
+ * printing nothing every 0.1 s for the remaining rounds. */
+static void test_rounds_target_exits(void **state) {
+  proc_t p = start_target(NULL);
+  char out[128], err[128], want[96], buf[4096];
+  time_t start = time(NULL);
+  int fo, fe, st, n = 0;
+  pid_t m;
+
+  (void)state;
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(err, sizeof err, "%s/err", dir);
+  m = fork();
+  assert_true(m >= 0);
+  if (m == 0) {
+    fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execl(memtop, memtop, "--once", "-n", "1000", "-d", "0.1", pidstr(p.pid),
+          (char *)NULL);
+    _exit(126);
+  }
+  /* The first report, then the target ends. */
+  for (;;) {
+    FILE *f = fopen(out, "r");
+    size_t got = f != NULL ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f != NULL)
+      fclose(f);
+    buf[got] = '\0';
+    if (strstr(buf, "Ready+Prepared=") != NULL)
+      break;
+    if (time(NULL) - start > LIMIT_S) {
+      kill(m, SIGKILL);
+      fail_msg("no first report within %d s", LIMIT_S);
+    }
+    usleep(20000);
+  }
+  stop_target(p);
+  while (waitpid(m, &st, WNOHANG) == 0) {
+    if (time(NULL) - start > LIMIT_S) {
+      kill(m, SIGKILL);
+      waitpid(m, &st, 0);
+      fail_msg("memtop went on after its only target exited");
+    }
+    usleep(20000);
+  }
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  FILE *f = fopen(err, "r");
+  assert_non_null(f);
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[got] = '\0';
+  snprintf(want, sizeof want, "memtop: PID %d (mt_target) exited\n", p.pid);
+  if (strstr(buf, want) == NULL)
+    fail_msg("want '%s' on stderr, got: %.600s", want, buf);
+  for (const char *q = buf; (q = strstr(q, "exited")) != NULL; q++)
+    n++;
+  assert_int_equal(n, 1);
 }
 
 static void test_bad_usage(void **state) {
@@ -513,9 +590,16 @@ static void test_hung_target(void **state) {
   assert_int_equal(mt("--once", pidstr(hung), pidstr(good.pid), NULL), 1);
   snprintf(want, sizeof want, "PID %d: no answer", hung);
   assert_non_null(strstr(res.err, want));
+  /* --once does not try again: it must not say it will. */
+  assert_null(strstr(res.err, "retrying"));
   /* The other target is reported all the same. */
   snprintf(want, sizeof want, "%d mt_target: Ready+Prepared=", good.pid);
   assert_non_null(strstr(res.out, want));
+  /* With rounds to come it does, and says so, except after the last. */
+  assert_int_equal(mt("--once", "-n", "2", "-d", "0.1", pidstr(hung), NULL), 1);
+  assert_non_null(strstr(res.err, "; retrying\n"));
+  assert_int_equal(count_lines(res.err), 2);
+  assert_null(strstr(strchr(res.err, '\n') + 1, "retrying"));
   /* Watching all: the hung one is an error, the good one a report. */
   assert_int_equal(mt("--once", "--json", NULL), 1);
   assert_int_equal(count_lines(res.out), 1);
@@ -579,7 +663,9 @@ static int preload_usable(void) {
   return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int have_python3(void) { return access("/usr/bin/python3", X_OK) == 0; }
+static int have_python3(void) {
+  return access("/usr/bin/python3", X_OK) == 0;
+}
 
 static void test_run_once(void **state) {
   (void)state;
@@ -979,6 +1065,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_bad_usage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_version_later_commands, setup,
                                       teardown),
