@@ -51,7 +51,9 @@ struct mt_conn_s {
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
   uint8_t *rbuf;      /* received bytes not yet consumed */
   size_t rlen, rcap;
-  ms_snapshot_t snap; /* decoded into, handed to the callback */
+  /* Decoded into, handed to the callback; allocated once a connection
+   * is made, so that a target that never answers costs no snapshot. */
+  ms_snapshot_t *snap;
   char path[MSC_PATH_MAX];
   /* A failure found before connecting (an unsafe socket directory),
    * reported from the timer so that the callback never runs inside
@@ -64,6 +66,7 @@ static void conn_unref(mt_conn_t *c) {
   if (--c->handles == 0 && c->closing) {
     msc_session_free(c->session);
     free(c->rbuf);
+    free(c->snap);
     free(c);
   }
 }
@@ -100,7 +103,7 @@ static void finish(mt_conn_t *c, int status, const char *msg) {
   if (!c->busy)
     return;
   c->busy = 0;
-  c->cb(c, status, status == 0 ? &c->snap : NULL, msg, c->arg);
+  c->cb(c, status, status == 0 ? c->snap : NULL, msg, c->arg);
 }
 
 static void failf(mt_conn_t *c, int status, const char *fmt, ...)
@@ -258,7 +261,7 @@ static void consume(mt_conn_t *c) {
     memset(&ev, 0, sizeof ev);
     used = 0;
     rc = msc_session_feed(c->session, c->rbuf + off, c->rlen - off, &used,
-                          &c->snap, &ev);
+                          c->snap, &ev);
     off += used;
     if (rc < 0 || ev.type == MSC_EV_ERROR) {
       if (ev.msg[0] != '\0') /* the session's words name the PID */
@@ -343,6 +346,10 @@ static void connected(uv_connect_t *req, int status) {
   rc = msc_verify_peer(fd, c->pid, c->path, msg, sizeof msg);
   if (rc != 0) {
     finish(c, rc, msg);
+    return;
+  }
+  if (c->snap == NULL && (c->snap = malloc(sizeof *c->snap)) == NULL) {
+    failf(c, MS_ENOMEM, "PID %d: out of memory", c->pid);
     return;
   }
   c->connected = 1;
