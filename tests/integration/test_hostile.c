@@ -54,6 +54,7 @@ static char area[64]; /* a place nobody may write to */
 static uid_t nobody_uid;
 static gid_t nobody_gid;
 static const char *skip_reason;
+static char tmux_sock[160], screen[64 * 1024]; /* the live view's session */
 
 typedef struct result_s {
   int status; /* exit status, or 128+signal */
@@ -382,6 +383,15 @@ static int teardown(void **state) {
   (void)state;
   if (skip_reason != NULL)
     return 0;
+  if (tmux_sock[0] != '\0') {
+    /* A test cut short leaves its tmux server: it goes with the test. */
+    snprintf(cmd, sizeof cmd, "tmux -S '%s' kill-server >/dev/null 2>&1",
+             tmux_sock);
+    if (system(cmd) != 0) {
+      /* already gone */
+    }
+    tmux_sock[0] = '\0';
+  }
   snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, area);
   return system(cmd) == 0 ? 0 : -1;
 }
@@ -561,12 +571,184 @@ static void test_foreign_directory_claims(void **state) {
     rmdir(home);
 }
 
+/* nobody asks about root's process, whose socket directory (a shared
+ * MEMSTATS_DIR of root's, mode 0700) it may not enter: it is told about
+ * that directory, not about /tmp/memtop-0, which it never used. */
+static void test_refused_user_told_right_directory(void **state) {
+  pid_t victim;
+  int po[2], st;
+  char err[4096] = {0};
+  ssize_t n;
+  size_t have = 0;
+
+  (void)state;
+  SKIP_UNLESS_ROOT();
+  victim = start_victim();
+  assert_int_equal(pipe(po), 0);
+  pid_t m = fork();
+  assert_true(m >= 0);
+  if (m == 0) {
+    become_nobody();
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(po[1], 2);
+    execl(memtop, memtop, "--once", pidstr(victim), (char *)NULL);
+    _exit(126);
+  }
+  close(po[1]);
+  while (have < sizeof err - 1 &&
+         (n = read(po[0], err + have, sizeof err - 1 - have)) > 0)
+    have += (size_t)n;
+  close(po[0]);
+  assert_int_equal(waitpid(m, &st, 0), m);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  if (strstr(err, dir) == NULL || strstr(err, "/tmp/memtop-0") != NULL)
+    fail_msg("want the directory %s named; got: %s", dir, err);
+  assert_non_null(strstr(err, "permission"));
+  stop(victim);
+}
+
+/* ---- the live view, in tmux ---- */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *tmux_out(const char *what) {
+  char cmd[512];
+  size_t n = 0;
+  snprintf(cmd, sizeof cmd, "tmux -S %s %s 2>/dev/null", tmux_sock, what);
+  FILE *p = popen(cmd, "r");
+  screen[0] = '\0';
+  if (p == NULL)
+    return screen;
+  n = fread(screen, 1, sizeof screen - 1, p);
+  screen[n] = '\0';
+  pclose(p);
+  return screen;
+}
+
+/* Starts memtop with `args` (as root, MEMSTATS_DIR=memstats_dir) in a
+ * fresh 100x30 tmux session. */
+static void tui_start(const char *memstats_dir, const char *args) {
+  char script[160];
+  FILE *f;
+
+  snprintf(script, sizeof script, "%s/tui.sh", dir);
+  snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux", dir);
+  f = fopen(script, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "export MEMSTATS_DIR='%s' LANG=C.UTF-8 LC_ALL=C.UTF-8 "
+          "MEMTOP_TIMEOUT_MS=2000\n"
+          "'%s' -d 0.2 %s\n"
+          "echo \"MEMTOP-EXIT=$?\"\n"
+          "exec sleep 600\n",
+          memstats_dir, memtop, args);
+  fclose(f);
+  assert_int_equal(sh("tmux -S %s -f /dev/null new-session -d -s v -x 100 -y "
+                      "30 \"sh '%s'\"",
+                      tmux_sock, script),
+                   0);
+}
+
+static int tui_wait(const char *text) {
+  for (int waited = 0; waited < 20000; waited += 100) {
+    if (strstr(tmux_out("capture-pane -p -t v"), text) != NULL)
+      return 1;
+    usleep(100000);
+  }
+  print_error("the screen never showed \"%s\":\n%s\n", text, screen);
+  return 0;
+}
+
+static void tui_stop(void) {
+  sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+}
+
+/* The live view, on nobody's own process with hostile strings and on the
+ * victim behind a squatted directory: the names reach the screen only in
+ * safe form (the window title stays tmux's), the victim shows the refusal
+ * and no figure, and memtop quits cleanly. */
+static void test_live_view(void **state) {
+  char home[64], squat[128], sock[160], sown[96], args[64];
+  struct stat st;
+  pid_t victim, bad, bad2;
+
+  (void)state;
+  SKIP_UNLESS_ROOT();
+  if (sh("command -v tmux >/dev/null") != 0) {
+    print_message("skipped: tmux is not installed (apt-get install tmux)\n");
+    skip();
+  }
+  snprintf(home, sizeof home, "/tmp/memtop-%u", (unsigned)nobody_uid);
+  if (lstat(home, &st) == 0 &&
+      (!S_ISDIR(st.st_mode) || st.st_uid != nobody_uid)) {
+    print_message("skipped: %s exists and is not nobody's directory\n", home);
+    skip();
+  }
+  victim = start_victim();
+  snprintf(sown, sizeof sown, "%s/%%d.sock", home);
+  const char *mk[] = {home, NULL};
+  sock_t s[] = {{sown, 0}};
+  bad = start_attacker(mk, 0, s, 1);
+
+  /* nobody's process: its hostile name and providers. */
+  snprintf(args, sizeof args, "%d", (int)bad);
+  tui_start(dir, args);
+  assert_true(tui_wait("Ready+Prepared"));
+  assert_true(tui_wait("Sys by class"));
+  tmux_out("display -p -t v '#{pane_title}'");
+  if (strstr(screen, "pwn") != NULL)
+    fail_msg("the target's name retitled the window: %s", screen);
+  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  assert_true(tui_wait("MEMTOP-EXIT=0"));
+  tui_stop();
+
+  /* The victim behind a squatted directory: refused, no figures. */
+  snprintf(squat, sizeof squat, "%s/squat", area);
+  snprintf(sock, sizeof sock, "%s/%d.sock", squat, (int)victim);
+  const char *mk2[] = {squat, NULL};
+  sock_t s2[] = {{sock, victim}};
+  bad2 = start_attacker(mk2, 1, s2, 1);
+  snprintf(args, sizeof args, "%d", (int)victim);
+  tui_start(squat, args);
+  assert_true(tui_wait("not trusting"));
+  assert_null(strstr(screen, "Ready+Prepared 0"));
+  assert_null(strstr(screen, "64.0MiB"));
+  tmux_out("display -p -t v '#{pane_title}'");
+  assert_null(strstr(screen, "pwn"));
+  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  assert_true(tui_wait("MEMTOP-EXIT="));
+  tui_stop();
+
+  stop(bad);
+  stop(bad2);
+  stop(victim);
+  char own[96];
+  snprintf(own, sizeof own, "%s/%d.sock", home, (int)bad);
+  unlink(own);
+  rmdir(home); /* only if empty: someone else's sockets stay */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_squatted_directory, setup, teardown),
       cmocka_unit_test_setup_teardown(test_planted_socket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_directory_claims, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_refused_user_told_right_directory,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_live_view, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, NULL);
 }
