@@ -485,6 +485,53 @@ static void test_not_attachable(void **state) {
   stop_target(quiet);
 }
 
+/* Runs a shell command line; its stdout and stderr in buf. */
+static void shell_output(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void shell_output(char *buf, size_t len, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  size_t n;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  n = fread(buf, 1, len - 1, p);
+  buf[n] = '\0';
+  pclose(p);
+}
+
+/* What a program under the preload says with MEMSTATS_DEBUG=1 when its
+ * agent cannot start: the cause and the fix that fits it. */
+static void test_agent_start_messages(void **state) {
+  char preload[1300], out[4096];
+
+  (void)state;
+  if (host_preload_path(build, preload, sizeof preload) != 0)
+    skip();
+  /* A symbolic link as MEMSTATS_DIR: remove the link (a chmod 700 would
+   * change the directory it points to). */
+  shell_output(out, sizeof out,
+               "mkdir -m 700 '%s/real' && ln -s '%s/real' '%s/link' && "
+               "MEMSTATS_DIR='%s/link' MEMSTATS_DEBUG=1 LD_PRELOAD='%s' "
+               "/bin/true 2>&1",
+               dir, dir, dir, dir, preload);
+  if (strstr(out, "remove the symbolic link") == NULL ||
+      strstr(out, "chmod 700") != NULL)
+    fail_msg("symlinked MEMSTATS_DIR: %s", out);
+  /* A small address-space limit: no room for the agent's thread, said so,
+   * not "resource busy, try again". */
+  shell_output(out, sizeof out,
+               "ulimit -v 10000; MEMSTATS_DEBUG=1 LD_PRELOAD='%s' /bin/true "
+               "2>&1",
+               preload);
+  if (strstr(out, "agent") != NULL && (strstr(out, "RLIMIT_AS") == NULL ||
+                                       strstr(out, "resource busy") != NULL))
+    fail_msg("small RLIMIT_AS: %s", out);
+}
+
 /* memtop --once over `n` PIDs that do not exist (the highest the kernel
  * allows, skipping any that lives): its peak resident size in KiB
  * (ru_maxrss). */
@@ -1124,6 +1171,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_memory_per_dead_pid, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_agent_start_messages, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_bad_usage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_version_later_commands, setup,
