@@ -259,14 +259,15 @@ static void serve(int cfd, int claim) {
 }
 
 typedef struct sock_s {
-  const char *path; /* where nobody binds it */
-  int claim;        /* the PID it answers as (0: the fake's own) */
+  const char *path; /* where nobody binds it (claim 0: its directory) */
+  int claim;        /* the PID it answers as (0: the fake's own, its
+                     * socket <path>/<its pid>.sock) */
 } sock_t;
 
 /* The attacker: a child that becomes nobody, makes `mkdirs` (mode 0777
  * if `open_dirs`, else 0700; NULL-terminated, may be NULL), then listens
- * on each socket and serves every connection as its claimed PID (a path
- * with "%d" gets the fake's own PID). Returns its PID once it listens. */
+ * on each socket and serves every connection as its claimed PID. Returns its
+ * PID once it listens. */
 static pid_t start_attacker(const char *const *mkdirs, int open_dirs,
                             const sock_t *socks, int nsocks) {
   int ready[2];
@@ -295,7 +296,11 @@ static pid_t start_attacker(const char *const *mkdirs, int open_dirs,
       struct sockaddr_un sa;
       memset(&sa, 0, sizeof sa);
       sa.sun_family = AF_UNIX;
-      snprintf(sa.sun_path, sizeof sa.sun_path, socks[i].path, (int)getpid());
+      if (socks[i].claim == 0)
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", socks[i].path,
+                 (int)getpid());
+      else
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", socks[i].path);
       unlink(sa.sun_path);
       pf[i].fd = socket(AF_UNIX, SOCK_STREAM, 0);
       pf[i].events = POLLIN;
@@ -526,7 +531,7 @@ static void test_foreign_directory_claims(void **state) {
   victim = start_victim();
   snprintf(s1, sizeof s1, "%s/1.sock", home);
   snprintf(sv, sizeof sv, "%s/%d.sock", home, (int)victim);
-  snprintf(sown, sizeof sown, "%s/%%d.sock", home);
+  snprintf(sown, sizeof sown, "%s", home);
   const char *mk[] = {home, NULL};
   sock_t s[] = {{s1, 1}, {sv, victim}, {sown, 0}};
   bad = start_attacker(mk, 0, s, 3);
@@ -697,7 +702,7 @@ static void test_live_view(void **state) {
     skip();
   }
   victim = start_victim();
-  snprintf(sown, sizeof sown, "%s/%%d.sock", home);
+  snprintf(sown, sizeof sown, "%s", home);
   const char *mk[] = {home, NULL};
   sock_t s[] = {{sown, 0}};
   bad = start_attacker(mk, 0, s, 1);
