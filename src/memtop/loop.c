@@ -400,8 +400,14 @@ out:
     /* Say why the last targets could not be read, now that the screen is
      * gone: the live view exits 0, but the reason stays visible. */
     for (i = 0; i < app->model.ntargets; i++)
-      if (app->model.targets[i]->state == MT_UNREACHABLE)
-        mt_warn("%s", app->model.targets[i]->error);
+      if (app->model.targets[i]->state == MT_UNREACHABLE) {
+        /* memtop is leaving: it retries nothing any more. */
+        const char *e = app->model.targets[i]->error;
+        size_t n = strlen(e), k = strlen("; retrying");
+        if (n >= k && strcmp(e + n - k, "; retrying") == 0)
+          n -= k;
+        mt_warn("%.*s", (int)n, e);
+      }
   }
   code = rc;
   app_close(app);

@@ -35,7 +35,8 @@ typedef struct mt_target_s {
   uint64_t start_time;
   char comm[MS_NAME_MAX];
   mt_target_state_t state;
-  char error[256]; /* why the last read failed, for the user */
+  char error[512]; /* why the last read failed, for the user (a refusal
+                    * names a path twice and its fix) */
   int have_snapshot;
   ms_snapshot_t snap; /* the latest snapshot */
   ms_breakdown_t bd;  /* its breakdown */

@@ -668,7 +668,7 @@ static void tui_start(const char *memstats_dir, const char *args) {
 
 static int tui_wait(const char *text) {
   for (int waited = 0; waited < 20000; waited += 100) {
-    if (strstr(tmux_out("capture-pane -p -t v"), text) != NULL)
+    if (strstr(tmux_out("capture-pane -p -J -t v"), text) != NULL)
       return 1;
     usleep(100000);
   }
@@ -734,6 +734,12 @@ static void test_live_view(void **state) {
   assert_null(strstr(screen, "pwn"));
   sh("tmux -S %s send-keys -t v q", tmux_sock);
   assert_true(tui_wait("MEMTOP-EXIT="));
+  /* The reason stays after the view is gone, without "retrying": memtop
+   * has left. */
+
+  if (strstr(screen, "not trusting") == NULL ||
+      strstr(screen, "retrying") != NULL)
+    fail_msg("after quitting, the screen shows:\n%s", screen);
   tui_stop();
 
   stop(bad);
