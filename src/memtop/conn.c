@@ -188,7 +188,12 @@ static void write_done(uv_write_t *req, int status) {
 
   free(w->bytes);
   free(w);
-  if (status < 0 && status != UV_ECANCELED && !c->closing && c->busy)
+  /* A target that refuses us (another user, out of descriptors) writes
+   * its reason and closes at once, so our request may meet a closed
+   * socket: the reason is still there to read, and the read side reports
+   * it (or the end of the connection, or the timeout). */
+  if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
+      status != UV_ECONNRESET && !c->closing && c->busy)
     failf(c, from_uv(status), "PID %d: sending the request failed: %s", c->pid,
           uv_strerror(status));
   conn_unref(c);
