@@ -116,6 +116,9 @@ typedef enum ms_field_e {
   MS_F_KERNEL_LAZYFREE,
   MS_F_KERNEL_ANON_HUGE,
   MS_F_KERNEL_SWAP,
+  /* Beyond Go: memory seen outside the allocator (src/core/mappings.c) */
+  MS_F_KERNEL_ANON_RSS, /* RssAnon of /proc/self/status */
+  MS_F_OFF_HEAP_RELEASED, /* a *Sys term: mapped, not backed, off-heap */
   MS_F__COUNT
 } ms_field_t;
 
@@ -198,6 +201,15 @@ typedef struct ms_snapshot_s {
   ms_pause_hist_t pause_hist;      /* every pause since start */
   uint64_t kernel_rss, kernel_vsz; /* /proc/self/statm, bytes */
   uint64_t kernel_lazyfree, kernel_anon_huge, kernel_swap; /* smaps_rollup */
+  /* The kernel's anonymous RSS (RssAnon of /proc/self/status), read with
+   * every snapshot: what the classes above should account for (Ready). */
+  uint64_t kernel_anon_rss;
+  /* Stacks and anonymous mappings made outside the allocator are counted
+   * by what the kernel backs: their resident bytes in StackSys/StackInuse
+   * and OtherSys, the rest of their size (never touched, or handed back)
+   * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
+   * of Prepared (HeapReleased + OffHeapReleased). */
+  uint64_t off_heap_released;
 
   /* Per field: an ms_quality_t, and the index into providers[] of the
    * provider that gave it (0xff: none). */
@@ -208,7 +220,7 @@ typedef struct ms_snapshot_s {
 /* The breakdown shown by memtop, computed from a snapshot:
  *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
  *                  + BuckHashSys + GCSys + OtherSys
- *   Prepared     = HeapReleased
+ *   Prepared     = HeapReleased + OffHeapReleased
  *   Ready        = Sys - Prepared
  *   fragOverhead = HeapInuse - HeapAlloc
  *   data         = inuse - fragOverhead
@@ -222,7 +234,8 @@ typedef struct ms_breakdown_s {
    * when the split between Ready and Prepared is an estimate. */
   int64_t total;
   ms_quality_t q_total;
-  /* Nonzero when Sys != the sum of the *Sys fields. */
+  /* Nonzero when Sys != the sum of the *Sys fields (OffHeapReleased
+   * included). */
   int sys_mismatch;
 } ms_breakdown_t;
 

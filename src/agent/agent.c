@@ -401,18 +401,26 @@ static int listen_open(void) {
   return 0;
 }
 
-static int debug_on(void) {
+/* Whether the agent's own table keeps the program's stderr: under
+ * MEMSTATS_DEBUG=1, and in a sanitizer build, whose reports from the
+ * agent thread go to its descriptor 2. */
+static int keep_stderr(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 1;
+#else
   const char *env = getenv("MEMSTATS_DEBUG");
   return env != NULL && strcmp(env, "1") == 0;
+#endif
 }
 
 /* The thread's first work: its own table, its spare descriptor and its
  * socket. Returns 0 or a negative code. */
 static int agent_setup(void) {
   /* Kept in the new table: the read end of the wake pipe, and stderr
-   * when MEMSTATS_DEBUG=1 is there to be written to (else the table holds
-   * no file of the program's at all). */
-  int keep[2] = {debug_on() ? 2 : -1, g_wake_r_raw};
+   * where keep_stderr() says (else the table holds no file of the
+   * program's at all: not even a program that closes its stderr to tell a
+   * reader it is done is kept waiting by us). */
+  int keep[2] = {keep_stderr() ? 2 : -1, g_wake_r_raw};
   if (keep[0] > keep[1]) {
     keep[0] = g_wake_r_raw;
     keep[1] = 2;

@@ -4,11 +4,16 @@
  *
  *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
  *                  + BuckHashSys + GCSys + OtherSys
- *   Prepared     = HeapReleased
+ *   Prepared     = HeapReleased + OffHeapReleased
  *   Ready        = Sys - Prepared
  *   fragOverhead = HeapInuse - HeapAlloc
  *   data         = inuse - fragOverhead
  *   idle         = Ready - inuse
+ *
+ * OffHeapReleased (beyond Go: stacks and mappings outside the allocator,
+ * mapped but not backed; src/core/mappings.c) is a term of Sys and of
+ * Prepared. A snapshot without it (Go's, an older library's) has it
+ * unavailable: it then counts as 0 and changes no quality.
  */
 #include <stdint.h>
 #include <string.h>
@@ -56,7 +61,9 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
     q_inuse = worst(q_inuse, quality(snap, inuse_terms[i]));
   }
 
-  uint64_t prepared = snap->heap_released;
+  int have_ohr = quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
+  uint64_t ohr = have_ohr ? snap->off_heap_released : 0;
+  uint64_t prepared = snap->heap_released + ohr;
   uint64_t ready = snap->sys - prepared;
   uint64_t frag = snap->heap_inuse - snap->heap_alloc;
   uint64_t data = inuse - frag;
@@ -66,6 +73,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   memset(&b, 0, sizeof b);
   b.q_inuse = q_inuse;
   b.q_prepared = quality(snap, MS_F_HEAP_RELEASED);
+  if (have_ohr)
+    b.q_prepared = worst(b.q_prepared, quality(snap, MS_F_OFF_HEAP_RELEASED));
   b.q_ready = worst(quality(snap, MS_F_SYS), b.q_prepared);
   b.q_frag_overhead =
       worst(quality(snap, MS_F_HEAP_INUSE), quality(snap, MS_F_HEAP_ALLOC));
@@ -96,7 +105,7 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
       checkable = 0;
   uint64_t sum = snap->heap_sys + snap->stack_sys + snap->mspan_sys +
                  snap->mcache_sys + snap->buck_hash_sys + snap->gc_sys +
-                 snap->other_sys;
+                 snap->other_sys + ohr;
   b.sys_mismatch = checkable && sum != snap->sys;
 
   *out = b;

@@ -173,6 +173,20 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_KERNEL_SWAP] = {MS_F_KERNEL_SWAP, "KernelSwap", U64(kernel_swap),
                           MS__UNIT_BYTES, "memstats_kernel_swap_bytes",
                           "Memory swapped out (smaps_rollup Swap).", 0},
+    [MS_F_KERNEL_ANON_RSS] = {MS_F_KERNEL_ANON_RSS, "KernelAnonRSS",
+                              U64(kernel_anon_rss), MS__UNIT_BYTES,
+                              "memstats_kernel_anon_rss_bytes",
+                              "Anonymous resident memory as the kernel sees "
+                              "it (RssAnon of /proc/PID/status): what Ready "
+                              "should account for.",
+                              0},
+    [MS_F_OFF_HEAP_RELEASED] = {MS_F_OFF_HEAP_RELEASED, "OffHeapReleased",
+                                U64(off_heap_released), MS__UNIT_BYTES,
+                                "memstats_off_heap_released_bytes",
+                                "Bytes of stacks and mappings outside the "
+                                "allocator that are mapped but not backed "
+                                "(part of Sys and of Prepared).",
+                                0},
 };
 
 static int valid(ms_field_t f) {

@@ -78,6 +78,12 @@ int ms__cp_unsafe(uint32_t cp) {
       {0x1d173, 0x1d17a},                     /* musical format controls */
       {0xe0000, 0xe0fff},                     /* tags, variation selectors */
   };
+  /* Printable ASCII first: most of every name and every blank cell of
+   * the live view. */
+  if (cp >= 0x20 && cp < 0x7f)
+    return 0;
+  if (cp < 0xa0)
+    return 1;
   /* U+xxFFFE and U+xxFFFF are noncharacters in every plane. */
   if ((cp & 0xfffeu) == 0xfffeu)
     return 1;
@@ -85,6 +91,41 @@ int ms__cp_unsafe(uint32_t cp) {
     if (cp >= bad[i].lo && cp <= bad[i].hi)
       return 1;
   return 0;
+}
+
+int ms__cp_columns(uint32_t cp) {
+  /* The wide ranges of Unicode's EastAsianWidth (W and F), the large
+   * blocks only, and the combining blocks that every script shares. */
+  static const struct {
+    uint32_t lo, hi;
+  } wide[] = {
+      {0x1100, 0x115f},   {0x2e80, 0x303e},   {0x3041, 0x33ff},
+      {0x3400, 0x4dbf},   {0x4e00, 0x9fff},   {0xa000, 0xa4cf},
+      {0xa960, 0xa97f},   {0xac00, 0xd7a3},   {0xf900, 0xfaff},
+      {0xfe10, 0xfe19},   {0xfe30, 0xfe6f},   {0xff00, 0xff60},
+      {0xffe0, 0xffe6},   {0x16fe0, 0x16fe4}, {0x17000, 0x18aff},
+      {0x1b000, 0x1b2ff}, {0x1f300, 0x1f64f}, {0x1f680, 0x1f6ff},
+      {0x1f900, 0x1f9ff}, {0x1fa70, 0x1faff}, {0x20000, 0x2fffd},
+      {0x30000, 0x3fffd},
+  };
+  static const struct {
+    uint32_t lo, hi;
+  } zero[] = {
+      {0x0300, 0x036f}, {0x0483, 0x0489}, {0x0591, 0x05bd}, {0x0610, 0x061a},
+      {0x064b, 0x065f}, {0x0670, 0x0670}, {0x06d6, 0x06dc}, {0x06df, 0x06e4},
+      {0x0e31, 0x0e31}, {0x0e34, 0x0e3a}, {0x0e47, 0x0e4e}, {0x1160, 0x11ff},
+      {0x1ab0, 0x1aff}, {0x1dc0, 0x1dff}, {0x20d0, 0x20ff}, {0x302a, 0x302f},
+      {0x3099, 0x309a}, {0xfe20, 0xfe2f},
+  };
+  if (cp < 0x300)
+    return 1;
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+    if (cp >= zero[i].lo && cp <= zero[i].hi)
+      return 0;
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+    if (cp >= wide[i].lo && cp <= wide[i].hi)
+      return 2;
+  return 1;
 }
 
 static const char hex[] = "0123456789abcdef";
@@ -121,6 +162,17 @@ size_t ms__safe_unit(const char *s, size_t n, char unit[MS__SAFE_UNIT_MAX],
   return 2 + digits;
 }
 
+size_t ms__safe_unit_columns(const char *unit, size_t len) {
+  uint32_t cp;
+  if (len == 0)
+    return 0;
+  if (unit[0] == '\\')
+    return len;
+  if (ms__utf8_decode((const unsigned char *)unit, len, &cp) == 0)
+    return len; /* not a unit of ms__safe_unit(): counted as bytes */
+  return (size_t)ms__cp_columns(cp);
+}
+
 size_t ms__sanitize(char *out, size_t cap, const char *s, size_t n,
                     size_t max_cols) {
   size_t o = 0, cols = 0;
@@ -132,9 +184,7 @@ size_t ms__sanitize(char *out, size_t cap, const char *s, size_t n,
     /* A sequence stops at the NUL: strnlen bounds what may be read. */
     size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
     size_t ul = ms__safe_unit(s + i, avail, unit, &used);
-    /* An escape counts one column per character; kept UTF-8 one for the
-     * whole sequence. */
-    size_t w = unit[0] == '\\' ? ul : 1;
+    size_t w = ms__safe_unit_columns(unit, ul);
     if (o + ul + 1 > cap || (max_cols != (size_t)-1 && cols + w > max_cols))
       break;
     memcpy(out + o, unit, ul);

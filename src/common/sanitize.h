@@ -45,18 +45,28 @@ size_t ms__utf8_decode(const unsigned char *p, size_t n, uint32_t *cp);
  * noncharacter (the list above). */
 int ms__cp_unsafe(uint32_t cp);
 
+/* The columns a code point that ms__cp_unsafe() lets through takes on a
+ * terminal: 2 for the East Asian wide and fullwidth ranges (CJK, Hangul
+ * syllables, most emoji), 0 for the common combining marks, else 1. An
+ * approximation without a locale, for layout only (a column's padding,
+ * the live view's one-column cells), never for safety. */
+int ms__cp_columns(uint32_t cp);
+
 /* The safe form of what starts at s (n > 0 bytes may be read): writes it
  * into unit (not NUL-terminated) and returns its length, 1 to
  * MS__SAFE_UNIT_MAX; *used is the number of bytes of s it stands for. */
 size_t ms__safe_unit(const char *s, size_t n, char unit[MS__SAFE_UNIT_MAX],
                      size_t *used);
 
+/* The columns a safe unit (from ms__safe_unit()) takes: one per character
+ * of an escape, ms__cp_columns() of a kept character. */
+size_t ms__safe_unit_columns(const char *unit, size_t len);
+
 /* Writes the safe form of s into out: at most n bytes of s, stopping at a
- * NUL; at most max_cols characters of output (a kept character and each
- * character of an escape count one; (size_t)-1: no limit); at most cap
- * bytes with the NUL, which is always written when cap > 0. What does not
- * fit is left out whole. Returns the number of characters written (the
- * columns they take, wide characters aside). */
+ * NUL; at most max_cols columns of output (ms__safe_unit_columns();
+ * (size_t)-1: no limit); at most cap bytes with the NUL, which is always
+ * written when cap > 0. What does not fit is left out whole. Returns the
+ * columns written. */
 size_t ms__sanitize(char *out, size_t cap, const char *s, size_t n,
                     size_t max_cols);
 

@@ -84,7 +84,7 @@ size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
     size_t used;
     size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
     size_t ul = ms__safe_unit(s + i, avail, unit, &used);
-    size_t w = unit[0] == '\\' ? ul : 1;
+    size_t w = ms__safe_unit_columns(unit, ul);
     if (max_cols != (size_t)-1 && cols + w > max_cols)
       break;
     ms_strbuf_append(b, unit, ul);

@@ -60,10 +60,25 @@ void ms__feed(unsigned flags);
 void ms__engine_init(void);
 /* The preload calls this once: objects are tracked from now on. */
 void ms__track_enable(void);
+/* Or this, when its malloc is not the one the program calls (an allocator
+ * preloaded ahead of it, or defined by the program itself): nothing is
+ * tracked, and the snapshot's provider list says so and why, as the
+ * provider "tracked(off: <why>)". why is copied (bounded, sanitised). */
+void ms__track_off(const char *why);
 /* A collector provider calls this once it records pauses (EnableGC). */
 void ms__gc_attach(void);
 /* Records one pause without marking the public API as used. */
 void ms__gc_record(uint64_t start_mono_ns, uint64_t end_mono_ns, int forced);
+
+/* The mapped-block counters (ms__track_mapped) of the last cut that
+ * ms__engine_read() took: the providers' merge, which runs right after it
+ * under the same reader lock, reads them here (the public snapshot has no
+ * field for them). */
+typedef struct ms__mapped_s {
+  uint64_t alloc_usable, free_usable; /* usable bytes of such blocks */
+  uint64_t alloc, free;               /* bytes mapped for them */
+} ms__mapped_t;
+void ms__engine_last_mapped(ms__mapped_t *out);
 
 /* Takes the consistent cut of the shards and fills the engine's fields of
  * *snap (objects, heap span states, off-heap classes, pauses) and their
@@ -86,6 +101,11 @@ typedef struct ms__delta_s {
   uint64_t large_allocs, large_frees;
   uint64_t small_allocs[MS__NCLASSES];
   uint64_t small_frees[MS__NCLASSES];
+  /* Blocks that are mappings of their own (glibc's mmapped chunks): their
+   * usable bytes (also in alloc_bytes/free_bytes) and the bytes mapped
+   * for them, allocated and freed (ms__track_mapped). */
+  uint64_t mapped_alloc_usable, mapped_free_usable;
+  uint64_t mapped_alloc, mapped_free;
 } ms__delta_t;
 
 typedef struct ms__shard_s {
@@ -169,6 +189,13 @@ static inline int ms__track_fast(ms__tls_t *t, uint64_t size, int is_free) {
   __atomic_store_n(&s->seq, q + 2, __ATOMIC_RELEASE);
   return 1;
 }
+
+/* One tracked block that is a mapping of its own (a glibc mmapped chunk):
+ * counted as an object of `usable` bytes like any other, and its `mapped`
+ * bytes (the whole mapping) apart, so that a cached allocator sample can
+ * be moved by what went to and came back from the OS (providers/
+ * registry.c). Off the fast path: such blocks are large. */
+void ms__track_mapped(uint64_t usable, uint64_t mapped, int is_free);
 
 /* The same as ms_object_alloc/free, out of line (tests, benchmarks). */
 void ms__track_alloc(uint64_t size);

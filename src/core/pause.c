@@ -99,7 +99,9 @@ MS_EXTERN int64_t ms_pause_hist_quantile(const ms_pause_hist_t *h, double q) {
   /* The rank of the q-quantile, 1-based: the smallest value with at least
    * q*n values at or below it. */
   double r = q * (double)n;
-  uint64_t rank = (uint64_t)r;
+  /* A total near 2^64 (a histogram from outside) rounds to 2^64 as a
+   * double, which no uint64_t holds: the rank is then the total. */
+  uint64_t rank = r >= 0x1p64 ? n : (uint64_t)r;
   if ((double)rank < r)
     rank++;
   if (rank == 0)

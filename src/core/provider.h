@@ -27,4 +27,9 @@ void ms__providers_detect(void);
  * Called by ms_snapshot_read() with the reader lock held. */
 void ms__providers_fill(ms_snapshot_t *snap, int cached_only);
 
+/* The number of fields the last ms__providers_fill() left exact although
+ * they came from a sample cached from an earlier snapshot and the tracked
+ * heap has moved since (0 when all is well: see ms__snapshot_check). */
+unsigned ms__providers_stale_exact(void);
+
 #endif

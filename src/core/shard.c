@@ -318,6 +318,24 @@ void ms__track_slow(uint64_t size, int is_free) {
   bracket_end(&b);
 }
 
+void ms__track_mapped(uint64_t usable, uint64_t mapped, int is_free) {
+  bracket_t b;
+  bracket_begin(&b);
+  int c = ms__size_class(usable);
+  if (is_free) {
+    bracket_add(&b, c >= 0 ? &b.d->small_frees[c] : &b.d->large_frees, 1);
+    bracket_add(&b, &b.d->free_bytes, usable);
+    bracket_add(&b, &b.d->mapped_free_usable, usable);
+    bracket_add(&b, &b.d->mapped_free, mapped);
+  } else {
+    bracket_add(&b, c >= 0 ? &b.d->small_allocs[c] : &b.d->large_allocs, 1);
+    bracket_add(&b, &b.d->alloc_bytes, usable);
+    bracket_add(&b, &b.d->mapped_alloc_usable, usable);
+    bracket_add(&b, &b.d->mapped_alloc, mapped);
+  }
+  bracket_end(&b);
+}
+
 void ms__track_alloc(uint64_t size) {
   ms__track_alloc_in(&ms__tls, size);
 }
@@ -328,6 +346,25 @@ void ms__track_free(uint64_t size) {
 
 void ms__track_enable(void) {
   ms__feed(MS__FEED_OBJECTS | MS__FEED_TRACKED);
+}
+
+/* Why tracking is off, as a provider name (engine.h); empty: it is not. */
+static char g_track_off[MS_NAME_MAX];
+
+void ms__track_off(const char *why) {
+  static const char head[] = "tracked(off: ";
+  size_t n = sizeof head - 1;
+  memcpy(g_track_off, head, n);
+  /* The name comes from the loader (a library's file name): printable
+   * characters only, and room kept for the closing parenthesis. */
+  for (; why && *why && n + 2 < sizeof g_track_off; why++)
+    g_track_off[n++] = (*why >= 0x20 && *why < 0x7f) ? *why : '?';
+  g_track_off[n++] = ')';
+  g_track_off[n] = '\0';
+}
+
+const char *ms__track_off_reason(void) {
+  return g_track_off[0] ? g_track_off : NULL;
 }
 
 MS_EXTERN void ms_object_alloc(uint64_t size) {
@@ -438,6 +475,10 @@ void ms__shards_read(ms__shard_totals_t *t) {
     t->heap[i] = (int64_t)d.heap[i];
   t->alloc_bytes = d.alloc_bytes;
   t->free_bytes = d.free_bytes;
+  t->mapped_alloc_usable = d.mapped_alloc_usable;
+  t->mapped_free_usable = d.mapped_free_usable;
+  t->mapped_alloc = d.mapped_alloc;
+  t->mapped_free = d.mapped_free;
   t->mallocs = d.large_allocs;
   t->frees = d.large_frees;
   for (int c = 0; c < MS__NCLASSES; c++) {

@@ -11,6 +11,7 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
+#include "core/mappings.h"
 #include "core/pause.h"
 #include "core/provider.h"
 #include "core/shard.h"
@@ -155,6 +156,13 @@ static void fill_kernel(ms_snapshot_t *s) {
   s->kernel_rss = rss * page;
   ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+  /* statm's third figure is the file and shmem pages of RSS: the rest is
+   * RssAnon of /proc/self/status, from the same read (task_statm). */
+  unsigned long long shared;
+  if (sscanf(buf, "%*u %*u %llu", &shared) == 1 && shared <= rss) {
+    s->kernel_anon_rss = (rss - shared) * page;
+    ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
+  }
 }
 
 /* ---- smaps_rollup ---------------------------------------------------- */
@@ -243,16 +251,18 @@ uint64_t ms__smaps_reads(void) {
 }
 
 /* Adds the smaps_rollup figures, read now or, inside the cadence, those of
- * the last read. Cached figures are still exact: exact as of their read,
- * at most max(1 s, 100 x its cost) before the snapshot. Their age is not
- * carried: the 0.1 snapshot layout has no field for it (growing the struct
- * would make ms_snapshot_read() refuse callers built against 0.1), and the
- * bound above is what a reader needs — a few seconds at most for a
- * process under 30 GiB resident. */
+ * the last read. Figures read for this snapshot are exact; cached ones are
+ * as old as max(1 s, 100 x the cost of a read) and are marked estimated:
+ * the program may have released or touched memory since (the 0.1 snapshot
+ * layout has no field for their age; growing the struct would make
+ * ms_snapshot_read() refuse callers built against 0.1). RSS stays statm's,
+ * read fresh for every snapshot (1.4 us): smaps_rollup's Rss supersedes
+ * it only where statm could not be read. */
 static void fill_smaps(ms_snapshot_t *s) {
   pthread_mutex_lock(&g_smaps_lock);
   int pid = (int)getpid();
   uint64_t now = ms__now_mono_ns();
+  int fresh = 0;
   if (g_smaps.pid != pid ||
       now - g_smaps.read_at >= ms__smaps_interval_ns(g_smaps.cost_ns)) {
     /* About 25 lines of at most 40 bytes: 4 KiB leaves room for kernels
@@ -269,6 +279,7 @@ static void fill_smaps(ms_snapshot_t *s) {
     g_smaps.read_at = now;
     g_smaps.pid = pid;
     g_smaps.reads++;
+    fresh = 1;
   }
   ms__smaps_t fig = g_smaps.figures;
   pthread_mutex_unlock(&g_smaps_lock);
@@ -289,9 +300,11 @@ static void fill_smaps(ms_snapshot_t *s) {
   for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
     if (!(fig.have & (1u << (map[i].field - MS_F_KERNEL_RSS))))
       continue;
+    if (s->quality[map[i].field] == MS_Q_EXACT)
+      continue; /* statm's RSS, read just now */
     *(uint64_t *)((char *)s + map[i].snap_off) =
         *(const uint64_t *)((const char *)&fig + map[i].fig_off);
-    ms__set_quality(s, map[i].field, MS_Q_EXACT, -1);
+    ms__set_quality(s, map[i].field, fresh ? MS_Q_EXACT : MS_Q_ESTIMATED, -1);
   }
 }
 
@@ -311,10 +324,21 @@ static void set_exact(ms_snapshot_t *s, ms_field_t f, int src) {
   ms__set_quality(s, f, MS_Q_EXACT, src);
 }
 
+/* The mapped-block counters of the last cut (engine.h). */
+static ms__mapped_t g_last_mapped;
+
+void ms__engine_last_mapped(ms__mapped_t *out) {
+  *out = g_last_mapped;
+}
+
 void ms__engine_read(ms_snapshot_t *s) {
   unsigned fed = ms__engine_fed();
   ms__shard_totals_t t;
   ms__shards_read(&t);
+  g_last_mapped.alloc_usable = t.mapped_alloc_usable;
+  g_last_mapped.free_usable = t.mapped_free_usable;
+  g_last_mapped.alloc = t.mapped_alloc;
+  g_last_mapped.free = t.mapped_free;
 
   /* "tracked": the preload counts every malloc; "runtime": the program
    * itself reports through the public accounting API. Objects come from the
@@ -322,6 +346,8 @@ void ms__engine_read(ms_snapshot_t *s) {
   int src = -1, osrc = -1;
   if (fed & MS__FEED_TRACKED)
     osrc = ms__snapshot_add_provider(s, "tracked");
+  else if (ms__track_off_reason())
+    ms__snapshot_add_provider(s, ms__track_off_reason());
   if (fed & MS__FEED_API)
     src = ms__snapshot_add_provider(s, "runtime");
   if (!(fed & MS__FEED_TRACKED))
@@ -409,7 +435,8 @@ static void finish(ms_snapshot_t *s) {
       s->quality[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE) {
     static const ms_field_t parts[] = {
         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
-        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
+        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
+        MS_F_OFF_HEAP_RELEASED};
     uint64_t sum = 0;
     ms_quality_t q = MS_Q_EXACT;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -421,6 +448,78 @@ static void finish(ms_snapshot_t *s) {
     s->sys = sum;
     ms__set_quality(s, MS_F_SYS, q, s->source[MS_F_HEAP_SYS]);
   }
+}
+
+/* ---- self-checks (snapshot.h) ------------------------------------------*/
+
+static int known(const ms_snapshot_t *s, ms_field_t f) {
+  return s->quality[f] != MS_Q_UNAVAILABLE;
+}
+
+int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
+                       size_t len) {
+  static const ms_field_t parts[] = {
+      MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
+  uint64_t sum = 0;
+  int all = known(s, MS_F_SYS);
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    all &= known(s, parts[i]);
+    sum += ms__field_u64(s, parts[i]);
+  }
+  if (all && s->sys != sum) {
+    snprintf(why, len, "Sys %llu != sum of *Sys %llu",
+             (unsigned long long)s->sys, (unsigned long long)sum);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_HEAP_SYS) && known(s, MS_F_HEAP_IDLE) &&
+      known(s, MS_F_HEAP_INUSE) &&
+      s->heap_sys != s->heap_idle + s->heap_inuse) {
+    snprintf(why, len, "HeapSys %llu != HeapIdle %llu + HeapInuse %llu",
+             (unsigned long long)s->heap_sys, (unsigned long long)s->heap_idle,
+             (unsigned long long)s->heap_inuse);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_HEAP_RELEASED) && known(s, MS_F_HEAP_IDLE) &&
+      s->heap_released > s->heap_idle) {
+    snprintf(why, len, "HeapReleased %llu > HeapIdle %llu",
+             (unsigned long long)s->heap_released,
+             (unsigned long long)s->heap_idle);
+    return MS_EPROTO;
+  }
+  if (known(s, MS_F_SYS) && s->quality[MS_F_KERNEL_RSS] == MS_Q_EXACT) {
+    uint64_t released = known(s, MS_F_HEAP_RELEASED) ? s->heap_released : 0;
+    uint64_t ready = s->sys > released ? s->sys - released : 0;
+    uint64_t rss = s->kernel_rss;
+    if (ready > rss + MS__READY_OVER_RSS_MAX(rss)) {
+      snprintf(why, len,
+               "Ready %llu exceeds RSS %llu by more than %llu (4 MiB + RSS/8)",
+               (unsigned long long)ready, (unsigned long long)rss,
+               (unsigned long long)MS__READY_OVER_RSS_MAX(rss));
+      return MS_EPROTO;
+    }
+  }
+  if (stale_exact) {
+    snprintf(why, len,
+             "%u field(s) exact from an allocator sample cached from an "
+             "earlier snapshot, though the tracked heap moved since",
+             stale_exact);
+    return MS_EPROTO;
+  }
+  return 0;
+}
+
+/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. */
+static void self_check(const ms_snapshot_t *s, unsigned stale_exact) {
+  static int debug = -1;
+  if (debug < 0) {
+    const char *env = getenv("MEMSTATS_DEBUG");
+    debug = env && strcmp(env, "1") == 0;
+  }
+  char why[200];
+  if (debug && ms__snapshot_check(s, stale_exact, why, sizeof why) != 0)
+    ms__debug("self-check failed on snapshot %llu: %s",
+              (unsigned long long)s->seq, why);
 }
 
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
@@ -444,11 +543,15 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
+  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0);
+  unsigned stale_exact = ms__providers_stale_exact();
   pthread_mutex_unlock(&g_read_lock);
 
   fill_kernel(s);
   if (flags & MS__READ_SMAPS)
     fill_smaps(s);
   finish(s);
+  if (!(flags & MS__READ_CACHED)) /* not from a signal handler */
+    self_check(s, stale_exact);
   return 0;
 }

@@ -31,10 +31,12 @@ int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
 #define MS__READ_CACHED 0x2u
 
 /* ms_snapshot_read() with options. With MS__READ_SMAPS the kernel's
- * smaps_rollup figures (Rss, LazyFree, AnonHugePages, Swap) are added,
- * exact, and Rss supersedes statm's. smaps_rollup is read at most once per
+ * smaps_rollup figures (LazyFree, AnonHugePages, Swap; Rss only where
+ * statm could not be read) are added. smaps_rollup is read at most once per
  * max(1 s, 100 x the cost of its last read); a request inside that gets the
- * figures of the last read. Returns what ms_snapshot_read() returns. */
+ * figures of the last read, marked estimated (exact only when read for this
+ * snapshot). RSS is always statm's, read for every snapshot. Returns what
+ * ms_snapshot_read() returns. */
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags);
 
 /* The figures parsed from a smaps_rollup text, in bytes; `have` has bit
@@ -57,5 +59,23 @@ uint64_t ms__smaps_interval_ns(uint64_t last_cost_ns);
 void ms__smaps_set_floor(uint64_t ns);
 /* How many times smaps_rollup was read in this process (tests, benches). */
 uint64_t ms__smaps_reads(void);
+
+/* ---- self-checks ----
+ * What every snapshot must satisfy (DESIGN.md), checked on every snapshot
+ * when MEMSTATS_DEBUG=1 (a failure is said on stderr, never acted on) and
+ * by the tests on the snapshots they read:
+ *   - Sys = the sum of the *Sys fields, HeapSys = HeapIdle + HeapInuse,
+ *     HeapReleased <= HeapIdle (where the fields are known);
+ *   - Ready (Sys - HeapReleased, "mapped and backed") exceeds the kernel's
+ *     RSS by at most MS__READY_OVER_RSS_MAX(rss): memory a program mapped
+ *     and never touched, which no allocator tells apart (an allocation
+ *     not yet written to), may make up that much;
+ *   - no field is exact that came from an allocator sample cached from an
+ *     earlier snapshot, when the tracked heap moved since (stale_exact:
+ *     the number of such fields, from ms__providers_stale_exact()).
+ * Returns 0 if all hold, else MS_EPROTO with the first failure in why. */
+#define MS__READY_OVER_RSS_MAX(rss) (((uint64_t)4 << 20) + (rss) / 8)
+int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
+                       size_t len);
 
 #endif

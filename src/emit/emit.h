@@ -80,8 +80,9 @@ int ms__emit_ps_header(ms_strbuf_t *out);
 
 /* One line of `memtop ps`: PID, USER, COMM, READY+PREPARED, PROVIDERS.
  * user and comm come from outside (the password database, the target,
- * /proc/PID/comm): they are made safe (common/sanitize.h) and cut to
- * their columns whole; so are the providers of s, joined by ",". s NULL:
+ * /proc/PID/comm): at most MS_NAME_MAX bytes of each are read (a NUL ends
+ * them sooner), made safe (common/sanitize.h) and cut to their columns
+ * whole; so are the providers of s, joined by ",". s NULL:
  * the process did not answer ("?", and a pointer to the reason, which the
  * caller prints below the table). Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,

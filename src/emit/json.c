@@ -175,6 +175,22 @@ int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
     key(out, &first, k);
     ms_strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
   }
-  ms_strbuf_puts(out, "}}");
+  /* What the classes account for against the kernel's anonymous RSS
+   * (beyond Go): Ready, the unbacked off-heap part of Sys, and the gap
+   * (KernelAnonRSS - Ready), where each is known. */
+  ms_strbuf_puts(out, "}");
+  if (qual(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
+      b.q_ready != MS_Q_UNAVAILABLE) {
+    ms_strbuf_printf(out,
+                     ",\"accounted\":{\"Ready\":%" PRId64
+                     ",\"KernelAnonRSS\":%" PRIu64 ",\"Gap\":%" PRId64,
+                     b.ready, s->kernel_anon_rss,
+                     (int64_t)(s->kernel_anon_rss - (uint64_t)b.ready));
+    if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
+      ms_strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
+                       s->off_heap_released);
+    ms_strbuf_puts(out, "}");
+  }
+  ms_strbuf_puts(out, "}");
   return out->oom ? MS_ENOMEM : 0;
 }

@@ -163,6 +163,14 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
     ms_strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
                      share);
   }
+  /* Beyond Go: the mapped but unbacked part of stacks and of mappings
+   * outside the allocator, a term of Sys (shown only where it is known). */
+  if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
+    char v[FIG];
+    sum += s->off_heap_released;
+    ms_strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
+                     ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
+  }
   char total[FIG];
   ms_strbuf_printf(out, "  %-11s %10s\n", "total",
                    ms__fmt_field(total, sizeof total, s, MS_F_SYS));
@@ -293,9 +301,9 @@ static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
 /* The kernel's view: RSS and VSZ always (a "-" says they were not read),
  * the smaps_rollup figures only when they were asked for. */
 static void put_kernel(ms_strbuf_t *out, const ms_snapshot_t *s) {
-  static const ms_field_t fields[] = {MS_F_KERNEL_RSS, MS_F_KERNEL_VSZ,
-                                      MS_F_KERNEL_LAZYFREE,
-                                      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP};
+  static const ms_field_t fields[] = {
+      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,  MS_F_KERNEL_LAZYFREE,
+      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP, MS_F_KERNEL_ANON_RSS};
   cell_t cells[sizeof fields / sizeof fields[0]];
   size_t n = 0;
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -309,6 +317,38 @@ static void put_kernel(ms_strbuf_t *out, const ms_snapshot_t *s) {
   }
   ms_strbuf_puts(out, "Kernel\n");
   put_cells(out, cells, n);
+}
+
+/* What the classes account for against the kernel's anonymous RSS: Ready
+ * (the backed part of Sys) should be all of it, so a gap is said. */
+static void put_accounted(ms_strbuf_t *out, const ms_snapshot_t *s,
+                          const ms_breakdown_t *b) {
+  if (qual(s, MS_F_KERNEL_ANON_RSS) == MS_Q_UNAVAILABLE ||
+      b->q_ready == MS_Q_UNAVAILABLE || s->kernel_anon_rss == 0)
+    return;
+  char ready[FIG], anon[FIG], gap[FIG];
+  int64_t a =
+      s->kernel_anon_rss > INT64_MAX ? INT64_MAX : (int64_t)s->kernel_anon_rss;
+  int64_t d = a - b->ready;
+  const char *m = b->q_ready == MS_Q_ESTIMATED ? "~" : "";
+  unsigned __int128 permille =
+      ((unsigned __int128)(b->ready > 0 ? (uint64_t)b->ready : 0) * 1000u +
+       (uint64_t)a / 2) /
+      (uint64_t)a;
+  ms_strbuf_printf(out, "Accounted: Ready %s%s of anonymous RSS %s (%s%u.%u%%)",
+                   m, ms__fmt_iec(ready, sizeof ready, b->ready),
+                   ms__fmt_iec(anon, sizeof anon, a), m,
+                   (unsigned)(permille / 10), (unsigned)(permille % 10));
+  if (d >= 0)
+    ms_strbuf_printf(out,
+                     "; %s%s in no class (program and library data, "
+                     "mappings made without mmap)\n",
+                     m, ms__fmt_iec(gap, sizeof gap, d));
+  else
+    ms_strbuf_printf(out,
+                     "; %s%s counted as backed that the kernel does "
+                     "not hold\n",
+                     m, ms__fmt_iec(gap, sizeof gap, -d));
 }
 
 /* Which provider gave which field: the trace from a figure to its source. */
@@ -377,9 +417,9 @@ int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
   /* Every piece goes into the string buffer, which grows as needed: no
    * fixed buffer for a stranger's names to run past. */
   ms_strbuf_printf(out, "%7" PRId32 " ", pid);
-  ms_strbuf_put_safe_col(out, user, (size_t)-1, PS_USER, PS_USER);
+  ms_strbuf_put_safe_col(out, user, MS_NAME_MAX, PS_USER, PS_USER);
   ms_strbuf_puts(out, " ");
-  ms_strbuf_put_safe_col(out, comm, (size_t)-1, PS_COMM, PS_COMM);
+  ms_strbuf_put_safe_col(out, comm, MS_NAME_MAX, PS_COMM, PS_COMM);
   if (s == NULL) {
     ms_strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
     return finish(out);
@@ -418,6 +458,7 @@ int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s) {
   put_gc(out, s);
   put_classes(out, s);
   put_kernel(out, s);
+  put_accounted(out, s, &b);
   put_providers(out, s);
   return finish(out);
 }

@@ -105,7 +105,7 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
   if (m->screen == MT_SCREEN_HELP) {
     snprintf(left, sizeof left, "memtop %s  help", MS_VERSION_STRING);
   } else if (m->screen == MT_SCREEN_DETAIL && t != NULL) {
-    char prov[MS_MAX_PROVIDERS * MS_NAME_MAX], safe[sizeof prov];
+    char prov[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)], safe[128];
     size_t n = 0;
     prov[0] = '\0';
     for (uint32_t i = 0;
@@ -118,8 +118,10 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
       n += (size_t)w;
     }
     mt_view_safe_name(name, sizeof name, t->comm);
-    mt_view_safe_name(safe, sizeof safe, prov);
-    snprintf(left, sizeof left, "memtop  %d %s%s%s%s%.60s", t->pid, name,
+    /* At most 60 columns of providers, cut between whole characters and
+     * escapes; with the name, all of it fits in left. */
+    ms__sanitize(safe, sizeof safe, prov, sizeof prov, 60);
+    snprintf(left, sizeof left, "memtop  %d %s%s%s%s%s", t->pid, name,
              t->state == MT_LIVE ? "" : " ", mt_view_state_mark(t),
              safe[0] ? "  " : "", safe);
   } else {

@@ -69,7 +69,8 @@ void mt_grid_unclip(mt_grid_t *g);
 /* Writes one code point; nothing outside the clip rectangle. */
 void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st);
 /* Writes UTF-8 text from (row, col) on one line, at most `max` columns
- * (< 0: no limit). Control characters and malformed bytes are drawn as
+ * (< 0: no limit). Control characters, malformed bytes, characters the
+ * sanitiser refuses and characters not one column wide are drawn as
  * '?'. Returns the number of columns the text takes (drawn or clipped). */
 int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
                  mt_style_t st);

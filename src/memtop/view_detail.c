@@ -21,6 +21,24 @@
 #define TWO_COLUMN_MIN 72 /* narrower screens stack every section */
 #define TREND_MIN 4       /* a heading and three rows of chart */
 
+/* Figures come from a stranger: sums saturate instead of overflowing, and
+ * a rate too big for an int64 is shown as the biggest one. */
+static int64_t pos(int64_t v) {
+  return v > 0 ? v : 0;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+  a = pos(a);
+  b = pos(b);
+  return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static int64_t rate_i64(double v) {
+  if (!(v < 9.2e18)) /* NaN too */
+    return INT64_MAX;
+  return v > 0 ? (int64_t)(v + 0.5) : 0;
+}
+
 static const mt_style_t part_style[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
                                          MT_ST_PREPARED};
 
@@ -89,6 +107,9 @@ static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
     break;
   case MS_F_KERNEL_SWAP:
     v = s->kernel_swap;
+    break;
+  case MS_F_KERNEL_ANON_RSS:
+    v = s->kernel_anon_rss;
     break;
   default:
     break;
@@ -216,7 +237,8 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                      int row, int cols) {
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
-  char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32];
+  char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
+      accounted[32];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -227,12 +249,30 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
    * smaps_rollup, which memtop asks for only now and then for this view:
    * until they are there they are left out rather than shown as '-'.
    * Pieces that do not fit are left out whole, from the right. */
-  piece_t p[7];
+  piece_t p[9];
   int n = 0;
   p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
   p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
   p[n++] = (piece_t){"Prepared", prep, MT_ST_PREPARED};
   p[n++] = (piece_t){"RSS", rss, MT_ST_NORMAL};
+  /* The kernel's anonymous RSS, and how much of it Ready accounts for:
+   * a gap between them is memory no class shows. */
+  if (s->quality[MS_F_KERNEL_ANON_RSS] != MS_Q_UNAVAILABLE &&
+      s->kernel_anon_rss > 0) {
+    field_bytes(anon, sizeof anon, s, MS_F_KERNEL_ANON_RSS);
+    p[n++] = (piece_t){"AnonRSS", anon, MT_ST_NORMAL};
+    if (bd->q_ready != MS_Q_UNAVAILABLE) {
+      double pct = (double)bd->ready * 100.0 / (double)s->kernel_anon_rss;
+      snprintf(accounted, sizeof accounted, "%s%.1f%%",
+               bd->q_ready == MS_Q_ESTIMATED ? "~" : "",
+               pct < 0       ? 0.0
+               : pct > 999.9 ? 999.9
+                             : pct);
+      p[n++] =
+          (piece_t){"accounted", accounted,
+                    pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
+    }
+  }
   if (s->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE)
     p[n++] = (piece_t){"LazyFree", lazy, MT_ST_NORMAL};
   if (s->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE)
@@ -257,7 +297,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
        q[2] == MS_Q_UNAVAILABLE)) {
     int64_t known = 0;
     for (int i = 0; i < 3; i++)
-      known += q[i] != MS_Q_UNAVAILABLE && v[i] > 0 ? v[i] : 0;
+      known = sat_add(known, q[i] != MS_Q_UNAVAILABLE ? v[i] : 0);
     v[3] = bd->ready > known ? bd->ready - known : 0;
   }
   double sum = 0;
@@ -348,7 +388,7 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(fig, sizeof fig, (int64_t)(t->bytes_per_s + 0.5), qb, 0);
+    mt_view_fmt_bytes(fig, sizeof fig, rate_i64(t->bytes_per_s), qb, 0);
     snprintf(rate, sizeof rate, "%s/s", fig);
   }
   label_value(g, row + 7, col + 1, vw - 1, "bytes/s", rate, MT_ST_NORMAL);
@@ -373,8 +413,7 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
-    mt_view_fmt_bytes(bytes, sizeof bytes, (int64_t)(t->bytes_per_s + 0.5), qb,
-                      0);
+    mt_view_fmt_bytes(bytes, sizeof bytes, rate_i64(t->bytes_per_s), qb, 0);
     snprintf(rate, sizeof rate, "%s/s", bytes);
   }
   piece_t p1[] = {{"HeapAlloc", alloc, MT_ST_NORMAL},
@@ -489,10 +528,6 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
 
 /* ============================================================= trend === */
 
-static int64_t pos(int64_t v) {
-  return v > 0 ? v : 0;
-}
-
 static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                        int row, int col, int height, int width) {
   uint64_t have = t->nhist < MT_HISTORY ? t->nhist : MT_HISTORY;
@@ -510,7 +545,7 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   int64_t max = 0;
   for (uint64_t i = 0; i < n; i++) {
     const mt_sample_t *sm = SAMPLE(i);
-    int64_t sum = pos(sm->data) + pos(sm->frag_overhead) + pos(sm->idle);
+    int64_t sum = sat_add(sat_add(sm->data, sm->frag_overhead), pos(sm->idle));
     if (sum > max)
       max = sum;
   }
@@ -530,7 +565,7 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
     int y = 0;
     /* Stacked from the bottom: data, then fragOverhead, then idle. */
     for (int k = 0; k < 3; k++) {
-      acc += part[k];
+      acc = sat_add(acc, part[k]);
       int top = (int)((double)acc / (double)max * chart + 0.5);
       for (; y < top && y < chart; y++)
         mt_grid_putc(g, row + chart - y, x, mt_view_fill(k, m->utf8),

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
 #include "memtop/view.h"
@@ -103,31 +104,41 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     return;
   }
   if (col == COL_NAME) {
-    char name[MS_NAME_MAX];
     const char *mark = mt_view_state_mark(t);
-    mt_view_safe_name(name, sizeof name, t->comm);
-    /* The state marker must stay visible: cut the name, not the mark. */
-    int ml = mark[0] != '\0' ? (int)strlen(mark) + 1 : 0;
-    int nl = (int)strlen(name);
-    if (ml > 0 && nl + ml > width)
-      nl = width - ml > 1 ? width - ml : 1;
-    snprintf(buf, len, "%.*s%s%s", nl, name, ml ? " " : "", mark);
+    /* The state marker must stay visible: cut the name, not the mark, and
+     * the name between whole characters and escapes (a cut by bytes could
+     * split either). */
+    size_t mlen = strlen(mark);
+    int ml = mlen > 0 ? (int)mlen + 1 : 0;
+    size_t cols = width > 0 ? (size_t)width : 0;
+    if (ml > 0)
+      cols = width - ml > 1 ? (size_t)(width - ml) : 1;
+    ms__sanitize(buf, len > mlen + 1 ? len - mlen - 1 : len, t->comm,
+                 sizeof t->comm, cols);
+    size_t n = strlen(buf);
+    if (mlen > 0 && n + 1 + mlen < len) {
+      buf[n] = ' ';
+      memcpy(buf + n + 1, mark, mlen + 1);
+    }
     return;
   }
   if (!t->have_snapshot)
     return;
   switch (col) {
   case COL_PROVIDER: {
+    char raw[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
     size_t n = 0;
+    raw[0] = '\0';
     for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++) {
-      int w = snprintf(buf + n, len - n, "%s%s", i ? "+" : "", s->providers[i]);
-      if (w < 0 || (size_t)w >= len - n)
+      /* A name fills its array without a NUL if the sender wants. */
+      int w = snprintf(raw + n, sizeof raw - n, "%s%.*s", i ? "+" : "",
+                       MS_NAME_MAX, s->providers[i]);
+      if (w < 0 || (size_t)w >= sizeof raw - n)
         break;
       n += (size_t)w;
     }
-    char safe[128];
-    mt_view_safe_name(safe, sizeof safe, buf);
-    snprintf(buf, len, "%s", safe);
+    /* Safe, and cut to the column between whole characters and escapes. */
+    ms__sanitize(buf, len, raw, sizeof raw, width > 0 ? (size_t)width : 0);
     return;
   }
   case COL_READY:

@@ -90,8 +90,9 @@ void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
     return;
   /* Control characters would move the terminal's cursor and wreck the
    * frame, bidi controls would reorder it and invisible ones hide in it:
-   * none of them reaches a cell (the sanitiser's own list). */
-  if (ch > 0x10ffffu || ms__cp_unsafe(ch))
+   * none of them reaches a cell (the sanitiser's own list). Nor does a
+   * character that is not one column wide: a cell is one column. */
+  if (ch > 0x10ffffu || ms__cp_unsafe(ch) || ms__cp_columns(ch) != 1)
     ch = '?';
   mt_cell_t *c = &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
   c->ch = ch;

@@ -126,6 +126,41 @@ static inline size_t ms__glibc_usable(const void *p) {
   return (h & ~(size_t)7) - (h & 2 ? 2 * sizeof(size_t) : sizeof(size_t));
 }
 
+/* A glibc block as the counters want it: its usable size, and for an
+ * mmapped chunk (IS_MMAPPED, 0x2) the bytes of its mapping, the chunk and
+ * the alignment offset in front of it (prev_size of an mmapped chunk),
+ * which is what glibc adds to and takes from its hblkhd; 0 otherwise. */
+typedef struct ms__glibc_block_s {
+  size_t usable, mapped;
+} ms__glibc_block_t;
+
+static inline __attribute__((always_inline)) ms__glibc_block_t
+ms__glibc_block(const void *p) {
+  size_t h = ((const size_t *)p)[-1];
+  ms__glibc_block_t b;
+  if (__builtin_expect(h & 2, 0)) {
+    b.usable = (h & ~(size_t)7) - 2 * sizeof(size_t);
+    b.mapped = (h & ~(size_t)7) + ((const size_t *)p)[-2];
+  } else {
+    b.usable = (h & ~(size_t)7) - sizeof(size_t);
+    b.mapped = 0;
+  }
+  return b;
+}
+
+/* The same with the kind already loaded (kind: ms__real.usable_kind). */
+static inline __attribute__((always_inline)) size_t
+ms__preload_usable_of(ms__tls_t *t, void *p, int kind) {
+  if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
+    return ms__glibc_usable(p);
+  if (__builtin_expect(kind == MS__USABLE_CALL, 1))
+    return ms__real.usable(p);
+  t->guard = 1;
+  size_t n = ms__real.usable(p);
+  t->guard = 0;
+  return n;
+}
+
 static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
   int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
   if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
@@ -234,6 +269,29 @@ ms__preload_record(ms__tls_t *t, uint64_t size, int is_free) {
 #endif
 }
 
+/* Records one glibc block (ms__glibc_block): a mmapped one apart, on the
+ * engine's slow path (it is large anyway), so that the OS's part of the
+ * heap is known (registry.c); the others as any block. */
+static inline __attribute__((always_inline)) void
+ms__preload_record_glibc(ms__tls_t *t, ms__glibc_block_t b, int is_free) {
+#if MS__PRELOAD_FLOOR == 2
+  (void)t;
+  (void)is_free;
+  __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
+#else
+  if (__builtin_expect(b.mapped != 0, 0))
+    ms__track_mapped(b.usable, b.mapped, is_free);
+  else
+    ms__preload_record(t, b.usable, is_free);
+#endif
+}
+
+/* Whether blocks are measured by glibc's chunk header. */
+static inline int ms__preload_glibc_kind(void) {
+  return __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) ==
+         MS__USABLE_GLIBC;
+}
+
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
  * usable size, unless this thread is nested inside a real C++ operator or
  * a size lookup (then the outer hook counts it, or nobody: see above). */
@@ -241,8 +299,13 @@ static inline void ms__preload_count_alloc(void *p) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (p && !t->guard)
-    ms__preload_record(t, ms__preload_usable(t, p), 0);
+  if (p && !t->guard) {
+    int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+    if (kind == MS__USABLE_GLIBC)
+      ms__preload_record_glibc(t, ms__glibc_block(p), 0);
+    else
+      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 0);
+  }
 }
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
@@ -253,9 +316,15 @@ ms__preload_count_n(void *p, size_t n, int is_free) {
     return;
   if (!t->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
-    ms__preload_record(
-        t, n <= max ? ms__request_round(n, max) : ms__preload_usable(t, p),
-        is_free);
+    if (n <= max) {
+      ms__preload_record(t, ms__request_round(n, max), is_free);
+    } else {
+      int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+      if (kind == MS__USABLE_GLIBC)
+        ms__preload_record_glibc(t, ms__glibc_block(p), is_free);
+      else
+        ms__preload_record(t, ms__preload_usable_of(t, p, kind), is_free);
+    }
   }
 }
 static inline __attribute__((always_inline)) void
@@ -267,8 +336,13 @@ static inline void ms__preload_count_free(void *p) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (!t->guard)
-    ms__preload_record(t, ms__preload_usable(t, p), 1);
+  if (!t->guard) {
+    int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
+    if (kind == MS__USABLE_GLIBC)
+      ms__preload_record_glibc(t, ms__glibc_block(p), 1);
+    else
+      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 1);
+  }
 }
 /* The same for a sized operator delete(p, n) (no alignment): n is the size
  * the block was asked with (the C++ rule for sized deallocation), so its

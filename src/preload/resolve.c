@@ -10,6 +10,7 @@
  */
 #include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "preload/preload.h"
@@ -78,6 +79,47 @@ static int usable_is_plain(void *base) {
          object_defines(base, "mallctl") || object_defines(base, "mi_malloc");
 }
 
+/* Whether the program's malloc (the global scope's first definition,
+ * def_malloc) is this library's. It is not when an allocator was preloaded
+ * ahead of us (LD_PRELOAD="libjemalloc.so.2:libmemstats-preload.so") or
+ * the program defines it itself (linked with a static allocator): our
+ * malloc is then never called, and counting nothing would show zeros as
+ * exact figures over the allocator's own. The allocator's provider then
+ * gives the heap figures, and the snapshot says why tracking is off
+ * (ms__track_off).
+ *
+ * Comparing addresses is not enough: an executable that takes malloc's
+ * address (python3) makes its PLT stub the canonical address, so dlsym
+ * names the executable whoever defines malloc. So a probe goes through the
+ * program's own lookup: called on this thread while it resolves, our
+ * malloc serves it from the bootstrap buffer (freeing that is a no-op);
+ * another allocator's block is given back to that allocator's free. */
+static int calls_reach_us(void *(*def_malloc)(size_t),
+                          void (*def_free)(void *)) {
+  if (!def_malloc)
+    return 1; /* cannot tell: as before */
+  void *probe = def_malloc(16);
+  if (!probe || ms__bootstrap_owns(probe))
+    return 1;
+  if (def_free)
+    def_free(probe);
+  Dl_info d;
+  memset(&d, 0, sizeof d);
+  const char *name = NULL;
+  if (dladdr(*(void **)&def_malloc, &d) && d.dli_fname) {
+    name = strrchr(d.dli_fname, '/');
+    name = name ? name + 1 : d.dli_fname;
+  }
+  if (!name || !name[0])
+    name = "the program";
+  char why[MS_NAME_MAX];
+  snprintf(why, sizeof why, "malloc from %s", name);
+  ms__track_off(why);
+  ms__debug("preload: not tracking: the program's malloc is not ours (%s)",
+            why);
+  return 0;
+}
+
 int ms__preload_resolve(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (st == MS__REAL_READY)
@@ -108,6 +150,13 @@ int ms__preload_resolve(void) {
       tc_size ? dlsym(RTLD_NEXT,
                       "_ZN25DebugMallocImplementation16GetAllocatedSizeEPKv")
               : NULL;
+  /* Whether the malloc the program calls is this one (calls_reach_us),
+   * probed while this thread's calls still go to the bootstrap buffer. */
+  void *(*def_malloc)(size_t);
+  void (*def_free)(void *);
+  *(void **)&def_malloc = dlsym(RTLD_DEFAULT, "malloc");
+  *(void **)&def_free = dlsym(RTLD_DEFAULT, "free");
+  int reach_us = calls_reach_us(def_malloc, def_free);
   tls_resolving = 0;
   if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.posix_memalign) {
     /* A static program or a broken search order: nothing to forward to.
@@ -146,7 +195,7 @@ int ms__preload_resolve(void) {
       mi.dli_fbase && object_defines(mi.dli_fbase, "gnu_get_libc_version");
   ms__real = r;
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
-  if (exact)
+  if (exact && reach_us)
     ms__track_enable();
   return 1;
 }

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/engine.h"
 #include "memstats.h"
 
 /* One reading of an allocator: a value and a quality per scalar field
@@ -31,6 +32,10 @@ typedef struct ms__pv_sample_s {
    * by what the program allocated since (see registry.c). */
   int have_tracked;
   uint64_t tracked_heap_alloc;
+  uint64_t tracked_total_alloc;
+  /* The engine's mapped-block counters then (glibc's mmapped chunks, which
+   * go to and come back from the OS on their own: engine.h). */
+  ms__mapped_t tracked_mapped;
 } ms__pv_sample_t;
 
 /* What a provider's memory is: the C allocator behind malloc (one at most

@@ -65,6 +65,7 @@ typedef struct ms__pv_slot_s {
   const ms__provider_t *pv;
   int active;
   int have;          /* a good sample is cached */
+  int fresh;         /* that sample was taken for the current snapshot */
   unsigned failures; /* failed samples in a row since the last good one */
   /* The last try ended at last_ns; the next is due interval_ns later. */
   uint64_t last_ns, interval_ns, cost_ns;
@@ -144,6 +145,7 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
                                      int cached_only) {
   if (!s || !s->active)
     return NULL;
+  s->fresh = 0;
   if (cached_only)
     return s->have ? &s->sample : NULL;
   /* Between two tries: the cached sample, or nothing after a failure. */
@@ -162,6 +164,7 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
    * current ones. It still waits its cadence, longer after each failure in
    * a row (the counter stops well past the doubling's cap). */
   s->have = rc == 0;
+  s->fresh = rc == 0;
   if (rc == 0) {
     s->failures = 0;
   } else {
@@ -172,6 +175,8 @@ static const ms__pv_sample_t *sample(ms__pv_slot_t *s, uint64_t now,
   s->sample.have_tracked = (ms__engine_fed() & MS__FEED_TRACKED) &&
                            snap->quality[MS_F_HEAP_ALLOC] == MS_Q_EXACT;
   s->sample.tracked_heap_alloc = snap->heap_alloc;
+  s->sample.tracked_total_alloc = snap->total_alloc;
+  ms__engine_last_mapped(&s->sample.tracked_mapped);
   return s->have ? &s->sample : NULL;
 }
 
@@ -215,6 +220,38 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
   g_now = now ? now : ms__now_mono_ns;
 }
 
+static unsigned g_stale_exact;
+
+unsigned ms__providers_stale_exact(void) {
+  return g_stale_exact;
+}
+
+static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s);
+
+/* The self-check's count (provider.h): fields the malloc provider left
+ * exact from a sample cached from an earlier snapshot, though the tracked
+ * heap moved in the allocator's arenas since (what shift_by_tracked must
+ * have marked). Without tracking nothing tells whether the heap moved:
+ * not counted. */
+static unsigned count_stale_exact(const ms_snapshot_t *snap,
+                                  const ms__pv_slot_t *slot,
+                                  const ms__pv_sample_t *s) {
+  if (!slot || !s || slot->fresh || !s->have_tracked ||
+      snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT || !arena_moved(snap, s))
+    return 0;
+  int idx = -1;
+  for (uint32_t i = 0; i < snap->nproviders; i++)
+    if (strcmp(snap->providers[i], slot->pv->name) == 0)
+      idx = (int)i;
+  unsigned n = 0;
+  static const ms_field_t f[] = {MS_F_HEAP_SYS, MS_F_HEAP_IDLE, MS_F_HEAP_INUSE,
+                                 MS_F_HEAP_RELEASED};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+    n += idx >= 0 && snap->source[f[i]] == (uint8_t)idx &&
+         snap->quality[f[i]] == MS_Q_EXACT;
+  return n;
+}
+
 void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   unsigned fed = ms__engine_fed();
   unsigned flags = (fed & MS__FEED_OBJECTS) ? 0 : MS__PV_WANT_CLASSES;
@@ -225,6 +262,7 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
       sample(&g_collector, now, flags, snap, cached_only);
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
                       g_collector.active ? g_collector.pv : NULL, gs);
+  g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
 }
 
 /* ---- combining
@@ -326,12 +364,43 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
 
 /* A cached sample (glibc's is up to a second old) meets tracked figures of
  * this instant: while the program allocates, HeapAlloc could exceed the
- * sample's HeapInuse and fragOverhead turn negative. Every byte allocated
- * since the sample sits in chunks now in use, so the sample's heap is
- * shifted by the tracked change: in-use grows (or shrinks, on frees) by
- * it, taken from the free backed memory first and from new mappings past
- * that. The result is an estimate, and marked so; a fresh sample is left
- * exact. */
+ * sample's HeapInuse and fragOverhead turn negative. So the sample's heap
+ * is moved by what the program did since, in two parts:
+ *   - blocks mapped on their own (glibc's mmapped chunks, which the preload
+ *     sees and counts apart with their mappings' sizes): glibc adds each
+ *     one's mapping to hblkhd, HeapInuse, HeapSys and Sys, and takes it
+ *     back at munmap. This part is exact.
+ *   - everything else, in the allocator's arenas: in-use grows (or shrinks,
+ *     on frees) by the tracked change, taken from the free backed memory
+ *     first and from new mappings past that. Whether the arena grew,
+ *     or trimmed its top on those frees, the sample cannot say: once the
+ *     arenas saw any call since the sample, HeapInuse, HeapIdle, HeapSys,
+ *     HeapReleased and Sys are estimates, and marked so.
+ * A sample with nothing since (fresh, or a quiet program) stays exact. */
+/* What the tracked heap did since sample s: the usable bytes allocated and
+ * freed in the arenas (*alloc, *freed), and the bytes mapped less unmapped
+ * for blocks of their own (returned). Unsigned differences wrap: they are
+ * signed deltas in two's complement. */
+static int64_t tracked_since(const ms_snapshot_t *snap,
+                             const ms__pv_sample_t *s, uint64_t *alloc,
+                             uint64_t *freed) {
+  ms__mapped_t now;
+  ms__engine_last_mapped(&now);
+  const ms__mapped_t *then = &s->tracked_mapped;
+  uint64_t d_alloc = snap->total_alloc - s->tracked_total_alloc;
+  uint64_t d_freed = (snap->total_alloc - snap->heap_alloc) -
+                     (s->tracked_total_alloc - s->tracked_heap_alloc);
+  *alloc = d_alloc - (now.alloc_usable - then->alloc_usable);
+  *freed = d_freed - (now.free_usable - then->free_usable);
+  return (int64_t)((now.alloc - then->alloc) - (now.free - then->free));
+}
+
+static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s) {
+  uint64_t alloc, freed;
+  tracked_since(snap, s, &alloc, &freed);
+  return alloc != 0 || freed != 0;
+}
+
 static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                              int idx) {
   if (!s->have_tracked || snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT ||
@@ -339,9 +408,24 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
       snap->quality[MS_F_HEAP_IDLE] == MS_Q_UNAVAILABLE ||
       snap->source[MS_F_HEAP_INUSE] != (uint8_t)idx)
     return;
-  int64_t delta = (int64_t)(snap->heap_alloc - s->tracked_heap_alloc);
-  if (delta == 0)
+  uint64_t arena_alloc, arena_freed;
+  int64_t mapped = tracked_since(snap, s, &arena_alloc, &arena_freed);
+  int arena_moved = arena_alloc != 0 || arena_freed != 0;
+  if (!arena_moved && mapped == 0)
     return;
+
+  /* The mapped blocks: in use and mapped, exactly. */
+  if (mapped != 0) {
+    snap->heap_inuse = (uint64_t)((int64_t)snap->heap_inuse + mapped);
+    snap->heap_sys = (uint64_t)((int64_t)snap->heap_sys + mapped);
+    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+      snap->sys = (uint64_t)((int64_t)snap->sys + mapped);
+  }
+  if (!arena_moved)
+    return;
+
+  /* The arenas: their net change, an estimate. */
+  int64_t delta = (int64_t)(arena_alloc - arena_freed);
   int64_t inuse = (int64_t)snap->heap_inuse + delta;
   if (inuse < 0)
     inuse = 0;
@@ -351,15 +435,14 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   snap->heap_inuse = (uint64_t)inuse;
   snap->heap_idle = (uint64_t)((int64_t)snap->heap_idle - (delta - grow));
   snap->heap_sys += (uint64_t)grow;
-  snap->quality[MS_F_HEAP_INUSE] = MS_Q_ESTIMATED;
-  snap->quality[MS_F_HEAP_IDLE] = MS_Q_ESTIMATED;
-  if (grow) {
-    snap->quality[MS_F_HEAP_SYS] = MS_Q_ESTIMATED;
-    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE) {
-      snap->sys += (uint64_t)grow;
-      snap->quality[MS_F_SYS] = MS_Q_ESTIMATED;
-    }
-  }
+  if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+    snap->sys += (uint64_t)grow;
+  static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,
+                                     MS_F_SYS};
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    if (snap->quality[moved[i]] == MS_Q_EXACT)
+      snap->quality[moved[i]] = MS_Q_ESTIMATED;
 }
 
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,

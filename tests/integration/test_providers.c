@@ -7,6 +7,12 @@
  * pattern, printing "ok"/"FAIL" lines (tests/progs/pv_check.h), and exits 0
  * only if everything held. tests/progs/pj_bins is linked with jemalloc and
  * -lmemstats instead, without the preload: jemalloc's own size classes.
+ * tests/progs/pv_first runs with jemalloc or tcmalloc preloaded ahead of
+ * the preload (and pv_first_static with jemalloc linked in): the preload's
+ * malloc is never called, so tracking must be off and say why. Every
+ * program runs with MEMSTATS_DEBUG=1, so every snapshot it takes is
+ * self-checked (ms__snapshot_check: the identities, Ready against RSS, no
+ * exact figure from a stale sample); a failure fails the test.
  * contrib/runtime_example --check compares what it reported through the
  * public API with its snapshot.
  *
@@ -53,6 +59,9 @@ static int run(char *const argv[], const char *preload, char *out,
     close(fds[0]);
     close(fds[1]);
     setenv("MEMSTATS_AGENT", "0", 1);
+    /* Every snapshot the program takes is self-checked (snapshot.h,
+     * ms__snapshot_check); a failure is said on stderr, read below. */
+    setenv("MEMSTATS_DEBUG", "1", 1);
     if (preload)
       setenv("LD_PRELOAD", preload, 1);
     else
@@ -76,6 +85,23 @@ static int run(char *const argv[], const char *preload, char *out,
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Fails if a snapshot of the program failed its self-check, unless the
+ * failure is one of what `known` names (NULL: none): each line is
+ * "libmemstats[PID]: self-check failed on snapshot N: <why>". */
+static void assert_self_checked(const char *name, const char *out,
+                                const char *known) {
+  static const char tag[] = "self-check failed";
+  for (const char *p = strstr(out, tag); p; p = strstr(p + 1, tag)) {
+    const char *nl = strchr(p, '\n');
+    int n = nl ? (int)(nl - p) : (int)strlen(p);
+    const char *why = strstr(p, ": ");
+    if (known && why && (!nl || why < nl) &&
+        strncmp(why + 2, known, strlen(known)) == 0)
+      continue;
+    fail_msg("%s: %.*s", name, n, p);
+  }
+}
+
 /* Runs tests/progs/<name> with the given preload (NULL: none) and checks
  * that every one of its checks held. */
 static void run_prog(const char *name, const char *preload) {
@@ -94,10 +120,65 @@ static void run_prog(const char *name, const char *preload) {
   /* The program says how many checks failed on its last line. */
   assert_non_null(strstr(out, ": 0 failed"));
   assert_null(strstr(out, "FAIL"));
+  /* Not yet true on jemalloc and mimalloc: Ready counts metadata (jemalloc)
+   * and committed memory (mimalloc) that is mapped but never touched, so
+   * it exceeds RSS (issue 10, item 4). Every other self-check holds. */
+  assert_self_checked(name, out,
+                      strcmp(name, "pv_jemalloc") == 0 ||
+                              strcmp(name, "pv_mimalloc") == 0 ||
+                              strcmp(name, "pj_bins") == 0
+                          ? "Ready "
+                          : NULL);
 }
 
 static void run_pv(const char *name) {
   run_prog(name, preload_path);
+}
+
+/* Runs tests/progs/pv_first with `lib` preloaded ahead of the preload: the
+ * program calls lib's malloc, never the preload's, so tracking must be
+ * off and say so, and the allocator's own figures stand (pv_first.c). */
+static void run_first(const char *lib, const char *allocator) {
+  char path[1400], pre[2600];
+  snprintf(path, sizeof path, "%s/progs/pv_first", build_dir);
+  if (access(path, X_OK) != 0)
+    fail_msg("%s is missing: build it with `make test-build`", path);
+  snprintf(pre, sizeof pre, "%s:%s", lib, preload_path);
+  static char out[65536];
+  char *argv[] = {path, (char *)allocator, NULL};
+  int rc = run(argv, pre, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("pv_first %s exited with %d (its FAIL lines are above)", lib, rc);
+  }
+  assert_non_null(strstr(out, ": 0 failed"));
+  assert_non_null(strstr(out, "tracked(off: malloc from "));
+  assert_self_checked("pv_first", out,
+                      strcmp(allocator, "jemalloc") == 0 ? "Ready " : NULL);
+}
+
+static void test_jemalloc_preloaded_first(void **state) {
+  (void)state;
+  run_first("libjemalloc.so.2", "jemalloc");
+}
+static void test_tcmalloc_preloaded_first(void **state) {
+  (void)state;
+  run_first("libtcmalloc.so.4", "tcmalloc");
+}
+/* jemalloc linked into the program itself: its malloc comes first too. */
+static void test_jemalloc_in_program(void **state) {
+  (void)state;
+  char path[1400];
+  snprintf(path, sizeof path, "%s/progs/pv_first_static", build_dir);
+  static char out[65536];
+  char *argv[] = {path, (char *)"jemalloc", NULL};
+  int rc = run(argv, preload_path, out, sizeof out);
+  if (rc != 0) {
+    print_message("%s", out);
+    fail_msg("pv_first_static exited with %d (its FAIL lines are above)", rc);
+  }
+  assert_non_null(strstr(out, "tracked(off: malloc from pv_first_static)"));
+  assert_self_checked("pv_first_static", out, "Ready ");
 }
 
 static void test_glibc(void **state) {
@@ -171,6 +252,9 @@ int main(void) {
       cmocka_unit_test(test_tcmalloc),
       cmocka_unit_test(test_mimalloc),
       cmocka_unit_test(test_boehm),
+      cmocka_unit_test(test_jemalloc_preloaded_first),
+      cmocka_unit_test(test_tcmalloc_preloaded_first),
+      cmocka_unit_test(test_jemalloc_in_program),
       cmocka_unit_test(test_runtime_example),
       cmocka_unit_test(test_jemalloc_bins_untracked),
       cmocka_unit_test(test_boehm_late_install),

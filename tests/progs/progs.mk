@@ -28,6 +28,11 @@ PROG_LIBS_pv_jemalloc := -ljemalloc
 PROG_LIBS_pv_tcmalloc := -ltcmalloc
 PROG_LIBS_pv_mimalloc := -lmimalloc
 PROG_LIBS_pv_boehm := -lgc
+# pv_first: linked with no allocator, run with one preloaded ahead of the
+# preload; pv_first_static: the same program with jemalloc linked in
+# statically, so the program itself defines malloc (and exports mallctl,
+# -rdynamic, for the provider to find).
+PROG_LIBS_pv_first_static := -rdynamic -Wl,-Bstatic -ljemalloc_pic -Wl,-Bdynamic -lstdc++ -lm
 $(BUILD)/progs/pv_%: tests/progs/pv_%.c tests/progs/pv_check.h $(PRELOAD_SO) $(PL_PRELOAD)
 	@mkdir -p $(@D)
 	$(CC) $(PL_CFLAGS) -Itests -Itests/progs -o $@ $< -ldl -pthread $(PROG_LIBS_pv_$*)
@@ -37,6 +42,7 @@ PROG_LIBS_pl_cxx_je := -ljemalloc
 PROG_LIBS_pl_cxx_tc := -ltcmalloc
 PROG_LIBS_pl_cxx_mi := -lmimalloc
 PROG_LIBS_pl_threads_fork := -lpthread
+PROG_LIBS_pl_unseen_je := -ljemalloc
 PL_CFLAGS = $(filter-out $(SANFLAGS),$(BASE_CFLAGS))
 
 $(BUILD)/progs/pl_%: tests/progs/pl_%.c tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)
@@ -58,3 +64,5 @@ PROG_LIBS_pj_bins := -ljemalloc
 $(BUILD)/progs/lib%.so: tests/progs/lib%.c
 	@mkdir -p $(@D)
 	$(CC) $(PL_CFLAGS) -shared -fvisibility=hidden -o $@ $<
+
+$(BUILD)/progs/pv_first_static: tests/progs/pv_first.c

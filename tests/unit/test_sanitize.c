@@ -168,7 +168,26 @@ static void test_columns_in_strbuf(void **state) {
   assert_int_equal(
       ms_strbuf_put_safe_col(&b, "\xc3\xa9\xc3\xa9\xc3\xa9", 6, 2, 2), 2);
   assert_string_equal(b.data, "\xc3\xa9\xc3\xa9");
+  /* Wide characters take two columns, combining marks none. */
+  ms_strbuf_reset(&b);
+  assert_int_equal(
+      ms_strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87", 6, 6, 6), 6);
+  assert_string_equal(b.data, "\xe4\xb8\xad\xe6\x96\x87  ");
+  ms_strbuf_reset(&b);
+  assert_int_equal(
+      ms_strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87x", 7, 3, 3), 3);
+  assert_string_equal(b.data, "\xe4\xb8\xad ");
+  ms_strbuf_reset(&b);
+  assert_int_equal(ms_strbuf_put_safe_col(&b, "e\xcc\x81t\xc3\xa9", 7, 3, 3),
+                   3);
+  assert_string_equal(b.data, "e\xcc\x81t\xc3\xa9");
   ms_strbuf_free(&b);
+  assert_int_equal(ms__cp_columns('a'), 1);
+  assert_int_equal(ms__cp_columns(0x4e2d), 2);
+  assert_int_equal(ms__cp_columns(0xac00), 2);
+  assert_int_equal(ms__cp_columns(0x1f600), 2);
+  assert_int_equal(ms__cp_columns(0x0301), 0);
+  assert_int_equal(ms__cp_columns(0x2588), 1);
 }
 
 static void test_very_long(void **state) {

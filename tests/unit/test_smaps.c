@@ -2,7 +2,8 @@
  * test_smaps.c - smaps_rollup on request (src/core/snapshot.c): the parser
  * on the kernel's text, on texts with lines missing and on garbage; the
  * cadence (one read per max(1 s, 100 x its cost)); and the snapshot's
- * fields and their quality with and without the request.
+ * fields and their quality with and without the request (RSS always
+ * fresh from statm; cached smaps figures estimated).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cmocka.h>
 
@@ -139,13 +141,29 @@ static void test_snapshot_cadence(void **state) {
   assert_int_equal(b.source[MS_F_KERNEL_LAZYFREE], 0xff);
   assert_true(b.kernel_rss > 0);
 
+  /* 64 MiB touched between the two: the cached smaps figures cannot know,
+   * RSS must. */
+  size_t big = (size_t)64 << 20;
+  char *mem = mmap(NULL, big, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(mem != MAP_FAILED);
+  memset(mem, 1, big);
   assert_int_equal(ms__snapshot_read_opts(&c, sizeof c, MS__READ_SMAPS), 0);
   assert_int_equal(ms__smaps_reads(), reads + 1);
   assert_true(c.seq > b.seq);
-  assert_int_equal(c.quality[MS_F_KERNEL_LAZYFREE], MS_Q_EXACT);
-  /* The cached figures: RSS is smaps_rollup's of the first read. */
-  assert_int_equal(c.kernel_rss, b.kernel_rss);
+  /* The cached figures are estimates now, the same numbers as read. */
+  assert_int_equal(c.quality[MS_F_KERNEL_LAZYFREE], MS_Q_ESTIMATED);
+  assert_int_equal(c.quality[MS_F_KERNEL_SWAP], MS_Q_ESTIMATED);
   assert_int_equal(c.kernel_swap, b.kernel_swap);
+  /* RSS is fresh from statm, and exact. */
+  assert_int_equal(c.quality[MS_F_KERNEL_RSS], MS_Q_EXACT);
+  assert_true(c.kernel_rss >= b.kernel_rss + big / 2);
+  /* And it follows a release at once too. */
+  assert_int_equal(munmap(mem, big), 0);
+  assert_int_equal(ms__snapshot_read_opts(&c, sizeof c, MS__READ_SMAPS), 0);
+  assert_int_equal(ms__smaps_reads(), reads + 1);
+  assert_true(c.kernel_rss + big / 2 <= b.kernel_rss + big);
+  assert_int_equal(c.quality[MS_F_KERNEL_RSS], MS_Q_EXACT);
   ms__smaps_set_floor(1000000000ull);
 
   /* The public call never reads smaps_rollup. */

@@ -411,6 +411,44 @@ static void test_every_size(void **state) {
   mt_model_free(&dm);
 }
 
+/* A stranger's figures as big as they go: the trend's sums and the byte
+ * rate saturate instead of overflowing (which wrapped to a negative max,
+ * so no chart, and a negative rate). */
+static void test_huge_figures(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  for (uint64_t i = 0; i < t->nhist; i++) {
+    mt_sample_t *sm = &t->hist[i % MT_HISTORY];
+    sm->data = sm->frag_overhead = sm->idle = INT64_MAX / 2;
+  }
+  t->bytes_per_s = 1e30;
+  char *text = render_text(&m, 40, 160);
+  assert_non_null(strstr(text, "max 8.0EiB"));
+  assert_non_null(strstr(text, "8.0EiB/s"));
+  assert_null(strstr(text, "-8.0EiB"));
+  free(text);
+  mt_model_free(&m);
+}
+
+/* Every backslash in the text starts a whole escape: a name cut to its
+ * column never ends in half of one. */
+static void assert_whole_escapes(const char *text) {
+  static const char hex[] = "0123456789abcdef";
+  for (const char *p = strchr(text, '\\'); p != NULL; p = strchr(p + 1, '\\')) {
+    size_t digits = p[1] == 'x' ? 2 : p[1] == 'u' ? 4 : p[1] == 'U' ? 8 : 0;
+    if (p[1] == '\\') {
+      p++;
+      continue;
+    }
+    if (digits == 0)
+      fail_msg("a cut escape: %.20s", p);
+    for (size_t i = 0; i < digits; i++)
+      if (p[2 + i] == '\0' || strchr(hex, p[2 + i]) == NULL)
+        fail_msg("a cut escape: %.20s", p);
+  }
+}
+
 /* A stranger's names, providers and error reason on every screen, at
  * several sizes: no cell holds a control, a bidi control or an invisible
  * character, and the text of the grid is safe for a terminal. */
@@ -454,12 +492,31 @@ static void test_hostile_strings(void **state) {
       }
     }
   }
+  /* In the list, a name cut to make room for its mark is cut between
+   * whole escapes, and the mark stays. */
+  m.screen = MT_SCREEN_LIST;
+  m.status[0] = '\0';
+  for (int cols = 40; cols <= 200; cols += 8) {
+    char *list = render_text(&m, 10, cols);
+    assert_whole_escapes(list);
+    if (cols >= 80)
+      assert_non_null(strstr(list, "[unreachable]"));
+    free(list);
+  }
   /* The name is shown, in its safe form, not dropped. */
   m.screen = MT_SCREEN_DETAIL;
   m.detail_pid = 66;
   m.status[0] = '\0';
   char *text = render_text(&m, 30, 200);
   assert_non_null(strstr(text, "66 \\x1b[2J\\x1b]2;pwned\\x07"));
+  free(text);
+  /* A cell is one column: a wide character or a combining mark would
+   * shift the rest of the row, so each is drawn as '?'. */
+  snprintf(t->comm, sizeof t->comm,
+           "\xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
+           "caf\xc3\xa9");
+  text = render_text(&m, 30, 200);
+  assert_non_null(strstr(text, "66 ?? e? caf\xc3\xa9"));
   free(text);
   mt_model_free(&m);
 }
@@ -713,6 +770,7 @@ int main(void) {
       cmocka_unit_test(test_bar_parts),
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_hostile_strings),
+      cmocka_unit_test(test_huge_figures),
       cmocka_unit_test(test_sections_drop),
       cmocka_unit_test(test_keys_sort),
       cmocka_unit_test(test_keys_move),

@@ -1,0 +1,484 @@
+/*
+ * mappings.c - memory obtained from the OS outside the allocator: thread
+ * stacks, and the anonymous mappings a program (or a runtime inside it:
+ * Python's object allocator, GCC's collector, a pool, a JIT) makes with
+ * mmap itself. Go's Sys is everything the runtime obtained from the OS;
+ * without these a native process's Sys can show a third of its memory.
+ *
+ * Where the figures come from:
+ *   - Foreign mappings: the preload interposes mmap, munmap and mremap
+ *     (src/preload/mmap.c) and lists every private anonymous mapping made
+ *     through them in the table below, with the caller's address. glibc's
+ *     own mappings (malloc's arenas and large blocks, thread stacks, the
+ *     dynamic loader's) are made by internal calls that never reach an
+ *     interposer, so the table holds only what code outside libc mapped.
+ *     An allocator that maps through the PLT (jemalloc, tcmalloc,
+ *     mimalloc, Boehm GC) is told apart at read time by the caller's
+ *     object (dladdr): its memory is its provider's, already in HeapSys.
+ *     Interposing rather than classifying /proc/self/maps: an anonymous
+ *     line of the maps file does not say who made it (glibc's large
+ *     blocks, jemalloc's extents and Python's arenas look alike), and
+ *     adjacent mappings of different owners merge into one line.
+ *   - Stacks: the main thread's ([stack] in /proc/self/maps) and each
+ *     pthread stack, found in /proc/self/maps as glibc lays them out: a
+ *     read-write anonymous mapping right above its PROT_NONE guard
+ *     (allocate_stack in glibc); glibc's own arena heaps have their
+ *     PROT_NONE part above, and start 64 MiB-aligned, so they are not
+ *     taken for one. Stacks glibc keeps cached after their thread ended
+ *     are counted too: that memory is still the process's. A pthread
+ *     created with guardsize 0 is not recognised (its stack shows in the
+ *     gap between Ready and the kernel's anonymous RSS).
+ *
+ * What is counted, and how: only what the kernel backs is Ready. A
+ * mapping's resident pages (mincore) go to OtherSys, a stack's to StackSys
+ * and StackInuse; the rest of their size (never touched, or handed back
+ * with MADV_DONTNEED) to OffHeapReleased, a term of Sys and of Prepared.
+ * The resident part of Sys is then comparable with the kernel's RssAnon
+ * (KernelAnonRSS), and the gap between them is what nothing here accounts
+ * for (the data and bss of the program and its libraries once written,
+ * mappings made with a raw system call, and anything an allocator keeps
+ * outside its own statistics).
+ *
+ * Cost: one read of /proc/self/maps (the kernel holds the process's mmap
+ * lock for reading while it writes the text) and one mincore per 256 MiB
+ * counted, at most four times a second and at most 1% of the time
+ * (100 x the cost of the last read), from the reader's thread; never on
+ * the program's threads. The interposer's cost is a slot claimed with one
+ * compare-and-swap per mmap, and a scan of the table's used part per
+ * munmap: as many slots as the most mappings the program held at once
+ * (its own only; the table's size bounds it).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/fields.h"
+#include "core/engine.h"
+#include "core/mappings.h"
+#include "core/snapshot.h"
+
+/* ---- the table ------------------------------------------------------------
+ * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,
+ * and holds [start, end) made by code at ra otherwise. A claimer takes a
+ * free slot with a compare-and-swap to BUSY, writes end and ra, then
+ * publishes start (release). Updates of one slot by two threads at once
+ * would need the program to unmap one range from two threads at once: the
+ * figures could then be wrong, never the memory touched (nothing here
+ * dereferences a listed address; mincore on a stale range fails cleanly). */
+#define MS__MAP_SLOTS 16384u
+#define MS__SLOT_BUSY ((uintptr_t)1)
+
+typedef struct ms__map_slot_s {
+  uintptr_t start, end;
+  const void *ra;
+} ms__map_slot_t;
+
+static ms__map_slot_t g_slots[MS__MAP_SLOTS];
+static unsigned g_hwm;  /* slots [0, g_hwm) have been used (never drops) */
+static unsigned g_hint; /* where the next claim starts looking */
+static int g_lost;      /* a mapping found no free slot */
+static const void *g_alloc_fn;
+
+static uintptr_t page_size(void) {
+  static uintptr_t ps;
+  uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
+  if (!p) {
+    long v = sysconf(_SC_PAGESIZE);
+    p = v > 0 ? (uintptr_t)v : 4096;
+    __atomic_store_n(&ps, p, __ATOMIC_RELAXED);
+  }
+  return p;
+}
+
+static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
+  unsigned hint = __atomic_load_n(&g_hint, __ATOMIC_RELAXED);
+  for (unsigned k = 0; k < MS__MAP_SLOTS; k++) {
+    unsigned i = (hint + k) % MS__MAP_SLOTS;
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t zero = 0;
+    if (__atomic_load_n(&s->start, __ATOMIC_RELAXED) != 0 ||
+        !__atomic_compare_exchange_n(&s->start, &zero, MS__SLOT_BUSY, 0,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+      continue;
+    __atomic_store_n(&s->end, end, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->ra, ra, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->start, start, __ATOMIC_RELEASE);
+    unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_RELAXED);
+    while (hwm < i + 1 &&
+           !__atomic_compare_exchange_n(&g_hwm, &hwm, i + 1, 1,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+      ;
+    __atomic_store_n(&g_hint, i + 1, __ATOMIC_RELAXED);
+    return;
+  }
+  __atomic_store_n(&g_lost, 1, __ATOMIC_RELAXED);
+}
+
+void ms__map_note(void *addr, size_t len, const void *ra) {
+  uintptr_t ps = page_size();
+  uintptr_t start = (uintptr_t)addr;
+  if (len == 0 || start <= MS__SLOT_BUSY || start + len < start)
+    return;
+  put_range(start, (start + len + ps - 1) & ~(ps - 1), ra);
+}
+
+void ms__map_forget(void *addr, size_t len) {
+  uintptr_t ps = page_size();
+  uintptr_t a = (uintptr_t)addr, b = (a + len + ps - 1) & ~(ps - 1);
+  if (len == 0 || b < a)
+    return;
+  unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_ACQUIRE);
+  for (unsigned i = 0; i < hwm; i++) {
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t st = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
+    if (st <= MS__SLOT_BUSY)
+      continue;
+    uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
+    if (en <= a || st >= b)
+      continue;
+    if (a <= st && en <= b) {
+      /* The next claim starts at the slot freed last: a program that maps
+       * and unmaps in a loop reuses one slot, and the scanned part stays
+       * as long as the most mappings it held at once. */
+      if (__atomic_compare_exchange_n(&s->start, &st, 0, 0, __ATOMIC_RELEASE,
+                                      __ATOMIC_RELAXED))
+        __atomic_store_n(&g_hint, i, __ATOMIC_RELAXED);
+    } else if (a <= st) {
+      __atomic_store_n(&s->start, b, __ATOMIC_RELEASE);
+    } else if (en <= b) {
+      __atomic_store_n(&s->end, a, __ATOMIC_RELEASE);
+    } else { /* a hole in the middle: two pieces */
+      __atomic_store_n(&s->end, a, __ATOMIC_RELEASE);
+      put_range(b, en, __atomic_load_n(&s->ra, __ATOMIC_RELAXED));
+    }
+  }
+}
+
+const void *ms__map_owner(void *addr) {
+  uintptr_t a = (uintptr_t)addr;
+  unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_ACQUIRE);
+  for (unsigned i = 0; i < hwm; i++) {
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t st = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
+    if (st > MS__SLOT_BUSY && st <= a &&
+        a < __atomic_load_n(&s->end, __ATOMIC_RELAXED))
+      return __atomic_load_n(&s->ra, __ATOMIC_RELAXED);
+  }
+  return NULL;
+}
+
+void ms__map_set_allocator(const void *malloc_fn) {
+  __atomic_store_n(&g_alloc_fn, malloc_fn, __ATOMIC_RELAXED);
+}
+
+/* ---- reading --------------------------------------------------------------*/
+
+/* Resident pages of [start, end), by mincore in steps of 256 MiB; a step
+ * that is no longer mapped (ENOMEM) counts neither as resident nor as
+ * unbacked: *mapped gets only what mincore could see. */
+static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
+  static unsigned char vec[65536];
+  uintptr_t ps = page_size();
+  uint64_t res = 0;
+  *mapped = 0;
+  for (uintptr_t p = start; p < end;) {
+    uintptr_t n = (end - p) / ps;
+    if (n > sizeof vec)
+      n = sizeof vec;
+    if (n == 0)
+      break;
+    if (mincore((void *)p, n * ps, vec) == 0) {
+      for (uintptr_t i = 0; i < n; i++)
+        res += vec[i] & 1;
+      *mapped += n * ps;
+    }
+    p += n * ps;
+  }
+  return res * ps;
+}
+
+/* Who made a mapping, by the object its caller's address is in. */
+enum { OWNER_OTHER = 0, OWNER_ALLOCATOR, OWNER_PYTHON };
+
+static int starts_with(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* dladdr looks for the nearest symbol through the whole object, tens of
+ * microseconds in a large one: the callers seen (a program maps from a
+ * handful of places) are remembered, and so are the objects. */
+static int owner_kind_of(const void *ra);
+
+static int owner_kind(const void *ra) {
+  static struct {
+    const void *ra;
+    int kind;
+  } seen[64];
+  static unsigned nseen, next;
+  for (unsigned i = 0; i < nseen; i++)
+    if (seen[i].ra == ra)
+      return seen[i].kind;
+  int kind = owner_kind_of(ra);
+  unsigned i = nseen < sizeof seen / sizeof seen[0] ? nseen++ : next++ % nseen;
+  seen[i].ra = ra;
+  seen[i].kind = kind;
+  return kind;
+}
+
+static int owner_kind_of(const void *ra) {
+  static struct {
+    const void *base;
+    int kind;
+  } cache[16];
+  static unsigned ncache;
+  Dl_info di, ai;
+  if (!ra || !dladdr(ra, &di) || !di.dli_fname)
+    return OWNER_OTHER;
+  for (unsigned i = 0; i < ncache; i++)
+    if (cache[i].base == di.dli_fbase)
+      return cache[i].kind;
+  const char *base = strrchr(di.dli_fname, '/');
+  base = base ? base + 1 : di.dli_fname;
+  const void *afn = __atomic_load_n(&g_alloc_fn, __ATOMIC_RELAXED);
+  int kind = OWNER_OTHER;
+  if ((afn && dladdr(afn, &ai) && ai.dli_fbase == di.dli_fbase) ||
+      starts_with(base, "libjemalloc") || starts_with(base, "libtcmalloc") ||
+      starts_with(base, "libmimalloc") || starts_with(base, "libgc.") ||
+      starts_with(base, "libgc-"))
+    kind = OWNER_ALLOCATOR;
+  else if (starts_with(base, "python") || starts_with(base, "libpython"))
+    kind = OWNER_PYTHON;
+  if (ncache < sizeof cache / sizeof cache[0]) {
+    cache[ncache].base = di.dli_fbase;
+    cache[ncache].kind = kind;
+    ncache++;
+  }
+  return kind;
+}
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode path". */
+typedef struct ms__vma_s {
+  uintptr_t start, end;
+  char perms[5];
+  int anon;  /* inode 0 and no path (or an [anon:...] name) */
+  int stack; /* the main thread's [stack] */
+} ms__vma_t;
+
+static const char *hex(const char *p, const char *e, uintptr_t *v) {
+  uintptr_t x = 0;
+  int n = 0;
+  for (; p < e; p++, n++) {
+    unsigned d;
+    if (*p >= '0' && *p <= '9')
+      d = (unsigned)(*p - '0');
+    else if (*p >= 'a' && *p <= 'f')
+      d = (unsigned)(*p - 'a' + 10);
+    else
+      break;
+    if (n >= 16)
+      return NULL;
+    x = x << 4 | d;
+  }
+  *v = x;
+  return n ? p : NULL;
+}
+
+static const char *skip_field(const char *p, const char *e) {
+  while (p < e && *p != ' ')
+    p++;
+  while (p < e && *p == ' ')
+    p++;
+  return p;
+}
+
+/* Parses one line [p, e); returns 0 if it is not in the kernel's format. */
+static int parse_vma(const char *p, const char *e, ms__vma_t *v) {
+  uintptr_t ino = 0;
+  memset(v, 0, sizeof *v);
+  if (!(p = hex(p, e, &v->start)) || p >= e || *p++ != '-' ||
+      !(p = hex(p, e, &v->end)) || p >= e || *p++ != ' ' || e - p < 5 ||
+      v->end <= v->start)
+    return 0;
+  memcpy(v->perms, p, 4);
+  p = skip_field(p, e); /* perms */
+  p = skip_field(p, e); /* offset */
+  p = skip_field(p, e); /* dev */
+  for (; p < e && *p >= '0' && *p <= '9'; p++)
+    ino = ino * 10 + (uintptr_t)(*p - '0');
+  while (p < e && *p == ' ')
+    p++;
+  size_t plen = (size_t)(e - p);
+  v->stack = plen == 7 && memcmp(p, "[stack]", 7) == 0;
+  v->anon =
+      ino == 0 && (plen == 0 || (plen > 6 && memcmp(p, "[anon:", 6) == 0));
+  return 1;
+}
+
+static void stack_vma(ms__maps_figures_t *f, uintptr_t start, uintptr_t end) {
+  uint64_t mapped;
+  uint64_t res = resident(start, end, &mapped);
+  f->stack_resident += res;
+  f->stack_unbacked += mapped - res;
+  f->threads_stacks++;
+}
+
+/* The largest pthread stack recognised: glibc's default is the stack
+ * rlimit (8 MiB); larger read-write regions above a PROT_NONE one are
+ * heaps and reservations of runtimes (a sanitizer's shadow memory is
+ * terabytes), which walking with mincore would take seconds. */
+#define MS__STACK_MAX ((uintptr_t)256 << 20)
+
+/* Walks /proc/self/maps for the stacks. */
+static void read_stacks(ms__maps_figures_t *f) {
+  static char buf[16384];
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  size_t have = 0;
+  ms__vma_t prev;
+  int have_prev = 0;
+  for (;;) {
+    ssize_t r = read(fd, buf + have, sizeof buf - have);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      break;
+    have += (size_t)r;
+    char *p = buf, *end = buf + have;
+    for (;;) {
+      char *nl = memchr(p, '\n', (size_t)(end - p));
+      if (!nl)
+        break;
+      ms__vma_t v;
+      if (parse_vma(p, nl, &v)) {
+        if (v.stack) {
+          stack_vma(f, v.start, v.end);
+        } else if (v.anon && memcmp(v.perms, "rw-p", 4) == 0 && have_prev &&
+                   prev.anon && prev.end == v.start &&
+                   memcmp(prev.perms, "---p", 4) == 0 &&
+                   v.end - v.start <= MS__STACK_MAX &&
+                   (v.start & ((64u << 20) - 1)) != 0 &&
+                   ms__map_owner((void *)v.start) == NULL) {
+          stack_vma(f, v.start, v.end);
+        }
+        prev = v;
+        have_prev = 1;
+      }
+      p = nl + 1;
+    }
+    /* Keep the unfinished line; a line longer than the buffer (a path
+     * that long) is dropped. */
+    have = (size_t)(end - p);
+    if (have == sizeof buf)
+      have = 0;
+    memmove(buf, p, have);
+  }
+  close(fd);
+}
+
+void ms__mappings_read(ms__maps_figures_t *f) {
+  memset(f, 0, sizeof *f);
+  read_stacks(f);
+  unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_ACQUIRE);
+  for (unsigned i = 0; i < hwm; i++) {
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t st = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
+    if (st <= MS__SLOT_BUSY)
+      continue;
+    uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
+    int kind = owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED));
+    if (kind == OWNER_ALLOCATOR || en <= st)
+      continue;
+    uint64_t mapped;
+    uint64_t res = resident(st, en, &mapped);
+    f->other_resident += res;
+    f->other_unbacked += mapped - res;
+    if (kind == OWNER_PYTHON) {
+      f->python_resident += res;
+      f->python_mapped += mapped;
+      f->python_arenas++;
+    }
+  }
+  f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
+}
+
+/* ---- into the snapshot ----------------------------------------------------*/
+
+static struct {
+  int have;
+  uint64_t last_ns, cost_ns;
+  ms__maps_figures_t fig;
+} g_cache;
+
+static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
+                   int idx) {
+  if (s->quality[f] == MS_Q_UNAVAILABLE) {
+    ms__field_set_u64(s, f, v);
+    ms__set_quality(s, f, q, idx);
+    return;
+  }
+  uint64_t was = ms__field_u64(s, f);
+  ms__field_set_u64(s, f, was + v);
+  /* The field's source is whoever gave most of it. */
+  if (v > was)
+    s->source[f] = (uint8_t)(idx < 0 ? 0xff : idx);
+  if (s->quality[f] > q)
+    s->quality[f] = (uint8_t)q;
+}
+
+void ms__mappings_fill(ms_snapshot_t *s, int cached_only) {
+  uint64_t now = ms__now_mono_ns();
+  int fresh = 0;
+  uint64_t interval = 100 * g_cache.cost_ns;
+  if (interval < MS__MAPS_MIN_INTERVAL_NS)
+    interval = MS__MAPS_MIN_INTERVAL_NS;
+  if (!cached_only && (!g_cache.have || now - g_cache.last_ns >= interval)) {
+    ms__mappings_read(&g_cache.fig);
+    uint64_t done = ms__now_mono_ns();
+    g_cache.cost_ns = done - now;
+    g_cache.last_ns = done;
+    g_cache.have = 1;
+    fresh = 1;
+    ms__debug("memstats: mappings read in %llu us: %u stacks, %llu KiB "
+              "resident; outside the allocator %llu KiB resident, %u "
+              "python arenas%s\n",
+              (unsigned long long)(g_cache.cost_ns / 1000),
+              g_cache.fig.threads_stacks,
+              (unsigned long long)(g_cache.fig.stack_resident >> 10),
+              (unsigned long long)(g_cache.fig.other_resident >> 10),
+              g_cache.fig.python_arenas,
+              g_cache.fig.lost ? " (table full: some not counted)" : "");
+  }
+  if (!g_cache.have)
+    return;
+  const ms__maps_figures_t *f = &g_cache.fig;
+  /* Exact while the read is younger than a snapshot's own default
+   * interval (a served snapshot may be that old itself); older figures,
+   * or a table that overflowed, are estimates. */
+  ms_quality_t q =
+      (fresh || now - g_cache.last_ns < MS__MAPS_EXACT_NS) && !f->lost
+          ? MS_Q_EXACT
+          : MS_Q_ESTIMATED;
+  int idx = ms__snapshot_add_provider(s, "mappings");
+  int oidx = idx;
+  if (f->python_arenas) {
+    int pidx = ms__snapshot_add_provider(s, "python");
+    if (pidx >= 0 && f->python_resident * 2 >= f->other_resident)
+      oidx = pidx;
+  }
+  add_to(s, MS_F_STACK_SYS, f->stack_resident, q, idx);
+  add_to(s, MS_F_STACK_INUSE, f->stack_resident, q, idx);
+  add_to(s, MS_F_OTHER_SYS, f->other_resident, q, oidx);
+  add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
+         idx);
+  /* Sys is summed from its terms later, unless a provider set it already:
+   * then it grows by what was added here. */
+  if (s->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+    add_to(s, MS_F_SYS,
+           f->stack_resident + f->stack_unbacked + f->other_resident +
+               f->other_unbacked,
+           q, s->source[MS_F_SYS] == 0xff ? -1 : s->source[MS_F_SYS]);
+}

@@ -1,0 +1,59 @@
+/*
+ * mappings.h - memory the allocator does not see: thread stacks and the
+ * anonymous mappings a program makes itself (internal; see mappings.c).
+ */
+#ifndef MS_CORE_MAPPINGS_H
+#define MS_CORE_MAPPINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memstats.h"
+
+/* ---- the foreign-mapping table, filled by the preload's mmap interposer.
+ * Lock-free and allocation-free: any thread, any time. */
+
+/* A private anonymous mapping [addr, addr+len) was made by code at ra (the
+ * caller's return address). */
+void ms__map_note(void *addr, size_t len, const void *ra);
+/* [addr, addr+len) is about to be unmapped (or mapped over): whatever the
+ * table holds of it goes. Called before the real munmap, so the range
+ * cannot be handed to another thread's mmap while it is still listed. */
+void ms__map_forget(void *addr, size_t len);
+/* The table's caller address of the entry holding addr, or NULL. */
+const void *ms__map_owner(void *addr);
+/* The allocator's malloc (the preload's next one): mappings made from its
+ * object are the allocator's own, counted by its provider. */
+void ms__map_set_allocator(const void *malloc_fn);
+
+/* ---- the snapshot side ---- */
+
+/* Adds the stacks and the foreign mappings to *snap: resident bytes to
+ * StackSys/StackInuse and OtherSys, the rest of their size to
+ * OffHeapReleased; appends "mappings" (and "python" when the program's
+ * Python object allocator has arenas) to snap->providers. Reads
+ * /proc/self/maps and mincore() at most once per
+ * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the cost of the last read); between
+ * two reads the last figures are used, marked estimated once older than
+ * MS__MAPS_EXACT_NS. With cached_only
+ * nothing is read. Called by ms_snapshot_read() with the reader lock held,
+ * after the providers. */
+void ms__mappings_fill(ms_snapshot_t *snap, int cached_only);
+#define MS__MAPS_MIN_INTERVAL_NS 250000000ull
+/* Cached figures younger than this are still exact: 100 ms, the default
+ * MEMSTATS_MIN_INTERVAL_MS. */
+#define MS__MAPS_EXACT_NS 100000000ull
+
+/* The figures of one read, for the tests. */
+typedef struct ms__maps_figures_s {
+  uint64_t stack_resident, stack_unbacked; /* main and thread stacks */
+  uint64_t other_resident, other_unbacked; /* mappings outside the allocator */
+  uint64_t python_resident, python_mapped; /* of which Python's arenas */
+  uint32_t python_arenas;                  /* how many */
+  uint32_t threads_stacks;                 /* stacks found (main included) */
+  int lost; /* the table overflowed: some mappings are not counted */
+} ms__maps_figures_t;
+/* Reads now (under the caller's serialisation) and returns the figures. */
+void ms__mappings_read(ms__maps_figures_t *out);
+
+#endif
