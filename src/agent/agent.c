@@ -647,9 +647,12 @@ static void unsafe_once(const char *dir, const char *why) {
   if (g_said_unsafe)
     return;
   g_said_unsafe = 1;
-  ms__debug("agent not started: %s (%s); fix it with: chmod 700 %s, or set "
-            "MEMSTATS_DIR to a private directory",
-            why, dir, dir);
+  /* The fix depends on the cause: a chmod on a symbolic link would change
+   * the directory it points to, and another user's directory is not ours
+   * to chmod. */
+  char fix[320];
+  ms__sockdir_fix(dir, geteuid(), fix, sizeof fix);
+  ms__debug("agent not started: %s (%s); %s", why, dir, fix);
 }
 
 static int start_locked(void) {
@@ -734,6 +737,16 @@ static int start_locked(void) {
   __atomic_store_n(&g_stop, 0, __ATOMIC_RELEASE);
   r = pthread_create(&g_thread, NULL, agent_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (r == EAGAIN) {
+    /* Not "busy, try again": a limit leaves no room for the thread. */
+    ms__debug("agent not started: cannot create its thread: the process's "
+              "address-space limit (RLIMIT_AS, ulimit -v) has no room for "
+              "its stack, or its user is at the thread limit "
+              "(RLIMIT_NPROC, ulimit -u)");
+    r = MS_ENOMEM;
+    sem_destroy(&g_ready);
+    goto fail;
+  }
   if (r != 0) {
     r = -r;
     sem_destroy(&g_ready);

@@ -24,6 +24,12 @@ int ms__sockdir_path(char *buf, size_t len);
  * or MS_EUNSAFE with *why set. */
 int ms__sockdir_check(const char *dir, uid_t uid, const char **why);
 
+/* What to do about an unsafe dir, in words, for uid: remove a symbolic
+ * link (a chmod would change the directory it points to, not the link),
+ * remove a directory another user made, or chmod 700 one of uid's own
+ * that is open to others. Writes at most len bytes, always NUL-ended. */
+void ms__sockdir_fix(const char *dir, uid_t uid, char *buf, size_t len);
+
 /* Creates dir (mode 0700, and its missing parent for the XDG case is not
  * created: XDG_RUNTIME_DIR must exist) if missing, then checks it as
  * above for the effective uid. */

@@ -83,6 +83,32 @@ int ms__sockdir_check(const char *dir, uid_t uid, const char **why) {
   return 0;
 }
 
+void ms__sockdir_fix(const char *dir, uid_t uid, char *buf, size_t len) {
+  struct stat st;
+  if (buf == NULL || len == 0)
+    return;
+  if (lstat(dir, &st) != 0)
+    snprintf(buf, len, "create %s with mode 0700, or set MEMSTATS_DIR", dir);
+  else if (S_ISLNK(st.st_mode))
+    snprintf(buf, len,
+             "remove the symbolic link %s (rm %s), or set MEMSTATS_DIR to a "
+             "real directory of your own with mode 0700",
+             dir, dir);
+  else if (!S_ISDIR(st.st_mode))
+    snprintf(buf, len,
+             "remove %s, or set MEMSTATS_DIR to a directory of your own with "
+             "mode 0700",
+             dir);
+  else if (st.st_uid != uid)
+    snprintf(buf, len,
+             "remove %s (uid %u made it, perhaps to impersonate your "
+             "processes), or set MEMSTATS_DIR to a directory of your own "
+             "with mode 0700",
+             dir, (unsigned)st.st_uid);
+  else
+    snprintf(buf, len, "chmod 700 %s", dir);
+}
+
 int ms__sockdir_prepare(const char *dir, const char **why) {
   uid_t uid = geteuid();
   int r = ms__sockdir_check(dir, uid, why);

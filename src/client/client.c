@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -54,6 +55,105 @@ int msc_proc_start_time(int pid, uint64_t *start_time) {
   if (ms__parse_proc_stat(buf, NULL, 0, start_time) != 0)
     return MS_ESRCH;
   return 0;
+}
+
+int msc_proc_uid(int pid, uid_t *uid) {
+  char path[64], buf[2048];
+  unsigned long long ruid, euid;
+  if (pid <= 0 || uid == NULL)
+    return MS_EINVAL;
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  if (ms__read_small_file(path, buf, sizeof buf) <= 0)
+    return MS_ESRCH;
+  const char *p = strstr(buf, "\nUid:");
+  if (p == NULL || sscanf(p + 5, "%llu %llu", &ruid, &euid) != 2)
+    return MS_ESRCH;
+  *uid = (uid_t)euid;
+  return 0;
+}
+
+int msc_proc_maps_libmemstats(int pid) {
+  char path[64], buf[4096];
+  const char *lib = "/libmemstats";
+  size_t keep = 0, n;
+  ssize_t r;
+  int fd, found = 0;
+
+  snprintf(path, sizeof path, "/proc/%d/maps", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  /* Read in chunks, carrying the end of each so a name split between two
+   * reads is still seen. */
+  while (!found && (r = read(fd, buf + keep, sizeof buf - 1 - keep)) > 0) {
+    n = keep + (size_t)r;
+    buf[n] = '\0';
+    found = strstr(buf, lib) != NULL;
+    keep = n < 16 ? n : 16;
+    memmove(buf, buf + n - keep, keep);
+  }
+  close(fd);
+  return found;
+}
+
+int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len) {
+  struct ucred cred;
+  socklen_t cl = sizeof cred;
+  uid_t owner;
+
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 ||
+      cl != sizeof cred) {
+    snprintf(msg, len,
+             "PID %d: cannot tell which process serves %s (SO_PEERCRED: %s): "
+             "not trusting it",
+             pid, path, strerror(errno));
+    return MS_EUNSAFE;
+  }
+  if (msc_proc_uid(pid, &owner) != 0) {
+    snprintf(msg, len, "PID %d: no such process", pid);
+    return MS_ESRCH;
+  }
+  if ((int)cred.pid != pid) {
+    snprintf(msg, len,
+             "PID %d: not trusting %s: it is served by PID %d (uid %u), not "
+             "by PID %d; another process put it there to impersonate PID %d "
+             "(remove the socket, and check who can write to its directory)",
+             pid, path, (int)cred.pid, (unsigned)cred.uid, pid, pid);
+    return MS_EUNSAFE;
+  }
+  /* Root may serve any process's socket (a program that started as root
+   * and then dropped its privileges keeps root's socket). */
+  if (cred.uid != owner && cred.uid != 0) {
+    snprintf(msg, len,
+             "PID %d: not trusting %s: it is served by uid %u, but PID %d "
+             "belongs to uid %u (the PID was reused while another user's "
+             "process kept the socket; remove the socket)",
+             pid, path, (unsigned)cred.uid, pid, (unsigned)owner);
+    return MS_EUNSAFE;
+  }
+  return 0;
+}
+
+void msc_explain_unsafe(int pid, const char *path, const char *why, char *buf,
+                        size_t len) {
+  char dir[MSC_PATH_MAX], fix[320];
+  uid_t uid = geteuid();
+  struct stat st;
+
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash != NULL && slash != dir)
+    *slash = '\0';
+  /* The directory of another user's process is judged for that user. */
+  if (msc_socket_dir(fix, sizeof fix) != 0 || strcmp(fix, dir) != 0) {
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/%d", pid);
+    if (stat(proc, &st) == 0)
+      uid = st.st_uid;
+  }
+  ms__sockdir_fix(dir, uid, fix, sizeof fix);
+  snprintf(buf, len, "PID %d: not trusting the socket directory %s: %s; %s",
+           pid, dir, why != NULL && why[0] ? why : "unsafe", fix);
 }
 
 static void proc_comm(int pid, char *comm, size_t len) {
@@ -170,7 +270,18 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
     }
     if (fd < 0)
       continue;
+    /* Only the PID itself may serve its socket, and only a PID of the
+     * directory's owner is listed from it (another user's directory
+     * could otherwise claim PID 1): root's directory is root's to fill. */
+    char why_not[256];
+    uid_t owner;
+    int trusted =
+        msc_verify_peer(fd, pid, t.path, why_not, sizeof why_not) == 0 &&
+        msc_proc_uid(pid, &owner) == 0 &&
+        (owner == dst.st_uid || dst.st_uid == 0);
     close(fd);
+    if (!trusted)
+      continue;
     t.pid = pid;
     t.uid = st.st_uid;
     if (msc_proc_start_time(pid, &t.start_time) != 0)
@@ -437,7 +548,7 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why) {
           return MS_EUNSAFE;
         return 0;
       }
-      if (errno == EACCES) {
+      if (errno == EACCES && first_errno != EACCES) {
         snprintf(path, len, "%s", cand[i]);
         return MS_EACCES;
       }
@@ -472,6 +583,14 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
   char path[MSC_PATH_MAX];
   const char *why = "";
   int r = msc_find_socket(pid, path, sizeof path, &why);
+  if (r == MS_ENOENT && msc_proc_maps_libmemstats(pid)) {
+    snprintf(errbuf, errlen,
+             "PID %d runs libmemstats but has no socket at %s yet: its agent "
+             "is starting (try again in a moment), or it was started with "
+             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
+             pid, path);
+    return r;
+  }
   if (r == MS_ENOENT) {
     snprintf(errbuf, errlen,
              "PID %d was not started with libmemstats (no socket at %s): %s",
@@ -486,10 +605,7 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
     return r;
   }
   if (r == MS_EUNSAFE) {
-    snprintf(errbuf, errlen,
-             "PID %d: not trusting %s: %s; fix the directory (chmod 700, "
-             "owned by its user) or set MEMSTATS_DIR",
-             pid, path, why);
+    msc_explain_unsafe(pid, path, why, errbuf, errlen);
     return r;
   }
   if (r != 0) {
@@ -498,6 +614,15 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
   }
 
   int fd = connect_path(path, timeout_ms);
+  if (fd == MS_ECONNREFUSED && msc_proc_maps_libmemstats(pid)) {
+    /* Bound but not listening yet: the agent is starting. Its socket
+     * stays. */
+    snprintf(errbuf, errlen,
+             "PID %d runs libmemstats but does not accept connections on %s "
+             "yet: its agent is starting (try again in a moment)",
+             pid, path);
+    return MS_ECONNREFUSED;
+  }
   if (fd == MS_ECONNREFUSED) {
     unlink(path);
     snprintf(errbuf, errlen,
@@ -517,6 +642,12 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
     snprintf(errbuf, errlen, "PID %d: cannot connect to %s: %s", pid, path,
              ms_strerror(fd));
     return fd;
+  }
+
+  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
+  if (r != 0) {
+    close(fd);
+    return r;
   }
 
   msc_session_t *s = msc_session_new(pid, start_time);

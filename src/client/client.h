@@ -39,9 +39,33 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why);
 /* Field 22 of /proc/PID/stat. Returns 0, MS_ESRCH (no such process). */
 int msc_proc_start_time(int pid, uint64_t *start_time);
 
+/* The effective uid of pid (the Uid: line of /proc/PID/status). Returns 0
+ * or MS_ESRCH. */
+int msc_proc_uid(int pid, uid_t *uid);
+
+/* Nonzero if pid has libmemstats or its preload mapped (/proc/PID/maps):
+ * a process that has no socket yet is then starting, not without the
+ * library. 0 when it cannot be told (another user's process). */
+int msc_proc_maps_libmemstats(int pid);
+
+/* Verifies the server end of a connected socket with SO_PEERCRED: the
+ * process that listens is `pid` itself, and its uid is the one that owns
+ * pid (or root). Returns 0, or MS_EUNSAFE with words for the user in msg
+ * (who answered instead), or MS_ESRCH if pid is gone. `path` is named in
+ * the message. */
+int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len);
+
+/* Words for an unsafe socket directory (msc_find_socket's MS_EUNSAFE for
+ * the socket at `path`, with its *why): the PID, the directory, the cause
+ * and the fix. */
+void msc_explain_unsafe(int pid, const char *path, const char *why, char *buf,
+                        size_t len);
+
 /* Lists attachable processes: every live PID with a socket in the user's
  * directory (as root, every user's directory too). Removes stale sockets of
- * dead PIDs and sockets that refuse connections. *out is malloc'd (caller
+ * dead PIDs and sockets that refuse connections. Lists a PID only if the
+ * process serving its socket is that PID, and the user who owns the
+ * directory owns the PID (or the directory is root's). *out is malloc'd (caller
  * frees); sorted by pid. Returns 0 or a negative code. */
 int msc_discover(msc_target_t **out, size_t *count);
 

@@ -51,14 +51,22 @@ struct mt_conn_s {
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
   uint8_t *rbuf;      /* received bytes not yet consumed */
   size_t rlen, rcap;
-  ms_snapshot_t snap; /* decoded into, handed to the callback */
+  /* Decoded into, handed to the callback; allocated once a connection
+   * is made, so that a target that never answers costs no snapshot. */
+  ms_snapshot_t *snap;
   char path[MSC_PATH_MAX];
+  /* A failure found before connecting (an unsafe socket directory),
+   * reported from the timer so that the callback never runs inside
+   * mt_conn_fetch(). */
+  int early_err;
+  char early_msg[512];
 };
 
 static void conn_unref(mt_conn_t *c) {
   if (--c->handles == 0 && c->closing) {
     msc_session_free(c->session);
     free(c->rbuf);
+    free(c->snap);
     free(c);
   }
 }
@@ -95,7 +103,7 @@ static void finish(mt_conn_t *c, int status, const char *msg) {
   if (!c->busy)
     return;
   c->busy = 0;
-  c->cb(c, status, status == 0 ? &c->snap : NULL, msg, c->arg);
+  c->cb(c, status, status == 0 ? c->snap : NULL, msg, c->arg);
 }
 
 static void failf(mt_conn_t *c, int status, const char *fmt, ...)
@@ -113,6 +121,15 @@ static void failf(mt_conn_t *c, int status, const char *fmt, ...) {
 
 void mt_conn_explain(int pid, int err, const char *path, char *buf,
                      size_t len) {
+  if ((err == MS_ENOENT || err == MS_ECONNREFUSED) &&
+      msc_proc_maps_libmemstats(pid)) {
+    snprintf(buf, len,
+             "PID %d runs libmemstats but does not accept connections on %s "
+             "yet: its agent is starting, or it was started with "
+             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
+             pid, path);
+    return;
+  }
   switch (err) {
   case MS_ENOENT:
     snprintf(buf, len,
@@ -146,17 +163,23 @@ void mt_conn_explain(int pid, int err, const char *path, char *buf,
 
 static void timed_out(uv_timer_t *t) {
   mt_conn_t *c = t->data;
+  int err = c->early_err;
 
-  if (!c->connected)
+  /* Whether memtop tries again is the caller's to say. */
+  if (err != 0) {
+    c->early_err = 0;
+    failf(c, err, "%s", c->early_msg);
+  } else if (!c->connected) {
     failf(c, MS_ETIMEDOUT,
           "PID %d: connecting to %s took longer than %d ms: the target may "
-          "be stopped (SIGSTOP, a debugger) or overloaded; retrying",
+          "be stopped (SIGSTOP, a debugger) or overloaded",
           c->pid, c->path, c->timeout_ms);
-  else
+  } else {
     failf(c, MS_ETIMEDOUT,
           "PID %d: no answer within %d ms: the target's agent is hung or "
-          "the process is stopped (SIGSTOP, a debugger); retrying",
+          "the process is stopped (SIGSTOP, a debugger)",
           c->pid, c->timeout_ms);
+  }
 }
 
 static void write_done(uv_write_t *req, int status) {
@@ -165,7 +188,12 @@ static void write_done(uv_write_t *req, int status) {
 
   free(w->bytes);
   free(w);
-  if (status < 0 && status != UV_ECANCELED && !c->closing && c->busy)
+  /* A target that refuses us (another user, out of descriptors) writes
+   * its reason and closes at once, so our request may meet a closed
+   * socket: the reason is still there to read, and the read side reports
+   * it (or the end of the connection, or the timeout). */
+  if (status < 0 && status != UV_ECANCELED && status != UV_EPIPE &&
+      status != UV_ECONNRESET && !c->closing && c->busy)
     failf(c, from_uv(status), "PID %d: sending the request failed: %s", c->pid,
           uv_strerror(status));
   conn_unref(c);
@@ -238,7 +266,7 @@ static void consume(mt_conn_t *c) {
     memset(&ev, 0, sizeof ev);
     used = 0;
     rc = msc_session_feed(c->session, c->rbuf + off, c->rlen - off, &used,
-                          &c->snap, &ev);
+                          c->snap, &ev);
     off += used;
     if (rc < 0 || ev.type == MSC_EV_ERROR) {
       if (ev.msg[0] != '\0') /* the session's words name the PID */
@@ -314,6 +342,21 @@ static void connected(uv_connect_t *req, int status) {
     finish(c, from_uv(status), msg);
     return;
   }
+  /* Whatever the directory, the other end must be the process asked for,
+   * run by the user who owns it (or root): a socket planted by another
+   * user would otherwise serve figures memtop shows as the target's. */
+  uv_os_fd_t fd;
+  if (uv_fileno((uv_handle_t *)&p->handle, &fd) != 0)
+    fd = -1;
+  rc = msc_verify_peer(fd, c->pid, c->path, msg, sizeof msg);
+  if (rc != 0) {
+    finish(c, rc, msg);
+    return;
+  }
+  if (c->snap == NULL && (c->snap = malloc(sizeof *c->snap)) == NULL) {
+    failf(c, MS_ENOMEM, "PID %d: out of memory", c->pid);
+    return;
+  }
   c->connected = 1;
   rc = uv_read_start((uv_stream_t *)&p->handle, alloc_cb, read_cb);
   if (rc == 0)
@@ -340,13 +383,25 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
   }
   c->timer.data = c;
   c->handles = 1; /* the timer */
-  /* Where discovery would find it (our directory, else the owner's);
-   * on failure the path says where we looked, for the error message. */
-  const char *why = NULL;
-  if (msc_find_socket(pid, c->path, sizeof c->path, &why) != 0 &&
-      c->path[0] == '\0')
-    snprintf(c->path, sizeof c->path, "%d.sock", pid);
   return c;
+}
+
+/* Where discovery would find the socket (our directory, else the
+ * owner's), looked up again at each connect: the socket of a starting
+ * target appears later, and a directory may turn unsafe. On failure the
+ * path says where we looked, for the error message. Returns nonzero if
+ * the directory is not to be trusted (c->early_* then say why). */
+static int locate(mt_conn_t *c) {
+  const char *why = NULL;
+  int rc = msc_find_socket(c->pid, c->path, sizeof c->path, &why);
+
+  if (rc != 0 && c->path[0] == '\0')
+    snprintf(c->path, sizeof c->path, "%d.sock", c->pid);
+  if (rc != MS_EUNSAFE)
+    return 0;
+  msc_explain_unsafe(c->pid, c->path, why, c->early_msg, sizeof c->early_msg);
+  c->early_err = MS_EUNSAFE;
+  return 1;
 }
 
 static void start_connect(mt_conn_t *c) {
@@ -389,7 +444,10 @@ int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
   c->timeout_ms = timeout_ms;
   uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
   if (c->pipe == NULL) {
-    start_connect(c);
+    if (locate(c))
+      uv_timer_start(&c->timer, timed_out, 0, 0); /* says why at once */
+    else
+      start_connect(c);
     return 0;
   }
   if (!c->connected)

@@ -32,6 +32,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -228,11 +229,34 @@ static int live_start(mt_app_t *app) {
   size_t i;
   int rc;
 
+  /* Said before curses starts: with no TERM, or one that cannot move the
+   * cursor, curses would draw nothing a person could read. */
+  if (term == NULL || term[0] == '\0') {
+    mt_warn("the live view needs to know the terminal, and TERM is not "
+            "set: set it to your terminal's type (e.g. TERM=xterm-256color), "
+            "or use --once for a plain-text report");
+    return 2;
+  }
+  if (strcmp(term, "dumb") == 0) {
+    mt_warn("the live view cannot draw on TERM=dumb (a terminal that cannot "
+            "move the cursor): use --once for a plain-text report (-n N -d "
+            "SECS for a report every SECS), or run memtop in a terminal "
+            "emulator");
+    return 2;
+  }
   rc = mt_ui_start(&app->model);
+  if (rc == MS_ENOSYS) {
+    mt_warn("the terminal type TERM=%s is unknown to this system's terminfo: "
+            "install its entry (Debian: ncurses-term) or set TERM to a known "
+            "type such as xterm-256color; or use --once for a plain-text "
+            "report",
+            term);
+    return 2;
+  }
   if (rc != 0) {
     mt_warn("cannot start the live view on this terminal (TERM=%s): "
             "%s; use --once for a plain-text report",
-            term != NULL ? term : "(unset)", ms_strerror(rc));
+            term, ms_strerror(rc));
     return 2;
   }
   app->ui = 1;
@@ -376,8 +400,14 @@ out:
     /* Say why the last targets could not be read, now that the screen is
      * gone: the live view exits 0, but the reason stays visible. */
     for (i = 0; i < app->model.ntargets; i++)
-      if (app->model.targets[i]->state == MT_UNREACHABLE)
-        mt_warn("%s", app->model.targets[i]->error);
+      if (app->model.targets[i]->state == MT_UNREACHABLE) {
+        /* memtop is leaving: it retries nothing any more. */
+        const char *e = app->model.targets[i]->error;
+        size_t n = strlen(e), k = strlen("; retrying");
+        if (n >= k && strcmp(e + n - k, "; retrying") == 0)
+          n -= k;
+        mt_warn("%.*s", (int)n, e);
+      }
   }
   code = rc;
   app_close(app);

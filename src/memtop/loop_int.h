@@ -50,6 +50,7 @@ typedef struct mt_watch_s {
   int pending;      /* rounds: a reply is due */
   int ok;           /* the last read succeeded */
   int gone;         /* the process exited: no more reads */
+  int said_gone;    /* rounds: its end has been said (said once) */
   int seen;         /* found by the last rescan */
   int is_child;     /* started by `run` */
   char err[512];    /* the last read's error */
@@ -109,6 +110,11 @@ struct mt_app_s {
 /* The -d interval in milliseconds. */
 static inline uint64_t mt_delay_ms(const mt_app_t *app) {
   return (uint64_t)(app->model.delay_s * 1000.0 + 0.5);
+}
+
+/* How many rounds --once and ps make (-n, else one). */
+static inline long mt_rounds_wanted(const mt_app_t *app) {
+  return app->o->iterations > 0 ? app->o->iterations : 1;
 }
 
 /* ---- loop.c: the app ------------------------------------------------- */

@@ -23,8 +23,10 @@ void mt_model_init(mt_model_t *m) {
 void mt_model_free(mt_model_t *m) {
   size_t i;
 
-  for (i = 0; i < m->ntargets; i++)
+  for (i = 0; i < m->ntargets; i++) {
+    free(m->targets[i]->hist);
     free(m->targets[i]);
+  }
   free(m->targets);
   m->targets = NULL;
   m->ntargets = m->cap = 0;
@@ -77,6 +79,7 @@ void mt_model_remove(mt_model_t *m, int pid) {
   for (i = 0; i < m->ntargets; i++) {
     if (m->targets[i]->pid != pid)
       continue;
+    free(m->targets[i]->hist);
     free(m->targets[i]);
     memmove(&m->targets[i], &m->targets[i + 1],
             (m->ntargets - i - 1) * sizeof m->targets[0]);
@@ -91,8 +94,14 @@ void mt_model_remove(mt_model_t *m, int pid) {
   }
 }
 
+int mt_target_reserve_history(mt_target_t *t) {
+  if (t->hist == NULL)
+    t->hist = calloc(MT_HISTORY, sizeof *t->hist);
+  return t->hist != NULL ? 0 : MS_ENOMEM;
+}
+
 const mt_sample_t *mt_target_sample(const mt_target_t *t, size_t i) {
-  if (i >= t->nhist || i >= MT_HISTORY)
+  if (t->hist == NULL || i >= t->nhist || i >= MT_HISTORY)
     return NULL;
   return &t->hist[(t->nhist - 1 - i) % MT_HISTORY];
 }
@@ -181,6 +190,13 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   t->error[0] = '\0';
   t->exited_mono_ns = 0;
 
+  /* Without memory for a history, the figures still show; trends and
+   * rates wait for the next snapshot. */
+  if (mt_target_reserve_history(t) != 0) {
+    reset_rates(t);
+    update_pauses(t);
+    return;
+  }
   /* A cached snapshot served twice (the agent's rate limit) is one
    * sample, not two: replace instead of appending. */
   last = mt_target_sample(t, 0);

@@ -35,11 +35,15 @@ typedef struct mt_target_s {
   uint64_t start_time;
   char comm[MS_NAME_MAX];
   mt_target_state_t state;
-  char error[256]; /* why the last read failed, for the user */
+  char error[512]; /* why the last read failed, for the user (a refusal
+                    * names a path twice and its fix) */
   int have_snapshot;
-  ms_snapshot_t snap;           /* the latest snapshot */
-  ms_breakdown_t bd;            /* its breakdown */
-  mt_sample_t hist[MT_HISTORY]; /* ring; newest at (nhist-1) % MT_HISTORY */
+  ms_snapshot_t snap; /* the latest snapshot */
+  ms_breakdown_t bd;  /* its breakdown */
+  /* Ring of MT_HISTORY samples, newest at (nhist-1) % MT_HISTORY; NULL
+   * until the first snapshot (mt_target_reserve_history): a process that
+   * never answers costs no history. */
+  mt_sample_t *hist;
   uint64_t nhist;
   /* Rates over the last two samples (per second); < 0 when unknown. */
   double mallocs_per_s, frees_per_s, bytes_per_s, gcs_per_s;
@@ -103,6 +107,8 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s);
 void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited, const char *why);
 /* Sorts targets by m->sort, keeping the selection on the same process. */
 void mt_model_sort(mt_model_t *m);
+/* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */
+int mt_target_reserve_history(mt_target_t *t);
 /* The i-th newest sample (0 = newest), NULL past the history. */
 const mt_sample_t *mt_target_sample(const mt_target_t *t, size_t i);
 

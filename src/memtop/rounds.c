@@ -108,7 +108,7 @@ void mt_round_end(mt_app_t *app) {
   uint64_t elapsed_ms, next_ms;
   const mt_target_t *t;
   mt_watch_t *w;
-  size_t i;
+  size_t i, left = 0;
 
   if (app->ps)
     emit_ps(app);
@@ -124,15 +124,23 @@ void mt_round_end(mt_app_t *app) {
      * a failure: it is simply not there any more. */
     if (w->gone && app->o->npids == 0)
       continue;
+    /* A process that exited is said once, not every round after. */
+    if (w->gone && w->said_gone)
+      continue;
+    w->said_gone = w->gone;
     mt_flush_out(app); /* keep stdout and stderr in order on a terminal */
     mt_warn("%s", w->err[0] ? w->err : "no answer");
     if (!app->ps)
       app->exit_code = 1;
   }
+  for (i = 0; i < app->nw; i++)
+    left += !app->w[i]->gone;
   mt_flush_out(app);
   app->rounds++;
-  if (app->stdout_broken ||
-      app->rounds >= (app->o->iterations > 0 ? app->o->iterations : 1)) {
+  /* Named processes that have all exited leave nothing to report: more
+   * rounds would only print nothing, -d apart. */
+  if (app->stdout_broken || (app->o->npids > 0 && left == 0) ||
+      app->rounds >= mt_rounds_wanted(app)) {
     mt_app_quit(app);
     return;
   }
@@ -165,9 +173,9 @@ void mt_round_start(mt_app_t *app) {
   }
   app->pending = 0;
   for (i = 0; i < app->nw; i++) {
-    app->w[i]->pending = 1;
     app->w[i]->ok = 0;
-    app->pending++;
+    app->w[i]->pending = !app->w[i]->gone;
+    app->pending += app->w[i]->pending;
   }
   if (app->pending == 0) {
     mt_round_end(app);
@@ -176,6 +184,7 @@ void mt_round_start(mt_app_t *app) {
   /* Every request goes out at once: a hung target costs one timeout for
    * the whole round, not one per target. */
   for (i = 0; i < app->nw; i++)
-    mt_conn_fetch_flags(app->w[i]->conn, app->timeout_ms,
-                        app->ps ? 0 : MS__REQ_SMAPS);
+    if (app->w[i]->pending)
+      mt_conn_fetch_flags(app->w[i]->conn, app->timeout_ms,
+                          app->ps ? 0 : MS__REQ_SMAPS);
 }

@@ -243,7 +243,9 @@ static void on_failure(mt_app_t *app, mt_watch_t *w, mt_target_t *t, int status,
     if (w->is_child)
       mt_command_exit_words(app, w->err, sizeof w->err);
     else if (t != NULL && t->have_snapshot)
-      snprintf(w->err, sizeof w->err, "exited");
+      snprintf(w->err, sizeof w->err, "PID %d%s%.*s%s exited", w->pid,
+               t->comm[0] ? " (" : "", (int)sizeof t->comm, t->comm,
+               t->comm[0] ? ")" : "");
     else if (status != MS_ENOENT && status != MS_ECONNREFUSED)
       snprintf(w->err, sizeof w->err,
                "PID %d exited before it answered (%.300s)", w->pid,
@@ -277,6 +279,12 @@ static void on_failure(mt_app_t *app, mt_watch_t *w, mt_target_t *t, int status,
     return;
   }
   w->fails++;
+  /* Say "retrying" only where memtop will: the live view, `run`, and a
+   * round that has others after it. */
+  if (app->mode != MODE_ROUNDS || app->rounds + 1 < mt_rounds_wanted(app)) {
+    size_t n = strlen(w->err);
+    snprintf(w->err + n, sizeof w->err - n, "; retrying");
+  }
   if (t != NULL)
     mt_model_fail(&app->model, t, 0, w->err);
   if (app->mode != MODE_ROUNDS)

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -474,6 +475,185 @@ static void test_not_attachable(void **state) {
   assert_int_equal(mt("--once", "--json", pidstr(plain), NULL), 1);
   assert_non_null(strstr(res.err, "no such process"));
   assert_non_null(strstr(res.err, want));
+
+  /* A process that runs libmemstats but has no socket (yet: an agent
+   * starting looks the same) is not told to start with the library. */
+  setenv("MEMSTATS_AGENT", "0", 1);
+  proc_t quiet = start_target(NULL);
+  unsetenv("MEMSTATS_AGENT");
+  assert_int_equal(mt("--once", pidstr(quiet.pid), NULL), 1);
+  snprintf(want, sizeof want, "PID %d runs libmemstats", quiet.pid);
+  if (strstr(res.err, want) == NULL)
+    fail_msg("not said to run libmemstats: %.600s", res.err);
+  assert_non_null(strstr(res.err, "starting"));
+  assert_non_null(strstr(res.err, "MEMSTATS_AGENT=0"));
+  assert_null(strstr(res.err, "memtop run"));
+  stop_target(quiet);
+}
+
+/* Runs a shell command line; its stdout and stderr in buf. */
+static void shell_output(char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void shell_output(char *buf, size_t len, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  size_t n;
+
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  n = fread(buf, 1, len - 1, p);
+  buf[n] = '\0';
+  pclose(p);
+}
+
+/* What a program under the preload says with MEMSTATS_DEBUG=1 when its
+ * agent cannot start: the cause and the fix that fits it. */
+static void test_agent_start_messages(void **state) {
+  char preload[1300], out[4096];
+
+  (void)state;
+  if (host_preload_path(build, preload, sizeof preload) != 0)
+    skip();
+  /* A symbolic link as MEMSTATS_DIR: remove the link (a chmod 700 would
+   * change the directory it points to). */
+  shell_output(out, sizeof out,
+               "mkdir -m 700 '%s/real' && ln -s '%s/real' '%s/link' && "
+               "MEMSTATS_DIR='%s/link' MEMSTATS_DEBUG=1 LD_PRELOAD='%s' "
+               "/bin/true 2>&1",
+               dir, dir, dir, dir, preload);
+  if (strstr(out, "remove the symbolic link") == NULL ||
+      strstr(out, "chmod 700") != NULL)
+    fail_msg("symlinked MEMSTATS_DIR: %s", out);
+  /* A small address-space limit: no room for the agent's thread, said so,
+   * not "resource busy, try again". */
+  shell_output(out, sizeof out,
+               "ulimit -v 10000; MEMSTATS_DEBUG=1 LD_PRELOAD='%s' /bin/true "
+               "2>&1",
+               preload);
+  if (strstr(out, "agent") != NULL && (strstr(out, "RLIMIT_AS") == NULL ||
+                                       strstr(out, "resource busy") != NULL))
+    fail_msg("small RLIMIT_AS: %s", out);
+}
+
+/* memtop --once over `n` PIDs that do not exist (the highest the kernel
+ * allows, skipping any that lives): its peak resident size in KiB
+ * (ru_maxrss). */
+static long maxrss_dead_pids(int n) {
+  static char pids[4096][16];
+  static char *argv[4096 + 3];
+  struct rusage ru;
+  int st, i;
+  pid_t m;
+
+  argv[0] = memtop;
+  argv[1] = (char *)"--once";
+  int pid = 4194303; /* PID_MAX_LIMIT - 1 */
+  for (i = 0; i < n && i < 4096; i++, pid--) {
+    char proc[32];
+    snprintf(proc, sizeof proc, "/proc/%d", pid);
+    if (access(proc, F_OK) == 0) {
+      i--;
+      continue;
+    }
+    snprintf(pids[i], sizeof pids[i], "%d", pid);
+    argv[2 + i] = pids[i];
+  }
+  argv[2 + i] = NULL;
+  m = fork();
+  assert_true(m >= 0);
+  if (m == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 1);
+    dup2(null, 2);
+    execv(memtop, argv);
+    _exit(126);
+  }
+  assert_int_equal(wait4(m, &st, 0, &ru), m);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  return ru.ru_maxrss;
+}
+
+/* A PID that is not attachable costs little: the heavy state of a target
+ * (its history, the connection's snapshot) waits until it answers. 4,096
+ * dead PIDs cost the old memtop 287 MB, 70 KiB each. */
+static void test_memory_per_dead_pid(void **state) {
+  long one, many, per;
+
+  (void)state;
+  one = maxrss_dead_pids(1);
+  many = maxrss_dead_pids(4096);
+  per = (many - one) / 4096;
+  print_message("memtop --once over 4096 dead PIDs: %ld KiB peak RSS (1 PID: "
+                "%ld KiB), %ld KiB per PID\n",
+                many, one, per);
+  assert_true(per < 24);
+}
+
+/* --once -n 1000 -d 0.1 PID whose target exits: its end is said once,
+ * with the PID and the name, and memtop stops (exit 1) instead of
+ * printing nothing every 0.1 s for the remaining rounds. */
+static void test_rounds_target_exits(void **state) {
+  proc_t p = start_target(NULL);
+  char out[128], err[128], want[96], buf[4096];
+  time_t start = time(NULL);
+  int fo, fe, st, n = 0;
+  pid_t m;
+
+  (void)state;
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(err, sizeof err, "%s/err", dir);
+  m = fork();
+  assert_true(m >= 0);
+  if (m == 0) {
+    fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fo, 1);
+    dup2(fe, 2);
+    execl(memtop, memtop, "--once", "-n", "1000", "-d", "0.1", pidstr(p.pid),
+          (char *)NULL);
+    _exit(126);
+  }
+  /* The first report, then the target ends. */
+  for (;;) {
+    FILE *f = fopen(out, "r");
+    size_t got = f != NULL ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f != NULL)
+      fclose(f);
+    buf[got] = '\0';
+    if (strstr(buf, "Ready+Prepared=") != NULL)
+      break;
+    if (time(NULL) - start > LIMIT_S) {
+      kill(m, SIGKILL);
+      fail_msg("no first report within %d s", LIMIT_S);
+    }
+    usleep(20000);
+  }
+  stop_target(p);
+  while (waitpid(m, &st, WNOHANG) == 0) {
+    if (time(NULL) - start > LIMIT_S) {
+      kill(m, SIGKILL);
+      waitpid(m, &st, 0);
+      fail_msg("memtop went on after its only target exited");
+    }
+    usleep(20000);
+  }
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  FILE *f = fopen(err, "r");
+  assert_non_null(f);
+  size_t got = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[got] = '\0';
+  snprintf(want, sizeof want, "memtop: PID %d (mt_target) exited\n", p.pid);
+  if (strstr(buf, want) == NULL)
+    fail_msg("want '%s' on stderr, got: %.600s", want, buf);
+  for (const char *q = buf; (q = strstr(q, "exited")) != NULL; q++)
+    n++;
+  assert_int_equal(n, 1);
 }
 
 static void test_bad_usage(void **state) {
@@ -519,9 +699,16 @@ static void test_hung_target(void **state) {
   assert_int_equal(mt("--once", pidstr(hung), pidstr(good.pid), NULL), 1);
   snprintf(want, sizeof want, "PID %d: no answer", hung);
   assert_non_null(strstr(res.err, want));
+  /* --once does not try again: it must not say it will. */
+  assert_null(strstr(res.err, "retrying"));
   /* The other target is reported all the same. */
   snprintf(want, sizeof want, "%d mt_target: Ready+Prepared=", good.pid);
   assert_non_null(strstr(res.out, want));
+  /* With rounds to come it does, and says so, except after the last. */
+  assert_int_equal(mt("--once", "-n", "2", "-d", "0.1", pidstr(hung), NULL), 1);
+  assert_non_null(strstr(res.err, "; retrying\n"));
+  assert_int_equal(count_lines(res.err), 2);
+  assert_null(strstr(strchr(res.err, '\n') + 1, "retrying"));
   /* Watching all: the hung one is an error, the good one a report. */
   assert_int_equal(mt("--once", "--json", NULL), 1);
   assert_int_equal(count_lines(res.out), 1);
@@ -585,7 +772,9 @@ static int preload_usable(void) {
   return waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-static int have_python3(void) { return access("/usr/bin/python3", X_OK) == 0; }
+static int have_python3(void) {
+  return access("/usr/bin/python3", X_OK) == 0;
+}
 
 static void test_run_once(void **state) {
   (void)state;
@@ -985,6 +1174,12 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_memory_per_dead_pid, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_agent_start_messages, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_bad_usage, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_version_later_commands, setup,
                                       teardown),

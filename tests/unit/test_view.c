@@ -77,6 +77,7 @@ static mt_target_t *add_target(mt_model_t *m, int pid, const char *comm,
  * appears in the middle, idle drains at the end. */
 static void make_history(mt_target_t *t, uint64_t n) {
   const int64_t MiB = 1 << 20;
+  assert_int_equal(mt_target_reserve_history(t), 0);
   for (uint64_t i = 0; i < n; i++) {
     mt_sample_t *sm = &t->hist[i % MT_HISTORY];
     memset(sm, 0, sizeof *sm);
