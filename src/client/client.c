@@ -96,6 +96,48 @@ int msc_proc_maps_libmemstats(int pid) {
   return found;
 }
 
+int msc_proc_fds_full(int pid, unsigned long *open_fds, unsigned long *limit) {
+  char path[64], buf[4096];
+  unsigned long lim = 0, n = 0;
+  ssize_t r;
+  int fd;
+
+  snprintf(path, sizeof path, "/proc/%d/limits", pid);
+  fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  r = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (r <= 0)
+    return 0;
+  buf[r] = '\0';
+  /* "Max open files            1024                 1048576    files" */
+  const char *line = strstr(buf, "\nMax open files");
+  if (line == NULL)
+    return 0;
+  line += strlen("\nMax open files");
+  while (*line == ' ')
+    line++;
+  char *end;
+  errno = 0;
+  lim = strtoul(line, &end, 10);
+  if (end == line || errno != 0 || lim == 0)
+    return 0; /* "unlimited", or unreadable */
+
+  snprintf(path, sizeof path, "/proc/%d/fd", pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(d);
+  *open_fds = n;
+  *limit = lim;
+  return n >= lim;
+}
+
 int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len) {
   struct ucred cred;
   socklen_t cl = sizeof cred;
@@ -668,11 +710,20 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
     if (pr < 0 && errno == EINTR)
       continue;
     if (pr <= 0) {
+      unsigned long nfd, lim;
       r = MS_ETIMEDOUT;
-      snprintf(errbuf, errlen,
-               "PID %d: no answer within %d ms (the process may be stopped, "
-               "overloaded, or out of file descriptors: see ls /proc/%d/fd)",
-               pid, timeout_ms, pid);
+      if (msc_proc_fds_full(pid, &nfd, &lim))
+        snprintf(errbuf, errlen,
+                 "PID %d: no answer within %d ms: the target is out of file "
+                 "descriptors (%lu open, its RLIMIT_NOFILE allows %lu): raise "
+                 "its limit (ulimit -n) or find what holds them (ls "
+                 "/proc/%d/fd)",
+                 pid, timeout_ms, nfd, lim, pid);
+      else
+        snprintf(errbuf, errlen,
+                 "PID %d: no answer within %d ms (the process may be stopped "
+                 "or overloaded)",
+                 pid, timeout_ms);
       goto out;
     }
     if (sent < reqlen && (p.revents & POLLOUT)) {

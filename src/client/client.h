@@ -48,6 +48,13 @@ int msc_proc_uid(int pid, uid_t *uid);
  * library. 0 when it cannot be told (another user's process). */
 int msc_proc_maps_libmemstats(int pid);
 
+/* Nonzero if pid has as many descriptors open as its soft RLIMIT_NOFILE
+ * allows (/proc/PID/fd against the "Max open files" line of
+ * /proc/PID/limits), with both counts in *open and *limit: its agent then
+ * cannot take a connection, and a silence is not a hang. 0 when it cannot
+ * be told (another user's process, no limit). */
+int msc_proc_fds_full(int pid, unsigned long *open, unsigned long *limit);
+
 /* Verifies the server end of a connected socket with SO_PEERCRED: the
  * process that listens is `pid` itself, and its uid is the one that owns
  * pid (or root). Returns 0, or MS_EUNSAFE with words for the user in msg

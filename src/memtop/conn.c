@@ -175,10 +175,18 @@ static void timed_out(uv_timer_t *t) {
           "be stopped (SIGSTOP, a debugger) or overloaded",
           c->pid, c->path, c->timeout_ms);
   } else {
-    failf(c, MS_ETIMEDOUT,
-          "PID %d: no answer within %d ms: the target's agent is hung or "
-          "the process is stopped (SIGSTOP, a debugger)",
-          c->pid, c->timeout_ms);
+    unsigned long nfd, lim;
+    if (msc_proc_fds_full(c->pid, &nfd, &lim))
+      failf(c, MS_ETIMEDOUT,
+            "PID %d: no answer within %d ms: the target is out of file "
+            "descriptors (%lu open, its RLIMIT_NOFILE allows %lu): raise its "
+            "limit (ulimit -n) or find what holds them (ls /proc/%d/fd)",
+            c->pid, c->timeout_ms, nfd, lim, c->pid);
+    else
+      failf(c, MS_ETIMEDOUT,
+            "PID %d: no answer within %d ms: the target's agent is hung or "
+            "the process is stopped (SIGSTOP, a debugger)",
+            c->pid, c->timeout_ms);
   }
 }
 

@@ -547,6 +547,22 @@ static void test_fd_limit(void **state) {
      * (memtop times out), and the agent does not spin. */
     int q = raw_connect(t.sock);
     assert_agent_idle(t.pid);
+    /* memtop, timing out, tells why from the target's descriptor table
+     * (/proc/PID/fd against its limit), not "hung or stopped". */
+    int r0 = msc_fetch(t.pid, &s, 500, err, sizeof err);
+    if (r0 != MS_ETIMEDOUT || strstr(err, "out of file descriptors") == NULL)
+      fail_msg("msc_fetch: %d %s", r0, err);
+    char cmd0[1400], out0[1024];
+    snprintf(cmd0, sizeof cmd0, "%s/memtop --once %d 2>&1", g_build,
+             (int)t.pid);
+    FILE *m0 = popen(cmd0, "r");
+    assert_non_null(m0);
+    size_t got0 = fread(out0, 1, sizeof out0 - 1, m0);
+    out0[got0] = '\0';
+    int st0 = pclose(m0);
+    if (strstr(out0, "out of file descriptors") == NULL)
+      fail_msg("memtop said: %s", out0);
+    assert_true(WIFEXITED(st0) && WEXITSTATUS(st0) == 1);
     close(q);
     target_kill(&t);
     return;
