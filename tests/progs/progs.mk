@@ -66,3 +66,5 @@ $(BUILD)/progs/lib%.so: tests/progs/lib%.c
 	$(CC) $(PL_CFLAGS) -shared -fvisibility=hidden -o $@ $<
 
 $(BUILD)/progs/pv_first_static: tests/progs/pv_first.c
+# pl_unseen_je is pl_unseen.c linked with jemalloc: rebuilt when it changes.
+$(BUILD)/progs/pl_unseen_je: tests/progs/pl_unseen.c
