@@ -252,9 +252,12 @@ $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
 
 # The preload built as its own floors (MS__PRELOAD_FLOOR in
 # src/preload/preload.h): forwarding only (1), forwarding and measuring
-# each block (2). bench_preload runs the same loop on them.
+# each block (2), and the naive exact counter (3: forward, measure, add to
+# plain per-thread counters, no consistency), which the preload's goal is
+# set against. bench_preload runs the same loop on them.
 BENCH_FLOORS := $(BUILD)/bench/floor1/libmemstats-preload.so \
-                $(BUILD)/bench/floor2/libmemstats-preload.so
+                $(BUILD)/bench/floor2/libmemstats-preload.so \
+                $(BUILD)/bench/floor3/libmemstats-preload.so
 $(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
     $(wildcard src/*/*.h) include/memstats.h
 	$(MAKE) BUILD=$(BUILD)/bench/floor$* SAN= OPT='-O2 -g -DMS__PRELOAD_FLOOR=$*' $@

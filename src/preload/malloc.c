@@ -20,6 +20,10 @@
 
 #include "preload/preload.h"
 
+#if MS__PRELOAD_FLOOR == 3
+__thread ms__naive_t ms__naive __attribute__((tls_model("initial-exec")));
+#endif
+
 /* The exported names, declared here once (glibc's headers declare most of
  * them without our visibility attribute). */
 MS__PRELOAD_API void *malloc(size_t size);

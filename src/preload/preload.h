@@ -248,10 +248,23 @@ static inline size_t ms__request_round(size_t n, size_t max) {
  *   1  forwarding only: every call goes through these functions to the
  *      next allocator, and nothing is measured or counted;
  *   2  forwarding and measuring: each block's usable size is found exactly
- *      as below, and then dropped instead of recorded.
+ *      as below, and then dropped instead of recorded;
+ *   3  the naive exact counter: forwarding, measuring each block as below,
+ *      and adding its size and one object to plain per-thread counters
+ *      (ms__naive: no size classes, no sequence bracket, so no consistent
+ *      cut; the counters are never read). The preload's goal is set
+ *      against this one: at most 1.25x its malloc/free loop.
  * The product is built with 0: everything is counted. */
 #ifndef MS__PRELOAD_FLOOR
 #define MS__PRELOAD_FLOOR 0
+#endif
+
+#if MS__PRELOAD_FLOOR == 3
+typedef struct ms__naive_s {
+  uint64_t bytes[2], objects[2]; /* [0] allocated, [1] freed */
+} ms__naive_t;
+extern __thread ms__naive_t ms__naive
+    __attribute__((tls_model("initial-exec")));
 #endif
 
 /* Records one tracked block of size bytes (is_free: given back). */
@@ -261,6 +274,10 @@ ms__preload_record(ms__tls_t *t, uint64_t size, int is_free) {
   (void)t;
   (void)is_free;
   __asm__ volatile("" ::"r"(size)); /* measured, not recorded */
+#elif MS__PRELOAD_FLOOR == 3
+  (void)t;
+  ms__naive.bytes[is_free] += size; /* counted, naively */
+  ms__naive.objects[is_free] += 1;
 #else
   if (is_free)
     ms__track_free_in(t, size);
@@ -278,6 +295,8 @@ ms__preload_record_glibc(ms__tls_t *t, ms__glibc_block_t b, int is_free) {
   (void)t;
   (void)is_free;
   __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
+#elif MS__PRELOAD_FLOOR == 3
+  ms__preload_record(t, b.usable, is_free); /* no mapped-block split */
 #else
   if (__builtin_expect(b.mapped != 0, 0))
     ms__track_mapped(b.usable, b.mapped, is_free);
