@@ -8,8 +8,15 @@
  *   HeapReleased = stats.retained + pmuzzy * page
  *   HeapSys      = HeapInuse + HeapIdle
  *   Sys          = stats.mapped + stats.retained
- *   MSpanSys     = Sys - HeapSys: what jemalloc maps for itself (its base
- *                  allocator: extent structures, rtree, tcache structures)
+ *   MSpanSys     = what jemalloc maps for itself (its base allocator:
+ *                  extent structures, rtree, tcache structures) and has
+ *                  backed: stats.resident - active - dirty (estimated:
+ *                  jemalloc counts its metadata pages as resident once
+ *                  they are in use, not by asking the kernel)
+ *   OffHeapReleased = the rest of what it maps for itself, Sys - HeapSys -
+ *                  MSpanSys: reserved, never touched (its base allocator
+ *                  maps in large steps); Prepared, like Go's unbacked
+ *                  memory, so that Ready is jemalloc's stats.resident
  *   MSpanInuse   = stats.metadata, at most MSpanSys
  *   HeapAlloc    = stats.allocated - tcache_bytes (objects cached in thread
  *                  caches are free from the program's point of view)
@@ -207,6 +214,8 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
       read_size("stats.arenas.4096.pmuzzy", &pmuzzy) != 0)
     return MS_ENOSYS; /* a build without --enable-stats */
   int have_tcache = read_size("stats.arenas.4096.tcache_bytes", &tcache) == 0;
+  uint64_t resident = 0;
+  int have_resident = read_size("stats.resident", &resident) == 0;
 
   uint64_t idle = (pdirty + pmuzzy) * page + retained;
   uint64_t heap_sys = active + idle;
@@ -216,11 +225,22 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
   ms__pv_set(out, MS_F_HEAP_RELEASED, retained + pmuzzy * page, MS_Q_EXACT);
   ms__pv_set(out, MS_F_HEAP_SYS, heap_sys, MS_Q_EXACT);
   if (sys >= heap_sys) {
-    uint64_t meta_sys = sys - heap_sys;
+    uint64_t meta_sys = sys - heap_sys, unbacked = 0;
+    ms_quality_t q_meta = MS_Q_EXACT;
+    /* resident = active + dirty + the metadata pages in use; the rest of
+     * the metadata mapping is reserved and untouched. */
+    uint64_t heap_backed = active + pdirty * page;
+    if (have_resident && resident >= heap_backed &&
+        resident - heap_backed < meta_sys) {
+      unbacked = meta_sys - (resident - heap_backed);
+      meta_sys = resident - heap_backed;
+      q_meta = MS_Q_ESTIMATED;
+    }
     ms__pv_set(out, MS_F_SYS, sys, MS_Q_EXACT);
-    ms__pv_set(out, MS_F_MSPAN_SYS, meta_sys, MS_Q_EXACT);
+    ms__pv_set(out, MS_F_MSPAN_SYS, meta_sys, q_meta);
+    ms__pv_set(out, MS_F_OFF_HEAP_RELEASED, unbacked, q_meta);
     ms__pv_set(out, MS_F_MSPAN_INUSE, metadata < meta_sys ? metadata : meta_sys,
-               metadata <= meta_sys ? MS_Q_EXACT : MS_Q_ESTIMATED);
+               metadata <= meta_sys ? q_meta : MS_Q_ESTIMATED);
   } else {
     /* Should not happen (mapped covers the active, dirty and muzzy
      * extents); if it does, say Sys as jemalloc has it and leave the

@@ -270,13 +270,15 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
 
 /* The fields of the memory a heap owner describes. */
 static const ms_field_t heap_fields[] = {
-    MS_F_HEAP_SYS,  MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE, MS_F_HEAP_RELEASED,
-    MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE,
-    MS_F_GC_SYS,    MS_F_OTHER_SYS};
-/* The *Sys fields a provider may fill (Sys is their sum). */
-static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS, MS_F_MSPAN_SYS,
+    MS_F_HEAP_SYS,  MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE,       MS_F_HEAP_RELEASED,
+    MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS,       MS_F_MCACHE_INUSE,
+    MS_F_GC_SYS,    MS_F_OTHER_SYS,   MS_F_OFF_HEAP_RELEASED};
+/* The terms of Sys a provider may fill (Sys is their sum):
+ * OffHeapReleased is the owner's metadata that is mapped but not backed
+ * (jemalloc's), to which the mappings add their own (core/mappings.c). */
+static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS,   MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
-                                       MS_F_OTHER_SYS};
+                                       MS_F_OTHER_SYS,  MS_F_OFF_HEAP_RELEASED};
 
 static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
   return a < b ? a : b;

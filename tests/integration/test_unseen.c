@@ -166,9 +166,11 @@ static int exact(json_t *j, const char *field) {
 }
 
 /* The stacks and mappings were read in this snapshot. */
+/* The mappings were read for this snapshot: their figures are exact
+ * (OffHeapReleased is not asked: on jemalloc it also holds the allocator's
+ * untouched metadata, an estimate whatever the mappings' age). */
 static int fresh(json_t *j) {
-  return exact(j, "StackSys") && exact(j, "OtherSys") &&
-         exact(j, "OffHeapReleased");
+  return exact(j, "StackSys") && exact(j, "OtherSys");
 }
 
 static int has_provider(json_t *j, const char *name) {
@@ -301,6 +303,10 @@ static void run_pl_unseen(const char *prog, int compare_rss) {
   char *argv[] = {path, NULL};
   child_t c = spawn(argv, preload);
   wait_ready(c);
+  /* A mappings read younger than 100 ms is served as exact, and one may
+   * have been made just before the program was ready (its threads' frames
+   * not yet touched): past 300 ms, an exact read is one made after it. */
+  usleep(300000);
   json_t *j = fresh_snapshot(c.pid);
   assert_non_null(j);
   check_pl_unseen(j);
@@ -319,7 +325,7 @@ static void test_program_jemalloc(void **state) {
   (void)state;
   if (!host_have_library("libjemalloc.so.2"))
     skip();
-  run_pl_unseen("pl_unseen_je", 0);
+  run_pl_unseen("pl_unseen_je", 1);
 }
 
 static void test_python(void **state) {
