@@ -54,10 +54,9 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
 int ms__agent_hello(ms__wire_writer_t *out);
 
 /* Appends a snapshot reply: a fresh snapshot if the cached one is older
- * than the interval, else the cached one with its age. */
-int ms__agent_snapshot(ms__wire_writer_t *out);
-/* The same for a request's flags (MS__REQ_*): with MS__REQ_SMAPS the reply
- * carries the smaps_rollup figures (see request.c for the cache rule). */
+ * than the interval, else the cached one with its age. req_flags are the
+ * request's (MS__REQ_*): with MS__REQ_SMAPS the reply carries the
+ * smaps_rollup figures (see request.c for the cache rule). */
 int ms__agent_snapshot_flags(ms__wire_writer_t *out, uint64_t req_flags);
 
 /* Rate limit (ns) and cache control. ms__agent_cache_reset() forgets the

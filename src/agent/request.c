@@ -72,10 +72,6 @@ static int refresh(uint64_t now, unsigned flags) {
   return 0;
 }
 
-int ms__agent_snapshot(ms__wire_writer_t *out) {
-  return ms__agent_snapshot_flags(out, 0);
-}
-
 int ms__agent_snapshot_flags(ms__wire_writer_t *out, uint64_t req_flags) {
   uint64_t now = ms__now_mono_ns();
   /* Request flags this agent does not know are a newer memtop's: ignored. */

@@ -22,7 +22,7 @@
  *   - the backslash itself: "\\", so that an escape cannot be forged.
  *
  * Pure functions: no allocation, no locale, no I/O, so that any output
- * path may call them (ms_strbuf_put_safe() in strbuf.h appends to a
+ * path may call them (ms__strbuf_put_safe() in strbuf.h appends to a
  * growable string). Text is never cut inside an escape or a UTF-8
  * sequence.
  */

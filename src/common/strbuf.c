@@ -11,7 +11,7 @@
 #include "common/sanitize.h"
 #include "memstats.h"
 
-static int grow(ms_strbuf_t *b, size_t extra) {
+static int grow(ms__strbuf_t *b, size_t extra) {
   if (b->oom)
     return MS_ENOMEM;
   /* A size that does not fit in size_t is as impossible as one that does
@@ -35,7 +35,7 @@ static int grow(ms_strbuf_t *b, size_t extra) {
   return 0;
 }
 
-int ms_strbuf_append(ms_strbuf_t *b, const char *s, size_t n) {
+int ms__strbuf_append(ms__strbuf_t *b, const char *s, size_t n) {
   int rc = grow(b, n);
   if (rc)
     return rc;
@@ -45,11 +45,11 @@ int ms_strbuf_append(ms_strbuf_t *b, const char *s, size_t n) {
   return 0;
 }
 
-int ms_strbuf_puts(ms_strbuf_t *b, const char *s) {
-  return ms_strbuf_append(b, s, strlen(s));
+int ms__strbuf_puts(ms__strbuf_t *b, const char *s) {
+  return ms__strbuf_append(b, s, strlen(s));
 }
 
-int ms_strbuf_vprintf(ms_strbuf_t *b, const char *fmt, va_list ap) {
+int ms__strbuf_vprintf(ms__strbuf_t *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int n = vsnprintf(NULL, 0, fmt, ap2);
@@ -64,20 +64,20 @@ int ms_strbuf_vprintf(ms_strbuf_t *b, const char *fmt, va_list ap) {
   return 0;
 }
 
-int ms_strbuf_printf(ms_strbuf_t *b, const char *fmt, ...) {
+int ms__strbuf_printf(ms__strbuf_t *b, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int rc = ms_strbuf_vprintf(b, fmt, ap);
+  int rc = ms__strbuf_vprintf(b, fmt, ap);
   va_end(ap);
   return rc;
 }
 
-size_t ms_strbuf_put_safe(ms_strbuf_t *b, const char *s, size_t n) {
-  return ms_strbuf_put_safe_col(b, s, n, 0, (size_t)-1);
+size_t ms__strbuf_put_safe(ms__strbuf_t *b, const char *s, size_t n) {
+  return ms__strbuf_put_safe_col(b, s, n, 0, (size_t)-1);
 }
 
-size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
-                              size_t min_cols, size_t max_cols) {
+size_t ms__strbuf_put_safe_col(ms__strbuf_t *b, const char *s, size_t n,
+                               size_t min_cols, size_t max_cols) {
   size_t cols = 0;
   for (size_t i = 0; i < n && s[i] != '\0';) {
     char unit[MS__SAFE_UNIT_MAX];
@@ -87,23 +87,23 @@ size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
     size_t w = ms__safe_unit_columns(unit, ul);
     if (max_cols != (size_t)-1 && cols + w > max_cols)
       break;
-    ms_strbuf_append(b, unit, ul);
+    ms__strbuf_append(b, unit, ul);
     cols += w;
     i += used;
   }
   for (; cols < min_cols; cols++)
-    ms_strbuf_append(b, " ", 1);
+    ms__strbuf_append(b, " ", 1);
   return cols;
 }
 
-void ms_strbuf_reset(ms_strbuf_t *b) {
+void ms__strbuf_reset(ms__strbuf_t *b) {
   b->len = 0;
   if (b->data)
     b->data[0] = '\0';
   b->oom = 0;
 }
 
-void ms_strbuf_free(ms_strbuf_t *b) {
+void ms__strbuf_free(ms__strbuf_t *b) {
   free(b->data);
   b->data = NULL;
   b->len = b->cap = 0;

@@ -10,34 +10,34 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-typedef struct ms_strbuf_s {
+typedef struct ms__strbuf_s {
   char *data; /* NUL-terminated; NULL until the first append */
   size_t len;
   size_t cap;
   int oom; /* set once an allocation failed; appends then do nothing */
-} ms_strbuf_t;
+} ms__strbuf_t;
 
 #define MS_STRBUF_INIT                                                         \
   { NULL, 0, 0, 0 }
 
-int ms_strbuf_append(ms_strbuf_t *b, const char *s, size_t n);
-int ms_strbuf_puts(ms_strbuf_t *b, const char *s);
-int ms_strbuf_printf(ms_strbuf_t *b, const char *fmt, ...)
+int ms__strbuf_append(ms__strbuf_t *b, const char *s, size_t n);
+int ms__strbuf_puts(ms__strbuf_t *b, const char *s);
+int ms__strbuf_printf(ms__strbuf_t *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-int ms_strbuf_vprintf(ms_strbuf_t *b, const char *fmt, va_list ap)
+int ms__strbuf_vprintf(ms__strbuf_t *b, const char *fmt, va_list ap)
     __attribute__((format(printf, 2, 0)));
 /* Appends the safe form of s (at most n bytes, up to a NUL; see
  * sanitize.h): what every string from outside goes through before it is
  * shown. Returns the columns appended; on allocation failure b->oom is
  * set, as for every append. */
-size_t ms_strbuf_put_safe(ms_strbuf_t *b, const char *s, size_t n);
+size_t ms__strbuf_put_safe(ms__strbuf_t *b, const char *s, size_t n);
 /* The same, at most max_cols characters of output ((size_t)-1: no limit),
  * then padded with blanks to min_cols: a column of a table, never cut
  * inside an escape or a UTF-8 sequence (as printf's "%-16.16s" would cut
  * one). Returns the columns appended, padding included. */
-size_t ms_strbuf_put_safe_col(ms_strbuf_t *b, const char *s, size_t n,
-                              size_t min_cols, size_t max_cols);
-void ms_strbuf_reset(ms_strbuf_t *b);
-void ms_strbuf_free(ms_strbuf_t *b);
+size_t ms__strbuf_put_safe_col(ms__strbuf_t *b, const char *s, size_t n,
+                               size_t min_cols, size_t max_cols);
+void ms__strbuf_reset(ms__strbuf_t *b);
+void ms__strbuf_free(ms__strbuf_t *b);
 
 #endif

@@ -50,21 +50,21 @@ char *ms__fmt_go_float(char *buf, size_t len, double v);
  * other characters common/sanitize.h calls unsafe are written as \uXXXX
  * (the same string to a reader, no raw control to a terminal). Returns 0
  * or MS_ENOMEM. */
-int ms__json_string(ms_strbuf_t *out, const char *s, size_t n);
+int ms__json_string(ms__strbuf_t *out, const char *s, size_t n);
 
 /* The seed-format line, without pid and name, appended to *out:
  * "Ready+Prepared=1.2GiB (Ready=1.0GiB (data:612.0MiB + fragOverhead:180.0MiB
  *  + idle:232.0MiB) ; Prepared=205.0MiB)". Figures come from
  * ms_breakdown(); Ready+Prepared is Sys and carries Sys's quality. Returns
  * 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s);
+int ms__emit_line(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* The whole --once report for one process: "PID COMM: <line>\n" followed by
  * Sys by class, heap, GC, size classes, kernel view and providers,
  * estimates marked "~", unavailable figures "-". Every figure is labelled
  * with its Go field name so it can be traced to a field and its quality.
  * Ends with a newline. Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
+int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* One JSON object, no newline: pid, comm, start_time, time_unix_ns,
  * age_ms, providers, memstats (Go's MemStats layout: field order, names and
@@ -73,10 +73,10 @@ int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s);
  * unavailable ones left out), quality (every field by name), kernel (rss,
  * vsz, lazyfree, anonhuge, swap; unavailable ones left out). Always valid
  * JSON, whatever bytes comm holds. Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s);
+int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* `memtop ps`: the column header line. Returns 0 or MS_ENOMEM. */
-int ms__emit_ps_header(ms_strbuf_t *out);
+int ms__emit_ps_header(ms__strbuf_t *out);
 
 /* One line of `memtop ps`: PID, USER, COMM, READY+PREPARED, PROVIDERS.
  * user and comm come from outside (the password database, the target,
@@ -85,12 +85,12 @@ int ms__emit_ps_header(ms_strbuf_t *out);
  * whole; so are the providers of s, joined by ",". s NULL:
  * the process did not answer ("?", and a pointer to the reason, which the
  * caller prints below the table). Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
+int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
                      const char *comm, const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
  * runtime.MemStats (all fields, compact, whatever their quality; BySize has
  * nsize_classes entries). Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s);
+int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 #endif

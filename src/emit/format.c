@@ -302,11 +302,11 @@ char *ms__fmt_go_float(char *buf, size_t len, double v) {
  * JSON strings
  * ------------------------------------------------------------------------ */
 
-int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
+int ms__json_string(ms__strbuf_t *out, const char *s, size_t n) {
   if (!out || (!s && n))
     return MS_EINVAL;
   const unsigned char *p = (const unsigned char *)s;
-  ms_strbuf_append(out, "\"", 1);
+  ms__strbuf_append(out, "\"", 1);
   size_t run = 0; /* bytes copied as they are, flushed in one append */
   for (size_t i = 0; i < n;) {
     unsigned char c = p[i];
@@ -352,13 +352,13 @@ int ms__json_string(ms_strbuf_t *out, const char *s, size_t n) {
       continue;
     }
     if (run)
-      ms_strbuf_append(out, s + i - run, run);
+      ms__strbuf_append(out, s + i - run, run);
     run = 0;
-    ms_strbuf_puts(out, esc);
+    ms__strbuf_puts(out, esc);
     i += ul ? ul : 1;
   }
   if (run)
-    ms_strbuf_append(out, s + n - run, run);
-  ms_strbuf_append(out, "\"", 1);
+    ms__strbuf_append(out, s + n - run, run);
+  ms__strbuf_append(out, "\"", 1);
   return out->oom ? MS_ENOMEM : 0;
 }

@@ -19,23 +19,23 @@ static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
 
 /* Appends "key": with the comma that separates it from the previous member.
  * Keys are our own identifiers (no character needs escaping). */
-static void key(ms_strbuf_t *out, int *first, const char *k) {
-  ms_strbuf_printf(out, "%s\"%s\":", *first ? "" : ",", k);
+static void key(ms__strbuf_t *out, int *first, const char *k) {
+  ms__strbuf_printf(out, "%s\"%s\":", *first ? "" : ",", k);
   *first = 0;
 }
 
-static void u64_array(ms_strbuf_t *out, const uint64_t *v, size_t n) {
-  ms_strbuf_append(out, "[", 1);
+static void u64_array(ms__strbuf_t *out, const uint64_t *v, size_t n) {
+  ms__strbuf_append(out, "[", 1);
   for (size_t i = 0; i < n; i++)
-    ms_strbuf_printf(out, "%s%" PRIu64, i ? "," : "", v[i]);
-  ms_strbuf_append(out, "]", 1);
+    ms__strbuf_printf(out, "%s%" PRIu64, i ? "," : "", v[i]);
+  ms__strbuf_append(out, "]", 1);
 }
 
 /* One of Go's fields, valued as encoding/json values it: uint64 and uint32
  * as integers, bool as true/false, float64 in Go's shortest form, arrays
  * and the BySize structs member by member. PauseNs stands for the ring as a
  * whole, so it writes PauseEnd too, which follows it in Go's struct. */
-static void go_member(ms_strbuf_t *out, int *first, const ms_snapshot_t *s,
+static void go_member(ms__strbuf_t *out, int *first, const ms_snapshot_t *s,
                       const ms__field_info_t *fi) {
   key(out, first, fi->go_name);
   switch (fi->id) {
@@ -48,14 +48,14 @@ static void go_member(ms_strbuf_t *out, int *first, const ms_snapshot_t *s,
     uint32_t n = s->nsize_classes;
     if (n > MS_MAX_SIZE_CLASSES)
       n = MS_MAX_SIZE_CLASSES;
-    ms_strbuf_append(out, "[", 1);
+    ms__strbuf_append(out, "[", 1);
     for (uint32_t i = 0; i < n; i++)
-      ms_strbuf_printf(out,
-                       "%s{\"Size\":%" PRIu64 ",\"Mallocs\":%" PRIu64
-                       ",\"Frees\":%" PRIu64 "}",
-                       i ? "," : "", s->by_size[i].size, s->by_size[i].mallocs,
-                       s->by_size[i].frees);
-    ms_strbuf_append(out, "]", 1);
+      ms__strbuf_printf(out,
+                        "%s{\"Size\":%" PRIu64 ",\"Mallocs\":%" PRIu64
+                        ",\"Frees\":%" PRIu64 "}",
+                        i ? "," : "", s->by_size[i].size, s->by_size[i].mallocs,
+                        s->by_size[i].frees);
+    ms__strbuf_append(out, "]", 1);
     return;
   }
   default:
@@ -64,30 +64,30 @@ static void go_member(ms_strbuf_t *out, int *first, const ms_snapshot_t *s,
   switch (fi->ctype) {
   case MS__CT_DOUBLE: {
     char f[MS__GO_FLOAT_MAX];
-    ms_strbuf_puts(out,
-                   ms__fmt_go_float(f, sizeof f, ms__field_double(s, fi->id)));
+    ms__strbuf_puts(out,
+                    ms__fmt_go_float(f, sizeof f, ms__field_double(s, fi->id)));
     break;
   }
   case MS__CT_INT:
   case MS__CT_U64:
   case MS__CT_U32:
     if (fi->unit == MS__UNIT_BOOL)
-      ms_strbuf_puts(out, ms__field_u64(s, fi->id) ? "true" : "false");
+      ms__strbuf_puts(out, ms__field_u64(s, fi->id) ? "true" : "false");
     else
-      ms_strbuf_printf(out, "%" PRIu64, ms__field_u64(s, fi->id));
+      ms__strbuf_printf(out, "%" PRIu64, ms__field_u64(s, fi->id));
     break;
   case MS__CT_NONE:
     /* A compound field this emitter does not know how to write: null keeps
      * the object valid and says nothing false. */
-    ms_strbuf_puts(out, "null");
+    ms__strbuf_puts(out, "null");
     break;
   }
 }
 
 /* The memstats object; with all == 0, unavailable fields are left out. */
-static void go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s, int all) {
+static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
   int first = 1;
-  ms_strbuf_append(out, "{", 1);
+  ms__strbuf_append(out, "{", 1);
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
     if (!fi->in_go)
@@ -96,37 +96,37 @@ static void go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s, int all) {
       continue;
     go_member(out, &first, s, fi);
   }
-  ms_strbuf_append(out, "}", 1);
+  ms__strbuf_append(out, "}", 1);
 }
 
-int ms__emit_go_memstats(ms_strbuf_t *out, const ms_snapshot_t *s) {
+int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   go_memstats(out, s, 1);
   return out->oom ? MS_ENOMEM : 0;
 }
 
-int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
+int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
   ms_breakdown(s, &b);
 
-  ms_strbuf_printf(out, "{\"pid\":%" PRId32 ",\"comm\":", s->pid);
+  ms__strbuf_printf(out, "{\"pid\":%" PRId32 ",\"comm\":", s->pid);
   ms__json_string(out, s->comm, strnlen(s->comm, sizeof s->comm));
-  ms_strbuf_printf(out,
-                   ",\"start_time\":%" PRIu64 ",\"time_unix_ns\":%" PRIu64
-                   ",\"age_ms\":%" PRIu64 ",\"providers\":[",
-                   s->start_time, s->time_unix_ns, s->age_ns / 1000000u);
+  ms__strbuf_printf(out,
+                    ",\"start_time\":%" PRIu64 ",\"time_unix_ns\":%" PRIu64
+                    ",\"age_ms\":%" PRIu64 ",\"providers\":[",
+                    s->start_time, s->time_unix_ns, s->age_ns / 1000000u);
   uint32_t np =
       s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
   for (uint32_t i = 0; i < np; i++) {
     if (i)
-      ms_strbuf_append(out, ",", 1);
+      ms__strbuf_append(out, ",", 1);
     ms__json_string(out, s->providers[i],
                     strnlen(s->providers[i], MS_NAME_MAX));
   }
-  ms_strbuf_puts(out, "],\"memstats\":");
+  ms__strbuf_puts(out, "],\"memstats\":");
   go_memstats(out, s, 0);
 
   /* The breakdown, named as in the one-line summary; an unavailable figure
@@ -143,25 +143,25 @@ int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
       {"Idle", b.idle, b.q_idle},
   };
   int first = 1;
-  ms_strbuf_puts(out, ",\"breakdown\":{");
+  ms__strbuf_puts(out, ",\"breakdown\":{");
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     if (parts[i].q == MS_Q_UNAVAILABLE)
       continue;
     key(out, &first, parts[i].name);
-    ms_strbuf_printf(out, "%" PRId64, parts[i].v);
+    ms__strbuf_printf(out, "%" PRId64, parts[i].v);
   }
 
   first = 1;
-  ms_strbuf_puts(out, "},\"quality\":{");
+  ms__strbuf_puts(out, "},\"quality\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
     key(out, &first, ms__fields[f].go_name);
-    ms_strbuf_printf(out, "\"%s\"", ms_quality_name(qual(s, (ms_field_t)f)));
+    ms__strbuf_printf(out, "\"%s\"", ms_quality_name(qual(s, (ms_field_t)f)));
   }
 
   /* The kernel's view, keyed by the field name without "Kernel" in lower
    * case ("rss", "vsz", "lazyfree", "anonhuge", "swap"). */
   first = 1;
-  ms_strbuf_puts(out, "},\"kernel\":{");
+  ms__strbuf_puts(out, "},\"kernel\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
     const char *name = ms__fields[f].go_name;
     if (strncmp(name, "Kernel", 6) != 0 ||
@@ -173,24 +173,24 @@ int ms__emit_json(ms_strbuf_t *out, const ms_snapshot_t *s) {
       k[i++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     k[i] = '\0';
     key(out, &first, k);
-    ms_strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
+    ms__strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
   }
   /* What the classes account for against the kernel's anonymous RSS
    * (beyond Go): Ready, the unbacked off-heap part of Sys, and the gap
    * (KernelAnonRSS - Ready), where each is known. */
-  ms_strbuf_puts(out, "}");
+  ms__strbuf_puts(out, "}");
   if (qual(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
       b.q_ready != MS_Q_UNAVAILABLE) {
-    ms_strbuf_printf(out,
-                     ",\"accounted\":{\"Ready\":%" PRId64
-                     ",\"KernelAnonRSS\":%" PRIu64 ",\"Gap\":%" PRId64,
-                     b.ready, s->kernel_anon_rss,
-                     (int64_t)(s->kernel_anon_rss - (uint64_t)b.ready));
+    ms__strbuf_printf(out,
+                      ",\"accounted\":{\"Ready\":%" PRId64
+                      ",\"KernelAnonRSS\":%" PRIu64 ",\"Gap\":%" PRId64,
+                      b.ready, s->kernel_anon_rss,
+                      (int64_t)(s->kernel_anon_rss - (uint64_t)b.ready));
     if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
-      ms_strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
-                       s->off_heap_released);
-    ms_strbuf_puts(out, "}");
+      ms__strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
+                        s->off_heap_released);
+    ms__strbuf_puts(out, "}");
   }
-  ms_strbuf_puts(out, "}");
+  ms__strbuf_puts(out, "}");
   return out->oom ? MS_ENOMEM : 0;
 }

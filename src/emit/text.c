@@ -25,7 +25,7 @@ static ms_quality_t worst(ms_quality_t a, ms_quality_t b) {
   return a < b ? a : b;
 }
 
-static int finish(ms_strbuf_t *out) {
+static int finish(ms__strbuf_t *out) {
   return out->oom ? MS_ENOMEM : 0;
 }
 
@@ -33,7 +33,7 @@ static int finish(ms_strbuf_t *out) {
  * The one-line summary
  * ------------------------------------------------------------------------ */
 
-int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
+int ms__emit_line(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
@@ -41,7 +41,7 @@ int ms__emit_line(ms_strbuf_t *out, const ms_snapshot_t *s) {
   char total[FIG], ready[FIG], data[FIG], frag[FIG], idle[FIG], prep[FIG];
   ms_quality_t q_total = b.q_total;
   int64_t sum = b.total;
-  ms_strbuf_printf(
+  ms__strbuf_printf(
       out,
       "Ready+Prepared=%s (Ready=%s (data:%s + fragOverhead:%s + idle:%s) ; "
       "Prepared=%s)",
@@ -66,12 +66,12 @@ typedef struct cell_s {
 
 #define CELLS_PER_LINE 3
 
-static void put_cells(ms_strbuf_t *out, const cell_t *cells, size_t n) {
+static void put_cells(ms__strbuf_t *out, const cell_t *cells, size_t n) {
   for (size_t i = 0; i < n; i++) {
     int last = (i + 1) % CELLS_PER_LINE == 0 || i + 1 == n;
     /* Two spaces indent the first cell and separate the others. */
-    ms_strbuf_printf(out, "  %-13s %9s%s", cells[i].label, cells[i].value,
-                     last ? "\n" : "");
+    ms__strbuf_printf(out, "  %-13s %9s%s", cells[i].label, cells[i].value,
+                      last ? "\n" : "");
   }
 }
 
@@ -82,7 +82,7 @@ static void field_cell(cell_t *c, const ms_snapshot_t *s, ms_field_t f) {
 
 /* Appends words, wrapping before column 78 with a hanging indent. */
 typedef struct wrap_s {
-  ms_strbuf_t *out;
+  ms__strbuf_t *out;
   size_t col;
   size_t indent;
 } wrap_t;
@@ -90,14 +90,14 @@ typedef struct wrap_s {
 static void wrap_word(wrap_t *w, const char *mark, const char *word) {
   size_t n = strlen(mark) + strlen(word);
   if (w->col > w->indent && w->col + 1 + n > 78) {
-    ms_strbuf_printf(w->out, "\n%*s", (int)w->indent, "");
+    ms__strbuf_printf(w->out, "\n%*s", (int)w->indent, "");
     w->col = w->indent;
   }
   if (w->col > w->indent) {
-    ms_strbuf_append(w->out, " ", 1);
+    ms__strbuf_append(w->out, " ", 1);
     w->col++;
   }
-  ms_strbuf_printf(w->out, "%s%s", mark, word);
+  ms__strbuf_printf(w->out, "%s%s", mark, word);
   w->col += n;
 }
 
@@ -105,7 +105,7 @@ static void wrap_word(wrap_t *w, const char *mark, const char *word) {
  * Report sections
  * ------------------------------------------------------------------------ */
 
-static void put_identity(ms_strbuf_t *out, const ms_snapshot_t *s) {
+static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
   char when[40] = "-";
   if (s->time_unix_ns) {
     time_t t = (time_t)(s->time_unix_ns / 1000000000u);
@@ -116,17 +116,17 @@ static void put_identity(ms_strbuf_t *out, const ms_snapshot_t *s) {
   char age[FIG];
   ms__fmt_duration(age, sizeof age,
                    s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
-  ms_strbuf_printf(out,
-                   "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
-                   "%u.%u.%u\n",
-                   s->seq, when, age, (unsigned)(s->lib_version >> 16) & 0xffu,
-                   (unsigned)(s->lib_version >> 8) & 0xffu,
-                   (unsigned)s->lib_version & 0xffu);
+  ms__strbuf_printf(out,
+                    "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
+                    "%u.%u.%u\n",
+                    s->seq, when, age, (unsigned)(s->lib_version >> 16) & 0xffu,
+                    (unsigned)(s->lib_version >> 8) & 0xffu,
+                    (unsigned)s->lib_version & 0xffu);
 }
 
 /* Sys by class: each row is a class, its columns the class's *Sys and
  * *Inuse fields and its share of Sys. */
-static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
+static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
                     const ms_breakdown_t *b) {
   static const struct {
     const char *name;
@@ -141,8 +141,8 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
       {"GC", MS_F_GC_SYS, -1},
       {"Other", MS_F_OTHER_SYS, -1},
   };
-  ms_strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
-                   "of Sys");
+  ms__strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
+                    "of Sys");
   ms_quality_t q_sys = qual(s, MS_F_SYS);
   uint64_t sum = 0;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
@@ -160,25 +160,25 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
       snprintf(share, sizeof share, "%s%u.%u%%", q == MS_Q_ESTIMATED ? "~" : "",
                (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
-    ms_strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
-                     share);
+    ms__strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
+                      share);
   }
   /* Beyond Go: the mapped but unbacked part of stacks and of mappings
    * outside the allocator, a term of Sys (shown only where it is known). */
   if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
     char v[FIG];
     sum += s->off_heap_released;
-    ms_strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
-                     ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
+    ms__strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
+                      ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
   }
   char total[FIG];
-  ms_strbuf_printf(out, "  %-11s %10s\n", "total",
-                   ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  ms__strbuf_printf(out, "  %-11s %10s\n", "total",
+                    ms__fmt_field(total, sizeof total, s, MS_F_SYS));
   if (b->sys_mismatch) {
     /* In bytes: a difference of a page hides in one-decimal IEC figures. */
     char diff[FIG];
     uint64_t d = s->sys > sum ? s->sys - sum : sum - s->sys;
-    ms_strbuf_printf(
+    ms__strbuf_printf(
         out,
         "  warning: Sys %" PRIu64 " != sum of the classes %" PRIu64
         " (%s %s): the provider breaks Sys == sum(*Sys)\n",
@@ -188,7 +188,7 @@ static void put_sys(ms_strbuf_t *out, const ms_snapshot_t *s,
   }
 }
 
-static void put_heap(ms_strbuf_t *out, const ms_snapshot_t *s) {
+static void put_heap(ms__strbuf_t *out, const ms_snapshot_t *s) {
   static const ms_field_t fields[] = {
       MS_F_HEAP_ALLOC,   MS_F_HEAP_INUSE, MS_F_HEAP_IDLE, MS_F_HEAP_RELEASED,
       MS_F_HEAP_OBJECTS, MS_F_MALLOCS,    MS_F_FREES,     MS_F_TOTAL_ALLOC,
@@ -196,7 +196,7 @@ static void put_heap(ms_strbuf_t *out, const ms_snapshot_t *s) {
   cell_t cells[sizeof fields / sizeof fields[0]];
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
     field_cell(&cells[i], s, fields[i]);
-  ms_strbuf_puts(out, "Heap\n");
+  ms__strbuf_puts(out, "Heap\n");
   put_cells(out, cells, sizeof fields / sizeof fields[0]);
 }
 
@@ -218,10 +218,10 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
            ms__fmt_duration(d, sizeof d, v));
 }
 
-static void put_gc(ms_strbuf_t *out, const ms_snapshot_t *s) {
-  ms_strbuf_puts(out, "GC\n");
+static void put_gc(ms__strbuf_t *out, const ms_snapshot_t *s) {
+  ms__strbuf_puts(out, "GC\n");
   if (qual(s, MS_F_ENABLE_GC) == MS_Q_UNAVAILABLE || !s->enable_gc) {
-    ms_strbuf_puts(out, "  no collector\n");
+    ms__strbuf_puts(out, "  no collector\n");
     return;
   }
   cell_t cells[9];
@@ -251,10 +251,10 @@ static int by_live_bytes(const void *pa, const void *pb) {
   return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
-static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
+static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
   ms_quality_t q = qual(s, MS_F_BY_SIZE);
   if (q == MS_Q_UNAVAILABLE) {
-    ms_strbuf_puts(out, "Size classes: -\n");
+    ms__strbuf_puts(out, "Size classes: -\n");
     return;
   }
   uint32_t n = s->nsize_classes;
@@ -275,14 +275,14 @@ static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
   if (nlive > 1)
     qsort(live, nlive, sizeof live[0], by_live_bytes);
   const char *m = q == MS_Q_ESTIMATED ? "~" : "";
-  ms_strbuf_printf(out,
-                   "Size classes: %" PRIu32 " of %" PRIu32
-                   " with live objects, by live bytes%s\n",
-                   nlive, n, q == MS_Q_ESTIMATED ? " (estimated)" : "");
+  ms__strbuf_printf(out,
+                    "Size classes: %" PRIu32 " of %" PRIu32
+                    " with live objects, by live bytes%s\n",
+                    nlive, n, q == MS_Q_ESTIMATED ? " (estimated)" : "");
   if (nlive == 0)
     return;
-  ms_strbuf_printf(out, "  %10s %12s %10s %14s %14s\n", "Size", "LiveObjs",
-                   "LiveBytes", "Mallocs", "Frees");
+  ms__strbuf_printf(out, "  %10s %12s %10s %14s %14s\n", "Size", "LiveObjs",
+                    "LiveBytes", "Mallocs", "Frees");
   for (uint32_t i = 0; i < nlive; i++) {
     const ms_size_class_t *c = &s->by_size[live[i].idx];
     char objs[FIG], bytes[FIG], iec[FIG], mallocs[FIG], frees[FIG];
@@ -293,14 +293,14 @@ static void put_classes(ms_strbuf_t *out, const ms_snapshot_t *s) {
                                                    : (int64_t)live[i].bytes));
     snprintf(mallocs, sizeof mallocs, "%s%" PRIu64, m, c->mallocs);
     snprintf(frees, sizeof frees, "%s%" PRIu64, m, c->frees);
-    ms_strbuf_printf(out, "  %10" PRIu64 " %12s %10s %14s %14s\n", c->size,
-                     objs, bytes, mallocs, frees);
+    ms__strbuf_printf(out, "  %10" PRIu64 " %12s %10s %14s %14s\n", c->size,
+                      objs, bytes, mallocs, frees);
   }
 }
 
 /* The kernel's view: RSS and VSZ always (a "-" says they were not read),
  * the smaps_rollup figures only when they were asked for. */
-static void put_kernel(ms_strbuf_t *out, const ms_snapshot_t *s) {
+static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   static const ms_field_t fields[] = {
       MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,  MS_F_KERNEL_LAZYFREE,
       MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP, MS_F_KERNEL_ANON_RSS};
@@ -315,13 +315,13 @@ static void put_kernel(ms_strbuf_t *out, const ms_snapshot_t *s) {
       cells[n].label += 6;
     n++;
   }
-  ms_strbuf_puts(out, "Kernel\n");
+  ms__strbuf_puts(out, "Kernel\n");
   put_cells(out, cells, n);
 }
 
 /* What the classes account for against the kernel's anonymous RSS: Ready
  * (the backed part of Sys) should be all of it, so a gap is said. */
-static void put_accounted(ms_strbuf_t *out, const ms_snapshot_t *s,
+static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                           const ms_breakdown_t *b) {
   if (qual(s, MS_F_KERNEL_ANON_RSS) == MS_Q_UNAVAILABLE ||
       b->q_ready == MS_Q_UNAVAILABLE || s->kernel_anon_rss == 0)
@@ -335,28 +335,29 @@ static void put_accounted(ms_strbuf_t *out, const ms_snapshot_t *s,
       ((unsigned __int128)(b->ready > 0 ? (uint64_t)b->ready : 0) * 1000u +
        (uint64_t)a / 2) /
       (uint64_t)a;
-  ms_strbuf_printf(out, "Accounted: Ready %s%s of anonymous RSS %s (%s%u.%u%%)",
-                   m, ms__fmt_iec(ready, sizeof ready, b->ready),
-                   ms__fmt_iec(anon, sizeof anon, a), m,
-                   (unsigned)(permille / 10), (unsigned)(permille % 10));
+  ms__strbuf_printf(out,
+                    "Accounted: Ready %s%s of anonymous RSS %s (%s%u.%u%%)", m,
+                    ms__fmt_iec(ready, sizeof ready, b->ready),
+                    ms__fmt_iec(anon, sizeof anon, a), m,
+                    (unsigned)(permille / 10), (unsigned)(permille % 10));
   if (d >= 0)
-    ms_strbuf_printf(out,
-                     "; %s%s in no class (program and library data, "
-                     "mappings made without mmap)\n",
-                     m, ms__fmt_iec(gap, sizeof gap, d));
+    ms__strbuf_printf(out,
+                      "; %s%s in no class (program and library data, "
+                      "mappings made without mmap)\n",
+                      m, ms__fmt_iec(gap, sizeof gap, d));
   else
-    ms_strbuf_printf(out,
-                     "; %s%s counted as backed that the kernel does "
-                     "not hold\n",
-                     m, ms__fmt_iec(gap, sizeof gap, -d));
+    ms__strbuf_printf(out,
+                      "; %s%s counted as backed that the kernel does "
+                      "not hold\n",
+                      m, ms__fmt_iec(gap, sizeof gap, -d));
 }
 
 /* Which provider gave which field: the trace from a figure to its source. */
-static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
+static void put_providers(ms__strbuf_t *out, const ms_snapshot_t *s) {
   uint32_t np = s->nproviders;
   if (np > MS_MAX_PROVIDERS)
     np = MS_MAX_PROVIDERS;
-  ms_strbuf_puts(out, "Providers (~ estimated)\n");
+  ms__strbuf_puts(out, "Providers (~ estimated)\n");
   /* Provider i for i < np; then np stands for the library's own engine
    * (fields with no provider index), then the unavailable ones. */
   for (uint32_t p = 0; p <= np + 1; p++) {
@@ -381,16 +382,16 @@ static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
         const char *name = p < np    ? s->providers[p]
                            : p == np ? "libmemstats"
                                      : "unavailable";
-        ms_strbuf_puts(out, "  ");
+        ms__strbuf_puts(out, "  ");
         w.indent = 15;
         w.col =
-            2 + ms_strbuf_put_safe_col(out, name, MS_NAME_MAX, 12, (size_t)-1);
+            2 + ms__strbuf_put_safe_col(out, name, MS_NAME_MAX, 12, (size_t)-1);
         any = 1;
       }
       wrap_word(&w, q == MS_Q_ESTIMATED ? "~" : "", ms__fields[f].go_name);
     }
     if (any)
-      ms_strbuf_puts(out, "\n");
+      ms__strbuf_puts(out, "\n");
   }
 }
 
@@ -402,56 +403,56 @@ static void put_providers(ms_strbuf_t *out, const ms_snapshot_t *s) {
 #define PS_USER 10
 #define PS_COMM 16
 
-int ms__emit_ps_header(ms_strbuf_t *out) {
+int ms__emit_ps_header(ms__strbuf_t *out) {
   if (!out)
     return MS_EINVAL;
-  ms_strbuf_printf(out, "%7s %-*s %-*s %14s  %s\n", "PID", PS_USER, "USER",
-                   PS_COMM, "COMM", "READY+PREPARED", "PROVIDERS");
+  ms__strbuf_printf(out, "%7s %-*s %-*s %14s  %s\n", "PID", PS_USER, "USER",
+                    PS_COMM, "COMM", "READY+PREPARED", "PROVIDERS");
   return finish(out);
 }
 
-int ms__emit_ps_line(ms_strbuf_t *out, int32_t pid, const char *user,
+int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
                      const char *comm, const ms_snapshot_t *s) {
   if (!out || !user || !comm)
     return MS_EINVAL;
   /* Every piece goes into the string buffer, which grows as needed: no
    * fixed buffer for a stranger's names to run past. */
-  ms_strbuf_printf(out, "%7" PRId32 " ", pid);
-  ms_strbuf_put_safe_col(out, user, MS_NAME_MAX, PS_USER, PS_USER);
-  ms_strbuf_puts(out, " ");
-  ms_strbuf_put_safe_col(out, comm, MS_NAME_MAX, PS_COMM, PS_COMM);
+  ms__strbuf_printf(out, "%7" PRId32 " ", pid);
+  ms__strbuf_put_safe_col(out, user, MS_NAME_MAX, PS_USER, PS_USER);
+  ms__strbuf_puts(out, " ");
+  ms__strbuf_put_safe_col(out, comm, MS_NAME_MAX, PS_COMM, PS_COMM);
   if (s == NULL) {
-    ms_strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
+    ms__strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
     return finish(out);
   }
   ms_breakdown_t b;
   char rp[FIG];
   ms_breakdown(s, &b);
-  ms_strbuf_printf(out, " %14s  ",
-                   ms__fmt_bytes_q(rp, sizeof rp, b.total, b.q_total));
+  ms__strbuf_printf(out, " %14s  ",
+                    ms__fmt_bytes_q(rp, sizeof rp, b.total, b.q_total));
   uint32_t np =
       s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
   for (uint32_t k = 0; k < np; k++) {
     if (k)
-      ms_strbuf_puts(out, ",");
-    ms_strbuf_put_safe(out, s->providers[k], MS_NAME_MAX);
+      ms__strbuf_puts(out, ",");
+    ms__strbuf_put_safe(out, s->providers[k], MS_NAME_MAX);
   }
   if (np == 0)
-    ms_strbuf_puts(out, "-");
-  ms_strbuf_puts(out, "\n");
+    ms__strbuf_puts(out, "-");
+  ms__strbuf_puts(out, "\n");
   return finish(out);
 }
 
-int ms__emit_report(ms_strbuf_t *out, const ms_snapshot_t *s) {
+int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
   ms_breakdown(s, &b);
-  ms_strbuf_printf(out, "%" PRId32 " ", s->pid);
-  ms_strbuf_put_safe(out, s->comm, sizeof s->comm);
-  ms_strbuf_puts(out, ": ");
+  ms__strbuf_printf(out, "%" PRId32 " ", s->pid);
+  ms__strbuf_put_safe(out, s->comm, sizeof s->comm);
+  ms__strbuf_puts(out, ": ");
   ms__emit_line(out, s);
-  ms_strbuf_puts(out, "\n");
+  ms__strbuf_puts(out, "\n");
   put_identity(out, s);
   put_sys(out, s, &b);
   put_heap(out, s);

@@ -2,7 +2,7 @@
  * conn.c - one target's connection on the loop (see conn.h).
  *
  * States: no pipe (disconnected) -> connecting -> connected. A request is
- * "in flight" from mt_conn_fetch() until the callback runs; a timer bounds
+ * "in flight" from mt_conn_fetch_flags() until the callback runs; a timer bounds
  * it. Any error closes the pipe (the next fetch connects again with a new
  * session), so a half-read reply can never be mistaken for the next one.
  *
@@ -57,7 +57,7 @@ struct mt_conn_s {
   char path[MSC_PATH_MAX];
   /* A failure found before connecting (an unsafe socket directory),
    * reported from the timer so that the callback never runs inside
-   * mt_conn_fetch(). */
+   * mt_conn_fetch_flags(). */
   int early_err;
   char early_msg[512];
 };
@@ -436,10 +436,6 @@ static void start_connect(mt_conn_t *c) {
   uv_pipe_connect(&p->connect_req, &p->handle, c->path, connected);
 }
 
-int mt_conn_fetch(mt_conn_t *c, int timeout_ms) {
-  return mt_conn_fetch_flags(c, timeout_ms, 0);
-}
-
 int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
   int rc;
 
@@ -472,14 +468,6 @@ int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
 
 int mt_conn_busy(const mt_conn_t *c) {
   return c->busy;
-}
-
-int mt_conn_pid(const mt_conn_t *c) {
-  return c->pid;
-}
-
-const msc_hello_t *mt_conn_hello(const mt_conn_t *c) {
-  return c->session != NULL ? msc_session_hello(c->session) : NULL;
 }
 
 static void timer_closed(uv_handle_t *h) {

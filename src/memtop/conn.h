@@ -19,34 +19,27 @@
 
 typedef struct mt_conn_s mt_conn_t;
 
-/* Runs once per mt_conn_fetch(): status 0 and the snapshot (valid during
+/* Runs once per mt_conn_fetch_flags(): status 0 and the snapshot (valid during
  * the call only), or a negative MS_E* code and a message for the user that
  * names the PID, the cause and, where one helps, a hint. */
 typedef void (*mt_conn_cb)(mt_conn_t *c, int status, const ms_snapshot_t *snap,
                            const char *msg, void *arg);
 
 /* A connection to `pid`, whose start time must be `start_time` (0: do not
- * check). NULL on ENOMEM. Nothing happens until mt_conn_fetch(). */
+ * check). NULL on ENOMEM. Nothing happens until mt_conn_fetch_flags(). */
 mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
                        mt_conn_cb cb, void *arg);
 
 /* Asks for one snapshot; the callback runs exactly once, later (never
- * from inside this call), unless the connection is closed first. Returns
+ * from inside this call), unless the connection is closed first. flags
+ * are request flags (MS__REQ_SMAPS: also the kernel's smaps_rollup
+ * figures, which cost the target about 10 ms per GiB resident). Returns
  * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the
  * callback does not run). */
-int mt_conn_fetch(mt_conn_t *c, int timeout_ms);
-/* The same with request flags (MS__REQ_SMAPS: also the kernel's
- * smaps_rollup figures, which cost the target about 10 ms per GiB
- * resident). */
 int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags);
 
 /* Nonzero while a request is in flight. */
 int mt_conn_busy(const mt_conn_t *c);
-
-/* The handshake of the current connection, or NULL. */
-const msc_hello_t *mt_conn_hello(const mt_conn_t *c);
-
-int mt_conn_pid(const mt_conn_t *c);
 
 /* Closes the connection; the callback of a request in flight does not run.
  * The memory is freed once libuv has closed the handles. */

@@ -204,7 +204,7 @@ static void app_close(mt_app_t *app) {
   free(app->final);
   free(app->w);
   mt_model_free(&app->model);
-  ms_strbuf_free(&app->out);
+  ms__strbuf_free(&app->out);
 }
 
 static int timeout_from_env(void) {

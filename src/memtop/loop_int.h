@@ -104,7 +104,7 @@ struct mt_app_s {
   char run_log[4096];
   int run_log_fd;
   char sockdir[4096];
-  ms_strbuf_t out;
+  ms__strbuf_t out;
 };
 
 /* The -d interval in milliseconds. */

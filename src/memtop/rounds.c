@@ -56,18 +56,18 @@ void mt_flush_out(mt_app_t *app) {
       app->stdout_broken = 1;
     }
   }
-  ms_strbuf_reset(&app->out);
+  ms__strbuf_reset(&app->out);
 }
 
 void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
   if (app->o->json) {
     ms__emit_json(&app->out, s);
-    ms_strbuf_puts(&app->out, "\n");
+    ms__strbuf_puts(&app->out, "\n");
     return;
   }
   /* Reports are paragraphs: a blank line between processes and rounds. */
   if (app->nemitted++ > 0)
-    ms_strbuf_puts(&app->out, "\n");
+    ms__strbuf_puts(&app->out, "\n");
   ms__emit_report(&app->out, s);
 }
 

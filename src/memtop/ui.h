@@ -58,7 +58,4 @@ void mt_ui_resize(void);
  * was caught; does nothing if mt_ui_start() never succeeded. */
 void mt_ui_end(void);
 
-/* Nonzero between a successful mt_ui_start() and mt_ui_end(). */
-int mt_ui_active(void);
-
 #endif

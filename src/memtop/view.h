@@ -76,15 +76,13 @@ int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
                  mt_style_t st);
 int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-/* Sets the style of n cells from (row, col), keeping their characters. */
-void mt_grid_style(mt_grid_t *g, int row, int col, int n, mt_style_t st);
 /* Fills n cells from (row, col) with one code point. */
 void mt_grid_fill(mt_grid_t *g, int row, int col, int n, uint32_t ch,
                   mt_style_t st);
 const mt_cell_t *mt_grid_at(const mt_grid_t *g, int row, int col);
 /* The grid as UTF-8 text: one line per row, trailing blanks dropped, each
  * line ending in '\n'. Returns 0 or MS_ENOMEM. */
-int mt_grid_text(const mt_grid_t *g, ms_strbuf_t *out);
+int mt_grid_text(const mt_grid_t *g, ms__strbuf_t *out);
 
 /* ---- rendering ---------------------------------------------------------- */
 

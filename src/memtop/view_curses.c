@@ -95,10 +95,6 @@ static void setup_styles(int color) {
   }
 }
 
-int mt_ui_active(void) {
-  return active != 0;
-}
-
 int mt_ui_start(mt_model_t *m) {
   if (m == NULL)
     return MS_EINVAL;

@@ -159,13 +159,6 @@ int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,
   return mt_grid_puts(g, row, col, buf, -1, st);
 }
 
-void mt_grid_style(mt_grid_t *g, int row, int col, int n, mt_style_t st) {
-  for (int i = 0; i < n; i++)
-    if (inside(g, row, col + i))
-      g->cells[(size_t)row * (size_t)g->cols + (size_t)(col + i)].style =
-          (uint8_t)st;
-}
-
 void mt_grid_fill(mt_grid_t *g, int row, int col, int n, uint32_t ch,
                   mt_style_t st) {
   for (int i = 0; i < n; i++)
@@ -199,7 +192,7 @@ static size_t utf8_encode(char *out, uint32_t cp) {
   return 4;
 }
 
-int mt_grid_text(const mt_grid_t *g, ms_strbuf_t *out) {
+int mt_grid_text(const mt_grid_t *g, ms__strbuf_t *out) {
   for (int r = 0; r < g->rows; r++) {
     const mt_cell_t *row = &g->cells[(size_t)r * (size_t)g->cols];
     int end = g->cols;
@@ -208,10 +201,10 @@ int mt_grid_text(const mt_grid_t *g, ms_strbuf_t *out) {
     for (int c = 0; c < end; c++) {
       char b[4];
       size_t n = utf8_encode(b, row[c].ch);
-      if (ms_strbuf_append(out, b, n) != 0)
+      if (ms__strbuf_append(out, b, n) != 0)
         return MS_ENOMEM;
     }
-    if (ms_strbuf_append(out, "\n", 1) != 0)
+    if (ms__strbuf_append(out, "\n", 1) != 0)
       return MS_ENOMEM;
   }
   return 0;

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static ms_snapshot_t g_snap;
 
-static void check_text(const ms_strbuf_t *b, int allow_newline) {
+static void check_text(const ms__strbuf_t *b, int allow_newline) {
   if (b->oom)
     return;
   if (terminal_unsafe_at(b->data ? b->data : "", b->len, allow_newline) !=
@@ -41,10 +41,10 @@ static void check_grid(const mt_model_t *m, int rows, int cols) {
     for (int c = 0; c < g.cols; c++)
       if (ms__cp_unsafe(mt_grid_at(&g, r, c)->ch))
         abort();
-  ms_strbuf_t text = MS_STRBUF_INIT;
+  ms__strbuf_t text = MS_STRBUF_INIT;
   if (mt_grid_text(&g, &text) == 0)
     check_text(&text, 1);
-  ms_strbuf_free(&text);
+  ms__strbuf_free(&text);
   mt_grid_free(&g);
 }
 
@@ -95,22 +95,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
 
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   ms__emit_report(&out, &g_snap);
   check_text(&out, 1);
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   ms__emit_line(&out, &g_snap);
   check_text(&out, 0);
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   ms__emit_ps_header(&out);
   ms__emit_ps_line(&out, g_snap.pid, g_snap.providers[0], g_snap.comm, &g_snap);
   ms__emit_ps_line(&out, g_snap.pid, "?", g_snap.comm, NULL);
   check_text(&out, 1);
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   /* JSON: one line, nothing raw that a terminal would act on. */
   ms__emit_json(&out, &g_snap);
   check_text(&out, 0);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
 
   render_views(&g_snap);
   return 0;

@@ -1052,7 +1052,7 @@ static void assert_no_terminal_codes(const char *what, const char *s,
 
 /* The safe form of the last provider's name as memtop receives it (the
  * decoder has already turned C0 controls into '?'). */
-static void last_provider_shown(ms_strbuf_t *out) {
+static void last_provider_shown(ms__strbuf_t *out) {
   static ms_snapshot_t s, d;
   static uint8_t buf[MS__WIRE_SNAPSHOT_MAX];
   ms__wire_writer_t w;
@@ -1063,12 +1063,12 @@ static void last_provider_shown(ms_strbuf_t *out) {
   assert_int_equal(ms__wire_decode_snapshot(buf + MS__WIRE_HEADER,
                                             w.len - MS__WIRE_HEADER, &d, NULL),
                    0);
-  ms_strbuf_put_safe(out, d.providers[MS_MAX_PROVIDERS - 1], MS_NAME_MAX);
+  ms__strbuf_put_safe(out, d.providers[MS_MAX_PROVIDERS - 1], MS_NAME_MAX);
 }
 
 static void test_hostile_agent(void **state) {
   pid_t bad = start_hostile_agent(ANSWER_SNAPSHOT);
-  ms_strbuf_t last = MS_STRBUF_INIT;
+  ms__strbuf_t last = MS_STRBUF_INIT;
   char want[64];
 
   (void)state;
@@ -1084,7 +1084,7 @@ static void test_hostile_agent(void **state) {
   assert_non_null(strstr(res.out, want));
   assert_int_equal(count_lines(res.out), 2);
   assert_non_null(strstr(res.out, last.data)); /* every provider, whole */
-  ms_strbuf_free(&last);
+  ms__strbuf_free(&last);
 
   assert_int_equal(mt("--once", pidstr(bad), NULL), 0);
   assert_no_terminal_codes("report", res.out, res.nout);

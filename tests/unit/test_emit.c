@@ -33,14 +33,14 @@ static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return NULL;
-  ms_strbuf_t b = MS_STRBUF_INIT;
+  ms__strbuf_t b = MS_STRBUF_INIT;
   char chunk[4096];
   size_t n;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    ms_strbuf_append(&b, chunk, n);
+    ms__strbuf_append(&b, chunk, n);
   fclose(f);
   if (!b.data)
-    ms_strbuf_append(&b, "", 0);
+    ms__strbuf_append(&b, "", 0);
   *len = b.len;
   return b.data;
 }
@@ -286,14 +286,14 @@ static void test_golden_lines(void **state) {
   (void)state;
   fixture_t fx[MAX_FIXTURES];
   size_t n = load_fixtures(fx);
-  ms_strbuf_t all = MS_STRBUF_INIT;
+  ms__strbuf_t all = MS_STRBUF_INIT;
   for (size_t i = 0; i < n; i++) {
-    ms_strbuf_printf(&all, "%s: ", fx[i].name);
+    ms__strbuf_printf(&all, "%s: ", fx[i].name);
     assert_int_equal(ms__emit_line(&all, fx[i].snap), 0);
-    ms_strbuf_puts(&all, "\n");
+    ms__strbuf_puts(&all, "\n");
   }
   check_golden("lines.txt", all.data, all.len);
-  ms_strbuf_free(&all);
+  ms__strbuf_free(&all);
   free_fixtures(fx, n);
 }
 
@@ -302,12 +302,12 @@ static void test_golden_reports(void **state) {
   fixture_t fx[MAX_FIXTURES];
   size_t n = load_fixtures(fx);
   for (size_t i = 0; i < n; i++) {
-    ms_strbuf_t out = MS_STRBUF_INIT;
+    ms__strbuf_t out = MS_STRBUF_INIT;
     assert_int_equal(ms__emit_report(&out, fx[i].snap), 0);
     char name[96];
     snprintf(name, sizeof name, "%.60s.report.txt", fx[i].name);
     check_golden(name, out.data, out.len);
-    ms_strbuf_free(&out);
+    ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
 }
@@ -317,13 +317,13 @@ static void test_golden_json(void **state) {
   fixture_t fx[MAX_FIXTURES];
   size_t n = load_fixtures(fx);
   for (size_t i = 0; i < n; i++) {
-    ms_strbuf_t out = MS_STRBUF_INIT;
+    ms__strbuf_t out = MS_STRBUF_INIT;
     assert_int_equal(ms__emit_json(&out, fx[i].snap), 0);
-    ms_strbuf_puts(&out, "\n");
+    ms__strbuf_puts(&out, "\n");
     char name[96];
     snprintf(name, sizeof name, "%.60s.json", fx[i].name);
     check_golden(name, out.data, out.len);
-    ms_strbuf_free(&out);
+    ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
 }
@@ -338,7 +338,7 @@ static void test_json_parses_and_agrees(void **state) {
   size_t n = load_fixtures(fx);
   for (size_t i = 0; i < n; i++) {
     const ms_snapshot_t *s = fx[i].snap;
-    ms_strbuf_t out = MS_STRBUF_INIT;
+    ms__strbuf_t out = MS_STRBUF_INIT;
     assert_int_equal(ms__emit_json(&out, s), 0);
     assert_null(strchr(out.data, '\n'));
     json_error_t je;
@@ -397,7 +397,7 @@ static void test_json_parses_and_agrees(void **state) {
     else
       assert_null(json_object_get(kern, "rss"));
     json_decref(j);
-    ms_strbuf_free(&out);
+    ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
 }
@@ -406,7 +406,7 @@ static void test_report_marks(void **state) {
   (void)state;
   ms_snapshot_t *s = malloc(sizeof *s);
   assert_non_null(s);
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
 
   make_glibc(s);
   ms__emit_report(&out, s);
@@ -421,7 +421,7 @@ static void test_report_marks(void **state) {
   assert_int_equal(out.data[out.len - 1], '\n');
   assert_null(strstr(out.data, " \n"));
 
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   make_gc(s);
   ms__emit_report(&out, s);
   assert_non_null(strstr(out.data, "warning: Sys 87101440 != sum of the "
@@ -432,7 +432,7 @@ static void test_report_marks(void **state) {
    * the two cannot be mistaken for each other. */
   assert_non_null(strstr(out.data, "7 vm \"lisp\"\\\\\\x091: "));
   /* EnableGC unavailable counts as no collector too. */
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_UNAVAILABLE, -1);
   ms__emit_report(&out, s);
   assert_non_null(strstr(out.data, "no collector"));
@@ -441,7 +441,7 @@ static void test_report_marks(void **state) {
   assert_int_equal(ms__emit_report(&out, NULL), MS_EINVAL);
   assert_int_equal(ms__emit_line(&out, NULL), MS_EINVAL);
   assert_int_equal(ms__emit_json(&out, NULL), MS_EINVAL);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
   free(s);
 }
 
@@ -576,7 +576,7 @@ static void test_fmt_field(void **state) {
 
 static void test_json_escaping(void **state) {
   (void)state;
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   const char raw[] = "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/\xc3\xa9\xff\xe2\x82";
   assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
   assert_string_equal(out.data,
@@ -591,12 +591,12 @@ static void test_json_escaping(void **state) {
 
   /* Overlong forms and surrogates are invalid UTF-8 too; a valid
    * four-byte sequence passes. */
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   const char odd[] = "\xc0\xaf\xed\xa0\x80\xf0\x9f\x98\x80";
   ms__json_string(&out, odd, sizeof odd - 1);
   assert_string_equal(out.data, "\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
                                 "\xf0\x9f\x98\x80\"");
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   ms__json_string(&out, "", 0);
   assert_string_equal(out.data, "\"\"");
 
@@ -605,7 +605,7 @@ static void test_json_escaping(void **state) {
   assert_non_null(s);
   memset(s->comm, 'x', sizeof s->comm);
   s->comm[0] = '"';
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_json(&out, s), 0);
   j = json_loads(out.data, 0, NULL);
   assert_non_null(j);
@@ -613,7 +613,7 @@ static void test_json_escaping(void **state) {
                    MS_NAME_MAX);
   json_decref(j);
   free(s);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
 }
 
 /* ------------------------------------------------------------------------
@@ -621,7 +621,7 @@ static void test_json_escaping(void **state) {
  * ------------------------------------------------------------------------ */
 
 static void check_hostile(const ms_snapshot_t *s) {
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   size_t bad;
 
   /* The report: lines of safe text. */
@@ -633,7 +633,7 @@ static void check_hostile(const ms_snapshot_t *s) {
 
   /* The ps line: one line, safe, the name cut whole to its column, and
    * every provider there (none overruns a buffer on the way). */
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_ps_header(&out), 0);
   size_t header = out.len;
   assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", s->comm, s), 0);
@@ -646,11 +646,11 @@ static void check_hostile(const ms_snapshot_t *s) {
   const char *line = out.data + header;
   const char *nl = strchr(line, '\n');
   assert_non_null(nl);
-  ms_strbuf_t last = MS_STRBUF_INIT;
-  ms_strbuf_put_safe(&last, s->providers[s->nproviders - 1], MS_NAME_MAX);
+  ms__strbuf_t last = MS_STRBUF_INIT;
+  ms__strbuf_put_safe(&last, s->providers[s->nproviders - 1], MS_NAME_MAX);
   assert_non_null(strstr(line, last.data));
   assert_true(strstr(line, last.data) < nl);
-  ms_strbuf_free(&last);
+  ms__strbuf_free(&last);
   /* PID, USER and COMM keep their columns: READY+PREPARED starts where
    * the header says. */
   assert_int_equal(line[7 + 1 + 10], ' ');
@@ -659,7 +659,7 @@ static void check_hostile(const ms_snapshot_t *s) {
 
   /* JSON: valid, every byte a terminal could act on escaped, and the
    * names the same strings to a reader (invalid UTF-8 aside). */
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_json(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
   json_error_t je;
@@ -672,7 +672,7 @@ static void check_hostile(const ms_snapshot_t *s) {
   assert_int_equal(json_array_size(json_object_get(j, "providers")),
                    s->nproviders);
   json_decref(j);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
 }
 
 static void test_hostile_snapshot(void **state) {
@@ -705,19 +705,19 @@ static void test_hostile_snapshot(void **state) {
   for (int i = 0; i < MS_MAX_PROVIDERS; i++)
     memset(s->providers[i], 0x9b, sizeof s->providers[i]);
   s->nproviders = 1000;
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__emit_report(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_ps_line(&out, 1, "u", "c", s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_json(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
   json_t *j = json_loads(out.data, 0, NULL);
   assert_non_null(j);
   json_decref(j);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
   free(buf);
   free(d);
   free(s);
@@ -729,7 +729,7 @@ static void test_json_escapes_controls(void **state) {
    * the BMP as a surrogate pair): the same string to a reader. */
   const char raw[] = "\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\xef\xbb\xbf"
                      "\xf3\xa0\x81\x81ok\xc3\xa9";
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
   assert_string_equal(out.data, "\"\\u009b\\u202e\\u2066\\ufeff"
                                 "\\udb40\\udc41ok\xc3\xa9\"");
@@ -737,7 +737,7 @@ static void test_json_escapes_controls(void **state) {
   assert_non_null(j);
   assert_string_equal(json_string_value(j), raw);
   json_decref(j);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
 }
 
 /* ------------------------------------------------------------------------

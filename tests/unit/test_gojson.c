@@ -56,7 +56,7 @@ static void test_vectors_round_trip(void **state) {
     char err[GOVEC_ERR_MAX];
     if (govec_load(g.gl_pathv[i], s, &v, err, sizeof err) != 0)
       fail_msg("%s", err);
-    ms_strbuf_t out = MS_STRBUF_INIT;
+    ms__strbuf_t out = MS_STRBUF_INIT;
     assert_int_equal(ms__emit_go_memstats(&out, s), 0);
     json_error_t je;
     json_t *got = json_loads(out.data, 0, &je);
@@ -69,7 +69,7 @@ static void test_vectors_round_trip(void **state) {
     /* The same number of members, in Go's order. */
     assert_int_equal(json_object_size(got), json_object_size(v.memstats));
     json_decref(got);
-    ms_strbuf_free(&out);
+    ms__strbuf_free(&out);
     govec_free(&v);
   }
   free(s);
@@ -119,7 +119,7 @@ static void test_jsonl_byte_for_byte(void **state) {
     char err[GOVEC_ERR_MAX];
     if (govec_fill(root, s, err, sizeof err) != 0)
       fail_msg("%s:%d: %s", path, lines + 1, err);
-    ms_strbuf_t out = MS_STRBUF_INIT;
+    ms__strbuf_t out = MS_STRBUF_INIT;
     assert_int_equal(ms__emit_go_memstats(&out, s), 0);
 
     json_t *got = json_loads(out.data, 0, &je);
@@ -141,7 +141,7 @@ static void test_jsonl_byte_for_byte(void **state) {
                path, lines + 1, k, want + k, out.data + k);
     }
     free(want);
-    ms_strbuf_free(&out);
+    ms__strbuf_free(&out);
     json_decref(root);
     lines++;
   }
@@ -227,7 +227,7 @@ static void test_go_layout_details(void **state) {
   s->by_size[1] = (ms_size_class_t){32, 5, 5};
   s->pause_ns[255] = 77;
   s->pause_end[0] = 88;
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__emit_go_memstats(&out, s), 0);
   assert_non_null(strstr(out.data, ",\"EnableGC\":false,\"DebugGC\":true,"));
   assert_non_null(strstr(out.data, "\"GCCPUFraction\":1e-9,"));
@@ -243,11 +243,11 @@ static void test_go_layout_details(void **state) {
   /* No classes: an empty array; too many: clamped to the table. (jansson
    * reads integers as int64, so LastGC comes back into its range.) */
   s->last_gc = 1;
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   s->nsize_classes = 0;
   ms__emit_go_memstats(&out, s);
   assert_non_null(strstr(out.data, "\"BySize\":[]}"));
-  ms_strbuf_reset(&out);
+  ms__strbuf_reset(&out);
   s->nsize_classes = 100000;
   ms__emit_go_memstats(&out, s);
   json_t *j = json_loads(out.data, 0, NULL);
@@ -258,7 +258,7 @@ static void test_go_layout_details(void **state) {
 
   assert_int_equal(ms__emit_go_memstats(NULL, s), MS_EINVAL);
   assert_int_equal(ms__emit_go_memstats(&out, NULL), MS_EINVAL);
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
   free(s);
 }
 

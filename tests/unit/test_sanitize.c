@@ -117,10 +117,10 @@ static void test_table(void **state) {
     assert_terminal_safe(out, strlen(out));
 
     /* The string buffer appends the same text. */
-    ms_strbuf_t b = MS_STRBUF_INIT;
-    ms_strbuf_put_safe(&b, h->in, n);
+    ms__strbuf_t b = MS_STRBUF_INIT;
+    ms__strbuf_put_safe(&b, h->in, n);
     assert_string_equal(b.data ? b.data : "", h->want);
-    ms_strbuf_free(&b);
+    ms__strbuf_free(&b);
   }
 }
 
@@ -156,32 +156,32 @@ static void test_cut_whole(void **state) {
 }
 
 static void test_columns_in_strbuf(void **state) {
-  ms_strbuf_t b = MS_STRBUF_INIT;
+  ms__strbuf_t b = MS_STRBUF_INIT;
   (void)state;
   /* Padded to its width, cut whole past it: a table's column. */
-  assert_int_equal(ms_strbuf_put_safe_col(&b, "ab", 2, 6, 6), 6);
+  assert_int_equal(ms__strbuf_put_safe_col(&b, "ab", 2, 6, 6), 6);
   assert_string_equal(b.data, "ab    ");
-  ms_strbuf_reset(&b);
-  assert_int_equal(ms_strbuf_put_safe_col(&b, "abcd\x1b[2J", 9, 6, 6), 6);
+  ms__strbuf_reset(&b);
+  assert_int_equal(ms__strbuf_put_safe_col(&b, "abcd\x1b[2J", 9, 6, 6), 6);
   assert_string_equal(b.data, "abcd  ");
-  ms_strbuf_reset(&b);
+  ms__strbuf_reset(&b);
   assert_int_equal(
-      ms_strbuf_put_safe_col(&b, "\xc3\xa9\xc3\xa9\xc3\xa9", 6, 2, 2), 2);
+      ms__strbuf_put_safe_col(&b, "\xc3\xa9\xc3\xa9\xc3\xa9", 6, 2, 2), 2);
   assert_string_equal(b.data, "\xc3\xa9\xc3\xa9");
   /* Wide characters take two columns, combining marks none. */
-  ms_strbuf_reset(&b);
+  ms__strbuf_reset(&b);
   assert_int_equal(
-      ms_strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87", 6, 6, 6), 6);
+      ms__strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87", 6, 6, 6), 6);
   assert_string_equal(b.data, "\xe4\xb8\xad\xe6\x96\x87  ");
-  ms_strbuf_reset(&b);
+  ms__strbuf_reset(&b);
   assert_int_equal(
-      ms_strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87x", 7, 3, 3), 3);
+      ms__strbuf_put_safe_col(&b, "\xe4\xb8\xad\xe6\x96\x87x", 7, 3, 3), 3);
   assert_string_equal(b.data, "\xe4\xb8\xad ");
-  ms_strbuf_reset(&b);
-  assert_int_equal(ms_strbuf_put_safe_col(&b, "e\xcc\x81t\xc3\xa9", 7, 3, 3),
+  ms__strbuf_reset(&b);
+  assert_int_equal(ms__strbuf_put_safe_col(&b, "e\xcc\x81t\xc3\xa9", 7, 3, 3),
                    3);
   assert_string_equal(b.data, "e\xcc\x81t\xc3\xa9");
-  ms_strbuf_free(&b);
+  ms__strbuf_free(&b);
   assert_int_equal(ms__cp_columns('a'), 1);
   assert_int_equal(ms__cp_columns(0x4e2d), 2);
   assert_int_equal(ms__cp_columns(0xac00), 2);
@@ -206,11 +206,11 @@ static void test_very_long(void **state) {
   assert_true(len % 5 == 0 || (len - 4) % 5 == 0);
   assert_terminal_safe(out, len);
 
-  ms_strbuf_t b = MS_STRBUF_INIT;
-  ms_strbuf_put_safe(&b, in, n);
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  ms__strbuf_put_safe(&b, in, n);
   assert_int_equal(b.len, n / 2 * 5);
   assert_terminal_safe(b.data, b.len);
-  ms_strbuf_free(&b);
+  ms__strbuf_free(&b);
   free(in);
 }
 

@@ -145,7 +145,7 @@ static mt_target_t *detail_model(mt_model_t *m) {
 
 static char *render_text(const mt_model_t *m, int rows, int cols) {
   mt_grid_t g;
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(mt_grid_init(&g, rows, cols), 0);
   mt_view_render(m, &g);
   assert_int_equal(mt_grid_text(&g, &out), 0);
@@ -157,11 +157,11 @@ static char *read_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (f == NULL)
     return NULL;
-  ms_strbuf_t b = MS_STRBUF_INIT;
+  ms__strbuf_t b = MS_STRBUF_INIT;
   char chunk[4096];
   size_t n;
   while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    ms_strbuf_append(&b, chunk, n);
+    ms__strbuf_append(&b, chunk, n);
   fclose(f);
   return b.data != NULL ? b.data : strdup("");
 }
@@ -477,7 +477,7 @@ static void test_hostile_strings(void **state) {
         m.status[0] = '\0'; /* the detail view shows the target's reason */
       for (int cols = 20; cols <= 200; cols += 30) {
         mt_grid_t g;
-        ms_strbuf_t out = MS_STRBUF_INIT;
+        ms__strbuf_t out = MS_STRBUF_INIT;
         assert_int_equal(mt_grid_init(&g, 30, cols), 0);
         mt_view_render(&m, &g);
         for (int r = 0; r < g.rows; r++)
@@ -487,7 +487,7 @@ static void test_hostile_strings(void **state) {
                        (unsigned)mt_grid_at(&g, r, c)->ch, r, c);
         assert_int_equal(mt_grid_text(&g, &out), 0);
         assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
-        ms_strbuf_free(&out);
+        ms__strbuf_free(&out);
         mt_grid_free(&g);
       }
     }
@@ -546,7 +546,7 @@ static void test_sections_drop(void **state) {
 static void test_grid_clip(void **state) {
   (void)state;
   mt_grid_t g;
-  ms_strbuf_t out = MS_STRBUF_INIT;
+  ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(mt_grid_init(&g, 3, 5), 0);
   mt_grid_puts(&g, 0, 3, "abcdef", -1, MT_ST_NORMAL);
   mt_grid_puts(&g, -1, 0, "zzz", -1, MT_ST_NORMAL);
@@ -558,7 +558,7 @@ static void test_grid_clip(void **state) {
   mt_grid_puts(&g, 2, 0, "\x1b[\xff\xc3\xa9", -1, MT_ST_NORMAL);
   assert_int_equal(mt_grid_text(&g, &out), 0);
   assert_string_equal(out.data, "   ab\n yz\n?[?\xc3\xa9\n");
-  ms_strbuf_free(&out);
+  ms__strbuf_free(&out);
   mt_grid_free(&g);
   /* A bad size leaves an empty grid that can still be freed. */
   assert_int_equal(mt_grid_init(&g, -1, 4), MS_EINVAL);
