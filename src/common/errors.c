@@ -4,10 +4,29 @@
  * Every string returned here is a constant: nothing is formatted into a
  * buffer, so both functions are thread-safe and async-signal-safe.
  */
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
 
 #include "memstats.h"
+
+/* The header promises errno-style codes: each MS_E* that names an errno
+ * condition is that errno, negated, on this system (the others are below
+ * -1000, out of errno's range). */
+_Static_assert(MS_EINVAL == -EINVAL, "MS_EINVAL is -EINVAL");
+_Static_assert(MS_ENOMEM == -ENOMEM, "MS_ENOMEM is -ENOMEM");
+_Static_assert(MS_ENOENT == -ENOENT, "MS_ENOENT is -ENOENT");
+_Static_assert(MS_EACCES == -EACCES, "MS_EACCES is -EACCES");
+_Static_assert(MS_EAGAIN == -EAGAIN, "MS_EAGAIN is -EAGAIN");
+_Static_assert(MS_ENOSYS == -ENOSYS, "MS_ENOSYS is -ENOSYS");
+_Static_assert(MS_EPROTO == -EPROTO, "MS_EPROTO is -EPROTO");
+_Static_assert(MS_ETIMEDOUT == -ETIMEDOUT, "MS_ETIMEDOUT is -ETIMEDOUT");
+_Static_assert(MS_ECONNREFUSED == -ECONNREFUSED,
+               "MS_ECONNREFUSED is -ECONNREFUSED");
+_Static_assert(MS_ESRCH == -ESRCH, "MS_ESRCH is -ESRCH");
+_Static_assert(MS_EEXIST == -EEXIST, "MS_EEXIST is -EEXIST");
+_Static_assert(MS_ENOSPC == -ENOSPC, "MS_ENOSPC is -ENOSPC");
+_Static_assert(MS_EMFILE == -EMFILE, "MS_EMFILE is -EMFILE");
 
 /* The system's description of an errno value, from a constant table.
  * strerror() may write into a static buffer for unknown values and
