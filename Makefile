@@ -31,7 +31,7 @@ BUILD ?= build
 SAN ?=
 WERROR ?=
 
-VERSION := 0.1.0
+VERSION := 0.2.0
 SOVERSION := 0
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \

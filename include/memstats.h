@@ -31,9 +31,9 @@ extern "C" {
 #endif
 
 #define MS_VERSION_MAJOR 0
-#define MS_VERSION_MINOR 1
+#define MS_VERSION_MINOR 2
 #define MS_VERSION_PATCH 0
-#define MS_VERSION_STRING "0.1.0"
+#define MS_VERSION_STRING "0.2.0"
 
 /* ------------------------------------------------------------------------
  * Error codes: negative errno values, so they compose with system calls.
@@ -137,6 +137,9 @@ MS_EXTERN const char *ms_quality_name(ms_quality_t q);
  * The snapshot.
  * ------------------------------------------------------------------------ */
 #define MS_PAUSE_RING 256       /* Go's len(PauseNs) */
+/* The room for per-field quality and source in a snapshot: fields can be
+ * added up to this without moving anything (MS_F__COUNT <= this). */
+#define MS_F_CAPACITY 128
 #define MS_MAX_SIZE_CLASSES 256 /* room for jemalloc's bins + extents */
 #define MS_MAX_PROVIDERS 8
 #define MS_NAME_MAX 64
@@ -165,8 +168,9 @@ typedef struct ms_pause_hist_s {
 } ms_pause_hist_t;
 
 typedef struct ms_snapshot_s {
-  /* Set by the library: sizeof(ms_snapshot_t) of the library that filled
-   * it, and its version. */
+  /* Set by the library: the size of the layout it filled (sizeof
+   * ms_snapshot_t, or the smaller size an older caller passed), and its
+   * version. ms_breakdown() reads no field past struct_size (0: all). */
   uint32_t struct_size;
   uint32_t lib_version; /* MAJOR << 16 | MINOR << 8 | PATCH */
 
@@ -201,20 +205,28 @@ typedef struct ms_snapshot_s {
   ms_pause_hist_t pause_hist;      /* every pause since start */
   uint64_t kernel_rss, kernel_vsz; /* /proc/self/statm, bytes */
   uint64_t kernel_lazyfree, kernel_anon_huge, kernel_swap; /* smaps_rollup */
+
+  /* Per field: an ms_quality_t, and the index into providers[] of the
+   * provider that gave it (0xff: none). Room for MS_F_CAPACITY fields, so
+   * that new fields move nothing: entries past MS_F__COUNT are
+   * unavailable. */
+  uint8_t quality[MS_F_CAPACITY];
+  uint8_t source[MS_F_CAPACITY];
+
+  /* ---- added in 0.2 ----
+   * New fields are appended here, never inserted above: a caller built
+   * against an older header passes its smaller size to ms_snapshot_read()
+   * and gets the fields its struct has. */
   /* The kernel's anonymous RSS (RssAnon of /proc/self/status), read with
    * every snapshot: what the classes above should account for (Ready). */
   uint64_t kernel_anon_rss;
-  /* Stacks and anonymous mappings made outside the allocator are counted
-   * by what the kernel backs: their resident bytes in StackSys/StackInuse
-   * and OtherSys, the rest of their size (never touched, or handed back)
+  /* Stacks and anonymous mappings made outside the allocator (and, on
+   * jemalloc, its metadata mapped but never touched) are counted by what
+   * the kernel backs: their resident bytes in StackSys/StackInuse, OtherSys
+   * and MSpanSys, the rest of their size (never touched, or handed back)
    * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
    * of Prepared (HeapReleased + OffHeapReleased). */
   uint64_t off_heap_released;
-
-  /* Per field: an ms_quality_t, and the index into providers[] of the
-   * provider that gave it (0xff: none). */
-  uint8_t quality[MS_F__COUNT];
-  uint8_t source[MS_F__COUNT];
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:
@@ -249,8 +261,11 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out);
  * sizeof *snap). No application thread waits for it: writers caught in the
  * middle of an update are waited for, nobody else. Fills identity, the
  * engine's figures and the latest figures of every active provider. Safe to
- * call from any thread; concurrent readers are serialised. Returns 0,
- * MS_EINVAL (NULL or a size smaller than the 0.1 layout). */
+ * call from any thread; concurrent readers are serialised. A caller built
+ * against an older header passes its own, smaller size and gets the fields
+ * its struct has (0.1's layout is converted: its Sys leaves out
+ * OffHeapReleased, which it does not know). Returns 0, or MS_EINVAL (NULL,
+ * or a size that is no layout of any version). */
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);
 
 /* Pause-histogram helpers. ms_pause_hist_bucket() maps a duration to its

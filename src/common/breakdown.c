@@ -15,6 +15,7 @@
  * Prepared. A snapshot without it (Go's, an older library's) has it
  * unavailable: it then counts as 0 and changes no quality.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -61,7 +62,13 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
     q_inuse = worst(q_inuse, quality(snap, inuse_terms[i]));
   }
 
-  int have_ohr = quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
+  /* A snapshot of an older caller's layout (0.1, struct_size says so)
+   * ends before OffHeapReleased and its quality: neither is read. */
+  int have_ohr =
+      (snap->struct_size == 0 ||
+       snap->struct_size >= offsetof(ms_snapshot_t, off_heap_released) +
+                                sizeof snap->off_heap_released) &&
+      quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
   uint64_t ohr = have_ohr ? snap->off_heap_released : 0;
   uint64_t prepared = snap->heap_released + ohr;
   uint64_t ready = snap->sys - prepared;

@@ -3,6 +3,7 @@
  * the providers' figures and the kernel's view, in one caller-owned struct.
  */
 #include <fcntl.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -521,9 +522,61 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
   return ms__snapshot_read_opts(s, size, 0);
 }
 
+/* ---- older layouts ----------------------------------------------------
+ * 0.1 ended the struct with quality[] and source[] sized by its own
+ * MS_F__COUNT (every field up to KernelSwap), right after kernel_swap:
+ * everything before quality[] is laid out as today. From 0.2 on, new
+ * fields are appended after fixed-capacity arrays, so a smaller struct of
+ * 0.2 or later is a prefix of this one. */
+#define MS__F_COUNT_0_1 ((size_t)MS_F_KERNEL_ANON_RSS)
+#define MS__SNAPSHOT_SIZE_0_1                                                  \
+  ((offsetof(ms_snapshot_t, quality) + 2 * MS__F_COUNT_0_1 + 7) & ~(size_t)7)
+#define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
+_Static_assert(MS_F__COUNT <= MS_F_CAPACITY,
+               "more fields than the snapshot has room for");
+
+size_t ms__snapshot_size_0_1(void) {
+  return MS__SNAPSHOT_SIZE_0_1;
+}
+
+/* A snapshot for a caller built against 0.1: its fields, its arrays. Sys
+ * is what 0.1 meant by it, the sum of the *Sys fields that 0.1 has, so
+ * OffHeapReleased (unknown to it) is left out of Sys: Ready = Sys -
+ * HeapReleased then stays the backed memory. */
+static void to_0_1(const ms_snapshot_t *full, void *dst) {
+  uint8_t *d = dst;
+  size_t head = offsetof(ms_snapshot_t, quality);
+  memset(d, 0, MS__SNAPSHOT_SIZE_0_1);
+  memcpy(d, full, head);
+  ms_snapshot_t *h = dst; /* the head is laid out as today */
+  h->struct_size = (uint32_t)MS__SNAPSHOT_SIZE_0_1;
+  if (full->quality[MS_F_OFF_HEAP_RELEASED] != MS_Q_UNAVAILABLE &&
+      full->sys >= full->off_heap_released)
+    h->sys = full->sys - full->off_heap_released;
+  memcpy(d + head, full->quality, MS__F_COUNT_0_1);
+  memcpy(d + head + MS__F_COUNT_0_1, full->source, MS__F_COUNT_0_1);
+}
+
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
-  if (!s || size < sizeof(ms_snapshot_t))
+  if (!s)
     return MS_EINVAL;
+  if (size < sizeof(ms_snapshot_t)) {
+    /* An older caller: fill a whole snapshot on this thread's stack (no
+     * allocation: this may be a preloaded malloc's process), then give it
+     * what its struct has. */
+    if (size != MS__SNAPSHOT_SIZE_0_1 && size < MS__SNAPSHOT_SIZE_0_2)
+      return MS_EINVAL;
+    ms_snapshot_t full;
+    int r = ms__snapshot_read_opts(&full, sizeof full, flags);
+    if (r != 0)
+      return r;
+    if (size == MS__SNAPSHOT_SIZE_0_1)
+      to_0_1(&full, s);
+    else
+      memcpy(s, &full, size);
+    s->struct_size = (uint32_t)size;
+    return 0;
+  }
   memset(s, 0, sizeof *s);
   memset(s->source, 0xff, sizeof s->source);
   s->struct_size = (uint32_t)sizeof *s;

@@ -60,6 +60,9 @@ void ms__smaps_set_floor(uint64_t ns);
 /* How many times smaps_rollup was read in this process (tests, benches). */
 uint64_t ms__smaps_reads(void);
 
+/* sizeof(ms_snapshot_t) as 0.1 laid it out (tests: the ABI check). */
+size_t ms__snapshot_size_0_1(void);
+
 /* ---- self-checks ----
  * What every snapshot must satisfy (DESIGN.md), checked on every snapshot
  * when MEMSTATS_DEBUG=1 (a failure is said on stderr, never acted on) and

@@ -68,3 +68,10 @@ $(BUILD)/progs/lib%.so: tests/progs/lib%.c
 $(BUILD)/progs/pv_first_static: tests/progs/pv_first.c
 # pl_unseen_je is pl_unseen.c linked with jemalloc: rebuilt when it changes.
 $(BUILD)/progs/pl_unseen_je: tests/progs/pl_unseen.c
+
+# ---- the ABI: a caller built against 0.1's header ------------------------
+# tests/data/abi/0.1/memstats.h is the header as 0.1 shipped it; the
+# program links this build's libmemstats.so (test_abi runs it).
+$(BUILD)/progs/abi_old: tests/progs/abi_old.c tests/data/abi/0.1/memstats.h $(LIB_SO)
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -Iinclude,$(BASE_CFLAGS)) -Itests/data/abi/0.1 -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl

@@ -1,0 +1,341 @@
+/*
+ * memstats.h - the public interface of libmemstats.
+ *
+ * libmemstats keeps Go-style memory statistics (the model of Go's
+ * runtime.MemStats) for a native process, takes consistent snapshots of them
+ * without stopping the program's threads, and serves them to memtop on a
+ * private Unix socket named after the process ID.
+ *
+ * Conventions, as in libuv:
+ *   - every function returning int returns 0 or a negative errno-style code
+ *     (MS_E*); ms_strerror() turns a code into words;
+ *   - the caller owns every struct it passes in; reads copy into it;
+ *   - structs that may grow are read with their size (ms_snapshot_read()).
+ *
+ * This is the only public header. Symbols prefixed ms_ / MS_ are public.
+ */
+#ifndef MEMSTATS_H
+#define MEMSTATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(MS_BUILDING_LIBRARY) && defined(__GNUC__)
+#define MS_EXTERN __attribute__((visibility("default")))
+#else
+#define MS_EXTERN /* nothing */
+#endif
+
+#define MS_VERSION_MAJOR 0
+#define MS_VERSION_MINOR 1
+#define MS_VERSION_PATCH 0
+#define MS_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------
+ * Error codes: negative errno values, so they compose with system calls.
+ * ------------------------------------------------------------------------ */
+#define MS_EINVAL (-22)        /* invalid argument */
+#define MS_ENOMEM (-12)        /* out of memory */
+#define MS_ENOENT (-2)         /* no such process or socket */
+#define MS_EACCES (-13)        /* permission refused */
+#define MS_EAGAIN (-11)        /* try again (busy, rate-limited) */
+#define MS_ENOSYS (-38)        /* not available from this provider/build */
+#define MS_EPROTO (-71)        /* malformed message on the wire */
+#define MS_ETIMEDOUT (-110)    /* no answer in time */
+#define MS_ECONNREFUSED (-111) /* nobody listens: stale socket */
+#define MS_ESRCH (-3)          /* the process does not exist */
+#define MS_EEXIST (-17)        /* already started */
+#define MS_ENOSPC (-28)        /* a fixed table is full */
+#define MS_EVERSION (-1001)    /* peer speaks a newer, incompatible version */
+#define MS_EUNSAFE (-1002)  /* socket directory unsafe (symlink, owner, mode)  \
+                             */
+#define MS_ESTALE (-1003)   /* PID reused: the process is not the target */
+#define MS_EREFUSED (-1004) /* the target refused us (another user) */
+
+/* Returns a static English description of an MS_E* code (or errno). Never
+ * NULL; thread-safe. */
+MS_EXTERN const char *ms_strerror(int err);
+
+/* The library's version, e.g. "0.1.0". */
+MS_EXTERN const char *ms_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Fields and their quality.
+ *
+ * Every scalar field of a snapshot has an identifier, so that its quality
+ * (exact, estimated, unavailable) and the provider that gave it can be said
+ * per field. The order is Go's MemStats order and is part of the ABI: new
+ * fields are only ever appended before MS_F__COUNT.
+ * ------------------------------------------------------------------------ */
+typedef enum ms_field_e {
+  /* General */
+  MS_F_ALLOC = 0,
+  MS_F_TOTAL_ALLOC,
+  MS_F_SYS,
+  MS_F_LOOKUPS,
+  MS_F_MALLOCS,
+  MS_F_FREES,
+  /* Heap */
+  MS_F_HEAP_ALLOC,
+  MS_F_HEAP_SYS,
+  MS_F_HEAP_IDLE,
+  MS_F_HEAP_INUSE,
+  MS_F_HEAP_RELEASED,
+  MS_F_HEAP_OBJECTS,
+  /* Stacks */
+  MS_F_STACK_INUSE,
+  MS_F_STACK_SYS,
+  /* Off-heap */
+  MS_F_MSPAN_INUSE,
+  MS_F_MSPAN_SYS,
+  MS_F_MCACHE_INUSE,
+  MS_F_MCACHE_SYS,
+  MS_F_BUCK_HASH_SYS,
+  MS_F_GC_SYS,
+  MS_F_OTHER_SYS,
+  /* GC */
+  MS_F_NEXT_GC,
+  MS_F_LAST_GC,
+  MS_F_PAUSE_TOTAL_NS,
+  MS_F_PAUSE_NS, /* the ring PauseNs/PauseEnd as a whole */
+  MS_F_NUM_GC,
+  MS_F_NUM_FORCED_GC,
+  MS_F_GC_CPU_FRACTION,
+  MS_F_ENABLE_GC,
+  MS_F_DEBUG_GC,
+  MS_F_BY_SIZE,    /* the size classes as a whole */
+  MS_F_PAUSE_HIST, /* the pause histogram as a whole */
+  /* Kernel view */
+  MS_F_KERNEL_RSS,
+  MS_F_KERNEL_VSZ,
+  MS_F_KERNEL_LAZYFREE,
+  MS_F_KERNEL_ANON_HUGE,
+  MS_F_KERNEL_SWAP,
+  MS_F__COUNT
+} ms_field_t;
+
+typedef enum ms_quality_e {
+  MS_Q_UNAVAILABLE = 0, /* the provider does not have this number */
+  MS_Q_ESTIMATED = 1,   /* an estimate: never show it as exact */
+  MS_Q_EXACT = 2
+} ms_quality_t;
+
+/* Returns the Go MemStats name of a field ("HeapAlloc"), or NULL. */
+MS_EXTERN const char *ms_field_name(ms_field_t field);
+/* Returns "exact", "estimated" or "unavailable". */
+MS_EXTERN const char *ms_quality_name(ms_quality_t q);
+
+/* ------------------------------------------------------------------------
+ * The snapshot.
+ * ------------------------------------------------------------------------ */
+#define MS_PAUSE_RING 256       /* Go's len(PauseNs) */
+#define MS_MAX_SIZE_CLASSES 256 /* room for jemalloc's bins + extents */
+#define MS_MAX_PROVIDERS 8
+#define MS_NAME_MAX 64
+
+/* Pause histogram, laid out as Go 1.20's timeHistogram: bucket 0 is
+ * underflow (negative durations), then MS_PAUSE_HIST_SUPER super-buckets of
+ * MS_PAUSE_HIST_SUB sub-buckets each (super-bucket 0 covers [0, 256 ns),
+ * super-bucket k >= 1 covers [2^(7+k), 2^(8+k)) ns), then overflow
+ * (>= 2^47 ns). At most 25% relative error. */
+#define MS_PAUSE_HIST_MIN_BITS 9
+#define MS_PAUSE_HIST_MAX_BITS 48
+#define MS_PAUSE_HIST_SUB_BITS 2
+#define MS_PAUSE_HIST_SUB (1 << MS_PAUSE_HIST_SUB_BITS)
+#define MS_PAUSE_HIST_SUPER                                                    \
+  (MS_PAUSE_HIST_MAX_BITS - MS_PAUSE_HIST_MIN_BITS + 1)
+#define MS_PAUSE_HIST_BUCKETS (MS_PAUSE_HIST_SUPER * MS_PAUSE_HIST_SUB + 2)
+
+typedef struct ms_size_class_s {
+  uint64_t size;    /* the largest object size in this class, bytes */
+  uint64_t mallocs; /* cumulative objects allocated in this class */
+  uint64_t frees;   /* cumulative objects freed in this class */
+} ms_size_class_t;
+
+typedef struct ms_pause_hist_s {
+  uint64_t counts[MS_PAUSE_HIST_BUCKETS]; /* see MS_PAUSE_HIST_* above */
+} ms_pause_hist_t;
+
+typedef struct ms_snapshot_s {
+  /* Set by the library: sizeof(ms_snapshot_t) of the library that filled
+   * it, and its version. */
+  uint32_t struct_size;
+  uint32_t lib_version; /* MAJOR << 16 | MINOR << 8 | PATCH */
+
+  /* ---- identity ---- */
+  int32_t pid;
+  uint64_t start_time;    /* field 22 of /proc/PID/stat (clock ticks) */
+  char comm[MS_NAME_MAX]; /* program name */
+  uint64_t seq;           /* snapshot sequence number, from 1 */
+  uint64_t time_unix_ns;  /* wall clock when computed */
+  uint64_t time_mono_ns;  /* CLOCK_MONOTONIC when computed */
+  uint64_t age_ns;        /* how old it was when served (0 if fresh) */
+  uint32_t nproviders;
+  char providers[MS_MAX_PROVIDERS][MS_NAME_MAX]; /* "tracked", "glibc", ... */
+
+  /* ---- Go's MemStats, field for field ---- */
+  uint64_t alloc, total_alloc, sys, lookups, mallocs, frees;
+  uint64_t heap_alloc, heap_sys, heap_idle, heap_inuse, heap_released,
+      heap_objects;
+  uint64_t stack_inuse, stack_sys;
+  uint64_t mspan_inuse, mspan_sys, mcache_inuse, mcache_sys;
+  uint64_t buck_hash_sys, gc_sys, other_sys;
+  uint64_t next_gc, last_gc, pause_total_ns;
+  uint64_t pause_ns[MS_PAUSE_RING];  /* circular, newest at (num_gc+255)%256 */
+  uint64_t pause_end[MS_PAUSE_RING]; /* Unix ns at each pause's end */
+  uint32_t num_gc, num_forced_gc;
+  double gc_cpu_fraction;
+  int enable_gc, debug_gc;
+  uint32_t nsize_classes;
+  ms_size_class_t by_size[MS_MAX_SIZE_CLASSES];
+
+  /* ---- beyond Go ---- */
+  ms_pause_hist_t pause_hist;      /* every pause since start */
+  uint64_t kernel_rss, kernel_vsz; /* /proc/self/statm, bytes */
+  uint64_t kernel_lazyfree, kernel_anon_huge, kernel_swap; /* smaps_rollup */
+
+  /* Per field: an ms_quality_t, and the index into providers[] of the
+   * provider that gave it (0xff: none). */
+  uint8_t quality[MS_F__COUNT];
+  uint8_t source[MS_F__COUNT];
+} ms_snapshot_t;
+
+/* The breakdown shown by memtop, computed from a snapshot:
+ *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
+ *                  + BuckHashSys + GCSys + OtherSys
+ *   Prepared     = HeapReleased
+ *   Ready        = Sys - Prepared
+ *   fragOverhead = HeapInuse - HeapAlloc
+ *   data         = inuse - fragOverhead
+ *   idle         = Ready - inuse
+ * Values are signed so that a provider that breaks an identity shows it
+ * instead of wrapping. */
+typedef struct ms_breakdown_s {
+  int64_t ready, prepared, inuse, frag_overhead, data, idle;
+  ms_quality_t q_ready, q_prepared, q_inuse, q_frag_overhead, q_data, q_idle;
+  /* Ready+Prepared: Sys by definition, so as well known as Sys is, even
+   * when the split between Ready and Prepared is an estimate. */
+  int64_t total;
+  ms_quality_t q_total;
+  /* Nonzero when Sys != the sum of the *Sys fields. */
+  int sys_mismatch;
+} ms_breakdown_t;
+
+/* Computes the breakdown of *snap into *out. Each figure's quality is the
+ * worst quality of the fields it is computed from. Returns 0, or MS_EINVAL
+ * if an argument is NULL. Pure function; thread-safe. */
+MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out);
+
+/* Takes a consistent snapshot of this process's statistics into *snap,
+ * which is sizeof(ms_snapshot_t) == size bytes owned by the caller (pass
+ * sizeof *snap). No application thread waits for it: writers caught in the
+ * middle of an update are waited for, nobody else. Fills identity, the
+ * engine's figures and the latest figures of every active provider. Safe to
+ * call from any thread; concurrent readers are serialised. Returns 0,
+ * MS_EINVAL (NULL or a size smaller than the 0.1 layout). */
+MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);
+
+/* Pause-histogram helpers. ms_pause_hist_bucket() maps a duration to its
+ * bucket index (0 underflow .. MS_PAUSE_HIST_BUCKETS-1 overflow);
+ * ms_pause_hist_lower() gives a bucket's lower edge in ns (INT64_MIN for
+ * underflow). ms_pause_hist_quantile() returns the q-quantile (0..1) as the
+ * upper edge of the bucket that holds it, clamped to 2^47 ns for overflow, or
+ * -1 if the histogram is empty. */
+MS_EXTERN int ms_pause_hist_bucket(int64_t ns);
+MS_EXTERN int64_t ms_pause_hist_lower(int bucket);
+MS_EXTERN int64_t ms_pause_hist_upper(int bucket);
+MS_EXTERN int64_t ms_pause_hist_quantile(const ms_pause_hist_t *h, double q);
+MS_EXTERN uint64_t ms_pause_hist_total(const ms_pause_hist_t *h);
+
+/* ------------------------------------------------------------------------
+ * The accounting API: what providers and language runtimes call.
+ *
+ * Hot-path calls (ms_heap_*, ms_object_*) take no lock and no contended
+ * atomic: they update a per-thread shard inside a sequence bracket. They are
+ * async-signal-safe with respect to themselves (a call nested in a signal
+ * handler goes to a shared shard with atomic updates). They never allocate.
+ * ------------------------------------------------------------------------ */
+
+/* States of heap memory, as Go's spans: not mapped, mapped but released to
+ * the OS (Prepared), mapped and backed but holding nothing (idle), and
+ * in-use (holding objects or reserved for them). */
+typedef enum ms_span_state_e {
+  MS_SPAN_NONE = 0,
+  MS_SPAN_RELEASED,
+  MS_SPAN_IDLE,
+  MS_SPAN_INUSE,
+  MS_SPAN__COUNT
+} ms_span_state_t;
+
+/* Moves `bytes` of heap memory from state `from` to state `to`. Mapping new
+ * heap is NONE->IDLE (or NONE->RELEASED); unmapping is X->NONE; handing
+ * pages back with MADV_DONTNEED/MADV_FREE is IDLE->RELEASED. HeapSys =
+ * RELEASED+IDLE+INUSE, HeapIdle = IDLE+RELEASED, HeapReleased = RELEASED,
+ * HeapInuse = INUSE. Returns 0 or MS_EINVAL (bad state). */
+MS_EXTERN int ms_heap_move(ms_span_state_t from, ms_span_state_t to,
+                           uint64_t bytes);
+
+/* An object of `size` bytes was allocated / freed. The engine picks the size
+ * class from the size (sizes above the largest class count as large
+ * objects). The free must pass the same size as the allocation. */
+MS_EXTERN void ms_object_alloc(uint64_t size);
+MS_EXTERN void ms_object_free(uint64_t size);
+
+/* Off-heap memory classes, Go's sysMemStat counters. */
+typedef enum ms_sys_class_e {
+  MS_SYS_STACK = 0, /* StackSys / StackInuse */
+  MS_SYS_MSPAN,     /* allocator metadata: MSpanSys / MSpanInuse */
+  MS_SYS_MCACHE,    /* thread caches: MCacheSys / MCacheInuse */
+  MS_SYS_BUCKHASH,  /* the profiler's bucket table: BuckHashSys */
+  MS_SYS_GC,        /* collector metadata: GCSys */
+  MS_SYS_OTHER,     /* everything else: OtherSys */
+  MS_SYS__COUNT
+} ms_sys_class_t;
+
+/* Adds signed deltas to an off-heap class: sys_delta to its *Sys, and
+ * inuse_delta to its *Inuse (for STACK, MSPAN, MCACHE; must be 0 for the
+ * others). Atomic; not meant for a per-object hot path. Returns 0 or
+ * MS_EINVAL. */
+MS_EXTERN int ms_sys_add(ms_sys_class_t cls, int64_t sys_delta,
+                         int64_t inuse_delta);
+
+/* Garbage collection. ms_gc_begin() marks the start of a stop-the-world
+ * pause, ms_gc_end() its end; the pause is recorded in the ring (PauseNs,
+ * PauseEnd), PauseTotalNs, NumGC (NumForcedGC if forced), LastGC and the
+ * histogram. ms_gc_pause() records a pause measured by the caller
+ * (CLOCK_MONOTONIC start and end, ns). One collection at a time: the
+ * collector's own lock serialises callers. No lock, no allocation:
+ * callable with the world stopped. Returns 0 or MS_EINVAL (end before
+ * begin). */
+MS_EXTERN int ms_gc_begin(int forced);
+MS_EXTERN int ms_gc_end(void);
+MS_EXTERN int ms_gc_pause(uint64_t start_mono_ns, uint64_t end_mono_ns,
+                          int forced);
+/* Sets NextGC, the heap size the next collection aims at. */
+MS_EXTERN void ms_gc_set_next(uint64_t bytes);
+/* Adds CPU time spent in the collector (ns); without calls, GCCPUFraction
+ * is estimated from the pauses. */
+MS_EXTERN void ms_gc_add_cpu(uint64_t ns);
+/* Declares whether the program has a collector (EnableGC). */
+MS_EXTERN void ms_gc_set_enabled(int enabled);
+
+/* ------------------------------------------------------------------------
+ * The agent: serves snapshots on $dir/<pid>.sock (see DESIGN.md).
+ * ------------------------------------------------------------------------ */
+
+/* Starts the agent thread. Reads MEMSTATS_* from the environment. Returns 0,
+ * MS_EEXIST if already running, MS_EUNSAFE if the socket directory is
+ * unsafe, or another negative code; never aborts, never prints unless
+ * MEMSTATS_DEBUG=1. */
+MS_EXTERN int ms_agent_start(void);
+/* Stops the agent and removes its socket. Safe to call if not started. */
+MS_EXTERN int ms_agent_stop(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MEMSTATS_H */

@@ -1,0 +1,74 @@
+/*
+ * test_abi.c - the public ABI can grow: a program built against 0.1's
+ * header (tests/progs/abi_old.c, tests/data/abi/0.1/memstats.h) runs
+ * against this library and reads 0.1's layout, and a caller of this
+ * layout gets the fields it has.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "core/snapshot.h"
+#include "memstats.h"
+#include "support/host.h"
+
+static char build[1024];
+
+static int setup(void **state) {
+  (void)state;
+  return host_build_dir(build, sizeof build);
+}
+
+/* The 0.1 program: its snapshot is right, nothing past its struct is
+ * written, and its sizeof is the layout the library converts to. */
+static void test_caller_built_against_0_1(void **state) {
+  (void)state;
+  char cmd[1200], out[8192];
+  snprintf(cmd, sizeof cmd, "%s/progs/abi_old 2>&1", build);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  int st = pclose(p);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("abi_old failed:\n%s", out);
+  assert_non_null(strstr(out, "abi_old: 0 failed"));
+  size_t size = 0;
+  assert_int_equal(sscanf(out, "sizeof %zu", &size), 1);
+  assert_int_equal(size, ms__snapshot_size_0_1());
+}
+
+/* Quality and source have room to grow, and new fields come after them:
+ * a caller whose struct ends with the last field it knows gets a prefix
+ * of the whole snapshot. */
+static void test_layout_grows_at_the_end(void **state) {
+  (void)state;
+  assert_true(MS_F__COUNT <= MS_F_CAPACITY);
+  assert_true(offsetof(ms_snapshot_t, kernel_anon_rss) >
+              offsetof(ms_snapshot_t, source));
+  static ms_snapshot_t whole, part;
+  assert_int_equal(ms_snapshot_read(&whole, sizeof whole), 0);
+  assert_int_equal(whole.struct_size, sizeof whole);
+  size_t cut = offsetof(ms_snapshot_t, off_heap_released) +
+               sizeof whole.off_heap_released;
+  memset(&part, 0x5a, sizeof part);
+  assert_int_equal(ms_snapshot_read(&part, cut), 0);
+  assert_int_equal(part.struct_size, cut);
+  assert_int_equal(part.pid, whole.pid);
+  assert_int_equal(ms_snapshot_read(&part, 100), MS_EINVAL);
+  assert_int_equal(ms_snapshot_read(NULL, sizeof part), MS_EINVAL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_caller_built_against_0_1),
+      cmocka_unit_test(test_layout_grows_at_the_end),
+  };
+  return cmocka_run_group_tests(tests, setup, NULL);
+}
