@@ -47,6 +47,9 @@ static void fill(ms_snapshot_t *s) {
     s->quality[f] = (uint8_t)(f % 3);
     s->source[f] = f % 4 == 0 ? 0xff : (uint8_t)(f % MS_MAX_PROVIDERS);
   }
+  /* The room past the last field: unavailable, from no provider, as every
+   * snapshot has it (memstats.h). */
+  memset(s->source + MS_F__COUNT, 0xff, MS_F_CAPACITY - MS_F__COUNT);
   for (int i = 0; i < MS_PAUSE_RING; i++) {
     s->pause_ns[i] = 1000u + (uint64_t)i;
     s->pause_end[i] = 1700000000000000000ull + (uint64_t)i;
