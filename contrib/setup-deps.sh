@@ -29,6 +29,8 @@ git
 python3
 heaptrack
 hyperfine
+prometheus
+python3-prometheus-client
 "
 
 # On a machine that is not Debian-based nothing is installed: each need is
@@ -60,6 +62,7 @@ cmd:python3|python3|python3|python|python3 (a preload test)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
+cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.

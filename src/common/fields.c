@@ -22,8 +22,11 @@
  * cannot drift from the enum; test_emit checks every row's id anyway. */
 const ms__field_info_t ms__fields[MS_F__COUNT] = {
     /* ---- General ---- */
-    [MS_F_ALLOC] = {MS_F_ALLOC, "Alloc", U64(alloc), MS__UNIT_BYTES,
-                    "memstats_alloc_bytes",
+    /* Alloc is HeapAlloc under another name: served once, as
+     * memstats_heap_alloc_bytes. Its own name would also be the
+     * OpenMetrics family of TotalAlloc's counter (memstats_alloc_bytes),
+     * which a scrape may not serve twice. */
+    [MS_F_ALLOC] = {MS_F_ALLOC, "Alloc", U64(alloc), MS__UNIT_BYTES, NULL,
                     "Bytes of allocated heap objects (same as HeapAlloc).", 1},
     [MS_F_TOTAL_ALLOC] = {MS_F_TOTAL_ALLOC, "TotalAlloc", U64(total_alloc),
                           MS__UNIT_BYTES, "memstats_alloc_bytes_total",
@@ -108,9 +111,11 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_LAST_GC] = {MS_F_LAST_GC, "LastGC", U64(last_gc), MS__UNIT_UNIX_NS,
                       "memstats_last_gc_time_seconds",
                       "Time the last garbage collection finished (Unix).", 1},
+    /* PauseTotalNs is served as the pause histogram's _sum: a counter
+     * of its own would be named memstats_gc_pause_seconds_total, whose
+     * OpenMetrics family is the histogram's name. */
     [MS_F_PAUSE_TOTAL_NS] = {MS_F_PAUSE_TOTAL_NS, "PauseTotalNs",
-                             U64(pause_total_ns), MS__UNIT_NS,
-                             "memstats_gc_pause_seconds_total",
+                             U64(pause_total_ns), MS__UNIT_NS, NULL,
                              "Cumulative time in stop-the-world pauses.", 1},
     [MS_F_PAUSE_NS] = {MS_F_PAUSE_NS, "PauseNs", ARR(pause_ns), MS__UNIT_ARRAY,
                        NULL,

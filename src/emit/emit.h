@@ -93,4 +93,32 @@ int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
  * nsize_classes entries). Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s);
 
+/* ---- Prometheus (prometheus.c) ---- */
+
+/* The longest exe label value read (bytes of the path). */
+#define MS__PROM_EXE_MAX 1024
+
+/* One process as a scrape serves it. snap NULL: memtop knows the process
+ * but has no figures for it (only its scrape errors are served). */
+typedef struct ms__prom_target_s {
+  int32_t pid;
+  const ms_snapshot_t *snap; /* borrowed; NULL: none */
+  const char *exe;           /* borrowed, NUL-terminated; NULL: unknown */
+  uint64_t age_ns;           /* the snapshot's age at this scrape */
+  uint64_t scrape_errors;    /* times memtop failed to read it */
+} ms__prom_target_t;
+
+/* The exposition of n processes, appended to *out: the text format 0.0.4,
+ * or OpenMetrics 1.0 (openmetrics nonzero: counters' and info metrics'
+ * families named without their suffix, UNIT lines, "# EOF" at the end).
+ * One HELP and TYPE per family, its samples for every process together;
+ * labels pid, comm and (where known) exe, made safe and escaped; estimated
+ * figures marked by memstats_estimated{metric=...}, unavailable ones left
+ * out; memtop's own families (memtop_targets, memtop_scrape_errors_total,
+ * memtop_build_info{version=memtop_version}) at the end. Returns 0,
+ * MS_EINVAL or MS_ENOMEM. */
+int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
+                        const ms__prom_target_t *targets, size_t n,
+                        const char *memtop_version);
+
 #endif

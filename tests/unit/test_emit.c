@@ -14,6 +14,7 @@
  * buffer is overrun (under ASan), and JSON keeps the strings.
  */
 #include <errno.h>
+#include <sys/wait.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,9 @@
 #include "support/govec.h"
 #include "support/hostile.h"
 #include "wire/wire.h"
+
+/* The pause histogram's le bounds, +Inf included (prometheus.c). */
+#define LE_BUCKETS 26
 
 /* ------------------------------------------------------------------------
  * Golden files
@@ -326,6 +330,187 @@ static void test_golden_json(void **state) {
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
+}
+
+/* The Prometheus exposition of every fixture at once (families grouped
+ * across processes), one process known but unread (snap NULL: only its
+ * scrape errors), and exe labels on two of them, one with bytes that need
+ * escaping. */
+static void prometheus_of(ms__strbuf_t *out, int om) {
+  fixture_t fx[MAX_FIXTURES];
+  size_t n = load_fixtures(fx);
+  ms__prom_target_t t[MAX_FIXTURES + 1];
+  memset(t, 0, sizeof t);
+  for (size_t i = 0; i < n; i++) {
+    t[i].pid = fx[i].snap->pid;
+    t[i].snap = fx[i].snap;
+    t[i].age_ns = 250000000ull * (i + 1);
+    t[i].scrape_errors = i % 3;
+  }
+  t[0].exe = "/usr/bin/go-app";
+  t[n - 1].exe = "/opt/vm \"x\"\\\n\x1b[31m";
+  t[n].pid = 99999;
+  t[n].scrape_errors = 4;
+  assert_int_equal(ms__emit_prometheus(out, om, t, n + 1, "9.9.9"), 0);
+  free_fixtures(fx, n);
+}
+
+static void test_golden_prometheus(void **state) {
+  (void)state;
+  for (int om = 0; om <= 1; om++) {
+    ms__strbuf_t out = MS_STRBUF_INIT;
+    prometheus_of(&out, om);
+    check_golden(om ? "prometheus.om.txt" : "prometheus.txt", out.data,
+                 out.len);
+    ms__strbuf_free(&out);
+  }
+}
+
+/* Runs cmd with text on its standard input; returns its exit status, or
+ * -1 if it could not be run; its output goes to the test's. */
+static int pipe_to(const char *cmd, const char *text, size_t len) {
+  FILE *p = popen(cmd, "w");
+  if (!p)
+    return -1;
+  fwrite(text, 1, len, p);
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int have(const char *cmd) {
+  char c[256];
+  snprintf(c, sizeof c, "%s >/dev/null 2>&1", cmd);
+  return system(c) == 0;
+}
+
+/* promtool, Prometheus's own linter, accepts the text format (it reads
+ * 0.0.4 only); OpenMetrics goes through the Python client's parser, which
+ * is strict about what 1.0 asks (family names, UNIT, _total, info, EOF).
+ * Each is skipped when not installed (contrib/setup-deps.sh lists them). */
+static void test_prometheus_linters(void **state) {
+  (void)state;
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  prometheus_of(&out, 0);
+  if (have("promtool --version")) {
+    /* promtool's lint prints what it finds and exits 3 for lint problems,
+     * 1 for a parse error. */
+    assert_int_equal(pipe_to("promtool check metrics", out.data, out.len), 0);
+  } else {
+    print_message("promtool not installed: text format not linted\n");
+  }
+  ms__strbuf_free(&out);
+  ms__strbuf_t om = MS_STRBUF_INIT;
+  prometheus_of(&om, 1);
+  if (have("/usr/bin/python3 -c 'import "
+           "prometheus_client.openmetrics.parser'")) {
+    assert_int_equal(
+        pipe_to("/usr/bin/python3 -c 'import sys\n"
+                "from prometheus_client.openmetrics.parser import "
+                "text_string_to_metric_families as p\n"
+                "n = sum(len(f.samples) for f in p(sys.stdin.read()))\n"
+                "assert n > 100, n'",
+                om.data, om.len),
+        0);
+  } else {
+    print_message("python3-prometheus-client not installed: OpenMetrics "
+                  "not parsed\n");
+  }
+  ms__strbuf_free(&om);
+}
+
+/* What the exposition says, checked on its own: one HELP per family
+ * however many processes, an estimate marked and an unavailable figure
+ * absent, the histogram cumulative and ending at its count. */
+static void test_prometheus_content(void **state) {
+  (void)state;
+  ms_snapshot_t *g = calloc(1, sizeof *g), *c = calloc(1, sizeof *c);
+  assert_non_null(g);
+  assert_non_null(c);
+  make_glibc(g);
+  make_gc(c);
+  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0},
+                            {c->pid, c, NULL, 1000000000, 2},
+                            {c->pid + 1, c, NULL, 0, 0}};
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(ms__emit_prometheus(&out, 0, t, 3, "1.0"), 0);
+  const char *o = out.data;
+  /* One header for three processes. */
+  const char *h = strstr(o, "# HELP memstats_heap_alloc_bytes ");
+  assert_non_null(h);
+  assert_null(strstr(h + 1, "# HELP memstats_heap_alloc_bytes "));
+  assert_non_null(strstr(o, "memstats_heap_alloc_bytes{pid=\"31337\","
+                            "comm=\"db-worker\"} 734003200\n"));
+  /* glibc's HeapReleased is estimated: served, and marked. */
+  assert_non_null(strstr(o, "memstats_heap_released_bytes{pid=\"31337\","
+                            "comm=\"db-worker\"} 104857600\n"));
+  assert_non_null(strstr(o, "memstats_estimated{pid=\"31337\",comm=\"db-"
+                            "worker\",metric=\"memstats_heap_released_"
+                            "bytes\"} 1\n"));
+  /* Lookups unavailable on both: no family at all; the glibc process's
+   * StackSys unavailable: no sample for it, though the other has one. */
+  assert_null(strstr(o, "memstats_lookups_total"));
+  assert_null(strstr(o, "memstats_stack_sys_bytes{pid=\"31337\""));
+  assert_non_null(strstr(o, "memstats_stack_sys_bytes{pid=\"7\""));
+  /* No collector and no pause on glibc: no histogram for it. */
+  assert_null(strstr(o, "memstats_gc_pause_seconds_count{pid=\"31337\""));
+  /* The collector's histogram: 301 pauses, cumulative, +Inf = count. */
+  /* The name made safe (the tab and the backslash are escapes now), then
+   * escaped as a label value. */
+  assert_non_null(strstr(o, "memstats_gc_pause_seconds_bucket{pid=\"7\","
+                            "comm=\"vm \\\"lisp\\\"\\\\\\\\\\\\x091\","
+                            "le=\"+Inf\"} 301\n"));
+  assert_non_null(strstr(o, "comm=\"vm \\\"lisp\\\"\\\\\\\\\\\\x091\"} 301\n"));
+  uint64_t prev = 0;
+  int buckets = 0;
+  for (const char *p = o;
+       (p = strstr(p, "memstats_gc_pause_seconds_bucket{pid=\"7\"")); p++) {
+    const char *v = strstr(p, "} ");
+    uint64_t x = strtoull(v + 2, NULL, 10);
+    assert_true(x >= prev);
+    prev = x;
+    buckets++;
+  }
+  assert_int_equal(buckets, LE_BUCKETS);
+  assert_int_equal(prev, 301);
+  /* 100..550 us pauses and one of 40 ms: none below 2^16 ns (65.5 us),
+   * all but the 40 ms one below 2^20 ns (1.05 ms). */
+  assert_non_null(strstr(o, ",le=\"0.000065536\"} 0\n"));
+  assert_non_null(strstr(o, ",le=\"0.001048576\"} 300\n"));
+  /* Seconds from ns: the age, and the histogram's sum (PauseTotalNs). */
+  assert_non_null(strstr(o, "memstats_snapshot_age_seconds{pid=\"7\","));
+  assert_non_null(strstr(o, "\"} 1\nmemstats_snapshot_age_seconds{pid=\"8\""));
+  assert_non_null(strstr(o, "memtop_targets 3\n"));
+  assert_non_null(strstr(o, "memtop_scrape_errors_total{pid=\"7\"} 2\n"));
+  assert_non_null(strstr(o, "memtop_build_info{version=\"1.0\"} 1\n"));
+  assert_non_null(strstr(o, "memstats_target_info{pid=\"31337\",comm=\"db-"
+                            "worker\",provider=\"tracked,glibc\","
+                            "libmemstats_version=\"0.1.0\"} 1\n"));
+  assert_non_null(strstr(o, "# TYPE memstats_mallocs_total counter\n"));
+  assert_null(strstr(o, "# EOF"));
+  ms__strbuf_free(&out);
+
+  /* OpenMetrics: counters' families without _total, units, EOF last. */
+  assert_int_equal(ms__emit_prometheus(&out, 1, t, 3, "1.0"), 0);
+  o = out.data;
+  assert_non_null(strstr(o, "# TYPE memstats_mallocs counter\n"));
+  assert_non_null(strstr(o, "\nmemstats_mallocs_total{pid=\"31337\""));
+  assert_non_null(strstr(o, "# TYPE memstats_heap_alloc_bytes gauge\n"
+                            "# UNIT memstats_heap_alloc_bytes bytes\n"));
+  assert_non_null(strstr(o, "# TYPE memstats_target info\n"));
+  assert_non_null(strstr(o, "# TYPE memstats_gc_pause_seconds histogram\n"
+                            "# UNIT memstats_gc_pause_seconds seconds\n"));
+  assert_true(out.len > 6);
+  assert_string_equal(o + out.len - 6, "# EOF\n");
+  ms__strbuf_free(&out);
+
+  /* Nothing to serve: memtop's own families, still valid. */
+  assert_int_equal(ms__emit_prometheus(&out, 1, NULL, 0, "1.0"), 0);
+  assert_non_null(strstr(out.data, "memtop_targets 0\n"));
+  assert_int_equal(ms__emit_prometheus(NULL, 1, NULL, 0, "1.0"), MS_EINVAL);
+  assert_int_equal(ms__emit_prometheus(&out, 1, NULL, 1, "1.0"), MS_EINVAL);
+  ms__strbuf_free(&out);
+  free(g);
+  free(c);
 }
 
 /* ------------------------------------------------------------------------
@@ -786,6 +971,14 @@ static void test_field_table(void **state) {
       if (fi->unit == MS__UNIT_NS || fi->unit == MS__UNIT_UNIX_NS)
         assert_true(strstr(fi->prom_name, "_seconds") != NULL);
       assert_true(l > 9);
+      /* In OpenMetrics a counter's family drops "_total": that name must
+       * not be another field's too. */
+      if (l > 6 && strcmp(fi->prom_name + l - 6, "_total") == 0)
+        for (int g = 0; g < MS_F__COUNT; g++)
+          if (ms__fields[g].prom_name)
+            assert_false(
+                strlen(ms__fields[g].prom_name) == l - 6 &&
+                strncmp(ms__fields[g].prom_name, fi->prom_name, l - 6) == 0);
     }
   }
   assert_string_equal(ms__fields[MS_F_HEAP_ALLOC].prom_name,
@@ -859,6 +1052,9 @@ int main(void) {
       cmocka_unit_test(test_golden_lines),
       cmocka_unit_test(test_golden_reports),
       cmocka_unit_test(test_golden_json),
+      cmocka_unit_test(test_golden_prometheus),
+      cmocka_unit_test(test_prometheus_linters),
+      cmocka_unit_test(test_prometheus_content),
       cmocka_unit_test(test_json_parses_and_agrees),
       cmocka_unit_test(test_report_marks),
       cmocka_unit_test(test_iec),
