@@ -89,8 +89,14 @@ Z_LIBS := $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
-TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS)
-TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) -lm
+TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS) $(MHD_CFLAGS)
+# memtop serve: libmicrohttpd (HTTP and, through GnuTLS, TLS), libyaml
+# (the web config), libxcrypt (bcrypt).
+MHD_CFLAGS := $(shell $(PKG_CONFIG) --cflags libmicrohttpd yaml-0.1 2>/dev/null)
+MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) \
+            $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml) \
+            $(shell $(PKG_CONFIG) --libs libxcrypt 2>/dev/null || echo -lcrypt)
+TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) $(MHD_LIBS) -lm
 
 # ---- what goes where --------------------------------------------------------
 # The target-side library: libc, pthread and dl only.

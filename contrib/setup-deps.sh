@@ -31,6 +31,11 @@ heaptrack
 hyperfine
 prometheus
 python3-prometheus-client
+libmicrohttpd-dev
+libgnutls28-dev
+libyaml-dev
+libcrypt-dev
+curl
 "
 
 # On a machine that is not Debian-based nothing is installed: each need is
@@ -54,6 +59,9 @@ pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tes
 pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
 lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
 pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
+pc:libmicrohttpd|libmicrohttpd-dev|libmicrohttpd-devel|libmicrohttpd|libmicrohttpd with GnuTLS (memtop serve)
+pc:yaml-0.1|libyaml-dev|libyaml-devel|libyaml|libyaml (memtop serve --web-config)
+pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bcrypt)
 "
 OPTIONAL="
 cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz)
@@ -62,6 +70,7 @@ cmd:python3|python3|python3|python|python3 (a preload test)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
+cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 "
 

@@ -20,7 +20,7 @@
 
 #include "memstats.h"
 
-enum { OPT_ONCE = 256, OPT_JSON, OPT_NO_COLOR, OPT_LISTEN };
+enum { OPT_ONCE = 256, OPT_JSON, OPT_NO_COLOR, OPT_LISTEN, OPT_WEB_CONFIG };
 
 static const struct option long_options[] = {
     {"delay", required_argument, NULL, 'd'},
@@ -31,6 +31,7 @@ static const struct option long_options[] = {
     {"no-colour", no_argument, NULL, OPT_NO_COLOR},
     {"output", required_argument, NULL, 'o'},
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -228,6 +229,11 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
         return fail(err, errlen, "--listen needs an address (HOST:PORT)");
       o->listen = optarg;
       break;
+    case OPT_WEB_CONFIG:
+      if (optarg[0] == '\0')
+        return fail(err, errlen, "--web-config needs a file name");
+      o->web_config = optarg;
+      break;
     case OPT_ONCE:
       o->once = 1;
       break;
@@ -269,6 +275,8 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     return fail(err, errlen, "-o/--output only applies to 'profile'");
   if (o->listen != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--listen only applies to 'serve'");
+  if (o->web_config != NULL && o->cmd != MT_CMD_SERVE)
+    return fail(err, errlen, "--web-config only applies to 'serve'");
 
   switch (o->cmd) {
   case MT_CMD_RUN:
@@ -306,7 +314,7 @@ void mt_cli_usage(FILE *f) {
         "       memtop run [OPTIONS] -- CMD [ARGS...]\n"
         "       memtop ps\n"
         "       memtop profile PID [-o FILE]\n"
-        "       memtop serve [--listen ADDR]\n"
+        "       memtop serve [--listen ADDR] [--web-config FILE]\n"
         "Try 'memtop --help' for more information.\n",
         f);
 }
@@ -329,8 +337,12 @@ void mt_cli_help(FILE *f) {
       "  memtop ps                  list attachable processes and exit\n"
       "  memtop profile PID [-o FILE]\n"
       "                             write a heap profile (not available yet)\n"
-      "  memtop serve [--listen ADDR]\n"
-      "                             Prometheus /metrics (not available yet)\n"
+      "  memtop serve [--listen ADDR] [--web-config FILE]\n"
+      "                             Prometheus /metrics of every attachable\n"
+      "                             process (default 127.0.0.1:9464; :PORT\n"
+      "                             for every interface); FILE in\n"
+      "                             exporter-toolkit's format: TLS, basic "
+      "auth\n"
       "\n"
       "Options:\n"
       "  -d, --delay SECS       refresh interval (default 1, at least 0.1)\n"

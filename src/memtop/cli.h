@@ -20,7 +20,7 @@ typedef enum mt_cmd_e {
   MT_CMD_RUN,       /* memtop run [OPTS] -- CMD ARGS */
   MT_CMD_PS,        /* memtop ps */
   MT_CMD_PROFILE,   /* memtop profile PID [-o FILE] */
-  MT_CMD_SERVE,     /* memtop serve [--listen ADDR] */
+  MT_CMD_SERVE,     /* memtop serve [--listen ADDR] [--web-config FILE] */
   MT_CMD_HELP,      /* -h, --help */
   MT_CMD_VERSION    /* -V, --version */
 } mt_cmd_t;
@@ -36,8 +36,9 @@ typedef struct mt_opts_s {
   size_t npids;    /* 0 = every attachable process */
   char **run_argv; /* run: CMD ARGS, NULL-terminated (points into argv) */
   int run_argc;
-  const char *output; /* profile: -o FILE */
-  const char *listen; /* serve: --listen ADDR */
+  const char *output;     /* profile: -o FILE */
+  const char *listen;     /* serve: --listen ADDR */
+  const char *web_config; /* serve: --web-config FILE */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

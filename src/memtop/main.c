@@ -13,6 +13,7 @@
 #include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
+#include "memtop/serve.h"
 
 /* Started with 0, 1 or 2 closed (`memtop --once PID >&-`, a cron job, a
  * daemon), memtop would hand those numbers to the first descriptors it
@@ -75,12 +76,7 @@ int main(int argc, char **argv) {
             MS_VERSION_STRING, opts.pids[0], opts.pids[0]);
     return 1;
   case MT_CMD_SERVE:
-    fprintf(stderr,
-            "memtop: the Prometheus endpoint is not available yet in memtop "
-            "%s: `memtop serve` comes in a later release. Until then, "
-            "`memtop --once --json` prints the same figures as JSON lines\n",
-            MS_VERSION_STRING);
-    return 1;
+    return mt_serve_main(&opts);
   default:
     return mt_loop_main(&opts);
   }

@@ -1,0 +1,62 @@
+/*
+ * httpd.h - the HTTP side of `memtop serve`: libmicrohttpd driven by
+ * memtop's libuv loop (its epoll descriptor watched by a uv_poll_t, its
+ * timeout by a uv_timer_t; no thread of its own), serving GET and HEAD
+ * /metrics and nothing else: 404 for other paths, 405 for other methods,
+ * 401 without the right user and password when the web config has users,
+ * TLS when it has a certificate. The exposition format follows the Accept
+ * header, gzip the Accept-Encoding (negotiate.h).
+ *
+ * A scrape is handed to the owner (hooks.scrape), which answers it at
+ * once or later, when its targets have answered; the connection waits
+ * suspended meanwhile, costing nothing but its memory.
+ */
+#ifndef MS_MEMTOP_HTTPD_H
+#define MS_MEMTOP_HTTPD_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "common/strbuf.h"
+#include "memtop/webconfig.h"
+
+/* Limits on what a client may cost. */
+#define MT_HTTPD_CONNECTIONS 128    /* at once, in all */
+#define MT_HTTPD_PER_IP 64          /* at once, from one address */
+#define MT_HTTPD_TIMEOUT_S 10       /* an idle or slow client is dropped */
+#define MT_HTTPD_HEADER_BYTES 16384 /* request line and headers */
+
+typedef struct mt_httpd_s mt_httpd_t;
+typedef struct mt_scrape_s mt_scrape_t;
+
+typedef struct mt_httpd_hooks_s {
+  /* A GET or HEAD /metrics that passed every check: the owner calls
+   * mt_scrape_answer() exactly once, from this call or later. */
+  void (*scrape)(void *arg, mt_scrape_t *s);
+  void *arg;
+} mt_httpd_hooks_t;
+
+/* Listens on `listen` (negotiate.h's forms) with the web config *web
+ * (NULL or empty: plain HTTP, no authentication; borrowed until
+ * mt_httpd_stop). Returns 0 and the server in *out, or a negative code
+ * with the reason and a fix in err (the address in use, TLS not built
+ * into libmicrohttpd, a certificate GnuTLS refuses...). */
+int mt_httpd_start(uv_loop_t *loop, const char *listen,
+                   const mt_webconfig_t *web, const mt_httpd_hooks_t *hooks,
+                   mt_httpd_t **out, char *err, size_t errlen);
+
+/* The address listened on, as a URL ("http://127.0.0.1:9464/metrics"). */
+void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len);
+
+/* Whether the scraper asked for OpenMetrics (else the text format). */
+int mt_scrape_openmetrics(const mt_scrape_t *s);
+
+/* Answers the scrape with *body (taken over: *body is left empty), 200,
+ * gzipped when the scraper accepts it; s is freed by the server later. */
+void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body);
+
+/* Stops listening, answers scrapes still waiting with 503, and frees the
+ * server once libuv has closed its handles. */
+void mt_httpd_stop(mt_httpd_t *h);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * webconfig.h - `memtop serve --web-config FILE`: the web configuration
+ * file of Prometheus's exporter-toolkit, so that a file written for
+ * node_exporter serves memtop too. What memtop takes from it:
+ *
+ *   tls_server_config:
+ *     cert_file: server.crt     # PEM; relative paths are relative to FILE
+ *     key_file: server.key
+ *   basic_auth_users:
+ *     alice: $2y$10$...          # bcrypt hashes (htpasswd -nBC 10 "")
+ *
+ * The other keys exporter-toolkit knows (client certificates, TLS
+ * versions and ciphers, http_server_config) are refused with words saying
+ * so, rather than ignored: a setting meant to secure the endpoint that
+ * memtop did not apply would be worse than an error. Unknown keys are
+ * refused as exporter-toolkit refuses them. Every error names the line and
+ * the fix.
+ */
+#ifndef MS_MEMTOP_WEBCONFIG_H
+#define MS_MEMTOP_WEBCONFIG_H
+
+#include <stddef.h>
+
+#define MT_WEB_USERS_MAX 256
+#define MT_WEB_FILE_MAX (1 << 20) /* the config, a certificate or a key */
+
+typedef struct mt_web_user_s {
+  char *name;
+  char *hash; /* bcrypt: $2a$, $2b$ or $2y$ */
+} mt_web_user_t;
+
+typedef struct mt_webconfig_s {
+  char *cert_file, *key_file; /* resolved paths; NULL: no TLS */
+  char *cert_pem, *key_pem;   /* their contents (mt_webconfig_load) */
+  mt_web_user_t *users;
+  size_t nusers; /* 0: no authentication */
+} mt_webconfig_t;
+
+/* Parses the YAML text (len bytes, which need not end in NUL) into *out,
+ * paths resolved against base_dir (NULL: as written). Reads no file.
+ * Returns 0, or MS_EINVAL (bad file: "line N: what, and the fix" in err)
+ * or MS_ENOMEM; *out is then empty. */
+int mt_webconfig_parse(const char *text, size_t len, const char *base_dir,
+                       mt_webconfig_t *out, char *err, size_t errlen);
+
+/* Reads FILE, parses it, and reads the certificate and key it names.
+ * Returns 0 or a negative code with the reason (naming the file) in err. */
+int mt_webconfig_load(const char *path, mt_webconfig_t *out, char *err,
+                      size_t errlen);
+
+/* 1 if user and password match a user of *w (the password checked against
+ * its bcrypt hash with crypt_r, the results compared in constant time); 0
+ * otherwise. An unknown user costs a bcrypt as a known one does, so the
+ * time taken does not tell which users exist. */
+int mt_webconfig_check(const mt_webconfig_t *w, const char *user,
+                       const char *password);
+
+void mt_webconfig_free(mt_webconfig_t *w);
+
+#endif
