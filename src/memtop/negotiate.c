@@ -101,8 +101,9 @@ static void element(span_t e, element_t *out) {
   const char *p = e.p, *end = e.p + e.n;
   span_t piece;
   out->q = 1000;
-  out->version.p = "";
-  out->version.n = 0;
+  out->version.p = out->value.p = "";
+  out->version.n = out->value.n = 0;
+  /* An empty element (",,") leaves the value empty. */
   next(&p, end, ';', &out->value);
   while (next(&p, end, ';', &piece)) {
     const char *eqs = memchr(piece.p, '=', piece.n);

@@ -77,7 +77,7 @@ static int is_bcrypt(const char *h) {
   return strspn(h + 7, b64) == 53;
 }
 
-static int tls_section(yaml_document_t *doc, yaml_node_t *map,
+static int tls_section(yaml_document_t *doc, yaml_node_t *at, yaml_node_t *map,
                        const char *base_dir, mt_webconfig_t *out, char *err,
                        size_t errlen) {
   if (map->type != YAML_MAPPING_NODE)
@@ -128,7 +128,7 @@ static int tls_section(yaml_document_t *doc, yaml_node_t *map,
                 key);
   }
   if (!out->cert_file != !out->key_file)
-    return fail(err, errlen, map,
+    return fail(err, errlen, at,
                 "tls_server_config needs both cert_file and key_file");
   return 0;
 }
@@ -206,7 +206,7 @@ static int walk(yaml_document_t *doc, const char *base_dir, mt_webconfig_t *out,
     if (strcmp(key, "tls_server_config") == 0) {
       if (seen_tls++)
         return fail(err, errlen, k, "tls_server_config is given twice");
-      rc = tls_section(doc, v, base_dir, out, err, errlen);
+      rc = tls_section(doc, k, v, base_dir, out, err, errlen);
     } else if (strcmp(key, "basic_auth_users") == 0) {
       if (seen_users++)
         return fail(err, errlen, k, "basic_auth_users is given twice");
