@@ -1,0 +1,809 @@
+/*
+ * test_serve.c - `memtop serve` over real targets and a real socket:
+ * memtop serve --listen 127.0.0.1:0 is started on a private socket
+ * directory, and /metrics is read with a small HTTP client here (curl for
+ * TLS, a real Prometheus for the end-to-end scrape; each skipped when not
+ * installed).
+ *
+ *   - the figures served are the target's own: memstats_heap_alloc_bytes
+ *     equals HeapAlloc of memtop --once --json at the same quiescent
+ *     point; a Boehm target's pause histogram counts its NumGC
+ *     collections and sums its PauseTotalNs;
+ *   - HTTP: 404 for other paths, 405 with Allow for other methods, HEAD,
+ *     a huge header refused, OpenMetrics when Accept asks for it, gzip
+ *     when Accept-Encoding allows it;
+ *   - basic auth from a web config: 401 with WWW-Authenticate without or
+ *     with a wrong password, 200 with the right one; TLS: curl gets 200
+ *     over https, plain HTTP to the TLS port gets no answer;
+ *   - a stopped target (SIGSTOP) does not hold a scrape past the bound:
+ *     with MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
+ *     client gives up after one minute), with the stopped target's last
+ *     figures, older than the others';
+ *   - targets that start while serving appear; targets that exit
+ *     disappear (no series for a dead PID);
+ *   - Prometheus itself scrapes memtop serve and its query API returns
+ *     memstats_heap_alloc_bytes equal to the target's figure.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <cmocka.h>
+
+#include "support/host.h"
+
+static char build_dir[1024], memtop[1200], target[1200], gc_prog[1200];
+static char preload[1200], dir[256], data_dir[1200];
+
+/* A client that waits this long for an answer has been kept waiting by
+ * something the test is about (a hung target): it fails the test. */
+#define CLIENT_GIVE_UP_MS 60000
+
+/* ------------------------------------------------------------------------
+ * Processes
+ * ------------------------------------------------------------------------ */
+
+/* Every child a test starts, so that a failing test (cmocka leaves it
+ * by a long jump) leaves none behind: the per-test teardown ends them. */
+static pid_t kids[32];
+static size_t nkids;
+
+static void kid(pid_t pid) {
+  if (nkids < sizeof kids / sizeof kids[0])
+    kids[nkids++] = pid;
+}
+
+static void reaped(pid_t pid) {
+  for (size_t i = 0; i < nkids; i++)
+    if (kids[i] == pid)
+      kids[i] = kids[--nkids];
+}
+
+static int end_kids(void **state) {
+  (void)state;
+  for (size_t i = 0; i < nkids; i++) {
+    int st;
+    kill(kids[i], SIGCONT);
+    kill(kids[i], SIGKILL);
+    waitpid(kids[i], &st, 0);
+  }
+  nkids = 0;
+  return 0;
+}
+
+typedef struct proc_s {
+  pid_t pid;
+  int in; /* its stdin: closing it ends the program */
+} proc_t;
+
+/* Starts prog [arg] (with the preload if asked) and waits for its
+ * "ready <pid>". */
+static proc_t start_prog(const char *prog, const char *arg, int preloaded) {
+  int pi[2], po[2];
+  proc_t p;
+  char line[128] = {0};
+  size_t len = 0;
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+  p.pid = fork();
+  assert_true(p.pid >= 0);
+  if (p.pid == 0) {
+    dup2(pi[0], 0);
+    dup2(po[1], 1);
+    if (preloaded)
+      setenv("LD_PRELOAD", preload, 1);
+    execl(prog, prog, arg, (char *)NULL);
+    _exit(126);
+  }
+  kid(p.pid);
+  close(pi[0]);
+  close(po[1]);
+  while (len < sizeof line - 1 && strchr(line, '\n') == NULL) {
+    ssize_t n = read(po[0], line + len, sizeof line - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  close(po[0]);
+  if (strncmp(line, "ready ", 6) != 0)
+    fail_msg("%s did not start: '%s'", prog, line);
+  assert_int_equal(atoi(line + 6), p.pid);
+  p.in = pi[1];
+  return p;
+}
+
+static void stop_prog(proc_t p) {
+  int st;
+  close(p.in);
+  kill(p.pid, SIGCONT);
+  kill(p.pid, SIGTERM);
+  waitpid(p.pid, &st, 0);
+  reaped(p.pid);
+}
+
+typedef struct server_s {
+  pid_t pid;
+  int port;
+  int err; /* its stderr */
+} server_t;
+
+/* Starts memtop serve --listen 127.0.0.1:0 with the extra arguments
+ * (NULL-terminated) and reads the port from its "serving" line. */
+static server_t start_serve(const char *first, ...) {
+  char *argv[16];
+  int argc = 0;
+  argv[argc++] = memtop;
+  argv[argc++] = (char *)"serve";
+  argv[argc++] = (char *)"--listen";
+  argv[argc++] = (char *)"127.0.0.1:0";
+  va_list ap;
+  va_start(ap, first);
+  for (const char *a = first; a && argc < 15; a = va_arg(ap, const char *))
+    argv[argc++] = (char *)a;
+  va_end(ap);
+  argv[argc] = NULL;
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  server_t s;
+  s.pid = fork();
+  assert_true(s.pid >= 0);
+  if (s.pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execv(memtop, argv);
+    _exit(126);
+  }
+  kid(s.pid);
+  close(pe[1]);
+  s.err = pe[0];
+  char line[512] = {0};
+  size_t len = 0;
+  while (len < sizeof line - 1 && !strchr(line, '\n')) {
+    ssize_t n = read(s.err, line + len, sizeof line - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  const char *at = strstr(line, "serving http");
+  if (!at)
+    fail_msg("memtop serve did not start: '%s'", line);
+  const char *colon = strstr(at, "127.0.0.1:");
+  assert_non_null(colon);
+  s.port = atoi(colon + strlen("127.0.0.1:"));
+  assert_true(s.port > 0);
+  return s;
+}
+
+static void stop_serve(server_t s) {
+  int st;
+  kill(s.pid, SIGTERM);
+  assert_int_equal(waitpid(s.pid, &st, 0), s.pid);
+  reaped(s.pid);
+  close(s.err);
+  /* SIGTERM is a clean stop: exit status 0. */
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* ------------------------------------------------------------------------
+ * A small HTTP client
+ * ------------------------------------------------------------------------ */
+
+typedef struct reply_s {
+  int status; /* 0: no HTTP answer (closed, or not HTTP) */
+  char head[8192];
+  char *body; /* malloc'd, NUL-terminated */
+  size_t body_len;
+} reply_t;
+
+/* Sends the raw request and reads the answer until the server closes. */
+static void http_raw(int port, const char *req, size_t req_len, reply_t *r) {
+  memset(r, 0, sizeof *r);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  size_t off = 0;
+  while (off < req_len) {
+    ssize_t n = send(fd, req + off, req_len - off, MSG_NOSIGNAL);
+    if (n <= 0)
+      break; /* the server may refuse before reading everything */
+    off += (size_t)n;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  for (;;) {
+    struct pollfd p = {fd, POLLIN, 0};
+    int pr = poll(&p, 1, CLIENT_GIVE_UP_MS);
+    if (pr == 0)
+      fail_msg("no answer from memtop serve in %d ms", CLIENT_GIVE_UP_MS);
+    if (len + 4096 > cap) {
+      cap *= 2;
+      buf = realloc(buf, cap);
+      assert_non_null(buf);
+    }
+    ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  close(fd);
+  buf[len] = '\0';
+  char *end = strstr(buf, "\r\n\r\n");
+  if (strncmp(buf, "HTTP/1.", 7) == 0 && end) {
+    r->status = atoi(buf + 9);
+    size_t hl = (size_t)(end - buf);
+    if (hl >= sizeof r->head)
+      hl = sizeof r->head - 1;
+    memcpy(r->head, buf, hl);
+    r->head[hl] = '\0';
+    r->body_len = len - (size_t)(end + 4 - buf);
+    r->body = malloc(r->body_len + 1);
+    assert_non_null(r->body);
+    memcpy(r->body, end + 4, r->body_len);
+    r->body[r->body_len] = '\0';
+  }
+  free(buf);
+}
+
+static void http(int port, const char *method, const char *path,
+                 const char *headers, reply_t *r) {
+  char req[4096];
+  int n = snprintf(req, sizeof req,
+                   "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: "
+                   "close\r\n\r\n",
+                   method, path, headers ? headers : "");
+  http_raw(port, req, (size_t)n, r);
+}
+
+static void reply_free(reply_t *r) {
+  free(r->body);
+  r->body = NULL;
+}
+
+/* The value of a header, case-insensitive name; NULL if absent. */
+static const char *header(const reply_t *r, const char *name, char *buf,
+                          size_t len) {
+  size_t n = strlen(name);
+  for (const char *l = strstr(r->head, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
+    if (strncasecmp(l + 2, name, n) == 0 && l[2 + n] == ':') {
+      const char *v = l + 3 + n;
+      while (*v == ' ')
+        v++;
+      size_t vl = strcspn(v, "\r");
+      snprintf(buf, len, "%.*s", (int)vl, v);
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+/* GET /metrics, 200 expected; the body (caller frees). */
+static char *scrape(int port, const char *headers) {
+  reply_t r;
+  http(port, "GET", "/metrics", headers, &r);
+  if (r.status != 200)
+    fail_msg("GET /metrics: status %d\n%s", r.status, r.head);
+  return r.body;
+}
+
+/* The value of the sample `name{pid="PID",...}`; -1 if absent. */
+static double sample(const char *body, const char *name, int pid) {
+  char key[160];
+  snprintf(key, sizeof key, "\n%s{pid=\"%d\",", name, pid);
+  const char *l = strstr(body, key);
+  if (!l)
+    return -1;
+  const char *v = strstr(l + 1, "} ");
+  return v ? strtod(v + 2, NULL) : -1;
+}
+
+static int has_pid(const char *body, int pid) {
+  char key[64];
+  snprintf(key, sizeof key, "{pid=\"%d\"", pid);
+  return strstr(body, key) != NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The target's own figures
+ * ------------------------------------------------------------------------ */
+
+/* memtop --once --json PID: the memstats object's field f. */
+static double json_field(int pid, const char *f) {
+  char cmd[1600];
+  snprintf(cmd, sizeof cmd, "%s --once --json %d", memtop, pid);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  json_error_t e;
+  json_t *root = json_loads(buf, JSON_DISABLE_EOF_CHECK, &e);
+  assert_non_null(root);
+  json_t *v = json_object_get(json_object_get(root, "memstats"), f);
+  if (!v)
+    fail_msg("--json of %d has no %s", pid, f);
+  double d = json_number_value(v);
+  json_decref(root);
+  return d;
+}
+
+/* ------------------------------------------------------------------------
+ * Tests
+ * ------------------------------------------------------------------------ */
+
+static void test_figures_are_the_targets(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0), b = start_prog(target, NULL, 0);
+  server_t s = start_serve(NULL);
+  char *body = scrape(s.port, NULL);
+  for (int i = 0; i < 2; i++) {
+    int pid = i ? b.pid : a.pid;
+    double got = sample(body, "memstats_heap_alloc_bytes", pid);
+    double want = json_field(pid, "HeapAlloc");
+    if (got != want)
+      fail_msg("pid %d: served %.0f, --json %.0f", pid, got, want);
+    assert_true(sample(body, "memstats_snapshot_age_seconds", pid) >= 0);
+    assert_true(sample(body, "memstats_ready_bytes", pid) > 0);
+  }
+  /* Both counted (as root, memtop serves every user's processes, so
+   * others' may be counted too). */
+  const char *nt = strstr(body, "\nmemtop_targets ");
+  assert_non_null(nt);
+  assert_true(atoi(nt + 16) >= 2);
+  assert_non_null(strstr(body, "\nmemtop_build_info{version=\""));
+  free(body);
+  stop_serve(s);
+  stop_prog(a);
+  stop_prog(b);
+}
+
+static void test_http(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0);
+  server_t s = start_serve(NULL);
+  reply_t r;
+  char v[256];
+
+  http(s.port, "GET", "/", NULL, &r);
+  assert_int_equal(r.status, 404);
+  reply_free(&r);
+  http(s.port, "GET", "/metricsx", NULL, &r);
+  assert_int_equal(r.status, 404);
+  reply_free(&r);
+  http(s.port, "POST", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 405);
+  assert_non_null(header(&r, "Allow", v, sizeof v));
+  assert_string_equal(v, "GET, HEAD");
+  reply_free(&r);
+  http(s.port, "DELETE", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 405);
+  reply_free(&r);
+
+  /* HEAD: the headers of a GET, no body. */
+  http(s.port, "HEAD", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.body_len, 0);
+  reply_free(&r);
+
+  /* The text format unless OpenMetrics is asked for. */
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(header(&r, "Content-Type", v, sizeof v));
+  assert_string_equal(v, "text/plain; version=0.0.4; charset=utf-8");
+  assert_null(strstr(r.body, "# EOF"));
+  reply_free(&r);
+  http(s.port, "GET", "/metrics",
+       "Accept: application/openmetrics-text;version=1.0.0,text/plain;"
+       "version=0.0.4;q=0.5\r\n",
+       &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(header(&r, "Content-Type", v, sizeof v));
+  assert_string_equal(
+      v, "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  assert_true(r.body_len > 6);
+  assert_string_equal(r.body + r.body_len - 6, "# EOF\n");
+  reply_free(&r);
+
+  /* gzip when accepted: the same exposition, compressed. */
+  http(s.port, "GET", "/metrics", "Accept-Encoding: gzip\r\n", &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(header(&r, "Content-Encoding", v, sizeof v));
+  assert_string_equal(v, "gzip");
+  static unsigned char plain[1 << 20];
+  z_stream z = {0};
+  assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+  z.next_in = (unsigned char *)r.body;
+  z.avail_in = (uInt)r.body_len;
+  z.next_out = plain;
+  z.avail_out = sizeof plain - 1;
+  assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+  plain[z.total_out] = '\0';
+  inflateEnd(&z);
+  assert_true(sample((char *)plain, "memstats_heap_alloc_bytes", a.pid) > 0);
+  reply_free(&r);
+
+  /* A header larger than the server takes: refused, not served. */
+  size_t big = 256 * 1024;
+  char *req = malloc(big + 256);
+  assert_non_null(req);
+  int n = snprintf(req, 256, "GET /metrics HTTP/1.1\r\nX-Big: ");
+  memset(req + n, 'a', big);
+  memcpy(req + n + big, "\r\n\r\n", 5);
+  http_raw(s.port, req, (size_t)n + big + 4, &r);
+  assert_true(r.status == 0 || r.status == 413 || r.status == 431 ||
+              r.status == 400);
+  reply_free(&r);
+  free(req);
+  /* Not HTTP at all. */
+  http_raw(s.port, "\x16\x03\x01garbage\r\n\r\n", 13, &r);
+  assert_true(r.status == 0 || r.status == 400);
+  reply_free(&r);
+
+  /* Still serving after all that. */
+  free(scrape(s.port, NULL));
+  stop_serve(s);
+  stop_prog(a);
+}
+
+/* "s3cret", bcrypt cost 4. */
+#define HASH "$2y$04$cF9RwSEtD0rMHdRC6By.SeT5NEogdNKIpubymmZ/QCHAEfwcRsNuq"
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void test_basic_auth(void **state) {
+  (void)state;
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  write_text(cfg, "basic_auth_users:\n  alice: " HASH "\n");
+  server_t s = start_serve("--web-config", cfg, NULL);
+  reply_t r;
+  char v[256];
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 401);
+  assert_non_null(header(&r, "WWW-Authenticate", v, sizeof v));
+  assert_non_null(strstr(v, "Basic"));
+  reply_free(&r);
+  /* alice:wrong, alice:s3cret, bob:s3cret (base64). */
+  http(s.port, "GET", "/metrics", "Authorization: Basic YWxpY2U6d3Jvbmc=\r\n",
+       &r);
+  assert_int_equal(r.status, 401);
+  reply_free(&r);
+  http(s.port, "GET", "/metrics", "Authorization: Basic Ym9iOnMzY3JldA==\r\n",
+       &r);
+  assert_int_equal(r.status, 401);
+  reply_free(&r);
+  http(s.port, "GET", "/metrics", "Authorization: Basic !!!\r\n", &r);
+  assert_int_equal(r.status, 401);
+  reply_free(&r);
+  http(s.port, "GET", "/metrics", "Authorization: Basic YWxpY2U6czNjcmV0\r\n",
+       &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "memtop_targets "));
+  reply_free(&r);
+  /* Other paths are 404 whoever asks: nothing to protect there. */
+  stop_serve(s);
+  unlink(cfg);
+}
+
+static void test_tls(void **state) {
+  (void)state;
+  if (!host_have_program("curl")) {
+    print_message("skipped: curl is not installed (contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  char text[4096];
+  snprintf(text, sizeof text,
+           "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+           "  key_file: %s/serve/test.key\n"
+           "basic_auth_users:\n  alice: " HASH "\n",
+           data_dir, data_dir);
+  write_text(cfg, text);
+  server_t s = start_serve("--web-config", cfg, NULL);
+
+  /* Plain HTTP to the TLS port: no HTTP answer. */
+  reply_t r;
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 0);
+  reply_free(&r);
+
+  char cmd[4096];
+  static const struct {
+    const char *user;
+    int want;
+  } cases[] = {{"", 401}, {"-u alice:wrong", 401}, {"-u alice:s3cret", 200}};
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(cmd, sizeof cmd,
+             "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+             "--cacert %s/serve/test.crt %s https://127.0.0.1:%d/metrics",
+             data_dir, cases[i].user, s.port);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char out[64] = {0};
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    if (atoi(out) != cases[i].want)
+      fail_msg("%s: got '%s', want %d", cmd, out, cases[i].want);
+  }
+  stop_serve(s);
+  unlink(cfg);
+}
+
+static void test_hung_target(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0), b = start_prog(target, NULL, 0);
+  /* A request to a hung target would wait two minutes: only the scrape's
+   * own bound can end the scrape before the client gives up. -d 0.1: a
+   * new round for each scrape below. */
+  setenv("MEMTOP_TIMEOUT_MS", "120000", 1);
+  server_t s = start_serve("-d", "0.1", NULL);
+  unsetenv("MEMTOP_TIMEOUT_MS");
+  char *body = scrape(s.port, NULL);
+  double before = sample(body, "memstats_heap_alloc_bytes", a.pid);
+  assert_true(before > 0);
+  free(body);
+
+  kill(a.pid, SIGSTOP);
+  for (int i = 0; i < 2; i++) {
+    struct timespec ts = {0, 200000000};
+    nanosleep(&ts, NULL);
+    body = scrape(s.port, NULL);
+    /* The stopped target's last figures, still served, with their age;
+     * the other's fresh ones. */
+    assert_true(sample(body, "memstats_heap_alloc_bytes", a.pid) == before);
+    assert_true(sample(body, "memstats_heap_alloc_bytes", b.pid) > 0);
+    double age_a = sample(body, "memstats_snapshot_age_seconds", a.pid);
+    double age_b = sample(body, "memstats_snapshot_age_seconds", b.pid);
+    if (!(age_a > age_b))
+      fail_msg("stopped target's age %g, running one's %g", age_a, age_b);
+    free(body);
+  }
+  kill(a.pid, SIGCONT);
+  stop_serve(s);
+  stop_prog(a);
+  stop_prog(b);
+}
+
+static void test_targets_come_and_go(void **state) {
+  (void)state;
+  server_t s = start_serve("-d", "0.1", NULL);
+  free(scrape(s.port, NULL)); /* a round before the target exists */
+  proc_t a = start_prog(target, NULL, 0);
+  struct timespec ts = {0, 200000000};
+  nanosleep(&ts, NULL);
+  char *body = scrape(s.port, NULL);
+  assert_true(sample(body, "memstats_heap_alloc_bytes", a.pid) > 0);
+  free(body);
+
+  stop_prog(a); /* exited and reaped */
+  nanosleep(&ts, NULL);
+  body = scrape(s.port, NULL);
+  if (has_pid(body, a.pid))
+    fail_msg("pid %d exited but is still served:\n%s", a.pid, body);
+  free(body);
+  stop_serve(s);
+}
+
+static void test_boehm_pauses(void **state) {
+  (void)state;
+  if (access(gc_prog, X_OK) != 0) {
+    print_message("skipped: %s not built (libgc-dev)\n", gc_prog);
+    skip();
+  }
+  proc_t g = start_prog(gc_prog, NULL, 1);
+  server_t s = start_serve(NULL);
+  char *body = scrape(s.port, NULL);
+  double count = sample(body, "memstats_gc_pause_seconds_count", g.pid);
+  double sum = sample(body, "memstats_gc_pause_seconds_sum", g.pid);
+  double num_gc = json_field(g.pid, "NumGC");
+  double total_ns = json_field(g.pid, "PauseTotalNs");
+  if (count != num_gc || num_gc < 7)
+    fail_msg("histogram count %g, NumGC %g (7 collections at least)", count,
+             num_gc);
+  assert_true(fabs(sum - total_ns / 1e9) <= 1e-9 * total_ns / 1e9 + 1e-12);
+  char key[96];
+  snprintf(key, sizeof key, "memstats_gc_pause_seconds_bucket{pid=\"%d\",",
+           g.pid);
+  assert_non_null(strstr(body, key));
+  snprintf(key, sizeof key, "\nmemstats_gc_cycles_total{pid=\"%d\",", g.pid);
+  assert_non_null(strstr(body, key));
+  free(body);
+  stop_serve(s);
+  stop_prog(g);
+}
+
+/* ------------------------------------------------------------------------
+ * A real Prometheus
+ * ------------------------------------------------------------------------ */
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+/* Asks Prometheus's query API for `query`; the first result's value, or
+ * -1 while there is none. */
+static double prom_query(int port, const char *query) {
+  char path[512], enc[400];
+  size_t o = 0;
+  for (const char *c = query; *c && o + 4 < sizeof enc; c++) {
+    if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+        (*c >= '0' && *c <= '9') || *c == '_')
+      enc[o++] = *c;
+    else
+      o += (size_t)snprintf(enc + o, 4, "%%%02X", (unsigned char)*c);
+  }
+  enc[o] = '\0';
+  snprintf(path, sizeof path, "/api/v1/query?query=%s", enc);
+  reply_t r;
+  http(port, "GET", path, NULL, &r);
+  double v = -1;
+  if (r.status == 200) {
+    json_error_t e;
+    json_t *root = json_loads(r.body, 0, &e);
+    json_t *res = json_object_get(json_object_get(root, "data"), "result");
+    json_t *first = json_array_get(res, 0);
+    json_t *value = json_array_get(json_object_get(first, "value"), 1);
+    if (json_is_string(value))
+      v = strtod(json_string_value(value), NULL);
+    json_decref(root);
+  }
+  reply_free(&r);
+  return v;
+}
+
+static void test_prometheus_scrapes(void **state) {
+  (void)state;
+  if (!host_have_program("prometheus")) {
+    print_message("skipped: prometheus is not installed "
+                  "(contrib/setup-deps.sh)\n");
+    skip();
+  }
+  proc_t a = start_prog(target, NULL, 0);
+  server_t s = start_serve(NULL);
+  int pport = free_port();
+  char cfg[512], tsdb[512], addr[64], flag_cfg[600], flag_tsdb[600],
+      flag_addr[128];
+  snprintf(cfg, sizeof cfg, "%s/prometheus.yml", dir);
+  snprintf(tsdb, sizeof tsdb, "%s/tsdb", dir);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+           "scrape_configs:\n  - job_name: memtop\n    static_configs:\n"
+           "      - targets: ['127.0.0.1:%d']\n",
+           s.port);
+  write_text(cfg, text);
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", pport);
+  snprintf(flag_cfg, sizeof flag_cfg, "--config.file=%s", cfg);
+  snprintf(flag_tsdb, sizeof flag_tsdb, "--storage.tsdb.path=%s", tsdb);
+  snprintf(flag_addr, sizeof flag_addr, "--web.listen-address=%s", addr);
+  pid_t prom = fork();
+  assert_true(prom >= 0);
+  if (prom == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execlp("prometheus", "prometheus", flag_cfg, flag_tsdb, flag_addr,
+           (char *)NULL);
+    _exit(126);
+  }
+  kid(prom);
+  double want = json_field(a.pid, "HeapAlloc");
+  char q[128];
+  snprintf(q, sizeof q, "memstats_heap_alloc_bytes{pid=\"%d\"}", a.pid);
+  /* Prometheus starts, scrapes every second, and answers: wait for the
+   * first sample (a minute at most, then the test fails). */
+  double got = -1;
+  for (int i = 0; i < 600 && got < 0; i++) {
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    int st;
+    if (waitpid(prom, &st, WNOHANG) == prom)
+      fail_msg("prometheus exited (status %d)", st);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)pport);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int up = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    if (up)
+      got = prom_query(pport, q);
+  }
+  /* The scrape was OpenMetrics (Prometheus asks for it) and healthy. */
+  double healthy = prom_query(pport, "up{job=\"memtop\"}");
+  kill(prom, SIGTERM);
+  int st;
+  waitpid(prom, &st, 0);
+  reaped(prom);
+  if (got != want)
+    fail_msg("Prometheus has %.0f, the target says %.0f", got, want);
+  assert_true(healthy == 1);
+  stop_serve(s);
+  stop_prog(a);
+  char rm[700];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", tsdb);
+  assert_int_equal(system(rm), 0);
+  unlink(cfg);
+}
+
+static int setup(void **state) {
+  (void)state;
+  assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
+  snprintf(target, sizeof target, "%s/progs/mt_target", build_dir);
+  snprintf(gc_prog, sizeof gc_prog, "%s/progs/sv_gc", build_dir);
+  assert_int_equal(host_preload_path(build_dir, preload, sizeof preload), 0);
+  const char *d = getenv("MS_TEST_DATA");
+  if (d && *d) {
+    snprintf(data_dir, sizeof data_dir, "%s", d);
+  } else {
+    char cwd[1024];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    snprintf(data_dir, sizeof data_dir, "%s/tests/data", cwd);
+  }
+  snprintf(dir, sizeof dir, "/tmp/test_serve.XXXXXX");
+  assert_non_null(mkdtemp(dir));
+  setenv("MEMSTATS_DIR", dir, 1);
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char rm[300];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  return system(rm) == 0 ? 0 : -1;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_teardown(test_figures_are_the_targets, end_kids),
+      cmocka_unit_test_teardown(test_http, end_kids),
+      cmocka_unit_test_teardown(test_basic_auth, end_kids),
+      cmocka_unit_test_teardown(test_tls, end_kids),
+      cmocka_unit_test_teardown(test_hung_target, end_kids),
+      cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
+      cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
+      cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
