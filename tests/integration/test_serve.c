@@ -22,7 +22,8 @@
  *   - targets that start while serving appear; targets that exit
  *     disappear (no series for a dead PID);
  *   - Prometheus itself scrapes memtop serve and its query API returns
- *     memstats_heap_alloc_bytes equal to the target's figure.
+ *     memstats_heap_alloc_bytes equal to the target's figure, and the
+ *     Boehm target's memstats_gc_pause_seconds_count equal to its NumGC.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -698,6 +699,10 @@ static void test_prometheus_scrapes(void **state) {
     skip();
   }
   proc_t a = start_prog(target, NULL, 0);
+  int have_gc = access(gc_prog, X_OK) == 0;
+  proc_t g = {0, -1};
+  if (have_gc)
+    g = start_prog(gc_prog, NULL, 1);
   server_t s = start_serve(NULL);
   int pport = free_port();
   char cfg[512], tsdb[512], addr[64], flag_cfg[600], flag_tsdb[600],
@@ -750,6 +755,13 @@ static void test_prometheus_scrapes(void **state) {
   }
   /* The scrape was OpenMetrics (Prometheus asks for it) and healthy. */
   double healthy = prom_query(pport, "up{job=\"memtop\"}");
+  /* The Boehm target's pause histogram counts its collections. */
+  double gc_count = -1, num_gc = 0;
+  if (have_gc) {
+    num_gc = json_field(g.pid, "NumGC");
+    snprintf(q, sizeof q, "memstats_gc_pause_seconds_count{pid=\"%d\"}", g.pid);
+    gc_count = prom_query(pport, q);
+  }
   kill(prom, SIGTERM);
   int st;
   waitpid(prom, &st, 0);
@@ -757,6 +769,12 @@ static void test_prometheus_scrapes(void **state) {
   if (got != want)
     fail_msg("Prometheus has %.0f, the target says %.0f", got, want);
   assert_true(healthy == 1);
+  if (have_gc) {
+    if (gc_count != num_gc)
+      fail_msg("Prometheus counts %g pauses, the target %g collections",
+               gc_count, num_gc);
+    stop_prog(g);
+  }
   stop_serve(s);
   stop_prog(a);
   char rm[700];
