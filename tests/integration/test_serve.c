@@ -783,6 +783,54 @@ static void test_prometheus_scrapes(void **state) {
   unlink(cfg);
 }
 
+/* contrib/prometheus: the scrape example is a valid config, the rules
+ * pass their own tests (promtool test rules), and the Grafana dashboard
+ * is JSON with the breakdown stacked and the pauses as a heatmap. */
+static void test_contrib_prometheus(void **state) {
+  (void)state;
+  char cdir[1400], cmd[3000], path[1500];
+  snprintf(cdir, sizeof cdir, "%s/../../contrib/prometheus", data_dir);
+  snprintf(path, sizeof path, "%s/grafana-dashboard.json", cdir);
+  json_error_t e;
+  json_t *dash = json_load_file(path, 0, &e);
+  if (!dash)
+    fail_msg("%s: line %d: %s", path, e.line, e.text);
+  int stacked = 0, heatmap = 0;
+  json_t *panel;
+  size_t i;
+  json_array_foreach(json_object_get(dash, "panels"), i, panel) {
+    const char *type = json_string_value(json_object_get(panel, "type"));
+    json_t *stacking = json_object_get(
+        json_object_get(
+            json_object_get(json_object_get(panel, "fieldConfig"), "defaults"),
+            "custom"),
+        "stacking");
+    const char *mode = json_string_value(json_object_get(stacking, "mode"));
+    char *text = json_dumps(panel, 0);
+    if (mode && strcmp(mode, "normal") == 0 &&
+        strstr(text, "memstats_frag_overhead_bytes"))
+      stacked = 1;
+    if (type && strcmp(type, "heatmap") == 0 &&
+        strstr(text, "memstats_gc_pause_seconds_bucket"))
+      heatmap = 1;
+    free(text);
+  }
+  json_decref(dash);
+  assert_true(stacked);
+  assert_true(heatmap);
+
+  if (!host_have_program("promtool")) {
+    print_message("skipped the promtool checks: promtool is not installed "
+                  "(contrib/setup-deps.sh)\n");
+    return;
+  }
+  snprintf(cmd, sizeof cmd,
+           "cd '%s' && promtool check config prometheus.yml >/dev/null && "
+           "promtool test rules memtop.rules.test.yml",
+           cdir);
+  assert_int_equal(system(cmd), 0);
+}
+
 static int setup(void **state) {
   (void)state;
   assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
@@ -822,6 +870,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
+      cmocka_unit_test(test_contrib_prometheus),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
