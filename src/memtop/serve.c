@@ -32,6 +32,7 @@
 #include "memtop/conn.h"
 #include "memtop/httpd.h"
 #include "memtop/loop.h"
+#include "memtop/negotiate.h"
 #include "memtop/webconfig.h"
 
 typedef struct serve_s serve_t;
@@ -336,6 +337,17 @@ int mt_serve_main(const mt_opts_t *o) {
   sv.timeout_ms = timeout_ms();
   sv.fresh_ns = (uint64_t)(o->delay_s * 1e9);
   signal(SIGPIPE, SIG_IGN);
+
+  /* An address that is no address is bad usage (exit 2), as the other
+   * options' errors are; one that cannot be had is said below. */
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  if (mt_listen_parse(o->listen ? o->listen : MT_LISTEN_DEFAULT, &ss, &sslen,
+                      err, sizeof err) != 0) {
+    ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
+    fprintf(stderr, "memtop: %s\n", safe);
+    return 2;
+  }
 
   if (o->web_config &&
       mt_webconfig_load(o->web_config, &sv.web, err, sizeof err) != 0) {

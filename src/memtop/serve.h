@@ -15,7 +15,8 @@
 
 /* Runs `memtop serve` until SIGINT or SIGTERM. Returns memtop's exit
  * status: 0 after a signal, 1 if it could not start (the reason on
- * stderr). */
+ * stderr: the address in use, the web config), 2 for a --listen that is
+ * no address. */
 int mt_serve_main(const mt_opts_t *o);
 
 #endif
