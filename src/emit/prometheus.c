@@ -68,6 +68,11 @@ typedef struct family_s {
 typedef struct walk_s {
   ms__strbuf_t *out;
   int om; /* OpenMetrics 1.0 */
+  /* Each target's labels, made once per exposition (a process has a few
+   * hundred samples): target i's are labels.data[at[i] .. at[i + 1]). */
+  const ms__prom_target_t *targets;
+  ms__strbuf_t labels;
+  size_t *at;
 } walk_t;
 
 /* A family named as its samples are ("memstats_mallocs_total"): its kind
@@ -143,34 +148,45 @@ static void header(walk_t *w, family_t *f) {
  * (common/sanitize.h: controls, invalid UTF-8 and the like become visible
  * escapes, so the value is valid UTF-8 as both formats require), then
  * escaped as a label value (backslash, double quote, newline). */
-static void put_label_value(walk_t *w, const char *s, size_t n) {
+static void label_value_to(ms__strbuf_t *out, const char *s, size_t n) {
   char safe[MS__PROM_EXE_MAX * MS__SAFE_UNIT_MAX + 1];
   ms__sanitize(safe, sizeof safe, s, n, (size_t)-1);
   for (const char *c = safe; *c; c++) {
     if (*c == '\\')
-      ms__strbuf_puts(w->out, "\\\\");
+      ms__strbuf_puts(out, "\\\\");
     else if (*c == '"')
-      ms__strbuf_puts(w->out, "\\\"");
+      ms__strbuf_puts(out, "\\\"");
     else if (*c == '\n')
-      ms__strbuf_puts(w->out, "\\n");
+      ms__strbuf_puts(out, "\\n");
     else
-      ms__strbuf_append(w->out, c, 1);
+      ms__strbuf_append(out, c, 1);
   }
+}
+
+static void put_label_value(walk_t *w, const char *s, size_t n) {
+  label_value_to(w->out, s, n);
 }
 
 /* pid, comm and, where known, exe: the labels of every per-process
  * sample, without the closing brace. */
-static void put_target_labels(walk_t *w, const ms__prom_target_t *t) {
+static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
   const ms_snapshot_t *s = t->snap;
-  ms__strbuf_printf(w->out, "{pid=\"%" PRId32 "\",comm=\"", t->pid);
+  ms__strbuf_printf(out, "{pid=\"%" PRId32 "\",comm=\"", t->pid);
   if (s)
-    put_label_value(w, s->comm, strnlen(s->comm, sizeof s->comm));
-  ms__strbuf_puts(w->out, "\"");
+    label_value_to(out, s->comm, strnlen(s->comm, sizeof s->comm));
+  ms__strbuf_puts(out, "\"");
   if (t->exe && t->exe[0]) {
-    ms__strbuf_puts(w->out, ",exe=\"");
-    put_label_value(w, t->exe, strnlen(t->exe, MS__PROM_EXE_MAX));
-    ms__strbuf_puts(w->out, "\"");
+    ms__strbuf_puts(out, ",exe=\"");
+    label_value_to(out, t->exe, strnlen(t->exe, MS__PROM_EXE_MAX));
+    ms__strbuf_puts(out, "\"");
   }
+}
+
+static void put_target_labels(walk_t *w, const ms__prom_target_t *t) {
+  size_t i = (size_t)(t - w->targets);
+  if (w->labels.data)
+    ms__strbuf_append(w->out, w->labels.data + w->at[i],
+                      w->at[i + 1] - w->at[i]);
 }
 
 static void put_double(walk_t *w, double v) {
@@ -184,14 +200,30 @@ static void put_double(walk_t *w, double v) {
   }
 }
 
+/* A whole number in decimal, without printf: an exposition of 200
+ * processes has some 20,000 of them. */
+static void put_u64(ms__strbuf_t *out, uint64_t v) {
+  char d[24];
+  size_t i = sizeof d;
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  ms__strbuf_append(out, d + i, sizeof d - i);
+}
+
 /* One sample: name, the target's labels, extra labels (", already
  * formatted" or ""), a value. */
 static void sample_u64(walk_t *w, const char *name, const char *suffix,
                        const ms__prom_target_t *t, const char *extra,
                        uint64_t v) {
-  ms__strbuf_printf(w->out, "%s%s", name, suffix);
+  ms__strbuf_puts(w->out, name);
+  ms__strbuf_puts(w->out, suffix);
   put_target_labels(w, t);
-  ms__strbuf_printf(w->out, "%s} %" PRIu64 "\n", extra, v);
+  ms__strbuf_puts(w->out, extra);
+  ms__strbuf_append(w->out, "} ", 2);
+  put_u64(w->out, v);
+  ms__strbuf_append(w->out, "\n", 1);
 }
 
 static void sample_i64(walk_t *w, const char *name, const ms__prom_target_t *t,
@@ -210,6 +242,30 @@ static void sample_double(walk_t *w, const char *name, const char *suffix,
   ms__strbuf_puts(w->out, "\n");
 }
 
+/* A count of nanoseconds as seconds, exactly, in decimal: "12.5",
+ * "0.000000001", "0" (no rounding through a double, and no printf: every
+ * duration and time goes through here). */
+static void sample_ns(walk_t *w, const char *name, const char *suffix,
+                      const ms__prom_target_t *t, uint64_t ns) {
+  ms__strbuf_puts(w->out, name);
+  ms__strbuf_puts(w->out, suffix);
+  put_target_labels(w, t);
+  ms__strbuf_append(w->out, "} ", 2);
+  put_u64(w->out, ns / 1000000000u);
+  uint64_t frac = ns % 1000000000u;
+  if (frac) {
+    char d[10];
+    d[0] = '.';
+    for (int i = 9; i >= 1; i--, frac /= 10)
+      d[i] = (char)('0' + frac % 10);
+    size_t len = 10;
+    while (d[len - 1] == '0')
+      len--;
+    ms__strbuf_append(w->out, d, len);
+  }
+  ms__strbuf_append(w->out, "\n", 1);
+}
+
 /* ------------------------------------------------------------------------
  * The per-process families
  * ------------------------------------------------------------------------ */
@@ -220,8 +276,7 @@ static void field_sample(walk_t *w, const ms__field_info_t *fi,
                          const ms__prom_target_t *t) {
   const ms_snapshot_t *s = t->snap;
   if (fi->unit == MS__UNIT_NS || fi->unit == MS__UNIT_UNIX_NS)
-    sample_double(w, fi->prom_name, "", t,
-                  (double)ms__field_u64(s, fi->id) / 1e9);
+    sample_ns(w, fi->prom_name, "", t, ms__field_u64(s, fi->id));
   else if (fi->ctype == MS__CT_DOUBLE)
     sample_double(w, fi->prom_name, "", t, ms__field_double(s, fi->id));
   else
@@ -311,9 +366,18 @@ static int has_pauses(const ms_snapshot_t *s) {
   return qual(s, MS_F_ENABLE_GC) != MS_Q_UNAVAILABLE && s->enable_gc;
 }
 
+#define LE_COUNT (LE_LAST_BIT - LE_FIRST_BIT + 1)
+
 static void pause_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
   const ms__field_info_t *fi = &ms__fields[MS_F_PAUSE_HIST];
   family_t fam = family_of(fi->prom_name, fi->help, K_HISTOGRAM);
+  /* The le labels, written once for all the processes. */
+  char les[LE_COUNT][48];
+  for (int bit = LE_FIRST_BIT; bit <= LE_LAST_BIT; bit++) {
+    char f[MS__GO_FLOAT_MAX];
+    snprintf(les[bit - LE_FIRST_BIT], sizeof les[0], ",le=\"%s\"",
+             ms__fmt_go_float(f, sizeof f, (double)((int64_t)1 << bit) / 1e9));
+  }
   for (size_t i = 0; i < n; i++) {
     const ms_snapshot_t *s = ts[i].snap;
     if (!s || !has_pauses(s))
@@ -327,15 +391,12 @@ static void pause_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
        * is exclusive, at most le). */
       while (b < MS_PAUSE_HIST_BUCKETS - 1 && ms_pause_hist_upper(b) <= le)
         cum += s->pause_hist.counts[b++];
-      char lab[64], f[MS__GO_FLOAT_MAX];
-      snprintf(lab, sizeof lab, ",le=\"%s\"",
-               ms__fmt_go_float(f, sizeof f, (double)le / 1e9));
-      sample_u64(w, fi->prom_name, "_bucket", &ts[i], lab, cum);
+      sample_u64(w, fi->prom_name, "_bucket", &ts[i], les[bit - LE_FIRST_BIT],
+                 cum);
     }
     uint64_t count = ms_pause_hist_total(&s->pause_hist);
     sample_u64(w, fi->prom_name, "_bucket", &ts[i], ",le=\"+Inf\"", count);
-    sample_double(w, fi->prom_name, "_sum", &ts[i],
-                  (double)s->pause_total_ns / 1e9);
+    sample_ns(w, fi->prom_name, "_sum", &ts[i], s->pause_total_ns);
     sample_u64(w, fi->prom_name, "_count", &ts[i], "", count);
   }
 }
@@ -418,8 +479,7 @@ static void age_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
     if (!ts[i].snap)
       continue;
     header(w, &fam);
-    sample_double(w, "memstats_snapshot_age_seconds", "", &ts[i],
-                  (double)ts[i].age_ns / 1e9);
+    sample_ns(w, "memstats_snapshot_age_seconds", "", &ts[i], ts[i].age_ns);
   }
 }
 
@@ -506,16 +566,30 @@ int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
                         const char *memtop_version) {
   if (!out || (n && !targets))
     return MS_EINVAL;
-  walk_t w = {out, openmetrics != 0};
-  /* Each target's breakdown once, for its families and its marks. */
+  walk_t w = {out, openmetrics != 0, targets, MS_STRBUF_INIT, NULL};
+  /* Each target's breakdown and labels once, for all its samples. */
   ms_breakdown_t *bd = NULL;
   if (n) {
     bd = calloc(n, sizeof *bd);
-    if (!bd)
+    w.at = calloc(n + 1, sizeof *w.at);
+    if (!bd || !w.at) {
+      free(bd);
+      free(w.at);
       return MS_ENOMEM;
-    for (size_t i = 0; i < n; i++)
+    }
+    for (size_t i = 0; i < n; i++) {
       if (targets[i].snap)
         ms_breakdown(targets[i].snap, &bd[i]);
+      w.at[i] = w.labels.len;
+      make_target_labels(&w.labels, &targets[i]);
+      w.at[i + 1] = w.labels.len;
+    }
+    if (w.labels.oom) {
+      free(bd);
+      free(w.at);
+      ms__strbuf_free(&w.labels);
+      return MS_ENOMEM;
+    }
   }
   fields_families(&w, targets, n);
   breakdown_families(&w, targets, n, bd);
@@ -528,5 +602,7 @@ int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
   if (w.om)
     ms__strbuf_puts(out, "# EOF\n");
   free(bd);
+  free(w.at);
+  ms__strbuf_free(&w.labels);
   return out->oom ? MS_ENOMEM : 0;
 }

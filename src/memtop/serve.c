@@ -2,14 +2,15 @@
  * serve.c - `memtop serve` (see serve.h): the targets, the rounds that
  * read them, and the scrapes that wait for a round.
  *
- * A scrape asks for figures; memtop then lists the attachable processes
- * again (new ones join, vanished ones leave: no series of a dead PID is
- * served) and asks every target at once for a snapshot, on its libuv
- * loop. The scrape is answered when every target has answered or failed,
- * or after MT_SERVE_WAIT_MS, whichever comes first: a target that hangs
- * (stopped, deadlocked, hostile) costs a scrape that bound and no more,
- * and its last snapshot is served with its age (its request goes on in
- * the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
+ * memtop lists the attachable processes every MT_SERVE_RESCAN_MS (new
+ * ones join and are read at once, vanished ones leave). A scrape asks
+ * every target at once for a snapshot, on memtop's libuv loop, and no
+ * process that has exited since is served (each is checked against
+ * /proc when the answer is written). The scrape is answered when every target
+ * has answered or failed, or after MT_SERVE_WAIT_MS, whichever comes first: a
+ * target that hangs (stopped, deadlocked, hostile) costs a scrape that bound
+ * and no more, and its last snapshot is served with its age (its request goes
+ * on in the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
  * than -d share one round's figures.
  *
  * This file is the whole of serve's target set; it uses the same
@@ -45,7 +46,8 @@ typedef struct sv_target_s {
   ms_snapshot_t *snap; /* the latest answer; NULL until the first */
   uint64_t got_ns;     /* uv_hrtime() when it came */
   uint64_t errors;     /* failed reads */
-  int pending;         /* asked in the current round */
+  int pending;         /* the current round waits for its answer */
+  uint64_t asked_ns;   /* uv_hrtime() of the request in flight */
   int gone;            /* the process exited: served no more */
   int seen;            /* found by the last discovery */
   char exe[MS__PROM_EXE_MAX + 1];
@@ -66,6 +68,7 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
+  uv_timer_t rescan; /* discovery, every MT_SERVE_RESCAN_MS */
   uv_signal_t sig[2];
   int stopping;
 };
@@ -93,6 +96,7 @@ static int target_alive(const sv_target_t *t) {
 }
 
 static void round_check_end(serve_t *sv);
+static void rescan(serve_t *sv);
 
 static void on_result(mt_conn_t *c, int status, const ms_snapshot_t *snap,
                       const char *msg, void *arg) {
@@ -118,6 +122,14 @@ static void on_result(mt_conn_t *c, int status, const ms_snapshot_t *snap,
     sv->pending--;
     round_check_end(sv);
   }
+}
+
+/* Asks t for a snapshot; 0 if the request is on its way. */
+static int target_ask(serve_t *sv, sv_target_t *t) {
+  if (mt_conn_fetch_flags(t->conn, sv->timeout_ms, 0) != 0)
+    return -1;
+  t->asked_ns = uv_hrtime();
+  return 0;
 }
 
 static sv_target_t *target_add(serve_t *sv, const msc_target_t *m) {
@@ -214,17 +226,21 @@ static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
-  rescan(sv);
+  uint64_t now = uv_hrtime();
   for (size_t i = 0; i < sv->n; i++) {
     sv_target_t *t = sv->t[i];
-    /* A target still busy with an earlier request (it hangs) is not
-     * asked again: its last figures are served, with their age. */
-    if (mt_conn_busy(t->conn))
+    /* A target still busy with an earlier request is not asked again:
+     * the round waits for that answer if it was asked lately (just
+     * found), not if it has been waiting longer than a scrape may (it
+     * hangs: its last figures are served, with their age). */
+    if (mt_conn_busy(t->conn)) {
+      if (now - t->asked_ns >= (uint64_t)MT_SERVE_WAIT_MS * 1000000u)
+        continue;
+    } else if (target_ask(sv, t) != 0) {
       continue;
-    if (mt_conn_fetch_flags(t->conn, sv->timeout_ms, 0) == 0) {
-      t->pending = 1;
-      sv->pending++;
     }
+    t->pending = 1;
+    sv->pending++;
   }
   round_check_end(sv);
 }
@@ -277,6 +293,22 @@ static void bound_cb(uv_timer_t *timer) {
   answer_all(timer->data);
 }
 
+/* Discovery runs on its own timer, off the scrapes' path (listing the
+ * directories and /proc costs about 16 ms for 200 processes): a process
+ * joins within MT_SERVE_RESCAN_MS, read at once so that the next scrape
+ * has its figures. One that exits leaves sooner: every answer checks
+ * that each process is still the one it was. */
+static void rescan_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  rescan(sv);
+  /* The new ones (and those never read yet) are read now. */
+  for (size_t i = 0; i < sv->n; i++) {
+    sv_target_t *t = sv->t[i];
+    if (!t->snap && !mt_conn_busy(t->conn))
+      target_ask(sv, t);
+  }
+}
+
 static void on_scrape(void *arg, mt_scrape_t *s) {
   serve_t *sv = arg;
   if (!sv->in_round && sv->round_end_ns &&
@@ -317,6 +349,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     target_free(sv->t[i]);
   sv->n = 0;
   uv_close((uv_handle_t *)&sv->bound, NULL);
+  uv_close((uv_handle_t *)&sv->rescan, NULL);
   uv_close((uv_handle_t *)&sv->sig[0], NULL);
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
 }
@@ -372,6 +405,12 @@ int mt_serve_main(const mt_opts_t *o) {
   }
   uv_timer_init(&sv.loop, &sv.bound);
   sv.bound.data = &sv;
+  uv_timer_init(&sv.loop, &sv.rescan);
+  sv.rescan.data = &sv;
+  /* The processes there are now, asked at once: the first scrape has
+   * them. */
+  rescan_cb(&sv.rescan);
+  uv_timer_start(&sv.rescan, rescan_cb, MT_SERVE_RESCAN_MS, MT_SERVE_RESCAN_MS);
   static const int signums[2] = {SIGINT, SIGTERM};
   for (int i = 0; i < 2; i++) {
     uv_signal_init(&sv.loop, &sv.sig[i]);

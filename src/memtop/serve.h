@@ -1,7 +1,7 @@
 /*
  * serve.h - `memtop serve`: the Prometheus exporter. Every attachable
- * process (discovered again at each round), its latest snapshot kept with
- * its age, served on /metrics by httpd.h in the exposition of
+ * process (listed again every MT_SERVE_RESCAN_MS), its latest snapshot kept
+ * with its age, served on /metrics by httpd.h in the exposition of
  * emit/emit.h's ms__emit_prometheus().
  */
 #ifndef MS_MEMTOP_SERVE_H
@@ -12,6 +12,8 @@
 /* How long a scrape waits for the targets' answers before it is served
  * what memtop has, each figure with its age (ms). */
 #define MT_SERVE_WAIT_MS 1000
+/* How often the attachable processes are listed again (ms). */
+#define MT_SERVE_RESCAN_MS 5000
 
 /* Runs `memtop serve` until SIGINT or SIGTERM. Returns memtop's exit
  * status: 0 after a signal, 1 if it could not start (the reason on

@@ -601,9 +601,17 @@ static void test_targets_come_and_go(void **state) {
   server_t s = start_serve("-d", "0.1", NULL);
   free(scrape(s.port, NULL)); /* a round before the target exists */
   proc_t a = start_prog(target, NULL, 0);
+  /* memtop lists the processes every few seconds: the new one is served
+   * by a scrape within a minute (the test fails after that). */
   struct timespec ts = {0, 200000000};
-  nanosleep(&ts, NULL);
-  char *body = scrape(s.port, NULL);
+  char *body = NULL;
+  for (int i = 0; i < 300; i++) {
+    nanosleep(&ts, NULL);
+    free(body);
+    body = scrape(s.port, NULL);
+    if (sample(body, "memstats_heap_alloc_bytes", a.pid) > 0)
+      break;
+  }
   assert_true(sample(body, "memstats_heap_alloc_bytes", a.pid) > 0);
   free(body);
 

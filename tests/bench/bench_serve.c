@@ -1,0 +1,272 @@
+/*
+ * bench_serve.c - `memtop serve`'s cost, as Prometheus sees it:
+ *
+ *   1. scrape latency (p50, p99 of BENCH_SCRAPES scrapes, each one a new
+ *      round: memtop serve -d 0.1 and scrapes 0.15 s apart) with 1, 50 and
+ *      200 targets, against a baseline measured in the same run: this
+ *      process reading the same targets one after the other with the
+ *      blocking client (msc_fetch), the floor a serial exporter would have;
+ *      and node_exporter's own scrape of this machine when it is installed
+ *      (prometheus-node-exporter on 127.0.0.1:9100);
+ *   2. memtop serve's CPU (% of one core) and RSS while scraped every 15 s
+ *      with 200 targets, over BENCH_WINDOW_S (default 30 s).
+ *
+ * Goals (issue 13): 200 targets in under 50 ms p99, under 1% of a core.
+ * Figures are printed, not asserted.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "memstats.h"
+
+static char memtop[1200], target[1200];
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double s) {
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* CPU time of a process, from /proc/PID/schedstat (ns). */
+static double proc_cpu_s(pid_t pid) {
+  char path[64];
+  unsigned long long ns = 0;
+  snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  int ok = fscanf(f, "%llu", &ns) == 1;
+  fclose(f);
+  return ok ? (double)ns / 1e9 : -1;
+}
+
+static long proc_rss_kib(pid_t pid) {
+  char path[64], line[256];
+  long rss = -1;
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  while (fgets(line, sizeof line, f))
+    sscanf(line, "VmRSS: %ld", &rss);
+  fclose(f);
+  return rss;
+}
+
+typedef struct target_s {
+  pid_t pid;
+  int in;
+} target_t;
+
+static int start_target(target_t *t) {
+  int pi[2], po[2];
+  char line[64] = {0};
+  if (pipe2(pi, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0)
+    return -1;
+  t->pid = fork();
+  if (t->pid < 0)
+    return -1;
+  if (t->pid == 0) {
+    dup2(pi[0], 0);
+    dup2(po[1], 1);
+    execl(target, target, (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  close(po[1]);
+  ssize_t n = read(po[0], line, sizeof line - 1);
+  close(po[0]);
+  t->in = pi[1];
+  return n > 6 && strncmp(line, "ready ", 6) == 0 ? 0 : -1;
+}
+
+static void stop_target(target_t *t) {
+  int st;
+  close(t->in);
+  kill(t->pid, SIGTERM);
+  waitpid(t->pid, &st, 0);
+}
+
+/* memtop serve on a free port, -d 0.1; its PID and port. */
+static pid_t start_serve(int *port) {
+  int pe[2];
+  if (pipe2(pe, O_CLOEXEC) != 0)
+    return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execl(memtop, memtop, "serve", "--listen", "127.0.0.1:0", "-d", "0.1",
+          (char *)NULL);
+    _exit(126);
+  }
+  close(pe[1]);
+  char line[256] = {0};
+  ssize_t n = read(pe[0], line, sizeof line - 1);
+  close(pe[0]);
+  const char *at = n > 0 ? strstr(line, "127.0.0.1:") : NULL;
+  *port = at ? atoi(at + 10) : 0;
+  return *port > 0 ? pid : -1;
+}
+
+/* One GET /metrics; its wall time in seconds, -1 on failure. */
+static double scrape(int port) {
+  static const char req[] =
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: "
+      "application/openmetrics-text;version=1.0.0\r\n"
+      "Accept-Encoding: gzip\r\nConnection: close\r\n\r\n";
+  double t0 = now_s();
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+      write(fd, req, sizeof req - 1) != (ssize_t)(sizeof req - 1)) {
+    close(fd);
+    return -1;
+  }
+  char buf[65536], first[16] = {0};
+  size_t total = 0;
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) {
+    if (total == 0)
+      memcpy(first, buf, n < 15 ? (size_t)n : 15);
+    total += (size_t)n;
+  }
+  close(fd);
+  if (strncmp(first, "HTTP/1.1 200", 12) != 0)
+    return -1;
+  return now_s() - t0;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  int i = (int)(p * (n - 1) + 0.5);
+  return v[i];
+}
+
+/* The serial floor: every target read once, one after the other, by the
+ * blocking client. */
+static double serial_fetch_s(target_t *t, int n) {
+  static ms_snapshot_t s;
+  char err[256];
+  double t0 = now_s();
+  for (int i = 0; i < n; i++)
+    msc_fetch(t[i].pid, &s, 2000, err, sizeof err);
+  return now_s() - t0;
+}
+
+int main(void) {
+  char build[1024];
+  const char *b = getenv("BUILD");
+  snprintf(build, sizeof build, "%s", b && *b ? b : "build");
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(target, sizeof target, "%s/progs/mt_target", build);
+  int scrapes = getenv("BENCH_SCRAPES") ? atoi(getenv("BENCH_SCRAPES")) : 40;
+  double window =
+      getenv("BENCH_WINDOW_S") ? atof(getenv("BENCH_WINDOW_S")) : 30.0;
+  if (scrapes < 2)
+    scrapes = 2;
+  char dir[] = "/tmp/bench_serve.XXXXXX";
+  if (!mkdtemp(dir))
+    return 1;
+  setenv("MEMSTATS_DIR", dir, 1);
+  signal(SIGPIPE, SIG_IGN);
+
+  static target_t t[200];
+  int have = 0;
+  static const int counts[] = {1, 50, 200};
+  double *lat = calloc((size_t)scrapes, sizeof *lat);
+  printf("scrape latency, each scrape a new round (%d scrapes):\n", scrapes);
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    while (have < counts[c])
+      if (start_target(&t[have++]) != 0) {
+        fprintf(stderr, "bench_serve: cannot start mt_target\n");
+        return 1;
+      }
+    int port;
+    pid_t sv = start_serve(&port);
+    if (sv < 0) {
+      fprintf(stderr, "bench_serve: cannot start memtop serve\n");
+      return 1;
+    }
+    scrape(port); /* connections made, targets discovered */
+    int ok = 0;
+    for (int i = 0; i < scrapes; i++) {
+      sleep_s(0.15);
+      double l = scrape(port);
+      if (l >= 0)
+        lat[ok++] = l;
+    }
+    double serial[5];
+    for (int i = 0; i < 5; i++)
+      serial[i] = serial_fetch_s(t, have);
+    double p50 = pct(lat, ok, 0.5), p99 = pct(lat, ok, 0.99);
+    double floor50 = pct(serial, 5, 0.5);
+    printf("  %3d targets: p50 %6.1f ms  p99 %6.1f ms   serial msc_fetch of "
+           "all: %6.1f ms (p99/serial %.2fx)%s\n",
+           have, p50 * 1e3, p99 * 1e3, floor50 * 1e3, p99 / floor50,
+           have == 200
+               ? (p99 < 0.050 ? "  goal <50 ms: met" : "  goal <50 ms: NOT met")
+               : "");
+    if (have == 200) {
+      /* Scraped every 15 s, as Prometheus does by default. */
+      double c0 = proc_cpu_s(sv), t0 = now_s();
+      int n = 0;
+      while (now_s() - t0 < window) {
+        scrape(port);
+        n++;
+        double next = t0 + 15.0 * n;
+        double left = next - now_s();
+        if (left > 0)
+          sleep_s(left < window - (now_s() - t0) ? left
+                                                 : window - (now_s() - t0));
+      }
+      double cpu = (proc_cpu_s(sv) - c0) / (now_s() - t0);
+      printf("  200 targets scraped every 15 s for %.0f s: memtop serve "
+             "%.2f%% of a core, RSS %ld KiB%s\n",
+             window, cpu * 100, proc_rss_kib(sv),
+             cpu < 0.01 ? "  goal <1%: met" : "  goal <1%: NOT met");
+    }
+    kill(sv, SIGTERM);
+    int st;
+    waitpid(sv, &st, 0);
+  }
+  /* node_exporter, when it runs here, for comparison. */
+  double ne = scrape(9100);
+  if (ne >= 0)
+    printf("  node_exporter on 127.0.0.1:9100: one scrape %.1f ms\n", ne * 1e3);
+  else
+    printf("  node_exporter: not running on 127.0.0.1:9100 "
+           "(prometheus-node-exporter), no comparison\n");
+  for (int i = 0; i < have; i++)
+    stop_target(&t[i]);
+  free(lat);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+  return system(rm) == 0 ? 0 : 1;
+}
