@@ -11,7 +11,7 @@
  *     collections and sums its PauseTotalNs;
  *   - HTTP: 404 for other paths, 405 with Allow for other methods, HEAD,
  *     a huge header refused, OpenMetrics when Accept asks for it, gzip
- *     when Accept-Encoding allows it;
+ *     when Accept-Encoding allows it, 24 scrapers at once all answered;
  *   - basic auth from a web config: 401 with WWW-Authenticate without or
  *     with a wrong password, 200 with the right one; TLS: curl gets 200
  *     over https, plain HTTP to the TLS port gets no answer;
@@ -463,6 +463,35 @@ static void test_http(void **state) {
   http_raw(s.port, "\x16\x03\x01garbage\r\n\r\n", 13, &r);
   assert_true(r.status == 0 || r.status == 400);
   reply_free(&r);
+
+  /* Many scrapers at once: every one answered, with the figures. */
+  enum { NCONC = 24 };
+  int fds[NCONC];
+  static const char conc_req[] =
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  for (int i = 0; i < NCONC; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)s.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fds[i], (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(write(fds[i], conc_req, sizeof conc_req - 1),
+                     sizeof conc_req - 1);
+  }
+  for (int i = 0; i < NCONC; i++) {
+    static char got[1 << 20];
+    size_t len = 0;
+    ssize_t k;
+    struct pollfd p = {fds[i], POLLIN, 0};
+    while (poll(&p, 1, CLIENT_GIVE_UP_MS) > 0 &&
+           (k = read(fds[i], got + len, sizeof got - 1 - len)) > 0)
+      len += (size_t)k;
+    got[len] = '\0';
+    close(fds[i]);
+    assert_true(strncmp(got, "HTTP/1.1 200", 12) == 0);
+    assert_true(sample(got, "memstats_heap_alloc_bytes", a.pid) > 0);
+  }
 
   /* Still serving after all that. */
   free(scrape(s.port, NULL));
