@@ -49,7 +49,7 @@ struct mt_scrape_s {
 struct mt_httpd_s {
   uv_loop_t *loop;
   struct MHD_Daemon *d;
-  const mt_webconfig_t *web;
+  mt_webconfig_t *web;
   mt_httpd_hooks_t hooks;
   uv_poll_t poll;
   uv_timer_t timer;
@@ -372,9 +372,9 @@ static int listen_on(const char *addr, int *fd_out, char *url, size_t urllen,
   return 0;
 }
 
-int mt_httpd_start(uv_loop_t *loop, const char *listen,
-                   const mt_webconfig_t *web, const mt_httpd_hooks_t *hooks,
-                   mt_httpd_t **out, char *err, size_t errlen) {
+int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
+                   const mt_httpd_hooks_t *hooks, mt_httpd_t **out, char *err,
+                   size_t errlen) {
   if (!loop || !hooks || !hooks->scrape || !out)
     return MS_EINVAL;
   int tls = web && web->cert_pem && web->key_pem;

@@ -41,9 +41,9 @@ typedef struct mt_httpd_hooks_s {
  * mt_httpd_stop). Returns 0 and the server in *out, or a negative code
  * with the reason and a fix in err (the address in use, TLS not built
  * into libmicrohttpd, a certificate GnuTLS refuses...). */
-int mt_httpd_start(uv_loop_t *loop, const char *listen,
-                   const mt_webconfig_t *web, const mt_httpd_hooks_t *hooks,
-                   mt_httpd_t **out, char *err, size_t errlen);
+int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
+                   const mt_httpd_hooks_t *hooks, mt_httpd_t **out, char *err,
+                   size_t errlen);
 
 /* The address listened on, as a URL ("http://127.0.0.1:9464/metrics"). */
 void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -352,21 +353,65 @@ static int same(const char *got, const char *want) {
   return diff == 0 && got[j] == '\0';
 }
 
-int mt_webconfig_check(const mt_webconfig_t *w, const char *user,
+/* The cache's digest of a password: SHA-512-crypt, 1000 rounds, under
+ * this process's random salt (made on first use). Returns 0, or -1 if no
+ * digest could be made (the cache is then not used). */
+static int cache_digest(mt_webconfig_t *w, const char *password,
+                        struct crypt_data *cd, char out[128]) {
+  if (!w->cache_salt[0]) {
+    static const char b64[] =
+        "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    unsigned char r[16];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+      return -1;
+    char salt[17];
+    for (size_t i = 0; i < 16; i++)
+      salt[i] = b64[r[i] & 63];
+    salt[16] = '\0';
+    snprintf(w->cache_salt, sizeof w->cache_salt, "$6$rounds=1000$%s$", salt);
+  }
+  const char *d = crypt_r(password, w->cache_salt, cd);
+  if (!d || d[0] == '*' || strlen(d) >= 128)
+    return -1;
+  memcpy(out, d, strlen(d) + 1);
+  return 0;
+}
+
+int mt_webconfig_check(mt_webconfig_t *w, const char *user,
                        const char *password) {
   if (!w || w->nusers == 0 || !user || !password)
     return 0;
-  const mt_web_user_t *u = NULL;
+  size_t ui = w->nusers;
   for (size_t i = 0; i < w->nusers; i++)
     if (strcmp(w->users[i].name, user) == 0)
-      u = &w->users[i];
-  /* An unknown user is hashed against a known user's hash all the same. */
-  const char *hash = u ? u->hash : w->users[0].hash;
+      ui = i;
   struct crypt_data *cd = calloc(1, sizeof *cd);
   if (!cd)
     return 0;
-  const char *got = crypt_r(password, hash, cd);
-  int ok = got && got[0] != '*' && same(got, hash) && u != NULL;
+  char digest[128];
+  int have_digest =
+      ui < w->nusers && cache_digest(w, password, cd, digest) == 0;
+  int ok = 0;
+  if (have_digest) {
+    for (size_t i = 0; i < MT_WEB_CACHE; i++)
+      if (w->cache[i].digest[0] && w->cache[i].user == ui &&
+          same(digest, w->cache[i].digest))
+        ok = 1;
+  }
+  if (!ok) {
+    /* An unknown user is hashed against a known user's hash all the
+     * same. */
+    const char *hash = ui < w->nusers ? w->users[ui].hash : w->users[0].hash;
+    const char *got = crypt_r(password, hash, cd);
+    w->bcrypt_runs++;
+    ok = got && got[0] != '*' && same(got, hash) && ui < w->nusers;
+    if (ok && have_digest) {
+      mt_web_cached_t *c = &w->cache[w->cache_next++ % MT_WEB_CACHE];
+      c->user = ui;
+      memcpy(c->digest, digest, sizeof c->digest);
+    }
+  }
+  explicit_bzero(digest, sizeof digest);
   explicit_bzero(cd, sizeof *cd);
   free(cd);
   return ok;
@@ -388,5 +433,5 @@ void mt_webconfig_free(mt_webconfig_t *w) {
     free(w->users[i].hash);
   }
   free(w->users);
-  memset(w, 0, sizeof *w);
+  explicit_bzero(w, sizeof *w);
 }

@@ -63,6 +63,38 @@ static void test_full_file(void **state) {
   mt_webconfig_free(&w);
 }
 
+/* A password proven right is remembered: the same again costs no
+ * bcrypt; a wrong one, another user's, or the right one for another user
+ * still do, and are judged as before. */
+static void test_cache(void **state) {
+  (void)state;
+  const char *text =
+      "basic_auth_users:\n  alice: " HASH_ALICE "\n  bob: " HASH_BOB "\n";
+  mt_webconfig_t w;
+  char err[512];
+  assert_int_equal(parse(text, &w, err, sizeof err), 0);
+  assert_true(mt_webconfig_check(&w, "alice", "s3cret"));
+  assert_int_equal(w.bcrypt_runs, 1);
+  for (int i = 0; i < 5; i++)
+    assert_true(mt_webconfig_check(&w, "alice", "s3cret"));
+  assert_int_equal(w.bcrypt_runs, 1);
+  assert_false(mt_webconfig_check(&w, "alice", "s3cret2"));
+  assert_false(mt_webconfig_check(&w, "alice", "hunter2"));
+  assert_false(mt_webconfig_check(&w, "bob", "s3cret"));
+  assert_int_equal(w.bcrypt_runs, 4);
+  assert_true(mt_webconfig_check(&w, "bob", "hunter2"));
+  assert_true(mt_webconfig_check(&w, "bob", "hunter2"));
+  assert_int_equal(w.bcrypt_runs, 5);
+  /* Unknown users are never cached, and never pass. */
+  assert_false(mt_webconfig_check(&w, "carol", "s3cret"));
+  assert_false(mt_webconfig_check(&w, "carol", "s3cret"));
+  assert_int_equal(w.bcrypt_runs, 7);
+  /* The password itself is nowhere in the cache. */
+  for (size_t i = 0; i < MT_WEB_CACHE; i++)
+    assert_null(strstr(w.cache[i].digest, "s3cret"));
+  mt_webconfig_free(&w);
+}
+
 static void test_empty_files(void **state) {
   (void)state;
   static const char *const texts[] = {"", "\n", "# nothing\n", "---\n",
@@ -176,9 +208,8 @@ static void test_load(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_full_file),
-      cmocka_unit_test(test_empty_files),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_full_file),   cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_empty_files), cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_load),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
