@@ -75,4 +75,10 @@ $(BUILD)/progs/pl_unseen_je: tests/progs/pl_unseen.c
 $(BUILD)/progs/abi_old: tests/progs/abi_old.c tests/data/abi/0.1/memstats.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Iinclude,$(BASE_CFLAGS)) -Itests/data/abi/0.1 -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl
-PROG_LIBS_sv_gc := -lgc
+
+# ---- memtop serve's Boehm target (sv_gc) ------------------------------------
+# Runs under the preload like the pv_* programs (test_serve), so built like
+# them: not linked with -lmemstats, never sanitized.
+$(BUILD)/progs/sv_gc: tests/progs/sv_gc.c $(PRELOAD_SO) $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -o $@ $< -ldl -pthread -lgc

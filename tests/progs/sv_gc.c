@@ -1,5 +1,6 @@
 /*
- * sv_gc.c - a Boehm-GC target for test_serve, run under the preload:
+ * sv_gc.c - a Boehm-GC target for test_serve, run under the preload (and
+ * built like the pv_* programs, tests/progs/progs.mk):
  * makes garbage, collects NCOLLECT times explicitly, says "ready <pid>"
  * and then does nothing at all until its stdin reaches EOF, so that every
  * snapshot from then on has the same figures (NumGC, the pause histogram,
