@@ -71,6 +71,7 @@ cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
 cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
+cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-node-exporter|node_exporter (make bench: bench_serve's comparison)
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 "
 

@@ -7,7 +7,7 @@
  *      process reading the same targets one after the other with the
  *      blocking client (msc_fetch), the floor a serial exporter would have;
  *      and node_exporter's own scrape of this machine when it is installed
- *      (prometheus-node-exporter on 127.0.0.1:9100);
+ *      (Debian's prometheus-node-exporter, started here on a free port);
  *   2. memtop serve's CPU (% of one core) and RSS while scraped every 15 s
  *      with 200 targets, over BENCH_WINDOW_S (default 30 s).
  *
@@ -180,6 +180,60 @@ static double serial_fetch_s(target_t *t, int n) {
   return now_s() - t0;
 }
 
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in sa = {0};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+      getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+    port = ntohs(sa.sin_port);
+  close(fd);
+  return port;
+}
+
+/* Starts Debian's prometheus-node-exporter on a free loopback port and
+ * scrapes it as memtop serve was scraped. */
+static void node_exporter(double *lat, int scrapes) {
+  const char *exe = "/usr/bin/prometheus-node-exporter";
+  if (access(exe, X_OK) != 0) {
+    printf("  node_exporter: not installed (prometheus-node-exporter), no "
+           "comparison\n");
+    return;
+  }
+  int port = free_port();
+  char flag[64];
+  snprintf(flag, sizeof flag, "--web.listen-address=127.0.0.1:%d", port);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execl(exe, exe, flag, (char *)NULL);
+    _exit(126);
+  }
+  int ok = 0;
+  for (int i = 0; i < 100 && scrape(port) < 0; i++)
+    sleep_s(0.1);
+  for (int i = 0; i < scrapes; i++) {
+    sleep_s(0.15);
+    double l = scrape(port);
+    if (l >= 0)
+      lat[ok++] = l;
+  }
+  if (ok > 1)
+    printf("  node_exporter (this machine, same run): p50 %6.1f ms  p99 "
+           "%6.1f ms\n",
+           pct(lat, ok, 0.5) * 1e3, pct(lat, ok, 0.99) * 1e3);
+  else
+    printf("  node_exporter: did not answer on 127.0.0.1:%d\n", port);
+  int st;
+  kill(pid, SIGTERM);
+  waitpid(pid, &st, 0);
+}
+
 int main(void) {
   char build[1024];
   const char *b = getenv("BUILD");
@@ -256,13 +310,8 @@ int main(void) {
     int st;
     waitpid(sv, &st, 0);
   }
-  /* node_exporter, when it runs here, for comparison. */
-  double ne = scrape(9100);
-  if (ne >= 0)
-    printf("  node_exporter on 127.0.0.1:9100: one scrape %.1f ms\n", ne * 1e3);
-  else
-    printf("  node_exporter: not running on 127.0.0.1:9100 "
-           "(prometheus-node-exporter), no comparison\n");
+  /* node_exporter's scrape of this machine, same run, when installed. */
+  node_exporter(lat, scrapes);
   for (int i = 0; i < have; i++)
     stop_target(&t[i]);
   free(lat);
