@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mt_webconfig_t w;
   char err[512];
   err[0] = '\0';
-  int rc =
-      mt_webconfig_parse((const char *)data, size, "/base", &w, err, sizeof err);
+  int rc = mt_webconfig_parse((const char *)data, size, "/base", &w, err,
+                              sizeof err);
   if (rc != 0) {
     if (err[0] == '\0' && rc != -12 /* MS_ENOMEM */)
       abort();
