@@ -208,6 +208,9 @@ static void rescan(serve_t *sv) {
   for (size_t i = sv->n; i-- > 0;)
     if (!sv->t[i]->seen || sv->t[i]->gone)
       target_remove_at(sv, i);
+  /* A target removed while the round waited for it no longer holds the
+   * round open. */
+  round_check_end(sv);
 }
 
 /* ------------------------------------------------------------------------
