@@ -80,6 +80,7 @@ static ms__map_slot_t g_slots[MS__MAP_SLOTS];
 static unsigned g_hwm;  /* slots [0, g_hwm) have been used (never drops) */
 static unsigned g_hint; /* where the next claim starts looking */
 static int g_lost;      /* a mapping found no free slot */
+static int g_want_alloc; /* measure the allocator's own mappings too */
 static const void *g_alloc_fn;
 
 static uintptr_t page_size(void) {
@@ -390,10 +391,15 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       continue;
     uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
     int kind = owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED));
-    if (kind == OWNER_ALLOCATOR || en <= st)
+    if (en <= st || (kind == OWNER_ALLOCATOR && !g_want_alloc))
       continue;
     uint64_t mapped;
     uint64_t res = resident(st, en, &mapped);
+    if (kind == OWNER_ALLOCATOR) {
+      f->alloc_resident += res;
+      f->alloc_mapped += mapped;
+      continue;
+    }
     f->other_resident += res;
     f->other_unbacked += mapped - res;
     if (kind == OWNER_PYTHON) {
@@ -429,9 +435,43 @@ static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
     s->quality[f] = (uint8_t)q;
 }
 
-void ms__mappings_fill(ms_snapshot_t *s, int cached_only) {
+/* For an allocator that cannot tell backed memory from committed memory
+ * (mimalloc): re-splits the heap figures its provider set by the resident
+ * pages of the allocator's own mappings (HeapReleased = HeapSys - backed,
+ * HeapInuse at most backed, HeapIdle the rest), all estimated. Returns 0
+ * and changes nothing when the interposer listed none of its mappings (the
+ * library linked, no preload): the provider's figures then stand. */
+static int heap_backing(ms_snapshot_t *s) {
+  const ms__maps_figures_t *f = &g_cache.fig;
+  if (!g_cache.have || !g_want_alloc || f->alloc_mapped == 0 ||
+      s->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+    return 0;
+  uint64_t sys = s->heap_sys;
+  uint64_t backed = f->alloc_resident < sys ? f->alloc_resident : sys;
+  uint64_t inuse = s->quality[MS_F_HEAP_INUSE] != MS_Q_UNAVAILABLE &&
+                           s->heap_inuse < backed
+                       ? s->heap_inuse
+                       : backed;
+  ms_field_t fs[] = {MS_F_HEAP_RELEASED, MS_F_HEAP_INUSE, MS_F_HEAP_IDLE};
+  uint64_t vs[] = {sys - backed, inuse, sys - inuse};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+    ms__field_set_u64(s, fs[i], vs[i]);
+    if (s->quality[fs[i]] == MS_Q_UNAVAILABLE ||
+        s->quality[fs[i]] == MS_Q_EXACT)
+      s->quality[fs[i]] = MS_Q_ESTIMATED;
+  }
+  return 1;
+}
+
+void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
+  /* The allocator's mappings are measured from the first snapshot whose
+   * provider asks for it on: a read made before that is taken again. */
+  if (heap_backing_on && !g_want_alloc) {
+    g_want_alloc = 1;
+    g_cache.have = 0;
+  }
   uint64_t interval = 100 * g_cache.cost_ns;
   if (interval < MS__MAPS_MIN_INTERVAL_NS)
     interval = MS__MAPS_MIN_INTERVAL_NS;
@@ -474,6 +514,8 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only) {
   add_to(s, MS_F_OTHER_SYS, f->other_resident, q, oidx);
   add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
          idx);
+  if (heap_backing_on)
+    heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:
    * then it grows by what was added here. */
   if (s->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)

@@ -591,7 +591,8 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
-  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0);
+  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
+                    ms__providers_backing_unknown());
   unsigned stale_exact = ms__providers_stale_exact();
   pthread_mutex_unlock(&g_read_lock);
 

@@ -120,11 +120,7 @@ static void run_prog(const char *name, const char *preload) {
   /* The program says how many checks failed on its last line. */
   assert_non_null(strstr(out, ": 0 failed"));
   assert_null(strstr(out, "FAIL"));
-  /* Not yet true on mimalloc: Ready counts committed memory that is never
-   * touched, so it exceeds RSS (issue 10, item 4). Every other self-check
-   * holds. */
-  assert_self_checked(name, out,
-                      strcmp(name, "pv_mimalloc") == 0 ? "Ready " : NULL);
+  assert_self_checked(name, out, NULL);
 }
 
 static void run_pv(const char *name) {
