@@ -187,6 +187,27 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                                 "allocator that are mapped but not backed "
                                 "(part of Sys and of Prepared).",
                                 0},
+    [MS_F_PYTHON_ARENAS] = {MS_F_PYTHON_ARENAS, "PythonArenas",
+                            U64(python_arenas), MS__UNIT_COUNT,
+                            "memstats_python_arenas",
+                            "Arenas of Python's object allocator (pymalloc) "
+                            "mapped now.",
+                            0},
+    [MS_F_PYTHON_ARENA_SYS] = {MS_F_PYTHON_ARENA_SYS, "PythonArenaSys",
+                               U64(python_arena_sys), MS__UNIT_BYTES,
+                               "memstats_python_arena_bytes",
+                               "Bytes mapped for Python's object allocator's "
+                               "arenas (in OtherSys and OffHeapReleased).",
+                               0},
+    [MS_F_PYTHON_ARENA_RESIDENT] = {MS_F_PYTHON_ARENA_RESIDENT,
+                                    "PythonArenaResident",
+                                    U64(python_arena_resident),
+                                    MS__UNIT_BYTES,
+                                    "memstats_python_arena_resident_bytes",
+                                    "Bytes of Python's arenas the kernel "
+                                    "backs: pools in use or once used (in "
+                                    "OtherSys).",
+                                    0},
 };
 
 static int valid(ms_field_t f) {
