@@ -62,6 +62,8 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/procfs.h"
+#include "common/sockdir.h"
 #include "core/engine.h"
 
 #define MAX_CLIENTS 32

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/procfs.h"
 #include "core/engine.h"
 #include "core/shard.h"
 #include "core/snapshot.h"

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/procfs.h"
 #include "core/snapshot.h"
 #include "providers/provider_int.h"
 

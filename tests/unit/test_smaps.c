@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "common/procfs.h"
 #include "core/snapshot.h"
 #include "memstats.h"
 
