@@ -93,7 +93,7 @@ TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS)
 TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) -lm
 
 # ---- what goes where --------------------------------------------------------
-# The layers are in CONTRIBUTING.md (tests/lint-layers.sh checks them).
+# The layers are in CONTRIBUTING.md.
 # common and wire belong to both sides. They are built once, with the
 # target side's flags, and linked into both: those flags change nothing in
 # a static link into memtop (-fvisibility=hidden and MS_BUILDING_LIBRARY
@@ -103,7 +103,7 @@ TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) -lm
 # libuv and curses. A second set of objects would cost build time only.
 SHARED_DIRS := src/common src/wire
 # The target-side library: libc, pthread and dl only.
-LIB_DIRS := $(SHARED_DIRS) src/core src/providers src/agent
+LIB_DIRS := $(SHARED_DIRS) src/core src/providers src/compose src/agent
 LIB_SRCS := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 # memtop: these folders but main.c, and common and wire, go into an

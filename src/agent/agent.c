@@ -65,6 +65,7 @@
 #include "common/procfs.h"
 #include "common/sockdir.h"
 #include "core/engine.h"
+#include "core/util.h"
 
 #define MAX_CLIENTS 32
 #define ACCEPT_BURST 64

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "core/engine.h"
+#include "core/hotpath.h"
+#include "core/util.h"
 #include "common/fields.h"
 #include "core/pause.h"
 

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "common/procfs.h"
-#include "core/snapshot.h"
+#include "compose/snapshot.h"
 #include "providers/provider_int.h"
 
 #define NBLOCKS 100000

@@ -133,11 +133,13 @@ static void test_preload_hardened(void **state) {
  * preload carry no emitter (memtop's alone). Read with nm, symbol names
  * only. */
 
-/* The engine's, the providers', the agent's and the preload's symbols;
- * engine_init (static, in shard.c) is the one that calls membarrier. */
+/* The engine's, the providers', the snapshot's composition's, the agent's
+ * and the preload's symbols; engine_init (static, in shard.c) is the one
+ * that calls membarrier. */
 #define TARGET_SYMS                                                            \
   "^(ms__(shard|engine|providers?_|preload|track|agent|tls|gc_|map_|mappings|" \
-  "final_|boehm|pv_)|engine_init$)"
+  "final_|boehm|pv_|snapshot_|read_(try)?lock|read_unlock|pause_read|"         \
+  "sys_read|class_)|ms_snapshot_read$|engine_init$)"
 #define EMIT_SYMS "^ms__(emit|fmt)_"
 
 /* The names in product `name` that match the extended regex re, one a line

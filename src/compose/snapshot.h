@@ -1,9 +1,10 @@
 /*
- * snapshot.h - helpers shared by the snapshot code and the providers
- * (internal).
+ * snapshot.h - the composed snapshot's options, cadences and self-checks
+ * (internal to the target side: the agent and the preload read snapshots
+ * through it; see snapshot.c).
  */
-#ifndef MS_CORE_SNAPSHOT_H
-#define MS_CORE_SNAPSHOT_H
+#ifndef MS_COMPOSE_SNAPSHOT_H
+#define MS_COMPOSE_SNAPSHOT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,8 +12,6 @@
 
 #include "memstats.h"
 
-/* Appends a provider name (once) and returns its index, or -1 if full. */
-int ms__snapshot_add_provider(ms_snapshot_t *s, const char *name);
 /* ---- smaps_rollup on request ---- */
 
 /* Flags of ms__snapshot_read_opts(). */
