@@ -93,7 +93,8 @@ TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS)
 TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) -lm
 
 # ---- what goes where --------------------------------------------------------
-# The layers are in CONTRIBUTING.md.
+# The layers are in CONTRIBUTING.md (tests/lint-layers.sh checks them:
+# make lint, and test_layers in make check).
 # common and wire belong to both sides. They are built once, with the
 # target side's flags, and linked into both: those flags change nothing in
 # a static link into memtop (-fvisibility=hidden and MS_BUILDING_LIBRARY
@@ -330,7 +331,11 @@ uninstall:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
+# The folder rules of CONTRIBUTING.md from the #include lines (make check
+# runs the same script through tests/integration/test_layers.c), then
+# cppcheck.
 lint:
+	sh tests/lint-layers.sh src
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr -Iinclude -Isrc src include
 
