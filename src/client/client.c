@@ -21,8 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
-#include "core/snapshot.h"
+#include "common/procfs.h"
+#include "common/sockdir.h"
 #include "wire/wire.h"
 
 /* ------------------------------------------------------------------------

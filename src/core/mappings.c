@@ -57,8 +57,8 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
+#include "core/util.h"
 #include "core/mappings.h"
-#include "core/snapshot.h"
 
 /* ---- the table ------------------------------------------------------------
  * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,

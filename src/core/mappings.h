@@ -60,7 +60,7 @@ typedef struct ms__maps_figures_s {
   uint32_t python_arenas;                  /* how many */
   /* The allocator's own mappings (counted by its provider, not here):
    * their resident and listed bytes, read only while the chosen provider
-   * asks (ms__mappings_heap_backing), since they can be large. */
+   * asks (ms__mappings_fill's heap_backing), since they can be large. */
   uint64_t alloc_resident, alloc_mapped;
   uint32_t threads_stacks;                 /* stacks found (main included) */
   int lost; /* the table overflowed: some mappings are not counted */

@@ -265,11 +265,11 @@ static void glibc_header_init(void) {
 uint64_t *ms__preload_je_counter(ms__tls_t *t) {
   uint64_t *d = NULL;
   size_t sz = sizeof d;
-  t->guard = 1; /* whatever mallctl allocates passes through */
+  ms__pl(t)->guard = 1; /* whatever mallctl allocates passes through */
   int r = ms__real.mallctl("thread.deallocatedp", &d, &sz, NULL, 0);
-  t->guard = 0;
-  t->je_freed = r == 0 && d ? d : MS__JE_UNUSABLE;
-  return t->je_freed;
+  ms__pl(t)->guard = 0;
+  ms__pl(t)->je_freed = r == 0 && d ? d : MS__JE_UNUSABLE;
+  return ms__pl(t)->je_freed;
 }
 
 /* Measured by its usable size, not by the counter: a handler interrupting
@@ -279,7 +279,7 @@ void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
   ms__real.free(p);
   ms__preload_record(t, size, 1);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  t->je_nested += size;
+  ms__pl(t)->je_nested += size;
 }
 
 /* Turns the counter on if freeing real blocks of several sizes moves it by

@@ -1,6 +1,6 @@
 /*
  * registry.c - the providers, their detection, their cadence, and how
- * their figures combine with the engine's (see provider.h and DESIGN.md).
+ * their figures combine with the engine's (see providers.h and DESIGN.md).
  *
  * Detection happens at the first snapshot: the malloc providers are tried
  * most specific first (jemalloc, tcmalloc, mimalloc, then glibc), each
@@ -57,8 +57,7 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/provider.h"
-#include "core/snapshot.h"
+#include "core/util.h"
 #include "providers/provider_int.h"
 
 typedef struct ms__pv_slot_s {
@@ -228,7 +227,7 @@ unsigned ms__providers_stale_exact(void) {
 
 static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s);
 
-/* The self-check's count (provider.h): fields the malloc provider left
+/* The self-check's count (providers.h): fields the malloc provider left
  * exact from a sample cached from an earlier snapshot, though the tracked
  * heap moved in the allocator's arenas since (what shift_by_tracked must
  * have marked). Without tracking nothing tells whether the heap moved:

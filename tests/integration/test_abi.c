@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "core/snapshot.h"
+#include "compose/snapshot.h"
 #include "memstats.h"
 #include "support/host.h"
 

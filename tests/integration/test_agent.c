@@ -30,6 +30,7 @@
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/fields.h"
+#include "common/procfs.h"
 #include "wire/wire.h"
 
 static char g_dir[64];
