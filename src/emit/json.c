@@ -12,11 +12,6 @@
 #include "common/fields.h"
 #include "emit/emit.h"
 
-static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
-  uint8_t q = s->quality[f];
-  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
-}
-
 /* Appends "key": with the comma that separates it from the previous member.
  * Keys are our own identifiers (no character needs escaping). */
 static void key(ms__strbuf_t *out, int *first, const char *k) {
@@ -92,7 +87,7 @@ static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
     const ms__field_info_t *fi = &ms__fields[f];
     if (!fi->in_go)
       continue;
-    if (!all && qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+    if (!all && ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
     go_member(out, &first, s, fi);
   }
@@ -155,7 +150,8 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   ms__strbuf_puts(out, "},\"quality\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
     key(out, &first, ms__fields[f].go_name);
-    ms__strbuf_printf(out, "\"%s\"", ms_quality_name(qual(s, (ms_field_t)f)));
+    ms__strbuf_printf(out, "\"%s\"",
+                      ms_quality_name(ms__field_quality(s, (ms_field_t)f)));
   }
 
   /* The kernel's view, keyed by the field name without "Kernel" in lower
@@ -165,7 +161,7 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   for (int f = 0; f < MS_F__COUNT; f++) {
     const char *name = ms__fields[f].go_name;
     if (strncmp(name, "Kernel", 6) != 0 ||
-        qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+        ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
     char k[32];
     size_t i = 0;
@@ -179,14 +175,14 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
    * (beyond Go): Ready, the unbacked off-heap part of Sys, and the gap
    * (KernelAnonRSS - Ready), where each is known. */
   ms__strbuf_puts(out, "}");
-  if (qual(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
+  if (ms__field_quality(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
       b.q_ready != MS_Q_UNAVAILABLE) {
     ms__strbuf_printf(out,
                       ",\"accounted\":{\"Ready\":%" PRId64
                       ",\"KernelAnonRSS\":%" PRIu64 ",\"Gap\":%" PRId64,
                       b.ready, s->kernel_anon_rss,
                       (int64_t)(s->kernel_anon_rss - (uint64_t)b.ready));
-    if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
+    if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
       ms__strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
                         s->off_heap_released);
     ms__strbuf_puts(out, "}");

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fields.h"
 #include "emit/emit.h"
 #include "memstats.h"
 #include "memtop/view.h"
@@ -44,78 +45,12 @@ static const mt_style_t part_style[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
 
 /* ================================================= figure formatting === */
 
+/* A byte field of the snapshot as the view shows it, read through the
+ * field table (no field is named twice). */
 static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
                          ms_field_t f) {
-  uint64_t v = 0;
-  switch (f) {
-  case MS_F_SYS:
-    v = s->sys;
-    break;
-  case MS_F_HEAP_SYS:
-    v = s->heap_sys;
-    break;
-  case MS_F_STACK_SYS:
-    v = s->stack_sys;
-    break;
-  case MS_F_MSPAN_SYS:
-    v = s->mspan_sys;
-    break;
-  case MS_F_MCACHE_SYS:
-    v = s->mcache_sys;
-    break;
-  case MS_F_BUCK_HASH_SYS:
-    v = s->buck_hash_sys;
-    break;
-  case MS_F_GC_SYS:
-    v = s->gc_sys;
-    break;
-  case MS_F_OTHER_SYS:
-    v = s->other_sys;
-    break;
-  case MS_F_HEAP_INUSE:
-    v = s->heap_inuse;
-    break;
-  case MS_F_STACK_INUSE:
-    v = s->stack_inuse;
-    break;
-  case MS_F_MSPAN_INUSE:
-    v = s->mspan_inuse;
-    break;
-  case MS_F_MCACHE_INUSE:
-    v = s->mcache_inuse;
-    break;
-  case MS_F_HEAP_ALLOC:
-    v = s->heap_alloc;
-    break;
-  case MS_F_HEAP_IDLE:
-    v = s->heap_idle;
-    break;
-  case MS_F_HEAP_RELEASED:
-    v = s->heap_released;
-    break;
-  case MS_F_TOTAL_ALLOC:
-    v = s->total_alloc;
-    break;
-  case MS_F_NEXT_GC:
-    v = s->next_gc;
-    break;
-  case MS_F_KERNEL_RSS:
-    v = s->kernel_rss;
-    break;
-  case MS_F_KERNEL_LAZYFREE:
-    v = s->kernel_lazyfree;
-    break;
-  case MS_F_KERNEL_SWAP:
-    v = s->kernel_swap;
-    break;
-  case MS_F_KERNEL_ANON_RSS:
-    v = s->kernel_anon_rss;
-    break;
-  default:
-    break;
-  }
-  return mt_view_fmt_bytes(buf, len, (int64_t)v, (ms_quality_t)s->quality[f],
-                           0);
+  return mt_view_fmt_bytes(buf, len, (int64_t)ms__field_u64(s, f),
+                           ms__field_quality(s, f), 0);
 }
 
 static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
@@ -257,8 +192,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   p[n++] = (piece_t){"RSS", rss, MT_ST_NORMAL};
   /* The kernel's anonymous RSS, and how much of it Ready accounts for:
    * a gap between them is memory no class shows. */
-  if (s->quality[MS_F_KERNEL_ANON_RSS] != MS_Q_UNAVAILABLE &&
-      s->kernel_anon_rss > 0) {
+  if (ms__field_known(s, MS_F_KERNEL_ANON_RSS) && s->kernel_anon_rss > 0) {
     field_bytes(anon, sizeof anon, s, MS_F_KERNEL_ANON_RSS);
     p[n++] = (piece_t){"AnonRSS", anon, MT_ST_NORMAL};
     if (bd->q_ready != MS_Q_UNAVAILABLE) {
@@ -273,9 +207,9 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                     pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
     }
   }
-  if (s->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(s, MS_F_KERNEL_LAZYFREE))
     p[n++] = (piece_t){"LazyFree", lazy, MT_ST_NORMAL};
-  if (s->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(s, MS_F_KERNEL_SWAP))
     p[n++] = (piece_t){"Swap", swap, MT_ST_NORMAL};
   if (bd->sys_mismatch)
     p[n++] = (piece_t){"", "(Sys != sum of the *Sys fields)", MT_ST_ERROR};
@@ -371,14 +305,14 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
                 MT_ST_NORMAL);
   }
   quality_count(fig, sizeof fig, (double)s->heap_objects,
-                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+                ms__field_quality(s, MS_F_HEAP_OBJECTS));
   label_value(g, row + 5, col + 1, vw - 1, "HeapObjects", fig, MT_ST_NORMAL);
 
   /* Rates from the last two samples: a count per second takes the
    * counter's quality; a rate the model could not compute yet is "-". */
-  ms_quality_t qm = (ms_quality_t)s->quality[MS_F_MALLOCS];
-  ms_quality_t qf = (ms_quality_t)s->quality[MS_F_FREES];
-  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+  ms_quality_t qm = ms__field_quality(s, MS_F_MALLOCS);
+  ms_quality_t qf = ms__field_quality(s, MS_F_FREES);
+  ms_quality_t qb = ms__field_quality(s, MS_F_TOTAL_ALLOC);
   quality_count(fig, sizeof fig, t->mallocs_per_s, qm);
   label_value(g, row + 6, col + 1, vw - 1, "mallocs/s", fig, MT_ST_NORMAL);
   if (width >= vw + 20) {
@@ -406,10 +340,10 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
   char alloc[32], objs[32], mallocs[32], bytes[32], rate[40];
   field_bytes(alloc, sizeof alloc, s, MS_F_HEAP_ALLOC);
   quality_count(objs, sizeof objs, (double)s->heap_objects,
-                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+                ms__field_quality(s, MS_F_HEAP_OBJECTS));
   quality_count(mallocs, sizeof mallocs, t->mallocs_per_s,
-                (ms_quality_t)s->quality[MS_F_MALLOCS]);
-  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+                ms__field_quality(s, MS_F_MALLOCS));
+  ms_quality_t qb = ms__field_quality(s, MS_F_TOTAL_ALLOC);
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
@@ -427,8 +361,7 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
 /* ================================================================ GC === */
 
 static int has_gc(const ms_snapshot_t *s) {
-  return s->quality[MS_F_NUM_GC] != MS_Q_UNAVAILABLE &&
-         (s->enable_gc || s->num_gc > 0);
+  return ms__field_known(s, MS_F_NUM_GC) && (s->enable_gc || s->num_gc > 0);
 }
 
 static int gc_height(const mt_target_t *t) {
@@ -466,18 +399,18 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   mt_grid_puts(g, row, 0, "GC", -1, MT_ST_HEADER);
   if (!has_gc(s)) {
     mt_grid_puts(g, row, 4,
-                 s->quality[MS_F_NUM_GC] == MS_Q_UNAVAILABLE
+                 !ms__field_known(s, MS_F_NUM_GC)
                      ? "- (no collector reported by the providers)"
                      : "none (no garbage collector in this process)",
                  -1, MT_ST_DIM);
     return;
   }
   char cycles[32], forced[32], last[48], cpu[32], next[32];
-  ms_quality_t qn = (ms_quality_t)s->quality[MS_F_NUM_GC];
+  ms_quality_t qn = ms__field_quality(s, MS_F_NUM_GC);
   quality_count(cycles, sizeof cycles, s->num_gc, qn);
   quality_count(forced, sizeof forced, s->num_forced_gc,
-                (ms_quality_t)s->quality[MS_F_NUM_FORCED_GC]);
-  if (s->quality[MS_F_LAST_GC] == MS_Q_UNAVAILABLE) {
+                ms__field_quality(s, MS_F_NUM_FORCED_GC));
+  if (!ms__field_known(s, MS_F_LAST_GC)) {
     snprintf(last, sizeof last, "-");
   } else if (s->last_gc == 0 || s->num_gc == 0) {
     snprintf(last, sizeof last, "never");
@@ -489,7 +422,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
     ms__fmt_duration(d, sizeof d, ago < 0 ? 0 : ago);
     snprintf(last, sizeof last, "%s ago", d);
   }
-  ms_quality_t qc = (ms_quality_t)s->quality[MS_F_GC_CPU_FRACTION];
+  ms_quality_t qc = ms__field_quality(s, MS_F_GC_CPU_FRACTION);
   if (qc == MS_Q_UNAVAILABLE)
     snprintf(cpu, sizeof cpu, "-");
   else
@@ -506,12 +439,12 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   /* Percentiles come from the histogram of every pause since start, not
    * from the 256 the ring keeps. */
   char p50[32], p99[32], pmax[32], total[32];
-  ms_quality_t qh = (ms_quality_t)s->quality[MS_F_PAUSE_HIST];
+  ms_quality_t qh = ms__field_quality(s, MS_F_PAUSE_HIST);
   quality_dur(p50, sizeof p50, t->pause_p50_ns, qh);
   quality_dur(p99, sizeof p99, t->pause_p99_ns, qh);
   quality_dur(pmax, sizeof pmax, t->pause_max_ns, qh);
   quality_dur(total, sizeof total, (int64_t)s->pause_total_ns,
-              (ms_quality_t)s->quality[MS_F_PAUSE_TOTAL_NS]);
+              ms__field_quality(s, MS_F_PAUSE_TOTAL_NS));
   piece_t p2[] = {
       {"pause p50", p50, MT_ST_NORMAL},
       {"p99", p99, MT_ST_NORMAL},
@@ -519,7 +452,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
       {"PauseTotalNs", total, MT_ST_NORMAL},
   };
   put_pieces(g, row + 1, 4, cols, p2, 4);
-  if (s->quality[MS_F_PAUSE_NS] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, MS_F_PAUSE_NS)) {
     mt_grid_puts(g, row + 2, 4, "PauseNs -", -1, MT_ST_DIM);
     return;
   }
@@ -592,7 +525,7 @@ static int by_live_desc(const void *a, const void *b) {
 static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row, int col,
                          int height, int width) {
   const ms_snapshot_t *s = &t->snap;
-  ms_quality_t q = (ms_quality_t)s->quality[MS_F_BY_SIZE];
+  ms_quality_t q = ms__field_quality(s, MS_F_BY_SIZE);
   mt_grid_clip(g, row, col, height, width);
   mt_grid_puts(g, row, col, "Size classes by live bytes", -1, MT_ST_HEADER);
   if (q == MS_Q_UNAVAILABLE || s->nsize_classes == 0) {

@@ -296,6 +296,26 @@ static void test_marks(void **state) {
   mt_model_free(&m);
 }
 
+/* A quality byte no version of the library writes (a corrupt or hand-made
+ * snapshot) reads as unavailable: "-", never the figure as if exact. */
+static void test_unknown_quality_byte(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  char *txt = render_text(&m, 40, 120);
+  assert_false(contains(txt, "CPU -"));
+  free(txt);
+  t->snap.quality[MS_F_GC_CPU_FRACTION] = 7;
+  t->snap.quality[MS_F_HEAP_OBJECTS] = 0xff;
+  t->snap.quality[MS_F_NEXT_GC] = 3;
+  txt = render_text(&m, 40, 120);
+  assert_true(contains(txt, "CPU -"));
+  assert_true(contains(txt, "HeapObjects           -"));
+  assert_true(contains(txt, "NextGC -"));
+  free(txt);
+  mt_model_free(&m);
+}
+
 /* The newest pause is at (NumGC+255)%256 and is drawn rightmost; the ring
  * wraps after 256 collections. */
 static void test_sparkline_order(void **state) {
@@ -766,6 +786,7 @@ int main(void) {
       cmocka_unit_test(test_detail_golden),
       cmocka_unit_test(test_help_golden),
       cmocka_unit_test(test_marks),
+      cmocka_unit_test(test_unknown_quality_byte),
       cmocka_unit_test(test_sparkline_order),
       cmocka_unit_test(test_bar_parts),
       cmocka_unit_test(test_every_size),
