@@ -1,8 +1,8 @@
 /*
  * fields.h - the one definition of every snapshot field: its Go MemStats
- * name, where it lives in ms_snapshot_t, its unit and its Prometheus name.
- * Every emitter (text, JSON, wire, Prometheus, the live view) walks this
- * table instead of naming fields itself.
+ * name, where it lives in ms_snapshot_t, its type and unit, and where the
+ * JSON emitter puts it. Every emitter (text, JSON, wire, the live view) walks
+ * this table instead of naming fields itself.
  */
 #ifndef MS_COMMON_FIELDS_H
 #define MS_COMMON_FIELDS_H
@@ -36,9 +36,10 @@ typedef struct ms__field_info_s {
   size_t offset;       /* offsetof(ms_snapshot_t, ...) */
   ms__ctype_t ctype;
   ms__unit_t unit;
-  const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */
-  const char *help;      /* one line, for --help and Prometheus HELP */
-  int in_go;             /* 1 if this is one of Go's MemStats fields */
+  int in_go; /* 1 if this is one of Go's MemStats fields */
+  /* A figure of the kernel's: its key in --json's "kernel" object ("rss");
+   * NULL for every other field. */
+  const char *kernel_key;
 } ms__field_info_t;
 
 /* The table, indexed by ms_field_t (ms__fields[i].id == i). */

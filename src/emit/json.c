@@ -154,21 +154,15 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
                       ms_quality_name(ms__field_quality(s, (ms_field_t)f)));
   }
 
-  /* The kernel's view, keyed by the field name without "Kernel" in lower
-   * case ("rss", "vsz", "lazyfree", "anonhuge", "swap"). */
+  /* The kernel's view, keyed by the table's kernel_key column ("rss",
+   * "vsz", "lazyfree", "anonhuge", "swap", "anonrss"). */
   first = 1;
   ms__strbuf_puts(out, "},\"kernel\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
-    const char *name = ms__fields[f].go_name;
-    if (strncmp(name, "Kernel", 6) != 0 ||
+    if (!ms__fields[f].kernel_key ||
         ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
-    char k[32];
-    size_t i = 0;
-    for (const char *c = name + 6; *c && i + 1 < sizeof k; c++)
-      k[i++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-    k[i] = '\0';
-    key(out, &first, k);
+    key(out, &first, ms__fields[f].kernel_key);
     ms__strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
   }
   /* What the classes account for against the kernel's anonymous RSS
