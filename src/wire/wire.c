@@ -330,6 +330,49 @@ static void get_str(const uint8_t *v, uint32_t n, char *dst, size_t cap) {
   dst[i] = '\0';
 }
 
+/* The identity both the hello and the snapshot carry, under the same tags:
+ * where each decoder keeps it. */
+typedef struct identity_s {
+  int32_t *pid;
+  uint64_t *start_time;
+  char *comm;
+  size_t comm_cap;
+  uint32_t *nproviders;
+  char (*providers)[MS_NAME_MAX];
+} identity_t;
+
+/* Decodes one identity record into *id. Returns 1 if the tag was one of
+ * them, 0 if not (the caller's own tag), MS_EPROTO with *why set if it was
+ * and is malformed: a pid no process can have is refused, whichever
+ * message carries it (a pid names the process memtop signals and reads in
+ * /proc). */
+static int decode_identity(const identity_t *id, uint16_t tag, const uint8_t *v,
+                           uint32_t n, const char **why) {
+  uint64_t x;
+  switch (tag) {
+  case MS__TAG_PID:
+    if (get_u64(v, n, &x, why))
+      return MS_EPROTO;
+    if ((int64_t)x <= 0 || (int64_t)x > INT32_MAX) {
+      *why = "an impossible pid";
+      return MS_EPROTO;
+    }
+    *id->pid = (int32_t)x;
+    return 1;
+  case MS__TAG_START_TIME:
+    return get_u64(v, n, id->start_time, why) ? MS_EPROTO : 1;
+  case MS__TAG_COMM:
+    get_str(v, n, id->comm, id->comm_cap);
+    return 1;
+  case MS__TAG_PROVIDER:
+    if (*id->nproviders < MS_MAX_PROVIDERS)
+      get_str(v, n, id->providers[(*id->nproviders)++], MS_NAME_MAX);
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
                           const char **why) {
   const char *dummy;
@@ -341,26 +384,16 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
   const uint8_t *v;
   uint32_t n;
   uint64_t x;
-  int r, have_pid = 0;
+  int r;
+  const identity_t id = {&h->pid,        &h->start_time, h->comm,
+                         sizeof h->comm, &h->nproviders, h->providers};
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
+    int known = decode_identity(&id, tag, v, n, why);
+    if (known < 0)
+      return known;
+    if (known)
+      continue;
     switch (tag) {
-    case MS__TAG_PID:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      if ((int64_t)x <= 0 || (int64_t)x > INT32_MAX) {
-        *why = "hello with an impossible pid";
-        return MS_EPROTO;
-      }
-      h->pid = (int32_t)x;
-      have_pid = 1;
-      break;
-    case MS__TAG_START_TIME:
-      if (get_u64(v, n, &h->start_time, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_COMM:
-      get_str(v, n, h->comm, sizeof h->comm);
-      break;
     case MS__TAG_LIB_VERSION:
       get_str(v, n, h->lib_version, sizeof h->lib_version);
       break;
@@ -368,10 +401,6 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
       if (get_u64(v, n, &x, why))
         return MS_EPROTO;
       h->proto_version = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
-      break;
-    case MS__TAG_PROVIDER:
-      if (h->nproviders < MS_MAX_PROVIDERS)
-        get_str(v, n, h->providers[h->nproviders++], MS_NAME_MAX);
       break;
     case MS__TAG_CAPABILITIES:
       if (get_u64(v, n, &h->capabilities, why))
@@ -381,12 +410,9 @@ int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
       break; /* unknown: skipped */
     }
   }
-  if (r < 0)
-    return r;
   /* A client's hello carries no pid; the caller decides whether one is
-   * required, so only check it when present. */
-  (void)have_pid;
-  return 0;
+   * required, so it is only checked when present. */
+  return r < 0 ? r : 0;
 }
 
 static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
@@ -481,20 +507,15 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
   uint32_t n;
   uint64_t x;
   int r;
+  const identity_t id = {&s->pid,        &s->start_time, s->comm,
+                         sizeof s->comm, &s->nproviders, s->providers};
   while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
+    int known = decode_identity(&id, tag, v, n, why);
+    if (known < 0)
+      return known;
+    if (known)
+      continue;
     switch (tag) {
-    case MS__TAG_PID:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      s->pid = (int32_t)x;
-      break;
-    case MS__TAG_START_TIME:
-      if (get_u64(v, n, &s->start_time, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_COMM:
-      get_str(v, n, s->comm, sizeof s->comm);
-      break;
     case MS__TAG_LIB_VERSION_NUM:
       if (get_u64(v, n, &x, why))
         return MS_EPROTO;
@@ -515,10 +536,6 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
     case MS__TAG_AGE:
       if (get_u64(v, n, &s->age_ns, why))
         return MS_EPROTO;
-      break;
-    case MS__TAG_PROVIDER:
-      if (s->nproviders < MS_MAX_PROVIDERS)
-        get_str(v, n, s->providers[s->nproviders++], MS_NAME_MAX);
       break;
     default:
       if (tag >= MS__TAG_FIELD && tag < MS__TAG_FIELD + MS_F__COUNT) {
