@@ -32,8 +32,19 @@ static int64_t as_signed(uint64_t v) {
   return r;
 }
 
+/* 0.1's ms_breakdown_t ends where struct_size begins. */
+#define MS__BREAKDOWN_SIZE_0_1 offsetof(ms_breakdown_t, struct_size)
+
+/* The exported symbol of 0.1 (memstats.h maps the name to
+ * ms_breakdown_read for code built against this header). */
+#undef ms_breakdown
 MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
-  if (!snap || !out)
+  return ms_breakdown_read(snap, out, MS__BREAKDOWN_SIZE_0_1);
+}
+
+MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
+                                size_t size) {
+  if (!snap || !out || size < MS__BREAKDOWN_SIZE_0_1)
     return MS_EINVAL;
 
   static const ms_field_t inuse_terms[] = {
@@ -109,6 +120,10 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
                  snap->other_sys + ohr;
   b.sys_mismatch = checkable && sum != snap->sys;
 
-  *out = b;
+  /* Only what the caller's struct has room for: a prefix of this layout
+   * (0.1's struct ends before struct_size, which it then never sees). */
+  size_t n = size < sizeof b ? size : sizeof b;
+  b.struct_size = (uint32_t)n;
+  memcpy(out, &b, n);
   return 0;
 }
