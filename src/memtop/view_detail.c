@@ -578,6 +578,100 @@ typedef enum block_e {
   B__COUNT
 } block_t;
 
+/* Which sections fit, and how tall each is: the plan the drawing follows. */
+typedef struct layout_s {
+  int two;              /* two columns (wide screens) */
+  int height[B__COUNT]; /* rows of each section; B_LOWER: what is left */
+  int chosen[B__COUNT]; /* drawn or left out whole */
+  int gap;              /* a blank row between sections */
+} layout_t;
+
+static void plan(const mt_model_t *m, const mt_target_t *t, int cols, int avail,
+                 layout_t *l) {
+  memset(l, 0, sizeof *l);
+  l->two = cols >= TWO_COLUMN_MIN;
+  l->height[B_BAR] = bar_height(m, t, cols);
+  l->height[B_GC] = gc_height(t);
+  if (l->two) {
+    l->height[B_SYSHEAP] = 8;
+  } else {
+    l->height[B_SUMMARY] = 2;
+    l->height[B_HEAP] = 8;
+    l->height[B_SYS] = 8;
+  }
+  /* Choose by priority (the order of block_t), whole blocks only; then
+   * draw the chosen in that same order. */
+  int used = 0, nchosen = 0;
+  for (int b = 0; b < B_LOWER; b++) {
+    /* The digest only stands in for the heap table. */
+    if (b == B_HEAP && l->chosen[B_SUMMARY] && used + l->height[b] <= avail) {
+      l->chosen[B_SUMMARY] = 0;
+      used -= l->height[B_SUMMARY];
+      nchosen--;
+    }
+    if (l->height[b] > 0 && used + l->height[b] <= avail) {
+      l->chosen[b] = 1;
+      used += l->height[b];
+      nchosen++;
+    }
+  }
+  int lower = avail - used;
+  l->chosen[B_LOWER] = lower >= TREND_MIN;
+  /* A blank row between sections when there is room to spare. */
+  if (lower - nchosen >= 2 * TREND_MIN + 2) {
+    l->gap = 1;
+    lower -= nchosen;
+  }
+  l->height[B_LOWER] = lower;
+}
+
+/* The trend and the size classes share what the sections above left:
+ * side by side, stacked, or the trend alone. */
+static void draw_lower(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                       int row, int cols, int two, int lower) {
+  if (two) {
+    draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
+    draw_classes(t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
+  } else if (lower >= 2 * TREND_MIN + 1) {
+    int th = lower / 2;
+    draw_trend(m, t, g, row, 0, th, cols);
+    draw_classes(t, g, row + th + 1, 0, lower - th - 1, cols);
+  } else {
+    draw_trend(m, t, g, row, 0, lower, cols);
+  }
+}
+
+static void draw_section(const mt_model_t *m, const mt_target_t *t,
+                         mt_grid_t *g, const layout_t *l, block_t b, int row,
+                         int cols) {
+  switch (b) {
+  case B_BAR:
+    draw_bar(m, t, g, row, cols);
+    break;
+  case B_GC:
+    draw_gc(m, t, g, row, cols);
+    break;
+  case B_SUMMARY:
+    draw_summary(t, g, row, cols);
+    break;
+  case B_SYSHEAP:
+    draw_sys(t, g, row, 0, cols / 2 - 1);
+    draw_heap(t, g, row, cols / 2 + 1, cols - cols / 2 - 1);
+    break;
+  case B_HEAP:
+    draw_heap(t, g, row, 0, cols);
+    break;
+  case B_SYS:
+    draw_sys(t, g, row, 0, cols);
+    break;
+  case B_LOWER:
+    draw_lower(m, t, g, row, cols, l->two, l->height[B_LOWER]);
+    break;
+  case B__COUNT:
+    break;
+  }
+}
+
 void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                          mt_grid_t *g, int top, int bottom) {
   int cols = g->cols;
@@ -591,83 +685,15 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                  -1, MT_ST_DIM);
     return;
   }
-  int two = cols >= TWO_COLUMN_MIN;
-  int height[B__COUNT] = {0};
-  height[B_BAR] = bar_height(m, t, cols);
-  height[B_GC] = gc_height(t);
-  if (two) {
-    height[B_SYSHEAP] = 8;
-  } else {
-    height[B_SUMMARY] = 2;
-    height[B_HEAP] = 8;
-    height[B_SYS] = 8;
-  }
-  /* Choose by priority (the order of block_t), whole blocks only; then
-   * draw the chosen in that same order. */
-  int chosen[B__COUNT] = {0};
-  int used = 0, nchosen = 0;
-  for (int b = 0; b < B_LOWER; b++) {
-    /* The digest only stands in for the heap table. */
-    if (b == B_HEAP && chosen[B_SUMMARY] && used + height[b] <= avail) {
-      chosen[B_SUMMARY] = 0;
-      used -= height[B_SUMMARY];
-      nchosen--;
-    }
-    if (height[b] > 0 && used + height[b] <= avail) {
-      chosen[b] = 1;
-      used += height[b];
-      nchosen++;
-    }
-  }
-  int lower = avail - used;
-  chosen[B_LOWER] = lower >= TREND_MIN;
-  /* A blank row between sections when there is room to spare. */
-  int gap = 0;
-  if (lower - nchosen >= 2 * TREND_MIN + 2) {
-    gap = 1;
-    lower -= nchosen;
-  }
-
+  layout_t l;
+  plan(m, t, cols, avail, &l);
   int row = top;
   for (int b = 0; b < B__COUNT; b++) {
-    if (!chosen[b])
+    if (!l.chosen[b])
       continue;
     if (row > top)
-      row += gap;
-    switch (b) {
-    case B_BAR:
-      draw_bar(m, t, g, row, cols);
-      break;
-    case B_GC:
-      draw_gc(m, t, g, row, cols);
-      break;
-    case B_SUMMARY:
-      draw_summary(t, g, row, cols);
-      break;
-    case B_SYSHEAP:
-      draw_sys(t, g, row, 0, cols / 2 - 1);
-      draw_heap(t, g, row, cols / 2 + 1, cols - cols / 2 - 1);
-      break;
-    case B_HEAP:
-      draw_heap(t, g, row, 0, cols);
-      break;
-    case B_SYS:
-      draw_sys(t, g, row, 0, cols);
-      break;
-    case B_LOWER:
-      if (two) {
-        draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
-        draw_classes(t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
-      } else if (lower >= 2 * TREND_MIN + 1) {
-        int th = lower / 2;
-        draw_trend(m, t, g, row, 0, th, cols);
-        draw_classes(t, g, row + th + 1, 0, lower - th - 1, cols);
-      } else {
-        draw_trend(m, t, g, row, 0, lower, cols);
-      }
-      row += lower;
-      continue;
-    }
-    row += height[b];
+      row += l.gap;
+    draw_section(m, t, g, &l, (block_t)b, row, cols);
+    row += l.height[b];
   }
 }
