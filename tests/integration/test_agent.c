@@ -30,6 +30,7 @@
 #include "agent/agent.h"
 #include "client/client.h"
 #include "common/fields.h"
+#include "support/fetch.h"
 #include "wire/wire.h"
 
 static char g_dir[64];
@@ -165,9 +166,9 @@ static int read_frame(int fd, uint8_t *buf, size_t cap, ms__frame_t *f) {
 
 static void good_fetch(int pid, ms_snapshot_t *s) {
   char err[512];
-  int r = msc_fetch(pid, s, 5000, err, sizeof err);
+  int r = fetch_snapshot(pid, s, 5000, err, sizeof err);
   if (r != 0)
-    fail_msg("msc_fetch(%d): %d %s", pid, r, err);
+    fail_msg("fetch_snapshot(%d): %d %s", pid, r, err);
   assert_int_equal(s->pid, pid);
 }
 
@@ -330,7 +331,7 @@ static void test_smaps_request(void **state) {
   static ms_snapshot_t e;
   char err[512];
   assert_int_equal(
-      msc_fetch_flags(t.pid, MS__REQ_SMAPS, &e, 5000, err, sizeof err), 0);
+      fetch_snapshot_flags(t.pid, MS__REQ_SMAPS, &e, 5000, err, sizeof err), 0);
   assert_smaps(&e, MS_Q_EXACT);
   target_kill(&t);
 }
@@ -552,7 +553,7 @@ static void test_other_uid_refused(void **state) {
     syscall(SYS_capset, &hdr, none);
     static ms_snapshot_t s;
     char err[512];
-    int r = msc_fetch(t.pid, &s, 2000, err, sizeof err);
+    int r = fetch_snapshot(t.pid, &s, 2000, err, sizeof err);
     if (r != MS_EACCES || strstr(err, "permission") == NULL)
       _exit(15);
     _exit(0);
@@ -615,7 +616,7 @@ static void test_unsafe_dirs(void **state) {
   setenv("MEMSTATS_DIR", p, 1);
   static ms_snapshot_t s;
   char err[512];
-  assert_int_equal(msc_fetch(getpid(), &s, 1000, err, sizeof err), MS_EUNSAFE);
+  assert_int_equal(fetch_snapshot(getpid(), &s, 1000, err, sizeof err), MS_EUNSAFE);
   assert_non_null(strstr(err, "not trusting"));
   setenv("MEMSTATS_DIR", g_dir, 1);
   close(fd);
@@ -631,7 +632,7 @@ static void test_unsafe_dirs(void **state) {
   snprintf(sp, sizeof sp, "%s/%d.sock", p, (int)getpid());
   assert_int_equal(lstat(sp, &st), 0);
   assert_int_equal(st.st_mode & 0777, 0600);
-  assert_int_equal(msc_fetch(getpid(), &s, 2000, err, sizeof err), 0);
+  assert_int_equal(fetch_snapshot(getpid(), &s, 2000, err, sizeof err), 0);
   assert_int_equal(ms_agent_stop(), 0);
   assert_false(file_exists(sp));
   assert_int_equal(ms_agent_stop(), 0);
@@ -688,20 +689,20 @@ static void test_stale_and_reuse(void **state) {
   assert_false(file_exists(dead_sock));
   assert_false(file_exists(other_sock));
 
-  /* The client's own words for each case. */
+  /* memtop's words for each case (msc_explain_connect). */
   static ms_snapshot_t s;
   char err[512];
-  assert_int_equal(msc_fetch(dead, &s, 1000, err, sizeof err), MS_ESRCH);
+  assert_int_equal(fetch_snapshot(dead, &s, 1000, err, sizeof err), MS_ESRCH);
   assert_non_null(strstr(err, "no such process"));
-  assert_int_equal(msc_fetch(other, &s, 1000, err, sizeof err), MS_ENOENT);
-  assert_non_null(strstr(err, "not started with libmemstats"));
+  assert_int_equal(fetch_snapshot(other, &s, 1000, err, sizeof err), MS_ENOENT);
+  assert_non_null(strstr(err, "does not run libmemstats"));
   assert_non_null(strstr(err, "memtop run"));
   fd = socket(AF_UNIX, SOCK_STREAM, 0);
   assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
   close(fd);
-  assert_int_equal(msc_fetch(other, &s, 1000, err, sizeof err),
+  assert_int_equal(fetch_snapshot(other, &s, 1000, err, sizeof err),
                    MS_ECONNREFUSED);
-  assert_non_null(strstr(err, "not started with libmemstats"));
+  assert_non_null(strstr(err, "refuses connections"));
   assert_false(file_exists(other_sock));
   kill(other, SIGKILL);
   waitpid(other, NULL, 0);
@@ -767,7 +768,7 @@ static void test_env(void **state) {
   assert_false(file_exists(t.sock));
   static ms_snapshot_t s;
   char err[512];
-  assert_int_equal(msc_fetch(t.pid, &s, 1000, err, sizeof err), MS_ENOENT);
+  assert_int_equal(fetch_snapshot(t.pid, &s, 1000, err, sizeof err), MS_ENOENT);
   target_kill(&t);
   /* Garbage in the interval falls back to the default. */
   static const char *const junk[] = {"MEMSTATS_MIN_INTERVAL_MS=12abc",

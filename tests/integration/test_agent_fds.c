@@ -30,6 +30,7 @@
 #include <cmocka.h>
 
 #include "client/client.h"
+#include "support/fetch.h"
 #include "support/host.h"
 #include "wire/wire.h"
 
@@ -188,9 +189,9 @@ static void assert_agent_idle(int pid) {
 static void good_fetch(int pid) {
   static ms_snapshot_t s;
   char err[512];
-  int r = msc_fetch(pid, &s, 5000, err, sizeof err);
+  int r = fetch_snapshot(pid, &s, 5000, err, sizeof err);
   if (r != 0)
-    fail_msg("msc_fetch(%d): %d %s", pid, r, err);
+    fail_msg("fetch_snapshot(%d): %d %s", pid, r, err);
   assert_int_equal(s.pid, pid);
 }
 
@@ -549,9 +550,9 @@ static void test_fd_limit(void **state) {
     assert_agent_idle(t.pid);
     /* memtop, timing out, tells why from the target's descriptor table
      * (/proc/PID/fd against its limit), not "hung or stopped". */
-    int r0 = msc_fetch(t.pid, &s, 500, err, sizeof err);
+    int r0 = fetch_snapshot(t.pid, &s, 500, err, sizeof err);
     if (r0 != MS_ETIMEDOUT || strstr(err, "out of file descriptors") == NULL)
-      fail_msg("msc_fetch: %d %s", r0, err);
+      fail_msg("fetch_snapshot: %d %s", r0, err);
     char cmd0[1400], out0[1024];
     snprintf(cmd0, sizeof cmd0, "%s/memtop --once %d 2>&1", g_build,
              (int)t.pid);
@@ -577,9 +578,9 @@ static void test_fd_limit(void **state) {
   int q[8];
   for (int i = 0; i < 8; i++)
     q[i] = raw_connect(t.sock); /* queued, as memtop's would be */
-  int r = msc_fetch(t.pid, &s, 5000, err, sizeof err);
+  int r = fetch_snapshot(t.pid, &s, 5000, err, sizeof err);
   if (r != MS_EMFILE)
-    fail_msg("msc_fetch: %d %s", r, err);
+    fail_msg("fetch_snapshot: %d %s", r, err);
   assert_non_null(strstr(err, "out of file descriptors"));
   assert_non_null(strstr(err, "ulimit -n"));
   /* memtop says so too, and exits 1. */
