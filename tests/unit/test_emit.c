@@ -21,69 +21,10 @@
 #include <cmocka.h>
 
 #include "emit/emit.h"
+#include "support/golden.h"
 #include "support/govec.h"
 #include "support/hostile.h"
 #include "wire/wire.h"
-
-/* ------------------------------------------------------------------------
- * Golden files
- * ------------------------------------------------------------------------ */
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  ms__strbuf_t b = MS_STRBUF_INIT;
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    ms__strbuf_append(&b, chunk, n);
-  fclose(f);
-  if (!b.data)
-    ms__strbuf_append(&b, "", 0);
-  *len = b.len;
-  return b.data;
-}
-
-static void check_golden(const char *name, const char *got, size_t got_len) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/golden/%s", govec_data_dir(), name);
-  const char *update = getenv("MS_UPDATE_GOLDEN");
-  if (update && strcmp(update, "1") == 0) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(got, 1, got_len, f) != got_len || fclose(f) != 0)
-      fail_msg("cannot write %s: %s", path, strerror(errno));
-    print_message("updated %s\n", path);
-    return;
-  }
-  size_t want_len = 0;
-  char *want = read_file(path, &want_len);
-  if (!want)
-    fail_msg("cannot read golden file %s (%s): write it with "
-             "MS_UPDATE_GOLDEN=1 after checking the output",
-             path, strerror(errno));
-  if (want_len != got_len || memcmp(want, got, got_len) != 0) {
-    /* Point at the first line that differs. */
-    size_t i = 0, line = 1, start = 0;
-    while (i < want_len && i < got_len && want[i] == got[i]) {
-      if (want[i] == '\n') {
-        line++;
-        start = i + 1;
-      }
-      i++;
-    }
-    const char *we = memchr(want + start, '\n', want_len - start);
-    const char *ge = memchr(got + start, '\n', got_len - start);
-    int wl = (int)((we ? (size_t)(we - want) : want_len) - start);
-    int gl = (int)((ge ? (size_t)(ge - got) : got_len) - start);
-    print_error("%s line %zu differs:\n  want: %.*s\n  got:  %.*s\n", path,
-                line, wl > 300 ? 300 : wl, want + start, gl > 300 ? 300 : gl,
-                got + start);
-    free(want);
-    fail_msg("output differs from %s (MS_UPDATE_GOLDEN=1 rewrites it)", path);
-  }
-  free(want);
-}
 
 /* ------------------------------------------------------------------------
  * The fixed snapshots
@@ -292,7 +233,7 @@ static void test_golden_lines(void **state) {
     assert_int_equal(ms__emit_line(&all, fx[i].snap), 0);
     ms__strbuf_puts(&all, "\n");
   }
-  check_golden("lines.txt", all.data, all.len);
+  golden_check("lines.txt", all.data, all.len);
   ms__strbuf_free(&all);
   free_fixtures(fx, n);
 }
@@ -306,7 +247,7 @@ static void test_golden_reports(void **state) {
     assert_int_equal(ms__emit_report(&out, fx[i].snap), 0);
     char name[96];
     snprintf(name, sizeof name, "%.60s.report.txt", fx[i].name);
-    check_golden(name, out.data, out.len);
+    golden_check(name, out.data, out.len);
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
@@ -322,7 +263,7 @@ static void test_golden_json(void **state) {
     ms__strbuf_puts(&out, "\n");
     char name[96];
     snprintf(name, sizeof name, "%.60s.json", fx[i].name);
-    check_golden(name, out.data, out.len);
+    golden_check(name, out.data, out.len);
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
