@@ -31,16 +31,10 @@
 #include "client/client.h"
 #include "common/fields.h"
 #include "support/fetch.h"
+#include "support/target.h"
 #include "wire/wire.h"
 
 static char g_dir[64];
-
-typedef struct target_s {
-  pid_t pid;
-  int in;  /* its stdin */
-  int out; /* its stdout */
-  char sock[MSC_PATH_MAX];
-} target_t;
 
 /* ------------------------------------------------------------------------
  * Helpers
@@ -52,20 +46,6 @@ static void prog_path(char *buf, size_t len) {
   exe[n] = '\0';
   *strrchr(exe, '/') = '\0'; /* $BUILD/tests */
   snprintf(buf, len, "%s/../progs/target_basic", exe);
-}
-
-static int read_line(int fd, char *buf, size_t len) {
-  size_t n = 0;
-  while (n + 1 < len) {
-    ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0)
-      return -1;
-    if (buf[n] == '\n')
-      break;
-    n++;
-  }
-  buf[n] = '\0';
-  return 0;
 }
 
 static void read_all(int fd, void *p, size_t n) {
@@ -80,69 +60,17 @@ static void read_all(int fd, void *p, size_t n) {
 
 /* Starts the target with extra environment "K=V" strings (NULL-ended). */
 static void target_start(target_t *t, const char *const *env) {
-  int in[2], out[2];
-  char prog[4200];
+  char prog[4200], line[128];
   prog_path(prog, sizeof prog);
-  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    setenv("MEMSTATS_DIR", g_dir, 1);
-    for (; env != NULL && *env != NULL; env++)
-      putenv((char *)*env);
-    execl(prog, prog, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  t->pid = pid;
-  t->in = in[1];
-  t->out = out[0];
-  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", g_dir, (int)pid);
-  char line[128];
-  assert_int_equal(read_line(t->out, line, sizeof line), 0);
+  target_spawn(t, prog, g_dir, env, NULL, NULL, 0, line, sizeof line);
 }
 
 static void target_cmd(target_t *t, const char *cmd) {
   assert_int_equal(write(t->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
 }
 
-static int target_wait(target_t *t) {
-  int st = 0;
-  close(t->in);
-  waitpid(t->pid, &st, 0);
-  close(t->out);
-  return st;
-}
-
-static void target_kill(target_t *t) {
-  kill(t->pid, SIGKILL);
-  target_wait(t);
-}
-
 static int alive(pid_t pid) {
   return kill(pid, 0) == 0;
-}
-
-static int raw_connect(const char *path) {
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
-  struct timeval tv = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
 }
 
 /* Reads one whole frame into buf; returns its type, or -1 at EOF. */
@@ -294,7 +222,7 @@ static msc_session_t *start_with_session(target_t *t, const char *const env[],
   uint64_t st;
   target_start(t, env);
   assert_int_equal(msc_proc_start_time(t->pid, &st), 0);
-  *fd = raw_connect(t->sock);
+  *fd = target_connect(t->sock);
   assert_true(*fd >= 0);
   return msc_session_new(t->pid, st);
 }
@@ -367,7 +295,7 @@ static void test_rate_limit(void **state) {
 /* Bytes that must get an error and a closed socket, never a crash. */
 static void expect_error_and_close(const char *path, const void *bytes,
                                    size_t n, int want_code) {
-  int fd = raw_connect(path);
+  int fd = target_connect(path);
   assert_true(fd >= 0);
   if (n > 0)
     assert_int_equal(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n);
@@ -414,7 +342,7 @@ static void test_garbage(void **state) {
   expect_error_and_close(t.sock, h, sizeof h, MS_EPROTO);
 
   /* A truncated frame, then the client goes away. */
-  int fd = raw_connect(t.sock);
+  int fd = target_connect(t.sock);
   uint8_t req[128];
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, req, sizeof req);
@@ -428,14 +356,14 @@ static void test_garbage(void **state) {
   expect_error_and_close(t.sock, req, w.len, MS_EPROTO);
 
   /* A client that never sends, kept open while a good one is served. */
-  int silent = raw_connect(t.sock);
+  int silent = target_connect(t.sock);
   assert_true(silent >= 0);
 
   /* Clients that close in the middle of a reply. */
   ms__wire_writer_init(&w, req, sizeof req);
   ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
   for (int i = 0; i < 20; i++) {
-    fd = raw_connect(t.sock);
+    fd = target_connect(t.sock);
     assert_int_equal(send(fd, req, w.len, MSG_NOSIGNAL), (ssize_t)w.len);
     char few[10];
     assert_true(recv(fd, few, sizeof few, 0) > 0);
@@ -443,7 +371,7 @@ static void test_garbage(void **state) {
   }
   /* A reserved request type gets "not supported", and the connection
    * stays usable. */
-  fd = raw_connect(t.sock);
+  fd = target_connect(t.sock);
   ms__wire_writer_init(&w, req, sizeof req);
   ms__wire_encode_request(&w, MS__MSG_PROFILE_REQ, 0);
   ms__wire_encode_request(&w, (ms__msg_type_t)77, 0);
@@ -530,7 +458,7 @@ static void test_other_uid_refused(void **state) {
       _exit(10);
     if (keep_dac_override() != 0)
       _exit(77);
-    int fd = raw_connect(t.sock);
+    int fd = target_connect(t.sock);
     if (fd < 0)
       _exit(11);
     static uint8_t buf[4096];
@@ -616,7 +544,8 @@ static void test_unsafe_dirs(void **state) {
   setenv("MEMSTATS_DIR", p, 1);
   static ms_snapshot_t s;
   char err[512];
-  assert_int_equal(fetch_snapshot(getpid(), &s, 1000, err, sizeof err), MS_EUNSAFE);
+  assert_int_equal(fetch_snapshot(getpid(), &s, 1000, err, sizeof err),
+                   MS_EUNSAFE);
   assert_non_null(strstr(err, "not trusting"));
   setenv("MEMSTATS_DIR", g_dir, 1);
   close(fd);
@@ -710,7 +639,7 @@ static void test_stale_and_reuse(void **state) {
   /* The PID answers, but not with the start time we knew: reused. */
   uint64_t st;
   assert_int_equal(msc_proc_start_time(live.pid, &st), 0);
-  fd = raw_connect(live.sock);
+  fd = target_connect(live.sock);
   msc_session_t *ses = msc_session_new(live.pid, st + 1);
   const uint8_t *req;
   size_t len;
@@ -738,7 +667,7 @@ static void test_fork_and_exit(void **state) {
   target_start(&t, NULL);
   target_cmd(&t, "fork\n");
   char line[64];
-  assert_int_equal(read_line(t.out, line, sizeof line), 0);
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
   int child = 0;
   assert_int_equal(sscanf(line, "child %d", &child), 1);
   char csock[MSC_PATH_MAX];
@@ -793,41 +722,14 @@ static void test_env(void **state) {
   assert_int_equal(v, UINT64_MAX);
 }
 
-static int remove_tree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL)
-    return unlink(dir);
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-      continue;
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-      remove_tree(p);
-    else
-      unlink(p);
-  }
-  closedir(d);
-  return rmdir(dir);
-}
-
 static int setup(void **state) {
   (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/ms-agent-test-XXXXXX");
-  if (mkdtemp(g_dir) == NULL)
-    return -1;
-  setenv("MEMSTATS_DIR", g_dir, 1);
-  unsetenv("MEMSTATS_AGENT");
-  unsetenv("MEMSTATS_MIN_INTERVAL_MS");
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
+  return target_dir_setup(g_dir, sizeof g_dir, "/tmp/ms-agent-test-XXXXXX");
 }
 
 static int teardown(void **state) {
   (void)state;
-  remove_tree(g_dir);
+  target_dir_remove(g_dir);
   return 0;
 }
 
