@@ -53,26 +53,27 @@ static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
                            ms__field_quality(s, f), 0);
 }
 
+/* A figure as shown: "-" when the provider does not have it (or the
+ * model has not computed it yet), "~" before an estimate. */
+static char *marked(char *buf, size_t len, int have, ms_quality_t q,
+                    const char *fig) {
+  if (q == MS_Q_UNAVAILABLE || !have)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", fig);
+  return buf;
+}
+
 static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
   char num[24];
-  if (q == MS_Q_UNAVAILABLE || v < 0) {
-    snprintf(buf, len, "-");
-    return buf;
-  }
   mt_view_fmt_count(num, sizeof num, v);
-  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
-  return buf;
+  return marked(buf, len, v >= 0, q, num);
 }
 
 static char *quality_dur(char *buf, size_t len, int64_t ns, ms_quality_t q) {
   char d[24];
-  if (q == MS_Q_UNAVAILABLE || ns < 0) {
-    snprintf(buf, len, "-");
-    return buf;
-  }
-  ms__fmt_duration(d, sizeof d, ns);
-  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", d);
-  return buf;
+  ms__fmt_duration(d, sizeof d, ns < 0 ? 0 : ns);
+  return marked(buf, len, ns >= 0, q, d);
 }
 
 /* A label at `col` and its value right-aligned to end at col + width. */
