@@ -526,17 +526,6 @@ static void test_refused_user_told_right_directory(void **state) {
 
 /* ---- the live view, in tmux ---- */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static const char *tmux_out(const char *what) {
   char cmd[512];
   size_t n = 0;
@@ -569,10 +558,11 @@ static void tui_start(const char *memstats_dir, const char *args) {
           "exec sleep 600\n",
           memstats_dir, memtop, args);
   fclose(f);
-  assert_int_equal(sh("tmux -S %s -f /dev/null new-session -d -s v -x 100 -y "
-                      "30 \"sh '%s'\"",
-                      tmux_sock, script),
-                   0);
+  assert_int_equal(
+      run_sh("tmux -S %s -f /dev/null new-session -d -s v -x 100 -y "
+             "30 \"sh '%s'\"",
+             tmux_sock, script),
+      0);
 }
 
 static int tui_wait(const char *text) {
@@ -586,7 +576,7 @@ static int tui_wait(const char *text) {
 }
 
 static void tui_stop(void) {
-  sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+  run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
 }
 
 /* The live view, on nobody's own process with hostile strings and on the
@@ -600,7 +590,7 @@ static void test_live_view(void **state) {
 
   (void)state;
   SKIP_UNLESS_ROOT();
-  if (sh("command -v tmux >/dev/null") != 0) {
+  if (run_sh("command -v tmux >/dev/null") != 0) {
     print_message("skipped: tmux is not installed (apt-get install tmux)\n");
     skip();
   }
@@ -624,7 +614,7 @@ static void test_live_view(void **state) {
   tmux_out("display -p -t v '#{pane_title}'");
   if (strstr(screen, "pwn") != NULL)
     fail_msg("the target's name retitled the window: %s", screen);
-  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  run_sh("tmux -S %s send-keys -t v q", tmux_sock);
   assert_true(tui_wait("MEMTOP-EXIT=0"));
   tui_stop();
 
@@ -641,7 +631,7 @@ static void test_live_view(void **state) {
   assert_null(strstr(screen, "64.0MiB"));
   tmux_out("display -p -t v '#{pane_title}'");
   assert_null(strstr(screen, "pwn"));
-  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  run_sh("tmux -S %s send-keys -t v q", tmux_sock);
   assert_true(tui_wait("MEMTOP-EXIT="));
   /* The reason stays after the view is gone, without "retrying": memtop
    * has left. */

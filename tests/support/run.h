@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -97,6 +98,20 @@ static inline int run_capture_va(run_result_t *res, const char *prog,
     argv[argc++] = (char *)a;
   argv[argc] = NULL;
   return run_capture(res, argv, close_fd);
+}
+
+/* Runs a shell command made like printf's; its exit status, or -1 if it
+ * did not exit. */
+static inline int run_sh(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+static inline int run_sh(const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* A PID as an argument; eight stay valid at a time. */
