@@ -119,6 +119,10 @@ typedef enum ms_field_e {
   /* Beyond Go: memory seen outside the allocator (src/core/mappings.c) */
   MS_F_KERNEL_ANON_RSS, /* RssAnon of /proc/self/status */
   MS_F_OFF_HEAP_RELEASED, /* a *Sys term: mapped, not backed, off-heap */
+  /* Beyond Go: Python's object allocator, a heap inside OtherSys */
+  MS_F_PYTHON_ARENAS,
+  MS_F_PYTHON_ARENA_SYS,
+  MS_F_PYTHON_ARENA_RESIDENT,
   MS_F__COUNT
 } ms_field_t;
 
@@ -227,6 +231,17 @@ typedef struct ms_snapshot_s {
    * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
    * of Prepared (HeapReleased + OffHeapReleased). */
   uint64_t off_heap_released;
+  /* A Python interpreter's object allocator (pymalloc) in the process: its
+   * arenas (1 MiB each in CPython 3.10 and later), as the preload's mmap
+   * interposer sees them made from Python's own code, how many bytes they
+   * map and how many of those the kernel backs (pools in use or once used;
+   * pymalloc carves pools from an arena in order and never hands a pool's
+   * pages back, so the rest was never touched). Part of OtherSys (resident)
+   * and OffHeapReleased (the rest); unavailable where no Python arena is
+   * mapped. */
+  uint64_t python_arenas;
+  uint64_t python_arena_sys;
+  uint64_t python_arena_resident;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:

@@ -105,6 +105,14 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_OFF_HEAP_RELEASED] = {MS_F_OFF_HEAP_RELEASED, "OffHeapReleased",
                                 U64(off_heap_released), MS__UNIT_BYTES, 0,
                                 NULL},
+    [MS_F_PYTHON_ARENAS] = {MS_F_PYTHON_ARENAS, "PythonArenas",
+                            U64(python_arenas), MS__UNIT_COUNT, 0, NULL},
+    [MS_F_PYTHON_ARENA_SYS] = {MS_F_PYTHON_ARENA_SYS, "PythonArenaSys",
+                               U64(python_arena_sys), MS__UNIT_BYTES, 0, NULL},
+    [MS_F_PYTHON_ARENA_RESIDENT] = {MS_F_PYTHON_ARENA_RESIDENT,
+                                    "PythonArenaResident",
+                                    U64(python_arena_resident), MS__UNIT_BYTES,
+                                    0, NULL},
 };
 
 static int valid(ms_field_t f) {

@@ -32,4 +32,9 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only);
  * heap has moved since (0 when all is well: see ms__snapshot_check). */
 unsigned ms__providers_stale_exact(void);
 
+/* 1 if the chosen malloc provider cannot tell backed memory from
+ * committed memory (ms__provider_t.backing_unknown): its heap's backed
+ * part is then measured from its mappings (ms__mappings_heap_backing). */
+int ms__providers_backing_unknown(void);
+
 #endif

@@ -523,6 +523,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
 #define MS__F_COUNT_0_1 ((size_t)MS_F_KERNEL_ANON_RSS)
 #define MS__SNAPSHOT_SIZE_0_1                                                  \
   ((offsetof(ms_snapshot_t, quality) + 2 * MS__F_COUNT_0_1 + 7) & ~(size_t)7)
+/* 0.2 as it first shipped ended with off_heap_released; the Python
+ * arena fields came after it. */
 #define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
 _Static_assert(MS_F__COUNT <= MS_F_CAPACITY,
                "more fields than the snapshot has room for");
@@ -556,7 +558,9 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     /* An older caller: fill a whole snapshot on this thread's stack (no
      * allocation: this may be a preloaded malloc's process), then give it
      * what its struct has. */
-    if (size != MS__SNAPSHOT_SIZE_0_1 && size < MS__SNAPSHOT_SIZE_0_2)
+    /* Only the sizes a header ever had: a size between two of them is
+     * not a struct anyone was built with. */
+    if (size != MS__SNAPSHOT_SIZE_0_1 && size != MS__SNAPSHOT_SIZE_0_2)
       return MS_EINVAL;
     ms_snapshot_t full;
     int r = ms__snapshot_read_opts(&full, sizeof full, flags);
@@ -583,7 +587,8 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
-  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0);
+  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
+                    ms__providers_backing_unknown());
   unsigned stale_exact = ms__providers_stale_exact();
   pthread_mutex_unlock(&g_read_lock);
 

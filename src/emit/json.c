@@ -181,6 +181,14 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
                         s->off_heap_released);
     ms__strbuf_puts(out, "}");
   }
+  /* Python's object allocator (beyond Go): its arenas, their mapped and
+   * resident bytes, where a Python interpreter runs in the process. */
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS))
+    ms__strbuf_printf(
+        out,
+        ",\"python\":{\"Arenas\":%" PRIu64 ",\"ArenaSys\":%" PRIu64
+        ",\"ArenaResident\":%" PRIu64 "}",
+        s->python_arenas, s->python_arena_sys, s->python_arena_resident);
   ms__strbuf_puts(out, "}");
   return out->oom ? MS_ENOMEM : 0;
 }

@@ -166,6 +166,16 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
   char total[FIG];
   ms__strbuf_printf(out, "  %-11s %10s\n", "total",
                     ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  /* Beyond Go: Python's object allocator, a heap of its own inside
+   * OtherSys (its resident part) and OffHeapRel (the rest). */
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
+    char n[FIG], mapped[FIG], res[FIG];
+    ms__strbuf_printf(
+        out, "  python arenas %s: %s mapped, %s resident (in OtherSys)\n",
+        ms__fmt_field(n, sizeof n, s, MS_F_PYTHON_ARENAS),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_PYTHON_ARENA_SYS),
+        ms__fmt_field(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT));
+  }
   if (b->sys_mismatch) {
     /* In bytes: a difference of a page hides in one-decimal IEC figures. */
     char diff[FIG];

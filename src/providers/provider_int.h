@@ -64,6 +64,13 @@ typedef struct ms__provider_s {
    * the samples are in (the collector provider uses it for its GC fields).
    * idx is the provider's index in snap->providers. */
   void (*finish)(ms_snapshot_t *snap, int idx);
+  /* 1 if the allocator counts memory as committed before anything touched
+   * it (mimalloc: a commit is an mprotect or nothing at all on Linux, the
+   * kernel backs pages on first touch), so that its figures would make
+   * untouched memory Ready. The snapshot then takes the backed part of
+   * HeapSys from the resident pages of the allocator's own mappings, where
+   * the preload's mmap interposer lists them (ms__mappings_heap_backing). */
+  int backing_unknown;
 } ms__provider_t;
 
 extern const ms__provider_t ms__provider_glibc;

@@ -265,6 +265,10 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
 }
 
+int ms__providers_backing_unknown(void) {
+  return g_malloc_slot && g_malloc_slot->pv->backing_unknown;
+}
+
 /* ---- combining
  * -------------------------------------------------------------*/
 
