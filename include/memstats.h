@@ -281,8 +281,8 @@ typedef struct ms_breakdown_s {
  * (built against an older header) gets the figures it has, a larger one
  * (a newer header) those this library knows, with struct_size saying how
  * far; nothing past size is written. Returns 0, or MS_EINVAL if an
- * argument is NULL or size is smaller than 0.1's ms_breakdown_t. Pure
- * function; thread-safe. */
+ * argument is NULL or size is no header's ms_breakdown_t. Pure function;
+ * thread-safe. */
 MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
                                 size_t size);
 

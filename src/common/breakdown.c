@@ -32,7 +32,9 @@ static int64_t as_signed(uint64_t v) {
   return r;
 }
 
-/* 0.1's ms_breakdown_t ends where struct_size begins. */
+/* 0.1's ms_breakdown_t (and 0.2's as it first shipped) ends where
+ * struct_size begins. When a figure is appended, the size before it joins
+ * the sizes ms_breakdown_read() accepts. */
 #define MS__BREAKDOWN_SIZE_0_1 offsetof(ms_breakdown_t, struct_size)
 
 /* The exported symbol of 0.1 (memstats.h maps the name to
@@ -44,7 +46,10 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
 
 MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
                                 size_t size) {
-  if (!snap || !out || size < MS__BREAKDOWN_SIZE_0_1)
+  /* Only the sizes a header ever had (as ms_snapshot_read() takes them),
+   * or a newer header's larger struct. */
+  if (!snap || !out ||
+      (size != MS__BREAKDOWN_SIZE_0_1 && size < sizeof(ms_breakdown_t)))
     return MS_EINVAL;
 
   static const ms_field_t inuse_terms[] = {

@@ -88,6 +88,8 @@ static void test_breakdown_grows_at_the_end(void **state) {
       assert_int_equal(tail[i], 0x5a);
   }
   assert_int_equal(ms_breakdown_read(&s, &whole, old - 1), MS_EINVAL);
+  /* Between two layouts: no header's struct. */
+  assert_int_equal(ms_breakdown_read(&s, &whole, old + 4), MS_EINVAL);
   assert_int_equal(ms_breakdown_read(NULL, &whole, sizeof whole), MS_EINVAL);
 }
 
