@@ -182,10 +182,6 @@ static void fill_smaps(ms_snapshot_t *s) {
   }
 }
 
-static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
-
 /* Derived fields: Alloc is HeapAlloc; Sys, where no provider gave it, is the
  * sum of the *Sys fields that are known, as exact as the least exact of
  * them (unknown classes are memory the model does not see, not zero). */
@@ -205,7 +201,7 @@ static void finish(ms_snapshot_t *s) {
       if (s->quality[parts[i]] == MS_Q_UNAVAILABLE)
         continue;
       sum += ms__field_u64(s, parts[i]);
-      q = qmin(q, (ms_quality_t)s->quality[parts[i]]);
+      q = ms__quality_worst(q, (ms_quality_t)s->quality[parts[i]]);
     }
     s->sys = sum;
     ms__set_quality(s, MS_F_SYS, q, s->source[MS_F_HEAP_SYS]);
@@ -213,10 +209,6 @@ static void finish(ms_snapshot_t *s) {
 }
 
 /* ---- self-checks (snapshot.h) ------------------------------------------*/
-
-static int known(const ms_snapshot_t *s, ms_field_t f) {
-  return s->quality[f] != MS_Q_UNAVAILABLE;
-}
 
 int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
                        size_t len) {
@@ -229,15 +221,15 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
              (unsigned long long)s->sys);
     return MS_EPROTO;
   }
-  if (known(s, MS_F_HEAP_SYS) && known(s, MS_F_HEAP_IDLE) &&
-      known(s, MS_F_HEAP_INUSE) &&
+  if (ms__field_known(s, MS_F_HEAP_SYS) && ms__field_known(s, MS_F_HEAP_IDLE) &&
+      ms__field_known(s, MS_F_HEAP_INUSE) &&
       s->heap_sys != s->heap_idle + s->heap_inuse) {
     snprintf(why, len, "HeapSys %llu != HeapIdle %llu + HeapInuse %llu",
              (unsigned long long)s->heap_sys, (unsigned long long)s->heap_idle,
              (unsigned long long)s->heap_inuse);
     return MS_EPROTO;
   }
-  if (known(s, MS_F_HEAP_RELEASED) && known(s, MS_F_HEAP_IDLE) &&
+  if (ms__field_known(s, MS_F_HEAP_RELEASED) && ms__field_known(s, MS_F_HEAP_IDLE) &&
       s->heap_released > s->heap_idle) {
     snprintf(why, len, "HeapReleased %llu > HeapIdle %llu",
              (unsigned long long)s->heap_released,

@@ -188,15 +188,8 @@ ms__preload_usable_of(ms__tls_t *t, void *p, int kind) {
 }
 
 static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
-  int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
-  if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
-    return ms__glibc_usable(p);
-  if (__builtin_expect(kind == MS__USABLE_CALL, 1))
-    return ms__real.usable(p);
-  ms__pl(t)->guard = 1;
-  size_t n = ms__real.usable(p);
-  ms__pl(t)->guard = 0;
-  return n;
+  return ms__preload_usable_of(
+      t, p, __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED));
 }
 
 /* Sizes known without asking the allocator. jemalloc's usable size for

@@ -283,10 +283,6 @@ static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS,   MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
                                        MS_F_OTHER_SYS,  MS_F_OFF_HEAP_RELEASED};
 
-static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
-
 static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
                 int idx) {
   ms__field_set_u64(snap, f, v);
@@ -307,8 +303,8 @@ static void add_other(ms_snapshot_t *snap, uint64_t bytes, ms_quality_t q,
     put(snap, MS_F_OTHER_SYS, bytes, q, idx);
   } else {
     snap->other_sys += bytes;
-    snap->quality[MS_F_OTHER_SYS] =
-        (uint8_t)qmin((ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
+    snap->quality[MS_F_OTHER_SYS] = (uint8_t)ms__quality_worst(
+        (ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
   }
 }
 
