@@ -42,7 +42,12 @@
  * a read, except `added` and `retired`, which run inside mt_tset_add(),
  * mt_tset_rescan(), mt_tset_remove() and mt_tset_free(): they are
  * notices, not completions. A callback may call mt_tset_schedule() and
- * mt_tset_mark_gone(); it must not free the set.
+ * mt_tset_mark_gone(); `snapshot`, `failure` and `gone` must not remove
+ * their target, and no callback frees the set.
+ *
+ * The profile's reply is the io's to decode (conn.c learns the request,
+ * targetset_uv.c passes the decoded profile as `extra`): the set, its
+ * options and its callback table stay as they are.
  */
 #ifndef MS_MEMTOP_TARGETSET_H
 #define MS_MEMTOP_TARGETSET_H
