@@ -36,8 +36,10 @@ void mt_open_detail(mt_model_t *m, int pid) {
   m->detail_pid = pid;
 }
 
-void mt_gone_words(const mt_target_t *t, int pid, int status, const char *msg,
-                   char *buf, size_t len) {
+/* Words for a target whose process ended; t (the model's, or NULL) says
+ * whether it ever answered and its name. */
+static void gone_words(const mt_target_t *t, int pid, int status,
+                       const char *msg, char *buf, size_t len) {
   if (msg == NULL)
     snprintf(buf, len, "exited");
   else if (t != NULL && t->have_snapshot)
@@ -52,14 +54,11 @@ void mt_gone_words(const mt_target_t *t, int pid, int status, const char *msg,
              pid);
 }
 
-/* ---- membership ------------------------------------------------------ */
-
-static int live_added(void *arg, mt_tset_target_t *st) {
-  mt_live_t *l = arg;
+int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size) {
   mt_target_t *t;
 
-  st->user = calloc(1, sizeof(live_target_t));
-  t = st->user != NULL ? mt_model_target(l->model, st->pid) : NULL;
+  st->user = calloc(1, user_size);
+  t = st->user != NULL ? mt_model_target(m, st->pid) : NULL;
   if (t == NULL) {
     free(st->user);
     st->user = NULL;
@@ -68,6 +67,42 @@ static int live_added(void *arg, mt_tset_target_t *st) {
   t->start_time = st->start_time;
   if (t->comm[0] == '\0')
     snprintf(t->comm, sizeof t->comm, "%s", st->comm);
+  return 0;
+}
+
+void mt_live_drop(mt_model_t *m, mt_tset_target_t *st) {
+  mt_model_remove(m, st->pid);
+  free(st->user);
+  st->user = NULL;
+}
+
+void mt_live_record(mt_model_t *m, const mt_tset_t *set,
+                    const mt_tset_target_t *st, const ms_snapshot_t *s) {
+  mt_target_t *t = mt_model_target(m, st->pid);
+
+  m->now_mono_ns = mt_tset_now_ns(set);
+  if (t != NULL && !(t->state == MT_EXITED && st->gone))
+    mt_model_update(m, t, s);
+}
+
+void mt_live_ended(mt_model_t *m, const mt_tset_t *set,
+                   const mt_tset_target_t *st, int status, const char *msg) {
+  mt_target_t *t = mt_model_find(m, st->pid);
+  char words[512];
+
+  m->now_mono_ns = mt_tset_now_ns(set);
+  gone_words(t, st->pid, status, msg, words, sizeof words);
+  if (t != NULL)
+    mt_model_fail(m, t, 1, words);
+}
+
+/* ---- membership ------------------------------------------------------ */
+
+static int live_added(void *arg, mt_tset_target_t *st) {
+  mt_live_t *l = arg;
+
+  if (mt_live_adopt(l->model, st, sizeof(live_target_t)) != 0)
+    return -1;
   if (l->changed != NULL)
     l->changed(l->arg);
   return 0;
@@ -76,9 +111,7 @@ static int live_added(void *arg, mt_tset_target_t *st) {
 static void live_retired(void *arg, mt_tset_target_t *st) {
   mt_live_t *l = arg;
 
-  mt_model_remove(l->model, st->pid);
-  free(st->user);
-  st->user = NULL;
+  mt_live_drop(l->model, st);
   if (l->changed != NULL)
     l->changed(l->arg);
 }
@@ -146,14 +179,9 @@ static const ms_snapshot_t *smaps_carry(const mt_live_t *l, live_target_t *lt,
 static void live_snapshot(void *arg, mt_tset_target_t *st,
                           const ms_snapshot_t *snap, const void *extra) {
   mt_live_t *l = arg;
-  mt_target_t *t = mt_model_target(l->model, st->pid);
 
   (void)extra;
-  l->model->now_mono_ns = mt_tset_now_ns(l->set);
-  snap = smaps_carry(l, st->user, snap);
-  /* A late reply does not bring an exited process back. */
-  if (t != NULL && !(t->state == MT_EXITED && st->gone))
-    mt_model_update(l->model, t, snap);
+  mt_live_record(l->model, l->set, st, smaps_carry(l, st->user, snap));
   if (l->changed != NULL)
     l->changed(l->arg);
 }
@@ -197,12 +225,8 @@ static uint64_t live_failure(void *arg, mt_tset_target_t *st, int status,
 static void live_gone(void *arg, mt_tset_target_t *st, int status,
                       const char *msg) {
   mt_live_t *l = arg;
-  mt_target_t *t = mt_model_find(l->model, st->pid);
 
-  l->model->now_mono_ns = mt_tset_now_ns(l->set);
-  mt_gone_words(t, st->pid, status, msg, l->err, sizeof l->err);
-  if (t != NULL)
-    mt_model_fail(l->model, t, 1, l->err);
+  mt_live_ended(l->model, l->set, st, status, msg);
   if (l->changed != NULL)
     l->changed(l->arg);
 }

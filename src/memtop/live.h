@@ -32,10 +32,24 @@ extern const mt_tset_cbs_t mt_live_cbs;
 /* Opens the live view on pid's detail view (one process watched). */
 void mt_open_detail(mt_model_t *m, int pid);
 
-/* Words for a target whose process ended: status and msg are the failed
- * read's (0 and NULL when a listing found it gone); t (the model's, or
- * NULL) says whether it ever answered and its name. */
-void mt_gone_words(const mt_target_t *t, int pid, int status, const char *msg,
-                   char *buf, size_t len);
+/* ---- what every owner that keeps its targets in the model does ---- */
+
+/* st joins: its model target (start time, the listing's name), and
+ * st->user a zeroed block of user_size bytes. Returns 0, or -1 when out
+ * of memory (nothing kept). */
+int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size);
+
+/* st leaves: its model target and st->user go. */
+void mt_live_drop(mt_model_t *m, mt_tset_target_t *st);
+
+/* A reply into the model, unless the process has already ended there
+ * (a late reply does not bring it back). */
+void mt_live_record(mt_model_t *m, const mt_tset_t *set,
+                    const mt_tset_target_t *st, const ms_snapshot_t *s);
+
+/* st's process ended: the words (status and msg are the failed read's;
+ * 0 and NULL when a listing found it gone) into the model. */
+void mt_live_ended(mt_model_t *m, const mt_tset_t *set,
+                   const mt_tset_target_t *st, int status, const char *msg);
 
 #endif

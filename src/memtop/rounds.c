@@ -33,38 +33,22 @@ static uint64_t delay_ms(const mt_rounds_t *r) {
 
 static int round_added(void *arg, mt_tset_target_t *st) {
   mt_rounds_t *r = arg;
-  mt_target_t *t;
 
-  st->user = calloc(1, sizeof(round_target_t));
-  t = st->user != NULL ? mt_model_target(r->model, st->pid) : NULL;
-  if (t == NULL) {
-    free(st->user);
-    st->user = NULL;
-    return -1;
-  }
-  t->start_time = st->start_time;
-  if (t->comm[0] == '\0')
-    snprintf(t->comm, sizeof t->comm, "%s", st->comm);
-  return 0;
+  return mt_live_adopt(r->model, st, sizeof(round_target_t));
 }
 
 static void round_retired(void *arg, mt_tset_target_t *st) {
   mt_rounds_t *r = arg;
 
-  mt_model_remove(r->model, st->pid);
-  free(st->user);
-  st->user = NULL;
+  mt_live_drop(r->model, st);
 }
 
 static void round_snapshot(void *arg, mt_tset_target_t *st,
                            const ms_snapshot_t *snap, const void *extra) {
   mt_rounds_t *r = arg;
-  mt_target_t *t = mt_model_target(r->model, st->pid);
 
   (void)extra;
-  r->model->now_mono_ns = mt_tset_now_ns(r->set);
-  if (t != NULL && !(t->state == MT_EXITED && st->gone))
-    mt_model_update(r->model, t, snap);
+  mt_live_record(r->model, r->set, st, snap);
 }
 
 static uint64_t round_failure(void *arg, mt_tset_target_t *st, int status,
@@ -85,12 +69,8 @@ static uint64_t round_failure(void *arg, mt_tset_target_t *st, int status,
 static void round_gone(void *arg, mt_tset_target_t *st, int status,
                        const char *msg) {
   mt_rounds_t *r = arg;
-  mt_target_t *t = mt_model_find(r->model, st->pid);
 
-  r->model->now_mono_ns = mt_tset_now_ns(r->set);
-  mt_gone_words(t, st->pid, status, msg, r->err, sizeof r->err);
-  if (t != NULL)
-    mt_model_fail(r->model, t, 1, r->err);
+  mt_live_ended(r->model, r->set, st, status, msg);
 }
 
 static void round_end(mt_rounds_t *r);
