@@ -178,6 +178,8 @@ $(BUILD)/obj/%.o: %.c
 	$(CC) $(BASE_CFLAGS) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# The tests' own dependencies (tests/support's headers, src's headers).
+-include $(wildcard $(BUILD)/tests/*.d)
 
 # ---- products ----------------------------------------------------------------
 $(LIB_A): $(LIB_OBJS)
@@ -219,10 +221,10 @@ TEST_CFLAGS = $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) \
               -DMS_TEST_FORTIFY=$(if $(FORTIFY),1,0) -Itests
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
+	$(CC) $(TEST_CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
 $(BUILD)/tests/%: tests/integration/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
+	$(CC) $(TEST_CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
 $(BUILD)/progs/%: tests/progs/%.c $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)

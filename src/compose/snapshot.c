@@ -258,12 +258,16 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
   return 0;
 }
 
-/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. */
+/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. The
+ * program's threads and the agent's take snapshots at once: the cached
+ * answer is read and set atomically (each computes the same value). */
 static void self_check(const ms_snapshot_t *s, unsigned stale_exact) {
-  static int debug = -1;
+  static int cached = -1;
+  int debug = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (debug < 0) {
     const char *env = getenv("MEMSTATS_DEBUG");
     debug = env && strcmp(env, "1") == 0;
+    __atomic_store_n(&cached, debug, __ATOMIC_RELAXED);
   }
   char why[200];
   if (debug && ms__snapshot_check(s, stale_exact, why, sizeof why) != 0)

@@ -17,7 +17,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -52,12 +54,14 @@ static run_result_t res;
 /* A standard descriptor (1 or 2) that mt() closes in the child
  * before it runs the program, or -1. */
 static int close_in_child = -1;
+/* A user mt()'s child becomes before it runs memtop, or NULL. */
+static const struct passwd *run_as;
 
 /* Runs memtop with the given arguments (NULL-terminated) into res. */
 static int mt(const char *first, ...) {
   va_list ap;
   va_start(ap, first);
-  int r = run_capture_va(&res, memtop, close_in_child, first, ap);
+  int r = run_capture_va(&res, memtop, close_in_child, run_as, first, ap);
   va_end(ap);
   return r;
 }
@@ -190,6 +194,7 @@ static int setup(void **state) {
   setenv("MEMSTATS_DIR", dir, 1);
   unsetenv("MEMTOP_TIMEOUT_MS");
   close_in_child = -1;
+  run_as = NULL;
   return 0;
 }
 
@@ -206,6 +211,88 @@ static int count_lines(const char *s) {
   for (; *s; s++)
     n += *s == '\n';
   return n;
+}
+
+/* Checks what memtop printed when watching all (--once --json: a JSON
+ * report a line; ps: a header, then a row a process): each line is one
+ * process's, no process twice, and each of `ours` (this test's targets,
+ * in its own MEMSTATS_DIR) exactly once. Run as root, memtop watches every
+ * user's directory (/tmp/memtop-*, /run/user/ * /memtop), so a process of
+ * another program on the machine (another test, another user) may be
+ * listed too, and is, rightly: beside ours, the lines are those. Not root,
+ * memtop watches MEMSTATS_DIR alone: the lines are ours and no more. */
+static void assert_watched(int json, const pid_t *ours, size_t n) {
+  char copy[sizeof res.out], *line, *save = NULL;
+  int seen[64], lines = 0;
+  size_t mine = 0;
+
+  assert_true(n <= 8);
+  memcpy(copy, res.out, res.nout + 1);
+  for (line = strtok_r(copy, "\n", &save); line != NULL;
+       line = strtok_r(NULL, "\n", &save)) {
+    int pid = 0;
+    if (json) {
+      json_t *j = json_loads(line, 0, NULL);
+      if (j != NULL)
+        pid = (int)json_integer_value(json_object_get(j, "pid"));
+      json_decref(j);
+    } else if (lines == 0 && strstr(line, "PID") != NULL) {
+      continue; /* the header */
+    } else if (sscanf(line, " %d", &pid) != 1) {
+      pid = 0;
+    }
+    if (pid <= 0 || lines == (int)(sizeof seen / sizeof seen[0]))
+      fail_msg("not a process's line: \"%s\" in:\n%s", line, res.out);
+    for (int i = 0; i < lines; i++)
+      if (seen[i] == pid)
+        fail_msg("PID %d listed twice:\n%s", pid, res.out);
+    seen[lines++] = pid;
+    int is_ours = 0;
+    for (size_t i = 0; i < n; i++)
+      is_ours |= ours[i] == pid;
+    if (is_ours)
+      mine++;
+    else
+      print_message("PID %d, another program's, is attachable too\n", pid);
+  }
+  if (mine != n)
+    fail_msg("%zu of this test's %zu processes listed:\n%s", mine, n,
+             res.out);
+  if (geteuid() != 0)
+    assert_int_equal(lines, (int)n);
+}
+
+/* Runs memtop with the given arguments as `nobody` in an empty socket
+ * directory of nobody's: as root, memtop would watch every user's
+ * directory, where other programs on the machine may be running. Returns
+ * memtop's status, or -1 (and the test is skipped) when there is no
+ * `nobody` to be. As another user than root, memtop runs as that user. */
+static int mt_alone(const char *a1, const char *a2) {
+  char alone[64];
+  const struct passwd *pw = NULL;
+  int st;
+
+  if (geteuid() == 0) {
+    pw = getpwnam("nobody");
+    if (pw == NULL) {
+      print_message("skipped: no user `nobody` to watch an empty "
+                    "directory as\n");
+      skip();
+      return -1;
+    }
+  }
+  /* Not under dir, which nobody may not enter. */
+  snprintf(alone, sizeof alone, "/tmp/test_memtop_alone.XXXXXX");
+  assert_non_null(mkdtemp(alone));
+  if (pw != NULL)
+    assert_int_equal(chown(alone, pw->pw_uid, pw->pw_gid), 0);
+  setenv("MEMSTATS_DIR", alone, 1);
+  run_as = pw;
+  st = mt(a1, a2, NULL);
+  run_as = NULL;
+  setenv("MEMSTATS_DIR", dir, 1);
+  assert_int_equal(rmdir(alone), 0);
+  return st;
 }
 
 /* ---- the tests ---- */
@@ -340,10 +427,13 @@ static void test_watch_all_and_ps(void **state) {
   proc_t a = start_target(NULL), b = start_target(NULL);
   char want[64];
 
+  const pid_t ours[] = {a.pid, b.pid};
+
   (void)state;
-  /* No PID: every attachable process in MEMSTATS_DIR. */
+  /* No PID: every attachable process in MEMSTATS_DIR (and, as root, in
+   * every user's directory). */
   assert_int_equal(mt("--once", "--json", NULL), 0);
-  assert_int_equal(count_lines(res.out), 2);
+  assert_watched(1, ours, 2);
   snprintf(want, sizeof want, "\"pid\":%d,", a.pid);
   assert_non_null(strstr(res.out, want));
   snprintf(want, sizeof want, "\"pid\":%d,", b.pid);
@@ -352,7 +442,7 @@ static void test_watch_all_and_ps(void **state) {
   assert_int_equal(mt("ps", NULL), 0);
   assert_non_null(strstr(res.out, "PID"));
   assert_non_null(strstr(res.out, "READY+PREPARED"));
-  assert_int_equal(count_lines(res.out), 3);
+  assert_watched(0, ours, 2);
   snprintf(want, sizeof want, "%d ", a.pid);
   assert_non_null(strstr(res.out, want));
   assert_non_null(strstr(res.out, "mt_target"));
@@ -360,10 +450,10 @@ static void test_watch_all_and_ps(void **state) {
   stop_target(b);
 
   /* Nothing to watch: a message saying how to get something. */
-  assert_int_equal(mt("--once", NULL), 1);
+  assert_int_equal(mt_alone("--once", NULL), 1);
   assert_non_null(strstr(res.err, "no attachable processes"));
   assert_non_null(strstr(res.err, "memtop run"));
-  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(mt_alone("ps", NULL), 0);
   assert_int_equal(count_lines(res.out), 1);
 }
 
@@ -630,7 +720,7 @@ static void test_hung_target(void **state) {
   assert_null(strstr(strchr(res.err, '\n') + 1, "retrying"));
   /* Watching all: the hung one is an error, the good one a report. */
   assert_int_equal(mt("--once", "--json", NULL), 1);
-  assert_int_equal(count_lines(res.out), 1);
+  assert_watched(1, &good.pid, 1);
   snprintf(want, sizeof want, "PID %d", hung);
   assert_non_null(strstr(res.err, want));
   stop_fake(hung);
@@ -982,7 +1072,7 @@ static void test_hostile_agent(void **state) {
   assert_no_terminal_codes("ps stderr", res.err, res.nerr);
   snprintf(want, sizeof want, "%d ", bad);
   assert_non_null(strstr(res.out, want));
-  assert_int_equal(count_lines(res.out), 2);
+  assert_watched(0, &bad, 1);
   assert_non_null(strstr(res.out, last.data)); /* every provider, whole */
   ms__strbuf_free(&last);
 

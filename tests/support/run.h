@@ -8,7 +8,9 @@
 #define MS_TESTS_SUPPORT_RUN_H
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,9 +35,10 @@ typedef struct run_result_s {
 
 /* Runs argv (NULL-terminated) into *res, closing descriptor close_fd (one
  * of 0, 1, 2, or -1 for none) in the child after setting up its standard
- * ones. Returns its status (res->status). */
-static inline int run_capture(run_result_t *res, char *const argv[],
-                              int close_fd) {
+ * ones, as user `as` (NULL: as this process; the child exits 125 if it
+ * cannot become that user). Returns its status (res->status). */
+static inline int run_capture_as(run_result_t *res, char *const argv[],
+                                 int close_fd, const struct passwd *as) {
   int po[2], pe[2], st;
   struct pollfd pfd[2];
   time_t start = time(NULL);
@@ -52,6 +55,10 @@ static inline int run_capture(run_result_t *res, char *const argv[],
     dup2(pe[1], 2);
     if (close_fd >= 0)
       close(close_fd);
+    if (as != NULL && (setgroups(0, NULL) != 0 ||
+                       setresgid(as->pw_gid, as->pw_gid, as->pw_gid) != 0 ||
+                       setresuid(as->pw_uid, as->pw_uid, as->pw_uid) != 0))
+      _exit(125);
     execv(argv[0], argv);
     _exit(126);
   }
@@ -87,9 +94,15 @@ static inline int run_capture(run_result_t *res, char *const argv[],
   return res->status;
 }
 
-/* run_capture() of prog with the arguments from first on (NULL-ended). */
+static inline int run_capture(run_result_t *res, char *const argv[],
+                              int close_fd) {
+  return run_capture_as(res, argv, close_fd, NULL);
+}
+
+/* run_capture_as() of prog with the arguments from first on (NULL-ended). */
 static inline int run_capture_va(run_result_t *res, const char *prog,
-                                 int close_fd, const char *first, va_list ap) {
+                                 int close_fd, const struct passwd *as,
+                                 const char *first, va_list ap) {
   char *argv[32];
   int argc = 0;
   argv[argc++] = (char *)prog;
@@ -97,7 +110,7 @@ static inline int run_capture_va(run_result_t *res, const char *prog,
        a = va_arg(ap, const char *))
     argv[argc++] = (char *)a;
   argv[argc] = NULL;
-  return run_capture(res, argv, close_fd);
+  return run_capture_as(res, argv, close_fd, as);
 }
 
 /* Runs a shell command made like printf's; its exit status, or -1 if it
