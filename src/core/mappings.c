@@ -83,17 +83,6 @@ static int g_lost;      /* a mapping found no free slot */
 static int g_want_alloc; /* measure the allocator's own mappings too */
 static const void *g_alloc_fn;
 
-static uintptr_t page_size(void) {
-  static uintptr_t ps;
-  uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
-  if (!p) {
-    long v = sysconf(_SC_PAGESIZE);
-    p = v > 0 ? (uintptr_t)v : 4096;
-    __atomic_store_n(&ps, p, __ATOMIC_RELAXED);
-  }
-  return p;
-}
-
 static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
   unsigned hint = __atomic_load_n(&g_hint, __ATOMIC_RELAXED);
   for (unsigned k = 0; k < MS__MAP_SLOTS; k++) {
@@ -119,7 +108,7 @@ static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
 }
 
 void ms__map_note(void *addr, size_t len, const void *ra) {
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uintptr_t start = (uintptr_t)addr;
   if (len == 0 || start <= MS__SLOT_BUSY || start + len < start)
     return;
@@ -127,7 +116,7 @@ void ms__map_note(void *addr, size_t len, const void *ra) {
 }
 
 void ms__map_forget(void *addr, size_t len) {
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uintptr_t a = (uintptr_t)addr, b = (a + len + ps - 1) & ~(ps - 1);
   if (len == 0 || b < a)
     return;
@@ -182,7 +171,7 @@ void ms__map_set_allocator(const void *malloc_fn) {
  * unbacked: *mapped gets only what mincore could see. */
 static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
   static unsigned char vec[65536];
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uint64_t res = 0;
   *mapped = 0;
   for (uintptr_t p = start; p < end;) {
