@@ -452,7 +452,7 @@ static struct {
 
 static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
                    int idx) {
-  if (s->quality[f] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, f)) {
     ms__field_set_u64(s, f, v);
     ms__set_quality(s, f, q, idx);
     return;
@@ -475,12 +475,11 @@ static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
 static int heap_backing(ms_snapshot_t *s) {
   const ms__maps_figures_t *f = &g_cache.fig;
   if (!g_cache.have || !g_want_alloc || f->alloc_mapped == 0 ||
-      s->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+      !ms__field_known(s, MS_F_HEAP_SYS))
     return 0;
   uint64_t sys = s->heap_sys;
   uint64_t backed = f->alloc_resident < sys ? f->alloc_resident : sys;
-  uint64_t inuse = s->quality[MS_F_HEAP_INUSE] != MS_Q_UNAVAILABLE &&
-                           s->heap_inuse < backed
+  uint64_t inuse = ms__field_known(s, MS_F_HEAP_INUSE) && s->heap_inuse < backed
                        ? s->heap_inuse
                        : backed;
   ms_field_t fs[] = {MS_F_HEAP_RELEASED, MS_F_HEAP_INUSE, MS_F_HEAP_IDLE};
@@ -562,7 +561,7 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:
    * then it grows by what was added here. */
-  if (s->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(s, MS_F_SYS))
     add_to(s, MS_F_SYS,
            f->stack_resident + f->stack_unbacked + f->other_resident +
                f->other_unbacked,
