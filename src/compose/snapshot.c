@@ -189,8 +189,7 @@ static void finish(ms_snapshot_t *s) {
   s->alloc = s->heap_alloc;
   s->quality[MS_F_ALLOC] = s->quality[MS_F_HEAP_ALLOC];
   s->source[MS_F_ALLOC] = s->source[MS_F_HEAP_ALLOC];
-  if (s->quality[MS_F_SYS] == MS_Q_UNAVAILABLE &&
-      s->quality[MS_F_HEAP_SYS] != MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, MS_F_SYS) && ms__field_known(s, MS_F_HEAP_SYS)) {
     static const ms_field_t parts[] = {
         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
         MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
@@ -309,7 +308,7 @@ static void to_0_1(const ms_snapshot_t *full, void *dst) {
   memcpy(d, full, head);
   ms_snapshot_t *h = dst; /* the head is laid out as today */
   h->struct_size = (uint32_t)MS__SNAPSHOT_SIZE_0_1;
-  if (full->quality[MS_F_OFF_HEAP_RELEASED] != MS_Q_UNAVAILABLE &&
+  if (ms__field_known(full, MS_F_OFF_HEAP_RELEASED) &&
       full->sys >= full->off_heap_released)
     h->sys = full->sys - full->off_heap_released;
   memcpy(d + head, full->quality, MS__F_COUNT_0_1);

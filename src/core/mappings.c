@@ -83,17 +83,6 @@ static int g_lost;      /* a mapping found no free slot */
 static int g_want_alloc; /* measure the allocator's own mappings too */
 static const void *g_alloc_fn;
 
-static uintptr_t page_size(void) {
-  static uintptr_t ps;
-  uintptr_t p = __atomic_load_n(&ps, __ATOMIC_RELAXED);
-  if (!p) {
-    long v = sysconf(_SC_PAGESIZE);
-    p = v > 0 ? (uintptr_t)v : 4096;
-    __atomic_store_n(&ps, p, __ATOMIC_RELAXED);
-  }
-  return p;
-}
-
 static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
   unsigned hint = __atomic_load_n(&g_hint, __ATOMIC_RELAXED);
   for (unsigned k = 0; k < MS__MAP_SLOTS; k++) {
@@ -119,7 +108,7 @@ static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
 }
 
 void ms__map_note(void *addr, size_t len, const void *ra) {
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uintptr_t start = (uintptr_t)addr;
   if (len == 0 || start <= MS__SLOT_BUSY || start + len < start)
     return;
@@ -127,7 +116,7 @@ void ms__map_note(void *addr, size_t len, const void *ra) {
 }
 
 void ms__map_forget(void *addr, size_t len) {
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uintptr_t a = (uintptr_t)addr, b = (a + len + ps - 1) & ~(ps - 1);
   if (len == 0 || b < a)
     return;
@@ -182,7 +171,7 @@ void ms__map_set_allocator(const void *malloc_fn) {
  * unbacked: *mapped gets only what mincore could see. */
 static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
   static unsigned char vec[65536];
-  uintptr_t ps = page_size();
+  uintptr_t ps = ms__page_size();
   uint64_t res = 0;
   *mapped = 0;
   for (uintptr_t p = start; p < end;) {
@@ -463,7 +452,7 @@ static struct {
 
 static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
                    int idx) {
-  if (s->quality[f] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, f)) {
     ms__field_set_u64(s, f, v);
     ms__set_quality(s, f, q, idx);
     return;
@@ -486,12 +475,11 @@ static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
 static int heap_backing(ms_snapshot_t *s) {
   const ms__maps_figures_t *f = &g_cache.fig;
   if (!g_cache.have || !g_want_alloc || f->alloc_mapped == 0 ||
-      s->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+      !ms__field_known(s, MS_F_HEAP_SYS))
     return 0;
   uint64_t sys = s->heap_sys;
   uint64_t backed = f->alloc_resident < sys ? f->alloc_resident : sys;
-  uint64_t inuse = s->quality[MS_F_HEAP_INUSE] != MS_Q_UNAVAILABLE &&
-                           s->heap_inuse < backed
+  uint64_t inuse = ms__field_known(s, MS_F_HEAP_INUSE) && s->heap_inuse < backed
                        ? s->heap_inuse
                        : backed;
   ms_field_t fs[] = {MS_F_HEAP_RELEASED, MS_F_HEAP_INUSE, MS_F_HEAP_IDLE};
@@ -573,7 +561,7 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:
    * then it grows by what was added here. */
-  if (s->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(s, MS_F_SYS))
     add_to(s, MS_F_SYS,
            f->stack_resident + f->stack_unbacked + f->other_resident +
                f->other_unbacked,

@@ -152,12 +152,12 @@ static const ms_snapshot_t *smaps_carry(const mt_live_t *l, live_target_t *lt,
   static ms_snapshot_t carried; /* the loop is single-threaded */
   int i;
 
-  if (snap->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE ||
-      snap->quality[MS_F_KERNEL_ANON_HUGE] != MS_Q_UNAVAILABLE ||
-      snap->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE) {
+  if (ms__field_known(snap, MS_F_KERNEL_LAZYFREE) ||
+      ms__field_known(snap, MS_F_KERNEL_ANON_HUGE) ||
+      ms__field_known(snap, MS_F_KERNEL_SWAP)) {
     for (i = 0; i < NSMAPS; i++)
       lt->smaps_value[i] =
-          snap->quality[MS_F_KERNEL_LAZYFREE + i] != MS_Q_UNAVAILABLE
+          ms__field_known(snap, MS_F_KERNEL_LAZYFREE + i)
               ? ms__field_u64(snap, (ms_field_t)(MS_F_KERNEL_LAZYFREE + i))
               : UINT64_MAX;
     lt->have_smaps = l->screen;

@@ -292,14 +292,14 @@ static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
 /* Fills field f from sample s if the snapshot does not have it yet. */
 static void fill(ms_snapshot_t *snap, const ms__pv_sample_t *s, ms_field_t f,
                  int idx) {
-  if (snap->quality[f] == MS_Q_UNAVAILABLE && s->q[f] != MS_Q_UNAVAILABLE)
+  if (!ms__field_known(snap, f) && s->q[f] != MS_Q_UNAVAILABLE)
     put(snap, f, s->v[f], (ms_quality_t)s->q[f], idx);
 }
 
 /* Adds bytes of memory the heap fields do not describe to OtherSys. */
 static void add_other(ms_snapshot_t *snap, uint64_t bytes, ms_quality_t q,
                       int idx) {
-  if (snap->quality[MS_F_OTHER_SYS] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(snap, MS_F_OTHER_SYS)) {
     put(snap, MS_F_OTHER_SYS, bytes, q, idx);
   } else {
     snap->other_sys += bytes;
@@ -320,8 +320,7 @@ static void own_heap(ms_snapshot_t *snap, const ms__pv_sample_t *s, int idx) {
     return;
   if (s->v[MS_F_SYS] > parts)
     add_other(snap, s->v[MS_F_SYS] - parts, (ms_quality_t)s->q[MS_F_SYS], idx);
-  else if (s->v[MS_F_SYS] < parts &&
-           snap->quality[MS_F_SYS] == MS_Q_UNAVAILABLE)
+  else if (s->v[MS_F_SYS] < parts && !ms__field_known(snap, MS_F_SYS))
     put(snap, MS_F_SYS, s->v[MS_F_SYS], (ms_quality_t)s->q[MS_F_SYS], idx);
 }
 
@@ -331,7 +330,7 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                                  MS_F_MALLOCS, MS_F_FREES};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     fill(snap, s, f[i], idx);
-  if (snap->quality[MS_F_BY_SIZE] == MS_Q_UNAVAILABLE &&
+  if (!ms__field_known(snap, MS_F_BY_SIZE) &&
       s->q[MS_F_BY_SIZE] != MS_Q_UNAVAILABLE && s->nsize_classes > 0) {
     snap->nsize_classes = s->nsize_classes;
     memcpy(snap->by_size, s->by_size,
@@ -353,7 +352,7 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
       MS_F_STACK_INUSE,   MS_F_STACK_SYS,    MS_F_MSPAN_INUSE,
       MS_F_MSPAN_SYS,     MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,
       MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS};
-  if (!have_owner || snap->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+  if (!have_owner || !ms__field_known(snap, MS_F_HEAP_SYS))
     return;
   if (engine_heap)
     idx =
@@ -405,8 +404,8 @@ static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s) {
 static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                              int idx) {
   if (!s->have_tracked || snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT ||
-      snap->quality[MS_F_HEAP_INUSE] == MS_Q_UNAVAILABLE ||
-      snap->quality[MS_F_HEAP_IDLE] == MS_Q_UNAVAILABLE ||
+      !ms__field_known(snap, MS_F_HEAP_INUSE) ||
+      !ms__field_known(snap, MS_F_HEAP_IDLE) ||
       snap->source[MS_F_HEAP_INUSE] != (uint8_t)idx)
     return;
   uint64_t arena_alloc, arena_freed;
@@ -419,7 +418,7 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   if (mapped != 0) {
     snap->heap_inuse = (uint64_t)((int64_t)snap->heap_inuse + mapped);
     snap->heap_sys = (uint64_t)((int64_t)snap->heap_sys + mapped);
-    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+    if (ms__field_known(snap, MS_F_SYS))
       snap->sys = (uint64_t)((int64_t)snap->sys + mapped);
   }
   if (!arena_moved)
@@ -436,7 +435,7 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   snap->heap_inuse = (uint64_t)inuse;
   snap->heap_idle = (uint64_t)((int64_t)snap->heap_idle - (delta - grow));
   snap->heap_sys += (uint64_t)grow;
-  if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(snap, MS_F_SYS))
     snap->sys += (uint64_t)grow;
   static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
                                      MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,

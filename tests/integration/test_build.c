@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "support/host.h"
+#include "support/run.h"
 
 #ifndef MS_TEST_HARDEN
 #define MS_TEST_HARDEN 1
@@ -45,19 +46,7 @@ static char out[65536];
 /* Runs the shell command cmd, its stdout and stderr into out. Returns its
  * exit status, or -1 if it did not exit normally. */
 static int sh(const char *cmd) {
-  FILE *p;
-  size_t n = 0, r;
-  char full[8192];
-
-  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
-  p = popen(full, "r");
-  assert_non_null(p);
-  while (n < sizeof out - 1 &&
-         (r = fread(out + n, 1, sizeof out - 1 - n, p)) > 0)
-    n += r;
-  out[n] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return run_output(cmd, out, sizeof out);
 }
 
 static int setup(void **state) {
@@ -152,8 +141,8 @@ static int symbols_matching(const char *name, const char *re) {
   snprintf(path, sizeof path, "%s/%s", build_dir, name);
   if (access(path, R_OK) != 0)
     fail_msg("%s is missing: build it with `make` first", path);
-  snprintf(cmd, sizeof cmd, "nm '%s' | awk '{print $NF}' | grep -E '%s'",
-           path, re);
+  snprintf(cmd, sizeof cmd, "nm '%s' | awk '{print $NF}' | grep -E '%s'", path,
+           re);
   int st = sh(cmd);
   assert_true(st == 0 || st == 1); /* grep: 1 is "no line matched" */
   int n = 0;

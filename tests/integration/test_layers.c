@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include "support/run.h"
+
 #define LINT "tests/lint-layers.sh"
 
 static char out[65536];
@@ -29,18 +31,7 @@ static char tmp[256];
 /* Runs the shell command cmd, its stdout and stderr into out. Returns its
  * exit status, or -1 if it did not exit normally. */
 static int sh(const char *cmd) {
-  char full[4096];
-  size_t n = 0, r;
-
-  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
-  FILE *p = popen(full, "r");
-  assert_non_null(p);
-  while (n < sizeof out - 1 &&
-         (r = fread(out + n, 1, sizeof out - 1 - n, p)) > 0)
-    n += r;
-  out[n] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return run_output(cmd, out, sizeof out);
 }
 
 static int setup(void **state) {

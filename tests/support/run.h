@@ -127,6 +127,22 @@ static inline int run_sh(const char *fmt, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Runs the shell command cmd with its stdout and stderr into out (len
+ * bytes, NUL-terminated, what does not fit is left out). Returns its exit
+ * status, or -1 if it did not exit normally. */
+static inline int run_output(const char *cmd, char *out, size_t len) {
+  char full[8192];
+  size_t n = 0, r;
+  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  assert_non_null(p);
+  while (n < len - 1 && (r = fread(out + n, 1, len - 1 - n, p)) > 0)
+    n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* A PID as an argument; eight stay valid at a time. */
 static inline char *run_pidstr(pid_t pid) {
   static char b[8][16];
