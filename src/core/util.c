@@ -8,7 +8,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/util.h"
+
+size_t ms__page_size(void) {
+  static size_t cached;
+  size_t ps = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (!ps) {
+    long v = sysconf(_SC_PAGESIZE);
+    ps = v > 0 ? (size_t)v : 4096;
+    __atomic_store_n(&cached, ps, __ATOMIC_RELAXED);
+  }
+  return ps;
+}
 
 uint64_t ms__now_mono_ns(void) {
   struct timespec ts;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/util.h"
 #include "preload/preload.h"
 
 #if MS__PRELOAD_FLOOR == 3
@@ -37,17 +38,6 @@ MS__PRELOAD_API void *memalign(size_t align, size_t size);
 MS__PRELOAD_API void *valloc(size_t size);
 MS__PRELOAD_API void *pvalloc(size_t size);
 MS__PRELOAD_API size_t malloc_usable_size(void *p);
-
-static size_t page_size(void) {
-  static size_t cached;
-  size_t ps = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (!ps) {
-    long v = sysconf(_SC_PAGESIZE);
-    ps = v > 0 ? (size_t)v : 4096;
-    __atomic_store_n(&cached, ps, __ATOMIC_RELAXED);
-  }
-  return ps;
-}
 
 /* An aligned block from the bootstrap buffer, with malloc's errno. */
 static void *boot(size_t size, size_t align) {
@@ -78,7 +68,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   void *p = ms__real.malloc(size);
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
-    if (__builtin_expect(p != NULL, 1) && !t->guard)
+    if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
       ms__preload_record_glibc(t, ms__glibc_block(p), 0);
     return p;
   }
@@ -91,7 +81,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
  * allocator's free; reached by a tail call. */
 static __attribute__((noinline)) void free_by_counter(void *p) {
   ms__tls_t *t = &ms__tls;
-  if (!t->guard && ms__preload_free_by_counter(t, p))
+  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p))
     return;
   ms__preload_count_free(p);
   ms__real.free(p);
@@ -109,7 +99,7 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
-    if (!t->guard)
+    if (!ms__pl(t)->guard)
       ms__preload_record_glibc(t, ms__glibc_block(p), 1);
     ms__real.free(p);
     return;
@@ -177,7 +167,7 @@ static void *realloc_impl(void *p, size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return NULL;
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1 || t->guard)
+  if (MS__PRELOAD_FLOOR == 1 || ms__pl(t)->guard)
     return ms__real.realloc(p, size);
   if (ms__preload_glibc_kind()) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is
@@ -278,16 +268,16 @@ void *memalign(size_t align, size_t size) {
 
 void *valloc(size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
-    return boot(size, page_size());
+    return boot(size, ms__page_size());
   if (!ms__real.valloc)
-    return aligned_fallback(page_size(), size);
+    return aligned_fallback(ms__page_size(), size);
   void *p = ms__real.valloc(size);
   ms__preload_count_alloc(p);
   return p;
 }
 
 void *pvalloc(size_t size) {
-  size_t ps = page_size();
+  size_t ps = ms__page_size();
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return boot((size + ps - 1) & ~(ps - 1), ps);
   if (!ms__real.pvalloc) {

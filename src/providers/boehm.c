@@ -29,7 +29,9 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "common/fields.h"
 #include "core/engine.h"
+#include "core/util.h"
 #include "core/pause.h"
 #include "providers/provider_int.h"
 
@@ -187,7 +189,7 @@ static void gc_finish(ms_snapshot_t *s, int idx) {
       MS_F_GC_CPU_FRACTION, MS_F_PAUSE_HIST,     MS_F_ENABLE_GC, MS_F_DEBUG_GC};
   if (!g_gc.installed)
     return;
-  if (s->quality[MS_F_NUM_GC] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, MS_F_NUM_GC)) {
     /* The hook went in during this very snapshot (the collector was found
      * by its detection: dlopen()ed after start), after the engine had read
      * its pause ring unattached. Read it again, now attached, so that the

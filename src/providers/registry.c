@@ -1,6 +1,6 @@
 /*
  * registry.c - the providers, their detection, their cadence, and how
- * their figures combine with the engine's (see provider.h and DESIGN.md).
+ * their figures combine with the engine's (see providers.h and DESIGN.md).
  *
  * Detection happens at the first snapshot: the malloc providers are tried
  * most specific first (jemalloc, tcmalloc, mimalloc, then glibc), each
@@ -57,8 +57,7 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/provider.h"
-#include "core/snapshot.h"
+#include "core/util.h"
 #include "providers/provider_int.h"
 
 typedef struct ms__pv_slot_s {
@@ -228,7 +227,7 @@ unsigned ms__providers_stale_exact(void) {
 
 static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s);
 
-/* The self-check's count (provider.h): fields the malloc provider left
+/* The self-check's count (providers.h): fields the malloc provider left
  * exact from a sample cached from an earlier snapshot, though the tracked
  * heap moved in the allocator's arenas since (what shift_by_tracked must
  * have marked). Without tracking nothing tells whether the heap moved:
@@ -265,6 +264,10 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
 }
 
+int ms__providers_backing_unknown(void) {
+  return g_malloc_slot && g_malloc_slot->pv->backing_unknown;
+}
+
 /* ---- combining
  * -------------------------------------------------------------*/
 
@@ -280,10 +283,6 @@ static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS,   MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
                                        MS_F_OTHER_SYS,  MS_F_OFF_HEAP_RELEASED};
 
-static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
-
 static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
                 int idx) {
   ms__field_set_u64(snap, f, v);
@@ -293,19 +292,19 @@ static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
 /* Fills field f from sample s if the snapshot does not have it yet. */
 static void fill(ms_snapshot_t *snap, const ms__pv_sample_t *s, ms_field_t f,
                  int idx) {
-  if (snap->quality[f] == MS_Q_UNAVAILABLE && s->q[f] != MS_Q_UNAVAILABLE)
+  if (!ms__field_known(snap, f) && s->q[f] != MS_Q_UNAVAILABLE)
     put(snap, f, s->v[f], (ms_quality_t)s->q[f], idx);
 }
 
 /* Adds bytes of memory the heap fields do not describe to OtherSys. */
 static void add_other(ms_snapshot_t *snap, uint64_t bytes, ms_quality_t q,
                       int idx) {
-  if (snap->quality[MS_F_OTHER_SYS] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(snap, MS_F_OTHER_SYS)) {
     put(snap, MS_F_OTHER_SYS, bytes, q, idx);
   } else {
     snap->other_sys += bytes;
-    snap->quality[MS_F_OTHER_SYS] =
-        (uint8_t)qmin((ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
+    snap->quality[MS_F_OTHER_SYS] = (uint8_t)ms__quality_worst(
+        (ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
   }
 }
 
@@ -321,8 +320,7 @@ static void own_heap(ms_snapshot_t *snap, const ms__pv_sample_t *s, int idx) {
     return;
   if (s->v[MS_F_SYS] > parts)
     add_other(snap, s->v[MS_F_SYS] - parts, (ms_quality_t)s->q[MS_F_SYS], idx);
-  else if (s->v[MS_F_SYS] < parts &&
-           snap->quality[MS_F_SYS] == MS_Q_UNAVAILABLE)
+  else if (s->v[MS_F_SYS] < parts && !ms__field_known(snap, MS_F_SYS))
     put(snap, MS_F_SYS, s->v[MS_F_SYS], (ms_quality_t)s->q[MS_F_SYS], idx);
 }
 
@@ -332,7 +330,7 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                                  MS_F_MALLOCS, MS_F_FREES};
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     fill(snap, s, f[i], idx);
-  if (snap->quality[MS_F_BY_SIZE] == MS_Q_UNAVAILABLE &&
+  if (!ms__field_known(snap, MS_F_BY_SIZE) &&
       s->q[MS_F_BY_SIZE] != MS_Q_UNAVAILABLE && s->nsize_classes > 0) {
     snap->nsize_classes = s->nsize_classes;
     memcpy(snap->by_size, s->by_size,
@@ -354,7 +352,7 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
       MS_F_STACK_INUSE,   MS_F_STACK_SYS,    MS_F_MSPAN_INUSE,
       MS_F_MSPAN_SYS,     MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,
       MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS};
-  if (!have_owner || snap->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+  if (!have_owner || !ms__field_known(snap, MS_F_HEAP_SYS))
     return;
   if (engine_heap)
     idx =
@@ -406,8 +404,8 @@ static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s) {
 static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
                              int idx) {
   if (!s->have_tracked || snap->quality[MS_F_HEAP_ALLOC] != MS_Q_EXACT ||
-      snap->quality[MS_F_HEAP_INUSE] == MS_Q_UNAVAILABLE ||
-      snap->quality[MS_F_HEAP_IDLE] == MS_Q_UNAVAILABLE ||
+      !ms__field_known(snap, MS_F_HEAP_INUSE) ||
+      !ms__field_known(snap, MS_F_HEAP_IDLE) ||
       snap->source[MS_F_HEAP_INUSE] != (uint8_t)idx)
     return;
   uint64_t arena_alloc, arena_freed;
@@ -420,7 +418,7 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   if (mapped != 0) {
     snap->heap_inuse = (uint64_t)((int64_t)snap->heap_inuse + mapped);
     snap->heap_sys = (uint64_t)((int64_t)snap->heap_sys + mapped);
-    if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+    if (ms__field_known(snap, MS_F_SYS))
       snap->sys = (uint64_t)((int64_t)snap->sys + mapped);
   }
   if (!arena_moved)
@@ -437,7 +435,7 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
   snap->heap_inuse = (uint64_t)inuse;
   snap->heap_idle = (uint64_t)((int64_t)snap->heap_idle - (delta - grow));
   snap->heap_sys += (uint64_t)grow;
-  if (snap->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(snap, MS_F_SYS))
     snap->sys += (uint64_t)grow;
   static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
                                      MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,

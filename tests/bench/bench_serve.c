@@ -5,8 +5,9 @@
  *      round: memtop serve -d 0.1 and scrapes 0.15 s apart) with 1, 50 and
  *      200 targets, against a baseline measured in the same run: this
  *      process reading the same targets one after the other with the
- *      blocking client (msc_fetch), the floor a serial exporter would have;
- *      and node_exporter's own scrape of this machine when it is installed
+ *      blocking client (fetch_snapshot), the floor a serial exporter
+ *      would have; and node_exporter's own scrape of this machine when it
+ *      is installed
  *      (Debian's prometheus-node-exporter, started here on a free port);
  *   2. memtop serve's CPU (% of one core) and RSS while scraped every 15 s
  *      with 200 targets, over BENCH_WINDOW_S (default 30 s).
@@ -28,8 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client/client.h"
 #include "memstats.h"
+#include "support/fetch.h"
 
 static char memtop[1200], target[1200];
 
@@ -176,7 +177,7 @@ static double serial_fetch_s(target_t *t, int n) {
   char err[256];
   double t0 = now_s();
   for (int i = 0; i < n; i++)
-    msc_fetch(t[i].pid, &s, 2000, err, sizeof err);
+    fetch_snapshot(t[i].pid, &s, 2000, err, sizeof err);
   return now_s() - t0;
 }
 
@@ -281,12 +282,13 @@ int main(void) {
       serial[i] = serial_fetch_s(t, have);
     double p50 = pct(lat, ok, 0.5), p99 = pct(lat, ok, 0.99);
     double floor50 = pct(serial, 5, 0.5);
-    printf("  %3d targets: p50 %6.1f ms  p99 %6.1f ms   serial msc_fetch of "
-           "all: %6.1f ms (p99/serial %.2fx)%s\n",
-           have, p50 * 1e3, p99 * 1e3, floor50 * 1e3, p99 / floor50,
-           have == 200
-               ? (p99 < 0.050 ? "  goal <50 ms: met" : "  goal <50 ms: NOT met")
-               : "");
+    printf(
+        "  %3d targets: p50 %6.1f ms  p99 %6.1f ms   serial fetch_snapshot of "
+        "all: %6.1f ms (p99/serial %.2fx)%s\n",
+        have, p50 * 1e3, p99 * 1e3, floor50 * 1e3, p99 / floor50,
+        have == 200
+            ? (p99 < 0.050 ? "  goal <50 ms: met" : "  goal <50 ms: NOT met")
+            : "");
     if (have == 200) {
       /* Scraped every 15 s, as Prometheus does by default. */
       double c0 = proc_cpu_s(sv), t0 = now_s();
