@@ -439,6 +439,24 @@ int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
   return 0;
 }
 
+int msc_session_request_profile(msc_session_t *s, uint64_t flags,
+                                const uint8_t **out, size_t *len) {
+  if (s == NULL || out == NULL || len == NULL)
+    return MS_EINVAL;
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, s->req, sizeof s->req);
+  if (s->state == ST_NEW) {
+    ms__wire_encode_request(&w, MS__MSG_HELLO, 0);
+    s->state = ST_WAIT_HELLO;
+  }
+  int r = ms__wire_encode_request(&w, MS__MSG_PROFILE_REQ, flags);
+  if (r != 0)
+    return r;
+  *out = s->req;
+  *len = w.len;
+  return 0;
+}
+
 static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
@@ -605,15 +623,15 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
   return msc_fetch_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
 }
 
-int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
-                    int timeout_ms, char *errbuf, size_t errlen) {
+int msc_connect(int pid, int timeout_ms, uint64_t *start_time_out, char *errbuf,
+                size_t errlen) {
   char dummy[8];
   if (errbuf == NULL || errlen == 0) {
     errbuf = dummy;
     errlen = sizeof dummy;
   }
   errbuf[0] = '\0';
-  if (pid <= 0 || snap == NULL) {
+  if (pid <= 0) {
     snprintf(errbuf, errlen, "invalid PID %d", pid);
     return MS_EINVAL;
   }
@@ -691,6 +709,29 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
     close(fd);
     return r;
   }
+
+  if (start_time_out != NULL)
+    *start_time_out = start_time;
+  return fd;
+}
+
+int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
+                    int timeout_ms, char *errbuf, size_t errlen) {
+  char dummy[8];
+  if (errbuf == NULL || errlen == 0) {
+    errbuf = dummy;
+    errlen = sizeof dummy;
+  }
+  errbuf[0] = '\0';
+  if (pid <= 0 || snap == NULL) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  uint64_t start_time;
+  int r;
+  int fd = msc_connect(pid, timeout_ms, &start_time, errbuf, errlen);
+  if (fd < 0)
+    return fd;
 
   msc_session_t *s = msc_session_new(pid, start_time);
   size_t cap = 64 * 1024, have = 0;

@@ -112,6 +112,13 @@ int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
  * figures then read as unavailable). */
 int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
                                        const uint8_t **out, size_t *len);
+/* The bytes to ask for the heap profile (MS__MSG_PROFILE_REQ, flags
+ * MS__PROFREQ_*; the first call also says hello). The answer's
+ * MS__MSG_PROFILE frames are not the session's to decode:
+ * msc_session_feed() skips them, so the caller hands each to the profile
+ * decoder (wire/profile.h) before feeding the rest. */
+int msc_session_request_profile(msc_session_t *s, uint64_t flags,
+                                const uint8_t **out, size_t *len);
 /* Feeds received bytes. Consumes at most one message per call: *used says
  * how many bytes it took (call again with the rest). On MSC_EV_SNAPSHOT,
  * *snap holds the snapshot. */
@@ -121,6 +128,13 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
 const msc_hello_t *msc_session_hello(const msc_session_t *s);
 
 /* ---- blocking helper ---- */
+/* Finds pid's socket, connects (waiting at most timeout_ms) and verifies
+ * with SO_PEERCRED that pid itself, of the right user, answers. Returns
+ * the connected descriptor (the caller closes it) with pid's start time
+ * in *start_time (for the session's PID-reuse check), or a negative code
+ * with a message naming the PID, the cause and a hint in errbuf. */
+int msc_connect(int pid, int timeout_ms, uint64_t *start_time, char *errbuf,
+                size_t errlen);
 /* Connects to `pid`, verifies the handshake, reads one snapshot into *snap.
  * On error returns a negative code and writes a message naming the PID,
  * the cause and a hint into errbuf. */
