@@ -20,7 +20,15 @@
 
 #include "memstats.h"
 
-enum { OPT_ONCE = 256, OPT_JSON, OPT_NO_COLOR, OPT_LISTEN };
+enum {
+  OPT_ONCE = 256,
+  OPT_JSON,
+  OPT_NO_COLOR,
+  OPT_LISTEN,
+  OPT_SECONDS,
+  OPT_FORMAT,
+  OPT_SITES
+};
 
 static const struct option long_options[] = {
     {"delay", required_argument, NULL, 'd'},
@@ -31,6 +39,9 @@ static const struct option long_options[] = {
     {"no-colour", no_argument, NULL, OPT_NO_COLOR},
     {"output", required_argument, NULL, 'o'},
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"sites", required_argument, NULL, OPT_SITES},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -146,7 +157,7 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
 int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
                  char *err, size_t errlen) {
   int want_help = 0, want_version = 0, cmd_set = 0, dashdash;
-  int set_delay = 0, set_iter = 0;
+  int set_delay = 0, set_iter = 0, set_format = 0;
   int c;
 
   if (o == NULL || argv == NULL || argc < 1)
@@ -228,6 +239,28 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
         return fail(err, errlen, "--listen needs an address (HOST:PORT)");
       o->listen = optarg;
       break;
+    case OPT_SECONDS:
+      if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
+        return fail(err, errlen,
+                    "invalid --seconds '%s': give whole seconds, 1 to %d",
+                    optarg, MT_PROFILE_SECONDS_MAX);
+      break;
+    case OPT_FORMAT:
+      if (strcmp(optarg, "pprof") == 0)
+        o->format = MT_PROFILE_PPROF;
+      else if (strcmp(optarg, "text") == 0)
+        o->format = MT_PROFILE_TEXT;
+      else
+        return fail(err, errlen, "invalid --format '%s': pprof or text",
+                    optarg);
+      set_format = 1;
+      break;
+    case OPT_SITES:
+      if (mt_parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
+        return fail(err, errlen,
+                    "invalid --sites '%s': give a number of sites, 1 to %d",
+                    optarg, MT_SITES_MAX);
+      break;
     case OPT_ONCE:
       o->once = 1;
       break;
@@ -269,6 +302,15 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     return fail(err, errlen, "-o/--output only applies to 'profile'");
   if (o->listen != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--listen only applies to 'serve'");
+  if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || set_format))
+    return fail(err, errlen, "%s only applies to 'profile'",
+                o->seconds != 0 ? "--seconds" : "--format");
+  if (o->sites != 0 && o->cmd != MT_CMD_PROFILE)
+    return fail(err, errlen, "--sites only applies to 'profile'");
+  if (o->sites != 0 && o->format != MT_PROFILE_TEXT)
+    return fail(err, errlen,
+                "--sites applies to '--format text' (a pprof file holds "
+                "every site)");
 
   switch (o->cmd) {
   case MT_CMD_RUN:
@@ -284,7 +326,7 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     if (o->npids != 1)
       return fail(err, errlen,
                   "'profile' needs one process ID: memtop "
-                  "profile PID [-o FILE]");
+                  "profile PID [-o FILE] [--seconds N] [--format pprof|text]");
     /* fall through */
   case MT_CMD_PS:
   case MT_CMD_SERVE:
@@ -305,7 +347,8 @@ void mt_cli_usage(FILE *f) {
         "       memtop --once [--json] [-n N] [-d SECS] [PID...]\n"
         "       memtop run [OPTIONS] -- CMD [ARGS...]\n"
         "       memtop ps\n"
-        "       memtop profile PID [-o FILE]\n"
+        "       memtop profile PID [-o FILE] [--seconds N] "
+        "[--format pprof|text]\n"
         "       memtop serve [--listen ADDR]\n"
         "Try 'memtop --help' for more information.\n",
         f);
@@ -327,8 +370,13 @@ void mt_cli_help(FILE *f) {
       "  memtop --once --json [PID...]\n"
       "                             the same as JSON lines, one per process\n"
       "  memtop ps                  list attachable processes and exit\n"
-      "  memtop profile PID [-o FILE]\n"
-      "                             write a heap profile (not available yet)\n"
+      "  memtop profile PID [-o FILE] [--seconds N] [--format pprof|text]\n"
+      "                             write PID's heap profile: a gzipped\n"
+      "                             profile.proto for `go tool pprof` "
+      "(default\n"
+      "                             file ./memtop-PID.pb.gz; -o - for "
+      "stdout),\n"
+      "                             or a top list of allocation sites\n"
       "  memtop serve [--listen ADDR]\n"
       "                             Prometheus /metrics (not available yet)\n"
       "\n"
@@ -339,6 +387,13 @@ void mt_cli_help(FILE *f) {
       "      --once             plain text on stdout instead of the live view\n"
       "      --json             JSON lines instead of text (implies --once)\n"
       "      --no-color         no colours (also when NO_COLOR is set)\n"
+      "  -o, --output FILE      profile: where to write (- for stdout)\n"
+      "      --seconds N        profile: the growth over N seconds (two\n"
+      "                         profiles N seconds apart, the first\n"
+      "                         subtracted, like Go's ?seconds=N)\n"
+      "      --format FMT       profile: pprof (default) or text\n"
+      "      --sites N          profile --format text: the top N sites\n"
+      "                         (default 20)\n"
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"
@@ -362,6 +417,9 @@ void mt_cli_help(FILE *f) {
       "  memtop run -- python3 app.py     watch a program from its start\n"
       "  memtop --once 1234               one report for PID 1234\n"
       "  memtop --once --json -n 60 1234  a minute of JSON lines\n"
+      "  memtop profile 1234 && go tool pprof -top memtop-1234.pb.gz\n"
+      "  memtop profile --seconds 30 --format text 1234\n"
+      "                                   what grew in 30 s, by site\n"
       "See memtop(1).\n",
       f);
 }
