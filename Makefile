@@ -101,7 +101,8 @@ TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(PROTOBUF_C_LIBS) $(DW_LIBS) $(Z_LIBS) -
 
 # ---- what goes where --------------------------------------------------------
 # The target-side library: libc, pthread and dl only.
-LIB_DIRS := src/core src/common src/emit src/wire src/agent src/providers
+LIB_DIRS := src/core src/common src/emit src/wire src/agent src/providers \
+            src/profile
 LIB_SRCS := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 # memtop: everything in these folders but main.c goes into an archive that

@@ -1,0 +1,178 @@
+/*
+ * pl_prof.c - a program with known allocation sites for the heap
+ * profile's tests (tests/integration/test_profile.c), run under the
+ * preload with MEMSTATS_PROFILE_RATE=1. Built with -rdynamic, so that it
+ * can tell the test where its functions are (dladdr1: start and size).
+ *
+ *   pl_prof sites    f_big holds 3 * N blocks of SIZE bytes, f_small N,
+ *                    f_freed allocated N and freed them all
+ *   pl_prof threads  four threads each hold N blocks from f_thread
+ *   pl_prof deep     f_deep recurses 300 deep, then allocates
+ *   pl_prof fork     f_parent holds N blocks; the child then holds N from
+ *                    f_child (and says its pid)
+ *   pl_prof full     f_many allocates blocks of 64 different sizes
+ *
+ * Each prints "fn NAME START END" for its functions, then "ready PID"
+ * (every process that stays), and waits for stdin to close.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "say.h"
+
+#define N 16
+#define SIZE 1000
+
+/* Exported and volatile: the compiler may not drop a block it keeps. */
+extern void *volatile g_keep[4096];
+void *volatile g_keep[4096];
+static int g_nkeep;
+
+static void keep(void *p) {
+  memset(p, 1, 16);
+  g_keep[g_nkeep++] = p;
+}
+
+#define NOINLINE __attribute__((noinline, noclone, used))
+
+/* Exported (-rdynamic), so declared. */
+void f_big(void);
+void f_small(void);
+void f_freed(void);
+void f_thread(void);
+int f_deep(int n);
+void f_parent(void);
+void f_child(void);
+void f_many(void);
+
+NOINLINE void f_big(void) {
+  for (int i = 0; i < 3 * N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_small(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_freed(void) {
+  void *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    memset(p[i], 2, 16);
+  }
+  for (int i = 0; i < N; i++)
+    free(p[i]);
+  __asm__ volatile("");
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+NOINLINE void f_thread(void) {
+  for (int i = 0; i < N; i++) {
+    void *p = malloc(SIZE);
+    pthread_mutex_lock(&g_lock);
+    keep(p);
+    pthread_mutex_unlock(&g_lock);
+  }
+  __asm__ volatile("");
+}
+
+static void *thread_main(void *arg) {
+  (void)arg;
+  f_thread();
+  return NULL;
+}
+
+NOINLINE int f_deep(int n) {
+  if (n == 0) {
+    keep(malloc(SIZE));
+    return 1;
+  }
+  int r = f_deep(n - 1);
+  __asm__ volatile("" ::"r"(r));
+  return r + 1;
+}
+
+NOINLINE void f_parent(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_child(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_many(void) {
+  for (int i = 0; i < 64; i++)
+    keep(malloc(64 + 16 * (size_t)i));
+  __asm__ volatile("");
+}
+
+static void say_fn(const char *name, void *fn) {
+  Dl_info info;
+  const ElfW(Sym) *sym = NULL;
+  if (dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL)
+    prog_say("fn %s %lx %lx", name, (unsigned long)(uintptr_t)fn,
+             (unsigned long)((uintptr_t)fn + sym->st_size));
+}
+
+static void wait_stdin(void) {
+  char c;
+  while (read(0, &c, 1) > 0)
+    ;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "sites";
+  say_fn("f_big", (void *)f_big);
+  say_fn("f_small", (void *)f_small);
+  say_fn("f_freed", (void *)f_freed);
+  say_fn("f_thread", (void *)f_thread);
+  say_fn("f_deep", (void *)f_deep);
+  say_fn("f_parent", (void *)f_parent);
+  say_fn("f_child", (void *)f_child);
+  say_fn("f_many", (void *)f_many);
+  if (strcmp(mode, "sites") == 0) {
+    f_big();
+    f_small();
+    f_freed();
+  } else if (strcmp(mode, "threads") == 0) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+      pthread_create(&t[i], NULL, thread_main, NULL);
+    for (int i = 0; i < 4; i++)
+      pthread_join(t[i], NULL);
+  } else if (strcmp(mode, "deep") == 0) {
+    f_deep(300);
+  } else if (strcmp(mode, "fork") == 0) {
+    f_parent();
+    pid_t pid = fork();
+    if (pid == 0) {
+      f_child();
+      prog_say("ready %d", (int)getpid());
+      wait_stdin();
+      _exit(0);
+    }
+    prog_say("ready %d", (int)getpid());
+    wait_stdin();
+    waitpid(pid, NULL, 0);
+    return 0;
+  } else if (strcmp(mode, "full") == 0) {
+    f_many();
+  }
+  prog_say("ready %d", (int)getpid());
+  wait_stdin();
+  return 0;
+}
