@@ -63,14 +63,23 @@ static demangle_fn demangler(void) {
 static uint32_t add_function(mt_heap_t *h, const char *sys, const char *file,
                              int64_t start_line) {
   demangle_fn dm;
-  char *plain = NULL;
+  char *plain = NULL, unversioned[512];
+  const char *at = strchr(sys, '@');
   int status = -1;
   uint32_t f;
 
+  /* A symbol's version ("__libc_start_main@@GLIBC_2.34") is not part of
+   * the function's name; the system name keeps it. */
+  if (at != NULL && at != sys && (size_t)(at - sys) < sizeof unversioned) {
+    memcpy(unversioned, sys, (size_t)(at - sys));
+    unversioned[at - sys] = '\0';
+  } else {
+    snprintf(unversioned, sizeof unversioned, "%s", sys);
+  }
   if (sys[0] == '_' && sys[1] == 'Z' && (dm = demangler()) != NULL)
-    plain = dm(sys, NULL, NULL, &status);
-  f = mt_heap_function(h, status == 0 && plain != NULL ? plain : sys, sys, file,
-                       start_line);
+    plain = dm(unversioned, NULL, NULL, &status);
+  f = mt_heap_function(h, status == 0 && plain != NULL ? plain : unversioned,
+                       sys, file, start_line);
   free(plain);
   return f;
 }

@@ -87,8 +87,20 @@ static site_int_t *site_of(sites_t *s, const mt_heap_t *h, uint64_t k1,
     si->site.file = h->strings[f->filename];
     si->site.line = (int64_t)k2;
   } else {
+    uint32_t m = 0;
+    size_t i;
+
     si->site.file = "";
+    si->site.module = "";
     si->site.address = k2;
+    for (i = 0; i < h->nmappings && m == 0; i++)
+      if (k2 >= h->mappings[i].start && k2 < h->mappings[i].limit)
+        m = (uint32_t)i + 1;
+    if (m != 0) {
+      const mt_heap_mapping_t *hm = &h->mappings[m - 1];
+      si->site.module = h->strings[hm->filename];
+      si->site.module_offset = k2 - hm->start + hm->offset;
+    }
   }
   s->slot[j] = (uint32_t)++s->n;
   return si;
@@ -261,6 +273,12 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
         if (s->line > 0)
           ms__strbuf_printf(out, ":%" PRId64, s->line);
       }
+    } else if (s->module[0] != '\0') {
+      /* Where it is, as perf says it: the file's name and the offset in
+       * it, which addr2line or a debug file can resolve later. */
+      const char *base = strrchr(s->module, '/');
+      ms__strbuf_put_safe(out, base != NULL ? base + 1 : s->module, (size_t)-1);
+      ms__strbuf_printf(out, "+0x%" PRIx64 " (no symbol)", s->module_offset);
     } else {
       ms__strbuf_printf(out, "0x%" PRIx64 " (not resolved)", s->address);
     }

@@ -21,6 +21,10 @@ typedef struct mt_top_site_s {
   const char *file; /* "" when unknown */
   int64_t line;     /* 0 when unknown */
   uint64_t address; /* the location's address (unresolved sites) */
+  /* An unresolved site's file (the mapping's path, "" if none) and its
+   * offset in that file. */
+  const char *module;
+  uint64_t module_offset;
   int64_t flat[MT_HEAP_NVALUES];
   int64_t cum[MT_HEAP_NVALUES];
 } mt_top_site_t;

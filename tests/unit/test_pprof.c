@@ -683,34 +683,39 @@ static void check_golden(const char *name, const char *got) {
  * (one full of terminal escapes and a bidi override), one address left
  * unresolved, a recursive stack (cum counted once), dropped samples. */
 static void top_fixture(mt_heap_t *h, uint64_t rate) {
-  static const uint64_t st[4][3] = {
+  static const uint64_t st[5][3] = {
       {0x1010, 0x2010, 0x3010}, /* alloc_small <- handler <- main */
       {0x1110, 0x2010, 0x3010}, /* "\e]0;evil" <- handler <- main */
       {0x2010, 0x2010, 0x3010}, /* handler <- handler <- main */
-      {0x9990, 0x3010, 0},      /* ? <- main */
+      {0x9990, 0x3010, 0},      /* a library without symbols <- main */
+      {0xf0010, 0x3010, 0},     /* in no mapping <- main */
   };
-  static ms__profile_record_t rec[4];
+  static const ms__profile_mapping_t lib = {
+      0x9000, 0xa000, 0x4000, "/opt/x/lib\x1b[1mplugin.so", NULL, 0};
+  static ms__profile_record_t rec[5];
   ms__profile_t p;
   size_t i;
   uint32_t fn;
 
   memset(&p, 0, sizeof p);
   memset(rec, 0, sizeof rec);
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < 5; i++) {
     rec[i].size = 512u << i;
-    rec[i].alloc_objects = 40 - 8 * i;
+    rec[i].alloc_objects = 41 - 8 * i;
     rec[i].alloc_bytes = rec[i].alloc_objects * rec[i].size;
     rec[i].free_objects = i;
     rec[i].free_bytes = i * rec[i].size;
-    rec[i].depth = i == 3 ? 2 : 3;
+    rec[i].depth = i >= 3 ? 2 : 3;
     rec[i].stack = st[i];
   }
   p.pid = 4242;
   p.time_unix_ns = 1700000000000000000ull;
   p.rate = rate;
   p.buckets_dropped = 7;
-  p.nrecords = 4;
+  p.nrecords = 5;
   p.records = rec;
+  p.nmappings = 1;
+  p.mappings = &lib;
   assert_int_equal(mt_heap_build(&p, NULL, h), 0);
   for (i = 0; i < h->nlocations; i++) {
     mt_heap_location_t *l = &h->locations[i];
