@@ -305,9 +305,12 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || set_format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
-  if (o->sites != 0 && o->cmd != MT_CMD_PROFILE)
-    return fail(err, errlen, "--sites only applies to 'profile'");
-  if (o->sites != 0 && o->format != MT_PROFILE_TEXT)
+  if (o->sites != 0 && o->cmd != MT_CMD_PROFILE &&
+      !(o->cmd == MT_CMD_WATCH && o->once))
+    return fail(err, errlen,
+                "--sites applies to --once (and --json) and to 'profile "
+                "--format text'");
+  if (o->sites != 0 && o->cmd == MT_CMD_PROFILE && o->format != MT_PROFILE_TEXT)
     return fail(err, errlen,
                 "--sites applies to '--format text' (a pprof file holds "
                 "every site)");
@@ -392,8 +395,9 @@ void mt_cli_help(FILE *f) {
       "                         profiles N seconds apart, the first\n"
       "                         subtracted, like Go's ?seconds=N)\n"
       "      --format FMT       profile: pprof (default) or text\n"
-      "      --sites N          profile --format text: the top N sites\n"
-      "                         (default 20)\n"
+      "      --sites N          with --once: add the top N allocation sites\n"
+      "                         to each report or JSON line; with profile\n"
+      "                         --format text: list N sites (default 20)\n"
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"

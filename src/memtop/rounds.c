@@ -17,6 +17,7 @@
 #include "memtop/conn.h"
 #include "memtop/loop_int.h"
 #include "memtop/model.h"
+#include "memtop/sites.h"
 #include "wire/wire.h"
 
 /* ---- plain output ---------------------------------------------------- */
@@ -60,8 +61,14 @@ void mt_flush_out(mt_app_t *app) {
 }
 
 void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
+  /* --sites N: the profile is read after the snapshot, blocking, as
+   * --once is a batch mode (the live view's panel has its own cadence). */
+  size_t sites = app->o->sites > 0 ? (size_t)app->o->sites : 0;
+
   if (app->o->json) {
     ms__emit_json(&app->out, s);
+    if (sites > 0)
+      mt_sites_append(&app->out, s->pid, sites, 1, app->timeout_ms);
     ms__strbuf_puts(&app->out, "\n");
     return;
   }
@@ -69,6 +76,8 @@ void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
   if (app->nemitted++ > 0)
     ms__strbuf_puts(&app->out, "\n");
   ms__emit_report(&app->out, s);
+  if (sites > 0)
+    mt_sites_append(&app->out, s->pid, sites, 0, app->timeout_ms);
 }
 
 static void emit_ps(mt_app_t *app) {

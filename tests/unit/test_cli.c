@@ -260,6 +260,14 @@ static void test_profile_options(void **state) {
   assert_non_null(strstr(err, "only applies to 'profile'"));
   assert_int_equal(parse("--format", "text", "--once", "12"), MS_EINVAL);
   assert_int_equal(parse("ps", "--sites", "3"), MS_EINVAL);
+  /* --once and --json reports gain the top sites; the live view has no
+   * panel for them yet. */
+  assert_int_equal(parse("--once", "--sites", "5", "12"), 0);
+  assert_int_equal(o.sites, 5);
+  assert_int_equal(parse("--json", "--sites", "3"), 0);
+  assert_int_equal(o.sites, 3);
+  assert_int_equal(parse("--sites", "3", "12"), MS_EINVAL);
+  assert_non_null(strstr(err, "--once"));
   assert_int_equal(parse("profile", "12", "--once"), MS_EINVAL);
 }
 
