@@ -8,8 +8,8 @@
  *            free of a possibly sampled block, start-up and fork;
  * buckets.c  the bucket table: counts by (stack, size) with Go's three
  *            stages, the table of sampled addresses, all in one mapping;
- * unwind.c   the stack capture (libunwind, dlopen'ed; glibc's backtrace
- *            as the fallback).
+ * unwind.c   the stack capture (glibc's backtrace(): libgcc_s's DWARF
+ *            unwinder; unwind.c says why not libunwind).
  *
  * The hot path's part is inline in src/preload/preload.h: one subtract
  * from ms__tls.prof_left per malloc, one load of ms__prof_live per free.
@@ -150,7 +150,7 @@ uint32_t ms__prof_depth(void);
 
 /* Loads the unwinder (from ms__prof_init, outside malloc). */
 void ms__prof_unwind_init(void);
-/* "libunwind", "glibc-backtrace" or "none". */
+/* "glibc-backtrace", or "none" (no stacks: records of depth 0). */
 const char *ms__prof_unwinder(void);
 /* Captures the calling thread's return addresses, innermost first, with
  * the library's own frames left out. Returns the number stored (at most

@@ -17,7 +17,7 @@
  * seeds its PRNG here. A sampled allocation captures its stack with the
  * thread marked busy (see unwind.c), then records it under the bucket
  * table's lock. A thread that is busy (capturing, or holding the table's
- * lock) and allocates again, from libunwind or from a signal handler,
+ * lock) and allocates again, from the unwinder or from a signal handler,
  * skips the sample, so no capture nests and the lock is never taken twice
  * by one thread. A busy thread's free of a sampled block (a signal handler
  * again) cannot take the lock either: it is counted in lost_frees, and the
