@@ -225,6 +225,21 @@ static int64_t die_decl_line(Dwarf_Die *die) {
   return dwarf_decl_line(die, &line) == 0 ? line : 0;
 }
 
+/* The compilation unit holding addr. libdw finds it through
+ * .debug_aranges, which clang does not emit (and elfutils before 0.191
+ * does not make up from the units' ranges): then each unit's ranges are
+ * asked in turn. */
+static Dwarf_Die *unit_of(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Addr *bias) {
+  Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, bias);
+
+  if (cu != NULL)
+    return cu;
+  while ((cu = dwfl_module_nextcu(mod, cu, bias)) != NULL)
+    if (dwarf_haspc(cu, addr - *bias) > 0)
+      return cu;
+  return NULL;
+}
+
 /* Resolves one location. Returns 0 or -1 on ENOMEM. */
 static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   mt_heap_line_t lines[MAX_INLINE + 1];
@@ -244,9 +259,15 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   dl = dwfl_module_getsrc(mod, l->address);
   if (dl != NULL)
     file = dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
-  line = lineno;
 
-  cu = dwfl_module_addrdie(mod, l->address, &bias);
+  cu = unit_of(mod, l->address, &bias);
+  if (cu != NULL && dl == NULL) {
+    /* The unit found without aranges: its own line table. */
+    Dwarf_Line *ln = dwarf_getsrc_die(cu, l->address - bias);
+    if (ln != NULL && dwarf_lineno(ln, &lineno) == 0)
+      file = dwarf_linesrc(ln, NULL, NULL);
+  }
+  line = lineno;
   if (cu != NULL) {
     nscopes = dwarf_getscopes(cu, l->address - bias, &scopes);
     if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
