@@ -107,10 +107,53 @@ static void keys_cb(uv_poll_t *h, int status, int events) {
   }
 }
 
+/* The detail view's allocation sites are read on their own cadence, at
+ * most every MT_SITES_INTERVAL_S or 5 refreshes, whichever is longer: a
+ * profile costs the target a copy of its buckets and memtop a reading of
+ * its binaries. */
+#define MT_SITES_INTERVAL_S 5.0
+
+static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
+                     int estimated, const char *err) {
+  mt_app_t *app = arg;
+  mt_target_t *t = mt_model_find(&app->model, pid);
+
+  if (t == NULL) {
+    mt_sites_free(sites, n);
+    return;
+  }
+  if (sites != NULL)
+    mt_model_set_sites(t, sites, n, estimated, uv_hrtime());
+  else
+    mt_model_sites_error(t, err != NULL ? err : "no profile");
+  mt_request_draw(app);
+}
+
+static void sites_poll(mt_app_t *app) {
+  const mt_target_t *t;
+  double every = 5 * app->model.delay_s;
+
+  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting)
+    return;
+  t = mt_model_find(&app->model, app->model.detail_pid);
+  if (t == NULL || t->state != MT_LIVE)
+    return;
+  if (app->sites_live == NULL) {
+    app->sites_live = mt_sites_live_new(&app->loop, sites_cb, app);
+    if (app->sites_live == NULL)
+      return;
+  }
+  if (every < MT_SITES_INTERVAL_S)
+    every = MT_SITES_INTERVAL_S;
+  mt_sites_live_poll(app->sites_live, t->pid, app->timeout_ms, uv_hrtime(),
+                     (uint64_t)(every * 1e9));
+}
+
 static void live_tick(uv_timer_t *t) {
   mt_app_t *app = t->data;
 
   mt_request_draw(app);
+  sites_poll(app);
   if (app->o->iterations > 0 && ++app->ticks >= app->o->iterations)
     mt_app_quit(app);
 }
@@ -178,6 +221,10 @@ static void app_close(mt_app_t *app) {
 
   while (app->nw > 0)
     mt_watch_remove(app, app->w[app->nw - 1]);
+  /* A profile read in flight finishes on its thread during the run
+   * below; its result is then dropped. */
+  mt_sites_live_close(app->sites_live);
+  app->sites_live = NULL;
   close_if_open((uv_handle_t *)&app->frame);
   close_if_open((uv_handle_t *)&app->tick);
   close_if_open((uv_handle_t *)&app->rescan);

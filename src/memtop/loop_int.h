@@ -25,6 +25,7 @@
 #include "memtop/conn.h"
 #include "memtop/final.h"
 #include "memtop/model.h"
+#include "memtop/sites_live.h"
 
 typedef enum mt_mode_e { MODE_LIVE, MODE_POLL, MODE_ROUNDS } mt_mode_t;
 
@@ -105,6 +106,8 @@ struct mt_app_s {
   int run_log_fd;
   char sockdir[4096];
   ms__strbuf_t out;
+  /* live: the detail view's allocation sites (sites_live.h) */
+  mt_sites_live_t *sites_live;
 };
 
 /* The -d interval in milliseconds. */
