@@ -36,8 +36,7 @@
 #include "memstats.h"
 #include "profile/profile.h"
 
-#define FILTER_BITS 16
-#define FILTER_SIZE (1u << FILTER_BITS)
+#define FILTER_SIZE (1u << MS__PROF_FILTER_BITS)
 #define PAGE 4096u
 
 static uint32_t pow2_at_least(uint32_t n) {
@@ -61,8 +60,7 @@ static uint64_t mix(uint64_t x) {
 }
 
 static uint32_t filter_index(const void *p) {
-  return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >>
-                    (64 - FILTER_BITS));
+  return ms__prof_filter_index(p);
 }
 
 /* Counts the pages of the table that are backed now in BuckHashSys. */
