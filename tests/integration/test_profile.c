@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "client/client.h"
 #include "support/host.h"
 #include "support/profile_fetch.h"
 
@@ -346,12 +347,33 @@ static void test_python3(void **state) {
   stop(&p);
 }
 
+/* memtop's blocking fetch (the client's session, as `memtop profile`
+ * will drive it) reads the same profile. */
+static void test_client_fetch(void **state) {
+  (void)state;
+  proc_t p;
+  const char *argv[] = {prog(), "sites", NULL};
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
+  start(&p, argv, env, 1);
+  setenv("MEMSTATS_DIR", g_dir, 1);
+  char err[512] = "";
+  ms__profile_decoded_t *d = NULL;
+  int r = msc_fetch_profile(p.ready[0], &d, 10000, err, sizeof err);
+  if (r != 0)
+    fail_msg("%s", err);
+  site_t big = site(&d->profile, fn(&p, "f_big"));
+  assert_int_equal(big.inuse_objects, 48);
+  ms__profile_decoded_free(d);
+  stop(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sites),      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_deep_recursion), cmocka_unit_test(test_fork),
       cmocka_unit_test(test_table_full), cmocka_unit_test(test_off),
       cmocka_unit_test(test_python3),
+      cmocka_unit_test(test_client_fetch),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
