@@ -396,6 +396,9 @@ struct msc_session_s {
   char dead_msg[256];
   msc_hello_t hello;
   uint8_t req[2 * 64];
+  /* The heap profile being received (asked for), frame by frame, and
+   * whether it is complete (then msc_session_take_profile gives it). */
+  ms__profile_decoded_t *prof;
 };
 
 msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
@@ -409,6 +412,8 @@ msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
 }
 
 void msc_session_free(msc_session_t *s) {
+  if (s != NULL)
+    ms__profile_decoded_free(s->prof);
   free(s);
 }
 
@@ -439,22 +444,40 @@ int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
   return 0;
 }
 
-int msc_session_request_profile(msc_session_t *s, uint64_t flags,
-                                const uint8_t **out, size_t *len) {
+int msc_session_request_profile(msc_session_t *s, const uint8_t **out,
+                                size_t *len) {
   if (s == NULL || out == NULL || len == NULL)
     return MS_EINVAL;
+  ms__profile_decoded_t *d = ms__profile_decoded_new();
+  if (d == NULL)
+    return MS_ENOMEM;
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, s->req, sizeof s->req);
   if (s->state == ST_NEW) {
     ms__wire_encode_request(&w, MS__MSG_HELLO, 0);
     s->state = ST_WAIT_HELLO;
   }
-  int r = ms__wire_encode_request(&w, MS__MSG_PROFILE_REQ, flags);
-  if (r != 0)
+  int r = ms__wire_encode_request(&w, MS__MSG_PROFILE_REQ, MS__PROFREQ_NONE);
+  if (r != 0) {
+    ms__profile_decoded_free(d);
     return r;
+  }
+  /* A profile asked for earlier and not finished is forgotten: the agent
+   * answers requests in order, so its frames come first and would be
+   * refused; ask again only after MSC_EV_PROFILE or an error. */
+  ms__profile_decoded_free(s->prof);
+  s->prof = d;
   *out = s->req;
   *len = w.len;
   return 0;
+}
+
+ms__profile_decoded_t *msc_session_take_profile(msc_session_t *s) {
+  if (s == NULL || s->prof == NULL || !s->prof->complete)
+    return NULL;
+  ms__profile_decoded_t *d = s->prof;
+  s->prof = NULL;
+  return d;
 }
 
 static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
@@ -543,6 +566,33 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
     ev->type = MSC_EV_SNAPSHOT;
     return 0;
   }
+  case MS__MSG_PROFILE: {
+    if (s->state != ST_READY)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: a profile before the "
+                  "handshake",
+                  s->pid);
+    if (s->prof == NULL || s->prof->complete)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: a profile not asked for",
+                  s->pid);
+    r = ms__profile_decode_frame(s->prof, p, f.length, &why);
+    if (r != 0)
+      return fail(s, ev, r, 1, "%s reply from PID %d: %s",
+                  r == MS_ENOMEM ? "out of memory decoding the"
+                                 : "malformed",
+                  s->pid, why);
+    if (!s->prof->complete)
+      return 0; /* more frames to come */
+    if (s->prof->profile.pid != s->hello.pid ||
+        s->prof->profile.start_time != s->hello.start_time)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: the profile is of another "
+                  "process (PID %d)",
+                  s->pid, (int)s->prof->profile.pid);
+    ev->type = MSC_EV_PROFILE;
+    return 0;
+  }
   case MS__MSG_REFUSED:
   case MS__MSG_ERROR: {
     int code;
@@ -557,7 +607,12 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
       return fail(s, ev, code, 1, "PID %d refused the connection: %s", s->pid,
                   reason);
     /* After a malformed request or a version clash the agent hangs up;
-     * other errors concern one request only. */
+     * other errors concern one request only (a profile asked for is then
+     * not coming). */
+    if (s->prof != NULL && !s->prof->complete) {
+      ms__profile_decoded_free(s->prof);
+      s->prof = NULL;
+    }
     return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
                 "PID %d: %s", s->pid, reason);
   }
@@ -623,15 +678,32 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
   return msc_fetch_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
 }
 
-int msc_connect(int pid, int timeout_ms, uint64_t *start_time_out, char *errbuf,
-                size_t errlen) {
+static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
+                 ms__profile_decoded_t **prof, int timeout_ms, char *errbuf,
+                 size_t errlen);
+
+int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
+                    int timeout_ms, char *errbuf, size_t errlen) {
+  return fetch(pid, flags, snap, NULL, timeout_ms, errbuf, errlen);
+}
+
+int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
+                      char *errbuf, size_t errlen) {
+  *out = NULL;
+  return fetch(pid, 0, NULL, out, timeout_ms, errbuf, errlen);
+}
+
+/* One snapshot (prof NULL) or one heap profile (*prof), blocking. */
+static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
+                 ms__profile_decoded_t **prof, int timeout_ms, char *errbuf,
+                 size_t errlen) {
   char dummy[8];
   if (errbuf == NULL || errlen == 0) {
     errbuf = dummy;
     errlen = sizeof dummy;
   }
   errbuf[0] = '\0';
-  if (pid <= 0) {
+  if (pid <= 0 || (snap == NULL && prof == NULL)) {
     snprintf(errbuf, errlen, "invalid PID %d", pid);
     return MS_EINVAL;
   }
@@ -710,29 +782,6 @@ int msc_connect(int pid, int timeout_ms, uint64_t *start_time_out, char *errbuf,
     return r;
   }
 
-  if (start_time_out != NULL)
-    *start_time_out = start_time;
-  return fd;
-}
-
-int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
-                    int timeout_ms, char *errbuf, size_t errlen) {
-  char dummy[8];
-  if (errbuf == NULL || errlen == 0) {
-    errbuf = dummy;
-    errlen = sizeof dummy;
-  }
-  errbuf[0] = '\0';
-  if (pid <= 0 || snap == NULL) {
-    snprintf(errbuf, errlen, "invalid PID %d", pid);
-    return MS_EINVAL;
-  }
-  uint64_t start_time;
-  int r;
-  int fd = msc_connect(pid, timeout_ms, &start_time, errbuf, errlen);
-  if (fd < 0)
-    return fd;
-
   msc_session_t *s = msc_session_new(pid, start_time);
   size_t cap = 64 * 1024, have = 0;
   uint8_t *buf = malloc(cap);
@@ -743,7 +792,14 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
   }
   const uint8_t *req;
   size_t reqlen, sent = 0;
-  msc_session_request_snapshot_flags(s, flags, &req, &reqlen);
+  if (prof != NULL)
+    r = msc_session_request_profile(s, &req, &reqlen);
+  else
+    r = msc_session_request_snapshot_flags(s, flags, &req, &reqlen);
+  if (r != 0) {
+    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+    goto out;
+  }
   for (;;) {
     short events = POLLIN | (sent < reqlen ? POLLOUT : 0);
     struct pollfd p = {fd, events, 0};
@@ -811,7 +867,12 @@ int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
       }
       memmove(buf, buf + used, have - used);
       have -= used;
-      if (ev.type == MSC_EV_SNAPSHOT) {
+      if (ev.type == MSC_EV_SNAPSHOT && prof == NULL) {
+        r = 0;
+        goto out;
+      }
+      if (ev.type == MSC_EV_PROFILE && prof != NULL) {
+        *prof = msc_session_take_profile(s);
         r = 0;
         goto out;
       }

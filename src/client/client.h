@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "memstats.h"
+#include "wire/profile.h"
 #include "wire/wire.h"
 
 #define MSC_PATH_MAX 108 /* sizeof(sun_path) */
@@ -83,7 +84,7 @@ typedef enum msc_event_type_e {
   MSC_EV_NONE = 0, /* need more bytes */
   MSC_EV_HELLO,    /* handshake received and verified */
   MSC_EV_SNAPSHOT, /* a snapshot was decoded into the caller's struct */
-  MSC_EV_PROFILE,  /* a heap profile reply (later issue) */
+  MSC_EV_PROFILE,  /* a whole heap profile: msc_session_take_profile() */
   MSC_EV_ERROR     /* refused, malformed, PID reused...: see .err */
 } msc_event_type_t;
 
@@ -112,13 +113,17 @@ int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
  * figures then read as unavailable). */
 int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
                                        const uint8_t **out, size_t *len);
-/* The bytes to ask for the heap profile (MS__MSG_PROFILE_REQ, flags
- * MS__PROFREQ_*; the first call also says hello). The answer's
- * MS__MSG_PROFILE frames are not the session's to decode:
- * msc_session_feed() skips them, so the caller hands each to the profile
- * decoder (wire/profile.h) before feeding the rest. */
-int msc_session_request_profile(msc_session_t *s, uint64_t flags,
-                                const uint8_t **out, size_t *len);
+/* The bytes to send to ask for the heap profile (the first call also says
+ * hello). The profile comes as several frames: msc_session_feed() reports
+ * MSC_EV_PROFILE once the last has been decoded (MSC_EV_NONE, bytes used,
+ * for the others), or MSC_EV_ERROR (the agent's refusal, e.g. MS_ENOSYS
+ * when profiling is off; or a malformed frame, which ends the session).
+ * Returns 0, MS_EINVAL or MS_ENOMEM. */
+int msc_session_request_profile(msc_session_t *s, const uint8_t **out,
+                                size_t *len);
+/* After MSC_EV_PROFILE: the profile, now the caller's (free it with
+ * ms__profile_decoded_free); NULL if none is complete. */
+ms__profile_decoded_t *msc_session_take_profile(msc_session_t *s);
 /* Feeds received bytes. Consumes at most one message per call: *used says
  * how many bytes it took (call again with the rest). On MSC_EV_SNAPSHOT,
  * *snap holds the snapshot. */
@@ -128,13 +133,6 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
 const msc_hello_t *msc_session_hello(const msc_session_t *s);
 
 /* ---- blocking helper ---- */
-/* Finds pid's socket, connects (waiting at most timeout_ms) and verifies
- * with SO_PEERCRED that pid itself, of the right user, answers. Returns
- * the connected descriptor (the caller closes it) with pid's start time
- * in *start_time (for the session's PID-reuse check), or a negative code
- * with a message naming the PID, the cause and a hint in errbuf. */
-int msc_connect(int pid, int timeout_ms, uint64_t *start_time, char *errbuf,
-                size_t errlen);
 /* Connects to `pid`, verifies the handshake, reads one snapshot into *snap.
  * On error returns a negative code and writes a message naming the PID,
  * the cause and a hint into errbuf. */
@@ -143,5 +141,10 @@ int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
 /* msc_fetch() with request flags (MS__REQ_SMAPS). */
 int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
                     int timeout_ms, char *errbuf, size_t errlen);
+/* Fetches pid's heap profile the same way: *out is the caller's on 0
+ * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
+ * for the target, not the whole transfer. */
+int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
+                      char *errbuf, size_t errlen);
 
 #endif

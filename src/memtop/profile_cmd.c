@@ -1,7 +1,7 @@
 /*
  * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
- * fetched (profile_fetch.c), twice --seconds apart for a delta, built
- * and resolved into names, files and lines (src/pprof), and written as
+ * fetched (msc_fetch_profile, client.c), twice --seconds apart for a delta,
+ * built and resolved into names, files and lines (src/pprof), and written as
  * pprof's gzipped profile.proto or as a top list.
  *
  * The target's files are read through /proc/PID/root when the process is
@@ -24,7 +24,7 @@
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/loop.h"
-#include "memtop/profile_fetch.h"
+#include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
@@ -127,7 +127,7 @@ int mt_profile_main(const mt_opts_t *o) {
   size_t len = 0;
   int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
 
-  rc = mt_profile_fetch(pid, tmo, &first, err, sizeof err);
+  rc = msc_fetch_profile(pid, &first, tmo, err, sizeof err);
   if (rc != 0) {
     say("%s", err);
     return 1;
@@ -144,7 +144,7 @@ int mt_profile_main(const mt_opts_t *o) {
     fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", pid,
             o->seconds);
     sleep_seconds(o->seconds);
-    rc = mt_profile_fetch(pid, tmo, &second, err, sizeof err);
+    rc = msc_fetch_profile(pid, &second, tmo, err, sizeof err);
     if (rc != 0) {
       say("%s", err);
       goto out;

@@ -13,7 +13,7 @@
 
 #include "emit/emit.h"
 #include "memstats.h"
-#include "memtop/profile_fetch.h"
+#include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/top.h"
 
@@ -63,7 +63,7 @@ void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
       return;
     out->data[--out->len] = '\0';
   }
-  rc = mt_profile_fetch(pid, timeout_ms, &d, err, sizeof err);
+  rc = msc_fetch_profile(pid, &d, timeout_ms, err, sizeof err);
   if (rc == 0 && d->profile.rate == 0) {
     rc = MS_EINVAL;
     snprintf(err, sizeof err,

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "memstats.h"
-#include "memtop/profile_fetch.h"
+#include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/top.h"
 
@@ -121,7 +121,7 @@ static void work_cb(uv_work_t *w) {
   s->sites = NULL;
   s->nsites = 0;
   s->err[0] = '\0';
-  rc = mt_profile_fetch(s->pid, s->timeout_ms, &d, s->err, sizeof s->err);
+  rc = msc_fetch_profile(s->pid, &d, s->timeout_ms, s->err, sizeof s->err);
   if (rc != 0)
     return;
   if (d->profile.rate == 0) {

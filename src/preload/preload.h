@@ -285,7 +285,9 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size) {
 static inline __attribute__((always_inline)) void
 ms__preload_unsample(void *p) {
   if (__builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
-                       0))
+                       0) &&
+      __atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
+                      __ATOMIC_RELAXED) != 0)
     ms__prof_freed(p);
 }
 

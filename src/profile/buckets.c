@@ -21,23 +21,27 @@
  * taking the lock.
  *
  * Memory: everything lives in one anonymous mapping made at start-up,
- * never malloc (this runs inside malloc). The bucket array and the stack
- * words are filled from their start, so only the pages in use are ever
- * touched: BuckHashSys counts the fixed parts (hash heads, address table,
- * filter) and the used prefix of the others, page by page. When a part is
+ * never malloc (this runs inside malloc), with the raw system call: the
+ * preload's mmap interposer would list it among the program's own
+ * mappings (OtherSys, OffHeapReleased), and it is BuckHashSys alone. The
+ * fixed parts (filter, hash heads, address table: written anywhere) are
+ * touched whole at start-up, so they are backed; the bucket array and the
+ * stack words are filled from their start, so only their used prefix is
+ * ever touched. BuckHashSys counts exactly those backed pages. When a part is
  * full the sample is dropped and counted (`dropped`, sent as the profile's
  * buckets_dropped): a bounded table, a known loss.
  */
 #include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/sysstat.h"
 #include "memstats.h"
 #include "profile/profile.h"
 
-#define FILTER_BITS 16
-#define FILTER_SIZE (1u << FILTER_BITS)
+#define FILTER_SIZE (1u << MS__PROF_FILTER_BITS)
 #define PAGE 4096u
 
 static uint32_t pow2_at_least(uint32_t n) {
@@ -61,8 +65,7 @@ static uint64_t mix(uint64_t x) {
 }
 
 static uint32_t filter_index(const void *p) {
-  return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >>
-                    (64 - FILTER_BITS));
+  return ms__prof_filter_index(p);
 }
 
 /* Counts the pages of the table that are backed now in BuckHashSys. */
@@ -97,12 +100,16 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
   size_t off_stacks =
       off_buckets + round_page((size_t)buckets * sizeof(ms__prof_bucket_t));
   size_t len = off_stacks + round_page((size_t)stack_words * 8);
-  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void *m = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                            0);
   if (m == MAP_FAILED) {
     memset(t, 0, sizeof *t);
     return MS_ENOMEM;
   }
+  /* Backed from the start: one write per page of the fixed parts. */
+  for (size_t off = 0; off < off_buckets; off += PAGE)
+    ((volatile uint8_t *)m)[off] = 0;
   t->map = m;
   t->map_len = len;
   t->filter = m;
@@ -116,7 +123,7 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
 
 void ms__prof_table_destroy(ms__prof_table_t *t) {
   if (t->map != NULL) {
-    munmap(t->map, t->map_len);
+    syscall(SYS_munmap, t->map, t->map_len);
     ms__sys_add_internal(MS_SYS_BUCKHASH, -(int64_t)t->touched);
   }
   memset(t, 0, sizeof *t);

@@ -46,6 +46,15 @@ int64_t ms__prof_next_interval(ms__prof_rng_t *r, uint64_t rate);
  * this word (hot, read-mostly) before anything else. Written under the
  * table's lock. */
 extern uint64_t ms__prof_live __attribute__((visibility("hidden")));
+/* The table's filter (buckets.c): 1 << MS__PROF_FILTER_BITS saturating
+ * counts of live sampled addresses by hash; an all-zero static array
+ * until the table exists, so the free path may read it unconditionally. */
+#define MS__PROF_FILTER_BITS 16
+extern uint8_t *ms__prof_filter __attribute__((visibility("hidden")));
+static inline uint32_t ms__prof_filter_index(const void *p) {
+  return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >>
+                    (64 - MS__PROF_FILTER_BITS));
+}
 
 /* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS, maps the table, loads
  * the unwinder and installs the fork handlers; from the preload's

@@ -32,6 +32,8 @@
 #include "profile/profile.h"
 
 uint64_t ms__prof_live __attribute__((aligned(64)));
+static uint8_t g_no_filter[1u << MS__PROF_FILTER_BITS];
+uint8_t *ms__prof_filter = g_no_filter;
 
 /* Everything else the sampler keeps per thread: off the hot path. */
 typedef struct prof_thread_s {
@@ -165,6 +167,7 @@ void ms__prof_init(void) {
       g_rate = 0;
     } else {
       g_table.live = &ms__prof_live;
+      ms__prof_filter = g_table.filter;
       ms__prof_unwind_init();
       pthread_atfork(fork_prepare, fork_parent, fork_child);
     }

@@ -149,7 +149,10 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
     size_t frame = w.len - MS__WIRE_HEADER;
     ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, chunk);
     if (chunk == 0) {
-      ms__wire_put_u64(&w, MS__TAG_PID, (uint64_t)(int64_t)p->pid);
+      /* A pid the profile does not know (0) is left out, not sent as 0,
+       * which a reader refuses. */
+      if (p->pid > 0)
+        ms__wire_put_u64(&w, MS__TAG_PID, (uint64_t)(int64_t)p->pid);
       ms__wire_put_u64(&w, MS__TAG_START_TIME, p->start_time);
       ms__wire_put_u64(&w, MS__TAG_TIME_UNIX, p->time_unix_ns);
       ms__wire_put_u64(&w, MS__TAG_PROF_RATE, p->rate);

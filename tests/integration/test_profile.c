@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "client/client.h"
 #include "support/host.h"
 #include "support/profile_fetch.h"
 
@@ -40,6 +41,7 @@ typedef struct proc_s {
   FILE *out;
   fn_t fns[16];
   int nfns;
+  int signals;  /* handler runs the program counted */
   int ready[4]; /* pids that said ready */
   int nready;
 } proc_t;
@@ -77,6 +79,9 @@ static void start(proc_t *p, const char *const argv[], const char *const env[],
   assert_non_null(p->out);
   char line[256];
   while (p->nready < nready && fgets(line, sizeof line, p->out)) {
+    int nsig;
+    if (sscanf(line, "signals %d", &nsig) == 1)
+      p->signals = nsig;
     fn_t f;
     int pid;
     if (sscanf(line, "fn %31s %lx %lx", f.name, &f.lo, &f.hi) == 3 &&
@@ -346,12 +351,87 @@ static void test_python3(void **state) {
   stop(&p);
 }
 
+/* A profile larger than a frame: 20,000 buckets of stacks up to 205 deep
+ * (some 18 MB) come in several frames, each within the payload bound, and
+ * whole. */
+static void test_wide(void **state) {
+  (void)state;
+  proc_t p;
+  const char *argv[] = {prog(), "wide", NULL};
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1",
+                       "MEMSTATS_PROFILE_DEPTH=256",
+                       "MEMSTATS_PROFILE_BUCKETS=80000", NULL};
+  start(&p, argv, env, 1);
+  ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
+  site_t s = site(&d->profile, fn(&p, "f_wide"));
+  assert_int_equal(s.inuse_objects, 20000);
+  assert_int_equal(s.records, 20000);
+  assert_int_equal(d->profile.buckets_dropped, 0);
+  assert_true(pf_frames >= 4);
+  ms__profile_decoded_free(d);
+  stop(&p);
+}
+
+/* A signal handler that allocates and frees, interrupting the program's
+ * own mallocs (sampled at rate 1, so inside captures and the table's lock
+ * too): the program runs on, and its profile is served. */
+static void test_signals(void **state) {
+  (void)state;
+  proc_t p;
+  const char *argv[] = {prog(), "signals", NULL};
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
+  start(&p, argv, env, 1);
+  assert_true(p.signals > 100);
+  ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
+  site_t s = site(&d->profile, fn(&p, "f_small"));
+  assert_int_equal(s.inuse_objects, 16);
+  site_t h = site(&d->profile, fn(&p, "f_signal"));
+  assert_true(h.alloc_objects > 0);
+  ms__profile_decoded_free(d);
+  stop(&p);
+}
+
+/* memtop's blocking fetch (the client's session, as `memtop profile`
+ * will drive it) reads the same profile. */
+static void test_client_fetch(void **state) {
+  (void)state;
+  proc_t p;
+  const char *argv[] = {prog(), "sites", NULL};
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
+  start(&p, argv, env, 1);
+  setenv("MEMSTATS_DIR", g_dir, 1);
+  char err[512] = "";
+  ms__profile_decoded_t *d = NULL;
+  int r = msc_fetch_profile(p.ready[0], &d, 10000, err, sizeof err);
+  if (r != 0)
+    fail_msg("%s", err);
+  site_t big = site(&d->profile, fn(&p, "f_big"));
+  assert_int_equal(big.inuse_objects, 48);
+  ms__profile_decoded_free(d);
+  /* The bucket table is in the snapshot, as BuckHashSys: at least its
+   * filter and address table, backed from the start; and the same
+   * process's snapshot with profiling off has none. */
+  ms_snapshot_t snap;
+  assert_int_equal(msc_fetch(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(snap.quality[MS_F_BUCK_HASH_SYS], MS_Q_EXACT);
+  assert_true(snap.buck_hash_sys >= (64u + 256u) * 1024u);
+  stop(&p);
+  const char *off[] = {"MEMSTATS_PROFILE_RATE=0", NULL};
+  start(&p, argv, off, 1);
+  assert_int_equal(msc_fetch(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(snap.buck_hash_sys, 0);
+  stop(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sites),      cmocka_unit_test(test_threads),
       cmocka_unit_test(test_deep_recursion), cmocka_unit_test(test_fork),
       cmocka_unit_test(test_table_full), cmocka_unit_test(test_off),
       cmocka_unit_test(test_python3),
+      cmocka_unit_test(test_client_fetch),
+      cmocka_unit_test(test_wide),
+      cmocka_unit_test(test_signals),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

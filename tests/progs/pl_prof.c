@@ -11,6 +11,10 @@
  *   pl_prof fork     f_parent holds N blocks; the child then holds N from
  *                    f_child (and says its pid)
  *   pl_prof full     f_many allocates blocks of 64 different sizes
+ *   pl_prof wide     f_wide allocates 100 sizes at each of 200 recursion
+ *                    depths: 20,000 buckets, a profile of several frames
+ *   pl_prof signals  a timer signal's handler allocates and frees while
+ *                    the main thread does (and is sampled), 2 seconds
  *
  * Each prints "fn NAME START END" for its functions, then "ready PID"
  * (every process that stays), and waits for stdin to close.
@@ -21,7 +25,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "say.h"
@@ -39,7 +46,21 @@ static void keep(void *p) {
   g_keep[g_nkeep++] = p;
 }
 
+extern void *volatile g_wide[20000];
+void *volatile g_wide[20000];
+static int g_nwide;
+
+static void keep_wide(void *p) {
+  g_wide[g_nwide++] = p;
+}
+
+/* gcc could clone a function for a constant argument (a new symbol):
+ * noclone, which clang does not know (nor does it clone). */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline, used))
+#else
 #define NOINLINE __attribute__((noinline, noclone, used))
+#endif
 
 /* Exported (-rdynamic), so declared. */
 void f_big(void);
@@ -50,6 +71,8 @@ int f_deep(int n);
 void f_parent(void);
 void f_child(void);
 void f_many(void);
+int f_wide(int n, int at);
+void f_signal(void);
 
 NOINLINE void f_big(void) {
   for (int i = 0; i < 3 * N; i++)
@@ -64,7 +87,8 @@ NOINLINE void f_small(void) {
 }
 
 NOINLINE void f_freed(void) {
-  void *p[N];
+  /* Volatile: clang -O2 deletes a malloc/free pair it can see whole. */
+  void *volatile p[N];
   for (int i = 0; i < N; i++) {
     p[i] = malloc(SIZE);
     memset(p[i], 2, 16);
@@ -120,6 +144,35 @@ NOINLINE void f_many(void) {
   __asm__ volatile("");
 }
 
+/* Allocates 100 blocks of different sizes at depth `at` of a recursion. */
+NOINLINE int f_wide(int n, int at) {
+  if (n == at) {
+    for (int i = 0; i < 100; i++)
+      keep_wide(malloc(16 + 16 * (size_t)i));
+    return 1;
+  }
+  int r = f_wide(n + 1, at);
+  __asm__ volatile("" ::"r"(r));
+  return r + 1;
+}
+
+/* A signal handler's allocations: malloc and free are not
+ * async-signal-safe by POSIX, but programs do it, and glibc's allows it
+ * where the interrupted code is not inside malloc itself; the preload's
+ * own paths must survive it whatever the handler interrupts of theirs. */
+static volatile sig_atomic_t g_signals;
+
+NOINLINE void f_signal(void) {
+  void *volatile p = malloc(64);
+  free(p);
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  f_signal();
+  g_signals++;
+}
+
 static void say_fn(const char *name, void *fn) {
   Dl_info info;
   const ElfW(Sym) *sym = NULL;
@@ -144,6 +197,8 @@ int main(int argc, char **argv) {
   say_fn("f_parent", (void *)f_parent);
   say_fn("f_child", (void *)f_child);
   say_fn("f_many", (void *)f_many);
+  say_fn("f_wide", (void *)f_wide);
+  say_fn("f_signal", (void *)f_signal);
   if (strcmp(mode, "sites") == 0) {
     f_big();
     f_small();
@@ -171,6 +226,30 @@ int main(int argc, char **argv) {
     return 0;
   } else if (strcmp(mode, "full") == 0) {
     f_many();
+  } else if (strcmp(mode, "wide") == 0) {
+    for (int at = 0; at < 200; at++)
+      f_wide(0, at);
+  } else if (strcmp(mode, "signals") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_PROF, &it, NULL);
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+      for (int i = 0; i < 1000; i++) {
+        void *volatile p = malloc(32 + (size_t)(i % 100) * 8);
+        free(p);
+      }
+      clock_gettime(CLOCK_MONOTONIC, &t);
+    } while (t.tv_sec - t0.tv_sec < 2);
+    struct itimerval stop_it = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &stop_it, NULL);
+    f_small();
+    prog_say("signals %d", (int)g_signals);
   }
   prog_say("ready %d", (int)getpid());
   wait_stdin();

@@ -57,6 +57,9 @@ static inline int pf_read_frame(int fd, uint8_t **buf, size_t *cap,
   }
 }
 
+/* The profile frames the last pf_fetch() received. */
+static int pf_frames;
+
 /* Fetches pid's profile from dir/<pid>.sock. Returns 0 with *out (free
  * with ms__profile_decoded_free) and *caps the hello's capabilities, or
  * an MS_E* code (an error frame's own code). */
@@ -106,9 +109,11 @@ static inline int pf_fetch(const char *dir, int pid,
     r = MS_ENOMEM;
     goto done;
   }
+  pf_frames = 0;
   while (!d->complete) {
     if ((r = pf_read_frame(fd, &buf, &cap, &f)) != 0)
       goto done;
+    pf_frames++;
     if (f.type == MS__MSG_ERROR) {
       char reason[256];
       int code = MS_EPROTO;

@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "client/client.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
 
@@ -386,6 +387,90 @@ static void test_error_frame(void **state) {
   assert_null(d);
 }
 
+/* The session state machine (memtop's side, no I/O): a profile asked for
+ * arrives in several frames, is reported once whole, and is the caller's;
+ * a refusal concerns that request only; a profile not asked for ends the
+ * session. */
+static void test_session_profile(void **state) {
+  (void)state;
+  ms__profile_t p = make(NREC);
+  size_t plen;
+  uint8_t *prof = encode(&p, MS__PROFILE_MIN_PAYLOAD, &plen);
+  static uint8_t hello[MS__WIRE_SMALL_MAX];
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, hello, sizeof hello);
+  ms__wire_hello_t h = {.pid = 4242, .start_time = 987654,
+                        .proto_version = MS__WIRE_VERSION,
+                        .capabilities = MS__CAP_SNAPSHOT | MS__CAP_PROFILE};
+  assert_int_equal(ms__wire_encode_hello(&w, &h), 0);
+  size_t hlen = w.len;
+
+  msc_session_t *s = msc_session_new(4242, 987654);
+  const uint8_t *req;
+  size_t reqlen, used;
+  msc_event_t ev;
+  /* A profile before one is asked for: the session ends. */
+  assert_int_equal(msc_session_feed(s, hello, hlen, &used, NULL, &ev), 0);
+  assert_int_equal(ev.type, MSC_EV_HELLO);
+  assert_int_equal(msc_session_feed(s, prof, plen, &used, NULL, &ev),
+                   MS_EPROTO);
+  assert_int_equal(ev.type, MSC_EV_ERROR);
+  msc_session_free(s);
+
+  s = msc_session_new(4242, 987654);
+  assert_int_equal(msc_session_request_profile(s, &req, &reqlen), 0);
+  ms__frame_t f;
+  assert_int_equal(ms__wire_frame(req, reqlen, 64, &f, NULL), 0);
+  assert_int_equal(f.type, MS__MSG_HELLO);
+  assert_int_equal(ms__wire_frame(req + MS__WIRE_HEADER + f.length,
+                                  reqlen - MS__WIRE_HEADER - f.length, 64, &f,
+                                  NULL),
+                   0);
+  assert_int_equal(f.type, MS__MSG_PROFILE_REQ);
+  assert_int_equal(msc_session_feed(s, hello, hlen, &used, NULL, &ev), 0);
+  /* The profile's frames, fed as they would arrive. */
+  size_t off = 0;
+  int frames = 0, done = 0;
+  while (off < plen) {
+    assert_int_equal(
+        msc_session_feed(s, prof + off, plen - off, &used, NULL, &ev), 0);
+    assert_true(used > 0);
+    off += used;
+    frames++;
+    if (ev.type == MSC_EV_PROFILE)
+      done = 1;
+    else
+      assert_int_equal(ev.type, MSC_EV_NONE);
+  }
+  assert_true(done);
+  assert_true(frames > 1);
+  ms__profile_decoded_t *d = msc_session_take_profile(s);
+  assert_non_null(d);
+  assert_null(msc_session_take_profile(s));
+  same(&p, &d->profile);
+  ms__profile_decoded_free(d);
+  /* A refusal ends that request, not the session. */
+  assert_int_equal(msc_session_request_profile(s, &req, &reqlen), 0);
+  ms__wire_writer_init(&w, g_hand, sizeof g_hand);
+  ms__wire_encode_error(&w, MS__MSG_ERROR, MS_ENOSYS, "profiling is off");
+  assert_int_equal(msc_session_feed(s, g_hand, w.len, &used, NULL, &ev),
+                   MS_ENOSYS);
+  assert_int_equal(ev.type, MSC_EV_ERROR);
+  assert_null(msc_session_take_profile(s));
+  assert_int_equal(msc_session_request_profile(s, &req, &reqlen), 0);
+  off = 0;
+  while (off < plen) {
+    msc_session_feed(s, prof + off, plen - off, &used, NULL, &ev);
+    off += used;
+  }
+  assert_int_equal(ev.type, MSC_EV_PROFILE);
+  d = msc_session_take_profile(s);
+  assert_non_null(d);
+  ms__profile_decoded_free(d);
+  msc_session_free(s);
+  free(prof);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_one_frame),
@@ -396,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_frames_out_of_order),
       cmocka_unit_test(test_truncated_and_flipped),
       cmocka_unit_test(test_error_frame),
+      cmocka_unit_test(test_session_profile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
