@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "memstats.h"
@@ -146,6 +147,7 @@ static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
   GElf_Addr vaddr;
   uint64_t bias;
   Dwfl_Module *mod;
+  struct stat st;
   int fd, len, is_exec = 0;
 
   if (path[0] != '/') {
@@ -164,11 +166,18 @@ static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
     const char *mainfile = NULL;
     dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
     if (mainfile != NULL && strcmp(mainfile, full) == 0)
-      return mod;
+      goto check; /* the build id is this mapping's to check too */
   }
-  fd = open(full, O_RDONLY | O_CLOEXEC);
+  /* The path is the target's word: never block on a FIFO or a device it
+   * named, and read only a regular file. */
+  fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     m->unresolved = "the file cannot be read";
+    return NULL;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    m->unresolved = "not a regular file";
     return NULL;
   }
   if (load_bias(fd, m, &bias, &is_exec) != 0) {
@@ -176,14 +185,16 @@ static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
     m->unresolved = "the file does not match the mapping";
     return NULL;
   }
-  close(fd);
   dwfl_report_begin_add(dwfl);
-  mod = dwfl_report_elf(dwfl, path, full, -1, is_exec ? 0 : bias, true);
+  /* On success libdwfl owns fd. */
+  mod = dwfl_report_elf(dwfl, path, full, fd, is_exec ? 0 : bias, true);
   dwfl_report_end(dwfl, NULL, NULL);
   if (mod == NULL) {
+    close(fd);
     m->unresolved = "not an ELF file libdwfl can read";
     return NULL;
   }
+check:
   if (m->build_id != 0) {
     Dwarf_Addr b;
     (void)dwfl_module_getelf(mod, &b);

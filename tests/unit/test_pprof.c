@@ -567,6 +567,36 @@ static void test_build_id_mismatch(void **state) {
   mt_heap_free(&h);
 }
 
+/* A mapping's path is the target's word: a FIFO (which an open() would
+ * wait on forever) or a directory is not read, and says why. */
+static void test_mapping_not_a_file(void **state) {
+  char fifo[128], dir[128];
+  fixture_t f;
+  mt_heap_t h;
+  size_t i;
+
+  (void)state;
+  snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+  snprintf(dir, sizeof dir, "%s/dir", tmpdir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  fixture_init(&f, 1, 0);
+  f.map[0].path = fifo;
+  for (i = 1; i < f.p.nmappings; i++)
+    f.map[i].path = dir;
+  assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
+  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  for (i = 0; i < h.nmappings; i++) {
+    assert_false(h.mappings[i].symbolized);
+    assert_string_equal(h.mappings[i].unresolved, "not a regular file");
+  }
+  for (i = 0; i < h.nlocations; i++)
+    assert_int_equal(h.locations[i].nlines, 0);
+  mt_heap_free(&h);
+  unlink(fifo);
+  rmdir(dir);
+}
+
 /* --seconds: the later profile less the earlier one, each unsampled; an
  * unchanged bucket is left out, and in-use may fall. */
 static void test_delta(void **state) {
@@ -775,6 +805,7 @@ int main(void) {
       cmocka_unit_test(test_round_trip_sampled),
       cmocka_unit_test(test_top_names_sites),
       cmocka_unit_test(test_build_id_mismatch),
+      cmocka_unit_test(test_mapping_not_a_file),
       cmocka_unit_test(test_delta),
       cmocka_unit_test(test_go_vectors),
       cmocka_unit_test(test_hostile_records),
