@@ -230,6 +230,23 @@ static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
 
 /* ---- values ------------------------------------------------------------ */
 
+/* A double as an int64, truncated, saturated at the range's ends (a
+ * hostile count scaled can exceed it; the cast would be undefined). */
+static int64_t to_i64(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (v <= -9223372036854775808.0)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* A counter from the wire as a signed figure: saturated, not wrapped. */
+static int64_t sat(uint64_t v) {
+  return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
 void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
                    int64_t *out_count, int64_t *out_bytes) {
   double avg, scale;
@@ -247,15 +264,15 @@ void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
   /* As Go computes it, in float64, truncated toward zero by int64(). */
   avg = (double)bytes / (double)count;
   scale = 1 / (1 - exp(-avg / (double)rate));
-  *out_count = (int64_t)((double)count * scale);
-  *out_bytes = (int64_t)((double)bytes * scale);
+  *out_count = to_i64((double)count * scale);
+  *out_bytes = to_i64((double)bytes * scale);
 }
 
 static void record_values(const ms__profile_record_t *r, uint64_t rate,
                           int64_t v[MT_HEAP_NVALUES]) {
-  int64_t ao = (int64_t)r->alloc_objects, ab = (int64_t)r->alloc_bytes;
-  int64_t io = (int64_t)(r->alloc_objects - r->free_objects);
-  int64_t ib = (int64_t)(r->alloc_bytes - r->free_bytes);
+  int64_t ao = sat(r->alloc_objects), ab = sat(r->alloc_bytes);
+  int64_t io = sat(r->alloc_objects - r->free_objects);
+  int64_t ib = sat(r->alloc_bytes - r->free_bytes);
 
   /* A record whose frees exceed its allocations is torn or hostile: in
    * use cannot be negative. */
@@ -294,7 +311,7 @@ static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
     return 0;
   memset(s, 0, sizeof *s);
   memcpy(s->value, v, sizeof s->value);
-  s->size = (int64_t)r->size;
+  s->size = sat(r->size);
   s->truncated = r->truncated != 0;
   if (r->depth > 0) {
     s->locations = malloc(r->depth * sizeof *s->locations);
@@ -408,6 +425,7 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
         if (!matched[bix[j] - 1] && same_bucket(b, r)) {
           matched[bix[j] - 1] = 1;
           record_values(b, base->rate, bv);
+          /* Both in [0, INT64_MAX]: the difference fits. */
           for (k = 0; k < MT_HEAP_NVALUES; k++)
             v[k] -= bv[k];
           break;

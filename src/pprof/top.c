@@ -124,6 +124,14 @@ static int compare_sites(const void *a, const void *b, void *arg) {
   return x->address < y->address ? -1 : x->address > y->address;
 }
 
+/* Sums of a stranger's figures saturate instead of overflowing. */
+static int64_t add_sat(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    return b > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
                  uint64_t k2, int flat) {
   const mt_heap_sample_t *hs = &h->samples[sample];
@@ -133,11 +141,11 @@ static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
   if (si == NULL)
     return -1;
   for (k = 0; flat && k < MT_HEAP_NVALUES; k++)
-    si->site.flat[k] += hs->value[k];
+    si->site.flat[k] = add_sat(si->site.flat[k], hs->value[k]);
   if (si->stamp != sample + 1) {
     si->stamp = sample + 1;
     for (k = 0; k < MT_HEAP_NVALUES; k++)
-      si->site.cum[k] += hs->value[k];
+      si->site.cum[k] = add_sat(si->site.cum[k], hs->value[k]);
   }
   return 0;
 }
@@ -224,7 +232,7 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
     return rc;
   for (i = 0; i < h->nsamples; i++)
     for (k = 0; k < MT_HEAP_NVALUES; k++)
-      total[k] += h->samples[i].value[k];
+      total[k] = add_sat(total[k], h->samples[i].value[k]);
   shown = max == 0 || max > n ? n : max;
 
   ms__strbuf_printf(out, "PID %d: heap profile, %s%s", (int)h->pid,
@@ -257,7 +265,7 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
   for (i = 0; i < shown; i++) {
     const mt_top_site_t *s = &sites[i];
 
-    sum += s->flat[space];
+    sum = add_sat(sum, s->flat[space]);
     put_bytes(out, s->flat[space], est, 11);
     put_percent(out, s->flat[space], total[space]);
     put_percent(out, sum, total[space]);
