@@ -68,6 +68,52 @@ static void start(proc_t *p) {
   assert_int_equal(p->ready, p->pid);
 }
 
+/* Debian's /usr/bin/python3 (built without frame pointers, its static
+ * functions without symbols unless python3-dbg is installed) under the
+ * preload at rate 1, running a script that builds lists and waits. */
+static const char k_script[] =
+    "import sys\n"
+    "keep = []\n"
+    "for i in range(3000):\n"
+    "    l = []\n"
+    "    for j in range(50):\n"
+    "        l.append(j)\n"
+    "    keep.append(l)\n"
+    "sys.stdout.write('ready %d\\n' % __import__('os').getpid())\n"
+    "sys.stdout.flush()\n"
+    "sys.stdin.read()\n";
+
+static void start_python(proc_t *p) {
+  int in[2], out[2];
+  char line[256];
+
+  memset(p, 0, sizeof *p);
+  assert_int_equal(pipe(in), 0);
+  assert_int_equal(pipe(out), 0);
+  p->pid = fork();
+  assert_true(p->pid >= 0);
+  if (p->pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[1]);
+    close(out[0]);
+    setenv("LD_PRELOAD", g_preload, 1);
+    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
+    unsetenv("MEMSTATS_AGENT");
+    execl("/usr/bin/python3", "python3", "-c", k_script, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  p->in_w = in[1];
+  p->out = fdopen(out[0], "r");
+  assert_non_null(p->out);
+  while (fgets(line, sizeof line, p->out) != NULL)
+    if (sscanf(line, "ready %d", &p->ready) == 1)
+      break;
+  assert_int_equal(p->ready, p->pid);
+}
+
 static void stop(proc_t *p) {
   int st;
 
@@ -230,6 +276,30 @@ static void test_once_sites(void **state) {
   free(text);
 }
 
+/* Through a Debian binary without frame pointers or symbols for its
+ * static functions: every sampled stack reaches Py_BytesMain (an exported
+ * name: the whole heap is under it), and the interpreter's loop is named
+ * from the dynamic symbol table. (Static functions show as
+ * python3.11+0xOFFSET unless python3's debug symbols are installed.) */
+static void test_python(void **state) {
+  proc_t p;
+  char *text;
+
+  (void)state;
+  if (access("/usr/bin/python3", X_OK) != 0) {
+    print_message("skipped: /usr/bin/python3 is not installed\n");
+    skip();
+  }
+  start_python(&p);
+  text = memtop("profile --format text --sites 1000", p.pid);
+  stop(&p);
+  assert_non_null(strstr(text, "Every allocation recorded"));
+  /* cum 100.0% at Py_BytesMain. */
+  assert_non_null(strstr(text, " 100.0%          0  Py_BytesMain"));
+  assert_non_null(strstr(text, " PyEval_EvalCode"));
+  free(text);
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -256,6 +326,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pprof_top),
       cmocka_unit_test(test_once_sites),
+      cmocka_unit_test(test_python),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
