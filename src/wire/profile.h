@@ -85,7 +85,7 @@ typedef struct ms__profile_s {
  * the in-use bytes of a profile at rate 1 add up to HeapAlloc's sampled
  * part, and the countdown is drawn over the same bytes. Stacks are return
  * addresses, innermost first, the library's own frames left out: the
- * first one is the caller of malloc (or of operator new's inner malloc).
+ * first one is the caller of malloc, calloc, ... or operator new.
  * ------------------------------------------------------------------------ */
 enum {
   MS__TAG_PROF_RATE = 64,
