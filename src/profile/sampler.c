@@ -156,8 +156,11 @@ void ms__prof_init(void) {
   uint64_t depth = env_uint("MEMSTATS_PROFILE_DEPTH",
                             MS__PROFILE_DEFAULT_DEPTH, MS__PROFILE_MAX_DEPTH);
   g_depth = depth == 0 ? 1 : (uint32_t)depth;
+  /* At most 2^18 buckets of 32 stack words each on average: an encoded
+   * profile is then at most about 82 MB, inside what a reader accepts
+   * (MS__PROFILE_MAX_TOTAL), so the agent never sends one it refuses. */
   uint32_t buckets = (uint32_t)env_uint(
-      "MEMSTATS_PROFILE_BUCKETS", MS__PROFILE_DEFAULT_BUCKETS, 1u << 20);
+      "MEMSTATS_PROFILE_BUCKETS", MS__PROFILE_DEFAULT_BUCKETS, 1u << 18);
   if (g_rate != 0) {
     /* Room for the live samples of a heap of some 6 GiB at the default
      * rate (3/4 of 16,384 slots), for more with a larger table. */

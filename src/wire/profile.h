@@ -78,6 +78,14 @@ typedef struct ms__profile_s {
  *                        u32 path length, u32 build id length; then the
  *                        path's bytes and the build id's
  *   MS__TAG_PROF_LAST    u64 1, in the last frame only
+ *
+ * What libmemstats puts in a record: `size` is the block's usable size,
+ * the bytes the tracker counts in HeapAlloc (the allocator's class size
+ * for a malloc(n), not n: the preload never sees a block's n on free), so
+ * the in-use bytes of a profile at rate 1 add up to HeapAlloc's sampled
+ * part, and the countdown is drawn over the same bytes. Stacks are return
+ * addresses, innermost first, the library's own frames left out: the
+ * first one is the caller of malloc, calloc, ... or operator new.
  * ------------------------------------------------------------------------ */
 enum {
   MS__TAG_PROF_RATE = 64,
