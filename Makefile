@@ -100,20 +100,33 @@ TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS) $(PROTOBUF_C_CFLAGS) $(DW_CFLAGS) -
 TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(PROTOBUF_C_LIBS) $(DW_LIBS) $(Z_LIBS) -lm
 
 # ---- what goes where --------------------------------------------------------
+# The layers are in CONTRIBUTING.md (tests/lint-layers.sh checks them:
+# make lint, and test_layers in make check).
+# common and wire belong to both sides. They are built once, with the
+# target side's flags, and linked into both: those flags change nothing in
+# a static link into memtop (-fvisibility=hidden and MS_BUILDING_LIBRARY
+# only say what a shared library exports, an executable exports nothing,
+# and neither folder has thread-local data for -ftls-model to apply to),
+# while building them without memtop's include paths keeps them free of
+# libuv and curses. A second set of objects would cost build time only.
+SHARED_DIRS := src/common src/wire
 # The target-side library: libc, pthread and dl only.
-LIB_DIRS := src/core src/common src/emit src/wire src/agent src/providers \
-            src/profile
+LIB_DIRS := $(SHARED_DIRS) src/core src/providers src/compose src/profile \
+            src/agent
 LIB_SRCS := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
-# memtop: everything in these folders but main.c goes into an archive that
-# the tests link too.
-TOOL_DIRS := src/client src/pprof src/memtop
+# memtop: these folders but main.c, and common and wire, go into an
+# archive that is all memtop links (no engine, no provider, no agent) and
+# that the tests link too; with it pprof's generated profile.proto code.
+TOOL_DIRS := src/client src/emit src/pprof src/memtop
 TOOL_SRCS := $(filter-out src/memtop/main.c,$(sort $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.c))))
+SHARED_SRCS := $(sort $(foreach d,$(SHARED_DIRS),$(wildcard $(d)/*.c)))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_OBJS := $(call obj,$(LIB_SRCS))
 PRELOAD_OBJS := $(call obj,$(PRELOAD_SRCS))
 TOOL_OBJS := $(call obj,$(TOOL_SRCS)) $(BUILD)/obj/gen/pprof/profile.pb-c.o
+SHARED_OBJS := $(call obj,$(SHARED_SRCS))
 
 LIB_SO := $(BUILD)/libmemstats.so
 LIB_A := $(BUILD)/libmemstats.a
@@ -186,6 +199,8 @@ $(BUILD)/obj/gen/pprof/profile.pb-c.o: $(BUILD)/gen/pprof/profile.pb-c.c
 $(call obj,$(wildcard src/pprof/*.c)): $(BUILD)/gen/pprof/profile.pb-c.h
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+# The tests' own dependencies (tests/support's headers, src's headers).
+-include $(wildcard $(BUILD)/tests/*.d)
 
 # ---- products ----------------------------------------------------------------
 $(LIB_A): $(LIB_OBJS)
@@ -202,12 +217,12 @@ $(LIB_SO): $(LIB_OBJS)
 $(PRELOAD_SO): $(LIB_OBJS) $(PRELOAD_OBJS)
 	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
 
-$(TOOL_A): $(TOOL_OBJS)
+$(TOOL_A): $(TOOL_OBJS) $(SHARED_OBJS)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^ $(if $(TOOL_OBJS),,&& true)
+	rm -f $@ && ar rcs $@ $^
 
-$(MEMTOP): $(BUILD)/obj/src/memtop/main.o $(TOOL_A) $(LIB_A)
-	$(CC) $(BASE_LDFLAGS) $(PIE_LDFLAGS) -o $@ $^ $(TOOL_LIBS) -ldl
+$(MEMTOP): $(BUILD)/obj/src/memtop/main.o $(TOOL_A)
+	$(CC) $(BASE_LDFLAGS) $(PIE_LDFLAGS) -o $@ $^ $(TOOL_LIBS)
 
 # Contrib programs link the library the way a user would (-lmemstats).
 $(BUILD)/contrib/%: contrib/%.c $(LIB_SO)
@@ -215,6 +230,8 @@ $(BUILD)/contrib/%: contrib/%.c $(LIB_SO)
 	$(CC) $(BASE_CFLAGS) -o $@ $< -L$(BUILD) -lmemstats -Wl,-rpath,'$$ORIGIN/..' $(BASE_LDFLAGS) $(CONTRIB_LIBS_$*) -ldl
 
 # ---- tests -------------------------------------------------------------------
+# Both archives hold the same common and wire objects: whichever is pulled
+# first defines their symbols, and the other copy is never pulled.
 TEST_LINK := $(TOOL_A) $(LIB_A)
 # C++ test programs call the sized operator delete: on by default in g++,
 # asked for in clang++ (before clang 17).
@@ -225,10 +242,10 @@ TEST_CFLAGS = $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) \
               -DMS_TEST_FORTIFY=$(if $(FORTIFY),1,0) -Itests
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
+	$(CC) $(TEST_CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
 $(BUILD)/tests/%: tests/integration/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
+	$(CC) $(TEST_CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TEST_LDLIBS)
 $(BUILD)/progs/%: tests/progs/%.c $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -Itests -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl $(PROG_LIBS_$*)
@@ -337,7 +354,11 @@ uninstall:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
 
+# The folder rules of CONTRIBUTING.md from the #include lines (make check
+# runs the same script through tests/integration/test_layers.c), then
+# cppcheck.
 lint:
+	sh tests/lint-layers.sh src
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
 	  --inline-suppr -Iinclude -Isrc src include
 

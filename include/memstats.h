@@ -119,6 +119,10 @@ typedef enum ms_field_e {
   /* Beyond Go: memory seen outside the allocator (src/core/mappings.c) */
   MS_F_KERNEL_ANON_RSS, /* RssAnon of /proc/self/status */
   MS_F_OFF_HEAP_RELEASED, /* a *Sys term: mapped, not backed, off-heap */
+  /* Beyond Go: Python's object allocator, a heap inside OtherSys */
+  MS_F_PYTHON_ARENAS,
+  MS_F_PYTHON_ARENA_SYS,
+  MS_F_PYTHON_ARENA_RESIDENT,
   MS_F__COUNT
 } ms_field_t;
 
@@ -227,6 +231,17 @@ typedef struct ms_snapshot_s {
    * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
    * of Prepared (HeapReleased + OffHeapReleased). */
   uint64_t off_heap_released;
+  /* A Python interpreter's object allocator (pymalloc) in the process: its
+   * arenas (1 MiB each in CPython 3.10 and later), as the preload's mmap
+   * interposer sees them made from Python's own code, how many bytes they
+   * map and how many of those the kernel backs (pools in use or once used;
+   * pymalloc carves pools from an arena in order and never hands a pool's
+   * pages back, so the rest was never touched). Part of OtherSys (resident)
+   * and OffHeapReleased (the rest); unavailable where no Python arena is
+   * mapped. */
+  uint64_t python_arenas;
+  uint64_t python_arena_sys;
+  uint64_t python_arena_resident;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:
@@ -238,7 +253,10 @@ typedef struct ms_snapshot_s {
  *   data         = inuse - fragOverhead
  *   idle         = Ready - inuse
  * Values are signed so that a provider that breaks an identity shows it
- * instead of wrapping. */
+ * instead of wrapping. The struct grows as the snapshot does: new figures
+ * are appended after struct_size, never inserted above, and a caller built
+ * against an older header gets the figures its struct has (see
+ * ms_breakdown_read()). */
 typedef struct ms_breakdown_s {
   int64_t ready, prepared, inuse, frag_overhead, data, idle;
   ms_quality_t q_ready, q_prepared, q_inuse, q_frag_overhead, q_data, q_idle;
@@ -249,12 +267,31 @@ typedef struct ms_breakdown_s {
   /* Nonzero when Sys != the sum of the *Sys fields (OffHeapReleased
    * included). */
   int sys_mismatch;
+
+  /* ---- added in 0.2 ----
+   * Set by the library: the size of the layout it filled (the caller's
+   * size, or sizeof ms_breakdown_t of the library if that is smaller).
+   * 0.1's struct ends before it. New figures are appended after it. */
+  uint32_t struct_size;
 } ms_breakdown_t;
 
-/* Computes the breakdown of *snap into *out. Each figure's quality is the
- * worst quality of the fields it is computed from. Returns 0, or MS_EINVAL
- * if an argument is NULL. Pure function; thread-safe. */
+/* Computes the breakdown of *snap into *out, which is size bytes owned by
+ * the caller (pass sizeof *out). Each figure's quality is the worst quality
+ * of the fields it is computed from. A struct smaller than this library's
+ * (built against an older header) gets the figures it has, a larger one
+ * (a newer header) those this library knows, with struct_size saying how
+ * far; nothing past size is written. Returns 0, or MS_EINVAL if an
+ * argument is NULL or size is no header's ms_breakdown_t. Pure function;
+ * thread-safe. */
+MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
+                                size_t size);
+
+/* 0.1's entry point, kept for programs built against 0.1's header: it
+ * fills 0.1's layout and nothing past it. Code built against this header
+ * calls ms_breakdown_read() with its own struct's size through the macro,
+ * so that its struct may grow with the header. */
 MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out);
+#define ms_breakdown(snap, out) ms_breakdown_read((snap), (out), sizeof *(out))
 
 /* Takes a consistent snapshot of this process's statistics into *snap,
  * which is sizeof(ms_snapshot_t) == size bytes owned by the caller (pass

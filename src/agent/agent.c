@@ -62,7 +62,10 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/procfs.h"
+#include "common/sockdir.h"
 #include "core/engine.h"
+#include "core/util.h"
 #include "profile/profile.h"
 
 #define MAX_CLIENTS 32

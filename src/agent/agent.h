@@ -1,6 +1,7 @@
 /*
- * agent.h - the agent's internals, shared with memtop's client (the socket
- * directory rules) and with the fuzz harness (the request handler).
+ * agent.h - the agent's internals, shared with the fuzz harness (the
+ * request handler). The socket directory's rules, which memtop's client
+ * applies too, are in common/sockdir.h.
  */
 #ifndef MS_AGENT_AGENT_H
 #define MS_AGENT_AGENT_H
@@ -11,34 +12,6 @@
 
 #include "memstats.h"
 #include "wire/wire.h"
-
-/* ---- the socket directory (sockdir.c) ---- */
-
-/* The directory by DESIGN.md's rules: $MEMSTATS_DIR, else
- * $XDG_RUNTIME_DIR/memtop, else /tmp/memtop-$UID (the effective uid).
- * Returns 0, or MS_EINVAL if it does not fit in len. */
-int ms__sockdir_path(char *buf, size_t len);
-
-/* Checks that dir is a real directory (not a symlink), owned by uid, and
- * not open to group or others. Returns 0, MS_ENOENT if it does not exist,
- * or MS_EUNSAFE with *why set. */
-int ms__sockdir_check(const char *dir, uid_t uid, const char **why);
-
-/* What to do about an unsafe dir, in words, for uid: remove a symbolic
- * link (a chmod would change the directory it points to, not the link),
- * remove a directory another user made, or chmod 700 one of uid's own
- * that is open to others. Writes at most len bytes, always NUL-ended. */
-void ms__sockdir_fix(const char *dir, uid_t uid, char *buf, size_t len);
-
-/* Creates dir (mode 0700, and its missing parent for the XDG case is not
- * created: XDG_RUNTIME_DIR must exist) if missing, then checks it as
- * above for the effective uid. */
-int ms__sockdir_prepare(const char *dir, const char **why);
-
-/* Parses a decimal unsigned integer from the environment-style string s:
- * digits only (surrounding blanks allowed), at most max. Returns 0 or
- * MS_EINVAL; garbage never reads as a number. */
-int ms__parse_uint(const char *s, uint64_t max, uint64_t *out);
 
 /* ---- requests (request.c) ---- */
 

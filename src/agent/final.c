@@ -55,10 +55,11 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/procfs.h"
+#include "compose/snapshot.h"
 #include "core/engine.h"
-#include "core/shard.h"
-#include "core/snapshot.h"
-#include "providers/provider_int.h"
+#include "core/util.h"
+#include "providers/providers.h"
 
 /* How long exit may wait for the reader to take the frame, in all. */
 #define FINAL_SEND_TIMEOUT_MS 1000

@@ -14,7 +14,7 @@
  * request computes a fresh snapshot with smaps at once, which then answers
  * both kinds for the rest of its interval. So at most two snapshots are
  * computed per interval (one plain, then one with smaps), and smaps_rollup
- * itself is read at most once per its own slower cadence (snapshot.c):
+ * itself is read at most once per its own slower cadence (compose/snapshot.c):
  * inside it, the snapshot carries the figures of the last read.
  */
 #include <stdio.h>
@@ -23,7 +23,8 @@
 
 #include "agent/agent.h"
 #include "core/engine.h"
-#include "core/snapshot.h"
+#include "core/util.h"
+#include "compose/snapshot.h"
 #include "profile/profile.h"
 #include "wire/profile.h"
 

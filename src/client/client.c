@@ -21,8 +21,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
-#include "core/snapshot.h"
+#include "common/procfs.h"
+#include "common/sockdir.h"
 #include "wire/wire.h"
 
 /* ------------------------------------------------------------------------
@@ -196,6 +196,66 @@ void msc_explain_unsafe(int pid, const char *path, const char *why, char *buf,
   ms__sockdir_fix(dir, uid, fix, sizeof fix);
   snprintf(buf, len, "PID %d: not trusting the socket directory %s: %s; %s",
            pid, dir, why != NULL && why[0] ? why : "unsafe", fix);
+}
+
+void msc_explain_connect(int pid, int err, const char *path, char *buf,
+                         size_t len) {
+  if ((err == MS_ENOENT || err == MS_ECONNREFUSED) &&
+      msc_proc_maps_libmemstats(pid)) {
+    snprintf(buf, len,
+             "PID %d runs libmemstats but does not accept connections on %s "
+             "yet: its agent is starting, or it was started with "
+             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
+             pid, path);
+    return;
+  }
+  switch (err) {
+  case MS_ENOENT:
+    snprintf(buf, len,
+             "PID %d: no memstats socket at %s: the process does not run "
+             "libmemstats (start it with `memtop run -- CMD`, or link it "
+             "with -lmemstats; check that MEMSTATS_DIR is the same for both)",
+             pid, path);
+    break;
+  case MS_ECONNREFUSED:
+    snprintf(buf, len,
+             "PID %d: %s refuses connections: its agent is not running "
+             "(a stale socket, or MEMSTATS_AGENT=0 in the target)",
+             pid, path);
+    break;
+  case MS_EACCES:
+  case -EPERM:
+    snprintf(buf, len,
+             "PID %d: permission denied on %s: the process belongs to "
+             "another user (run memtop as that user, or as root)",
+             pid, path);
+    break;
+  default:
+    snprintf(buf, len, "PID %d: cannot connect to %s: %s", pid, path,
+             ms_strerror(err));
+    break;
+  }
+}
+
+void msc_explain_timeout(int pid, int timeout_ms, int connected,
+                         const char *path, char *buf, size_t len) {
+  unsigned long nfd, lim;
+  if (!connected)
+    snprintf(buf, len,
+             "PID %d: connecting to %s took longer than %d ms: the target may "
+             "be stopped (SIGSTOP, a debugger) or overloaded",
+             pid, path, timeout_ms);
+  else if (msc_proc_fds_full(pid, &nfd, &lim))
+    snprintf(buf, len,
+             "PID %d: no answer within %d ms: the target is out of file "
+             "descriptors (%lu open, its RLIMIT_NOFILE allows %lu): raise its "
+             "limit (ulimit -n) or find what holds them (ls /proc/%d/fd)",
+             pid, timeout_ms, nfd, lim, pid);
+  else
+    snprintf(buf, len,
+             "PID %d: no answer within %d ms: the target's agent is hung or "
+             "the process is stopped (SIGSTOP, a debugger)",
+             pid, timeout_ms);
 }
 
 static void proc_comm(int pid, char *comm, size_t len) {
@@ -623,11 +683,8 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
 }
 
 /* ------------------------------------------------------------------------
- * The blocking helper
+ * Where a target's socket is
  * ------------------------------------------------------------------------ */
-static const char k_hint[] = "run it under `memtop run -- CMD` or with "
-                             "LD_PRELOAD=libmemstats-preload.so";
-
 int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   char dir[MSC_PATH_MAX];
   struct stat st;
@@ -673,155 +730,28 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   return first_errno == EACCES ? MS_EACCES : MS_ENOENT;
 }
 
-int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
-              size_t errlen) {
-  return msc_fetch_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
-}
-
-static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
-                 ms__profile_decoded_t **prof, int timeout_ms, char *errbuf,
-                 size_t errlen);
-
-int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
-                    int timeout_ms, char *errbuf, size_t errlen) {
-  return fetch(pid, flags, snap, NULL, timeout_ms, errbuf, errlen);
-}
-
-int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
-                      char *errbuf, size_t errlen) {
-  *out = NULL;
-  return fetch(pid, 0, NULL, out, timeout_ms, errbuf, errlen);
-}
-
-/* One snapshot (prof NULL) or one heap profile (*prof), blocking. */
-static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
-                 ms__profile_decoded_t **prof, int timeout_ms, char *errbuf,
-                 size_t errlen) {
-  char dummy[8];
-  if (errbuf == NULL || errlen == 0) {
-    errbuf = dummy;
-    errlen = sizeof dummy;
-  }
-  errbuf[0] = '\0';
-  if (pid <= 0 || (snap == NULL && prof == NULL)) {
-    snprintf(errbuf, errlen, "invalid PID %d", pid);
-    return MS_EINVAL;
-  }
-  uint64_t start_time;
-  if (msc_proc_start_time(pid, &start_time) != 0) {
-    snprintf(errbuf, errlen, "PID %d: no such process", pid);
-    return MS_ESRCH;
-  }
-  char path[MSC_PATH_MAX];
-  const char *why = "";
-  int r = msc_find_socket(pid, path, sizeof path, &why);
-  if (r == MS_ENOENT && msc_proc_maps_libmemstats(pid)) {
-    snprintf(errbuf, errlen,
-             "PID %d runs libmemstats but has no socket at %s yet: its agent "
-             "is starting (try again in a moment), or it was started with "
-             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
-             pid, path);
-    return r;
-  }
-  if (r == MS_ENOENT) {
-    snprintf(errbuf, errlen,
-             "PID %d was not started with libmemstats (no socket at %s): %s",
-             pid, path, k_hint);
-    return r;
-  }
-  if (r == MS_EACCES) {
-    snprintf(errbuf, errlen,
-             "PID %d: permission refused (cannot reach %s): it belongs to "
-             "another user; run memtop as that user or as root",
-             pid, path);
-    return r;
-  }
-  if (r == MS_EUNSAFE) {
-    msc_explain_unsafe(pid, path, why, errbuf, errlen);
-    return r;
-  }
-  if (r != 0) {
-    snprintf(errbuf, errlen, "PID %d: socket path too long", pid);
-    return r;
-  }
-
-  int fd = connect_path(path, timeout_ms);
-  if (fd == MS_ECONNREFUSED && msc_proc_maps_libmemstats(pid)) {
-    /* Bound but not listening yet: the agent is starting. Its socket
-     * stays. */
-    snprintf(errbuf, errlen,
-             "PID %d runs libmemstats but does not accept connections on %s "
-             "yet: its agent is starting (try again in a moment)",
-             pid, path);
-    return MS_ECONNREFUSED;
-  }
-  if (fd == MS_ECONNREFUSED) {
-    unlink(path);
-    snprintf(errbuf, errlen,
-             "PID %d was not started with libmemstats (stale socket at %s, "
-             "removed: nothing listens there): %s",
-             pid, path, k_hint);
-    return MS_ECONNREFUSED;
-  }
-  if (fd == -EACCES || fd == -EPERM) {
-    snprintf(errbuf, errlen,
-             "PID %d: permission refused connecting to %s: run memtop as "
-             "the process's user or as root",
-             pid, path);
-    return MS_EACCES;
-  }
-  if (fd < 0) {
-    snprintf(errbuf, errlen, "PID %d: cannot connect to %s: %s", pid, path,
-             ms_strerror(fd));
-    return fd;
-  }
-
-  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
-  if (r != 0) {
-    close(fd);
-    return r;
-  }
-
-  msc_session_t *s = msc_session_new(pid, start_time);
-  size_t cap = 64 * 1024, have = 0;
+/* The exchange of msc_fetch_profile on a verified connection. */
+static int profile_exchange(int fd, msc_session_t *s, int pid,
+                            ms__profile_decoded_t **out, int timeout_ms,
+                            const char *path, char *errbuf, size_t errlen) {
+  size_t cap = 64 * 1024, have = 0, reqlen, sent = 0;
   uint8_t *buf = malloc(cap);
-  if (s == NULL || buf == NULL) {
-    r = MS_ENOMEM;
-    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
-    goto out;
-  }
   const uint8_t *req;
-  size_t reqlen, sent = 0;
-  if (prof != NULL)
-    r = msc_session_request_profile(s, &req, &reqlen);
-  else
-    r = msc_session_request_snapshot_flags(s, flags, &req, &reqlen);
-  if (r != 0) {
+  int r = MS_EPROTO;
+  if (buf == NULL || msc_session_request_profile(s, &req, &reqlen) != 0) {
+    free(buf);
     snprintf(errbuf, errlen, "PID %d: out of memory", pid);
-    goto out;
+    return MS_ENOMEM;
   }
   for (;;) {
-    short events = POLLIN | (sent < reqlen ? POLLOUT : 0);
-    struct pollfd p = {fd, events, 0};
+    struct pollfd p = {fd, (short)(POLLIN | (sent < reqlen ? POLLOUT : 0)), 0};
     int pr = poll(&p, 1, timeout_ms);
     if (pr < 0 && errno == EINTR)
       continue;
     if (pr <= 0) {
-      unsigned long nfd, lim;
       r = MS_ETIMEDOUT;
-      if (msc_proc_fds_full(pid, &nfd, &lim))
-        snprintf(errbuf, errlen,
-                 "PID %d: no answer within %d ms: the target is out of file "
-                 "descriptors (%lu open, its RLIMIT_NOFILE allows %lu): raise "
-                 "its limit (ulimit -n) or find what holds them (ls "
-                 "/proc/%d/fd)",
-                 pid, timeout_ms, nfd, lim, pid);
-      else
-        snprintf(errbuf, errlen,
-                 "PID %d: no answer within %d ms (the process may be stopped "
-                 "or overloaded)",
-                 pid, timeout_ms);
-      goto out;
+      msc_explain_timeout(pid, timeout_ms, 1, path, errbuf, errlen);
+      break;
     }
     if (sent < reqlen && (p.revents & POLLOUT)) {
       ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
@@ -831,16 +761,12 @@ static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
     if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
       continue;
     if (have == cap) {
-      if (cap >= MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD) {
-        r = MS_EPROTO;
-        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
-        goto out;
-      }
-      uint8_t *nb = realloc(buf, cap * 2);
+      uint8_t *nb = cap < MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD
+                        ? realloc(buf, cap * 2)
+                        : NULL;
       if (nb == NULL) {
-        r = MS_ENOMEM;
-        snprintf(errbuf, errlen, "PID %d: out of memory", pid);
-        goto out;
+        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
+        break;
       }
       buf = nb;
       cap *= 2;
@@ -849,40 +775,81 @@ static int fetch(int pid, uint64_t flags, ms_snapshot_t *snap,
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
       continue;
     if (n <= 0) {
-      r = MS_EPROTO;
       snprintf(errbuf, errlen,
                "malformed reply from PID %d: the connection closed in the "
                "middle of a message",
                pid);
-      goto out;
+      break;
     }
     have += (size_t)n;
-    for (;;) {
-      size_t used;
-      msc_event_t ev;
-      r = msc_session_feed(s, buf, have, &used, snap, &ev);
-      if (ev.type == MSC_EV_ERROR) {
-        snprintf(errbuf, errlen, "%s", ev.msg);
-        goto out;
-      }
+    size_t used;
+    msc_event_t ev;
+    do {
+      memset(&ev, 0, sizeof ev);
+      used = 0;
+      r = msc_session_feed(s, buf, have, &used, NULL, &ev);
       memmove(buf, buf + used, have - used);
       have -= used;
-      if (ev.type == MSC_EV_SNAPSHOT && prof == NULL) {
-        r = 0;
-        goto out;
-      }
-      if (ev.type == MSC_EV_PROFILE && prof != NULL) {
-        *prof = msc_session_take_profile(s);
-        r = 0;
-        goto out;
-      }
-      if (used == 0)
-        break;
+    } while (ev.type != MSC_EV_ERROR && ev.type != MSC_EV_PROFILE && used > 0);
+    if (ev.type == MSC_EV_ERROR) {
+      snprintf(errbuf, errlen, "%s", ev.msg);
+      r = r < 0 ? r : (ev.err ? ev.err : MS_EPROTO);
+      break;
+    }
+    if (ev.type == MSC_EV_PROFILE) {
+      *out = msc_session_take_profile(s);
+      r = 0;
+      break;
     }
   }
-out:
-  msc_session_free(s);
   free(buf);
+  return r;
+}
+
+int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
+                      char *errbuf, size_t errlen) {
+  char path[MSC_PATH_MAX], dummy[8];
+  const char *why = "";
+  uint64_t start_time;
+  *out = NULL;
+  if (errbuf == NULL || errlen == 0) {
+    errbuf = dummy;
+    errlen = sizeof dummy;
+  }
+  errbuf[0] = '\0';
+  if (pid <= 0) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  if (msc_proc_start_time(pid, &start_time) != 0) {
+    snprintf(errbuf, errlen, "PID %d: no such process", pid);
+    return MS_ESRCH;
+  }
+  int r = msc_find_socket(pid, path, sizeof path, &why);
+  if (r == MS_EUNSAFE) {
+    msc_explain_unsafe(pid, path, why, errbuf, errlen);
+    return r;
+  }
+  int fd = r != 0 ? r : connect_path(path, timeout_ms);
+  if (fd < 0) {
+    if (fd == MS_ETIMEDOUT) {
+      msc_explain_timeout(pid, timeout_ms, 0, path, errbuf, errlen);
+      return fd;
+    }
+    msc_explain_connect(pid, fd, path, errbuf, errlen);
+    return fd == -EPERM ? MS_EACCES : fd;
+  }
+  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
+  if (r == 0) {
+    msc_session_t *s = msc_session_new(pid, start_time);
+    if (s == NULL) {
+      snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+      r = MS_ENOMEM;
+    } else {
+      r = profile_exchange(fd, s, pid, out, timeout_ms, path, errbuf, errlen);
+      msc_session_free(s);
+    }
+  }
   close(fd);
   return r;
 }

@@ -1,8 +1,9 @@
 /*
  * client.h - memtop's side of the protocol: finding targets, and talking to
  * one. The protocol itself is a state machine with no I/O (a "session"), so
- * the blocking helper below (for --once, ps and tests) and memtop's libuv
- * loop share every byte of it.
+ * memtop's libuv loop (memtop/conn.c) and the tests' blocking helper
+ * (tests/support/fetch.h) share every byte of it, and the words for what
+ * fails (msc_explain_*).
  */
 #ifndef MS_CLIENT_CLIENT_H
 #define MS_CLIENT_CLIENT_H
@@ -69,6 +70,19 @@ int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len);
 void msc_explain_unsafe(int pid, const char *path, const char *why, char *buf,
                         size_t len);
 
+/* Words for a failed connect to `pid`'s socket at `path` (err an MS_E*
+ * code: MS_ENOENT, MS_ECONNREFUSED, MS_EACCES, or any other), with the fix.
+ * The one wording of these failures, whoever connects. */
+void msc_explain_connect(int pid, int err, const char *path, char *buf,
+                         size_t len);
+
+/* Words for a request to `pid` that had no answer within timeout_ms:
+ * connected says whether the connect to `path` itself had completed. A
+ * target out of file descriptors (/proc/PID/fd against its limit) is told
+ * from a hung or stopped one. */
+void msc_explain_timeout(int pid, int timeout_ms, int connected,
+                         const char *path, char *buf, size_t len);
+
 /* Lists attachable processes: every live PID with a socket in the user's
  * directory (as root, every user's directory too). Removes stale sockets of
  * dead PIDs and sockets that refuse connections. Lists a PID only if the
@@ -133,17 +147,11 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
 const msc_hello_t *msc_session_hello(const msc_session_t *s);
 
 /* ---- blocking helper ---- */
-/* Connects to `pid`, verifies the handshake, reads one snapshot into *snap.
- * On error returns a negative code and writes a message naming the PID,
- * the cause and a hint into errbuf. */
-int msc_fetch(int pid, ms_snapshot_t *snap, int timeout_ms, char *errbuf,
-              size_t errlen);
-/* msc_fetch() with request flags (MS__REQ_SMAPS). */
-int msc_fetch_flags(int pid, uint64_t flags, ms_snapshot_t *snap,
-                    int timeout_ms, char *errbuf, size_t errlen);
-/* Fetches pid's heap profile the same way: *out is the caller's on 0
+/* Connects to `pid` (the same peer checks as memtop's connections,
+ * msc_verify_peer), fetches its heap profile: *out is the caller's on 0
  * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
- * for the target, not the whole transfer. */
+ * for the target, not the whole transfer. On error returns a negative
+ * code with the words of msc_explain_* in errbuf. */
 int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
                       char *errbuf, size_t errlen);
 

@@ -19,18 +19,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/fields.h"
 #include "memstats.h"
-
-/* The quality byte of a field, read defensively: a value this library does
- * not know counts as unavailable (never claim more than we know). */
-static ms_quality_t quality(const ms_snapshot_t *s, ms_field_t f) {
-  uint8_t q = s->quality[f];
-  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
-}
-
-static ms_quality_t worst(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
 
 /* Differences are taken in unsigned arithmetic, where wrapping is defined,
  * and read back as two's complement: a provider that breaks an identity
@@ -42,8 +32,24 @@ static int64_t as_signed(uint64_t v) {
   return r;
 }
 
+/* 0.1's ms_breakdown_t (and 0.2's as it first shipped) ends where
+ * struct_size begins. When a figure is appended, the size before it joins
+ * the sizes ms_breakdown_read() accepts. */
+#define MS__BREAKDOWN_SIZE_0_1 offsetof(ms_breakdown_t, struct_size)
+
+/* The exported symbol of 0.1 (memstats.h maps the name to
+ * ms_breakdown_read for code built against this header). */
+#undef ms_breakdown
 MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
-  if (!snap || !out)
+  return ms_breakdown_read(snap, out, MS__BREAKDOWN_SIZE_0_1);
+}
+
+MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
+                                size_t size) {
+  /* Only the sizes a header ever had (as ms_snapshot_read() takes them),
+   * or a newer header's larger struct. */
+  if (!snap || !out ||
+      (size != MS__BREAKDOWN_SIZE_0_1 && size < sizeof(ms_breakdown_t)))
     return MS_EINVAL;
 
   static const ms_field_t inuse_terms[] = {
@@ -59,7 +65,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   ms_quality_t q_inuse = MS_Q_EXACT;
   for (size_t i = 0; i < sizeof inuse_terms / sizeof inuse_terms[0]; i++) {
     inuse += inuse_vals[i];
-    q_inuse = worst(q_inuse, quality(snap, inuse_terms[i]));
+    q_inuse =
+        ms__quality_worst(q_inuse, ms__field_quality(snap, inuse_terms[i]));
   }
 
   /* A snapshot of an older caller's layout (0.1, struct_size says so)
@@ -68,7 +75,7 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
       (snap->struct_size == 0 ||
        snap->struct_size >= offsetof(ms_snapshot_t, off_heap_released) +
                                 sizeof snap->off_heap_released) &&
-      quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
+      ms__field_quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
   uint64_t ohr = have_ohr ? snap->off_heap_released : 0;
   uint64_t prepared = snap->heap_released + ohr;
   uint64_t ready = snap->sys - prepared;
@@ -79,14 +86,17 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   ms_breakdown_t b;
   memset(&b, 0, sizeof b);
   b.q_inuse = q_inuse;
-  b.q_prepared = quality(snap, MS_F_HEAP_RELEASED);
+  b.q_prepared = ms__field_quality(snap, MS_F_HEAP_RELEASED);
   if (have_ohr)
-    b.q_prepared = worst(b.q_prepared, quality(snap, MS_F_OFF_HEAP_RELEASED));
-  b.q_ready = worst(quality(snap, MS_F_SYS), b.q_prepared);
+    b.q_prepared = ms__quality_worst(
+        b.q_prepared, ms__field_quality(snap, MS_F_OFF_HEAP_RELEASED));
+  b.q_ready =
+      ms__quality_worst(ms__field_quality(snap, MS_F_SYS), b.q_prepared);
   b.q_frag_overhead =
-      worst(quality(snap, MS_F_HEAP_INUSE), quality(snap, MS_F_HEAP_ALLOC));
-  b.q_data = worst(b.q_inuse, b.q_frag_overhead);
-  b.q_idle = worst(b.q_ready, b.q_inuse);
+      ms__quality_worst(ms__field_quality(snap, MS_F_HEAP_INUSE),
+                        ms__field_quality(snap, MS_F_HEAP_ALLOC));
+  b.q_data = ms__quality_worst(b.q_inuse, b.q_frag_overhead);
+  b.q_idle = ms__quality_worst(b.q_ready, b.q_inuse);
 
   /* An unavailable figure is reported as 0 with its quality saying so:
    * whatever arithmetic on placeholder zeros gives is not a number anyone
@@ -97,7 +107,7 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   b.frag_overhead = b.q_frag_overhead ? as_signed(frag) : 0;
   b.data = b.q_data ? as_signed(data) : 0;
   b.idle = b.q_idle ? as_signed(idle) : 0;
-  b.q_total = quality(snap, MS_F_SYS);
+  b.q_total = ms__field_quality(snap, MS_F_SYS);
   b.total = b.q_total ? as_signed(snap->sys) : 0;
 
   /* Sys == sum(*Sys) can only be checked when every term is known; with a
@@ -108,13 +118,17 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   };
   int checkable = 1;
   for (size_t i = 0; i < sizeof sys_terms / sizeof sys_terms[0]; i++)
-    if (quality(snap, sys_terms[i]) == MS_Q_UNAVAILABLE)
+    if (ms__field_quality(snap, sys_terms[i]) == MS_Q_UNAVAILABLE)
       checkable = 0;
   uint64_t sum = snap->heap_sys + snap->stack_sys + snap->mspan_sys +
                  snap->mcache_sys + snap->buck_hash_sys + snap->gc_sys +
                  snap->other_sys + ohr;
   b.sys_mismatch = checkable && sum != snap->sys;
 
-  *out = b;
+  /* Only what the caller's struct has room for: a prefix of this layout
+   * (0.1's struct ends before struct_size, which it then never sees). */
+  size_t n = size < sizeof b ? size : sizeof b;
+  b.struct_size = (uint32_t)n;
+  memcpy(out, &b, n);
   return 0;
 }

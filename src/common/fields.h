@@ -1,8 +1,8 @@
 /*
  * fields.h - the one definition of every snapshot field: its Go MemStats
- * name, where it lives in ms_snapshot_t, its unit and its Prometheus name.
- * Every emitter (text, JSON, wire, Prometheus, the live view) walks this
- * table instead of naming fields itself.
+ * name, where it lives in ms_snapshot_t, its type and unit, and where the
+ * JSON emitter puts it. Every emitter (text, JSON, wire, the live view) walks
+ * this table instead of naming fields itself.
  */
 #ifndef MS_COMMON_FIELDS_H
 #define MS_COMMON_FIELDS_H
@@ -36,9 +36,10 @@ typedef struct ms__field_info_s {
   size_t offset;       /* offsetof(ms_snapshot_t, ...) */
   ms__ctype_t ctype;
   ms__unit_t unit;
-  const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */
-  const char *help;      /* one line, for --help and Prometheus HELP */
-  int in_go;             /* 1 if this is one of Go's MemStats fields */
+  int in_go; /* 1 if this is one of Go's MemStats fields */
+  /* A figure of the kernel's: its key in --json's "kernel" object ("rss");
+   * NULL for every other field. */
+  const char *kernel_key;
 } ms__field_info_t;
 
 /* The table, indexed by ms_field_t (ms__fields[i].id == i). */
@@ -57,6 +58,29 @@ void ms__field_set_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
                         uint64_t v);
 /* Looks a field up by its Go name; returns -1 if unknown. */
 int ms__field_by_go_name(const char *name);
+
+/* A field's quality, read defensively: a byte this library does not know (a
+ * newer peer, a corrupt or hand-made snapshot) counts as unavailable, so
+ * nothing claims more than is known. Every reader of a quality byte goes
+ * through this. */
+static inline ms_quality_t ms__field_quality(const ms_snapshot_t *s,
+                                             ms_field_t f) {
+  if ((unsigned)f >= (unsigned)MS_F__COUNT)
+    return MS_Q_UNAVAILABLE;
+  uint8_t q = s->quality[f];
+  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
+}
+
+/* Whether the provider has the field at all (exact or estimated). */
+static inline int ms__field_known(const ms_snapshot_t *s, ms_field_t f) {
+  return ms__field_quality(s, f) != MS_Q_UNAVAILABLE;
+}
+
+/* The quality of a figure computed from two others: the worse of them
+ * (MS_Q_UNAVAILABLE < MS_Q_ESTIMATED < MS_Q_EXACT). */
+static inline ms_quality_t ms__quality_worst(ms_quality_t a, ms_quality_t b) {
+  return a < b ? a : b;
+}
 
 /* Sets a field's quality and source provider index in one go. */
 static inline void ms__set_quality(ms_snapshot_t *s, ms_field_t f,

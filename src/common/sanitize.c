@@ -173,24 +173,31 @@ size_t ms__safe_unit_columns(const char *unit, size_t len) {
   return (size_t)ms__cp_columns(cp);
 }
 
+size_t ms__safe_next(const char *s, size_t n, size_t *at,
+                     char unit[MS__SAFE_UNIT_MAX], size_t *cols) {
+  size_t i = *at, used;
+  if (i >= n || s[i] == '\0')
+    return 0;
+  /* A sequence stops at the NUL: strnlen bounds what may be read. */
+  size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
+  size_t ul = ms__safe_unit(s + i, avail, unit, &used);
+  *cols = ms__safe_unit_columns(unit, ul);
+  *at = i + used;
+  return ul;
+}
+
 size_t ms__sanitize(char *out, size_t cap, const char *s, size_t n,
                     size_t max_cols) {
-  size_t o = 0, cols = 0;
+  size_t o = 0, cols = 0, i = 0, ul, w;
+  char unit[MS__SAFE_UNIT_MAX];
   if (cap == 0)
     return 0;
-  for (size_t i = 0; i < n && s[i] != '\0';) {
-    char unit[MS__SAFE_UNIT_MAX];
-    size_t used;
-    /* A sequence stops at the NUL: strnlen bounds what may be read. */
-    size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
-    size_t ul = ms__safe_unit(s + i, avail, unit, &used);
-    size_t w = ms__safe_unit_columns(unit, ul);
+  while ((ul = ms__safe_next(s, n, &i, unit, &w)) > 0) {
     if (o + ul + 1 > cap || (max_cols != (size_t)-1 && cols + w > max_cols))
       break;
     memcpy(out + o, unit, ul);
     o += ul;
     cols += w;
-    i += used;
   }
   out[o] = '\0';
   return cols;

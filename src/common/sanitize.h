@@ -62,6 +62,12 @@ size_t ms__safe_unit(const char *s, size_t n, char unit[MS__SAFE_UNIT_MAX],
  * of an escape, ms__cp_columns() of a kept character. */
 size_t ms__safe_unit_columns(const char *unit, size_t len);
 
+/* The walk every writer of safe text makes: the safe unit of s (n bytes)
+ * at *at, into unit; returns its length (0 at the end of s or at a NUL),
+ * its columns in *cols, and moves *at past the bytes it stands for. */
+size_t ms__safe_next(const char *s, size_t n, size_t *at,
+                     char unit[MS__SAFE_UNIT_MAX], size_t *cols);
+
 /* Writes the safe form of s into out: at most n bytes of s, stopping at a
  * NUL; at most max_cols columns of output (ms__safe_unit_columns();
  * (size_t)-1: no limit); at most cap bytes with the NUL, which is always

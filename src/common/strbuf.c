@@ -78,18 +78,13 @@ size_t ms__strbuf_put_safe(ms__strbuf_t *b, const char *s, size_t n) {
 
 size_t ms__strbuf_put_safe_col(ms__strbuf_t *b, const char *s, size_t n,
                                size_t min_cols, size_t max_cols) {
-  size_t cols = 0;
-  for (size_t i = 0; i < n && s[i] != '\0';) {
-    char unit[MS__SAFE_UNIT_MAX];
-    size_t used;
-    size_t avail = strnlen(s + i, n - i < 4 ? n - i : 4);
-    size_t ul = ms__safe_unit(s + i, avail, unit, &used);
-    size_t w = ms__safe_unit_columns(unit, ul);
+  size_t cols = 0, i = 0, ul, w;
+  char unit[MS__SAFE_UNIT_MAX];
+  while ((ul = ms__safe_next(s, n, &i, unit, &w)) > 0) {
     if (max_cols != (size_t)-1 && cols + w > max_cols)
       break;
     ms__strbuf_append(b, unit, ul);
     cols += w;
-    i += used;
   }
   for (; cols < min_cols; cols++)
     ms__strbuf_append(b, " ", 1);

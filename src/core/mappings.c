@@ -23,7 +23,7 @@
  *     pthread stack, found in /proc/self/maps as glibc lays them out: a
  *     read-write anonymous mapping right above its PROT_NONE guard
  *     (allocate_stack in glibc); glibc's own arena heaps have their
- *     PROT_NONE part above, and start 64 MiB-aligned, so they are not
+ *     PROT_NONE part above, up to their 64 MiB boundary, so they are not
  *     taken for one. Stacks glibc keeps cached after their thread ended
  *     are counted too: that memory is still the process's. A pthread
  *     created with guardsize 0 is not recognised (its stack shows in the
@@ -57,8 +57,8 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
+#include "core/util.h"
 #include "core/mappings.h"
-#include "core/snapshot.h"
 
 /* ---- the table ------------------------------------------------------------
  * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,
@@ -80,6 +80,7 @@ static ms__map_slot_t g_slots[MS__MAP_SLOTS];
 static unsigned g_hwm;  /* slots [0, g_hwm) have been used (never drops) */
 static unsigned g_hint; /* where the next claim starts looking */
 static int g_lost;      /* a mapping found no free slot */
+static int g_want_alloc; /* measure the allocator's own mappings too */
 static const void *g_alloc_fn;
 
 static uintptr_t page_size(void) {
@@ -331,6 +332,37 @@ static void stack_vma(ms__maps_figures_t *f, uintptr_t start, uintptr_t end) {
  * terabytes), which walking with mincore would take seconds. */
 #define MS__STACK_MAX ((uintptr_t)256 << 20)
 
+/* glibc's arena heaps (HEAP_MAX, 64 MiB on 64-bit) start 64 MiB-aligned
+ * with their read-write part, and reserve the rest of their 64 MiB as
+ * PROT_NONE right above it; a heap after another heap's reserved tail has
+ * a PROT_NONE mapping below it too, as a stack has its guard. */
+#define MS__HEAP_MAX ((uintptr_t)64 << 20)
+
+/* A read-write anonymous mapping right above a PROT_NONE one: a pthread
+ * stack above its guard (allocate_stack in glibc), unless it is one of
+ * glibc's arena heaps or too large to be a stack. */
+static int stack_like(const ms__vma_t *prev, const ms__vma_t *v) {
+  return v->anon && memcmp(v->perms, "rw-p", 4) == 0 && prev->anon &&
+         prev->end == v->start && memcmp(prev->perms, "---p", 4) == 0 &&
+         v->end - v->start <= MS__STACK_MAX &&
+         ms__map_owner((void *)v->start) == NULL;
+}
+
+/* Whether v, 64 MiB-aligned and stack-like, is an arena heap instead: its
+ * read-write part fills its 64 MiB, or the next mapping is its PROT_NONE
+ * reserve up to the end of the 64 MiB (next NULL: v was the last line).
+ * A 64 MiB-aligned start alone does not say it: kernels that align large
+ * anonymous mappings to huge-page boundaries (6.7 and later) put thread
+ * stacks on 64 MiB boundaries once in 16 or so, and such a stack was
+ * taken for a heap and not counted. */
+static int arena_heap(const ms__vma_t *v, const ms__vma_t *next) {
+  if (v->end - v->start == MS__HEAP_MAX)
+    return 1;
+  return next && next->anon && next->start == v->end &&
+         memcmp(next->perms, "---p", 4) == 0 &&
+         next->end == v->start + MS__HEAP_MAX;
+}
+
 /* Walks /proc/self/maps for the stacks. */
 static void read_stacks(ms__maps_figures_t *f) {
   static char buf[16384];
@@ -338,8 +370,9 @@ static void read_stacks(ms__maps_figures_t *f) {
   if (fd < 0)
     return;
   size_t have = 0;
-  ms__vma_t prev;
-  int have_prev = 0;
+  ms__vma_t prev, cand;
+  int have_prev = 0, have_cand = 0;
+  memset(&cand, 0, sizeof cand);
   for (;;) {
     ssize_t r = read(fd, buf + have, sizeof buf - have);
     if (r < 0 && errno == EINTR)
@@ -354,15 +387,19 @@ static void read_stacks(ms__maps_figures_t *f) {
         break;
       ms__vma_t v;
       if (parse_vma(p, nl, &v)) {
+        /* A 64 MiB-aligned candidate waits for the line after it. */
+        if (have_cand && !arena_heap(&cand, &v))
+          stack_vma(f, cand.start, cand.end);
+        have_cand = 0;
         if (v.stack) {
           stack_vma(f, v.start, v.end);
-        } else if (v.anon && memcmp(v.perms, "rw-p", 4) == 0 && have_prev &&
-                   prev.anon && prev.end == v.start &&
-                   memcmp(prev.perms, "---p", 4) == 0 &&
-                   v.end - v.start <= MS__STACK_MAX &&
-                   (v.start & ((64u << 20) - 1)) != 0 &&
-                   ms__map_owner((void *)v.start) == NULL) {
-          stack_vma(f, v.start, v.end);
+        } else if (have_prev && stack_like(&prev, &v)) {
+          if ((v.start & (MS__HEAP_MAX - 1)) == 0) {
+            cand = v;
+            have_cand = 1;
+          } else {
+            stack_vma(f, v.start, v.end);
+          }
         }
         prev = v;
         have_prev = 1;
@@ -376,6 +413,8 @@ static void read_stacks(ms__maps_figures_t *f) {
       have = 0;
     memmove(buf, p, have);
   }
+  if (have_cand && !arena_heap(&cand, NULL))
+    stack_vma(f, cand.start, cand.end);
   close(fd);
 }
 
@@ -390,13 +429,22 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       continue;
     uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
     int kind = owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED));
-    if (kind == OWNER_ALLOCATOR || en <= st)
+    if (en <= st || (kind == OWNER_ALLOCATOR && !g_want_alloc))
       continue;
     uint64_t mapped;
     uint64_t res = resident(st, en, &mapped);
+    if (kind == OWNER_ALLOCATOR) {
+      f->alloc_resident += res;
+      f->alloc_mapped += mapped;
+      continue;
+    }
     f->other_resident += res;
     f->other_unbacked += mapped - res;
-    if (kind == OWNER_PYTHON) {
+    /* pymalloc maps each arena on its own, ARENA_SIZE bytes: 1 MiB since
+     * CPython 3.10, 256 KiB before. Python's other mappings of its own
+     * (a 16 KiB one in 3.11) stay in OtherSys, not counted as arenas. */
+    if (kind == OWNER_PYTHON &&
+        (en - st == (uintptr_t)1 << 20 || en - st == (uintptr_t)256 << 10)) {
       f->python_resident += res;
       f->python_mapped += mapped;
       f->python_arenas++;
@@ -429,9 +477,43 @@ static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
     s->quality[f] = (uint8_t)q;
 }
 
-void ms__mappings_fill(ms_snapshot_t *s, int cached_only) {
+/* For an allocator that cannot tell backed memory from committed memory
+ * (mimalloc): re-splits the heap figures its provider set by the resident
+ * pages of the allocator's own mappings (HeapReleased = HeapSys - backed,
+ * HeapInuse at most backed, HeapIdle the rest), all estimated. Returns 0
+ * and changes nothing when the interposer listed none of its mappings (the
+ * library linked, no preload): the provider's figures then stand. */
+static int heap_backing(ms_snapshot_t *s) {
+  const ms__maps_figures_t *f = &g_cache.fig;
+  if (!g_cache.have || !g_want_alloc || f->alloc_mapped == 0 ||
+      s->quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+    return 0;
+  uint64_t sys = s->heap_sys;
+  uint64_t backed = f->alloc_resident < sys ? f->alloc_resident : sys;
+  uint64_t inuse = s->quality[MS_F_HEAP_INUSE] != MS_Q_UNAVAILABLE &&
+                           s->heap_inuse < backed
+                       ? s->heap_inuse
+                       : backed;
+  ms_field_t fs[] = {MS_F_HEAP_RELEASED, MS_F_HEAP_INUSE, MS_F_HEAP_IDLE};
+  uint64_t vs[] = {sys - backed, inuse, sys - inuse};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+    ms__field_set_u64(s, fs[i], vs[i]);
+    if (s->quality[fs[i]] == MS_Q_UNAVAILABLE ||
+        s->quality[fs[i]] == MS_Q_EXACT)
+      s->quality[fs[i]] = MS_Q_ESTIMATED;
+  }
+  return 1;
+}
+
+void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
+  /* The allocator's mappings are measured from the first snapshot whose
+   * provider asks for it on: a read made before that is taken again. */
+  if (heap_backing_on && !g_want_alloc) {
+    g_want_alloc = 1;
+    g_cache.have = 0;
+  }
   uint64_t interval = 100 * g_cache.cost_ns;
   if (interval < MS__MAPS_MIN_INTERVAL_NS)
     interval = MS__MAPS_MIN_INTERVAL_NS;
@@ -463,17 +545,32 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only) {
           ? MS_Q_EXACT
           : MS_Q_ESTIMATED;
   int idx = ms__snapshot_add_provider(s, "mappings");
-  int oidx = idx;
+  int oidx = idx, python_idx = -1;
   if (f->python_arenas) {
-    int pidx = ms__snapshot_add_provider(s, "python");
-    if (pidx >= 0 && f->python_resident * 2 >= f->other_resident)
-      oidx = pidx;
+    python_idx = ms__snapshot_add_provider(s, "python");
+    if (python_idx >= 0 && f->python_resident * 2 >= f->other_resident)
+      oidx = python_idx;
   }
   add_to(s, MS_F_STACK_SYS, f->stack_resident, q, idx);
   add_to(s, MS_F_STACK_INUSE, f->stack_resident, q, idx);
   add_to(s, MS_F_OTHER_SYS, f->other_resident, q, oidx);
   add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
          idx);
+  if (f->python_arenas) {
+    /* Python's object allocator, a heap of its own inside OtherSys. What
+     * of it is in use cannot be read from here: pymalloc's pool headers
+     * live in the arenas, which the program may unmap while they are read,
+     * and CPython's own statistics (sys._debugmallocstats) need the GIL,
+     * which this thread cannot take safely (PyGILState_Ensure during the
+     * interpreter's finalisation ends the calling thread; waiting for the
+     * GIL would make the agent as slow as the program's longest hold). */
+    int pidx = python_idx >= 0 ? python_idx : idx;
+    add_to(s, MS_F_PYTHON_ARENAS, f->python_arenas, q, pidx);
+    add_to(s, MS_F_PYTHON_ARENA_SYS, f->python_mapped, q, pidx);
+    add_to(s, MS_F_PYTHON_ARENA_RESIDENT, f->python_resident, q, pidx);
+  }
+  if (heap_backing_on)
+    heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:
    * then it grows by what was added here. */
   if (s->quality[MS_F_SYS] != MS_Q_UNAVAILABLE)

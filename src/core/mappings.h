@@ -36,9 +36,17 @@ void ms__map_set_allocator(const void *malloc_fn);
  * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the cost of the last read); between
  * two reads the last figures are used, marked estimated once older than
  * MS__MAPS_EXACT_NS. With cached_only
- * nothing is read. Called by ms_snapshot_read() with the reader lock held,
- * after the providers. */
-void ms__mappings_fill(ms_snapshot_t *snap, int cached_only);
+ * nothing is read. With heap_backing (the chosen malloc provider cannot
+ * tell backed memory from committed memory: mimalloc) the allocator's own
+ * mappings are measured too, and the heap figures its provider set are
+ * re-split by their resident pages (HeapReleased = HeapSys - backed,
+ * HeapInuse at most backed, HeapIdle the rest), estimated; without the
+ * preload no such mapping is listed and the provider's figures stand.
+ * Called by ms_snapshot_read() with the reader lock held, after the
+ * providers. */
+void ms__mappings_fill(ms_snapshot_t *snap, int cached_only,
+                       int heap_backing);
+
 #define MS__MAPS_MIN_INTERVAL_NS 250000000ull
 /* Cached figures younger than this are still exact: 100 ms, the default
  * MEMSTATS_MIN_INTERVAL_MS. */
@@ -50,6 +58,10 @@ typedef struct ms__maps_figures_s {
   uint64_t other_resident, other_unbacked; /* mappings outside the allocator */
   uint64_t python_resident, python_mapped; /* of which Python's arenas */
   uint32_t python_arenas;                  /* how many */
+  /* The allocator's own mappings (counted by its provider, not here):
+   * their resident and listed bytes, read only while the chosen provider
+   * asks (ms__mappings_fill's heap_backing), since they can be large. */
+  uint64_t alloc_resident, alloc_mapped;
   uint32_t threads_stacks;                 /* stacks found (main included) */
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;

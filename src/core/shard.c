@@ -35,7 +35,7 @@
  * odd seq visible to us (and we wait for it) or will load the new gen. Where
  * membarrier is missing, writers fall back to a real fence.
  *
- * Representation (engine.h): gen is stored as the byte offset of its slot
+ * Representation (hotpath.h): gen is stored as the byte offset of its slot
  * in a shard, with the "writers must fence" flag in bit 0, so the writer's
  * one load of gen also tells it whether to fence (it then fences and loads
  * gen again: the load it uses still follows the fence). A thread without a
@@ -78,7 +78,7 @@ enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 
 #define DELTA_WORDS (sizeof(ms__delta_t) / sizeof(uint64_t))
 
-/* The class table of ms__size_class (engine.h), generated from its
+/* The class table of ms__size_class (sizeclass.h), generated from its
  * arithmetic: entry i is the class of size 8 * i (0 for i = 0). */
 const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
     0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,
@@ -89,13 +89,13 @@ const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
     18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20,
     20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
-/* Thread state (engine.h): the shard, or ms__shard_none whose seq is odd
+/* Thread state (hotpath.h): the shard, or ms__shard_none whose seq is odd
  * and never changes, so a thread without a shard fails the fast path's
  * one test. */
 ms__shard_t ms__shard_none = {.seq = 1};
 __thread ms__tls_t ms__tls = {.shard = &ms__shard_none};
 
-/* The generation writers use, as a slot offset (engine.h); writers fence
+/* The generation writers use, as a slot offset (hotpath.h); writers fence
  * until membarrier is registered. */
 uint64_t ms__gen_word = MS__GEN_OFF(0) | MS__GEN_FENCE;
 
@@ -244,7 +244,7 @@ int ms__engine_busy_here(void) {
   ms__shard_t *s = ms__tls.shard;
   if (__atomic_load_n(&ms__tls.busy, RLX) != 0)
     return 1;
-  /* ms__shard_none's seq is odd by design (engine.h): no update there. */
+  /* ms__shard_none's seq is odd by design (hotpath.h): no update there. */
   return s != &ms__shard_none && (ld(&s->seq) & 1) != 0;
 }
 
@@ -301,7 +301,7 @@ static inline void bracket_end(bracket_t *b) {
     global_end(b->g);
 }
 
-/* One object event off the fast path (engine.h): a thread with no shard
+/* One object event off the fast path (hotpath.h): a thread with no shard
  * yet, a signal handler nested in an update, a size beyond the class
  * table. */
 void ms__track_slow(uint64_t size, int is_free) {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "core/engine.h"
+#include "core/hotpath.h"
 
 /* The totals of one consistent cut. */
 typedef struct ms__shard_totals_s {
@@ -14,19 +14,16 @@ typedef struct ms__shard_totals_s {
   uint64_t alloc_bytes, free_bytes;
   uint64_t mallocs, frees; /* all objects, small and large */
   uint64_t class_allocs[MS__NCLASSES], class_frees[MS__NCLASSES];
-  /* Blocks mapped on their own (engine.h, ms__track_mapped). */
+  /* Blocks mapped on their own (hotpath.h, ms__track_mapped). */
   uint64_t mapped_alloc_usable, mapped_free_usable;
   uint64_t mapped_alloc, mapped_free;
 } ms__shard_totals_t;
 
-/* Takes the cut. The caller holds the snapshot lock. */
+/* Takes the cut. The caller holds the reader lock (engine.h). */
 void ms__shards_read(ms__shard_totals_t *t);
-/* The snapshot lock (snapshot.c): readers of the shards hold it. */
-int ms__read_trylock(void);
-void ms__read_unlock(void);
 /* The provider name ms__track_off() made, or NULL if tracking is not off. */
 const char *ms__track_off_reason(void);
-/* Called in a fork child (with the snapshot lock held). */
+/* Called in a fork child (with the reader lock held). */
 void ms__shards_after_fork_child(void);
 
 #endif

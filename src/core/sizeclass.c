@@ -4,9 +4,9 @@
  * 8 bytes, then 16-byte steps up to 128, then four classes per power of two
  * up to 1 MiB (jemalloc's spacing): at most 25% of a class is rounding, and
  * 61 classes cover every small object. Larger objects are counted as large.
- * ms__size_class() itself is inline in engine.h.
+ * ms__size_class() itself is inline in sizeclass.h.
  */
-#include "core/engine.h"
+#include "core/sizeclass.h"
 
 uint64_t ms__class_size(int cls) {
   if (cls <= 0)

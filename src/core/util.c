@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/util.h"
 
 uint64_t ms__now_mono_ns(void) {
   struct timespec ts;

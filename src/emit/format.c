@@ -120,11 +120,6 @@ char *ms__fmt_duration(char *buf, size_t len, int64_t ns) {
  * A field as shown to people
  * ------------------------------------------------------------------------ */
 
-static ms_quality_t field_quality(const ms_snapshot_t *s, ms_field_t f) {
-  uint8_t q = s->quality[f];
-  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
-}
-
 char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
                     ms_field_t f) {
   if (!buf || len == 0)
@@ -135,7 +130,7 @@ char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
   const ms__field_info_t *fi = &ms__fields[f];
   if (fi->unit == MS__UNIT_ARRAY)
     return buf;
-  ms_quality_t q = field_quality(s, f);
+  ms_quality_t q = ms__field_quality(s, f);
   if (q == MS_Q_UNAVAILABLE) {
     snprintf(buf, len, "-");
     return buf;

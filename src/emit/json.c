@@ -12,11 +12,6 @@
 #include "common/fields.h"
 #include "emit/emit.h"
 
-static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
-  uint8_t q = s->quality[f];
-  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
-}
-
 /* Appends "key": with the comma that separates it from the previous member.
  * Keys are our own identifiers (no character needs escaping). */
 static void key(ms__strbuf_t *out, int *first, const char *k) {
@@ -92,7 +87,7 @@ static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
     const ms__field_info_t *fi = &ms__fields[f];
     if (!fi->in_go)
       continue;
-    if (!all && qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+    if (!all && ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
     go_member(out, &first, s, fi);
   }
@@ -155,42 +150,45 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   ms__strbuf_puts(out, "},\"quality\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
     key(out, &first, ms__fields[f].go_name);
-    ms__strbuf_printf(out, "\"%s\"", ms_quality_name(qual(s, (ms_field_t)f)));
+    ms__strbuf_printf(out, "\"%s\"",
+                      ms_quality_name(ms__field_quality(s, (ms_field_t)f)));
   }
 
-  /* The kernel's view, keyed by the field name without "Kernel" in lower
-   * case ("rss", "vsz", "lazyfree", "anonhuge", "swap"). */
+  /* The kernel's view, keyed by the table's kernel_key column ("rss",
+   * "vsz", "lazyfree", "anonhuge", "swap", "anonrss"). */
   first = 1;
   ms__strbuf_puts(out, "},\"kernel\":{");
   for (int f = 0; f < MS_F__COUNT; f++) {
-    const char *name = ms__fields[f].go_name;
-    if (strncmp(name, "Kernel", 6) != 0 ||
-        qual(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
+    if (!ms__fields[f].kernel_key ||
+        ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
-    char k[32];
-    size_t i = 0;
-    for (const char *c = name + 6; *c && i + 1 < sizeof k; c++)
-      k[i++] = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-    k[i] = '\0';
-    key(out, &first, k);
+    key(out, &first, ms__fields[f].kernel_key);
     ms__strbuf_printf(out, "%" PRIu64, ms__field_u64(s, (ms_field_t)f));
   }
   /* What the classes account for against the kernel's anonymous RSS
    * (beyond Go): Ready, the unbacked off-heap part of Sys, and the gap
    * (KernelAnonRSS - Ready), where each is known. */
   ms__strbuf_puts(out, "}");
-  if (qual(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
+  if (ms__field_quality(s, MS_F_KERNEL_ANON_RSS) != MS_Q_UNAVAILABLE &&
       b.q_ready != MS_Q_UNAVAILABLE) {
     ms__strbuf_printf(out,
                       ",\"accounted\":{\"Ready\":%" PRId64
                       ",\"KernelAnonRSS\":%" PRIu64 ",\"Gap\":%" PRId64,
                       b.ready, s->kernel_anon_rss,
                       (int64_t)(s->kernel_anon_rss - (uint64_t)b.ready));
-    if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
+    if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
       ms__strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
                         s->off_heap_released);
     ms__strbuf_puts(out, "}");
   }
+  /* Python's object allocator (beyond Go): its arenas, their mapped and
+   * resident bytes, where a Python interpreter runs in the process. */
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS))
+    ms__strbuf_printf(
+        out,
+        ",\"python\":{\"Arenas\":%" PRIu64 ",\"ArenaSys\":%" PRIu64
+        ",\"ArenaResident\":%" PRIu64 "}",
+        s->python_arenas, s->python_arena_sys, s->python_arena_resident);
   ms__strbuf_puts(out, "}");
   return out->oom ? MS_ENOMEM : 0;
 }

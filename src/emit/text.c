@@ -16,15 +16,6 @@
 
 #define FIG 48 /* room for any one formatted figure */
 
-static ms_quality_t qual(const ms_snapshot_t *s, ms_field_t f) {
-  uint8_t q = s->quality[f];
-  return q <= MS_Q_EXACT ? (ms_quality_t)q : MS_Q_UNAVAILABLE;
-}
-
-static ms_quality_t worst(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
-
 static int finish(ms__strbuf_t *out) {
   return out->oom ? MS_ENOMEM : 0;
 }
@@ -143,7 +134,7 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
   };
   ms__strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
                     "of Sys");
-  ms_quality_t q_sys = qual(s, MS_F_SYS);
+  ms_quality_t q_sys = ms__field_quality(s, MS_F_SYS);
   uint64_t sum = 0;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     char sys[FIG], inuse[FIG] = "", share[FIG] = "-";
@@ -152,7 +143,8 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       ms__fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
     uint64_t v = ms__field_u64(s, rows[i].sys);
     sum += v;
-    ms_quality_t q = worst(q_sys, qual(s, rows[i].sys));
+    ms_quality_t q =
+        ms__quality_worst(q_sys, ms__field_quality(s, rows[i].sys));
     if (q != MS_Q_UNAVAILABLE && s->sys > 0) {
       /* Tenths of a percent in integers: exact and locale-free. */
       unsigned __int128 permille =
@@ -165,7 +157,7 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
   }
   /* Beyond Go: the mapped but unbacked part of stacks and of mappings
    * outside the allocator, a term of Sys (shown only where it is known). */
-  if (qual(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
+  if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
     char v[FIG];
     sum += s->off_heap_released;
     ms__strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
@@ -174,6 +166,16 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
   char total[FIG];
   ms__strbuf_printf(out, "  %-11s %10s\n", "total",
                     ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  /* Beyond Go: Python's object allocator, a heap of its own inside
+   * OtherSys (its resident part) and OffHeapRel (the rest). */
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
+    char n[FIG], mapped[FIG], res[FIG];
+    ms__strbuf_printf(
+        out, "  python arenas %s: %s mapped, %s resident (in OtherSys)\n",
+        ms__fmt_field(n, sizeof n, s, MS_F_PYTHON_ARENAS),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_PYTHON_ARENA_SYS),
+        ms__fmt_field(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT));
+  }
   if (b->sys_mismatch) {
     /* In bytes: a difference of a page hides in one-decimal IEC figures. */
     char diff[FIG];
@@ -204,7 +206,7 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
                        double q) {
   c->label = label;
   snprintf(c->value, sizeof c->value, "-");
-  ms_quality_t hq = qual(s, MS_F_PAUSE_HIST);
+  ms_quality_t hq = ms__field_quality(s, MS_F_PAUSE_HIST);
   if (hq == MS_Q_UNAVAILABLE)
     return;
   int64_t v = ms_pause_hist_quantile(&s->pause_hist, q);
@@ -220,7 +222,8 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
 
 static void put_gc(ms__strbuf_t *out, const ms_snapshot_t *s) {
   ms__strbuf_puts(out, "GC\n");
-  if (qual(s, MS_F_ENABLE_GC) == MS_Q_UNAVAILABLE || !s->enable_gc) {
+  if (ms__field_quality(s, MS_F_ENABLE_GC) == MS_Q_UNAVAILABLE ||
+      !s->enable_gc) {
     ms__strbuf_puts(out, "  no collector\n");
     return;
   }
@@ -252,7 +255,7 @@ static int by_live_bytes(const void *pa, const void *pb) {
 }
 
 static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
-  ms_quality_t q = qual(s, MS_F_BY_SIZE);
+  ms_quality_t q = ms__field_quality(s, MS_F_BY_SIZE);
   if (q == MS_Q_UNAVAILABLE) {
     ms__strbuf_puts(out, "Size classes: -\n");
     return;
@@ -307,7 +310,7 @@ static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   cell_t cells[sizeof fields / sizeof fields[0]];
   size_t n = 0;
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-    if (i >= 2 && qual(s, fields[i]) == MS_Q_UNAVAILABLE)
+    if (i >= 2 && ms__field_quality(s, fields[i]) == MS_Q_UNAVAILABLE)
       continue;
     field_cell(&cells[n], s, fields[i]);
     /* "KernelRSS" reads "RSS" under the "Kernel" title. */
@@ -323,7 +326,7 @@ static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
  * (the backed part of Sys) should be all of it, so a gap is said. */
 static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                           const ms_breakdown_t *b) {
-  if (qual(s, MS_F_KERNEL_ANON_RSS) == MS_Q_UNAVAILABLE ||
+  if (ms__field_quality(s, MS_F_KERNEL_ANON_RSS) == MS_Q_UNAVAILABLE ||
       b->q_ready == MS_Q_UNAVAILABLE || s->kernel_anon_rss == 0)
     return;
   char ready[FIG], anon[FIG], gap[FIG];
@@ -364,7 +367,7 @@ static void put_providers(ms__strbuf_t *out, const ms_snapshot_t *s) {
     wrap_t w = {out, 0, 0};
     int any = 0;
     for (int f = 0; f < MS_F__COUNT; f++) {
-      ms_quality_t q = qual(s, (ms_field_t)f);
+      ms_quality_t q = ms__field_quality(s, (ms_field_t)f);
       int src = s->source[f];
       int mine;
       if (p == np + 1)

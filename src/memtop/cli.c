@@ -154,155 +154,147 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
   return 0;
 }
 
-int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
-                 char *err, size_t errlen) {
-  int want_help = 0, want_version = 0, cmd_set = 0, dashdash;
-  int set_delay = 0, set_iter = 0, set_format = 0;
-  int c;
+/* What the parse has seen so far, beyond *o. */
+typedef struct cli_seen_s {
+  int help, version; /* -h, -V */
+  int cmd;           /* a command word */
+  int delay, iter;   /* -d, -n given */
+  int format;        /* --format given */
+} cli_seen_t;
 
-  if (o == NULL || argv == NULL || argc < 1)
-    return fail(err, errlen, "no arguments");
-  memset(o, 0, sizeof *o);
-  o->cmd = MT_CMD_WATCH;
-  o->delay_s = MT_DELAY_DEFAULT;
-  o->color = !(no_color != NULL && no_color[0] != '\0');
-  if (err != NULL && errlen > 0)
-    err[0] = '\0';
-
-  optind = 0; /* glibc: 0 re-initialises getopt completely */
-  opterr = 0; /* we word the messages ourselves */
-  for (;;) {
-    c = getopt_long(argc, argv, "+:d:n:o:hV", long_options, NULL);
-    if (c == -1) {
-      if (optind >= argc)
-        break;
-      /* A bare word, or the first word after "--". */
-      dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
-      if (o->cmd == MT_CMD_RUN) {
-        o->run_argv = argv + optind;
-        o->run_argc = argc - optind;
-        break;
-      }
-      if (!cmd_set && !dashdash && o->npids == 0 &&
-          command_word(argv[optind], &o->cmd)) {
-        cmd_set = 1;
-        optind++;
-        continue;
-      }
-      if (o->cmd == MT_CMD_PS || o->cmd == MT_CMD_SERVE)
-        return fail(err, errlen, "'%s' takes no arguments (got '%s')",
-                    command_name(o->cmd), argv[optind]);
-      if (o->cmd == MT_CMD_PROFILE && o->npids == 1)
-        return fail(err, errlen, "profile takes one process ID (got '%s')",
-                    argv[optind]);
-      if (add_pid(o, argv[optind], err, errlen) != 0)
-        return MS_EINVAL;
-      optind++;
-      if (!dashdash)
-        continue;
-      /* After "--" every word is a PID, even one that looks like an
-       * option. getopt must not be called again: once it has seen "--"
-       * it keeps pointing back at the first word after it. */
-      for (; optind < argc; optind++) {
-        if (o->cmd == MT_CMD_PROFILE)
-          return fail(err, errlen, "profile takes one process ID (got '%s')",
-                      argv[optind]);
-        if (add_pid(o, argv[optind], err, errlen) != 0)
-          return MS_EINVAL;
-      }
-      break;
-    }
-    switch (c) {
-    case 'd':
-      if (mt_parse_double(optarg, MT_DELAY_MIN, MT_DELAY_MAX, &o->delay_s))
-        return fail(err, errlen,
-                    "invalid delay '%s': give seconds, at least %.1f and at "
-                    "most %.0f (e.g. -d 0.5)",
-                    optarg, MT_DELAY_MIN, MT_DELAY_MAX);
-      set_delay = 1;
-      break;
-    case 'n':
-      if (mt_parse_long(optarg, 1, 1000000000L, &o->iterations))
-        return fail(err, errlen,
-                    "invalid iteration count '%s': give a whole number, at "
-                    "least 1",
-                    optarg);
-      set_iter = 1;
-      break;
-    case 'o':
-      if (optarg[0] == '\0')
-        return fail(err, errlen, "-o needs a file name");
-      o->output = optarg;
-      break;
-    case OPT_LISTEN:
-      if (optarg[0] == '\0')
-        return fail(err, errlen, "--listen needs an address (HOST:PORT)");
-      o->listen = optarg;
-      break;
-    case OPT_SECONDS:
-      if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
-        return fail(err, errlen,
-                    "invalid --seconds '%s': give whole seconds, 1 to %d",
-                    optarg, MT_PROFILE_SECONDS_MAX);
-      break;
-    case OPT_FORMAT:
-      if (strcmp(optarg, "pprof") == 0)
-        o->format = MT_PROFILE_PPROF;
-      else if (strcmp(optarg, "text") == 0)
-        o->format = MT_PROFILE_TEXT;
-      else
-        return fail(err, errlen, "invalid --format '%s': pprof or text",
-                    optarg);
-      set_format = 1;
-      break;
-    case OPT_SITES:
-      if (mt_parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
-        return fail(err, errlen,
-                    "invalid --sites '%s': give a number of sites, 1 to %d",
-                    optarg, MT_SITES_MAX);
-      break;
-    case OPT_ONCE:
-      o->once = 1;
-      break;
-    case OPT_JSON:
-      o->json = 1;
-      break;
-    case OPT_NO_COLOR:
-      o->color = 0;
-      break;
-    case 'h':
-      want_help = 1;
-      break;
-    case 'V':
-      want_version = 1;
-      break;
-    case ':':
-      if (optopt != 0)
-        return fail(err, errlen, "option -%c needs a value", optopt);
-      return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
-    default:
-      if (optopt != 0)
-        return fail(err, errlen, "unknown option -%c", optopt);
-      return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
-    }
+/* More words after "--": every one is a PID, even one that looks like an
+ * option. getopt must not be called again: once it has seen "--" it keeps
+ * pointing back at the first word after it. */
+static int rest_are_pids(int argc, char **argv, mt_opts_t *o, char *err,
+                         size_t errlen) {
+  for (; optind < argc; optind++) {
+    if (o->cmd == MT_CMD_PROFILE)
+      return fail(err, errlen, "profile takes one process ID (got '%s')",
+                  argv[optind]);
+    if (add_pid(o, argv[optind], err, errlen) != 0)
+      return MS_EINVAL;
   }
+  return 0;
+}
 
-  if (want_help) {
-    o->cmd = MT_CMD_HELP;
+/* A bare word at argv[optind], or the first word after "--": run's
+ * command, the command word, or a PID. Returns 0 to go on parsing, 1 when
+ * every word has been taken, or MS_EINVAL. */
+static int bare_word(int argc, char **argv, mt_opts_t *o, cli_seen_t *seen,
+                     char *err, size_t errlen) {
+  int dashdash = optind > 1 && strcmp(argv[optind - 1], "--") == 0;
+
+  if (o->cmd == MT_CMD_RUN) {
+    o->run_argv = argv + optind;
+    o->run_argc = argc - optind;
+    return 1;
+  }
+  if (!seen->cmd && !dashdash && o->npids == 0 &&
+      command_word(argv[optind], &o->cmd)) {
+    seen->cmd = 1;
+    optind++;
     return 0;
   }
-  if (want_version) {
-    o->cmd = MT_CMD_VERSION;
+  if (o->cmd == MT_CMD_PS || o->cmd == MT_CMD_SERVE)
+    return fail(err, errlen, "'%s' takes no arguments (got '%s')",
+                command_name(o->cmd), argv[optind]);
+  if (o->cmd == MT_CMD_PROFILE && o->npids == 1)
+    return fail(err, errlen, "profile takes one process ID (got '%s')",
+                argv[optind]);
+  if (add_pid(o, argv[optind], err, errlen) != 0)
+    return MS_EINVAL;
+  optind++;
+  if (!dashdash)
     return 0;
-  }
-  if (o->json)
-    o->once = 1; /* JSON lines are a plain mode: there is no live JSON */
+  return rest_are_pids(argc, argv, o, err, errlen) != 0 ? MS_EINVAL : 1;
+}
 
+/* One option getopt returned (c). Returns 0 or MS_EINVAL. */
+static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
+                       char *err, size_t errlen) {
+  switch (c) {
+  case 'd':
+    if (mt_parse_double(optarg, MT_DELAY_MIN, MT_DELAY_MAX, &o->delay_s))
+      return fail(err, errlen,
+                  "invalid delay '%s': give seconds, at least %.1f and at "
+                  "most %.0f (e.g. -d 0.5)",
+                  optarg, MT_DELAY_MIN, MT_DELAY_MAX);
+    seen->delay = 1;
+    return 0;
+  case 'n':
+    if (mt_parse_long(optarg, 1, 1000000000L, &o->iterations))
+      return fail(err, errlen,
+                  "invalid iteration count '%s': give a whole number, at "
+                  "least 1",
+                  optarg);
+    seen->iter = 1;
+    return 0;
+  case 'o':
+    if (optarg[0] == '\0')
+      return fail(err, errlen, "-o needs a file name");
+    o->output = optarg;
+    return 0;
+  case OPT_LISTEN:
+    if (optarg[0] == '\0')
+      return fail(err, errlen, "--listen needs an address (HOST:PORT)");
+    o->listen = optarg;
+    return 0;
+  case OPT_SECONDS:
+    if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
+      return fail(err, errlen,
+                  "invalid --seconds '%s': give whole seconds, 1 to %d",
+                  optarg, MT_PROFILE_SECONDS_MAX);
+    return 0;
+  case OPT_FORMAT:
+    if (strcmp(optarg, "pprof") == 0)
+      o->format = MT_PROFILE_PPROF;
+    else if (strcmp(optarg, "text") == 0)
+      o->format = MT_PROFILE_TEXT;
+    else
+      return fail(err, errlen, "invalid --format '%s': pprof or text", optarg);
+    seen->format = 1;
+    return 0;
+  case OPT_SITES:
+    if (mt_parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
+      return fail(err, errlen,
+                  "invalid --sites '%s': give a number of sites, 1 to %d",
+                  optarg, MT_SITES_MAX);
+    return 0;
+  case OPT_ONCE:
+    o->once = 1;
+    return 0;
+  case OPT_JSON:
+    o->json = 1;
+    return 0;
+  case OPT_NO_COLOR:
+    o->color = 0;
+    return 0;
+  case 'h':
+    seen->help = 1;
+    return 0;
+  case 'V':
+    seen->version = 1;
+    return 0;
+  case ':':
+    if (optopt != 0)
+      return fail(err, errlen, "option -%c needs a value", optopt);
+    return fail(err, errlen, "option '%s' needs a value", argv[optind - 1]);
+  default:
+    if (optopt != 0)
+      return fail(err, errlen, "unknown option -%c", optopt);
+    return fail(err, errlen, "unknown option '%s'", argv[optind - 1]);
+  }
+}
+
+/* The options that apply to some commands only, and what each command
+ * needs. Returns 0 or MS_EINVAL. */
+static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
+                         size_t errlen) {
   if (o->output != NULL && o->cmd != MT_CMD_PROFILE)
     return fail(err, errlen, "-o/--output only applies to 'profile'");
   if (o->listen != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--listen only applies to 'serve'");
-  if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || set_format))
+  if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
   if (o->sites != 0 && o->cmd != MT_CMD_PROFILE &&
@@ -320,11 +312,11 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     if (o->run_argc == 0)
       return fail(err, errlen,
                   "'run' needs a command: memtop run [OPTIONS] -- CMD [ARGS]");
-    if (o->once && set_iter)
+    if (o->once && seen->iter)
       return fail(err, errlen,
                   "'run --once' prints one report when the command exits; "
                   "-n does not apply");
-    break;
+    return 0;
   case MT_CMD_PROFILE:
     if (o->npids != 1)
       return fail(err, errlen,
@@ -333,16 +325,61 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
     /* fall through */
   case MT_CMD_PS:
   case MT_CMD_SERVE:
-    if (o->once || set_iter || (set_delay && o->cmd != MT_CMD_SERVE))
+    if (o->once || seen->iter || (seen->delay && o->cmd != MT_CMD_SERVE))
       return fail(err, errlen, "%s does not apply to '%s'",
                   o->once ? (o->json ? "--json" : "--once")
-                          : (set_iter ? "-n/--iterations" : "-d/--delay"),
+                          : (seen->iter ? "-n/--iterations" : "-d/--delay"),
                   command_name(o->cmd));
-    break;
+    return 0;
   default:
-    break;
+    return 0;
   }
-  return 0;
+}
+
+int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
+                 char *err, size_t errlen) {
+  cli_seen_t seen;
+  int c, rc;
+
+  if (o == NULL || argv == NULL || argc < 1)
+    return fail(err, errlen, "no arguments");
+  memset(o, 0, sizeof *o);
+  memset(&seen, 0, sizeof seen);
+  o->cmd = MT_CMD_WATCH;
+  o->delay_s = MT_DELAY_DEFAULT;
+  o->color = !(no_color != NULL && no_color[0] != '\0');
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+
+  optind = 0; /* glibc: 0 re-initialises getopt completely */
+  opterr = 0; /* we word the messages ourselves */
+  for (;;) {
+    c = getopt_long(argc, argv, "+:d:n:o:hV", long_options, NULL);
+    if (c == -1) {
+      if (optind >= argc)
+        break;
+      rc = bare_word(argc, argv, o, &seen, err, errlen);
+      if (rc < 0)
+        return rc;
+      if (rc == 1)
+        break;
+      continue;
+    }
+    if (take_option(c, argv, o, &seen, err, errlen) != 0)
+      return MS_EINVAL;
+  }
+
+  if (seen.help) {
+    o->cmd = MT_CMD_HELP;
+    return 0;
+  }
+  if (seen.version) {
+    o->cmd = MT_CMD_VERSION;
+    return 0;
+  }
+  if (o->json)
+    o->once = 1; /* JSON lines are a plain mode: there is no live JSON */
+  return check_command(o, &seen, err, errlen);
 }
 
 void mt_cli_usage(FILE *f) {

@@ -1,20 +1,23 @@
 /*
- * command.c - `memtop run` on the loop (see loop_int.h): starts the command
+ * command.c - `memtop run` on the loop (see command.h): starts the command
  * with the preload, watches it, and settles its end: its exit status, and
  * the final snapshot its library writes on the channel of final.h.
  */
+#include "memtop/command.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "memstats.h"
 #include "client/client.h"
 #include "memtop/final.h"
-#include "memtop/loop_int.h"
+#include "memtop/live.h"
 #include "memtop/model.h"
 #include "memtop/run.h"
 
@@ -30,139 +33,167 @@ extern char **environ;
  * the inherited descriptor. */
 #define RUN_FINAL_WAIT_MS 300
 
-/* ---- run: the command ------------------------------------------------ */
+struct mt_command_s {
+  mt_command_cfg_t cfg;
+  uv_process_t child;
+  int closing; /* mt_command_close() ran: the owner hears nothing more */
+  int running, exited, status;
+  int kill_stage;
+  uint64_t start_ns, exit_ns;
+  mt_tset_target_t *target; /* the command's PID in the set */
+  uv_timer_t grace;         /* escalate signals to a command that lingers */
+  /* The final snapshot (final.h). */
+  mt_final_t final;
+  uv_poll_t final_poll;
+  uv_timer_t final_wait;
+  int have_final_poll;
+  int resolved; /* the command exited and the channel was settled */
+  int used;     /* the model holds the command's final snapshot */
+  char final_env[2][64];
+  char log[4096];
+  int log_fd;
+};
 
-const char *mt_command_name(const mt_app_t *app) {
+/* ---- what it is ------------------------------------------------------ */
+
+const char *mt_command_name(const mt_command_t *c) {
   const char *slash;
+  char *const *argv = c->cfg.o->run_argv;
 
-  if (app->o->run_argv == NULL || app->o->run_argv[0] == NULL)
+  if (argv == NULL || argv[0] == NULL)
     return "command";
-  slash = strrchr(app->o->run_argv[0], '/');
-  return slash != NULL ? slash + 1 : app->o->run_argv[0];
+  slash = strrchr(argv[0], '/');
+  return slash != NULL ? slash + 1 : argv[0];
 }
 
-void mt_command_exit_words(const mt_app_t *app, char *buf, size_t len) {
-  if (app->child_status > 128)
-    snprintf(buf, len, "exited: killed by signal %d (%s)",
-             app->child_status - 128, strsignal(app->child_status - 128));
+void mt_command_exit_words(const mt_command_t *c, char *buf, size_t len) {
+  if (c->status > 128)
+    snprintf(buf, len, "exited: killed by signal %d (%s)", c->status - 128,
+             strsignal(c->status - 128));
   else
-    snprintf(buf, len, "exited with status %d", app->child_status);
+    snprintf(buf, len, "exited with status %d", c->status);
 }
 
-/* `run --once`: the command has exited and its end is settled: print its
- * final snapshot, or else the last one polled (once no read is in flight,
- * since a reply on its way is newer), saying which it is. */
-void mt_command_poll_finish(mt_app_t *app) {
-  mt_watch_t *w = app->nw > 0 ? app->w[0] : NULL;
-  const mt_target_t *t;
-  double before;
+int mt_command_running(const mt_command_t *c) {
+  return c->running;
+}
 
-  if (app->quitting || w == NULL || !app->final_resolved)
-    return;
-  if (!app->final_used && mt_conn_busy(w->conn))
-    return;
-  t = mt_model_find(&app->model, w->pid);
+int mt_command_exited(const mt_command_t *c) {
+  return c->exited;
+}
+
+int mt_command_status(const mt_command_t *c) {
+  return c->status;
+}
+
+double mt_command_age_s(const mt_command_t *c) {
+  return (double)(uv_hrtime() - c->start_ns) / 1e9;
+}
+
+/* The model's view of the command, or NULL. */
+static mt_target_t *command_target(const mt_command_t *c) {
+  return c->target != NULL ? mt_model_find(c->cfg.model, c->target->pid) : NULL;
+}
+
+/* Seconds between the model's last snapshot of the command and its exit. */
+static double last_poll_before_exit(const mt_command_t *c,
+                                    const mt_target_t *t) {
+  return c->exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
+             ? (double)(c->exit_ns - t->snap.time_mono_ns) / 1e9
+             : 0;
+}
+
+/* ---- its end --------------------------------------------------------- */
+
+int mt_command_poll_finish(mt_command_t *c, mt_out_t *out) {
+  const mt_target_t *t;
+
+  if (c->target == NULL || !c->resolved)
+    return 0;
+  /* A reply on its way is newer than the last poll. */
+  if (!c->used && mt_tset_busy(c->cfg.set, c->target))
+    return 0;
+  t = command_target(c);
   if (t != NULL && t->have_snapshot) {
-    if (!app->final_used) {
-      before =
-          app->child_exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
-              ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
-              : 0;
+    if (!c->used)
       mt_warn("PID %d (%s) sent no final figures (a process killed "
               "by a signal cannot): the report is from the last poll, "
               "%.1f s before it ended",
-              w->pid, t->comm[0] ? t->comm : mt_command_name(app), before);
-    }
-    mt_emit_snapshot(app, &t->snap);
-    mt_flush_out(app);
+              c->target->pid, t->comm[0] ? t->comm : mt_command_name(c),
+              last_poll_before_exit(c, t));
+    mt_out_snapshot(out, &t->snap);
+    mt_out_flush(out);
   } else {
     mt_warn("PID %d (%s) exited before memtop could read its "
             "statistics%s%s",
-            w->pid, mt_command_name(app), t != NULL && t->error[0] ? ": " : "",
+            c->target->pid, mt_command_name(c),
+            t != NULL && t->error[0] ? ": " : "",
             t != NULL && t->error[0] ? t->error : "");
   }
-  mt_app_quit(app);
+  return 1;
 }
 
 static void final_poll_closed(uv_handle_t *h) {
-  mt_app_t *app = h->data;
+  mt_command_t *c = h->data;
 
-  mt_final_close(app->final);
+  mt_final_close(&c->final);
 }
 
 /* Closes memtop's end of the channel: the poll handle first, then (in its
  * close callback) the descriptor, so that the loop never watches a number
  * that may already name something else. */
-void mt_command_close_channel(mt_app_t *app) {
-  if (app->have_final_poll) {
-    app->have_final_poll = 0;
-    if (!uv_is_closing((uv_handle_t *)&app->final_poll))
-      uv_close((uv_handle_t *)&app->final_poll, final_poll_closed);
-  } else if (app->final != NULL) {
-    mt_final_close(app->final);
+static void close_channel(mt_command_t *c) {
+  if (c->have_final_poll) {
+    c->have_final_poll = 0;
+    if (!uv_is_closing((uv_handle_t *)&c->final_poll))
+      uv_close((uv_handle_t *)&c->final_poll, final_poll_closed);
+  } else {
+    mt_final_close(&c->final);
   }
 }
 
 /* The command has exited and its final snapshot arrived, or cannot come
  * any more: put it in the model (or say the figures are the last poll's)
- * and finish as the mode wants. Runs once. */
-static void final_resolve(mt_app_t *app) {
-  mt_watch_t *w = app->nw > 0 && app->w[0]->is_child ? app->w[0] : NULL;
-  mt_target_t *t = w != NULL ? mt_model_find(&app->model, w->pid) : NULL;
+ * and tell the owner. Runs once. */
+static void final_resolve(mt_command_t *c) {
+  mt_target_t *t = command_target(c);
+  mt_model_t *m = c->cfg.model;
   char words[256];
   size_t n;
-  double before;
 
-  if (app->final_resolved)
+  if (c->resolved)
     return;
-  app->final_resolved = 1;
-  uv_timer_stop(&app->final_wait);
-  mt_command_close_channel(app);
-  mt_command_exit_words(app, words, sizeof words);
+  c->resolved = 1;
+  uv_timer_stop(&c->final_wait);
+  close_channel(c);
+  mt_command_exit_words(c, words, sizeof words);
   n = strlen(words);
-  if (t != NULL && app->final != NULL && app->final->have) {
-    app->model.now_mono_ns = uv_hrtime();
-    mt_model_update(&app->model, t, &app->final->snap);
-    app->final_used = 1;
+  if (t != NULL && c->final.have) {
+    m->now_mono_ns = uv_hrtime();
+    mt_model_update(m, t, &c->final.snap);
+    c->used = 1;
     snprintf(words + n, sizeof words - n, "; final figures");
   } else if (t != NULL && t->have_snapshot) {
-    before =
-        app->child_exit_ns > t->snap.time_mono_ns && t->snap.time_mono_ns != 0
-            ? (double)(app->child_exit_ns - t->snap.time_mono_ns) / 1e9
-            : 0;
     snprintf(words + n, sizeof words - n,
              "; figures from the last poll, %.1f s before (no final "
              "figures: killed by a signal?)",
-             before);
+             last_poll_before_exit(c, t));
   }
   if (t != NULL)
-    mt_model_fail(&app->model, t, 1, words);
-  switch (app->mode) {
-  case MODE_LIVE:
-    if (app->quitting)
-      mt_app_quit(app);
-    mt_request_draw(app);
-    break;
-  case MODE_POLL:
-    mt_command_poll_finish(app);
-    break;
-  default:
-    break;
-  }
+    mt_model_fail(m, t, 1, words);
+  if (!c->closing)
+    c->cfg.settled(c->cfg.arg);
 }
 
 /* Reads the final-snapshot channel; once the command has exited, settles
  * its end as soon as the snapshot is there or the channel is closed. */
-static void final_read(mt_app_t *app) {
-  int done;
+static void final_read(mt_command_t *c) {
+  int done = mt_final_drain(&c->final);
 
-  if (app->final == NULL)
-    return;
-  done = mt_final_drain(app->final);
-  if (done && app->have_final_poll)
-    uv_poll_stop(&app->final_poll);
-  if (app->child_exited && (done || app->final->have))
-    final_resolve(app);
+  if (done && c->have_final_poll)
+    uv_poll_stop(&c->final_poll);
+  if (c->exited && (done || c->final.have))
+    final_resolve(c);
 }
 
 static void final_poll_cb(uv_poll_t *h, int status, int events) {
@@ -177,132 +208,142 @@ static void final_wait_cb(uv_timer_t *timer) {
 
 static void child_exited(uv_process_t *p, int64_t exit_status,
                          int term_signal) {
-  mt_app_t *app = p->data;
-  mt_watch_t *w = app->nw > 0 && app->w[0]->is_child ? app->w[0] : NULL;
+  mt_command_t *c = p->data;
   mt_target_t *t;
   char words[128];
 
-  app->child_running = 0;
-  app->child_exited = 1;
-  app->child_exit_ns = uv_hrtime();
-  app->child_status = mt_run_exit_status((long)exit_status, term_signal);
-  app->exit_code = app->child_status;
+  c->running = 0;
+  c->exited = 1;
+  c->exit_ns = uv_hrtime();
+  c->status = mt_run_exit_status((long)exit_status, term_signal);
   uv_close((uv_handle_t *)p, NULL);
-  uv_timer_stop(&app->grace);
-  if (w != NULL) {
-    w->gone = 1;
-    uv_timer_stop(&w->timer);
-    t = mt_model_find(&app->model, w->pid);
-    mt_command_exit_words(app, words, sizeof words);
+  uv_timer_stop(&c->grace);
+  if (c->target != NULL) {
+    mt_tset_mark_gone(c->cfg.set, c->target);
+    t = command_target(c);
+    mt_command_exit_words(c, words, sizeof words);
     if (t != NULL)
-      mt_model_fail(&app->model, t, 1, words);
+      mt_model_fail(c->cfg.model, t, 1, words);
   }
   /* The frame was written before the process ended: it is in the socket
    * now, unless there was none. Wait a little only when the channel is
    * still open without it (a child of the command holds it). */
-  final_read(app);
-  if (!app->final_resolved) {
-    if (app->final == NULL || app->final->fd < 0)
-      final_resolve(app);
+  final_read(c);
+  if (!c->resolved) {
+    if (c->final.fd < 0)
+      final_resolve(c);
     else
-      uv_timer_start(&app->final_wait, final_wait_cb, RUN_FINAL_WAIT_MS, 0);
+      uv_timer_start(&c->final_wait, final_wait_cb, RUN_FINAL_WAIT_MS, 0);
   }
 }
 
 /* The command did not exit after it was asked to: ask harder. */
 static void grace_cb(uv_timer_t *t) {
-  mt_app_t *app = t->data;
+  mt_command_t *c = t->data;
 
-  if (!app->child_running)
+  if (!c->running)
     return;
-  app->kill_stage++;
-  uv_process_kill(&app->child, app->kill_stage >= 2 ? SIGKILL : SIGTERM);
-  mt_command_grace(app);
+  c->kill_stage++;
+  uv_process_kill(&c->child, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
+  mt_command_end(c, 0);
 }
 
-void mt_command_grace(mt_app_t *app) {
-  uv_timer_start(&app->grace, grace_cb, RUN_GRACE_MS, 0);
+void mt_command_end(mt_command_t *c, int terminate) {
+  if (terminate && c->running) {
+    c->kill_stage = 1;
+    uv_process_kill(&c->child, SIGTERM);
+  }
+  uv_timer_start(&c->grace, grace_cb, RUN_GRACE_MS, 0);
 }
 
-int mt_command_start(mt_app_t *app) {
-  char exe[4096], preload[4096], err[1024];
-  uv_process_options_t opts;
-  uv_stdio_container_t stdio[MT_FINAL_CHILD_FD + 1];
-  char **env;
-  mt_watch_t *w;
-  uint64_t start_time = 0;
-  ssize_t n;
+void mt_command_kill(mt_command_t *c, int signum) {
+  if (c->running)
+    uv_process_kill(&c->child, signum);
+}
+
+/* ---- starting it ----------------------------------------------------- */
+
+mt_command_t *mt_command_new(const mt_command_cfg_t *cfg) {
+  mt_command_t *c = calloc(1, sizeof *c);
+
+  if (c == NULL)
+    return NULL;
+  c->cfg = *cfg;
+  c->log_fd = -1;
+  mt_final_init(&c->final, 0);
+  uv_timer_init(cfg->loop, &c->grace);
+  uv_timer_init(cfg->loop, &c->final_wait);
+  c->grace.data = c->final_wait.data = c;
+  return c;
+}
+
+/* The final-snapshot channel, its variables added to env. Without it (no
+ * descriptors left) the command still runs, and the end shows the last
+ * poll. Returns the command's end, or -1. */
+static int open_channel(mt_command_t *c, char **env) {
   int rc, child_fd = -1;
 
-  n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  exe[n > 0 ? n : 0] = '\0';
-  if (mt_run_find_preload(exe, getenv("MEMTOP_PRELOAD"), preload,
-                          sizeof preload, err, sizeof err) != 0) {
-    mt_warn("%s", err);
-    return 1;
+  rc = mt_final_open(&c->final, &child_fd);
+  if (rc == 0 && uv_poll_init(c->cfg.loop, &c->final_poll, c->final.fd) == 0) {
+    c->have_final_poll = 1;
+    c->final_poll.data = c;
+    snprintf(c->final_env[0], sizeof c->final_env[0], "MEMSTATS_FINAL_FD=%d",
+             MT_FINAL_CHILD_FD);
+    snprintf(c->final_env[1], sizeof c->final_env[1], "MEMSTATS_FINAL_PPID=%d",
+             (int)getpid());
+    mt_run_env_final(env, c->final_env[0], c->final_env[1]);
+    return child_fd;
   }
-  env = mt_run_env(environ, preload);
-  app->final = calloc(1, sizeof *app->final);
-  if (env == NULL || app->final == NULL) {
-    fprintf(stderr, "memtop: out of memory\n");
-    mt_run_env_free(env);
-    return 1;
-  }
-  /* The final-snapshot channel. Without it (no descriptors left) the
-   * command still runs, and the end shows the last poll. */
-  mt_final_init(app->final, 0);
-  rc = mt_final_open(app->final, &child_fd);
-  if (rc == 0 &&
-      uv_poll_init(&app->loop, &app->final_poll, app->final->fd) == 0) {
-    app->have_final_poll = 1;
-    app->final_poll.data = app;
-    snprintf(app->final_env[0], sizeof app->final_env[0],
-             "MEMSTATS_FINAL_FD=%d", MT_FINAL_CHILD_FD);
-    snprintf(app->final_env[1], sizeof app->final_env[1],
-             "MEMSTATS_FINAL_PPID=%d", (int)getpid());
-    mt_run_env_final(env, app->final_env[0], app->final_env[1]);
-  } else {
-    mt_warn("cannot make the channel for %s's final figures (%s): "
-            "the report at its end will be the last poll's",
-            mt_command_name(app), strerror(rc < 0 ? -rc : EMFILE));
-    if (child_fd >= 0)
-      close(child_fd);
-    child_fd = -1;
-    mt_final_close(app->final);
-  }
-  memset(&opts, 0, sizeof opts);
-  memset(stdio, 0, sizeof stdio);
-  if (app->mode == MODE_LIVE) {
-    /* The terminal belongs to the view: the command reads nothing from
-     * it and writes its output to a file that memtop names at exit. */
-    const char *tmp = getenv("TMPDIR");
-    snprintf(app->run_log, sizeof app->run_log, "%s/memtop-run-XXXXXX.log",
-             tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-    app->run_log_fd = mkstemps(app->run_log, 4);
-    if (app->run_log_fd < 0) {
-      mt_warn("cannot create %s for the command's output: "
-              "%s (set TMPDIR to a writable directory)",
-              app->run_log, strerror(errno));
-      mt_run_env_free(env);
-      if (child_fd >= 0)
-        close(child_fd);
-      return 1;
+  mt_warn("cannot make the channel for %s's final figures (%s): "
+          "the report at its end will be the last poll's",
+          mt_command_name(c), strerror(rc < 0 ? -rc : EMFILE));
+  if (child_fd >= 0)
+    close(child_fd);
+  mt_final_close(&c->final);
+  return -1;
+}
+
+/* The command's standard descriptors. The live view owns the terminal:
+ * the command reads nothing from it and writes its output to a file that
+ * memtop names at exit. Returns 0, or -1 after saying why. */
+static int set_stdio(mt_command_t *c, uv_stdio_container_t *stdio) {
+  const char *tmp = getenv("TMPDIR");
+  int i;
+
+  if (!c->cfg.screen) {
+    for (i = 0; i < 3; i++) {
+      stdio[i].flags = UV_INHERIT_FD;
+      stdio[i].data.fd = i;
     }
-    stdio[0].flags = UV_IGNORE;
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = app->run_log_fd;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = app->run_log_fd;
-  } else {
-    stdio[0].flags = UV_INHERIT_FD;
-    stdio[0].data.fd = 0;
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = 1;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = 2;
+    return 0;
   }
-  opts.file = app->o->run_argv[0];
-  opts.args = app->o->run_argv;
+  snprintf(c->log, sizeof c->log, "%s/memtop-run-XXXXXX.log",
+           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
+  c->log_fd = mkstemps(c->log, 4);
+  if (c->log_fd < 0) {
+    mt_warn("cannot create %s for the command's output: "
+            "%s (set TMPDIR to a writable directory)",
+            c->log, strerror(errno));
+    return -1;
+  }
+  stdio[0].flags = UV_IGNORE;
+  stdio[1].flags = UV_INHERIT_FD;
+  stdio[1].data.fd = c->log_fd;
+  stdio[2].flags = UV_INHERIT_FD;
+  stdio[2].data.fd = c->log_fd;
+  return 0;
+}
+
+/* Starts the command; libuv reaps it through its own SIGCHLD handler (a
+ * uv_signal_t inside the loop) and calls child_exited with the status.
+ * Returns 0 or a UV_E* code. */
+static int spawn(mt_command_t *c, char **env, int child_fd,
+                 uv_stdio_container_t *stdio) {
+  uv_process_options_t opts;
+
+  memset(&opts, 0, sizeof opts);
+  opts.file = c->cfg.o->run_argv[0];
+  opts.args = c->cfg.o->run_argv;
   opts.env = env;
   opts.exit_cb = child_exited;
   opts.stdio = stdio;
@@ -314,43 +355,126 @@ int mt_command_start(mt_app_t *app) {
     stdio[MT_FINAL_CHILD_FD].data.fd = child_fd;
     opts.stdio_count = MT_FINAL_CHILD_FD + 1;
   }
-  app->child.data = app;
-  /* libuv reaps the child through its own SIGCHLD handler (a uv_signal_t
-   * inside the loop) and calls child_exited with the status. */
-  rc = uv_spawn(&app->loop, &app->child, &opts);
+  c->child.data = c;
+  return uv_spawn(c->cfg.loop, &c->child, &opts);
+}
+
+/* The command runs: watch its PID, on the detail view. Returns 0 or 1. */
+static int watch_command(mt_command_t *c) {
+  uint64_t start_time = 0;
+  mt_target_t *t;
+  int pid = c->child.pid;
+
+  c->running = 1;
+  c->start_ns = uv_hrtime();
+  c->final.pid = pid;
+  if (c->have_final_poll)
+    uv_poll_start(&c->final_poll, UV_READABLE | UV_DISCONNECT, final_poll_cb);
+  msc_proc_start_time(pid, &start_time);
+  c->target = mt_tset_add(c->cfg.set, pid, start_time, MT_TSET_OWNED);
+  if (c->target == NULL) {
+    fprintf(stderr, "memtop: out of memory\n");
+    uv_process_kill(&c->child, SIGTERM);
+    return 1;
+  }
+  snprintf(c->target->comm, sizeof c->target->comm, "%s", mt_command_name(c));
+  mt_open_detail(c->cfg.model, pid);
+  t = command_target(c);
+  if (t != NULL)
+    snprintf(t->comm, sizeof t->comm, "%s", mt_command_name(c));
+  if (c->cfg.screen)
+    snprintf(c->cfg.model->status, sizeof c->cfg.model->status,
+             "%s (PID %d) output: %.160s", mt_command_name(c), pid, c->log);
+  mt_tset_schedule(c->cfg.set, c->target, RUN_FAST_RETRY_MS);
+  return 0;
+}
+
+int mt_command_start(mt_command_t *c) {
+  char exe[4096], preload[4096], err[1024];
+  uv_stdio_container_t stdio[MT_FINAL_CHILD_FD + 1];
+  char **env = NULL;
+  ssize_t n;
+  int rc, child_fd = -1;
+
+  n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  if (mt_run_find_preload(exe, getenv("MEMTOP_PRELOAD"), preload,
+                          sizeof preload, err, sizeof err) != 0) {
+    mt_warn("%s", err);
+    rc = 1;
+    goto out;
+  }
+  env = mt_run_env(environ, preload);
+  if (env == NULL) {
+    fprintf(stderr, "memtop: out of memory\n");
+    rc = 1;
+    goto out;
+  }
+  child_fd = open_channel(c, env);
+  memset(stdio, 0, sizeof stdio);
+  if (set_stdio(c, stdio) != 0) {
+    rc = 1;
+    goto out;
+  }
+  rc = spawn(c, env, child_fd, stdio);
+  if (rc != 0) {
+    /* The handle is initialised even when the spawn fails (libuv >= 1.24):
+     * closed, so that the loop can be closed and its memory freed. */
+    uv_close((uv_handle_t *)&c->child, NULL);
+    mt_warn("cannot start %s: %s%s", c->cfg.o->run_argv[0], uv_strerror(rc),
+            rc == UV_ENOENT ? " (check the name, or give a path)" : "");
+    rc = rc == UV_ENOENT ? 127 : 126;
+    goto out;
+  }
+  rc = watch_command(c);
+out:
   mt_run_env_free(env);
   /* Only the command holds its end now: its end of file is ours. */
   if (child_fd >= 0)
     close(child_fd);
-  if (rc != 0) {
-    /* The handle is initialised even when the spawn fails (libuv >= 1.24):
-     * closed, so that the loop can be closed and its memory freed. */
-    uv_close((uv_handle_t *)&app->child, NULL);
-    mt_warn("cannot start %s: %s%s", app->o->run_argv[0], uv_strerror(rc),
-            rc == UV_ENOENT ? " (check the name, or give a path)" : "");
-    return rc == UV_ENOENT ? 127 : 126;
+  return rc;
+}
+
+/* ---- closing --------------------------------------------------------- */
+
+void mt_command_say_log(mt_command_t *c) {
+  struct stat st;
+
+  if (c->log_fd < 0)
+    return;
+  if (fstat(c->log_fd, &st) == 0 && st.st_size == 0)
+    unlink(c->log);
+  else
+    mt_warn("the output of %s is in %s", mt_command_name(c), c->log);
+  close(c->log_fd);
+  c->log_fd = -1;
+}
+
+static void close_if_open(uv_handle_t *h) {
+  if (h->loop != NULL && !uv_is_closing(h))
+    uv_close(h, NULL);
+}
+
+void mt_command_close(mt_command_t *c) {
+  if (c == NULL)
+    return;
+  /* The set's targets go with the set: an exit reported while the loop
+   * closes touches none of them. */
+  c->closing = 1;
+  c->target = NULL;
+  close_if_open((uv_handle_t *)&c->grace);
+  close_if_open((uv_handle_t *)&c->final_wait);
+  close_channel(c);
+  if (c->running) {
+    /* Only on an error path: the command would outlive memtop. */
+    uv_process_kill(&c->child, SIGKILL);
   }
-  app->child_running = 1;
-  app->child_start_ns = uv_hrtime();
-  app->final->pid = app->child.pid;
-  if (app->have_final_poll)
-    uv_poll_start(&app->final_poll, UV_READABLE | UV_DISCONNECT, final_poll_cb);
-  msc_proc_start_time(app->child.pid, &start_time);
-  w = mt_watch_add(app, app->child.pid, start_time);
-  if (w == NULL) {
-    fprintf(stderr, "memtop: out of memory\n");
-    uv_process_kill(&app->child, SIGTERM);
-    return 1;
-  }
-  w->is_child = 1;
-  snprintf(w->comm, sizeof w->comm, "%s", mt_command_name(app));
-  mt_open_detail(&app->model, app->child.pid);
-  snprintf(mt_model_find(&app->model, w->pid)->comm, MS_NAME_MAX, "%s",
-           mt_command_name(app));
-  if (app->mode == MODE_LIVE)
-    snprintf(app->model.status, sizeof app->model.status,
-             "%s (PID %d) output: %.160s", mt_command_name(app), w->pid,
-             app->run_log);
-  mt_watch_schedule(w, RUN_FAST_RETRY_MS);
-  return 0;
+}
+
+void mt_command_free(mt_command_t *c) {
+  if (c == NULL)
+    return;
+  /* The poll handle is closed: the descriptor may go now. */
+  mt_final_close(&c->final);
+  free(c);
 }

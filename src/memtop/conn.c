@@ -2,9 +2,9 @@
  * conn.c - one target's connection on the loop (see conn.h).
  *
  * States: no pipe (disconnected) -> connecting -> connected. A request is
- * "in flight" from mt_conn_fetch_flags() until the callback runs; a timer bounds
- * it. Any error closes the pipe (the next fetch connects again with a new
- * session), so a half-read reply can never be mistaken for the next one.
+ * "in flight" from mt_conn_fetch_flags() until the callback runs; a timer
+ * bounds it. Any error closes the pipe (the next fetch connects again with a
+ * new session), so a half-read reply can never be mistaken for the next one.
  *
  * Each pipe is its own allocation, freed in its close callback, so a new
  * connection can start while libuv is still closing the old one. The
@@ -119,44 +119,6 @@ static void failf(mt_conn_t *c, int status, const char *fmt, ...) {
   finish(c, status, msg);
 }
 
-void mt_conn_explain(int pid, int err, const char *path, char *buf,
-                     size_t len) {
-  if ((err == MS_ENOENT || err == MS_ECONNREFUSED) &&
-      msc_proc_maps_libmemstats(pid)) {
-    snprintf(buf, len,
-             "PID %d runs libmemstats but does not accept connections on %s "
-             "yet: its agent is starting, or it was started with "
-             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
-             pid, path);
-    return;
-  }
-  switch (err) {
-  case MS_ENOENT:
-    snprintf(buf, len,
-             "PID %d: no memstats socket at %s: the process does not run "
-             "libmemstats (start it with `memtop run -- CMD`, or link it "
-             "with -lmemstats; check that MEMSTATS_DIR is the same for both)",
-             pid, path);
-    break;
-  case MS_ECONNREFUSED:
-    snprintf(buf, len,
-             "PID %d: %s refuses connections: its agent is not running "
-             "(a stale socket, or MEMSTATS_AGENT=0 in the target)",
-             pid, path);
-    break;
-  case MS_EACCES:
-    snprintf(buf, len,
-             "PID %d: permission denied on %s: the process belongs to "
-             "another user (run memtop as that user, or as root)",
-             pid, path);
-    break;
-  default:
-    snprintf(buf, len, "PID %d: cannot connect to %s: %s", pid, path,
-             ms_strerror(err));
-    break;
-  }
-}
-
 /* libuv's UV_E* codes are negative errno values on Unix, as MS_E* codes
  * are, so they pass through unchanged. */
 #define from_uv(e) (e)
@@ -169,24 +131,11 @@ static void timed_out(uv_timer_t *t) {
   if (err != 0) {
     c->early_err = 0;
     failf(c, err, "%s", c->early_msg);
-  } else if (!c->connected) {
-    failf(c, MS_ETIMEDOUT,
-          "PID %d: connecting to %s took longer than %d ms: the target may "
-          "be stopped (SIGSTOP, a debugger) or overloaded",
-          c->pid, c->path, c->timeout_ms);
   } else {
-    unsigned long nfd, lim;
-    if (msc_proc_fds_full(c->pid, &nfd, &lim))
-      failf(c, MS_ETIMEDOUT,
-            "PID %d: no answer within %d ms: the target is out of file "
-            "descriptors (%lu open, its RLIMIT_NOFILE allows %lu): raise its "
-            "limit (ulimit -n) or find what holds them (ls /proc/%d/fd)",
-            c->pid, c->timeout_ms, nfd, lim, c->pid);
-    else
-      failf(c, MS_ETIMEDOUT,
-            "PID %d: no answer within %d ms: the target's agent is hung or "
-            "the process is stopped (SIGSTOP, a debugger)",
-            c->pid, c->timeout_ms);
+    char msg[512];
+    msc_explain_timeout(c->pid, c->timeout_ms, c->connected, c->path, msg,
+                        sizeof msg);
+    finish(c, MS_ETIMEDOUT, msg);
   }
 }
 
@@ -346,7 +295,7 @@ static void connected(uv_connect_t *req, int status) {
   if (c == NULL || c->pipe != p)
     return; /* abandoned: timed out, or the connection was closed */
   if (status < 0) {
-    mt_conn_explain(c->pid, from_uv(status), c->path, msg, sizeof msg);
+    msc_explain_connect(c->pid, from_uv(status), c->path, msg, sizeof msg);
     finish(c, from_uv(status), msg);
     return;
   }

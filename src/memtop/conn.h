@@ -45,8 +45,4 @@ int mt_conn_busy(const mt_conn_t *c);
  * The memory is freed once libuv has closed the handles. */
 void mt_conn_close(mt_conn_t *c);
 
-/* Words for a failed connect to `pid`'s socket at `path` (err is an MS_E*
- * code), with the fix: used by the loop and by `memtop ps`. */
-void mt_conn_explain(int pid, int err, const char *path, char *buf, size_t len);
-
 #endif

@@ -1,16 +1,21 @@
 /*
- * loop.c - memtop's one event loop (see loop.h).
+ * loop.c - memtop's one event loop (see loop.h), and the one file that
+ * sees the whole app: it makes the target set (targetset.h) and gives it
+ * the owner the mode wants, and wires the owners to the screen, the
+ * output and the command.
  *
  * Three ways of driving the same machinery:
  *
  *   live    per-target timers at the -d interval pull snapshots into the
- *           model; failing targets back off; when no PID was named the
- *           socket directory is rescanned for new and exited processes;
- *           keys, SIGWINCH and the frame timer drive the view (ui.h);
+ *           model (live.c); failing targets back off; when no PID was
+ *           named the socket directory is rescanned for new and exited
+ *           processes; keys, SIGWINCH and the frame timer drive the view
+ *           (ui.h);
  *   poll    `run --once`: the same timers without a screen; when the
  *           command exits, its final snapshot is printed;
- *   rounds  --once, -n N, ps: every target is asked at once, and when all
- *           have answered (or timed out) the round is printed in order.
+ *   rounds  --once, -n N, ps (rounds.c): every target is asked at once,
+ *           and when all have answered (or timed out) the round is
+ *           printed in order.
  *
  * Reads never block: each target is a connection on the loop with its own
  * request timeout (conn.c). A target that hangs, dies mid-read or answers
@@ -20,12 +25,7 @@
  * normal exit the command's library writes its final snapshot there, so
  * what memtop shows at the end is the command's last state, not a poll up
  * to -d old. A command killed by a signal (or ending with _exit) cannot
- * write it: then the last poll stands, and memtop says so.
- *
- * The loop is split by concern (loop_int.h): this file holds the app's
- * lifecycle (the live view's timers, keys and signals, quitting, and
- * mt_loop_main); the targets and their reads are in targets.c, rounds and
- * their output in rounds.c, and `run`'s command in command.c.
+ * write it: then the last poll stands, and memtop says so (command.c).
  */
 #include "memtop/loop.h"
 
@@ -33,17 +33,59 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "memstats.h"
 #include "client/client.h"
-#include "common/strbuf.h"
-#include "memtop/final.h"
-#include "memtop/loop_int.h"
+#include "memtop/command.h"
+#include "memtop/live.h"
 #include "memtop/model.h"
+#include "memtop/out.h"
+#include "memtop/rounds.h"
+#include "memtop/sites_live.h"
+#include "memtop/targetset.h"
 #include "memtop/ui.h"
+
+/* Listing the directory costs a readdir and a /proc read per process:
+ * the live view does it at most this often. */
+#define RESCAN_MIN_MS 2000
+
+typedef enum mt_mode_e { MODE_LIVE, MODE_POLL, MODE_ROUNDS } mt_mode_t;
+
+/* Everything one mt_loop_main() runs on. */
+typedef struct mt_app_s {
+  uv_loop_t loop;
+  const mt_opts_t *o;
+  mt_mode_t mode;
+  mt_model_t model;
+  mt_tset_t *set;
+  mt_live_t live;     /* the set's owner in live and poll */
+  mt_rounds_t rounds; /* the set's owner in rounds */
+  mt_command_t *cmd;  /* run */
+  mt_out_t out;
+  int timeout_ms;
+  int ui;           /* the live view is on screen */
+  uv_timer_t frame; /* coalesces redraws */
+  uv_timer_t tick;  /* live: one per -d, counts -n */
+  uv_poll_t keys;
+  uv_signal_t sig[4]; /* SIGINT SIGTERM SIGHUP SIGWINCH */
+  int have_keys;
+  long ticks;
+  int exit_code, have_exit_code; /* set by a signal */
+  int quitting;
+  int signalled; /* quitting because of a signal */
+  char sockdir[4096];
+  /* live: the detail view's allocation sites (sites_live.h) */
+  mt_sites_live_t *sites_live;
+} mt_app_t;
+
+/* The -d interval in milliseconds. */
+static uint64_t delay_ms(const mt_app_t *app) {
+  return (uint64_t)(app->model.delay_s * 1000.0 + 0.5);
+}
+
+static void app_quit(mt_app_t *app);
 
 /* ---- drawing --------------------------------------------------------- */
 
@@ -61,51 +103,49 @@ static void frame_cb(uv_timer_t *t) {
 
 /* Snapshots arrive one target at a time; a frame shortly after the first
  * of a burst shows them all at once instead of redrawing per target. */
-void mt_request_draw(mt_app_t *app) {
+static void request_draw(mt_app_t *app) {
   if (app->ui && !uv_is_active((uv_handle_t *)&app->frame))
     uv_timer_start(&app->frame, frame_cb, 15, 0);
 }
 
-/* ---- the live view: keys, signals, ticks ------------------------------ */
+/* ---- the owners' hooks ------------------------------------------------ */
 
-static void rearm_timers(mt_app_t *app) {
-  size_t i;
-
-  for (i = 0; i < app->nw; i++)
-    if (!app->w[i]->gone && app->w[i]->fails == 0)
-      mt_watch_schedule(app->w[i], mt_delay_ms(app));
-  if (uv_is_active((uv_handle_t *)&app->tick))
-    uv_timer_start(&app->tick, app->tick.timer_cb, mt_delay_ms(app),
-                   mt_delay_ms(app));
-  if (uv_is_active((uv_handle_t *)&app->rescan))
-    mt_rescan_start(app);
+/* `run --once`: once the command's end is settled, print it and quit. */
+static void poll_check(mt_app_t *app) {
+  if (!app->quitting && app->cmd != NULL && mt_command_exited(app->cmd) &&
+      mt_command_poll_finish(app->cmd, &app->out))
+    app_quit(app);
 }
 
-static void keys_cb(uv_poll_t *h, int status, int events) {
-  mt_app_t *app = h->data;
+/* live.c: a target changed. */
+static void on_changed(void *arg) {
+  mt_app_t *app = arg;
 
-  (void)events;
-  if (status < 0) {
-    uv_poll_stop(h);
+  if (app->mode == MODE_POLL)
+    poll_check(app);
+  else
+    request_draw(app);
+}
+
+/* command.c: the command's end is settled. */
+static void on_settled(void *arg) {
+  mt_app_t *app = arg;
+
+  if (app->mode == MODE_POLL) {
+    poll_check(app);
     return;
   }
-  switch (mt_ui_keys(&app->model)) {
-  case MT_ACT_QUIT:
-    mt_app_quit(app);
-    break;
-  case MT_ACT_DELAY:
-    if (app->model.delay_s < MT_DELAY_MIN)
-      app->model.delay_s = MT_DELAY_MIN;
-    rearm_timers(app);
-    draw_now(app);
-    break;
-  case MT_ACT_REDRAW:
-    draw_now(app);
-    break;
-  default:
-    break;
-  }
+  if (app->quitting)
+    app_quit(app);
+  request_draw(app);
 }
+
+/* rounds.c: the last round is printed. */
+static void on_rounds_done(void *arg) {
+  app_quit(arg);
+}
+
+/* ---- the live view: keys, signals, ticks ------------------------------ */
 
 /* The detail view's allocation sites are read on their own cadence, at
  * most every MT_SITES_INTERVAL_S or 5 refreshes, whichever is longer: a
@@ -126,7 +166,7 @@ static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
     mt_model_set_sites(t, sites, n, estimated, uv_hrtime());
   else
     mt_model_sites_error(t, err != NULL ? err : "no profile");
-  mt_request_draw(app);
+  request_draw(app);
 }
 
 static void sites_poll(mt_app_t *app) {
@@ -152,14 +192,43 @@ static void sites_poll(mt_app_t *app) {
 static void live_tick(uv_timer_t *t) {
   mt_app_t *app = t->data;
 
-  mt_request_draw(app);
+  request_draw(app);
   sites_poll(app);
   if (app->o->iterations > 0 && ++app->ticks >= app->o->iterations)
-    mt_app_quit(app);
+    app_quit(app);
+}
+
+static void keys_cb(uv_poll_t *h, int status, int events) {
+  mt_app_t *app = h->data;
+
+  (void)events;
+  if (status < 0) {
+    uv_poll_stop(h);
+    return;
+  }
+  switch (mt_ui_keys(&app->model)) {
+  case MT_ACT_QUIT:
+    app_quit(app);
+    break;
+  case MT_ACT_DELAY:
+    if (app->model.delay_s < MT_DELAY_MIN)
+      app->model.delay_s = MT_DELAY_MIN;
+    mt_tset_set_interval(app->set, delay_ms(app));
+    if (uv_is_active((uv_handle_t *)&app->tick))
+      uv_timer_start(&app->tick, live_tick, delay_ms(app), delay_ms(app));
+    draw_now(app);
+    break;
+  case MT_ACT_REDRAW:
+    draw_now(app);
+    break;
+  default:
+    break;
+  }
 }
 
 static void signal_cb(uv_signal_t *h, int signum) {
   mt_app_t *app = h->data;
+  mt_command_t *cmd = app->cmd;
 
   if (signum == SIGWINCH) {
     if (app->ui) {
@@ -168,20 +237,22 @@ static void signal_cb(uv_signal_t *h, int signum) {
     }
     return;
   }
-  if (app->child_running) {
+  if (cmd != NULL && mt_command_running(cmd)) {
     /* A Ctrl-C on the terminal reached the command too (same process
      * group); any other signal is passed on. Then memtop waits for the
      * command, to report its end and return its status. */
     if (!(signum == SIGINT && isatty(STDIN_FILENO)))
-      uv_process_kill(&app->child, signum);
+      mt_command_kill(cmd, signum);
     if (app->mode == MODE_POLL)
       return;
   }
-  if (!app->child_running && !app->child_exited)
+  if (cmd == NULL || (!mt_command_running(cmd) && !mt_command_exited(cmd))) {
     app->exit_code =
         (app->mode == MODE_LIVE && signum == SIGINT) ? 0 : 128 + signum;
+    app->have_exit_code = 1;
+  }
   app->signalled = 1;
-  mt_app_quit(app);
+  app_quit(app);
 }
 
 /* A crash must not leave the terminal in raw mode. */
@@ -193,21 +264,22 @@ static void fatal_signal(int sig) {
 
 /* ---- starting and stopping ------------------------------------------- */
 
-void mt_app_quit(mt_app_t *app) {
-  if (app->child_running) {
+/* Ends the app: stops the loop. While `run`'s command runs, it sees to
+ * the command's end first; the loop stops once that end is settled. */
+static void app_quit(mt_app_t *app) {
+  if (app->cmd != NULL && mt_command_running(app->cmd)) {
     /* Leaving the view of a running command ends the command, as
      * quitting `watch` or `perf top` ends what they started. */
     if (!app->quitting) {
       app->quitting = 1;
-      if (app->mode == MODE_LIVE && !app->signalled) {
-        app->kill_stage = 1;
-        uv_process_kill(&app->child, SIGTERM);
-      }
-      mt_command_grace(app);
+      mt_tset_stop(app->set);
+      mt_command_end(app->cmd, app->mode == MODE_LIVE && !app->signalled);
     }
     return;
   }
   app->quitting = 1;
+  if (app->set != NULL)
+    mt_tset_stop(app->set);
   uv_stop(&app->loop);
 }
 
@@ -219,39 +291,31 @@ static void close_if_open(uv_handle_t *h) {
 static void app_close(mt_app_t *app) {
   size_t i;
 
-  while (app->nw > 0)
-    mt_watch_remove(app, app->w[app->nw - 1]);
   /* A profile read in flight finishes on its thread during the run
    * below; its result is then dropped. */
   mt_sites_live_close(app->sites_live);
   app->sites_live = NULL;
+  /* The command first: its end, reported while the loop closes, must
+   * find no target of the set. */
+  mt_command_close(app->cmd);
+  mt_tset_free(app->set);
+  app->set = NULL;
+  mt_rounds_close(&app->rounds);
   close_if_open((uv_handle_t *)&app->frame);
   close_if_open((uv_handle_t *)&app->tick);
-  close_if_open((uv_handle_t *)&app->rescan);
-  close_if_open((uv_handle_t *)&app->grace);
-  close_if_open((uv_handle_t *)&app->final_wait);
-  mt_command_close_channel(app);
   if (app->have_keys)
     close_if_open((uv_handle_t *)&app->keys);
   for (i = 0; i < sizeof app->sig / sizeof app->sig[0]; i++)
     close_if_open((uv_handle_t *)&app->sig[i]);
-  if (app->child_running) {
-    /* Only on an error path: the command would outlive memtop. */
-    uv_process_kill(&app->child, SIGKILL);
-  }
   /* uv_stop() may have cut the previous run short: run until every close
    * callback has run (the memory they free is then freed). */
   do
     uv_run(&app->loop, UV_RUN_DEFAULT);
   while (uv_loop_alive(&app->loop));
   uv_loop_close(&app->loop);
-  /* The poll handle is closed: the descriptor may go now. */
-  if (app->final != NULL)
-    mt_final_close(app->final);
-  free(app->final);
-  free(app->w);
+  mt_command_free(app->cmd);
   mt_model_free(&app->model);
-  ms__strbuf_free(&app->out);
+  mt_out_free(&app->out);
 }
 
 static int timeout_from_env(void) {
@@ -269,15 +333,13 @@ static int timeout_from_env(void) {
   return (int)v;
 }
 
-static int live_start(mt_app_t *app) {
-  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
-  static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+/* Said before curses starts: with no TERM, or one that cannot move the
+ * cursor, curses would draw nothing a person could read. Returns 0, or 2
+ * after saying why the view cannot start. */
+static int ui_start(mt_app_t *app) {
   const char *term = getenv("TERM");
-  size_t i;
   int rc;
 
-  /* Said before curses starts: with no TERM, or one that cannot move the
-   * cursor, curses would draw nothing a person could read. */
   if (term == NULL || term[0] == '\0') {
     mt_warn("the live view needs to know the terminal, and TERM is not "
             "set: set it to your terminal's type (e.g. TERM=xterm-256color), "
@@ -307,6 +369,18 @@ static int live_start(mt_app_t *app) {
     return 2;
   }
   app->ui = 1;
+  return 0;
+}
+
+static int live_start(mt_app_t *app) {
+  static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGWINCH};
+  static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  size_t i;
+  int rc;
+
+  rc = ui_start(app);
+  if (rc != 0)
+    return rc;
   atexit(mt_ui_end);
   for (i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
     signal(fatal[i], fatal_signal);
@@ -317,46 +391,75 @@ static int live_start(mt_app_t *app) {
     app->keys.data = app;
     uv_poll_start(&app->keys, UV_READABLE, keys_cb);
   }
-  uv_timer_start(&app->tick, live_tick, mt_delay_ms(app), mt_delay_ms(app));
+  uv_timer_start(&app->tick, live_tick, delay_ms(app), delay_ms(app));
   return 0;
 }
 
-int mt_loop_main(const mt_opts_t *o) {
+/* The app for *o, its mode chosen. NULL after saying why: out of memory
+ * (*rc 1), or the live view without a terminal (*rc 2), said before any
+ * command is started. */
+static mt_app_t *app_new(const mt_opts_t *o, int *rc) {
   mt_app_t *app;
-  size_t i;
-  int rc = 0, code;
+  mt_mode_t mode;
 
-  app = calloc(1, sizeof *app);
-  if (app == NULL) {
-    fprintf(stderr, "memtop: out of memory\n");
-    return 1;
-  }
-  app->o = o;
-  app->run_log_fd = -1;
-  app->ps = o->cmd == MT_CMD_PS;
-  if (app->ps || (o->once && o->cmd == MT_CMD_WATCH))
-    app->mode = MODE_ROUNDS;
+  if (o->cmd == MT_CMD_PS || (o->once && o->cmd == MT_CMD_WATCH))
+    mode = MODE_ROUNDS;
   else if (o->once && o->cmd == MT_CMD_RUN)
-    app->mode = MODE_POLL;
+    mode = MODE_POLL;
   else
-    app->mode = MODE_LIVE;
-
-  /* The live view needs a terminal; say what to use instead, before any
-   * command is started. */
-  if (app->mode == MODE_LIVE &&
-      (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))) {
+    mode = MODE_LIVE;
+  if (mode == MODE_LIVE && (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO))) {
     fprintf(stderr, "memtop: the live view needs a terminal (stdin and "
                     "stdout); use --once for a plain-text report, or --once "
                     "--json for JSON lines\n");
-    free(app);
-    return 2;
+    *rc = 2;
+    return NULL;
   }
+  app = calloc(1, sizeof *app);
+  if (app == NULL) {
+    fprintf(stderr, "memtop: out of memory\n");
+    *rc = 1;
+    return NULL;
+  }
+  app->o = o;
+  app->mode = mode;
+  return app;
+}
+
+/* The target set, with the owner the mode wants. NULL on ENOMEM. */
+static mt_tset_t *make_set(mt_app_t *app) {
+  mt_tset_io_t io;
+  mt_tset_opts_t so;
+
+  mt_tset_io_uv(&io, &app->loop);
+  memset(&so, 0, sizeof so);
+  so.timed = app->mode != MODE_ROUNDS;
+  so.interval_ms = delay_ms(app);
+  so.backoff_max_ms = (uint64_t)(MT_BACKOFF_MAX_S * 1000);
+  so.timeout_ms = app->timeout_ms;
+  so.rescan_min_ms =
+      app->mode == MODE_LIVE && app->model.watch_all ? RESCAN_MIN_MS : 0;
+  so.retire_unlisted = app->mode == MODE_ROUNDS;
+  so.keep_gone_ms = (uint64_t)(MT_EXITED_KEEP_S * 1000);
+  if (app->mode == MODE_ROUNDS)
+    return mt_tset_new(&io, &so, &mt_rounds_cbs, &app->rounds);
+  return mt_tset_new(&io, &so, &mt_live_cbs, &app->live);
+}
+
+/* Everything but the targets and the screen: the model, the loop and its
+ * handles, the set and its owner. Returns 0 or 1 (out of memory). */
+static int app_init(mt_app_t *app) {
+  const mt_opts_t *o = app->o;
+  size_t i;
 
   mt_model_init(&app->model);
   app->model.delay_s = o->delay_s;
   app->model.color = o->color;
   app->model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
+  app->out.json = o->json;
+  app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
   app->timeout_ms = timeout_from_env();
+  app->out.timeout_ms = app->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");
   /* A target that closes its socket while we write must not kill memtop
@@ -366,34 +469,97 @@ int mt_loop_main(const mt_opts_t *o) {
   uv_loop_init(&app->loop);
   uv_timer_init(&app->loop, &app->frame);
   uv_timer_init(&app->loop, &app->tick);
-  uv_timer_init(&app->loop, &app->rescan);
-  uv_timer_init(&app->loop, &app->grace);
-  uv_timer_init(&app->loop, &app->final_wait);
-  app->frame.data = app->tick.data = app->rescan.data = app->grace.data = app;
-  app->final_wait.data = app;
+  app->frame.data = app->tick.data = app;
   for (i = 0; i < sizeof app->sig / sizeof app->sig[0]; i++) {
     uv_signal_init(&app->loop, &app->sig[i]);
     app->sig[i].data = app;
   }
+  mt_rounds_init(&app->rounds, &app->loop);
+  app->set = make_set(app);
+  if (app->set == NULL)
+    return 1;
+  app->live = (mt_live_t){.model = &app->model,
+                          .set = app->set,
+                          .screen = app->mode == MODE_LIVE,
+                          .changed = on_changed,
+                          .arg = app};
+  app->rounds.o = o;
+  app->rounds.model = &app->model;
+  app->rounds.set = app->set;
+  app->rounds.out = &app->out;
+  app->rounds.sockdir = app->sockdir;
+  app->rounds.done = on_rounds_done;
+  app->rounds.arg = app;
+  return 0;
+}
+
+/* Watches the PIDs named; one named opens its detail view straight away
+ * (Esc: the list). Returns 0 or 1 (out of memory). */
+static int add_named(mt_app_t *app) {
+  const mt_opts_t *o = app->o;
+  uint64_t st;
+  size_t i;
 
   for (i = 0; i < o->npids; i++) {
-    uint64_t st = 0;
+    st = 0;
     msc_proc_start_time(o->pids[i], &st);
-    if (mt_watch_add(app, o->pids[i], st) == NULL) {
-      fprintf(stderr, "memtop: out of memory\n");
-      rc = 1;
-      goto out;
-    }
+    if (mt_tset_add(app->set, o->pids[i], st, 0) == NULL)
+      return 1;
   }
-
-  /* One process named: its detail view straight away (Esc: the list). */
   if (o->npids == 1)
     mt_open_detail(&app->model, o->pids[0]);
+  return 0;
+}
+
+/* `run`: the command, watched. Returns 0 or memtop's exit status. */
+static int start_command(mt_app_t *app) {
+  mt_command_cfg_t cfg = {.loop = &app->loop,
+                          .o = app->o,
+                          .screen = app->mode == MODE_LIVE,
+                          .model = &app->model,
+                          .set = app->set,
+                          .settled = on_settled,
+                          .arg = app};
+
+  app->cmd = mt_command_new(&cfg);
+  if (app->cmd == NULL) {
+    fprintf(stderr, "memtop: out of memory\n");
+    return 1;
+  }
+  app->live.cmd = app->cmd;
+  return mt_command_start(app->cmd);
+}
+
+/* The live view of named or listed processes: the first listing, then
+ * every target read at once. Returns 0 or 1 (the listing failed). */
+static int start_watching(mt_app_t *app) {
+  int rc;
+
+  if (app->model.watch_all) {
+    rc = mt_tset_rescan(app->set);
+    if (rc != 0) {
+      mt_ui_end();
+      mt_warn("cannot list attachable processes in %s: %s (check "
+              "MEMSTATS_DIR)",
+              app->sockdir, ms_strerror(rc));
+      return 1;
+    }
+  }
+  mt_tset_start(app->set);
+  draw_now(app);
+  return 0;
+}
+
+/* Starts what the mode runs: the screen or the plain modes' signals, then
+ * the command, the rounds or the watching. Returns 0 or the exit status. */
+static int app_start(mt_app_t *app) {
+  size_t i;
+  int rc;
 
   if (app->mode == MODE_LIVE) {
     rc = live_start(app);
     if (rc != 0)
-      goto out;
+      return rc;
   } else {
     /* Plain modes stop cleanly on SIGINT/SIGTERM too (and with `run`,
      * wait for the command to report its end). */
@@ -403,61 +569,71 @@ int mt_loop_main(const mt_opts_t *o) {
                       : i == 1 ? SIGTERM
                                : SIGHUP);
   }
-
-  if (o->cmd == MT_CMD_RUN) {
-    rc = mt_command_start(app);
-    if (rc != 0)
-      goto out;
-  } else if (app->mode == MODE_ROUNDS) {
-    mt_round_start(app);
-  } else {
-    if (app->model.watch_all) {
-      rc = mt_rescan(app);
-      if (rc != 0) {
-        mt_ui_end();
-        mt_warn("cannot list attachable processes in %s: %s (check "
-                "MEMSTATS_DIR)",
-                app->sockdir, ms_strerror(rc));
-        rc = 1;
-        goto out;
-      }
-      mt_rescan_start(app);
-    }
-    for (i = 0; i < app->nw; i++)
-      mt_watch_schedule(app->w[i], 0);
-    draw_now(app);
+  if (app->o->cmd == MT_CMD_RUN)
+    return start_command(app);
+  if (app->mode == MODE_ROUNDS) {
+    mt_rounds_start(&app->rounds);
+    return 0;
   }
+  return start_watching(app);
+}
 
-  if (!app->quitting)
-    uv_run(&app->loop, UV_RUN_DEFAULT);
-  rc = app->exit_code;
+/* memtop's exit status once the loop has ended. */
+static int exit_status(const mt_app_t *app) {
+  if (app->have_exit_code)
+    return app->exit_code;
+  if (app->out.failed)
+    return 1;
+  if (app->cmd != NULL && mt_command_exited(app->cmd))
+    return mt_command_status(app->cmd);
+  return app->rounds.exit_code;
+}
 
-out:
+/* The screen is gone: say what is left to say. */
+static void app_finish(mt_app_t *app, int rc) {
+  const char *e;
+  size_t i, n, k = strlen("; retrying");
+
   mt_ui_end();
   app->ui = 0;
-  if (app->run_log_fd >= 0) {
-    struct stat st;
-    if (fstat(app->run_log_fd, &st) == 0 && st.st_size == 0)
-      unlink(app->run_log);
-    else
-      mt_warn("the output of %s is in %s", mt_command_name(app), app->run_log);
-    close(app->run_log_fd);
+  if (app->cmd != NULL)
+    mt_command_say_log(app->cmd);
+  if (app->mode != MODE_LIVE || app->o->cmd == MT_CMD_RUN || rc != 0)
+    return;
+  /* Say why the last targets could not be read, now that the screen is
+   * gone: the live view exits 0, but the reason stays visible. memtop is
+   * leaving: it retries nothing any more. */
+  for (i = 0; i < app->model.ntargets; i++) {
+    if (app->model.targets[i]->state != MT_UNREACHABLE)
+      continue;
+    e = app->model.targets[i]->error;
+    n = strlen(e);
+    if (n >= k && strcmp(e + n - k, "; retrying") == 0)
+      n -= k;
+    mt_warn("%.*s", (int)n, e);
   }
-  if (app->mode == MODE_LIVE && o->cmd != MT_CMD_RUN && rc == 0) {
-    /* Say why the last targets could not be read, now that the screen is
-     * gone: the live view exits 0, but the reason stays visible. */
-    for (i = 0; i < app->model.ntargets; i++)
-      if (app->model.targets[i]->state == MT_UNREACHABLE) {
-        /* memtop is leaving: it retries nothing any more. */
-        const char *e = app->model.targets[i]->error;
-        size_t n = strlen(e), k = strlen("; retrying");
-        if (n >= k && strcmp(e + n - k, "; retrying") == 0)
-          n -= k;
-        mt_warn("%.*s", (int)n, e);
-      }
+}
+
+int mt_loop_main(const mt_opts_t *o) {
+  mt_app_t *app;
+  int rc = 0;
+
+  app = app_new(o, &rc);
+  if (app == NULL)
+    return rc;
+  if (app_init(app) != 0 || add_named(app) != 0) {
+    fprintf(stderr, "memtop: out of memory\n");
+    rc = 1;
   }
-  code = rc;
+  if (rc == 0)
+    rc = app_start(app);
+  if (rc == 0) {
+    if (!app->quitting)
+      uv_run(&app->loop, UV_RUN_DEFAULT);
+    rc = exit_status(app);
+  }
+  app_finish(app, rc);
   app_close(app);
   free(app);
-  return code;
+  return rc;
 }

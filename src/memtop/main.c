@@ -20,7 +20,7 @@
  * opens: the report would go into the event loop's own descriptors and
  * libuv aborts when it finds one of them at a standard number. So each
  * closed one is opened on /dev/null first of all, stdout read-only: the
- * report then fails to be written (EBADF), which mt_flush_out() says on
+ * report then fails to be written (EBADF), which mt_out_flush() says on
  * stderr, and memtop exits 1, as `ls >&-` does. Returns 0, or -1 if
  * /dev/null cannot be opened (nothing is safe to open then). */
 static int standard_fds(void) {

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fields.h"
+
 void mt_model_init(mt_model_t *m) {
   memset(m, 0, sizeof *m);
   m->sort = MT_SORT_PID;
@@ -125,13 +127,13 @@ static void update_rates(mt_target_t *t) {
   if (a == NULL || b == NULL || a->mono_ns <= b->mono_ns)
     return;
   dt = (double)(a->mono_ns - b->mono_ns) / 1e9;
-  if (t->snap.quality[MS_F_MALLOCS] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(&t->snap, MS_F_MALLOCS))
     t->mallocs_per_s = rate(a->mallocs, b->mallocs, dt);
-  if (t->snap.quality[MS_F_FREES] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(&t->snap, MS_F_FREES))
     t->frees_per_s = rate(a->frees, b->frees, dt);
-  if (t->snap.quality[MS_F_TOTAL_ALLOC] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(&t->snap, MS_F_TOTAL_ALLOC))
     t->bytes_per_s = rate(a->total_alloc, b->total_alloc, dt);
-  if (t->snap.quality[MS_F_NUM_GC] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(&t->snap, MS_F_NUM_GC))
     t->gcs_per_s = rate(a->num_gc, b->num_gc, dt);
 }
 
@@ -145,13 +147,13 @@ static void update_pauses(mt_target_t *t) {
   uint32_t i, n;
 
   t->pause_p50_ns = t->pause_p99_ns = t->pause_max_ns = -1;
-  if (s->quality[MS_F_PAUSE_HIST] != MS_Q_UNAVAILABLE &&
+  if (ms__field_known(s, MS_F_PAUSE_HIST) &&
       ms_pause_hist_total(&s->pause_hist) > 0) {
     t->pause_p50_ns = ms_pause_hist_quantile(&s->pause_hist, 0.50);
     t->pause_p99_ns = ms_pause_hist_quantile(&s->pause_hist, 0.99);
     t->pause_max_ns = ms_pause_hist_quantile(&s->pause_hist, 1.0);
   }
-  if (s->quality[MS_F_PAUSE_NS] != MS_Q_UNAVAILABLE && s->num_gc > 0) {
+  if (ms__field_known(s, MS_F_PAUSE_NS) && s->num_gc > 0) {
     n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
     for (i = 0; i < n; i++)
       if (s->pause_ns[(s->num_gc + MS_PAUSE_RING - 1 - i) % MS_PAUSE_RING] >

@@ -1,9 +1,9 @@
 /*
  * model.h - what memtop knows, separate from how it is drawn.
  *
- * The loop (targets.c, and command.c for `run`'s final snapshot) updates
- * the model from snapshots; the renderers (the live view, --once text,
- * JSON) read it. A renderer never does I/O to a target; the loop never
+ * The target set's owners (live.c, rounds.c; command.c for `run`'s final
+ * snapshot) update the model from snapshots; the renderers (the live
+ * view, --once text, JSON) read it. A renderer never does I/O to a target; the loop never
  * touches the screen.
  */
 #ifndef MS_MEMTOP_MODEL_H

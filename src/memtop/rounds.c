@@ -1,199 +1,229 @@
 /*
- * rounds.c - --once, -n N and ps (see loop_int.h): every target is asked
+ * rounds.c - --once, -n N and ps (see rounds.h): every target is asked
  * at once, and when all have answered (or timed out) the round is printed
  * in order, as reports, JSON lines or the ps table.
  */
-#include <errno.h>
+#include "memtop/rounds.h"
+
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
 #include "memstats.h"
-#include "common/sanitize.h"
-#include "common/strbuf.h"
 #include "emit/emit.h"
-#include "memtop/conn.h"
-#include "memtop/loop_int.h"
-#include "memtop/model.h"
-#include "memtop/sites.h"
+#include "memtop/live.h"
 #include "wire/wire.h"
 
-/* ---- plain output ---------------------------------------------------- */
+/* What a round keeps per target (the set target's `user`). */
+typedef struct round_target_s {
+  int said_gone; /* its end has been said (said once) */
+} round_target_t;
 
-void mt_warn(const char *fmt, ...) {
-  char raw[2048], safe[4 * sizeof raw + 1];
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(raw, sizeof raw, fmt, ap);
-  va_end(ap);
-  /* A message cut short may end inside a UTF-8 sequence: the sanitiser
-   * shows those bytes as escapes. */
-  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
-  fprintf(stderr, "memtop: %s\n", safe);
+static long rounds_wanted(const mt_rounds_t *r) {
+  return r->o->iterations > 0 ? r->o->iterations : 1;
 }
 
-void mt_flush_out(mt_app_t *app) {
-  if (app->out.oom) {
-    fprintf(stderr, "memtop: out of memory while formatting the report\n");
-    app->exit_code = 1;
-  } else if (app->out.len > 0 && !app->stdout_broken) {
-    if (fwrite(app->out.data, 1, app->out.len, stdout) != app->out.len ||
-        fflush(stdout) != 0) {
-      /* A reader that went away (`memtop --once -n 100 | head`) is not
-       * an error worth a message; anything else is. */
-      if (errno == EBADF) {
-        fprintf(stderr, "memtop: writing the report failed: standard "
-                        "output is closed (give it a file, or >/dev/null "
-                        "to discard the report)\n");
-        app->exit_code = 1;
-      } else if (errno != EPIPE) {
-        fprintf(stderr, "memtop: writing the report failed: %s\n",
-                strerror(errno));
-        app->exit_code = 1;
-      }
-      app->stdout_broken = 1;
-    }
-  }
-  ms__strbuf_reset(&app->out);
+static uint64_t delay_ms(const mt_rounds_t *r) {
+  return (uint64_t)(r->model->delay_s * 1000.0 + 0.5);
 }
 
-void mt_emit_snapshot(mt_app_t *app, const ms_snapshot_t *s) {
-  /* --sites N: the profile is read after the snapshot, blocking, as
-   * --once is a batch mode (the live view's panel has its own cadence). */
-  size_t sites = app->o->sites > 0 ? (size_t)app->o->sites : 0;
+/* ---- the set's callbacks --------------------------------------------- */
 
-  if (app->o->json) {
-    ms__emit_json(&app->out, s);
-    if (sites > 0)
-      mt_sites_append(&app->out, s->pid, sites, 1, app->timeout_ms);
-    ms__strbuf_puts(&app->out, "\n");
-    return;
-  }
-  /* Reports are paragraphs: a blank line between processes and rounds. */
-  if (app->nemitted++ > 0)
-    ms__strbuf_puts(&app->out, "\n");
-  ms__emit_report(&app->out, s);
-  if (sites > 0)
-    mt_sites_append(&app->out, s->pid, sites, 0, app->timeout_ms);
+static int round_added(void *arg, mt_tset_target_t *st) {
+  mt_rounds_t *r = arg;
+
+  return mt_live_adopt(r->model, st, sizeof(round_target_t));
 }
 
-static void emit_ps(mt_app_t *app) {
+static void round_retired(void *arg, mt_tset_target_t *st) {
+  mt_rounds_t *r = arg;
+
+  mt_live_drop(r->model, st);
+}
+
+static void round_snapshot(void *arg, mt_tset_target_t *st,
+                           const ms_snapshot_t *snap, const void *extra) {
+  mt_rounds_t *r = arg;
+
+  (void)extra;
+  mt_live_record(r->model, r->set, st, snap);
+}
+
+static uint64_t round_failure(void *arg, mt_tset_target_t *st, int status,
+                              const char *msg) {
+  mt_rounds_t *r = arg;
+  mt_target_t *t = mt_model_find(r->model, st->pid);
+
+  (void)status;
+  r->model->now_mono_ns = mt_tset_now_ns(r->set);
+  /* Say "retrying" only where memtop will: a round with others after. */
+  snprintf(r->err, sizeof r->err, "%s%s", msg,
+           r->rounds + 1 < rounds_wanted(r) ? "; retrying" : "");
+  if (t != NULL)
+    mt_model_fail(r->model, t, 0, r->err);
+  return MT_TSET_BACKOFF;
+}
+
+static void round_gone(void *arg, mt_tset_target_t *st, int status,
+                       const char *msg) {
+  mt_rounds_t *r = arg;
+
+  mt_live_ended(r->model, r->set, st, status, msg);
+}
+
+static void round_end(mt_rounds_t *r);
+
+static void round_quiet(void *arg) {
+  mt_rounds_t *r = arg;
+
+  if (r->in_round)
+    round_end(r);
+}
+
+const mt_tset_cbs_t mt_rounds_cbs = {
+    .added = round_added,
+    .retired = round_retired,
+    .snapshot = round_snapshot,
+    .failure = round_failure,
+    .gone = round_gone,
+    .quiet = round_quiet,
+};
+
+/* ---- printing a round ------------------------------------------------ */
+
+static void emit_ps(mt_rounds_t *r) {
   char user[32];
   const struct passwd *pw;
   const mt_target_t *t;
-  const mt_watch_t *w;
+  const mt_tset_target_t *st;
   size_t i;
 
-  ms__emit_ps_header(&app->out);
-  for (i = 0; i < app->nw; i++) {
-    w = app->w[i];
-    t = mt_model_find(&app->model, w->pid);
-    if (w->gone || t == NULL)
+  ms__emit_ps_header(&r->out->buf);
+  for (i = 0; i < mt_tset_count(r->set); i++) {
+    st = mt_tset_at(r->set, i);
+    t = mt_model_find(r->model, st->pid);
+    if (st->gone || t == NULL)
       continue;
-    pw = w->have_uid ? getpwuid(w->uid) : NULL;
+    pw = st->have_uid ? getpwuid(st->uid) : NULL;
     if (pw != NULL)
       snprintf(user, sizeof user, "%s", pw->pw_name);
-    else if (w->have_uid)
-      snprintf(user, sizeof user, "%u", (unsigned)w->uid);
+    else if (st->have_uid)
+      snprintf(user, sizeof user, "%u", (unsigned)st->uid);
     else
       snprintf(user, sizeof user, "?");
     /* The name, the user and the providers are a stranger's: the emitter
      * makes them safe and keeps them in their columns. */
-    ms__emit_ps_line(&app->out, w->pid, user, t->comm[0] ? t->comm : w->comm,
-                     w->ok && t->have_snapshot ? &t->snap : NULL);
+    ms__emit_ps_line(&r->out->buf, st->pid, user,
+                     t->comm[0] ? t->comm : st->comm,
+                     st->ok && t->have_snapshot ? &t->snap : NULL);
   }
 }
 
-/* ---- rounds ---------------------------------------------------------- */
-
-static void round_timer_cb(uv_timer_t *t) {
-  mt_round_start(t->data);
-}
-
-void mt_round_end(mt_app_t *app) {
-  uint64_t elapsed_ms, next_ms;
+/* Prints the round's snapshots (or the ps table) and says the targets
+ * that could not be read. Returns how many targets are not gone. */
+static size_t print_round(mt_rounds_t *r) {
   const mt_target_t *t;
-  mt_watch_t *w;
+  mt_tset_target_t *st;
+  round_target_t *rt;
   size_t i, left = 0;
+  int ps = r->o->cmd == MT_CMD_PS;
 
-  if (app->ps)
-    emit_ps(app);
-  for (i = 0; i < app->nw; i++) {
-    w = app->w[i];
-    t = mt_model_find(&app->model, w->pid);
-    if (w->ok && t != NULL && t->have_snapshot) {
-      if (!app->ps)
-        mt_emit_snapshot(app, &t->snap);
+  if (ps)
+    emit_ps(r);
+  for (i = 0; i < mt_tset_count(r->set); i++) {
+    st = mt_tset_at(r->set, i);
+    rt = st->user;
+    left += !st->gone;
+    t = mt_model_find(r->model, st->pid);
+    if (st->ok && t != NULL && t->have_snapshot) {
+      if (!ps)
+        mt_out_snapshot(r->out, &t->snap);
       continue;
     }
     /* A process found by listing that exited before it answered is not
      * a failure: it is simply not there any more. */
-    if (w->gone && app->o->npids == 0)
+    if (st->gone && r->o->npids == 0)
       continue;
     /* A process that exited is said once, not every round after. */
-    if (w->gone && w->said_gone)
+    if (st->gone && rt->said_gone)
       continue;
-    w->said_gone = w->gone;
-    mt_flush_out(app); /* keep stdout and stderr in order on a terminal */
-    mt_warn("%s", w->err[0] ? w->err : "no answer");
-    if (!app->ps)
-      app->exit_code = 1;
+    rt->said_gone = st->gone;
+    mt_out_flush(r->out); /* keep stdout and stderr in order on a terminal */
+    mt_warn("%s", t != NULL && t->error[0] ? t->error : "no answer");
+    if (!ps)
+      r->exit_code = 1;
   }
-  for (i = 0; i < app->nw; i++)
-    left += !app->w[i]->gone;
-  mt_flush_out(app);
-  app->rounds++;
-  /* Named processes that have all exited leave nothing to report: more
-   * rounds would only print nothing, -d apart. */
-  if (app->stdout_broken || (app->o->npids > 0 && left == 0) ||
-      app->rounds >= mt_rounds_wanted(app)) {
-    mt_app_quit(app);
-    return;
-  }
-  elapsed_ms = (uv_hrtime() - app->round_start_ns) / 1000000u;
-  next_ms = elapsed_ms >= mt_delay_ms(app) ? 0 : mt_delay_ms(app) - elapsed_ms;
-  uv_timer_start(&app->tick, round_timer_cb, next_ms, 0);
+  mt_out_flush(r->out);
+  return left;
 }
 
-void mt_round_start(mt_app_t *app) {
-  size_t i;
-  int rc;
+static void next_cb(uv_timer_t *t) {
+  mt_rounds_start(t->data);
+}
 
-  app->round_start_ns = uv_hrtime();
-  if (app->o->npids == 0) {
-    rc = mt_rescan(app);
-    if (rc != 0) {
-      mt_warn("cannot list attachable processes in %s: %s (check "
-              "MEMSTATS_DIR)",
-              app->sockdir, ms_strerror(rc));
-      app->exit_code = 1;
-      mt_app_quit(app);
-      return;
-    }
-    if (app->nw == 0 && !app->ps && app->rounds == 0) {
-      mt_warn("no attachable processes in %s (start a program with "
-              "`memtop run -- CMD`, or link it with -lmemstats)",
-              app->sockdir);
-      app->exit_code = 1;
-    }
-  }
-  app->pending = 0;
-  for (i = 0; i < app->nw; i++) {
-    app->w[i]->ok = 0;
-    app->w[i]->pending = !app->w[i]->gone;
-    app->pending += app->w[i]->pending;
-  }
-  if (app->pending == 0) {
-    mt_round_end(app);
+/* Every target of the round has answered or failed: prints the round,
+ * then starts the next one at the next -d or says it is done. */
+static void round_end(mt_rounds_t *r) {
+  uint64_t elapsed_ms, next_ms;
+  size_t left;
+
+  r->in_round = 0;
+  left = print_round(r);
+  r->rounds++;
+  /* Named processes that have all exited leave nothing to report: more
+   * rounds would only print nothing, -d apart. */
+  if (r->out->broken || (r->o->npids > 0 && left == 0) ||
+      r->rounds >= rounds_wanted(r)) {
+    r->done(r->arg);
     return;
   }
-  /* Every request goes out at once: a hung target costs one timeout for
-   * the whole round, not one per target. */
-  for (i = 0; i < app->nw; i++)
-    if (app->w[i]->pending)
-      mt_conn_fetch_flags(app->w[i]->conn, app->timeout_ms,
-                          app->ps ? 0 : MS__REQ_SMAPS);
+  elapsed_ms = (mt_tset_now_ns(r->set) - r->round_start_ns) / 1000000u;
+  next_ms = elapsed_ms >= delay_ms(r) ? 0 : delay_ms(r) - elapsed_ms;
+  uv_timer_start(&r->next, next_cb, next_ms, 0);
+}
+
+/* ---- starting a round ------------------------------------------------ */
+
+/* Lists the targets again (no PID named). Returns 0, or -1 when the
+ * listing failed (said, and the rounds are done). */
+static int relist(mt_rounds_t *r) {
+  int rc = mt_tset_rescan(r->set);
+
+  if (rc != 0) {
+    mt_warn("cannot list attachable processes in %s: %s (check "
+            "MEMSTATS_DIR)",
+            r->sockdir, ms_strerror(rc));
+    r->exit_code = 1;
+    r->done(r->arg);
+    return -1;
+  }
+  if (mt_tset_count(r->set) == 0 && r->o->cmd != MT_CMD_PS && r->rounds == 0) {
+    mt_warn("no attachable processes in %s (start a program with "
+            "`memtop run -- CMD`, or link it with -lmemstats)",
+            r->sockdir);
+    r->exit_code = 1;
+  }
+  return 0;
+}
+
+void mt_rounds_start(mt_rounds_t *r) {
+  r->round_start_ns = mt_tset_now_ns(r->set);
+  if (r->o->npids == 0 && relist(r) != 0)
+    return;
+  r->in_round = 1;
+  if (mt_tset_fetch_all(r->set, r->o->cmd == MT_CMD_PS ? 0 : MS__REQ_SMAPS) ==
+      0)
+    round_end(r);
+}
+
+void mt_rounds_init(mt_rounds_t *r, uv_loop_t *loop) {
+  uv_timer_init(loop, &r->next);
+  r->next.data = r;
+}
+
+void mt_rounds_close(mt_rounds_t *r) {
+  if (!uv_is_closing((uv_handle_t *)&r->next))
+    uv_close((uv_handle_t *)&r->next, NULL);
 }

@@ -335,26 +335,9 @@ static void resort(mt_model_t *m, int sort) {
   mt_model_sort(m);
 }
 
-static mt_action_t apply_key(mt_model_t *m, int key) {
-  if (m->prompting)
-    return prompt_key(m, key);
-  if (key == MT_KEY_RESIZE)
-    return MT_ACT_REDRAW;
-  if (key == 'q' || key == 'Q')
-    return MT_ACT_QUIT;
-
-  /* Any other key replaces the last message: it has been seen. */
-  m->status[0] = '\0';
-
-  if (m->screen == MT_SCREEN_HELP) {
-    /* As in htop, any key leaves the help screen. */
-    m->screen =
-        m->prev_screen == MT_SCREEN_HELP ? MT_SCREEN_LIST : m->prev_screen;
-    return MT_ACT_REDRAW;
-  }
-
-  long page = m->page_rows > 0 ? m->page_rows : 10;
-  long sel = (long)m->selected;
+/* Keys that do the same on the list and the detail view: help, pause,
+ * the delay prompt, sorting. MT_ACT_NONE for any other key. */
+static mt_action_t common_key(mt_model_t *m, int key) {
   switch (key) {
   case 'h':
   case 'H':
@@ -383,36 +366,51 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
     mt_model_sort(m);
     return MT_ACT_REDRAW;
   default:
-    break;
+    return MT_ACT_NONE;
   }
+}
 
-  if (m->screen == MT_SCREEN_DETAIL) {
-    size_t i = index_of(m, m->detail_pid);
-    switch (key) {
-    case 'a':
-    case 'A':
-      /* The allocation sites' panel: in use, or allocation rate. */
-      m->sites_by_rate = !m->sites_by_rate;
-      return MT_ACT_REDRAW;
-    case MT_KEY_ESC:
-    case MT_KEY_LEFT:
-    case MT_KEY_BACKSPACE:
-      m->screen = MT_SCREEN_LIST;
-      if (i < m->ntargets)
-        m->selected = i;
-      return MT_ACT_REDRAW;
-    case MT_KEY_UP:
-    case MT_KEY_DOWN:
-      /* Step to the neighbour in the list's order without leaving. */
-      if (i >= m->ntargets)
-        return MT_ACT_NONE;
-      select_index(m, (long)i + (key == MT_KEY_UP ? -1 : 1));
-      m->detail_pid = m->targets[m->selected]->pid;
-      return MT_ACT_REDRAW;
-    default:
+/* As in htop, any key leaves the help screen. */
+static mt_action_t help_key(mt_model_t *m) {
+  m->screen =
+      m->prev_screen == MT_SCREEN_HELP ? MT_SCREEN_LIST : m->prev_screen;
+  return MT_ACT_REDRAW;
+}
+
+/* One process: back to the list, or step to a neighbour. */
+static mt_action_t detail_key(mt_model_t *m, int key) {
+  size_t i = index_of(m, m->detail_pid);
+
+  switch (key) {
+  case 'a':
+  case 'A':
+    /* The allocation sites' panel: in use, or allocation rate. */
+    m->sites_by_rate = !m->sites_by_rate;
+    return MT_ACT_REDRAW;
+  case MT_KEY_ESC:
+  case MT_KEY_LEFT:
+  case MT_KEY_BACKSPACE:
+    m->screen = MT_SCREEN_LIST;
+    if (i < m->ntargets)
+      m->selected = i;
+    return MT_ACT_REDRAW;
+  case MT_KEY_UP:
+  case MT_KEY_DOWN:
+    /* Step to the neighbour in the list's order without leaving. */
+    if (i >= m->ntargets)
       return MT_ACT_NONE;
-    }
+    select_index(m, (long)i + (key == MT_KEY_UP ? -1 : 1));
+    m->detail_pid = m->targets[m->selected]->pid;
+    return MT_ACT_REDRAW;
+  default:
+    return MT_ACT_NONE;
   }
+}
+
+/* The list: move the selection, open a process. */
+static mt_action_t list_key(mt_model_t *m, int key) {
+  long page = m->page_rows > 0 ? m->page_rows : 10;
+  long sel = (long)m->selected;
 
   switch (key) {
   case MT_KEY_UP:
@@ -448,6 +446,29 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
     return MT_ACT_NONE;
   }
   return MT_ACT_REDRAW;
+}
+
+static mt_action_t apply_key(mt_model_t *m, int key) {
+  mt_action_t a;
+
+  if (m->prompting)
+    return prompt_key(m, key);
+  if (key == MT_KEY_RESIZE)
+    return MT_ACT_REDRAW;
+  if (key == 'q' || key == 'Q')
+    return MT_ACT_QUIT;
+
+  /* Any other key replaces the last message: it has been seen. */
+  m->status[0] = '\0';
+
+  if (m->screen == MT_SCREEN_HELP)
+    return help_key(m);
+  a = common_key(m, key);
+  if (a != MT_ACT_NONE)
+    return a;
+  if (m->screen == MT_SCREEN_DETAIL)
+    return detail_key(m, key);
+  return list_key(m, key);
 }
 
 mt_action_t mt_view_key(mt_model_t *m, int key) {

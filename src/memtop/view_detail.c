@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fields.h"
 #include "emit/emit.h"
 #include "memstats.h"
 #include "memtop/view.h"
@@ -44,100 +45,35 @@ static const mt_style_t part_style[4] = {MT_ST_DATA, MT_ST_FRAG, MT_ST_IDLE,
 
 /* ================================================= figure formatting === */
 
+/* A byte field of the snapshot as the view shows it, read through the
+ * field table (no field is named twice). */
 static char *field_bytes(char *buf, size_t len, const ms_snapshot_t *s,
                          ms_field_t f) {
-  uint64_t v = 0;
-  switch (f) {
-  case MS_F_SYS:
-    v = s->sys;
-    break;
-  case MS_F_HEAP_SYS:
-    v = s->heap_sys;
-    break;
-  case MS_F_STACK_SYS:
-    v = s->stack_sys;
-    break;
-  case MS_F_MSPAN_SYS:
-    v = s->mspan_sys;
-    break;
-  case MS_F_MCACHE_SYS:
-    v = s->mcache_sys;
-    break;
-  case MS_F_BUCK_HASH_SYS:
-    v = s->buck_hash_sys;
-    break;
-  case MS_F_GC_SYS:
-    v = s->gc_sys;
-    break;
-  case MS_F_OTHER_SYS:
-    v = s->other_sys;
-    break;
-  case MS_F_HEAP_INUSE:
-    v = s->heap_inuse;
-    break;
-  case MS_F_STACK_INUSE:
-    v = s->stack_inuse;
-    break;
-  case MS_F_MSPAN_INUSE:
-    v = s->mspan_inuse;
-    break;
-  case MS_F_MCACHE_INUSE:
-    v = s->mcache_inuse;
-    break;
-  case MS_F_HEAP_ALLOC:
-    v = s->heap_alloc;
-    break;
-  case MS_F_HEAP_IDLE:
-    v = s->heap_idle;
-    break;
-  case MS_F_HEAP_RELEASED:
-    v = s->heap_released;
-    break;
-  case MS_F_TOTAL_ALLOC:
-    v = s->total_alloc;
-    break;
-  case MS_F_NEXT_GC:
-    v = s->next_gc;
-    break;
-  case MS_F_KERNEL_RSS:
-    v = s->kernel_rss;
-    break;
-  case MS_F_KERNEL_LAZYFREE:
-    v = s->kernel_lazyfree;
-    break;
-  case MS_F_KERNEL_SWAP:
-    v = s->kernel_swap;
-    break;
-  case MS_F_KERNEL_ANON_RSS:
-    v = s->kernel_anon_rss;
-    break;
-  default:
-    break;
-  }
-  return mt_view_fmt_bytes(buf, len, (int64_t)v, (ms_quality_t)s->quality[f],
-                           0);
+  return mt_view_fmt_bytes(buf, len, (int64_t)ms__field_u64(s, f),
+                           ms__field_quality(s, f), 0);
+}
+
+/* A figure as shown: "-" when the provider does not have it (or the
+ * model has not computed it yet), "~" before an estimate. */
+static char *marked(char *buf, size_t len, int have, ms_quality_t q,
+                    const char *fig) {
+  if (q == MS_Q_UNAVAILABLE || !have)
+    snprintf(buf, len, "-");
+  else
+    snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", fig);
+  return buf;
 }
 
 static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
   char num[24];
-  if (q == MS_Q_UNAVAILABLE || v < 0) {
-    snprintf(buf, len, "-");
-    return buf;
-  }
   mt_view_fmt_count(num, sizeof num, v);
-  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
-  return buf;
+  return marked(buf, len, v >= 0, q, num);
 }
 
 static char *quality_dur(char *buf, size_t len, int64_t ns, ms_quality_t q) {
   char d[24];
-  if (q == MS_Q_UNAVAILABLE || ns < 0) {
-    snprintf(buf, len, "-");
-    return buf;
-  }
-  ms__fmt_duration(d, sizeof d, ns);
-  snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", d);
-  return buf;
+  ms__fmt_duration(d, sizeof d, ns < 0 ? 0 : ns);
+  return marked(buf, len, ns >= 0, q, d);
 }
 
 /* A label at `col` and its value right-aligned to end at col + width. */
@@ -238,7 +174,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
-      accounted[32];
+      accounted[32], python[64];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -249,7 +185,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
    * smaps_rollup, which memtop asks for only now and then for this view:
    * until they are there they are left out rather than shown as '-'.
    * Pieces that do not fit are left out whole, from the right. */
-  piece_t p[9];
+  piece_t p[10];
   int n = 0;
   p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
   p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
@@ -257,8 +193,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   p[n++] = (piece_t){"RSS", rss, MT_ST_NORMAL};
   /* The kernel's anonymous RSS, and how much of it Ready accounts for:
    * a gap between them is memory no class shows. */
-  if (s->quality[MS_F_KERNEL_ANON_RSS] != MS_Q_UNAVAILABLE &&
-      s->kernel_anon_rss > 0) {
+  if (ms__field_known(s, MS_F_KERNEL_ANON_RSS) && s->kernel_anon_rss > 0) {
     field_bytes(anon, sizeof anon, s, MS_F_KERNEL_ANON_RSS);
     p[n++] = (piece_t){"AnonRSS", anon, MT_ST_NORMAL};
     if (bd->q_ready != MS_Q_UNAVAILABLE) {
@@ -273,9 +208,18 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                     pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
     }
   }
-  if (s->quality[MS_F_KERNEL_LAZYFREE] != MS_Q_UNAVAILABLE)
+  /* A Python interpreter's object allocator: its arenas' resident bytes
+   * (part of OtherSys) and how many arenas there are. */
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
+    char res[32];
+    field_bytes(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT);
+    snprintf(python, sizeof python, "%s in %llu arenas", res,
+             (unsigned long long)s->python_arenas);
+    p[n++] = (piece_t){"python", python, MT_ST_NORMAL};
+  }
+  if (ms__field_known(s, MS_F_KERNEL_LAZYFREE))
     p[n++] = (piece_t){"LazyFree", lazy, MT_ST_NORMAL};
-  if (s->quality[MS_F_KERNEL_SWAP] != MS_Q_UNAVAILABLE)
+  if (ms__field_known(s, MS_F_KERNEL_SWAP))
     p[n++] = (piece_t){"Swap", swap, MT_ST_NORMAL};
   if (bd->sys_mismatch)
     p[n++] = (piece_t){"", "(Sys != sum of the *Sys fields)", MT_ST_ERROR};
@@ -371,14 +315,14 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
                 MT_ST_NORMAL);
   }
   quality_count(fig, sizeof fig, (double)s->heap_objects,
-                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+                ms__field_quality(s, MS_F_HEAP_OBJECTS));
   label_value(g, row + 5, col + 1, vw - 1, "HeapObjects", fig, MT_ST_NORMAL);
 
   /* Rates from the last two samples: a count per second takes the
    * counter's quality; a rate the model could not compute yet is "-". */
-  ms_quality_t qm = (ms_quality_t)s->quality[MS_F_MALLOCS];
-  ms_quality_t qf = (ms_quality_t)s->quality[MS_F_FREES];
-  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+  ms_quality_t qm = ms__field_quality(s, MS_F_MALLOCS);
+  ms_quality_t qf = ms__field_quality(s, MS_F_FREES);
+  ms_quality_t qb = ms__field_quality(s, MS_F_TOTAL_ALLOC);
   quality_count(fig, sizeof fig, t->mallocs_per_s, qm);
   label_value(g, row + 6, col + 1, vw - 1, "mallocs/s", fig, MT_ST_NORMAL);
   if (width >= vw + 20) {
@@ -406,10 +350,10 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
   char alloc[32], objs[32], mallocs[32], bytes[32], rate[40];
   field_bytes(alloc, sizeof alloc, s, MS_F_HEAP_ALLOC);
   quality_count(objs, sizeof objs, (double)s->heap_objects,
-                (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS]);
+                ms__field_quality(s, MS_F_HEAP_OBJECTS));
   quality_count(mallocs, sizeof mallocs, t->mallocs_per_s,
-                (ms_quality_t)s->quality[MS_F_MALLOCS]);
-  ms_quality_t qb = (ms_quality_t)s->quality[MS_F_TOTAL_ALLOC];
+                ms__field_quality(s, MS_F_MALLOCS));
+  ms_quality_t qb = ms__field_quality(s, MS_F_TOTAL_ALLOC);
   if (qb == MS_Q_UNAVAILABLE || t->bytes_per_s < 0) {
     snprintf(rate, sizeof rate, "-");
   } else {
@@ -427,8 +371,7 @@ static void draw_summary(const mt_target_t *t, mt_grid_t *g, int row,
 /* ================================================================ GC === */
 
 static int has_gc(const ms_snapshot_t *s) {
-  return s->quality[MS_F_NUM_GC] != MS_Q_UNAVAILABLE &&
-         (s->enable_gc || s->num_gc > 0);
+  return ms__field_known(s, MS_F_NUM_GC) && (s->enable_gc || s->num_gc > 0);
 }
 
 static int gc_height(const mt_target_t *t) {
@@ -466,18 +409,18 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   mt_grid_puts(g, row, 0, "GC", -1, MT_ST_HEADER);
   if (!has_gc(s)) {
     mt_grid_puts(g, row, 4,
-                 s->quality[MS_F_NUM_GC] == MS_Q_UNAVAILABLE
+                 !ms__field_known(s, MS_F_NUM_GC)
                      ? "- (no collector reported by the providers)"
                      : "none (no garbage collector in this process)",
                  -1, MT_ST_DIM);
     return;
   }
   char cycles[32], forced[32], last[48], cpu[32], next[32];
-  ms_quality_t qn = (ms_quality_t)s->quality[MS_F_NUM_GC];
+  ms_quality_t qn = ms__field_quality(s, MS_F_NUM_GC);
   quality_count(cycles, sizeof cycles, s->num_gc, qn);
   quality_count(forced, sizeof forced, s->num_forced_gc,
-                (ms_quality_t)s->quality[MS_F_NUM_FORCED_GC]);
-  if (s->quality[MS_F_LAST_GC] == MS_Q_UNAVAILABLE) {
+                ms__field_quality(s, MS_F_NUM_FORCED_GC));
+  if (!ms__field_known(s, MS_F_LAST_GC)) {
     snprintf(last, sizeof last, "-");
   } else if (s->last_gc == 0 || s->num_gc == 0) {
     snprintf(last, sizeof last, "never");
@@ -489,7 +432,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
     ms__fmt_duration(d, sizeof d, ago < 0 ? 0 : ago);
     snprintf(last, sizeof last, "%s ago", d);
   }
-  ms_quality_t qc = (ms_quality_t)s->quality[MS_F_GC_CPU_FRACTION];
+  ms_quality_t qc = ms__field_quality(s, MS_F_GC_CPU_FRACTION);
   if (qc == MS_Q_UNAVAILABLE)
     snprintf(cpu, sizeof cpu, "-");
   else
@@ -506,12 +449,12 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   /* Percentiles come from the histogram of every pause since start, not
    * from the 256 the ring keeps. */
   char p50[32], p99[32], pmax[32], total[32];
-  ms_quality_t qh = (ms_quality_t)s->quality[MS_F_PAUSE_HIST];
+  ms_quality_t qh = ms__field_quality(s, MS_F_PAUSE_HIST);
   quality_dur(p50, sizeof p50, t->pause_p50_ns, qh);
   quality_dur(p99, sizeof p99, t->pause_p99_ns, qh);
   quality_dur(pmax, sizeof pmax, t->pause_max_ns, qh);
   quality_dur(total, sizeof total, (int64_t)s->pause_total_ns,
-              (ms_quality_t)s->quality[MS_F_PAUSE_TOTAL_NS]);
+              ms__field_quality(s, MS_F_PAUSE_TOTAL_NS));
   piece_t p2[] = {
       {"pause p50", p50, MT_ST_NORMAL},
       {"p99", p99, MT_ST_NORMAL},
@@ -519,7 +462,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
       {"PauseTotalNs", total, MT_ST_NORMAL},
   };
   put_pieces(g, row + 1, 4, cols, p2, 4);
-  if (s->quality[MS_F_PAUSE_NS] == MS_Q_UNAVAILABLE) {
+  if (!ms__field_known(s, MS_F_PAUSE_NS)) {
     mt_grid_puts(g, row + 2, 4, "PauseNs -", -1, MT_ST_DIM);
     return;
   }
@@ -592,7 +535,7 @@ static int by_live_desc(const void *a, const void *b) {
 static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row, int col,
                          int height, int width) {
   const ms_snapshot_t *s = &t->snap;
-  ms_quality_t q = (ms_quality_t)s->quality[MS_F_BY_SIZE];
+  ms_quality_t q = ms__field_quality(s, MS_F_BY_SIZE);
   mt_grid_clip(g, row, col, height, width);
   mt_grid_puts(g, row, col, "Size classes by live bytes", -1, MT_ST_HEADER);
   if (q == MS_Q_UNAVAILABLE || s->nsize_classes == 0) {
@@ -775,6 +718,101 @@ typedef enum block_e {
   B__COUNT
 } block_t;
 
+/* Which sections fit, and how tall each is: the plan the drawing follows. */
+typedef struct layout_s {
+  int two;              /* two columns (wide screens) */
+  int height[B__COUNT]; /* rows of each section; B_LOWER: what is left */
+  int chosen[B__COUNT]; /* drawn or left out whole */
+  int gap;              /* a blank row between sections */
+} layout_t;
+
+static void plan(const mt_model_t *m, const mt_target_t *t, int cols, int avail,
+                 layout_t *l) {
+  memset(l, 0, sizeof *l);
+  l->two = cols >= TWO_COLUMN_MIN;
+  l->height[B_BAR] = bar_height(m, t, cols);
+  l->height[B_GC] = gc_height(t);
+  if (l->two) {
+    l->height[B_SYSHEAP] = 8;
+  } else {
+    l->height[B_SUMMARY] = 2;
+    l->height[B_HEAP] = 8;
+    l->height[B_SYS] = 8;
+  }
+  /* Choose by priority (the order of block_t), whole blocks only; then
+   * draw the chosen in that same order. */
+  int used = 0, nchosen = 0;
+  for (int b = 0; b < B_LOWER; b++) {
+    /* The digest only stands in for the heap table. */
+    if (b == B_HEAP && l->chosen[B_SUMMARY] && used + l->height[b] <= avail) {
+      l->chosen[B_SUMMARY] = 0;
+      used -= l->height[B_SUMMARY];
+      nchosen--;
+    }
+    if (l->height[b] > 0 && used + l->height[b] <= avail) {
+      l->chosen[b] = 1;
+      used += l->height[b];
+      nchosen++;
+    }
+  }
+  int lower = avail - used;
+  l->chosen[B_LOWER] = lower >= TREND_MIN;
+  /* A blank row between sections when there is room to spare. */
+  if (lower - nchosen >= 2 * TREND_MIN + 2) {
+    l->gap = 1;
+    lower -= nchosen;
+  }
+  l->height[B_LOWER] = lower;
+}
+
+/* The trend and the size classes (or the allocation sites) share what
+ * the sections above left:
+ * side by side, stacked, or the trend alone. */
+static void draw_lower(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                       int row, int cols, int two, int lower) {
+  if (two) {
+    draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
+    draw_lower_right(m, t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
+  } else if (lower >= 2 * TREND_MIN + 1) {
+    int th = lower / 2;
+    draw_trend(m, t, g, row, 0, th, cols);
+    draw_lower_right(m, t, g, row + th + 1, 0, lower - th - 1, cols);
+  } else {
+    draw_trend(m, t, g, row, 0, lower, cols);
+  }
+}
+
+static void draw_section(const mt_model_t *m, const mt_target_t *t,
+                         mt_grid_t *g, const layout_t *l, block_t b, int row,
+                         int cols) {
+  switch (b) {
+  case B_BAR:
+    draw_bar(m, t, g, row, cols);
+    break;
+  case B_GC:
+    draw_gc(m, t, g, row, cols);
+    break;
+  case B_SUMMARY:
+    draw_summary(t, g, row, cols);
+    break;
+  case B_SYSHEAP:
+    draw_sys(t, g, row, 0, cols / 2 - 1);
+    draw_heap(t, g, row, cols / 2 + 1, cols - cols / 2 - 1);
+    break;
+  case B_HEAP:
+    draw_heap(t, g, row, 0, cols);
+    break;
+  case B_SYS:
+    draw_sys(t, g, row, 0, cols);
+    break;
+  case B_LOWER:
+    draw_lower(m, t, g, row, cols, l->two, l->height[B_LOWER]);
+    break;
+  case B__COUNT:
+    break;
+  }
+}
+
 void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                          mt_grid_t *g, int top, int bottom) {
   int cols = g->cols;
@@ -788,84 +826,15 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                  -1, MT_ST_DIM);
     return;
   }
-  int two = cols >= TWO_COLUMN_MIN;
-  int height[B__COUNT] = {0};
-  height[B_BAR] = bar_height(m, t, cols);
-  height[B_GC] = gc_height(t);
-  if (two) {
-    height[B_SYSHEAP] = 8;
-  } else {
-    height[B_SUMMARY] = 2;
-    height[B_HEAP] = 8;
-    height[B_SYS] = 8;
-  }
-  /* Choose by priority (the order of block_t), whole blocks only; then
-   * draw the chosen in that same order. */
-  int chosen[B__COUNT] = {0};
-  int used = 0, nchosen = 0;
-  for (int b = 0; b < B_LOWER; b++) {
-    /* The digest only stands in for the heap table. */
-    if (b == B_HEAP && chosen[B_SUMMARY] && used + height[b] <= avail) {
-      chosen[B_SUMMARY] = 0;
-      used -= height[B_SUMMARY];
-      nchosen--;
-    }
-    if (height[b] > 0 && used + height[b] <= avail) {
-      chosen[b] = 1;
-      used += height[b];
-      nchosen++;
-    }
-  }
-  int lower = avail - used;
-  chosen[B_LOWER] = lower >= TREND_MIN;
-  /* A blank row between sections when there is room to spare. */
-  int gap = 0;
-  if (lower - nchosen >= 2 * TREND_MIN + 2) {
-    gap = 1;
-    lower -= nchosen;
-  }
-
+  layout_t l;
+  plan(m, t, cols, avail, &l);
   int row = top;
   for (int b = 0; b < B__COUNT; b++) {
-    if (!chosen[b])
+    if (!l.chosen[b])
       continue;
     if (row > top)
-      row += gap;
-    switch (b) {
-    case B_BAR:
-      draw_bar(m, t, g, row, cols);
-      break;
-    case B_GC:
-      draw_gc(m, t, g, row, cols);
-      break;
-    case B_SUMMARY:
-      draw_summary(t, g, row, cols);
-      break;
-    case B_SYSHEAP:
-      draw_sys(t, g, row, 0, cols / 2 - 1);
-      draw_heap(t, g, row, cols / 2 + 1, cols - cols / 2 - 1);
-      break;
-    case B_HEAP:
-      draw_heap(t, g, row, 0, cols);
-      break;
-    case B_SYS:
-      draw_sys(t, g, row, 0, cols);
-      break;
-    case B_LOWER:
-      if (two) {
-        draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
-        draw_lower_right(m, t, g, row, cols / 2 + 1, lower,
-                         cols - cols / 2 - 1);
-      } else if (lower >= 2 * TREND_MIN + 1) {
-        int th = lower / 2;
-        draw_trend(m, t, g, row, 0, th, cols);
-        draw_lower_right(m, t, g, row + th + 1, 0, lower - th - 1, cols);
-      } else {
-        draw_trend(m, t, g, row, 0, lower, cols);
-      }
-      row += lower;
-      continue;
-    }
-    row += height[b];
+      row += l.gap;
+    draw_section(m, t, g, &l, (block_t)b, row, cols);
+    row += l.height[b];
   }
 }

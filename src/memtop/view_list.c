@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/fields.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
@@ -157,7 +158,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     mt_view_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
     return;
   case COL_OBJECTS: {
-    ms_quality_t q = (ms_quality_t)s->quality[MS_F_HEAP_OBJECTS];
+    ms_quality_t q = ms__field_quality(s, MS_F_HEAP_OBJECTS);
     char num[32];
     if (q == MS_Q_UNAVAILABLE) {
       snprintf(buf, len, "-");
@@ -168,7 +169,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     return;
   }
   case COL_P99:
-    if (t->pause_p99_ns < 0 || s->quality[MS_F_PAUSE_HIST] == MS_Q_UNAVAILABLE)
+    if (t->pause_p99_ns < 0 || !ms__field_known(s, MS_F_PAUSE_HIST))
       snprintf(buf, len, "-");
     else
       ms__fmt_duration(buf, len, t->pause_p99_ns);

@@ -189,12 +189,12 @@ static inline void *new_counted(int nt_index, size_t n, size_t al) {
   if (__builtin_expect(!f, 0))
     return new_fallback(n, al);
   void *p;
-  ms__tls.guard = 1;
+  ms__pl(&ms__tls)->guard = 1;
   if (al)
     p = ((new_al_nt_fn)f)(n, al, &nothrow_tag);
   else
     p = ((new_nt_fn)f)(n, &nothrow_tag);
-  ms__tls.guard = 0;
+  ms__pl(&ms__tls)->guard = 0;
   if (al)
     ms__preload_count_alloc(p);
   else
@@ -207,7 +207,7 @@ static inline void *new_counted(int nt_index, size_t n, size_t al) {
  * a bad_alloc it throws does not even unwind through our frame. */
 #define NEW_PASSTHROUGH(idx, call)                                             \
   do {                                                                         \
-    if (__builtin_expect(ms__tls.guard, 0)) {                                  \
+    if (__builtin_expect(ms__pl(&ms__tls)->guard, 0)) {                        \
       void *f_ = sym(idx);                                                     \
       if (f_)                                                                  \
         return call;                                                           \
@@ -272,16 +272,16 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
       ms__preload_free(p);                                                     \
       return;                                                                  \
     }                                                                          \
-    if (ms__tls.guard || !p) {                                                 \
+    if (ms__pl(&ms__tls)->guard || !p) {                                       \
       call;                                                                    \
       return;                                                                  \
     }                                                                          \
     if (__builtin_expect(ms__bootstrap_owns(p), 0))                            \
       return;                                                                  \
     count;                                                                     \
-    ms__tls.guard = 1;                                                         \
+    ms__pl(&ms__tls)->guard = 1;                                               \
     call;                                                                      \
-    ms__tls.guard = 0;                                                         \
+    ms__pl(&ms__tls)->guard = 0;                                               \
   } while (0)
 #define DELETE_BODY(idx, call)                                                 \
   DELETE_COUNTED(idx, ms__preload_count_free(p), call)

@@ -78,7 +78,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   void *p = ms__real.malloc(size);
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
-    if (__builtin_expect(p != NULL, 1) && !t->guard)
+    if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
     return p;
   }
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
  * allocator's free; reached by a tail call. */
 static __attribute__((noinline)) void free_by_counter(void *p) {
   ms__tls_t *t = &ms__tls;
-  if (!t->guard && ms__preload_free_by_counter(t, p))
+  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p))
     return;
   ms__preload_count_free(p);
   ms__real.free(p);
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     return;
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
-    if (!t->guard)
+    if (!ms__pl(t)->guard)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
     ms__real.free(p);
     return;
@@ -177,7 +177,7 @@ static void *realloc_impl(void *p, size_t size) {
   if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
     return NULL;
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1 || t->guard)
+  if (MS__PRELOAD_FLOOR == 1 || ms__pl(t)->guard)
     return ms__real.realloc(p, size);
   if (ms__preload_glibc_kind()) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is

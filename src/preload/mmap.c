@@ -66,7 +66,8 @@ static int ready(void) {
  * from inside a real allocator call that the preload forwarded with its
  * guard set (a C++ operator, a size lookup). */
 static int listed(int flags) {
-  return (flags & MAP_ANONYMOUS) && (flags & MAP_PRIVATE) && !ms__tls.guard;
+  return (flags & MAP_ANONYMOUS) && (flags & MAP_PRIVATE) &&
+         !ms__pl(&ms__tls)->guard;
 }
 
 static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd,

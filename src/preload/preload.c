@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
-#include "core/snapshot.h"
+#include "compose/snapshot.h"
 #include "memstats.h"
 #include "preload/preload.h"
 

@@ -24,6 +24,8 @@
 #include <stdint.h>
 
 #include "core/engine.h"
+#include "core/hotpath.h"
+#include "core/util.h"
 #include "profile/profile.h"
 
 /* What the preload exports: the library is built with hidden visibility. */
@@ -80,13 +82,37 @@ enum {
 };
 extern int ms__real_state MS__PRELOAD_HIDDEN;
 
-/* The guard, ms__tls.guard (core/engine.h): nonzero while this thread runs
- * inside a real C++ operator that may come back into our malloc/free
- * (libstdc++'s operator new calls malloc): the nested call passes straight
- * through, uncounted, so one object is counted once. It shares the
- * engine's initial-exec TLS block with the shard pointer: a plain
- * %fs-relative access, no __tls_get_addr (which can allocate), and one TLS
- * address for the guard test and the count. */
+/* The preload's state per thread. It lives in the room the engine keeps
+ * for it in its initial-exec TLS block (ms__tls.preload, core/hotpath.h):
+ * a plain %fs-relative access, no __tls_get_addr (which can allocate), and
+ * one TLS address for the guard test and the count. That room is an array
+ * of words to the engine, which never reads it; here it is read and
+ * written only as this type, declared may_alias so that the compiler
+ * treats those accesses as it would accesses through a char pointer.
+ *
+ * guard: nonzero while this thread runs inside a real C++ operator that
+ * may come back into our malloc/free (libstdc++'s operator new calls
+ * malloc): the nested call passes straight through, uncounted, so one
+ * object is counted once. The je_* members are the preload on jemalloc's
+ * (ms__preload_free_by_counter below): this thread's thread.deallocated
+ * counter once looked up, and the state that keeps a signal handler's free
+ * apart from the one it interrupted. */
+typedef struct __attribute__((may_alias)) ms__pl_tls_s {
+  int guard;
+  int je_window;      /* nonzero while a free reads the counter around */
+  uint64_t *je_freed; /* NULL until looked up; MS__JE_UNUSABLE */
+  uint64_t je_nested; /* bytes freed by signal handlers inside a window */
+} ms__pl_tls_t;
+_Static_assert(sizeof(ms__pl_tls_t) <= MS__TLS_PRELOAD_SIZE,
+               "the preload's per-thread state outgrew ms__tls.preload");
+_Static_assert(_Alignof(ms__pl_tls_t) <= _Alignof(uint64_t),
+               "ms__tls.preload is aligned for words only");
+
+/* The preload's state in the thread state t (normally &ms__tls). */
+static inline __attribute__((always_inline)) ms__pl_tls_t *
+ms__pl(ms__tls_t *t) {
+  return (ms__pl_tls_t *)(void *)t->preload;
+}
 
 static inline int ms__preload_ready(void) {
   return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;
@@ -156,22 +182,15 @@ ms__preload_usable_of(ms__tls_t *t, void *p, int kind) {
     return ms__glibc_usable(p);
   if (__builtin_expect(kind == MS__USABLE_CALL, 1))
     return ms__real.usable(p);
-  t->guard = 1;
+  ms__pl(t)->guard = 1;
   size_t n = ms__real.usable(p);
-  t->guard = 0;
+  ms__pl(t)->guard = 0;
   return n;
 }
 
 static inline size_t ms__preload_usable(ms__tls_t *t, void *p) {
-  int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
-  if (__builtin_expect(kind == MS__USABLE_GLIBC, 1))
-    return ms__glibc_usable(p);
-  if (__builtin_expect(kind == MS__USABLE_CALL, 1))
-    return ms__real.usable(p);
-  t->guard = 1;
-  size_t n = ms__real.usable(p);
-  t->guard = 0;
-  return n;
+  return ms__preload_usable_of(
+      t, p, __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED));
 }
 
 /* Sizes known without asking the allocator. jemalloc's usable size for
@@ -358,7 +377,7 @@ static inline void ms__preload_count_alloc(void *p) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (p && !t->guard) {
+  if (p && !ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
@@ -373,7 +392,7 @@ ms__preload_count_n(void *p, size_t n, int is_free) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (!t->guard) {
+  if (!ms__pl(t)->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     if (n <= max) {
       ms__preload_record(t, p, ms__request_round(n, max), is_free);
@@ -395,7 +414,7 @@ static inline void ms__preload_count_free(void *p) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
-  if (!t->guard) {
+  if (!ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
@@ -431,17 +450,17 @@ uint64_t *ms__preload_je_counter(ms__tls_t *t);
 /* A free inside another one's window (a signal handler's). */
 void ms__preload_je_free_nested(ms__tls_t *t, void *p);
 
-/* Reads *d and t->je_nested at one instant: no handler ran between. */
+/* Reads *d and ms__pl(t)->je_nested at one instant: no handler ran between. */
 static inline __attribute__((always_inline)) uint64_t
-ms__preload_je_read(const ms__tls_t *t, const uint64_t *d, uint64_t *nested) {
+ms__preload_je_read(ms__tls_t *t, const uint64_t *d, uint64_t *nested) {
   uint64_t n, v;
   do {
-    n = __atomic_load_n(&t->je_nested, __ATOMIC_RELAXED);
+    n = __atomic_load_n(&ms__pl(t)->je_nested, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     v = __atomic_load_n(d, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
   } while (__builtin_expect(
-      __atomic_load_n(&t->je_nested, __ATOMIC_RELAXED) != n, 0));
+      __atomic_load_n(&ms__pl(t)->je_nested, __ATOMIC_RELAXED) != n, 0));
   *nested = n;
   return v;
 }
@@ -451,23 +470,23 @@ ms__preload_je_read(const ms__tls_t *t, const uint64_t *d, uint64_t *nested) {
  * caller has checked free_by_counter and that the guard is clear. */
 static inline __attribute__((always_inline)) int
 ms__preload_free_by_counter(ms__tls_t *t, void *p) {
-  uint64_t *d = t->je_freed;
+  uint64_t *d = ms__pl(t)->je_freed;
   if (__builtin_expect(!d, 0))
     d = ms__preload_je_counter(t);
   if (__builtin_expect(d == MS__JE_UNUSABLE, 0))
     return 0;
-  if (__builtin_expect(t->je_window != 0, 0)) {
+  if (__builtin_expect(ms__pl(t)->je_window != 0, 0)) {
     ms__preload_je_free_nested(t, p);
     return 1;
   }
   ms__preload_unsample(p);
-  t->je_window = 1;
+  ms__pl(t)->je_window = 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t n0, n1;
   uint64_t before = ms__preload_je_read(t, d, &n0);
   ms__real.free(p);
   uint64_t after = ms__preload_je_read(t, d, &n1);
-  t->je_window = 0;
+  ms__pl(t)->je_window = 0;
   ms__preload_record(t, NULL, after - before - (n1 - n0), 1);
   return 1;
 }

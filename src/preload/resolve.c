@@ -265,11 +265,11 @@ static void glibc_header_init(void) {
 uint64_t *ms__preload_je_counter(ms__tls_t *t) {
   uint64_t *d = NULL;
   size_t sz = sizeof d;
-  t->guard = 1; /* whatever mallctl allocates passes through */
+  ms__pl(t)->guard = 1; /* whatever mallctl allocates passes through */
   int r = ms__real.mallctl("thread.deallocatedp", &d, &sz, NULL, 0);
-  t->guard = 0;
-  t->je_freed = r == 0 && d ? d : MS__JE_UNUSABLE;
-  return t->je_freed;
+  ms__pl(t)->guard = 0;
+  ms__pl(t)->je_freed = r == 0 && d ? d : MS__JE_UNUSABLE;
+  return ms__pl(t)->je_freed;
 }
 
 /* Measured by its usable size, not by the counter: a handler interrupting
@@ -280,7 +280,7 @@ void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
   ms__real.free(p);
   ms__preload_record(t, NULL, size, 1);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
-  t->je_nested += size;
+  ms__pl(t)->je_nested += size;
 }
 
 /* Turns the counter on if freeing real blocks of several sizes moves it by
@@ -298,8 +298,14 @@ static void je_counter_init(void *base) {
     ms__debug("preload: no thread.deallocatedp: frees measured one by one");
     return;
   }
-  static const size_t probe[] = {1,    8,     17,     100,    1000,
-                                 5000, 20000, 100000, 3 << 20};
+  /* Small classes, and one large one (above jemalloc's 14 KiB small
+   * classes: an extent of its own). Nothing of megabytes: a freed extent
+   * stays mapped and counted resident as dirty pages until the program's
+   * own allocations make jemalloc purge (it has no background thread by
+   * default), so a 3 MiB probe left the program 3.3 MB more mapped and
+   * resident for as long as it stayed quiet. */
+  static const size_t probe[] = {1,    8,     17,     100,   1000,
+                                 5000, 20000, 100000};
   for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
     void *p = ms__real.malloc(probe[i]);
     if (!p)

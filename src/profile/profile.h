@@ -21,6 +21,8 @@
 #include <stdint.h>
 
 #include "core/engine.h"
+#include "core/hotpath.h"
+#include "core/util.h"
 #include "wire/profile.h"
 
 #define MS__PROFILE_DEFAULT_RATE 524288u

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/engine.h"
+#include "core/util.h"
 #include "core/pause.h"
 #include "providers/provider_int.h"
 

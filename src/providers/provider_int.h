@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "core/engine.h"
+#include "providers/providers.h"
 #include "memstats.h"
 
 /* One reading of an allocator: a value and a quality per scalar field
@@ -34,7 +35,7 @@ typedef struct ms__pv_sample_s {
   uint64_t tracked_heap_alloc;
   uint64_t tracked_total_alloc;
   /* The engine's mapped-block counters then (glibc's mmapped chunks, which
-   * go to and come back from the OS on their own: engine.h). */
+   * go to and come back from the OS on their own: core/hotpath.h). */
   ms__mapped_t tracked_mapped;
 } ms__pv_sample_t;
 
@@ -64,6 +65,13 @@ typedef struct ms__provider_s {
    * the samples are in (the collector provider uses it for its GC fields).
    * idx is the provider's index in snap->providers. */
   void (*finish)(ms_snapshot_t *snap, int idx);
+  /* 1 if the allocator counts memory as committed before anything touched
+   * it (mimalloc: a commit is an mprotect or nothing at all on Linux, the
+   * kernel backs pages on first touch), so that its figures would make
+   * untouched memory Ready. The snapshot then takes the backed part of
+   * HeapSys from the resident pages of the allocator's own mappings, where
+   * the preload's mmap interposer lists them (ms__mappings_fill's heap_backing). */
+  int backing_unknown;
 } ms__provider_t;
 
 extern const ms__provider_t ms__provider_glibc;
@@ -86,15 +94,6 @@ static inline void ms__pv_set(ms__pv_sample_t *s, ms_field_t f, uint64_t v,
 void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs);
-
-/* Forgets the cached samples, so that the next snapshot samples every
- * provider afresh, a provider waiting out a failure back-off included (one
- * more try; if it fails, the back-off goes on from where it was, the
- * count of failures in a row is kept). The final snapshot at exit
- * (src/agent/final.c) calls it, with the reader lock held: figures from up
- * to a cadence ago must not be merged with the engine's figures of the
- * program's last moment. */
-void ms__providers_expire(void);
 
 /* For the unit tests only (tests/unit/test_provider_cadence.c); the
  * library never calls these. ms__providers_set_for_test() makes the

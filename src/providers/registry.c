@@ -1,6 +1,6 @@
 /*
  * registry.c - the providers, their detection, their cadence, and how
- * their figures combine with the engine's (see provider.h and DESIGN.md).
+ * their figures combine with the engine's (see providers.h and DESIGN.md).
  *
  * Detection happens at the first snapshot: the malloc providers are tried
  * most specific first (jemalloc, tcmalloc, mimalloc, then glibc), each
@@ -57,8 +57,7 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/provider.h"
-#include "core/snapshot.h"
+#include "core/util.h"
 #include "providers/provider_int.h"
 
 typedef struct ms__pv_slot_s {
@@ -228,7 +227,7 @@ unsigned ms__providers_stale_exact(void) {
 
 static int arena_moved(const ms_snapshot_t *snap, const ms__pv_sample_t *s);
 
-/* The self-check's count (provider.h): fields the malloc provider left
+/* The self-check's count (providers.h): fields the malloc provider left
  * exact from a sample cached from an earlier snapshot, though the tracked
  * heap moved in the allocator's arenas since (what shift_by_tracked must
  * have marked). Without tracking nothing tells whether the heap moved:
@@ -265,6 +264,10 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
 }
 
+int ms__providers_backing_unknown(void) {
+  return g_malloc_slot && g_malloc_slot->pv->backing_unknown;
+}
+
 /* ---- combining
  * -------------------------------------------------------------*/
 
@@ -279,10 +282,6 @@ static const ms_field_t heap_fields[] = {
 static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS,   MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
                                        MS_F_OTHER_SYS,  MS_F_OFF_HEAP_RELEASED};
-
-static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
 
 static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
                 int idx) {
@@ -304,8 +303,8 @@ static void add_other(ms_snapshot_t *snap, uint64_t bytes, ms_quality_t q,
     put(snap, MS_F_OTHER_SYS, bytes, q, idx);
   } else {
     snap->other_sys += bytes;
-    snap->quality[MS_F_OTHER_SYS] =
-        (uint8_t)qmin((ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
+    snap->quality[MS_F_OTHER_SYS] = (uint8_t)ms__quality_worst(
+        (ms_quality_t)snap->quality[MS_F_OTHER_SYS], q);
   }
 }
 

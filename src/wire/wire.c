@@ -334,63 +334,105 @@ static void get_str(const uint8_t *v, uint32_t n, char *dst, size_t cap) {
   dst[i] = '\0';
 }
 
+/* The identity both the hello and the snapshot carry, under the same tags:
+ * where each decoder keeps it. */
+typedef struct identity_s {
+  int32_t *pid;
+  uint64_t *start_time;
+  char *comm;
+  size_t comm_cap;
+  uint32_t *nproviders;
+  char (*providers)[MS_NAME_MAX];
+} identity_t;
+
+/* Decodes one identity record into *id. Returns 1 if the tag was one of
+ * them, 0 if not (the caller's own tag), MS_EPROTO with *why set if it was
+ * and is malformed: a pid no process can have is refused, whichever
+ * message carries it (a pid names the process memtop signals and reads in
+ * /proc). */
+static int decode_identity(const identity_t *id, uint16_t tag, const uint8_t *v,
+                           uint32_t n, const char **why) {
+  uint64_t x;
+  switch (tag) {
+  case MS__TAG_PID:
+    if (get_u64(v, n, &x, why))
+      return MS_EPROTO;
+    if ((int64_t)x <= 0 || (int64_t)x > INT32_MAX) {
+      *why = "an impossible pid";
+      return MS_EPROTO;
+    }
+    *id->pid = (int32_t)x;
+    return 1;
+  case MS__TAG_START_TIME:
+    return get_u64(v, n, id->start_time, why) ? MS_EPROTO : 1;
+  case MS__TAG_COMM:
+    get_str(v, n, id->comm, id->comm_cap);
+    return 1;
+  case MS__TAG_PROVIDER:
+    if (*id->nproviders < MS_MAX_PROVIDERS)
+      get_str(v, n, id->providers[(*id->nproviders)++], MS_NAME_MAX);
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Every decoder's loop: each record in turn, the identity's through
+ * decode_identity() (when id is not NULL), the others through the
+ * message's own record(), which returns 0 or MS_EPROTO with *why set.
+ * Unknown tags are the record()'s to skip. */
+typedef int (*record_fn)(void *msg, uint16_t tag, const uint8_t *v, uint32_t n,
+                         const char **why);
+
+static int decode_records(const uint8_t *p, size_t len, const identity_t *id,
+                          record_fn record, void *msg, const char **why) {
+  size_t off = 0;
+  uint16_t tag;
+  const uint8_t *v;
+  uint32_t n;
+  int r;
+  while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
+    int known = id != NULL ? decode_identity(id, tag, v, n, why) : 0;
+    if (known == 0)
+      known = record(msg, tag, v, n, why);
+    if (known < 0)
+      return known;
+  }
+  return r < 0 ? r : 0;
+}
+
+static int hello_record(void *msg, uint16_t tag, const uint8_t *v, uint32_t n,
+                        const char **why) {
+  ms__wire_hello_t *h = msg;
+  uint64_t x;
+  switch (tag) {
+  case MS__TAG_LIB_VERSION:
+    get_str(v, n, h->lib_version, sizeof h->lib_version);
+    break;
+  case MS__TAG_PROTO_VERSION:
+    if (get_u64(v, n, &x, why))
+      return MS_EPROTO;
+    h->proto_version = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
+    break;
+  case MS__TAG_CAPABILITIES:
+    return get_u64(v, n, &h->capabilities, why);
+  default:
+    break; /* unknown: skipped */
+  }
+  return 0;
+}
+
 int ms__wire_decode_hello(const uint8_t *p, size_t len, ms__wire_hello_t *h,
                           const char **why) {
   const char *dummy;
   if (why == NULL)
     why = &dummy;
   memset(h, 0, sizeof *h);
-  size_t off = 0;
-  uint16_t tag;
-  const uint8_t *v;
-  uint32_t n;
-  uint64_t x;
-  int r, have_pid = 0;
-  while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
-    switch (tag) {
-    case MS__TAG_PID:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      if ((int64_t)x <= 0 || (int64_t)x > INT32_MAX) {
-        *why = "hello with an impossible pid";
-        return MS_EPROTO;
-      }
-      h->pid = (int32_t)x;
-      have_pid = 1;
-      break;
-    case MS__TAG_START_TIME:
-      if (get_u64(v, n, &h->start_time, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_COMM:
-      get_str(v, n, h->comm, sizeof h->comm);
-      break;
-    case MS__TAG_LIB_VERSION:
-      get_str(v, n, h->lib_version, sizeof h->lib_version);
-      break;
-    case MS__TAG_PROTO_VERSION:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      h->proto_version = x > UINT32_MAX ? UINT32_MAX : (uint32_t)x;
-      break;
-    case MS__TAG_PROVIDER:
-      if (h->nproviders < MS_MAX_PROVIDERS)
-        get_str(v, n, h->providers[h->nproviders++], MS_NAME_MAX);
-      break;
-    case MS__TAG_CAPABILITIES:
-      if (get_u64(v, n, &h->capabilities, why))
-        return MS_EPROTO;
-      break;
-    default:
-      break; /* unknown: skipped */
-    }
-  }
-  if (r < 0)
-    return r;
+  const identity_t id = {&h->pid,        &h->start_time, h->comm,
+                         sizeof h->comm, &h->nproviders, h->providers};
   /* A client's hello carries no pid; the caller decides whether one is
-   * required, so only check it when present. */
-  (void)have_pid;
-  return 0;
+   * required, so it is only checked when present. */
+  return decode_records(p, len, &id, hello_record, h, why);
 }
 
 static int decode_field(ms_snapshot_t *s, ms_field_t f, const uint8_t *v,
@@ -470,6 +512,31 @@ short_array:
   return MS_EPROTO;
 }
 
+static int snapshot_record(void *msg, uint16_t tag, const uint8_t *v,
+                           uint32_t n, const char **why) {
+  ms_snapshot_t *s = msg;
+  uint64_t x;
+  switch (tag) {
+  case MS__TAG_LIB_VERSION_NUM:
+    if (get_u64(v, n, &x, why))
+      return MS_EPROTO;
+    s->lib_version = (uint32_t)x;
+    return 0;
+  case MS__TAG_SEQ:
+    return get_u64(v, n, &s->seq, why);
+  case MS__TAG_TIME_UNIX:
+    return get_u64(v, n, &s->time_unix_ns, why);
+  case MS__TAG_TIME_MONO:
+    return get_u64(v, n, &s->time_mono_ns, why);
+  case MS__TAG_AGE:
+    return get_u64(v, n, &s->age_ns, why);
+  default:
+    if (tag >= MS__TAG_FIELD && tag < MS__TAG_FIELD + MS_F__COUNT)
+      return decode_field(s, (ms_field_t)(tag - MS__TAG_FIELD), v, n, why);
+    return 0; /* unknown: skipped */
+  }
+}
+
 int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
                              const char **why) {
   const char *dummy;
@@ -479,59 +546,9 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
   s->struct_size = sizeof *s;
   memset(s->quality, MS_Q_UNAVAILABLE, sizeof s->quality);
   memset(s->source, 0xff, sizeof s->source);
-  size_t off = 0;
-  uint16_t tag;
-  const uint8_t *v;
-  uint32_t n;
-  uint64_t x;
-  int r;
-  while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
-    switch (tag) {
-    case MS__TAG_PID:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      s->pid = (int32_t)x;
-      break;
-    case MS__TAG_START_TIME:
-      if (get_u64(v, n, &s->start_time, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_COMM:
-      get_str(v, n, s->comm, sizeof s->comm);
-      break;
-    case MS__TAG_LIB_VERSION_NUM:
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      s->lib_version = (uint32_t)x;
-      break;
-    case MS__TAG_SEQ:
-      if (get_u64(v, n, &s->seq, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_TIME_UNIX:
-      if (get_u64(v, n, &s->time_unix_ns, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_TIME_MONO:
-      if (get_u64(v, n, &s->time_mono_ns, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_AGE:
-      if (get_u64(v, n, &s->age_ns, why))
-        return MS_EPROTO;
-      break;
-    case MS__TAG_PROVIDER:
-      if (s->nproviders < MS_MAX_PROVIDERS)
-        get_str(v, n, s->providers[s->nproviders++], MS_NAME_MAX);
-      break;
-    default:
-      if (tag >= MS__TAG_FIELD && tag < MS__TAG_FIELD + MS_F__COUNT) {
-        if (decode_field(s, (ms_field_t)(tag - MS__TAG_FIELD), v, n, why))
-          return MS_EPROTO;
-      }
-      break; /* unknown: skipped */
-    }
-  }
+  const identity_t id = {&s->pid,        &s->start_time, s->comm,
+                         sizeof s->comm, &s->nproviders, s->providers};
+  int r = decode_records(p, len, &id, snapshot_record, s, why);
   if (r < 0)
     return r;
   /* A source must name a provider the message listed. */
@@ -541,21 +558,39 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
   return 0;
 }
 
+static int request_record(void *msg, uint16_t tag, const uint8_t *v, uint32_t n,
+                          const char **why) {
+  return tag == MS__TAG_FLAGS ? get_u64(v, n, msg, why) : 0;
+}
+
 int ms__wire_decode_request(const uint8_t *p, size_t len, uint64_t *flags,
                             const char **why) {
   const char *dummy;
   if (why == NULL)
     why = &dummy;
   *flags = 0;
-  size_t off = 0;
-  uint16_t tag;
-  const uint8_t *v;
-  uint32_t n;
-  int r;
-  while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1)
-    if (tag == MS__TAG_FLAGS && get_u64(v, n, flags, why))
+  return decode_records(p, len, NULL, request_record, flags, why);
+}
+
+typedef struct error_msg_s {
+  int *code;
+  char *reason;
+  size_t reason_len;
+} error_msg_t;
+
+static int error_record(void *msg, uint16_t tag, const uint8_t *v, uint32_t n,
+                        const char **why) {
+  error_msg_t *e = msg;
+  uint64_t x;
+  if (tag == MS__TAG_CODE) {
+    if (get_u64(v, n, &x, why))
       return MS_EPROTO;
-  return r < 0 ? r : 0;
+    int64_t c = (int64_t)x;
+    *e->code = (c < 0 && c > -100000) ? (int)c : MS_EPROTO;
+  } else if (tag == MS__TAG_REASON && e->reason_len > 0) {
+    get_str(v, n, e->reason, e->reason_len);
+  }
+  return 0;
 }
 
 int ms__wire_decode_error(const uint8_t *p, size_t len, int *code, char *reason,
@@ -566,21 +601,6 @@ int ms__wire_decode_error(const uint8_t *p, size_t len, int *code, char *reason,
   *code = MS_EPROTO;
   if (reason_len > 0)
     reason[0] = '\0';
-  size_t off = 0;
-  uint16_t tag;
-  const uint8_t *v;
-  uint32_t n;
-  uint64_t x;
-  int r;
-  while ((r = next_record(p, len, &off, &tag, &v, &n, why)) == 1) {
-    if (tag == MS__TAG_CODE) {
-      if (get_u64(v, n, &x, why))
-        return MS_EPROTO;
-      int64_t c = (int64_t)x;
-      *code = (c < 0 && c > -100000) ? (int)c : MS_EPROTO;
-    } else if (tag == MS__TAG_REASON && reason_len > 0) {
-      get_str(v, n, reason, reason_len);
-    }
-  }
-  return r < 0 ? r : 0;
+  error_msg_t e = {code, reason, reason_len};
+  return decode_records(p, len, NULL, error_record, &e, why);
 }

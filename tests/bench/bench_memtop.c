@@ -8,8 +8,8 @@
  *
  * Each figure is printed with a baseline measured in the same run: for
  * CPU, this process fetching the same snapshots at the same rate with the
- * blocking client (msc_fetch: connect, handshake, read, close); for wall
- * time, exec'ing /bin/true and one in-process msc_fetch. Goals (issue 5):
+ * blocking client (fetch_snapshot: connect, handshake, read, close); for wall
+ * time, exec'ing /bin/true and one in-process fetch_snapshot. Goals (issue 5):
  * under 0.5% of a core for 1 target, under 5% for 200, under 20 ms for
  * --once. Figures are printed, not asserted.
  *
@@ -31,6 +31,7 @@
 
 #include "client/client.h"
 #include "memstats.h"
+#include "support/fetch.h"
 
 static char memtop[1200], target[1200];
 
@@ -207,7 +208,7 @@ static double measure_bare(const target_t *t, size_t n, double window) {
 
   while (now_s() - t0 < window) {
     for (i = 0; i < n; i++)
-      msc_fetch(t[i].pid, &snap, 2000, err, sizeof err);
+      fetch_snapshot(t[i].pid, &snap, 2000, err, sizeof err);
     next += 1.0;
     while (now_s() < next && now_s() - t0 < window)
       usleep(10000);
@@ -289,8 +290,7 @@ int main(void) {
     measure_live("memtop PID, 1 target", args, window, &pct1);
   }
   bare1 = measure_bare(t, 1, window);
-  printf("  %-34s %7.3f%% of a core\n", "baseline: msc_fetch 1/s, 1 target",
-         bare1);
+  printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s, 1 target", bare1);
   printf("  ratio %.2fx the baseline; goal under 0.5%% of a core: %s\n",
          bare1 > 0 ? pct1 / bare1 : 0.0, pct1 < 0.5 ? "met" : "NOT met");
 
@@ -305,7 +305,7 @@ int main(void) {
     measure_live(what, args, window, &pctn);
   }
   baren = measure_bare(t, started, window);
-  printf("  %-34s %7.3f%% of a core\n", "baseline: msc_fetch 1/s each", baren);
+  printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s each", baren);
   printf("  ratio %.2fx the baseline; goal under 5%% of a core: %s\n",
          baren > 0 ? pctn / baren : 0.0, pctn < 5.0 ? "met" : "NOT met");
 
@@ -317,14 +317,14 @@ int main(void) {
     true_ms = median_exec_ms(tru, 31);
     for (i = 0; i < 31; i++) {
       t0 = now_s();
-      msc_fetch(t[0].pid, &snap, 2000, err, sizeof err);
+      fetch_snapshot(t[0].pid, &snap, 2000, err, sizeof err);
       fetch[i] = (now_s() - t0) * 1000;
     }
     qsort(fetch, 31, sizeof fetch[0], cmp_double);
     printf("memtop --once PID wall time (median of 31)\n");
     printf("  %-34s %7.2f ms\n", "memtop --once PID", once_ms);
     printf("  %-34s %7.2f ms\n", "baseline: exec /bin/true", true_ms);
-    printf("  %-34s %7.2f ms\n", "baseline: one msc_fetch", fetch[15]);
+    printf("  %-34s %7.2f ms\n", "baseline: one blocking fetch", fetch[15]);
     printf("  memtop --once costs %.2f ms over exec+fetch; goal under 20 "
            "ms: %s\n",
            once_ms - true_ms - fetch[15], once_ms < 20 ? "met" : "NOT met");

@@ -23,7 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/snapshot.h"
+#include "common/procfs.h"
+#include "compose/snapshot.h"
 #include "providers/provider_int.h"
 
 #define NBLOCKS 100000

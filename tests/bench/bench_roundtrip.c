@@ -20,7 +20,7 @@
 
 #include "agent/agent.h"
 #include "client/client.h"
-#include "core/engine.h"
+#include "core/util.h"
 #include "wire/wire.h"
 
 #define ITER 20000

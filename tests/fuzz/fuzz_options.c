@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent.h"
+#include "common/procfs.h"
 #include "memtop/cli.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "core/snapshot.h"
+#include "compose/snapshot.h"
 #include "memstats.h"
 #include "support/host.h"
 
@@ -42,6 +42,55 @@ static void test_caller_built_against_0_1(void **state) {
   size_t size = 0;
   assert_int_equal(sscanf(out, "sizeof %zu", &size), 1);
   assert_int_equal(size, ms__snapshot_size_0_1());
+  /* 0.1's breakdown ends where this one's struct_size begins. */
+  const char *bs = strstr(out, "breakdown sizeof ");
+  assert_non_null(bs);
+  assert_int_equal(sscanf(bs, "breakdown sizeof %zu", &size), 1);
+  assert_int_equal(size, offsetof(ms_breakdown_t, struct_size));
+}
+
+/* The breakdown grows like the snapshot: a caller's struct gets what it
+ * has room for and struct_size says how much, a newer caller's larger
+ * struct is filled as far as this library knows, and nothing past the
+ * size passed is written. */
+static void test_breakdown_grows_at_the_end(void **state) {
+  (void)state;
+  static ms_snapshot_t s;
+  assert_int_equal(ms_snapshot_read(&s, sizeof s), 0);
+  ms_breakdown_t whole;
+  memset(&whole, 0x5a, sizeof whole);
+  assert_int_equal(ms_breakdown(&s, &whole), 0);
+  assert_int_equal(whole.struct_size, sizeof whole);
+
+  /* A caller built against a later header: more figures after ours. */
+  struct {
+    ms_breakdown_t b;
+    unsigned char later[64];
+  } newer;
+  memset(&newer, 0x5a, sizeof newer);
+  assert_int_equal(ms_breakdown_read(&s, &newer.b, sizeof newer), 0);
+  assert_int_equal(newer.b.struct_size, sizeof newer.b);
+  assert_memory_equal(&newer.b, &whole, offsetof(ms_breakdown_t, struct_size));
+  for (size_t i = 0; i < sizeof newer.later; i++)
+    assert_int_equal(newer.later[i], 0x5a);
+
+  /* 0.1's size, through ms_breakdown_read and through 0.1's symbol:
+   * its figures, nothing from struct_size on. */
+  size_t old = offsetof(ms_breakdown_t, struct_size);
+  for (int sym = 0; sym < 2; sym++) {
+    ms_breakdown_t part;
+    memset(&part, 0x5a, sizeof part);
+    assert_int_equal(
+        sym ? (ms_breakdown)(&s, &part) : ms_breakdown_read(&s, &part, old), 0);
+    assert_memory_equal(&part, &whole, old);
+    const unsigned char *tail = (const unsigned char *)&part + old;
+    for (size_t i = 0; i < sizeof part - old; i++)
+      assert_int_equal(tail[i], 0x5a);
+  }
+  assert_int_equal(ms_breakdown_read(&s, &whole, old - 1), MS_EINVAL);
+  /* Between two layouts: no header's struct. */
+  assert_int_equal(ms_breakdown_read(&s, &whole, old + 4), MS_EINVAL);
+  assert_int_equal(ms_breakdown_read(NULL, &whole, sizeof whole), MS_EINVAL);
 }
 
 /* Quality and source have room to grow, and new fields come after them:
@@ -69,6 +118,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_caller_built_against_0_1),
       cmocka_unit_test(test_layout_grows_at_the_end),
+      cmocka_unit_test(test_breakdown_grows_at_the_end),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

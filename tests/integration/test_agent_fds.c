@@ -30,37 +30,18 @@
 #include <cmocka.h>
 
 #include "client/client.h"
+#include "support/fetch.h"
 #include "support/host.h"
+#include "support/target.h"
 #include "wire/wire.h"
 
 static char g_dir[64];
 static char g_build[1024];
 static char g_preload[1200];
 
-typedef struct target_s {
-  pid_t pid;
-  int in;  /* its stdin */
-  int out; /* its stdout */
-  char sock[MSC_PATH_MAX];
-} target_t;
-
 /* ------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------ */
-static int read_line(int fd, char *buf, size_t len) {
-  size_t n = 0;
-  while (n + 1 < len) {
-    ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0)
-      return -1;
-    if (buf[n] == '\n')
-      break;
-    n++;
-  }
-  buf[n] = '\0';
-  return 0;
-}
-
 /* How the tests run the agent: with a descriptor table of its own (the
  * normal case), or with unshare(2) forbidden (a seccomp filter, as in
  * containers), its descriptors then in the program's table: the state
@@ -73,34 +54,12 @@ static const char k_shared[] = "FD_TARGET_NO_UNSHARE=1";
  * in it (at their numbers). */
 static void target_start(target_t *t, void **state, const char *const *env,
                          const int *keep, int nkeep) {
-  int in[2], out[2];
-  char prog[1200];
+  static const char *const shared[] = {k_shared, NULL};
+  char prog[1200], line[128];
   snprintf(prog, sizeof prog, "%s/progs/fd_target", g_build);
-  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    for (int i = 0; i < nkeep; i++)
-      fcntl(keep[i], F_SETFD, 0);
-    setenv("MEMSTATS_DIR", g_dir, 1);
-    for (; env != NULL && *env != NULL; env++)
-      putenv((char *)*env);
-    if (state != NULL && SHARED(state))
-      putenv((char *)k_shared);
-    execl(prog, prog, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  t->pid = pid;
-  t->in = in[1];
-  t->out = out[0];
-  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", g_dir, (int)pid);
-  char line[128];
-  assert_int_equal(read_line(t->out, line, sizeof line), 0);
+  target_spawn(t, prog, g_dir, env,
+               state != NULL && SHARED(state) ? shared : NULL, keep, nkeep,
+               line, sizeof line);
   if (strncmp(line, "ready ", 6) != 0)
     fail_msg("fd_target: %s", line);
 }
@@ -108,20 +67,7 @@ static void target_start(target_t *t, void **state, const char *const *env,
 /* Sends a command and returns its one-line answer in buf. */
 static void target_ask(target_t *t, const char *cmd, char *buf, size_t len) {
   assert_int_equal(write(t->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
-  assert_int_equal(read_line(t->out, buf, len), 0);
-}
-
-static int target_wait(target_t *t) {
-  int st = 0;
-  close(t->in);
-  waitpid(t->pid, &st, 0);
-  close(t->out);
-  return st;
-}
-
-static void target_kill(target_t *t) {
-  kill(t->pid, SIGKILL);
-  target_wait(t);
+  assert_int_equal(target_read_line(t->out, buf, len), 0);
 }
 
 /* The agent thread's TID in pid, or -1. */
@@ -188,28 +134,10 @@ static void assert_agent_idle(int pid) {
 static void good_fetch(int pid) {
   static ms_snapshot_t s;
   char err[512];
-  int r = msc_fetch(pid, &s, 5000, err, sizeof err);
+  int r = fetch_snapshot(pid, &s, 5000, err, sizeof err);
   if (r != 0)
-    fail_msg("msc_fetch(%d): %d %s", pid, r, err);
+    fail_msg("fetch_snapshot(%d): %d %s", pid, r, err);
   assert_int_equal(s.pid, pid);
-}
-
-static int raw_connect(const char *path) {
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    int e = errno;
-    close(fd);
-    return -e;
-  }
-  struct timeval tv = {10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
 }
 
 /* Adds to v the numbers (3 and up) open in /proc/<dir>/fd; returns the
@@ -313,7 +241,7 @@ static char *run_bash_fd4(const char *script, const char *file, int preload,
   close(in[0]);
   close(out[1]);
   char line[64];
-  assert_int_equal(read_line(out[0], line, sizeof line), 0);
+  assert_int_equal(target_read_line(out[0], line, sizeof line), 0);
   assert_string_equal(line, "ready");
   if (preload)
     good_fetch(pid); /* wakes the agent, as memtop polling it would */
@@ -393,7 +321,7 @@ static void test_closefrom_server(void **state) {
   assert_int_equal(fd, 3);
   /* Wake the agent as a memtop poll would (it may not answer: whatever
    * happens to this one connection is not the point). */
-  int poke = raw_connect(t.sock);
+  int poke = target_connect(t.sock);
   int ok = 0;
   for (int i = 0; i < N; i++) {
     int c = socket(AF_INET, SOCK_STREAM, 0);
@@ -459,7 +387,7 @@ static void test_dup2_over_agent_fds(void **state) {
   unsigned long ino = listener_ino(t.sock, 0);
 
   /* A client with its connection open (after the hello). */
-  int client = raw_connect(t.sock);
+  int client = target_connect(t.sock);
   assert_true(client >= 0);
   static uint8_t buf[1 << 16];
   ms__frame_t f;
@@ -501,7 +429,7 @@ static void test_dup2_over_agent_fds(void **state) {
   ms__wire_encode_request(&w, MS__MSG_SNAPSHOT_REQ, 0);
   ssize_t sent = send(client, req, w.len, MSG_NOSIGNAL);
   (void)sent;
-  int poke = raw_connect(t.sock);
+  int poke = target_connect(t.sock);
   wait_new_socket(state, t.sock, ino);
   good_fetch(t.pid);
   assert_agent_idle(t.pid);
@@ -545,13 +473,13 @@ static void test_fd_limit(void **state) {
     /* In the program's table the agent's spare descriptor is above the
      * new limit, so the queued connection cannot be taken: it waits
      * (memtop times out), and the agent does not spin. */
-    int q = raw_connect(t.sock);
+    int q = target_connect(t.sock);
     assert_agent_idle(t.pid);
     /* memtop, timing out, tells why from the target's descriptor table
      * (/proc/PID/fd against its limit), not "hung or stopped". */
-    int r0 = msc_fetch(t.pid, &s, 500, err, sizeof err);
+    int r0 = fetch_snapshot(t.pid, &s, 500, err, sizeof err);
     if (r0 != MS_ETIMEDOUT || strstr(err, "out of file descriptors") == NULL)
-      fail_msg("msc_fetch: %d %s", r0, err);
+      fail_msg("fetch_snapshot: %d %s", r0, err);
     char cmd0[1400], out0[1024];
     snprintf(cmd0, sizeof cmd0, "%s/memtop --once %d 2>&1", g_build,
              (int)t.pid);
@@ -576,10 +504,10 @@ static void test_fd_limit(void **state) {
   assert_non_null(strstr(line, "filled"));
   int q[8];
   for (int i = 0; i < 8; i++)
-    q[i] = raw_connect(t.sock); /* queued, as memtop's would be */
-  int r = msc_fetch(t.pid, &s, 5000, err, sizeof err);
+    q[i] = target_connect(t.sock); /* queued, as memtop's would be */
+  int r = fetch_snapshot(t.pid, &s, 5000, err, sizeof err);
   if (r != MS_EMFILE)
-    fail_msg("msc_fetch: %d %s", r, err);
+    fail_msg("fetch_snapshot: %d %s", r, err);
   assert_non_null(strstr(err, "out of file descriptors"));
   assert_non_null(strstr(err, "ulimit -n"));
   /* memtop says so too, and exits 1. */
@@ -633,41 +561,18 @@ static void test_fd_limit_shared(void **state) {
   test_fd_limit(state);
 }
 
-static int remove_tree(const char *dir) {
-  DIR *d = opendir(dir);
-  if (d == NULL)
-    return unlink(dir);
-  struct dirent *e;
-  char p[512];
-  while ((e = readdir(d)) != NULL) {
-    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-      continue;
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    unlink(p);
-  }
-  closedir(d);
-  return rmdir(dir);
-}
-
 static int setup(void **state) {
   (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/ms-agentfd-test-XXXXXX");
-  if (mkdtemp(g_dir) == NULL)
-    return -1;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
       host_preload_path(g_build, g_preload, sizeof g_preload) != 0)
     return -1;
-  setenv("MEMSTATS_DIR", g_dir, 1);
-  unsetenv("MEMSTATS_AGENT");
-  unsetenv("MEMSTATS_MIN_INTERVAL_MS");
   unsetenv("MEMSTATS_FINAL_FD");
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
+  return target_dir_setup(g_dir, sizeof g_dir, "/tmp/ms-agentfd-test-XXXXXX");
 }
 
 static int teardown(void **state) {
   (void)state;
-  remove_tree(g_dir);
+  target_dir_remove(g_dir);
   return 0;
 }
 

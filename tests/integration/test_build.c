@@ -8,6 +8,10 @@
  * memtop as a position-independent executable (ELF type DYN). Read with
  * readelf and nm, as lintian and checksec do.
  *
+ * Each side links only its own layers (CONTRIBUTING.md): memtop none of the
+ * target side's engine, providers, agent or preload, and the library and
+ * the preload none of memtop's emitters (nm).
+ *
  * contrib/setup-deps.sh on a machine that is not Debian (no dpkg-query in
  * PATH) installs nothing: it names what is missing and the packages that
  * provide it, fails only when a required piece is missing, and never runs
@@ -122,6 +126,59 @@ static void test_preload_hardened(void **state) {
   check_hardened("libmemstats-preload.so", 0);
 }
 
+/* ---- each side links only its layers ----------------------------------------
+ * memtop links common, wire, client, emit and its own folder: none of the
+ * engine, the providers, the agent or the preload (their constructors would
+ * run in memtop: the engine's registers membarrier). libmemstats and the
+ * preload carry no emitter (memtop's alone). Read with nm, symbol names
+ * only. */
+
+/* The engine's, the providers', the snapshot's composition's, the agent's
+ * and the preload's symbols; engine_init (static, in shard.c) is the one
+ * that calls membarrier. */
+#define TARGET_SYMS                                                            \
+  "^(ms__(shard|engine|providers?_|preload|track|agent|tls|gc_|map_|mappings|" \
+  "final_|boehm|pv_|snapshot_|read_(try)?lock|read_unlock|pause_read|"         \
+  "sys_read|class_)|ms_snapshot_read$|engine_init$)"
+#define EMIT_SYMS "^ms__(emit|fmt)_"
+
+/* The names in product `name` that match the extended regex re, one a line
+ * into out; returns how many. */
+static int symbols_matching(const char *name, const char *re) {
+  char path[1200], cmd[1600];
+
+  if (!host_have_program("nm"))
+    skip();
+  snprintf(path, sizeof path, "%s/%s", build_dir, name);
+  if (access(path, R_OK) != 0)
+    fail_msg("%s is missing: build it with `make` first", path);
+  snprintf(cmd, sizeof cmd, "nm '%s' | awk '{print $NF}' | grep -E '%s'",
+           path, re);
+  int st = sh(cmd);
+  assert_true(st == 0 || st == 1); /* grep: 1 is "no line matched" */
+  int n = 0;
+  for (const char *p = out; *p; p++)
+    n += *p == '\n';
+  return n;
+}
+
+static void test_memtop_without_engine(void **state) {
+  (void)state;
+  /* The pattern finds the engine where it is (else it could never fail). */
+  assert_true(symbols_matching("libmemstats.so", TARGET_SYMS) > 0);
+  if (symbols_matching("memtop", TARGET_SYMS) != 0)
+    fail_msg("memtop links the target side's code:\n%.2000s", out);
+  assert_true(symbols_matching("memtop", EMIT_SYMS) > 0);
+}
+
+static void test_library_without_emit(void **state) {
+  (void)state;
+  if (symbols_matching("libmemstats.so", EMIT_SYMS) != 0)
+    fail_msg("libmemstats.so carries memtop's emitters:\n%.2000s", out);
+  if (symbols_matching("libmemstats-preload.so", EMIT_SYMS) != 0)
+    fail_msg("the preload carries memtop's emitters:\n%.2000s", out);
+}
+
 /* ---- setup-deps.sh off Debian ---------------------------------------------
  */
 
@@ -219,6 +276,8 @@ int main(void) {
       cmocka_unit_test(test_memtop_hardened),
       cmocka_unit_test(test_library_hardened),
       cmocka_unit_test(test_preload_hardened),
+      cmocka_unit_test(test_memtop_without_engine),
+      cmocka_unit_test(test_library_without_emit),
       cmocka_unit_test(test_setup_deps_not_debian_missing),
       cmocka_unit_test(test_setup_deps_not_debian_complete),
   };

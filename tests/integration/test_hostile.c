@@ -44,9 +44,8 @@
 #include "client/client.h"
 #include "support/host.h"
 #include "support/hostile.h"
+#include "support/run.h"
 #include "wire/wire.h"
-
-#define LIMIT_S 30 /* a memtop still running after this is a hang */
 
 static char build[1024], memtop[1200];
 static char dir[64];  /* root's own MEMSTATS_DIR (0700) */
@@ -56,99 +55,18 @@ static gid_t nobody_gid;
 static const char *skip_reason;
 static char tmux_sock[160], screen[64 * 1024]; /* the live view's session */
 
-typedef struct result_s {
-  int status; /* exit status, or 128+signal */
-  char out[256 * 1024];
-  char err[64 * 1024];
-  size_t nout, nerr;
-} result_t;
+static run_result_t res;
 
-static result_t res;
+/* Runs memtop with the given arguments (NULL-terminated) into res. */
+static int mt(const char *first, ...) {
+  va_list ap;
+  va_start(ap, first);
+  int r = run_capture_va(&res, memtop, -1, NULL, first, ap);
+  va_end(ap);
+  return r;
+}
 
 /* ---- running memtop ---- */
-
-static int run_argv(char *const argv[]) {
-  int po[2], pe[2], st;
-  struct pollfd pfd[2];
-  time_t start = time(NULL);
-  pid_t pid;
-  ssize_t n;
-
-  memset(&res, 0, sizeof res);
-  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    dup2(po[1], 1);
-    dup2(pe[1], 2);
-    execv(argv[0], argv);
-    _exit(126);
-  }
-  close(po[1]);
-  close(pe[1]);
-  pfd[0].fd = po[0];
-  pfd[1].fd = pe[0];
-  pfd[0].events = pfd[1].events = POLLIN;
-  while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-    if (time(NULL) - start > LIMIT_S) {
-      kill(pid, SIGKILL);
-      fail_msg("%s did not finish within %d s (hung)", argv[0], LIMIT_S);
-    }
-    if (poll(pfd, 2, 1000) <= 0)
-      continue;
-    for (int i = 0; i < 2; i++) {
-      char *b = i ? res.err : res.out;
-      size_t *nb = i ? &res.nerr : &res.nout;
-      size_t cap = i ? sizeof res.err : sizeof res.out;
-      if (!pfd[i].revents)
-        continue;
-      n = read(pfd[i].fd, b + *nb, cap - 1 - *nb);
-      if (n <= 0) {
-        close(pfd[i].fd);
-        pfd[i].fd = -1;
-      } else {
-        *nb += (size_t)n;
-      }
-    }
-  }
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  res.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return res.status;
-}
-
-static int mt(const char *first, ...) {
-  char *argv[32];
-  va_list ap;
-  int argc = 0;
-
-  argv[argc++] = memtop;
-  va_start(ap, first);
-  for (const char *a = first; a != NULL && argc < 31;
-       a = va_arg(ap, const char *))
-    argv[argc++] = (char *)a;
-  va_end(ap);
-  argv[argc] = NULL;
-  return run_argv(argv);
-}
-
-static char *pidstr(pid_t pid) {
-  static char b[8][16];
-  static int i;
-  i = (i + 1) % 8;
-  snprintf(b[i], sizeof b[i], "%d", (int)pid);
-  return b[i];
-}
-
-static void assert_no_terminal_codes(const char *what, const char *s,
-                                     size_t n) {
-  size_t bad = terminal_unsafe_at(s, n, 1);
-  if (bad != n)
-    fail_msg("%s: byte 0x%02x at %zu reaches the terminal: %.60s", what,
-             (unsigned char)s[bad], bad, s + bad);
-}
 
 /* Nonzero if memtop's output shows figures of pid: a report's first line,
  * a JSON object or a ps row. */
@@ -203,16 +121,6 @@ static void become_nobody(void) {
     _exit(3);
 }
 
-static void send_all(int fd, const void *p, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w <= 0)
-      _exit(1);
-    p = (const char *)p + w;
-    n -= (size_t)w;
-  }
-}
-
 /* Serves one connection as an agent of `claim` (0: its own PID) would:
  * the hello and snapshots of that PID, with its real start time, and the
  * hostile strings of support/hostile.h. */
@@ -251,7 +159,7 @@ static void serve(int cfd, int claim) {
         ms__wire_encode_hello(&w, &h);
       else if (f.type == MS__MSG_SNAPSHOT_REQ)
         ms__wire_encode_snapshot(&w, &snap, NULL);
-      send_all(cfd, out, w.len);
+      run_send_all(cfd, out, w.len);
       memmove(in, in + flen, have - flen);
       have -= flen;
     }
@@ -428,7 +336,7 @@ static void test_squatted_directory(void **state) {
   bad = start_attacker(mk, 1, s, 1);
   setenv("MEMSTATS_DIR", squat, 1);
 
-  assert_int_equal(mt("--once", pidstr(victim), NULL), 1);
+  assert_int_equal(mt("--once", run_pidstr(victim), NULL), 1);
   if (strstr(res.err, "not trusting the socket directory") == NULL)
     fail_msg("no refusal; stdout: %.400s stderr: %.400s", res.out, res.err);
   assert_non_null(strstr(res.err, "owned by another user"));
@@ -436,13 +344,13 @@ static void test_squatted_directory(void **state) {
   assert_false(shows_figures_of(victim));
   assert_no_terminal_codes("stderr", res.err, res.nerr);
 
-  assert_int_equal(mt("--once", "-n", "3", "-d", "0.1", pidstr(victim), NULL),
-                   1);
+  assert_int_equal(
+      mt("--once", "-n", "3", "-d", "0.1", run_pidstr(victim), NULL), 1);
   assert_non_null(strstr(res.err, "not trusting the socket directory"));
   assert_false(shows_figures_of(victim));
   assert_no_terminal_codes("stderr", res.err, res.nerr);
 
-  assert_int_equal(mt("--once", "--json", pidstr(victim), NULL), 1);
+  assert_int_equal(mt("--once", "--json", run_pidstr(victim), NULL), 1);
   assert_false(shows_figures_of(victim));
 
   assert_int_equal(mt("ps", NULL), 0);
@@ -454,7 +362,7 @@ static void test_squatted_directory(void **state) {
   snprintf(link, sizeof link, "%s/link", dir);
   assert_int_equal(symlink(squat, link), 0);
   setenv("MEMSTATS_DIR", link, 1);
-  assert_int_equal(mt("--once", pidstr(victim), NULL), 1);
+  assert_int_equal(mt("--once", run_pidstr(victim), NULL), 1);
   assert_non_null(strstr(res.err, "symbolic link"));
   assert_non_null(strstr(res.err, "remove the symbolic link"));
   assert_null(strstr(res.err, "chmod 700"));
@@ -484,7 +392,7 @@ static void test_planted_socket(void **state) {
   snprintf(planted, sizeof planted, "%s/%d.sock", dir, (int)victim);
   assert_int_equal(rename(sock, planted), 0);
 
-  assert_int_equal(mt("--once", pidstr(victim), NULL), 1);
+  assert_int_equal(mt("--once", run_pidstr(victim), NULL), 1);
   snprintf(want, sizeof want, "served by PID %d (uid %u)", (int)bad,
            (unsigned)nobody_uid);
   if (strstr(res.err, want) == NULL)
@@ -492,8 +400,8 @@ static void test_planted_socket(void **state) {
              (int)bad, res.out, res.err);
   assert_false(shows_figures_of(victim));
 
-  assert_int_equal(mt("--once", "-n", "3", "-d", "0.1", pidstr(victim), NULL),
-                   1);
+  assert_int_equal(
+      mt("--once", "-n", "3", "-d", "0.1", run_pidstr(victim), NULL), 1);
   assert_non_null(strstr(res.err, want));
   assert_false(shows_figures_of(victim));
 
@@ -558,11 +466,12 @@ static void test_foreign_directory_claims(void **state) {
   assert_no_terminal_codes("stderr", res.err, res.nerr);
 
   /* nobody's own process, named, -n 3: its reports, safe. */
-  assert_int_equal(mt("--once", "-n", "3", "-d", "0.1", pidstr(bad), NULL), 0);
+  assert_int_equal(mt("--once", "-n", "3", "-d", "0.1", run_pidstr(bad), NULL),
+                   0);
   assert_no_terminal_codes("-n 3", res.out, res.nout);
   assert_no_terminal_codes("-n 3 stderr", res.err, res.nerr);
   assert_non_null(strstr(res.out, "\\u202e"));
-  assert_int_equal(mt("--once", "--json", pidstr(bad), NULL), 0);
+  assert_int_equal(mt("--once", "--json", run_pidstr(bad), NULL), 0);
   assert_no_terminal_codes("json", res.out, res.nout);
 
   stop(bad);
@@ -598,7 +507,7 @@ static void test_refused_user_told_right_directory(void **state) {
     dup2(null, 0);
     dup2(null, 1);
     dup2(po[1], 2);
-    execl(memtop, memtop, "--once", pidstr(victim), (char *)NULL);
+    execl(memtop, memtop, "--once", run_pidstr(victim), (char *)NULL);
     _exit(126);
   }
   close(po[1]);
@@ -617,17 +526,6 @@ static void test_refused_user_told_right_directory(void **state) {
 
 /* ---- the live view, in tmux ---- */
 
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static const char *tmux_out(const char *what) {
   char cmd[512];
   size_t n = 0;
@@ -643,13 +541,17 @@ static const char *tmux_out(const char *what) {
 }
 
 /* Starts memtop with `args` (as root, MEMSTATS_DIR=memstats_dir) in a
- * fresh 100x30 tmux session. */
+ * fresh 100x30 tmux session, on a server of its own: kill-server returns
+ * before the last server has gone, and a new session on that server's
+ * socket connects to it and dies with it ("server exited unexpectedly",
+ * 26 of 120 runs with two loops of this test at once). */
 static void tui_start(const char *memstats_dir, const char *args) {
+  static unsigned servers;
   char script[160];
   FILE *f;
 
   snprintf(script, sizeof script, "%s/tui.sh", dir);
-  snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux", dir);
+  snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux-%u", dir, ++servers);
   f = fopen(script, "w");
   assert_non_null(f);
   fprintf(f,
@@ -660,10 +562,11 @@ static void tui_start(const char *memstats_dir, const char *args) {
           "exec sleep 600\n",
           memstats_dir, memtop, args);
   fclose(f);
-  assert_int_equal(sh("tmux -S %s -f /dev/null new-session -d -s v -x 100 -y "
-                      "30 \"sh '%s'\"",
-                      tmux_sock, script),
-                   0);
+  assert_int_equal(
+      run_sh("tmux -S %s -f /dev/null new-session -d -s v -x 100 -y "
+             "30 \"sh '%s'\"",
+             tmux_sock, script),
+      0);
 }
 
 static int tui_wait(const char *text) {
@@ -677,7 +580,7 @@ static int tui_wait(const char *text) {
 }
 
 static void tui_stop(void) {
-  sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+  run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
 }
 
 /* The live view, on nobody's own process with hostile strings and on the
@@ -691,7 +594,7 @@ static void test_live_view(void **state) {
 
   (void)state;
   SKIP_UNLESS_ROOT();
-  if (sh("command -v tmux >/dev/null") != 0) {
+  if (run_sh("command -v tmux >/dev/null") != 0) {
     print_message("skipped: tmux is not installed (apt-get install tmux)\n");
     skip();
   }
@@ -715,7 +618,7 @@ static void test_live_view(void **state) {
   tmux_out("display -p -t v '#{pane_title}'");
   if (strstr(screen, "pwn") != NULL)
     fail_msg("the target's name retitled the window: %s", screen);
-  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  run_sh("tmux -S %s send-keys -t v q", tmux_sock);
   assert_true(tui_wait("MEMTOP-EXIT=0"));
   tui_stop();
 
@@ -732,7 +635,7 @@ static void test_live_view(void **state) {
   assert_null(strstr(screen, "64.0MiB"));
   tmux_out("display -p -t v '#{pane_title}'");
   assert_null(strstr(screen, "pwn"));
-  sh("tmux -S %s send-keys -t v q", tmux_sock);
+  run_sh("tmux -S %s send-keys -t v q", tmux_sock);
   assert_true(tui_wait("MEMTOP-EXIT="));
   /* The reason stays after the view is gone, without "retrying": memtop
    * has left. */

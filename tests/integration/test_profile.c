@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "client/client.h"
+#include "support/fetch.h"
 #include "support/host.h"
 #include "support/profile_fetch.h"
 
@@ -412,13 +413,13 @@ static void test_client_fetch(void **state) {
    * filter and address table, backed from the start; and the same
    * process's snapshot with profiling off has none. */
   ms_snapshot_t snap;
-  assert_int_equal(msc_fetch(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err), 0);
   assert_int_equal(snap.quality[MS_F_BUCK_HASH_SYS], MS_Q_EXACT);
   assert_true(snap.buck_hash_sys >= (64u + 256u) * 1024u);
   stop(&p);
   const char *off[] = {"MEMSTATS_PROFILE_RATE=0", NULL};
   start(&p, argv, off, 1);
-  assert_int_equal(msc_fetch(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err), 0);
   assert_int_equal(snap.buck_hash_sys, 0);
   stop(&p);
 }

@@ -31,6 +31,7 @@
 #include <cmocka.h>
 
 #include "support/host.h"
+#include "support/run.h"
 
 #define WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
 #define COLS 100
@@ -53,17 +54,6 @@ static char screen_buf[64 * 1024];
 
 static void find_build_dir(void) {
   assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
-}
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  int st = system(cmd);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 static void sleep_ms(long ms) {
@@ -93,7 +83,7 @@ static const char *capture(void) {
 }
 
 static void keys(const char *k) {
-  assert_int_equal(sh("tmux -S %s send-keys -t v %s", tmux_sock, k), 0);
+  assert_int_equal(run_sh("tmux -S %s send-keys -t v %s", tmux_sock, k), 0);
 }
 
 /* Waits until the screen contains (or, with want == 0, lacks) `text`. */
@@ -192,7 +182,7 @@ static int group_setup(void **state) {
 static int group_teardown(void **state) {
   (void)state;
   if (tmp_dir[0] != '\0')
-    sh("rm -rf '%s'", tmp_dir);
+    run_sh("rm -rf '%s'", tmp_dir);
   return 0;
 }
 
@@ -237,15 +227,15 @@ static int session_setup(void **state) {
             tmp_dir, tmp_dir, session_env, line);
     fclose(f);
   }
-  sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
+  run_sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
   /* A server of its own per session, its socket in our directory: the
    * last one may still be on its way out after kill-server, and a new
    * session on its socket would die with it. */
   static int sessions;
   snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux-%d", tmp_dir, ++sessions);
-  if (sh("tmux -S %s -f /dev/null new-session -d -s v -x %d -y %d "
-         "\"sh '%s'\"",
-         tmux_sock, COLS, ROWS, script) != 0)
+  if (run_sh("tmux -S %s -f /dev/null new-session -d -s v -x %d -y %d "
+             "\"sh '%s'\"",
+             tmux_sock, COLS, ROWS, script) != 0)
     return -1;
   return 0;
 }
@@ -261,7 +251,7 @@ static int plain_session_setup(void **state) {
 static int session_teardown(void **state) {
   (void)state;
   if (skip_reason == NULL)
-    sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+    run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
   return 0;
 }
 
@@ -381,8 +371,8 @@ static void test_resize(void **state) {
   wait_target(row, sizeof row);
   WAIT_FOR("PREPARED");
   /* Narrower: the list keeps the breakdown and drops what does not fit. */
-  assert_int_equal(sh("tmux -S %s resize-window -t v -x 60 -y 15", tmux_sock),
-                   0);
+  assert_int_equal(
+      run_sh("tmux -S %s resize-window -t v -x 60 -y 15", tmux_sock), 0);
   WAIT_GONE("PREPARED");
   WAIT_FOR("READY");
   for (int i = 0; i < 15; i++)
@@ -390,16 +380,16 @@ static void test_resize(void **state) {
   /* The status line follows to the new last row. */
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
-  assert_int_equal(sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock),
-                   0);
+  assert_int_equal(
+      run_sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock), 0);
   WAIT_FOR("PROVIDER");
   WAIT_FOR("OBJECTS");
   assert_true(strlen(line_of(screen_buf, 39, line, sizeof line)) > 0);
   /* The detail view at a small size drops sections but keeps the bar. */
   keys("Enter");
   WAIT_FOR("Sys by class");
-  assert_int_equal(sh("tmux -S %s resize-window -t v -x 40 -y 12", tmux_sock),
-                   0);
+  assert_int_equal(
+      run_sh("tmux -S %s resize-window -t v -x 40 -y 12", tmux_sock), 0);
   WAIT_GONE("Sys by class");
   WAIT_FOR("Ready+Prepared");
 }

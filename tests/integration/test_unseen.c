@@ -87,9 +87,15 @@ static void stop(child_t c) {
   waitpid(c.pid, NULL, 0);
 }
 
-/* Waits for a line with "ready" on the child's stdout. */
+/* Waits for a line with "ready" on the child's stdout; what it printed
+ * before is left in said (if not NULL). */
+static void wait_ready_said(child_t c, char *said, size_t said_len);
 static void wait_ready(child_t c) {
-  char buf[256];
+  wait_ready_said(c, NULL, 0);
+}
+
+static void wait_ready_said(child_t c, char *said, size_t said_len) {
+  char buf[1024];
   size_t n = 0;
   time_t start = time(NULL);
   while (time(NULL) - start < LIMIT_S) {
@@ -101,8 +107,11 @@ static void wait_ready(child_t c) {
       fail_msg("program %d ended before it was ready", (int)c.pid);
     n += (size_t)r;
     buf[n] = '\0';
-    if (strstr(buf, "ready"))
+    if (strstr(buf, "ready")) {
+      if (said)
+        snprintf(said, said_len, "%s", buf);
       return;
+    }
     if (n == sizeof buf - 1)
       n = 0;
   }
@@ -154,8 +163,14 @@ static json_t *query(pid_t pid) {
 
 static double num(json_t *j, const char *obj, const char *name) {
   json_t *v = json_object_get(json_object_get(j, obj), name);
-  if (!v)
+  if (!v) {
+    /* Say what the snapshot had instead, to find why. */
+    char *text = json_dumps(j, JSON_COMPACT);
+    print_message("the snapshot without %s.%s: %.6000s\n", obj, name,
+                  text ? text : "?");
+    free(text);
     fail_msg("no %s.%s in memtop's JSON", obj, name);
+  }
   return (double)json_integer_value(v);
 }
 
@@ -341,17 +356,63 @@ static void test_python(void **state) {
                   (char *)"import sys\n"
                           "d = {i: str(i) * 3 for i in range(600000)}\n"
                           "l = [(i, float(i)) for i in range(400000)]\n"
+                          /* Python's own count of its arenas, from
+                           * sys._debugmallocstats() (on stderr). */
+                          "import os\n"
+                          "r, w = os.pipe()\n"
+                          "e = os.dup(2)\n"
+                          "os.dup2(w, 2)\n"
+                          "sys._debugmallocstats()\n"
+                          "os.dup2(e, 2)\n"
+                          "os.close(w)\n"
+                          "t = b''\n"
+                          "while True:\n"
+                          "    b = os.read(r, 65536)\n"
+                          "    if not b: break\n"
+                          "    t += b\n"
+                          "for x in t.decode().splitlines():\n"
+                          "    if 'arenas allocated current' in x or "
+                          "'bytes/arena' in x: print(x)\n"
                           "print('ready', flush=True)\n"
                           "sys.stdin.read()\n",
                   NULL};
   child_t c = spawn(argv, preload);
-  wait_ready(c);
+  char said[1024];
+  wait_ready_said(c, said, sizeof said);
   json_t *j = fresh_snapshot(c.pid);
   assert_non_null(j);
   /* Its object allocator's arenas are labelled, and are most of it. */
   assert_true(has_provider(j, "python"));
   assert_true(num(j, "memstats", "OtherSys") >
               0.5 * num(j, "kernel", "anonrss"));
+  /* ... and a heap of their own: as many arenas, as many bytes, as
+   * Python's own statistics say ("# arenas allocated current = 65",
+   * "65 arenas * 1048576 bytes/arena = 68,157,440"). */
+  const char *cur = strstr(said, "arenas allocated current");
+  const char *per = strstr(said, "bytes/arena");
+  assert_non_null(cur);
+  assert_non_null(per);
+  unsigned long arenas = 0, per_arena = 0, times = 0;
+  assert_int_equal(sscanf(strchr(cur, '=') + 1, "%lu", &arenas), 1);
+  const char *line = per;
+  while (line > said && line[-1] != '\n')
+    line--;
+  assert_int_equal(sscanf(line, "%lu arenas * %lu", &times, &per_arena), 2);
+  assert_true(times == arenas);
+  print_message("python3: %lu arenas of %lu bytes by its own count; "
+                "memtop: %.0f arenas, %.0f bytes mapped, %.0f resident\n",
+                arenas, per_arena, num(j, "python", "Arenas"),
+                num(j, "python", "ArenaSys"),
+                num(j, "python", "ArenaResident"));
+  assert_true(arenas > 0);
+  assert_true(num(j, "python", "Arenas") == (double)arenas);
+  assert_true(num(j, "python", "ArenaSys") == (double)arenas * per_arena);
+  assert_true(num(j, "python", "ArenaResident") <=
+              num(j, "python", "ArenaSys"));
+  assert_true(num(j, "python", "ArenaResident") <=
+              num(j, "memstats", "OtherSys"));
+  assert_true(exact(j, "PythonArenas") && exact(j, "PythonArenaSys") &&
+              exact(j, "PythonArenaResident"));
   check_accounted(j, c.pid, "python3");
   json_decref(j);
   stop(c);

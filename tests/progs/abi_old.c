@@ -3,9 +3,11 @@
  * (tests/data/abi/0.1/memstats.h, the header as 0.1 shipped it), run
  * against this library: ms_snapshot_read() with 0.1's sizeof must fill
  * 0.1's layout, write nothing past it, and keep 0.1's identities; and
- * ms_breakdown() on it must read nothing past it either.
- * Prints "sizeof N" first (the test compares it with the library's idea of
- * 0.1's layout), then "ok ..."/"FAIL ..." lines and "abi_old: K failed".
+ * ms_breakdown() on it must read nothing past it either, and write
+ * nothing past 0.1's ms_breakdown_t.
+ * Prints "sizeof N" and "breakdown sizeof N" first (the test compares them
+ * with the library's idea of 0.1's layouts), then "ok ..."/"FAIL ..." lines
+ * and "abi_old: K failed".
  */
 #include <stdio.h>
 #include <string.h>
@@ -26,8 +28,15 @@ int main(void) {
     ms_snapshot_t s;
     unsigned char canary[4096];
   } buf;
+  /* The same for 0.1's breakdown. */
+  static struct {
+    ms_breakdown_t b;
+    unsigned char canary[256];
+  } bbuf;
   memset(&buf, 0xa5, sizeof buf);
+  memset(&bbuf, 0xa5, sizeof bbuf);
   printf("sizeof %zu\n", sizeof buf.s);
+  printf("breakdown sizeof %zu\n", sizeof bbuf.b);
 
   int r = ms_snapshot_read(&buf.s, sizeof buf.s);
   check(r == 0, "ms_snapshot_read accepts 0.1's size");
@@ -64,11 +73,17 @@ int main(void) {
     check(s->sys == sum, "Sys = the sum of 0.1's *Sys fields");
   else
     printf("skip Sys = the sum of 0.1's *Sys fields: a term is unknown\n");
-  ms_breakdown_t b;
-  check(ms_breakdown(s, &b) == 0 && !b.sys_mismatch,
+  ms_breakdown_t *b = &bbuf.b;
+  check(ms_breakdown(s, b) == 0 && !b->sys_mismatch,
         "ms_breakdown of 0.1's layout: no Sys mismatch");
-  check(b.ready == (int64_t)(s->sys - s->heap_released),
+  check(b->ready == (int64_t)(s->sys - s->heap_released),
         "Ready = Sys - HeapReleased, as 0.1 computes it");
+  check(b->total == (int64_t)s->sys && b->q_total == s->quality[MS_F_SYS],
+        "the breakdown's last 0.1 figures are in place");
+  canary = 1;
+  for (size_t i = 0; i < sizeof bbuf.canary; i++)
+    canary &= bbuf.canary[i] == 0xa5;
+  check(canary, "nothing written past 0.1's ms_breakdown_t");
   /* A size that is no version's layout is refused. */
   check(ms_snapshot_read(&buf.s, sizeof buf.s - 8) == MS_EINVAL,
         "a size of no layout is refused");

@@ -366,7 +366,13 @@ static void test_invalid_arguments(void **state) {
   ms_breakdown_t b;
   memset(&s, 0, sizeof s);
   assert_int_equal(ms_breakdown(NULL, &b), MS_EINVAL);
-  assert_int_equal(ms_breakdown(&s, NULL), MS_EINVAL);
+  assert_int_equal(ms_breakdown_read(&s, NULL, sizeof b), MS_EINVAL);
+  /* The name without the header's macro: 0.1's exported symbol. */
+  assert_int_equal((ms_breakdown)(NULL, &b), MS_EINVAL);
+  assert_int_equal((ms_breakdown)(&s, NULL), MS_EINVAL);
+  /* A struct smaller than 0.1's is no layout at all. */
+  assert_int_equal(ms_breakdown_read(&s, &b, offsetof(ms_breakdown_t, total)),
+                   MS_EINVAL);
 }
 
 int main(void) {

@@ -21,69 +21,10 @@
 #include <cmocka.h>
 
 #include "emit/emit.h"
+#include "support/golden.h"
 #include "support/govec.h"
 #include "support/hostile.h"
 #include "wire/wire.h"
-
-/* ------------------------------------------------------------------------
- * Golden files
- * ------------------------------------------------------------------------ */
-
-static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return NULL;
-  ms__strbuf_t b = MS_STRBUF_INIT;
-  char chunk[4096];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-    ms__strbuf_append(&b, chunk, n);
-  fclose(f);
-  if (!b.data)
-    ms__strbuf_append(&b, "", 0);
-  *len = b.len;
-  return b.data;
-}
-
-static void check_golden(const char *name, const char *got, size_t got_len) {
-  char path[1024];
-  snprintf(path, sizeof path, "%s/golden/%s", govec_data_dir(), name);
-  const char *update = getenv("MS_UPDATE_GOLDEN");
-  if (update && strcmp(update, "1") == 0) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(got, 1, got_len, f) != got_len || fclose(f) != 0)
-      fail_msg("cannot write %s: %s", path, strerror(errno));
-    print_message("updated %s\n", path);
-    return;
-  }
-  size_t want_len = 0;
-  char *want = read_file(path, &want_len);
-  if (!want)
-    fail_msg("cannot read golden file %s (%s): write it with "
-             "MS_UPDATE_GOLDEN=1 after checking the output",
-             path, strerror(errno));
-  if (want_len != got_len || memcmp(want, got, got_len) != 0) {
-    /* Point at the first line that differs. */
-    size_t i = 0, line = 1, start = 0;
-    while (i < want_len && i < got_len && want[i] == got[i]) {
-      if (want[i] == '\n') {
-        line++;
-        start = i + 1;
-      }
-      i++;
-    }
-    const char *we = memchr(want + start, '\n', want_len - start);
-    const char *ge = memchr(got + start, '\n', got_len - start);
-    int wl = (int)((we ? (size_t)(we - want) : want_len) - start);
-    int gl = (int)((ge ? (size_t)(ge - got) : got_len) - start);
-    print_error("%s line %zu differs:\n  want: %.*s\n  got:  %.*s\n", path,
-                line, wl > 300 ? 300 : wl, want + start, gl > 300 ? 300 : gl,
-                got + start);
-    free(want);
-    fail_msg("output differs from %s (MS_UPDATE_GOLDEN=1 rewrites it)", path);
-  }
-  free(want);
-}
 
 /* ------------------------------------------------------------------------
  * The fixed snapshots
@@ -292,7 +233,7 @@ static void test_golden_lines(void **state) {
     assert_int_equal(ms__emit_line(&all, fx[i].snap), 0);
     ms__strbuf_puts(&all, "\n");
   }
-  check_golden("lines.txt", all.data, all.len);
+  golden_check("lines.txt", all.data, all.len);
   ms__strbuf_free(&all);
   free_fixtures(fx, n);
 }
@@ -306,7 +247,7 @@ static void test_golden_reports(void **state) {
     assert_int_equal(ms__emit_report(&out, fx[i].snap), 0);
     char name[96];
     snprintf(name, sizeof name, "%.60s.report.txt", fx[i].name);
-    check_golden(name, out.data, out.len);
+    golden_check(name, out.data, out.len);
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
@@ -322,7 +263,7 @@ static void test_golden_json(void **state) {
     ms__strbuf_puts(&out, "\n");
     char name[96];
     snprintf(name, sizeof name, "%.60s.json", fx[i].name);
-    check_golden(name, out.data, out.len);
+    golden_check(name, out.data, out.len);
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
@@ -760,7 +701,6 @@ static void test_field_table(void **state) {
     const ms__field_info_t *fi = &ms__fields[f];
     assert_int_equal(fi->id, f);
     assert_non_null(fi->go_name);
-    assert_non_null(fi->help);
     assert_ptr_equal(ms_field_name((ms_field_t)f), fi->go_name);
     assert_int_equal(ms__field_by_go_name(fi->go_name), f);
     /* Go's fields first, in Go's order; ours after. */
@@ -773,27 +713,19 @@ static void test_field_table(void **state) {
     /* Scalars have a type, compounds a unit saying so. */
     assert_true((fi->ctype == MS__CT_NONE) == (fi->unit == MS__UNIT_ARRAY));
     assert_true(fi->offset < sizeof(ms_snapshot_t));
-    if (fi->prom_name) {
-      assert_true(strncmp(fi->prom_name, "memstats_", 9) == 0);
+    /* The kernel's figures, and only they, have a key in --json's
+     * "kernel" object: lower case, one per figure. */
+    int kernel = strncmp(fi->go_name, "Kernel", 6) == 0;
+    assert_int_equal(fi->kernel_key != NULL, kernel);
+    if (fi->kernel_key) {
+      for (const char *c = fi->kernel_key; *c; c++)
+        assert_true(*c >= 'a' && *c <= 'z');
       for (int g = 0; g < f; g++)
-        if (ms__fields[g].prom_name)
-          assert_true(strcmp(ms__fields[g].prom_name, fi->prom_name) != 0);
-      /* Prometheus conventions: bytes end in _bytes (or _bytes_total),
-       * durations and times are in seconds. */
-      size_t l = strlen(fi->prom_name);
-      if (fi->unit == MS__UNIT_BYTES)
-        assert_true(strstr(fi->prom_name, "_bytes") != NULL);
-      if (fi->unit == MS__UNIT_NS || fi->unit == MS__UNIT_UNIX_NS)
-        assert_true(strstr(fi->prom_name, "_seconds") != NULL);
-      assert_true(l > 9);
+        if (ms__fields[g].kernel_key)
+          assert_string_not_equal(ms__fields[g].kernel_key, fi->kernel_key);
     }
   }
-  assert_string_equal(ms__fields[MS_F_HEAP_ALLOC].prom_name,
-                      "memstats_heap_alloc_bytes");
-  assert_string_equal(ms__fields[MS_F_MALLOCS].prom_name,
-                      "memstats_mallocs_total");
-  assert_string_equal(ms__fields[MS_F_PAUSE_HIST].prom_name,
-                      "memstats_gc_pause_seconds");
+  assert_string_equal(ms__fields[MS_F_KERNEL_ANON_RSS].kernel_key, "anonrss");
   assert_null(ms_field_name(MS_F__COUNT));
   assert_null(ms_field_name((ms_field_t)-1));
   assert_int_equal(ms__field_by_go_name("NoSuchField"), -1);

@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "core/engine.h"
+#include "core/sizeclass.h"
 #include "memstats.h"
 
 static ms_snapshot_t *snap_new(void) {

@@ -24,6 +24,7 @@
 
 #include "agent/agent.h"
 #include "core/engine.h"
+#include "core/hotpath.h"
 #include "memtop/final.h"
 #include "memtop/run.h"
 

@@ -21,8 +21,8 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/provider.h"
-#include "core/snapshot.h"
+#include "providers/providers.h"
+#include "compose/snapshot.h"
 #include "providers/provider_int.h"
 
 #define MS_ 1000000ull

@@ -14,7 +14,8 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/snapshot.h"
+#include "core/hotpath.h"
+#include "compose/snapshot.h"
 #include "providers/provider_int.h"
 
 static const ms__provider_t fake_malloc = {.name = "fakemalloc",

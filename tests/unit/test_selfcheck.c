@@ -1,5 +1,5 @@
 /*
- * test_selfcheck.c - the snapshot self-checks (src/core/snapshot.c,
+ * test_selfcheck.c - the snapshot self-checks (src/compose/snapshot.c,
  * ms__snapshot_check) and what feeds them (src/providers/registry.c,
  * ms__providers_stale_exact):
  *   - the identities, and Ready against the kernel's RSS with its bound;
@@ -19,8 +19,8 @@
 
 #include "common/fields.h"
 #include "core/engine.h"
-#include "core/provider.h"
-#include "core/snapshot.h"
+#include "providers/providers.h"
+#include "compose/snapshot.h"
 #include "providers/provider_int.h"
 
 #define MIB ((uint64_t)1 << 20)

@@ -1,9 +1,9 @@
 /*
- * test_smaps.c - smaps_rollup on request (src/core/snapshot.c): the parser
- * on the kernel's text, on texts with lines missing and on garbage; the
- * cadence (one read per max(1 s, 100 x its cost)); and the snapshot's
- * fields and their quality with and without the request (RSS always
- * fresh from statm; cached smaps figures estimated).
+ * test_smaps.c - smaps_rollup on request (src/compose/snapshot.c; the
+ * parser is src/common/procfs.c's): the parser on the kernel's text, on texts
+ * with lines missing and on garbage; the cadence (one read per max(1 s, 100 x
+ * its cost)); and the snapshot's fields and their quality with and without the
+ * request (RSS always fresh from statm; cached smaps figures estimated).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +15,8 @@
 
 #include <cmocka.h>
 
-#include "core/snapshot.h"
+#include "common/procfs.h"
+#include "compose/snapshot.h"
 #include "memstats.h"
 
 #define BIT(f) (1u << ((f)-MS_F_KERNEL_RSS))

@@ -267,6 +267,41 @@ static void test_hello_error_request(void **state) {
   assert_int_equal(flags, MS__REQ_SMAPS);
 }
 
+/* The hello and the snapshot decode their identity alike: a pid no process
+ * can have (0, negative, past int32) is refused by both, not cast. */
+static void test_identity_pid(void **state) {
+  (void)state;
+  static const uint64_t bad[] = {0, (uint64_t)-1, (uint64_t)INT32_MAX + 1,
+                                 1ull << 40};
+  static ms_snapshot_t s;
+  ms__wire_hello_t h;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
+    uint64_t pid = i < sizeof bad / sizeof bad[0] ? bad[i] : 4242;
+    int want = i < sizeof bad / sizeof bad[0] ? MS_EPROTO : 0;
+    for (int type = 0; type < 2; type++) {
+      ms__wire_writer_t w;
+      ms__wire_writer_init(&w, g_buf, sizeof g_buf);
+      ms__wire_begin(&w, type ? MS__MSG_SNAPSHOT : MS__MSG_HELLO);
+      ms__wire_put_u64(&w, MS__TAG_PID, pid);
+      ms__wire_put_str(&w, MS__TAG_COMM, "x", 2);
+      assert_int_equal(ms__wire_end(&w), 0);
+      const char *why = NULL;
+      int r = type ? ms__wire_decode_snapshot(g_buf + MS__WIRE_HEADER,
+                                              w.len - MS__WIRE_HEADER, &s, &why)
+                   : ms__wire_decode_hello(g_buf + MS__WIRE_HEADER,
+                                           w.len - MS__WIRE_HEADER, &h, &why);
+      assert_int_equal(r, want);
+      if (want) {
+        assert_non_null(why);
+        assert_non_null(strstr(why, "pid"));
+      } else {
+        assert_int_equal(type ? s.pid : h.pid, 4242);
+        assert_string_equal(type ? s.comm : h.comm, "x");
+      }
+    }
+  }
+}
+
 static void test_writer_overflow(void **state) {
   (void)state;
   static ms_snapshot_t in;
@@ -412,6 +447,7 @@ int main(void) {
       cmocka_unit_test(test_frame_checks),
       cmocka_unit_test(test_truncation_and_corruption),
       cmocka_unit_test(test_hello_error_request),
+      cmocka_unit_test(test_identity_pid),
       cmocka_unit_test(test_writer_overflow),
       cmocka_unit_test(test_session),
       cmocka_unit_test(test_session_errors),

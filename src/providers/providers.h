@@ -1,21 +1,23 @@
 /*
- * provider.h - where the figures come from (internal).
+ * providers.h - where the figures come from: the registry's interface to
+ * the layers above (src/compose, src/agent). A provider itself is a table
+ * of functions (provider_int.h, internal to src/providers).
  *
  * A provider knows one allocator (glibc, jemalloc, ...) or source. It is
  * detected at run time, and sampled from the reader's thread at its own
  * cadence; its last sample is cached and merged into every snapshot.
  * See src/providers/.
  */
-#ifndef MS_CORE_PROVIDER_H
-#define MS_CORE_PROVIDER_H
+#ifndef MS_PROVIDERS_PROVIDERS_H
+#define MS_PROVIDERS_PROVIDERS_H
 
 #include "memstats.h"
 
 /* Looks for the allocators and the collector in the process (once for
  * the allocators; the collector again whenever a library was loaded).
- * Called by ms_snapshot_read() with the reader lock held, before the
- * engine's figures are read: what the lookups allocate (a failed dlsym
- * leaves glibc's dlerror state on the heap) is then in the same
+ * Called by ms_snapshot_read() with the reader lock held (core/engine.h),
+ * before the engine's figures are read: what the lookups allocate (a failed
+ * dlsym leaves glibc's dlerror state on the heap) is then in the same
  * snapshot's tracked figures as in the allocator's own. */
 void ms__providers_detect(void);
 
@@ -31,5 +33,19 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only);
  * they came from a sample cached from an earlier snapshot and the tracked
  * heap has moved since (0 when all is well: see ms__snapshot_check). */
 unsigned ms__providers_stale_exact(void);
+
+/* 1 if the chosen malloc provider cannot tell backed memory from
+ * committed memory (ms__provider_t.backing_unknown): its heap's backed
+ * part is then measured from its mappings (ms__mappings_fill's heap_backing). */
+int ms__providers_backing_unknown(void);
+
+/* Forgets the cached samples, so that the next snapshot samples every
+ * provider afresh, a provider waiting out a failure back-off included (one
+ * more try; if it fails, the back-off goes on from where it was, the
+ * count of failures in a row is kept). The final snapshot at exit
+ * (src/agent/final.c) calls it, with the reader lock held: figures from up
+ * to a cadence ago must not be merged with the engine's figures of the
+ * program's last moment. */
+void ms__providers_expire(void);
 
 #endif

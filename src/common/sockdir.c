@@ -13,29 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
-
-int ms__parse_uint(const char *s, uint64_t max, uint64_t *out) {
-  if (s == NULL)
-    return MS_EINVAL;
-  while (*s == ' ' || *s == '\t')
-    s++;
-  if (*s < '0' || *s > '9')
-    return MS_EINVAL;
-  uint64_t v = 0;
-  for (; *s >= '0' && *s <= '9'; s++) {
-    uint64_t d = (uint64_t)(*s - '0');
-    if (v > (UINT64_MAX - d) / 10)
-      return MS_EINVAL;
-    v = v * 10 + d;
-  }
-  while (*s == ' ' || *s == '\t')
-    s++;
-  if (*s != '\0' || v > max)
-    return MS_EINVAL;
-  *out = v;
-  return 0;
-}
+#include "common/sockdir.h"
+#include "memstats.h"
 
 int ms__sockdir_path(char *buf, size_t len) {
   const char *env = getenv("MEMSTATS_DIR");

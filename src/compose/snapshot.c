@@ -1,6 +1,9 @@
 /*
- * snapshot.c - ms_snapshot_read(): identity, the engine's consistent cut,
- * the providers' figures and the kernel's view, in one caller-owned struct.
+ * snapshot.c - ms_snapshot_read(): a snapshot composed of the process's
+ * identity, the engine's consistent cut (src/core), the providers'
+ * figures (src/providers), the mappings the allocator does not see and the
+ * kernel's view, in one caller-owned struct; its finishing step (Alloc,
+ * Sys), its self-checks, and the older layouts a caller may ask for.
  */
 #include <fcntl.h>
 #include <stddef.h>
@@ -11,31 +14,23 @@
 #include <unistd.h>
 
 #include "common/fields.h"
+#include "common/procfs.h"
+#include "compose/snapshot.h"
 #include "core/engine.h"
 #include "core/mappings.h"
-#include "core/pause.h"
-#include "core/provider.h"
-#include "core/shard.h"
-#include "core/snapshot.h"
-#include "core/sysstat.h"
+#include "core/util.h"
+#include "providers/providers.h"
 
-static pthread_mutex_t g_read_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Snapshots taken in this process, under the reader lock. */
 static uint64_t g_seq;
 
-/* Identity changes only with fork: cached per PID. */
+/* Identity changes only with fork: cached per PID, under the reader
+ * lock. */
 static struct {
   int pid;
   uint64_t start_time;
   char comm[MS_NAME_MAX];
 } g_ident;
-
-int ms__read_trylock(void) {
-  return pthread_mutex_trylock(&g_read_lock) == 0 ? 0 : MS_EAGAIN;
-}
-
-void ms__read_unlock(void) {
-  pthread_mutex_unlock(&g_read_lock);
-}
 
 /* The smaps_rollup cache: its own lock, because a read can take tens of
  * milliseconds (10 ms per GiB resident) and must not hold up the rest of a
@@ -51,82 +46,23 @@ static struct {
   ms__smaps_t figures;
 } g_smaps = {0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
 
+/* The reader lock's fork handlers are the engine's (core/engine.c); the
+ * smaps cache's lock is never held with it, so the order in which the two
+ * are taken around a fork does not matter. */
 static void atfork_prepare(void) {
-  pthread_mutex_lock(&g_read_lock);
   pthread_mutex_lock(&g_smaps_lock);
 }
 static void atfork_parent(void) {
   pthread_mutex_unlock(&g_smaps_lock);
-  pthread_mutex_unlock(&g_read_lock);
 }
 static void atfork_child(void) {
-  ms__shards_after_fork_child();
   g_ident.pid = 0;
   g_smaps.pid = 0;
   pthread_mutex_unlock(&g_smaps_lock);
-  pthread_mutex_unlock(&g_read_lock);
 }
 
 __attribute__((constructor)) static void snapshot_init(void) {
-  ms__engine_init();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
-}
-
-/* Reads a small /proc file into buf with plain system calls (this runs
- * inside arbitrary programs: no stdio, no allocation). */
-ssize_t ms__read_small_file(const char *path, char *buf, size_t len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  size_t n = 0;
-  while (n + 1 < len) {
-    ssize_t r = read(fd, buf + n, len - 1 - n);
-    if (r < 0) {
-      close(fd);
-      return -1;
-    }
-    if (r == 0)
-      break;
-    n += (size_t)r;
-  }
-  close(fd);
-  buf[n] = '\0';
-  return (ssize_t)n;
-}
-
-int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
-                        uint64_t *start_time) {
-  /* "pid (comm) state ppid ...": comm may hold spaces and parentheses, so
-   * it ends at the last ')'. starttime is field 22. */
-  const char *open_p = strchr(stat, '(');
-  const char *close_p = strrchr(stat, ')');
-  if (!open_p || !close_p || close_p < open_p)
-    return MS_EPROTO;
-  if (comm && comm_len) {
-    size_t n = (size_t)(close_p - open_p - 1);
-    if (n >= comm_len)
-      n = comm_len - 1;
-    memcpy(comm, open_p + 1, n);
-    comm[n] = '\0';
-  }
-  const char *p = close_p + 1;
-  for (int field = 3; field <= 22; field++) {
-    while (*p == ' ')
-      p++;
-    if (!*p)
-      return MS_EPROTO;
-    if (field == 22) {
-      char *end;
-      unsigned long long v = strtoull(p, &end, 10);
-      if (end == p)
-        return MS_EPROTO;
-      *start_time = v;
-      return 0;
-    }
-    while (*p && *p != ' ')
-      p++;
-  }
-  return MS_EPROTO;
 }
 
 static void fill_identity(ms_snapshot_t *s) {
@@ -167,69 +103,6 @@ static void fill_kernel(ms_snapshot_t *s) {
 }
 
 /* ---- smaps_rollup ---------------------------------------------------- */
-
-/* One "Name:   <n> kB" line starting at p (ending at '\n' or NUL): if its
- * name is `name`, stores the value in bytes and returns 1; 0 otherwise
- * (another line, or one that cannot be read). */
-static int smaps_line(const char *p, const char *name, uint64_t *bytes) {
-  size_t n = strlen(name);
-  if (strncmp(p, name, n) != 0 || p[n] != ':')
-    return 0;
-  p += n + 1;
-  while (*p == ' ' || *p == '\t')
-    p++;
-  if (*p < '0' || *p > '9')
-    return 0;
-  uint64_t kb = 0;
-  for (; *p >= '0' && *p <= '9'; p++) {
-    unsigned d = (unsigned)(*p - '0');
-    if (kb > (UINT64_MAX / 1024 - d) / 10)
-      return 0; /* would not fit in bytes: not a figure we can trust */
-    kb = kb * 10 + d;
-  }
-  while (*p == ' ' || *p == '\t')
-    p++;
-  if (p[0] != 'k' || p[1] != 'B' || (p[2] != '\n' && p[2] != '\0'))
-    return 0;
-  *bytes = kb * 1024;
-  return 1;
-}
-
-int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out) {
-  static const struct {
-    const char *name;
-    ms_field_t field;
-    size_t off;
-  } lines[] = {
-      {"Rss", MS_F_KERNEL_RSS, offsetof(ms__smaps_t, rss)},
-      {"LazyFree", MS_F_KERNEL_LAZYFREE, offsetof(ms__smaps_t, lazyfree)},
-      {"AnonHugePages", MS_F_KERNEL_ANON_HUGE,
-       offsetof(ms__smaps_t, anon_huge)},
-      {"Swap", MS_F_KERNEL_SWAP, offsetof(ms__smaps_t, swap)},
-  };
-  memset(out, 0, sizeof *out);
-  if (text == NULL)
-    return 0;
-  int found = 0;
-  for (const char *p = text; *p;) {
-    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
-      unsigned bit = 1u << (lines[i].field - MS_F_KERNEL_RSS);
-      uint64_t v;
-      /* The first line of a name counts: a repeated one is not the
-       * kernel's format, and taking it would let garbage win. */
-      if (!(out->have & bit) && smaps_line(p, lines[i].name, &v)) {
-        *(uint64_t *)((char *)out + lines[i].off) = v;
-        out->have |= bit;
-        found++;
-      }
-    }
-    const char *nl = strchr(p, '\n');
-    if (nl == NULL)
-      break;
-    p = nl + 1;
-  }
-  return found;
-}
 
 uint64_t ms__smaps_interval_ns(uint64_t last_cost_ns) {
   uint64_t floor_ns = g_smaps.floor_ns;
@@ -309,122 +182,6 @@ static void fill_smaps(ms_snapshot_t *s) {
   }
 }
 
-int ms__snapshot_add_provider(ms_snapshot_t *s, const char *name) {
-  for (uint32_t i = 0; i < s->nproviders; i++)
-    if (strcmp(s->providers[i], name) == 0)
-      return (int)i;
-  if (s->nproviders >= MS_MAX_PROVIDERS)
-    return -1;
-  int idx = (int)s->nproviders++;
-  strncpy(s->providers[idx], name, MS_NAME_MAX - 1);
-  s->providers[idx][MS_NAME_MAX - 1] = '\0';
-  return idx;
-}
-
-static void set_exact(ms_snapshot_t *s, ms_field_t f, int src) {
-  ms__set_quality(s, f, MS_Q_EXACT, src);
-}
-
-/* The mapped-block counters of the last cut (engine.h). */
-static ms__mapped_t g_last_mapped;
-
-void ms__engine_last_mapped(ms__mapped_t *out) {
-  *out = g_last_mapped;
-}
-
-void ms__engine_read(ms_snapshot_t *s) {
-  unsigned fed = ms__engine_fed();
-  ms__shard_totals_t t;
-  ms__shards_read(&t);
-  g_last_mapped.alloc_usable = t.mapped_alloc_usable;
-  g_last_mapped.free_usable = t.mapped_free_usable;
-  g_last_mapped.alloc = t.mapped_alloc;
-  g_last_mapped.free = t.mapped_free;
-
-  /* "tracked": the preload counts every malloc; "runtime": the program
-   * itself reports through the public accounting API. Objects come from the
-   * preload when it is there (a runtime may report pauses beside it). */
-  int src = -1, osrc = -1;
-  if (fed & MS__FEED_TRACKED)
-    osrc = ms__snapshot_add_provider(s, "tracked");
-  else if (ms__track_off_reason())
-    ms__snapshot_add_provider(s, ms__track_off_reason());
-  if (fed & MS__FEED_API)
-    src = ms__snapshot_add_provider(s, "runtime");
-  if (!(fed & MS__FEED_TRACKED))
-    osrc = src;
-  if (fed & MS__FEED_OBJECTS) {
-    s->mallocs = t.mallocs;
-    s->frees = t.frees;
-    s->heap_objects = t.mallocs - t.frees;
-    s->total_alloc = t.alloc_bytes;
-    s->heap_alloc = t.alloc_bytes - t.free_bytes;
-    s->nsize_classes = MS__NCLASSES;
-    for (int c = 0; c < MS__NCLASSES; c++) {
-      s->by_size[c].size = ms__class_size(c);
-      s->by_size[c].mallocs = t.class_allocs[c];
-      s->by_size[c].frees = t.class_frees[c];
-    }
-    set_exact(s, MS_F_MALLOCS, osrc);
-    set_exact(s, MS_F_FREES, osrc);
-    set_exact(s, MS_F_HEAP_OBJECTS, osrc);
-    set_exact(s, MS_F_TOTAL_ALLOC, osrc);
-    set_exact(s, MS_F_HEAP_ALLOC, osrc);
-    set_exact(s, MS_F_BY_SIZE, osrc);
-    s->lookups = 0; /* nothing here looks up pointers, as in Go >= 1.x */
-    set_exact(s, MS_F_LOOKUPS, osrc);
-  }
-  if (fed & MS__FEED_HEAP) {
-    s->heap_inuse = (uint64_t)t.heap[MS_SPAN_INUSE];
-    s->heap_released = (uint64_t)t.heap[MS_SPAN_RELEASED];
-    s->heap_idle = (uint64_t)(t.heap[MS_SPAN_IDLE] + t.heap[MS_SPAN_RELEASED]);
-    s->heap_sys = s->heap_idle + s->heap_inuse;
-    set_exact(s, MS_F_HEAP_INUSE, src);
-    set_exact(s, MS_F_HEAP_RELEASED, src);
-    set_exact(s, MS_F_HEAP_IDLE, src);
-    set_exact(s, MS_F_HEAP_SYS, src);
-  }
-  int64_t sys[MS_SYS__COUNT], inuse[MS_SYS__COUNT];
-  ms__sys_read(sys, inuse);
-  static const struct {
-    ms_sys_class_t cls;
-    ms_field_t sys_f, inuse_f;
-    size_t sys_off, inuse_off;
-  } classes[] = {
-      {MS_SYS_STACK, MS_F_STACK_SYS, MS_F_STACK_INUSE,
-       offsetof(ms_snapshot_t, stack_sys),
-       offsetof(ms_snapshot_t, stack_inuse)},
-      {MS_SYS_MSPAN, MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE,
-       offsetof(ms_snapshot_t, mspan_sys),
-       offsetof(ms_snapshot_t, mspan_inuse)},
-      {MS_SYS_MCACHE, MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE,
-       offsetof(ms_snapshot_t, mcache_sys),
-       offsetof(ms_snapshot_t, mcache_inuse)},
-      {MS_SYS_BUCKHASH, MS_F_BUCK_HASH_SYS, MS_F__COUNT,
-       offsetof(ms_snapshot_t, buck_hash_sys), 0},
-      {MS_SYS_GC, MS_F_GC_SYS, MS_F__COUNT, offsetof(ms_snapshot_t, gc_sys), 0},
-      {MS_SYS_OTHER, MS_F_OTHER_SYS, MS_F__COUNT,
-       offsetof(ms_snapshot_t, other_sys), 0},
-  };
-  for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
-    if (!(fed & MS__FEED_SYS(classes[i].cls)))
-      continue;
-    *(uint64_t *)((char *)s + classes[i].sys_off) =
-        (uint64_t)sys[classes[i].cls];
-    set_exact(s, classes[i].sys_f, src);
-    if (classes[i].inuse_f != MS_F__COUNT) {
-      *(uint64_t *)((char *)s + classes[i].inuse_off) =
-          (uint64_t)inuse[classes[i].cls];
-      set_exact(s, classes[i].inuse_f, src);
-    }
-  }
-  ms__pause_read(s);
-}
-
-static ms_quality_t qmin(ms_quality_t a, ms_quality_t b) {
-  return a < b ? a : b;
-}
-
 /* Derived fields: Alloc is HeapAlloc; Sys, where no provider gave it, is the
  * sum of the *Sys fields that are known, as exact as the least exact of
  * them (unknown classes are memory the model does not see, not zero). */
@@ -444,7 +201,7 @@ static void finish(ms_snapshot_t *s) {
       if (s->quality[parts[i]] == MS_Q_UNAVAILABLE)
         continue;
       sum += ms__field_u64(s, parts[i]);
-      q = qmin(q, (ms_quality_t)s->quality[parts[i]]);
+      q = ms__quality_worst(q, (ms_quality_t)s->quality[parts[i]]);
     }
     s->sys = sum;
     ms__set_quality(s, MS_F_SYS, q, s->source[MS_F_HEAP_SYS]);
@@ -452,10 +209,6 @@ static void finish(ms_snapshot_t *s) {
 }
 
 /* ---- self-checks (snapshot.h) ------------------------------------------*/
-
-static int known(const ms_snapshot_t *s, ms_field_t f) {
-  return s->quality[f] != MS_Q_UNAVAILABLE;
-}
 
 int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
                        size_t len) {
@@ -468,15 +221,15 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
              (unsigned long long)s->sys);
     return MS_EPROTO;
   }
-  if (known(s, MS_F_HEAP_SYS) && known(s, MS_F_HEAP_IDLE) &&
-      known(s, MS_F_HEAP_INUSE) &&
+  if (ms__field_known(s, MS_F_HEAP_SYS) && ms__field_known(s, MS_F_HEAP_IDLE) &&
+      ms__field_known(s, MS_F_HEAP_INUSE) &&
       s->heap_sys != s->heap_idle + s->heap_inuse) {
     snprintf(why, len, "HeapSys %llu != HeapIdle %llu + HeapInuse %llu",
              (unsigned long long)s->heap_sys, (unsigned long long)s->heap_idle,
              (unsigned long long)s->heap_inuse);
     return MS_EPROTO;
   }
-  if (known(s, MS_F_HEAP_RELEASED) && known(s, MS_F_HEAP_IDLE) &&
+  if (ms__field_known(s, MS_F_HEAP_RELEASED) && ms__field_known(s, MS_F_HEAP_IDLE) &&
       s->heap_released > s->heap_idle) {
     snprintf(why, len, "HeapReleased %llu > HeapIdle %llu",
              (unsigned long long)s->heap_released,
@@ -505,12 +258,16 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
   return 0;
 }
 
-/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. */
+/* MEMSTATS_DEBUG=1: every snapshot is checked, and a failure said. The
+ * program's threads and the agent's take snapshots at once: the cached
+ * answer is read and set atomically (each computes the same value). */
 static void self_check(const ms_snapshot_t *s, unsigned stale_exact) {
-  static int debug = -1;
+  static int cached = -1;
+  int debug = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (debug < 0) {
     const char *env = getenv("MEMSTATS_DEBUG");
     debug = env && strcmp(env, "1") == 0;
+    __atomic_store_n(&cached, debug, __ATOMIC_RELAXED);
   }
   char why[200];
   if (debug && ms__snapshot_check(s, stale_exact, why, sizeof why) != 0)
@@ -531,6 +288,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
 #define MS__F_COUNT_0_1 ((size_t)MS_F_KERNEL_ANON_RSS)
 #define MS__SNAPSHOT_SIZE_0_1                                                  \
   ((offsetof(ms_snapshot_t, quality) + 2 * MS__F_COUNT_0_1 + 7) & ~(size_t)7)
+/* 0.2 as it first shipped ended with off_heap_released; the Python
+ * arena fields came after it. */
 #define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
 _Static_assert(MS_F__COUNT <= MS_F_CAPACITY,
                "more fields than the snapshot has room for");
@@ -564,7 +323,9 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     /* An older caller: fill a whole snapshot on this thread's stack (no
      * allocation: this may be a preloaded malloc's process), then give it
      * what its struct has. */
-    if (size != MS__SNAPSHOT_SIZE_0_1 && size < MS__SNAPSHOT_SIZE_0_2)
+    /* Only the sizes a header ever had: a size between two of them is
+     * not a struct anyone was built with. */
+    if (size != MS__SNAPSHOT_SIZE_0_1 && size != MS__SNAPSHOT_SIZE_0_2)
       return MS_EINVAL;
     ms_snapshot_t full;
     int r = ms__snapshot_read_opts(&full, sizeof full, flags);
@@ -582,7 +343,7 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   s->struct_size = (uint32_t)sizeof *s;
   s->lib_version =
       (MS_VERSION_MAJOR << 16) | (MS_VERSION_MINOR << 8) | MS_VERSION_PATCH;
-  pthread_mutex_lock(&g_read_lock);
+  ms__read_lock();
   fill_identity(s); /* its cache is shared: under the lock */
   s->seq = ++g_seq;
   s->time_mono_ns = ms__now_mono_ns();
@@ -591,9 +352,10 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
-  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0);
+  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
+                    ms__providers_backing_unknown());
   unsigned stale_exact = ms__providers_stale_exact();
-  pthread_mutex_unlock(&g_read_lock);
+  ms__read_unlock();
 
   fill_kernel(s);
   if (flags & MS__READ_SMAPS)

@@ -1,23 +1,16 @@
 /*
- * snapshot.h - helpers shared by the snapshot code and the providers
- * (internal).
+ * snapshot.h - the composed snapshot's options, cadences and self-checks
+ * (internal to the target side: the agent and the preload read snapshots
+ * through it; see snapshot.c).
  */
-#ifndef MS_CORE_SNAPSHOT_H
-#define MS_CORE_SNAPSHOT_H
+#ifndef MS_COMPOSE_SNAPSHOT_H
+#define MS_COMPOSE_SNAPSHOT_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include "memstats.h"
-
-/* Appends a provider name (once) and returns its index, or -1 if full. */
-int ms__snapshot_add_provider(ms_snapshot_t *s, const char *name);
-/* Reads a small file with plain system calls; NUL-terminates. */
-ssize_t ms__read_small_file(const char *path, char *buf, size_t len);
-/* Parses /proc/PID/stat: comm and field 22 (start time). */
-int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
-                        uint64_t *start_time);
 
 /* ---- smaps_rollup on request ---- */
 
@@ -38,19 +31,6 @@ int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,
  * snapshot). RSS is always statm's, read for every snapshot. Returns what
  * ms_snapshot_read() returns. */
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags);
-
-/* The figures parsed from a smaps_rollup text, in bytes; `have` has bit
- * (1 << (field - MS_F_KERNEL_RSS)) set for each line that was found. */
-typedef struct ms__smaps_s {
-  uint64_t rss, lazyfree, anon_huge, swap;
-  unsigned have;
-} ms__smaps_t;
-
-/* Parses a /proc/PID/smaps_rollup text: "Name:   <n> kB" lines; lines it
- * does not know or cannot read (garbage, a value that would overflow in
- * bytes) are skipped, so a missing figure stays unavailable. Returns the
- * number of figures found. Pure; no allocation. */
-int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out);
 
 /* The smaps cadence: the shortest interval between two reads after one
  * that cost last_cost_ns, max(floor, 100 x last_cost_ns); the floor is

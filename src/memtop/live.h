@@ -1,0 +1,55 @@
+/*
+ * live.h - the live view's and `run --once`'s side of the target set
+ * (targetset.h): snapshots go into the model, failures and ends become
+ * the model's words, and the process on the detail view gets the kernel's
+ * smaps figures now and then. What to do after a change (draw, or finish
+ * `run --once`) is the owner's: the `changed` hook.
+ */
+#ifndef MS_MEMTOP_LIVE_H
+#define MS_MEMTOP_LIVE_H
+
+#include <stddef.h>
+
+#include "memtop/model.h"
+#include "memtop/targetset.h"
+
+typedef struct mt_command_s mt_command_t;
+
+typedef struct mt_live_s {
+  mt_model_t *model;
+  mt_tset_t *set;
+  mt_command_t *cmd; /* `run`'s command, or NULL */
+  int screen;        /* the live view is on screen (not `run --once`) */
+  /* Something changed (a reply, a failure, an end, a listing). */
+  void (*changed)(void *arg);
+  void *arg;
+  char err[512]; /* the words being made (a refusal names a path twice) */
+} mt_live_t;
+
+/* The table to give mt_tset_new(), with a mt_live_t as its argument. */
+extern const mt_tset_cbs_t mt_live_cbs;
+
+/* Opens the live view on pid's detail view (one process watched). */
+void mt_open_detail(mt_model_t *m, int pid);
+
+/* ---- what every owner that keeps its targets in the model does ---- */
+
+/* st joins: its model target (start time, the listing's name), and
+ * st->user a zeroed block of user_size bytes. Returns 0, or -1 when out
+ * of memory (nothing kept). */
+int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size);
+
+/* st leaves: its model target and st->user go. */
+void mt_live_drop(mt_model_t *m, mt_tset_target_t *st);
+
+/* A reply into the model, unless the process has already ended there
+ * (a late reply does not bring it back). */
+void mt_live_record(mt_model_t *m, const mt_tset_t *set,
+                    const mt_tset_target_t *st, const ms_snapshot_t *s);
+
+/* st's process ended: the words (status and msg are the failed read's;
+ * 0 and NULL when a listing found it gone) into the model. */
+void mt_live_ended(mt_model_t *m, const mt_tset_t *set,
+                   const mt_tset_target_t *st, int status, const char *msg);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * out.c - memtop's plain output (see out.h).
+ */
+#include "memtop/out.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/sanitize.h"
+#include "emit/emit.h"
+#include "memtop/sites.h"
+
+void mt_warn(const char *fmt, ...) {
+  char raw[2048], safe[4 * sizeof raw + 1];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  /* A message cut short may end inside a UTF-8 sequence: the sanitiser
+   * shows those bytes as escapes. */
+  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
+  fprintf(stderr, "memtop: %s\n", safe);
+}
+
+void mt_out_flush(mt_out_t *out) {
+  if (out->buf.oom) {
+    fprintf(stderr, "memtop: out of memory while formatting the report\n");
+    out->failed = 1;
+  } else if (out->buf.len > 0 && !out->broken) {
+    if (fwrite(out->buf.data, 1, out->buf.len, stdout) != out->buf.len ||
+        fflush(stdout) != 0) {
+      /* A reader that went away (`memtop --once -n 100 | head`) is not
+       * an error worth a message; anything else is. */
+      if (errno == EBADF) {
+        fprintf(stderr, "memtop: writing the report failed: standard "
+                        "output is closed (give it a file, or >/dev/null "
+                        "to discard the report)\n");
+        out->failed = 1;
+      } else if (errno != EPIPE) {
+        fprintf(stderr, "memtop: writing the report failed: %s\n",
+                strerror(errno));
+        out->failed = 1;
+      }
+      out->broken = 1;
+    }
+  }
+  ms__strbuf_reset(&out->buf);
+}
+
+void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
+  if (out->json) {
+    ms__emit_json(&out->buf, s);
+    if (out->sites > 0)
+      mt_sites_append(&out->buf, s->pid, out->sites, 1, out->timeout_ms);
+    ms__strbuf_puts(&out->buf, "\n");
+    return;
+  }
+  /* Reports are paragraphs: a blank line between processes and rounds. */
+  if (out->nemitted++ > 0)
+    ms__strbuf_puts(&out->buf, "\n");
+  ms__emit_report(&out->buf, s);
+  if (out->sites > 0)
+    mt_sites_append(&out->buf, s->pid, out->sites, 0, out->timeout_ms);
+}
+
+void mt_out_free(mt_out_t *out) {
+  ms__strbuf_free(&out->buf);
+}

@@ -1,0 +1,39 @@
+/*
+ * out.h - memtop's plain output: reports and JSON lines gathered into a
+ * buffer and written to stdout a round at a time, and the warnings on
+ * stderr. Used by the rounds (--once, -n, ps) and by `run --once`.
+ */
+#ifndef MS_MEMTOP_OUT_H
+#define MS_MEMTOP_OUT_H
+
+#include "memstats.h"
+#include "common/strbuf.h"
+
+typedef struct mt_out_s {
+  ms__strbuf_t buf;
+  int json;     /* JSON lines instead of reports */
+  int nemitted; /* reports so far (a blank line between two) */
+  int broken;   /* stdout went away or failed: nothing more is written */
+  int failed;   /* a write failed or memory ran out: memtop exits 1 */
+  size_t sites;   /* --sites N: each snapshot's top N allocation sites */
+  int timeout_ms; /* the wait for a target, reading those sites */
+} mt_out_t;
+
+/* Adds one snapshot to the output, as a report or a JSON line; with
+ * `sites`, the process's top allocation sites after it (its heap profile,
+ * read then, blocking: --once is a batch mode). */
+void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s);
+
+/* Writes the output gathered so far to stdout. A reader that went away
+ * stops the output quietly; other failures are said and set `failed`. */
+void mt_out_flush(mt_out_t *out);
+
+/* Frees the buffer. */
+void mt_out_free(mt_out_t *out);
+
+/* Says "memtop: <message>" on stderr, the formatted message made safe
+ * (common/sanitize.h): a message quotes a target's reason, a process
+ * name, a path or a variable, any of them a stranger's. */
+void mt_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

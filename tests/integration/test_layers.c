@@ -1,0 +1,184 @@
+/*
+ * test_layers.c - the folder rules of CONTRIBUTING.md, as tests/lint-layers.sh
+ * checks them from the #include lines (make lint runs it too).
+ *
+ * The tree as it is passes. Each kind of violation, planted in a copy of
+ * the tree or in a small tree of its own, fails the check and is named by
+ * file and line: an upward include, a cycle between folders, the tool's
+ * side including the target's (and the reverse), another folder's
+ * internal header, and a folder that has no place in the layers.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define LINT "tests/lint-layers.sh"
+
+static char out[65536];
+static char tmp[256];
+
+/* Runs the shell command cmd, its stdout and stderr into out. Returns its
+ * exit status, or -1 if it did not exit normally. */
+static int sh(const char *cmd) {
+  char full[4096];
+  size_t n = 0, r;
+
+  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  assert_non_null(p);
+  while (n < sizeof out - 1 &&
+         (r = fread(out + n, 1, sizeof out - 1 - n, p)) > 0)
+    n += r;
+  out[n] = '\0';
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(tmp, sizeof tmp, "/tmp/test_layers.XXXXXX");
+  return mkdtemp(tmp) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  char cmd[512];
+  (void)state;
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  return sh(cmd) == 0 ? 0 : -1;
+}
+
+/* Writes `text` and a newline to tmp/tree/path, creating its folder. */
+static void put(const char *path, const char *text) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p \"$(dirname '%s/tree/%s')\" && printf '%%s\\n' '%s' "
+           ">> '%s/tree/%s'",
+           tmp, path, text, tmp, path);
+  assert_int_equal(sh(cmd), 0);
+}
+
+/* A small tree that keeps the rules: one header per layer, each including
+ * the one below it on its side. */
+static void fresh_tree(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s/tree'", tmp);
+  assert_int_equal(sh(cmd), 0);
+  put("common/c.h", "#include \"memstats.h\"");
+  put("wire/w.h", "#include \"common/c.h\"");
+  put("core/e.h", "#include \"wire/w.h\"");
+  put("providers/p.h", "#include \"core/e.h\"");
+  put("providers/p_int.h", "#include \"providers/p.h\"");
+  put("compose/s.h", "#include \"providers/p.h\"");
+  put("agent/a.h", "#include \"compose/s.h\"");
+  put("preload/l.c", "#include \"agent/a.h\"");
+  put("client/k.h", "#include \"wire/w.h\"");
+  put("emit/m.h", "#include \"client/k.h\"");
+  put("memtop/t.c", "#include \"emit/m.h\"");
+}
+
+/* Runs the lint on tmp/tree; returns its exit status. */
+static int lint_tree(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "sh " LINT " '%s/tree'", tmp);
+  return sh(cmd);
+}
+
+static void expect_violation(const char *what) {
+  int st = lint_tree();
+  if (st != 1 || !strstr(out, what))
+    fail_msg("expected exit 1 and \"%s\"; got %d:\n%s", what, st, out);
+}
+
+static void test_tree_passes(void **state) {
+  (void)state;
+  int st = sh("sh " LINT " src");
+  if (st != 0)
+    fail_msg("the tree breaks its layers:\n%s", out);
+  assert_non_null(strstr(out, "no upward include, no cycle"));
+}
+
+static void test_small_tree_passes(void **state) {
+  (void)state;
+  fresh_tree();
+  if (lint_tree() != 0)
+    fail_msg("a tree that keeps the rules fails:\n%s", out);
+}
+
+/* The real tree, with one upward include planted in a copy of it. */
+static void test_planted_upward_include(void **state) {
+  char cmd[1024];
+  (void)state;
+  snprintf(cmd, sizeof cmd,
+           "rm -rf '%s/tree' && cp -R src '%s/tree' && "
+           "printf '#include \"providers/providers.h\"\\n' >> "
+           "'%s/tree/core/engine.h'",
+           tmp, tmp, tmp);
+  assert_int_equal(sh(cmd), 0);
+  expect_violation("core/engine.h:");
+  assert_non_null(strstr(out, "core may not include providers/"));
+}
+
+static void test_cycle(void **state) {
+  (void)state;
+  fresh_tree();
+  put("common/c.h", "#include \"wire/w.h\"");
+  expect_violation("a cycle between folders: ");
+  assert_non_null(strstr(out, "common may not include wire/"));
+}
+
+static void test_tool_includes_target(void **state) {
+  (void)state;
+  fresh_tree();
+  put("memtop/t.c", "#include \"agent/a.h\"");
+  expect_violation("memtop may not include agent/");
+  fresh_tree();
+  put("client/k.h", "#include \"core/e.h\"");
+  expect_violation("client may not include core/");
+}
+
+static void test_target_includes_tool(void **state) {
+  (void)state;
+  fresh_tree();
+  put("agent/a.h", "#include \"emit/m.h\"");
+  expect_violation("agent may not include emit/");
+}
+
+static void test_internal_header(void **state) {
+  (void)state;
+  fresh_tree();
+  put("agent/a.h", "#include \"providers/p_int.h\"");
+  expect_violation("includes providers/p_int.h, internal to providers/");
+}
+
+static void test_unknown_folder(void **state) {
+  (void)state;
+  fresh_tree();
+  put("serve/s.c", "#include \"client/k.h\"");
+  expect_violation("serve: a folder that is not a layer");
+  fresh_tree();
+  put("memtop/t.c", "#include \"serve/s.h\"");
+  expect_violation("includes serve/, which is not a layer");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_tree_passes),
+      cmocka_unit_test(test_small_tree_passes),
+      cmocka_unit_test(test_planted_upward_include),
+      cmocka_unit_test(test_cycle),
+      cmocka_unit_test(test_tool_includes_target),
+      cmocka_unit_test(test_target_includes_tool),
+      cmocka_unit_test(test_internal_header),
+      cmocka_unit_test(test_unknown_folder),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

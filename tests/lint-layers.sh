@@ -1,0 +1,117 @@
+#!/bin/sh
+# tests/lint-layers.sh [SRC] - checks the layers of CONTRIBUTING.md against
+# the #include lines of every .c and .h file under SRC (default: src).
+#
+# Each folder under SRC is a layer on the target side, the tool's side or
+# both, in this order (a folder may include the folders before it on its
+# side, and its own):
+#
+#   target side:  common wire core providers compose profile agent preload
+#   tool side:    common wire client emit pprof memtop
+#
+# So nothing includes upwards, the tool's side never includes core,
+# providers, compose, profile, agent or preload, and the target side never
+# includes client, emit, pprof or memtop. A header named *_int.h is internal to its folder:
+# no other folder includes it. An include of a folder that is not a layer, or a
+# folder under SRC that is not one, fails too: a new folder takes its place
+# here and in CONTRIBUTING.md first. Independently of the order, the graph
+# of includes between folders must have no cycle (each cycle is named).
+#
+# Prints each violation as "file:line: ..." and exits 1 if there is any;
+# exits 0 and prints one summary line otherwise. POSIX sh and awk only.
+set -u
+SRC=${1:-src}
+TARGET="common wire core providers compose profile agent preload"
+TOOL="common wire client emit pprof memtop"
+
+if [ ! -d "$SRC" ]; then
+  echo "lint-layers: no source directory $SRC" >&2
+  exit 2
+fi
+
+# One line per include of another folder: "file line from to".
+edges=$(find "$SRC" -name '*.[ch]' | LC_ALL=C sort | while read -r f; do
+  from=${f#"$SRC"/}
+  from=${from%%/*}
+  awk -v from="$from" -v file="$f" '
+    /^[ \t]*#[ \t]*include[ \t]*"[^"\/]+\/[^"]*"/ {
+      s = $0
+      sub(/^[^"]*"/, "", s)
+      hdr = s
+      sub(/".*/, "", hdr)
+      sub(/\/.*/, "", s)
+      if (s != from) print file, FNR, from, s, hdr
+    }' "$f"
+done)
+folders=$(find "$SRC" -mindepth 1 -maxdepth 1 -type d | sed "s|^$SRC/||" | LC_ALL=C sort)
+
+printf '%s\n' "$edges" | awk -v target="$TARGET" -v tool="$TOOL" \
+    -v folders="$(echo $folders)" -v src="$SRC" '
+  function rank_in(list, f,    n, a, i) {
+    n = split(list, a, " ")
+    for (i = 1; i <= n; i++) if (a[i] == f) return i
+    return 0
+  }
+  # 1 if folder `from` may include folder `to`.
+  function allowed(from, to,    ft, tt, fo, to2) {
+    ft = rank_in(target, from); tt = rank_in(target, to)
+    fo = rank_in(tool, from);   to2 = rank_in(tool, to)
+    if (ft && tt && tt < ft) return 1
+    if (fo && to2 && to2 < fo) return 1
+    return 0
+  }
+  function known(f) { return rank_in(target, f) || rank_in(tool, f) }
+  function dfs(v,    i, w, k, path) {
+    state[v] = 1; stack[++depth] = v
+    for (i = 1; i <= nadj[v]; i++) {
+      w = adj[v, i]
+      if (state[w] == 1) {
+        path = w
+        for (k = depth; k >= 1 && stack[k] != w; k--) path = stack[k] " -> " path
+        path = w " -> " path
+        if (!(path in said)) {
+          said[path] = 1
+          printf "%s: a cycle between folders: %s (closed at %s)\n", src, path, why[v, w]
+          bad++
+        }
+      } else if (state[w] == 0) dfs(w)
+    }
+    depth--; state[v] = 2
+  }
+  BEGIN {
+    n = split(folders, fl, " ")
+    for (i = 1; i <= n; i++)
+      if (!known(fl[i])) {
+        printf "%s/%s: a folder that is not a layer: give it its place in tests/lint-layers.sh and CONTRIBUTING.md\n", src, fl[i]
+        bad++
+      }
+  }
+  NF == 5 {
+    file = $1; line = $2; from = $3; to = $4; hdr = $5
+    nincl++
+    if (!known(to)) {
+      printf "%s:%s: includes %s/, which is not a layer\n", file, line, to
+      bad++
+    } else if (known(from) && !allowed(from, to)) {
+      printf "%s:%s: %s may not include %s/ (upwards, or across to the other side)\n", file, line, from, to
+      bad++
+    }
+    if (hdr ~ /_int\.h$/) {
+      printf "%s:%s: includes %s, internal to %s/\n", file, line, hdr, to
+      bad++
+    }
+    if (!((from, to) in seen)) {
+      seen[from, to] = 1
+      adj[from, ++nadj[from]] = to
+      why[from, to] = file ":" line
+      if (!(from in isnode)) { isnode[from] = 1; nodes[++nn] = from }
+    }
+  }
+  END {
+    for (i = 1; i <= nn; i++) if (state[nodes[i]] == 0) dfs(nodes[i])
+    if (bad) {
+      printf "lint-layers: %d violation(s) of the layers (CONTRIBUTING.md)\n", bad
+      exit 1
+    }
+    printf "lint-layers: %d includes between folders, no upward include, no cycle\n", nincl
+  }'

@@ -1,0 +1,741 @@
+/*
+ * test_targetset.c - the target set (src/memtop/targetset.h) driven
+ * through fake I/O: connections whose replies the test sends, timers on a
+ * clock the test moves, a listing the test writes, and processes the test
+ * declares dead. Checked: a snapshot reaches the owner once; failures
+ * back off, doubling up to the cap, and recover; an exited process is
+ * said gone once and read no more; discovery adds and retires targets
+ * (and replaces a reused PID); rounds ask everyone at once and end on
+ * `quiet`; and the rounds of --once -n N over the set (rounds.c) count.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "memtop/model.h"
+#include "memtop/out.h"
+#include "memtop/rounds.h"
+#include "memtop/targetset.h"
+
+/* ---- fake clock and timers -------------------------------------------- */
+
+#define MAX_FAKES 64
+
+typedef struct fake_timer_s {
+  int used, active, closed;
+  uint64_t due_ms;
+  mt_tset_timer_fn fn;
+  void *target;
+} fake_timer_t;
+
+typedef struct fake_conn_s {
+  int used, closed;
+  int pid;
+  mt_tset_reply_fn fn;
+  void *target;
+  int busy;
+  int fetches;
+  uint64_t flags;
+} fake_conn_t;
+
+static uint64_t now_ms;
+static fake_timer_t timers[MAX_FAKES];
+static fake_conn_t conns[MAX_FAKES];
+static msc_target_t listing[MAX_FAKES];
+static size_t nlisting;
+static int dead[MAX_FAKES]; /* PIDs whose process is gone */
+static size_t ndead;
+
+static uint64_t f_now_ns(void *ctx) {
+  (void)ctx;
+  return now_ms * 1000000u;
+}
+
+static void *f_timer_new(void *ctx, mt_tset_timer_fn fn, void *target) {
+  (void)ctx;
+  for (size_t i = 0; i < MAX_FAKES; i++) {
+    if (!timers[i].used) {
+      timers[i] = (fake_timer_t){.used = 1, .fn = fn, .target = target};
+      return &timers[i];
+    }
+  }
+  return NULL;
+}
+
+static void f_timer_start(void *timer, uint64_t ms) {
+  fake_timer_t *t = timer;
+
+  assert_false(t->closed);
+  t->active = 1;
+  t->due_ms = now_ms + ms;
+}
+
+static void f_timer_stop(void *timer) {
+  ((fake_timer_t *)timer)->active = 0;
+}
+
+static void f_timer_close(void *timer) {
+  fake_timer_t *t = timer;
+
+  t->active = 0;
+  t->closed = 1;
+}
+
+/* Moves the clock forward by ms, firing every timer due on the way, in
+ * order of their due times. */
+static void advance(uint64_t ms) {
+  uint64_t end = now_ms + ms;
+
+  for (;;) {
+    fake_timer_t *next = NULL;
+    for (size_t i = 0; i < MAX_FAKES; i++)
+      if (timers[i].active && timers[i].due_ms <= end &&
+          (next == NULL || timers[i].due_ms < next->due_ms))
+        next = &timers[i];
+    if (next == NULL)
+      break;
+    now_ms = next->due_ms;
+    next->active = 0;
+    next->fn(next->target);
+  }
+  now_ms = end;
+}
+
+/* ---- fake connections, listing, /proc --------------------------------- */
+
+static void *f_conn_new(void *ctx, int pid, uint64_t start_time,
+                        mt_tset_reply_fn fn, void *target) {
+  (void)ctx;
+  (void)start_time;
+  for (size_t i = 0; i < MAX_FAKES; i++) {
+    if (!conns[i].used) {
+      conns[i] =
+          (fake_conn_t){.used = 1, .pid = pid, .fn = fn, .target = target};
+      return &conns[i];
+    }
+  }
+  return NULL;
+}
+
+static int f_conn_fetch(void *conn, int timeout_ms, uint64_t flags) {
+  fake_conn_t *c = conn;
+
+  (void)timeout_ms;
+  assert_false(c->closed);
+  if (c->busy)
+    return MS_EAGAIN;
+  c->busy = 1;
+  c->fetches++;
+  c->flags = flags;
+  return 0;
+}
+
+static int f_conn_busy(const void *conn) {
+  return ((const fake_conn_t *)conn)->busy;
+}
+
+static void f_conn_close(void *conn) {
+  fake_conn_t *c = conn;
+
+  c->closed = 1;
+  c->busy = 0;
+}
+
+static fake_conn_t *conn_of(int pid) {
+  for (size_t i = MAX_FAKES; i-- > 0;)
+    if (conns[i].used && !conns[i].closed && conns[i].pid == pid)
+      return &conns[i];
+  return NULL;
+}
+
+static ms_snapshot_t snap;
+
+/* The target pid answers its read in flight. */
+static void reply_ok(int pid) {
+  fake_conn_t *c = conn_of(pid);
+
+  assert_non_null(c);
+  assert_true(c->busy);
+  c->busy = 0;
+  snap.pid = pid;
+  snap.start_time = 1000 + (uint64_t)pid;
+  c->fn(c->target, 0, &snap, NULL, NULL);
+}
+
+static void reply_fail(int pid, int status) {
+  fake_conn_t *c = conn_of(pid);
+
+  assert_non_null(c);
+  assert_true(c->busy);
+  c->busy = 0;
+  c->fn(c->target, status, NULL, NULL, "PID n: no answer");
+}
+
+static int fetches(int pid) {
+  fake_conn_t *c = conn_of(pid);
+
+  return c != NULL ? c->fetches : -1;
+}
+
+static int f_discover(void *ctx, msc_target_t **out, size_t *n) {
+  (void)ctx;
+  *out = malloc((nlisting ? nlisting : 1) * sizeof **out);
+  if (*out == NULL)
+    return MS_ENOMEM;
+  memcpy(*out, listing, nlisting * sizeof **out);
+  *n = nlisting;
+  return 0;
+}
+
+static int f_proc_gone(void *ctx, int pid, uint64_t start_time) {
+  (void)ctx;
+  (void)start_time;
+  for (size_t i = 0; i < ndead; i++)
+    if (dead[i] == pid)
+      return 1;
+  return 0;
+}
+
+static void list(size_t n, const int *pids) {
+  nlisting = n;
+  for (size_t i = 0; i < n; i++) {
+    memset(&listing[i], 0, sizeof listing[i]);
+    listing[i].pid = pids[i];
+    listing[i].start_time = 1000 + (uint64_t)pids[i];
+    snprintf(listing[i].comm, sizeof listing[i].comm, "p%d", pids[i]);
+  }
+}
+
+/* ---- the owner: counts what it is told -------------------------------- */
+
+typedef struct owner_s {
+  int added, retired, snapshots, failures, gone, quiet;
+  int last_status, last_pid;
+  uint64_t failure_answer; /* what failure() returns */
+  int skip;                /* request(): skip reads (paused) */
+  uint64_t flags;          /* request(): flags to ask */
+} owner_t;
+
+static owner_t own;
+
+static int o_added(void *arg, mt_tset_target_t *t) {
+  (void)arg;
+  own.added++;
+  own.last_pid = t->pid;
+  return 0;
+}
+
+static void o_retired(void *arg, mt_tset_target_t *t) {
+  (void)arg;
+  own.retired++;
+  own.last_pid = t->pid;
+}
+
+static int o_request(void *arg, mt_tset_target_t *t, uint64_t *flags) {
+  (void)arg;
+  (void)t;
+  *flags = own.flags;
+  return own.skip;
+}
+
+static void o_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
+                       const void *extra) {
+  (void)arg;
+  (void)extra;
+  assert_int_equal(s->pid, t->pid);
+  own.snapshots++;
+  own.last_pid = t->pid;
+}
+
+static uint64_t o_failure(void *arg, mt_tset_target_t *t, int status,
+                          const char *msg) {
+  (void)arg;
+  assert_non_null(msg);
+  own.failures++;
+  own.last_status = status;
+  own.last_pid = t->pid;
+  return own.failure_answer;
+}
+
+static void o_gone(void *arg, mt_tset_target_t *t, int status,
+                   const char *msg) {
+  (void)arg;
+  (void)msg;
+  own.gone++;
+  own.last_status = status;
+  own.last_pid = t->pid;
+}
+
+static void o_quiet(void *arg) {
+  (void)arg;
+  own.quiet++;
+}
+
+static const mt_tset_cbs_t owner_cbs = {
+    .added = o_added,
+    .retired = o_retired,
+    .request = o_request,
+    .snapshot = o_snapshot,
+    .failure = o_failure,
+    .gone = o_gone,
+    .quiet = o_quiet,
+};
+
+static mt_tset_io_t fake_io = {
+    .now_ns = f_now_ns,
+    .conn_new = f_conn_new,
+    .conn_fetch = f_conn_fetch,
+    .conn_busy = f_conn_busy,
+    .conn_close = f_conn_close,
+    .timer_new = f_timer_new,
+    .timer_start = f_timer_start,
+    .timer_stop = f_timer_stop,
+    .timer_close = f_timer_close,
+    .discover = f_discover,
+    .proc_gone = f_proc_gone,
+};
+
+static int reset(void **state) {
+  (void)state;
+  now_ms = 5000;
+  memset(timers, 0, sizeof timers);
+  memset(conns, 0, sizeof conns);
+  nlisting = ndead = 0;
+  memset(&own, 0, sizeof own);
+  own.failure_answer = MT_TSET_BACKOFF;
+  return 0;
+}
+
+static mt_tset_opts_t timed_opts(void) {
+  return (mt_tset_opts_t){.timed = 1,
+                          .interval_ms = 100,
+                          .backoff_max_ms = 800,
+                          .timeout_ms = 2000,
+                          .keep_gone_ms = 1000};
+}
+
+static mt_tset_t *new_set(const mt_tset_opts_t *o) {
+  mt_tset_t *s = mt_tset_new(&fake_io, o, &owner_cbs, NULL);
+
+  assert_non_null(s);
+  return s;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+/* A timed target is read at once, then every interval; each reply is one
+ * snapshot callback, and a timer that fires while a read is on its way
+ * starts no second one. */
+static void test_snapshot_once(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s = new_set(&o);
+  mt_tset_target_t *t;
+
+  (void)state;
+  t = mt_tset_add(s, 42, 0, 0);
+  assert_non_null(t);
+  assert_int_equal(own.added, 1);
+  assert_int_equal(fetches(42), 0);
+  mt_tset_start(s);
+  advance(0);
+  assert_int_equal(fetches(42), 1);
+  assert_true(mt_tset_busy(s, t));
+  reply_ok(42);
+  assert_int_equal(own.snapshots, 1);
+  assert_int_equal(own.quiet, 1);
+  assert_true(t->ok);
+  assert_int_equal(t->start_time, 1042); /* learnt from the snapshot */
+  assert_int_equal(t->last_ok_ns, now_ms * 1000000u);
+  advance(99);
+  assert_int_equal(fetches(42), 1);
+  advance(1);
+  assert_int_equal(fetches(42), 2);
+  /* No answer yet: the next tick asks nothing more. */
+  advance(100);
+  assert_int_equal(fetches(42), 2);
+  reply_ok(42);
+  assert_int_equal(own.snapshots, 2);
+  mt_tset_free(s);
+  assert_int_equal(own.retired, 1);
+  assert_true(conn_of(42) == NULL); /* closed */
+}
+
+/* Failures back off: interval * 2^n, capped; a success resets it. */
+static void test_backoff(void **state) {
+  static const uint64_t waits[] = {200, 400, 800, 800};
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s = new_set(&o);
+  mt_tset_target_t *t = mt_tset_add(s, 7, 0, 0);
+  int n;
+
+  (void)state;
+  mt_tset_schedule(s, t, 0);
+  advance(0);
+  for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+    n = fetches(7);
+    reply_fail(7, MS_ETIMEDOUT);
+    assert_int_equal(own.failures, (int)i + 1);
+    assert_int_equal(own.last_status, MS_ETIMEDOUT);
+    assert_int_equal(t->fails, i + 1);
+    advance(waits[i] - 1);
+    assert_int_equal(fetches(7), n);
+    advance(1);
+    assert_int_equal(fetches(7), n + 1);
+  }
+  assert_int_equal(own.gone, 0);
+  reply_ok(7);
+  assert_int_equal(t->fails, 0);
+  assert_int_equal(own.snapshots, 1);
+  n = fetches(7);
+  advance(100);
+  assert_int_equal(fetches(7), n + 1);
+  mt_tset_free(s);
+}
+
+/* The owner's own wait (run: the socket is not there yet) is used as is
+ * and does not count towards the back-off. */
+static void test_owner_wait(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s = new_set(&o);
+  mt_tset_target_t *t = mt_tset_add(s, 9, 0, MT_TSET_OWNED);
+
+  (void)state;
+  own.failure_answer = 20;
+  mt_tset_schedule(s, t, 0);
+  advance(0);
+  reply_fail(9, MS_ENOENT);
+  assert_int_equal(t->fails, 0);
+  advance(19);
+  assert_int_equal(fetches(9), 1);
+  advance(1);
+  assert_int_equal(fetches(9), 2);
+  /* An owned target is never checked in /proc: dead there, it fails. */
+  dead[ndead++] = 9;
+  reply_fail(9, MS_ENOENT);
+  assert_int_equal(own.gone, 0);
+  assert_int_equal(own.failures, 2);
+  /* Its end is the owner's to say; a read on its way still reports a
+   * snapshot, a failure is dropped, and `quiet` still comes. */
+  advance(20);
+  assert_int_equal(fetches(9), 3);
+  mt_tset_mark_gone(s, t);
+  reply_fail(9, MS_EPROTO);
+  assert_int_equal(own.failures, 2);
+  assert_int_equal(own.gone, 0);
+  assert_int_equal(own.quiet, 3);
+  advance(10000);
+  assert_int_equal(fetches(9), 3);
+  mt_tset_free(s);
+}
+
+/* A process that exits: gone fires once, no failure, no more reads, and
+ * a listing that no longer has it says nothing more. */
+static void test_gone_once(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s = new_set(&o);
+  mt_tset_target_t *t = mt_tset_add(s, 11, 1011, 0);
+
+  (void)state;
+  mt_tset_start(s);
+  advance(0);
+  reply_ok(11);
+  advance(100);
+  dead[ndead++] = 11;
+  reply_fail(11, MS_EPROTO);
+  assert_int_equal(own.gone, 1);
+  assert_int_equal(own.last_status, MS_EPROTO);
+  assert_int_equal(own.failures, 0);
+  assert_true(t->gone);
+  assert_false(t->ok);
+  advance(100000);
+  assert_int_equal(fetches(11), 2);
+  list(0, NULL);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(own.gone, 1);
+  mt_tset_free(s);
+}
+
+/* Discovery: new processes are added and read at once; one that
+ * vanished is said gone once, kept keep_gone_ms, then retired; a gone
+ * PID that names a new process is replaced. */
+static void test_discovery(void **state) {
+  static const int first[] = {10, 11}, second[] = {11}, third[] = {11, 12};
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s;
+  mt_tset_target_t *t;
+
+  (void)state;
+  o.rescan_min_ms = 2000;
+  s = new_set(&o);
+  list(2, first);
+  mt_tset_start(s); /* the rescan timer: every max(100, 2000) ms */
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(own.added, 2);
+  assert_int_equal(mt_tset_count(s), 2);
+  t = mt_tset_find(s, 10);
+  assert_non_null(t);
+  assert_string_equal(t->comm, "p10");
+  assert_true(t->have_uid);
+  advance(0);
+  assert_int_equal(fetches(10), 1);
+  assert_int_equal(fetches(11), 1);
+  reply_ok(10);
+  reply_ok(11);
+
+  /* 10 leaves the listing and its process is gone. */
+  list(1, second);
+  dead[ndead++] = 10;
+  advance(2000); /* the rescan timer lists */
+  assert_int_equal(own.gone, 1);
+  assert_int_equal(own.last_pid, 10);
+  assert_int_equal(own.last_status, 0);
+  assert_int_equal(mt_tset_count(s), 2); /* kept a while */
+  advance(2000);
+  assert_int_equal(own.gone, 1);
+  assert_int_equal(own.retired, 1); /* 2 s > keep_gone_ms */
+  assert_null(mt_tset_find(s, 10));
+
+  /* A new one appears. */
+  list(2, third);
+  advance(2000);
+  assert_int_equal(own.added, 3);
+  assert_non_null(mt_tset_find(s, 12));
+
+  /* 11 dies and its PID is reused by another attachable process. */
+  dead[0] = 11;
+  reply_fail(11, MS_EPROTO);
+  reply_fail(12, MS_ETIMEDOUT);
+  assert_int_equal(own.gone, 2);
+  assert_true(mt_tset_find(s, 11)->gone);
+  listing[0].start_time = 777;
+  ndead = 0;
+  assert_int_equal(mt_tset_rescan(s), 0);
+  t = mt_tset_find(s, 11);
+  assert_non_null(t);
+  assert_false(t->gone);
+  assert_int_equal(t->start_time, 777);
+  assert_int_equal(own.retired, 2);
+  assert_int_equal(own.added, 4);
+  mt_tset_free(s);
+}
+
+/* A listing that fails leaves the set as it was. */
+static int f_discover_fails(void *ctx, msc_target_t **out, size_t *n) {
+  (void)ctx;
+  (void)out;
+  (void)n;
+  return MS_EACCES;
+}
+
+static void test_discovery_error(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_io_t io = fake_io;
+  mt_tset_t *s;
+
+  (void)state;
+  io.discover = f_discover_fails;
+  s = mt_tset_new(&io, &o, &owner_cbs, NULL);
+  assert_non_null(s);
+  mt_tset_add(s, 3, 0, 0);
+  assert_int_equal(mt_tset_rescan(s), MS_EACCES);
+  assert_int_equal(mt_tset_count(s), 1);
+  assert_int_equal(own.retired, 0);
+  mt_tset_free(s);
+}
+
+/* Rounds: not timed; every target is asked at once, `quiet` ends the
+ * round once all have reported; a listing retires the unlisted at once. */
+static void test_rounds(void **state) {
+  static const int three[] = {1, 2, 3}, two[] = {1, 3};
+  mt_tset_opts_t o = {.timeout_ms = 2000, .retire_unlisted = 1};
+  mt_tset_t *s = new_set(&o);
+
+  (void)state;
+  list(3, three);
+  for (int round = 0; round < 3; round++) {
+    assert_int_equal(mt_tset_rescan(s), 0);
+    assert_int_equal(mt_tset_fetch_all(s, 0x1), 3);
+    assert_int_equal(conn_of(2)->flags, 0x1);
+    reply_ok(1);
+    reply_fail(2, MS_ETIMEDOUT);
+    assert_int_equal(own.quiet, round);
+    reply_ok(3);
+    assert_int_equal(own.quiet, round + 1);
+    assert_true(mt_tset_find(s, 1)->ok);
+    assert_false(mt_tset_find(s, 2)->ok);
+  }
+  assert_int_equal(own.added, 3);
+  assert_int_equal(own.failures, 3);
+  /* No timers: nothing is read between rounds. */
+  advance(100000);
+  assert_int_equal(fetches(1), 3);
+  list(2, two);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(own.retired, 1);
+  assert_int_equal(own.gone, 0);
+  assert_null(mt_tset_find(s, 2));
+  /* A target that is gone is not asked. */
+  dead[ndead++] = 3;
+  assert_int_equal(mt_tset_fetch_all(s, 0), 2);
+  reply_ok(1);
+  reply_fail(3, MS_EPROTO);
+  assert_int_equal(own.gone, 1);
+  assert_int_equal(mt_tset_fetch_all(s, 0), 1);
+  reply_ok(1);
+  mt_tset_free(s);
+}
+
+/* Paused (request skips), the cadence goes on without reads; a new
+ * interval re-arms the healthy targets, not the failing ones. */
+static void test_pause_and_interval(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s = new_set(&o);
+  mt_tset_target_t *a = mt_tset_add(s, 1, 0, 0), *b = mt_tset_add(s, 2, 0, 0);
+
+  (void)state;
+  mt_tset_start(s);
+  own.flags = 0x1;
+  advance(0);
+  assert_int_equal(conn_of(1)->flags, 0x1);
+  reply_ok(1);
+  reply_fail(2, MS_ETIMEDOUT); /* next read of 2 in 200 ms */
+  own.skip = 1;
+  advance(1000);
+  assert_int_equal(fetches(1), 1);
+  assert_int_equal(fetches(2), 1);
+  own.skip = 0;
+  advance(100);
+  assert_int_equal(fetches(1), 2);
+  assert_int_equal(fetches(2), 2);
+  reply_ok(1);
+  reply_fail(2, MS_ETIMEDOUT); /* fails 2: next read in 400 ms */
+  mt_tset_set_interval(s, 1000);
+  assert_int_equal(a->fails, 0);
+  assert_int_equal(b->fails, 2);
+  advance(400);
+  assert_int_equal(fetches(2), 3); /* its back-off, not the new interval */
+  assert_int_equal(fetches(1), 2);
+  advance(599);
+  assert_int_equal(fetches(1), 2);
+  advance(1);
+  assert_int_equal(fetches(1), 3);
+  mt_tset_stop(s);
+  advance(100000);
+  assert_int_equal(fetches(1), 3);
+  mt_tset_free(s);
+}
+
+/* An owner that refuses a target (out of memory) leaves no trace. */
+static int o_refuse(void *arg, mt_tset_target_t *t) {
+  (void)arg;
+  (void)t;
+  return -1;
+}
+
+static void test_added_refused(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_cbs_t cbs = owner_cbs;
+  mt_tset_t *s;
+
+  (void)state;
+  cbs.added = o_refuse;
+  s = mt_tset_new(&fake_io, &o, &cbs, NULL);
+  assert_null(mt_tset_add(s, 5, 0, 0));
+  assert_int_equal(mt_tset_count(s), 0);
+  assert_true(conns[0].closed);
+  assert_true(timers[0].closed);
+  mt_tset_free(s);
+  assert_int_equal(own.retired, 0);
+}
+
+/* ---- rounds.c over the set: --once -n 3 -------------------------------- */
+
+static int rounds_done;
+
+static void on_done(void *arg) {
+  (void)arg;
+  rounds_done++;
+}
+
+static void test_rounds_count(void **state) {
+  mt_opts_t opts;
+  mt_model_t model;
+  mt_out_t out;
+  mt_rounds_t r;
+  mt_tset_opts_t o = {.timeout_ms = 2000};
+  uv_loop_t loop;
+  int saved = dup(STDOUT_FILENO);
+  FILE *null = freopen("/dev/null", "w", stdout);
+
+  (void)state;
+  assert_non_null(null);
+  memset(&opts, 0, sizeof opts);
+  opts.cmd = MT_CMD_WATCH;
+  opts.once = opts.json = 1;
+  opts.iterations = 3;
+  opts.delay_s = 0.1;
+  opts.pids[0] = 77;
+  opts.npids = 1;
+  mt_model_init(&model);
+  model.delay_s = opts.delay_s;
+  memset(&out, 0, sizeof out);
+  out.json = 1;
+  memset(&r, 0, sizeof r);
+  uv_loop_init(&loop);
+  mt_rounds_init(&r, &loop);
+  r.o = &opts;
+  r.model = &model;
+  r.out = &out;
+  r.sockdir = "/nowhere";
+  r.done = on_done;
+  r.set = mt_tset_new(&fake_io, &o, &mt_rounds_cbs, &r);
+  assert_non_null(r.set);
+  assert_non_null(mt_tset_add(r.set, 77, 0, 0));
+  assert_non_null(mt_model_find(&model, 77)); /* the owner made it */
+  rounds_done = 0;
+  mt_rounds_start(&r);
+  while (rounds_done == 0) {
+    if (conn_of(77)->busy)
+      reply_ok(77);
+    else
+      uv_run(&loop, UV_RUN_ONCE);
+  }
+  assert_int_equal(rounds_done, 1);
+  assert_int_equal(r.rounds, 3);
+  assert_int_equal(fetches(77), 3);
+  assert_int_equal(out.nemitted, 0); /* JSON lines: no paragraphs */
+  assert_int_equal(r.exit_code, 0);
+  mt_tset_free(r.set);
+  assert_null(mt_model_find(&model, 77));
+  mt_rounds_close(&r);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  mt_model_free(&model);
+  mt_out_free(&out);
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup(test_snapshot_once, reset),
+      cmocka_unit_test_setup(test_backoff, reset),
+      cmocka_unit_test_setup(test_owner_wait, reset),
+      cmocka_unit_test_setup(test_gone_once, reset),
+      cmocka_unit_test_setup(test_discovery, reset),
+      cmocka_unit_test_setup(test_discovery_error, reset),
+      cmocka_unit_test_setup(test_rounds, reset),
+      cmocka_unit_test_setup(test_pause_and_interval, reset),
+      cmocka_unit_test_setup(test_added_refused, reset),
+      cmocka_unit_test_setup(test_rounds_count, reset),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
