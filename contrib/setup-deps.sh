@@ -29,6 +29,10 @@ git
 python3
 heaptrack
 hyperfine
+libprotobuf-c-dev
+protobuf-c-compiler
+libdw-dev
+golang-go
 "
 
 # On a machine that is not Debian-based nothing is installed: each need is
@@ -52,6 +56,9 @@ pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tes
 pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
 lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
 pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
+pc:libprotobuf-c|libprotobuf-c-dev|protobuf-c-devel|protobuf-c|protobuf-c (memtop profile writes profile.proto)
+cmd:protoc-c|protobuf-c-compiler|protobuf-c-compiler|protobuf-c|protoc-c (generates the profile.proto code at build time)
+pc:libdw|libdw-dev|elfutils-devel|elfutils|elfutils libdw (memtop profile resolves function names and lines)
 "
 OPTIONAL="
 cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz)
@@ -60,6 +67,7 @@ cmd:python3|python3|python3|python|python3 (a preload test)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
+cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in the tests)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.

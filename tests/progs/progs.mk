@@ -76,3 +76,7 @@ $(BUILD)/progs/pl_unseen_je: tests/progs/pl_unseen.c
 $(BUILD)/progs/abi_old: tests/progs/abi_old.c tests/data/abi/0.1/memstats.h $(LIB_SO)
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Iinclude,$(BASE_CFLAGS)) -Itests/data/abi/0.1 -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl
+
+# ---- the heap profile's program (pl_prof) ----------------------------------
+# -rdynamic: it names its own functions' ranges (dladdr1) for the test.
+PROG_LIBS_pl_prof := -rdynamic
