@@ -374,20 +374,21 @@ static void test_wide(void **state) {
 }
 
 /* A signal handler that allocates and frees, interrupting the program's
- * own mallocs (sampled at rate 1, so inside captures and the table's lock
- * too): the program runs on, and its profile is served. */
+ * own mallocs 1,000 times (sampled at rate 1, so inside captures and the
+ * table's lock too): the program runs on, and its profile is served, with
+ * the sites after it exact. */
 static void test_signals(void **state) {
   (void)state;
   proc_t p;
   const char *argv[] = {prog(), "signals", NULL};
   const char *env[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
   start(&p, argv, env, 1);
-  assert_true(p.signals > 100);
+  assert_true(p.signals >= 1000);
   ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
   site_t s = site(&d->profile, fn(&p, "f_small"));
   assert_int_equal(s.inuse_objects, 16);
-  site_t h = site(&d->profile, fn(&p, "f_signal"));
-  assert_true(h.alloc_objects > 0);
+  /* (How many of the handler's allocations are sampled depends on what
+   * they interrupt: one inside a capture or the table's lock is not.) */
   ms__profile_decoded_free(d);
   stop(&p);
 }
