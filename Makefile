@@ -89,14 +89,21 @@ Z_LIBS := $(shell $(PKG_CONFIG) --libs zlib 2>/dev/null || echo -lz)
 CMOCKA_CFLAGS := $(shell $(PKG_CONFIG) --cflags cmocka 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 JANSSON_LIBS := $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null || echo -ljansson)
-TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS) $(MHD_CFLAGS)
+# memtop profile: pprof's profile.proto through protobuf-c, symbols through
+# elfutils' libdw (libdwfl).
+PROTOC_C ?= protoc-c
+PROTOBUF_C_CFLAGS := $(shell $(PKG_CONFIG) --cflags libprotobuf-c 2>/dev/null)
+PROTOBUF_C_LIBS := $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null || echo -lprotobuf-c)
+DW_CFLAGS := $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
+DW_LIBS := $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 # memtop serve: libmicrohttpd (HTTP and, through GnuTLS, TLS), libyaml
 # (the web config), libxcrypt (bcrypt).
 MHD_CFLAGS := $(shell $(PKG_CONFIG) --cflags libmicrohttpd yaml-0.1 2>/dev/null)
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) \
             $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml) \
             $(shell $(PKG_CONFIG) --libs libxcrypt 2>/dev/null || echo -lcrypt)
-TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) $(MHD_LIBS) -lm
+TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS) $(PROTOBUF_C_CFLAGS) $(DW_CFLAGS) $(MHD_CFLAGS) -I$(BUILD)/gen
+TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(PROTOBUF_C_LIBS) $(DW_LIBS) $(Z_LIBS) $(MHD_LIBS) -lm
 
 # ---- what goes where --------------------------------------------------------
 # The layers are in CONTRIBUTING.md (tests/lint-layers.sh checks them:
@@ -110,20 +117,21 @@ TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(Z_LIBS) $(MHD_LIBS) -lm
 # libuv and curses. A second set of objects would cost build time only.
 SHARED_DIRS := src/common src/wire
 # The target-side library: libc, pthread and dl only.
-LIB_DIRS := $(SHARED_DIRS) src/core src/providers src/compose src/agent
+LIB_DIRS := $(SHARED_DIRS) src/core src/providers src/compose src/profile \
+            src/agent
 LIB_SRCS := $(sort $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 # memtop: these folders but main.c, and common and wire, go into an
 # archive that is all memtop links (no engine, no provider, no agent) and
-# that the tests link too.
-TOOL_DIRS := src/client src/emit src/memtop
+# that the tests link too; with it pprof's generated profile.proto code.
+TOOL_DIRS := src/client src/emit src/pprof src/memtop
 TOOL_SRCS := $(filter-out src/memtop/main.c,$(sort $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.c))))
 SHARED_SRCS := $(sort $(foreach d,$(SHARED_DIRS),$(wildcard $(d)/*.c)))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 LIB_OBJS := $(call obj,$(LIB_SRCS))
 PRELOAD_OBJS := $(call obj,$(PRELOAD_SRCS))
-TOOL_OBJS := $(call obj,$(TOOL_SRCS))
+TOOL_OBJS := $(call obj,$(TOOL_SRCS)) $(BUILD)/obj/gen/pprof/profile.pb-c.o
 SHARED_OBJS := $(call obj,$(SHARED_SRCS))
 
 LIB_SO := $(BUILD)/libmemstats.so
@@ -182,6 +190,19 @@ $(BUILD)/obj/src/memtop/run.o $(BUILD)/tests/test_run: $(LIBDIR_STAMP)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
+
+# protoc-c names its output after the .proto's path: run it from the
+# .proto's folder. The generated code is not ours to warn about.
+# One run writes both files: the header is made by the .c's rule.
+$(BUILD)/gen/pprof/profile.pb-c.c: src/pprof/profile.proto
+	@mkdir -p $(BUILD)/gen/pprof
+	cd src/pprof && $(PROTOC_C) --c_out=$(abspath $(BUILD)/gen/pprof) profile.proto
+$(BUILD)/gen/pprof/profile.pb-c.h: $(BUILD)/gen/pprof/profile.pb-c.c
+	@test -f $@ || { rm -f $<; $(MAKE) --no-print-directory $<; }
+$(BUILD)/obj/gen/pprof/profile.pb-c.o: $(BUILD)/gen/pprof/profile.pb-c.c
+	@mkdir -p $(@D)
+	$(CC) $(filter-out -Werror -Wmissing-prototypes,$(BASE_CFLAGS)) $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen/pprof -c $< -o $@
+$(call obj,$(wildcard src/pprof/*.c)): $(BUILD)/gen/pprof/profile.pb-c.h
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 # The tests' own dependencies (tests/support's headers, src's headers).

@@ -29,6 +29,10 @@ git
 python3
 heaptrack
 hyperfine
+libprotobuf-c-dev
+protobuf-c-compiler
+libdw-dev
+golang-go
 prometheus
 python3-prometheus-client
 libmicrohttpd-dev
@@ -59,6 +63,9 @@ pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tes
 pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
 lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
 pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
+pc:libprotobuf-c|libprotobuf-c-dev|protobuf-c-devel|protobuf-c|protobuf-c (memtop profile writes profile.proto)
+cmd:protoc-c|protobuf-c-compiler|protobuf-c-compiler|protobuf-c|protoc-c (generates the profile.proto code at build time)
+pc:libdw|libdw-dev|elfutils-devel|elfutils|elfutils libdw (memtop profile resolves function names and lines)
 pc:libmicrohttpd|libmicrohttpd-dev|libmicrohttpd-devel|libmicrohttpd|libmicrohttpd with GnuTLS (memtop serve)
 pc:yaml-0.1|libyaml-dev|libyaml-devel|libyaml|libyaml (memtop serve --web-config)
 pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bcrypt)
@@ -73,6 +80,7 @@ cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
 cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
 cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-node-exporter|node_exporter (make bench: bench_serve's comparison)
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
+cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in the tests)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.

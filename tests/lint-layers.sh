@@ -6,12 +6,12 @@
 # both, in this order (a folder may include the folders before it on its
 # side, and its own):
 #
-#   target side:  common wire core providers compose agent preload
-#   tool side:    common wire client emit memtop
+#   target side:  common wire core providers compose profile agent preload
+#   tool side:    common wire client emit pprof memtop
 #
 # So nothing includes upwards, the tool's side never includes core,
-# providers, compose, agent or preload, and the target side never includes
-# client, emit or memtop. A header named *_int.h is internal to its folder:
+# providers, compose, profile, agent or preload, and the target side never
+# includes client, emit, pprof or memtop. A header named *_int.h is internal to its folder:
 # no other folder includes it. An include of a folder that is not a layer, or a
 # folder under SRC that is not one, fails too: a new folder takes its place
 # here and in CONTRIBUTING.md first. Independently of the order, the graph
@@ -21,8 +21,8 @@
 # exits 0 and prints one summary line otherwise. POSIX sh and awk only.
 set -u
 SRC=${1:-src}
-TARGET="common wire core providers compose agent preload"
-TOOL="common wire client emit memtop"
+TARGET="common wire core providers compose profile agent preload"
+TOOL="common wire client emit pprof memtop"
 
 if [ ! -d "$SRC" ]; then
   echo "lint-layers: no source directory $SRC" >&2

@@ -66,6 +66,7 @@
 #include "common/sockdir.h"
 #include "core/engine.h"
 #include "core/util.h"
+#include "profile/profile.h"
 
 #define MAX_CLIENTS 32
 #define ACCEPT_BURST 64
@@ -92,7 +93,22 @@ typedef struct client_s {
   int eof;                /* the client will send no more */
   int closing;            /* close once the output is sent */
   uint8_t *in, *out;
+  /* A heap profile being sent after out's bytes (request.c): the
+   * agent's own mapping, given back once sent or on close. */
+  uint8_t *prof;
+  size_t prof_off, prof_len, prof_map;
 } client_t;
+
+/* Whether the client has output waiting (replies or a profile). */
+static int client_pending(const client_t *c) {
+  return c->out_len > c->out_off || c->prof != NULL;
+}
+
+static void client_drop_profile(client_t *c) {
+  ms__agent_profile_free(c->prof, c->prof_map);
+  c->prof = NULL;
+  c->prof_off = c->prof_len = c->prof_map = 0;
+}
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_running;
@@ -126,6 +142,7 @@ static int g_said_lost_client, g_said_emfile, g_said_accept;
  * Clients
  * ------------------------------------------------------------------------ */
 static void client_close(client_t *c) {
+  client_drop_profile(c);
   ms__own_close(&c->fd);
 }
 
@@ -146,7 +163,7 @@ static int client_usable(client_t *c) {
 
 /* Sends what is pending. Returns 0, or -1 if the client is gone. */
 static int client_flush(client_t *c, uint64_t now) {
-  if (c->out_off < c->out_len && !client_usable(c))
+  if (client_pending(c) && !client_usable(c))
     return -1;
   while (c->out_off < c->out_len) {
     ssize_t n = send(c->fd.fd, c->out + c->out_off, c->out_len - c->out_off,
@@ -163,11 +180,29 @@ static int client_flush(client_t *c, uint64_t now) {
     return -1;
   }
   c->out_off = c->out_len = 0;
+  while (c->prof != NULL && c->prof_off < c->prof_len) {
+    ssize_t n = send(c->fd.fd, c->prof + c->prof_off, c->prof_len - c->prof_off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c->prof_off += (size_t)n;
+      c->last_progress = now;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    return -1;
+  }
+  if (c->prof != NULL)
+    client_drop_profile(c);
   return 0;
 }
 
 /* Handles whatever whole requests are buffered, replying into out. */
 static void client_serve(client_t *c) {
+  if (c->prof != NULL)
+    return; /* the next reply follows the profile being sent */
   if (c->out_off > 0) {
     memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
     c->out_len -= c->out_off;
@@ -178,6 +213,8 @@ static void client_serve(client_t *c) {
   w.len = c->out_len;
   size_t used = ms__agent_handle(c->in, c->in_len, &w, &c->closing);
   c->out_len = w.len;
+  ms__agent_take_profile(&c->prof, &c->prof_len, &c->prof_map);
+  c->prof_off = 0;
   if (used > 0) {
     memmove(c->in, c->in + used, c->in_len - used);
     c->in_len -= used;
@@ -194,7 +231,7 @@ static void client_read(client_t *c, uint64_t now) {
       c->in_len += (size_t)n;
       c->last_progress = now;
       client_serve(c);
-      if (OUT_CAP - c->out_len < MS__AGENT_REPLY_MAX)
+      if (OUT_CAP - c->out_len < MS__AGENT_REPLY_MAX || c->prof != NULL)
         break;
       continue;
     }
@@ -217,7 +254,7 @@ static int pick_slot(void) {
   for (int i = 0; i < MAX_CLIENTS; i++) {
     if (g_clients[i].fd.fd < 0)
       return i;
-    if (g_clients[i].out_len == g_clients[i].out_off &&
+    if (!client_pending(&g_clients[i]) &&
         (victim < 0 ||
          g_clients[i].last_progress < g_clients[victim].last_progress))
       victim = i;
@@ -328,6 +365,7 @@ static void accept_clients(uint64_t now) {
       continue;
     fd = c->fd.fd;
     c->in_len = c->out_off = c->out_len = 0;
+    client_drop_profile(c); /* a slot given up kept its profile */
     c->eof = c->closing = 0;
     c->last_progress = now;
     ms__wire_writer_t w;
@@ -522,6 +560,7 @@ static void *agent_main(void *arg) {
   (void)arg;
   struct pollfd pfd[2 + MAX_CLIENTS];
   int who[2 + MAX_CLIENTS];
+  ms__prof_exclude_thread();
   g_setup_err = agent_setup();
   sem_post(&g_ready);
   if (g_setup_err != 0) {
@@ -551,7 +590,7 @@ static void *agent_main(void *arg) {
       client_t *c = &g_clients[i];
       if (c->fd.fd < 0 || !client_usable(c))
         continue;
-      int busy = c->in_len > 0 || c->out_len > c->out_off || c->closing;
+      int busy = c->in_len > 0 || client_pending(c) || c->closing;
       uint64_t deadline =
           c->last_progress + (busy ? IO_TIMEOUT_NS : IDLE_TIMEOUT_NS);
       if (deadline <= now) {
@@ -562,9 +601,9 @@ static void *agent_main(void *arg) {
         next = deadline;
       short ev = 0;
       if (!c->eof && !c->closing && c->in_len < IN_CAP &&
-          OUT_CAP - c->out_len >= MS__AGENT_REPLY_MAX)
+          OUT_CAP - c->out_len >= MS__AGENT_REPLY_MAX && c->prof == NULL)
         ev |= POLLIN;
-      if (c->out_len > c->out_off)
+      if (client_pending(c))
         ev |= POLLOUT;
       pfd[n].fd = c->fd.fd;
       pfd[n].events = ev;
@@ -593,19 +632,19 @@ static void *agent_main(void *arg) {
       }
       if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
         client_read(c, now);
-      if (c->out_len > c->out_off && client_flush(c, now) != 0) {
+      if (client_pending(c) && client_flush(c, now) != 0) {
         client_close(c);
         continue;
       }
       /* Requests left waiting for output room can go now. */
-      if (c->in_len > 0 && !c->closing) {
+      if (c->in_len > 0 && !c->closing && c->prof == NULL) {
         client_serve(c);
         if (client_flush(c, now) != 0) {
           client_close(c);
           continue;
         }
       }
-      if ((c->eof || c->closing) && c->out_len == c->out_off)
+      if ((c->eof || c->closing) && !client_pending(c))
         client_close(c);
     }
     if (pfd[1].revents & POLLIN)

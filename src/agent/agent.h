@@ -32,6 +32,23 @@ int ms__agent_hello(ms__wire_writer_t *out);
  * smaps_rollup figures (see request.c for the cache rule). */
 int ms__agent_snapshot_flags(ms__wire_writer_t *out, uint64_t req_flags);
 
+/* ---- heap profiles (profile.c, request.c) ---- */
+
+/* Cuts the heap profile, copies it out of the bucket table and encodes it
+ * with the process's code mappings into a new mapping of the agent's:
+ * *out (map_len bytes mapped) holds *len bytes of MS__MSG_PROFILE frames.
+ * Returns 0, MS_ENOSYS (profiling off), MS_EAGAIN (MAX_STREAMS profiles
+ * are being sent already) or MS_ENOMEM. The caller sends it and gives it
+ * back with ms__agent_profile_free(). */
+int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
+                            size_t *len, size_t *map_len);
+void ms__agent_profile_free(uint8_t *map, size_t map_len);
+/* The profile the last ms__agent_handle() call prepared, to be sent after
+ * the replies it wrote; *map NULL if none. The caller owns it from then
+ * on. ms__agent_handle() handles no request after a profile until it has
+ * been taken (a stream keeps the order of the replies). */
+void ms__agent_take_profile(uint8_t **map, size_t *len, size_t *map_len);
+
 /* Rate limit (ns) and cache control. ms__agent_cache_reset() forgets the
  * cached snapshot (after fork: it is the parent's). */
 void ms__agent_set_interval(uint64_t ns);

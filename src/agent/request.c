@@ -25,6 +25,8 @@
 #include "core/engine.h"
 #include "core/util.h"
 #include "compose/snapshot.h"
+#include "profile/profile.h"
+#include "wire/profile.h"
 
 static struct {
   uint64_t interval_ns;
@@ -110,14 +112,57 @@ int ms__agent_hello(ms__wire_writer_t *out) {
   snprintf(h.lib_version, sizeof h.lib_version, "%s", MS_VERSION_STRING);
   h.proto_version = MS__WIRE_VERSION;
   h.capabilities = MS__CAP_SNAPSHOT | MS__CAP_SMAPS;
+  if (ms__prof_rate() != 0)
+    h.capabilities |= MS__CAP_PROFILE;
   return ms__wire_encode_hello(out, &h);
+}
+
+/* The profile prepared by the last request, until the caller takes it. */
+static struct {
+  uint8_t *map;
+  size_t len, map_len;
+} g_profile;
+
+void ms__agent_take_profile(uint8_t **map, size_t *len, size_t *map_len) {
+  *map = g_profile.map;
+  *len = g_profile.len;
+  *map_len = g_profile.map_len;
+  g_profile.map = NULL;
+}
+
+/* Answers a profile request: the encoded profile waits in g_profile for
+ * the caller to stream it, or an error frame says why there is none. */
+static void profile_request(ms__wire_writer_t *out) {
+  int32_t pid = (int32_t)getpid();
+  uint64_t start_time = 0;
+  if (refresh(ms__now_mono_ns(), 0) == 0 && g_cache.snap.pid == pid)
+    start_time = g_cache.snap.start_time;
+  int r = ms__agent_profile_build(pid, start_time, &g_profile.map,
+                                  &g_profile.len, &g_profile.map_len);
+  if (r == MS_ENOSYS)
+    ms__wire_encode_error(out, MS__MSG_ERROR, r,
+                          "heap profiling is off in this process "
+                          "(MEMSTATS_PROFILE_RATE=0, or not run under the "
+                          "preload)");
+  else if (r == MS_EAGAIN)
+    ms__wire_encode_error(out, MS__MSG_ERROR, r,
+                          "other heap profiles are being sent; try again");
+  else if (r != 0)
+    ms__wire_encode_error(out, MS__MSG_ERROR, r,
+                          "the heap profile could not be prepared");
 }
 
 size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
                         int *close_after) {
   size_t used = 0;
   char msg[128];
-  while (!*close_after && out->cap - out->len >= MS__AGENT_REPLY_MAX) {
+  /* A profile from an earlier call that nobody took (the fuzz harness). */
+  if (g_profile.map != NULL) {
+    ms__agent_profile_free(g_profile.map, g_profile.map_len);
+    g_profile.map = NULL;
+  }
+  while (!*close_after && out->cap - out->len >= MS__AGENT_REPLY_MAX &&
+         g_profile.map == NULL) {
     ms__frame_t f;
     const char *why = "malformed request";
     int r =
@@ -161,11 +206,16 @@ size_t ms__agent_handle(const uint8_t *in, size_t len, ms__wire_writer_t *out,
       ms__agent_snapshot_flags(out, flags);
       break;
     }
-    case MS__MSG_PROFILE_REQ:
-      ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS,
-                            "heap profiles are not served by this version "
-                            "of libmemstats");
+    case MS__MSG_PROFILE_REQ: {
+      uint64_t flags; /* none known yet: a newer memtop's are ignored */
+      if (ms__wire_decode_request(payload, f.length, &flags, &why) != 0) {
+        ms__wire_encode_error(out, MS__MSG_ERROR, MS_EPROTO, why);
+        *close_after = 1;
+        break;
+      }
+      profile_request(out);
       break;
+    }
     case MS__MSG_GC_REQ:
       ms__wire_encode_error(out, MS__MSG_ERROR, MS_ENOSYS,
                             "forcing a collection is not supported by this "

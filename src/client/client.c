@@ -456,6 +456,9 @@ struct msc_session_s {
   char dead_msg[256];
   msc_hello_t hello;
   uint8_t req[2 * 64];
+  /* The heap profile being received (asked for), frame by frame, and
+   * whether it is complete (then msc_session_take_profile gives it). */
+  ms__profile_decoded_t *prof;
 };
 
 msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
@@ -469,6 +472,8 @@ msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
 }
 
 void msc_session_free(msc_session_t *s) {
+  if (s != NULL)
+    ms__profile_decoded_free(s->prof);
   free(s);
 }
 
@@ -497,6 +502,42 @@ int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
   *out = s->req;
   *len = w.len;
   return 0;
+}
+
+int msc_session_request_profile(msc_session_t *s, const uint8_t **out,
+                                size_t *len) {
+  if (s == NULL || out == NULL || len == NULL)
+    return MS_EINVAL;
+  ms__profile_decoded_t *d = ms__profile_decoded_new();
+  if (d == NULL)
+    return MS_ENOMEM;
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, s->req, sizeof s->req);
+  if (s->state == ST_NEW) {
+    ms__wire_encode_request(&w, MS__MSG_HELLO, 0);
+    s->state = ST_WAIT_HELLO;
+  }
+  int r = ms__wire_encode_request(&w, MS__MSG_PROFILE_REQ, MS__PROFREQ_NONE);
+  if (r != 0) {
+    ms__profile_decoded_free(d);
+    return r;
+  }
+  /* A profile asked for earlier and not finished is forgotten: the agent
+   * answers requests in order, so its frames come first and would be
+   * refused; ask again only after MSC_EV_PROFILE or an error. */
+  ms__profile_decoded_free(s->prof);
+  s->prof = d;
+  *out = s->req;
+  *len = w.len;
+  return 0;
+}
+
+ms__profile_decoded_t *msc_session_take_profile(msc_session_t *s) {
+  if (s == NULL || s->prof == NULL || !s->prof->complete)
+    return NULL;
+  ms__profile_decoded_t *d = s->prof;
+  s->prof = NULL;
+  return d;
 }
 
 static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
@@ -585,6 +626,33 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
     ev->type = MSC_EV_SNAPSHOT;
     return 0;
   }
+  case MS__MSG_PROFILE: {
+    if (s->state != ST_READY)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: a profile before the "
+                  "handshake",
+                  s->pid);
+    if (s->prof == NULL || s->prof->complete)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: a profile not asked for",
+                  s->pid);
+    r = ms__profile_decode_frame(s->prof, p, f.length, &why);
+    if (r != 0)
+      return fail(s, ev, r, 1, "%s reply from PID %d: %s",
+                  r == MS_ENOMEM ? "out of memory decoding the"
+                                 : "malformed",
+                  s->pid, why);
+    if (!s->prof->complete)
+      return 0; /* more frames to come */
+    if (s->prof->profile.pid != s->hello.pid ||
+        s->prof->profile.start_time != s->hello.start_time)
+      return fail(s, ev, MS_EPROTO, 1,
+                  "malformed reply from PID %d: the profile is of another "
+                  "process (PID %d)",
+                  s->pid, (int)s->prof->profile.pid);
+    ev->type = MSC_EV_PROFILE;
+    return 0;
+  }
   case MS__MSG_REFUSED:
   case MS__MSG_ERROR: {
     int code;
@@ -599,7 +667,12 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
       return fail(s, ev, code, 1, "PID %d refused the connection: %s", s->pid,
                   reason);
     /* After a malformed request or a version clash the agent hangs up;
-     * other errors concern one request only. */
+     * other errors concern one request only (a profile asked for is then
+     * not coming). */
+    if (s->prof != NULL && !s->prof->complete) {
+      ms__profile_decoded_free(s->prof);
+      s->prof = NULL;
+    }
     return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
                 "PID %d: %s", s->pid, reason);
   }
@@ -655,4 +728,128 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   }
   snprintf(path, len, "%s", first);
   return first_errno == EACCES ? MS_EACCES : MS_ENOENT;
+}
+
+/* The exchange of msc_fetch_profile on a verified connection. */
+static int profile_exchange(int fd, msc_session_t *s, int pid,
+                            ms__profile_decoded_t **out, int timeout_ms,
+                            const char *path, char *errbuf, size_t errlen) {
+  size_t cap = 64 * 1024, have = 0, reqlen, sent = 0;
+  uint8_t *buf = malloc(cap);
+  const uint8_t *req;
+  int r = MS_EPROTO;
+  if (buf == NULL || msc_session_request_profile(s, &req, &reqlen) != 0) {
+    free(buf);
+    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+    return MS_ENOMEM;
+  }
+  for (;;) {
+    struct pollfd p = {fd, (short)(POLLIN | (sent < reqlen ? POLLOUT : 0)), 0};
+    int pr = poll(&p, 1, timeout_ms);
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr <= 0) {
+      r = MS_ETIMEDOUT;
+      msc_explain_timeout(pid, timeout_ms, 1, path, errbuf, errlen);
+      break;
+    }
+    if (sent < reqlen && (p.revents & POLLOUT)) {
+      ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
+      if (n > 0)
+        sent += (size_t)n;
+    }
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    if (have == cap) {
+      uint8_t *nb = cap < MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD
+                        ? realloc(buf, cap * 2)
+                        : NULL;
+      if (nb == NULL) {
+        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t n = recv(fd, buf + have, cap - have, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n <= 0) {
+      snprintf(errbuf, errlen,
+               "malformed reply from PID %d: the connection closed in the "
+               "middle of a message",
+               pid);
+      break;
+    }
+    have += (size_t)n;
+    size_t used;
+    msc_event_t ev;
+    do {
+      memset(&ev, 0, sizeof ev);
+      used = 0;
+      r = msc_session_feed(s, buf, have, &used, NULL, &ev);
+      memmove(buf, buf + used, have - used);
+      have -= used;
+    } while (ev.type != MSC_EV_ERROR && ev.type != MSC_EV_PROFILE && used > 0);
+    if (ev.type == MSC_EV_ERROR) {
+      snprintf(errbuf, errlen, "%s", ev.msg);
+      r = r < 0 ? r : (ev.err ? ev.err : MS_EPROTO);
+      break;
+    }
+    if (ev.type == MSC_EV_PROFILE) {
+      *out = msc_session_take_profile(s);
+      r = 0;
+      break;
+    }
+  }
+  free(buf);
+  return r;
+}
+
+int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
+                      char *errbuf, size_t errlen) {
+  char path[MSC_PATH_MAX], dummy[8];
+  const char *why = "";
+  uint64_t start_time;
+  *out = NULL;
+  if (errbuf == NULL || errlen == 0) {
+    errbuf = dummy;
+    errlen = sizeof dummy;
+  }
+  errbuf[0] = '\0';
+  if (pid <= 0) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  if (msc_proc_start_time(pid, &start_time) != 0) {
+    snprintf(errbuf, errlen, "PID %d: no such process", pid);
+    return MS_ESRCH;
+  }
+  int r = msc_find_socket(pid, path, sizeof path, &why);
+  if (r == MS_EUNSAFE) {
+    msc_explain_unsafe(pid, path, why, errbuf, errlen);
+    return r;
+  }
+  int fd = r != 0 ? r : connect_path(path, timeout_ms);
+  if (fd < 0) {
+    if (fd == MS_ETIMEDOUT) {
+      msc_explain_timeout(pid, timeout_ms, 0, path, errbuf, errlen);
+      return fd;
+    }
+    msc_explain_connect(pid, fd, path, errbuf, errlen);
+    return fd == -EPERM ? MS_EACCES : fd;
+  }
+  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
+  if (r == 0) {
+    msc_session_t *s = msc_session_new(pid, start_time);
+    if (s == NULL) {
+      snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+      r = MS_ENOMEM;
+    } else {
+      r = profile_exchange(fd, s, pid, out, timeout_ms, path, errbuf, errlen);
+      msc_session_free(s);
+    }
+  }
+  close(fd);
+  return r;
 }

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "memstats.h"
+#include "wire/profile.h"
 #include "wire/wire.h"
 
 #define MSC_PATH_MAX 108 /* sizeof(sun_path) */
@@ -97,7 +98,7 @@ typedef enum msc_event_type_e {
   MSC_EV_NONE = 0, /* need more bytes */
   MSC_EV_HELLO,    /* handshake received and verified */
   MSC_EV_SNAPSHOT, /* a snapshot was decoded into the caller's struct */
-  MSC_EV_PROFILE,  /* a heap profile reply (later issue) */
+  MSC_EV_PROFILE,  /* a whole heap profile: msc_session_take_profile() */
   MSC_EV_ERROR     /* refused, malformed, PID reused...: see .err */
 } msc_event_type_t;
 
@@ -126,6 +127,17 @@ int msc_session_request_snapshot(msc_session_t *s, const uint8_t **out,
  * figures then read as unavailable). */
 int msc_session_request_snapshot_flags(msc_session_t *s, uint64_t flags,
                                        const uint8_t **out, size_t *len);
+/* The bytes to send to ask for the heap profile (the first call also says
+ * hello). The profile comes as several frames: msc_session_feed() reports
+ * MSC_EV_PROFILE once the last has been decoded (MSC_EV_NONE, bytes used,
+ * for the others), or MSC_EV_ERROR (the agent's refusal, e.g. MS_ENOSYS
+ * when profiling is off; or a malformed frame, which ends the session).
+ * Returns 0, MS_EINVAL or MS_ENOMEM. */
+int msc_session_request_profile(msc_session_t *s, const uint8_t **out,
+                                size_t *len);
+/* After MSC_EV_PROFILE: the profile, now the caller's (free it with
+ * ms__profile_decoded_free); NULL if none is complete. */
+ms__profile_decoded_t *msc_session_take_profile(msc_session_t *s);
 /* Feeds received bytes. Consumes at most one message per call: *used says
  * how many bytes it took (call again with the rest). On MSC_EV_SNAPSHOT,
  * *snap holds the snapshot. */
@@ -133,5 +145,14 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                      size_t *used, ms_snapshot_t *snap, msc_event_t *ev);
 /* The handshake, once MSC_EV_HELLO has been seen (else NULL). */
 const msc_hello_t *msc_session_hello(const msc_session_t *s);
+
+/* ---- blocking helper ---- */
+/* Connects to `pid` (the same peer checks as memtop's connections,
+ * msc_verify_peer), fetches its heap profile: *out is the caller's on 0
+ * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
+ * for the target, not the whole transfer. On error returns a negative
+ * code with the words of msc_explain_* in errbuf. */
+int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
+                      char *errbuf, size_t errlen);
 
 #endif

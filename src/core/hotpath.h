@@ -61,6 +61,9 @@ typedef struct ms__tls_s {
   /* Nonzero while this thread is inside an update off the fast path (the
    * global shard, the pause ring): see ms__engine_busy_here(). */
   int busy;
+  /* The heap profiler's countdown: bytes until this thread's next sample
+   * (src/profile/sampler.c); the preload's malloc subtracts from it. */
+  int64_t prof_left;
   /* The preload's, opaque here (MS__TLS_PRELOAD_SIZE). */
   uint64_t preload[MS__TLS_PRELOAD_SIZE / sizeof(uint64_t)];
 } ms__tls_t;

@@ -25,6 +25,13 @@ MS_EXTERN int ms_sys_add(ms_sys_class_t cls, int64_t sys_delta,
   return 0;
 }
 
+void ms__sys_add_internal(ms_sys_class_t cls, int64_t sys_delta) {
+  if ((unsigned)cls >= MS_SYS__COUNT)
+    return;
+  ms__feed(MS__FEED_SYS(cls));
+  __atomic_fetch_add(&g_sys[cls], sys_delta, __ATOMIC_RELAXED);
+}
+
 void ms__sys_read(int64_t sys[MS_SYS__COUNT], int64_t inuse[MS_SYS__COUNT]) {
   for (int i = 0; i < MS_SYS__COUNT; i++) {
     sys[i] = __atomic_load_n(&g_sys[i], __ATOMIC_RELAXED);

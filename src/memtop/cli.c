@@ -20,7 +20,16 @@
 
 #include "memstats.h"
 
-enum { OPT_ONCE = 256, OPT_JSON, OPT_NO_COLOR, OPT_LISTEN, OPT_WEB_CONFIG };
+enum {
+  OPT_ONCE = 256,
+  OPT_JSON,
+  OPT_NO_COLOR,
+  OPT_LISTEN,
+  OPT_SECONDS,
+  OPT_FORMAT,
+  OPT_SITES,
+  OPT_WEB_CONFIG
+};
 
 static const struct option long_options[] = {
     {"delay", required_argument, NULL, 'd'},
@@ -31,6 +40,9 @@ static const struct option long_options[] = {
     {"no-colour", no_argument, NULL, OPT_NO_COLOR},
     {"output", required_argument, NULL, 'o'},
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"seconds", required_argument, NULL, OPT_SECONDS},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"sites", required_argument, NULL, OPT_SITES},
     {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
@@ -149,6 +161,7 @@ typedef struct cli_seen_s {
   int help, version; /* -h, -V */
   int cmd;           /* a command word */
   int delay, iter;   /* -d, -n given */
+  int format;        /* --format given */
 } cli_seen_t;
 
 /* More words after "--": every one is a PID, even one that looks like an
@@ -228,6 +241,27 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
       return fail(err, errlen, "--listen needs an address (HOST:PORT)");
     o->listen = optarg;
     return 0;
+  case OPT_SECONDS:
+    if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
+      return fail(err, errlen,
+                  "invalid --seconds '%s': give whole seconds, 1 to %d",
+                  optarg, MT_PROFILE_SECONDS_MAX);
+    return 0;
+  case OPT_FORMAT:
+    if (strcmp(optarg, "pprof") == 0)
+      o->format = MT_PROFILE_PPROF;
+    else if (strcmp(optarg, "text") == 0)
+      o->format = MT_PROFILE_TEXT;
+    else
+      return fail(err, errlen, "invalid --format '%s': pprof or text", optarg);
+    seen->format = 1;
+    return 0;
+  case OPT_SITES:
+    if (mt_parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
+      return fail(err, errlen,
+                  "invalid --sites '%s': give a number of sites, 1 to %d",
+                  optarg, MT_SITES_MAX);
+    return 0;
   case OPT_WEB_CONFIG:
     if (optarg[0] == '\0')
       return fail(err, errlen, "--web-config needs a file name");
@@ -269,6 +303,18 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "--listen only applies to 'serve'");
   if (o->web_config != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--web-config only applies to 'serve'");
+  if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
+    return fail(err, errlen, "%s only applies to 'profile'",
+                o->seconds != 0 ? "--seconds" : "--format");
+  if (o->sites != 0 && o->cmd != MT_CMD_PROFILE &&
+      !(o->cmd == MT_CMD_WATCH && o->once))
+    return fail(err, errlen,
+                "--sites applies to --once (and --json) and to 'profile "
+                "--format text'");
+  if (o->sites != 0 && o->cmd == MT_CMD_PROFILE && o->format != MT_PROFILE_TEXT)
+    return fail(err, errlen,
+                "--sites applies to '--format text' (a pprof file holds "
+                "every site)");
 
   switch (o->cmd) {
   case MT_CMD_RUN:
@@ -284,7 +330,7 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     if (o->npids != 1)
       return fail(err, errlen,
                   "'profile' needs one process ID: memtop "
-                  "profile PID [-o FILE]");
+                  "profile PID [-o FILE] [--seconds N] [--format pprof|text]");
     /* fall through */
   case MT_CMD_PS:
   case MT_CMD_SERVE:
@@ -350,7 +396,8 @@ void mt_cli_usage(FILE *f) {
         "       memtop --once [--json] [-n N] [-d SECS] [PID...]\n"
         "       memtop run [OPTIONS] -- CMD [ARGS...]\n"
         "       memtop ps\n"
-        "       memtop profile PID [-o FILE]\n"
+        "       memtop profile PID [-o FILE] [--seconds N] "
+        "[--format pprof|text]\n"
         "       memtop serve [--listen ADDR] [--web-config FILE]\n"
         "Try 'memtop --help' for more information.\n",
         f);
@@ -372,8 +419,13 @@ void mt_cli_help(FILE *f) {
       "  memtop --once --json [PID...]\n"
       "                             the same as JSON lines, one per process\n"
       "  memtop ps                  list attachable processes and exit\n"
-      "  memtop profile PID [-o FILE]\n"
-      "                             write a heap profile (not available yet)\n"
+      "  memtop profile PID [-o FILE] [--seconds N] [--format pprof|text]\n"
+      "                             write PID's heap profile: a gzipped\n"
+      "                             profile.proto for `go tool pprof` "
+      "(default\n"
+      "                             file ./memtop-PID.pb.gz; -o - for "
+      "stdout),\n"
+      "                             or a top list of allocation sites\n"
       "  memtop serve [--listen ADDR] [--web-config FILE]\n"
       "                             Prometheus /metrics of every attachable\n"
       "                             process (default 127.0.0.1:9464; :PORT\n"
@@ -388,6 +440,14 @@ void mt_cli_help(FILE *f) {
       "      --once             plain text on stdout instead of the live view\n"
       "      --json             JSON lines instead of text (implies --once)\n"
       "      --no-color         no colours (also when NO_COLOR is set)\n"
+      "  -o, --output FILE      profile: where to write (- for stdout)\n"
+      "      --seconds N        profile: the growth over N seconds (two\n"
+      "                         profiles N seconds apart, the first\n"
+      "                         subtracted, like Go's ?seconds=N)\n"
+      "      --format FMT       profile: pprof (default) or text\n"
+      "      --sites N          with --once: add the top N allocation sites\n"
+      "                         to each report or JSON line; with profile\n"
+      "                         --format text: list N sites (default 20)\n"
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"
@@ -411,6 +471,9 @@ void mt_cli_help(FILE *f) {
       "  memtop run -- python3 app.py     watch a program from its start\n"
       "  memtop --once 1234               one report for PID 1234\n"
       "  memtop --once --json -n 60 1234  a minute of JSON lines\n"
+      "  memtop profile 1234 && go tool pprof -top memtop-1234.pb.gz\n"
+      "  memtop profile --seconds 30 --format text 1234\n"
+      "                                   what grew in 30 s, by site\n"
       "See memtop(1).\n",
       f);
 }

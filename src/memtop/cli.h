@@ -19,11 +19,19 @@ typedef enum mt_cmd_e {
   MT_CMD_WATCH = 0, /* memtop [PID...]: live view, or --once/--json */
   MT_CMD_RUN,       /* memtop run [OPTS] -- CMD ARGS */
   MT_CMD_PS,        /* memtop ps */
-  MT_CMD_PROFILE,   /* memtop profile PID [-o FILE] */
+  MT_CMD_PROFILE,   /* memtop profile PID [-o FILE] [--seconds N] ... */
   MT_CMD_SERVE,     /* memtop serve [--listen ADDR] [--web-config FILE] */
   MT_CMD_HELP,      /* -h, --help */
   MT_CMD_VERSION    /* -V, --version */
 } mt_cmd_t;
+
+#define MT_PROFILE_SECONDS_MAX 86400 /* a day, as for -d */
+#define MT_SITES_MAX 10000
+
+typedef enum mt_profile_format_e {
+  MT_PROFILE_PPROF = 0, /* gzipped profile.proto (the default) */
+  MT_PROFILE_TEXT       /* a top list for a terminal */
+} mt_profile_format_t;
 
 typedef struct mt_opts_s {
   mt_cmd_t cmd;
@@ -36,9 +44,12 @@ typedef struct mt_opts_s {
   size_t npids;    /* 0 = every attachable process */
   char **run_argv; /* run: CMD ARGS, NULL-terminated (points into argv) */
   int run_argc;
-  const char *output;     /* profile: -o FILE */
-  const char *listen;     /* serve: --listen ADDR */
-  const char *web_config; /* serve: --web-config FILE */
+  const char *output; /* profile: -o FILE */
+  long seconds;       /* profile: --seconds N, the delta's span; 0: none */
+  mt_profile_format_t format; /* profile: --format */
+  long sites;                 /* profile --format text: --sites N; 0: default */
+  const char *listen;         /* serve: --listen ADDR */
+  const char *web_config;     /* serve: --web-config FILE */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

@@ -43,6 +43,7 @@
 #include "memtop/model.h"
 #include "memtop/out.h"
 #include "memtop/rounds.h"
+#include "memtop/sites_live.h"
 #include "memtop/targetset.h"
 #include "memtop/ui.h"
 
@@ -75,6 +76,8 @@ typedef struct mt_app_s {
   int quitting;
   int signalled; /* quitting because of a signal */
   char sockdir[4096];
+  /* live: the detail view's allocation sites (sites_live.h) */
+  mt_sites_live_t *sites_live;
 } mt_app_t;
 
 /* The -d interval in milliseconds. */
@@ -144,10 +147,53 @@ static void on_rounds_done(void *arg) {
 
 /* ---- the live view: keys, signals, ticks ------------------------------ */
 
+/* The detail view's allocation sites are read on their own cadence, at
+ * most every MT_SITES_INTERVAL_S or 5 refreshes, whichever is longer: a
+ * profile costs the target a copy of its buckets and memtop a reading of
+ * its binaries. */
+#define MT_SITES_INTERVAL_S 5.0
+
+static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
+                     int estimated, const char *err) {
+  mt_app_t *app = arg;
+  mt_target_t *t = mt_model_find(&app->model, pid);
+
+  if (t == NULL) {
+    mt_sites_free(sites, n);
+    return;
+  }
+  if (sites != NULL)
+    mt_model_set_sites(t, sites, n, estimated, uv_hrtime());
+  else
+    mt_model_sites_error(t, err != NULL ? err : "no profile");
+  request_draw(app);
+}
+
+static void sites_poll(mt_app_t *app) {
+  const mt_target_t *t;
+  double every = 5 * app->model.delay_s;
+
+  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting)
+    return;
+  t = mt_model_find(&app->model, app->model.detail_pid);
+  if (t == NULL || t->state != MT_LIVE)
+    return;
+  if (app->sites_live == NULL) {
+    app->sites_live = mt_sites_live_new(&app->loop, sites_cb, app);
+    if (app->sites_live == NULL)
+      return;
+  }
+  if (every < MT_SITES_INTERVAL_S)
+    every = MT_SITES_INTERVAL_S;
+  mt_sites_live_poll(app->sites_live, t->pid, app->timeout_ms, uv_hrtime(),
+                     (uint64_t)(every * 1e9));
+}
+
 static void live_tick(uv_timer_t *t) {
   mt_app_t *app = t->data;
 
   request_draw(app);
+  sites_poll(app);
   if (app->o->iterations > 0 && ++app->ticks >= app->o->iterations)
     app_quit(app);
 }
@@ -245,6 +291,10 @@ static void close_if_open(uv_handle_t *h) {
 static void app_close(mt_app_t *app) {
   size_t i;
 
+  /* A profile read in flight finishes on its thread during the run
+   * below; its result is then dropped. */
+  mt_sites_live_close(app->sites_live);
+  app->sites_live = NULL;
   /* The command first: its end, reported while the loop closes, must
    * find no target of the set. */
   mt_command_close(app->cmd);
@@ -407,7 +457,9 @@ static int app_init(mt_app_t *app) {
   app->model.color = o->color;
   app->model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app->out.json = o->json;
+  app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
   app->timeout_ms = timeout_from_env();
+  app->out.timeout_ms = app->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");
   /* A target that closes its socket while we write must not kill memtop

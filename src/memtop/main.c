@@ -13,6 +13,7 @@
 #include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
+#include "memtop/profile_cmd.h"
 #include "memtop/serve.h"
 
 /* Started with 0, 1 or 2 closed (`memtop --once PID >&-`, a cron job, a
@@ -69,12 +70,7 @@ int main(int argc, char **argv) {
            ms_version_string());
     return flush_stdout();
   case MT_CMD_PROFILE:
-    fprintf(stderr,
-            "memtop: heap profiles are not available yet in memtop %s: "
-            "`memtop profile` comes in a later release. The statistics of "
-            "PID %d are available now: memtop --once %d\n",
-            MS_VERSION_STRING, opts.pids[0], opts.pids[0]);
-    return 1;
+    return mt_profile_main(&opts);
   case MT_CMD_SERVE:
     return mt_serve_main(&opts);
   default:

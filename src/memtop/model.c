@@ -6,6 +6,7 @@
  */
 #include "memtop/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ void mt_model_free(mt_model_t *m) {
   size_t i;
 
   for (i = 0; i < m->ntargets; i++) {
+    mt_sites_free(m->targets[i]->sites, m->targets[i]->nsites);
     free(m->targets[i]->hist);
     free(m->targets[i]);
   }
@@ -81,6 +83,7 @@ void mt_model_remove(mt_model_t *m, int pid) {
   for (i = 0; i < m->ntargets; i++) {
     if (m->targets[i]->pid != pid)
       continue;
+    mt_sites_free(m->targets[i]->sites, m->targets[i]->nsites);
     free(m->targets[i]->hist);
     free(m->targets[i]);
     memmove(&m->targets[i], &m->targets[i + 1],
@@ -328,4 +331,59 @@ void mt_model_sort(mt_model_t *m) {
       m->selected = i;
   if (m->selected >= m->ntargets)
     m->selected = m->ntargets - 1;
+}
+
+/* ---- allocation sites ------------------------------------------------ */
+
+void mt_sites_free(mt_site_t *sites, size_t n) {
+  size_t i;
+
+  for (i = 0; i < n; i++) {
+    free(sites[i].function);
+    free(sites[i].file);
+    free(sites[i].module);
+  }
+  free(sites);
+}
+
+static int same_site(const mt_site_t *a, const mt_site_t *b) {
+  if ((a->function == NULL) != (b->function == NULL))
+    return 0;
+  if (a->function != NULL)
+    return strcmp(a->function, b->function) == 0 &&
+           strcmp(a->file, b->file) == 0 && a->line == b->line;
+  return a->address == b->address;
+}
+
+void mt_model_set_sites(mt_target_t *t, mt_site_t *sites, size_t n,
+                        int estimated, uint64_t mono_ns) {
+  double dt = t->sites_mono_ns != 0 && mono_ns > t->sites_mono_ns
+                  ? (double)(mono_ns - t->sites_mono_ns) / 1e9
+                  : 0;
+  size_t i, j;
+
+  for (i = 0; i < n; i++) {
+    sites[i].alloc_rate = -1;
+    if (dt <= 0)
+      continue;
+    /* A site new since the last profile grew from nothing. */
+    sites[i].alloc_rate = (double)sites[i].alloc_space / dt;
+    for (j = 0; j < t->nsites; j++) {
+      if (same_site(&sites[i], &t->sites[j])) {
+        int64_t grew = sites[i].alloc_space - t->sites[j].alloc_space;
+        sites[i].alloc_rate = grew > 0 ? (double)grew / dt : 0;
+        break;
+      }
+    }
+  }
+  mt_sites_free(t->sites, t->nsites);
+  t->sites = sites;
+  t->nsites = n;
+  t->sites_mono_ns = mono_ns;
+  t->sites_estimated = estimated;
+  t->sites_error[0] = '\0';
+}
+
+void mt_model_sites_error(mt_target_t *t, const char *why) {
+  snprintf(t->sites_error, sizeof t->sites_error, "%s", why);
 }

@@ -30,6 +30,19 @@ typedef struct mt_sample_s {
   uint64_t mallocs, frees, total_alloc, num_gc, pause_total_ns;
 } mt_sample_t;
 
+/* One allocation site of a target's heap profile, for the live view's
+ * panel (owned copies: the profile they came from is gone). */
+typedef struct mt_site_s {
+  char *function; /* NULL: not resolved (module and offset, or address) */
+  char *file;     /* "" when unknown */
+  int64_t line;
+  char *module; /* an unresolved site's file, "" if none */
+  uint64_t module_offset, address;
+  int64_t inuse_space, inuse_objects, alloc_space;
+  double alloc_rate; /* bytes/s allocated here since the previous profile;
+                      * < 0 when unknown (the first profile) */
+} mt_site_t;
+
 typedef struct mt_target_s {
   int pid;
   uint64_t start_time;
@@ -48,6 +61,13 @@ typedef struct mt_target_s {
   /* Rates over the last two samples (per second); < 0 when unknown. */
   double mallocs_per_s, frees_per_s, bytes_per_s, gcs_per_s;
   int64_t pause_p50_ns, pause_p99_ns, pause_max_ns; /* -1 when none */
+  /* The heap profile's top sites (live view, detail screen; refreshed on
+   * their own slower cadence), largest in-use first. */
+  mt_site_t *sites;
+  size_t nsites;
+  uint64_t sites_mono_ns;  /* when they were read (0: never) */
+  int sites_estimated;     /* sampled: the figures are estimates */
+  char sites_error[256];   /* why the last profile could not be read */
   int seen;                /* mark-and-sweep helper for rescans */
   uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
@@ -91,6 +111,7 @@ typedef struct mt_model_s {
   int prompting;
   char input[32];
   int page_rows;
+  int sites_by_rate; /* the sites panel: by allocation rate, not in use */
 } mt_model_t;
 
 void mt_model_init(mt_model_t *m);
@@ -105,6 +126,17 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s);
 /* Marks a failed read (MT_UNREACHABLE, or MT_EXITED if the process is
  * gone), keeping the last figures. */
 void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited, const char *why);
+/* Gives t a new set of sites (taking ownership of the array and its
+ * strings), read at mono_ns: each site's allocation rate is its growth
+ * since the same site in the previous set, over the time between them.
+ * Clears the error. */
+void mt_model_set_sites(mt_target_t *t, mt_site_t *sites, size_t n,
+                        int estimated, uint64_t mono_ns);
+/* Records why the profile could not be read (the sites stay). */
+void mt_model_sites_error(mt_target_t *t, const char *why);
+/* Frees an array of sites and their strings. */
+void mt_sites_free(mt_site_t *sites, size_t n);
+
 /* Sorts targets by m->sort, keeping the selection on the same process. */
 void mt_model_sort(mt_model_t *m);
 /* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */

@@ -10,6 +10,7 @@
 
 #include "common/sanitize.h"
 #include "emit/emit.h"
+#include "memtop/sites.h"
 
 void mt_warn(const char *fmt, ...) {
   char raw[2048], safe[4 * sizeof raw + 1];
@@ -52,6 +53,8 @@ void mt_out_flush(mt_out_t *out) {
 void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
   if (out->json) {
     ms__emit_json(&out->buf, s);
+    if (out->sites > 0)
+      mt_sites_append(&out->buf, s->pid, out->sites, 1, out->timeout_ms);
     ms__strbuf_puts(&out->buf, "\n");
     return;
   }
@@ -59,6 +62,8 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
   if (out->nemitted++ > 0)
     ms__strbuf_puts(&out->buf, "\n");
   ms__emit_report(&out->buf, s);
+  if (out->sites > 0)
+    mt_sites_append(&out->buf, s->pid, out->sites, 0, out->timeout_ms);
 }
 
 void mt_out_free(mt_out_t *out) {

@@ -15,9 +15,13 @@ typedef struct mt_out_s {
   int nemitted; /* reports so far (a blank line between two) */
   int broken;   /* stdout went away or failed: nothing more is written */
   int failed;   /* a write failed or memory ran out: memtop exits 1 */
+  size_t sites;   /* --sites N: each snapshot's top N allocation sites */
+  int timeout_ms; /* the wait for a target, reading those sites */
 } mt_out_t;
 
-/* Adds one snapshot to the output, as a report or a JSON line. */
+/* Adds one snapshot to the output, as a report or a JSON line; with
+ * `sites`, the process's top allocation sites after it (its heap profile,
+ * read then, blocking: --once is a batch mode). */
 void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s);
 
 /* Writes the output gathered so far to stdout. A reader that went away

@@ -207,6 +207,7 @@ static void draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"Esc", "back to the list"},
       {"s >  /  <", "sort by the next / previous column"},
       {"r", "reverse the sort order"},
+      {"a", "allocation sites: in use / allocation rate"},
       {"space", "pause / resume the display"},
       {"d", "refresh delay in seconds (at least 0.1)"},
       {"h ?", "this help"},
@@ -381,6 +382,11 @@ static mt_action_t detail_key(mt_model_t *m, int key) {
   size_t i = index_of(m, m->detail_pid);
 
   switch (key) {
+  case 'a':
+  case 'A':
+    /* The allocation sites' panel: in use, or allocation rate. */
+    m->sites_by_rate = !m->sites_by_rate;
+    return MT_ACT_REDRAW;
   case MT_KEY_ESC:
   case MT_KEY_LEFT:
   case MT_KEY_BACKSPACE:

@@ -575,6 +575,136 @@ static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row, int col,
   mt_grid_unclip(g);
 }
 
+/* ====================================================== alloc sites === */
+
+/* The heap profile's top sites (issue 12, item 6), in the place of the
+ * size classes once a profile has been read: by in-use bytes, or (key
+ * 'a') by allocation rate since the previous profile. Names come from the
+ * target's files: drawn in their safe form. */
+static int by_inuse_desc(const void *a, const void *b) {
+  const mt_site_t *x = *(const mt_site_t *const *)a;
+  const mt_site_t *y = *(const mt_site_t *const *)b;
+  if (x->inuse_space != y->inuse_space)
+    return x->inuse_space < y->inuse_space ? 1 : -1;
+  return x->alloc_space < y->alloc_space   ? 1
+         : x->alloc_space > y->alloc_space ? -1
+                                           : 0;
+}
+
+static int by_rate_desc(const void *a, const void *b) {
+  const mt_site_t *x = *(const mt_site_t *const *)a;
+  const mt_site_t *y = *(const mt_site_t *const *)b;
+  if (x->alloc_rate != y->alloc_rate)
+    return x->alloc_rate < y->alloc_rate ? 1 : -1;
+  return x->inuse_space < y->inuse_space   ? 1
+         : x->inuse_space > y->inuse_space ? -1
+                                           : 0;
+}
+
+/* A function's name shortened for a narrow column: without template
+ * arguments, the parameter list and all but the last qualifier. */
+static void short_name(char *out, size_t len, const char *name) {
+  size_t o = 0;
+  int depth = 0;
+
+  for (; *name != '\0' && o + 1 < len; name++) {
+    if (*name == '<') {
+      depth++;
+      continue;
+    }
+    if (*name == '>' && depth > 0) {
+      depth--;
+      continue;
+    }
+    /* "operator()" keeps its parentheses: only a trailing parameter list
+     * goes. */
+    if (*name == '(' && depth == 0 && o > 0 && out[o - 1] != 'r')
+      break;
+    if (depth == 0)
+      out[o++] = *name;
+  }
+  out[o] = '\0';
+  /* Of a qualified name, the class and the method
+   * ("basic_string::_M_construct", not "std::__cxx11::basic_string::..."). */
+  char *last = NULL, *prev = NULL;
+  for (char *p = strstr(out, "::"); p != NULL; p = strstr(p + 2, "::")) {
+    prev = last;
+    last = p;
+  }
+  if (prev != NULL)
+    memmove(out, prev + 2, strlen(prev + 2) + 1);
+}
+
+static void draw_sites(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
+                       int row, int col, int height, int width) {
+  ms_quality_t q = t->sites_estimated ? MS_Q_ESTIMATED : MS_Q_EXACT;
+  const mt_site_t *order[64];
+  size_t n = 0, i;
+  int by_rate = m->sites_by_rate;
+
+  mt_grid_clip(g, row, col, height, width);
+  mt_grid_puts(g, row, col,
+               by_rate ? "Alloc sites by rate (a: in use)"
+                       : "Alloc sites in use (a: by rate)",
+               -1, MT_ST_HEADER);
+  for (i = 0; i < t->nsites && n < 64; i++)
+    if (!by_rate || t->sites[i].alloc_rate >= 0)
+      order[n++] = &t->sites[i];
+  qsort(order, n, sizeof order[0], by_rate ? by_rate_desc : by_inuse_desc);
+  mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %s",
+                 by_rate ? "alloc/s" : "in use", by_rate ? "in use" : "objects",
+                 "site");
+  if (n == 0)
+    mt_grid_puts(g, row + 2, col + 1,
+                 by_rate ? "(a rate needs a second profile)" : "(no sites)", -1,
+                 MT_ST_DIM);
+  for (i = 0; i < n && (int)i < height - 2; i++) {
+    const mt_site_t *st = order[i];
+    char a[32], b[40], c[32], fn[256], site[512], safe[4 * sizeof site + 1];
+    int r = row + 2 + (int)i, used;
+
+    if (by_rate) {
+      mt_view_fmt_bytes(a, sizeof a, rate_i64(st->alloc_rate), q, 9);
+      mt_view_fmt_bytes(b, sizeof b, st->inuse_space, q, 9);
+    } else {
+      mt_view_fmt_bytes(a, sizeof a, st->inuse_space, q, 9);
+      mt_view_fmt_count(c, sizeof c, (double)st->inuse_objects);
+      snprintf(b, sizeof b, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", c);
+    }
+    if (st->function != NULL)
+      short_name(fn, sizeof fn, st->function);
+    if (st->function != NULL && st->file[0] != '\0') {
+      const char *base = strrchr(st->file, '/');
+      snprintf(site, sizeof site, "%s %s:%lld", fn,
+               base != NULL ? base + 1 : st->file, (long long)st->line);
+    } else if (st->function != NULL) {
+      snprintf(site, sizeof site, "%s", fn);
+    } else if (st->module != NULL && st->module[0] != '\0') {
+      const char *base = strrchr(st->module, '/');
+      snprintf(site, sizeof site, "%s+0x%llx",
+               base != NULL ? base + 1 : st->module,
+               (unsigned long long)st->module_offset);
+    } else {
+      snprintf(site, sizeof site, "0x%llx", (unsigned long long)st->address);
+    }
+    mt_view_safe_name(safe, sizeof safe, site);
+    used = mt_grid_printf(g, r, col, MT_ST_NORMAL, "%9s %9s ", a, b);
+    mt_grid_puts(g, r, col + used, safe, width - used, MT_ST_NORMAL);
+  }
+  mt_grid_unclip(g);
+}
+
+/* The lower right panel: the sites once a profile has been read, else the
+ * size classes. */
+static void draw_lower_right(const mt_model_t *m, const mt_target_t *t,
+                             mt_grid_t *g, int row, int col, int height,
+                             int width) {
+  if (t->nsites > 0)
+    draw_sites(m, t, g, row, col, height, width);
+  else
+    draw_classes(t, g, row, col, height, width);
+}
+
 /* ============================================================ layout === */
 
 typedef enum block_e {
@@ -635,17 +765,18 @@ static void plan(const mt_model_t *m, const mt_target_t *t, int cols, int avail,
   l->height[B_LOWER] = lower;
 }
 
-/* The trend and the size classes share what the sections above left:
+/* The trend and the size classes (or the allocation sites) share what
+ * the sections above left:
  * side by side, stacked, or the trend alone. */
 static void draw_lower(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                        int row, int cols, int two, int lower) {
   if (two) {
     draw_trend(m, t, g, row, 0, lower, cols / 2 - 1);
-    draw_classes(t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
+    draw_lower_right(m, t, g, row, cols / 2 + 1, lower, cols - cols / 2 - 1);
   } else if (lower >= 2 * TREND_MIN + 1) {
     int th = lower / 2;
     draw_trend(m, t, g, row, 0, th, cols);
-    draw_classes(t, g, row + th + 1, 0, lower - th - 1, cols);
+    draw_lower_right(m, t, g, row + th + 1, 0, lower - th - 1, cols);
   } else {
     draw_trend(m, t, g, row, 0, lower, cols);
   }

@@ -69,7 +69,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
     if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
-      ms__preload_record_glibc(t, ms__glibc_block(p), 0);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
     return p;
   }
   ms__preload_count_alloc_n(p, size);
@@ -100,7 +100,7 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
     if (!ms__pl(t)->guard)
-      ms__preload_record_glibc(t, ms__glibc_block(p), 1);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
     ms__real.free(p);
     return;
   }
@@ -173,22 +173,24 @@ static void *realloc_impl(void *p, size_t size) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is
      * counted out and in like any block's. */
     ms__glibc_block_t ob = ms__glibc_block(p);
+    ms__preload_unsample(p); /* before its address can be reused */
     void *q = ms__real.realloc(p, size);
     if (q) {
-      ms__preload_record_glibc(t, ob, 1);
-      ms__preload_record_glibc(t, ms__glibc_block(q), 0);
+      ms__preload_record_glibc(t, NULL, ob, 1);
+      ms__preload_record_glibc(t, q, ms__glibc_block(q), 0);
     } else if (size == 0) {
-      ms__preload_record_glibc(t, ob, 1); /* realloc(p, 0) freed p */
+      ms__preload_record_glibc(t, NULL, ob, 1); /* realloc(p, 0) freed p */
     }
     return q;
   }
   size_t old = ms__preload_usable(t, p);
+  ms__preload_unsample(p); /* before its address can be reused */
   void *q = ms__real.realloc(p, size);
   if (q) {
-    ms__preload_record(t, old, 1);
-    ms__preload_record(t, ms__preload_usable(t, q), 0);
+    ms__preload_record(t, NULL, old, 1);
+    ms__preload_record(t, q, ms__preload_usable(t, q), 0);
   } else if (size == 0) {
-    ms__preload_record(t, old, 1); /* realloc(p, 0) freed p */
+    ms__preload_record(t, NULL, old, 1); /* realloc(p, 0) freed p */
   }
   return q;
 }

@@ -154,6 +154,9 @@ __attribute__((constructor)) static void preload_init(void) {
   ms__preload_resolve();
   ms__preload_cxx_resolve();
   ms__preload_size_init();
+  /* The heap profiler: its table and unwinder are set up here, before any
+   * sample, never from inside malloc. */
+  ms__prof_init();
   const char *path = getenv("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);

@@ -26,6 +26,7 @@
 #include "core/engine.h"
 #include "core/hotpath.h"
 #include "core/util.h"
+#include "profile/profile.h"
 
 /* What the preload exports: the library is built with hidden visibility. */
 #define MS__PRELOAD_API __attribute__((visibility("default")))
@@ -286,22 +287,54 @@ extern __thread ms__naive_t ms__naive
     __attribute__((tls_model("initial-exec")));
 #endif
 
-/* Records one tracked block of size bytes (is_free: given back). */
+/* The heap profiler's part of the hot path (src/profile/sampler.c). An
+ * allocation subtracts its size from this thread's countdown, in the TLS
+ * block the counters live in: one subtract and a branch taken once per
+ * sample (never with MEMSTATS_PROFILE_RATE=0, where the count starts at
+ * INT64_MAX). A free loads one read-mostly word, nonzero only while
+ * sampled blocks are live; then the table's filter tells almost every
+ * unsampled block apart without a lock. A free is unsampled before the
+ * block goes back to the allocator, so its address cannot be handed out
+ * and sampled again in between. */
 static inline __attribute__((always_inline)) void
-ms__preload_record(ms__tls_t *t, uint64_t size, int is_free) {
+ms__preload_sample(ms__tls_t *t, void *p, uint64_t size) {
+  if (__builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
+    ms__prof_sampled(t, p, size);
+}
+static inline __attribute__((always_inline)) void
+ms__preload_unsample(void *p) {
+  if (__builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
+                       0) &&
+      __atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
+                      __ATOMIC_RELAXED) != 0)
+    ms__prof_freed(p);
+}
+
+/* Records one tracked block p of size bytes (is_free: about to be given
+ * back; p NULL when the caller has unsampled it already). This is the one
+ * place every counted allocation and free passes: malloc, calloc,
+ * realloc, the aligned forms and every C++ operator. */
+static inline __attribute__((always_inline)) void
+ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free) {
 #if MS__PRELOAD_FLOOR == 2
   (void)t;
+  (void)p;
   (void)is_free;
   __asm__ volatile("" ::"r"(size)); /* measured, not recorded */
 #elif MS__PRELOAD_FLOOR == 3
   (void)t;
+  (void)p;
   ms__naive.bytes[is_free] += size; /* counted, naively */
   ms__naive.objects[is_free] += 1;
 #else
-  if (is_free)
+  if (is_free) {
+    if (p != NULL)
+      ms__preload_unsample(p);
     ms__track_free_in(t, size);
-  else
+  } else {
     ms__track_alloc_in(t, size);
+    ms__preload_sample(t, p, size);
+  }
 #endif
 }
 
@@ -309,18 +342,25 @@ ms__preload_record(ms__tls_t *t, uint64_t size, int is_free) {
  * engine's slow path (it is large anyway), so that the OS's part of the
  * heap is known (registry.c); the others as any block. */
 static inline __attribute__((always_inline)) void
-ms__preload_record_glibc(ms__tls_t *t, ms__glibc_block_t b, int is_free) {
+ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
+                         int is_free) {
 #if MS__PRELOAD_FLOOR == 2
   (void)t;
+  (void)p;
   (void)is_free;
   __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
 #elif MS__PRELOAD_FLOOR == 3
-  ms__preload_record(t, b.usable, is_free); /* no mapped-block split */
+  ms__preload_record(t, p, b.usable, is_free); /* no mapped-block split */
 #else
-  if (__builtin_expect(b.mapped != 0, 0))
+  if (__builtin_expect(b.mapped != 0, 0)) {
+    if (is_free && p != NULL)
+      ms__preload_unsample(p);
     ms__track_mapped(b.usable, b.mapped, is_free);
-  else
-    ms__preload_record(t, b.usable, is_free);
+    if (!is_free)
+      ms__preload_sample(t, p, b.usable);
+  } else {
+    ms__preload_record(t, p, b.usable, is_free);
+  }
 #endif
 }
 
@@ -340,9 +380,9 @@ static inline void ms__preload_count_alloc(void *p) {
   if (p && !ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
-      ms__preload_record_glibc(t, ms__glibc_block(p), 0);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
     else
-      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 0);
+      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 0);
   }
 }
 /* The same for a block just returned by a plain malloc(n) or operator
@@ -355,13 +395,13 @@ ms__preload_count_n(void *p, size_t n, int is_free) {
   if (!ms__pl(t)->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     if (n <= max) {
-      ms__preload_record(t, ms__request_round(n, max), is_free);
+      ms__preload_record(t, p, ms__request_round(n, max), is_free);
     } else {
       int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
       if (kind == MS__USABLE_GLIBC)
-        ms__preload_record_glibc(t, ms__glibc_block(p), is_free);
+        ms__preload_record_glibc(t, p, ms__glibc_block(p), is_free);
       else
-        ms__preload_record(t, ms__preload_usable_of(t, p, kind), is_free);
+        ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), is_free);
     }
   }
 }
@@ -377,9 +417,9 @@ static inline void ms__preload_count_free(void *p) {
   if (!ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
-      ms__preload_record_glibc(t, ms__glibc_block(p), 1);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
     else
-      ms__preload_record(t, ms__preload_usable_of(t, p, kind), 1);
+      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 1);
   }
 }
 /* The same for a sized operator delete(p, n) (no alignment): n is the size
@@ -439,6 +479,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p) {
     ms__preload_je_free_nested(t, p);
     return 1;
   }
+  ms__preload_unsample(p);
   ms__pl(t)->je_window = 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t n0, n1;
@@ -446,7 +487,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p) {
   ms__real.free(p);
   uint64_t after = ms__preload_je_read(t, d, &n1);
   ms__pl(t)->je_window = 0;
-  ms__preload_record(t, after - before - (n1 - n0), 1);
+  ms__preload_record(t, NULL, after - before - (n1 - n0), 1);
   return 1;
 }
 

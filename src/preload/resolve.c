@@ -276,8 +276,9 @@ uint64_t *ms__preload_je_counter(ms__tls_t *t) {
  * this one would move the counter in between. */
 void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
   uint64_t size = ms__preload_usable(t, p);
+  ms__preload_unsample(p);
   ms__real.free(p);
-  ms__preload_record(t, size, 1);
+  ms__preload_record(t, NULL, size, 1);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   ms__pl(t)->je_nested += size;
 }

@@ -99,6 +99,10 @@ static uint8_t *put_record(ms__wire_writer_t *w, uint16_t tag, size_t n) {
   return p + 6;
 }
 
+uint8_t *ms__wire_put_record(ms__wire_writer_t *w, uint16_t tag, size_t n) {
+  return put_record(w, tag, n);
+}
+
 void ms__wire_put_u64(ms__wire_writer_t *w, uint16_t tag, uint64_t v) {
   uint8_t *p = put_record(w, tag, 8);
   if (p != NULL)

@@ -123,6 +123,9 @@ void ms__wire_put_str(ms__wire_writer_t *w, uint16_t tag, const char *s,
                       size_t maxlen);
 void ms__wire_put_bytes(ms__wire_writer_t *w, uint16_t tag, const void *p,
                         size_t n);
+/* Appends a record of n bytes and returns where its value goes (the
+ * caller fills all n bytes), or NULL on overflow. */
+uint8_t *ms__wire_put_record(ms__wire_writer_t *w, uint16_t tag, size_t n);
 /* Closes the frame: writes its length. Returns 0, or MS_ENOSPC if the
  * buffer was too small (the frame is then dropped from the buffer). */
 int ms__wire_end(ms__wire_writer_t *w);

@@ -243,8 +243,9 @@ static void test_setup_deps_not_debian_missing(void **state) {
 static void test_setup_deps_not_debian_complete(void **state) {
   char dir[] = "/tmp/test_build.XXXXXX";
   static const char *const all[] = {
-      "cc",   "gcc",     "clang",   "as",  "ld",        "make", "pkg-config",
-      "tmux", "python3", "sqlite3", "git", "heaptrack", NULL};
+      "cc",   "gcc",        "clang",    "as",      "ld",
+      "make", "pkg-config", "tmux",     "python3", "sqlite3",
+      "git",  "heaptrack",  "protoc-c", NULL};
 
   (void)state;
   make_path(dir, all);

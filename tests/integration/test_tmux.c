@@ -347,6 +347,23 @@ static void test_keys(void **state) {
   WAIT_GONE("Sys by class");
 }
 
+/* The detail view's allocation sites (issue 12, item 6): the demo's heap
+ * profile read on its own cadence, its allocating function named (heap_add
+ * calls malloc), and 'a' switching to the allocation rate. */
+static void test_alloc_sites(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  /* memtop run opens on the target's detail view. */
+  WAIT_FOR("Alloc sites in use (a: by rate)");
+  WAIT_FOR("heap_add");
+  keys("a");
+  WAIT_FOR("Alloc sites by rate (a: in use)");
+  keys("a");
+  WAIT_FOR("Alloc sites in use (a: by rate)");
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 static void test_resize(void **state) {
   (void)state;
   SKIP_IF_NEEDED();
@@ -523,6 +540,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_term_unusable, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_figures_change, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_alloc_sites, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_keys, session_setup,
                                       session_teardown),

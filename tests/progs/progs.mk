@@ -77,6 +77,10 @@ $(BUILD)/progs/abi_old: tests/progs/abi_old.c tests/data/abi/0.1/memstats.h $(LI
 	@mkdir -p $(@D)
 	$(CC) $(filter-out -Iinclude,$(BASE_CFLAGS)) -Itests/data/abi/0.1 -o $@ $< -L$(BUILD) -Wl,-rpath,'$$ORIGIN/..' -lmemstats -ldl
 
+# ---- the heap profile's program (pl_prof) ----------------------------------
+# -rdynamic: it names its own functions' ranges (dladdr1) for the test.
+PROG_LIBS_pl_prof := -rdynamic
+
 # ---- memtop serve's Boehm target (sv_gc) ------------------------------------
 # Runs under the preload like the pv_* programs (test_serve), so built like
 # them: not linked with -lmemstats, never sanitized.

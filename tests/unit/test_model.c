@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -325,6 +326,38 @@ static void test_find_and_add(void **state) {
   assert_int_equal(m.ntargets, 0);
 }
 
+/* The sites' allocation rate: growth since the same site in the previous
+ * profile over the time between; unknown on the first; a new site grew
+ * from nothing; a site whose count fell (a restarted bucket) reads 0. */
+static void test_sites_rate(void **state) {
+  mt_target_t t;
+  mt_site_t *a = calloc(2, sizeof *a), *b = calloc(3, sizeof *b);
+
+  (void)state;
+  memset(&t, 0, sizeof t);
+  assert_non_null(a);
+  assert_non_null(b);
+  a[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0,
+                     0,           100,           1,  1000,       0};
+  a[1] = (mt_site_t){NULL, strdup(""), 0, strdup(""), 0, 0x42, 5, 1, 500, 0};
+  mt_model_set_sites(&t, a, 2, 0, 1000000000ull);
+  assert_true(t.sites[0].alloc_rate < 0);
+  b[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0,
+                     0,           100,           1,  5000,       0};
+  b[1] = (mt_site_t){NULL, strdup(""), 0, strdup(""), 0, 0x42, 5, 1, 100, 0};
+  b[2] = (mt_site_t){strdup("g"), strdup("g.c"), 3, strdup(""), 0, 0, 0,
+                     0,           600,           0};
+  mt_model_set_sites(&t, b, 3, 0, 3000000000ull);
+  assert_true(t.sites[0].alloc_rate == 2000.0); /* 4000 B over 2 s */
+  assert_true(t.sites[1].alloc_rate == 0.0);
+  assert_true(t.sites[2].alloc_rate == 300.0);
+  assert_int_equal(t.nsites, 3);
+  mt_model_sites_error(&t, "gone");
+  assert_string_equal(t.sites_error, "gone");
+  assert_int_equal(t.nsites, 3); /* the last sites stay */
+  mt_sites_free(t.sites, t.nsites);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rates),
@@ -337,6 +370,7 @@ int main(void) {
       cmocka_unit_test(test_exited_keeps_figures),
       cmocka_unit_test(test_pause_percentiles),
       cmocka_unit_test(test_find_and_add),
+      cmocka_unit_test(test_sites_rate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

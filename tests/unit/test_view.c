@@ -385,6 +385,109 @@ static void test_every_size(void **state) {
   mt_model_free(&dm);
 }
 
+/* The allocation sites' panel (issue 12, item 6): once a profile has been
+ * read it takes the size classes' place; 'a' switches it between in use
+ * and allocation rate; names from a stranger's binary are drawn safe and
+ * shortened; every size still draws sanely. */
+static mt_site_t *make_sites(size_t *n) {
+  static const struct {
+    const char *fn, *file;
+    int64_t line, inuse, objects, alloc;
+  } v[3] = {
+      {"std::__cxx11::basic_string<char, std::char_traits<char> >::"
+       "_M_construct(unsigned long, char)",
+       "/usr/include/c++/12/bits/basic_string.tcc", 231, 10 << 20, 50000,
+       10 << 20},
+      {"parse_\x1b[2Jrequest", "/src/http/parser.c", 88, 1 << 20, 64,
+       200 << 20},
+      {NULL, "", 0, 3 << 20, 12, 4 << 20},
+  };
+  mt_site_t *s = calloc(3, sizeof *s);
+  assert_non_null(s);
+  for (size_t i = 0; i < 3; i++) {
+    s[i].function = v[i].fn != NULL ? strdup(v[i].fn) : NULL;
+    s[i].file = strdup(v[i].file);
+    s[i].module = strdup(v[i].fn != NULL ? "" : "/usr/lib/libplugin.so");
+    s[i].line = v[i].line;
+    s[i].module_offset = 0x1234;
+    s[i].inuse_space = v[i].inuse;
+    s[i].inuse_objects = v[i].objects;
+    s[i].alloc_space = v[i].alloc;
+  }
+  *n = 3;
+  return s;
+}
+
+static void test_sites_panel(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  size_t n;
+  mt_site_t *s;
+  char *text;
+
+  /* No profile yet: the size classes. */
+  text = render_text(&m, 24, 80);
+  assert_non_null(strstr(text, "Size classes by live bytes"));
+  assert_null(strstr(text, "Alloc sites"));
+  free(text);
+
+  s = make_sites(&n);
+  mt_model_set_sites(t, s, n, 1, 1000000000ull);
+  text = render_text(&m, 24, 80);
+  assert_null(strstr(text, "Size classes by live bytes"));
+  assert_non_null(strstr(text, "Alloc sites in use (a: by rate)"));
+  /* Shortened, and estimated figures marked. */
+  assert_non_null(strstr(text, "~10.0MiB    ~50.0k basic_string::_M_co"));
+  /* Largest in use first. */
+  assert_non_null(strstr(text, "~3.0MiB       ~12 libplugin.so+0x1234"));
+  assert_true(strstr(text, "libplugin") < strstr(text, "parse_"));
+  /* The escape is drawn as text, never sent. */
+  assert_null(strchr(text, '\x1b'));
+  assert_non_null(strstr(text, "parse_\\x1b[2J"));
+  free(text);
+  text = render_text(&m, 40, 120);
+  assert_non_null(strstr(text, "~10.0MiB    ~50.0k basic_string::_M_construct "
+                               "basic_string"));
+  assert_non_null(strstr(text, "parse_\\x1b[2Jrequest parser.c:88"));
+  free(text);
+
+  /* By rate: one profile gives no rate yet; the second, 2 s later, gives
+   * parse_request's 200 MiB more as 100 MiB/s, first. */
+  assert_int_equal(mt_view_key(&m, 'a'), MT_ACT_REDRAW);
+  assert_true(m.sites_by_rate);
+  text = render_text(&m, 24, 80);
+  assert_non_null(strstr(text, "Alloc sites by rate (a: in use)"));
+  assert_non_null(strstr(text, "(a rate needs a second profile)"));
+  free(text);
+  s = make_sites(&n);
+  s[1].alloc_space += 200 << 20;
+  mt_model_set_sites(t, s, n, 1, 3000000000ull);
+  text = render_text(&m, 24, 80);
+  char *first = strstr(text, "alloc/s");
+  assert_non_null(first);
+  assert_non_null(strstr(first, "~100.0MiB"));
+  assert_non_null(strstr(first, "basic_string::"));
+  assert_true(strstr(first, "parse_") < strstr(first, "basic_string::"));
+  free(text);
+  assert_int_equal(mt_view_key(&m, 'a'), MT_ACT_REDRAW);
+  assert_false(m.sites_by_rate);
+
+  /* Every size, both views. */
+  for (int rate = 0; rate < 2; rate++) {
+    m.sites_by_rate = rate;
+    for (int rows = 0; rows <= 30; rows++)
+      for (int cols = 0; cols <= 130; cols += (cols < 50 ? 1 : 7)) {
+        mt_grid_t g;
+        assert_int_equal(mt_grid_init(&g, rows, cols), 0);
+        mt_view_render(&m, &g);
+        check_grid_sane(&g);
+        mt_grid_free(&g);
+      }
+  }
+  mt_model_free(&m);
+}
+
 /* A stranger's figures as big as they go: the trend's sums and the byte
  * rate saturate instead of overflowing (which wrapped to a negative max,
  * so no chart, and a negative rate). */
@@ -751,6 +854,7 @@ int main(void) {
       cmocka_unit_test(test_keys_move),
       cmocka_unit_test(test_keys_help_pause_quit),
       cmocka_unit_test(test_keys_delay),
+      cmocka_unit_test(test_sites_panel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,217 @@
+/*
+ * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
+ * fetched (msc_fetch_profile, client.c), twice --seconds apart for a delta,
+ * built and resolved into names, files and lines (src/pprof), and written as
+ * pprof's gzipped profile.proto or as a top list.
+ *
+ * The target's files are read through /proc/PID/root when the process is
+ * still there, so that a process in another mount namespace (a
+ * container) is resolved from its own binaries; each file is checked
+ * against the build id the target saw.
+ */
+#include "memtop/profile_cmd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/sanitize.h"
+#include "common/strbuf.h"
+#include "memstats.h"
+#include "memtop/loop.h"
+#include "client/client.h"
+#include "pprof/heap.h"
+#include "pprof/pprof.h"
+#include "pprof/top.h"
+
+#define SITES_DEFAULT 20
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* One line on stderr, prefixed, sanitised: messages quote paths and names
+ * that come from the target. */
+static void say(const char *fmt, ...) {
+  char raw[1024], safe[4 * sizeof raw + 1];
+  va_list ap;
+
+  va_start(ap, fmt);
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  va_end(ap);
+  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
+  fprintf(stderr, "memtop: %s\n", safe);
+}
+
+static int timeout_ms(void) {
+  const char *s = getenv("MEMTOP_TIMEOUT_MS");
+  char *end;
+  long v;
+
+  if (s == NULL || s[0] == '\0')
+    return MT_TIMEOUT_MS_DEFAULT;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1 || v > 600000)
+    return MT_TIMEOUT_MS_DEFAULT;
+  return (int)v;
+}
+
+static void sleep_seconds(long secs) {
+  struct timespec ts = {(time_t)secs, 0};
+
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
+}
+
+/* Writes len bytes to path ("-": stdout). Returns 0 or -errno. */
+static int write_out(const char *path, const void *data, size_t len) {
+  const unsigned char *p = data;
+  int fd, rc = 0;
+
+  if (strcmp(path, "-") == 0)
+    fd = STDOUT_FILENO;
+  else
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -errno;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      rc = n < 0 ? -errno : -EIO;
+      break;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  if (fd != STDOUT_FILENO && close(fd) != 0 && rc == 0)
+    rc = -errno;
+  return rc;
+}
+
+/* Says which mappings could not be resolved, once per reason and file. */
+static void report_unresolved(const mt_heap_t *h) {
+  size_t i, j, shown = 0;
+
+  for (i = 0; i < h->nmappings; i++) {
+    const mt_heap_mapping_t *m = &h->mappings[i];
+    int seen = 0;
+
+    if (m->unresolved == NULL || h->strings[m->filename][0] != '/')
+      continue;
+    for (j = 0; j < i && !seen; j++)
+      seen = h->mappings[j].filename == m->filename &&
+             h->mappings[j].unresolved != NULL;
+    if (seen)
+      continue;
+    if (shown++ == 8) {
+      say("(more mappings left unresolved)");
+      break;
+    }
+    say("%s: names not resolved: %s", h->strings[m->filename], m->unresolved);
+  }
+}
+
+int mt_profile_main(const mt_opts_t *o) {
+  ms__profile_decoded_t *first = NULL, *second = NULL;
+  const ms__profile_decoded_t *last;
+  mt_heap_t h;
+  char err[512], root[64], path[64];
+  const char *out;
+  uint8_t *bytes = NULL;
+  size_t len = 0;
+  int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
+
+  rc = msc_fetch_profile(pid, &first, tmo, err, sizeof err);
+  if (rc != 0) {
+    say("%s", err);
+    return 1;
+  }
+  if (first->profile.rate == 0) {
+    say("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
+        "in its environment): start it without that setting for a heap "
+        "profile",
+        pid);
+    goto out;
+  }
+  last = first;
+  if (o->seconds > 0) {
+    fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", pid,
+            o->seconds);
+    sleep_seconds(o->seconds);
+    rc = msc_fetch_profile(pid, &second, tmo, err, sizeof err);
+    if (rc != 0) {
+      say("%s", err);
+      goto out;
+    }
+    last = second;
+  }
+  rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
+                     &h);
+  if (rc != 0) {
+    say("PID %d: cannot build the profile: %s", pid, ms_strerror(rc));
+    goto out;
+  }
+  built = 1;
+  snprintf(root, sizeof root, "/proc/%d/root", pid);
+  rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
+  if (rc != 0) {
+    say("PID %d: resolving names: %s", pid, ms_strerror(rc));
+    goto out;
+  }
+  report_unresolved(&h);
+
+  if (o->format == MT_PROFILE_TEXT) {
+    ms__strbuf_t b = MS_STRBUF_INIT;
+
+    rc = mt_top_text(&b, &h, MT_HEAP_INUSE_SPACE,
+                     o->sites > 0 ? (size_t)o->sites : SITES_DEFAULT);
+    if (rc == 0 && h.delta) {
+      ms__strbuf_puts(&b, "\n");
+      rc = mt_top_text(&b, &h, MT_HEAP_ALLOC_SPACE,
+                       o->sites > 0 ? (size_t)o->sites : SITES_DEFAULT);
+    }
+    if (rc == 0)
+      rc = write_out(o->output != NULL ? o->output : "-", b.data, b.len);
+    ms__strbuf_free(&b);
+    if (rc != 0) {
+      say("PID %d: cannot write the report to %s: %s", pid,
+          o->output != NULL ? o->output : "standard output",
+          ms_strerror(rc == -1 ? MS_ENOMEM : rc));
+      goto out;
+    }
+    status = 0;
+    goto out;
+  }
+
+  rc = mt_pprof_encode(&h, &bytes, &len);
+  if (rc != 0) {
+    say("PID %d: cannot encode the profile: %s", pid, ms_strerror(rc));
+    goto out;
+  }
+  snprintf(path, sizeof path, "memtop-%d.pb.gz", pid);
+  out = o->output != NULL ? o->output : path;
+  rc = write_out(out, bytes, len);
+  if (rc != 0) {
+    say("cannot write %s: %s", out, strerror(-rc));
+    goto out;
+  }
+  if (strcmp(out, "-") != 0)
+    say("wrote PID %d's heap profile%s to %s (%zu samples, sampling rate "
+        "%llu bytes); read it with: go tool pprof -top %s",
+        pid, h.delta ? " (growth over the interval)" : "", out, h.nsamples,
+        (unsigned long long)h.rate, out);
+  status = 0;
+out:
+  if (built)
+    mt_heap_free(&h);
+  free(bytes);
+  ms__profile_decoded_free(first);
+  ms__profile_decoded_free(second);
+  return status;
+}

@@ -1,0 +1,118 @@
+/*
+ * sites.c - top allocation sites for --once (see sites.h): the same fetch,
+ * model and top list as `memtop profile --format text`, written into the
+ * report or the JSON line.
+ */
+#include "memtop/sites.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "emit/emit.h"
+#include "memstats.h"
+#include "client/client.h"
+#include "pprof/heap.h"
+#include "pprof/top.h"
+
+static void json_site(ms__strbuf_t *out, const mt_top_site_t *s) {
+  ms__strbuf_puts(out, "{\"function\":");
+  if (s->function != NULL) {
+    ms__json_string(out, s->function, strlen(s->function));
+    ms__strbuf_puts(out, ",\"file\":");
+    ms__json_string(out, s->file, strlen(s->file));
+    ms__strbuf_printf(out, ",\"line\":%" PRId64, s->line);
+  } else {
+    ms__strbuf_printf(out, "null,\"address\":\"0x%" PRIx64 "\"", s->address);
+    if (s->module != NULL && s->module[0] != '\0') {
+      ms__strbuf_puts(out, ",\"module\":");
+      ms__json_string(out, s->module, strlen(s->module));
+      ms__strbuf_printf(out, ",\"module_offset\":%" PRIu64, s->module_offset);
+    }
+  }
+  ms__strbuf_printf(
+      out,
+      ",\"inuse_space\":%" PRId64 ",\"inuse_objects\":%" PRId64
+      ",\"alloc_space\":%" PRId64 ",\"alloc_objects\":%" PRId64
+      ",\"cum_inuse_space\":%" PRId64 "}",
+      s->flat[MT_HEAP_INUSE_SPACE], s->flat[MT_HEAP_INUSE_OBJECTS],
+      s->flat[MT_HEAP_ALLOC_SPACE], s->flat[MT_HEAP_ALLOC_OBJECTS],
+      s->cum[MT_HEAP_INUSE_SPACE]);
+}
+
+static void json_error(ms__strbuf_t *out, const char *msg) {
+  ms__strbuf_puts(out, ",\"profile\":{\"error\":");
+  ms__json_string(out, msg, strlen(msg));
+  ms__strbuf_puts(out, "}}");
+}
+
+void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
+                     int timeout_ms) {
+  ms__profile_decoded_t *d = NULL;
+  mt_top_site_t *sites = NULL;
+  size_t nsites = 0, i;
+  mt_heap_t h;
+  char err[512], root[64];
+  int rc, built = 0;
+
+  if (json) {
+    /* The profile goes inside the object just written. */
+    if (out->len == 0 || out->data[out->len - 1] != '}')
+      return;
+    out->data[--out->len] = '\0';
+  }
+  rc = msc_fetch_profile(pid, &d, timeout_ms, err, sizeof err);
+  if (rc == 0 && d->profile.rate == 0) {
+    rc = MS_EINVAL;
+    snprintf(err, sizeof err,
+             "PID %d does not sample its allocations "
+             "(MEMSTATS_PROFILE_RATE=0)",
+             pid);
+  }
+  if (rc == 0) {
+    rc = mt_heap_build(&d->profile, NULL, &h);
+    built = rc == 0;
+    if (rc == 0) {
+      snprintf(root, sizeof root, "/proc/%d/root", pid);
+      rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
+    }
+    if (rc == 0)
+      rc = mt_top_sites(&h, MT_HEAP_INUSE_SPACE, &sites, &nsites);
+    if (rc != 0)
+      snprintf(err, sizeof err, "PID %d: the heap profile: %s", pid,
+               ms_strerror(rc));
+  }
+  if (rc != 0) {
+    if (json) {
+      json_error(out, err);
+    } else {
+      ms__strbuf_puts(out, "Top allocation sites: unavailable: ");
+      ms__strbuf_put_safe(out, err, sizeof err);
+      ms__strbuf_puts(out, "\n");
+    }
+    goto out;
+  }
+  if (json) {
+    ms__strbuf_printf(out,
+                      ",\"profile\":{\"rate\":%" PRIu64
+                      ",\"estimated\":%s,\"buckets_dropped\":%" PRIu64
+                      ",\"sites\":[",
+                      h.rate, h.rate > 1 ? "true" : "false", h.buckets_dropped);
+    for (i = 0; i < nsites && i < n; i++) {
+      if (i > 0)
+        ms__strbuf_puts(out, ",");
+      json_site(out, &sites[i]);
+    }
+    ms__strbuf_puts(out, "]}}");
+  } else {
+    ms__strbuf_puts(out, "Top allocation sites:\n");
+    mt_top_text(out, &h, MT_HEAP_INUSE_SPACE, n);
+  }
+out:
+  free(sites);
+  if (built)
+    mt_heap_free(&h);
+  ms__profile_decoded_free(d);
+}

@@ -1,0 +1,21 @@
+/*
+ * sites.h - the top allocation sites added to `--once` reports and JSON
+ * lines when --sites N asks for them (issue 12, item 7).
+ */
+#ifndef MS_MEMTOP_SITES_H
+#define MS_MEMTOP_SITES_H
+
+#include <stddef.h>
+
+#include "common/strbuf.h"
+
+/* Fetches pid's heap profile (blocking, timeout_ms per read), resolves it
+ * and appends its top `n` sites by in-use space: as a text section after
+ * a report, or, with json set, as a "profile" member of the JSON object
+ * just written to out (which must end with that object's closing brace).
+ * A profile that cannot be read is said in the section or as
+ * "profile":{"error":...}, never fatal: the report stands. */
+void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
+                     int timeout_ms);
+
+#endif

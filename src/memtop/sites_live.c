@@ -1,0 +1,202 @@
+/*
+ * sites_live.c - the live view's allocation sites (see sites_live.h).
+ */
+#include "memtop/sites_live.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "memstats.h"
+#include "client/client.h"
+#include "pprof/heap.h"
+#include "pprof/top.h"
+
+struct mt_sites_live_s {
+  uv_loop_t *loop;
+  mt_sites_live_cb cb;
+  void *arg;
+  uv_work_t work;
+  int busy;   /* a read is in flight */
+  int closed; /* mt_sites_live_close() came while busy */
+  int last_pid;
+  uint64_t last_ns;
+  /* The read's request and result (the worker's while busy). */
+  int pid, timeout_ms;
+  mt_site_t *sites;
+  size_t nsites;
+  int estimated;
+  char err[256];
+};
+
+static char *dup_or_empty(const char *s) {
+  return strdup(s != NULL ? s : "");
+}
+
+static int copy_site(mt_site_t *d, const mt_top_site_t *s) {
+  memset(d, 0, sizeof *d);
+  d->function = s->function != NULL ? strdup(s->function) : NULL;
+  d->file = dup_or_empty(s->file);
+  d->module = dup_or_empty(s->module);
+  d->line = s->line;
+  d->address = s->address;
+  d->module_offset = s->module_offset;
+  d->inuse_space = s->flat[MT_HEAP_INUSE_SPACE];
+  d->inuse_objects = s->flat[MT_HEAP_INUSE_OBJECTS];
+  d->alloc_space = s->flat[MT_HEAP_ALLOC_SPACE];
+  d->alloc_rate = -1;
+  return (s->function != NULL && d->function == NULL) || d->file == NULL ||
+                 d->module == NULL
+             ? -1
+             : 0;
+}
+
+static int same(const mt_top_site_t *a, const mt_top_site_t *b) {
+  return a->function == b->function && a->line == b->line &&
+         a->address == b->address;
+}
+
+int mt_sites_from_heap(const struct mt_heap_s *h, size_t max, mt_site_t **out,
+                       size_t *n) {
+  mt_top_site_t *by_inuse = NULL, *by_alloc = NULL;
+  size_t ni = 0, na = 0, i, j, k = 0;
+  mt_site_t *res = NULL;
+  int rc;
+
+  *out = NULL;
+  *n = 0;
+  rc = mt_top_sites(h, MT_HEAP_INUSE_SPACE, &by_inuse, &ni);
+  if (rc == 0)
+    rc = mt_top_sites(h, MT_HEAP_ALLOC_SPACE, &by_alloc, &na);
+  if (rc != 0)
+    goto out;
+  res = calloc(2 * max + 1, sizeof *res);
+  if (res == NULL) {
+    rc = MS_ENOMEM;
+    goto out;
+  }
+  /* The top by in use, then those of the top by bytes allocated not
+   * among them (a site whose objects are freed at once allocates much
+   * and holds nothing). Only flat sites: a site with nothing of its own
+   * is a caller. */
+  for (i = 0; i < ni && k < max; i++) {
+    if (by_inuse[i].flat[MT_HEAP_INUSE_SPACE] <= 0)
+      break;
+    if (copy_site(&res[k++], &by_inuse[i]) != 0)
+      goto oom;
+  }
+  for (i = 0; i < na && i < max; i++) {
+    int seen = 0;
+    if (by_alloc[i].flat[MT_HEAP_ALLOC_SPACE] <= 0)
+      break;
+    for (j = 0; j < ni && j < max && !seen; j++)
+      seen = by_inuse[j].flat[MT_HEAP_INUSE_SPACE] > 0 &&
+             same(&by_inuse[j], &by_alloc[i]);
+    if (!seen && copy_site(&res[k++], &by_alloc[i]) != 0)
+      goto oom;
+  }
+  *out = res;
+  *n = k;
+  res = NULL;
+  goto out;
+oom:
+  rc = MS_ENOMEM;
+  mt_sites_free(res, k);
+  res = NULL;
+out:
+  free(by_inuse);
+  free(by_alloc);
+  return rc;
+}
+
+/* The worker thread: everything that blocks or reads files. */
+static void work_cb(uv_work_t *w) {
+  mt_sites_live_t *s = w->data;
+  ms__profile_decoded_t *d = NULL;
+  char root[64];
+  mt_heap_t h;
+  int rc;
+
+  s->sites = NULL;
+  s->nsites = 0;
+  s->err[0] = '\0';
+  rc = msc_fetch_profile(s->pid, &d, s->timeout_ms, s->err, sizeof s->err);
+  if (rc != 0)
+    return;
+  if (d->profile.rate == 0) {
+    snprintf(s->err, sizeof s->err,
+             "PID %d samples nothing (MEMSTATS_PROFILE_RATE=0)", s->pid);
+    goto out;
+  }
+  rc = mt_heap_build(&d->profile, NULL, &h);
+  if (rc == 0) {
+    snprintf(root, sizeof root, "/proc/%d/root", s->pid);
+    rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
+    if (rc == 0)
+      rc = mt_sites_from_heap(&h, MT_SITES_LIVE_MAX, &s->sites, &s->nsites);
+    s->estimated = h.rate > 1;
+    mt_heap_free(&h);
+  }
+  if (rc != 0)
+    snprintf(s->err, sizeof s->err, "PID %d: the heap profile: %s", s->pid,
+             ms_strerror(rc));
+out:
+  ms__profile_decoded_free(d);
+}
+
+static void after_cb(uv_work_t *w, int status) {
+  mt_sites_live_t *s = w->data;
+
+  s->busy = 0;
+  if (s->closed) {
+    mt_sites_free(s->sites, s->nsites);
+    free(s);
+    return;
+  }
+  if (status != 0 && s->err[0] == '\0')
+    snprintf(s->err, sizeof s->err, "the profile's read was cancelled");
+  s->cb(s->arg, s->pid, s->sites, s->nsites, s->estimated,
+        s->sites != NULL ? NULL : s->err);
+  s->sites = NULL;
+  s->nsites = 0;
+}
+
+mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
+                                   void *arg) {
+  mt_sites_live_t *s = calloc(1, sizeof *s);
+
+  if (s == NULL)
+    return NULL;
+  s->loop = loop;
+  s->cb = cb;
+  s->arg = arg;
+  s->work.data = s;
+  return s;
+}
+
+int mt_sites_live_poll(mt_sites_live_t *s, int pid, int timeout_ms,
+                       uint64_t now_ns, uint64_t interval_ns) {
+  if (s == NULL || s->busy || pid <= 0)
+    return 0;
+  if (pid == s->last_pid && now_ns - s->last_ns < interval_ns)
+    return 0;
+  s->pid = pid;
+  s->timeout_ms = timeout_ms;
+  if (uv_queue_work(s->loop, &s->work, work_cb, after_cb) != 0)
+    return 0;
+  s->busy = 1;
+  s->last_pid = pid;
+  s->last_ns = now_ns;
+  return 1;
+}
+
+void mt_sites_live_close(mt_sites_live_t *s) {
+  if (s == NULL)
+    return;
+  if (s->busy) {
+    s->closed = 1; /* after_cb frees */
+    return;
+  }
+  free(s);
+}

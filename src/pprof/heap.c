@@ -1,0 +1,489 @@
+/*
+ * heap.c - building an mt_heap_t from a decoded profile (see heap.h).
+ *
+ * The values are Go's: runtime/pprof/protomem.go writes, per bucket,
+ * scaleHeapSample(AllocObjects, AllocBytes, rate) and
+ * scaleHeapSample(InUseObjects, InUseBytes, rate); a delta (Go's
+ * ?seconds=N in net/http/pprof) is the later profile less the earlier one,
+ * each scaled first, as pprof's Merge of the earlier profile scaled by -1
+ * computes it.
+ *
+ * Strings, functions, locations and (for a delta) the earlier profile's
+ * buckets are found again through small open-addressing indexes of
+ * uint32 entries (the entry's index + 1; 0 is empty), each keyed by a hash
+ * and confirmed by comparing the entry itself.
+ */
+#include "pprof/heap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memstats.h"
+
+typedef struct index_s {
+  uint32_t *slot;
+  size_t cap; /* a power of two, or 0 */
+  size_t used;
+} index_t;
+
+typedef struct heap_int_s {
+  index_t strings, functions, locations;
+  size_t cap_strings, cap_functions, cap_locations;
+  int oom;
+} heap_int_t;
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  size_t i;
+
+  /* FNV-1a, 64 bits. */
+  for (i = 0; i < n; i++) {
+    h ^= b[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+#define HASH_SEED 0xcbf29ce484222325ull
+
+/* Grows ix to hold one more entry (rehashing with `rehash`, which gives
+ * the hash of entry i). Returns 0 or -1. */
+static int index_reserve(index_t *ix, uint64_t (*rehash)(void *, uint32_t),
+                         void *ctx) {
+  size_t cap, i, j;
+  uint32_t *slot;
+
+  if ((ix->used + 1) * 2 <= ix->cap)
+    return 0;
+  cap = ix->cap ? ix->cap * 2 : 64;
+  slot = calloc(cap, sizeof *slot);
+  if (slot == NULL)
+    return -1;
+  for (i = 0; i < ix->cap; i++) {
+    if (ix->slot[i] == 0)
+      continue;
+    j = rehash(ctx, ix->slot[i] - 1) & (cap - 1);
+    while (slot[j] != 0)
+      j = (j + 1) & (cap - 1);
+    slot[j] = ix->slot[i];
+  }
+  free(ix->slot);
+  ix->slot = slot;
+  ix->cap = cap;
+  return 0;
+}
+
+static int grow(void **arr, size_t *cap, size_t need, size_t size) {
+  size_t n;
+  void *p;
+
+  if (need <= *cap)
+    return 0;
+  n = *cap ? *cap * 2 : 64;
+  while (n < need)
+    n *= 2;
+  p = realloc(*arr, n * size);
+  if (p == NULL)
+    return -1;
+  *arr = p;
+  *cap = n;
+  return 0;
+}
+
+/* ---- strings ----------------------------------------------------------- */
+
+static uint64_t string_hash(void *ctx, uint32_t i) {
+  mt_heap_t *h = ctx;
+  return hash_bytes(HASH_SEED, h->strings[i], strlen(h->strings[i]));
+}
+
+uint32_t mt_heap_string(mt_heap_t *h, const char *s) {
+  heap_int_t *in = h->internal;
+  uint64_t hv;
+  size_t j;
+  char *copy;
+
+  if (s == NULL || s[0] == '\0')
+    return 0;
+  if (in == NULL || in->oom)
+    return 0;
+  if (index_reserve(&in->strings, string_hash, h) != 0)
+    goto oom;
+  hv = hash_bytes(HASH_SEED, s, strlen(s));
+  for (j = hv & (in->strings.cap - 1); in->strings.slot[j] != 0;
+       j = (j + 1) & (in->strings.cap - 1))
+    if (strcmp(h->strings[in->strings.slot[j] - 1], s) == 0)
+      return in->strings.slot[j] - 1;
+  if (grow((void **)&h->strings, &in->cap_strings, h->nstrings + 1,
+           sizeof *h->strings) != 0)
+    goto oom;
+  copy = strdup(s);
+  if (copy == NULL)
+    goto oom;
+  h->strings[h->nstrings] = copy;
+  in->strings.slot[j] = (uint32_t)++h->nstrings;
+  in->strings.used++;
+  return (uint32_t)(h->nstrings - 1);
+oom:
+  in->oom = 1;
+  return 0;
+}
+
+/* ---- functions --------------------------------------------------------- */
+
+static uint64_t function_key(const mt_heap_function_t *f) {
+  uint64_t hv = HASH_SEED;
+
+  hv = hash_bytes(hv, &f->name, sizeof f->name);
+  hv = hash_bytes(hv, &f->system_name, sizeof f->system_name);
+  hv = hash_bytes(hv, &f->filename, sizeof f->filename);
+  return hash_bytes(hv, &f->start_line, sizeof f->start_line);
+}
+
+static uint64_t function_hash(void *ctx, uint32_t i) {
+  mt_heap_t *h = ctx;
+  return function_key(&h->functions[i]);
+}
+
+uint32_t mt_heap_function(mt_heap_t *h, const char *name,
+                          const char *system_name, const char *file,
+                          int64_t start_line) {
+  heap_int_t *in = h->internal;
+  mt_heap_function_t f;
+  uint64_t hv;
+  size_t j;
+
+  f.name = mt_heap_string(h, name);
+  f.system_name = mt_heap_string(h, system_name);
+  f.filename = mt_heap_string(h, file);
+  f.start_line = start_line;
+  if (in->oom || index_reserve(&in->functions, function_hash, h) != 0)
+    goto oom;
+  hv = function_key(&f);
+  for (j = hv & (in->functions.cap - 1); in->functions.slot[j] != 0;
+       j = (j + 1) & (in->functions.cap - 1))
+    if (memcmp(&h->functions[in->functions.slot[j] - 1], &f, sizeof f) == 0)
+      return in->functions.slot[j] - 1;
+  if (grow((void **)&h->functions, &in->cap_functions, h->nfunctions + 1,
+           sizeof *h->functions) != 0)
+    goto oom;
+  h->functions[h->nfunctions] = f;
+  in->functions.slot[j] = (uint32_t)++h->nfunctions;
+  in->functions.used++;
+  return (uint32_t)(h->nfunctions - 1);
+oom:
+  in->oom = 1;
+  return 0;
+}
+
+/* ---- locations --------------------------------------------------------- */
+
+static uint64_t location_hash(void *ctx, uint32_t i) {
+  mt_heap_t *h = ctx;
+  return hash_bytes(HASH_SEED, &h->locations[i].address,
+                    sizeof h->locations[i].address);
+}
+
+static uint32_t mapping_of(const mt_heap_t *h, uint64_t addr) {
+  size_t i;
+
+  for (i = 0; i < h->nmappings; i++)
+    if (addr >= h->mappings[i].start && addr < h->mappings[i].limit)
+      return (uint32_t)(i + 1);
+  return 0;
+}
+
+/* The location of return address ra, added if new. Returns 0 with its
+ * index in *out, or -1 on ENOMEM. */
+static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
+  heap_int_t *in = h->internal;
+  /* A return address of 0 cannot come from a call; kept as 0. */
+  uint64_t addr = ra != 0 ? ra - 1 : 0;
+  uint64_t hv;
+  size_t j;
+  mt_heap_location_t *l;
+
+  if (index_reserve(&in->locations, location_hash, h) != 0)
+    return -1;
+  hv = hash_bytes(HASH_SEED, &addr, sizeof addr);
+  for (j = hv & (in->locations.cap - 1); in->locations.slot[j] != 0;
+       j = (j + 1) & (in->locations.cap - 1)) {
+    if (h->locations[in->locations.slot[j] - 1].address == addr) {
+      *out = in->locations.slot[j] - 1;
+      return 0;
+    }
+  }
+  if (grow((void **)&h->locations, &in->cap_locations, h->nlocations + 1,
+           sizeof *h->locations) != 0)
+    return -1;
+  l = &h->locations[h->nlocations];
+  memset(l, 0, sizeof *l);
+  l->address = addr;
+  l->mapping = mapping_of(h, addr);
+  in->locations.slot[j] = (uint32_t)++h->nlocations;
+  in->locations.used++;
+  *out = (uint32_t)(h->nlocations - 1);
+  return 0;
+}
+
+/* ---- values ------------------------------------------------------------ */
+
+/* A double as an int64, truncated, saturated at the range's ends (a
+ * hostile count scaled can exceed it; the cast would be undefined). */
+static int64_t to_i64(double v) {
+  if (!(v == v))
+    return 0;
+  if (v >= 9223372036854775807.0)
+    return INT64_MAX;
+  if (v <= -9223372036854775808.0)
+    return INT64_MIN;
+  return (int64_t)v;
+}
+
+/* A counter from the wire as a signed figure: saturated, not wrapped. */
+static int64_t sat(uint64_t v) {
+  return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
+                   int64_t *out_count, int64_t *out_bytes) {
+  double avg, scale;
+
+  if (count == 0 || bytes == 0) {
+    *out_count = 0;
+    *out_bytes = 0;
+    return;
+  }
+  if (rate <= 1) {
+    *out_count = count;
+    *out_bytes = bytes;
+    return;
+  }
+  /* As Go computes it, in float64, truncated toward zero by int64(). */
+  avg = (double)bytes / (double)count;
+  scale = 1 / (1 - exp(-avg / (double)rate));
+  *out_count = to_i64((double)count * scale);
+  *out_bytes = to_i64((double)bytes * scale);
+}
+
+static void record_values(const ms__profile_record_t *r, uint64_t rate,
+                          int64_t v[MT_HEAP_NVALUES]) {
+  int64_t ao = sat(r->alloc_objects), ab = sat(r->alloc_bytes);
+  int64_t io = sat(r->alloc_objects - r->free_objects);
+  int64_t ib = sat(r->alloc_bytes - r->free_bytes);
+
+  /* A record whose frees exceed its allocations is torn or hostile: in
+   * use cannot be negative. */
+  if (r->free_objects > r->alloc_objects || r->free_bytes > r->alloc_bytes)
+    io = ib = 0;
+  mt_heap_scale(ao, ab, rate, &v[MT_HEAP_ALLOC_OBJECTS],
+                &v[MT_HEAP_ALLOC_SPACE]);
+  mt_heap_scale(io, ib, rate, &v[MT_HEAP_INUSE_OBJECTS],
+                &v[MT_HEAP_INUSE_SPACE]);
+}
+
+static int same_bucket(const ms__profile_record_t *a,
+                       const ms__profile_record_t *b) {
+  return a->size == b->size && a->depth == b->depth &&
+         memcmp(a->stack, b->stack, a->depth * sizeof *a->stack) == 0;
+}
+
+static uint64_t bucket_hash(const ms__profile_record_t *r) {
+  uint64_t hv = hash_bytes(HASH_SEED, &r->size, sizeof r->size);
+  return hash_bytes(hv, r->stack, r->depth * sizeof *r->stack);
+}
+
+static int check_record(const ms__profile_record_t *r) {
+  return r->depth <= MS__PROFILE_MAX_DEPTH &&
+         (r->depth == 0 || r->stack != NULL);
+}
+
+static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
+                      const int64_t v[MT_HEAP_NVALUES]) {
+  mt_heap_sample_t *s = &h->samples[h->nsamples];
+  uint32_t i;
+
+  /* A delta leaves out what did not change, as pprof's Merge drops a
+   * sample whose values are all zero. */
+  if (h->delta && v[0] == 0 && v[1] == 0 && v[2] == 0 && v[3] == 0)
+    return 0;
+  memset(s, 0, sizeof *s);
+  memcpy(s->value, v, sizeof s->value);
+  s->size = sat(r->size);
+  s->truncated = r->truncated != 0;
+  if (r->depth > 0) {
+    s->locations = malloc(r->depth * sizeof *s->locations);
+    if (s->locations == NULL)
+      return -1;
+  }
+  h->nsamples++;
+  for (i = 0; i < r->depth; i++) {
+    if (location_of(h, r->stack[i], &s->locations[i]) != 0)
+      return -1;
+    s->nlocations++;
+  }
+  return 0;
+}
+
+int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
+                  mt_heap_t *h) {
+  heap_int_t *in;
+  uint32_t *bix = NULL, *matched = NULL;
+  size_t bcap = 0, i, j;
+  int64_t v[MT_HEAP_NVALUES], bv[MT_HEAP_NVALUES];
+  int k, rc = MS_ENOMEM;
+
+  memset(h, 0, sizeof *h);
+  if (p == NULL || (p->nrecords > 0 && p->records == NULL) ||
+      (p->nmappings > 0 && p->mappings == NULL))
+    return MS_EINVAL;
+  if (base != NULL && base->nrecords > 0 && base->records == NULL)
+    return MS_EINVAL;
+  for (i = 0; i < p->nrecords; i++)
+    if (!check_record(&p->records[i]))
+      return MS_EINVAL;
+  for (i = 0; base != NULL && i < base->nrecords; i++)
+    if (!check_record(&base->records[i]))
+      return MS_EINVAL;
+
+  in = calloc(1, sizeof *in);
+  h->strings = calloc(1, sizeof *h->strings);
+  if (in == NULL || h->strings == NULL)
+    goto out;
+  h->internal = in;
+  in->cap_strings = 1;
+  h->strings[0] = strdup("");
+  if (h->strings[0] == NULL)
+    goto out;
+  h->nstrings = 1;
+
+  h->pid = p->pid;
+  h->time_nanos = p->time_unix_ns;
+  h->rate = p->rate;
+  h->buckets_dropped = p->buckets_dropped;
+  if (base != NULL) {
+    h->delta = 1;
+    h->duration_nanos = p->time_unix_ns > base->time_unix_ns
+                            ? p->time_unix_ns - base->time_unix_ns
+                            : 0;
+  }
+
+  if (p->nmappings > 0) {
+    h->mappings = calloc(p->nmappings, sizeof *h->mappings);
+    if (h->mappings == NULL)
+      goto out;
+  }
+  for (i = 0; i < p->nmappings; i++) {
+    const ms__profile_mapping_t *m = &p->mappings[i];
+    mt_heap_mapping_t *hm = &h->mappings[h->nmappings];
+    char hex[2 * 64 + 1];
+
+    if (m->limit <= m->start)
+      continue; /* an empty or inverted range maps nothing */
+    hm->start = m->start;
+    hm->limit = m->limit;
+    hm->offset = m->offset;
+    hm->filename = mt_heap_string(h, m->path);
+    if (m->build_id != NULL && m->build_id_len > 0 && m->build_id_len <= 64) {
+      for (j = 0; j < m->build_id_len; j++)
+        snprintf(hex + 2 * j, 3, "%02x", m->build_id[j]);
+      hm->build_id = mt_heap_string(h, hex);
+    }
+    h->nmappings++;
+  }
+
+  /* The earlier profile's buckets, indexed, for a delta. */
+  if (base != NULL && base->nrecords > 0) {
+    for (bcap = 64; bcap < 2 * (size_t)base->nrecords;)
+      bcap *= 2;
+    bix = calloc(bcap, sizeof *bix);
+    matched = calloc(base->nrecords, sizeof *matched);
+    if (bix == NULL || matched == NULL)
+      goto out;
+    for (i = 0; i < base->nrecords; i++) {
+      for (j = bucket_hash(&base->records[i]) & (bcap - 1); bix[j] != 0;)
+        j = (j + 1) & (bcap - 1);
+      bix[j] = (uint32_t)(i + 1);
+    }
+  }
+
+  h->samples = calloc((size_t)p->nrecords +
+                          (base != NULL ? (size_t)base->nrecords : 0) + 1,
+                      sizeof *h->samples);
+  if (h->samples == NULL)
+    goto out;
+  for (i = 0; i < p->nrecords; i++) {
+    const ms__profile_record_t *r = &p->records[i];
+
+    record_values(r, p->rate, v);
+    if (bix != NULL) {
+      for (j = bucket_hash(r) & (bcap - 1); bix[j] != 0;
+           j = (j + 1) & (bcap - 1)) {
+        const ms__profile_record_t *b = &base->records[bix[j] - 1];
+        if (!matched[bix[j] - 1] && same_bucket(b, r)) {
+          matched[bix[j] - 1] = 1;
+          record_values(b, base->rate, bv);
+          /* Both in [0, INT64_MAX]: the difference fits. */
+          for (k = 0; k < MT_HEAP_NVALUES; k++)
+            v[k] -= bv[k];
+          break;
+        }
+      }
+    }
+    if (add_sample(h, r, v) != 0)
+      goto out;
+  }
+  /* A bucket only the earlier profile has (the sampler dropped it since)
+   * counts negatively, as pprof's merge of the earlier profile scaled by
+   * -1 would count it. */
+  for (i = 0; base != NULL && i < base->nrecords; i++) {
+    if (matched[i])
+      continue;
+    record_values(&base->records[i], base->rate, bv);
+    for (k = 0; k < MT_HEAP_NVALUES; k++)
+      v[k] = -bv[k];
+    if (add_sample(h, &base->records[i], v) != 0)
+      goto out;
+  }
+  rc = in->oom ? MS_ENOMEM : 0;
+out:
+  free(bix);
+  free(matched);
+  if (rc != 0)
+    mt_heap_free(h);
+  return rc;
+}
+
+void mt_heap_free(mt_heap_t *h) {
+  heap_int_t *in;
+  size_t i;
+
+  if (h == NULL)
+    return;
+  in = h->internal;
+  for (i = 0; i < h->nsamples; i++)
+    free(h->samples[i].locations);
+  for (i = 0; i < h->nlocations; i++)
+    free(h->locations[i].lines);
+  for (i = 0; i < h->nstrings; i++)
+    free(h->strings[i]);
+  free(h->samples);
+  free(h->locations);
+  free(h->functions);
+  free(h->mappings);
+  free(h->strings);
+  if (in != NULL) {
+    free(in->strings.slot);
+    free(in->functions.slot);
+    free(in->locations.slot);
+    free(in);
+  }
+  memset(h, 0, sizeof *h);
+}
+
+int mt_heap_oom(const mt_heap_t *h) {
+  const heap_int_t *in = h->internal;
+  return in == NULL || in->oom;
+}

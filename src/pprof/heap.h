@@ -1,0 +1,137 @@
+/*
+ * heap.h - a heap profile made ready for output (memtop side).
+ *
+ * The agent sends what its sampler counted (wire/profile.h: buckets keyed
+ * by stack and size, as sampled, and the process's mappings). An mt_heap_t
+ * is that profile as pprof's profile.proto models it: samples whose values
+ * are unsampled exactly as Go's runtime/pprof does, locations (one per
+ * distinct return address), functions, mappings, and one string table.
+ * Every output reads this one model: the profile.proto writer (pprof.c),
+ * the top list (top.c). Strings in it are as the target's files gave them:
+ * an output for a terminal sanitises them.
+ *
+ * Building takes three steps: mt_heap_build() (values and locations),
+ * mt_heap_symbolize() (names, files and lines from the target's binaries,
+ * sym.c), then any output. Nothing here talks to a target.
+ */
+#ifndef MT_PPROF_HEAP_H
+#define MT_PPROF_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire/profile.h"
+
+/* The sample values, in profile.proto's order (Go's heap profile). */
+enum {
+  MT_HEAP_ALLOC_OBJECTS = 0, /* count */
+  MT_HEAP_ALLOC_SPACE,       /* bytes */
+  MT_HEAP_INUSE_OBJECTS,     /* count */
+  MT_HEAP_INUSE_SPACE,       /* bytes */
+  MT_HEAP_NVALUES
+};
+
+/* One frame of a location: a function and the line in it. A location has
+ * several when calls were inlined (the innermost first, as in pprof). */
+typedef struct mt_heap_line_s {
+  uint32_t function; /* index into functions */
+  int64_t line;      /* 0: unknown */
+} mt_heap_line_t;
+
+typedef struct mt_heap_function_s {
+  uint32_t name;        /* string index: demangled */
+  uint32_t system_name; /* string index: as in the symbol table */
+  uint32_t filename;    /* string index; 0: unknown */
+  int64_t start_line;   /* 0: unknown */
+} mt_heap_function_t;
+
+typedef struct mt_heap_location_s {
+  /* The return address minus one: an address inside the call instruction,
+   * which is the call site's line (pprof's convention for non-leaf
+   * frames, and what its legacy heap-profile parser does). */
+  uint64_t address;
+  uint32_t mapping; /* index + 1 into mappings; 0: in none */
+  uint32_t nlines;  /* 0: not resolved */
+  mt_heap_line_t *lines;
+} mt_heap_location_t;
+
+typedef struct mt_heap_mapping_s {
+  uint64_t start, limit, offset;
+  uint32_t filename; /* string index */
+  uint32_t build_id; /* string index: the id in lower-case hex; 0: none */
+  int symbolized;    /* functions (and where known lines) were resolved */
+  /* Why the mapping's addresses are left unresolved (a static string), or
+   * NULL. */
+  const char *unresolved;
+} mt_heap_mapping_t;
+
+typedef struct mt_heap_sample_s {
+  int64_t value[MT_HEAP_NVALUES]; /* unsampled, as Go's pprof does */
+  int64_t size;                   /* bytes per object: the bucket's size */
+  uint32_t nlocations;
+  uint32_t *locations; /* indexes into locations, innermost first */
+  int truncated;       /* the stack was deeper than the sampler's limit */
+} mt_heap_sample_t;
+
+typedef struct mt_heap_s {
+  int32_t pid;
+  uint64_t time_nanos;     /* when the (last) profile was cut */
+  uint64_t duration_nanos; /* a delta's span; 0 otherwise */
+  uint64_t rate;           /* the sampling period, bytes */
+  uint64_t buckets_dropped;
+  int delta;
+
+  mt_heap_sample_t *samples;
+  size_t nsamples;
+  mt_heap_location_t *locations;
+  size_t nlocations;
+  mt_heap_function_t *functions;
+  size_t nfunctions;
+  mt_heap_mapping_t *mappings;
+  size_t nmappings;
+
+  /* The string table: strings[0] is "" (profile.proto's rule). */
+  char **strings;
+  size_t nstrings;
+
+  void *internal; /* the builder's indexes (heap.c) */
+} mt_heap_t;
+
+/* Go's scaleHeapSample (runtime/pprof/protomem.go): the number of objects
+ * and bytes a sampled (count, bytes) pair stands for at `rate`, with
+ * scale = 1 / (1 - exp(-(bytes/count)/rate)). rate <= 1 means every
+ * allocation was recorded: no scaling. 0 counts give 0. */
+void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
+                   int64_t *out_count, int64_t *out_bytes);
+
+/* Builds *h from a decoded profile. With base not NULL, the result is
+ * the growth from base to p (what Go's ?seconds=N gives): each sample is
+ * p's unsampled values less base's for the same stack and size, so in-use
+ * figures may be negative. The mappings are p's. Returns 0, MS_ENOMEM or
+ * MS_EINVAL (a record with no stack, or a depth over the limit). */
+int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
+                  mt_heap_t *h);
+
+/* Resolves functions, files and lines from the binaries named by the
+ * mappings (sym.c). `root` is prefixed to every path (e.g. /proc/PID/root
+ * to read a live process's files as it sees them), or NULL. A mapping
+ * whose file cannot be read, or whose build id differs from the one the
+ * profile carries, is left unresolved with the reason in its `unresolved`.
+ * Returns 0 or MS_ENOMEM. */
+int mt_heap_symbolize(mt_heap_t *h, const char *root);
+
+/* Adds s to the string table (once): its index, or 0 on ENOMEM (which
+ * sets the heap's out-of-memory flag, reported by mt_heap_symbolize). */
+uint32_t mt_heap_string(mt_heap_t *h, const char *s);
+
+/* Adds a function (once per name, system name, file, start line). */
+uint32_t mt_heap_function(mt_heap_t *h, const char *name,
+                          const char *system_name, const char *file,
+                          int64_t start_line);
+
+/* Nonzero if an allocation failed while adding strings or functions. */
+int mt_heap_oom(const mt_heap_t *h);
+
+void mt_heap_free(mt_heap_t *h);
+
+#endif

@@ -1,0 +1,278 @@
+/*
+ * buckets.c - the heap profile's bucket table, after Go's mprof.go.
+ *
+ * A bucket counts the sampled objects of one size allocated from one call
+ * stack. Its counts go through Go's three stages: events of cycle c
+ * (allocations and frees) are added to future[c % 3]; the profile cut
+ * (ms__prof_table_cut, at each profile request) ends cycle c, starting
+ * c + 1 in the next slot, and folds future[c % 3] into `active`, which is
+ * what a profile reports. A profile is therefore the state at its last
+ * completed cut, never a table half-way through an update. Go needs the
+ * stages because it learns of frees only when it sweeps; here every event
+ * and the cut run under the table's lock, so the profile at a cut holds
+ * every event before it, and the third slot is the one cleared ahead of
+ * its cycle.
+ *
+ * Frees are matched by address: the table of sampled addresses (open
+ * addressing, linear probing, deletion by backward shift, so no
+ * tombstones) maps each live sampled block to its bucket. In front of it,
+ * a filter of 65,536 saturating byte counts indexed by a hash of the
+ * address answers "certainly not sampled" for almost every free without
+ * taking the lock.
+ *
+ * Memory: everything lives in one anonymous mapping made at start-up,
+ * never malloc (this runs inside malloc), with the raw system call: the
+ * preload's mmap interposer would list it among the program's own
+ * mappings (OtherSys, OffHeapReleased), and it is BuckHashSys alone. The
+ * fixed parts (filter, hash heads, address table: written anywhere) are
+ * touched whole at start-up, so they are backed; the bucket array and the
+ * stack words are filled from their start, so only their used prefix is
+ * ever touched. BuckHashSys counts exactly those backed pages. When a part is
+ * full the sample is dropped and counted (`dropped`, sent as the profile's
+ * buckets_dropped): a bounded table, a known loss.
+ */
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core/sysstat.h"
+#include "memstats.h"
+#include "profile/profile.h"
+
+#define FILTER_SIZE (1u << MS__PROF_FILTER_BITS)
+#define PAGE 4096u
+
+static uint32_t pow2_at_least(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n && p < (1u << 30))
+    p <<= 1;
+  return p;
+}
+
+static size_t round_page(size_t n) {
+  return (n + PAGE - 1) & ~(size_t)(PAGE - 1);
+}
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+static uint32_t filter_index(const void *p) {
+  return ms__prof_filter_index(p);
+}
+
+/* Counts the pages of the table that are backed now in BuckHashSys. */
+static void account(ms__prof_table_t *t) {
+  size_t fixed = (size_t)((uint8_t *)t->buckets - (uint8_t *)t->map);
+  size_t used =
+      fixed + round_page((size_t)t->nbuckets * sizeof(ms__prof_bucket_t)) +
+      round_page((size_t)t->stack_used * 8);
+  if (used > t->map_len)
+    used = t->map_len;
+  if (used > t->touched) {
+    ms__sys_add_internal(MS_SYS_BUCKHASH, (int64_t)(used - t->touched));
+    t->touched = used;
+  }
+}
+
+int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
+                        uint32_t addr_slots, uint32_t stack_words) {
+  memset(t, 0, sizeof *t);
+  if (buckets == 0 || buckets > (1u << 24))
+    buckets = MS__PROFILE_DEFAULT_BUCKETS;
+  t->cap_buckets = buckets;
+  t->nheads = pow2_at_least(buckets * 2);
+  t->cap_addr = pow2_at_least(addr_slots < 16 ? 16 : addr_slots);
+  t->stack_cap = stack_words;
+  /* Laid out: filter, heads, addresses (the fixed parts, touched
+   * anywhere), then buckets and stacks (filled from their start). */
+  size_t off_heads = round_page(FILTER_SIZE);
+  size_t off_addrs = off_heads + round_page((size_t)t->nheads * 4);
+  size_t off_buckets =
+      off_addrs + round_page((size_t)t->cap_addr * sizeof(ms__prof_addr_t));
+  size_t off_stacks =
+      off_buckets + round_page((size_t)buckets * sizeof(ms__prof_bucket_t));
+  size_t len = off_stacks + round_page((size_t)stack_words * 8);
+  void *m = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                            0);
+  if (m == MAP_FAILED) {
+    memset(t, 0, sizeof *t);
+    return MS_ENOMEM;
+  }
+  /* Backed from the start: one write per page of the fixed parts. */
+  for (size_t off = 0; off < off_buckets; off += PAGE)
+    ((volatile uint8_t *)m)[off] = 0;
+  t->map = m;
+  t->map_len = len;
+  t->filter = m;
+  t->heads = (uint32_t *)((uint8_t *)m + off_heads);
+  t->addrs = (ms__prof_addr_t *)((uint8_t *)m + off_addrs);
+  t->buckets = (ms__prof_bucket_t *)((uint8_t *)m + off_buckets);
+  t->stacks = (uint64_t *)((uint8_t *)m + off_stacks);
+  account(t);
+  return 0;
+}
+
+void ms__prof_table_destroy(ms__prof_table_t *t) {
+  if (t->map != NULL) {
+    syscall(SYS_munmap, t->map, t->map_len);
+    ms__sys_add_internal(MS_SYS_BUCKHASH, -(int64_t)t->touched);
+  }
+  memset(t, 0, sizeof *t);
+}
+
+void ms__prof_table_lock(ms__prof_table_t *t) {
+  while (__atomic_exchange_n(&t->lock, 1, __ATOMIC_ACQUIRE) != 0)
+    while (__atomic_load_n(&t->lock, __ATOMIC_RELAXED) != 0)
+      sched_yield();
+}
+
+void ms__prof_table_unlock(ms__prof_table_t *t) {
+  __atomic_store_n(&t->lock, 0, __ATOMIC_RELEASE);
+}
+
+void ms__prof_table_after_fork(ms__prof_table_t *t) {
+  __atomic_store_n(&t->lock, 0, __ATOMIC_RELAXED);
+}
+
+int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p) {
+  return __atomic_load_n(&t->filter[filter_index(p)], __ATOMIC_RELAXED) != 0;
+}
+
+static uint64_t stack_hash(const uint64_t *stack, uint32_t depth,
+                           uint64_t size, int truncated) {
+  uint64_t h = mix(size ^ ((uint64_t)depth << 32) ^ (uint64_t)truncated);
+  for (uint32_t i = 0; i < depth; i++)
+    h = mix(h ^ stack[i]);
+  return h;
+}
+
+/* The bucket of (stack, size), made if missing; NULL when full. */
+static ms__prof_bucket_t *bucket_for(ms__prof_table_t *t,
+                                     const uint64_t *stack, uint32_t depth,
+                                     int truncated, uint64_t size) {
+  uint64_t h = stack_hash(stack, depth, size, truncated);
+  uint32_t *head = &t->heads[h & (t->nheads - 1)];
+  for (uint32_t i = *head; i != 0;) {
+    ms__prof_bucket_t *b = &t->buckets[i - 1];
+    if (b->hash == h && b->size == size && b->depth == depth &&
+        b->truncated == (uint32_t)truncated &&
+        memcmp(&t->stacks[b->stack_off], stack, (size_t)depth * 8) == 0)
+      return b;
+    i = b->next;
+  }
+  if (t->nbuckets >= t->cap_buckets || t->stack_cap - t->stack_used < depth)
+    return NULL;
+  ms__prof_bucket_t *b = &t->buckets[t->nbuckets];
+  memset(b, 0, sizeof *b);
+  b->hash = h;
+  b->size = size;
+  b->depth = depth;
+  b->truncated = (uint32_t)truncated;
+  b->stack_off = t->stack_used;
+  memcpy(&t->stacks[t->stack_used], stack, (size_t)depth * 8);
+  t->stack_used += depth;
+  b->next = *head;
+  *head = ++t->nbuckets;
+  account(t);
+  return b;
+}
+
+static uint32_t addr_slot(const ms__prof_table_t *t, const void *p) {
+  return (uint32_t)(mix((uint64_t)(uintptr_t)p) & (t->cap_addr - 1));
+}
+
+int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
+                         uint32_t depth, int truncated, uint64_t size,
+                         const void *p) {
+  if (p == NULL)
+    return MS_EINVAL;
+  /* A block still in the table was freed without our seeing it (a free
+   * inside the guard, or by an allocator's own entry point): it is
+   * counted freed now, at its address's reuse. */
+  ms__prof_table_free(t, p);
+  /* The address table is kept at most 3/4 full, so probes stay short. */
+  if (t->naddr + 1 > t->cap_addr / 4 * 3)
+    goto full;
+  ms__prof_bucket_t *b = bucket_for(t, stack, depth, truncated, size);
+  if (b == NULL)
+    goto full;
+  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  c->allocs++;
+  c->alloc_bytes += size;
+  uint32_t i = addr_slot(t, p);
+  while (t->addrs[i].p != 0)
+    i = (i + 1) & (t->cap_addr - 1);
+  t->addrs[i].p = (uint64_t)(uintptr_t)p;
+  t->addrs[i].bucket = (uint64_t)(b - t->buckets);
+  t->naddr++;
+  uint8_t *f = &t->filter[filter_index(p)];
+  if (*f != 0xff)
+    __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
+  if (t->live != NULL)
+    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  return 0;
+full:
+  t->dropped++;
+  return MS_ENOSPC;
+}
+
+int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
+  if (!ms__prof_table_maybe(t, p))
+    return 0;
+  uint64_t key = (uint64_t)(uintptr_t)p;
+  uint32_t mask = t->cap_addr - 1;
+  uint32_t i = addr_slot(t, p);
+  while (t->addrs[i].p != key) {
+    if (t->addrs[i].p == 0)
+      return 0;
+    i = (i + 1) & mask;
+  }
+  ms__prof_bucket_t *b = &t->buckets[t->addrs[i].bucket];
+  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  c->frees++;
+  c->free_bytes += b->size;
+  /* Backward-shift deletion: move up every later entry of the run whose
+   * home slot is not between the hole and it. */
+  uint32_t hole = i;
+  for (uint32_t j = (i + 1) & mask; t->addrs[j].p != 0; j = (j + 1) & mask) {
+    uint32_t home = addr_slot(t, (const void *)(uintptr_t)t->addrs[j].p);
+    if (((j - home) & mask) >= ((j - hole) & mask)) {
+      t->addrs[hole] = t->addrs[j];
+      hole = j;
+    }
+  }
+  t->addrs[hole].p = 0;
+  t->addrs[hole].bucket = 0;
+  t->naddr--;
+  uint8_t *f = &t->filter[filter_index(p)];
+  if (*f != 0xff)
+    __atomic_store_n(f, (uint8_t)(*f - 1), __ATOMIC_RELAXED);
+  if (t->live != NULL)
+    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  return 1;
+}
+
+void ms__prof_table_cut(ms__prof_table_t *t) {
+  unsigned done = (unsigned)(t->cycle % 3);
+  t->cycle++;
+  /* The slot after the new cycle's was folded at an earlier cut and is
+   * zero already; the one that ended is folded now. */
+  for (uint32_t i = 0; i < t->nbuckets; i++) {
+    ms__prof_bucket_t *b = &t->buckets[i];
+    ms__prof_cycle_t *f = &b->future[done];
+    b->active.allocs += f->allocs;
+    b->active.frees += f->frees;
+    b->active.alloc_bytes += f->alloc_bytes;
+    b->active.free_bytes += f->free_bytes;
+    memset(f, 0, sizeof *f);
+  }
+}

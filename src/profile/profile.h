@@ -1,0 +1,171 @@
+/*
+ * profile.h - the heap profiler inside the target (internal): sampling,
+ * stacks, buckets. Serving is the agent's (src/agent/profile.c).
+ *
+ * sampler.c  the per-thread byte countdown (Go's and tcmalloc's sampler:
+ *            exponential intervals of mean MEMSTATS_PROFILE_RATE), the
+ *            slow paths the preload calls for a sampled malloc and for the
+ *            free of a possibly sampled block, start-up and fork;
+ * buckets.c  the bucket table: counts by (stack, size) with Go's three
+ *            stages, the table of sampled addresses, all in one mapping;
+ * unwind.c   the stack capture (glibc's backtrace(): libgcc_s's DWARF
+ *            unwinder; unwind.c says why not libunwind).
+ *
+ * The hot path's part is inline in src/preload/preload.h: one subtract
+ * from ms__tls.prof_left per malloc, one load of ms__prof_live per free.
+ */
+#ifndef MS_PROFILE_PROFILE_H
+#define MS_PROFILE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/engine.h"
+#include "core/hotpath.h"
+#include "core/util.h"
+#include "wire/profile.h"
+
+#define MS__PROFILE_DEFAULT_RATE 524288u
+#define MS__PROFILE_DEFAULT_DEPTH 64u
+#define MS__PROFILE_DEFAULT_BUCKETS 4096u
+
+/* ---- the sampler (sampler.c) ---- */
+
+/* A per-thread PRNG (xorshift64*): never zero once seeded. */
+typedef struct ms__prof_rng_s {
+  uint64_t s;
+} ms__prof_rng_t;
+uint64_t ms__prof_rng_next(ms__prof_rng_t *r);
+/* log2(x) for x >= 1, to within 0.01 (Go's fastlog2: a 64-entry table and
+ * linear interpolation), with no libm. */
+double ms__prof_fastlog2(double x);
+/* The bytes until the next sample: an exponential draw of mean rate (as
+ * Go's nextSample), at least 1; rate 1 gives 1 (every allocation); rate 0
+ * gives INT64_MAX (never). */
+int64_t ms__prof_next_interval(ms__prof_rng_t *r, uint64_t rate);
+
+/* Nonzero while some sampled block may be live: a free pays one load of
+ * this word (hot, read-mostly) before anything else. Written under the
+ * table's lock. */
+extern uint64_t ms__prof_live __attribute__((visibility("hidden")));
+/* The table's filter (buckets.c): 1 << MS__PROF_FILTER_BITS saturating
+ * counts of live sampled addresses by hash; an all-zero static array
+ * until the table exists, so the free path may read it unconditionally. */
+#define MS__PROF_FILTER_BITS 16
+extern uint8_t *ms__prof_filter __attribute__((visibility("hidden")));
+static inline uint32_t ms__prof_filter_index(const void *p) {
+  return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >>
+                    (64 - MS__PROF_FILTER_BITS));
+}
+
+/* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS, maps the table, loads
+ * the unwinder and installs the fork handlers; from the preload's
+ * constructor, before any sample (so no capture ever runs a first-use
+ * initialisation from inside malloc). Idempotent. */
+void ms__prof_init(void);
+/* The rate in effect (0: off). */
+uint64_t ms__prof_rate(void);
+/* A malloc'd block p of size bytes whose countdown ran out (the preload's
+ * slow path): draws the next interval and records p with this stack. */
+void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size);
+/* A block about to be freed (or realloc'ed) while ms__prof_live != 0:
+ * if it was sampled, its bucket counts it freed. */
+void ms__prof_freed(void *p);
+
+/* Frees of sampled blocks that could not be recorded (see sampler.c). */
+uint64_t ms__prof_lost_frees(void);
+/* The agent thread is never sampled: an unwinder's first capture on a
+ * thread may create or replace descriptors of its own (libunwind's
+ * memory-validation pipe), which in the agent's private descriptor table
+ * would be numbers the agent owns. It calls this first. */
+void ms__prof_exclude_thread(void);
+/* The agent's access to the process's table (from the excluded thread,
+ * so a signal handler's malloc there never waits on the lock it holds):
+ * ms__prof_release() unlocks. */
+void ms__prof_hold(void);
+void ms__prof_release(void);
+
+/* ---- the bucket table (buckets.c) ---- */
+
+typedef struct ms__prof_cycle_s {
+  uint64_t allocs, frees, alloc_bytes, free_bytes;
+} ms__prof_cycle_t;
+
+typedef struct ms__prof_bucket_s {
+  uint64_t hash;
+  uint64_t size;
+  uint32_t depth, truncated;
+  uint32_t stack_off; /* into the table's stack words */
+  uint32_t next;      /* hash chain: index + 1, 0 ends */
+  ms__prof_cycle_t active;    /* as of the last cut */
+  ms__prof_cycle_t future[3]; /* by cycle % 3 (see buckets.c) */
+} ms__prof_bucket_t;
+
+typedef struct ms__prof_addr_s {
+  uint64_t p;      /* 0: empty slot */
+  uint64_t bucket; /* index */
+} ms__prof_addr_t;
+
+typedef struct ms__prof_table_s {
+  int lock; /* a spin lock: held only for a few hundred instructions */
+  uint64_t cycle;
+  uint32_t nbuckets, cap_buckets;
+  uint32_t nheads; /* power of two */
+  uint32_t stack_used, stack_cap;
+  uint32_t naddr, cap_addr; /* cap_addr: power of two */
+  uint64_t dropped;         /* samples not recorded: a table was full */
+  uint64_t lost_frees;      /* frees not matched: see ms__prof_freed */
+  uint64_t *live;           /* the live counter to keep (may be NULL) */
+  uint32_t *heads;
+  ms__prof_bucket_t *buckets;
+  uint64_t *stacks;
+  ms__prof_addr_t *addrs;
+  uint8_t *filter; /* 1 << 16 saturating counts of live addresses */
+  void *map;
+  size_t map_len;
+  size_t touched; /* bytes of the mapping counted in BuckHashSys */
+} ms__prof_table_t;
+
+/* Maps the table's memory (one anonymous mapping, never malloc). Returns 0
+ * or MS_ENOMEM. The sizes are rounded up where they must be powers of
+ * two. */
+int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
+                        uint32_t addr_slots, uint32_t stack_words);
+void ms__prof_table_destroy(ms__prof_table_t *t);
+void ms__prof_table_lock(ms__prof_table_t *t);
+void ms__prof_table_unlock(ms__prof_table_t *t);
+/* Whether p may be in the table (the filter; no lock). */
+int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p);
+/* With the lock held: records p as a sampled block of size bytes from
+ * stack[0, depth). Returns 0, or MS_ENOSPC when the bucket, stack or
+ * address table is full (counted in dropped). */
+int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
+                         uint32_t depth, int truncated, uint64_t size,
+                         const void *p);
+/* With the lock held: if p was sampled, counts it freed and forgets it.
+ * Returns 1 if it was, 0 if not. */
+int ms__prof_table_free(ms__prof_table_t *t, const void *p);
+/* With the lock held: the profile cut. Counts of the cycle that ends are
+ * folded into each bucket's active record, and a new cycle begins. */
+void ms__prof_table_cut(ms__prof_table_t *t);
+/* After fork, in the child: the lock is free again (the table itself was
+ * copied with the address space, live samples and all). */
+void ms__prof_table_after_fork(ms__prof_table_t *t);
+
+/* The process's table (NULL when profiling is off). */
+ms__prof_table_t *ms__prof_table(void);
+/* The configured depth (<= MS__PROFILE_MAX_DEPTH). */
+uint32_t ms__prof_depth(void);
+
+/* ---- the unwinder (unwind.c) ---- */
+
+/* Loads the unwinder (from ms__prof_init, outside malloc). */
+void ms__prof_unwind_init(void);
+/* "glibc-backtrace", or "none" (no stacks: records of depth 0). */
+const char *ms__prof_unwinder(void);
+/* Captures the calling thread's return addresses, innermost first, with
+ * the library's own frames left out. Returns the number stored (at most
+ * max); *truncated is set when the stack was deeper. */
+uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated);
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * unwind.c - the call stack of a sampled allocation.
+ *
+ * Why unwind by the tables: most binaries a user profiles come from a
+ * distribution built without frame pointers (Debian's python3, sqlite3,
+ * git), so a frame-pointer walk stops after a frame or two, or follows
+ * garbage. The stacks must be unwound from the DWARF call-frame
+ * information (.eh_frame).
+ *
+ * Why glibc's backtrace() and not libunwind: both unwind by .eh_frame;
+ * backtrace() goes through libgcc_s's unwinder (the one every C++
+ * exception takes, so it is present, tested and cached per object by
+ * dl_iterate_phdr), and it opens nothing. libunwind 1.6 (Debian's
+ * libunwind8) was tried first, dlopen'ed with UNW_CACHE_PER_THREAD: on
+ * its first capture it creates a pipe in the program's descriptor table
+ * to validate memory, and later closes and reopens those numbers, which
+ * by then may be the program's own (test_agent_fds's bash script lost its
+ * fd 4 that way, and in the agent's private table the listening socket
+ * was replaced). A library inside someone else's program may not touch
+ * descriptors it cannot prove are its own, so libunwind is not used.
+ *
+ * The target side depends on libc alone (DESIGN.md): the first
+ * backtrace() loads libgcc_s with dlopen, which allocates, so it is called
+ * once from the preload's constructor, never first from malloc. The
+ * profile says which unwinder is in use (MS__TAG_PROF_UNWINDER) and
+ * MEMSTATS_DEBUG=1 prints it.
+ *
+ * A capture runs with the sampling thread marked busy (sampler.c): a
+ * malloc nested in it (from the unwinder, or a signal handler) is counted
+ * like any other but never sampled, so no capture nests.
+ */
+#include <execinfo.h>
+#include <link.h>
+#include <string.h>
+
+#include "profile/profile.h"
+
+static int g_kind; /* 0 none, 2 glibc backtrace */
+/* This library's text: frames in it (the sampler, malloc) are left out. */
+static uintptr_t g_self_lo, g_self_hi;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  uintptr_t me = (uintptr_t)data;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X))
+      continue;
+    uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+    uintptr_t hi = lo + ph->p_memsz;
+    if (me >= lo && me < hi) {
+      g_self_lo = lo;
+      g_self_hi = hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void ms__prof_unwind_init(void) {
+  if (g_kind != 0)
+    return;
+  dl_iterate_phdr(find_self, (void *)(uintptr_t)&ms__prof_unwind_init);
+  /* The first backtrace() loads libgcc_s: here, not inside malloc. */
+  void *warm[4];
+  if (backtrace(warm, 4) > 0)
+    g_kind = 2;
+  ms__debug("profile: stacks unwound by %s", ms__prof_unwinder());
+}
+
+const char *ms__prof_unwinder(void) {
+  return g_kind == 2 ? "glibc-backtrace" : "none";
+}
+
+uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
+  /* Room for this library's own frames (a few) and one past the limit,
+   * which tells a deeper stack apart. */
+  void *pcs[MS__PROFILE_MAX_DEPTH + 16];
+  int want = (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16
+                       ? MS__PROFILE_MAX_DEPTH + 16
+                       : max + 16);
+  int n = 0;
+  if (g_kind == 2)
+    n = backtrace(pcs, want);
+  int i = 0;
+  while (i < n && (uintptr_t)pcs[i] >= g_self_lo &&
+         (uintptr_t)pcs[i] < g_self_hi)
+    i++;
+  uint32_t k = 0;
+  for (; i < n && k < max; i++)
+    out[k++] = (uint64_t)(uintptr_t)pcs[i];
+  /* Stopped at the limit with frames left, or the capture itself filled
+   * its buffer: deeper than recorded. */
+  *truncated = i < n || n == want;
+  return k;
+}

@@ -1,0 +1,362 @@
+/*
+ * test_profile_cmd.c - `memtop profile` end to end on memtop's side: the
+ * command line, the fetch over a real socket (the client's socket and
+ * SO_PEERCRED checks, the handshake, a profile chunked in many frames),
+ * names resolved from this binary, the file written and read by the real
+ * `go tool pprof -top`, the text format, the --seconds delta, and a
+ * target that answers with an error.
+ *
+ * The target is a thread of this test serving its own PID's socket in a
+ * private MEMSTATS_DIR with the agent's wire encoders (hello, and the
+ * profile as wire/profile.c encodes it), so the peer check holds: the
+ * process that listens is the PID asked for. Its stacks are return
+ * addresses inside this binary's own functions.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "common/strbuf.h"
+#include "memstats.h"
+#include "memtop/cli.h"
+#include "memtop/profile_cmd.h"
+#include "wire/profile.h"
+#include "wire/wire.h"
+
+static char dir[64];
+
+static __attribute__((noinline)) void capture(uint64_t *out) {
+  *out = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* Each site stores its own mark, so that the compiler cannot fold the
+ * two identical functions into one (gcc -O2's -fipa-icf). */
+static volatile int mark;
+
+static __attribute__((noinline)) void leaky_cache_fill(uint64_t *ra) {
+  mark = 1;
+  capture(&ra[0]);
+  ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) void request_buffers(uint64_t *ra) {
+  mark = 2;
+  capture(&ra[0]);
+  ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
+
+/* What the fake target serves: `answers` connections, the n-th with
+ * leaky_cache_fill's bucket grown by n * 100 objects, or an error. */
+typedef struct server_s {
+  int fd;
+  int answers;
+  int error;
+  pthread_t thread;
+  uint64_t stack[2][2];
+  ms__profile_mapping_t map[8];
+  char paths[8][PATH_MAX];
+  uint32_t nmap;
+} server_t;
+
+static void own_mappings(server_t *s) {
+  char exe[PATH_MAX], line[PATH_MAX + 256], path[PATH_MAX], perms[8];
+  unsigned long long start, end, off;
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  FILE *maps = fopen("/proc/self/maps", "r");
+
+  assert_true(n > 0);
+  exe[n] = '\0';
+  assert_non_null(maps);
+  while (fgets(line, sizeof line, maps) != NULL && s->nmap < 8) {
+    path[0] = '\0';
+    if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095s", &start, &end, perms,
+               &off, path) < 4 ||
+        strcmp(path, exe) != 0 || perms[2] != 'x')
+      continue;
+    snprintf(s->paths[s->nmap], PATH_MAX, "%s", path);
+    s->map[s->nmap] =
+        (ms__profile_mapping_t){start, end, off, s->paths[s->nmap], NULL, 0};
+    s->nmap++;
+  }
+  fclose(maps);
+  assert_true(s->nmap > 0);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0)
+      return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static void *serve(void *arg) {
+  server_t *s = arg;
+  int i;
+
+  for (i = 0; i < s->answers; i++) {
+    ms__profile_record_t rec[2];
+    ms__wire_hello_t h;
+    ms__wire_writer_t w;
+    ms__profile_t p;
+    uint8_t req[4096], *buf;
+    size_t cap, len = 0;
+    int c = accept(s->fd, NULL, NULL);
+
+    if (c < 0)
+      return NULL;
+    (void)recv(c, req, sizeof req, 0);
+    memset(&h, 0, sizeof h);
+    h.pid = (int32_t)getpid();
+    msc_proc_start_time(getpid(), &h.start_time);
+    snprintf(h.comm, sizeof h.comm, "test");
+    snprintf(h.lib_version, sizeof h.lib_version, "%s", MS_VERSION_STRING);
+    h.proto_version = MS__WIRE_VERSION;
+    h.capabilities = MS__CAP_SNAPSHOT | MS__CAP_PROFILE;
+    memset(&p, 0, sizeof p);
+    memset(rec, 0, sizeof rec);
+    rec[0].size = 4096;
+    rec[0].alloc_objects = 300 + 100 * (uint64_t)i;
+    rec[0].alloc_bytes = rec[0].alloc_objects * 4096;
+    rec[1].size = 256;
+    rec[1].alloc_objects = 40;
+    rec[1].alloc_bytes = 40 * 256;
+    rec[1].free_objects = 30;
+    rec[1].free_bytes = 30 * 256;
+    rec[0].depth = rec[1].depth = 2;
+    rec[0].stack = s->stack[0];
+    rec[1].stack = s->stack[1];
+    p.pid = h.pid;
+    p.start_time = h.start_time;
+    p.time_unix_ns = 1700000000000000000ull + (uint64_t)i * 1000000000u;
+    p.rate = 1;
+    p.nrecords = 2;
+    p.records = rec;
+    p.nmappings = s->nmap;
+    p.mappings = s->map;
+    cap = 4096 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
+    buf = malloc(cap);
+    ms__wire_writer_init(&w, buf, cap);
+    ms__wire_encode_hello(&w, &h);
+    len = w.len;
+    if (s->error) {
+      ms__wire_encode_error(&w, MS__MSG_ERROR, MS_ENOSYS,
+                            "heap profiles are not served by this version");
+      len = w.len;
+    } else {
+      size_t plen = 0;
+      assert_int_equal(ms__profile_encode(&p, "test", buf + len, cap - len,
+                                          MS__PROFILE_MIN_PAYLOAD, &plen),
+                       0);
+      len += plen;
+    }
+    (void)write_all(c, buf, len);
+    free(buf);
+    close(c);
+  }
+  return NULL;
+}
+
+static void server_start(server_t *s, int answers, int error) {
+  struct sockaddr_un sa;
+
+  memset(s, 0, sizeof *s);
+  s->answers = answers;
+  s->error = error;
+  leaky_cache_fill(s->stack[0]);
+  request_buffers(s->stack[1]);
+  own_mappings(s);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)getpid());
+  unlink(sa.sun_path);
+  s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(s->fd >= 0);
+  assert_int_equal(bind(s->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  chmod(sa.sun_path, 0600);
+  assert_int_equal(listen(s->fd, 4), 0);
+  assert_int_equal(pthread_create(&s->thread, NULL, serve, s), 0);
+}
+
+static void server_stop(server_t *s) {
+  pthread_join(s->thread, NULL);
+  close(s->fd);
+}
+
+/* Runs `memtop profile PID ARGS...` (NULL-terminated) as main() does. */
+static int run_profile(const char *arg, ...) {
+  static mt_opts_t o;
+  char pid[16], err[256];
+  char *argv[16];
+  int argc = 0;
+  va_list ap;
+
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  argv[argc++] = (char *)"memtop";
+  argv[argc++] = (char *)"profile";
+  argv[argc++] = pid;
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  if (mt_cli_parse(argc, argv, NULL, &o, err, sizeof err) != 0)
+    fail_msg("usage refused: %s", err);
+  return mt_profile_main(&o);
+}
+
+static char *read_all(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  char buf[4096];
+  size_t n;
+
+  if (f == NULL)
+    return NULL;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    ms__strbuf_append(&b, buf, n);
+  fclose(f);
+  return b.data != NULL ? b.data : strdup("");
+}
+
+static char *pprof_top(const char *args, const char *file) {
+  char cmd[3 * PATH_MAX], out[PATH_MAX];
+
+  snprintf(out, sizeof out, "%s/top.txt", dir);
+  snprintf(cmd, sizeof cmd,
+           "HOME=%s GOCACHE=%s/gocache TZ=UTC go tool pprof -top "
+           "-symbolize=none %s %s >%s 2>&1",
+           dir, dir, args, file, out);
+  if (system(cmd) != 0) {
+    char *why = read_all(out);
+    fail_msg("go tool pprof failed: %s", why != NULL ? why : "?");
+  }
+  return read_all(out);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_profile_cmd.XXXXXX");
+  if (mkdtemp(dir) == NULL)
+    return -1;
+  return setenv("MEMSTATS_DIR", dir, 1);
+}
+
+static int teardown(void **state) {
+  char cmd[128];
+
+  (void)state;
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* memtop profile PID -o FILE: a profile pprof reads, with this test's
+ * function names (the profile crossed the socket in several frames). */
+static void test_pprof_file(void **state) {
+  server_t s;
+  char file[PATH_MAX], *top;
+
+  (void)state;
+  if (system("command -v go >/dev/null 2>&1") != 0) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    skip();
+  }
+  snprintf(file, sizeof file, "%s/out.pb.gz", dir);
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("-o", file, NULL), 0);
+  server_stop(&s);
+  top = pprof_top("-nodefraction=0", file);
+  /* 300 objects of 4 KiB in use, and 10 of 256 B (pprof's kB: KiB). */
+  assert_non_null(strstr(top, "Type: inuse_space"));
+  assert_non_null(strstr(top, "1200kB 99.79% 99.79%     1200kB 99.79%  "
+                              "leaky_cache_fill\n"));
+  assert_non_null(strstr(top, "2.50kB  0.21%   100%     2.50kB  0.21%  "
+                              "request_buffers\n"));
+  free(top);
+}
+
+/* --format text: the top list, here in -o's file: exact figures (rate
+ * 1), the sites by name. */
+static void test_text(void **state) {
+  server_t s;
+  char file[PATH_MAX], *text;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/out.txt", dir);
+  server_start(&s, 1, 0);
+  assert_int_equal(
+      run_profile("--format", "text", "--sites", "5", "-o", file, NULL), 0);
+  server_stop(&s);
+  text = read_all(file);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "heap profile, in-use space\n"
+                               "Every allocation recorded: figures are "
+                               "exact\n"));
+  assert_non_null(strstr(text, "Total: 1.2MiB in 310 objects"));
+  assert_non_null(strstr(text, "1.2MiB  99.8%  99.8%      1.2MiB  99.8%"
+                               "        300  leaky_cache_fill "));
+  assert_non_null(strstr(text, "test_profile_cmd.c:"));
+  free(text);
+}
+
+/* --seconds 1: two profiles a second apart, the first subtracted: the
+ * 100 objects leaky_cache_fill allocated meanwhile, and nothing of
+ * request_buffers (unchanged). */
+static void test_seconds_delta(void **state) {
+  server_t s;
+  char file[PATH_MAX], *text;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/delta.txt", dir);
+  server_start(&s, 2, 0);
+  assert_int_equal(
+      run_profile("--seconds", "1", "--format", "text", "-o", file, NULL), 0);
+  server_stop(&s);
+  text = read_all(file);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "in-use space, growth over 1.0 s\n"));
+  assert_non_null(strstr(text, "allocated space, growth over 1.0 s\n"));
+  assert_non_null(strstr(text, "Total: 400.0KiB in 100 objects"));
+  assert_non_null(strstr(text, "leaky_cache_fill"));
+  assert_null(strstr(text, "request_buffers"));
+  free(text);
+}
+
+/* A target that does not serve profiles: exit status 1. */
+static void test_error_answer(void **state) {
+  server_t s;
+
+  (void)state;
+  server_start(&s, 1, 1);
+  assert_int_equal(run_profile(NULL), 1);
+  server_stop(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_pprof_file),
+      cmocka_unit_test(test_text),
+      cmocka_unit_test(test_seconds_delta),
+      cmocka_unit_test(test_error_answer),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,255 @@
+/*
+ * pl_prof.c - a program with known allocation sites for the heap
+ * profile's tests (tests/integration/test_profile.c), run under the
+ * preload with MEMSTATS_PROFILE_RATE=1. Built with -rdynamic, so that it
+ * can tell the test where its functions are (dladdr1: start and size).
+ *
+ *   pl_prof sites    f_big holds 3 * N blocks of SIZE bytes, f_small N,
+ *                    f_freed allocated N and freed them all
+ *   pl_prof threads  four threads each hold N blocks from f_thread
+ *   pl_prof deep     f_deep recurses 300 deep, then allocates
+ *   pl_prof fork     f_parent holds N blocks; the child then holds N from
+ *                    f_child (and says its pid)
+ *   pl_prof full     f_many allocates blocks of 64 different sizes
+ *   pl_prof wide     f_wide allocates 100 sizes at each of 200 recursion
+ *                    depths: 20,000 buckets, a profile of several frames
+ *   pl_prof signals  a timer signal's handler allocates and frees while
+ *                    the main thread does (and is sampled), 1,000 times
+ *
+ * Each prints "fn NAME START END" for its functions, then "ready PID"
+ * (every process that stays), and waits for stdin to close.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "say.h"
+
+#define N 16
+#define SIZE 1000
+
+/* Exported and volatile: the compiler may not drop a block it keeps. */
+extern void *volatile g_keep[4096];
+void *volatile g_keep[4096];
+static int g_nkeep;
+
+static void keep(void *p) {
+  memset(p, 1, 16);
+  g_keep[g_nkeep++] = p;
+}
+
+extern void *volatile g_wide[20000];
+void *volatile g_wide[20000];
+static int g_nwide;
+
+static void keep_wide(void *p) {
+  g_wide[g_nwide++] = p;
+}
+
+/* gcc could clone a function for a constant argument (a new symbol):
+ * noclone, which clang does not know (nor does it clone). */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline, used))
+#else
+#define NOINLINE __attribute__((noinline, noclone, used))
+#endif
+
+/* Exported (-rdynamic), so declared. */
+void f_big(void);
+void f_small(void);
+void f_freed(void);
+void f_thread(void);
+int f_deep(int n);
+void f_parent(void);
+void f_child(void);
+void f_many(void);
+int f_wide(int n, int at);
+void f_signal(void);
+
+NOINLINE void f_big(void) {
+  for (int i = 0; i < 3 * N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_small(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_freed(void) {
+  /* Volatile: clang -O2 deletes a malloc/free pair it can see whole. */
+  void *volatile p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SIZE);
+    memset(p[i], 2, 16);
+  }
+  for (int i = 0; i < N; i++)
+    free(p[i]);
+  __asm__ volatile("");
+}
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+NOINLINE void f_thread(void) {
+  for (int i = 0; i < N; i++) {
+    void *p = malloc(SIZE);
+    pthread_mutex_lock(&g_lock);
+    keep(p);
+    pthread_mutex_unlock(&g_lock);
+  }
+  __asm__ volatile("");
+}
+
+static void *thread_main(void *arg) {
+  (void)arg;
+  f_thread();
+  return NULL;
+}
+
+NOINLINE int f_deep(int n) {
+  if (n == 0) {
+    keep(malloc(SIZE));
+    return 1;
+  }
+  int r = f_deep(n - 1);
+  __asm__ volatile("" ::"r"(r));
+  return r + 1;
+}
+
+NOINLINE void f_parent(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_child(void) {
+  for (int i = 0; i < N; i++)
+    keep(malloc(SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_many(void) {
+  for (int i = 0; i < 64; i++)
+    keep(malloc(64 + 16 * (size_t)i));
+  __asm__ volatile("");
+}
+
+/* Allocates 100 blocks of different sizes at depth `at` of a recursion. */
+NOINLINE int f_wide(int n, int at) {
+  if (n == at) {
+    for (int i = 0; i < 100; i++)
+      keep_wide(malloc(16 + 16 * (size_t)i));
+    return 1;
+  }
+  int r = f_wide(n + 1, at);
+  __asm__ volatile("" ::"r"(r));
+  return r + 1;
+}
+
+/* A signal handler's allocations: malloc and free are not
+ * async-signal-safe by POSIX, but programs do it, and glibc's allows it
+ * where the interrupted code is not inside malloc itself; the preload's
+ * own paths must survive it whatever the handler interrupts of theirs. */
+static volatile sig_atomic_t g_signals;
+
+NOINLINE void f_signal(void) {
+  void *volatile p = malloc(64);
+  free(p);
+}
+
+static void on_alarm(int sig) {
+  (void)sig;
+  f_signal();
+  g_signals++;
+}
+
+static void say_fn(const char *name, void *fn) {
+  Dl_info info;
+  const ElfW(Sym) *sym = NULL;
+  if (dladdr1(fn, &info, (void **)&sym, RTLD_DL_SYMENT) && sym != NULL)
+    prog_say("fn %s %lx %lx", name, (unsigned long)(uintptr_t)fn,
+             (unsigned long)((uintptr_t)fn + sym->st_size));
+}
+
+static void wait_stdin(void) {
+  char c;
+  while (read(0, &c, 1) > 0)
+    ;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "sites";
+  say_fn("f_big", (void *)f_big);
+  say_fn("f_small", (void *)f_small);
+  say_fn("f_freed", (void *)f_freed);
+  say_fn("f_thread", (void *)f_thread);
+  say_fn("f_deep", (void *)f_deep);
+  say_fn("f_parent", (void *)f_parent);
+  say_fn("f_child", (void *)f_child);
+  say_fn("f_many", (void *)f_many);
+  say_fn("f_wide", (void *)f_wide);
+  say_fn("f_signal", (void *)f_signal);
+  if (strcmp(mode, "sites") == 0) {
+    f_big();
+    f_small();
+    f_freed();
+  } else if (strcmp(mode, "threads") == 0) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+      pthread_create(&t[i], NULL, thread_main, NULL);
+    for (int i = 0; i < 4; i++)
+      pthread_join(t[i], NULL);
+  } else if (strcmp(mode, "deep") == 0) {
+    f_deep(300);
+  } else if (strcmp(mode, "fork") == 0) {
+    f_parent();
+    pid_t pid = fork();
+    if (pid == 0) {
+      f_child();
+      prog_say("ready %d", (int)getpid());
+      wait_stdin();
+      _exit(0);
+    }
+    prog_say("ready %d", (int)getpid());
+    wait_stdin();
+    waitpid(pid, NULL, 0);
+    return 0;
+  } else if (strcmp(mode, "full") == 0) {
+    f_many();
+  } else if (strcmp(mode, "wide") == 0) {
+    for (int at = 0; at < 200; at++)
+      f_wide(0, at);
+  } else if (strcmp(mode, "signals") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_PROF, &it, NULL);
+    /* Until the handler has run 1,000 times (the timer counts this
+     * process's CPU time, which this loop spends). */
+    while (g_signals < 1000) {
+      for (int i = 0; i < 1000; i++) {
+        void *volatile p = malloc(32 + (size_t)(i % 100) * 8);
+        free(p);
+      }
+    }
+    struct itimerval stop_it = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_PROF, &stop_it, NULL);
+    f_small();
+    prog_say("signals %d", (int)g_signals);
+  }
+  prog_say("ready %d", (int)getpid());
+  wait_stdin();
+  return 0;
+}
