@@ -1,20 +1,26 @@
 /*
- * serve.c - `memtop serve` (see serve.h): the targets, the rounds that
- * read them, and the scrapes that wait for a round.
+ * serve.c - `memtop serve` (see serve.h): one more owner of the target set
+ * (targetset.h), the rounds that read it, and the scrapes that wait for a
+ * round.
  *
- * memtop lists the attachable processes every MT_SERVE_RESCAN_MS (new
- * ones join and are read at once, vanished ones leave). A scrape asks
- * every target at once for a snapshot, on memtop's libuv loop, and no
- * process that has exited since is served (each is checked against
- * /proc when the answer is written). The scrape is answered when every target
- * has answered or failed, or after MT_SERVE_WAIT_MS, whichever comes first: a
- * target that hangs (stopped, deadlocked, hostile) costs a scrape that bound
- * and no more, and its last snapshot is served with its age (its request goes
- * on in the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
+ * The set discovers continuously: it lists the attachable processes every
+ * MT_SERVE_RESCAN_MS (new ones join and are read at once, those that
+ * exited are marked gone and dropped at the next listing, keep_gone_ms 0).
+ * Each target keeps its latest snapshot (the `snapshot` callback), served
+ * with its age. A scrape asks every target at once for a snapshot
+ * (mt_tset_fetch_all), on memtop's libuv loop, and no process that has
+ * exited since is served (each is checked against /proc when the answer is
+ * written). The scrape is answered when every target asked has answered or
+ * failed, or after MT_SERVE_WAIT_MS, whichever comes first: a target that
+ * hangs (stopped, deadlocked, hostile) costs a scrape that bound and no
+ * more, and its last snapshot is served with its age (its request goes on
+ * in the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
  * than -d share one round's figures.
  *
- * This file is the whole of serve's target set; it uses the same
- * connections (conn.h) and discovery (client.h) as the live view.
+ * Reads happen at scrapes, not on a cadence of their own: the set is timed
+ * only for its listing, and its per-target timers read a target only until
+ * it has a first snapshot (`request` skips the rest), so 200 processes
+ * scraped every 15 s are read every 15 s.
  */
 #include "memtop/serve.h"
 
@@ -30,26 +36,20 @@
 #include "client/client.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
-#include "memtop/conn.h"
 #include "memtop/httpd.h"
 #include "memtop/loop.h"
 #include "memtop/negotiate.h"
+#include "memtop/targetset.h"
 #include "memtop/webconfig.h"
 
 typedef struct serve_s serve_t;
 
+/* What serve keeps of a target (the set's target's `user`). */
 typedef struct sv_target_s {
-  serve_t *sv;
-  int pid;
-  uint64_t start_time;
-  mt_conn_t *conn;
   ms_snapshot_t *snap; /* the latest answer; NULL until the first */
-  uint64_t got_ns;     /* uv_hrtime() when it came */
   uint64_t errors;     /* failed reads */
   int pending;         /* the current round waits for its answer */
-  uint64_t asked_ns;   /* uv_hrtime() of the request in flight */
-  int gone;            /* the process exited: served no more */
-  int seen;            /* found by the last discovery */
+  uint64_t asked_ns;   /* mt_tset_now_ns() of the request in flight */
   char exe[MS__PROM_EXE_MAX + 1];
 } sv_target_t;
 
@@ -58,9 +58,7 @@ struct serve_s {
   const mt_opts_t *o;
   mt_webconfig_t web;
   mt_httpd_t *http;
-  sv_target_t **t;
-  size_t n, cap;
-  int timeout_ms;
+  mt_tset_t *set;
   uint64_t fresh_ns; /* -d: figures this young are served as they are */
   int in_round;
   size_t pending;
@@ -68,149 +66,107 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
-  uv_timer_t rescan; /* discovery, every MT_SERVE_RESCAN_MS */
   uv_signal_t sig[2];
   int stopping;
 };
 
 static void answer_all(serve_t *sv);
+static void round_check_end(serve_t *sv);
 
 /* ------------------------------------------------------------------------
- * Targets
+ * The target set's callbacks
  * ------------------------------------------------------------------------ */
-
-static void target_free(sv_target_t *t) {
-  if (t->conn)
-    mt_conn_close(t->conn);
-  free(t->snap);
-  free(t);
-}
 
 /* Whether t is still the process it was: alive, and not a new process
  * that has its PID (start time compared). */
-static int target_alive(const sv_target_t *t) {
+static int target_alive(const mt_tset_target_t *t) {
   uint64_t st = 0;
   if (msc_proc_start_time(t->pid, &st) != 0)
     return 0;
   return t->start_time == 0 || st == t->start_time;
 }
 
-static void round_check_end(serve_t *sv);
-static void rescan(serve_t *sv);
-
-static void on_result(mt_conn_t *c, int status, const ms_snapshot_t *snap,
-                      const char *msg, void *arg) {
-  sv_target_t *t = arg;
-  serve_t *sv = t->sv;
-  (void)c;
-  (void)msg;
-  if (status == 0 && snap) {
-    if (!t->snap)
-      t->snap = malloc(sizeof *t->snap);
-    if (t->snap) {
-      memcpy(t->snap, snap, sizeof *t->snap);
-      t->got_ns = uv_hrtime();
-    }
-  } else {
-    t->errors++;
-    /* Gone or replaced: served no more from now on. */
-    if (status == MS_ESRCH || status == MS_ESTALE || !target_alive(t))
-      t->gone = 1;
-  }
-  if (t->pending) {
-    t->pending = 0;
-    sv->pending--;
-    round_check_end(sv);
-  }
+/* The round no longer waits for t's answer. */
+static void round_drop(serve_t *sv, sv_target_t *u) {
+  if (!u->pending)
+    return;
+  u->pending = 0;
+  sv->pending--;
+  round_check_end(sv);
 }
 
-/* Asks t for a snapshot; 0 if the request is on its way. */
-static int target_ask(serve_t *sv, sv_target_t *t) {
-  if (mt_conn_fetch_flags(t->conn, sv->timeout_ms, 0) != 0)
+static int on_added(void *arg, mt_tset_target_t *t) {
+  (void)arg;
+  sv_target_t *u = calloc(1, sizeof *u);
+  if (!u)
     return -1;
-  t->asked_ns = uv_hrtime();
-  return 0;
-}
-
-static sv_target_t *target_add(serve_t *sv, const msc_target_t *m) {
-  if (sv->n == sv->cap) {
-    size_t cap = sv->cap ? sv->cap * 2 : 16;
-    sv_target_t **t = realloc(sv->t, cap * sizeof *t);
-    if (!t)
-      return NULL;
-    sv->t = t;
-    sv->cap = cap;
-  }
-  sv_target_t *t = calloc(1, sizeof *t);
-  if (!t)
-    return NULL;
-  t->sv = sv;
-  t->pid = m->pid;
-  t->start_time = m->start_time;
-  t->conn = mt_conn_new(&sv->loop, m->pid, m->start_time, on_result, t);
-  if (!t->conn) {
-    free(t);
-    return NULL;
-  }
   /* The program's path, where /proc lets us read it (another user's
    * process, as a user, does not): a label, so made safe when written. */
   char link[64];
-  snprintf(link, sizeof link, "/proc/%d/exe", m->pid);
-  ssize_t n = readlink(link, t->exe, sizeof t->exe - 1);
-  t->exe[n > 0 ? (size_t)n : 0] = '\0';
-  sv->t[sv->n++] = t;
-  return t;
+  snprintf(link, sizeof link, "/proc/%d/exe", t->pid);
+  ssize_t n = readlink(link, u->exe, sizeof u->exe - 1);
+  u->exe[n > 0 ? (size_t)n : 0] = '\0';
+  t->user = u;
+  return 0;
 }
 
-static void target_remove_at(serve_t *sv, size_t i) {
-  sv_target_t *t = sv->t[i];
-  if (t->pending) {
-    t->pending = 0;
-    sv->pending--;
-  }
-  target_free(t);
-  sv->t[i] = sv->t[--sv->n];
+static void on_retired(void *arg, mt_tset_target_t *t) {
+  serve_t *sv = arg;
+  sv_target_t *u = t->user;
+  if (!u)
+    return;
+  t->user = NULL;
+  /* A target dropped while the round waited for it no longer holds the
+   * round open (its reply will not come). */
+  round_drop(sv, u);
+  free(u->snap);
+  free(u);
 }
 
-static sv_target_t *target_find(serve_t *sv, int pid) {
-  for (size_t i = 0; i < sv->n; i++)
-    if (sv->t[i]->pid == pid)
-      return sv->t[i];
-  return NULL;
+/* A timed read is due: only a target never read yet is read between
+ * scrapes (a new one, so that the next scrape has its figures). */
+static int on_request(void *arg, mt_tset_target_t *t, uint64_t *flags) {
+  sv_target_t *u = t->user;
+  (void)flags;
+  if (!u || u->snap)
+    return 1;
+  u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
+  return 0;
 }
 
-/* Lists the attachable processes: new ones join, those that vanished or
- * whose PID a new process took leave. */
-static void rescan(serve_t *sv) {
-  msc_target_t *found = NULL;
-  size_t n = 0;
-  if (msc_discover(&found, &n) != 0)
-    return; /* no directory yet: nothing to serve, nothing to drop */
-  for (size_t i = 0; i < sv->n; i++)
-    sv->t[i]->seen = 0;
-  for (size_t i = 0; i < n; i++) {
-    sv_target_t *t = target_find(sv, found[i].pid);
-    if (t && found[i].start_time && t->start_time &&
-        t->start_time != found[i].start_time) {
-      for (size_t j = 0; j < sv->n; j++)
-        if (sv->t[j] == t) {
-          target_remove_at(sv, j);
-          break;
-        }
-      t = NULL;
-    }
-    if (!t)
-      t = target_add(sv, &found[i]);
-    if (t)
-      t->seen = 1;
-  }
-  free(found);
-  for (size_t i = sv->n; i-- > 0;)
-    if (!sv->t[i]->seen || sv->t[i]->gone)
-      target_remove_at(sv, i);
-  /* A target removed while the round waited for it no longer holds the
-   * round open. */
-  round_check_end(sv);
+static void on_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
+                        const void *extra) {
+  serve_t *sv = arg;
+  sv_target_t *u = t->user;
+  (void)extra;
+  if (!u->snap)
+    u->snap = malloc(sizeof *u->snap);
+  if (u->snap)
+    memcpy(u->snap, s, sizeof *u->snap);
+  round_drop(sv, u);
+}
+
+static uint64_t on_failure(void *arg, mt_tset_target_t *t, int status,
+                           const char *msg) {
+  serve_t *sv = arg;
+  sv_target_t *u = t->user;
+  (void)msg;
+  /* Replaced by a new process under its PID: served no more. */
+  if (status == MS_ESTALE)
+    mt_tset_mark_gone(sv->set, t);
+  u->errors++;
+  round_drop(sv, u);
+  return MT_TSET_BACKOFF;
+}
+
+static void on_gone(void *arg, mt_tset_target_t *t, int status,
+                    const char *msg) {
+  serve_t *sv = arg;
+  sv_target_t *u = t->user;
+  (void)msg;
+  if (status != 0)
+    u->errors++;
+  round_drop(sv, u);
 }
 
 /* ------------------------------------------------------------------------
@@ -229,21 +185,33 @@ static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
-  uint64_t now = uv_hrtime();
-  for (size_t i = 0; i < sv->n; i++) {
-    sv_target_t *t = sv->t[i];
-    /* A target still busy with an earlier request is not asked again:
-     * the round waits for that answer if it was asked lately (just
-     * found), not if it has been waiting longer than a scrape may (it
-     * hangs: its last figures are served, with their age). */
-    if (mt_conn_busy(t->conn)) {
-      if (now - t->asked_ns >= (uint64_t)MT_SERVE_WAIT_MS * 1000000u)
-        continue;
-    } else if (target_ask(sv, t) != 0) {
-      continue;
+  size_t n = mt_tset_count(sv->set);
+  uint64_t now = mt_tset_now_ns(sv->set);
+  /* A target still busy with an earlier request is not asked again: the
+   * round waits for that answer if it was asked lately (just found), not
+   * if it has been waiting longer than a scrape may (it hangs: its last
+   * figures are served, with their age). The others are asked now, all
+   * at once (2: to be asked). */
+  for (size_t i = 0; i < n; i++) {
+    mt_tset_target_t *t = mt_tset_at(sv->set, i);
+    sv_target_t *u = t->user;
+    if (t->gone)
+      u->pending = 0;
+    else if (!mt_tset_busy(sv->set, t))
+      u->pending = 2;
+    else
+      u->pending = now - u->asked_ns < (uint64_t)MT_SERVE_WAIT_MS * 1000000u;
+  }
+  /* No reply runs inside this call, no target joins or leaves. */
+  mt_tset_fetch_all(sv->set, 0);
+  for (size_t i = 0; i < n; i++) {
+    mt_tset_target_t *t = mt_tset_at(sv->set, i);
+    sv_target_t *u = t->user;
+    if (u->pending == 2) {
+      u->pending = mt_tset_busy(sv->set, t);
+      u->asked_ns = now;
     }
-    t->pending = 1;
-    sv->pending++;
+    sv->pending += (size_t)u->pending;
   }
   round_check_end(sv);
 }
@@ -253,24 +221,33 @@ static void round_start(serve_t *sv) {
  * ------------------------------------------------------------------------ */
 
 static void answer(serve_t *sv, mt_scrape_t *s) {
-  uint64_t now = uv_hrtime();
-  ms__prom_target_t *pt = calloc(sv->n ? sv->n : 1, sizeof *pt);
+  uint64_t now = mt_tset_now_ns(sv->set);
+  size_t count = mt_tset_count(sv->set);
+  ms__prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
   ms__strbuf_t body = MS_STRBUF_INIT;
   size_t n = 0;
   if (pt) {
-    for (size_t i = 0; i < sv->n; i++) {
-      sv_target_t *t = sv->t[i];
-      /* A process that exited since the round is served no more. */
-      if (t->gone || !target_alive(t)) {
-        t->gone = 1;
+    for (size_t i = 0; i < count; i++) {
+      mt_tset_target_t *t = mt_tset_at(sv->set, i);
+      sv_target_t *u = t->user;
+      /* A process that exited since the round is served no more; the
+       * round does not wait for it (its failure is not reported, the
+       * set having been told), and the next listing drops it. */
+      if (!t->gone && !target_alive(t))
+        mt_tset_mark_gone(sv->set, t);
+      if (t->gone) {
+        if (u->pending) {
+          u->pending = 0;
+          sv->pending--;
+        }
         continue;
       }
       pt[n].pid = t->pid;
-      pt[n].snap = t->snap;
-      pt[n].exe = t->exe[0] ? t->exe : NULL;
-      pt[n].scrape_errors = t->errors;
-      if (t->snap)
-        pt[n].age_ns = t->snap->age_ns + (now - t->got_ns);
+      pt[n].snap = u->snap;
+      pt[n].exe = u->exe[0] ? u->exe : NULL;
+      pt[n].scrape_errors = u->errors;
+      if (u->snap)
+        pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
       n++;
     }
     ms__emit_prometheus(&body, mt_scrape_openmetrics(s), pt, n,
@@ -290,26 +267,16 @@ static void answer_all(serve_t *sv) {
   for (size_t i = 0; i < sv->nwaiting; i++)
     answer(sv, sv->waiting[i]);
   sv->nwaiting = 0;
+  /* The answers may have let the round's last waits go (processes that
+   * exited): it ends here then, with no one left to answer. */
+  if (sv->in_round && sv->pending == 0) {
+    sv->in_round = 0;
+    sv->round_end_ns = uv_hrtime();
+  }
 }
 
 static void bound_cb(uv_timer_t *timer) {
   answer_all(timer->data);
-}
-
-/* Discovery runs on its own timer, off the scrapes' path (listing the
- * directories and /proc costs about 16 ms for 200 processes): a process
- * joins within MT_SERVE_RESCAN_MS, read at once so that the next scrape
- * has its figures. One that exits leaves sooner: every answer checks
- * that each process is still the one it was. */
-static void rescan_cb(uv_timer_t *timer) {
-  serve_t *sv = timer->data;
-  rescan(sv);
-  /* The new ones (and those never read yet) are read now. */
-  for (size_t i = 0; i < sv->n; i++) {
-    sv_target_t *t = sv->t[i];
-    if (!t->snap && !mt_conn_busy(t->conn))
-      target_ask(sv, t);
-  }
 }
 
 static void on_scrape(void *arg, mt_scrape_t *s) {
@@ -348,11 +315,13 @@ static void on_signal(uv_signal_t *h, int signum) {
   answer_all(sv);
   mt_httpd_stop(sv->http);
   sv->http = NULL;
-  for (size_t i = 0; i < sv->n; i++)
-    target_free(sv->t[i]);
-  sv->n = 0;
+  /* No round is waited for any more: retiring the targets answers no
+   * one. */
+  sv->in_round = 0;
+  mt_tset_stop(sv->set);
+  mt_tset_free(sv->set);
+  sv->set = NULL;
   uv_close((uv_handle_t *)&sv->bound, NULL);
-  uv_close((uv_handle_t *)&sv->rescan, NULL);
   uv_close((uv_handle_t *)&sv->sig[0], NULL);
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
 }
@@ -370,7 +339,6 @@ int mt_serve_main(const mt_opts_t *o) {
   char err[1024], safe[4 * sizeof err + 1];
   memset(&sv, 0, sizeof sv);
   sv.o = o;
-  sv.timeout_ms = timeout_ms();
   sv.fresh_ns = (uint64_t)(o->delay_s * 1e9);
   signal(SIGPIPE, SIG_IGN);
 
@@ -408,12 +376,34 @@ int mt_serve_main(const mt_opts_t *o) {
   }
   uv_timer_init(&sv.loop, &sv.bound);
   sv.bound.data = &sv;
-  uv_timer_init(&sv.loop, &sv.rescan);
-  sv.rescan.data = &sv;
+  /* Every attachable process, listed every MT_SERVE_RESCAN_MS (timed for
+   * the listing and a new target's first read only: `request` skips the
+   * rest), a process that exited dropped at the next listing. */
+  mt_tset_io_t io;
+  mt_tset_io_uv(&io, &sv.loop);
+  mt_tset_opts_t so = {.timed = 1,
+                       .interval_ms = MT_SERVE_RESCAN_MS,
+                       .backoff_max_ms = MT_SERVE_RESCAN_MS,
+                       .timeout_ms = timeout_ms(),
+                       .rescan_min_ms = MT_SERVE_RESCAN_MS,
+                       .retire_unlisted = 0,
+                       .keep_gone_ms = 0};
+  static const mt_tset_cbs_t cbs = {
+      on_added, on_retired, on_request, on_snapshot, on_failure, on_gone, NULL};
+  sv.set = mt_tset_new(&io, &so, &cbs, &sv);
+  if (!sv.set) {
+    fprintf(stderr, "memtop: out of memory\n");
+    mt_httpd_stop(sv.http);
+    uv_close((uv_handle_t *)&sv.bound, NULL);
+    uv_run(&sv.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&sv.loop);
+    mt_webconfig_free(&sv.web);
+    return 1;
+  }
   /* The processes there are now, asked at once: the first scrape has
    * them. */
-  rescan_cb(&sv.rescan);
-  uv_timer_start(&sv.rescan, rescan_cb, MT_SERVE_RESCAN_MS, MT_SERVE_RESCAN_MS);
+  mt_tset_rescan(sv.set);
+  mt_tset_start(sv.set);
   static const int signums[2] = {SIGINT, SIGTERM};
   for (int i = 0; i < 2; i++) {
     uv_signal_init(&sv.loop, &sv.sig[i]);
@@ -428,7 +418,6 @@ int mt_serve_main(const mt_opts_t *o) {
 
   uv_run(&sv.loop, UV_RUN_DEFAULT);
   uv_loop_close(&sv.loop);
-  free(sv.t);
   free(sv.waiting);
   mt_webconfig_free(&sv.web);
   return 0;
