@@ -1,7 +1,7 @@
 /*
  * client.h - memtop's side of the protocol: finding targets, and talking to
  * one. The protocol itself is a state machine with no I/O (a "session"), so
- * memtop's libuv loop (memtop/conn.c) and the tests' blocking helper
+ * memtop's libuv loop (memtop/conn.c) and the tests' blocking helpers
  * (tests/support/fetch.h) share every byte of it, and the words for what
  * fails (msc_explain_*).
  */
@@ -145,14 +145,5 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                      size_t *used, ms_snapshot_t *snap, msc_event_t *ev);
 /* The handshake, once MSC_EV_HELLO has been seen (else NULL). */
 const msc_hello_t *msc_session_hello(const msc_session_t *s);
-
-/* ---- blocking helper ---- */
-/* Connects to `pid` (the same peer checks as memtop's connections,
- * msc_verify_peer), fetches its heap profile: *out is the caller's on 0
- * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
- * for the target, not the whole transfer. On error returns a negative
- * code with the words of msc_explain_* in errbuf. */
-int msc_fetch_profile(int pid, ms__profile_decoded_t **out, int timeout_ms,
-                      char *errbuf, size_t errlen);
 
 #endif

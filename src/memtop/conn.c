@@ -49,6 +49,9 @@ struct mt_conn_s {
   uv_timer_t timer; /* the request timeout */
   int timeout_ms;
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
+  int want_prof;      /* the request asks for the profile too */
+  int have_snap;      /* its snapshot has come (the profile is next) */
+  mt_conn_profile_t prof; /* the profile's outcome, during the callback */
   uint8_t *rbuf;      /* received bytes not yet consumed */
   size_t rlen, rcap;
   /* Decoded into, handed to the callback; allocated once a connection
@@ -67,6 +70,7 @@ static void conn_unref(mt_conn_t *c) {
     msc_session_free(c->session);
     free(c->rbuf);
     free(c->snap);
+    ms__profile_decoded_free(c->prof.prof);
     free(c);
   }
 }
@@ -104,6 +108,27 @@ static void finish(mt_conn_t *c, int status, const char *msg) {
     return;
   c->busy = 0;
   c->cb(c, status, status == 0 ? c->snap : NULL, msg, c->arg);
+  /* What the callback did not take goes. (The callback may have closed
+   * the connection: the memory is freed later, not now.) */
+  ms__profile_decoded_free(c->prof.prof);
+  c->prof.prof = NULL;
+}
+
+/* The profile's part of the exchange is over: err 0 with the session's
+ * profile, or the agent's refusal (the snapshot still stands). */
+static void finish_profile(mt_conn_t *c, int err, const char *msg) {
+  memset(&c->prof, 0, sizeof c->prof);
+  if (err == 0) {
+    c->prof.prof = msc_session_take_profile(c->session);
+    if (c->prof.prof == NULL)
+      err = MS_EPROTO;
+  }
+  if (err != 0) {
+    c->prof.err = err;
+    snprintf(c->prof.msg, sizeof c->prof.msg, "%s",
+             msg != NULL && msg[0] != '\0' ? msg : ms_strerror(err));
+  }
+  finish(c, 0, NULL);
 }
 
 static void failf(mt_conn_t *c, int status, const char *fmt, ...)
@@ -157,27 +182,44 @@ static void write_done(uv_write_t *req, int status) {
 }
 
 static int send_request(mt_conn_t *c) {
-  const uint8_t *bytes;
-  size_t len;
+  const uint8_t *bytes, *pbytes = NULL;
+  uint8_t first[256];
+  size_t len, plen = 0;
   mt_write_t *w;
   uv_buf_t buf;
   int rc;
 
+  c->have_snap = 0;
   rc = msc_session_request_snapshot_flags(c->session, c->req_flags, &bytes,
                                           &len);
   if (rc != 0)
     return rc;
+  if (c->want_prof) {
+    /* The session's buffer is reused by the profile's request: keep the
+     * snapshot's first. Both go in one write; the agent answers in
+     * order. */
+    if (len > sizeof first)
+      return MS_EINVAL;
+    memcpy(first, bytes, len);
+    bytes = first;
+    rc = msc_session_request_profile(c->session, &pbytes, &plen);
+    if (rc != 0)
+      return rc;
+  }
   w = calloc(1, sizeof *w);
   if (w == NULL)
     return MS_ENOMEM;
   /* The session's buffer is reused by its next call; the write may still
    * be queued then, so it gets its own copy. */
-  w->bytes = malloc(len ? len : 1);
+  w->bytes = malloc(len + plen ? len + plen : 1);
   if (w->bytes == NULL) {
     free(w);
     return MS_ENOMEM;
   }
   memcpy(w->bytes, bytes, len);
+  if (plen > 0)
+    memcpy(w->bytes + len, pbytes, plen);
+  len += plen;
   w->conn = c;
   buf = uv_buf_init((char *)w->bytes, (unsigned)len);
   rc = uv_write(&w->req, (uv_stream_t *)&c->pipe->handle, &buf, 1, write_done);
@@ -225,6 +267,15 @@ static void consume(mt_conn_t *c) {
     rc = msc_session_feed(c->session, c->rbuf + off, c->rlen - off, &used,
                           c->snap, &ev);
     off += used;
+    if (c->busy && c->have_snap && ev.type == MSC_EV_ERROR &&
+        msc_session_hello(c->session) != NULL) {
+      /* The agent refused the profile alone (profiling off, out of
+       * memory): the session lives on, the snapshot stands. */
+      memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+      c->rlen -= off;
+      finish_profile(c, ev.err ? ev.err : MS_EPROTO, ev.msg);
+      return;
+    }
     if (rc < 0 || ev.type == MSC_EV_ERROR) {
       if (ev.msg[0] != '\0') /* the session's words name the PID */
         failf(c, rc < 0 ? rc : (ev.err ? ev.err : MS_EPROTO), "%s", ev.msg);
@@ -235,12 +286,26 @@ static void consume(mt_conn_t *c) {
               c->pid, ms_strerror(rc < 0 ? rc : ev.err));
       return; /* the pipe and its bytes are gone */
     }
-    if (ev.type == MSC_EV_SNAPSHOT) {
+    if (ev.type == MSC_EV_SNAPSHOT && c->busy && c->want_prof &&
+        !c->have_snap) {
+      c->have_snap = 1; /* the profile's frames follow */
+      uv_timer_again(&c->timer);
+      continue;
+    }
+    if (ev.type == MSC_EV_PROFILE && c->busy && c->have_snap) {
+      memmove(c->rbuf, c->rbuf + off, c->rlen - off);
+      c->rlen -= off;
+      finish_profile(c, 0, NULL);
+      return;
+    }
+    if (used > 0 && c->have_snap)
+      uv_timer_again(&c->timer); /* a frame of the profile: progress */
+    if (ev.type == MSC_EV_SNAPSHOT || ev.type == MSC_EV_PROFILE) {
       /* Bytes after a snapshot would be an unrequested message: keep them
        * for the session all the same. */
       memmove(c->rbuf, c->rbuf + off, c->rlen - off);
       c->rlen -= off;
-      if (c->busy)
+      if (c->busy && !c->want_prof)
         finish(c, 0, NULL);
       return;
     }
@@ -385,7 +450,7 @@ static void start_connect(mt_conn_t *c) {
   uv_pipe_connect(&p->connect_req, &p->handle, c->path, connected);
 }
 
-int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
+static int fetch(mt_conn_t *c, int timeout_ms, uint64_t flags, int prof) {
   int rc;
 
   if (c == NULL || c->closing)
@@ -394,8 +459,13 @@ int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
     return MS_EAGAIN;
   c->busy = 1;
   c->req_flags = flags;
+  c->want_prof = prof;
+  c->have_snap = 0;
   c->timeout_ms = timeout_ms;
-  uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
+  /* The repeat is what uv_timer_again() re-arms with while a profile's
+   * frames keep coming; the first expiry ends the request either way. */
+  uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms,
+                 (uint64_t)timeout_ms);
   if (c->pipe == NULL) {
     if (locate(c))
       uv_timer_start(&c->timer, timed_out, 0, 0); /* says why at once */
@@ -413,6 +483,18 @@ int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
     uv_timer_start(&c->timer, timed_out, 0, 0);
   }
   return 0;
+}
+
+int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags) {
+  return fetch(c, timeout_ms, flags, 0);
+}
+
+int mt_conn_fetch_profile(mt_conn_t *c, int timeout_ms, uint64_t flags) {
+  return fetch(c, timeout_ms, flags, 1);
+}
+
+mt_conn_profile_t *mt_conn_profile(mt_conn_t *c) {
+  return c != NULL && c->want_prof && c->have_snap ? &c->prof : NULL;
 }
 
 int mt_conn_busy(const mt_conn_t *c) {

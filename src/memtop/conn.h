@@ -19,6 +19,15 @@
 
 typedef struct mt_conn_s mt_conn_t;
 
+/* What a profile request brought beside its snapshot (mt_conn_profile()):
+ * the decoded heap profile, or why there is none (the agent refused it,
+ * e.g. MS_ENOSYS when it does not sample; the snapshot still stands). */
+typedef struct mt_conn_profile_s {
+  ms__profile_decoded_t *prof; /* the taker's: may be set to NULL */
+  int err;                     /* MS_E* when prof is NULL */
+  char msg[256];               /* words for the user when prof is NULL */
+} mt_conn_profile_t;
+
 /* Runs once per mt_conn_fetch_flags(): status 0 and the snapshot (valid during
  * the call only), or a negative MS_E* code and a message for the user that
  * names the PID, the cause and, where one helps, a hint. */
@@ -37,6 +46,20 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
  * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the
  * callback does not run). */
 int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags);
+
+/* Asks for one snapshot (flags as above) and then the heap profile, in
+ * one exchange: the callback runs once, with the snapshot, after the
+ * profile's last frame (or the agent's refusal of it). The profile comes
+ * in frames of at most MS__WIRE_MAX_PAYLOAD, each decoded as it arrives
+ * (the decoder bounds the whole); timeout_ms bounds each wait for the
+ * target, so a large profile that keeps coming is not cut off. Returns as
+ * mt_conn_fetch_flags(). */
+int mt_conn_fetch_profile(mt_conn_t *c, int timeout_ms, uint64_t flags);
+
+/* During a callback of mt_conn_fetch_profile() with status 0: what came
+ * of the profile (NULL otherwise). The profile left in it is freed after
+ * the callback. */
+mt_conn_profile_t *mt_conn_profile(mt_conn_t *c);
 
 /* Nonzero while a request is in flight. */
 int mt_conn_busy(const mt_conn_t *c);

@@ -131,6 +131,8 @@ static int live_request(void *arg, mt_tset_target_t *st, uint64_t *flags) {
 
   if (m->paused)
     return 1;
+  if (l->want_profile != NULL && l->want_profile(l->arg, st->pid))
+    *flags |= MT_TSET_REQ_PROFILE;
   if (!l->screen || m->screen != MT_SCREEN_DETAIL || m->detail_pid != st->pid) {
     lt->smaps_asked_ns = 0;
     lt->have_smaps = 0;
@@ -180,8 +182,9 @@ static void live_snapshot(void *arg, mt_tset_target_t *st,
                           const ms_snapshot_t *snap, const void *extra) {
   mt_live_t *l = arg;
 
-  (void)extra;
   mt_live_record(l->model, l->set, st, smaps_carry(l, st->user, snap));
+  if (extra != NULL && l->profile != NULL)
+    l->profile(l->arg, st->pid, (mt_tset_profile_t *)extra);
   if (l->changed != NULL)
     l->changed(l->arg);
 }

@@ -22,6 +22,11 @@ typedef struct mt_live_s {
   int screen;        /* the live view is on screen (not `run --once`) */
   /* Something changed (a reply, a failure, an end, a listing). */
   void (*changed)(void *arg);
+  /* The allocation sites panel (may be NULL): want_profile says whether
+   * pid's next read is to bring its heap profile too; profile gets what
+   * such a read brought (the profile is the hook's to take). */
+  int (*want_profile)(void *arg, int pid);
+  void (*profile)(void *arg, int pid, mt_tset_profile_t *p);
   void *arg;
   char err[512]; /* the words being made (a refusal names a path twice) */
 } mt_live_t;

@@ -169,31 +169,41 @@ static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
   request_draw(app);
 }
 
-static void sites_poll(mt_app_t *app) {
+/* live.c: is pid's next read to bring its profile? Only for the
+ * process on the detail view, on the cadence above. */
+static int sites_want(void *arg, int pid) {
+  mt_app_t *app = arg;
   const mt_target_t *t;
   double every = 5 * app->model.delay_s;
 
-  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting)
-    return;
-  t = mt_model_find(&app->model, app->model.detail_pid);
+  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting ||
+      app->model.detail_pid != pid)
+    return 0;
+  t = mt_model_find(&app->model, pid);
   if (t == NULL || t->state != MT_LIVE)
-    return;
+    return 0;
   if (app->sites_live == NULL) {
     app->sites_live = mt_sites_live_new(&app->loop, sites_cb, app);
     if (app->sites_live == NULL)
-      return;
+      return 0;
   }
   if (every < MT_SITES_INTERVAL_S)
     every = MT_SITES_INTERVAL_S;
-  mt_sites_live_poll(app->sites_live, t->pid, app->timeout_ms, uv_hrtime(),
-                     (uint64_t)(every * 1e9));
+  return mt_sites_live_due(app->sites_live, pid, uv_hrtime(),
+                           (uint64_t)(every * 1e9));
+}
+
+/* live.c: a read brought pid's profile (or why not). */
+static void sites_got(void *arg, int pid, mt_tset_profile_t *p) {
+  mt_app_t *app = arg;
+
+  mt_sites_live_take(app->sites_live, pid, p);
 }
 
 static void live_tick(uv_timer_t *t) {
   mt_app_t *app = t->data;
 
   request_draw(app);
-  sites_poll(app);
   if (app->o->iterations > 0 && ++app->ticks >= app->o->iterations)
     app_quit(app);
 }
@@ -291,7 +301,7 @@ static void close_if_open(uv_handle_t *h) {
 static void app_close(mt_app_t *app) {
   size_t i;
 
-  /* A profile read in flight finishes on its thread during the run
+  /* A profile being resolved finishes on its thread during the run
    * below; its result is then dropped. */
   mt_sites_live_close(app->sites_live);
   app->sites_live = NULL;
@@ -459,7 +469,6 @@ static int app_init(mt_app_t *app) {
   app->out.json = o->json;
   app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
   app->timeout_ms = timeout_from_env();
-  app->out.timeout_ms = app->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");
   /* A target that closes its socket while we write must not kill memtop
@@ -482,6 +491,8 @@ static int app_init(mt_app_t *app) {
                           .set = app->set,
                           .screen = app->mode == MODE_LIVE,
                           .changed = on_changed,
+                          .want_profile = sites_want,
+                          .profile = sites_got,
                           .arg = app};
   app->rounds.o = o;
   app->rounds.model = &app->model;

@@ -51,10 +51,16 @@ void mt_out_flush(mt_out_t *out) {
 }
 
 void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
+  mt_out_snapshot_sites(out, s, NULL, NULL);
+}
+
+void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
+                           const ms__profile_decoded_t *prof,
+                           const char *err) {
   if (out->json) {
     ms__emit_json(&out->buf, s);
     if (out->sites > 0)
-      mt_sites_append(&out->buf, s->pid, out->sites, 1, out->timeout_ms);
+      mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1);
     ms__strbuf_puts(&out->buf, "\n");
     return;
   }
@@ -63,7 +69,7 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
     ms__strbuf_puts(&out->buf, "\n");
   ms__emit_report(&out->buf, s);
   if (out->sites > 0)
-    mt_sites_append(&out->buf, s->pid, out->sites, 0, out->timeout_ms);
+    mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0);
 }
 
 void mt_out_free(mt_out_t *out) {

@@ -8,6 +8,7 @@
 
 #include "memstats.h"
 #include "common/strbuf.h"
+#include "wire/profile.h"
 
 typedef struct mt_out_s {
   ms__strbuf_t buf;
@@ -15,14 +16,18 @@ typedef struct mt_out_s {
   int nemitted; /* reports so far (a blank line between two) */
   int broken;   /* stdout went away or failed: nothing more is written */
   int failed;   /* a write failed or memory ran out: memtop exits 1 */
-  size_t sites;   /* --sites N: each snapshot's top N allocation sites */
-  int timeout_ms; /* the wait for a target, reading those sites */
+  size_t sites; /* --sites N: each snapshot's top N allocation sites */
 } mt_out_t;
 
-/* Adds one snapshot to the output, as a report or a JSON line; with
- * `sites`, the process's top allocation sites after it (its heap profile,
- * read then, blocking: --once is a batch mode). */
+/* Adds one snapshot to the output, as a report or a JSON line. */
 void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s);
+
+/* The same, and with `sites` the process's top allocation sites after
+ * it, from its heap profile prof read with the snapshot (NULL: err says
+ * why there is none). */
+void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
+                           const ms__profile_decoded_t *prof,
+                           const char *err);
 
 /* Writes the output gathered so far to stdout. A reader that went away
  * stops the output quietly; other failures are said and set `failed`. */

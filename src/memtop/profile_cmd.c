@@ -1,7 +1,9 @@
 /*
  * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
- * fetched (msc_fetch_profile, client.c), twice --seconds apart for a delta,
- * built and resolved into names, files and lines (src/pprof), and written as
+ * fetched through the target set (targetset.h: one PID, not timed, a read
+ * with MT_TSET_REQ_PROFILE on memtop's libuv connection, conn.c), twice
+ * --seconds apart for a delta (the second on a loop timer), built and
+ * resolved into names, files and lines (src/pprof), and written as
  * pprof's gzipped profile.proto or as a top list.
  *
  * The target's files are read through /proc/PID/root when the process is
@@ -19,11 +21,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include "common/sanitize.h"
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/loop.h"
+#include "memtop/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
@@ -58,13 +62,6 @@ static int timeout_ms(void) {
   if (errno != 0 || *end != '\0' || v < 1 || v > 600000)
     return MT_TIMEOUT_MS_DEFAULT;
   return (int)v;
-}
-
-static void sleep_seconds(long secs) {
-  struct timespec ts = {(time_t)secs, 0};
-
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
 }
 
 /* Writes len bytes to path ("-": stdout). Returns 0 or -errno. */
@@ -117,21 +114,161 @@ static void report_unresolved(const mt_heap_t *h) {
   }
 }
 
+/* The fetches: the target set's owner for `memtop profile`. */
+typedef struct pc_fetch_s {
+  uv_loop_t loop;
+  uv_timer_t wait; /* --seconds between the two profiles */
+  mt_tset_t *set;
+  int pid;
+  long seconds;
+  int want, got; /* profiles wanted (1 or 2), received */
+  ms__profile_decoded_t *prof[2];
+  int failed;
+  char err[512];
+} pc_fetch_t;
+
+static void pc_snapshot(void *arg, mt_tset_target_t *t,
+                        const ms_snapshot_t *snap, const void *extra) {
+  pc_fetch_t *f = arg;
+  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
+
+  (void)t;
+  (void)snap;
+  if (p == NULL || p->prof == NULL) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "%s",
+             p != NULL ? p->msg : "the target sent no profile");
+    return;
+  }
+  if (f->got < 2) {
+    f->prof[f->got++] = p->prof;
+    p->prof = NULL;
+  }
+}
+
+static uint64_t pc_failure(void *arg, mt_tset_target_t *t, int status,
+                           const char *msg) {
+  pc_fetch_t *f = arg;
+
+  (void)t;
+  (void)status;
+  f->failed = 1;
+  snprintf(f->err, sizeof f->err, "%s", msg);
+  return MT_TSET_BACKOFF;
+}
+
+static void pc_gone(void *arg, mt_tset_target_t *t, int status,
+                    const char *msg) {
+  pc_fetch_t *f = arg;
+
+  (void)status;
+  f->failed = 1;
+  if (msg != NULL)
+    snprintf(f->err, sizeof f->err, "%s", msg);
+  else
+    snprintf(f->err, sizeof f->err, "PID %d has exited", t->pid);
+}
+
+static void pc_second(uv_timer_t *h) {
+  pc_fetch_t *f = h->data;
+
+  if (mt_tset_fetch_all(f->set, MT_TSET_REQ_PROFILE) == 0) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "PID %d: cannot ask for the profile",
+             f->pid);
+    uv_stop(&f->loop);
+  }
+}
+
+/* The read has reported: wait for the second, or stop. */
+static void pc_quiet(void *arg) {
+  pc_fetch_t *f = arg;
+
+  if (f->failed || f->got >= f->want) {
+    uv_stop(&f->loop);
+    return;
+  }
+  if (f->got == 1 && f->prof[0]->profile.rate == 0) {
+    uv_stop(&f->loop); /* said by the caller: no second read */
+    return;
+  }
+  fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", f->pid,
+          f->seconds);
+  uv_timer_start(&f->wait, pc_second, (uint64_t)f->seconds * 1000, 0);
+}
+
+static const mt_tset_cbs_t pc_cbs = {
+    .snapshot = pc_snapshot,
+    .failure = pc_failure,
+    .gone = pc_gone,
+    .quiet = pc_quiet,
+};
+
+/* Fetches pid's profile, and with seconds > 0 another that many seconds
+ * later, on a loop of its own. Returns 0 with f->prof[0] (and [1]), or 1
+ * with the reason in f->err. */
+static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
+  mt_tset_io_t io;
+  mt_tset_opts_t so;
+  uint64_t st = 0;
+
+  memset(f, 0, sizeof *f);
+  f->pid = pid;
+  f->seconds = seconds;
+  f->want = seconds > 0 ? 2 : 1;
+  if (msc_proc_start_time(pid, &st) != 0) {
+    snprintf(f->err, sizeof f->err, "PID %d: no such process", pid);
+    return 1;
+  }
+  if (uv_loop_init(&f->loop) != 0) {
+    snprintf(f->err, sizeof f->err, "cannot start an event loop");
+    return 1;
+  }
+  uv_timer_init(&f->loop, &f->wait);
+  f->wait.data = f;
+  mt_tset_io_uv(&io, &f->loop);
+  memset(&so, 0, sizeof so);
+  so.timeout_ms = tmo;
+  f->set = mt_tset_new(&io, &so, &pc_cbs, f);
+  if (f->set == NULL || mt_tset_add(f->set, pid, st, 0) == NULL ||
+      mt_tset_fetch_all(f->set, MT_TSET_REQ_PROFILE) == 0) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "PID %d: out of memory", pid);
+  } else {
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+  }
+  mt_tset_free(f->set);
+  f->set = NULL;
+  uv_close((uv_handle_t *)&f->wait, NULL);
+  do
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+  while (uv_loop_alive(&f->loop));
+  uv_loop_close(&f->loop);
+  if (!f->failed && f->got == 0) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "PID %d: no profile came", pid);
+  }
+  return f->failed;
+}
+
 int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_t *first = NULL, *second = NULL;
   const ms__profile_decoded_t *last;
   mt_heap_t h;
-  char err[512], root[64], path[64];
+  char root[64], path[64];
   const char *out;
   uint8_t *bytes = NULL;
   size_t len = 0;
   int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
 
-  rc = msc_fetch_profile(pid, &first, tmo, err, sizeof err);
-  if (rc != 0) {
-    say("%s", err);
+  pc_fetch_t f;
+
+  if (pc_fetch(&f, pid, o->seconds, tmo) != 0 && f.got == 0) {
+    say("%s", f.err);
     return 1;
   }
+  first = f.prof[0];
+  second = f.prof[1];
   if (first->profile.rate == 0) {
     say("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
         "in its environment): start it without that setting for a heap "
@@ -139,18 +276,11 @@ int mt_profile_main(const mt_opts_t *o) {
         pid);
     goto out;
   }
-  last = first;
-  if (o->seconds > 0) {
-    fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", pid,
-            o->seconds);
-    sleep_seconds(o->seconds);
-    rc = msc_fetch_profile(pid, &second, tmo, err, sizeof err);
-    if (rc != 0) {
-      say("%s", err);
-      goto out;
-    }
-    last = second;
+  if (f.failed) {
+    say("%s", f.err);
+    goto out;
   }
+  last = second != NULL ? second : first;
   rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
                      &h);
   if (rc != 0) {

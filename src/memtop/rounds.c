@@ -19,6 +19,10 @@
 /* What a round keeps per target (the set target's `user`). */
 typedef struct round_target_s {
   int said_gone; /* its end has been said (said once) */
+  /* --sites: the heap profile read with this round's snapshot, or why
+   * there is none. */
+  ms__profile_decoded_t *prof;
+  char prof_err[256];
 } round_target_t;
 
 static long rounds_wanted(const mt_rounds_t *r) {
@@ -39,16 +43,27 @@ static int round_added(void *arg, mt_tset_target_t *st) {
 
 static void round_retired(void *arg, mt_tset_target_t *st) {
   mt_rounds_t *r = arg;
+  round_target_t *rt = st->user;
 
+  if (rt != NULL)
+    ms__profile_decoded_free(rt->prof);
   mt_live_drop(r->model, st);
 }
 
 static void round_snapshot(void *arg, mt_tset_target_t *st,
                            const ms_snapshot_t *snap, const void *extra) {
   mt_rounds_t *r = arg;
+  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
+  round_target_t *rt = st->user;
 
-  (void)extra;
   mt_live_record(r->model, r->set, st, snap);
+  if (p != NULL) {
+    ms__profile_decoded_free(rt->prof);
+    rt->prof = p->prof; /* taken */
+    p->prof = NULL;
+    snprintf(rt->prof_err, sizeof rt->prof_err, "%s",
+             rt->prof != NULL ? "" : p->msg);
+  }
 }
 
 static uint64_t round_failure(void *arg, mt_tset_target_t *st, int status,
@@ -139,7 +154,10 @@ static size_t print_round(mt_rounds_t *r) {
     t = mt_model_find(r->model, st->pid);
     if (st->ok && t != NULL && t->have_snapshot) {
       if (!ps)
-        mt_out_snapshot(r->out, &t->snap);
+        mt_out_snapshot_sites(r->out, &t->snap, rt->prof,
+                              rt->prof_err[0] ? rt->prof_err : NULL);
+      ms__profile_decoded_free(rt->prof);
+      rt->prof = NULL;
       continue;
     }
     /* A process found by listing that exited before it answered is not
@@ -209,12 +227,26 @@ static int relist(mt_rounds_t *r) {
 }
 
 void mt_rounds_start(mt_rounds_t *r) {
+  uint64_t flags = 0;
+  size_t i;
+
   r->round_start_ns = mt_tset_now_ns(r->set);
   if (r->o->npids == 0 && relist(r) != 0)
     return;
   r->in_round = 1;
-  if (mt_tset_fetch_all(r->set, r->o->cmd == MT_CMD_PS ? 0 : MS__REQ_SMAPS) ==
-      0)
+  if (r->o->cmd != MT_CMD_PS) {
+    flags = MS__REQ_SMAPS;
+    /* --sites: each target's heap profile comes with its snapshot, on
+     * the same connection (a profile not read says why in its place). */
+    if (r->out->sites > 0)
+      flags |= MT_TSET_REQ_PROFILE;
+  }
+  for (i = 0; i < mt_tset_count(r->set); i++) {
+    round_target_t *rt = mt_tset_at(r->set, i)->user;
+    snprintf(rt->prof_err, sizeof rt->prof_err, "the heap profile was "
+                                                "not read");
+  }
+  if (mt_tset_fetch_all(r->set, flags) == 0)
     round_end(r);
 }
 

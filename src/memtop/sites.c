@@ -1,5 +1,5 @@
 /*
- * sites.c - top allocation sites for --once (see sites.h): the same fetch,
+ * sites.c - top allocation sites for --once (see sites.h): the same
  * model and top list as `memtop profile --format text`, written into the
  * report or the JSON line.
  */
@@ -48,9 +48,9 @@ static void json_error(ms__strbuf_t *out, const char *msg) {
   ms__strbuf_puts(out, "}}");
 }
 
-void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
-                     int timeout_ms) {
-  ms__profile_decoded_t *d = NULL;
+void mt_sites_append(ms__strbuf_t *out, int pid,
+                     const ms__profile_decoded_t *d, const char *why,
+                     size_t n, int json) {
   mt_top_site_t *sites = NULL;
   size_t nsites = 0, i;
   mt_heap_t h;
@@ -63,7 +63,12 @@ void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
       return;
     out->data[--out->len] = '\0';
   }
-  rc = msc_fetch_profile(pid, &d, timeout_ms, err, sizeof err);
+  rc = 0;
+  if (d == NULL) {
+    rc = MS_ENOENT;
+    snprintf(err, sizeof err, "%s",
+             why != NULL ? why : "the heap profile was not read");
+  }
   if (rc == 0 && d->profile.rate == 0) {
     rc = MS_EINVAL;
     snprintf(err, sizeof err,
@@ -114,5 +119,4 @@ out:
   free(sites);
   if (built)
     mt_heap_free(&h);
-  ms__profile_decoded_free(d);
 }

@@ -8,14 +8,17 @@
 #include <stddef.h>
 
 #include "common/strbuf.h"
+#include "wire/profile.h"
 
-/* Fetches pid's heap profile (blocking, timeout_ms per read), resolves it
- * and appends its top `n` sites by in-use space: as a text section after
- * a report, or, with json set, as a "profile" member of the JSON object
- * just written to out (which must end with that object's closing brace).
- * A profile that cannot be read is said in the section or as
+/* Resolves pid's heap profile d (read by the caller: the rounds ask for
+ * it beside the snapshot, MT_TSET_REQ_PROFILE) and appends its top `n`
+ * sites by in-use space: as a text section after a report, or, with json
+ * set, as a "profile" member of the JSON object just written to out
+ * (which must end with that object's closing brace). A profile that could
+ * not be read (d NULL, err says why) is said in the section or as
  * "profile":{"error":...}, never fatal: the report stands. */
-void mt_sites_append(ms__strbuf_t *out, int pid, size_t n, int json,
-                     int timeout_ms);
+void mt_sites_append(ms__strbuf_t *out, int pid,
+                     const ms__profile_decoded_t *d, const char *err,
+                     size_t n, int json);
 
 #endif

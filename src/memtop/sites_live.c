@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include "memstats.h"
-#include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/top.h"
 
@@ -18,12 +17,13 @@ struct mt_sites_live_s {
   mt_sites_live_cb cb;
   void *arg;
   uv_work_t work;
-  int busy;   /* a read is in flight */
+  int busy;   /* a profile is being resolved */
   int closed; /* mt_sites_live_close() came while busy */
   int last_pid;
   uint64_t last_ns;
-  /* The read's request and result (the worker's while busy). */
-  int pid, timeout_ms;
+  /* The profile being resolved and the result (the worker's while busy). */
+  int pid;
+  ms__profile_decoded_t *prof;
   mt_site_t *sites;
   size_t nsites;
   int estimated;
@@ -110,10 +110,10 @@ out:
   return rc;
 }
 
-/* The worker thread: everything that blocks or reads files. */
+/* The worker thread: what reads files (the target's binaries). */
 static void work_cb(uv_work_t *w) {
   mt_sites_live_t *s = w->data;
-  ms__profile_decoded_t *d = NULL;
+  ms__profile_decoded_t *d = s->prof;
   char root[64];
   mt_heap_t h;
   int rc;
@@ -121,9 +121,6 @@ static void work_cb(uv_work_t *w) {
   s->sites = NULL;
   s->nsites = 0;
   s->err[0] = '\0';
-  rc = msc_fetch_profile(s->pid, &d, s->timeout_ms, s->err, sizeof s->err);
-  if (rc != 0)
-    return;
   if (d->profile.rate == 0) {
     snprintf(s->err, sizeof s->err,
              "PID %d samples nothing (MEMSTATS_PROFILE_RATE=0)", s->pid);
@@ -143,6 +140,7 @@ static void work_cb(uv_work_t *w) {
              ms_strerror(rc));
 out:
   ms__profile_decoded_free(d);
+  s->prof = NULL;
 }
 
 static void after_cb(uv_work_t *w, int status) {
@@ -175,19 +173,32 @@ mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
   return s;
 }
 
-int mt_sites_live_poll(mt_sites_live_t *s, int pid, int timeout_ms,
-                       uint64_t now_ns, uint64_t interval_ns) {
+int mt_sites_live_due(mt_sites_live_t *s, int pid, uint64_t now_ns,
+                      uint64_t interval_ns) {
   if (s == NULL || s->busy || pid <= 0)
     return 0;
   if (pid == s->last_pid && now_ns - s->last_ns < interval_ns)
     return 0;
-  s->pid = pid;
-  s->timeout_ms = timeout_ms;
-  if (uv_queue_work(s->loop, &s->work, work_cb, after_cb) != 0)
-    return 0;
-  s->busy = 1;
   s->last_pid = pid;
   s->last_ns = now_ns;
+  return 1;
+}
+
+int mt_sites_live_take(mt_sites_live_t *s, int pid, mt_tset_profile_t *p) {
+  if (s == NULL || s->busy || p == NULL)
+    return 0;
+  if (p->prof == NULL) {
+    s->cb(s->arg, pid, NULL, 0, 0, p->msg[0] ? p->msg : "no profile");
+    return 1;
+  }
+  s->pid = pid;
+  s->prof = p->prof;
+  if (uv_queue_work(s->loop, &s->work, work_cb, after_cb) != 0) {
+    s->prof = NULL;
+    return 0;
+  }
+  p->prof = NULL;
+  s->busy = 1;
   return 1;
 }
 

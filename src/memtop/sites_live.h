@@ -1,9 +1,10 @@
 /*
  * sites_live.h - the live view's allocation sites: a target's heap
- * profile read, resolved and reduced to its top sites off the loop's
- * thread (a libuv work request: the fetch blocks and the symbolisation
- * reads the target's files), one at a time, on a slower cadence than the
- * snapshots.
+ * profile, read by the target set beside a snapshot (MT_TSET_REQ_PROFILE,
+ * asked from live.c's request hook when mt_sites_live_due() says so),
+ * then resolved and reduced to its top sites off the loop's thread (a
+ * libuv work request: the symbolisation reads the target's binaries),
+ * one at a time, on a slower cadence than the snapshots.
  */
 #ifndef MS_MEMTOP_SITES_LIVE_H
 #define MS_MEMTOP_SITES_LIVE_H
@@ -13,6 +14,7 @@
 #include <uv.h>
 
 #include "memtop/model.h"
+#include "memtop/targetset.h"
 
 /* The most sites kept per profile (by in-use bytes, and as many by bytes
  * allocated, for the rate view). */
@@ -28,13 +30,19 @@ typedef void (*mt_sites_live_cb)(void *arg, int pid, mt_site_t *sites, size_t n,
 /* NULL on ENOMEM. */
 mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
                                    void *arg);
-/* Starts reading pid's profile, unless a read is in flight or the last
- * one for pid began less than interval_ns ago (monotonic now_ns). Returns
- * 1 if started. */
-int mt_sites_live_poll(mt_sites_live_t *s, int pid, int timeout_ms,
-                       uint64_t now_ns, uint64_t interval_ns);
-/* Frees s; a read in flight finishes on its thread and its result is
- * dropped (the loop must run until it is done, as it does for closing
+/* Whether pid's profile is to be asked for now (with its next snapshot):
+ * not while one is being resolved, nor when the last for pid was asked
+ * less than interval_ns ago (monotonic now_ns). Returns 1 (and counts it
+ * as asked) or 0. */
+int mt_sites_live_due(mt_sites_live_t *s, int pid, uint64_t now_ns,
+                      uint64_t interval_ns);
+/* What a read with MT_TSET_REQ_PROFILE brought for pid: the profile is
+ * taken (p->prof set to NULL) and resolved off the loop, the callback
+ * runs when done; a profile refused runs the callback with its words at
+ * once. Returns 1 if taken, 0 if one is already being resolved. */
+int mt_sites_live_take(mt_sites_live_t *s, int pid, mt_tset_profile_t *p);
+/* Frees s; a profile being resolved finishes on its thread and its
+ * result is dropped (the loop must run until it is done, as it does for closing
  * handles). */
 void mt_sites_live_close(mt_sites_live_t *s);
 

@@ -90,7 +90,21 @@ typedef struct mt_tset_target_s {
           listing */
 
 /* Request flags beyond the wire's MS__REQ_* (the io reads them). */
-#define MT_TSET_REQ_PROFILE (1ull << 32) /* a heap profile, not a snapshot */
+#define MT_TSET_REQ_PROFILE                                                    \
+  (1ull << 32) /* the heap profile too: `extra` is an mt_tset_profile_t */
+
+/* The `extra` of a read asked with MT_TSET_REQ_PROFILE: the snapshot
+ * callback gets the snapshot as ever, and this beside it. The profile is
+ * the callback's to take (set prof to NULL and free it later with
+ * ms__profile_decoded_free); left there, it is freed after the call.
+ * The agent may refuse the profile alone (MS_ENOSYS: it does not sample):
+ * then prof is NULL and err, msg say why, and the read still succeeded.
+ * A reply that breaks off or is malformed fails the whole read. */
+typedef struct mt_tset_profile_s {
+  ms__profile_decoded_t *prof;
+  int err;       /* MS_E* when prof is NULL */
+  char msg[256]; /* words for the user (the PID, the cause) then */
+} mt_tset_profile_t;
 
 /* A failure callback's answer: back off as the options say. Any other
  * value is a wait in milliseconds before the next read, and the failure

@@ -37,9 +37,22 @@ static uint64_t uv_now_ns(void *ctx) {
 static void conn_reply(mt_conn_t *c, int status, const ms_snapshot_t *snap,
                        const char *msg, void *arg) {
   uv_conn_t *u = arg;
+  mt_conn_profile_t *cp = status == 0 ? mt_conn_profile(c) : NULL;
+  mt_tset_profile_t p;
 
-  (void)c;
-  u->fn(u->target, status, snap, NULL, msg);
+  if (cp == NULL) {
+    u->fn(u->target, status, snap, NULL, msg);
+    return;
+  }
+  /* The owner's form of it; what the owner does not take goes back to
+   * the connection, which frees it. */
+  memset(&p, 0, sizeof p);
+  p.prof = cp->prof;
+  p.err = cp->err;
+  memcpy(p.msg, cp->msg, sizeof p.msg);
+  cp->prof = NULL;
+  u->fn(u->target, status, snap, &p, msg);
+  cp->prof = p.prof;
 }
 
 static void *conn_new(void *ctx, int pid, uint64_t start_time,
@@ -61,10 +74,9 @@ static void *conn_new(void *ctx, int pid, uint64_t start_time,
 static int conn_fetch(void *conn, int timeout_ms, uint64_t flags) {
   uv_conn_t *u = conn;
 
-  /* No profile request on the wire yet: asked for, it fails at once
-   * rather than answering with something else. */
   if (flags & MT_TSET_REQ_PROFILE)
-    return MS_ENOSYS;
+    return mt_conn_fetch_profile(u->c, timeout_ms,
+                                 flags & ~MT_TSET_REQ_PROFILE);
   return mt_conn_fetch_flags(u->c, timeout_ms, flags);
 }
 

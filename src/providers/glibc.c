@@ -19,10 +19,12 @@
  * HeapAlloc, objects and classes come only from tracking (the preload).
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "providers/provider_int.h"
@@ -96,11 +98,36 @@ static uint64_t nonresident(uintptr_t start, uintptr_t end, size_t page) {
   return n * page;
 }
 
+/* Copies len bytes of this process's memory at addr into out without
+ * touching addr: the mapping was listed in /proc/self/maps a moment ago,
+ * but the program's threads may have unmapped it since, and a plain load
+ * would then kill the program with SIGSEGV (test_glibc's stress did at
+ * once). An unmapped page is an error here. Where a seccomp filter
+ * forbids process_vm_readv, /proc/self/mem reads the same way (EIO).
+ * Returns 0, or -1 if the bytes could not all be read. */
+static int read_self(uintptr_t addr, void *out, size_t len) {
+  struct iovec local = {out, len}, remote = {(void *)addr, len};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (n == (ssize_t)len)
+    return 0;
+  if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+    return -1;
+  int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  n = pread(fd, out, len, (off_t)addr);
+  close(fd);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
 static int looks_like_arena_heap(uintptr_t start, uintptr_t end) {
   if (start % HEAP_MAX != 0 || end - start > HEAP_MAX ||
       end - start < sizeof(struct ms__heap_info))
     return 0;
-  const struct ms__heap_info *h = (const struct ms__heap_info *)start;
+  struct ms__heap_info copy;
+  if (read_self(start, &copy, sizeof copy) != 0)
+    return 0; /* gone meanwhile: not a heap any more */
+  const struct ms__heap_info *h = &copy;
   uintptr_t ar = (uintptr_t)h->ar_ptr, prev = (uintptr_t)h->prev;
   if (h->size == 0 || h->size > end - start || h->mprotect_size < h->size ||
       h->mprotect_size > HEAP_MAX || ar == 0 || ar % sizeof(void *) != 0)

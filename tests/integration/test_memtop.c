@@ -217,12 +217,14 @@ static int count_lines(const char *s) {
 
 /* Checks what memtop printed when watching all (--once --json: a JSON
  * report a line; ps: a header, then a row a process): each line is one
- * process's, no process twice, and each of `ours` (this test's targets,
- * in its own MEMSTATS_DIR) exactly once. Run as root, memtop watches every
- * user's directory (/tmp/memtop-*, /run/user/ * /memtop), so a process of
- * another program on the machine (another test, another user) may be
- * listed too, and is, rightly: beside ours, the lines are those. Not root,
- * memtop watches MEMSTATS_DIR alone: the lines are ours and no more. */
+ * process's, no process twice, each of `ours` (this test's targets, in
+ * its own MEMSTATS_DIR) exactly once, and no other process of that
+ * directory (a hung one's line is an error, not a report). Run as root,
+ * memtop watches every user's directory (/tmp/memtop-*, /run/user/ * /
+ * memtop), so a process of another program on the machine (another test,
+ * another user) may be listed too, and is, rightly: beside ours, the lines
+ * are those. Not root, memtop watches MEMSTATS_DIR alone: the lines are
+ * ours and no more. */
 static void assert_watched(int json, const pid_t *ours, size_t n) {
   char copy[sizeof res.out], *line, *save = NULL;
   int seen[64], lines = 0;
@@ -252,14 +254,17 @@ static void assert_watched(int json, const pid_t *ours, size_t n) {
     int is_ours = 0;
     for (size_t i = 0; i < n; i++)
       is_ours |= ours[i] == pid;
+    char sock[sizeof dir + 24];
+    snprintf(sock, sizeof sock, "%s/%d.sock", dir, pid);
     if (is_ours)
       mine++;
+    else if (access(sock, F_OK) == 0)
+      fail_msg("PID %d of this test's directory is listed:\n%s", pid, res.out);
     else
       print_message("PID %d, another program's, is attachable too\n", pid);
   }
   if (mine != n)
-    fail_msg("%zu of this test's %zu processes listed:\n%s", mine, n,
-             res.out);
+    fail_msg("%zu of this test's %zu processes listed:\n%s", mine, n, res.out);
   if (geteuid() != 0)
     assert_int_equal(lines, (int)n);
 }

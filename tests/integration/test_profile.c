@@ -404,7 +404,7 @@ static void test_client_fetch(void **state) {
   setenv("MEMSTATS_DIR", g_dir, 1);
   char err[512] = "";
   ms__profile_decoded_t *d = NULL;
-  int r = msc_fetch_profile(p.ready[0], &d, 10000, err, sizeof err);
+  int r = fetch_profile(p.ready[0], &d, 10000, err, sizeof err);
   if (r != 0)
     fail_msg("%s", err);
   site_t big = site(&d->profile, fn(&p, "f_big"));

@@ -118,6 +118,7 @@ static void *serve(void *arg) {
     ms__wire_hello_t h;
     ms__wire_writer_t w;
     ms__profile_t p;
+    ms_snapshot_t snap;
     uint8_t req[4096], *buf;
     size_t cap, len = 0;
     int c = accept(s->fd, NULL, NULL);
@@ -153,10 +154,17 @@ static void *serve(void *arg) {
     p.records = rec;
     p.nmappings = s->nmap;
     p.mappings = s->map;
-    cap = 4096 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
+    cap = 4096 + sizeof snap * 2 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
     buf = malloc(cap);
     ms__wire_writer_init(&w, buf, cap);
     ms__wire_encode_hello(&w, &h);
+    /* memtop asks for a snapshot and then the profile, in one exchange
+     * (conn.c): answered in order, as the agent does. */
+    memset(&snap, 0, sizeof snap);
+    snap.pid = h.pid;
+    snap.start_time = h.start_time;
+    snprintf(snap.comm, sizeof snap.comm, "test");
+    assert_int_equal(ms__wire_encode_snapshot(&w, &snap, NULL), 0);
     len = w.len;
     if (s->error) {
       ms__wire_encode_error(&w, MS__MSG_ERROR, MS_ENOSYS,

@@ -193,4 +193,135 @@ static inline int fetch_snapshot(int pid, ms_snapshot_t *snap, int timeout_ms,
   return fetch_snapshot_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
 }
 
+/* Connects to `pid` (the same peer checks as memtop's connections),
+ * fetches its heap profile: *out is the caller's on 0
+ * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
+ * for the target. On error returns a negative code with the words of
+ * msc_explain_* in errbuf. (memtop itself reads profiles on its loop,
+ * conn.c; this blocking one is for the tests.) */
+/* The exchange of fetch_profile on a verified connection. */
+static inline int fetch_profile_exchange(int fd, msc_session_t *s, int pid,
+                                         ms__profile_decoded_t **out,
+                                         int timeout_ms, const char *path,
+                                         char *errbuf, size_t errlen) {
+  size_t cap = 64 * 1024, have = 0, reqlen, sent = 0;
+  uint8_t *buf = malloc(cap);
+  const uint8_t *req;
+  int r = MS_EPROTO;
+  if (buf == NULL || msc_session_request_profile(s, &req, &reqlen) != 0) {
+    free(buf);
+    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+    return MS_ENOMEM;
+  }
+  for (;;) {
+    struct pollfd p = {fd, (short)(POLLIN | (sent < reqlen ? POLLOUT : 0)), 0};
+    int pr = poll(&p, 1, timeout_ms);
+    if (pr < 0 && errno == EINTR)
+      continue;
+    if (pr <= 0) {
+      r = MS_ETIMEDOUT;
+      msc_explain_timeout(pid, timeout_ms, 1, path, errbuf, errlen);
+      break;
+    }
+    if (sent < reqlen && (p.revents & POLLOUT)) {
+      ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
+      if (n > 0)
+        sent += (size_t)n;
+    }
+    if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    if (have == cap) {
+      uint8_t *nb = cap < MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD
+                        ? realloc(buf, cap * 2)
+                        : NULL;
+      if (nb == NULL) {
+        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    ssize_t n = recv(fd, buf + have, cap - have, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+      continue;
+    if (n <= 0) {
+      snprintf(errbuf, errlen,
+               "malformed reply from PID %d: the connection closed in the "
+               "middle of a message",
+               pid);
+      break;
+    }
+    have += (size_t)n;
+    size_t used;
+    msc_event_t ev;
+    do {
+      memset(&ev, 0, sizeof ev);
+      used = 0;
+      r = msc_session_feed(s, buf, have, &used, NULL, &ev);
+      memmove(buf, buf + used, have - used);
+      have -= used;
+    } while (ev.type != MSC_EV_ERROR && ev.type != MSC_EV_PROFILE && used > 0);
+    if (ev.type == MSC_EV_ERROR) {
+      snprintf(errbuf, errlen, "%s", ev.msg);
+      r = r < 0 ? r : (ev.err ? ev.err : MS_EPROTO);
+      break;
+    }
+    if (ev.type == MSC_EV_PROFILE) {
+      *out = msc_session_take_profile(s);
+      r = 0;
+      break;
+    }
+  }
+  free(buf);
+  return r;
+}
+
+static inline int fetch_profile(int pid, ms__profile_decoded_t **out,
+                                int timeout_ms, char *errbuf, size_t errlen) {
+  char path[MSC_PATH_MAX], dummy[8];
+  const char *why = "";
+  uint64_t start_time;
+  *out = NULL;
+  if (errbuf == NULL || errlen == 0) {
+    errbuf = dummy;
+    errlen = sizeof dummy;
+  }
+  errbuf[0] = '\0';
+  if (pid <= 0) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  if (msc_proc_start_time(pid, &start_time) != 0) {
+    snprintf(errbuf, errlen, "PID %d: no such process", pid);
+    return MS_ESRCH;
+  }
+  int r = msc_find_socket(pid, path, sizeof path, &why);
+  if (r == MS_EUNSAFE) {
+    msc_explain_unsafe(pid, path, why, errbuf, errlen);
+    return r;
+  }
+  int fd = r != 0 ? r : fetch_connect(path, timeout_ms);
+  if (fd < 0) {
+    if (fd == MS_ETIMEDOUT) {
+      msc_explain_timeout(pid, timeout_ms, 0, path, errbuf, errlen);
+      return fd;
+    }
+    msc_explain_connect(pid, fd, path, errbuf, errlen);
+    return fd == -EPERM ? MS_EACCES : fd;
+  }
+  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
+  if (r == 0) {
+    msc_session_t *s = msc_session_new(pid, start_time);
+    if (s == NULL) {
+      snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+      r = MS_ENOMEM;
+    } else {
+      r = fetch_profile_exchange(fd, s, pid, out, timeout_ms, path, errbuf, errlen);
+      msc_session_free(s);
+    }
+  }
+  close(fd);
+  return r;
+}
+
 #endif

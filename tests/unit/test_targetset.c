@@ -169,6 +169,34 @@ static void reply_ok(int pid) {
   c->fn(c->target, 0, &snap, NULL, NULL);
 }
 
+/* The target pid answers a profile read: the snapshot, and the profile
+ * (err 0) or the agent's refusal of it. Returns whether the owner took
+ * the profile. */
+static int reply_profile(int pid, int err) {
+  fake_conn_t *c = conn_of(pid);
+  mt_tset_profile_t p;
+  int taken;
+
+  assert_non_null(c);
+  assert_true(c->busy);
+  assert_true(c->flags & MT_TSET_REQ_PROFILE);
+  c->busy = 0;
+  snap.pid = pid;
+  snap.start_time = 1000 + (uint64_t)pid;
+  memset(&p, 0, sizeof p);
+  if (err == 0) {
+    p.prof = ms__profile_decoded_new();
+    assert_non_null(p.prof);
+  } else {
+    p.err = err;
+    snprintf(p.msg, sizeof p.msg, "PID %d: profiling is off", pid);
+  }
+  c->fn(c->target, 0, &snap, &p, NULL);
+  taken = err == 0 && p.prof == NULL;
+  ms__profile_decoded_free(p.prof);
+  return taken;
+}
+
 static void reply_fail(int pid, int status) {
   fake_conn_t *c = conn_of(pid);
 
@@ -221,6 +249,8 @@ typedef struct owner_s {
   uint64_t failure_answer; /* what failure() returns */
   int skip;                /* request(): skip reads (paused) */
   uint64_t flags;          /* request(): flags to ask */
+  int profiles;            /* snapshots that brought a profile (taken) */
+  int prof_err;            /* ... or the refusal's code */
 } owner_t;
 
 static owner_t own;
@@ -247,10 +277,18 @@ static int o_request(void *arg, mt_tset_target_t *t, uint64_t *flags) {
 
 static void o_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
                        const void *extra) {
+  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
+
   (void)arg;
-  (void)extra;
   assert_int_equal(s->pid, t->pid);
   own.snapshots++;
+  if (p != NULL && p->prof != NULL) {
+    own.profiles++;
+    ms__profile_decoded_free(p->prof); /* taken */
+    p->prof = NULL;
+  } else if (p != NULL) {
+    own.prof_err = p->err;
+  }
   own.last_pid = t->pid;
 }
 
@@ -724,6 +762,50 @@ static void test_rounds_count(void **state) {
   close(saved);
 }
 
+/* An owner's profile request (memtop profile): it reaches the connection
+ * with its flag, the profile reaches the owner once, as the snapshot
+ * callback's extra, and the owner may take it; a failed read is a
+ * failure (no snapshot, no profile), and a refused profile is a snapshot
+ * with the refusal's words. */
+static void test_profile_request(void **state) {
+  mt_tset_opts_t o = {.timeout_ms = 2000};
+  mt_tset_t *s;
+
+  (void)state;
+  s = new_set(&o);
+  assert_non_null(mt_tset_add(s, 42, 1042, 0));
+  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  assert_int_equal(fetches(42), 1);
+  assert_true(reply_profile(42, 0));
+  assert_int_equal(own.snapshots, 1);
+  assert_int_equal(own.profiles, 1);
+  assert_int_equal(own.quiet, 1);
+  /* Not timed: nothing more is read. */
+  advance(10000);
+  assert_int_equal(fetches(42), 1);
+  assert_int_equal(own.profiles, 1);
+
+  /* The failure path: the read breaks off (a malformed frame, a
+   * timeout). */
+  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  reply_fail(42, MS_ETIMEDOUT);
+  assert_int_equal(own.failures, 1);
+  assert_int_equal(own.last_status, MS_ETIMEDOUT);
+  assert_int_equal(own.snapshots, 1);
+  assert_int_equal(own.profiles, 1);
+  assert_int_equal(own.quiet, 2);
+  assert_false(mt_tset_find(s, 42)->ok);
+
+  /* Refused alone: the snapshot stands, the profile's words come. */
+  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  assert_false(reply_profile(42, MS_ENOSYS));
+  assert_int_equal(own.snapshots, 2);
+  assert_int_equal(own.profiles, 1);
+  assert_int_equal(own.prof_err, MS_ENOSYS);
+  assert_int_equal(own.quiet, 3);
+  mt_tset_free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_snapshot_once, reset),
@@ -736,6 +818,7 @@ int main(void) {
       cmocka_unit_test_setup(test_pause_and_interval, reset),
       cmocka_unit_test_setup(test_added_refused, reset),
       cmocka_unit_test_setup(test_rounds_count, reset),
+      cmocka_unit_test_setup(test_profile_request, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
