@@ -275,8 +275,22 @@ static void answer_all(serve_t *sv) {
   }
 }
 
+/* The bound: the scrapes are answered with what memtop has, and the
+ * round ends here. The reads still on their way go on in the background
+ * (their answers are kept when they come); the next scrape's round asks
+ * everyone else again and does not wait for them (asked longer ago than
+ * the bound). Were the round left open until they end, every scrape would
+ * wait the bound again and serve the others' figures of the first one,
+ * for as long as a hung read may take (MEMTOP_TIMEOUT_MS). */
 static void bound_cb(uv_timer_t *timer) {
-  answer_all(timer->data);
+  serve_t *sv = timer->data;
+  size_t n = mt_tset_count(sv->set);
+  for (size_t i = 0; i < n; i++)
+    ((sv_target_t *)mt_tset_at(sv->set, i)->user)->pending = 0;
+  sv->pending = 0;
+  answer_all(sv);
+  sv->in_round = 0;
+  sv->round_end_ns = uv_hrtime();
 }
 
 static void on_scrape(void *arg, mt_scrape_t *s) {
