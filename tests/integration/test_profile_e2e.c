@@ -28,16 +28,26 @@
 
 static char g_build[1024], g_preload[1200], g_dir[64], g_prog[1200];
 
+/* What the program says about a site it ran ("truth FN COUNT BYTES"). */
+typedef struct truth_s {
+  char fn[32];
+  long long count, bytes;
+} truth_t;
+
 typedef struct proc_s {
   pid_t pid;
   int in_w;
   FILE *out;
   int ready;
+  truth_t truth[4];
+  int ntruth;
 } proc_t;
 
-/* Starts pl_prof sites under the preload at rate 1, and waits for it to
- * say it is ready. */
-static void start(proc_t *p) {
+/* Starts argv (with the environment's NAME=VALUE pairs in env,
+ * NULL-ended) under the preload, and waits for it to say it is ready,
+ * keeping the truths it says before. rate NULL: MEMSTATS_PROFILE_RATE
+ * unset (the default rate). */
+static void start_argv(proc_t *p, const char *const argv[], const char *rate) {
   int in[2], out[2];
   char line[256];
 
@@ -52,9 +62,12 @@ static void start(proc_t *p) {
     close(in[1]);
     close(out[0]);
     setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
+    if (rate != NULL)
+      setenv("MEMSTATS_PROFILE_RATE", rate, 1);
+    else
+      unsetenv("MEMSTATS_PROFILE_RATE");
     unsetenv("MEMSTATS_AGENT");
-    execl(g_prog, g_prog, "sites", (char *)NULL);
+    execv(argv[0], (char *const *)argv);
     _exit(127);
   }
   close(in[0]);
@@ -62,10 +75,27 @@ static void start(proc_t *p) {
   p->in_w = in[1];
   p->out = fdopen(out[0], "r");
   assert_non_null(p->out);
-  while (fgets(line, sizeof line, p->out) != NULL)
+  while (fgets(line, sizeof line, p->out) != NULL) {
+    truth_t *t = &p->truth[p->ntruth];
+    if (p->ntruth < 4 &&
+        sscanf(line, "truth %31s %lld %lld", t->fn, &t->count, &t->bytes) == 3)
+      p->ntruth++;
     if (sscanf(line, "ready %d", &p->ready) == 1)
       break;
+  }
   assert_int_equal(p->ready, p->pid);
+}
+
+/* Starts pl_prof MODE under the preload at rate (NULL: the default). */
+static void start_mode(proc_t *p, const char *mode, const char *rate) {
+  const char *argv[] = {g_prog, mode, NULL};
+  start_argv(p, argv, rate);
+}
+
+/* Starts pl_prof sites under the preload at rate 1, and waits for it to
+ * say it is ready. */
+static void start(proc_t *p) {
+  start_mode(p, "sites", "1");
 }
 
 /* Debian's /usr/bin/python3 (built without frame pointers, its static
@@ -83,35 +113,9 @@ static const char k_script[] =
     "sys.stdout.flush()\n"
     "sys.stdin.read()\n";
 
-static void start_python(proc_t *p) {
-  int in[2], out[2];
-  char line[256];
-
-  memset(p, 0, sizeof *p);
-  assert_int_equal(pipe(in), 0);
-  assert_int_equal(pipe(out), 0);
-  p->pid = fork();
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
-    unsetenv("MEMSTATS_AGENT");
-    execl("/usr/bin/python3", "python3", "-c", k_script, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->in_w = in[1];
-  p->out = fdopen(out[0], "r");
-  assert_non_null(p->out);
-  while (fgets(line, sizeof line, p->out) != NULL)
-    if (sscanf(line, "ready %d", &p->ready) == 1)
-      break;
-  assert_int_equal(p->ready, p->pid);
+static void start_python(proc_t *p, const char *script) {
+  const char *argv[] = {"/usr/bin/python3", "-c", script, NULL};
+  start_argv(p, argv, "1");
 }
 
 static void stop(proc_t *p) {
@@ -216,6 +220,162 @@ static void test_pprof_top(void **state) {
   free(alloc);
 }
 
+/* ---- `go tool pprof -raw`, read back ---------------------------------- */
+
+/* The function of location `id` in -raw's Locations section
+ * ("     ID: 0xADDR M=N FUNCTION FILE:LINE s=..."; the first line of a
+ * location is its innermost function), copied to fn; 0 if found. */
+static int raw_location_fn(const char *raw, unsigned id, char *fn,
+                           size_t size) {
+  const char *p = strstr(raw, "\nLocations\n");
+  char name[256];
+  unsigned lid;
+  int off;
+
+  if (p == NULL)
+    return -1;
+  p += strlen("\nLocations\n");
+  while (*p != '\0' && strncmp(p, "Mappings", 8) != 0) {
+    if (sscanf(p, " %u: 0x%*x %n", &lid, &off) == 1 && lid == id) {
+      p += off;
+      if (strncmp(p, "M=", 2) == 0)
+        p += strcspn(p, " \n");
+      if (sscanf(p, " %255s", name) != 1)
+        return -1;
+      snprintf(fn, size, "%s", name);
+      return 0;
+    }
+    p += strcspn(p, "\n");
+    p += *p == '\n';
+  }
+  return -1;
+}
+
+/* Sums the values of -raw's samples whose innermost location is in
+ * function fn, in profile.proto's order (alloc_objects, alloc_space,
+ * inuse_objects, inuse_space). Returns the number of such samples. */
+static int raw_site(const char *raw, const char *fn, long long v[4]) {
+  const char *p = strstr(raw, "\nSamples:\n");
+  long long x[4];
+  unsigned leaf;
+  char name[256];
+  int n = 0;
+
+  memset(v, 0, 4 * sizeof v[0]);
+  assert_non_null(p);
+  for (p += strlen("\nSamples:\n"); *p != '\0' && strncmp(p, "Locations", 9);
+       p += *p == '\n') {
+    if (sscanf(p, " %lld %lld %lld %lld: %u", &x[0], &x[1], &x[2], &x[3],
+               &leaf) == 5 &&
+        raw_location_fn(raw, leaf, name, sizeof name) == 0 &&
+        strcmp(name, fn) == 0) {
+      for (int i = 0; i < 4; i++)
+        v[i] += x[i];
+      n++;
+    }
+    p += strcspn(p, "\n");
+  }
+  return n;
+}
+
+/* The profile of the running process p as `go tool pprof -raw` reads the
+ * file the real `memtop profile PID -o FILE` wrote (malloc'd). */
+static char *pprof_raw(const proc_t *p) {
+  char cmd[2048], file[128], *out;
+  int st;
+
+  snprintf(file, sizeof file, "%s/raw-%d.pb.gz", g_dir, (int)p->pid);
+  snprintf(cmd, sizeof cmd, "profile -o %s", file);
+  free(memtop(cmd, p->pid));
+  snprintf(cmd, sizeof cmd,
+           "HOME=%s GOCACHE=%s/gocache go tool pprof -raw -symbolize=none %s",
+           g_dir, g_dir, file);
+  out = run(cmd, &st);
+  assert_int_equal(st, 0);
+  return out;
+}
+
+static const truth_t *truth_of(const proc_t *p, const char *fn) {
+  for (int i = 0; i < p->ntruth; i++)
+    if (strcmp(p->truth[i].fn, fn) == 0)
+      return &p->truth[i];
+  fail_msg("the program gave no truth for %s", fn);
+  return NULL;
+}
+
+/* |estimate - truth| <= truth / 10. */
+static void assert_within_10pct(const char *what, const char *fn,
+                                long long estimate, long long truth) {
+  long long d = estimate > truth ? estimate - truth : truth - estimate;
+
+  print_message("%s %s: %lld, truth %lld (%+.2f%%)\n", fn, what, estimate,
+                truth, 100.0 * ((double)estimate - (double)truth) / (double)truth);
+  if (d * 10 > truth)
+    fail_msg("%s of %s: %lld is not within 10%% of %lld", what, fn, estimate,
+             truth);
+}
+
+/* At the default rate (524288 bytes), over a large workload: pl_prof
+ * large holds 1,200 blocks of 1 MiB in f_large_a (about 1.26 GB) and 400
+ * in f_large_b (0.42 GB), and allocated and freed 400 in f_large_freed.
+ * Each site's unsampled figures are within 10% of the truth the program
+ * counted (the blocks' usable sizes), and the freed site holds nothing.
+ *
+ * The statistics. The sampler's countdown is exponential, so sampling
+ * points fall on the byte stream as a Poisson process of mean spacing R =
+ * 524288, and a block of s bytes is sampled on its own with probability
+ * p = 1 - exp(-s/R), independently of the others. Unsampling weights a
+ * sampled block by 1/p, so the estimate of a site of N equal blocks has
+ * relative standard error sqrt((1 - p) / (N p)). Here s is 1 MiB + 4 KiB
+ * (an mmapped block's usable size; 1 MiB + 8 in the heap), s/R ~ 2.0, p ~
+ * 0.865 (about 1,040, 346 and 346 samples): the relative standard error
+ * is 1.14% for f_large_a and 1.98% for the two sites of 400 blocks (a
+ * sum over the freed site's two sizes, whose 399 heap blocks dominate), so
+ * 10% is 8.8 and 5.0 standard errors (a two-sided normal tail of about
+ * 1e-18 and 6e-7 per figure). The blocks are this large so that both
+ * hold: the error is small with few blocks (a site of small blocks would
+ * need about 2,500 R, 1.3 GB, for the same 2%), and 1/p = 1.156 is large
+ * enough that figures not unsampled (13.5% short) fail the check. */
+static void test_default_rate_large(void **state) {
+  static const char *const fns[] = {"f_large_a", "f_large_b",
+                                    "f_large_freed"};
+  proc_t p;
+  char *raw;
+  long long v[4];
+
+  (void)state;
+  if (!host_have_program("go")) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    skip();
+  }
+  start_mode(&p, "large", NULL);
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_non_null(strstr(raw, "\nPeriod: 524288\n"));
+  for (int i = 0; i < 3; i++) {
+    const truth_t *t = truth_of(&p, fns[i]);
+    int freed = i == 2;
+
+    /* A held site's blocks are all mmaps of one size: one sample. The
+     * freed site's first block is an mmap, the others (glibc's threshold
+     * raised by its free) come from the heap, 4 KiB smaller. */
+    if (freed)
+      assert_true(raw_site(raw, fns[i], v) >= 1);
+    else
+      assert_int_equal(raw_site(raw, fns[i], v), 1);
+    assert_within_10pct("alloc_objects", fns[i], v[0], t->count);
+    assert_within_10pct("alloc_space", fns[i], v[1], t->bytes);
+    if (freed) {
+      assert_int_equal(v[2], 0);
+      assert_int_equal(v[3], 0);
+    } else {
+      assert_within_10pct("inuse_objects", fns[i], v[2], t->count);
+      assert_within_10pct("inuse_space", fns[i], v[3], t->bytes);
+    }
+  }
+  free(raw);
+}
+
 /* The figures of one site in memtop's JSON line. */
 static json_t *json_site(json_t *sites, const char *fn) {
   size_t i;
@@ -290,7 +450,7 @@ static void test_python(void **state) {
     print_message("skipped: /usr/bin/python3 is not installed\n");
     skip();
   }
-  start_python(&p);
+  start_python(&p, k_script);
   text = memtop("profile --format text --sites 1000", p.pid);
   stop(&p);
   assert_non_null(strstr(text, "Every allocation recorded"));
@@ -327,6 +487,7 @@ int main(void) {
       cmocka_unit_test(test_pprof_top),
       cmocka_unit_test(test_once_sites),
       cmocka_unit_test(test_python),
+      cmocka_unit_test(test_default_rate_large),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
