@@ -7,6 +7,8 @@
  * profile; the real `go tool pprof -top` names the functions with the
  * exact in-use bytes, and shows f_freed in alloc_space only; memtop's own
  * JSON (--once --json --sites) and text report carry the same figures.
+ * Also: the default rate over a large workload (within 10% of the truth),
+ * C++'s forms of new (tests/progs/pl_prof_cxx.cc), and Debian's python3.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -39,7 +41,7 @@ typedef struct proc_s {
   int in_w;
   FILE *out;
   int ready;
-  truth_t truth[4];
+  truth_t truth[8];
   int ntruth;
 } proc_t;
 
@@ -77,7 +79,7 @@ static void start_argv(proc_t *p, const char *const argv[], const char *rate) {
   assert_non_null(p->out);
   while (fgets(line, sizeof line, p->out) != NULL) {
     truth_t *t = &p->truth[p->ntruth];
-    if (p->ntruth < 4 &&
+    if (p->ntruth < 8 &&
         sscanf(line, "truth %31s %lld %lld", t->fn, &t->count, &t->bytes) == 3)
       p->ntruth++;
     if (sscanf(line, "ready %d", &p->ready) == 1)
@@ -376,6 +378,45 @@ static void test_default_rate_large(void **state) {
   free(raw);
 }
 
+/* C++ (tests/progs/pl_prof_cxx.cc) at rate 1: the bytes of each form of
+ * new (plain, array, aligned, aligned array, nothrow) are in the profile
+ * go tool pprof reads back, exactly, under the function that called it,
+ * demangled (sites::plain_new(), its symbol _ZN5sites9plain_newEv kept as
+ * the system name). */
+static void test_cxx_new(void **state) {
+  static const char *const fns[] = {
+      "sites::plain_new()", "sites::array_new()", "sites::aligned_new()",
+      "sites::aligned_array_new()", "sites::nothrow_new()"};
+  const char *argv[] = {NULL, NULL};
+  char prog[1300], *raw;
+  proc_t p;
+  long long v[4];
+
+  (void)state;
+  if (!host_have_program("go")) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    skip();
+  }
+  snprintf(prog, sizeof prog, "%s/progs/pl_prof_cxx", g_build);
+  argv[0] = prog;
+  start_argv(&p, argv, "1");
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_int_equal(p.ntruth, 5);
+  for (int i = 0; i < 5; i++) {
+    const truth_t *t = truth_of(&p, fns[i]);
+
+    assert_int_equal(raw_site(raw, fns[i], v), 1);
+    assert_int_equal(v[0], t->count);
+    assert_int_equal(v[1], t->bytes);
+    assert_int_equal(v[2], t->count);
+    assert_int_equal(v[3], t->bytes);
+  }
+  assert_non_null(strstr(raw, " sites::plain_new() "));
+  assert_non_null(strstr(raw, "(_ZN5sites9plain_newEv)\n"));
+  free(raw);
+}
+
 /* The figures of one site in memtop's JSON line. */
 static json_t *json_site(json_t *sites, const char *fn) {
   size_t i;
@@ -488,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_once_sites),
       cmocka_unit_test(test_python),
       cmocka_unit_test(test_default_rate_large),
+      cmocka_unit_test(test_cxx_new),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
