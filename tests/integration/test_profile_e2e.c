@@ -254,30 +254,44 @@ static int raw_location_fn(const char *raw, unsigned id, char *fn,
 }
 
 /* Sums the values of -raw's samples whose innermost location is in
- * function fn, in profile.proto's order (alloc_objects, alloc_space,
+ * function fn (anywhere in the stack: whose stack passes through fn,
+ * pprof's cum), in profile.proto's order (alloc_objects, alloc_space,
  * inuse_objects, inuse_space). Returns the number of such samples. */
-static int raw_site(const char *raw, const char *fn, long long v[4]) {
+static int raw_sum(const char *raw, const char *fn, int anywhere,
+                   long long v[4]) {
   const char *p = strstr(raw, "\nSamples:\n");
   long long x[4];
-  unsigned leaf;
+  unsigned id;
   char name[256];
-  int n = 0;
+  int n = 0, off;
 
   memset(v, 0, 4 * sizeof v[0]);
   assert_non_null(p);
   for (p += strlen("\nSamples:\n"); *p != '\0' && strncmp(p, "Locations", 9);
        p += *p == '\n') {
-    if (sscanf(p, " %lld %lld %lld %lld: %u", &x[0], &x[1], &x[2], &x[3],
-               &leaf) == 5 &&
-        raw_location_fn(raw, leaf, name, sizeof name) == 0 &&
-        strcmp(name, fn) == 0) {
-      for (int i = 0; i < 4; i++)
-        v[i] += x[i];
-      n++;
+    if (sscanf(p, " %lld %lld %lld %lld:%n", &x[0], &x[1], &x[2], &x[3],
+               &off) == 4) {
+      const char *q = p + off;
+      while (sscanf(q, " %u%n", &id, &off) == 1) {
+        q += off;
+        if (raw_location_fn(raw, id, name, sizeof name) == 0 &&
+            strcmp(name, fn) == 0) {
+          for (int i = 0; i < 4; i++)
+            v[i] += x[i];
+          n++;
+          break;
+        }
+        if (!anywhere)
+          break;
+      }
     }
     p += strcspn(p, "\n");
   }
   return n;
+}
+
+static int raw_site(const char *raw, const char *fn, long long v[4]) {
+  return raw_sum(raw, fn, 0, v);
 }
 
 /* The profile of the running process p as `go tool pprof -raw` reads the
@@ -501,6 +515,80 @@ static void test_python(void **state) {
   free(text);
 }
 
+/* A known exported function on the way to the heap, through Debian's
+ * python3: bytearray(100000) is allocated by PyByteArray_Resize (exported,
+ * in .dynsym) through obmalloc's static functions (no symbol without
+ * python3-dbg). Every stack of the script's 300 blocks passes through
+ * PyByteArray_Resize, which memtop names from the dynamic symbol table:
+ * its cum in-use figures hold at least the script's 300 * 100000 bytes.
+ * libdwfl names an address only by a symbol whose [value, value + size)
+ * holds it (the static functions' addresses stay python3.11+0xOFFSET,
+ * not the preceding exported name): each location named
+ * PyByteArray_Resize is checked to lie in that symbol's range, as nm -D -S
+ * gives it. */
+static const char k_bytearray_script[] =
+    "import os, sys\n"
+    "keep = [bytearray(100000) for i in range(300)]\n"
+    "sys.stdout.write('ready %d\\n' % os.getpid())\n"
+    "sys.stdout.flush()\n"
+    "sys.stdin.read()\n";
+
+static void test_python_known_function(void **state) {
+  const char *fn = "PyByteArray_Resize";
+  proc_t p;
+  char *raw, *nm, cmd[512];
+  const char *l;
+  unsigned long long value = 0, size = 0, addr;
+  unsigned char ehdr[18];
+  long long v[4];
+  int st, checked = 0;
+  FILE *f;
+
+  (void)state;
+  if (!host_have_program("go") || access("/usr/bin/python3", X_OK) != 0 ||
+      !host_have_program("nm")) {
+    print_message("skipped: go, nm or /usr/bin/python3 is not installed\n");
+    skip();
+  }
+  start_python(&p, k_bytearray_script);
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_true(raw_sum(raw, fn, 1, v) >= 1);
+  print_message("through %s: %lld objects, %lld bytes in use\n", fn, v[2],
+                v[3]);
+  assert_true(v[2] >= 300);
+  assert_true(v[3] >= 300LL * 100000);
+
+  /* The symbol's range in the file; a non-PIE python3 (Debian's is
+   * ET_EXEC) runs at its link-time addresses. */
+  snprintf(cmd, sizeof cmd,
+           "nm -D -S --defined-only /usr/bin/python3 | "
+           "grep ' %s$'",
+           fn);
+  nm = run(cmd, &st);
+  assert_int_equal(sscanf(nm, "%llx %llx", &value, &size), 2);
+  free(nm);
+  f = fopen("/usr/bin/python3", "rb");
+  assert_non_null(f);
+  assert_int_equal(fread(ehdr, 1, sizeof ehdr, f), sizeof ehdr);
+  fclose(f);
+  if (ehdr[16] != 2 /* ET_EXEC */) {
+    print_message("python3 is position-independent: the range of %s is "
+                  "not checked\n", fn);
+  } else {
+    for (l = strstr(raw, "\nLocations\n"); l != NULL; l = strchr(l + 1, '\n')) {
+      char name[256];
+      if (sscanf(l, " %*u: 0x%llx M=%*u %255s", &addr, name) == 2 &&
+          strcmp(name, fn) == 0) {
+        assert_true(addr >= value && addr < value + size);
+        checked++;
+      }
+    }
+    assert_true(checked >= 1);
+  }
+  free(raw);
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -530,6 +618,7 @@ int main(void) {
       cmocka_unit_test(test_python),
       cmocka_unit_test(test_default_rate_large),
       cmocka_unit_test(test_cxx_new),
+      cmocka_unit_test(test_python_known_function),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
