@@ -224,32 +224,47 @@ static void test_pprof_top(void **state) {
 
 /* ---- `go tool pprof -raw`, read back ---------------------------------- */
 
-/* The function of location `id` in -raw's Locations section
- * ("     ID: 0xADDR M=N FUNCTION FILE:LINE s=..."; the first line of a
- * location is its innermost function), copied to fn; 0 if found. */
+/* Parses one line of -raw's Locations section ("     ID: 0xADDR M=N
+ * FUNCTION FILE:LINE s=..."; the first line of a location is its
+ * innermost function): its id, address and function (to name, "" for an
+ * unnamed location). Returns 0, or -1 if the line is no location's. */
+static int raw_location_line(const char *line, unsigned *id,
+                             unsigned long long *addr, char *name,
+                             size_t size) {
+  char buf[512];
+  size_t n = strcspn(line, "\n");
+  int off = 0;
+  const char *p;
+
+  if (n >= sizeof buf)
+    n = sizeof buf - 1;
+  memcpy(buf, line, n);
+  buf[n] = '\0';
+  if (sscanf(buf, " %u: 0x%llx %n", id, addr, &off) != 2 || off == 0)
+    return -1;
+  p = buf + off;
+  if (strncmp(p, "M=", 2) == 0)
+    p += strcspn(p, " ");
+  p += strspn(p, " ");
+  n = strcspn(p, " ");
+  if (n >= size)
+    n = size - 1;
+  memcpy(name, p, n);
+  name[n] = '\0';
+  return 0;
+}
+
+/* The function of location `id` in -raw's Locations section, copied to
+ * fn; 0 if found. */
 static int raw_location_fn(const char *raw, unsigned id, char *fn,
                            size_t size) {
   const char *p = strstr(raw, "\nLocations\n");
-  char name[256];
   unsigned lid;
-  int off;
+  unsigned long long addr;
 
-  if (p == NULL)
-    return -1;
-  p += strlen("\nLocations\n");
-  while (*p != '\0' && strncmp(p, "Mappings", 8) != 0) {
-    if (sscanf(p, " %u: 0x%*x %n", &lid, &off) == 1 && lid == id) {
-      p += off;
-      if (strncmp(p, "M=", 2) == 0)
-        p += strcspn(p, " \n");
-      if (sscanf(p, " %255s", name) != 1)
-        return -1;
-      snprintf(fn, size, "%s", name);
+  for (; p != NULL && strncmp(p, "\nMappings", 9) != 0; p = strchr(p + 1, '\n'))
+    if (raw_location_line(p + 1, &lid, &addr, fn, size) == 0 && lid == id)
       return 0;
-    }
-    p += strcspn(p, "\n");
-    p += *p == '\n';
-  }
   return -1;
 }
 
@@ -523,9 +538,8 @@ static void test_python(void **state) {
  * its cum in-use figures hold at least the script's 300 * 100000 bytes.
  * libdwfl names an address only by a symbol whose [value, value + size)
  * holds it (the static functions' addresses stay python3.11+0xOFFSET,
- * not the preceding exported name): each location named
- * PyByteArray_Resize is checked to lie in that symbol's range, as nm -D -S
- * gives it. */
+ * not the preceding exported name): every named location in python3 is
+ * checked to lie in its symbol's range, as nm -D -S gives it. */
 static const char k_bytearray_script[] =
     "import os, sys\n"
     "keep = [bytearray(100000) for i in range(300)]\n"
@@ -536,12 +550,12 @@ static const char k_bytearray_script[] =
 static void test_python_known_function(void **state) {
   const char *fn = "PyByteArray_Resize";
   proc_t p;
-  char *raw, *nm, cmd[512];
+  char *raw, *nm;
   const char *l;
-  unsigned long long value = 0, size = 0, addr;
+  unsigned long long value = 0, size = 0, addr, lo = 0, hi = 0;
   unsigned char ehdr[18];
   long long v[4];
-  int st, checked = 0;
+  int st, checked = 0, named = 0;
   FILE *f;
 
   (void)state;
@@ -559,33 +573,58 @@ static void test_python_known_function(void **state) {
   assert_true(v[2] >= 300);
   assert_true(v[3] >= 300LL * 100000);
 
-  /* The symbol's range in the file; a non-PIE python3 (Debian's is
-   * ET_EXEC) runs at its link-time addresses. */
-  snprintf(cmd, sizeof cmd,
-           "nm -D -S --defined-only /usr/bin/python3 | "
-           "grep ' %s$'",
-           fn);
-  nm = run(cmd, &st);
-  assert_int_equal(sscanf(nm, "%llx %llx", &value, &size), 2);
-  free(nm);
+  /* Every location in python3.11's mapping that has a name lies in the
+   * range of the dynamic symbol of that name (nm -D -S): no static
+   * function's address took a neighbour's name. A non-PIE python3
+   * (Debian's is ET_EXEC) runs at its link-time addresses. */
   f = fopen("/usr/bin/python3", "rb");
   assert_non_null(f);
   assert_int_equal(fread(ehdr, 1, sizeof ehdr, f), sizeof ehdr);
   fclose(f);
   if (ehdr[16] != 2 /* ET_EXEC */) {
-    print_message("python3 is position-independent: the range of %s is "
-                  "not checked\n", fn);
-  } else {
-    for (l = strstr(raw, "\nLocations\n"); l != NULL; l = strchr(l + 1, '\n')) {
-      char name[256];
-      if (sscanf(l, " %*u: 0x%llx M=%*u %255s", &addr, name) == 2 &&
-          strcmp(name, fn) == 0) {
-        assert_true(addr >= value && addr < value + size);
-        checked++;
-      }
-    }
-    assert_true(checked >= 1);
+    print_message("python3 is position-independent: names' ranges are "
+                  "not checked\n");
+    free(raw);
+    return;
   }
+  l = strstr(raw, "\nMappings\n");
+  assert_non_null(l);
+  assert_int_equal(sscanf(l, "\nMappings\n1: 0x%llx/0x%llx", &lo, &hi), 2);
+  assert_non_null(strstr(l, " /usr/bin/python3"));
+  nm = run("nm -D -S --defined-only /usr/bin/python3", &st);
+  assert_int_equal(st, 0);
+  for (l = strstr(raw, "\nLocations\n"); l != NULL && strncmp(l, "\nMappings", 9);
+       l = strchr(l + 1, '\n')) {
+    char name[256], want[300];
+    const char *sym;
+    unsigned id;
+
+    if (raw_location_line(l + 1, &id, &addr, name, sizeof name) != 0 ||
+        name[0] == '\0' || addr < lo || addr >= hi)
+      continue;
+    snprintf(want, sizeof want, " %s\n", name);
+    /* " NAME\n" ends nm's line for NAME (VALUE SIZE TYPE NAME). */
+    sym = strstr(nm, want);
+    if (sym == NULL) {
+      print_message("%s at %llx is no dynamic symbol of python3\n", name,
+                    addr);
+      fail();
+    }
+    while (sym > nm && sym[-1] != '\n')
+      sym--;
+    if (sscanf(sym, "%llx %llx", &value, &size) != 2)
+      fail_msg("%s at %llx: no size in nm's line", name, addr);
+    if (addr < value || addr >= value + size)
+      fail_msg("%s at %llx is outside its symbol [%llx, %llx)", name, addr,
+               value, value + size);
+    if (strcmp(name, fn) == 0)
+      checked++;
+    named++;
+  }
+  print_message("%d named locations in python3 checked, %d in %s\n", named,
+                checked, fn);
+  assert_true(checked >= 1);
+  free(nm);
   free(raw);
 }
 
