@@ -105,6 +105,11 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
 void ms__providers_set_for_test(const ms__provider_t *mpv,
                                 const ms__provider_t *gpv);
 void ms__providers_clock_for_test(uint64_t (*now)(void));
+/* Makes detection start over with list[0..n-1] (n at least 1, at most the
+ * four real ones; the last fills the rest) as the malloc providers to
+ * look for, in order; NULL restores the real ones. */
+void ms__providers_detect_for_test(const ms__provider_t *const *list,
+                                   size_t n);
 
 /* Installs the collector provider's pause hook if the collector is in the
  * process (cheap dlsym only; also run from a library constructor). Returns 1

@@ -85,7 +85,14 @@ static ms__pv_slot_t g_malloc[] = {
 #define NMALLOC (sizeof g_malloc / sizeof g_malloc[0])
 static ms__pv_slot_t g_collector = {.pv = &ms__provider_boehm};
 
-static int g_malloc_detected;
+/* Snapshots that looked for the malloc provider so far. A provider whose
+ * API is there but whose confirm() failed (glibc's compares its counters
+ * around a probe allocation, which another thread's malloc in between
+ * upsets) is looked for again at the next snapshots, up to
+ * MS__PV_DETECT_TRIES: one unlucky first snapshot must not leave the
+ * process without its allocator's figures for the rest of its life. */
+#define MS__PV_DETECT_TRIES 8u
+static unsigned g_malloc_tries;
 static ms__pv_slot_t *g_malloc_slot; /* the confirmed one, or NULL */
 static unsigned long long g_loads_seen = ~0ull;
 /* The cadence's clock; only the unit tests replace it. */
@@ -101,16 +108,25 @@ static int count_loads(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 void ms__providers_detect(void) {
-  if (!g_malloc_detected) {
-    g_malloc_detected = 1;
+  if (!g_malloc_slot && g_malloc_tries < MS__PV_DETECT_TRIES) {
+    int present = 0;
+    g_malloc_tries++;
     for (size_t i = 0; i < NMALLOC; i++) {
-      if (g_malloc[i].pv->detect() && g_malloc[i].pv->confirm()) {
+      if (!g_malloc[i].pv->detect())
+        continue;
+      present = 1;
+      if (g_malloc[i].pv->confirm()) {
         g_malloc[i].active = 1;
         g_malloc_slot = &g_malloc[i];
         ms__debug("memstats: malloc is %s\n", g_malloc[i].pv->name);
         break;
       }
     }
+    if (!present) /* no allocator's API at all: nothing to try again */
+      g_malloc_tries = MS__PV_DETECT_TRIES;
+    else if (!g_malloc_slot)
+      ms__debug("memstats: no allocator confirmed (try %u of %u)\n",
+                g_malloc_tries, MS__PV_DETECT_TRIES);
   }
   if (!g_collector.active) {
     unsigned long long loads = 0;
@@ -208,11 +224,24 @@ void ms__providers_set_for_test(const ms__provider_t *mpv,
   test_malloc.active = mpv != NULL;
   for (size_t i = 0; i < NMALLOC; i++)
     g_malloc[i].active = g_malloc[i].have = 0;
-  g_malloc_detected = 1;
+  g_malloc_tries = MS__PV_DETECT_TRIES;
   g_malloc_slot = mpv ? &test_malloc : NULL;
   memset(&g_collector, 0, sizeof g_collector);
   g_collector.pv = gpv ? gpv : &ms__provider_boehm;
   g_collector.active = gpv != NULL;
+}
+
+void ms__providers_detect_for_test(const ms__provider_t *const *list,
+                                   size_t n) {
+  static const ms__provider_t *const real[] = {
+      &ms__provider_jemalloc, &ms__provider_tcmalloc, &ms__provider_mimalloc,
+      &ms__provider_glibc};
+  for (size_t i = 0; i < NMALLOC; i++) {
+    memset(&g_malloc[i], 0, sizeof g_malloc[i]);
+    g_malloc[i].pv = list ? (i < n ? list[i] : list[n - 1]) : real[i];
+  }
+  g_malloc_tries = 0;
+  g_malloc_slot = NULL;
 }
 
 void ms__providers_clock_for_test(uint64_t (*now)(void)) {

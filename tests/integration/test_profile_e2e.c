@@ -7,6 +7,8 @@
  * profile; the real `go tool pprof -top` names the functions with the
  * exact in-use bytes, and shows f_freed in alloc_space only; memtop's own
  * JSON (--once --json --sites) and text report carry the same figures.
+ * Also: the default rate over a large workload (within 10% of the truth),
+ * C++'s forms of new (tests/progs/pl_prof_cxx.cc), and Debian's python3.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -28,16 +30,26 @@
 
 static char g_build[1024], g_preload[1200], g_dir[64], g_prog[1200];
 
+/* What the program says about a site it ran ("truth FN COUNT BYTES"). */
+typedef struct truth_s {
+  char fn[32];
+  long long count, bytes;
+} truth_t;
+
 typedef struct proc_s {
   pid_t pid;
   int in_w;
   FILE *out;
   int ready;
+  truth_t truth[8];
+  int ntruth;
 } proc_t;
 
-/* Starts pl_prof sites under the preload at rate 1, and waits for it to
- * say it is ready. */
-static void start(proc_t *p) {
+/* Starts argv (with the environment's NAME=VALUE pairs in env,
+ * NULL-ended) under the preload, and waits for it to say it is ready,
+ * keeping the truths it says before. rate NULL: MEMSTATS_PROFILE_RATE
+ * unset (the default rate). */
+static void start_argv(proc_t *p, const char *const argv[], const char *rate) {
   int in[2], out[2];
   char line[256];
 
@@ -52,9 +64,12 @@ static void start(proc_t *p) {
     close(in[1]);
     close(out[0]);
     setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
+    if (rate != NULL)
+      setenv("MEMSTATS_PROFILE_RATE", rate, 1);
+    else
+      unsetenv("MEMSTATS_PROFILE_RATE");
     unsetenv("MEMSTATS_AGENT");
-    execl(g_prog, g_prog, "sites", (char *)NULL);
+    execv(argv[0], (char *const *)argv);
     _exit(127);
   }
   close(in[0]);
@@ -62,10 +77,27 @@ static void start(proc_t *p) {
   p->in_w = in[1];
   p->out = fdopen(out[0], "r");
   assert_non_null(p->out);
-  while (fgets(line, sizeof line, p->out) != NULL)
+  while (fgets(line, sizeof line, p->out) != NULL) {
+    truth_t *t = &p->truth[p->ntruth];
+    if (p->ntruth < 8 &&
+        sscanf(line, "truth %31s %lld %lld", t->fn, &t->count, &t->bytes) == 3)
+      p->ntruth++;
     if (sscanf(line, "ready %d", &p->ready) == 1)
       break;
+  }
   assert_int_equal(p->ready, p->pid);
+}
+
+/* Starts pl_prof MODE under the preload at rate (NULL: the default). */
+static void start_mode(proc_t *p, const char *mode, const char *rate) {
+  const char *argv[] = {g_prog, mode, NULL};
+  start_argv(p, argv, rate);
+}
+
+/* Starts pl_prof sites under the preload at rate 1, and waits for it to
+ * say it is ready. */
+static void start(proc_t *p) {
+  start_mode(p, "sites", "1");
 }
 
 /* Debian's /usr/bin/python3 (built without frame pointers, its static
@@ -83,35 +115,9 @@ static const char k_script[] =
     "sys.stdout.flush()\n"
     "sys.stdin.read()\n";
 
-static void start_python(proc_t *p) {
-  int in[2], out[2];
-  char line[256];
-
-  memset(p, 0, sizeof *p);
-  assert_int_equal(pipe(in), 0);
-  assert_int_equal(pipe(out), 0);
-  p->pid = fork();
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
-    unsetenv("MEMSTATS_AGENT");
-    execl("/usr/bin/python3", "python3", "-c", k_script, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->in_w = in[1];
-  p->out = fdopen(out[0], "r");
-  assert_non_null(p->out);
-  while (fgets(line, sizeof line, p->out) != NULL)
-    if (sscanf(line, "ready %d", &p->ready) == 1)
-      break;
-  assert_int_equal(p->ready, p->pid);
+static void start_python(proc_t *p, const char *script) {
+  const char *argv[] = {"/usr/bin/python3", "-c", script, NULL};
+  start_argv(p, argv, "1");
 }
 
 static void stop(proc_t *p) {
@@ -216,6 +222,230 @@ static void test_pprof_top(void **state) {
   free(alloc);
 }
 
+/* ---- `go tool pprof -raw`, read back ---------------------------------- */
+
+/* Parses one line of -raw's Locations section ("     ID: 0xADDR M=N
+ * FUNCTION FILE:LINE s=..."; the first line of a location is its
+ * innermost function): its id, address and function (to name, "" for an
+ * unnamed location). Returns 0, or -1 if the line is no location's. */
+static int raw_location_line(const char *line, unsigned *id,
+                             unsigned long long *addr, char *name,
+                             size_t size) {
+  char buf[512];
+  size_t n = strcspn(line, "\n");
+  int off = 0;
+  const char *p;
+
+  if (n >= sizeof buf)
+    n = sizeof buf - 1;
+  memcpy(buf, line, n);
+  buf[n] = '\0';
+  if (sscanf(buf, " %u: 0x%llx %n", id, addr, &off) != 2 || off == 0)
+    return -1;
+  p = buf + off;
+  if (strncmp(p, "M=", 2) == 0)
+    p += strcspn(p, " ");
+  p += strspn(p, " ");
+  n = strcspn(p, " ");
+  if (n >= size)
+    n = size - 1;
+  memcpy(name, p, n);
+  name[n] = '\0';
+  return 0;
+}
+
+/* The function of location `id` in -raw's Locations section, copied to
+ * fn; 0 if found. */
+static int raw_location_fn(const char *raw, unsigned id, char *fn,
+                           size_t size) {
+  const char *p = strstr(raw, "\nLocations\n");
+  unsigned lid;
+  unsigned long long addr;
+
+  for (; p != NULL && strncmp(p, "\nMappings", 9) != 0; p = strchr(p + 1, '\n'))
+    if (raw_location_line(p + 1, &lid, &addr, fn, size) == 0 && lid == id)
+      return 0;
+  return -1;
+}
+
+/* Sums the values of -raw's samples whose innermost location is in
+ * function fn (anywhere in the stack: whose stack passes through fn,
+ * pprof's cum), in profile.proto's order (alloc_objects, alloc_space,
+ * inuse_objects, inuse_space). Returns the number of such samples. */
+static int raw_sum(const char *raw, const char *fn, int anywhere,
+                   long long v[4]) {
+  const char *p = strstr(raw, "\nSamples:\n");
+  long long x[4];
+  unsigned id;
+  char name[256];
+  int n = 0, off;
+
+  memset(v, 0, 4 * sizeof v[0]);
+  assert_non_null(p);
+  for (p += strlen("\nSamples:\n"); *p != '\0' && strncmp(p, "Locations", 9);
+       p += *p == '\n') {
+    if (sscanf(p, " %lld %lld %lld %lld:%n", &x[0], &x[1], &x[2], &x[3],
+               &off) == 4) {
+      const char *q = p + off;
+      while (sscanf(q, " %u%n", &id, &off) == 1) {
+        q += off;
+        if (raw_location_fn(raw, id, name, sizeof name) == 0 &&
+            strcmp(name, fn) == 0) {
+          for (int i = 0; i < 4; i++)
+            v[i] += x[i];
+          n++;
+          break;
+        }
+        if (!anywhere)
+          break;
+      }
+    }
+    p += strcspn(p, "\n");
+  }
+  return n;
+}
+
+static int raw_site(const char *raw, const char *fn, long long v[4]) {
+  return raw_sum(raw, fn, 0, v);
+}
+
+/* The profile of the running process p as `go tool pprof -raw` reads the
+ * file the real `memtop profile PID -o FILE` wrote (malloc'd). */
+static char *pprof_raw(const proc_t *p) {
+  char cmd[2048], file[128], *out;
+  int st;
+
+  snprintf(file, sizeof file, "%s/raw-%d.pb.gz", g_dir, (int)p->pid);
+  snprintf(cmd, sizeof cmd, "profile -o %s", file);
+  free(memtop(cmd, p->pid));
+  snprintf(cmd, sizeof cmd,
+           "HOME=%s GOCACHE=%s/gocache go tool pprof -raw -symbolize=none %s",
+           g_dir, g_dir, file);
+  out = run(cmd, &st);
+  assert_int_equal(st, 0);
+  return out;
+}
+
+static const truth_t *truth_of(const proc_t *p, const char *fn) {
+  for (int i = 0; i < p->ntruth; i++)
+    if (strcmp(p->truth[i].fn, fn) == 0)
+      return &p->truth[i];
+  fail_msg("the program gave no truth for %s", fn);
+  return NULL;
+}
+
+/* |estimate - truth| <= truth / 10. */
+static void assert_within_10pct(const char *what, const char *fn,
+                                long long estimate, long long truth) {
+  long long d = estimate > truth ? estimate - truth : truth - estimate;
+
+  print_message("%s %s: %lld, truth %lld (%+.2f%%)\n", fn, what, estimate,
+                truth, 100.0 * ((double)estimate - (double)truth) / (double)truth);
+  if (d * 10 > truth)
+    fail_msg("%s of %s: %lld is not within 10%% of %lld", what, fn, estimate,
+             truth);
+}
+
+/* At the default rate (524288 bytes), over a large workload: pl_prof
+ * large holds 1,200 blocks of 1 MiB in f_large_a (about 1.26 GB) and 400
+ * in f_large_b (0.42 GB), and allocated and freed 400 in f_large_freed.
+ * Each site's unsampled figures are within 10% of the truth the program
+ * counted (the blocks' usable sizes), and the freed site holds nothing.
+ *
+ * The statistics. The sampler's countdown is exponential, so sampling
+ * points fall on the byte stream as a Poisson process of mean spacing R =
+ * 524288, and a block of s bytes is sampled on its own with probability
+ * p = 1 - exp(-s/R), independently of the others. Unsampling weights a
+ * sampled block by 1/p, so the estimate of a site of N equal blocks has
+ * relative standard error sqrt((1 - p) / (N p)). Here s is 1 MiB + 4 KiB
+ * (an mmapped block's usable size; 1 MiB + 8 in the heap), s/R ~ 2.0, p ~
+ * 0.865 (about 1,040, 346 and 346 samples): the relative standard error
+ * is 1.14% for f_large_a and 1.98% for the two sites of 400 blocks (a
+ * sum over the freed site's two sizes, whose 399 heap blocks dominate), so
+ * 10% is 8.8 and 5.0 standard errors (a two-sided normal tail of about
+ * 1e-18 and 6e-7 per figure). The blocks are this large so that both
+ * hold: the error is small with few blocks (a site of small blocks would
+ * need about 2,500 R, 1.3 GB, for the same 2%), and 1/p = 1.156 is large
+ * enough that figures not unsampled (13.5% short) fail the check. */
+static void test_default_rate_large(void **state) {
+  static const char *const fns[] = {"f_large_a", "f_large_b",
+                                    "f_large_freed"};
+  proc_t p;
+  char *raw;
+  long long v[4];
+
+  (void)state;
+  if (!host_have_program("go")) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    skip();
+  }
+  start_mode(&p, "large", NULL);
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_non_null(strstr(raw, "\nPeriod: 524288\n"));
+  for (int i = 0; i < 3; i++) {
+    const truth_t *t = truth_of(&p, fns[i]);
+    int freed = i == 2;
+
+    /* A held site's blocks are all mmaps of one size: one sample. The
+     * freed site's first block is an mmap, the others (glibc's threshold
+     * raised by its free) come from the heap, 4 KiB smaller. */
+    if (freed)
+      assert_true(raw_site(raw, fns[i], v) >= 1);
+    else
+      assert_int_equal(raw_site(raw, fns[i], v), 1);
+    assert_within_10pct("alloc_objects", fns[i], v[0], t->count);
+    assert_within_10pct("alloc_space", fns[i], v[1], t->bytes);
+    if (freed) {
+      assert_int_equal(v[2], 0);
+      assert_int_equal(v[3], 0);
+    } else {
+      assert_within_10pct("inuse_objects", fns[i], v[2], t->count);
+      assert_within_10pct("inuse_space", fns[i], v[3], t->bytes);
+    }
+  }
+  free(raw);
+}
+
+/* C++ (tests/progs/pl_prof_cxx.cc) at rate 1: the bytes of each form of
+ * new (plain, array, aligned, aligned array, nothrow) are in the profile
+ * go tool pprof reads back, exactly, under the function that called it,
+ * demangled (sites::plain_new(), its symbol _ZN5sites9plain_newEv kept as
+ * the system name). */
+static void test_cxx_new(void **state) {
+  static const char *const fns[] = {
+      "sites::plain_new()", "sites::array_new()", "sites::aligned_new()",
+      "sites::aligned_array_new()", "sites::nothrow_new()"};
+  const char *argv[] = {NULL, NULL};
+  char prog[1300], *raw;
+  proc_t p;
+  long long v[4];
+
+  (void)state;
+  if (!host_have_program("go")) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    skip();
+  }
+  snprintf(prog, sizeof prog, "%s/progs/pl_prof_cxx", g_build);
+  argv[0] = prog;
+  start_argv(&p, argv, "1");
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_int_equal(p.ntruth, 5);
+  for (int i = 0; i < 5; i++) {
+    const truth_t *t = truth_of(&p, fns[i]);
+
+    assert_int_equal(raw_site(raw, fns[i], v), 1);
+    assert_int_equal(v[0], t->count);
+    assert_int_equal(v[1], t->bytes);
+    assert_int_equal(v[2], t->count);
+    assert_int_equal(v[3], t->bytes);
+  }
+  assert_non_null(strstr(raw, " sites::plain_new() "));
+  assert_non_null(strstr(raw, "(_ZN5sites9plain_newEv)\n"));
+  free(raw);
+}
+
 /* The figures of one site in memtop's JSON line. */
 static json_t *json_site(json_t *sites, const char *fn) {
   size_t i;
@@ -290,7 +520,7 @@ static void test_python(void **state) {
     print_message("skipped: /usr/bin/python3 is not installed\n");
     skip();
   }
-  start_python(&p);
+  start_python(&p, k_script);
   text = memtop("profile --format text --sites 1000", p.pid);
   stop(&p);
   assert_non_null(strstr(text, "Every allocation recorded"));
@@ -298,6 +528,104 @@ static void test_python(void **state) {
   assert_non_null(strstr(text, " 100.0%          0  Py_BytesMain"));
   assert_non_null(strstr(text, " PyEval_EvalCode"));
   free(text);
+}
+
+/* A known exported function on the way to the heap, through Debian's
+ * python3: bytearray(100000) is allocated by PyByteArray_Resize (exported,
+ * in .dynsym) through obmalloc's static functions (no symbol without
+ * python3-dbg). Every stack of the script's 300 blocks passes through
+ * PyByteArray_Resize, which memtop names from the dynamic symbol table:
+ * its cum in-use figures hold at least the script's 300 * 100000 bytes.
+ * libdwfl names an address only by a symbol whose [value, value + size)
+ * holds it (the static functions' addresses stay python3.11+0xOFFSET,
+ * not the preceding exported name): every named location in python3 is
+ * checked to lie in its symbol's range, as nm -D -S gives it. */
+static const char k_bytearray_script[] =
+    "import os, sys\n"
+    "keep = [bytearray(100000) for i in range(300)]\n"
+    "sys.stdout.write('ready %d\\n' % os.getpid())\n"
+    "sys.stdout.flush()\n"
+    "sys.stdin.read()\n";
+
+static void test_python_known_function(void **state) {
+  const char *fn = "PyByteArray_Resize";
+  proc_t p;
+  char *raw, *nm;
+  const char *l;
+  unsigned long long value = 0, size = 0, addr, lo = 0, hi = 0;
+  unsigned char ehdr[18];
+  long long v[4];
+  int st, checked = 0, named = 0;
+  FILE *f;
+
+  (void)state;
+  if (!host_have_program("go") || access("/usr/bin/python3", X_OK) != 0 ||
+      !host_have_program("nm")) {
+    print_message("skipped: go, nm or /usr/bin/python3 is not installed\n");
+    skip();
+  }
+  start_python(&p, k_bytearray_script);
+  raw = pprof_raw(&p);
+  stop(&p);
+  assert_true(raw_sum(raw, fn, 1, v) >= 1);
+  print_message("through %s: %lld objects, %lld bytes in use\n", fn, v[2],
+                v[3]);
+  assert_true(v[2] >= 300);
+  assert_true(v[3] >= 300LL * 100000);
+
+  /* Every location in python3.11's mapping that has a name lies in the
+   * range of the dynamic symbol of that name (nm -D -S): no static
+   * function's address took a neighbour's name. A non-PIE python3
+   * (Debian's is ET_EXEC) runs at its link-time addresses. */
+  f = fopen("/usr/bin/python3", "rb");
+  assert_non_null(f);
+  assert_int_equal(fread(ehdr, 1, sizeof ehdr, f), sizeof ehdr);
+  fclose(f);
+  if (ehdr[16] != 2 /* ET_EXEC */) {
+    print_message("python3 is position-independent: names' ranges are "
+                  "not checked\n");
+    free(raw);
+    return;
+  }
+  l = strstr(raw, "\nMappings\n");
+  assert_non_null(l);
+  assert_int_equal(sscanf(l, "\nMappings\n1: 0x%llx/0x%llx", &lo, &hi), 2);
+  assert_non_null(strstr(l, " /usr/bin/python3"));
+  nm = run("nm -D -S --defined-only /usr/bin/python3", &st);
+  assert_int_equal(st, 0);
+  for (l = strstr(raw, "\nLocations\n"); l != NULL && strncmp(l, "\nMappings", 9);
+       l = strchr(l + 1, '\n')) {
+    char name[256], want[300];
+    const char *sym;
+    unsigned id;
+
+    if (raw_location_line(l + 1, &id, &addr, name, sizeof name) != 0 ||
+        name[0] == '\0' || addr < lo || addr >= hi)
+      continue;
+    snprintf(want, sizeof want, " %s\n", name);
+    /* " NAME\n" ends nm's line for NAME (VALUE SIZE TYPE NAME). */
+    sym = strstr(nm, want);
+    if (sym == NULL) {
+      print_message("%s at %llx is no dynamic symbol of python3\n", name,
+                    addr);
+      fail();
+    }
+    while (sym > nm && sym[-1] != '\n')
+      sym--;
+    if (sscanf(sym, "%llx %llx", &value, &size) != 2)
+      fail_msg("%s at %llx: no size in nm's line", name, addr);
+    if (addr < value || addr >= value + size)
+      fail_msg("%s at %llx is outside its symbol [%llx, %llx)", name, addr,
+               value, value + size);
+    if (strcmp(name, fn) == 0)
+      checked++;
+    named++;
+  }
+  print_message("%d named locations in python3 checked, %d in %s\n", named,
+                checked, fn);
+  assert_true(checked >= 1);
+  free(nm);
+  free(raw);
 }
 
 static int setup(void **state) {
@@ -327,6 +655,9 @@ int main(void) {
       cmocka_unit_test(test_pprof_top),
       cmocka_unit_test(test_once_sites),
       cmocka_unit_test(test_python),
+      cmocka_unit_test(test_default_rate_large),
+      cmocka_unit_test(test_cxx_new),
+      cmocka_unit_test(test_python_known_function),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -15,12 +15,19 @@
  *                    depths: 20,000 buckets, a profile of several frames
  *   pl_prof signals  a timer signal's handler allocates and frees while
  *                    the main thread does (and is sampled), 1,000 times
+ *   pl_prof large    for the default rate: f_large_a holds 1,200 blocks of
+ *                    1 MiB, f_large_b 400, f_large_freed allocated 400 and
+ *                    freed each at once; prints "truth FN COUNT BYTES" (the
+ *                    blocks' usable sizes) for each. The blocks are glibc's
+ *                    own mmaps, touched only in their first bytes: 1.6 GB
+ *                    of address space, a few MB resident
  *
  * Each prints "fn NAME START END" for its functions, then "ready PID"
  * (every process that stays), and waits for stdin to close.
  */
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,6 +79,9 @@ void f_child(void);
 void f_many(void);
 int f_wide(int n, int at);
 void f_signal(void);
+void f_large_a(void);
+void f_large_b(void);
+void f_large_freed(void);
 
 NOINLINE void f_big(void) {
   for (int i = 0; i < 3 * N; i++)
@@ -172,6 +182,51 @@ static void on_alarm(int sig) {
   g_signals++;
 }
 
+/* The large mode's sites (their own arrays: 1,600 blocks). */
+#define LARGE (1u << 20)
+extern void *volatile g_large[1600];
+void *volatile g_large[1600];
+static int g_nlarge;
+
+static unsigned long long g_truth_count, g_truth_bytes;
+
+static void keep_large(void *p) {
+  memset(p, 3, 16);
+  g_truth_count++;
+  g_truth_bytes += malloc_usable_size(p);
+  g_large[g_nlarge++] = p;
+}
+
+NOINLINE void f_large_a(void) {
+  for (int i = 0; i < 1200; i++)
+    keep_large(malloc(LARGE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_large_b(void) {
+  for (int i = 0; i < 400; i++)
+    keep_large(malloc(LARGE));
+  __asm__ volatile("");
+}
+
+NOINLINE void f_large_freed(void) {
+  for (int i = 0; i < 400; i++) {
+    void *volatile p = malloc(LARGE);
+    memset(p, 4, 16);
+    g_truth_count++;
+    g_truth_bytes += malloc_usable_size(p);
+    free(p);
+  }
+  __asm__ volatile("");
+}
+
+/* Runs one large site and says its truth. */
+static void large_site(const char *name, void (*fn)(void)) {
+  g_truth_count = g_truth_bytes = 0;
+  fn();
+  prog_say("truth %s %llu %llu", name, g_truth_count, g_truth_bytes);
+}
+
 static void say_fn(const char *name, void *fn) {
   Dl_info info;
   const ElfW(Sym) *sym = NULL;
@@ -228,6 +283,12 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "wide") == 0) {
     for (int at = 0; at < 200; at++)
       f_wide(0, at);
+  } else if (strcmp(mode, "large") == 0) {
+    /* The freed site last: glibc raises its mmap threshold when an
+     * mmapped block is freed, and the held sites' blocks stay mmaps. */
+    large_site("f_large_a", f_large_a);
+    large_site("f_large_b", f_large_b);
+    large_site("f_large_freed", f_large_freed);
   } else if (strcmp(mode, "signals") == 0) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -250,6 +250,93 @@ static void test_failures_back_off_capped(void **state) {
 
 /* A cadence already longer than the back-off's cap (a read costing 1 s:
  * 100 s) is neither doubled nor cut down to the cap by failures. */
+/* ---- detection ------------------------------------------------------------
+ * A provider whose API is there but whose confirm() fails (glibc's probe,
+ * upset by another thread's malloc) is looked for again at the next
+ * snapshots; once confirmed it is used. Was: one unlucky first snapshot
+ * left the process without its allocator's figures for good. */
+static unsigned g_confirms, g_confirm_from;
+
+/* HeapSys from the registry's figures, 0 if none (fill() without its
+ * provider check: here there may be none yet). */
+static uint64_t fill_any(void) {
+  static ms_snapshot_t snap;
+  memset(&snap, 0, sizeof snap);
+  memset(snap.source, 0xff, sizeof snap.source);
+  ms__providers_fill(&snap, 0);
+  if (snap.quality[MS_F_HEAP_SYS] == MS_Q_UNAVAILABLE)
+    return 0;
+  assert_string_equal(snap.providers[snap.nproviders - 1], "fakelate");
+  return snap.heap_sys;
+}
+
+static int always(void) {
+  return 1;
+}
+
+static int confirm_late(void) {
+  return ++g_confirms >= g_confirm_from;
+}
+
+static const ms__provider_t fake_late = {
+    .name = "fakelate",
+    .kind = MS__PV_MALLOC,
+    .min_interval_ns = 10 * MS_,
+    .detect = always,
+    .confirm = confirm_late,
+    .sample = fake_sample,
+};
+
+static const ms__provider_t fake_absent = {
+    .name = "fakeabsent",
+    .kind = MS__PV_MALLOC,
+    .detect = never,
+    .confirm = always,
+    .sample = fake_sample,
+};
+
+static void test_detect_retries_unconfirmed(void **state) {
+  (void)state;
+  const ms__provider_t *list[] = {&fake_absent, &fake_absent, &fake_absent,
+                                  &fake_late};
+  ms__providers_detect_for_test(list, 4);
+  g_confirms = 0;
+  g_confirm_from = 3;
+  ms__providers_detect();
+  assert_int_equal(fill_any(), 0); /* no allocator yet: no figures */
+  ms__providers_detect();
+  assert_int_equal(fill_any(), 0);
+  ms__providers_detect(); /* the third try confirms it */
+  assert_int_equal(g_confirms, 3);
+  assert_int_not_equal(fill_any(), 0);
+  ms__providers_detect(); /* found: no more probes */
+  assert_int_equal(g_confirms, 3);
+  ms__providers_detect_for_test(NULL, 0);
+}
+
+/* The tries are bounded: a provider that never confirms (the program's
+ * malloc is its own) costs a probe at the first snapshots only; and with
+ * no allocator's API at all nothing is tried again. */
+static void test_detect_tries_bounded(void **state) {
+  (void)state;
+  const ms__provider_t *list[] = {&fake_absent, &fake_absent, &fake_absent,
+                                  &fake_late};
+  ms__providers_detect_for_test(list, 4);
+  g_confirms = 0;
+  g_confirm_from = 1000;
+  for (int i = 0; i < 50; i++)
+    ms__providers_detect();
+  assert_int_equal(g_confirms, 8);
+  assert_int_equal(fill_any(), 0);
+  const ms__provider_t *none[] = {&fake_absent};
+  ms__providers_detect_for_test(none, 1);
+  g_confirms = 0;
+  for (int i = 0; i < 50; i++)
+    ms__providers_detect();
+  assert_int_equal(g_confirms, 0);
+  ms__providers_detect_for_test(NULL, 0);
+}
+
 static void test_long_cadence_failures(void **state) {
   (void)state;
   g_cost = 1000 * MS_;
@@ -308,6 +395,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_long_cadence_failures, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_expire_forces_fresh, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_detect_retries_unconfirmed, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_detect_tries_bounded, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_expire_during_failure_backoff, setup,
                                       teardown),
