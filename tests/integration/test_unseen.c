@@ -521,12 +521,18 @@ static void test_demo(void **state) {
   char *argv[] = {demo, NULL};
   child_t c = spawn(argv, preload);
   wait_socket(c.pid);
-  /* Its first phase is under way once it holds 8 MiB. */
+  /* Its first phase is under way once it holds 8 MiB. The demo allocates
+   * and frees all the time: between two samples of glibc's mallinfo2
+   * (one a second) its heap figures are the last sample moved by what the
+   * preload saw, marked estimated, and an arena that trimmed meanwhile is
+   * not in them (Ready once read 15.0 MiB against 10.2 MiB under load).
+   * What is promised within 5% is an exact figure: a snapshot with a
+   * fresh sample (HeapSys exact). */
   json_t *j = NULL;
   for (int i = 0; i < LIMIT_S * 4; i++) {
     j = fresh_snapshot(c.pid);
     assert_non_null(j);
-    if (num(j, "kernel", "anonrss") >= 8 * MiB)
+    if (num(j, "kernel", "anonrss") >= 8 * MiB && exact(j, "HeapSys"))
       break;
     json_decref(j);
     j = NULL;
