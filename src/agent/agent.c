@@ -533,19 +533,21 @@ static int check_shared(void) {
 
 /* The wake pipe said something: the byte of stop(), or that every write
  * end is closed (the program closed ours: POLLHUP for ever after), after
- * which the agent stops reading it. */
+ * which the agent stops watching it. The pipe is never read: its only
+ * byte comes from stop(), which sets g_stop first, so the loop ends
+ * without it. A read would be the one call on a number of the program's
+ * table that can block: should the program put a blocking file of its own
+ * over the number between the check and the read (the window of agent.c's
+ * opening comment), the agent took its data and, once that was read, slept
+ * in read() for ever, never again making its socket (test_agent_fds's
+ * dup2 case, with a pause put in that window, hung every time). */
 static void wake_read(short revents) {
-  char b[64];
-  ssize_t n;
   if ((revents & POLLNVAL) || !ms__own_ok(&g_wake_r)) {
     g_wake_r.fd = -1; /* the number is the program's: left alone */
-    n = 0;
-  } else {
-    while ((n = read(g_wake_r.fd, b, sizeof b)) > 0) {
-    }
-    if (n != 0)
-      return;
+  } else if (revents & (POLLHUP | POLLERR)) {
     ms__own_close(&g_wake_r);
+  } else {
+    return; /* stop()'s byte: g_stop is set */
   }
   ms__debug("agent: the program closed the agent's wake pipe; the agent "
             "now also checks for stop every %d ms",

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -318,7 +319,28 @@ static void test_closefrom_server(void **state) {
   unsigned long ino = listener_ino(t.sock, 0);
   target_ask(&t, "closefrom\n", line, sizeof line);
   assert_int_equal(sscanf(line, "port %d fd %d", &port, &fd), 2);
-  assert_int_equal(fd, 3);
+  if (!SHARED(state)) {
+    /* With a table of its own, the agent never takes a number the
+     * program was about to get. */
+    assert_int_equal(fd, 3);
+  } else {
+    /* In the program's table it cannot promise that: what it opens
+     * (its socket made again, its spare, a client, a /proc file) takes the
+     * lowest free number for an instant before going high, and the
+     * program's close_range itself wakes it (the write end of its wake
+     * pipe closed), so that it makes its socket again while the program
+     * makes its own: descriptor 4 in 1 run of 6 under load. What it does
+     * promise is that nothing of its own stays low: the program's socket
+     * is below the numbers the agent places high at (64 under
+     * min(RLIMIT_NOFILE, 1024), fds.c). */
+    struct rlimit rl;
+    long top = 1024;
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < (rlim_t)top)
+      top = (long)rl.rlim_cur;
+    if (fd < 3 || fd >= top - 64)
+      fail_msg("the program's socket is descriptor %d", fd);
+  }
   /* Wake the agent as a memtop poll would (it may not answer: whatever
    * happens to this one connection is not the point). */
   int poke = target_connect(t.sock);
