@@ -58,21 +58,39 @@ static inline int fetch_connect(const char *path, int timeout_ms) {
   return fd;
 }
 
-/* Sends the request and feeds the replies to the session until a snapshot
- * or an error. Returns 0 or a negative code with errbuf set. */
+/* What a fetch asks for and waits for: a snapshot (into *snap, with
+ * request flags) or a heap profile (into *profile). */
+typedef struct fetch_want_s {
+  int profile;
+  uint64_t flags;
+  ms_snapshot_t *snap;
+  ms__profile_decoded_t **out;
+} fetch_want_t;
+
+/* Sends the request and feeds the replies to the session until what was
+ * asked for or an error. Returns 0 or a negative code with errbuf set. */
 static inline int fetch_exchange(int fd, msc_session_t *s, int pid,
-                                 uint64_t flags, ms_snapshot_t *snap,
-                                 int timeout_ms, const char *path, char *errbuf,
+                                 const fetch_want_t *want, int timeout_ms,
+                                 const char *path, char *errbuf,
                                  size_t errlen) {
   size_t cap = 64 * 1024, have = 0, reqlen, sent = 0;
   uint8_t *buf = malloc(cap);
   const uint8_t *req;
   int r = MS_EPROTO;
+  msc_event_type_t done = want->profile ? MSC_EV_PROFILE : MSC_EV_SNAPSHOT;
   if (buf == NULL) {
     snprintf(errbuf, errlen, "PID %d: out of memory", pid);
     return MS_ENOMEM;
   }
-  msc_session_request_snapshot_flags(s, flags, &req, &reqlen);
+  if (want->profile) {
+    if (msc_session_request_profile(s, &req, &reqlen) != 0) {
+      free(buf);
+      snprintf(errbuf, errlen, "PID %d: out of memory", pid);
+      return MS_ENOMEM;
+    }
+  } else {
+    msc_session_request_snapshot_flags(s, want->flags, &req, &reqlen);
+  }
   for (;;) {
     struct pollfd p = {fd, (short)(POLLIN | (sent < reqlen ? POLLOUT : 0)), 0};
     int pr = poll(&p, 1, timeout_ms);
@@ -117,16 +135,18 @@ static inline int fetch_exchange(int fd, msc_session_t *s, int pid,
     do {
       memset(&ev, 0, sizeof ev);
       used = 0;
-      r = msc_session_feed(s, buf, have, &used, snap, &ev);
+      r = msc_session_feed(s, buf, have, &used, want->snap, &ev);
       memmove(buf, buf + used, have - used);
       have -= used;
-    } while (ev.type != MSC_EV_ERROR && ev.type != MSC_EV_SNAPSHOT && used > 0);
+    } while (ev.type != MSC_EV_ERROR && ev.type != done && used > 0);
     if (ev.type == MSC_EV_ERROR) {
       snprintf(errbuf, errlen, "%s", ev.msg);
       r = r < 0 ? r : (ev.err ? ev.err : MS_EPROTO);
       break;
     }
-    if (ev.type == MSC_EV_SNAPSHOT) {
+    if (ev.type == done) {
+      if (want->profile)
+        *want->out = msc_session_take_profile(s);
       r = 0;
       break;
     }
@@ -135,22 +155,16 @@ static inline int fetch_exchange(int fd, msc_session_t *s, int pid,
   return r;
 }
 
-/* Connects to `pid`, verifies the peer and the handshake, reads one
- * snapshot into *snap (flags: request flags, MS__REQ_SMAPS). Returns 0, or
- * a negative code with memtop's words for it in errbuf. A socket that
- * refuses connections and whose process does not map libmemstats is
- * stale, and removed, as discovery does. */
-static inline int fetch_snapshot_flags(int pid, uint64_t flags,
-                                       ms_snapshot_t *snap, int timeout_ms,
-                                       char *errbuf, size_t errlen) {
+/* Connects to pid's socket with memtop's checks (the socket directory,
+ * the peer's credentials, the handshake) and runs one exchange. A socket
+ * that refuses connections and whose process does not map libmemstats is
+ * stale and removed (as discovery does) when remove_stale is set. */
+static inline int fetch_one(int pid, const fetch_want_t *want,
+                            int remove_stale, int timeout_ms, char *errbuf,
+                            size_t errlen) {
   char path[MSC_PATH_MAX];
   const char *why = "";
   uint64_t start_time;
-  errbuf[0] = '\0';
-  if (pid <= 0 || snap == NULL) {
-    snprintf(errbuf, errlen, "invalid PID %d", pid);
-    return MS_EINVAL;
-  }
   if (msc_proc_start_time(pid, &start_time) != 0) {
     snprintf(errbuf, errlen, "PID %d: no such process", pid);
     return MS_ESRCH;
@@ -167,7 +181,7 @@ static inline int fetch_snapshot_flags(int pid, uint64_t flags,
       return fd;
     }
     msc_explain_connect(pid, fd, path, errbuf, errlen);
-    if (fd == MS_ECONNREFUSED && !msc_proc_maps_libmemstats(pid))
+    if (remove_stale && fd == MS_ECONNREFUSED && !msc_proc_maps_libmemstats(pid))
       unlink(path);
     return fd == -EPERM ? MS_EACCES : fd;
   }
@@ -178,13 +192,29 @@ static inline int fetch_snapshot_flags(int pid, uint64_t flags,
       snprintf(errbuf, errlen, "PID %d: out of memory", pid);
       r = MS_ENOMEM;
     } else {
-      r = fetch_exchange(fd, s, pid, flags, snap, timeout_ms, path, errbuf,
-                         errlen);
+      r = fetch_exchange(fd, s, pid, want, timeout_ms, path, errbuf, errlen);
       msc_session_free(s);
     }
   }
   close(fd);
   return r;
+}
+
+/* Connects to `pid`, verifies the peer and the handshake, reads one
+ * snapshot into *snap (flags: request flags, MS__REQ_SMAPS). Returns 0, or
+ * a negative code with memtop's words for it in errbuf. A socket that
+ * refuses connections and whose process does not map libmemstats is
+ * stale, and removed, as discovery does. */
+static inline int fetch_snapshot_flags(int pid, uint64_t flags,
+                                       ms_snapshot_t *snap, int timeout_ms,
+                                       char *errbuf, size_t errlen) {
+  errbuf[0] = '\0';
+  if (pid <= 0 || snap == NULL) {
+    snprintf(errbuf, errlen, "invalid PID %d", pid);
+    return MS_EINVAL;
+  }
+  fetch_want_t want = {.flags = flags, .snap = snap};
+  return fetch_one(pid, &want, 1, timeout_ms, errbuf, errlen);
 }
 
 /* fetch_snapshot_flags() with no request flags. */
@@ -199,88 +229,9 @@ static inline int fetch_snapshot(int pid, ms_snapshot_t *snap, int timeout_ms,
  * for the target. On error returns a negative code with the words of
  * msc_explain_* in errbuf. (memtop itself reads profiles on its loop,
  * conn.c; this blocking one is for the tests.) */
-/* The exchange of fetch_profile on a verified connection. */
-static inline int fetch_profile_exchange(int fd, msc_session_t *s, int pid,
-                                         ms__profile_decoded_t **out,
-                                         int timeout_ms, const char *path,
-                                         char *errbuf, size_t errlen) {
-  size_t cap = 64 * 1024, have = 0, reqlen, sent = 0;
-  uint8_t *buf = malloc(cap);
-  const uint8_t *req;
-  int r = MS_EPROTO;
-  if (buf == NULL || msc_session_request_profile(s, &req, &reqlen) != 0) {
-    free(buf);
-    snprintf(errbuf, errlen, "PID %d: out of memory", pid);
-    return MS_ENOMEM;
-  }
-  for (;;) {
-    struct pollfd p = {fd, (short)(POLLIN | (sent < reqlen ? POLLOUT : 0)), 0};
-    int pr = poll(&p, 1, timeout_ms);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0) {
-      r = MS_ETIMEDOUT;
-      msc_explain_timeout(pid, timeout_ms, 1, path, errbuf, errlen);
-      break;
-    }
-    if (sent < reqlen && (p.revents & POLLOUT)) {
-      ssize_t n = send(fd, req + sent, reqlen - sent, MSG_NOSIGNAL);
-      if (n > 0)
-        sent += (size_t)n;
-    }
-    if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
-      continue;
-    if (have == cap) {
-      uint8_t *nb = cap < MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD
-                        ? realloc(buf, cap * 2)
-                        : NULL;
-      if (nb == NULL) {
-        snprintf(errbuf, errlen, "malformed reply from PID %d: too long", pid);
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
-    ssize_t n = recv(fd, buf + have, cap - have, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    if (n <= 0) {
-      snprintf(errbuf, errlen,
-               "malformed reply from PID %d: the connection closed in the "
-               "middle of a message",
-               pid);
-      break;
-    }
-    have += (size_t)n;
-    size_t used;
-    msc_event_t ev;
-    do {
-      memset(&ev, 0, sizeof ev);
-      used = 0;
-      r = msc_session_feed(s, buf, have, &used, NULL, &ev);
-      memmove(buf, buf + used, have - used);
-      have -= used;
-    } while (ev.type != MSC_EV_ERROR && ev.type != MSC_EV_PROFILE && used > 0);
-    if (ev.type == MSC_EV_ERROR) {
-      snprintf(errbuf, errlen, "%s", ev.msg);
-      r = r < 0 ? r : (ev.err ? ev.err : MS_EPROTO);
-      break;
-    }
-    if (ev.type == MSC_EV_PROFILE) {
-      *out = msc_session_take_profile(s);
-      r = 0;
-      break;
-    }
-  }
-  free(buf);
-  return r;
-}
-
 static inline int fetch_profile(int pid, ms__profile_decoded_t **out,
                                 int timeout_ms, char *errbuf, size_t errlen) {
-  char path[MSC_PATH_MAX], dummy[8];
-  const char *why = "";
-  uint64_t start_time;
+  char dummy[8];
   *out = NULL;
   if (errbuf == NULL || errlen == 0) {
     errbuf = dummy;
@@ -291,37 +242,8 @@ static inline int fetch_profile(int pid, ms__profile_decoded_t **out,
     snprintf(errbuf, errlen, "invalid PID %d", pid);
     return MS_EINVAL;
   }
-  if (msc_proc_start_time(pid, &start_time) != 0) {
-    snprintf(errbuf, errlen, "PID %d: no such process", pid);
-    return MS_ESRCH;
-  }
-  int r = msc_find_socket(pid, path, sizeof path, &why);
-  if (r == MS_EUNSAFE) {
-    msc_explain_unsafe(pid, path, why, errbuf, errlen);
-    return r;
-  }
-  int fd = r != 0 ? r : fetch_connect(path, timeout_ms);
-  if (fd < 0) {
-    if (fd == MS_ETIMEDOUT) {
-      msc_explain_timeout(pid, timeout_ms, 0, path, errbuf, errlen);
-      return fd;
-    }
-    msc_explain_connect(pid, fd, path, errbuf, errlen);
-    return fd == -EPERM ? MS_EACCES : fd;
-  }
-  r = msc_verify_peer(fd, pid, path, errbuf, errlen);
-  if (r == 0) {
-    msc_session_t *s = msc_session_new(pid, start_time);
-    if (s == NULL) {
-      snprintf(errbuf, errlen, "PID %d: out of memory", pid);
-      r = MS_ENOMEM;
-    } else {
-      r = fetch_profile_exchange(fd, s, pid, out, timeout_ms, path, errbuf, errlen);
-      msc_session_free(s);
-    }
-  }
-  close(fd);
-  return r;
+  fetch_want_t want = {.profile = 1, .out = out};
+  return fetch_one(pid, &want, 0, timeout_ms, errbuf, errlen);
 }
 
 #endif
