@@ -161,41 +161,42 @@ static int client_usable(client_t *c) {
   return 0;
 }
 
-/* Sends what is pending. Returns 0, or -1 if the client is gone. */
+/* Sends buf[*off, len) without blocking. Returns 1 when all is sent, 0
+ * when the socket is full, -1 if the client is gone. */
+static int send_part(client_t *c, const uint8_t *buf, size_t *off, size_t len,
+                     uint64_t now) {
+  while (*off < len) {
+    ssize_t n =
+        send(c->fd.fd, buf + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      *off += (size_t)n;
+      c->last_progress = now;
+      continue;
+    }
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    return -1;
+  }
+  return 1;
+}
+
+/* Sends what is pending: the replies, then a profile being streamed.
+ * Returns 0, or -1 if the client is gone. */
 static int client_flush(client_t *c, uint64_t now) {
   if (client_pending(c) && !client_usable(c))
     return -1;
-  while (c->out_off < c->out_len) {
-    ssize_t n = send(c->fd.fd, c->out + c->out_off, c->out_len - c->out_off,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      c->out_off += (size_t)n;
-      c->last_progress = now;
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 0;
-    return -1;
-  }
+  int r = send_part(c, c->out, &c->out_off, c->out_len, now);
+  if (r <= 0)
+    return r;
   c->out_off = c->out_len = 0;
-  while (c->prof != NULL && c->prof_off < c->prof_len) {
-    ssize_t n = send(c->fd.fd, c->prof + c->prof_off, c->prof_len - c->prof_off,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      c->prof_off += (size_t)n;
-      c->last_progress = now;
-      continue;
-    }
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-      return 0;
-    return -1;
-  }
-  if (c->prof != NULL)
+  if (c->prof != NULL) {
+    r = send_part(c, c->prof, &c->prof_off, c->prof_len, now);
+    if (r <= 0)
+      return r;
     client_drop_profile(c);
+  }
   return 0;
 }
 
