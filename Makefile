@@ -306,7 +306,14 @@ $(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
     $(wildcard src/*/*.h) include/memstats.h
 	$(MAKE) BUILD=$(BUILD)/bench/floor$* SAN= OPT='-O2 -g -DMS__PRELOAD_FLOOR=$*' $@
 
-bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX) $(BENCH_FLOORS)
+# And without the heap profiler's hooks (MS__PRELOAD_PROFILER=0): the
+# preload as it was before the profiler, the baseline of what
+# MEMSTATS_PROFILE_RATE=0 may cost (nothing more).
+BENCH_NOPROF := $(BUILD)/bench/noprof/libmemstats-preload.so
+$(BENCH_NOPROF): $(LIB_SRCS) $(PRELOAD_SRCS) $(wildcard src/*/*.h) include/memstats.h
+	$(MAKE) BUILD=$(BUILD)/bench/noprof SAN= OPT='-O2 -g -DMS__PRELOAD_PROFILER=0' $@
+
+bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX) $(BENCH_FLOORS) $(BENCH_NOPROF)
 	@for b in $(BENCHES); do echo "== $$b"; BUILD=$(BUILD) $$b || exit 1; done
 
 FUZZ_SECONDS ?= 60

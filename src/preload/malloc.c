@@ -112,7 +112,8 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
        * line: the common path then keeps no register across a call and
        * needs no stack frame (with it inline, every free paid 12
        * instructions more, profiling on or off: callgrind on pl_loop). */
-      if (__builtin_expect(
+      if (MS__PRELOAD_PROFILER &&
+          __builtin_expect(
               __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0)) {
         free_glibc_sampled(t, p);
         return;

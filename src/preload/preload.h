@@ -287,6 +287,14 @@ extern __thread ms__naive_t ms__naive
     __attribute__((tls_model("initial-exec")));
 #endif
 
+/* make bench also builds the preload with MS__PRELOAD_PROFILER 0: the heap
+ * profiler's hooks compiled out, the preload as it was before the
+ * profiler. It is the baseline of what MEMSTATS_PROFILE_RATE=0 may cost:
+ * nothing more (tests/bench/bench_preload.c). */
+#ifndef MS__PRELOAD_PROFILER
+#define MS__PRELOAD_PROFILER 1
+#endif
+
 /* The heap profiler's part of the hot path (src/profile/sampler.c). An
  * allocation subtracts its size from this thread's countdown, in the TLS
  * block the counters live in: one subtract and a branch taken once per
@@ -298,12 +306,14 @@ extern __thread ms__naive_t ms__naive
  * and sampled again in between. */
 static inline __attribute__((always_inline)) void
 ms__preload_sample(ms__tls_t *t, void *p, uint64_t size) {
-  if (__builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
+  if (MS__PRELOAD_PROFILER &&
+      __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
 static inline __attribute__((always_inline)) void
 ms__preload_unsample(void *p) {
-  if (__builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
+  if (MS__PRELOAD_PROFILER &&
+      __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
                        0) &&
       __atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
                       __ATOMIC_RELAXED) != 0)
