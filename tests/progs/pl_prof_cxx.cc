@@ -8,8 +8,18 @@
 // For each it says "truth NAME COUNT BYTES" (NAME demangled, as the profile
 // names it; BYTES the blocks' usable sizes), then "ready PID", and waits
 // for stdin to close.
+//
+// pl_prof_cxx small, for the default rate (test_default_rate_small_cxx):
+// small blocks allocated and deleted at once, 33,000,000 of 32 bytes by
+// operator new(size_t) and the unsized operator delete(void *)
+// (churn_plain), 20,000,000 objects of 64 bytes by new and delete
+// expressions, which call the sized operator delete(void *, size_t)
+// (churn_sized); 4,000,000 of 16 sizes from 64 to 1024 bytes
+// freed by the sized operator delete (churn_mixed); and 20,000 arrays of
+// 64 KiB held (hold: address space, their bodies untouched).
 #include <malloc.h>
 #include <stdint.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <new>
@@ -72,6 +82,56 @@ NOINLINE void nothrow_new() {
   __asm__ volatile("");
 }
 
+// The small mode's sites. A pointer read back through a volatile object,
+// so that no compiler pairs a new with its delete and drops both.
+struct Obj64 {
+  char bytes[64];
+};
+
+NOINLINE void churn_plain() {
+  for (int i = 0; i < 33000000; i++) {
+    void *volatile p = ::operator new(32);
+    g_count++;
+    g_bytes += malloc_usable_size(p);
+    ::operator delete(p);
+  }
+  __asm__ volatile("");
+}
+
+NOINLINE void churn_sized() {
+  for (int i = 0; i < 20000000; i++) {
+    Obj64 *volatile p = new Obj64;
+    g_count++;
+    g_bytes += malloc_usable_size(p);
+    delete p;
+  }
+  __asm__ volatile("");
+}
+
+NOINLINE void churn_mixed() {
+  for (int i = 0; i < 4000000; i++) {
+    size_t n = 64 + 64 * (size_t)(i % 16);
+    void *volatile p = ::operator new(n);
+    g_count++;
+    g_bytes += malloc_usable_size(p);
+    ::operator delete(p, n);
+  }
+  __asm__ volatile("");
+}
+
+extern char *volatile g_cxx_hold[20000];
+char *volatile g_cxx_hold[20000];
+
+NOINLINE void hold() {
+  for (int i = 0; i < 20000; i++) {
+    char *p = new char[64 << 10];
+    g_count++;
+    g_bytes += malloc_usable_size(p);
+    g_cxx_hold[i] = p;
+  }
+  __asm__ volatile("");
+}
+
 } // namespace sites
 
 static void site(const char *name, void (*fn)()) {
@@ -80,7 +140,18 @@ static void site(const char *name, void (*fn)()) {
   prog_say("truth %s %llu %llu", name, g_count, g_bytes);
 }
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "small") == 0) {
+    site("sites::hold()", sites::hold);
+    site("sites::churn_plain()", sites::churn_plain);
+    site("sites::churn_sized()", sites::churn_sized);
+    site("sites::churn_mixed()", sites::churn_mixed);
+    prog_say("ready %d", (int)getpid());
+    char c;
+    while (read(0, &c, 1) > 0)
+      ;
+    return 0;
+  }
   site("sites::plain_new()", sites::plain_new);
   site("sites::array_new()", sites::array_new);
   site("sites::aligned_new()", sites::aligned_new);
