@@ -5,9 +5,13 @@
 // array (operator new[]), aligned (operator new(size_t, align_val_t)),
 // aligned array, and nothrow (operator new(size_t, nothrow_t)); each a
 // different number of objects, so that no two sites hold the same bytes.
-// For each it says "truth NAME COUNT BYTES" (NAME demangled, as the profile
-// names it; BYTES the blocks' usable sizes), then "ready PID", and waits
-// for stdin to close.
+// A sixth, vector_new, makes std::vectors of 100 longs with new: the
+// vector by a plain new in the site itself, its buffer by operator new
+// called from the vector's constructor, std::allocator's code inlined
+// into the site (so the site is the last of that address's inline chain,
+// not a frame of its own). For each it says "truth NAME COUNT BYTES"
+// (NAME demangled, as the profile names it; BYTES the blocks' usable
+// sizes), then "ready PID", and waits for stdin to close.
 //
 // pl_prof_cxx small, for the default rate (test_default_rate_small_cxx):
 // small blocks allocated and deleted at once, 33,000,000 of 32 bytes by
@@ -23,6 +27,7 @@
 #include <unistd.h>
 
 #include <new>
+#include <vector>
 
 #include "say.h"
 
@@ -41,11 +46,15 @@ void *volatile g_cxx_keep[256];
 static int g_n;
 static unsigned long long g_count, g_bytes;
 
-static void keep(void *p) {
-  static_cast<char *>(p)[0] = 1;
+static void keep_as_is(void *p) {
   g_cxx_keep[g_n++] = p;
   g_count++;
   g_bytes += malloc_usable_size(p);
+}
+
+static void keep(void *p) {
+  static_cast<char *>(p)[0] = 1;
+  keep_as_is(p);
 }
 
 #define NOINLINE __attribute__((noinline))
@@ -79,6 +88,15 @@ NOINLINE void aligned_array_new() {
 NOINLINE void nothrow_new() {
   for (int i = 0; i < 14; i++)
     keep(new (std::nothrow) Plain());
+  __asm__ volatile("");
+}
+
+NOINLINE void vector_new() {
+  for (int i = 0; i < 15; i++) {
+    std::vector<long> *v = new std::vector<long>(100);
+    keep_as_is(v);
+    keep_as_is(v->data());
+  }
   __asm__ volatile("");
 }
 
@@ -157,6 +175,7 @@ int main(int argc, char **argv) {
   site("sites::aligned_new()", sites::aligned_new);
   site("sites::aligned_array_new()", sites::aligned_array_new);
   site("sites::nothrow_new()", sites::nothrow_new);
+  site("sites::vector_new()", sites::vector_new);
   prog_say("ready %d", (int)getpid());
   char c;
   while (read(0, &c, 1) > 0)
