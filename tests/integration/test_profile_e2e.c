@@ -27,6 +27,7 @@
 
 #include "common/strbuf.h"
 #include "support/host.h"
+#include "support/target.h"
 
 static char g_build[1024], g_preload[1200], g_dir[64], g_prog[1200];
 
@@ -37,47 +38,27 @@ typedef struct truth_s {
 } truth_t;
 
 typedef struct proc_s {
-  pid_t pid;
-  int in_w;
-  FILE *out;
+  target_t t;
   int ready;
   truth_t truth[8];
   int ntruth;
 } proc_t;
 
-/* Starts argv (with the environment's NAME=VALUE pairs in env,
- * NULL-ended) under the preload, and waits for it to say it is ready,
+/* Starts argv under the preload, and waits for it to say it is ready,
  * keeping the truths it says before. rate NULL: MEMSTATS_PROFILE_RATE
  * unset (the default rate). */
 static void start_argv(proc_t *p, const char *const argv[], const char *rate) {
-  int in[2], out[2];
-  char line[256];
+  char preload[1300], rate_env[64], line[256];
+  const char *env[] = {preload, rate_env, "MEMSTATS_AGENT", NULL};
 
   memset(p, 0, sizeof *p);
-  assert_int_equal(pipe(in), 0);
-  assert_int_equal(pipe(out), 0);
-  p->pid = fork();
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    setenv("LD_PRELOAD", g_preload, 1);
-    if (rate != NULL)
-      setenv("MEMSTATS_PROFILE_RATE", rate, 1);
-    else
-      unsetenv("MEMSTATS_PROFILE_RATE");
-    unsetenv("MEMSTATS_AGENT");
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->in_w = in[1];
-  p->out = fdopen(out[0], "r");
-  assert_non_null(p->out);
-  while (fgets(line, sizeof line, p->out) != NULL) {
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", g_preload);
+  if (rate != NULL)
+    snprintf(rate_env, sizeof rate_env, "MEMSTATS_PROFILE_RATE=%s", rate);
+  else
+    snprintf(rate_env, sizeof rate_env, "MEMSTATS_PROFILE_RATE");
+  target_exec(&p->t, argv, g_dir, env, NULL, NULL, 0);
+  while (target_read_line(p->t.out, line, sizeof line) == 0) {
     truth_t *t = &p->truth[p->ntruth];
     if (p->ntruth < 8 &&
         sscanf(line, "truth %31s %lld %lld", t->fn, &t->count, &t->bytes) == 3)
@@ -85,7 +66,7 @@ static void start_argv(proc_t *p, const char *const argv[], const char *rate) {
     if (sscanf(line, "ready %d", &p->ready) == 1)
       break;
   }
-  assert_int_equal(p->ready, p->pid);
+  assert_int_equal(p->ready, p->t.pid);
 }
 
 /* Starts pl_prof MODE under the preload at rate (NULL: the default). */
@@ -121,12 +102,7 @@ static void start_python(proc_t *p, const char *script) {
 }
 
 static void stop(proc_t *p) {
-  int st;
-
-  close(p->in_w);
-  fclose(p->out);
-  while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  target_wait(&p->t);
 }
 
 /* Runs a shell command and returns its standard output (malloc'd); its
@@ -191,7 +167,7 @@ static void test_pprof_top(void **state) {
   start(&p);
   snprintf(file, sizeof file, "%s/pl.pb.gz", g_dir);
   snprintf(cmd, sizeof cmd, "profile -o %s", file);
-  out = memtop(cmd, p.pid);
+  out = memtop(cmd, p.t.pid);
   free(out);
   stop(&p);
   snprintf(cmd, sizeof cmd,
@@ -332,9 +308,9 @@ static char *pprof_raw(const proc_t *p) {
   char cmd[2048], file[128], *out;
   int st;
 
-  snprintf(file, sizeof file, "%s/raw-%d.pb.gz", g_dir, (int)p->pid);
+  snprintf(file, sizeof file, "%s/raw-%d.pb.gz", g_dir, (int)p->t.pid);
   snprintf(cmd, sizeof cmd, "profile -o %s", file);
-  free(memtop(cmd, p->pid));
+  free(memtop(cmd, p->t.pid));
   snprintf(cmd, sizeof cmd,
            "HOME=%s GOCACHE=%s/gocache go tool pprof -raw -symbolize=none %s",
            g_dir, g_dir, file);
@@ -591,8 +567,8 @@ static void test_once_sites(void **state) {
 
   (void)state;
   start(&p);
-  json = memtop("--once --json --sites 3", p.pid);
-  text = memtop("--once --sites 2", p.pid);
+  json = memtop("--once --json --sites 3", p.t.pid);
+  text = memtop("--once --sites 2", p.t.pid);
   stop(&p);
   root = json_loads(json, 0, &err);
   assert_non_null(root);
@@ -645,7 +621,7 @@ static void test_python(void **state) {
     skip();
   }
   start_python(&p, k_script);
-  text = memtop("profile --format text --sites 1000", p.pid);
+  text = memtop("profile --format text --sites 1000", p.t.pid);
   stop(&p);
   assert_non_null(strstr(text, "Every allocation recorded"));
   /* cum 100.0% at Py_BytesMain. */
