@@ -1,9 +1,11 @@
 /*
  * target.h - test helper: a target program under test's control (one of
- * tests/progs, with the agent linked in), its socket directory, and raw
- * connections to it. The program reads commands on its stdin and answers
- * a line each on its stdout; its first line says it is ready. Include
- * after <cmocka.h>; header only, like the other helpers here.
+ * tests/progs with the agent linked in, or any program under the
+ * preload), its socket directory, and raw connections to it. The program
+ * reads its stdin and writes lines on its stdout (tests/progs' programs:
+ * commands and a line of answer each, the first line saying it is
+ * ready). Include after <cmocka.h>; header only, like the other helpers
+ * here.
  */
 #ifndef MS_TESTS_SUPPORT_TARGET_H
 #define MS_TESTS_SUPPORT_TARGET_H
@@ -46,14 +48,25 @@ static inline int target_read_line(int fd, char *buf, size_t len) {
   return 0;
 }
 
-/* Starts prog with MEMSTATS_DIR=dir and the extra environment "K=V"
- * strings of env and env2 (each NULL-ended, or NULL), descriptors keep[]
- * left open in it at their numbers, and waits for its first line, which
- * it leaves in line. */
-static inline void target_spawn(target_t *t, const char *prog, const char *dir,
-                                const char *const *env, const char *const *env2,
-                                const int *keep, int nkeep, char *line,
-                                size_t linelen) {
+/* Applies one environment change in a child about to exec: "NAME=VALUE"
+ * is set (putenv: the string must live until the exec), a bare "NAME"
+ * is removed. */
+static inline void target_env_apply(const char *e) {
+  if (strchr(e, '=') != NULL)
+    putenv((char *)e);
+  else
+    unsetenv(e);
+}
+
+/* Starts argv (argv[0] looked up in PATH as execvp does) with its stdin
+ * and stdout piped to t, MEMSTATS_DIR=dir unless dir is NULL, the
+ * environment changes of env and then env2 (each NULL-ended, or NULL; see
+ * target_env_apply), and descriptors keep[] left open in it at their
+ * numbers. Reads nothing: the caller reads its lines from t->out. */
+static inline void target_exec(target_t *t, const char *const argv[],
+                               const char *dir, const char *const *env,
+                               const char *const *env2, const int *keep,
+                               int nkeep) {
   int in[2], out[2];
   assert_int_equal(pipe2(in, O_CLOEXEC), 0);
   assert_int_equal(pipe2(out, O_CLOEXEC), 0);
@@ -64,12 +77,13 @@ static inline void target_spawn(target_t *t, const char *prog, const char *dir,
     dup2(out[1], 1);
     for (int i = 0; i < nkeep; i++)
       fcntl(keep[i], F_SETFD, 0);
-    setenv("MEMSTATS_DIR", dir, 1);
+    if (dir != NULL)
+      setenv("MEMSTATS_DIR", dir, 1);
     for (; env != NULL && *env != NULL; env++)
-      putenv((char *)*env);
+      target_env_apply(*env);
     for (; env2 != NULL && *env2 != NULL; env2++)
-      putenv((char *)*env2);
-    execl(prog, prog, (char *)NULL);
+      target_env_apply(*env2);
+    execvp(argv[0], (char *const *)argv);
     _exit(127);
   }
   close(in[0]);
@@ -77,7 +91,18 @@ static inline void target_spawn(target_t *t, const char *prog, const char *dir,
   t->pid = pid;
   t->in = in[1];
   t->out = out[0];
-  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", dir, (int)pid);
+  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", dir != NULL ? dir : ".",
+           (int)pid);
+}
+
+/* Starts prog (no arguments) as target_exec does, and waits for its
+ * first line, which it leaves in line. */
+static inline void target_spawn(target_t *t, const char *prog, const char *dir,
+                                const char *const *env, const char *const *env2,
+                                const int *keep, int nkeep, char *line,
+                                size_t linelen) {
+  const char *argv[] = {prog, NULL};
+  target_exec(t, argv, dir, env, env2, keep, nkeep);
   assert_int_equal(target_read_line(t->out, line, linelen), 0);
 }
 
@@ -85,7 +110,8 @@ static inline void target_spawn(target_t *t, const char *prog, const char *dir,
 static inline int target_wait(target_t *t) {
   int st = 0;
   close(t->in);
-  waitpid(t->pid, &st, 0);
+  while (waitpid(t->pid, &st, 0) < 0 && errno == EINTR) {
+  }
   close(t->out);
   return st;
 }
