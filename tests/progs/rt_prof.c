@@ -5,13 +5,15 @@
  * linked program (tests/integration/test_linked_profile.c).
  *
  * The allocator is a bump arena with one free list (objects of one size):
- * arena_alloc() takes from the free list first, so a freed object's
- * address is handed out again, and arena_free() reports the free before
- * the object goes back on the list. Known sites, in this order:
+ * arena_alloc() takes from the free list first, and arena_free() reports
+ * the free before the object goes back on the list. Known sites, in this
+ * order:
  *
  *   f_big     holds 3 * N objects of SIZE bytes
- *   f_freed   allocates N and frees them all
- *   f_small   holds N, at the addresses f_freed gave back
+ *   f_small   holds N
+ *   f_freed   allocates N and frees them all (last: no address it gave
+ *             back is handed out again, so only ms_object_free_at can
+ *             end their samples)
  *
  * It starts its agent, says "ready PID", and waits for stdin to close.
  */
@@ -31,7 +33,7 @@
 #define NOINLINE __attribute__((noinline, noclone, used))
 #endif
 
-static _Alignas(16) unsigned char g_arena[64 * 1024];
+static _Alignas(16) unsigned char g_arena[5 * N * SIZE];
 static size_t g_bump;
 static void *g_free_list;
 
@@ -90,8 +92,8 @@ int main(void) {
     return 1;
   }
   f_big();
-  f_freed();
   f_small();
+  f_freed();
   prog_say("ready %d", (int)getpid());
   while (read(0, buf, sizeof buf) > 0) {
   }
