@@ -16,8 +16,14 @@
  *             end their samples)
  *
  * It starts its agent, says "ready PID", and waits for stdin to close.
+ *
+ *   rt_prof pairs N      reports N objects allocated and freed, one at a
+ *   rt_prof pairs_at N   time, with ms_object_alloc/free or with the _at
+ *                        calls, and exits (no agent): what a pair costs,
+ *                        counted in instructions by callgrind
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -84,8 +90,29 @@ NOINLINE static void f_small(void) {
   __asm__ volatile("");
 }
 
-int main(void) {
+/* The address of each object, as an allocator would pass it. */
+static unsigned char g_slots[64];
+
+NOINLINE static void pairs(long n, int at) {
+  for (long i = 0; i < n; i++) {
+    void *p = &g_slots[i & 63];
+    if (at) {
+      ms_object_alloc_at(p, 48);
+      ms_object_free_at(p, 48);
+    } else {
+      ms_object_alloc(48);
+      ms_object_free(48);
+    }
+    __asm__ volatile("" ::"r"(p));
+  }
+}
+
+int main(int argc, char **argv) {
   char buf[64];
+  if (argc == 3 && strncmp(argv[1], "pairs", 5) == 0) {
+    pairs(atol(argv[2]), strcmp(argv[1], "pairs_at") == 0);
+    return 0;
+  }
   int rc = ms_agent_start();
   if (rc != 0) {
     prog_say("agent-error %d", rc);
