@@ -244,6 +244,13 @@ static unsigned long long collected(const char *mode, long pairs) {
            "--tool=callgrind --callgrind-out-file=/dev/null %s %s %ld",
            g_prog, mode, pairs);
   int st = run_output(cmd, out, sizeof out);
+  /* Valgrind 3.19 gives up on clang 14's DWARF 5 (check-clang's build):
+   * nothing to count with there. */
+  if (st != 0 && strstr(out, "Possibly corrupted debuginfo") != NULL) {
+    print_message("skipped: valgrind cannot read this build's debug "
+                  "information\n");
+    skip();
+  }
   const char *c = strstr(out, "Collected : ");
   if (st != 0 || c == NULL || sscanf(c + 12, "%llu", &total) != 1)
     fail_msg("%s: exit %d: %.300s", cmd, st, out);
