@@ -68,4 +68,11 @@ typedef struct ms__maps_figures_s {
 /* Reads now (under the caller's serialisation) and returns the figures. */
 void ms__mappings_read(ms__maps_figures_t *out);
 
+/* Whether [start, end), a read-write mapping of this process, is one of
+ * glibc's arena heaps (64 MiB-aligned, at most 64 MiB, starting with a
+ * heap_info that points at its arena or at the previous heap). Reads the
+ * first words without touching them (process_vm_readv): the mapping may
+ * be gone meanwhile, and is then not a heap. */
+int ms__arena_heap_at(uintptr_t start, uintptr_t end);
+
 #endif

@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/mappings.h"
 #include "providers/provider_int.h"
 
 /* glibc's struct mallinfo2 (2.33+), declared here so that building does not
@@ -69,15 +69,6 @@ static int glibc_confirm(void) {
  * that are not resident are memory the heap has released (or never
  * touched): what the model calls Prepared. */
 
-#define HEAP_MAX (2UL * 4 * 1024 * 1024 * sizeof(long))
-
-struct ms__heap_info {
-  void *ar_ptr;
-  struct ms__heap_info *prev;
-  size_t size;
-  size_t mprotect_size;
-};
-
 static char g_maps[65536];         /* one read of /proc/self/maps */
 static unsigned char g_vec[65536]; /* mincore's page vector, in chunks */
 
@@ -96,47 +87,6 @@ static uint64_t nonresident(uintptr_t start, uintptr_t end, size_t page) {
     a += pages * page;
   }
   return n * page;
-}
-
-/* Copies len bytes of this process's memory at addr into out without
- * touching addr: the mapping was listed in /proc/self/maps a moment ago,
- * but the program's threads may have unmapped it since, and a plain load
- * would then kill the program with SIGSEGV (test_glibc's stress did at
- * once). An unmapped page is an error here. Where a seccomp filter
- * forbids process_vm_readv, /proc/self/mem reads the same way (EIO).
- * Returns 0, or -1 if the bytes could not all be read. */
-static int read_self(uintptr_t addr, void *out, size_t len) {
-  struct iovec local = {out, len}, remote = {(void *)addr, len};
-  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-  if (n == (ssize_t)len)
-    return 0;
-  if (n >= 0 || (errno != ENOSYS && errno != EPERM))
-    return -1;
-  int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  n = pread(fd, out, len, (off_t)addr);
-  close(fd);
-  return n == (ssize_t)len ? 0 : -1;
-}
-
-static int looks_like_arena_heap(uintptr_t start, uintptr_t end) {
-  if (start % HEAP_MAX != 0 || end - start > HEAP_MAX ||
-      end - start < sizeof(struct ms__heap_info))
-    return 0;
-  struct ms__heap_info copy;
-  if (read_self(start, &copy, sizeof copy) != 0)
-    return 0; /* gone meanwhile: not a heap any more */
-  const struct ms__heap_info *h = &copy;
-  uintptr_t ar = (uintptr_t)h->ar_ptr, prev = (uintptr_t)h->prev;
-  if (h->size == 0 || h->size > end - start || h->mprotect_size < h->size ||
-      h->mprotect_size > HEAP_MAX || ar == 0 || ar % sizeof(void *) != 0)
-    return 0;
-  /* The first heap of an arena holds the arena itself right after the
-   * heap_info; later heaps point back to the previous one. */
-  if (ar > start && ar < start + 256)
-    return 1;
-  return prev != 0 && prev % HEAP_MAX == 0;
 }
 
 /* Parses one maps line "start-end perms offset dev inode [path]". */
@@ -188,7 +138,7 @@ static int64_t heaps_nonresident(void) {
       if (parse_maps_line(l, nl, &s, &e, &rw, &path) == 0 && rw) {
         if (nl - path == 6 && memcmp(path, "[heap]", 6) == 0)
           total += nonresident(s, e, page);
-        else if (path == nl && looks_like_arena_heap(s, e))
+        else if (path == nl && ms__arena_heap_at(s, e))
           total += nonresident(s, e, page);
       }
       l = nl + 1;
