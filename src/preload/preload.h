@@ -367,9 +367,9 @@ ms__preload_unsample(void *p, int prof) {
     ms__prof_freed(p);
 }
 
-/* Samples the block p, just counted by its usable size, which ran this
- * thread's countdown out (resolve.c). */
-void ms__preload_sample_block(void *p);
+/* Counts and samples the block p of size bytes, which ran this thread's
+ * countdown out (resolve.c). */
+void ms__preload_alloc_sampled(ms__tls_t *t, void *p, uint64_t size);
 
 /* Records one tracked block p of size bytes (is_free: about to be given
  * back; p NULL when the caller has unsampled it already). This is the one
@@ -396,15 +396,17 @@ ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free,
       ms__preload_unsample(p, prof);
     ms__track_free_in(t, size);
   } else if (MS__PRELOAD_PROFILER && prof) {
-    /* Nothing but p lives across a call here, as in the plain copy: the
-     * countdown is read again from memory after the engine's (rare) slow
-     * path, and a sample finds the block's size again itself (see
-     * ms__preload_mapped_prof). */
-    t->prof_left -= (int64_t)size;
-    ms__track_alloc_in(t, size);
-    if (__builtin_expect(
-            __atomic_load_n(&ms__tls.prof_left, __ATOMIC_RELAXED) < 0, 0))
-      ms__preload_sample_block(p);
+    /* An allocation that runs the countdown out is counted and sampled in
+     * one call out of line, and the others counted as in the plain copy:
+     * nothing but p lives across a call here, as in the plain copy (with
+     * the count and then the sample, clang kept the size and the thread's
+     * state across the engine's slow path in two more saved registers,
+     * which the plain copy in the same function paid for:
+     * test_hotpath_cost). */
+    if (__builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
+      ms__preload_alloc_sampled(t, p, size);
+    else
+      ms__track_alloc_in(t, size);
   } else {
     ms__track_alloc_in(t, size);
   }

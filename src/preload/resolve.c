@@ -282,9 +282,9 @@ void ms__preload_profile_on(void) {
 
 /* ---- a profiling copy's rare paths (preload.h) ---------------------------*/
 
-void ms__preload_sample_block(void *p) {
-  ms__tls_t *t = &ms__tls;
-  ms__prof_sampled(t, p, ms__preload_usable(t, p));
+void ms__preload_alloc_sampled(ms__tls_t *t, void *p, uint64_t size) {
+  ms__track_alloc_in(t, size);
+  ms__prof_sampled(t, p, size);
 }
 
 void ms__preload_mapped_prof(ms__tls_t *t, void *p, ms__glibc_block_t b,
