@@ -31,7 +31,6 @@
  * full the sample is dropped and counted (`dropped`, sent as the profile's
  * buckets_dropped): a bounded table, a known loss.
  */
-#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -71,9 +70,9 @@ static uint32_t filter_index(const void *p) {
 /* Counts the pages of the table that are backed now in BuckHashSys. */
 static void account(ms__prof_table_t *t) {
   size_t fixed = (size_t)((uint8_t *)t->buckets - (uint8_t *)t->map);
-  size_t used =
-      fixed + round_page((size_t)t->nbuckets * sizeof(ms__prof_bucket_t)) +
-      round_page((size_t)t->stack_used * 8);
+  size_t used = fixed +
+                round_page((size_t)t->nbuckets * sizeof(ms__prof_bucket_t)) +
+                round_page((size_t)t->stack_used * 8);
   if (used > t->map_len)
     used = t->map_len;
   if (used > t->touched) {
@@ -85,6 +84,7 @@ static void account(ms__prof_table_t *t) {
 int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
                         uint32_t addr_slots, uint32_t stack_words) {
   memset(t, 0, sizeof *t);
+  pthread_mutex_init(&t->lock, NULL);
   if (buckets == 0 || buckets > (1u << 24))
     buckets = MS__PROFILE_DEFAULT_BUCKETS;
   t->cap_buckets = buckets;
@@ -101,8 +101,7 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
       off_buckets + round_page((size_t)buckets * sizeof(ms__prof_bucket_t));
   size_t len = off_stacks + round_page((size_t)stack_words * 8);
   void *m = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                            0);
+                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
     memset(t, 0, sizeof *t);
     return MS_ENOMEM;
@@ -130,25 +129,25 @@ void ms__prof_table_destroy(ms__prof_table_t *t) {
 }
 
 void ms__prof_table_lock(ms__prof_table_t *t) {
-  while (__atomic_exchange_n(&t->lock, 1, __ATOMIC_ACQUIRE) != 0)
-    while (__atomic_load_n(&t->lock, __ATOMIC_RELAXED) != 0)
-      sched_yield();
+  pthread_mutex_lock(&t->lock);
 }
 
 void ms__prof_table_unlock(ms__prof_table_t *t) {
-  __atomic_store_n(&t->lock, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&t->lock);
 }
 
+/* In a fork's child, where the forking thread held the lock across the
+ * fork (sampler.c): a new, unlocked one. */
 void ms__prof_table_after_fork(ms__prof_table_t *t) {
-  __atomic_store_n(&t->lock, 0, __ATOMIC_RELAXED);
+  pthread_mutex_init(&t->lock, NULL);
 }
 
 int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p) {
   return __atomic_load_n(&t->filter[filter_index(p)], __ATOMIC_RELAXED) != 0;
 }
 
-static uint64_t stack_hash(const uint64_t *stack, uint32_t depth,
-                           uint64_t size, int truncated) {
+static uint64_t stack_hash(const uint64_t *stack, uint32_t depth, uint64_t size,
+                           int truncated) {
   uint64_t h = mix(size ^ ((uint64_t)depth << 32) ^ (uint64_t)truncated);
   for (uint32_t i = 0; i < depth; i++)
     h = mix(h ^ stack[i]);
@@ -156,9 +155,9 @@ static uint64_t stack_hash(const uint64_t *stack, uint32_t depth,
 }
 
 /* The bucket of (stack, size), made if missing; NULL when full. */
-static ms__prof_bucket_t *bucket_for(ms__prof_table_t *t,
-                                     const uint64_t *stack, uint32_t depth,
-                                     int truncated, uint64_t size) {
+static ms__prof_bucket_t *bucket_for(ms__prof_table_t *t, const uint64_t *stack,
+                                     uint32_t depth, int truncated,
+                                     uint64_t size) {
   uint64_t h = stack_hash(stack, depth, size, truncated);
   uint32_t *head = &t->heads[h & (t->nheads - 1)];
   for (uint32_t i = *head; i != 0;) {

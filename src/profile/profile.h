@@ -22,6 +22,7 @@
 #define MS_PROFILE_PROFILE_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "core/engine.h"
@@ -101,8 +102,8 @@ typedef struct ms__prof_bucket_s {
   uint64_t hash;
   uint64_t size;
   uint32_t depth, truncated;
-  uint32_t stack_off; /* into the table's stack words */
-  uint32_t next;      /* hash chain: index + 1, 0 ends */
+  uint32_t stack_off;         /* into the table's stack words */
+  uint32_t next;              /* hash chain: index + 1, 0 ends */
   ms__prof_cycle_t active;    /* as of the last cut */
   ms__prof_cycle_t future[3]; /* by cycle % 3 (see buckets.c) */
 } ms__prof_bucket_t;
@@ -113,7 +114,10 @@ typedef struct ms__prof_addr_s {
 } ms__prof_addr_t;
 
 typedef struct ms__prof_table_s {
-  int lock; /* a spin lock: held only for a few hundred instructions */
+  /* Held for a sample or an unsample (a few hundred instructions) and by
+   * the agent for the cut and its copy (a bounded table, ~1 ms at 20,000
+   * buckets): a mutex, so that a waiting thread sleeps rather than spins. */
+  pthread_mutex_t lock;
   uint64_t cycle;
   uint32_t nbuckets, cap_buckets;
   uint32_t nheads; /* power of two */
