@@ -316,7 +316,7 @@ $(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
 # MEMSTATS_PROFILE_RATE=0 may cost (nothing more).
 BENCH_NOPROF := $(BUILD)/bench/noprof/libmemstats-preload.so
 $(BENCH_NOPROF): $(LIB_SRCS) $(PRELOAD_SRCS) $(wildcard src/*/*.h) include/memstats.h
-	$(MAKE) BUILD=$(BUILD)/bench/noprof SAN= OPT='-O2 -g -DMS__PRELOAD_PROFILER=0' $@
+	$(MAKE) BUILD=$(BUILD)/bench/noprof SAN= OPT='$(OPT) -DMS__PRELOAD_PROFILER=0' $@
 # tests/integration/test_hotpath_cost.c compares rate 0 with it.
 test-build: $(BENCH_NOPROF)
 

@@ -362,8 +362,10 @@ ms__preload_unsample(void *p, int prof) {
   if (MS__PRELOAD_PROFILER && prof &&
       __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
                        0) &&
-      __atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
-                      __ATOMIC_RELAXED) != 0)
+      __atomic_load_n(
+          &__atomic_load_n(&ms__prof_filter,
+                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+          __ATOMIC_RELAXED) != 0)
     ms__prof_freed(p);
 }
 

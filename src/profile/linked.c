@@ -60,8 +60,10 @@ static __attribute__((noinline)) void alloc_sampled(const void *p,
 
 static __attribute__((noinline)) void free_maybe_sampled(const void *p,
                                                          uint64_t size) {
-  if (__atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
-                      __ATOMIC_RELAXED) != 0)
+  if (__atomic_load_n(
+          &__atomic_load_n(&ms__prof_filter,
+                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+          __ATOMIC_RELAXED) != 0)
     ms__prof_freed((void *)(uintptr_t)p);
   ms__track_free_in(&ms__tls, size);
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/sysstat.h"
 #include "memstats.h"
 #include "profile/profile.h"
 
@@ -47,7 +48,10 @@ typedef struct prof_thread_s {
 static __thread prof_thread_t g_th __attribute__((tls_model("initial-exec")));
 
 static ms__prof_table_t g_table;
-static int g_ready;    /* ms__prof_init() has run (acquire/release) */
+enum { TABLE_NONE, TABLE_MAKING, TABLE_READY, TABLE_FAILED };
+static int g_table_state;           /* atomic: see table_ready() */
+static uint32_t g_buckets, g_slots; /* its size, from the environment */
+static int g_ready; /* ms__prof_init() has run (acquire/release) */
 static uint64_t g_rate = MS__PROFILE_DEFAULT_RATE;
 static uint32_t g_depth = MS__PROFILE_DEFAULT_DEPTH;
 static uint64_t g_lost; /* atomic: frees a busy thread could not record */
@@ -64,18 +68,39 @@ uint64_t ms__prof_rng_next(ms__prof_rng_t *r) {
 }
 
 /* log2(1 + i/32), i = 0..32. */
-static const double k_log2_table[33] = {
-    0, 0.044394119358453436, 0.087462841250339401, 0.12928301694496647,
-    0.16992500144231237, 0.20945336562894978, 0.24792751344358549,
-    0.28540221886224837, 0.32192809488736235, 0.35755200461808367,
-    0.39231742277876031, 0.42626475470209796, 0.45943161863729726,
-    0.49185309632967472, 0.52356195605701283, 0.55458885167763738,
-    0.58496250072115619, 0.61470984411520824, 0.6438561897747247,
-    0.67242534197149562, 0.70043971814109218, 0.7279204545631992,
-    0.75488750216346856, 0.7813597135246596, 0.80735492205760406,
-    0.83289001416474162, 0.85798099512757209, 0.88264304936184124,
-    0.90689059560851848, 0.93073733756288624, 0.95419631038687525,
-    0.97727992349991644, 1};
+static const double k_log2_table[33] = {0,
+                                        0.044394119358453436,
+                                        0.087462841250339401,
+                                        0.12928301694496647,
+                                        0.16992500144231237,
+                                        0.20945336562894978,
+                                        0.24792751344358549,
+                                        0.28540221886224837,
+                                        0.32192809488736235,
+                                        0.35755200461808367,
+                                        0.39231742277876031,
+                                        0.42626475470209796,
+                                        0.45943161863729726,
+                                        0.49185309632967472,
+                                        0.52356195605701283,
+                                        0.55458885167763738,
+                                        0.58496250072115619,
+                                        0.61470984411520824,
+                                        0.6438561897747247,
+                                        0.67242534197149562,
+                                        0.70043971814109218,
+                                        0.7279204545631992,
+                                        0.75488750216346856,
+                                        0.7813597135246596,
+                                        0.80735492205760406,
+                                        0.83289001416474162,
+                                        0.85798099512757209,
+                                        0.88264304936184124,
+                                        0.90689059560851848,
+                                        0.93073733756288624,
+                                        0.95419631038687525,
+                                        0.97727992349991644,
+                                        1};
 
 double ms__prof_fastlog2(double x) {
   uint64_t bits;
@@ -104,7 +129,8 @@ int64_t ms__prof_next_interval(ms__prof_rng_t *r, uint64_t rate) {
   return (int64_t)x + 1;
 }
 
-/* ---- start-up ------------------------------------------------------------- */
+/* ---- start-up -------------------------------------------------------------
+ */
 
 /* A decimal from the environment, or def; garbage reads as def. */
 static uint64_t env_uint(const char *name, uint64_t def, uint64_t max) {
@@ -156,29 +182,56 @@ void ms__prof_init(void) {
     return;
   g_rate = env_uint("MEMSTATS_PROFILE_RATE", MS__PROFILE_DEFAULT_RATE,
                     (uint64_t)1 << 40);
-  uint64_t depth = env_uint("MEMSTATS_PROFILE_DEPTH",
-                            MS__PROFILE_DEFAULT_DEPTH, MS__PROFILE_MAX_DEPTH);
+  uint64_t depth = env_uint("MEMSTATS_PROFILE_DEPTH", MS__PROFILE_DEFAULT_DEPTH,
+                            MS__PROFILE_MAX_DEPTH);
   g_depth = depth == 0 ? 1 : (uint32_t)depth;
   /* At most 2^18 buckets of 32 stack words each on average: an encoded
    * profile is then at most about 82 MB, inside what a reader accepts
    * (MS__PROFILE_MAX_TOTAL), so the agent never sends one it refuses. */
-  uint32_t buckets = (uint32_t)env_uint(
-      "MEMSTATS_PROFILE_BUCKETS", MS__PROFILE_DEFAULT_BUCKETS, 1u << 18);
+  uint32_t buckets = (uint32_t)env_uint("MEMSTATS_PROFILE_BUCKETS",
+                                        MS__PROFILE_DEFAULT_BUCKETS, 1u << 18);
+  /* BuckHashSys is this table's: known exactly, 0 until it is made (or
+   * with profiling off), whatever else is known of the program. */
+  ms__sys_add_internal(MS_SYS_BUCKHASH, 0);
   if (g_rate != 0) {
     /* Room for the live samples of a heap of some 6 GiB at the default
      * rate (3/4 of 16,384 slots), for more with a larger table. */
-    uint32_t slots = buckets * 4 > 16384 ? buckets * 4 : 16384;
-    if (ms__prof_table_init(&g_table, buckets, slots, buckets * 32) != 0) {
-      ms__debug("profile: no memory for the bucket table; profiling off");
-      g_rate = 0;
-    } else {
-      g_table.live = &ms__prof_live;
-      ms__prof_filter = g_table.filter;
-      ms__prof_unwind_init();
-      pthread_atfork(fork_prepare, fork_parent, fork_child);
-    }
+    g_buckets = buckets;
+    g_slots = buckets * 4 > 16384 ? buckets * 4 : 16384;
+    ms__prof_unwind_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
   }
   __atomic_store_n(&g_ready, 1, __ATOMIC_RELEASE);
+}
+
+/* The table is made when it is first needed, by the first sample or the
+ * first profile the agent is asked for: a program that never samples (a
+ * linked one whose runtime reports no addresses, one that allocates
+ * little) never has its 380 KiB of filter, heads and address slots
+ * backed. It is mapped with a system call and touched, nothing else: a
+ * sample may make it from inside malloc. One thread makes it; one that
+ * finds another making it goes without (returns 0), as a sample that
+ * finds its thread busy does. */
+static int table_ready(void) {
+  int st = __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st == TABLE_READY, 1))
+    return 1;
+  if (st != TABLE_NONE)
+    return 0;
+  if (!__atomic_compare_exchange_n(&g_table_state, &st, TABLE_MAKING, 0,
+                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return 0;
+  if (ms__prof_table_init(&g_table, g_buckets, g_slots, g_buckets * 32) != 0) {
+    ms__debug("profile: no memory for the bucket table; no samples");
+    __atomic_store_n(&g_table_state, TABLE_FAILED, __ATOMIC_RELEASE);
+    return 0;
+  }
+  g_table.live = &ms__prof_live;
+  /* Read by every free while a sample is live, and the table made while
+   * the program runs: an atomic store (the frees' loads are too). */
+  __atomic_store_n(&ms__prof_filter, g_table.filter, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_table_state, TABLE_READY, __ATOMIC_RELEASE);
+  return 1;
 }
 
 uint64_t ms__prof_rate(void) {
@@ -190,14 +243,19 @@ uint32_t ms__prof_depth(void) {
 }
 
 ms__prof_table_t *ms__prof_table(void) {
-  return ms__prof_rate() != 0 ? &g_table : NULL;
+  if (ms__prof_rate() == 0)
+    return NULL;
+  /* The agent's thread: made here if nothing has sampled yet (an empty
+   * profile, at the process's rate); NULL only if it cannot be. */
+  return table_ready() ? &g_table : NULL;
 }
 
 uint64_t ms__prof_lost_frees(void) {
   return __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
 }
 
-/* ---- the slow paths ------------------------------------------------------- */
+/* ---- the slow paths -------------------------------------------------------
+ */
 
 void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size) {
   if (!__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE)) {
@@ -226,6 +284,8 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size) {
   t->prof_left = ms__prof_next_interval(&th->rng, g_rate);
   if (p == NULL)
     return;
+  if (!table_ready())
+    return; /* no table (yet): this one goes unsampled */
   busy_enter();
   uint64_t stack[MS__PROFILE_MAX_DEPTH];
   int truncated = 0;
@@ -238,7 +298,9 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size) {
 
 void ms__prof_freed(void *p) {
   if (p == NULL || !__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE) ||
-      g_rate == 0 || !ms__prof_table_maybe(&g_table, p))
+      g_rate == 0 ||
+      __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_READY ||
+      !ms__prof_table_maybe(&g_table, p))
     return;
   if (g_th.busy) {
     __atomic_fetch_add(&g_lost, 1, __ATOMIC_RELAXED);

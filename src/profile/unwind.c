@@ -82,10 +82,16 @@ uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
   int n = 0;
   if (g_kind == 2)
     n = backtrace(pcs, want);
+  /* The stack starts after this library's own frames, which are the first
+   * few; and above them there may be a frame of whoever wraps backtrace()
+   * (a sanitizer's interceptor, in a sanitized libmemstats.so: the profile
+   * of a linked program then showed __interceptor_backtrace as the site of
+   * everything). So the stack starts after the last of this library's
+   * frames among the first 16, not at the first frame outside it. */
   int i = 0;
-  while (i < n && (uintptr_t)pcs[i] >= g_self_lo &&
-         (uintptr_t)pcs[i] < g_self_hi)
-    i++;
+  for (int j = 0; j < n && j < 16; j++)
+    if ((uintptr_t)pcs[j] >= g_self_lo && (uintptr_t)pcs[j] < g_self_hi)
+      i = j + 1;
   uint32_t k = 0;
   for (; i < n && k < max; i++)
     out[k++] = (uint64_t)(uintptr_t)pcs[i];

@@ -17,6 +17,8 @@
  *
  * It starts its agent, says "ready PID", and waits for stdin to close.
  *
+ *   rt_prof idle         starts its agent, says "ready PID" and waits:
+ *                        no object reported at all
  *   rt_prof pairs N      reports N objects allocated and freed, one at a
  *   rt_prof pairs_at N   time, with ms_object_alloc/free or with the _at
  *                        calls, and exits (no agent): what a pair costs,
@@ -118,9 +120,11 @@ int main(int argc, char **argv) {
     prog_say("agent-error %d", rc);
     return 1;
   }
-  f_big();
-  f_small();
-  f_freed();
+  if (argc != 2 || strcmp(argv[1], "idle") != 0) {
+    f_big();
+    f_small();
+    f_freed();
+  }
   prog_say("ready %d", (int)getpid());
   while (read(0, buf, sizeof buf) > 0) {
   }
