@@ -1,9 +1,8 @@
 /*
  * target.h - test helper: a target program under test's control (one of
- * tests/progs, with the agent linked in), its socket directory, and raw
- * connections to it. The program reads commands on its stdin and answers
- * a line each on its stdout; its first line says it is ready. Include
- * after <cmocka.h>; header only, like the other helpers here.
+ * tests/progs, with the agent linked in: target_proc.h), its socket
+ * directory, and raw connections to it. Include after <cmocka.h>; header
+ * only, like the other helpers here.
  */
 #ifndef MS_TESTS_SUPPORT_TARGET_H
 #define MS_TESTS_SUPPORT_TARGET_H
@@ -23,76 +22,15 @@
 #include <unistd.h>
 
 #include "client/client.h"
+#include "support/target_proc.h"
 
-typedef struct target_s {
-  pid_t pid;
-  int in;  /* its stdin */
-  int out; /* its stdout */
-  char sock[MSC_PATH_MAX];
-} target_t;
-
-/* One line from fd, without its newline. Returns 0, or -1 at the end. */
-static inline int target_read_line(int fd, char *buf, size_t len) {
-  size_t n = 0;
-  while (n + 1 < len) {
-    ssize_t r = read(fd, buf + n, 1);
-    if (r <= 0)
-      return -1;
-    if (buf[n] == '\n')
-      break;
-    n++;
-  }
-  buf[n] = '\0';
-  return 0;
-}
-
-/* Starts prog with MEMSTATS_DIR=dir and the extra environment "K=V"
- * strings of env and env2 (each NULL-ended, or NULL), descriptors keep[]
- * left open in it at their numbers, and waits for its first line, which
- * it leaves in line. */
+/* target_launch, asserting that the program started and said a line. */
 static inline void target_spawn(target_t *t, const char *prog, const char *dir,
                                 const char *const *env, const char *const *env2,
                                 const int *keep, int nkeep, char *line,
                                 size_t linelen) {
-  int in[2], out[2];
-  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    for (int i = 0; i < nkeep; i++)
-      fcntl(keep[i], F_SETFD, 0);
-    setenv("MEMSTATS_DIR", dir, 1);
-    for (; env != NULL && *env != NULL; env++)
-      putenv((char *)*env);
-    for (; env2 != NULL && *env2 != NULL; env2++)
-      putenv((char *)*env2);
-    execl(prog, prog, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  t->pid = pid;
-  t->in = in[1];
-  t->out = out[0];
-  snprintf(t->sock, sizeof t->sock, "%s/%d.sock", dir, (int)pid);
-  assert_int_equal(target_read_line(t->out, line, linelen), 0);
-}
-
-/* Closes its stdin (the program exits) and reaps it; its wait status. */
-static inline int target_wait(target_t *t) {
-  int st = 0;
-  close(t->in);
-  waitpid(t->pid, &st, 0);
-  close(t->out);
-  return st;
-}
-
-static inline void target_kill(target_t *t) {
-  kill(t->pid, SIGKILL);
-  target_wait(t);
+  assert_int_equal(
+      target_launch(t, prog, dir, env, env2, keep, nkeep, line, linelen), 0);
 }
 
 /* A plain connection to a socket path, reads timing out after 10 s.
