@@ -312,6 +312,8 @@ $(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
 BENCH_NOPROF := $(BUILD)/bench/noprof/libmemstats-preload.so
 $(BENCH_NOPROF): $(LIB_SRCS) $(PRELOAD_SRCS) $(wildcard src/*/*.h) include/memstats.h
 	$(MAKE) BUILD=$(BUILD)/bench/noprof SAN= OPT='-O2 -g -DMS__PRELOAD_PROFILER=0' $@
+# tests/integration/test_hotpath_cost.c compares rate 0 with it.
+test-build: $(BENCH_NOPROF)
 
 bench: all $(BENCHES) $(TEST_PROGS) $(TEST_PROGS_CXX) $(BENCH_FLOORS) $(BENCH_NOPROF)
 	@for b in $(BENCHES); do echo "== $$b"; BUILD=$(BUILD) $$b || exit 1; done

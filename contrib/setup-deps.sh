@@ -40,6 +40,7 @@ libgnutls28-dev
 libyaml-dev
 libcrypt-dev
 curl
+valgrind
 "
 
 # On a machine that is not Debian-based nothing is installed: each need is
@@ -78,6 +79,7 @@ cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
 cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
+cmd:valgrind|valgrind|valgrind|valgrind|valgrind (the hot path's instruction counts: test_hotpath_cost, make bench)
 cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-node-exporter|node_exporter (make bench: bench_serve's comparison)
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in the tests)

@@ -101,21 +101,55 @@ static const char *const sym_names[NSYMS] = {
 #define MISSING ((void *)1)
 static void *syms[NSYMS];
 
-static void *sym(int i) {
+/* What the operators load first: syms[i] when it is there and the plain
+ * copy may run (the profiler off), else NULL, and the operator takes its
+ * other path (looking up, falling back, or the profiling copy): with the
+ * profiler off the operators test nothing more than they did before it. */
+static void *plain[NSYMS];
+
+/* Publishes a looked-up f to plain[i] unless the profiler is on. The
+ * profiler is turned on by storing the state and then clearing plain[];
+ * this stores plain[i] and then reads the state (both sequentially
+ * consistent), so either it sees the profiler on and clears its own
+ * store, or the clearing comes after its store. */
+static void publish(int i, void *f) {
+  if (f == MISSING || i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
+    return;
+  __atomic_store_n(&plain[i], f, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&ms__real_state, __ATOMIC_SEQ_CST) == MS__REAL_PROF)
+    __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+}
+
+void ms__preload_cxx_profile_on(void) {
+  for (int i = 0; i < NSYMS; i++)
+    __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+}
+
+/* Looks operator i up (see sym). */
+static __attribute__((noinline)) void *sym_lookup(int i) {
   void *f = __atomic_load_n(&syms[i], __ATOMIC_ACQUIRE);
-  if (__builtin_expect(f == NULL, 0)) {
-    /* dlsym may call malloc: that is counted like any allocation (the
-     * guard is not set here). Two threads racing store the same value. */
-    if (!ms__preload_ready())
-      ms__preload_resolve();
-    if (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
-      f = dlsym(RTLD_DEFAULT, sym_names[i]);
-    else
-      f = dlsym(RTLD_NEXT, sym_names[i]);
-    if (!f)
-      f = MISSING;
-    __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
-  }
+  if (f != NULL)
+    return f;
+  /* dlsym may call malloc: that is counted like any allocation (the guard
+   * is not set here). Two threads racing store the same value. */
+  if (!ms__preload_complete())
+    ms__preload_resolve();
+  if (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
+    f = dlsym(RTLD_DEFAULT, sym_names[i]);
+  else
+    f = dlsym(RTLD_NEXT, sym_names[i]);
+  if (!f)
+    f = MISSING;
+  __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
+  publish(i, f);
+  return f;
+}
+
+/* The real operator i, or NULL if no runtime defines it. */
+static inline __attribute__((always_inline)) void *sym(int i) {
+  void *f = __atomic_load_n(&syms[i], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(f == NULL, 0))
+    f = sym_lookup(i);
   return f == MISSING ? NULL : f;
 }
 
@@ -130,8 +164,10 @@ void ms__preload_cxx_resolve(void) {
     void *f = (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
                   ? dlsym(RTLD_DEFAULT, sym_names[i])
                   : dlsym(RTLD_NEXT, sym_names[i]);
-    if (f)
+    if (f) {
       __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
+      publish(i, f);
+    }
   }
 }
 
@@ -183,11 +219,10 @@ static void *new_fallback(size_t n, size_t al) {
   return p;
 }
 
-/* The nothrow path every operator new goes through. */
-static inline void *new_counted(int nt_index, size_t n, size_t al) {
-  void *f = sym(nt_index);
-  if (__builtin_expect(!f, 0))
-    return new_fallback(n, al);
+/* Calls the real nothrow operator f with the guard set, and counts its
+ * block (prof: which copy, a constant). */
+static inline __attribute__((always_inline)) void *
+new_call(void *f, size_t n, size_t al, int prof) {
   void *p;
   ms__pl(&ms__tls)->guard = 1;
   if (al)
@@ -196,10 +231,31 @@ static inline void *new_counted(int nt_index, size_t n, size_t al) {
     p = ((new_nt_fn)f)(n, &nothrow_tag);
   ms__pl(&ms__tls)->guard = 0;
   if (al)
-    ms__preload_count_alloc(p);
+    ms__preload_count_alloc(p, prof);
   else
-    ms__preload_count_alloc_n(p, n);
+    ms__preload_count_alloc_n(p, n, prof);
   return p;
+}
+
+/* No plain copy to run: the operator is looked up, missing (fallback), or
+ * the profiler is on. */
+static inline __attribute__((always_inline)) void *
+new_other(int nt_index, size_t n, size_t al) {
+  void *f = sym(nt_index);
+  if (__builtin_expect(!f, 0))
+    return new_fallback(n, al);
+  if (__builtin_expect(ms__preload_profiling(), 1))
+    return new_call(f, n, al, 1);
+  return new_call(f, n, al, 0);
+}
+
+/* The nothrow path every operator new goes through. */
+static inline __attribute__((always_inline)) void *
+new_counted(int nt_index, size_t n, size_t al) {
+  void *f = __atomic_load_n(&plain[nt_index], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(!f, 0))
+    return new_other(nt_index, n, al);
+  return new_call(f, n, al, 0);
 }
 
 /* Nested inside a real operator (libstdc++'s nothrow new calls the
@@ -262,78 +318,149 @@ void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t al,
 
 /* ---- operator delete ----------------------------------------------------*/
 
-/* Counts the free (unless nested) with `count`, then calls the real
- * operator with the guard set. Without a runtime, the block came from
- * new_fallback: free. */
-#define DELETE_COUNTED(idx, count, call)                                       \
-  do {                                                                         \
-    void *f_ = sym(idx);                                                       \
-    if (!f_) {                                                                 \
-      ms__preload_free(p);                                                     \
-      return;                                                                  \
-    }                                                                          \
-    if (ms__pl(&ms__tls)->guard || !p) {                                       \
-      call;                                                                    \
-      return;                                                                  \
-    }                                                                          \
-    if (__builtin_expect(ms__bootstrap_owns(p), 0))                            \
-      return;                                                                  \
-    count;                                                                     \
-    ms__pl(&ms__tls)->guard = 1;                                               \
-    call;                                                                      \
-    ms__pl(&ms__tls)->guard = 0;                                               \
-  } while (0)
-#define DELETE_BODY(idx, call)                                                 \
-  DELETE_COUNTED(idx, ms__preload_count_free(p), call)
+/* Calls the real delete operator f of index idx (a constant but in
+ * delete_other) with its own arguments. */
+static inline __attribute__((always_inline)) void
+del_call(int idx, void *f, void *p, size_t n, size_t al, ms__nothrow_ref nt) {
+  switch (idx) {
+  case DEL:
+  case DEL_A:
+    ((del_fn)f)(p);
+    break;
+  case DEL_SZ:
+  case DEL_A_SZ:
+    ((del_sz_fn)f)(p, n);
+    break;
+  case DEL_AL:
+  case DEL_A_AL:
+    ((del_sz_fn)f)(p, al);
+    break;
+  case DEL_SZ_AL:
+  case DEL_A_SZ_AL:
+    ((del_sz_al_fn)f)(p, n, al);
+    break;
+  case DEL_NT:
+  case DEL_A_NT:
+    ((del_nt_fn)f)(p, nt);
+    break;
+  default: /* DEL_AL_NT, DEL_A_AL_NT */
+    ((del_al_nt_fn)f)(p, al, nt);
+    break;
+  }
+}
+
+/* Counts the free (unless nested), then calls the real operator with the
+ * guard set. A sized delete without alignment is counted by its size. */
+static inline __attribute__((always_inline)) void
+delete_in(int idx, void *f, void *p, size_t n, size_t al, ms__nothrow_ref nt,
+          int prof) {
+  if (ms__pl(&ms__tls)->guard || !p) {
+    del_call(idx, f, p, n, al, nt);
+    return;
+  }
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return;
+  if (idx == DEL_SZ || idx == DEL_A_SZ)
+    ms__preload_count_free_n(p, n, prof);
+  else
+    ms__preload_count_free(p, prof);
+  ms__pl(&ms__tls)->guard = 1;
+  del_call(idx, f, p, n, al, nt);
+  ms__pl(&ms__tls)->guard = 0;
+}
+
+/* No plain copy to run (see new_other). Without a runtime, the block came
+ * from new_fallback: free. */
+static inline __attribute__((always_inline)) void
+delete_other(int idx, void *p, size_t n, size_t al, ms__nothrow_ref nt) {
+  void *f = sym(idx);
+  if (__builtin_expect(!f, 0))
+    ms__preload_free(p);
+  else if (__builtin_expect(ms__preload_profiling(), 1))
+    delete_in(idx, f, p, n, al, nt, 1);
+  else
+    delete_in(idx, f, p, n, al, nt, 0);
+}
+
+/* One function each (idx a constant in it), so that the profiling copy
+ * is out of the operator: inline, its registers would be saved on every
+ * call of the plain copy too (4 instructions a delete: callgrind). */
+typedef void (*delete_other_fn)(void *, size_t, size_t, ms__nothrow_ref);
+#define DELETE_OTHER(idx)                                                      \
+  static __attribute__((noinline)) void other_##idx(                           \
+      void *p, size_t n, size_t al, ms__nothrow_ref nt) {                      \
+    delete_other(idx, p, n, al, nt);                                           \
+  }
+DELETE_OTHER(DEL)
+DELETE_OTHER(DEL_A)
+DELETE_OTHER(DEL_SZ)
+DELETE_OTHER(DEL_A_SZ)
+DELETE_OTHER(DEL_AL)
+DELETE_OTHER(DEL_A_AL)
+DELETE_OTHER(DEL_SZ_AL)
+DELETE_OTHER(DEL_A_SZ_AL)
+DELETE_OTHER(DEL_NT)
+DELETE_OTHER(DEL_A_NT)
+DELETE_OTHER(DEL_AL_NT)
+DELETE_OTHER(DEL_A_AL_NT)
+
+static inline __attribute__((always_inline)) void
+delete_op(int idx, delete_other_fn other, void *p, size_t n, size_t al,
+          ms__nothrow_ref nt) {
+  void *f = __atomic_load_n(&plain[idx], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(!f, 0))
+    other(p, n, al, nt);
+  else
+    delete_in(idx, f, p, n, al, nt, 0);
+}
 
 void _ZdlPv(void *p) {
-  DELETE_BODY(DEL, ((del_fn)f_)(p));
+  delete_op(DEL, other_DEL, p, 0, 0, NULL);
 }
 
 void _ZdaPv(void *p) {
-  DELETE_BODY(DEL_A, ((del_fn)f_)(p));
+  delete_op(DEL_A, other_DEL_A, p, 0, 0, NULL);
 }
 
 /* Sized: the size tells the usable size where the classes are known. */
 void _ZdlPvm(void *p, size_t n) {
-  DELETE_COUNTED(DEL_SZ, ms__preload_count_free_n(p, n), ((del_sz_fn)f_)(p, n));
+  delete_op(DEL_SZ, other_DEL_SZ, p, n, 0, NULL);
 }
 
 void _ZdaPvm(void *p, size_t n) {
-  DELETE_COUNTED(DEL_A_SZ, ms__preload_count_free_n(p, n),
-                 ((del_sz_fn)f_)(p, n));
+  delete_op(DEL_A_SZ, other_DEL_A_SZ, p, n, 0, NULL);
 }
 
 void _ZdlPvSt11align_val_t(void *p, size_t al) {
-  DELETE_BODY(DEL_AL, ((del_sz_fn)f_)(p, al));
+  delete_op(DEL_AL, other_DEL_AL, p, 0, al, NULL);
 }
 
 void _ZdaPvSt11align_val_t(void *p, size_t al) {
-  DELETE_BODY(DEL_A_AL, ((del_sz_fn)f_)(p, al));
+  delete_op(DEL_A_AL, other_DEL_A_AL, p, 0, al, NULL);
 }
 
 void _ZdlPvmSt11align_val_t(void *p, size_t n, size_t al) {
-  DELETE_BODY(DEL_SZ_AL, ((del_sz_al_fn)f_)(p, n, al));
+  delete_op(DEL_SZ_AL, other_DEL_SZ_AL, p, n, al, NULL);
 }
 
 void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) {
-  DELETE_BODY(DEL_A_SZ_AL, ((del_sz_al_fn)f_)(p, n, al));
+  delete_op(DEL_A_SZ_AL, other_DEL_A_SZ_AL, p, n, al, NULL);
 }
 
 void _ZdlPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
-  DELETE_BODY(DEL_NT, ((del_nt_fn)f_)(p, nt));
+  delete_op(DEL_NT, other_DEL_NT, p, 0, 0, nt);
 }
 
 void _ZdaPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
-  DELETE_BODY(DEL_A_NT, ((del_nt_fn)f_)(p, nt));
+  delete_op(DEL_A_NT, other_DEL_A_NT, p, 0, 0, nt);
 }
 
 void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al,
                                          ms__nothrow_ref nt) {
-  DELETE_BODY(DEL_AL_NT, ((del_al_nt_fn)f_)(p, al, nt));
+  delete_op(DEL_AL_NT, other_DEL_AL_NT, p, 0, al, nt);
 }
 
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al,
                                          ms__nothrow_ref nt) {
-  DELETE_BODY(DEL_A_AL_NT, ((del_al_nt_fn)f_)(p, al, nt));
+  delete_op(DEL_A_AL_NT, other_DEL_A_AL_NT, p, 0, al, nt);
 }

@@ -49,9 +49,11 @@ static void *boot(size_t size, size_t align) {
 
 /* ---- malloc, free, calloc ------------------------------------------------*/
 
-/* The bodies of malloc and free, inlined both into the exported functions
- * (the program's hot path: no extra call) and into the internal ones that
- * the rest of the preload calls without going through the PLT. */
+/* Each entry point is an always-inline body with a constant last argument
+ * prof, instantiated twice by ms__preload_mode (preload.h): with
+ * MEMSTATS_PROFILE_RATE=0 the plain copy runs, which has no profiler in
+ * it; the profiling copy samples and unsamples. */
+
 /* glibc's blocks are measured by their header (MS__USABLE_GLIBC): malloc
  * and free take that path first and ask nothing else (not jemalloc's
  * modes), which the common case pays for on every call otherwise. */
@@ -62,37 +64,120 @@ static inline int glibc_first(void) {
                           1);
 }
 
-static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
-    return boot(size, 16);
+static inline __attribute__((always_inline)) void *malloc_in(size_t size,
+                                                             int prof) {
   void *p = ms__real.malloc(size);
   if (glibc_first()) {
     ms__tls_t *t = &ms__tls;
     if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
-      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
     return p;
   }
-  ms__preload_count_alloc_n(p, size);
+  ms__preload_count_alloc_n(p, size, prof);
   return p;
+}
+
+/* Not looked up yet, or no next allocator. */
+static __attribute__((noinline)) void *malloc_other(size_t size) {
+  int m = ms__preload_mode();
+  if (m == MS__PL_PROF)
+    return malloc_in(size, 1);
+  if (m == MS__PL_PLAIN)
+    return malloc_in(size, 0);
+  return boot(size, 16);
+}
+
+/* The body of malloc, inlined both into the exported function (the
+ * program's hot path: no extra call) and into the internal one that the
+ * rest of the preload calls without going through the PLT. Both copies
+ * are inline: reached by a tail call, the profiling one would pay the
+ * plain one's register saves and then its own. */
+static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st == MS__REAL_READY, 1))
+    return malloc_in(size, 0);
+  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+    return malloc_in(size, 1);
+  return malloc_other(size);
 }
 
 /* free on an allocator that counts what it frees (jemalloc): its own
  * function, so that the registers it needs are not saved on every other
  * allocator's free; reached by a tail call. */
-static __attribute__((noinline)) void free_by_counter(void *p) {
+static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
+                                                                     int prof) {
   ms__tls_t *t = &ms__tls;
-  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p))
+  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p, prof))
     return;
-  ms__preload_count_free(p);
+  ms__preload_count_free(p, prof);
+  ms__real.free(p);
+}
+static __attribute__((noinline)) void free_by_counter(void *p) {
+  free_by_counter_in(p, 0);
+}
+static __attribute__((noinline)) void free_by_counter_prof(void *p) {
+  free_by_counter_in(p, 1);
+}
+
+/* free on any other allocator: measured, counted, freed; out of line for
+ * the same reason. */
+static __attribute__((noinline)) void free_measured(void *p) {
+  ms__preload_count_free(p, 0);
+  ms__real.free(p);
+}
+static __attribute__((noinline)) void free_measured_prof(void *p) {
+  ms__preload_count_free(p, 1);
   ms__real.free(p);
 }
 
 /* free() on glibc while sampled blocks are live: the block is matched
  * against the profile's table before it goes back to glibc. */
 static __attribute__((noinline)) void free_glibc_sampled(ms__tls_t *t,
-                                                        void *p) {
-  ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
+                                                         void *p) {
+  ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
+}
+
+static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
+  if (glibc_first()) {
+    ms__tls_t *t = &ms__tls;
+    if (!ms__pl(t)->guard) {
+      /* While sampled blocks are live the free goes the long way, out of
+       * line: the common path then keeps no register across a call and
+       * needs no stack frame (with it inline, every free paid 12
+       * instructions more: callgrind on pl_loop). */
+      if (MS__PRELOAD_PROFILER && prof &&
+          __builtin_expect(
+              __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0)) {
+        free_glibc_sampled(t, p);
+        return;
+      }
+      ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1, prof);
+    }
+    ms__real.free(p);
+    return;
+  }
+  if (MS__PRELOAD_FLOOR != 1 &&
+      __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
+    if (prof)
+      free_by_counter_prof(p);
+    else
+      free_by_counter(p);
+    return;
+  }
+  if (prof)
+    free_measured_prof(p);
+  else
+    free_measured(p);
+}
+
+/* Not looked up yet, or no next allocator. */
+static __attribute__((noinline)) void free_other(void *p) {
+  int m = ms__preload_mode();
+  if (m == MS__PL_PROF)
+    free_in(p, 1);
+  else if (m == MS__PL_PLAIN)
+    free_in(p, 0);
 }
 
 static inline __attribute__((always_inline)) void free_body(void *p) {
@@ -103,33 +188,13 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
    * ready. */
   if (__builtin_expect(ms__bootstrap_owns(p), 0))
     return;
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
-    return;
-  if (glibc_first()) {
-    ms__tls_t *t = &ms__tls;
-    if (!ms__pl(t)->guard) {
-      /* While sampled blocks are live the free goes the long way, out of
-       * line: the common path then keeps no register across a call and
-       * needs no stack frame (with it inline, every free paid 12
-       * instructions more, profiling on or off: callgrind on pl_loop). */
-      if (MS__PRELOAD_PROFILER &&
-          __builtin_expect(
-              __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0)) {
-        free_glibc_sampled(t, p);
-        return;
-      }
-      ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1);
-    }
-    ms__real.free(p);
-    return;
-  }
-  if (MS__PRELOAD_FLOOR != 1 &&
-      __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
-    free_by_counter(p);
-    return;
-  }
-  ms__preload_count_free(p);
-  ms__real.free(p);
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st == MS__REAL_READY, 1))
+    free_in(p, 0);
+  else if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+    free_in(p, 1);
+  else
+    free_other(p);
 }
 
 void *ms__preload_malloc(size_t size) {
@@ -148,18 +213,25 @@ void free(void *p) {
   free_body(p);
 }
 
-void *calloc(size_t n, size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve()) {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    return boot(total, 16); /* zeroed: see ms__bootstrap_alloc */
-  }
+static inline __attribute__((always_inline)) void *
+calloc_in(size_t n, size_t size, int prof) {
   void *p = ms__real.calloc(n, size);
-  ms__preload_count_alloc(p);
+  ms__preload_count_alloc(p, prof);
   return p;
+}
+
+void *calloc(size_t n, size_t size) {
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_PLAIN, 1))
+    return calloc_in(n, size, 0);
+  if (m == MS__PL_PROF)
+    return calloc_in(n, size, 1);
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return boot(total, 16); /* zeroed: see ms__bootstrap_alloc */
 }
 
 /* ---- realloc
@@ -178,13 +250,8 @@ static void *realloc_bootstrap(void *p, size_t size) {
   return q;
 }
 
-static void *realloc_impl(void *p, size_t size) {
-  if (!p)
-    return ms__preload_malloc(size);
-  if (__builtin_expect(ms__bootstrap_owns(p), 0))
-    return realloc_bootstrap(p, size);
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
-    return NULL;
+static inline __attribute__((always_inline)) void *
+realloc_in(void *p, size_t size, int prof) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1 || ms__pl(t)->guard)
     return ms__real.realloc(p, size);
@@ -192,26 +259,40 @@ static void *realloc_impl(void *p, size_t size) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is
      * counted out and in like any block's. */
     ms__glibc_block_t ob = ms__glibc_block(p);
-    ms__preload_unsample(p); /* before its address can be reused */
+    ms__preload_unsample(p, prof); /* before its address can be reused */
     void *q = ms__real.realloc(p, size);
     if (q) {
-      ms__preload_record_glibc(t, NULL, ob, 1);
-      ms__preload_record_glibc(t, q, ms__glibc_block(q), 0);
+      ms__preload_record_glibc(t, NULL, ob, 1, prof);
+      ms__preload_record_glibc(t, q, ms__glibc_block(q), 0, prof);
     } else if (size == 0) {
-      ms__preload_record_glibc(t, NULL, ob, 1); /* realloc(p, 0) freed p */
+      /* realloc(p, 0) freed p */
+      ms__preload_record_glibc(t, NULL, ob, 1, prof);
     }
     return q;
   }
   size_t old = ms__preload_usable(t, p);
-  ms__preload_unsample(p); /* before its address can be reused */
+  ms__preload_unsample(p, prof); /* before its address can be reused */
   void *q = ms__real.realloc(p, size);
   if (q) {
-    ms__preload_record(t, NULL, old, 1);
-    ms__preload_record(t, q, ms__preload_usable(t, q), 0);
+    ms__preload_record(t, NULL, old, 1, prof);
+    ms__preload_record(t, q, ms__preload_usable(t, q), 0, prof);
   } else if (size == 0) {
-    ms__preload_record(t, NULL, old, 1); /* realloc(p, 0) freed p */
+    ms__preload_record(t, NULL, old, 1, prof); /* realloc(p, 0) freed p */
   }
   return q;
+}
+
+static void *realloc_impl(void *p, size_t size) {
+  if (!p)
+    return ms__preload_malloc(size);
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return realloc_bootstrap(p, size);
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_PLAIN, 1))
+    return realloc_in(p, size, 0);
+  if (m == MS__PL_PROF)
+    return realloc_in(p, size, 1);
+  return NULL;
 }
 
 void *realloc(void *p, size_t size) {
@@ -233,7 +314,8 @@ void *reallocarray(void *p, size_t n, size_t size) {
  * ----------------------------------------------------*/
 
 int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve()) {
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_BOOT, 0)) {
     if (align < sizeof(void *) || (align & (align - 1)))
       return EINVAL;
     void *p = ms__bootstrap_alloc(size, align);
@@ -243,8 +325,12 @@ int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
     return 0;
   }
   int r = ms__real.posix_memalign(out, align, size);
-  if (r == 0)
-    ms__preload_count_alloc(*out);
+  if (r == 0) {
+    if (m == MS__PL_PROF)
+      ms__preload_count_alloc(*out, 1);
+    else
+      ms__preload_count_alloc(*out, 0);
+  }
   return r;
 }
 
@@ -267,39 +353,47 @@ static void *aligned_fallback(size_t align, size_t size) {
   return p;
 }
 
+/* A block from one of the next allocator's aligned functions, counted by
+ * the copy m says. */
+static void *count_aligned(void *p, int m) {
+  if (m == MS__PL_PROF)
+    ms__preload_count_alloc(p, 1);
+  else
+    ms__preload_count_alloc(p, 0);
+  return p;
+}
+
 void *aligned_alloc(size_t align, size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
     return boot(size, align);
   if (!ms__real.aligned_alloc)
     return aligned_fallback(align, size);
-  void *p = ms__real.aligned_alloc(align, size);
-  ms__preload_count_alloc(p);
-  return p;
+  return count_aligned(ms__real.aligned_alloc(align, size), m);
 }
 
 void *memalign(size_t align, size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
     return boot(size, align);
   if (!ms__real.memalign)
     return aligned_fallback(align, size);
-  void *p = ms__real.memalign(align, size);
-  ms__preload_count_alloc(p);
-  return p;
+  return count_aligned(ms__real.memalign(align, size), m);
 }
 
 void *valloc(size_t size) {
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
     return boot(size, ms__page_size());
   if (!ms__real.valloc)
     return aligned_fallback(ms__page_size(), size);
-  void *p = ms__real.valloc(size);
-  ms__preload_count_alloc(p);
-  return p;
+  return count_aligned(ms__real.valloc(size), m);
 }
 
 void *pvalloc(size_t size) {
   size_t ps = ms__page_size();
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+  int m = ms__preload_mode();
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
     return boot((size + ps - 1) & ~(ps - 1), ps);
   if (!ms__real.pvalloc) {
     size_t rounded;
@@ -309,9 +403,7 @@ void *pvalloc(size_t size) {
     }
     return aligned_fallback(ps, rounded & ~(ps - 1));
   }
-  void *p = ms__real.pvalloc(size);
-  ms__preload_count_alloc(p);
-  return p;
+  return count_aligned(ms__real.pvalloc(size), m);
 }
 
 size_t malloc_usable_size(void *p) {
@@ -319,7 +411,7 @@ size_t malloc_usable_size(void *p) {
     return 0;
   if (ms__bootstrap_owns(p))
     return ms__bootstrap_size(p);
-  if (__builtin_expect(!ms__preload_ready(), 0) && !ms__preload_resolve())
+  if (__builtin_expect(ms__preload_mode() == MS__PL_BOOT, 0))
     return 0;
   return ms__real.usable(p);
 }

@@ -81,7 +81,7 @@ static void *do_mmap(void *addr, size_t len, int prot, int flags, int fd,
     p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
   if (p != MAP_FAILED && listed(flags)) {
     int saved = errno;
-    if (ms__preload_ready())
+    if (ms__preload_complete())
       ms__map_set_allocator((const void *)ms__real.malloc);
     ms__map_note(p, len, ra);
     errno = saved;

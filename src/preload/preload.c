@@ -157,6 +157,10 @@ __attribute__((constructor)) static void preload_init(void) {
   /* The heap profiler: its table and unwinder are set up here, before any
    * sample, never from inside malloc. */
   ms__prof_init();
+  /* With a rate, the entry points switch to their profiling copies (with
+   * MEMSTATS_PROFILE_RATE=0 they keep the copies without a profiler). */
+  if (MS__PRELOAD_PROFILER && ms__prof_rate() != 0)
+    ms__preload_profile_on();
   const char *path = getenv("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);

@@ -28,6 +28,14 @@
 #include "core/util.h"
 #include "profile/profile.h"
 
+/* make bench also builds the preload with MS__PRELOAD_PROFILER 0: the heap
+ * profiler's hooks compiled out, the preload as it was before the
+ * profiler. It is the baseline of what MEMSTATS_PROFILE_RATE=0 may cost:
+ * nothing more (tests/bench/bench_preload.c). */
+#ifndef MS__PRELOAD_PROFILER
+#define MS__PRELOAD_PROFILER 1
+#endif
+
 /* What the preload exports: the library is built with hidden visibility. */
 #define MS__PRELOAD_API __attribute__((visibility("default")))
 /* Its own globals, declared hidden so the hot path reads them
@@ -74,11 +82,20 @@ enum {
 
 extern ms__real_t ms__real MS__PRELOAD_HIDDEN;
 
+/* The state every C entry point tests first. READY and PROF both say that
+ * ms__real is complete; PROF also says that the heap profiler samples
+ * (MEMSTATS_PROFILE_RATE not 0), set once by ms__preload_profile_on()
+ * from the constructor and never cleared. Folding the profiler into this
+ * one test is what makes MEMSTATS_PROFILE_RATE=0 cost nothing: in READY
+ * the entry points run code that has no profiler in it at all (each is
+ * compiled twice, see ms__preload_mode), and the profiling copy is reached
+ * by the branch that is not taken. */
 enum {
   MS__REAL_NONE = 0,      /* nobody looked yet */
   MS__REAL_RESOLVING = 1, /* a thread is inside dlsym */
-  MS__REAL_READY = 2,     /* ms__real is complete */
-  MS__REAL_FAILED = 3     /* no next malloc: only the bootstrap buffer */
+  MS__REAL_READY = 2,     /* ms__real is complete; not profiling */
+  MS__REAL_FAILED = 3,    /* no next malloc: only the bootstrap buffer */
+  MS__REAL_PROF = 4       /* ms__real is complete; profiling */
 };
 extern int ms__real_state MS__PRELOAD_HIDDEN;
 
@@ -114,9 +131,46 @@ ms__pl(ms__tls_t *t) {
   return (ms__pl_tls_t *)(void *)t->preload;
 }
 
+/* Whether ms__real is complete and the profiler off: the common case. */
 static inline int ms__preload_ready(void) {
   return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;
 }
+
+/* Whether ms__real is complete, the profiler on or off. */
+static inline int ms__preload_complete(void) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  return st == MS__REAL_READY || st == MS__REAL_PROF;
+}
+
+/* Whether the profiler samples (then ms__real is complete too). */
+static inline int ms__preload_profiling(void) {
+  return MS__PRELOAD_PROFILER &&
+         __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_PROF;
+}
+
+/* What an entry point runs: the bootstrap buffer (no next allocator yet,
+ * or none), its plain copy, or its profiling copy. An entry point is
+ *     int m = ms__preload_mode();
+ *     if (m == MS__PL_PLAIN) return body(..., 0);
+ *     if (m == MS__PL_PROF) return body(..., 1);
+ *     return <bootstrap>;
+ * with body always inline and its last argument a constant: the plain
+ * copy is the code of the preload without a profiler, reached by the one
+ * compare and branch the entry point paid before the profiler existed. */
+enum { MS__PL_BOOT = -1, MS__PL_PLAIN = 0, MS__PL_PROF = 1 };
+int ms__preload_mode_slow(void);
+static inline __attribute__((always_inline)) int ms__preload_mode(void) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st == MS__REAL_READY, 1))
+    return MS__PL_PLAIN;
+  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+    return MS__PL_PROF;
+  return ms__preload_mode_slow();
+}
+
+/* Turns the profiling copies on (READY to PROF), once the profiler is
+ * set up with a rate that is not 0: from the constructor. */
+void ms__preload_profile_on(void);
 
 /* Looks up the next allocator if nobody has. Returns 1 when ms__real is
  * ready, 0 when the caller must use the bootstrap buffer (this thread is
@@ -287,32 +341,25 @@ extern __thread ms__naive_t ms__naive
     __attribute__((tls_model("initial-exec")));
 #endif
 
-/* make bench also builds the preload with MS__PRELOAD_PROFILER 0: the heap
- * profiler's hooks compiled out, the preload as it was before the
- * profiler. It is the baseline of what MEMSTATS_PROFILE_RATE=0 may cost:
- * nothing more (tests/bench/bench_preload.c). */
-#ifndef MS__PRELOAD_PROFILER
-#define MS__PRELOAD_PROFILER 1
-#endif
-
-/* The heap profiler's part of the hot path (src/profile/sampler.c). An
+/* The heap profiler's part of the hot path (src/profile/sampler.c), in
+ * the profiling copies only (prof 1; with MEMSTATS_PROFILE_RATE=0 the
+ * plain copies run, which have none of it: ms__preload_mode). An
  * allocation subtracts its size from this thread's countdown, in the TLS
  * block the counters live in: one subtract and a branch taken once per
- * sample (never with MEMSTATS_PROFILE_RATE=0, where the count starts at
- * INT64_MAX). A free loads one read-mostly word, nonzero only while
- * sampled blocks are live; then the table's filter tells almost every
- * unsampled block apart without a lock. A free is unsampled before the
- * block goes back to the allocator, so its address cannot be handed out
- * and sampled again in between. */
+ * sample. A free loads one read-mostly word, nonzero only while sampled
+ * blocks are live; then the table's filter tells almost every unsampled
+ * block apart without a lock. A free is unsampled before the block goes
+ * back to the allocator, so its address cannot be handed out and sampled
+ * again in between. */
 static inline __attribute__((always_inline)) void
-ms__preload_sample(ms__tls_t *t, void *p, uint64_t size) {
-  if (MS__PRELOAD_PROFILER &&
+ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
+  if (MS__PRELOAD_PROFILER && prof &&
       __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
 static inline __attribute__((always_inline)) void
-ms__preload_unsample(void *p) {
-  if (MS__PRELOAD_PROFILER &&
+ms__preload_unsample(void *p, int prof) {
+  if (MS__PRELOAD_PROFILER && prof &&
       __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
                        0) &&
       __atomic_load_n(&ms__prof_filter[ms__prof_filter_index(p)],
@@ -325,25 +372,28 @@ ms__preload_unsample(void *p) {
  * place every counted allocation and free passes: malloc, calloc,
  * realloc, the aligned forms and every C++ operator. */
 static inline __attribute__((always_inline)) void
-ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free) {
+ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free,
+                   int prof) {
 #if MS__PRELOAD_FLOOR == 2
   (void)t;
   (void)p;
   (void)is_free;
+  (void)prof;
   __asm__ volatile("" ::"r"(size)); /* measured, not recorded */
 #elif MS__PRELOAD_FLOOR == 3
   (void)t;
   (void)p;
+  (void)prof;
   ms__naive.bytes[is_free] += size; /* counted, naively */
   ms__naive.objects[is_free] += 1;
 #else
   if (is_free) {
     if (p != NULL)
-      ms__preload_unsample(p);
+      ms__preload_unsample(p, prof);
     ms__track_free_in(t, size);
   } else {
     ms__track_alloc_in(t, size);
-    ms__preload_sample(t, p, size);
+    ms__preload_sample(t, p, size, prof);
   }
 #endif
 }
@@ -353,23 +403,24 @@ ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free) {
  * heap is known (registry.c); the others as any block. */
 static inline __attribute__((always_inline)) void
 ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
-                         int is_free) {
+                         int is_free, int prof) {
 #if MS__PRELOAD_FLOOR == 2
   (void)t;
   (void)p;
   (void)is_free;
+  (void)prof;
   __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
 #elif MS__PRELOAD_FLOOR == 3
-  ms__preload_record(t, p, b.usable, is_free); /* no mapped-block split */
+  ms__preload_record(t, p, b.usable, is_free, prof); /* no mapped split */
 #else
   if (__builtin_expect(b.mapped != 0, 0)) {
     if (is_free && p != NULL)
-      ms__preload_unsample(p);
+      ms__preload_unsample(p, prof);
     ms__track_mapped(b.usable, b.mapped, is_free);
     if (!is_free)
-      ms__preload_sample(t, p, b.usable);
+      ms__preload_sample(t, p, b.usable, prof);
   } else {
-    ms__preload_record(t, p, b.usable, is_free);
+    ms__preload_record(t, p, b.usable, is_free, prof);
   }
 #endif
 }
@@ -382,61 +433,66 @@ static inline int ms__preload_glibc_kind(void) {
 
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
  * usable size, unless this thread is nested inside a real C++ operator or
- * a size lookup (then the outer hook counts it, or nobody: see above). */
-static inline void ms__preload_count_alloc(void *p) {
+ * a size lookup (then the outer hook counts it, or nobody: see above).
+ * prof: the caller's copy (ms__preload_mode), a constant. */
+static inline __attribute__((always_inline)) void
+ms__preload_count_alloc(void *p, int prof) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (p && !ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
-      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
     else
-      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 0);
+      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 0, prof);
   }
 }
 /* The same for a block just returned by a plain malloc(n) or operator
  * new(n) (no alignment): by n when the allocator's classes are known. */
 static inline __attribute__((always_inline)) void
-ms__preload_count_n(void *p, size_t n, int is_free) {
+ms__preload_count_n(void *p, size_t n, int is_free, int prof) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (!ms__pl(t)->guard) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     if (n <= max) {
-      ms__preload_record(t, p, ms__request_round(n, max), is_free);
+      ms__preload_record(t, p, ms__request_round(n, max), is_free, prof);
     } else {
       int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
       if (kind == MS__USABLE_GLIBC)
-        ms__preload_record_glibc(t, p, ms__glibc_block(p), is_free);
+        ms__preload_record_glibc(t, p, ms__glibc_block(p), is_free, prof);
       else
-        ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), is_free);
+        ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), is_free,
+                           prof);
     }
   }
 }
 static inline __attribute__((always_inline)) void
-ms__preload_count_alloc_n(void *p, size_t n) {
+ms__preload_count_alloc_n(void *p, size_t n, int prof) {
   if (__builtin_expect(p != NULL, 1))
-    ms__preload_count_n(p, n, 0);
+    ms__preload_count_n(p, n, 0, prof);
 }
-static inline void ms__preload_count_free(void *p) {
+static inline __attribute__((always_inline)) void
+ms__preload_count_free(void *p, int prof) {
   ms__tls_t *t = &ms__tls;
   if (MS__PRELOAD_FLOOR == 1)
     return;
   if (!ms__pl(t)->guard) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
-      ms__preload_record_glibc(t, p, ms__glibc_block(p), 1);
+      ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, prof);
     else
-      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 1);
+      ms__preload_record(t, p, ms__preload_usable_of(t, p, kind), 1, prof);
   }
 }
 /* The same for a sized operator delete(p, n) (no alignment): n is the size
  * the block was asked with (the C++ rule for sized deallocation), so its
  * usable size is known without asking where the allocator's classes are. */
-static inline void ms__preload_count_free_n(void *p, size_t n) {
-  ms__preload_count_n(p, n, 1);
+static inline __attribute__((always_inline)) void
+ms__preload_count_free_n(void *p, size_t n, int prof) {
+  ms__preload_count_n(p, n, 1, prof);
 }
 
 /* ---- jemalloc: a free measured by jemalloc's own counter -------------------
@@ -479,7 +535,7 @@ ms__preload_je_read(ms__tls_t *t, const uint64_t *d, uint64_t *nested) {
  * when this thread has no counter (the caller measures and frees). The
  * caller has checked free_by_counter and that the guard is clear. */
 static inline __attribute__((always_inline)) int
-ms__preload_free_by_counter(ms__tls_t *t, void *p) {
+ms__preload_free_by_counter(ms__tls_t *t, void *p, int prof) {
   uint64_t *d = ms__pl(t)->je_freed;
   if (__builtin_expect(!d, 0))
     d = ms__preload_je_counter(t);
@@ -489,7 +545,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p) {
     ms__preload_je_free_nested(t, p);
     return 1;
   }
-  ms__preload_unsample(p);
+  ms__preload_unsample(p, prof);
   ms__pl(t)->je_window = 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t n0, n1;
@@ -497,7 +553,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p) {
   ms__real.free(p);
   uint64_t after = ms__preload_je_read(t, d, &n1);
   ms__pl(t)->je_window = 0;
-  ms__preload_record(t, NULL, after - before - (n1 - n0), 1);
+  ms__preload_record(t, NULL, after - before - (n1 - n0), 1, prof);
   return 1;
 }
 
@@ -508,5 +564,8 @@ int ms__preload_posix_memalign(void **out, size_t align, size_t size);
 
 /* Looks up the C++ operators of the runtimes loaded so far (cxx.c). */
 void ms__preload_cxx_resolve(void);
+/* Sends the C++ operators to their profiling copies (cxx.c); from
+ * ms__preload_profile_on. */
+void ms__preload_cxx_profile_on(void);
 
 #endif

@@ -122,7 +122,7 @@ static int calls_reach_us(void *(*def_malloc)(size_t),
 
 int ms__preload_resolve(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st == MS__REAL_READY)
+  if (st == MS__REAL_READY || st == MS__REAL_PROF)
     return 1;
   if (st != MS__REAL_NONE || tls_resolving)
     return 0;
@@ -260,6 +260,26 @@ static void glibc_header_init(void) {
     __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC, __ATOMIC_RELAXED);
 }
 
+/* Not READY nor PROF: looks the next allocator up, then says which copy
+ * runs (preload.h). */
+int ms__preload_mode_slow(void) {
+  if (!ms__preload_resolve())
+    return MS__PL_BOOT;
+  return ms__preload_profiling() ? MS__PL_PROF : MS__PL_PLAIN;
+}
+
+/* READY to PROF, once. A thread that tested READY just before runs its
+ * plain copy to the end: it records nothing for the profiler, and no block
+ * it frees can be a sampled one (sampling starts after this store, and a
+ * block reaches another thread only by a synchronisation that orders this
+ * store before that thread's test of the state). */
+void ms__preload_profile_on(void) {
+  int expect = MS__REAL_READY;
+  if (__atomic_compare_exchange_n(&ms__real_state, &expect, MS__REAL_PROF, 0,
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    ms__preload_cxx_profile_on();
+}
+
 /* ---- jemalloc's per-thread counter of freed bytes (preload.h) -----------*/
 
 uint64_t *ms__preload_je_counter(ms__tls_t *t) {
@@ -276,9 +296,10 @@ uint64_t *ms__preload_je_counter(ms__tls_t *t) {
  * this one would move the counter in between. */
 void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
   uint64_t size = ms__preload_usable(t, p);
-  ms__preload_unsample(p);
+  int prof = ms__preload_profiling();
+  ms__preload_unsample(p, prof);
   ms__real.free(p);
-  ms__preload_record(t, NULL, size, 1);
+  ms__preload_record(t, NULL, size, 1, prof);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   ms__pl(t)->je_nested += size;
 }
@@ -304,8 +325,7 @@ static void je_counter_init(void *base) {
    * own allocations make jemalloc purge (it has no background thread by
    * default), so a 3 MiB probe left the program 3.3 MB more mapped and
    * resident for as long as it stayed quiet. */
-  static const size_t probe[] = {1,    8,     17,     100,   1000,
-                                 5000, 20000, 100000};
+  static const size_t probe[] = {1, 8, 17, 100, 1000, 5000, 20000, 100000};
   for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++) {
     void *p = ms__real.malloc(probe[i]);
     if (!p)
@@ -424,7 +444,7 @@ static int table_classes_init(size_t (*nallocx)(size_t, int)) {
 }
 
 void ms__preload_size_init(void) {
-  if (!ms__preload_ready() || ms__real.usable == no_usable_size)
+  if (!ms__preload_complete() || ms__real.usable == no_usable_size)
     return;
   if (ms__real.is_glibc) {
     glibc_header_init();

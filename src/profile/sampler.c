@@ -10,8 +10,11 @@
  * MEMSTATS_PROFILE_RATE bytes (Go's nextSample), so every byte allocated
  * has the same chance of being sampled whatever the pattern of sizes, and
  * memtop can unsample a bucket exactly as Go does (1/(1-exp(-size/rate))).
- * With the rate at 0 the count starts at INT64_MAX: it never runs out, and
- * the hot path is the subtract and a branch that is never taken.
+ * With the rate at 0 the preload never switches to its profiling copies
+ * (ms__preload_profile_on, src/preload/preload.h): its malloc and free run
+ * the code they ran before the profiler existed, instruction for
+ * instruction (tests/integration/test_hotpath_cost.c). Should a count be
+ * asked for anyway, it starts at INT64_MAX and never runs out.
  *
  * A thread's first allocation finds the count at 0 (TLS starts zeroed) and
  * seeds its PRNG here. A sampled allocation captures its stack with the
