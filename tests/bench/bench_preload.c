@@ -32,7 +32,8 @@
  *    I(100,000)) / 200,000 of pl_loop 1, so that start and exit cancel
  *    out. A figure that does not move with the machine's load, which is
  *    what a difference of a few instructions needs. Beside them, the
- *    preload at rate 2^40: the profiling code with no sample taken.
+ *    preload at rate 2^40 (the profiling code with no sample taken) and
+ *    the naive exact counter, the preload's goal of 1.25x counted too.
  * 4. Real workloads, CPU time (wall time beside it), median of
  *    BENCH_RUNS, the configurations interleaved: bare, the preload
  *    without the profiler, at rate 0 and at the default rate, on sqlite3
@@ -414,13 +415,14 @@ static void bench_instructions(void) {
   /* Rate 2^40 (the largest the sampler takes): the profiling code runs
    * and no sample is taken in these runs, which tells what the unsampled
    * pair pays from what the samples cost. */
-  enum { I_BARE, I_NOPROF, I_R0, I_RMAX, I_DEF, NI };
+  enum { I_BARE, I_NAIVE, I_NOPROF, I_R0, I_RMAX, I_DEF, NI };
   static const struct {
     const char *name;
     int so;
     const char *rate;
   } ic[NI] = {
       [I_BARE] = {"bare", SO_NONE, NULL},
+      [I_NAIVE] = {"  naive exact counter", SO_FLOOR3, NULL},
       [I_NOPROF] = {"preload without profiler", SO_NOPROF, NULL},
       [I_R0] = {"preload, profile rate 0", SO_PRELOAD, "0"},
       [I_RMAX] = {"  rate 2^40: no sample", SO_PRELOAD, "1099511627776"},
@@ -469,6 +471,11 @@ static void bench_instructions(void) {
         printf("   %.3fx bare", per[i] / per[I_BARE]);
       printf("\n");
     }
+    if (per[I_DEF] > 0 && per[I_NAIVE] > 0)
+      printf("  %-8s preload vs naive exact counter: %.3fx (goal <= 1.25x: "
+             "%s)\n",
+             alloc, per[I_DEF] / per[I_NAIVE],
+             met(per[I_DEF] / per[I_NAIVE], 1.25));
   }
   unsetenv("MALLOC_CONF");
 }
