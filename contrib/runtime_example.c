@@ -14,7 +14,12 @@
  *   ms_heap_move   a chunk mapped (NONE->IDLE), first used (IDLE->INUSE),
  *                  emptied by a sweep (INUSE->IDLE), released
  *                  (IDLE->RELEASED), reused (RELEASED->INUSE)
- *   ms_object_alloc / ms_object_free   every object, by its size
+ *   ms_object_alloc_at / ms_object_free_at   every object, by its address
+ *                  and size (the free before the sweep puts it on a free
+ *                  list), so that `memtop profile PID` shows which of the
+ *                  runtime's functions hold its objects (mutate, under
+ *                  alloc_obj); ms_object_alloc / ms_object_free count the
+ *                  same without the profile
  *   ms_sys_add     the chunk table (MSpan) and the mark stack (GC)
  *   ms_gc_begin / ms_gc_end   each collection's pause; ms_gc_set_next
  *                  the heap size the next one aims at
@@ -168,7 +173,7 @@ static obj_t *alloc_obj(uint32_t cls) {
   o->cls = cls;
   chunk_of(o)->live++;
   uint32_t size = class_size[cls];
-  ms_object_alloc(size);
+  ms_object_alloc_at(o, size);
   g_book.mallocs++;
   g_book.live_objects++;
   g_book.live_bytes += size;
@@ -230,7 +235,7 @@ static void collect(int forced) {
         o->marked = 0;
         c->live++;
       } else if (o->cls != UINT32_MAX) {
-        ms_object_free(size);
+        ms_object_free_at(o, size);
         g_book.frees++;
         g_book.live_objects--;
         g_book.live_bytes -= size;

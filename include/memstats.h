@@ -351,6 +351,38 @@ MS_EXTERN int ms_heap_move(ms_span_state_t from, ms_span_state_t to,
 MS_EXTERN void ms_object_alloc(uint64_t size);
 MS_EXTERN void ms_object_free(uint64_t size);
 
+/* Added in 0.2: the same, with the object's address, for the heap profile.
+ * An allocator or runtime that calls these instead of ms_object_alloc/free
+ * gets its objects in `memtop profile PID` by call stack, as a program run
+ * under the preload gets its mallocs: each is counted exactly as
+ * ms_object_alloc/free count it, and allocations are sampled as the
+ * preload samples malloc (one per MEMSTATS_PROFILE_RATE bytes on average,
+ * by the same per-thread countdown; 1 records every object). A sampled
+ * allocation records the caller's stack (this library's own frames left
+ * out, so the innermost frame is the allocator's function that called
+ * this) and p; a free of a sampled p is matched by address and counted
+ * freed in the profile. Rules:
+ *   - p is the object's address, as the free will pass it; NULL is
+ *     counted but never sampled;
+ *   - call ms_object_free_at(p, size) before the address can be handed
+ *     out again (before the object goes back on a free list), as a
+ *     malloc's free is recorded before the block goes back; a free
+ *     recorded after the reuse would end the new object's sample;
+ *   - an object allocated with ms_object_alloc_at may be freed with
+ *     ms_object_free (and the reverse), but then a sample of it stays in
+ *     use in the profile until its address is sampled again.
+ * The profile exists when MEMSTATS_PROFILE_RATE is not 0 (default 524288
+ * bytes); its table is set up by the library's constructor, not on first
+ * use. With MEMSTATS_PROFILE_RATE=0 nothing is set up, and each call costs
+ * what ms_object_alloc/free cost plus one predictable branch. Same hot-path
+ * rules as the calls above: no lock on the unsampled path (a sampled one
+ * takes the profile table's own short spin lock), no allocation,
+ * async-signal-safe with respect to themselves (a call from a signal
+ * handler that interrupted a sampled one is counted but not sampled, and
+ * its free of a sampled object is counted as lost). */
+MS_EXTERN void ms_object_alloc_at(const void *p, uint64_t size);
+MS_EXTERN void ms_object_free_at(const void *p, uint64_t size);
+
 /* Off-heap memory classes, Go's sysMemStat counters. */
 typedef enum ms_sys_class_e {
   MS_SYS_STACK = 0, /* StackSys / StackInuse */

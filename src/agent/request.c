@@ -142,8 +142,8 @@ static void profile_request(ms__wire_writer_t *out) {
   if (r == MS_ENOSYS)
     ms__wire_encode_error(out, MS__MSG_ERROR, r,
                           "heap profiling is off in this process "
-                          "(MEMSTATS_PROFILE_RATE=0, or not run under the "
-                          "preload)");
+                          "(MEMSTATS_PROFILE_RATE=0, or no memory for its "
+                          "table)");
   else if (r == MS_EAGAIN)
     ms__wire_encode_error(out, MS__MSG_ERROR, r,
                           "other heap profiles are being sent; try again");

@@ -28,7 +28,16 @@
 #define MS__FEED_TRACKED 0x10u          /* the preload tracks every malloc */
 #define MS__FEED_SYS(c) (0x100u << (c)) /* ms_sys_add(c, ...) */
 unsigned ms__engine_fed(void);
-void ms__feed(unsigned flags);
+/* Marks flags as fed: one load and a branch once they are, so the
+ * accounting API's per-object calls may pay it on every call (inline, so
+ * that an entry point outside src/core, ms_object_alloc_at's in
+ * src/profile, pays what ms_object_alloc pays). */
+extern unsigned ms__fed __attribute__((visibility("hidden")));
+static inline void ms__feed(unsigned flags) {
+  if (__builtin_expect(
+          (__atomic_load_n(&ms__fed, __ATOMIC_RELAXED) & flags) != flags, 0))
+    __atomic_fetch_or(&ms__fed, flags, __ATOMIC_RELAXED);
+}
 /* Initialises the engine (membarrier registration, thread-exit key). Called
  * lazily; idempotent. */
 void ms__engine_init(void);

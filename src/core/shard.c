@@ -110,7 +110,7 @@ static inline ms__delta_t *slot_at(ms__shard_t *s, uint64_t w) {
 
 static ms__shard_t g_global;
 static ms__shard_t *g_shards; /* every shard ever made (a list) */
-static unsigned g_fed;        /* MS__FEED_* flags */
+unsigned ms__fed; /* MS__FEED_* flags (engine.h) */
 static pthread_key_t g_key;
 static int g_key_ok;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -138,13 +138,8 @@ static inline void add_own(uint64_t *p, uint64_t d) {
   st(p, ld(p) + d);
 }
 
-void ms__feed(unsigned flags) {
-  if ((__atomic_load_n(&g_fed, RLX) & flags) != flags)
-    __atomic_fetch_or(&g_fed, flags, RLX);
-}
-
 unsigned ms__engine_fed(void) {
-  return __atomic_load_n(&g_fed, RLX);
+  return __atomic_load_n(&ms__fed, RLX);
 }
 
 static void thread_exit(void *arg) {

@@ -261,9 +261,9 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   GElf_Sym esym;
   Dwfl_Line *dl;
   Dwarf_Addr bias = 0, la;
-  Dwarf_Die *cu, *scopes = NULL;
+  Dwarf_Die *cu, *scopes = NULL, *chain = NULL;
   Dwarf_Files *files = NULL;
-  int nscopes = 0, i;
+  int nscopes = 0, nchain = 0, i;
   int64_t line;
 
   sym = dwfl_module_addrinfo(mod, l->address, &off, &esym, NULL, NULL, NULL);
@@ -284,26 +284,39 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
     if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
       files = NULL;
   }
-  for (i = 0; i < nscopes && n < MAX_INLINE; i++) {
+  /* Past an inlined function, dwarf_getscopes goes on with the scopes of
+   * its abstract definition (its class, its namespace: where its name was
+   * declared), not with the functions it was inlined into: those are the
+   * DIE's own parents, which dwarf_getscopes_die gives. So the innermost
+   * function's scope is found first, and its parents followed. */
+  for (i = 0; i < nscopes; i++) {
     int tag = dwarf_tag(&scopes[i]);
+
+    if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
+      nchain = dwarf_getscopes_die(&scopes[i], &chain);
+      break;
+    }
+  }
+  for (i = 0; i < nchain && n < MAX_INLINE; i++) {
+    int tag = dwarf_tag(&chain[i]);
     const char *name, *decl_file;
     Dwarf_Attribute a;
     Dwarf_Word w;
 
     if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
       continue;
-    name = die_name(&scopes[i]);
+    name = die_name(&chain[i]);
     /* The real function's name is the symbol table's when DWARF lacks
      * one (and the two agree otherwise). */
     if (tag == DW_TAG_subprogram && sym != NULL)
       name = sym;
     if (name == NULL)
       name = "??";
-    decl_file = dwarf_decl_file(&scopes[i]);
+    decl_file = dwarf_decl_file(&chain[i]);
     if (decl_file == NULL)
       decl_file = file;
     lines[n].function = add_function(h, name, decl_file ? decl_file : "",
-                                     die_decl_line(&scopes[i]));
+                                     die_decl_line(&chain[i]));
     lines[n].line = line;
     n++;
     if (tag == DW_TAG_subprogram)
@@ -311,13 +324,14 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
     /* The caller of an inlined call is at the call's line and file. */
     line = 0;
     call_file = NULL;
-    if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &w) == 0)
+    if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &a), &w) == 0)
       line = (int64_t)w;
     if (files != NULL &&
-        dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &w) == 0)
+        dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &w) == 0)
       call_file = dwarf_filesrc(files, (size_t)w, NULL, NULL);
     file = call_file;
   }
+  free(chain);
   free(scopes);
   if (n == 0 && sym != NULL) {
     /* No DWARF here: the symbol table's function, and the line table's

@@ -280,6 +280,22 @@ void ms__preload_profile_on(void) {
     ms__preload_cxx_profile_on();
 }
 
+/* ---- a profiling copy's rare paths (preload.h) ---------------------------*/
+
+void ms__preload_sample_block(void *p) {
+  ms__tls_t *t = &ms__tls;
+  ms__prof_sampled(t, p, ms__preload_usable(t, p));
+}
+
+void ms__preload_mapped_prof(ms__tls_t *t, void *p, ms__glibc_block_t b,
+                             int is_free) {
+  if (is_free && p != NULL)
+    ms__preload_unsample(p, 1);
+  ms__track_mapped(b.usable, b.mapped, is_free);
+  if (!is_free)
+    ms__preload_sample(t, p, b.usable, 1);
+}
+
 /* ---- jemalloc's per-thread counter of freed bytes (preload.h) -----------*/
 
 uint64_t *ms__preload_je_counter(ms__tls_t *t) {

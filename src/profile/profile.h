@@ -9,10 +9,14 @@
  * buckets.c  the bucket table: counts by (stack, size) with Go's three
  *            stages, the table of sampled addresses, all in one mapping;
  * unwind.c   the stack capture (glibc's backtrace(): libgcc_s's DWARF
- *            unwinder; unwind.c says why not libunwind).
+ *            unwinder; unwind.c says why not libunwind);
+ * linked.c   the public ms_object_alloc_at/ms_object_free_at, which
+ *            sample a linked program's own objects the same way, and the
+ *            sampler's start-up in a program that links libmemstats.
  *
- * The hot path's part is inline in src/preload/preload.h: one subtract
- * from ms__tls.prof_left per malloc, one load of ms__prof_live per free.
+ * The hot path's part is inline in src/preload/preload.h (and written
+ * out again in linked.c): one subtract from ms__tls.prof_left per malloc,
+ * one load of ms__prof_live per free.
  */
 #ifndef MS_PROFILE_PROFILE_H
 #define MS_PROFILE_PROFILE_H
@@ -59,9 +63,11 @@ static inline uint32_t ms__prof_filter_index(const void *p) {
 }
 
 /* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS, maps the table, loads
- * the unwinder and installs the fork handlers; from the preload's
- * constructor, before any sample (so no capture ever runs a first-use
- * initialisation from inside malloc). Idempotent. */
+ * the unwinder and installs the fork handlers (at rate 0 it reads the
+ * environment only); from the preload's constructor, or in a program that
+ * links libmemstats from linked.c's, before any sample (so no capture
+ * ever runs a first-use initialisation from inside an allocation).
+ * Idempotent. */
 void ms__prof_init(void);
 /* The rate in effect (0: off). */
 uint64_t ms__prof_rate(void);

@@ -225,43 +225,30 @@ static int count_sockets(int pid, int except) {
  * reading. Returns what the script printed after "ready". */
 static char *run_bash_fd4(const char *script, const char *file, int preload,
                           size_t *len) {
-  int in[2], out[2];
-  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    setenv("MEMSTATS_DIR", g_dir, 1);
-    if (preload)
-      setenv("LD_PRELOAD", g_preload, 1);
-    execlp("bash", "bash", script, file, (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
+  const char *argv[] = {"bash", script, file, NULL};
+  char env_preload[1300];
+  const char *env[] = {preload ? env_preload : NULL, NULL};
+  target_t t;
+  snprintf(env_preload, sizeof env_preload, "LD_PRELOAD=%s", g_preload);
+  target_exec(&t, argv, g_dir, env, NULL, NULL, 0);
   char line[64];
-  assert_int_equal(target_read_line(out[0], line, sizeof line), 0);
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
   assert_string_equal(line, "ready");
   if (preload)
-    good_fetch(pid); /* wakes the agent, as memtop polling it would */
-  assert_int_equal(write(in[1], "go\n", 3), 3);
+    good_fetch(t.pid); /* wakes the agent, as memtop polling it would */
+  assert_int_equal(write(t.in, "go\n", 3), 3);
   size_t cap = 1 << 20, have = 0;
   char *buf = malloc(cap);
   for (;;) {
     if (have == cap)
       buf = realloc(buf, cap *= 2);
-    ssize_t r = read(out[0], buf + have, cap - have);
+    ssize_t r = read(t.out, buf + have, cap - have);
     if (r <= 0)
       break;
     have += (size_t)r;
   }
-  int st;
-  waitpid(pid, &st, 0);
+  int st = target_wait(&t);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  close(in[1]);
-  close(out[0]);
   *len = have;
   return buf;
 }

@@ -28,6 +28,7 @@
 #include "support/fetch.h"
 #include "support/host.h"
 #include "support/profile_fetch.h"
+#include "support/target.h"
 
 static char g_build[1024], g_preload[1200], g_dir[64];
 
@@ -37,9 +38,7 @@ typedef struct fn_s {
 } fn_t;
 
 typedef struct proc_s {
-  pid_t pid;
-  int in_w;
-  FILE *out;
+  target_t t;
   fn_t fns[16];
   int nfns;
   int signals;  /* handler runs the program counted */
@@ -47,39 +46,24 @@ typedef struct proc_s {
   int nready;
 } proc_t;
 
-/* Starts argv under the preload with env (NAME=VALUE, NULL-ended), and
- * reads its lines until `nready` processes said ready. */
+/* Starts argv under the preload with env (NAME=VALUE, NULL-ended) and the
+ * profiler's settings otherwise at their defaults, and reads its lines
+ * until `nready` processes said ready. */
 static void start(proc_t *p, const char *const argv[], const char *const env[],
                   int nready) {
+  char preload[1300], line[256];
+  const char *base[] = {preload,
+                        "MEMSTATS_AGENT",
+                        "MEMSTATS_PROFILE_RATE",
+                        "MEMSTATS_PROFILE_DEPTH",
+                        "MEMSTATS_PROFILE_BUCKETS",
+                        NULL};
+
   memset(p, 0, sizeof *p);
-  int in[2], out[2];
-  assert_int_equal(pipe(in), 0);
-  assert_int_equal(pipe(out), 0);
-  p->pid = fork();
-  assert_true(p->pid >= 0);
-  if (p->pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_DIR", g_dir, 1);
-    unsetenv("MEMSTATS_AGENT");
-    unsetenv("MEMSTATS_PROFILE_RATE");
-    unsetenv("MEMSTATS_PROFILE_DEPTH");
-    unsetenv("MEMSTATS_PROFILE_BUCKETS");
-    for (int i = 0; env[i]; i++)
-      putenv((char *)env[i]);
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  p->in_w = in[1];
-  p->out = fdopen(out[0], "r");
-  assert_non_null(p->out);
-  char line[256];
-  while (p->nready < nready && fgets(line, sizeof line, p->out)) {
+  snprintf(preload, sizeof preload, "LD_PRELOAD=%s", g_preload);
+  target_exec(&p->t, argv, g_dir, base, env, NULL, 0);
+  while (p->nready < nready &&
+         target_read_line(p->t.out, line, sizeof line) == 0) {
     int nsig;
     if (sscanf(line, "signals %d", &nsig) == 1)
       p->signals = nsig;
@@ -95,11 +79,7 @@ static void start(proc_t *p, const char *const argv[], const char *const env[],
 }
 
 static void stop(proc_t *p) {
-  close(p->in_w);
-  fclose(p->out);
-  int st;
-  while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  target_wait(&p->t);
 }
 
 static const fn_t *fn(const proc_t *p, const char *name) {
@@ -266,7 +246,7 @@ static void test_fork(void **state) {
     /* Both start from the parent's live sampled objects; only the child
      * made f_child's. */
     assert_int_equal(par.inuse_objects, 16);
-    assert_int_equal(chi.inuse_objects, pid == p.pid ? 0 : 16);
+    assert_int_equal(chi.inuse_objects, pid == p.t.pid ? 0 : 16);
     ms__profile_decoded_free(d);
   }
   stop(&p);

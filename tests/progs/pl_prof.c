@@ -21,6 +21,13 @@
  *                    blocks' usable sizes) for each. The blocks are glibc's
  *                    own mmaps, touched only in their first bytes: 1.6 GB
  *                    of address space, a few MB resident
+ *   pl_prof small    for the default rate, small blocks: f_churn_32
+ *                    allocates and frees 33,000,000 blocks of 32 bytes one
+ *                    at a time, f_churn_mixed 4,000,000 of 16 sizes from 64
+ *                    to 1024 bytes, f_hold keeps 20,000 blocks of 64 KiB
+ *                    (1.3 GB of address space, their bodies never touched:
+ *                    some 80 MB resident); prints "truth FN COUNT BYTES"
+ *                    (usable sizes) for each
  *
  * Each prints "fn NAME START END" for its functions, then "ready PID"
  * (every process that stays), and waits for stdin to close.
@@ -82,6 +89,9 @@ void f_signal(void);
 void f_large_a(void);
 void f_large_b(void);
 void f_large_freed(void);
+void f_churn_32(void);
+void f_churn_mixed(void);
+void f_hold(void);
 
 NOINLINE void f_big(void) {
   for (int i = 0; i < 3 * N; i++)
@@ -220,8 +230,47 @@ NOINLINE void f_large_freed(void) {
   __asm__ volatile("");
 }
 
-/* Runs one large site and says its truth. */
-static void large_site(const char *name, void (*fn)(void)) {
+/* The small mode's sites. Each block's usable size is asked for (glibc
+ * may hand out a chunk a little larger than the request). */
+#define CHURN_32 33000000
+#define CHURN_MIXED 4000000
+#define HOLD 20000
+#define HOLD_SIZE (64u << 10)
+extern void *volatile g_hold[HOLD];
+void *volatile g_hold[HOLD];
+
+NOINLINE void f_churn_32(void) {
+  for (int i = 0; i < CHURN_32; i++) {
+    void *volatile p = malloc(32);
+    g_truth_count++;
+    g_truth_bytes += malloc_usable_size(p);
+    free(p);
+  }
+  __asm__ volatile("");
+}
+
+NOINLINE void f_churn_mixed(void) {
+  for (int i = 0; i < CHURN_MIXED; i++) {
+    void *volatile p = malloc(64 + 64 * (size_t)(i % 16));
+    g_truth_count++;
+    g_truth_bytes += malloc_usable_size(p);
+    free(p);
+  }
+  __asm__ volatile("");
+}
+
+NOINLINE void f_hold(void) {
+  for (int i = 0; i < HOLD; i++) {
+    void *p = malloc(HOLD_SIZE);
+    g_truth_count++;
+    g_truth_bytes += malloc_usable_size(p);
+    g_hold[i] = p;
+  }
+  __asm__ volatile("");
+}
+
+/* Runs one site (large or small mode) and says its truth. */
+static void truth_site(const char *name, void (*fn)(void)) {
   g_truth_count = g_truth_bytes = 0;
   fn();
   prog_say("truth %s %llu %llu", name, g_truth_count, g_truth_bytes);
@@ -286,9 +335,13 @@ int main(int argc, char **argv) {
   } else if (strcmp(mode, "large") == 0) {
     /* The freed site last: glibc raises its mmap threshold when an
      * mmapped block is freed, and the held sites' blocks stay mmaps. */
-    large_site("f_large_a", f_large_a);
-    large_site("f_large_b", f_large_b);
-    large_site("f_large_freed", f_large_freed);
+    truth_site("f_large_a", f_large_a);
+    truth_site("f_large_b", f_large_b);
+    truth_site("f_large_freed", f_large_freed);
+  } else if (strcmp(mode, "small") == 0) {
+    truth_site("f_hold", f_hold);
+    truth_site("f_churn_32", f_churn_32);
+    truth_site("f_churn_mixed", f_churn_mixed);
   } else if (strcmp(mode, "signals") == 0) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

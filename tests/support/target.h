@@ -1,8 +1,9 @@
 /*
  * target.h - test helper: a target program under test's control (one of
- * tests/progs, with the agent linked in: target_proc.h), its socket
- * directory, and raw connections to it. Include after <cmocka.h>; header
- * only, like the other helpers here.
+ * tests/progs with the agent linked in, or any program under the
+ * preload: target_proc.h starts and stops it), its socket directory, and
+ * raw connections to it. Include after <cmocka.h>; header only, like the
+ * other helpers here.
  */
 #ifndef MS_TESTS_SUPPORT_TARGET_H
 #define MS_TESTS_SUPPORT_TARGET_H
@@ -24,13 +25,23 @@
 #include "client/client.h"
 #include "support/target_proc.h"
 
-/* target_launch, asserting that the program started and said a line. */
+/* target_launch, asserting that the program started. */
+static inline void target_exec(target_t *t, const char *const argv[],
+                               const char *dir, const char *const *env,
+                               const char *const *env2, const int *keep,
+                               int nkeep) {
+  assert_int_equal(target_launch(t, argv, dir, env, env2, keep, nkeep), 0);
+}
+
+/* Starts prog (no arguments) as target_exec does, and waits for its
+ * first line, which it leaves in line. */
 static inline void target_spawn(target_t *t, const char *prog, const char *dir,
                                 const char *const *env, const char *const *env2,
                                 const int *keep, int nkeep, char *line,
                                 size_t linelen) {
-  assert_int_equal(
-      target_launch(t, prog, dir, env, env2, keep, nkeep, line, linelen), 0);
+  const char *argv[] = {prog, NULL};
+  target_exec(t, argv, dir, env, env2, keep, nkeep);
+  assert_int_equal(target_read_line(t->out, line, linelen), 0);
 }
 
 /* A plain connection to a socket path, reads timing out after 10 s.

@@ -73,6 +73,25 @@ static __attribute__((noinline)) void site_c(uint64_t *ra) {
   ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
   __asm__ volatile("" ::: "memory");
 }
+
+/* A capture inside functions inlined into another, two deep (as a C++
+ * container's allocate is inlined into push_back, and that into the
+ * caller): the real function is the third frame of one address. */
+static int line_inner, line_middle, line_outer;
+
+static inline __attribute__((always_inline)) void inlined_inner(uint64_t *ra) {
+  line_inner = __LINE__; capture(&ra[0]);
+}
+
+static inline __attribute__((always_inline)) void inlined_middle(uint64_t *ra) {
+  line_middle = __LINE__; inlined_inner(ra);
+}
+
+static __attribute__((noinline)) void inlined_outer(uint64_t *ra) {
+  line_outer = __LINE__; inlined_middle(ra);
+  ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
 // clang-format on
 
 typedef struct fixture_s {
@@ -459,6 +478,44 @@ static void test_symbolize_own_functions(void **state) {
   mt_heap_free(&h);
 }
 
+/* An address in inlined code resolves to every function of the inline
+ * chain, innermost first, each at the line of its call to the next, down
+ * to the real function: inlined_inner, inlined_middle, inlined_outer.
+ * libdw's dwarf_getscopes alone gave inlined_inner and stopped (past an
+ * inlined function it goes on with the scopes of its abstract
+ * definition): a C++ site allocating through std::vector showed as
+ * std::__new_allocator<T>::allocate alone, and every site of that T was
+ * merged into it. */
+static void test_symbolize_inline_chain(void **state) {
+  static const char *const names[3] = {"inlined_inner", "inlined_middle",
+                                       "inlined_outer"};
+  const int *lines[3] = {&line_inner, &line_middle, &line_outer};
+  fixture_t f;
+  mt_heap_t h;
+  const mt_heap_location_t *l;
+  uint32_t j;
+
+  (void)state;
+  fixture_init(&f, 1, 1);
+  inlined_outer(f.stack[0]);
+  f.p.nrecords = 1;
+  assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
+  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(h.nsamples, 1);
+  l = &h.locations[h.samples[0].locations[0]];
+  for (j = 0; j < l->nlines; j++)
+    print_message("line %u: %s:%lld\n", j,
+                  h.strings[h.functions[l->lines[j].function].name],
+                  (long long)l->lines[j].line);
+  assert_int_equal(l->nlines, 3);
+  for (j = 0; j < 3; j++) {
+    assert_string_equal(h.strings[h.functions[l->lines[j].function].name],
+                        names[j]);
+    assert_int_equal(l->lines[j].line, *lines[j]);
+  }
+  mt_heap_free(&h);
+}
+
 /* What memtop writes is what pprof reads: -raw prints exactly the profile
  * memtop built (rate 1: the exact figures). */
 static void round_trip(uint64_t rate, int with_build_id) {
@@ -801,6 +858,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scale_as_go),
       cmocka_unit_test(test_symbolize_own_functions),
+      cmocka_unit_test(test_symbolize_inline_chain),
       cmocka_unit_test(test_round_trip_rate1),
       cmocka_unit_test(test_round_trip_sampled),
       cmocka_unit_test(test_top_names_sites),
