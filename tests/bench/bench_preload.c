@@ -38,11 +38,13 @@
  *    BENCH_RUNS, the configurations interleaved: bare, the preload
  *    without the profiler, at rate 0 and at the default rate, on sqlite3
  *    building and querying a 200,000-row database, g++ -O2 -c of
- * tests/bench/workload_templates.cc and python3 running
- * tests/bench/workload_alloc.py (both found from the source tree's root, where
- * make bench runs). Goals: the preload at its default rate at most 1.02x bare
- * and at most 1.02x rate 0. A program that is not installed is skipped, and
- * said so.
+ *    workload_templates.cc and python3 running workload_alloc.py (both
+ *    in tests/bench, found from the source tree's root, where make bench
+ *    runs). Goals: the preload at its default rate at most 1.02x bare and
+ *    at most 1.02x rate 0. A program that is not installed is skipped,
+ *    and said so. BENCH_CALLGRIND=1 adds each workload's instructions
+ *    under callgrind (bare, rate 0, default rate; about 50 times its run
+ *    time).
  *
  * Figures only: nothing here fails on a slow machine.
  */
@@ -168,8 +170,9 @@ static double run(const how_t *how, const char *const argv[], const char *in,
 }
 
 /* The number after `key` on the last line of file path that has it, or
- * -1 (commas in it, as valgrind prints them, are skipped). */
-static double file_figure(const char *path, const char *key) {
+ * with sum the sum over all such lines (one a process); -1 if there is
+ * none. Commas in it, as valgrind prints them, are skipped. */
+static double file_figure(const char *path, const char *key, int sum) {
   double v = -1;
   FILE *f = fopen(path, "r");
   if (!f)
@@ -189,7 +192,7 @@ static double file_figure(const char *path, const char *key) {
         break;
     digits[n] = '\0';
     if (n)
-      v = strtod(digits, NULL);
+      v = (sum && v > 0 ? v : 0) + strtod(digits, NULL);
   }
   fclose(f);
   return v;
@@ -293,7 +296,7 @@ static double loop_once(int c, int threads, long pairs) {
     const char *argv[] = {loop_exe, t, p, NULL};
     r = run(&conf[c].how, argv, NULL, out, NULL, NULL);
   }
-  double ns = file_figure(out, "ns_per_pair=");
+  double ns = file_figure(out, "ns_per_pair=", 0);
   unlink(out);
   return r < 0 ? -1 : ns;
 }
@@ -383,22 +386,33 @@ static void bench_loop(int threads, int with_heaptrack) {
 /* ---- instructions per pair, under callgrind
  * -------------------------------------------------*/
 
-/* Instructions pl_loop 1 executes for `pairs` pairs run as `how` says,
- * from the "Collected : N" line callgrind prints on stderr; -1 if the run
- * failed. */
-static double loop_instructions(const how_t *how, long pairs) {
-  char p[32], cg[64], err[64], opt[100];
-  snprintf(p, sizeof p, "%ld", pairs);
-  snprintf(cg, sizeof cg, "/tmp/bench_preload.%d.callgrind", (int)getpid());
+/* Instructions argv executes, its children's included, run as `how`
+ * says under valgrind's callgrind: the sum of the "Collected : N" lines
+ * callgrind prints on stderr, one a process; -1 if the run failed. */
+static double instructions(const how_t *how, const char *const argv[],
+                           const char *in) {
+  enum { MAX_ARGS = 16 };
+  const char *vargv[MAX_ARGS + 5] = {"valgrind", "--tool=callgrind",
+                                     "--trace-children=yes",
+                                     "--callgrind-out-file=/dev/null"};
+  int n = 4;
+  for (int i = 0; argv[i] && i < MAX_ARGS; i++)
+    vargv[n++] = argv[i];
+  vargv[n] = NULL;
+  char err[64];
   snprintf(err, sizeof err, "/tmp/bench_preload.%d.err", (int)getpid());
-  snprintf(opt, sizeof opt, "--callgrind-out-file=%s", cg);
-  const char *argv[] = {"valgrind", "--tool=callgrind", opt, loop_exe, "1", p,
-                        NULL};
-  double ok = run(how, argv, NULL, NULL, err, NULL);
-  double ir = file_figure(err, "Collected");
-  unlink(cg);
+  double ok = run(how, vargv, in, NULL, err, NULL);
+  double ir = file_figure(err, "Collected", 1);
   unlink(err);
   return ok < 0 ? -1 : ir;
+}
+
+/* Instructions pl_loop 1 executes for `pairs` pairs run as `how` says. */
+static double loop_instructions(const how_t *how, long pairs) {
+  char p[32];
+  snprintf(p, sizeof p, "%ld", pairs);
+  const char *argv[] = {loop_exe, "1", p, NULL};
+  return instructions(how, argv, NULL);
 }
 
 /* Instructions per malloc/free pair, 1 thread, on glibc and on jemalloc:
@@ -515,6 +529,32 @@ static const struct {
     [W_DEF] = {"preload, default rate", {SO_PRELOAD, NULL, NULL}},
 };
 
+/* With BENCH_CALLGRIND=1 (about 50 times the run's time, so not by
+ * default): the workload's instructions under callgrind, bare, at rate 0
+ * and at the default rate, once each. They move little with the load:
+ * what timing on a shared machine cannot tell at 2%. */
+static void workload_instructions(const workload_t *w) {
+  static const int cs[] = {W_BARE, W_R0, W_DEF};
+  double ir[NW] = {0};
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    if (w->fresh)
+      unlink(w->fresh);
+    ir[cs[i]] = instructions(&wconf[cs[i]].how, w->argv, w->in);
+    if (ir[cs[i]] <= 0) {
+      printf("  instructions (callgrind): failed (%s)\n", wconf[cs[i]].name);
+      return;
+    }
+  }
+  if (w->fresh)
+    unlink(w->fresh);
+  printf("  instructions (callgrind): bare %.1f M, rate 0 %.1f M, default "
+         "rate %.1f M: %.4fx rate 0 (goal <= 1.02x: %s), %.4fx bare (goal "
+         "<= 1.02x: %s)\n",
+         ir[W_BARE] / 1e6, ir[W_R0] / 1e6, ir[W_DEF] / 1e6,
+         ir[W_DEF] / ir[W_R0], met(ir[W_DEF] / ir[W_R0], 1.02),
+         ir[W_DEF] / ir[W_BARE], met(ir[W_DEF] / ir[W_BARE], 1.02));
+}
+
 /* CPU time (user and system, the program's children's included), median
  * of BENCH_RUNS, the configurations interleaved: on a shared machine the
  * wall time also counts the time the program waited for a core, which
@@ -558,6 +598,8 @@ static void bench_workload(const workload_t *w) {
          "without profiler: %.3fx\n",
          mid[W_DEF] / mid[W_R0], met(mid[W_DEF] / mid[W_R0], 1.02),
          mid[W_R0] / mid[W_NOPROF]);
+  if (getenv("BENCH_CALLGRIND") && host_have_program("valgrind"))
+    workload_instructions(w);
 }
 
 static void bench_sqlite(void) {
@@ -621,6 +663,9 @@ static void bench_python(void) {
            PY_SRC);
     return;
   }
+  /* The same string hashes in every run: the same work, to the
+   * instruction. */
+  setenv("PYTHONHASHSEED", "0", 1);
   const char *argv[] = {py, PY_SRC, NULL};
   workload_t w = {"python3: dicts, lists, strings, JSON (" PY_SRC ")", argv,
                   NULL, NULL};
