@@ -74,10 +74,11 @@ pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bc
 OPTIONAL="
 cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz)
 cmd:tmux|tmux|tmux|tmux|tmux (the live-view tests)
-cmd:python3|python3|python3|python|python3 (a preload test)
+cmd:python3|python3|python3|python|python3 (a preload test, make bench)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
+cmd:g++|g++|gcc-c++|gcc|g++ (make bench: the compiler workload)
 cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
 cmd:valgrind|valgrind|valgrind|valgrind|valgrind (the hot path's instruction counts: test_hotpath_cost, make bench)
 cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-node-exporter|node_exporter (make bench: bench_serve's comparison)

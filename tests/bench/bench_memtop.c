@@ -32,6 +32,7 @@
 #include "client/client.h"
 #include "memstats.h"
 #include "support/fetch.h"
+#include "support/target_proc.h"
 
 static char memtop[1200], target[1200];
 
@@ -104,42 +105,6 @@ static double self_cpu_s(void) {
   getrusage(RUSAGE_SELF, &ru);
   return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
          (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-typedef struct target_s {
-  pid_t pid;
-  int in;
-} target_t;
-
-static int start_target(target_t *t) {
-  int pi[2], po[2];
-  char line[64] = {0};
-  ssize_t n;
-
-  if (pipe2(pi, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0)
-    return -1;
-  t->pid = fork();
-  if (t->pid < 0)
-    return -1;
-  if (t->pid == 0) {
-    dup2(pi[0], 0);
-    dup2(po[1], 1);
-    execl(target, target, (char *)NULL);
-    _exit(126);
-  }
-  close(pi[0]);
-  close(po[1]);
-  n = read(po[0], line, sizeof line - 1);
-  close(po[0]);
-  t->in = pi[1];
-  return n > 6 && strncmp(line, "ready ", 6) == 0 ? 0 : -1;
-}
-
-static void stop_target(target_t *t) {
-  int st;
-  close(t->in);
-  kill(t->pid, SIGTERM);
-  waitpid(t->pid, &st, 0);
 }
 
 /* Starts memtop on a pseudo-terminal of 120x40 with `args`. */
@@ -277,7 +242,7 @@ int main(void) {
   printf("memtop's own cost (window %.0f s, 1 Hz, live view on a 120x40 "
          "pty)\n",
          window);
-  if (start_target(&t[0]) != 0) {
+  if (target_launch_ready(&t[0], target, dir) != 0) {
     fprintf(stderr, "bench_memtop: cannot start %s\n", target);
     return 1;
   }
@@ -296,7 +261,7 @@ int main(void) {
 
   /* ---- n targets ---- */
   for (i = 1; i < n; i++, started++)
-    if (start_target(&t[i]) != 0)
+    if (target_launch_ready(&t[i], target, dir) != 0)
       break;
   {
     char *args[] = {memtop, (char *)"-d", (char *)"1", NULL};
@@ -331,7 +296,7 @@ int main(void) {
   }
 
   for (i = 0; i < started; i++)
-    stop_target(&t[i]);
+    target_stop(&t[i], SIGTERM);
   free(t);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   return system(cmd) == 0 ? 0 : 1;

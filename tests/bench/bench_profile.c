@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "support/host.h"
+#include "support/target_proc.h"
 
 static char g_build[1024], g_preload[1200], g_dir[64];
 
@@ -109,13 +110,13 @@ static int by_double(const void *a, const void *b) {
 
 int main(void) {
   char prog[1200], line[256];
-  int in[2], out[2], runs = 5, ready = 0;
+  int runs = 5, ready = 0;
   const char *env = getenv("BENCH_RUNS");
   double wall[64], once;
   long rss = 0, samples = 0;
   unsigned long long cpu0, cpu1;
   pid_t pid;
-  FILE *o;
+  target_t t;
 
   if (env != NULL && atoi(env) > 0)
     runs = atoi(env) > 64 ? 64 : atoi(env);
@@ -126,31 +127,23 @@ int main(void) {
   }
   snprintf(prog, sizeof prog, "%s/progs/pl_prof", g_build);
   snprintf(g_dir, sizeof g_dir, "/tmp/bench-profile-XXXXXX");
-  if (mkdtemp(g_dir) == NULL || pipe(in) != 0 || pipe(out) != 0)
+  static char ld_preload[1300];
+  snprintf(ld_preload, sizeof ld_preload, "LD_PRELOAD=%s", g_preload);
+  const char *const argv[] = {prog, "wide", NULL};
+  const char *const target_env[] = {ld_preload, "MEMSTATS_PROFILE_RATE=1",
+                                    "MEMSTATS_PROFILE_DEPTH=256",
+                                    "MEMSTATS_PROFILE_BUCKETS=32768", NULL};
+  if (mkdtemp(g_dir) == NULL ||
+      target_launch(&t, argv, g_dir, target_env, NULL, NULL, 0) != 0)
     return 1;
   signal(SIGPIPE, SIG_IGN);
-  pid = fork();
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    setenv("LD_PRELOAD", g_preload, 1);
-    setenv("MEMSTATS_DIR", g_dir, 1);
-    setenv("MEMSTATS_PROFILE_RATE", "1", 1);
-    setenv("MEMSTATS_PROFILE_DEPTH", "256", 1);
-    setenv("MEMSTATS_PROFILE_BUCKETS", "32768", 1);
-    execl(prog, prog, "wide", (char *)NULL);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  o = fdopen(out[0], "r");
-  while (o != NULL && fgets(line, sizeof line, o) != NULL)
+  pid = t.pid;
+  while (target_read_line(t.out, line, sizeof line) == 0)
     if (sscanf(line, "ready %d", &ready) == 1)
       break;
   if (ready != pid) {
     fprintf(stderr, "bench_profile: pl_prof did not start\n");
+    target_kill(&t);
     return 1;
   }
   once = run_memtop("--once", pid, NULL, NULL);
@@ -168,10 +161,7 @@ int main(void) {
          (double)(cpu1 - cpu0) / 1e6 / runs, once * 1e3,
          samples >= 10000 ? (wall[runs / 2] < 1.0 ? "met" : "NOT met")
                           : "(fewer buckets than the goal's)");
-  close(in[1]);
-  if (o != NULL)
-    fclose(o);
-  waitpid(pid, NULL, 0);
+  target_wait(&t);
   snprintf(line, sizeof line, "rm -rf '%s'", g_dir);
   return system(line) == 0 ? 0 : 1;
 }

@@ -31,6 +31,7 @@
 
 #include "memstats.h"
 #include "support/fetch.h"
+#include "support/target_proc.h"
 
 static char memtop[1200], target[1200];
 
@@ -69,40 +70,6 @@ static long proc_rss_kib(pid_t pid) {
     sscanf(line, "VmRSS: %ld", &rss);
   fclose(f);
   return rss;
-}
-
-typedef struct target_s {
-  pid_t pid;
-  int in;
-} target_t;
-
-static int start_target(target_t *t) {
-  int pi[2], po[2];
-  char line[64] = {0};
-  if (pipe2(pi, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0)
-    return -1;
-  t->pid = fork();
-  if (t->pid < 0)
-    return -1;
-  if (t->pid == 0) {
-    dup2(pi[0], 0);
-    dup2(po[1], 1);
-    execl(target, target, (char *)NULL);
-    _exit(126);
-  }
-  close(pi[0]);
-  close(po[1]);
-  ssize_t n = read(po[0], line, sizeof line - 1);
-  close(po[0]);
-  t->in = pi[1];
-  return n > 6 && strncmp(line, "ready ", 6) == 0 ? 0 : -1;
-}
-
-static void stop_target(target_t *t) {
-  int st;
-  close(t->in);
-  kill(t->pid, SIGTERM);
-  waitpid(t->pid, &st, 0);
 }
 
 /* memtop serve on a free port, -d 0.1; its PID and port. */
@@ -259,7 +226,7 @@ int main(void) {
   printf("scrape latency, each scrape a new round (%d scrapes):\n", scrapes);
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
     while (have < counts[c])
-      if (start_target(&t[have++]) != 0) {
+      if (target_launch_ready(&t[have++], target, dir) != 0) {
         fprintf(stderr, "bench_serve: cannot start mt_target\n");
         return 1;
       }
@@ -315,7 +282,7 @@ int main(void) {
   /* node_exporter's scrape of this machine, same run, when installed. */
   node_exporter(lat, scrapes);
   for (int i = 0; i < have; i++)
-    stop_target(&t[i]);
+    target_stop(&t[i], SIGTERM);
   free(lat);
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
