@@ -192,7 +192,19 @@ $(shell mkdir -p $(BUILD) && echo '$(LIBDIR)' > $(LIBDIR_STAMP))
 endif
 $(BUILD)/obj/src/memtop/run.o $(BUILD)/tests/test_run: $(LIBDIR_STAMP)
 
-$(BUILD)/obj/%.o: %.c
+# The compiler and its flags, likewise: a build dir made with other flags
+# (another OPT, a DWARF version, a compiler upgrade) is rebuilt rather
+# than linked from stale objects (a build/clang made before its DWARF 4
+# kept DWARF 5 objects that valgrind cannot read). -Werror changes no
+# object: WERROR=1 and a plain make share their objects.
+CFLAGS_STAMP := $(BUILD)/cflags.stamp
+CFLAGS_NOW := $(CC) $(shell $(CC) -dumpversion 2>/dev/null) $(filter-out -Werror,$(BASE_CFLAGS))
+ifneq ($(file <$(CFLAGS_STAMP)),$(CFLAGS_NOW))
+$(shell mkdir -p $(BUILD))
+$(file >$(CFLAGS_STAMP),$(CFLAGS_NOW))
+endif
+
+$(BUILD)/obj/%.o: %.c $(CFLAGS_STAMP)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(OBJ_CFLAGS) -MMD -MP -c $< -o $@
 
