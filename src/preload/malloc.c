@@ -200,10 +200,13 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
    * ready. */
   if (__builtin_expect(ms__bootstrap_owns(p), 0))
     return;
-  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (__builtin_expect(st == MS__REAL_READY, 1))
+  /* One word says both whether the next allocator is known and whether a
+   * sampled block is live (ms__free_gate): with none live, even with the
+   * profiler on, nothing is to be unsampled and the plain copy runs. */
+  uint64_t g = __atomic_load_n(&ms__free_gate, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(g == 0, 1))
     free_in(p, 0);
-  else if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+  else if (MS__PRELOAD_PROFILER && __builtin_expect(g == MS__GATE_LIVE, 1))
     free_in(p, 1);
   else
     free_other(p);

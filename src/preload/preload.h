@@ -131,6 +131,18 @@ ms__pl(ms__tls_t *t) {
   return (ms__pl_tls_t *)(void *)t->preload;
 }
 
+/* What free tests first, one word for two questions: 0 while ms__real is
+ * complete and no sampled block is live, so that the plain copy is right
+ * (the profiler off, or on with nothing sampled alive: there is nothing to
+ * unsample); MS__GATE_LIVE while sampled blocks are live (the profiling
+ * copy); anything else while ms__real is not complete. The profile's
+ * table keeps the LIVE bit (ms__prof_set_gate), resolve.c the other. With
+ * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare, as the
+ * state's was. */
+#define MS__GATE_NOT_READY 1u
+#define MS__GATE_LIVE 2u
+extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
+
 /* Whether ms__real is complete and the profiler off: the common case. */
 static inline int ms__preload_ready(void) {
   return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;

@@ -17,6 +17,7 @@
 
 ms__real_t ms__real;
 int ms__real_state;
+uint64_t ms__free_gate = MS__GATE_NOT_READY;
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the
  * bootstrap buffer. */
@@ -195,6 +196,8 @@ int ms__preload_resolve(void) {
       mi.dli_fbase && object_defines(mi.dli_fbase, "gnu_get_libc_version");
   ms__real = r;
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
+  __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_READY,
+                     __ATOMIC_RELEASE);
   if (exact && reach_us)
     ms__track_enable();
   return 1;
@@ -276,8 +279,10 @@ int ms__preload_mode_slow(void) {
 void ms__preload_profile_on(void) {
   int expect = MS__REAL_READY;
   if (__atomic_compare_exchange_n(&ms__real_state, &expect, MS__REAL_PROF, 0,
-                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    ms__prof_set_gate(&ms__free_gate, MS__GATE_LIVE);
     ms__preload_cxx_profile_on();
+  }
 }
 
 /* ---- a profiling copy's rare paths (preload.h) ---------------------------*/

@@ -81,10 +81,17 @@ static void account(ms__prof_table_t *t) {
   }
 }
 
+/* Everything but the lock: a table in static storage has a ready one,
+ * and a thread may hold it while the table is made (a fork's handlers, a
+ * gate being set: sampler.c). */
+static void clear_but_lock(ms__prof_table_t *t) {
+  size_t off = offsetof(ms__prof_table_t, cycle);
+  memset((char *)t + off, 0, sizeof *t - off);
+}
+
 int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
                         uint32_t addr_slots, uint32_t stack_words) {
-  memset(t, 0, sizeof *t);
-  pthread_mutex_init(&t->lock, NULL);
+  clear_but_lock(t);
   if (buckets == 0 || buckets > (1u << 24))
     buckets = MS__PROFILE_DEFAULT_BUCKETS;
   t->cap_buckets = buckets;
@@ -103,7 +110,7 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
   void *m = (void *)syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) {
-    memset(t, 0, sizeof *t);
+    clear_but_lock(t);
     return MS_ENOMEM;
   }
   /* Backed from the start: one write per page of the fixed parts. */
@@ -218,6 +225,8 @@ int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
     __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
   if (t->live != NULL)
     __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  if (t->gate != NULL && t->naddr == 1)
+    __atomic_fetch_or(t->gate, t->gate_bit, __ATOMIC_RELEASE);
   return 0;
 full:
   t->dropped++;
@@ -257,6 +266,8 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
     __atomic_store_n(f, (uint8_t)(*f - 1), __ATOMIC_RELAXED);
   if (t->live != NULL)
     __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  if (t->gate != NULL && t->naddr == 0)
+    __atomic_fetch_and(t->gate, ~t->gate_bit, __ATOMIC_RELEASE);
   return 1;
 }
 

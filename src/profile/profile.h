@@ -75,6 +75,14 @@ uint64_t ms__prof_rate(void);
 /* A malloc'd block p of size bytes whose countdown ran out (the preload's
  * slow path): draws the next interval and records p with this stack. */
 void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size);
+/* Keeps bit in *gate set while any sampled block is live, cleared while
+ * none is (set and cleared under the table's lock, with a release: a
+ * block sampled on one thread and freed on another that got it from the
+ * first sees the bit). The preload's free tests one word for this and
+ * for being ready (src/preload/malloc.c). Called before the first
+ * sample. */
+void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
+
 /* A block about to be freed (or realloc'ed) while ms__prof_live != 0:
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
@@ -126,6 +134,10 @@ typedef struct ms__prof_table_s {
   uint64_t dropped;         /* samples not recorded: a table was full */
   uint64_t lost_frees;      /* frees not matched: see ms__prof_freed */
   uint64_t *live;           /* the live counter to keep (may be NULL) */
+  /* A word whose gate_bit is set while any sampled block is live, kept
+   * with the count (ms__prof_set_gate; gate may be NULL). */
+  uint64_t *gate;
+  uint64_t gate_bit;
   uint32_t *heads;
   ms__prof_bucket_t *buckets;
   uint64_t *stacks;

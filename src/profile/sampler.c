@@ -49,8 +49,9 @@ static __thread prof_thread_t g_th __attribute__((tls_model("initial-exec")));
 
 static ms__prof_table_t g_table;
 enum { TABLE_NONE, TABLE_MAKING, TABLE_READY, TABLE_FAILED };
-static int g_table_state;           /* atomic: see table_ready() */
-static uint32_t g_buckets, g_slots; /* its size, from the environment */
+static int g_table_state;            /* atomic: see table_ready() */
+static uint32_t g_buckets, g_slots;  /* its size, from the environment */
+static uint64_t *g_gate, g_gate_bit; /* ms__prof_set_gate */
 static int g_ready; /* ms__prof_init() has run (acquire/release) */
 static uint64_t g_rate = MS__PROFILE_DEFAULT_RATE;
 static uint32_t g_depth = MS__PROFILE_DEFAULT_DEPTH;
@@ -227,6 +228,8 @@ static int table_ready(void) {
     return 0;
   }
   g_table.live = &ms__prof_live;
+  g_table.gate = g_gate;
+  g_table.gate_bit = g_gate_bit;
   /* Read by every free while a sample is live, and the table made while
    * the program runs: an atomic store (the frees' loads are too). */
   __atomic_store_n(&ms__prof_filter, g_table.filter, __ATOMIC_RELEASE);
@@ -240,6 +243,19 @@ uint64_t ms__prof_rate(void) {
 
 uint32_t ms__prof_depth(void) {
   return g_depth;
+}
+
+void ms__prof_set_gate(uint64_t *gate, uint64_t bit) {
+  ms__prof_table_lock(&g_table);
+  g_gate = gate;
+  g_gate_bit = bit;
+  if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY) {
+    g_table.gate = gate;
+    g_table.gate_bit = bit;
+    if (g_table.naddr != 0)
+      __atomic_fetch_or(gate, bit, __ATOMIC_RELEASE);
+  }
+  ms__prof_table_unlock(&g_table);
 }
 
 ms__prof_table_t *ms__prof_table(void) {

@@ -76,9 +76,9 @@ uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
   /* Room for this library's own frames (a few) and one past the limit,
    * which tells a deeper stack apart. */
   void *pcs[MS__PROFILE_MAX_DEPTH + 16];
-  int want = (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16
-                       ? MS__PROFILE_MAX_DEPTH + 16
-                       : max + 16);
+  int want =
+      (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16 ? MS__PROFILE_MAX_DEPTH + 16
+                                                  : max + 16);
   int n = 0;
   if (g_kind == 2)
     n = backtrace(pcs, want);
