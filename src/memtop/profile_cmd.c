@@ -332,7 +332,8 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   if (strcmp(out, "-") != 0)
-    say("wrote PID %d's heap profile%s to %s (%zu samples, sampling rate "
+    say("wrote PID %d's heap profile%s to %s (%zu stacks and sizes, "
+        "sampling rate "
         "%llu bytes); read it with: go tool pprof -top %s",
         pid, h.delta ? " (growth over the interval)" : "", out, h.nsamples,
         (unsigned long long)h.rate, out);
