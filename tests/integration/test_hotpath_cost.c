@@ -36,6 +36,7 @@
 
 #include <cmocka.h>
 
+#include "support/callgrind.h"
 #include "support/host.h"
 
 #define PAIRS_SHORT 20000L
@@ -55,56 +56,20 @@ typedef struct loop_s {
  * default). Fails the test if the run fails. */
 static unsigned long long collected(const char *preload, const char *rate,
                                     const loop_t *prog, long pairs) {
-  char n[32], line[512];
+  char n[32], ld[2700], r[64], why[512];
   unsigned long long total = 0;
-  int err[2], st, found = 0;
-  pid_t pid;
-  FILE *f;
 
   snprintf(n, sizeof n, "%ld", pairs);
-  assert_int_equal(pipe(err), 0);
-  pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    const char *argv[] = {"valgrind",
-                          "--tool=callgrind",
-                          "--callgrind-out-file=/dev/null",
-                          prog->path,
-                          prog->arg != NULL ? prog->arg : n,
-                          prog->arg != NULL ? n : NULL,
-                          NULL};
-    int null = open("/dev/null", O_RDWR);
-
-    dup2(null, 0);
-    dup2(null, 1);
-    dup2(err[1], 2);
-    close(err[0]);
-    setenv("LD_PRELOAD", preload, 1);
-    setenv("MEMSTATS_AGENT", "0", 1);
-    /* jemalloc purges on a clock: its instructions would vary with time. */
-    setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
-    if (rate != NULL)
-      setenv("MEMSTATS_PROFILE_RATE", rate, 1);
-    else
-      unsetenv("MEMSTATS_PROFILE_RATE");
-    execvp(argv[0], (char *const *)argv);
-    _exit(127);
-  }
-  close(err[1]);
-  f = fdopen(err[0], "r");
-  assert_non_null(f);
-  while (fgets(line, sizeof line, f) != NULL) {
-    const char *c = strstr(line, "Collected : ");
-    if (c != NULL && sscanf(c + 12, "%llu", &total) == 1)
-      found = 1;
-  }
-  fclose(f);
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !found)
-    fail_msg("valgrind %s %s under %s: exit %d, %s", prog->path, n, preload,
-             WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-             found ? "counted" : "no \"Collected\" line");
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  snprintf(r, sizeof r, "MEMSTATS_PROFILE_RATE=%s", rate != NULL ? rate : "");
+  const char *argv[] = {prog->path, prog->arg != NULL ? prog->arg : n,
+                        prog->arg != NULL ? n : NULL, NULL};
+  /* jemalloc purges on a clock: its instructions would vary with time. */
+  const char *env[] = {ld, "MEMSTATS_AGENT=0",
+                       "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1",
+                       rate != NULL ? r : "MEMSTATS_PROFILE_RATE", NULL};
+  if (cg_count(argv, env, &total, why, sizeof why) != 0)
+    fail_msg("%s %s under %s: %s", prog->path, n, preload, why);
   return total;
 }
 

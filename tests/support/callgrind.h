@@ -1,0 +1,98 @@
+/*
+ * callgrind.h - test helper: the instructions a program runs, counted by
+ * valgrind's callgrind, the same on a loaded machine as on a quiet one
+ * (which a timing is not). What one operation costs is the difference of
+ * two runs of different lengths divided by the difference of lengths:
+ * start-up and exit cancel out. Used by test_hotpath_cost and
+ * test_linked_profile; no cmocka here. Header only, like the other
+ * helpers here.
+ */
+#ifndef MS_TESTS_SUPPORT_CALLGRIND_H
+#define MS_TESTS_SUPPORT_CALLGRIND_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/target_proc.h"
+
+/* Runs argv (at most 16 words) under `valgrind --tool=callgrind`, its
+ * stdin and stdout /dev/null, after the environment changes env
+ * (NULL-ended, target_env_apply's form: "NAME=VALUE" sets, "NAME"
+ * removes). Returns 0 with the instructions counted in *total, or -1 with
+ * the cause in why: the run failed, or valgrind could not read the build's
+ * debug information (Debian 12's valgrind and clang 14's DWARF 5: the
+ * Makefile builds clang's objects with -gdwarf-4). */
+static inline int cg_count(const char *const argv[], const char *const env[],
+                           unsigned long long *total, char *why,
+                           size_t whylen) {
+  const char *vargv[24] = {"valgrind", "--tool=callgrind",
+                           "--callgrind-out-file=/dev/null"};
+  size_t n = 3;
+  for (size_t i = 0; argv[i] != NULL && n + 1 < sizeof vargv / sizeof *vargv;
+       i++)
+    vargv[n++] = argv[i];
+  vargv[n] = NULL;
+  int err[2];
+  if (pipe(err) != 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(errno));
+    return -1;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, whylen, "fork: %s", strerror(errno));
+    close(err[0]);
+    close(err[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(err[1], 2);
+    close(err[0]);
+    for (size_t i = 0; env != NULL && env[i] != NULL; i++)
+      target_env_apply(env[i]);
+    execvp(vargv[0], (char *const *)vargv);
+    _exit(127);
+  }
+  close(err[1]);
+  FILE *f = fdopen(err[0], "r");
+  char line[512];
+  int found = 0, unreadable = 0;
+  *total = 0;
+  while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long v;
+    const char *c = strstr(line, "Collected : ");
+    if (c != NULL && sscanf(c + 12, "%llu", &v) == 1) {
+      *total += v;
+      found = 1;
+    }
+    unreadable |= strstr(line, "Possibly corrupted debuginfo") != NULL;
+  }
+  if (f != NULL)
+    fclose(f);
+  else
+    close(err[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0 && found)
+    return 0;
+  if (unreadable)
+    snprintf(why, whylen,
+             "valgrind cannot read %.200s's debug information (clang 14's "
+             "DWARF 5? the build needs -gdwarf-4)",
+             argv[0]);
+  else
+    snprintf(why, whylen, "valgrind %.200s: exit %d, %s", argv[0],
+             WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+             found ? "counted" : "no \"Collected\" line");
+  return -1;
+}
+
+#endif
