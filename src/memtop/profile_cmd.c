@@ -15,7 +15,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +22,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "common/sanitize.h"
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/loop.h"
+#include "memtop/out.h"
 #include "memtop/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
@@ -34,21 +33,6 @@
 #include "pprof/top.h"
 
 #define SITES_DEFAULT 20
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* One line on stderr, prefixed, sanitised: messages quote paths and names
- * that come from the target. */
-static void say(const char *fmt, ...) {
-  char raw[1024], safe[4 * sizeof raw + 1];
-  va_list ap;
-
-  va_start(ap, fmt);
-  vsnprintf(raw, sizeof raw, fmt, ap);
-  va_end(ap);
-  ms__sanitize(safe, sizeof safe, raw, sizeof raw, (size_t)-1);
-  fprintf(stderr, "memtop: %s\n", safe);
-}
 
 static int timeout_ms(void) {
   const char *s = getenv("MEMTOP_TIMEOUT_MS");
@@ -107,10 +91,11 @@ static void report_unresolved(const mt_heap_t *h) {
     if (seen)
       continue;
     if (shown++ == 8) {
-      say("(more mappings left unresolved)");
+      mt_warn("(more mappings left unresolved)");
       break;
     }
-    say("%s: names not resolved: %s", h->strings[m->filename], m->unresolved);
+    mt_warn("%s: names not resolved: %s", h->strings[m->filename],
+            m->unresolved);
   }
 }
 
@@ -264,34 +249,34 @@ int mt_profile_main(const mt_opts_t *o) {
   pc_fetch_t f;
 
   if (pc_fetch(&f, pid, o->seconds, tmo) != 0 && f.got == 0) {
-    say("%s", f.err);
+    mt_warn("%s", f.err);
     return 1;
   }
   first = f.prof[0];
   second = f.prof[1];
   if (first->profile.rate == 0) {
-    say("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
-        "in its environment): start it without that setting for a heap "
-        "profile",
-        pid);
+    mt_warn("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
+            "in its environment): start it without that setting for a heap "
+            "profile",
+            pid);
     goto out;
   }
   if (f.failed) {
-    say("%s", f.err);
+    mt_warn("%s", f.err);
     goto out;
   }
   last = second != NULL ? second : first;
   rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
                      &h);
   if (rc != 0) {
-    say("PID %d: cannot build the profile: %s", pid, ms_strerror(rc));
+    mt_warn("PID %d: cannot build the profile: %s", pid, ms_strerror(rc));
     goto out;
   }
   built = 1;
   snprintf(root, sizeof root, "/proc/%d/root", pid);
   rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
   if (rc != 0) {
-    say("PID %d: resolving names: %s", pid, ms_strerror(rc));
+    mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
     goto out;
   }
   report_unresolved(&h);
@@ -310,9 +295,9 @@ int mt_profile_main(const mt_opts_t *o) {
       rc = write_out(o->output != NULL ? o->output : "-", b.data, b.len);
     ms__strbuf_free(&b);
     if (rc != 0) {
-      say("PID %d: cannot write the report to %s: %s", pid,
-          o->output != NULL ? o->output : "standard output",
-          ms_strerror(rc == -1 ? MS_ENOMEM : rc));
+      mt_warn("PID %d: cannot write the report to %s: %s", pid,
+              o->output != NULL ? o->output : "standard output",
+              ms_strerror(rc == -1 ? MS_ENOMEM : rc));
       goto out;
     }
     status = 0;
@@ -321,22 +306,22 @@ int mt_profile_main(const mt_opts_t *o) {
 
   rc = mt_pprof_encode(&h, &bytes, &len);
   if (rc != 0) {
-    say("PID %d: cannot encode the profile: %s", pid, ms_strerror(rc));
+    mt_warn("PID %d: cannot encode the profile: %s", pid, ms_strerror(rc));
     goto out;
   }
   snprintf(path, sizeof path, "memtop-%d.pb.gz", pid);
   out = o->output != NULL ? o->output : path;
   rc = write_out(out, bytes, len);
   if (rc != 0) {
-    say("cannot write %s: %s", out, strerror(-rc));
+    mt_warn("cannot write %s: %s", out, strerror(-rc));
     goto out;
   }
   if (strcmp(out, "-") != 0)
-    say("wrote PID %d's heap profile%s to %s (%zu stacks and sizes, "
-        "sampling rate "
-        "%llu bytes); read it with: go tool pprof -top %s",
-        pid, h.delta ? " (growth over the interval)" : "", out, h.nsamples,
-        (unsigned long long)h.rate, out);
+    mt_warn("wrote PID %d's heap profile%s to %s (%zu stacks and sizes, "
+            "sampling rate "
+            "%llu bytes); read it with: go tool pprof -top %s",
+            pid, h.delta ? " (growth over the interval)" : "", out, h.nsamples,
+            (unsigned long long)h.rate, out);
   status = 0;
 out:
   if (built)
