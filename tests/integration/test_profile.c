@@ -141,18 +141,12 @@ static int setup(void **state) {
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
       host_preload_path(g_build, g_preload, sizeof g_preload) != 0)
     return -1;
-  snprintf(g_dir, sizeof g_dir, "/tmp/ms-prof-XXXXXX");
-  if (mkdtemp(g_dir) == NULL)
-    return -1;
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
+  return target_dir_setup(g_dir, sizeof g_dir, "/tmp/ms-prof-XXXXXX");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return target_dir_remove(g_dir);
 }
 
 static char g_prog[1200];

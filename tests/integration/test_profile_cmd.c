@@ -35,6 +35,7 @@
 #include "memtop/profile_cmd.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/target.h"
 
 static char dir[64];
 
@@ -263,18 +264,12 @@ static char *pprof_top(const char *args, const char *file) {
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/test_profile_cmd.XXXXXX");
-  if (mkdtemp(dir) == NULL)
-    return -1;
-  return setenv("MEMSTATS_DIR", dir, 1);
+  return target_dir_setup(dir, sizeof dir, "/tmp/test_profile_cmd.XXXXXX");
 }
 
 static int teardown(void **state) {
-  char cmd[128];
-
   (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return target_dir_remove(dir);
 }
 
 /* memtop profile PID -o FILE: a profile pprof reads, with this test's

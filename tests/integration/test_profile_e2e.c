@@ -734,20 +734,12 @@ static int setup(void **state) {
       host_preload_path(g_build, g_preload, sizeof g_preload) != 0)
     return -1;
   snprintf(g_prog, sizeof g_prog, "%s/progs/pl_prof", g_build);
-  snprintf(g_dir, sizeof g_dir, "/tmp/ms-prof-e2e-XXXXXX");
-  if (mkdtemp(g_dir) == NULL)
-    return -1;
-  setenv("MEMSTATS_DIR", g_dir, 1);
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
+  return target_dir_setup(g_dir, sizeof g_dir, "/tmp/ms-prof-e2e-XXXXXX");
 }
 
 static int teardown(void **state) {
-  char cmd[128];
-
   (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
+  return target_dir_remove(g_dir);
 }
 
 int main(void) {

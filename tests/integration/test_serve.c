@@ -49,6 +49,7 @@
 #include <cmocka.h>
 
 #include "support/host.h"
+#include "support/target.h"
 
 static char build_dir[1024], memtop[1200], target[1200], gc_prog[1200];
 static char preload[1200], dir[256], data_dir[1200];
@@ -900,18 +901,12 @@ static int setup(void **state) {
     assert_non_null(getcwd(cwd, sizeof cwd));
     snprintf(data_dir, sizeof data_dir, "%s/tests/data", cwd);
   }
-  snprintf(dir, sizeof dir, "/tmp/test_serve.XXXXXX");
-  assert_non_null(mkdtemp(dir));
-  setenv("MEMSTATS_DIR", dir, 1);
-  signal(SIGPIPE, SIG_IGN);
-  return 0;
+  return target_dir_setup(dir, sizeof dir, "/tmp/test_serve.XXXXXX");
 }
 
 static int teardown(void **state) {
   (void)state;
-  char rm[300];
-  snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
-  return system(rm) == 0 ? 0 : -1;
+  return target_dir_remove(dir);
 }
 
 int main(void) {

@@ -40,6 +40,7 @@
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
+#include "support/target.h"
 
 /* ---- the fixture's call sites ------------------------------------------ */
 
@@ -414,11 +415,8 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-  char cmd[128];
-
   (void)state;
-  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-  return system(cmd) == 0 ? 0 : -1;
+  return target_dir_remove(tmpdir);
 }
 
 /* Go's runtime/pprof scaleHeapSample, figures computed by Go (go1.19):
