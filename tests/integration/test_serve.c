@@ -98,37 +98,20 @@ typedef struct proc_s {
 /* Starts prog [arg] (with the preload if asked) and waits for its
  * "ready <pid>". */
 static proc_t start_prog(const char *prog, const char *arg, int preloaded) {
-  int pi[2], po[2];
-  proc_t p;
-  char line[128] = {0};
-  size_t len = 0;
-  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
-  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
-  p.pid = fork();
-  assert_true(p.pid >= 0);
-  if (p.pid == 0) {
-    dup2(pi[0], 0);
-    dup2(po[1], 1);
-    if (preloaded)
-      setenv("LD_PRELOAD", preload, 1);
-    execl(prog, prog, arg, (char *)NULL);
-    _exit(126);
-  }
-  kid(p.pid);
-  close(pi[0]);
-  close(po[1]);
-  while (len < sizeof line - 1 && strchr(line, '\n') == NULL) {
-    ssize_t n = read(po[0], line + len, sizeof line - 1 - len);
-    if (n <= 0)
-      break;
-    len += (size_t)n;
-  }
-  close(po[0]);
-  if (strncmp(line, "ready ", 6) != 0)
+  char ld[1300], line[128] = "";
+  const char *argv[] = {prog, arg, NULL};
+  const char *env[] = {ld, NULL};
+  target_t t;
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  assert_int_equal(
+      target_launch(&t, argv, NULL, preloaded ? env : NULL, NULL, NULL, 0), 0);
+  kid(t.pid);
+  if (target_read_line(t.out, line, sizeof line) != 0 ||
+      strncmp(line, "ready ", 6) != 0)
     fail_msg("%s did not start: '%s'", prog, line);
-  assert_int_equal(atoi(line + 6), p.pid);
-  p.in = pi[1];
-  return p;
+  close(t.out);
+  assert_int_equal(atoi(line + 6), t.pid);
+  return (proc_t){t.pid, t.in};
 }
 
 static void stop_prog(proc_t p) {
