@@ -80,9 +80,6 @@ static inline __attribute__((always_inline)) void *malloc_in(size_t size,
 /* malloc when the state is neither READY nor PROF: the next allocator is
  * looked up (and the state read again), or the bootstrap buffer serves. */
 static __attribute__((noinline)) void *malloc_other(size_t size) {
-  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
-    return malloc_in(size, 1);
   int m = ms__preload_mode();
   if (m == MS__PL_PROF)
     return malloc_in(size, 1);
@@ -180,11 +177,6 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
 
 /* free when the gate says neither of its two cases (see malloc_other). */
 static __attribute__((noinline)) void free_other(void *p) {
-  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1)) {
-    free_in(p, 1);
-    return;
-  }
   int m = ms__preload_mode();
   if (m == MS__PL_PROF)
     free_in(p, 1);

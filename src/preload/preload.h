@@ -43,7 +43,7 @@
 #define MS__PRELOAD_HIDDEN __attribute__((visibility("hidden")))
 
 /* The next allocator's entry points. Set once by ms__preload_resolve(),
- * read without locks after ms__preload_ready() returned true. */
+ * read without locks after ms__preload_complete() returned true. */
 typedef struct ms__real_s {
   void *(*malloc)(size_t);
   void (*free)(void *);
@@ -142,11 +142,6 @@ ms__pl(ms__tls_t *t) {
 #define MS__GATE_NOT_READY 1u
 #define MS__GATE_LIVE 2u
 extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
-
-/* Whether ms__real is complete and the profiler off: the common case. */
-static inline int ms__preload_ready(void) {
-  return __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_READY;
-}
 
 /* Whether ms__real is complete, the profiler on or off. */
 static inline int ms__preload_complete(void) {
