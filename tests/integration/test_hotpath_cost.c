@@ -22,8 +22,6 @@
  * profiling copies are what the default runs, and this test compares the
  * copy that rate 0 really runs.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
