@@ -123,6 +123,8 @@ typedef enum ms_field_e {
   MS_F_PYTHON_ARENAS,
   MS_F_PYTHON_ARENA_SYS,
   MS_F_PYTHON_ARENA_RESIDENT,
+  MS_F_PYTHON_ARENA_INUSE, /* of the resident part: pools holding blocks */
+  MS_F_PYTHON_ARENA_ALLOC, /* of those: bytes in allocated blocks */
   MS_F__COUNT
 } ms_field_t;
 
@@ -242,6 +244,16 @@ typedef struct ms_snapshot_s {
   uint64_t python_arenas;
   uint64_t python_arena_sys;
   uint64_t python_arena_resident;
+  /* What of python_arena_resident is in use, read from pymalloc's pool
+   * headers as sys._debugmallocstats() reads them: the resident bytes of
+   * pools holding at least one block (as HeapInuse holds spans in use),
+   * and the bytes in allocated blocks ("# bytes in allocated blocks", as
+   * HeapAlloc). Estimated where a header could not be read or failed its
+   * checks (the whole resident part of that arena is then counted in
+   * both). The breakdown counts the arenas by these: empty pools are idle,
+   * free blocks of pools in use fragOverhead, allocated blocks data. */
+  uint64_t python_arena_inuse;
+  uint64_t python_arena_alloc;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:
@@ -252,6 +264,12 @@ typedef struct ms_snapshot_s {
  *   fragOverhead = HeapInuse - HeapAlloc
  *   data         = inuse - fragOverhead
  *   idle         = Ready - inuse
+ * where Python's arenas, a heap inside OtherSys, count as a heap does:
+ * OtherSys's term in inuse is less their empty pools (PythonArenaResident
+ * - PythonArenaInuse), and fragOverhead has their pools' free blocks too
+ * (PythonArenaInuse - PythonArenaAlloc). Where their in-use part is not
+ * known (an older library's snapshot), they count whole and inuse, data
+ * and idle are estimated.
  * Values are signed so that a provider that breaks an identity shows it
  * instead of wrapping. The struct grows as the snapshot does: new figures
  * are appended after struct_size, never inserted above, and a caller built

@@ -14,6 +14,13 @@
  * mapped but not backed; src/core/mappings.c) is a term of Sys and of
  * Prepared. A snapshot without it (Go's, an older library's) has it
  * unavailable: it then counts as 0 and changes no quality.
+ *
+ * Python's arenas (beyond Go) are a heap inside OtherSys, and count as a
+ * heap does: their empty pools are idle, not inuse (PythonArenaResident -
+ * PythonArenaInuse leaves inuse), and the free blocks of their pools in
+ * use are fragOverhead (PythonArenaInuse - PythonArenaAlloc joins it), so
+ * data holds their allocated blocks only. A snapshot with arenas but
+ * without their in-use figures counts them whole, as data, estimated.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +49,34 @@ static int64_t as_signed(uint64_t v) {
 #undef ms_breakdown
 MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out) {
   return ms_breakdown_read(snap, out, MS__BREAKDOWN_SIZE_0_1);
+}
+
+/* Python's arenas as a heap (see above): how much of OtherSys's resident
+ * part leaves inuse (*free: empty pools) and joins fragOverhead (*frag:
+ * free blocks of pools in use), and the quality that reading has. A
+ * snapshot without arenas changes nothing (exact, zeros). */
+static void python_heap(const ms_snapshot_t *snap, uint64_t *free,
+                        uint64_t *frag, ms_quality_t *q) {
+  *free = *frag = 0;
+  *q = MS_Q_EXACT;
+  size_t have_arenas = offsetof(ms_snapshot_t, python_arena_resident) + 8;
+  size_t have_inuse = offsetof(ms_snapshot_t, python_arena_alloc) + 8;
+  if ((snap->struct_size != 0 && snap->struct_size < have_arenas) ||
+      ms__field_quality(snap, MS_F_PYTHON_ARENAS) == MS_Q_UNAVAILABLE ||
+      snap->python_arenas == 0)
+    return;
+  if ((snap->struct_size != 0 && snap->struct_size < have_inuse) ||
+      ms__field_quality(snap, MS_F_PYTHON_ARENA_INUSE) == MS_Q_UNAVAILABLE ||
+      ms__field_quality(snap, MS_F_PYTHON_ARENA_ALLOC) == MS_Q_UNAVAILABLE ||
+      snap->python_arena_inuse > snap->python_arena_resident ||
+      snap->python_arena_alloc > snap->python_arena_inuse) {
+    *q = MS_Q_ESTIMATED; /* in use, all of it, as far as anyone knows */
+    return;
+  }
+  *free = snap->python_arena_resident - snap->python_arena_inuse;
+  *frag = snap->python_arena_inuse - snap->python_arena_alloc;
+  *q = ms__quality_worst(ms__field_quality(snap, MS_F_PYTHON_ARENA_INUSE),
+                         ms__field_quality(snap, MS_F_PYTHON_ARENA_ALLOC));
 }
 
 MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
@@ -80,6 +115,12 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
   uint64_t prepared = snap->heap_released + ohr;
   uint64_t ready = snap->sys - prepared;
   uint64_t frag = snap->heap_inuse - snap->heap_alloc;
+  uint64_t py_free, py_frag;
+  ms_quality_t q_py;
+  python_heap(snap, &py_free, &py_frag, &q_py);
+  inuse -= py_free;
+  frag += py_frag;
+  q_inuse = ms__quality_worst(q_inuse, q_py);
   uint64_t data = inuse - frag;
   uint64_t idle = ready - inuse;
 
@@ -92,9 +133,10 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
         b.q_prepared, ms__field_quality(snap, MS_F_OFF_HEAP_RELEASED));
   b.q_ready =
       ms__quality_worst(ms__field_quality(snap, MS_F_SYS), b.q_prepared);
-  b.q_frag_overhead =
+  b.q_frag_overhead = ms__quality_worst(
       ms__quality_worst(ms__field_quality(snap, MS_F_HEAP_INUSE),
-                        ms__field_quality(snap, MS_F_HEAP_ALLOC));
+                        ms__field_quality(snap, MS_F_HEAP_ALLOC)),
+      q_py);
   b.q_data = ms__quality_worst(b.q_inuse, b.q_frag_overhead);
   b.q_idle = ms__quality_worst(b.q_ready, b.q_inuse);
 

@@ -190,6 +190,16 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                                     "memstats_python_arena_resident_bytes",
                                     "Bytes of Python's object allocator arenas "
                                     "the kernel backs (part of OtherSys)."},
+    [MS_F_PYTHON_ARENA_INUSE] =
+        {MS_F_PYTHON_ARENA_INUSE, "PythonArenaInuse", U64(python_arena_inuse),
+         MS__UNIT_BYTES, 0, NULL, "memstats_python_arena_inuse_bytes",
+         "Resident bytes of Python's object allocator pools holding at least "
+         "one block (part of PythonArenaResident)."},
+    [MS_F_PYTHON_ARENA_ALLOC] =
+        {MS_F_PYTHON_ARENA_ALLOC, "PythonArenaAlloc", U64(python_arena_alloc),
+         MS__UNIT_BYTES, 0, NULL, "memstats_python_arena_alloc_bytes",
+         "Bytes in blocks Python's object allocator has allocated (part of "
+         "PythonArenaInuse)."},
 };
 
 static int valid(ms_field_t f) {

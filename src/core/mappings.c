@@ -41,8 +41,10 @@
  *
  * Cost: one read of /proc/self/maps (the kernel holds the process's mmap
  * lock for reading while it writes the text) and one mincore per 256 MiB
- * counted, at most four times a second and at most 1% of the time
- * (100 x the cost of the last read), from the reader's thread; never on
+ * counted (one per pymalloc arena, with one process_vm_readv of its pool
+ * headers: src/core/pymalloc.c), at most four times a second and at most
+ * 1% of the time (100 x the cost of the last read), from the reader's
+ * thread; never on
  * the program's threads. The interposer's cost is a slot claimed with one
  * compare-and-swap per mmap, and a scan of the table's used part per
  * munmap: as many slots as the most mappings the program held at once
@@ -60,6 +62,7 @@
 #include "core/engine.h"
 #include "core/util.h"
 #include "core/mappings.h"
+#include "core/pymalloc.h"
 
 /* ---- the table ------------------------------------------------------------
  * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,
@@ -465,6 +468,31 @@ static void read_stacks(ms__maps_figures_t *f) {
   close(fd);
 }
 
+/* One of pymalloc's arenas: in OtherSys like any other mapping, and a heap
+ * of its own whose pool headers say what of it is in use
+ * (src/core/pymalloc.c). Past MS__PY_ARENAS_READ arenas in one read the
+ * rest are only measured, their in-use part unknown. */
+#define MS__PY_ARENAS_READ 16384u
+
+static void python_arena(ms__maps_figures_t *f, uintptr_t st, uintptr_t en) {
+  ms__pyarena_t a;
+  if (f->python_arenas < MS__PY_ARENAS_READ) {
+    ms__pyarena_read(st, en, &a);
+  } else {
+    memset(&a, 0, sizeof a);
+    a.resident = resident(st, en, &a.mapped);
+    a.in_use = a.alloc = a.resident;
+  }
+  f->other_resident += a.resident;
+  f->other_unbacked += a.mapped - a.resident;
+  f->python_resident += a.resident;
+  f->python_mapped += a.mapped;
+  f->python_arenas++;
+  f->python_in_use += a.in_use;
+  f->python_alloc += a.alloc;
+  f->python_unknown += !a.known;
+}
+
 void ms__mappings_read(ms__maps_figures_t *f) {
   memset(f, 0, sizeof *f);
   read_stacks(f);
@@ -478,6 +506,14 @@ void ms__mappings_read(ms__maps_figures_t *f) {
     int kind = owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED));
     if (en <= st || (kind == OWNER_ALLOCATOR && !g_want_alloc))
       continue;
+    /* pymalloc maps each arena on its own, ARENA_SIZE bytes: 1 MiB since
+     * CPython 3.10, 256 KiB before. Python's other mappings of its own
+     * (a 16 KiB one in 3.11) stay in OtherSys, not counted as arenas. */
+    if (kind == OWNER_PYTHON &&
+        (en - st == (uintptr_t)1 << 20 || en - st == (uintptr_t)256 << 10)) {
+      python_arena(f, st, en);
+      continue;
+    }
     uint64_t mapped;
     uint64_t res = resident(st, en, &mapped);
     if (kind == OWNER_ALLOCATOR) {
@@ -487,15 +523,6 @@ void ms__mappings_read(ms__maps_figures_t *f) {
     }
     f->other_resident += res;
     f->other_unbacked += mapped - res;
-    /* pymalloc maps each arena on its own, ARENA_SIZE bytes: 1 MiB since
-     * CPython 3.10, 256 KiB before. Python's other mappings of its own
-     * (a 16 KiB one in 3.11) stay in OtherSys, not counted as arenas. */
-    if (kind == OWNER_PYTHON &&
-        (en - st == (uintptr_t)1 << 20 || en - st == (uintptr_t)256 << 10)) {
-      f->python_resident += res;
-      f->python_mapped += mapped;
-      f->python_arenas++;
-    }
   }
   f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
 }
@@ -572,12 +599,14 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     fresh = 1;
     ms__debug("memstats: mappings read in %llu us: %u stacks, %llu KiB "
               "resident; outside the allocator %llu KiB resident, %u "
-              "python arenas%s\n",
+              "python arenas (%llu KiB in allocated blocks, %u unread)%s\n",
               (unsigned long long)(g_cache.cost_ns / 1000),
               g_cache.fig.threads_stacks,
               (unsigned long long)(g_cache.fig.stack_resident >> 10),
               (unsigned long long)(g_cache.fig.other_resident >> 10),
               g_cache.fig.python_arenas,
+              (unsigned long long)(g_cache.fig.python_alloc >> 10),
+              g_cache.fig.python_unknown,
               g_cache.fig.lost ? " (table full: some not counted)" : "");
   }
   if (!g_cache.have)
@@ -603,17 +632,16 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
          idx);
   if (f->python_arenas) {
-    /* Python's object allocator, a heap of its own inside OtherSys. What
-     * of it is in use cannot be read from here: pymalloc's pool headers
-     * live in the arenas, which the program may unmap while they are read,
-     * and CPython's own statistics (sys._debugmallocstats) need the GIL,
-     * which this thread cannot take safely (PyGILState_Ensure during the
-     * interpreter's finalisation ends the calling thread; waiting for the
-     * GIL would make the agent as slow as the program's longest hold). */
+    /* Python's object allocator, a heap of its own inside OtherSys, with
+     * what of it is in use read from its pool headers (pymalloc.c): an
+     * estimate where an arena's headers could not be read. */
     int pidx = python_idx >= 0 ? python_idx : idx;
+    ms_quality_t qu = f->python_unknown ? MS_Q_ESTIMATED : q;
     add_to(s, MS_F_PYTHON_ARENAS, f->python_arenas, q, pidx);
     add_to(s, MS_F_PYTHON_ARENA_SYS, f->python_mapped, q, pidx);
     add_to(s, MS_F_PYTHON_ARENA_RESIDENT, f->python_resident, q, pidx);
+    add_to(s, MS_F_PYTHON_ARENA_INUSE, f->python_in_use, qu, pidx);
+    add_to(s, MS_F_PYTHON_ARENA_ALLOC, f->python_alloc, qu, pidx);
   }
   if (heap_backing_on)
     heap_backing(s);

@@ -58,6 +58,12 @@ typedef struct ms__maps_figures_s {
   uint64_t other_resident, other_unbacked; /* mappings outside the allocator */
   uint64_t python_resident, python_mapped; /* of which Python's arenas */
   uint32_t python_arenas;                  /* how many */
+  /* Of their resident bytes: in pools holding a block at least, and in
+   * allocated blocks, by the pool headers (src/core/pymalloc.c); an arena
+   * whose headers could not be read counts whole in both, and in
+   * python_unknown. */
+  uint64_t python_in_use, python_alloc;
+  uint32_t python_unknown;
   /* The allocator's own mappings (counted by its provider, not here):
    * their resident and listed bytes, read only while the chosen provider
    * asks (ms__mappings_fill's heap_backing), since they can be large. */

@@ -183,12 +183,19 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   }
   /* Python's object allocator (beyond Go): its arenas, their mapped and
    * resident bytes, where a Python interpreter runs in the process. */
-  if (ms__field_known(s, MS_F_PYTHON_ARENAS))
-    ms__strbuf_printf(
-        out,
-        ",\"python\":{\"Arenas\":%" PRIu64 ",\"ArenaSys\":%" PRIu64
-        ",\"ArenaResident\":%" PRIu64 "}",
-        s->python_arenas, s->python_arena_sys, s->python_arena_resident);
+  if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
+    ms__strbuf_printf(out,
+                      ",\"python\":{\"Arenas\":%" PRIu64
+                      ",\"ArenaSys\":%" PRIu64 ",\"ArenaResident\":%" PRIu64,
+                      s->python_arenas, s->python_arena_sys,
+                      s->python_arena_resident);
+    /* What of them is in use, by the pool headers. */
+    if (ms__field_known(s, MS_F_PYTHON_ARENA_INUSE))
+      ms__strbuf_printf(out,
+                        ",\"ArenaInuse\":%" PRIu64 ",\"ArenaAlloc\":%" PRIu64,
+                        s->python_arena_inuse, s->python_arena_alloc);
+    ms__strbuf_puts(out, "}");
+  }
   ms__strbuf_puts(out, "}");
   return out->oom ? MS_ENOMEM : 0;
 }

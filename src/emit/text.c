@@ -175,6 +175,15 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
         ms__fmt_field(n, sizeof n, s, MS_F_PYTHON_ARENAS),
         ms__fmt_field(mapped, sizeof mapped, s, MS_F_PYTHON_ARENA_SYS),
         ms__fmt_field(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT));
+    /* ... of which pools in use and allocated blocks, as the pool headers
+     * say (data has the blocks, fragOverhead the rest of those pools). */
+    if (ms__field_known(s, MS_F_PYTHON_ARENA_INUSE)) {
+      char inuse[FIG], alloc[FIG];
+      ms__strbuf_printf(
+          out, "  python pools in use %s, allocated blocks %s\n",
+          ms__fmt_field(inuse, sizeof inuse, s, MS_F_PYTHON_ARENA_INUSE),
+          ms__fmt_field(alloc, sizeof alloc, s, MS_F_PYTHON_ARENA_ALLOC));
+    }
   }
   if (b->sys_mismatch) {
     /* In bytes: a difference of a page hides in one-decimal IEC figures. */

@@ -110,6 +110,16 @@ static void test_layout_grows_at_the_end(void **state) {
   assert_int_equal(ms_snapshot_read(&part, cut), 0);
   assert_int_equal(part.struct_size, cut);
   assert_int_equal(part.pid, whole.pid);
+  /* The layout that ended with Python's arena fields, before their
+   * in-use figures: filled up to them, nothing past. */
+  cut = offsetof(ms_snapshot_t, python_arena_resident) +
+        sizeof whole.python_arena_resident;
+  memset(&part, 0x5a, sizeof part);
+  assert_int_equal(ms_snapshot_read(&part, cut), 0);
+  assert_int_equal(part.struct_size, cut);
+  assert_int_equal(part.pid, whole.pid);
+  assert_true(part.python_arena_inuse == 0x5a5a5a5a5a5a5a5aull);
+  assert_int_equal(ms_snapshot_read(&part, cut + 1), MS_EINVAL);
   assert_int_equal(ms_snapshot_read(&part, 100), MS_EINVAL);
   assert_int_equal(ms_snapshot_read(NULL, sizeof part), MS_EINVAL);
 }

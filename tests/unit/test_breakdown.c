@@ -232,6 +232,97 @@ static void test_estimated_inuse_term(void **state) {
   free(s);
 }
 
+/* Python's arenas inside OtherSys (issue 19, item 2): 100 MiB resident,
+ * 80 MiB of it in pools in use, 40 MiB in allocated blocks. Counted as a
+ * heap: the 20 MiB of empty pools are idle, the 40 MiB of free blocks in
+ * pools in use fragOverhead, and data holds the allocated blocks only
+ * (before, all 100 MiB were data, exact). */
+static void put_python(ms_snapshot_t *s, uint64_t res, uint64_t inuse,
+                       uint64_t alloc) {
+  s->other_sys += res;
+  s->sys += res;
+  s->python_arenas = res >> 20;
+  s->python_arena_sys = res;
+  s->python_arena_resident = res;
+  s->python_arena_inuse = inuse;
+  s->python_arena_alloc = alloc;
+  ms_field_t fs[] = {MS_F_PYTHON_ARENAS, MS_F_PYTHON_ARENA_SYS,
+                     MS_F_PYTHON_ARENA_RESIDENT, MS_F_PYTHON_ARENA_INUSE,
+                     MS_F_PYTHON_ARENA_ALLOC};
+  for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++)
+    ms__set_quality(s, fs[i], MS_Q_EXACT, 0);
+}
+
+static void test_python_arenas_as_a_heap(void **state) {
+  (void)state;
+  const int64_t M = 1 << 20;
+  ms_snapshot_t *s = load_fragmented();
+  ms_breakdown_t go, b;
+  ms_breakdown(s, &go);
+  put_python(s, 100 * M, 80 * M, 40 * M);
+  assert_int_equal(ms_breakdown(s, &b), 0);
+  assert_int_equal(b.data, go.data + 40 * M);
+  assert_int_equal(b.frag_overhead, go.frag_overhead + 40 * M);
+  assert_int_equal(b.idle, go.idle + 20 * M);
+  assert_int_equal(b.inuse, go.inuse + 80 * M);
+  assert_int_equal(b.ready, go.ready + 100 * M);
+  assert_int_equal(b.data + b.frag_overhead + b.idle, b.ready);
+  assert_int_equal(b.q_data, MS_Q_EXACT);
+  assert_int_equal(b.q_frag_overhead, MS_Q_EXACT);
+  assert_int_equal(b.q_idle, MS_Q_EXACT);
+  assert_false(b.sys_mismatch);
+  /* An arena whose headers could not be read makes the in-use figures
+   * estimates, and with them data. */
+  ms__set_quality(s, MS_F_PYTHON_ARENA_ALLOC, MS_Q_ESTIMATED, 0);
+  ms_breakdown(s, &b);
+  assert_int_equal(b.data, go.data + 40 * M);
+  assert_int_equal(b.q_data, MS_Q_ESTIMATED);
+  assert_int_equal(b.q_frag_overhead, MS_Q_ESTIMATED);
+  assert_int_equal(b.q_ready, MS_Q_EXACT);
+  free(s);
+}
+
+/* Arenas whose in-use part is not known (an older library's snapshot, or
+ * figures that contradict each other) count whole, as before, but data
+ * says it is an estimate. */
+static void test_python_arenas_unknown(void **state) {
+  (void)state;
+  const int64_t M = 1 << 20;
+  ms_snapshot_t *s = load_fragmented();
+  ms_breakdown_t go, b;
+  ms_breakdown(s, &go);
+  put_python(s, 100 * M, 80 * M, 40 * M);
+  ms__set_quality(s, MS_F_PYTHON_ARENA_INUSE, MS_Q_UNAVAILABLE, -1);
+  ms__set_quality(s, MS_F_PYTHON_ARENA_ALLOC, MS_Q_UNAVAILABLE, -1);
+  ms_breakdown(s, &b);
+  assert_int_equal(b.data, go.data + 100 * M);
+  assert_int_equal(b.q_data, MS_Q_ESTIMATED);
+  assert_int_equal(b.q_inuse, MS_Q_ESTIMATED);
+  assert_int_equal(b.q_idle, MS_Q_ESTIMATED);
+  assert_int_equal(b.q_ready, MS_Q_EXACT);
+  /* More allocated than in use: not trusted. */
+  put_python(s, 0, 0, 0);
+  s->python_arenas = 100;
+  s->python_arena_resident = 100 * M;
+  s->python_arena_inuse = 50 * M;
+  s->python_arena_alloc = 60 * M;
+  ms_breakdown(s, &b);
+  assert_int_equal(b.q_data, MS_Q_ESTIMATED);
+  /* A caller's struct that ends before the in-use figures (0.2 with the
+   * arena fields only): they are not read. */
+  s->struct_size =
+      (uint32_t)(offsetof(ms_snapshot_t, python_arena_resident) + 8);
+  s->python_arena_alloc = 10 * M;
+  ms_breakdown(s, &b);
+  assert_int_equal(b.q_data, MS_Q_ESTIMATED);
+  /* No arenas: nothing changes. */
+  s->struct_size = (uint32_t)sizeof *s;
+  ms__set_quality(s, MS_F_PYTHON_ARENAS, MS_Q_UNAVAILABLE, -1);
+  ms_breakdown(s, &b);
+  assert_int_equal(b.q_data, MS_Q_EXACT);
+  free(s);
+}
+
 static void test_unavailable_heap_alloc(void **state) {
   (void)state;
   ms_snapshot_t *s = load_fragmented();
@@ -380,6 +471,8 @@ int main(void) {
       cmocka_unit_test(test_go_vectors),
       cmocka_unit_test(test_estimated_released),
       cmocka_unit_test(test_estimated_inuse_term),
+      cmocka_unit_test(test_python_arenas_as_a_heap),
+      cmocka_unit_test(test_python_arenas_unknown),
       cmocka_unit_test(test_unavailable_heap_alloc),
       cmocka_unit_test(test_unavailable_sys),
       cmocka_unit_test(test_unknown_quality_is_unavailable),
