@@ -470,14 +470,24 @@ static void read_stacks(ms__maps_figures_t *f) {
 
 /* One of pymalloc's arenas: in OtherSys like any other mapping, and a heap
  * of its own whose pool headers say what of it is in use
- * (src/core/pymalloc.c). Past MS__PY_ARENAS_READ arenas in one read the
- * rest are only measured, their in-use part unknown. */
+ * (src/core/pymalloc.c). Reading them costs about a microsecond per pool
+ * in use (process_vm_readv pins each page it copies from), some 65 ms per
+ * GiB of Python heap, against some 2 us per arena for mincore alone: the
+ * headers are read on their own slower cadence (ms__mappings_fill sets
+ * g_py_walk), and past MS__PY_ARENAS_READ arenas in one read the rest are
+ * only measured, their in-use part unknown. */
 #define MS__PY_ARENAS_READ 16384u
+
+static int g_py_walk = 1;     /* read the pool headers in this read */
+static uint64_t g_py_walk_ns; /* what reading them cost in this read */
 
 static void python_arena(ms__maps_figures_t *f, uintptr_t st, uintptr_t en) {
   ms__pyarena_t a;
-  if (f->python_arenas < MS__PY_ARENAS_READ) {
+  if (g_py_walk && f->python_arenas < MS__PY_ARENAS_READ) {
+    uint64_t t0 = ms__now_mono_ns();
     ms__pyarena_read(st, en, &a);
+    g_py_walk_ns += ms__now_mono_ns() - t0;
+    f->python_walked++;
   } else {
     memset(&a, 0, sizeof a);
     a.resident = resident(st, en, &a.mapped);
@@ -578,6 +588,37 @@ static int heap_backing(ms_snapshot_t *s) {
   return 1;
 }
 
+/* The last read of Python's pool headers: when, what it cost, and what of
+ * the arenas' resident bytes it found in use and allocated. */
+static struct {
+  int have;
+  uint64_t last_ns, cost_ns;
+  double in_use, alloc; /* fractions of the resident bytes */
+} g_walk;
+
+/* After a read: one that read the headers is remembered; one that did not
+ * takes the last read's fractions of today's resident bytes, estimated
+ * (every arena counts as unknown). */
+static void python_walked(ms__maps_figures_t *f, uint64_t done) {
+  if (f->python_walked) {
+    g_walk.have = 1;
+    g_walk.last_ns = done;
+    g_walk.cost_ns = g_py_walk_ns;
+    g_walk.in_use = f->python_resident
+                        ? (double)f->python_in_use / (double)f->python_resident
+                        : 1.0;
+    g_walk.alloc = f->python_resident
+                       ? (double)f->python_alloc / (double)f->python_resident
+                       : 1.0;
+  } else if (f->python_arenas && g_walk.have) {
+    f->python_in_use = (uint64_t)((double)f->python_resident * g_walk.in_use);
+    f->python_alloc = (uint64_t)((double)f->python_resident * g_walk.alloc);
+    if (f->python_alloc > f->python_in_use)
+      f->python_alloc = f->python_in_use;
+    f->python_unknown = f->python_arenas;
+  }
+}
+
 void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
@@ -591,15 +632,26 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   if (interval < MS__MAPS_MIN_INTERVAL_NS)
     interval = MS__MAPS_MIN_INTERVAL_NS;
   if (!cached_only && (!g_cache.have || now - g_cache.last_ns >= interval)) {
+    /* Python's pool headers: read at most once per max(MS__MAPS_MIN_
+     * INTERVAL_NS, 100 x their last cost), so that a large Python heap
+     * does not slow the cadence of everything else. */
+    uint64_t walk_interval = 100 * g_walk.cost_ns;
+    if (walk_interval < MS__MAPS_MIN_INTERVAL_NS)
+      walk_interval = MS__MAPS_MIN_INTERVAL_NS;
+    g_py_walk = !g_walk.have || now - g_walk.last_ns >= walk_interval;
+    g_py_walk_ns = 0;
     ms__mappings_read(&g_cache.fig);
     uint64_t done = ms__now_mono_ns();
-    g_cache.cost_ns = done - now;
+    g_cache.cost_ns = done - now - g_py_walk_ns;
     g_cache.last_ns = done;
     g_cache.have = 1;
     fresh = 1;
+    python_walked(&g_cache.fig, done);
+    g_py_walk = 1;
     ms__debug("memstats: mappings read in %llu us: %u stacks, %llu KiB "
               "resident; outside the allocator %llu KiB resident, %u "
-              "python arenas (%llu KiB in allocated blocks, %u unread)%s\n",
+              "python arenas (%llu KiB in allocated blocks, %u unread; "
+              "headers read in %llu us)%s\n",
               (unsigned long long)(g_cache.cost_ns / 1000),
               g_cache.fig.threads_stacks,
               (unsigned long long)(g_cache.fig.stack_resident >> 10),
@@ -607,6 +659,7 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
               g_cache.fig.python_arenas,
               (unsigned long long)(g_cache.fig.python_alloc >> 10),
               g_cache.fig.python_unknown,
+              (unsigned long long)(g_py_walk_ns / 1000),
               g_cache.fig.lost ? " (table full: some not counted)" : "");
   }
   if (!g_cache.have)

@@ -64,6 +64,7 @@ typedef struct ms__maps_figures_s {
    * python_unknown. */
   uint64_t python_in_use, python_alloc;
   uint32_t python_unknown;
+  uint32_t python_walked; /* arenas whose headers were read */
   /* The allocator's own mappings (counted by its provider, not here):
    * their resident and listed bytes, read only while the chosen provider
    * asks (ms__mappings_fill's heap_backing), since they can be large. */
