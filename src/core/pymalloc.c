@@ -157,6 +157,10 @@ void ms__pyarena_read(uintptr_t start, uintptr_t end, ms__pyarena_t *out) {
   out->known = 1;
   if (out->resident == 0)
     return;
+  /* The header laid out above is 64-bit CPython's (little-endian: count in
+   * the union's low half); elsewhere nothing is read. */
+  if (sizeof(void *) != 8 || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__)
+    goto unknown;
 
   uint32_t ps = pool_size(start, end, page);
   uintptr_t p0 = ps ? (start + ps - 1) & ~(uintptr_t)(ps - 1) : 0;
