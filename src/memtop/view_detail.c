@@ -174,7 +174,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
-      accounted[32], python[64];
+      accounted[32], python[112];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -209,12 +209,19 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
     }
   }
   /* A Python interpreter's object allocator: its arenas' resident bytes
-   * (part of OtherSys) and how many arenas there are. */
+   * (part of OtherSys), how many arenas there are, and the bytes in its
+   * allocated blocks (its part of data) where the library reads them. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
-    char res[32];
+    char res[32], alloc[32];
     field_bytes(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT);
-    snprintf(python, sizeof python, "%s in %llu arenas", res,
-             (unsigned long long)s->python_arenas);
+    if (ms__field_known(s, MS_F_PYTHON_ARENA_ALLOC)) {
+      field_bytes(alloc, sizeof alloc, s, MS_F_PYTHON_ARENA_ALLOC);
+      snprintf(python, sizeof python, "%s in %llu arenas, %s allocated", res,
+               (unsigned long long)s->python_arenas, alloc);
+    } else {
+      snprintf(python, sizeof python, "%s in %llu arenas", res,
+               (unsigned long long)s->python_arenas);
+    }
     p[n++] = (piece_t){"python", python, MT_ST_NORMAL};
   }
   if (ms__field_known(s, MS_F_KERNEL_LAZYFREE))
