@@ -68,11 +68,13 @@ typedef struct ms__maps_figures_s {
 /* Reads now (under the caller's serialisation) and returns the figures. */
 void ms__mappings_read(ms__maps_figures_t *out);
 
-/* Whether [start, end), a read-write mapping of this process, is one of
- * glibc's arena heaps (64 MiB-aligned, at most 64 MiB, starting with a
- * heap_info that points at its arena or at the previous heap). Reads the
- * first words without touching them (process_vm_readv): the mapping may
- * be gone meanwhile, and is then not a heap. */
+/* Whether [start, end), a read-write mapping of this process, starts
+ * with one of glibc's arena heaps (64 MiB-aligned, starting with a
+ * heap_info that points at its arena or at the previous heap). A line of
+ * the maps file longer than 64 MiB that starts so is several heaps, each
+ * full but the last, which the kernel shows merged. Reads the first words
+ * without touching them (process_vm_readv): the mapping may be gone
+ * meanwhile, and is then not a heap. */
 int ms__arena_heap_at(uintptr_t start, uintptr_t end);
 
 #endif

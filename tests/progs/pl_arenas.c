@@ -1,0 +1,110 @@
+/*
+ * pl_arenas.c - four threads, each filling its own glibc arena with 1 KiB
+ * blocks past one 64 MiB heap, for tests/integration/test_arenas.c. An
+ * arena's next heap is often mapped right above a full one (glibc's
+ * new_heap tries the address after the last heap first), and the kernel
+ * then shows the two as one read-write line of /proc/self/maps above a
+ * PROT_NONE one: what a thread stack looks like.
+ *
+ * Usage: pl_arenas [MiB per thread, default 72]. With the threads still
+ * alive, it reads its own snapshot (ms_snapshot_read, found at run time:
+ * pl_snap.h) and /proc/self/status, and says, one "key=value" a line:
+ * stack_inuse, stack_sys, heap_alloc, heap_sys, heap_released, ready, data,
+ * anon (RssAnon), then "done".
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pl_snap.h"
+
+#define NTHREADS 4
+#define BLOCK 1024
+
+static pthread_barrier_t g_filled, g_end;
+static size_t g_per_thread;
+
+/* The threads fill their arenas in turn: an arena's second heap is then
+ * made while its first is full, and lands right above it more often
+ * (about one run in three) than when all four grow at once (one in
+ * ten). Each thread's first malloc is its turn's: its arena is made
+ * then too. */
+static pthread_mutex_t g_turn = PTHREAD_MUTEX_INITIALIZER;
+
+static void *fill(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&g_turn);
+  size_t n = g_per_thread / BLOCK;
+  char **blocks = malloc(n * sizeof *blocks);
+  if (!blocks)
+    abort();
+  for (size_t i = 0; i < n; i++) {
+    blocks[i] = malloc(BLOCK);
+    if (!blocks[i])
+      abort();
+    memset(blocks[i], (int)i, BLOCK);
+  }
+  pthread_mutex_unlock(&g_turn);
+  pthread_barrier_wait(&g_filled);
+  pthread_barrier_wait(&g_end);
+  for (size_t i = 0; i < n; i++)
+    free(blocks[i]);
+  free(blocks);
+  return NULL;
+}
+
+static long long rss_anon(void) {
+  char buf[4096];
+  FILE *f = fopen("/proc/self/status", "r");
+  long long kb = -1;
+  if (!f)
+    return -1;
+  while (fgets(buf, sizeof buf, f))
+    if (sscanf(buf, "RssAnon: %lld kB", &kb) == 1)
+      break;
+  fclose(f);
+  return kb * 1024;
+}
+
+typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *,
+                               size_t);
+
+int main(int argc, char **argv) {
+  long mib = argc > 1 ? atol(argv[1]) : 72;
+  if (mib <= 0)
+    return 2;
+  g_per_thread = (size_t)mib << 20;
+  (void)pl_say_delta;
+  pl_snap_init();
+  pl_breakdown_fn breakdown =
+      (pl_breakdown_fn)dlsym(RTLD_DEFAULT, "ms_breakdown_read");
+  pthread_t t[NTHREADS];
+  pthread_barrier_init(&g_filled, NULL, NTHREADS + 1);
+  pthread_barrier_init(&g_end, NULL, NTHREADS + 1);
+  for (int i = 0; i < NTHREADS; i++)
+    if (pthread_create(&t[i], NULL, fill, NULL) != 0)
+      return 1;
+  pthread_barrier_wait(&g_filled);
+
+  static ms_snapshot_t s;
+  ms_breakdown_t b;
+  memset(&b, 0, sizeof b);
+  pl_snap(&s);
+  if (breakdown)
+    breakdown(&s, &b, sizeof b);
+  long long anon = rss_anon();
+  pl_say("stack_inuse=%llu", (unsigned long long)s.stack_inuse);
+  pl_say("stack_sys=%llu", (unsigned long long)s.stack_sys);
+  pl_say("heap_alloc=%llu", (unsigned long long)s.heap_alloc);
+  pl_say("heap_sys=%llu", (unsigned long long)s.heap_sys);
+  pl_say("heap_released=%llu", (unsigned long long)s.heap_released);
+  pl_say("ready=%lld", (long long)b.ready);
+  pl_say("data=%lld", (long long)b.data);
+  pl_say("anon=%lld", anon);
+  pl_say("done");
+
+  pthread_barrier_wait(&g_end);
+  for (int i = 0; i < NTHREADS; i++)
+    pthread_join(t[i], NULL);
+  return 0;
+}
