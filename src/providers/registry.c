@@ -474,6 +474,42 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
       snap->quality[moved[i]] = MS_Q_ESTIMATED;
 }
 
+/* HeapInuse is never below HeapAlloc: fragOverhead (HeapInuse - HeapAlloc)
+ * cannot be negative. A shifted sample can put it there: mallinfo2 walks
+ * the arenas one after the other, seconds on a large heap, while the
+ * tracked HeapAlloc it is paired with was read before the walk; frees the
+ * walk already saw are then taken off again by the next shift (HeapInuse
+ * 90.7 MB below HeapAlloc until the next sample, 14 s later). What is
+ * missing is taken back from the free memory, the backed part first, as
+ * the shift gave it there, and from new mappings past that; every field
+ * so moved is an estimate. */
+static void inuse_at_least_alloc(ms_snapshot_t *snap) {
+  if (!ms__field_known(snap, MS_F_HEAP_INUSE) ||
+      !ms__field_known(snap, MS_F_HEAP_ALLOC) ||
+      snap->heap_inuse >= snap->heap_alloc)
+    return;
+  uint64_t d = snap->heap_alloc - snap->heap_inuse, grow = d;
+  snap->heap_inuse += d;
+  if (ms__field_known(snap, MS_F_HEAP_IDLE)) {
+    uint64_t take = d < snap->heap_idle ? d : snap->heap_idle;
+    snap->heap_idle -= take;
+    grow = d - take;
+    if (ms__field_known(snap, MS_F_HEAP_RELEASED) &&
+        snap->heap_released > snap->heap_idle)
+      snap->heap_released = snap->heap_idle;
+  }
+  if (ms__field_known(snap, MS_F_HEAP_SYS))
+    snap->heap_sys += grow;
+  if (ms__field_known(snap, MS_F_SYS))
+    snap->sys += grow;
+  static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,
+                                     MS_F_SYS};
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    if (snap->quality[moved[i]] == MS_Q_EXACT)
+      snap->quality[moved[i]] = MS_Q_ESTIMATED;
+}
+
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs) {
@@ -487,6 +523,7 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
       own_heap(snap, ms, midx);
       own_objects(snap, ms, midx);
       shift_by_tracked(snap, ms, midx);
+      inuse_at_least_alloc(snap);
     } else if (ms->q[MS_F_SYS] != MS_Q_UNAVAILABLE) {
       add_other(snap, ms->v[MS_F_SYS], (ms_quality_t)ms->q[MS_F_SYS], midx);
     }
