@@ -83,6 +83,7 @@ static unsigned g_hwm;   /* slots [0, g_hwm) have been used (never drops) */
 static unsigned g_hint;  /* where the next claim starts looking */
 static int g_lost;       /* a mapping found no free slot */
 static int g_want_alloc; /* measure the allocator's own mappings too */
+static int g_want_arenas; /* measure glibc's arena heaps too */
 static const void *g_alloc_fn;
 
 static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
@@ -257,6 +258,7 @@ typedef struct ms__vma_s {
   char perms[5];
   int anon;  /* inode 0 and no path (or an [anon:...] name) */
   int stack; /* the main thread's [stack] */
+  int brk;   /* [heap]: the main arena's, where malloc is glibc's */
 } ms__vma_t;
 
 static const char *hex(const char *p, const char *e, uintptr_t *v) {
@@ -304,6 +306,7 @@ static int parse_vma(const char *p, const char *e, ms__vma_t *v) {
     p++;
   size_t plen = (size_t)(e - p);
   v->stack = plen == 7 && memcmp(p, "[stack]", 7) == 0;
+  v->brk = plen == 6 && memcmp(p, "[heap]", 6) == 0;
   v->anon =
       ino == 0 && (plen == 0 || (plen > 6 && memcmp(p, "[anon:", 6) == 0));
   return 1;
@@ -436,7 +439,21 @@ static void stack_candidate(ms__maps_figures_t *f, const ms__vma_t *v,
     stack_vma(f, v->start, end);
 }
 
-/* Walks /proc/self/maps for the stacks. */
+/* glibc's heaps, for the kernel's view of them: the main arena's [heap]
+ * and every read-write line that starts with an arena heap (the heaps the
+ * kernel merged into one line with it included). Their read-write size and
+ * resident pages bound what glibc's figures, shifted since its last
+ * sample, may call mapped and backed (a trim between two samples). */
+static void arena_vma(ms__maps_figures_t *f, const ms__vma_t *v) {
+  if (!v->brk && !(v->anon && memcmp(v->perms, "rw-p", 4) == 0 &&
+                   ms__arena_heap_at(v->start, v->end)))
+    return;
+  uint64_t mapped;
+  f->arena_resident += resident(v->start, v->end, &mapped);
+  f->arena_mapped += mapped;
+}
+
+/* Walks /proc/self/maps for the stacks (and glibc's heaps, if wanted). */
 static void read_stacks(ms__maps_figures_t *f) {
   static char buf[16384];
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -465,6 +482,8 @@ static void read_stacks(ms__maps_figures_t *f) {
         if (have_cand)
           stack_candidate(f, &cand, &v);
         have_cand = 0;
+        if (g_want_arenas)
+          arena_vma(f, &v);
         if (v.stack) {
           stack_vma(f, v.start, v.end);
         } else if (have_prev && stack_like(&prev, &v)) {
@@ -521,6 +540,8 @@ void ms__mappings_read(ms__maps_figures_t *f) {
     }
   }
   f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
+  f->have_alloc = g_want_alloc;
+  f->have_arenas = g_want_arenas;
 }
 
 /* ---- into the snapshot ----------------------------------------------------*/
@@ -530,6 +551,26 @@ static struct {
   uint64_t last_ns, cost_ns;
   ms__maps_figures_t fig;
 } g_cache;
+
+void ms__mappings_want(unsigned what) {
+  /* Measured from the first snapshot that asks: a read made before that
+   * is taken again. */
+  if ((what & MS__MAPS_ALLOC) && !g_want_alloc) {
+    g_want_alloc = 1;
+    g_cache.have = 0;
+  }
+  if ((what & MS__MAPS_ARENAS) && !g_want_arenas) {
+    g_want_arenas = 1;
+    g_cache.have = 0;
+  }
+}
+
+const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns) {
+  if (!g_cache.have)
+    return NULL;
+  *read_ns = g_cache.last_ns;
+  return &g_cache.fig;
+}
 
 static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
                    int idx) {
@@ -577,12 +618,8 @@ static int heap_backing(ms_snapshot_t *s) {
 void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
-  /* The allocator's mappings are measured from the first snapshot whose
-   * provider asks for it on: a read made before that is taken again. */
-  if (heap_backing_on && !g_want_alloc) {
-    g_want_alloc = 1;
-    g_cache.have = 0;
-  }
+  if (heap_backing_on)
+    ms__mappings_want(MS__MAPS_ALLOC);
   uint64_t interval = 100 * g_cache.cost_ns;
   if (interval < MS__MAPS_MIN_INTERVAL_NS)
     interval = MS__MAPS_MIN_INTERVAL_NS;

@@ -63,10 +63,27 @@ typedef struct ms__maps_figures_s {
    * asks (ms__mappings_fill's heap_backing), since they can be large. */
   uint64_t alloc_resident, alloc_mapped;
   uint32_t threads_stacks;                 /* stacks found (main included) */
+  /* glibc's heaps ([heap] and the arena heaps): their read-write size and
+   * resident bytes, read only while asked (MS__MAPS_ARENAS). */
+  uint64_t arena_mapped, arena_resident;
+  int have_alloc, have_arenas; /* which of the two were measured */
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;
 /* Reads now (under the caller's serialisation) and returns the figures. */
 void ms__mappings_read(ms__maps_figures_t *out);
+
+/* What the reads measure beyond the stacks and the foreign mappings, from
+ * now on (a cached read made without it is taken again at the next
+ * ms__mappings_fill): the allocator's own mappings, listed by the
+ * interposer (MS__MAPS_ALLOC), and glibc's heaps in /proc/self/maps
+ * (MS__MAPS_ARENAS). Under the reader lock. */
+#define MS__MAPS_ALLOC 0x1u
+#define MS__MAPS_ARENAS 0x2u
+void ms__mappings_want(unsigned what);
+/* The figures of the last read and its CLOCK_MONOTONIC time (*read_ns),
+ * or NULL if there is none. Under the reader lock; valid until the next
+ * ms__mappings_fill. */
+const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns);
 
 /* Whether [start, end), a read-write mapping of this process, starts
  * with one of glibc's arena heaps (64 MiB-aligned, starting with a

@@ -249,6 +249,9 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
 }
 
 static unsigned g_stale_exact;
+/* Whether the malloc provider's figures are the heap's in this snapshot
+ * (the last ms__providers_fill): ms__providers_kernel_view. */
+static int g_malloc_owns;
 
 unsigned ms__providers_stale_exact(void) {
   return g_stale_exact;
@@ -291,6 +294,25 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
                       g_collector.active ? g_collector.pv : NULL, gs);
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
+  g_malloc_owns = 0;
+  for (uint32_t i = 0; ms && i < snap->nproviders; i++)
+    if (strcmp(snap->providers[i], g_malloc_slot->pv->name) == 0)
+      g_malloc_owns = snap->source[MS_F_HEAP_SYS] == (uint8_t)i;
+}
+
+unsigned ms__providers_kernel_view(uint64_t *sampled_ns, uint64_t *blocks) {
+  const ms__pv_slot_t *s = g_malloc_slot;
+  if (!s || !s->have || !g_malloc_owns || !s->pv->kernel_view)
+    return 0;
+  *sampled_ns = s->last_ns - s->cost_ns;
+  *blocks = s->sample.mapped_blocks;
+  if (s->sample.have_tracked) {
+    ms__mapped_t now;
+    ms__engine_last_mapped(&now);
+    const ms__mapped_t *then = &s->sample.tracked_mapped;
+    *blocks += (now.alloc - then->alloc) - (now.free - then->free);
+  }
+  return s->pv->kernel_view;
 }
 
 int ms__providers_backing_unknown(void) {

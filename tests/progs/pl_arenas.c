@@ -10,8 +10,12 @@
  * alive, it reads its own snapshot (ms_snapshot_read, found at run time:
  * pl_snap.h) and /proc/self/status, and says, one "key=value" a line:
  * stack_inuse, stack_sys, heap_alloc, heap_sys, heap_released, ready, data,
- * anon (RssAnon), then "done".
+ * anon (RssAnon). With "trim" after the size, the threads then free their
+ * blocks, the program calls malloc_trim(0) and says the same figures
+ * (trim.*) from a snapshot made between two of glibc's samples
+ * (trim_report). Then "done".
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +73,40 @@ static long long rss_anon(void) {
 typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *,
                                size_t);
 
+/* After the trim: the first snapshot whose mappings were read after it
+ * (StackSys exact: read less than 100 ms before, and the trim was 300 ms
+ * before the first try) while glibc's figures are still those of the
+ * sample taken before it, shifted (HeapInuse estimated; glibc is sampled
+ * at most once a second). "trim.shifted=0" if the sample was taken again
+ * first: then nothing was shifted. */
+static void trim_report(pl_breakdown_fn breakdown) {
+  static ms_snapshot_t s;
+  ms_breakdown_t b;
+  usleep(300000);
+  for (int i = 0; i < 100; i++, usleep(50000)) {
+    memset(&b, 0, sizeof b);
+    pl_snap(&s);
+    if (s.quality[MS_F_HEAP_INUSE] == MS_Q_EXACT) {
+      pl_say("trim.shifted=0");
+      return;
+    }
+    if (s.quality[MS_F_STACK_SYS] != MS_Q_EXACT)
+      continue;
+    if (breakdown)
+      breakdown(&s, &b, sizeof b);
+    long long anon = rss_anon();
+    pl_say("trim.shifted=1");
+    pl_say("trim.heap_alloc=%llu", (unsigned long long)s.heap_alloc);
+    pl_say("trim.heap_inuse=%llu", (unsigned long long)s.heap_inuse);
+    pl_say("trim.heap_sys=%llu", (unsigned long long)s.heap_sys);
+    pl_say("trim.heap_released=%llu", (unsigned long long)s.heap_released);
+    pl_say("trim.ready=%lld", (long long)b.ready);
+    pl_say("trim.anon=%lld", anon);
+    return;
+  }
+  pl_say("trim.shifted=0");
+}
+
 int main(int argc, char **argv) {
   long mib = argc > 1 ? atol(argv[1]) : 72;
   if (mib <= 0)
@@ -101,10 +139,17 @@ int main(int argc, char **argv) {
   pl_say("ready=%lld", (long long)b.ready);
   pl_say("data=%lld", (long long)b.data);
   pl_say("anon=%lld", anon);
+  if (argc > 2 && strcmp(argv[2], "trim") == 0) {
+    pthread_barrier_wait(&g_end);
+    for (int i = 0; i < NTHREADS; i++)
+      pthread_join(t[i], NULL);
+    malloc_trim(0);
+    trim_report(breakdown);
+  } else {
+    pthread_barrier_wait(&g_end);
+    for (int i = 0; i < NTHREADS; i++)
+      pthread_join(t[i], NULL);
+  }
   pl_say("done");
-
-  pthread_barrier_wait(&g_end);
-  for (int i = 0; i < NTHREADS; i++)
-    pthread_join(t[i], NULL);
   return 0;
 }
