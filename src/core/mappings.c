@@ -544,6 +544,28 @@ void ms__mappings_read(ms__maps_figures_t *f) {
   f->have_arenas = g_want_arenas;
 }
 
+int ms__mappings_alloc_view(uint64_t *res_out, uint64_t *mapped_out) {
+  uint64_t res = 0, all = 0;
+  unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_ACQUIRE);
+  for (unsigned i = 0; i < hwm; i++) {
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t st = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
+    if (st <= MS__SLOT_BUSY)
+      continue;
+    uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
+    if (en <= st ||
+        owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED)) !=
+            OWNER_ALLOCATOR)
+      continue;
+    uint64_t mapped;
+    res += resident(st, en, &mapped);
+    all += mapped;
+  }
+  *res_out = res;
+  *mapped_out = all;
+  return __atomic_load_n(&g_lost, __ATOMIC_RELAXED) ? -1 : 0;
+}
+
 /* ---- into the snapshot ----------------------------------------------------*/
 
 static struct {

@@ -85,6 +85,14 @@ void ms__mappings_want(unsigned what);
  * ms__mappings_fill. */
 const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns);
 
+/* The kernel's view of the allocator's own mappings, as the interposer
+ * listed them (the mappings made from the malloc's object, see
+ * ms__map_set_allocator): their resident bytes (mincore) and the bytes
+ * mincore saw mapped. Returns 0, or -1 if the table overflowed (then some
+ * are missing). Costs a mincore per 256 MiB listed; under the reader lock
+ * (it shares mappings.c's buffers). */
+int ms__mappings_alloc_view(uint64_t *resident, uint64_t *mapped);
+
 /* Whether [start, end), a read-write mapping of this process, starts
  * with one of glibc's arena heaps (64 MiB-aligned, starting with a
  * heap_info that points at its arena or at the previous heap). A line of

@@ -1,6 +1,6 @@
 /*
  * pl_arenas.c - four threads, each filling its own glibc arena with 1 KiB
- * blocks past one 64 MiB heap, for tests/integration/test_arenas.c. An
+ * blocks past one 64 MiB heap, for tests/integration/test_kernel_view.c. An
  * arena's next heap is often mapped right above a full one (glibc's
  * new_heap tries the address after the last heap first), and the kernel
  * then shows the two as one read-write line of /proc/self/maps above a
