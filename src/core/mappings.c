@@ -25,8 +25,9 @@
  *     (allocate_stack in glibc); glibc's own arena heaps have their
  *     PROT_NONE part above, up to their 64 MiB boundary, or start with a
  *     heap_info on a 64 MiB boundary (two or more heaps merged into one
- *     line), so they are not taken for one. Stacks glibc keeps cached after their thread ended
- *     are counted too: that memory is still the process's. A pthread
+ *     line), so they are not taken for one. Stacks glibc keeps cached
+ *     after their thread ended are counted too: that memory is still the
+ *     process's. A pthread
  *     created with guardsize 0 is not recognised (its stack shows in the
  *     gap between Ready and the kernel's anonymous RSS).
  *
@@ -79,10 +80,10 @@ typedef struct ms__map_slot_s {
 } ms__map_slot_t;
 
 static ms__map_slot_t g_slots[MS__MAP_SLOTS];
-static unsigned g_hwm;   /* slots [0, g_hwm) have been used (never drops) */
-static unsigned g_hint;  /* where the next claim starts looking */
-static int g_lost;       /* a mapping found no free slot */
-static int g_want_alloc; /* measure the allocator's own mappings too */
+static unsigned g_hwm;    /* slots [0, g_hwm) have been used (never drops) */
+static unsigned g_hint;   /* where the next claim starts looking */
+static int g_lost;        /* a mapping found no free slot */
+static int g_want_alloc;  /* measure the allocator's own mappings too */
 static int g_want_arenas; /* measure glibc's arena heaps too */
 static const void *g_alloc_fn;
 
@@ -553,9 +554,8 @@ int ms__mappings_alloc_view(uint64_t *res_out, uint64_t *mapped_out) {
     if (st <= MS__SLOT_BUSY)
       continue;
     uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
-    if (en <= st ||
-        owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED)) !=
-            OWNER_ALLOCATOR)
+    if (en <= st || owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED)) !=
+                        OWNER_ALLOCATOR)
       continue;
     uint64_t mapped;
     res += resident(st, en, &mapped);

@@ -245,8 +245,8 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
      * from its own books, not by asking the kernel): Redis at start read
      * Ready 5.27 MB against 3.51 MB of anonymous RSS for the whole
      * process. Where the interposer listed every mapping jemalloc made
-     * (at least stats.mapped), their resident pages bound the backed
-     * part: what is over comes out of the metadata first (to
+     * (as much as Sys: mapped and retained), their resident pages bound the
+     * backed part: what is over comes out of the metadata first (to
      * OffHeapReleased), then out of the dirty pages (to HeapReleased: a
      * page handed out and freed that the program never wrote is dirty to
      * jemalloc and not backed); never out of the active ones, which
@@ -254,7 +254,7 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
      * never written stays over: no class of the model holds in-use
      * memory that is not backed). */
     uint64_t k_res, k_mapped;
-    if (ms__mappings_alloc_view(&k_res, &k_mapped) == 0 && k_mapped >= mapped &&
+    if (ms__mappings_alloc_view(&k_res, &k_mapped) == 0 && k_mapped >= sys &&
         heap_backed + meta_sys > k_res) {
       uint64_t x = heap_backed + meta_sys - k_res;
       uint64_t m = x < meta_sys ? x : meta_sys;

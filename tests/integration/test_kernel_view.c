@@ -66,8 +66,8 @@ static double value(const char *out, const char *key) {
 
 /* Runs a program of tests/progs with up to two arguments (NULL: fewer)
  * until it says "done"; its whole output in out. */
-static void run_prog(char *out, size_t len, const char *path,
-                     const char *arg1, const char *arg2) {
+static void run_prog(char *out, size_t len, const char *path, const char *arg1,
+                     const char *arg2) {
   char pre[1300];
   snprintf(pre, sizeof pre, "LD_PRELOAD=%s", preload);
   const char *argv[] = {path, arg1, arg2, NULL};
@@ -135,14 +135,13 @@ static void test_trim_between_samples(void **state) {
     if (value(out, "trim.shifted") != 1)
       continue;
     double ready = value(out, "trim.ready"), anon = value(out, "trim.anon");
-    print_message("after the trim: HeapAlloc %.1f MiB, HeapInuse %.1f MiB, "
-                  "HeapSys %.1f MiB, HeapReleased %.1f MiB, Ready %.1f MiB, "
-                  "RssAnon %.1f MiB\n",
-                  value(out, "trim.heap_alloc") / MiB,
-                  value(out, "trim.heap_inuse") / MiB,
-                  value(out, "trim.heap_sys") / MiB,
-                  value(out, "trim.heap_released") / MiB, ready / MiB,
-                  anon / MiB);
+    print_message(
+        "after the trim: HeapAlloc %.1f MiB, HeapInuse %.1f MiB, "
+        "HeapSys %.1f MiB, HeapReleased %.1f MiB, Ready %.1f MiB, "
+        "RssAnon %.1f MiB\n",
+        value(out, "trim.heap_alloc") / MiB,
+        value(out, "trim.heap_inuse") / MiB, value(out, "trim.heap_sys") / MiB,
+        value(out, "trim.heap_released") / MiB, ready / MiB, anon / MiB);
     assert_true(anon > 0);
     if (ready > anon + anon / 32 + 4 * MiB)
       fail_msg("Ready %.1f MiB over the anonymous RSS %.1f MiB after the "

@@ -70,8 +70,7 @@ static long long rss_anon(void) {
   return kb * 1024;
 }
 
-typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *,
-                               size_t);
+typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *, size_t);
 
 /* After the trim: the first snapshot whose mappings were read after it
  * (StackSys exact: read less than 100 ms before, and the trim was 300 ms

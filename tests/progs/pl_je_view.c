@@ -17,8 +17,7 @@
 int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp,
             size_t newlen);
 
-typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *,
-                               size_t);
+typedef int (*pl_breakdown_fn)(const ms_snapshot_t *, ms_breakdown_t *, size_t);
 
 static long long rss_anon(void) {
   char buf[4096];

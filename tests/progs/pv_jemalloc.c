@@ -19,9 +19,7 @@ static size_t ctl(const char *name) {
   return v;
 }
 
-static struct {
-  uint64_t active, released, idle, alloc, resident;
-} g_je;
+static struct { uint64_t active, released, idle, alloc, resident; } g_je;
 
 static void read_je(void) {
   uint64_t epoch = 1;

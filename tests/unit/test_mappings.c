@@ -175,8 +175,8 @@ static void test_merged_heaps_are_not_stacks(void **state) {
   assert_true(ms__arena_heap_at(a, a + SLOT + MiB));
 
   /* The second grown to its whole 64 MiB: one line of 128 MiB. */
-  assert_int_equal(
-      mprotect((void *)(a + SLOT), SLOT, PROT_READ | PROT_WRITE), 0);
+  assert_int_equal(mprotect((void *)(a + SLOT), SLOT, PROT_READ | PROT_WRITE),
+                   0);
   heap_info(a + SLOT, a, SLOT);
   assert_true(one_line(a, a + 2 * SLOT));
   ms__mappings_read(&after);
