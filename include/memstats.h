@@ -123,6 +123,8 @@ typedef enum ms_field_e {
   MS_F_PYTHON_ARENAS,
   MS_F_PYTHON_ARENA_SYS,
   MS_F_PYTHON_ARENA_RESIDENT,
+  /* Beyond Go: how old the allocator's sample behind the heap figures is */
+  MS_F_HEAP_SAMPLE_AGE,
   MS_F__COUNT
 } ms_field_t;
 
@@ -242,6 +244,13 @@ typedef struct ms_snapshot_s {
   uint64_t python_arenas;
   uint64_t python_arena_sys;
   uint64_t python_arena_resident;
+  /* The age, in nanoseconds, of the allocator's sample that the heap
+   * figures come from (0: taken for this snapshot). glibc's is taken at
+   * most once a second, and less often on a large heap (100 times what a
+   * sample costs); in between its figures are moved by what the preload
+   * counted, and bounded by the kernel's view of its heaps, as estimates.
+   * Unavailable where no allocator's sample owns the heap figures. */
+  uint64_t heap_sample_age_ns;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:

@@ -190,6 +190,11 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                                     "memstats_python_arena_resident_bytes",
                                     "Bytes of Python's object allocator arenas "
                                     "the kernel backs (part of OtherSys)."},
+    [MS_F_HEAP_SAMPLE_AGE] =
+        {MS_F_HEAP_SAMPLE_AGE, "HeapSampleAge", U64(heap_sample_age_ns),
+         MS__UNIT_NS, 0, NULL, "memstats_heap_sample_age_seconds",
+         "Age of the allocator's sample the heap figures come from (0: taken "
+         "for this snapshot)."},
 };
 
 static int valid(ms_field_t f) {

@@ -343,6 +343,9 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
 /* 0.2 as it first shipped ended with off_heap_released; the Python
  * arena fields came after it. */
 #define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
+/* ... and then with the Python arena fields, before HeapSampleAge. */
+#define MS__SNAPSHOT_SIZE_0_2_PY                                               \
+  (offsetof(ms_snapshot_t, python_arena_resident) + 8)
 _Static_assert(MS_F__COUNT <= MS_F_CAPACITY,
                "more fields than the snapshot has room for");
 
@@ -377,7 +380,8 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
      * what its struct has. */
     /* Only the sizes a header ever had: a size between two of them is
      * not a struct anyone was built with. */
-    if (size != MS__SNAPSHOT_SIZE_0_1 && size != MS__SNAPSHOT_SIZE_0_2)
+    if (size != MS__SNAPSHOT_SIZE_0_1 && size != MS__SNAPSHOT_SIZE_0_2 &&
+        size != MS__SNAPSHOT_SIZE_0_2_PY)
       return MS_EINVAL;
     ms_snapshot_t full;
     int r = ms__snapshot_read_opts(&full, sizeof full, flags);

@@ -296,8 +296,17 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
   g_malloc_owns = 0;
   for (uint32_t i = 0; ms && i < snap->nproviders; i++)
-    if (strcmp(snap->providers[i], g_malloc_slot->pv->name) == 0)
+    if (strcmp(snap->providers[i], g_malloc_slot->pv->name) == 0) {
       g_malloc_owns = snap->source[MS_F_HEAP_SYS] == (uint8_t)i;
+      /* How old the figures behind the heap are: a sample taken for this
+       * snapshot is 0 old. */
+      if (g_malloc_owns) {
+        uint64_t at = g_malloc_slot->last_ns - g_malloc_slot->cost_ns;
+        ms__field_set_u64(snap, MS_F_HEAP_SAMPLE_AGE,
+                          g_malloc_slot->fresh || now < at ? 0 : now - at);
+        ms__set_quality(snap, MS_F_HEAP_SAMPLE_AGE, MS_Q_EXACT, (int)i);
+      }
+    }
 }
 
 unsigned ms__providers_kernel_view(uint64_t *sampled_ns, uint64_t *blocks) {

@@ -110,6 +110,14 @@ static void test_layout_grows_at_the_end(void **state) {
   assert_int_equal(ms_snapshot_read(&part, cut), 0);
   assert_int_equal(part.struct_size, cut);
   assert_int_equal(part.pid, whole.pid);
+  /* The layout before HeapSampleAge (ending with the Python arena fields)
+   * is a header's too: a prefix, nothing written past it. */
+  cut = offsetof(ms_snapshot_t, python_arena_resident) +
+        sizeof whole.python_arena_resident;
+  memset(&part, 0x5a, sizeof part);
+  assert_int_equal(ms_snapshot_read(&part, cut), 0);
+  assert_int_equal(part.struct_size, cut);
+  assert_int_equal(((const unsigned char *)&part)[cut], 0x5a);
   assert_int_equal(ms_snapshot_read(&part, 100), MS_EINVAL);
   assert_int_equal(ms_snapshot_read(NULL, sizeof part), MS_EINVAL);
 }

@@ -147,6 +147,10 @@ static void test_trim_between_samples(void **state) {
       fail_msg("Ready %.1f MiB over the anonymous RSS %.1f MiB after the "
                "trim",
                ready / MiB, anon / MiB);
+    /* The sample says its age (HeapSampleAge, what the live view shows
+     * when it is old): taken before the trim, which the program followed
+     * with 300 ms of sleep. */
+    assert_true(value(out, "trim.sample_age_ns") >= 300e6);
     return;
   }
   print_message("skipped: every snapshot came after a new sample\n");

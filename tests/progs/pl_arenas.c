@@ -100,6 +100,10 @@ static void trim_report(pl_breakdown_fn breakdown) {
     pl_say("trim.heap_sys=%llu", (unsigned long long)s.heap_sys);
     pl_say("trim.heap_released=%llu", (unsigned long long)s.heap_released);
     pl_say("trim.ready=%lld", (long long)b.ready);
+    pl_say("trim.sample_age_ns=%llu",
+           s.quality[MS_F_HEAP_SAMPLE_AGE] == MS_Q_EXACT
+               ? (unsigned long long)s.heap_sample_age_ns
+               : 0ull);
     pl_say("trim.anon=%lld", anon);
     return;
   }
