@@ -43,7 +43,8 @@
  *
  * Cost: one read of /proc/self/maps (the kernel holds the process's mmap
  * lock for reading while it writes the text) and one mincore per 256 MiB
- * counted, at most four times a second and at most 1% of the time
+ * counted (glibc's heaps too, while glibc is the malloc: their resident
+ * pages bound its figures between two of its samples), at most four times a second and at most 1% of the time
  * (100 x the cost of the last read), from the reader's thread; never on
  * the program's threads. The interposer's cost is a slot claimed with one
  * compare-and-swap per mmap, and a scan of the table's used part per
