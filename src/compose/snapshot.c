@@ -195,7 +195,7 @@ static void fill_smaps(ms_snapshot_t *s) {
  * HeapIdle (mapped) or goes to HeapReleased (backed), never out of
  * HeapInuse; a field so bounded is estimated. */
 static void cap_by_arenas(ms_snapshot_t *s, uint64_t sampled_ns,
-                          uint64_t blocks) {
+                          uint64_t blocks, int cached_only) {
   uint64_t read_ns;
   const ms__maps_figures_t *f = ms__mappings_cached(&read_ns);
   if (!f || !f->have_arenas || read_ns < sampled_ns ||
@@ -219,10 +219,11 @@ static void cap_by_arenas(ms_snapshot_t *s, uint64_t sampled_ns,
   }
   if (sys == s->heap_sys && rel == s->heap_released)
     return;
-  ms__debug("memstats: glibc's heaps bounded by the kernel's view: HeapSys "
-            "%llu -> %llu, HeapReleased %llu -> %llu\n",
-            (unsigned long long)s->heap_sys, (unsigned long long)sys,
-            (unsigned long long)s->heap_released, (unsigned long long)rel);
+  if (!cached_only) /* a cached read may come from a signal handler */
+    ms__debug("memstats: glibc's heaps bounded by the kernel's view: "
+              "HeapSys %llu -> %llu, HeapReleased %llu -> %llu\n",
+              (unsigned long long)s->heap_sys, (unsigned long long)sys,
+              (unsigned long long)s->heap_released, (unsigned long long)rel);
   if (ms__field_known(s, MS_F_SYS) && s->sys >= s->heap_sys - sys)
     s->sys -= s->heap_sys - sys;
   s->heap_sys = sys;
@@ -410,12 +411,12 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
   uint64_t sampled_ns = 0, blocks = 0;
   unsigned view = ms__providers_kernel_view(&sampled_ns, &blocks);
-  if (view & MS__PV_VIEW_ARENAS)
+  if ((view & MS__PV_VIEW_ARENAS) && !(flags & MS__READ_CACHED))
     ms__mappings_want(MS__MAPS_ARENAS);
   ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
                     ms__providers_backing_unknown());
   if (view & MS__PV_VIEW_ARENAS)
-    cap_by_arenas(s, sampled_ns, blocks);
+    cap_by_arenas(s, sampled_ns, blocks, (flags & MS__READ_CACHED) != 0);
   unsigned stale_exact = ms__providers_stale_exact();
   ms__read_unlock();
 
