@@ -125,6 +125,8 @@ typedef enum ms_field_e {
   MS_F_PYTHON_ARENA_RESIDENT,
   MS_F_PYTHON_ARENA_INUSE, /* of the resident part: pools holding blocks */
   MS_F_PYTHON_ARENA_ALLOC, /* of those: bytes in allocated blocks */
+  /* Beyond Go: how old the allocator's sample behind the heap figures is */
+  MS_F_HEAP_SAMPLE_AGE,
   MS_F__COUNT
 } ms_field_t;
 
@@ -254,6 +256,13 @@ typedef struct ms_snapshot_s {
    * free blocks of pools in use fragOverhead, allocated blocks data. */
   uint64_t python_arena_inuse;
   uint64_t python_arena_alloc;
+  /* The age, in nanoseconds, of the allocator's sample that the heap
+   * figures come from (0: taken for this snapshot). glibc's is taken at
+   * most once a second, and less often on a large heap (100 times what a
+   * sample costs); in between its figures are moved by what the preload
+   * counted, and bounded by the kernel's view of its heaps, as estimates.
+   * Unavailable where no allocator's sample owns the heap figures. */
+  uint64_t heap_sample_age_ns;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:

@@ -200,6 +200,11 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          MS__UNIT_BYTES, 0, NULL, "memstats_python_arena_alloc_bytes",
          "Bytes in blocks Python's object allocator has allocated (part of "
          "PythonArenaInuse)."},
+    [MS_F_HEAP_SAMPLE_AGE] =
+        {MS_F_HEAP_SAMPLE_AGE, "HeapSampleAge", U64(heap_sample_age_ns),
+         MS__UNIT_NS, 0, NULL, "memstats_heap_sample_age_seconds",
+         "Age of the allocator's sample the heap figures come from (0: taken "
+         "for this snapshot)."},
 };
 
 static int valid(ms_field_t f) {

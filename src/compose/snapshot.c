@@ -182,6 +182,60 @@ static void fill_smaps(ms_snapshot_t *s) {
   }
 }
 
+/* ---- the kernel's view of glibc's heaps ---------------------------------
+ * glibc's figures come from a sample taken at most every max(1 s, 100 x
+ * its cost): 17-24 s on a 1.3 GB heap. In between they are shifted by what
+ * the program allocated and freed (providers/registry.c), which cannot see
+ * a trim: 470 MB handed back stayed in HeapSys, and Ready, until the next
+ * sample. The mappings are read more often (core/mappings.c); when a read
+ * is newer than the sample, what the kernel holds of glibc's heaps bounds
+ * the shifted figures: HeapSys at most the heaps' read-write size, the
+ * backed part (HeapSys - HeapReleased) at most their resident pages, plus
+ * the blocks mapped on their own either way. What is over comes out of
+ * HeapIdle (mapped) or goes to HeapReleased (backed), never out of
+ * HeapInuse; a field so bounded is estimated. */
+static void cap_by_arenas(ms_snapshot_t *s, uint64_t sampled_ns,
+                          uint64_t blocks, int cached_only) {
+  uint64_t read_ns;
+  const ms__maps_figures_t *f = ms__mappings_cached(&read_ns);
+  if (!f || !f->have_arenas || read_ns < sampled_ns ||
+      !ms__field_known(s, MS_F_HEAP_SYS) ||
+      !ms__field_known(s, MS_F_HEAP_IDLE) ||
+      !ms__field_known(s, MS_F_HEAP_RELEASED))
+    return;
+  uint64_t sys = s->heap_sys, idle = s->heap_idle, rel = s->heap_released;
+  uint64_t sys_max = f->arena_mapped + blocks;
+  uint64_t backed_max = f->arena_resident + blocks;
+  if (sys > sys_max) {
+    uint64_t x = sys - sys_max < idle ? sys - sys_max : idle;
+    sys -= x;
+    idle -= x;
+    if (rel > idle)
+      rel = idle;
+  }
+  if (sys - rel > backed_max) {
+    uint64_t x = sys - rel - backed_max;
+    rel += x < idle - rel ? x : idle - rel;
+  }
+  if (sys == s->heap_sys && rel == s->heap_released)
+    return;
+  if (!cached_only) /* a cached read may come from a signal handler */
+    ms__debug("memstats: glibc's heaps bounded by the kernel's view: "
+              "HeapSys %llu -> %llu, HeapReleased %llu -> %llu\n",
+              (unsigned long long)s->heap_sys, (unsigned long long)sys,
+              (unsigned long long)s->heap_released, (unsigned long long)rel);
+  if (ms__field_known(s, MS_F_SYS) && s->sys >= s->heap_sys - sys)
+    s->sys -= s->heap_sys - sys;
+  s->heap_sys = sys;
+  s->heap_idle = idle;
+  s->heap_released = rel;
+  static const ms_field_t moved[] = {MS_F_HEAP_SYS, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_RELEASED, MS_F_SYS};
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    if (s->quality[moved[i]] == MS_Q_EXACT)
+      s->quality[moved[i]] = MS_Q_ESTIMATED;
+}
+
 /* Derived fields: Alloc is HeapAlloc; Sys, where no provider gave it, is the
  * sum of the *Sys fields that are known, as exact as the least exact of
  * them (unknown classes are memory the model does not see, not zero). */
@@ -291,7 +345,7 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
  * arena fields came after it. */
 #define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
 /* Then it ended with python_arena_resident, before the Python arenas'
- * in-use figures. */
+ * in-use figures and HeapSampleAge. */
 #define MS__SNAPSHOT_SIZE_0_2_PY                                               \
   (offsetof(ms_snapshot_t, python_arena_resident) + 8)
 _Static_assert(MS_F__COUNT <= MS_F_CAPACITY,
@@ -356,8 +410,14 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     ms__providers_detect();
   ms__engine_read(s);
   ms__providers_fill(s, (flags & MS__READ_CACHED) != 0);
+  uint64_t sampled_ns = 0, blocks = 0;
+  unsigned view = ms__providers_kernel_view(&sampled_ns, &blocks);
+  if ((view & MS__PV_VIEW_ARENAS) && !(flags & MS__READ_CACHED))
+    ms__mappings_want(MS__MAPS_ARENAS);
   ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
                     ms__providers_backing_unknown());
+  if (view & MS__PV_VIEW_ARENAS)
+    cap_by_arenas(s, sampled_ns, blocks, (flags & MS__READ_CACHED) != 0);
   unsigned stale_exact = ms__providers_stale_exact();
   ms__read_unlock();
 

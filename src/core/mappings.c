@@ -23,9 +23,11 @@
  *     pthread stack, found in /proc/self/maps as glibc lays them out: a
  *     read-write anonymous mapping right above its PROT_NONE guard
  *     (allocate_stack in glibc); glibc's own arena heaps have their
- *     PROT_NONE part above, up to their 64 MiB boundary, so they are not
- *     taken for one. Stacks glibc keeps cached after their thread ended
- *     are counted too: that memory is still the process's. A pthread
+ *     PROT_NONE part above, up to their 64 MiB boundary, or start with a
+ *     heap_info on a 64 MiB boundary (two or more heaps merged into one
+ *     line), so they are not taken for one. Stacks glibc keeps cached
+ *     after their thread ended are counted too: that memory is still the
+ *     process's. A pthread
  *     created with guardsize 0 is not recognised (its stack shows in the
  *     gap between Ready and the kernel's anonymous RSS).
  *
@@ -42,9 +44,10 @@
  * Cost: one read of /proc/self/maps (the kernel holds the process's mmap
  * lock for reading while it writes the text) and one mincore per 256 MiB
  * counted (one per pymalloc arena, with one process_vm_readv of its pool
- * headers: src/core/pymalloc.c), at most four times a second and at most
- * 1% of the time (100 x the cost of the last read), from the reader's
- * thread; never on
+ * headers: src/core/pymalloc.c; glibc's heaps too, while glibc is the
+ * malloc: their resident pages bound its figures between two of its
+ * samples), at most four times a second and at most 1% of the time (100 x
+ * the cost of the last read), from the reader's thread; never on
  * the program's threads. The interposer's cost is a slot claimed with one
  * compare-and-swap per mmap, and a scan of the table's used part per
  * munmap: as many slots as the most mappings the program held at once
@@ -81,10 +84,11 @@ typedef struct ms__map_slot_s {
 } ms__map_slot_t;
 
 static ms__map_slot_t g_slots[MS__MAP_SLOTS];
-static unsigned g_hwm;   /* slots [0, g_hwm) have been used (never drops) */
-static unsigned g_hint;  /* where the next claim starts looking */
-static int g_lost;       /* a mapping found no free slot */
-static int g_want_alloc; /* measure the allocator's own mappings too */
+static unsigned g_hwm;    /* slots [0, g_hwm) have been used (never drops) */
+static unsigned g_hint;   /* where the next claim starts looking */
+static int g_lost;        /* a mapping found no free slot */
+static int g_want_alloc;  /* measure the allocator's own mappings too */
+static int g_want_arenas; /* measure glibc's arena heaps too */
 static const void *g_alloc_fn;
 
 static void put_range(uintptr_t start, uintptr_t end, const void *ra) {
@@ -259,6 +263,7 @@ typedef struct ms__vma_s {
   char perms[5];
   int anon;  /* inode 0 and no path (or an [anon:...] name) */
   int stack; /* the main thread's [stack] */
+  int brk;   /* [heap]: the main arena's, where malloc is glibc's */
 } ms__vma_t;
 
 static const char *hex(const char *p, const char *e, uintptr_t *v) {
@@ -306,6 +311,7 @@ static int parse_vma(const char *p, const char *e, ms__vma_t *v) {
     p++;
   size_t plen = (size_t)(e - p);
   v->stack = plen == 7 && memcmp(p, "[stack]", 7) == 0;
+  v->brk = plen == 6 && memcmp(p, "[heap]", 6) == 0;
   v->anon =
       ino == 0 && (plen == 0 || (plen > 6 && memcmp(p, "[anon:", 6) == 0));
   return 1;
@@ -372,7 +378,8 @@ static int read_self(uintptr_t addr, void *out, size_t len) {
 }
 
 int ms__arena_heap_at(uintptr_t start, uintptr_t end) {
-  if (start % MS__HEAP_MAX != 0 || end - start > MS__HEAP_MAX ||
+  /* A line longer than one heap is several of them merged (below). */
+  if (start % MS__HEAP_MAX != 0 || end <= start ||
       end - start < sizeof(ms__heap_info_t))
     return 0;
   ms__heap_info_t h;
@@ -389,31 +396,69 @@ int ms__arena_heap_at(uintptr_t start, uintptr_t end) {
   return prev != 0 && prev % MS__HEAP_MAX == 0;
 }
 
-/* Whether v, 64 MiB-aligned and stack-like, is an arena heap instead: its
- * read-write part fills its 64 MiB, or the next mapping is its PROT_NONE
- * reserve up to the end of the 64 MiB (next NULL: v was the last line),
- * or, whatever the lines around it say, it starts with a heap_info. A
- * 64 MiB-aligned start alone does not say it: kernels that align large
- * anonymous mappings to huge-page boundaries (6.7 and later) put thread
- * stacks on 64 MiB boundaries once in 16 or so, and such a stack was
- * taken for a heap and not counted. Nor do the lines alone: /proc/self/
- * maps is read in pieces, and a heap that grows between two reads (its
- * read-write part taken from its reserve) ends where its reserve no
- * longer starts; such a heap was taken for a stack (test_unseen's demo:
- * StackSys 9.5 MiB, Ready 29.2 MiB against 19.9 MiB of anonymous RSS,
- * once in a loaded make check). The bottom of a stack's mapping is the
- * last its thread would touch, zeros: no heap_info. */
-static int arena_heap(const ms__vma_t *v, const ms__vma_t *next) {
-  if (v->end - v->start == MS__HEAP_MAX)
-    return 1;
-  if (next && next->anon && next->start == v->end &&
-      memcmp(next->perms, "---p", 4) == 0 &&
-      next->end == v->start + MS__HEAP_MAX)
-    return 1;
-  return ms__arena_heap_at(v->start, v->end);
+/* Where the stack in v, a stack-like line, ends: at the first 64 MiB
+ * boundary in it from which it is glibc's arena heaps instead (v->start:
+ * no stack at all; v->end: no heap). A heap whose read-write part fills
+ * its 64 MiB and the next heap mapped right above it (glibc's new_heap
+ * tries the address after the last heap first) are one line of the maps
+ * file, since the kernel merges adjacent mappings of the same kind: 64 MiB
+ * and more, above the PROT_NONE reserve of yet another heap. Such a line,
+ * up to MS__STACK_MAX, was taken for a thread stack whole (a four-arena
+ * program: StackSys 128.1 MiB exact against 61 KiB of real stacks, once
+ * in five runs), so each boundary of the line is looked at for a
+ * heap_info. A 64 MiB-aligned line is a heap, whatever it starts with,
+ * when its read-write part fills its 64 MiB, or when the next mapping is
+ * its PROT_NONE reserve up to the end of the 64 MiB (next NULL: v was the
+ * last line). A 64 MiB-aligned start alone does not say it: kernels that
+ * align large anonymous mappings to huge-page boundaries (6.7 and later)
+ * put thread stacks on 64 MiB boundaries once in 16 or so, and such a
+ * stack was taken for a heap and not counted. Nor do the lines alone:
+ * /proc/self/maps is read in pieces, and a heap that grows between two
+ * reads (its read-write part taken from its reserve) ends where its
+ * reserve no longer starts; such a heap was taken for a stack
+ * (test_unseen's demo: StackSys 9.5 MiB, Ready 29.2 MiB against 19.9 MiB
+ * of anonymous RSS, once in a loaded make check). The bottom of a stack's
+ * mapping is the last its thread would touch, zeros: no heap_info. */
+static uintptr_t stack_end(const ms__vma_t *v, const ms__vma_t *next) {
+  if (v->start % MS__HEAP_MAX == 0) {
+    if (v->end - v->start == MS__HEAP_MAX)
+      return v->start;
+    if (next && next->anon && next->start == v->end &&
+        memcmp(next->perms, "---p", 4) == 0 &&
+        next->end == ((v->end + MS__HEAP_MAX - 1) & ~(MS__HEAP_MAX - 1)))
+      return v->start;
+  }
+  /* At most MS__STACK_MAX / 64 MiB + 1 boundaries (stack_like). */
+  for (uintptr_t b = (v->start + MS__HEAP_MAX - 1) & ~(MS__HEAP_MAX - 1);
+       b < v->end && b >= v->start; b += MS__HEAP_MAX)
+    if (ms__arena_heap_at(b, v->end))
+      return b;
+  return v->end;
 }
 
-/* Walks /proc/self/maps for the stacks. */
+/* Counts the stack part of a stack-like line. */
+static void stack_candidate(ms__maps_figures_t *f, const ms__vma_t *v,
+                            const ms__vma_t *next) {
+  uintptr_t end = stack_end(v, next);
+  if (end > v->start)
+    stack_vma(f, v->start, end);
+}
+
+/* glibc's heaps, for the kernel's view of them: the main arena's [heap]
+ * and every read-write line that starts with an arena heap (the heaps the
+ * kernel merged into one line with it included). Their read-write size and
+ * resident pages bound what glibc's figures, shifted since its last
+ * sample, may call mapped and backed (a trim between two samples). */
+static void arena_vma(ms__maps_figures_t *f, const ms__vma_t *v) {
+  if (!v->brk && !(v->anon && memcmp(v->perms, "rw-p", 4) == 0 &&
+                   ms__arena_heap_at(v->start, v->end)))
+    return;
+  uint64_t mapped;
+  f->arena_resident += resident(v->start, v->end, &mapped);
+  f->arena_mapped += mapped;
+}
+
+/* Walks /proc/self/maps for the stacks (and glibc's heaps, if wanted). */
 static void read_stacks(ms__maps_figures_t *f) {
   static char buf[16384];
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
@@ -437,19 +482,18 @@ static void read_stacks(ms__maps_figures_t *f) {
         break;
       ms__vma_t v;
       if (parse_vma(p, nl, &v)) {
-        /* A 64 MiB-aligned candidate waits for the line after it. */
-        if (have_cand && !arena_heap(&cand, &v))
-          stack_vma(f, cand.start, cand.end);
+        /* A stack-like line waits for the line after it: its heap
+         * reserve, if it is a heap. */
+        if (have_cand)
+          stack_candidate(f, &cand, &v);
         have_cand = 0;
+        if (g_want_arenas)
+          arena_vma(f, &v);
         if (v.stack) {
           stack_vma(f, v.start, v.end);
         } else if (have_prev && stack_like(&prev, &v)) {
-          if ((v.start & (MS__HEAP_MAX - 1)) == 0) {
-            cand = v;
-            have_cand = 1;
-          } else {
-            stack_vma(f, v.start, v.end);
-          }
+          cand = v;
+          have_cand = 1;
         }
         prev = v;
         have_prev = 1;
@@ -463,8 +507,8 @@ static void read_stacks(ms__maps_figures_t *f) {
       have = 0;
     memmove(buf, p, have);
   }
-  if (have_cand && !arena_heap(&cand, NULL))
-    stack_vma(f, cand.start, cand.end);
+  if (have_cand)
+    stack_candidate(f, &cand, NULL);
   close(fd);
 }
 
@@ -535,6 +579,29 @@ void ms__mappings_read(ms__maps_figures_t *f) {
     f->other_unbacked += mapped - res;
   }
   f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
+  f->have_alloc = g_want_alloc;
+  f->have_arenas = g_want_arenas;
+}
+
+int ms__mappings_alloc_view(uint64_t *res_out, uint64_t *mapped_out) {
+  uint64_t res = 0, all = 0;
+  unsigned hwm = __atomic_load_n(&g_hwm, __ATOMIC_ACQUIRE);
+  for (unsigned i = 0; i < hwm; i++) {
+    ms__map_slot_t *s = &g_slots[i];
+    uintptr_t st = __atomic_load_n(&s->start, __ATOMIC_ACQUIRE);
+    if (st <= MS__SLOT_BUSY)
+      continue;
+    uintptr_t en = __atomic_load_n(&s->end, __ATOMIC_RELAXED);
+    if (en <= st || owner_kind(__atomic_load_n(&s->ra, __ATOMIC_RELAXED)) !=
+                        OWNER_ALLOCATOR)
+      continue;
+    uint64_t mapped;
+    res += resident(st, en, &mapped);
+    all += mapped;
+  }
+  *res_out = res;
+  *mapped_out = all;
+  return __atomic_load_n(&g_lost, __ATOMIC_RELAXED) ? -1 : 0;
 }
 
 /* ---- into the snapshot ----------------------------------------------------*/
@@ -544,6 +611,26 @@ static struct {
   uint64_t last_ns, cost_ns;
   ms__maps_figures_t fig;
 } g_cache;
+
+void ms__mappings_want(unsigned what) {
+  /* Measured from the first snapshot that asks: a read made before that
+   * is taken again. */
+  if ((what & MS__MAPS_ALLOC) && !g_want_alloc) {
+    g_want_alloc = 1;
+    g_cache.have = 0;
+  }
+  if ((what & MS__MAPS_ARENAS) && !g_want_arenas) {
+    g_want_arenas = 1;
+    g_cache.have = 0;
+  }
+}
+
+const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns) {
+  if (!g_cache.have)
+    return NULL;
+  *read_ns = g_cache.last_ns;
+  return &g_cache.fig;
+}
 
 static void add_to(ms_snapshot_t *s, ms_field_t f, uint64_t v, ms_quality_t q,
                    int idx) {
@@ -622,12 +709,8 @@ static void python_walked(ms__maps_figures_t *f, uint64_t done) {
 void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
-  /* The allocator's mappings are measured from the first snapshot whose
-   * provider asks for it on: a read made before that is taken again. */
-  if (heap_backing_on && !g_want_alloc) {
-    g_want_alloc = 1;
-    g_cache.have = 0;
-  }
+  if (heap_backing_on)
+    ms__mappings_want(MS__MAPS_ALLOC);
   uint64_t interval = 100 * g_cache.cost_ns;
   if (interval < MS__MAPS_MIN_INTERVAL_NS)
     interval = MS__MAPS_MIN_INTERVAL_NS;

@@ -70,16 +70,43 @@ typedef struct ms__maps_figures_s {
    * asks (ms__mappings_fill's heap_backing), since they can be large. */
   uint64_t alloc_resident, alloc_mapped;
   uint32_t threads_stacks;                 /* stacks found (main included) */
+  /* glibc's heaps ([heap] and the arena heaps): their read-write size and
+   * resident bytes, read only while asked (MS__MAPS_ARENAS). */
+  uint64_t arena_mapped, arena_resident;
+  int have_alloc, have_arenas; /* which of the two were measured */
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;
 /* Reads now (under the caller's serialisation) and returns the figures. */
 void ms__mappings_read(ms__maps_figures_t *out);
 
-/* Whether [start, end), a read-write mapping of this process, is one of
- * glibc's arena heaps (64 MiB-aligned, at most 64 MiB, starting with a
- * heap_info that points at its arena or at the previous heap). Reads the
- * first words without touching them (process_vm_readv): the mapping may
- * be gone meanwhile, and is then not a heap. */
+/* What the reads measure beyond the stacks and the foreign mappings, from
+ * now on (a cached read made without it is taken again at the next
+ * ms__mappings_fill): the allocator's own mappings, listed by the
+ * interposer (MS__MAPS_ALLOC), and glibc's heaps in /proc/self/maps
+ * (MS__MAPS_ARENAS). Under the reader lock. */
+#define MS__MAPS_ALLOC 0x1u
+#define MS__MAPS_ARENAS 0x2u
+void ms__mappings_want(unsigned what);
+/* The figures of the last read and its CLOCK_MONOTONIC time (*read_ns),
+ * or NULL if there is none. Under the reader lock; valid until the next
+ * ms__mappings_fill. */
+const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns);
+
+/* The kernel's view of the allocator's own mappings, as the interposer
+ * listed them (the mappings made from the malloc's object, see
+ * ms__map_set_allocator): their resident bytes (mincore) and the bytes
+ * mincore saw mapped. Returns 0, or -1 if the table overflowed (then some
+ * are missing). Costs a mincore per 256 MiB listed; under the reader lock
+ * (it shares mappings.c's buffers). */
+int ms__mappings_alloc_view(uint64_t *resident, uint64_t *mapped);
+
+/* Whether [start, end), a read-write mapping of this process, starts
+ * with one of glibc's arena heaps (64 MiB-aligned, starting with a
+ * heap_info that points at its arena or at the previous heap). A line of
+ * the maps file longer than 64 MiB that starts so is several heaps, each
+ * full but the last, which the kernel shows merged. Reads the first words
+ * without touching them (process_vm_readv): the mapping may be gone
+ * meanwhile, and is then not a heap. */
 int ms__arena_heap_at(uintptr_t start, uintptr_t end);
 
 #endif

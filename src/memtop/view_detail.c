@@ -307,6 +307,10 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
   mt_grid_unclip(g);
 }
 
+/* A heap sample this old is said in the heap's header: twice the
+ * shortest cadence of glibc's (1 s). */
+#define MT_SAMPLE_OLD_NS 2000000000ull
+
 static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
                       int width) {
   const ms_snapshot_t *s = &t->snap;
@@ -316,6 +320,15 @@ static void draw_heap(const mt_target_t *t, mt_grid_t *g, int row, int col,
   int vw = 24;
   mt_grid_clip(g, row, col, 8, width);
   mt_grid_puts(g, row, col, "Heap", -1, MT_ST_HEADER);
+  /* The allocator's sample behind these figures, when it is old (glibc's
+   * is taken at most once a second, rarer on a large heap): the figures
+   * are then estimates moved since, and say from when. */
+  if (ms__field_known(s, MS_F_HEAP_SAMPLE_AGE) &&
+      s->heap_sample_age_ns >= MT_SAMPLE_OLD_NS) {
+    snprintf(fig, sizeof fig, "sampled %.0fs ago",
+             (double)s->heap_sample_age_ns / 1e9);
+    mt_grid_puts(g, row, col + 6, fig, -1, MT_ST_DIM);
+  }
   for (int i = 0; i < 4; i++) {
     field_bytes(fig, sizeof fig, s, bytes[i]);
     label_value(g, row + 1 + i, col + 1, vw - 1, ms_field_name(bytes[i]), fig,

@@ -162,6 +162,7 @@ static int glibc_sample(ms__pv_sample_t *out, unsigned flags) {
   ms__pv_set(out, MS_F_HEAP_INUSE, inuse, MS_Q_EXACT);
   ms__pv_set(out, MS_F_HEAP_IDLE, idle, MS_Q_EXACT);
   ms__pv_set(out, MS_F_HEAP_SYS, inuse + idle, MS_Q_EXACT);
+  out->mapped_blocks = m.hblkhd;
   int64_t nr = heaps_nonresident();
   if (nr >= 0) {
     /* Non-resident in-use pages (allocated, never touched; or swapped)
@@ -180,4 +181,5 @@ const ms__provider_t ms__provider_glibc = {
     .detect = glibc_detect,
     .confirm = glibc_confirm,
     .sample = glibc_sample,
+    .kernel_view = MS__PV_VIEW_ARENAS,
 };

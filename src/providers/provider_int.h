@@ -37,6 +37,9 @@ typedef struct ms__pv_sample_s {
   /* The engine's mapped-block counters then (glibc's mmapped chunks, which
    * go to and come back from the OS on their own: core/hotpath.h). */
   ms__mapped_t tracked_mapped;
+  /* Bytes of HeapInuse in blocks mapped on their own (glibc's hblkhd), for
+   * the kernel's view of the rest (kernel_view below); 0 if none. */
+  uint64_t mapped_blocks;
 } ms__pv_sample_t;
 
 /* What a provider's memory is: the C allocator behind malloc (one at most
@@ -72,6 +75,10 @@ typedef struct ms__provider_s {
    * HeapSys from the resident pages of the allocator's own mappings, where
    * the preload's mmap interposer lists them (ms__mappings_fill's heap_backing). */
   int backing_unknown;
+  /* Where the kernel shows the allocator's memory, to check figures
+   * shifted since a sample against (providers.h): MS__PV_VIEW_ARENAS,
+   * glibc's heaps in /proc/self/maps; 0: nowhere. */
+  unsigned kernel_view;
 } ms__provider_t;
 
 extern const ms__provider_t ms__provider_glibc;

@@ -11,6 +11,8 @@
 #ifndef MS_PROVIDERS_PROVIDERS_H
 #define MS_PROVIDERS_PROVIDERS_H
 
+#include <stdint.h>
+
 #include "memstats.h"
 
 /* Looks for the allocators and the collector in the process (once for
@@ -38,6 +40,16 @@ unsigned ms__providers_stale_exact(void);
  * committed memory (ms__provider_t.backing_unknown): its heap's backed
  * part is then measured from its mappings (ms__mappings_fill's heap_backing). */
 int ms__providers_backing_unknown(void);
+
+/* How the kernel's view can bound the chosen malloc provider's heap
+ * figures in the last ms__providers_fill(): MS__PV_VIEW_ARENAS if that
+ * provider owns the heap fields and its heaps are glibc's (their backed
+ * part is at most the resident pages of [heap] and the arena heaps, plus
+ * its mapped blocks), else 0. *sampled_ns: when its cached sample was
+ * taken (CLOCK_MONOTONIC); *blocks: the bytes of its blocks mapped on
+ * their own now (the sample's, moved by the tracked mapped blocks since). */
+#define MS__PV_VIEW_ARENAS 0x1u
+unsigned ms__providers_kernel_view(uint64_t *sampled_ns, uint64_t *blocks);
 
 /* Forgets the cached samples, so that the next snapshot samples every
  * provider afresh, a provider waiting out a failure back-off included (one

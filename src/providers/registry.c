@@ -249,6 +249,9 @@ void ms__providers_clock_for_test(uint64_t (*now)(void)) {
 }
 
 static unsigned g_stale_exact;
+/* Whether the malloc provider's figures are the heap's in this snapshot
+ * (the last ms__providers_fill): ms__providers_kernel_view. */
+static int g_malloc_owns;
 
 unsigned ms__providers_stale_exact(void) {
   return g_stale_exact;
@@ -291,6 +294,34 @@ void ms__providers_fill(ms_snapshot_t *snap, int cached_only) {
   ms__providers_merge(snap, fed, g_malloc_slot ? g_malloc_slot->pv : NULL, ms,
                       g_collector.active ? g_collector.pv : NULL, gs);
   g_stale_exact = count_stale_exact(snap, g_malloc_slot, ms);
+  g_malloc_owns = 0;
+  for (uint32_t i = 0; ms && i < snap->nproviders; i++)
+    if (strcmp(snap->providers[i], g_malloc_slot->pv->name) == 0) {
+      g_malloc_owns = snap->source[MS_F_HEAP_SYS] == (uint8_t)i;
+      /* How old the figures behind the heap are: a sample taken for this
+       * snapshot is 0 old. */
+      if (g_malloc_owns) {
+        uint64_t at = g_malloc_slot->last_ns - g_malloc_slot->cost_ns;
+        ms__field_set_u64(snap, MS_F_HEAP_SAMPLE_AGE,
+                          g_malloc_slot->fresh || now < at ? 0 : now - at);
+        ms__set_quality(snap, MS_F_HEAP_SAMPLE_AGE, MS_Q_EXACT, (int)i);
+      }
+    }
+}
+
+unsigned ms__providers_kernel_view(uint64_t *sampled_ns, uint64_t *blocks) {
+  const ms__pv_slot_t *s = g_malloc_slot;
+  if (!s || !s->have || !g_malloc_owns || !s->pv->kernel_view)
+    return 0;
+  *sampled_ns = s->last_ns - s->cost_ns;
+  *blocks = s->sample.mapped_blocks;
+  if (s->sample.have_tracked) {
+    ms__mapped_t now;
+    ms__engine_last_mapped(&now);
+    const ms__mapped_t *then = &s->sample.tracked_mapped;
+    *blocks += (now.alloc - then->alloc) - (now.free - then->free);
+  }
+  return s->pv->kernel_view;
 }
 
 int ms__providers_backing_unknown(void) {
@@ -474,6 +505,42 @@ static void shift_by_tracked(ms_snapshot_t *snap, const ms__pv_sample_t *s,
       snap->quality[moved[i]] = MS_Q_ESTIMATED;
 }
 
+/* HeapInuse is never below HeapAlloc: fragOverhead (HeapInuse - HeapAlloc)
+ * cannot be negative. A shifted sample can put it there: mallinfo2 walks
+ * the arenas one after the other, seconds on a large heap, while the
+ * tracked HeapAlloc it is paired with was read before the walk; frees the
+ * walk already saw are then taken off again by the next shift (HeapInuse
+ * 90.7 MB below HeapAlloc until the next sample, 14 s later). What is
+ * missing is taken back from the free memory, the backed part first, as
+ * the shift gave it there, and from new mappings past that; every field
+ * so moved is an estimate. */
+static void inuse_at_least_alloc(ms_snapshot_t *snap) {
+  if (!ms__field_known(snap, MS_F_HEAP_INUSE) ||
+      !ms__field_known(snap, MS_F_HEAP_ALLOC) ||
+      snap->heap_inuse >= snap->heap_alloc)
+    return;
+  uint64_t d = snap->heap_alloc - snap->heap_inuse, grow = d;
+  snap->heap_inuse += d;
+  if (ms__field_known(snap, MS_F_HEAP_IDLE)) {
+    uint64_t take = d < snap->heap_idle ? d : snap->heap_idle;
+    snap->heap_idle -= take;
+    grow = d - take;
+    if (ms__field_known(snap, MS_F_HEAP_RELEASED) &&
+        snap->heap_released > snap->heap_idle)
+      snap->heap_released = snap->heap_idle;
+  }
+  if (ms__field_known(snap, MS_F_HEAP_SYS))
+    snap->heap_sys += grow;
+  if (ms__field_known(snap, MS_F_SYS))
+    snap->sys += grow;
+  static const ms_field_t moved[] = {MS_F_HEAP_INUSE, MS_F_HEAP_IDLE,
+                                     MS_F_HEAP_SYS, MS_F_HEAP_RELEASED,
+                                     MS_F_SYS};
+  for (size_t i = 0; i < sizeof moved / sizeof moved[0]; i++)
+    if (snap->quality[moved[i]] == MS_Q_EXACT)
+      snap->quality[moved[i]] = MS_Q_ESTIMATED;
+}
+
 void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
                          const ms__provider_t *mpv, const ms__pv_sample_t *ms,
                          const ms__provider_t *gpv, const ms__pv_sample_t *gs) {
@@ -487,6 +554,7 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned fed,
       own_heap(snap, ms, midx);
       own_objects(snap, ms, midx);
       shift_by_tracked(snap, ms, midx);
+      inuse_at_least_alloc(snap);
     } else if (ms->q[MS_F_SYS] != MS_Q_UNAVAILABLE) {
       add_other(snap, ms->v[MS_F_SYS], (ms_quality_t)ms->q[MS_F_SYS], midx);
     }

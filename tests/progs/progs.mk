@@ -44,6 +44,7 @@ PROG_LIBS_pl_cxx_mi := -lmimalloc
 PROG_LIBS_pl_threads_fork := -lpthread
 PROG_LIBS_pl_unseen_je := -ljemalloc
 PROG_LIBS_pl_startup_je := -ljemalloc
+PROG_LIBS_pl_je_view := -ljemalloc
 PL_CFLAGS = $(filter-out $(SANFLAGS),$(BASE_CFLAGS))
 
 $(BUILD)/progs/pl_%: tests/progs/pl_%.c tests/progs/pl_snap.h $(PRELOAD_SO) $(PL_PRELOAD)

@@ -2,9 +2,10 @@
  * pv_jemalloc.c - the jemalloc provider on jemalloc (linked -ljemalloc),
  * under the preload: HeapInuse, HeapReleased, HeapIdle equal jemalloc's own
  * mallctl figures, HeapAlloc moves exactly as jemalloc's allocated minus
- * its thread caches, the allocator's part of Ready is within 2% of its
- * stats.resident (its metadata mapped but never touched is Prepared, in
- * OffHeapReleased), and the tracked counts follow the known pattern.
+ * its thread caches, the allocator's part of Ready is at most its
+ * stats.resident and the kernel's anonymous RSS (its metadata mapped but
+ * not backed is Prepared, in OffHeapReleased), and the tracked counts
+ * follow the known pattern.
  */
 #include "pv_check.h"
 
@@ -18,9 +19,7 @@ static size_t ctl(const char *name) {
   return v;
 }
 
-static struct {
-  uint64_t active, released, idle, alloc, resident;
-} g_je;
+static struct { uint64_t active, released, idle, alloc, resident; } g_je;
 
 static void read_je(void) {
   uint64_t epoch = 1;
@@ -44,22 +43,40 @@ static uint64_t allocator_ready(const ms_snapshot_t *s) {
   return s->heap_sys - s->heap_released + s->mspan_sys + s->mcache_sys;
 }
 
-/* Within 2% of jemalloc's stats.resident, read with the snapshot. */
+/* At most jemalloc's stats.resident (2% over: read a moment apart), which
+ * counts its metadata's pages from its own books and so is an upper bound;
+ * at most what the kernel holds for the whole process (KernelAnonRSS, read
+ * in the same snapshot): jemalloc's own mappings, listed by the preload,
+ * bound it (at start-up stats.resident read 3.4 MB, the whole process's
+ * anonymous RSS 1.0 MB); and at least the active pages. */
 static void check_ready(const ms_snapshot_t *s, const char *when) {
   uint64_t ready = allocator_ready(s), res = g_je.resident;
-  uint64_t gap = ready > res ? ready - res : res - ready;
-  PV_CHECK(gap * 50 <= res, "jemalloc's Ready within 2% of stats.resident",
-           "%s: Ready %llu, stats.resident %llu (MSpanSys %llu, "
-           "OffHeapReleased %llu)",
+  PV_CHECK(ready <= res + res / 50 && ready <= s->kernel_anon_rss &&
+               ready >= s->heap_inuse,
+           "jemalloc's Ready between its active pages and both "
+           "stats.resident and the kernel's anonymous RSS",
+           "%s: Ready %llu, stats.resident %llu, KernelAnonRSS %llu, "
+           "HeapInuse %llu (MSpanSys %llu, OffHeapReleased %llu)",
            when, (unsigned long long)ready, (unsigned long long)res,
-           (unsigned long long)s->mspan_sys,
+           (unsigned long long)s->kernel_anon_rss,
+           (unsigned long long)s->heap_inuse, (unsigned long long)s->mspan_sys,
            (unsigned long long)s->off_heap_released);
+}
+
+/* HeapReleased is jemalloc's retained + muzzy, exact, or more, estimated:
+ * dirty pages the kernel does not hold for jemalloc's mappings are
+ * released too (never more than HeapIdle). */
+static int released_matches(const ms_snapshot_t *s) {
+  if (s->quality[MS_F_HEAP_RELEASED] == MS_Q_EXACT)
+    return s->heap_released == g_je.released;
+  return s->quality[MS_F_HEAP_RELEASED] == MS_Q_ESTIMATED &&
+         s->heap_released > g_je.released && s->heap_released <= s->heap_idle;
 }
 
 static int matches_je(const ms_snapshot_t *s) {
   read_je();
   pv_snap((ms_snapshot_t *)s);
-  return s->heap_inuse == g_je.active && s->heap_released == g_je.released &&
+  return s->heap_inuse == g_je.active && released_matches(s) &&
          s->heap_idle == g_je.idle;
 }
 
@@ -84,15 +101,19 @@ int main(void) {
 
   int fresh = pv_until_fresh(&s, matches_je);
   PV_CHECK(fresh,
-           "HeapInuse = active, HeapReleased = retained + muzzy, "
-           "HeapIdle = dirty + muzzy + retained",
+           "HeapInuse = active, HeapReleased = retained + muzzy (or more, "
+           "estimated), HeapIdle = dirty + muzzy + retained",
            "snapshot %llu/%llu/%llu, jemalloc %llu/%llu/%llu",
            (unsigned long long)s.heap_inuse,
            (unsigned long long)s.heap_released, (unsigned long long)s.heap_idle,
            (unsigned long long)g_je.active, (unsigned long long)g_je.released,
            (unsigned long long)g_je.idle);
   pv_check_quality(&s, MS_F_HEAP_INUSE, MS_Q_EXACT, "jemalloc");
-  pv_check_quality(&s, MS_F_HEAP_RELEASED, MS_Q_EXACT, "jemalloc");
+  pv_check_quality(&s, MS_F_HEAP_RELEASED,
+                   (ms_quality_t)(s.heap_released == g_je.released
+                                      ? MS_Q_EXACT
+                                      : MS_Q_ESTIMATED),
+                   "jemalloc");
   check_ready(&s, "after the pattern");
   /* Split from stats.resident, which jemalloc keeps by its own count. */
   pv_check_quality(&s, MS_F_MSPAN_SYS, MS_Q_ESTIMATED, "jemalloc");
