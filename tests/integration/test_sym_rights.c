@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -47,6 +49,7 @@
 #include "memtop/cli.h"
 #include "memtop/profile_cmd.h"
 #include "pprof/heap.h"
+#include "pprof/tfiles.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
 #include "support/target.h"
@@ -55,12 +58,15 @@
 /* Where each fake mapping is placed: this binary's text, shifted. */
 #define SHIFT ((uint64_t)1 << 32)
 
-enum { OWN, SECRET, LINKED, FIFO, DEV, NSITES };
-static const char *const file_of[NSITES] = {"own.bin", "secret.bin",
-                                            "linked.bin", "fifo", "dev"};
+enum { OWN, SECRET, LINKED, FIFO, DEV, SPLIT, NSITES };
+static const char *const file_of[NSITES] = {
+    "own.bin", "secret.bin", "linked.bin", "fifo", "dev", "libsplit.so"};
+/* Where libsplit.so is placed, and its function's offset in it. */
+#define SPLIT_BASE ((uint64_t)0x7e0000000000)
+static uint64_t split_fn_at;
 
 static char sockdir[64], files[64];
-static int have_debuglink, have_dev;
+static int have_debuglink, have_dev, have_split;
 
 /* The target: its PID, the pipe that keeps it alive. */
 static pid_t child = -1;
@@ -98,8 +104,8 @@ static __attribute__((noinline)) uint64_t site_linked(void) {
   return ra;
 }
 
-static const char *const site_name[NSITES] = {"site_own", "site_secret",
-                                              "site_linked", NULL, NULL};
+static const char *const site_name[NSITES] = {
+    "site_own", "site_secret", "site_linked", NULL, NULL, "split_fn"};
 
 /* The profile the target names: one record per file. */
 static uint64_t stack[NSITES];
@@ -142,6 +148,7 @@ static void profile_init(ms__profile_t *p, pid_t pid) {
   stack[LINKED] = site_linked() + 2 * SHIFT;
   stack[FIFO] = site_own() + 3 * SHIFT;
   stack[DEV] = site_own() + 4 * SHIFT;
+  stack[SPLIT] = SPLIT_BASE + split_fn_at + 4;
   memset(p, 0, sizeof *p);
   memset(recs, 0, sizeof recs);
   for (i = 0; i < NSITES; i++) {
@@ -152,6 +159,9 @@ static void profile_init(ms__profile_t *p, pid_t pid) {
                                       paths[i],
                                       NULL,
                                       0};
+    if (i == SPLIT)
+      maps[i] = (ms__profile_mapping_t){
+          SPLIT_BASE, SPLIT_BASE + (1u << 20), 0, paths[i], NULL, 0};
     recs[i].size = 4096;
     recs[i].alloc_objects = 10 + (uint64_t)i;
     recs[i].alloc_bytes = recs[i].alloc_objects * 4096;
@@ -334,6 +344,34 @@ static int setup(void **state) {
     snprintf(q, sizeof q, "%s/linked.bin", files);
     copy_file(p, q, 0755);
   }
+  /* libsplit.so: its DWARF split off into split.dwo (a skeleton unit
+   * names it), which then becomes a FIFO: libdw opens a split unit's file
+   * by the name the DWARF gives. */
+  snprintf(cmd, sizeof cmd,
+           "cd %s && printf 'int split_fn(int x) { return x * 3 + 1; }\\n' "
+           ">split.c && cc -g -gsplit-dwarf -O0 -fPIC -c split.c -o split.o "
+           "&& cc -shared split.o -o libsplit.so && chmod 0755 libsplit.so "
+           "&& rm split.dwo && nm -D libsplit.so | sed -n "
+           "'s/^\\([0-9a-f]*\\) T split_fn$/\\1/p' >split.at",
+           files);
+  if (system(cmd) == 0) {
+    FILE *f;
+    unsigned long long at = 0;
+
+    snprintf(q, sizeof q, "%s/split.at", files);
+    f = fopen(q, "r");
+    have_split = f != NULL && fscanf(f, "%llx", &at) == 1 && at != 0;
+    if (f != NULL)
+      fclose(f);
+    split_fn_at = at;
+    snprintf(q, sizeof q, "%s/split.dwo", files);
+    if (have_split && (mkfifo(q, 0666) != 0 || chmod(q, 0666) != 0))
+      return -1;
+  }
+  if (!have_debuglink)
+    print_message("note: objcopy failed: a debug link is not tried\n");
+  if (!have_split)
+    print_message("note: cc -gsplit-dwarf failed: split units not tried\n");
   return 0;
 }
 
@@ -417,6 +455,8 @@ static void test_symbolize_as_target(void **state) {
   assert_non_null(site_of(&h, site_name[OWN]));
   assert_non_null(site_of(&h, site_name[LINKED]));
   assert_null(site_of(&h, site_name[SECRET]));
+  if (have_split)
+    assert_non_null(site_of(&h, site_name[SPLIT]));
   assert_true(h.mappings[OWN].symbolized);
   assert_false(h.mappings[SECRET].symbolized);
   assert_false(h.mappings[FIFO].symbolized);
@@ -485,13 +525,89 @@ static void test_profile_cmd_as_target(void **state) {
   assert_non_null(strstr(text, site_name[OWN]));
   assert_non_null(strstr(text, site_name[LINKED]));
   assert_null(strstr(text, site_name[SECRET]));
+  if (have_split)
+    assert_non_null(strstr(text, site_name[SPLIT]));
   free(text);
+}
+
+/* The target's rights are the one thread's (as on a libuv worker): while
+ * a thread holds them, the others keep memtop's; when it gives them back
+ * it has its own again. */
+typedef struct rights_s {
+  mt_tfiles_t t;
+  pthread_barrier_t held, checked;
+  int entered, own_ok, secret_refused, fsuid_during, fsuid_after;
+  int groups_after;
+} rights_t;
+
+static void *hold_rights(void *arg) {
+  rights_t *r = arg;
+  char p[PATH_MAX];
+  const char *why;
+  int fd;
+
+  r->entered = mt_tfiles_enter(&r->t, &why) == 0;
+  r->fsuid_during = setfsuid((uid_t)-1);
+  snprintf(p, sizeof p, "%s/own.bin", files);
+  fd = mt_tfiles_open(&r->t, p, &why);
+  r->own_ok = fd >= 0;
+  if (fd >= 0)
+    close(fd);
+  snprintf(p, sizeof p, "%s/secret.bin", files);
+  fd = mt_tfiles_open(&r->t, p, &why);
+  r->secret_refused = fd < 0 && strstr(why, "may not read") != NULL;
+  if (fd >= 0)
+    close(fd);
+  pthread_barrier_wait(&r->held);
+  pthread_barrier_wait(&r->checked);
+  mt_tfiles_leave(&r->t);
+  r->fsuid_after = setfsuid((uid_t)-1);
+  r->groups_after = getgroups(0, NULL);
+  return NULL;
+}
+
+static void test_rights_per_thread(void **state) {
+  rights_t r;
+  pthread_t th;
+  char p[PATH_MAX];
+  const char *why;
+  int fd, groups = getgroups(0, NULL);
+
+  (void)state;
+  need_root();
+  child_start();
+  memset(&r, 0, sizeof r);
+  assert_int_equal(mt_tfiles_init(&r.t, child, 0, &why), 0);
+  pthread_barrier_init(&r.held, NULL, 2);
+  pthread_barrier_init(&r.checked, NULL, 2);
+  assert_int_equal(pthread_create(&th, NULL, hold_rights, &r), 0);
+  pthread_barrier_wait(&r.held);
+  /* This thread is still root, with its groups. */
+  assert_int_equal(setfsuid((uid_t)-1), 0);
+  assert_int_equal(getgroups(0, NULL), groups);
+  snprintf(p, sizeof p, "%s/secret.bin", files);
+  fd = open(p, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  close(fd);
+  pthread_barrier_wait(&r.checked);
+  pthread_join(th, NULL);
+  mt_tfiles_free(&r.t);
+  child_stop();
+  assert_true(r.entered);
+  assert_int_equal(r.fsuid_during, NOBODY);
+  assert_true(r.own_ok);
+  assert_true(r.secret_refused);
+  assert_int_equal(r.fsuid_after, 0);
+  assert_int_equal(r.groups_after, groups);
+  pthread_barrier_destroy(&r.held);
+  pthread_barrier_destroy(&r.checked);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_symbolize_as_target),
       cmocka_unit_test(test_profile_cmd_as_target),
+      cmocka_unit_test(test_rights_per_thread),
   };
   /* A FIFO open that waited for ever would hang the suite: fail instead. */
   alarm(120);
