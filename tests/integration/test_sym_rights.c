@@ -58,9 +58,10 @@
 /* Where each fake mapping is placed: this binary's text, shifted. */
 #define SHIFT ((uint64_t)1 << 32)
 
-enum { OWN, SECRET, LINKED, FIFO, DEV, SPLIT, NSITES };
+enum { OWN, SECRET, LINKED, FIFO, DEV, SPLIT, GOOD, NSITES };
 static const char *const file_of[NSITES] = {
-    "own.bin", "secret.bin", "linked.bin", "fifo", "dev", "libsplit.so"};
+    "own.bin", "secret.bin",  "linked.bin", "fifo",
+    "dev",     "libsplit.so", "good.bin"};
 /* Where libsplit.so is placed, and its function's offset in it. */
 #define SPLIT_BASE ((uint64_t)0x7e0000000000)
 static uint64_t split_fn_at;
@@ -95,6 +96,14 @@ static __attribute__((noinline)) uint64_t site_secret(void) {
   __asm__ volatile("" : "+r"(ra)::"memory"); /* no tail call */
   return ra;
 }
+static __attribute__((noinline)) uint64_t site_good(void) {
+  uint64_t ra;
+
+  mark = 4;
+  ra = here();
+  __asm__ volatile("" : "+r"(ra)::"memory"); /* no tail call */
+  return ra;
+}
 static __attribute__((noinline)) uint64_t site_linked(void) {
   uint64_t ra;
 
@@ -105,7 +114,8 @@ static __attribute__((noinline)) uint64_t site_linked(void) {
 }
 
 static const char *const site_name[NSITES] = {
-    "site_own", "site_secret", "site_linked", NULL, NULL, "split_fn"};
+    "site_own", "site_secret", "site_linked", NULL,
+    NULL,       "split_fn",    "site_good"};
 
 /* The profile the target names: one record per file. */
 static uint64_t stack[NSITES];
@@ -149,6 +159,7 @@ static void profile_init(ms__profile_t *p, pid_t pid) {
   stack[FIFO] = site_own() + 3 * SHIFT;
   stack[DEV] = site_own() + 4 * SHIFT;
   stack[SPLIT] = SPLIT_BASE + split_fn_at + 4;
+  stack[GOOD] = site_good() + GOOD * SHIFT;
   memset(p, 0, sizeof *p);
   memset(recs, 0, sizeof recs);
   for (i = 0; i < NSITES; i++) {
@@ -333,7 +344,10 @@ static int setup(void **state) {
   snprintf(cmd, sizeof cmd,
            "cd %s && objcopy --only-keep-debug own.bin evil.debug && "
            "objcopy --strip-debug --add-gnu-debuglink=evil.debug own.bin "
-           "linked.bin && chmod 0755 linked.bin && rm evil.debug",
+           "linked.bin && chmod 0755 linked.bin && rm evil.debug && "
+           "objcopy --only-keep-debug own.bin good.debug && "
+           "objcopy --strip-debug --add-gnu-debuglink=good.debug own.bin "
+           "good.bin && chmod 0755 good.bin good.debug",
            files);
   have_debuglink = system(cmd) == 0;
   if (have_debuglink) {
@@ -342,6 +356,8 @@ static int setup(void **state) {
       return -1;
   } else {
     snprintf(q, sizeof q, "%s/linked.bin", files);
+    copy_file(p, q, 0755);
+    snprintf(q, sizeof q, "%s/good.bin", files);
     copy_file(p, q, 0755);
   }
   /* libsplit.so: its DWARF split off into split.dwo (a skeleton unit
@@ -442,6 +458,7 @@ static const char *site_of(const mt_heap_t *h, const char *name) {
 static void test_symbolize_as_target(void **state) {
   ms__profile_t p;
   mt_heap_t h;
+  size_t i;
   int in;
 
   (void)state;
@@ -457,6 +474,20 @@ static void test_symbolize_as_target(void **state) {
   assert_null(site_of(&h, site_name[SECRET]));
   if (have_split)
     assert_non_null(site_of(&h, site_name[SPLIT]));
+  /* good.bin's DWARF is in its debug-link file, which is found: the
+   * site's file and line. */
+  assert_non_null(site_of(&h, site_name[GOOD]));
+  for (i = 0; i < h.nlocations; i++) {
+    const mt_heap_location_t *l = &h.locations[i];
+
+    if (l->mapping == GOOD + 1) {
+      assert_true(l->nlines > 0);
+      assert_true(l->lines[0].line > 0);
+      assert_non_null(
+          strstr(h.strings[h.functions[l->lines[0].function].filename],
+                 "test_sym_rights.c"));
+    }
+  }
   assert_true(h.mappings[OWN].symbolized);
   assert_false(h.mappings[SECRET].symbolized);
   assert_false(h.mappings[FIFO].symbolized);
