@@ -16,8 +16,11 @@
  * binary if the file were read. inotify tells every real open (O_PATH
  * lookups make no event). Symbolised directly (mt_heap_symbolize with the
  * child's PID) and end to end (`memtop profile PID --format text`, the
- * child serving its socket with the agent's wire encoders). Needs root
- * (a target of another user): skipped otherwise.
+ * child serving its socket with the agent's wire encoders). Also: the
+ * rights are the one thread's, a debug link to a readable file still
+ * gives lines, a split unit's .dwo is never opened, and memtop run by a
+ * user reads its own user's target with its own rights and refuses
+ * another's. Needs root (a target of another user): skipped otherwise.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -634,11 +637,70 @@ static void test_rights_per_thread(void **state) {
   pthread_barrier_destroy(&r.checked);
 }
 
+/* memtop run by a user, not root: a target of its own user is read with
+ * memtop's own rights (the same user's), and another user's target is
+ * refused rather than read with memtop's rights. Checked in a child that
+ * runs as nobody: its exit status is the first check that failed. */
+static int unprivileged_checks(pid_t same_user, pid_t other_user) {
+  mt_tfiles_t t;
+  char p[PATH_MAX];
+  const char *why = NULL;
+  int fd;
+
+  if (mt_tfiles_init(&t, same_user, 0, &why) != 0)
+    return 10;
+  if (mt_tfiles_enter(&t, &why) != 0)
+    return 11;
+  snprintf(p, sizeof p, "%s/own.bin", files);
+  fd = mt_tfiles_open(&t, p, &why);
+  if (fd < 0)
+    return 12;
+  close(fd);
+  snprintf(p, sizeof p, "%s/secret.bin", files);
+  fd = mt_tfiles_open(&t, p, &why);
+  if (fd >= 0 || strstr(why, "may not read") == NULL)
+    return 13;
+  mt_tfiles_leave(&t);
+  mt_tfiles_free(&t);
+  if (mt_tfiles_init(&t, other_user, 0, &why) != 0)
+    return 14;
+  if (mt_tfiles_enter(&t, &why) != MS_EACCES)
+    return 15;
+  if (setfsuid((uid_t)-1) != NOBODY)
+    return 16;
+  mt_tfiles_free(&t);
+  return 0;
+}
+
+static void test_unprivileged_memtop(void **state) {
+  pid_t me = getpid(), pid;
+  int status;
+
+  (void)state;
+  need_root();
+  child_start();
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    gid_t none = NOBODY;
+
+    if (setgroups(1, &none) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
+        setresuid(NOBODY, NOBODY, NOBODY) != 0)
+      _exit(9);
+    _exit(unprivileged_checks(child, me));
+  }
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  child_stop();
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_symbolize_as_target),
       cmocka_unit_test(test_profile_cmd_as_target),
       cmocka_unit_test(test_rights_per_thread),
+      cmocka_unit_test(test_unprivileged_memtop),
   };
   /* A FIFO open that waited for ever would hang the suite: fail instead. */
   alarm(120);
