@@ -181,7 +181,12 @@ out:
 /* The thread's own groups: setgroups(2) itself, not glibc's wrapper,
  * which would apply them to every thread. */
 static int thread_setgroups(const gid_t *g, size_t n) {
+#ifdef SYS_setgroups32
+  /* 32-bit x86 and ARM: SYS_setgroups takes 16-bit ids there. */
+  return (int)syscall(SYS_setgroups32, n, g);
+#else
   return (int)syscall(SYS_setgroups, n, g);
+#endif
 }
 
 int mt_tfiles_enter(mt_tfiles_t *t, const char **why) {
@@ -236,7 +241,9 @@ void mt_tfiles_leave(mt_tfiles_t *t) {
 
 /* path looked up under the target's root, opening nothing: ".." and
  * absolute symbolic links stay inside that root, and no /proc magic link
- * is followed. */
+ * is followed. Other symbolic links are followed (no O_NOFOLLOW): the
+ * debug files under /usr/lib/debug/.build-id are links, and what a link
+ * leads to is checked as any file is, with the same rights. */
 static int lookup(mt_tfiles_t *t, const char *path) {
   struct open_how how;
   int fd;

@@ -18,8 +18,9 @@
  * among them). So a libuv worker takes them for one job and gives them
  * back before the job returns (mt_tfiles_enter, mt_tfiles_leave), and
  * every open made on that thread in between, libdw's own among them, is
- * made with the target's rights. Not thread-safe: one mt_tfiles_t per
- * job.
+ * made with the target's rights. (glibc's set*id() calls apply to every
+ * thread, so one made meanwhile would overwrite a job's rights: memtop
+ * makes none.) Not thread-safe: one mt_tfiles_t per job.
  */
 #ifndef MT_PPROF_TFILES_H
 #define MT_PPROF_TFILES_H
