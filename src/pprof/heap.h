@@ -114,7 +114,7 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
 
 /* Resolves functions, files and lines from the binaries named by the
  * mappings (sym.c), which are those of process pid, started at start_time
- * (the profile's; 0: not checked). They are read as that process sees
+ * (the profile's: another process with that PID is not read). They are read as that process sees
  * them (under /proc/PID/root) and only as it could read them itself: with
  * its user's rights, and only regular files (pprof/tfiles.h). pid 0:
  * memtop's own files with its own rights. A mapping whose file cannot be

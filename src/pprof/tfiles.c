@@ -140,7 +140,9 @@ int mt_tfiles_init(mt_tfiles_t *t, int pid, uint64_t start_time,
   if (read_at(proc, "stat", buf, sizeof buf) <= 0 ||
       ms__parse_proc_stat(buf, NULL, 0, &started) != 0)
     goto out;
-  if (start_time != 0 && started != start_time) {
+  /* The profile's own start time is the target's word: 0 is no
+   * exception. */
+  if (started != start_time) {
     *why = "the process has exited (another one has its PID now)";
     goto out;
   }

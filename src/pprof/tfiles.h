@@ -48,7 +48,8 @@ typedef struct mt_tfiles_s {
 } mt_tfiles_t;
 
 /* Prepares to read the files of process pid, which started at start_time
- * (field 22 of /proc/PID/stat; 0: not checked), with its rights. pid 0:
+ * (field 22 of /proc/PID/stat; another start time is another process, and
+ * nothing of it is read), with its rights. pid 0:
  * memtop's own files with its own rights. If memtop may not look into
  * the target's root directory, paths are resolved from memtop's (as the
  * target's rights still apply). Returns 0, or MS_ESRCH (the process is

@@ -564,6 +564,13 @@ static void test_profile_cmd_as_target(void **state) {
   free(text);
 }
 
+static uint64_t start_of(pid_t pid) {
+  uint64_t t = 0;
+
+  msc_proc_start_time(pid, &t);
+  return t;
+}
+
 /* The target's rights are the one thread's (as on a libuv worker): while
  * a thread holds them, the others keep memtop's; when it gives them back
  * it has its own again. */
@@ -611,7 +618,7 @@ static void test_rights_per_thread(void **state) {
   need_root();
   child_start();
   memset(&r, 0, sizeof r);
-  assert_int_equal(mt_tfiles_init(&r.t, child, 0, &why), 0);
+  assert_int_equal(mt_tfiles_init(&r.t, child, start_of(child), &why), 0);
   pthread_barrier_init(&r.held, NULL, 2);
   pthread_barrier_init(&r.checked, NULL, 2);
   assert_int_equal(pthread_create(&th, NULL, hold_rights, &r), 0);
@@ -647,7 +654,7 @@ static int unprivileged_checks(pid_t same_user, pid_t other_user) {
   const char *why = NULL;
   int fd;
 
-  if (mt_tfiles_init(&t, same_user, 0, &why) != 0)
+  if (mt_tfiles_init(&t, same_user, start_of(same_user), &why) != 0)
     return 10;
   if (mt_tfiles_enter(&t, &why) != 0)
     return 11;
@@ -662,7 +669,7 @@ static int unprivileged_checks(pid_t same_user, pid_t other_user) {
     return 13;
   mt_tfiles_leave(&t);
   mt_tfiles_free(&t);
-  if (mt_tfiles_init(&t, other_user, 0, &why) != 0)
+  if (mt_tfiles_init(&t, other_user, start_of(other_user), &why) != 0)
     return 14;
   if (mt_tfiles_enter(&t, &why) != MS_EACCES)
     return 15;
