@@ -253,7 +253,13 @@ static int lookup(mt_tfiles_t *t, const char *path) {
   memset(&how, 0, sizeof how);
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  fd = (int)syscall(SYS_openat2, t->rootfd, path, &how, sizeof how);
+  /* EAGAIN: a rename under the root raced the lookup; tried again, a
+   * few times only. */
+  for (int tries = 0; tries < 3; tries++) {
+    fd = (int)syscall(SYS_openat2, t->rootfd, path, &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN)
+      break;
+  }
   if (fd < 0 && errno == ENOSYS) {
     /* A kernel before 5.6: the same lookup, without the confinement. */
     while (*path == '/')
