@@ -260,8 +260,10 @@ static int lookup(mt_tfiles_t *t, const char *path) {
     if (fd >= 0 || errno != EAGAIN)
       break;
   }
-  if (fd < 0 && errno == ENOSYS) {
-    /* A kernel before 5.6: the same lookup, without the confinement. */
+  if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+    /* A kernel before 5.6, or a seccomp filter that refuses system calls
+     * it does not know: the same lookup, without the confinement (the
+     * rights are still the target's). */
     while (*path == '/')
       path++;
     fd = openat(t->rootfd, path, O_PATH | O_CLOEXEC);
