@@ -61,16 +61,16 @@
 /* Where each fake mapping is placed: this binary's text, shifted. */
 #define SHIFT ((uint64_t)1 << 32)
 
-enum { OWN, SECRET, LINKED, FIFO, DEV, SPLIT, GOOD, NSITES };
+enum { OWN, SECRET, LINKED, FIFO, DEV, SPLIT, GOOD, LEASED, NSITES };
 static const char *const file_of[NSITES] = {
     "own.bin", "secret.bin",  "linked.bin", "fifo",
-    "dev",     "libsplit.so", "good.bin"};
+    "dev",     "libsplit.so", "good.bin",   "leased.bin"};
 /* Where libsplit.so is placed, and its function's offset in it. */
 #define SPLIT_BASE ((uint64_t)0x7e0000000000)
 static uint64_t split_fn_at;
 
 static char sockdir[64], files[64];
-static int have_debuglink, have_dev, have_split;
+static int have_debuglink, have_dev, have_split, have_lease;
 
 /* The target: its PID, the pipe that keeps it alive. */
 static pid_t child = -1;
@@ -163,6 +163,7 @@ static void profile_init(ms__profile_t *p, pid_t pid) {
   stack[DEV] = site_own() + 4 * SHIFT;
   stack[SPLIT] = SPLIT_BASE + split_fn_at + 4;
   stack[GOOD] = site_good() + GOOD * SHIFT;
+  stack[LEASED] = site_own() + LEASED * SHIFT;
   memset(p, 0, sizeof *p);
   memset(recs, 0, sizeof recs);
   for (i = 0; i < NSITES; i++) {
@@ -251,7 +252,8 @@ static void serve(int lfd) {
  * its privileges keeps it), then it runs as nobody until `hold` closes. */
 static void child_start(void) {
   struct sockaddr_un sa;
-  int ready[2], keep[2], lfd;
+  char path[PATH_MAX];
+  int ready[2], keep[2], lfd, leased;
   char c;
 
   assert_int_equal(pipe(ready), 0);
@@ -274,7 +276,14 @@ static void child_start(void) {
         setgroups(1, &none) != 0 || setresgid(NOBODY, NOBODY, NOBODY) != 0 ||
         setresuid(NOBODY, NOBODY, NOBODY) != 0)
       _exit(1);
-    if (write(ready[1], "r", 1) != 1)
+    /* A write lease on a file of its own: an open for reading by anyone
+     * else waits for it to be given up (lease-break-time, 45 s by
+     * default) unless that open does not block. */
+    signal(SIGIO, SIG_IGN);
+    snprintf(path, sizeof path, "%s/leased.bin", files);
+    leased = open(path, O_RDWR | O_CLOEXEC);
+    c = leased >= 0 && fcntl(leased, F_SETLEASE, F_WRLCK) == 0 ? 'L' : 'r';
+    if (write(ready[1], &c, 1) != 1)
       _exit(1);
     close(ready[1]);
     if (fork() == 0) {
@@ -291,6 +300,7 @@ static void child_start(void) {
   hold = keep[1];
   assert_int_equal(read(ready[0], &c, 1), 1);
   close(ready[0]);
+  have_lease = c == 'L';
 }
 
 static void child_stop(void) {
@@ -333,6 +343,10 @@ static int setup(void **state) {
   copy_file("/proc/self/exe", p, 0755);
   snprintf(q, sizeof q, "%s/secret.bin", files);
   copy_file("/proc/self/exe", q, 0600);
+  snprintf(q, sizeof q, "%s/leased.bin", files);
+  copy_file("/proc/self/exe", q, 0644);
+  if (chown(q, NOBODY, NOBODY) != 0)
+    return -1;
   snprintf(q, sizeof q, "%s/fifo", files);
   if (mkfifo(q, 0666) != 0 || chmod(q, 0666) != 0)
     return -1;
@@ -495,6 +509,11 @@ static void test_symbolize_as_target(void **state) {
   assert_false(h.mappings[SECRET].symbolized);
   assert_false(h.mappings[FIFO].symbolized);
   assert_false(h.mappings[DEV].symbolized);
+  /* Refused at once, not after the lease was broken. */
+  if (have_lease)
+    assert_false(h.mappings[LEASED].symbolized);
+  else
+    print_message("note: no lease could be taken: not tried\n");
   assert_non_null(h.mappings[SECRET].unresolved);
   assert_non_null(strstr(h.mappings[FIFO].unresolved, "not a regular file"));
   assert_non_null(strstr(h.mappings[DEV].unresolved, "not a regular file"));
