@@ -254,6 +254,7 @@ static void child_start(void) {
   struct sockaddr_un sa;
   char path[PATH_MAX];
   int ready[2], keep[2], lfd, leased;
+  pid_t server;
   char c;
 
   assert_int_equal(pipe(ready), 0);
@@ -281,18 +282,22 @@ static void child_start(void) {
      * default) unless that open does not block. */
     signal(SIGIO, SIG_IGN);
     snprintf(path, sizeof path, "%s/leased.bin", files);
-    leased = open(path, O_RDWR | O_CLOEXEC);
+    leased = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
     c = leased >= 0 && fcntl(leased, F_SETLEASE, F_WRLCK) == 0 ? 'L' : 'r';
     if (write(ready[1], &c, 1) != 1)
       _exit(1);
     close(ready[1]);
-    if (fork() == 0) {
-      /* The server lives as long as its parent: the target's PID. */
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* The server lives as long as its parent, the target's PID, which
+     * ends it. */
+    server = fork();
+    if (server == 0)
       serve(lfd);
-    }
     while (read(keep[0], &c, 1) > 0)
       ;
+    if (server > 0) {
+      kill(server, SIGKILL);
+      waitpid(server, NULL, 0);
+    }
     _exit(0);
   }
   close(ready[1]);
