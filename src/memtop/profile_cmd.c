@@ -240,7 +240,7 @@ int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_t *first = NULL, *second = NULL;
   const ms__profile_decoded_t *last;
   mt_heap_t h;
-  char root[64], path[64];
+  char path[64];
   const char *out;
   uint8_t *bytes = NULL;
   size_t len = 0;
@@ -273,8 +273,7 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   built = 1;
-  snprintf(root, sizeof root, "/proc/%d/root", pid);
-  rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
+  rc = mt_heap_symbolize(&h, pid, last->profile.start_time);
   if (rc != 0) {
     mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
     goto out;

@@ -54,7 +54,7 @@ void mt_sites_append(ms__strbuf_t *out, int pid,
   mt_top_site_t *sites = NULL;
   size_t nsites = 0, i;
   mt_heap_t h;
-  char err[512], root[64];
+  char err[512];
   int rc, built = 0;
 
   if (json) {
@@ -79,10 +79,8 @@ void mt_sites_append(ms__strbuf_t *out, int pid,
   if (rc == 0) {
     rc = mt_heap_build(&d->profile, NULL, &h);
     built = rc == 0;
-    if (rc == 0) {
-      snprintf(root, sizeof root, "/proc/%d/root", pid);
-      rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
-    }
+    if (rc == 0)
+      rc = mt_heap_symbolize(&h, pid, d->profile.start_time);
     if (rc == 0)
       rc = mt_top_sites(&h, MT_HEAP_INUSE_SPACE, &sites, &nsites);
     if (rc != 0)

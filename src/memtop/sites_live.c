@@ -114,7 +114,6 @@ out:
 static void work_cb(uv_work_t *w) {
   mt_sites_live_t *s = w->data;
   ms__profile_decoded_t *d = s->prof;
-  char root[64];
   mt_heap_t h;
   int rc;
 
@@ -128,8 +127,8 @@ static void work_cb(uv_work_t *w) {
   }
   rc = mt_heap_build(&d->profile, NULL, &h);
   if (rc == 0) {
-    snprintf(root, sizeof root, "/proc/%d/root", s->pid);
-    rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
+    /* With the target's rights, on this worker thread alone. */
+    rc = mt_heap_symbolize(&h, s->pid, d->profile.start_time);
     if (rc == 0)
       rc = mt_sites_from_heap(&h, MT_SITES_LIVE_MAX, &s->sites, &s->nsites);
     s->estimated = h.rate > 1;

@@ -113,12 +113,16 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
                   mt_heap_t *h);
 
 /* Resolves functions, files and lines from the binaries named by the
- * mappings (sym.c). `root` is prefixed to every path (e.g. /proc/PID/root
- * to read a live process's files as it sees them), or NULL. A mapping
- * whose file cannot be read, or whose build id differs from the one the
- * profile carries, is left unresolved with the reason in its `unresolved`.
- * Returns 0 or MS_ENOMEM. */
-int mt_heap_symbolize(mt_heap_t *h, const char *root);
+ * mappings (sym.c), which are those of process pid, started at start_time
+ * (the profile's: another process with that PID is not read). They are
+ * read as that process sees them (under /proc/PID/root) and only as it
+ * could read them itself: with its user's rights, and only regular files
+ * (pprof/tfiles.h). pid 0: memtop's own files with its own rights. A
+ * mapping whose file cannot be read so, or whose build id differs from
+ * the one the profile carries, is left unresolved with the reason in its
+ * `unresolved` (so is every mapping of a process that has gone). Returns
+ * 0 or MS_ENOMEM. */
+int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time);
 
 /* Adds s to the string table (once): its index, or 0 on ENOMEM (which
  * sets the heap's out-of-memory flag, reported by mt_heap_symbolize). */

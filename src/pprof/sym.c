@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -36,9 +37,19 @@
 
 #include "memstats.h"
 #include "pprof/heap.h"
+#include "pprof/tfiles.h"
 
 /* The deepest chain of inlined calls followed at one address. */
 #define MAX_INLINE 32
+
+/* What the Dwfl callbacks know of a module: its userdata, one per
+ * mapping (a module's is its first mapping's). */
+typedef struct sym_mod_s {
+  mt_tfiles_t *files;
+  const char *path; /* the main file, as the target names it */
+  int dwarf;        /* its DWARF may be read: 1, 0, or -1 not known yet */
+  int alt_given;    /* its dwz file was found here */
+} sym_mod_t;
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
@@ -140,23 +151,18 @@ static void hex_id(const unsigned char *bits, int len, char *out,
 /* Reports mapping m's file to dwfl, or finds the module already reported
  * for it. Returns the module, or NULL with m->unresolved set. */
 static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
-                           const char *root) {
+                           sym_mod_t *sm) {
   const char *path = h->strings[m->filename];
-  char full[PATH_MAX], have[2 * 64 + 1];
+  char have[2 * 64 + 1];
   const unsigned char *bits;
   GElf_Addr vaddr;
   uint64_t bias;
   Dwfl_Module *mod;
-  struct stat st;
+  void **userdata = NULL;
   int fd, len, is_exec = 0;
 
   if (path[0] != '/') {
     m->unresolved = "no file (an anonymous or special mapping)";
-    return NULL;
-  }
-  if ((size_t)snprintf(full, sizeof full, "%s%s", root ? root : "", path) >=
-      sizeof full) {
-    m->unresolved = "path too long";
     return NULL;
   }
   /* A module already reported at this address holds this mapping too
@@ -165,35 +171,31 @@ static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
   if (mod != NULL) {
     const char *mainfile = NULL;
     dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
-    if (mainfile != NULL && strcmp(mainfile, full) == 0)
+    if (mainfile != NULL && strcmp(mainfile, path) == 0)
       goto check; /* the build id is this mapping's to check too */
   }
-  /* The path is the target's word: never block on a FIFO or a device it
-   * named, and read only a regular file. */
-  fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) {
-    m->unresolved = "the file cannot be read";
+  /* The path is the target's word: opened as the target could, only if
+   * it is a regular file (tfiles.c). */
+  fd = mt_tfiles_open(sm->files, path, &m->unresolved);
+  if (fd < 0)
     return NULL;
-  }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    m->unresolved = "not a regular file";
-    return NULL;
-  }
   if (load_bias(fd, m, &bias, &is_exec) != 0) {
     close(fd);
     m->unresolved = "the file does not match the mapping";
     return NULL;
   }
   dwfl_report_begin_add(dwfl);
-  /* On success libdwfl owns fd. */
-  mod = dwfl_report_elf(dwfl, path, full, fd, is_exec ? 0 : bias, true);
+  /* On success libdwfl owns fd (and never opens the name itself). */
+  mod = dwfl_report_elf(dwfl, path, path, fd, is_exec ? 0 : bias, true);
   dwfl_report_end(dwfl, NULL, NULL);
   if (mod == NULL) {
     close(fd);
     m->unresolved = "not an ELF file libdwfl can read";
     return NULL;
   }
+  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+  if (userdata != NULL && *userdata == NULL)
+    *userdata = sm;
 check:
   if (m->build_id != 0) {
     Dwarf_Addr b;
@@ -209,6 +211,153 @@ check:
     }
   }
   return mod;
+}
+
+/* ---- Separate debug files, found as the target could find them ---- */
+
+/* Never a file by name: every module is reported with its descriptor. */
+static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname,
+                         Dwarf_Addr base, char **file_name, Elf **elfp) {
+  (void)mod, (void)userdata, (void)modname, (void)base;
+  *file_name = NULL;
+  *elfp = NULL;
+  return -1;
+}
+
+/* fd if the ELF file in it has build id (id, len); else closes it, -1. */
+static int same_build_id(int fd, const void *id, size_t len) {
+  Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  const void *have = NULL;
+  ssize_t n = elf != NULL ? dwelf_elf_gnu_build_id(elf, &have) : -1;
+  int same = n > 0 && (size_t)n == len && memcmp(have, id, len) == 0;
+
+  if (elf != NULL)
+    elf_end(elf);
+  if (!same) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id. */
+static int by_build_id(sym_mod_t *sm, const unsigned char *id, size_t len) {
+  char path[sizeof "/usr/lib/debug/.build-id/" + 2 * 64 + 8];
+  const char *why;
+  size_t o, i;
+  int fd;
+
+  if (len < 2 || len > 64)
+    return -1;
+  o = (size_t)snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/",
+                       id[0]);
+  for (i = 1; i < len; i++)
+    o += (size_t)snprintf(path + o, sizeof path - o, "%02x", id[i]);
+  snprintf(path + o, sizeof path - o, ".debug");
+  fd = mt_tfiles_open(sm->files, path, &why);
+  return fd < 0 ? -1 : same_build_id(fd, id, len);
+}
+
+/* libdwfl's find_debuginfo: the module's debug file by its build id, or by
+ * its .gnu_debuglink name (a plain name, looked for where GDB looks: the
+ * binary's directory, its .debug, /usr/lib/debug/DIR) and then checked
+ * against the build id; or, asked for the dwz file a module's DWARF
+ * shares (.gnu_debugaltlink), that file by its build id. Every open goes
+ * through tfiles; *debuginfo_file_name stays NULL, since libdwfl would
+ * open a name left there itself. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+                          const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name) {
+  sym_mod_t *sm = *userdata;
+  const unsigned char *id;
+  const char *own_link = NULL, *slash, *why;
+  char path[PATH_MAX];
+  GElf_Addr vaddr, loadbase;
+  GElf_Word crc;
+  Elf *main_elf;
+  int len, fd, i;
+
+  (void)modname, (void)base, (void)file_name, (void)debuglink_crc;
+  *debuginfo_file_name = NULL;
+  if (sm == NULL)
+    return -1;
+  main_elf = dwfl_module_getelf(mod, &loadbase);
+  if (main_elf != NULL)
+    own_link = dwelf_elf_gnu_debuglink(main_elf, &crc);
+  if (debuglink_file != NULL && debuglink_file != own_link) {
+    /* Not the main file's debug link: the dwz file (libdwfl has the
+     * module's DWARF already, so this returns it without a search). */
+    const void *alt_id;
+    const char *alt_name;
+    Dwarf_Addr bias;
+    Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
+    ssize_t n =
+        dw != NULL ? dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id) : -1;
+
+    if (n <= 0)
+      return -1;
+    fd = by_build_id(sm, alt_id, (size_t)n);
+    sm->alt_given = fd >= 0;
+    return fd;
+  }
+  len = dwfl_module_build_id(mod, &id, &vaddr);
+  if (len <= 0)
+    return -1; /* a debug link alone is checked by CRC: not done here */
+  fd = by_build_id(sm, id, (size_t)len);
+  if (fd >= 0 || debuglink_file == NULL || strchr(debuglink_file, '/') != NULL)
+    return fd;
+  slash = strrchr(sm->path, '/');
+  for (i = 0; i < 3; i++) {
+    int dirlen = (int)(slash - sm->path);
+    int w = i == 0   ? snprintf(path, sizeof path, "%.*s/%s", dirlen, sm->path,
+                                debuglink_file)
+            : i == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dirlen,
+                                sm->path, debuglink_file)
+                     : snprintf(path, sizeof path, "/usr/lib/debug%.*s/%s",
+                                dirlen, sm->path, debuglink_file);
+
+    if (w < 0 || (size_t)w >= sizeof path || strcmp(path, sm->path) == 0)
+      continue;
+    fd = mt_tfiles_open(sm->files, path, &why);
+    if (fd >= 0 && (fd = same_build_id(fd, id, (size_t)len)) >= 0)
+      return fd;
+  }
+  return -1;
+}
+
+/* Whether mod's DWARF may be read: it is there, and reading it makes
+ * libdw open no file by a name the DWARF gives (a split unit's .dwo,
+ * whose skeleton is in the binary; a dwz file not found by
+ * find_debuginfo). */
+static int dwarf_usable(Dwfl_Module *mod) {
+  void **userdata = NULL;
+  sym_mod_t *sm;
+  const void *alt_id;
+  const char *alt_name;
+  Dwarf_Addr bias;
+  Dwarf_CU *cu = NULL;
+  Dwarf *dw;
+  uint8_t type;
+
+  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+  sm = userdata != NULL ? *userdata : NULL;
+  if (sm == NULL)
+    return 0;
+  if (sm->dwarf >= 0)
+    return sm->dwarf;
+  sm->dwarf = 0;
+  dw = dwfl_module_getdwarf(mod, &bias);
+  if (dw == NULL)
+    return 0;
+  if (dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id) > 0 &&
+      !sm->alt_given)
+    return 0;
+  while (dwarf_get_units(dw, cu, &cu, NULL, &type, NULL, NULL) == 0)
+    if (type == DW_UT_skeleton)
+      return 0;
+  sm->dwarf = 1;
+  return 1;
 }
 
 /* The name of a DWARF function DIE: its linkage name where it has one (a
@@ -263,15 +412,16 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   Dwarf_Addr bias = 0, la;
   Dwarf_Die *cu, *scopes = NULL, *chain = NULL;
   Dwarf_Files *files = NULL;
-  int nscopes = 0, nchain = 0, i;
+  int nscopes = 0, nchain = 0, i, dwarf;
   int64_t line;
 
   sym = dwfl_module_addrinfo(mod, l->address, &off, &esym, NULL, NULL, NULL);
-  dl = dwfl_module_getsrc(mod, l->address);
+  dwarf = dwarf_usable(mod);
+  dl = dwarf ? dwfl_module_getsrc(mod, l->address) : NULL;
   if (dl != NULL)
     file = dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
 
-  cu = unit_of(mod, l->address, &bias);
+  cu = dwarf ? unit_of(mod, l->address, &bias) : NULL;
   if (cu != NULL && dl == NULL) {
     /* The unit found without aranges: its own line table. */
     Dwarf_Line *ln = dwarf_getsrc_die(cu, l->address - bias);
@@ -350,30 +500,46 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   return 0;
 }
 
-int mt_heap_symbolize(mt_heap_t *h, const char *root) {
-  static char *debuginfo_path = NULL;
+int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time) {
   static const Dwfl_Callbacks callbacks = {
-      .find_elf = dwfl_build_id_find_elf,
-      .find_debuginfo = dwfl_standard_find_debuginfo,
+      .find_elf = find_elf_none,
+      .find_debuginfo = find_debuginfo,
       .section_address = dwfl_offline_section_address,
-      .debuginfo_path = &debuginfo_path,
   };
-  Dwfl *dwfl;
+  Dwfl *dwfl = NULL;
   Dwfl_Module **mods = NULL;
+  sym_mod_t *sms = NULL;
+  mt_tfiles_t files;
+  const char *why = NULL;
   size_t i;
   int rc = 0;
 
   if (h->nmappings == 0)
     return 0;
+  rc = mt_tfiles_init(&files, pid, start_time, &why);
+  if (rc == 0 && (rc = mt_tfiles_enter(&files, &why)) != 0)
+    mt_tfiles_free(&files);
+  if (rc != 0) {
+    /* Nothing is read: every mapping says why. */
+    for (i = 0; i < h->nmappings; i++)
+      if (h->mappings[i].unresolved == NULL)
+        h->mappings[i].unresolved = why;
+    return rc == MS_ENOMEM ? rc : 0;
+  }
+  /* From here to mt_tfiles_leave, every open on this thread, libdw's
+   * included, is made with the target's rights. */
   elf_version(EV_CURRENT);
   dwfl = dwfl_begin(&callbacks);
   mods = calloc(h->nmappings, sizeof *mods);
-  if (dwfl == NULL || mods == NULL) {
+  sms = calloc(h->nmappings, sizeof *sms);
+  if (dwfl == NULL || mods == NULL || sms == NULL) {
     rc = MS_ENOMEM;
     goto out;
   }
-  for (i = 0; i < h->nmappings; i++)
-    mods[i] = report(dwfl, h, &h->mappings[i], root);
+  for (i = 0; i < h->nmappings; i++) {
+    sms[i] = (sym_mod_t){&files, h->strings[h->mappings[i].filename], -1, 0};
+    mods[i] = report(dwfl, h, &h->mappings[i], &sms[i]);
+  }
   for (i = 0; i < h->nlocations; i++) {
     mt_heap_location_t *l = &h->locations[i];
 
@@ -392,5 +558,8 @@ out:
   free(mods);
   if (dwfl != NULL)
     dwfl_end(dwfl);
+  free(sms);
+  mt_tfiles_leave(&files);
+  mt_tfiles_free(&files);
   return rc;
 }

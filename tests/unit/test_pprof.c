@@ -457,7 +457,7 @@ static void test_symbolize_own_functions(void **state) {
   (void)state;
   fixture_init(&f, 1, 1);
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   assert_int_equal(h.nsamples, 3);
   for (i = 0; i < 3; i++) {
     name = frame_name(&h, i, 0, &line);
@@ -498,7 +498,7 @@ static void test_symbolize_inline_chain(void **state) {
   inlined_outer(f.stack[0]);
   f.p.nrecords = 1;
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   assert_int_equal(h.nsamples, 1);
   l = &h.locations[h.samples[0].locations[0]];
   for (j = 0; j < l->nlines; j++)
@@ -523,7 +523,7 @@ static void round_trip(uint64_t rate, int with_build_id) {
 
   fixture_init(&f, rate, with_build_id);
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   got = pprof("-raw -symbolize=none", write_profile(&h, "rt.pb.gz"));
   want = expected_raw(&h);
   if (strcmp(want, got) != 0)
@@ -572,7 +572,7 @@ static void test_top_names_sites(void **state) {
   SKIP_WITHOUT_GO();
   fixture_init(&f, 1, 1);
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   path = write_profile(&h, "top.pb.gz");
   top = pprof("-top -symbolize=none", path);
   alloc = pprof("-top -symbolize=none -sample_index=alloc_space", path);
@@ -604,7 +604,7 @@ static void test_build_id_mismatch(void **state) {
     f.map[i].build_id_len = sizeof other;
   }
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   for (i = 0; i < h.nlocations; i++)
     assert_int_equal(h.locations[i].nlines, 0);
   for (i = 0; i < h.nmappings; i++) {
@@ -640,7 +640,7 @@ static void test_mapping_not_a_file(void **state) {
   for (i = 1; i < f.p.nmappings; i++)
     f.map[i].path = dir;
   assert_int_equal(mt_heap_build(&f.p, NULL, &h), 0);
-  assert_int_equal(mt_heap_symbolize(&h, NULL), 0);
+  assert_int_equal(mt_heap_symbolize(&h, 0, 0), 0);
   for (i = 0; i < h.nmappings; i++) {
     assert_false(h.mappings[i].symbolized);
     assert_string_equal(h.mappings[i].unresolved, "not a regular file");
