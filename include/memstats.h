@@ -123,6 +123,10 @@ typedef enum ms_field_e {
   MS_F_PYTHON_ARENAS,
   MS_F_PYTHON_ARENA_SYS,
   MS_F_PYTHON_ARENA_RESIDENT,
+  /* Beyond Go: the unbacked part of a class, per class (their sum with
+   * the allocator's unbacked metadata is OffHeapReleased) */
+  MS_F_STACK_RELEASED,
+  MS_F_OTHER_RELEASED,
   MS_F__COUNT
 } ms_field_t;
 
@@ -224,29 +228,38 @@ typedef struct ms_snapshot_s {
   /* The kernel's anonymous RSS (RssAnon of /proc/self/status), read with
    * every snapshot: what the classes above should account for (Ready). */
   uint64_t kernel_anon_rss;
-  /* Stacks and anonymous mappings made outside the allocator (and, on
-   * jemalloc, its metadata mapped but never touched) are counted by what
-   * the kernel backs: their resident bytes in StackSys/StackInuse, OtherSys
-   * and MSpanSys, the rest of their size (never touched, or handed back)
-   * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
-   * of Prepared (HeapReleased + OffHeapReleased). */
+  /* The unbacked part of the off-heap classes: as HeapSys holds
+   * HeapReleased, each class holds its own mapped but unbacked bytes
+   * (StackSys the whole stack mappings, OtherSys the whole mappings made
+   * outside the allocator, MSpanSys, on jemalloc, its metadata mapped but
+   * never touched), and this is their sum: never touched, or handed back.
+   * A term of Prepared (HeapReleased + OffHeapReleased); Sys is the sum of
+   * the *Sys fields. (0.2 as it first shipped kept it outside the classes,
+   * a term of Sys of its own; a caller of that layout still gets that.) */
   uint64_t off_heap_released;
   /* A Python interpreter's object allocator (pymalloc) in the process: its
    * arenas (1 MiB each in CPython 3.10 and later), as the preload's mmap
    * interposer sees them made from Python's own code, how many bytes they
    * map and how many of those the kernel backs (pools in use or once used;
    * pymalloc carves pools from an arena in order and never hands a pool's
-   * pages back, so the rest was never touched). Part of OtherSys (resident)
-   * and OffHeapReleased (the rest); unavailable where no Python arena is
+   * pages back, so the rest was never touched). Part of OtherSys (the rest,
+   * unbacked, of OtherReleased too); unavailable where no Python arena is
    * mapped. */
   uint64_t python_arenas;
   uint64_t python_arena_sys;
   uint64_t python_arena_resident;
+
+  /* ---- added in 0.2.1 ----
+   * The parts of OffHeapReleased in StackSys and in OtherSys (the rest of
+   * it, on jemalloc, is in MSpanSys). What of OtherSys is in use is
+   * OtherSys - OtherReleased. */
+  uint64_t stack_released;
+  uint64_t other_released;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:
  *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
- *                  + BuckHashSys + GCSys + OtherSys
+ *                  + BuckHashSys + GCSys + (OtherSys - OtherReleased)
  *   Prepared     = HeapReleased + OffHeapReleased
  *   Ready        = Sys - Prepared
  *   fragOverhead = HeapInuse - HeapAlloc
@@ -264,8 +277,9 @@ typedef struct ms_breakdown_s {
    * when the split between Ready and Prepared is an estimate. */
   int64_t total;
   ms_quality_t q_total;
-  /* Nonzero when Sys != the sum of the *Sys fields (OffHeapReleased
-   * included). */
+  /* Nonzero when Sys != the sum of the *Sys fields (for a snapshot of
+   * 0.2 as it first shipped, whose classes leave OffHeapReleased out: the
+   * sum of the *Sys fields and OffHeapReleased). */
   int sys_mismatch;
 
   /* ---- added in 0.2 ----
@@ -300,7 +314,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out);
  * engine's figures and the latest figures of every active provider. Safe to
  * call from any thread; concurrent readers are serialised. A caller built
  * against an older header passes its own, smaller size and gets the fields
- * its struct has (0.1's layout is converted: its Sys leaves out
+ * its struct has (converted where the meaning changed: a class of 0.1's
+ * and 0.2's layouts holds only its backed bytes, and 0.1's Sys leaves out
  * OffHeapReleased, which it does not know). Returns 0, or MS_EINVAL (NULL,
  * or a size that is no layout of any version). */
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);

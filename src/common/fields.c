@@ -172,8 +172,10 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_OFF_HEAP_RELEASED] =
         {MS_F_OFF_HEAP_RELEASED, "OffHeapReleased", U64(off_heap_released),
          MS__UNIT_BYTES, 0, NULL, "memstats_off_heap_released_bytes",
-         "Bytes of stacks and mappings outside the allocator that are mapped "
-         "but not backed (part of Sys and of Prepared)."},
+         "Bytes of the off-heap classes (stacks, mappings outside the "
+         "allocator, its untouched metadata) mapped but not backed; each "
+         "class holds its part, and Prepared is HeapReleased plus this.",
+         1},
     [MS_F_PYTHON_ARENAS] =
         {MS_F_PYTHON_ARENAS, "PythonArenas", U64(python_arenas), MS__UNIT_COUNT,
          0, NULL, "memstats_python_arenas",
@@ -181,8 +183,8 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_PYTHON_ARENA_SYS] =
         {MS_F_PYTHON_ARENA_SYS, "PythonArenaSys", U64(python_arena_sys),
          MS__UNIT_BYTES, 0, NULL, "memstats_python_arena_bytes",
-         "Bytes mapped for Python's object allocator arenas (part of OtherSys "
-         "and OffHeapReleased)."},
+         "Bytes mapped for Python's object allocator arenas (part of "
+         "OtherSys)."},
     [MS_F_PYTHON_ARENA_RESIDENT] = {MS_F_PYTHON_ARENA_RESIDENT,
                                     "PythonArenaResident",
                                     U64(python_arena_resident), MS__UNIT_BYTES,
@@ -190,6 +192,18 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                                     "memstats_python_arena_resident_bytes",
                                     "Bytes of Python's object allocator arenas "
                                     "the kernel backs (part of OtherSys)."},
+    [MS_F_STACK_RELEASED] =
+        {MS_F_STACK_RELEASED, "StackReleased", U64(stack_released),
+         MS__UNIT_BYTES, 0, NULL, "memstats_stack_released_bytes",
+         "Bytes of thread stacks mapped but not backed (part of StackSys and "
+         "of OffHeapReleased).",
+         1},
+    [MS_F_OTHER_RELEASED] =
+        {MS_F_OTHER_RELEASED, "OtherReleased", U64(other_released),
+         MS__UNIT_BYTES, 0, NULL, "memstats_other_released_bytes",
+         "Bytes of mappings outside the allocator mapped but not backed (part "
+         "of OtherSys and of OffHeapReleased).",
+         1},
 };
 
 static int valid(ms_field_t f) {

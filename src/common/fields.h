@@ -43,6 +43,12 @@ typedef struct ms__field_info_s {
   const char *kernel_key;
   const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */
   const char *help;      /* one line, for Prometheus's HELP */
+  /* Beyond Go, 1: --json's "memstats" object carries it after Go's
+   * fields, because Go's identities need it there (Prepared =
+   * HeapReleased + OffHeapReleased); a reader of Go's layout ignores a
+   * member it does not know. 0 for Go's own fields, which it always
+   * carries. */
+  int in_memstats;
 } ms__field_info_t;
 
 /* The table, indexed by ms_field_t (ms__fields[i].id == i). */

@@ -30,9 +30,11 @@
  *     gap between Ready and the kernel's anonymous RSS).
  *
  * What is counted, and how: only what the kernel backs is Ready. A
- * mapping's resident pages (mincore) go to OtherSys, a stack's to StackSys
- * and StackInuse; the rest of their size (never touched, or handed back
- * with MADV_DONTNEED) to OffHeapReleased, a term of Sys and of Prepared.
+ * mapping's whole size goes to OtherSys, a stack's to StackSys (its
+ * resident pages, by mincore, to StackInuse); the part of them the kernel
+ * does not back (never touched, or handed back with MADV_DONTNEED) to
+ * OtherReleased and StackReleased, and to their sum OffHeapReleased, a
+ * term of Prepared, as HeapSys holds HeapReleased.
  * The resident part of Sys is then comparable with the kernel's RssAnon
  * (KernelAnonRSS), and the gap between them is what nothing here accounts
  * for (the data and bss of the program and its libraries once written,
@@ -597,9 +599,12 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     if (python_idx >= 0 && f->python_resident * 2 >= f->other_resident)
       oidx = python_idx;
   }
-  add_to(s, MS_F_STACK_SYS, f->stack_resident, q, idx);
+  /* Each class holds its unbacked part, as HeapSys holds HeapReleased. */
+  add_to(s, MS_F_STACK_SYS, f->stack_resident + f->stack_unbacked, q, idx);
   add_to(s, MS_F_STACK_INUSE, f->stack_resident, q, idx);
-  add_to(s, MS_F_OTHER_SYS, f->other_resident, q, oidx);
+  add_to(s, MS_F_STACK_RELEASED, f->stack_unbacked, q, idx);
+  add_to(s, MS_F_OTHER_SYS, f->other_resident + f->other_unbacked, q, oidx);
+  add_to(s, MS_F_OTHER_RELEASED, f->other_unbacked, q, oidx);
   add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
          idx);
   if (f->python_arenas) {

@@ -28,9 +28,9 @@ void ms__map_set_allocator(const void *malloc_fn);
 
 /* ---- the snapshot side ---- */
 
-/* Adds the stacks and the foreign mappings to *snap: resident bytes to
- * StackSys/StackInuse and OtherSys, the rest of their size to
- * OffHeapReleased; appends "mappings" (and "python" when the program's
+/* Adds the stacks and the foreign mappings to *snap: their size to
+ * StackSys and OtherSys, resident stack bytes to StackInuse, the rest of
+ * their size to StackReleased, OtherReleased and OffHeapReleased; appends "mappings" (and "python" when the program's
  * Python object allocator has arenas) to snap->providers. Reads
  * /proc/self/maps and mincore() at most once per
  * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the cost of the last read); between

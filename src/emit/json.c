@@ -79,13 +79,16 @@ static void go_member(ms__strbuf_t *out, int *first, const ms_snapshot_t *s,
   }
 }
 
-/* The memstats object; with all == 0, unavailable fields are left out. */
+/* The memstats object; with all == 0 (--json), unavailable fields are left
+ * out, and the beyond-Go terms of Go's identities (OffHeapReleased and its
+ * parts) follow Go's fields, so that a reader of this one object can
+ * reconcile Prepared; with all == 1, exactly Go's fields. */
 static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
   int first = 1;
   ms__strbuf_append(out, "{", 1);
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
-    if (!fi->in_go)
+    if (!fi->in_go && (all || !fi->in_memstats))
       continue;
     if (!all && ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;

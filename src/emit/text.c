@@ -115,32 +115,48 @@ static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
                     (unsigned)s->lib_version & 0xffu);
 }
 
-/* Sys by class: each row is a class, its columns the class's *Sys and
- * *Inuse fields and its share of Sys. */
+/* Sys by class: each row is a class, its columns the class's *Sys, *Inuse
+ * and unbacked (*Released) fields and its share of Sys. The Released
+ * column adds up to Prepared, shown on the total's row. */
 static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
                     const ms_breakdown_t *b) {
+  enum { NONE = -1, MSPAN_REST = -2 };
   static const struct {
     const char *name;
     ms_field_t sys;
-    int inuse; /* an ms_field_t, or -1: the whole class counts as in use */
+    int inuse;    /* an ms_field_t, or NONE: the whole class is in use */
+    int released; /* an ms_field_t, NONE, or MSPAN_REST */
   } rows[] = {
-      {"Heap", MS_F_HEAP_SYS, MS_F_HEAP_INUSE},
-      {"Stack", MS_F_STACK_SYS, MS_F_STACK_INUSE},
-      {"MSpan", MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE},
-      {"MCache", MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE},
-      {"BuckHash", MS_F_BUCK_HASH_SYS, -1},
-      {"GC", MS_F_GC_SYS, -1},
-      {"Other", MS_F_OTHER_SYS, -1},
+      {"Heap", MS_F_HEAP_SYS, MS_F_HEAP_INUSE, MS_F_HEAP_RELEASED},
+      {"Stack", MS_F_STACK_SYS, MS_F_STACK_INUSE, MS_F_STACK_RELEASED},
+      {"MSpan", MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MSPAN_REST},
+      {"MCache", MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE, NONE},
+      {"BuckHash", MS_F_BUCK_HASH_SYS, NONE, NONE},
+      {"GC", MS_F_GC_SYS, NONE, NONE},
+      {"Other", MS_F_OTHER_SYS, NONE, MS_F_OTHER_RELEASED},
   };
-  ms__strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
-                    "of Sys");
+  /* A snapshot of 0.2 as it first shipped (an older target's) keeps
+   * OffHeapReleased outside its classes, a row of its own. */
+  int ohr_row = ms__off_heap_outside(s);
+  ms__strbuf_printf(out, "Sys by class  %10s %10s %10s %7s\n", "Sys", "Inuse",
+                    "Released", "of Sys");
   ms_quality_t q_sys = ms__field_quality(s, MS_F_SYS);
   uint64_t sum = 0;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    char sys[FIG], inuse[FIG] = "", share[FIG] = "-";
+    char sys[FIG], inuse[FIG] = "", rel[FIG] = "", share[FIG] = "-";
     ms__fmt_field(sys, sizeof sys, s, rows[i].sys);
     if (rows[i].inuse >= 0)
       ms__fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
+    if (rows[i].released == MS_F_HEAP_RELEASED ||
+        (rows[i].released >= 0 && !ohr_row)) {
+      ms__fmt_field(rel, sizeof rel, s, (ms_field_t)rows[i].released);
+    } else if (rows[i].released == MSPAN_REST && !ohr_row) {
+      uint64_t v = 0;
+      ms_quality_t q = ms__mspan_released(s, &v);
+      if (q != MS_Q_UNAVAILABLE || ms__field_known(s, MS_F_MSPAN_SYS))
+        ms__fmt_bytes_q(rel, sizeof rel, v > INT64_MAX ? INT64_MAX : (int64_t)v,
+                        q);
+    }
     uint64_t v = ms__field_u64(s, rows[i].sys);
     sum += v;
     ms_quality_t q =
@@ -152,22 +168,22 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       snprintf(share, sizeof share, "%s%u.%u%%", q == MS_Q_ESTIMATED ? "~" : "",
                (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
-    ms__strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
-                      share);
+    ms__strbuf_printf(out, "  %-11s %10s %10s %10s %7s\n", rows[i].name, sys,
+                      inuse, rel, share);
   }
-  /* Beyond Go: the mapped but unbacked part of stacks and of mappings
-   * outside the allocator, a term of Sys (shown only where it is known). */
-  if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
+  if (ohr_row) {
     char v[FIG];
     sum += s->off_heap_released;
     ms__strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
                       ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
   }
-  char total[FIG];
-  ms__strbuf_printf(out, "  %-11s %10s\n", "total",
-                    ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  char total[FIG], prep[FIG];
+  ms__strbuf_printf(
+      out, "  %-11s %10s %10s %10s\n", "total",
+      ms__fmt_field(total, sizeof total, s, MS_F_SYS), "",
+      ms__fmt_bytes_q(prep, sizeof prep, b->prepared, b->q_prepared));
   /* Beyond Go: Python's object allocator, a heap of its own inside
-   * OtherSys (its resident part) and OffHeapRel (the rest). */
+   * OtherSys. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
     char n[FIG], mapped[FIG], res[FIG];
     ms__strbuf_printf(

@@ -278,9 +278,18 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
                                -1,
                                -1,
                                -1};
+  /* Each class's unbacked part, as the report's Released column: -2 is
+   * MSpanSys's, the rest of OffHeapReleased. A snapshot that keeps
+   * OffHeapReleased outside its classes (an older target's) has only the
+   * heap's. */
+  static const int released[7] = {
+      MS_F_HEAP_RELEASED, MS_F_STACK_RELEASED, -2, -1, -1, -1,
+      MS_F_OTHER_RELEASED};
   const ms_snapshot_t *s = &t->snap;
   char fig[32];
   int with_inuse = width >= 36;
+  int with_released = width >= 46;
+  int outside = ms__off_heap_outside(s);
   int vw = 12 + 10; /* label and Sys figure */
   mt_grid_clip(g, row, col, 8, width);
   field_bytes(fig, sizeof fig, s, MS_F_SYS);
@@ -288,6 +297,8 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
   label_value(g, row, col + 12, 10, "", fig, MT_ST_HEADER);
   if (with_inuse)
     mt_grid_puts(g, row, col + vw + 5, "Inuse", -1, MT_ST_DIM);
+  if (with_released)
+    mt_grid_puts(g, row, col + vw + 12, "Released", -1, MT_ST_DIM);
   for (int i = 0; i < 7; i++) {
     field_bytes(fig, sizeof fig, s, sys[i]);
     label_value(g, row + 1 + i, col + 1, vw - 1, ms_field_name(sys[i]), fig,
@@ -296,6 +307,17 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
       field_bytes(fig, sizeof fig, s, (ms_field_t)inuse[i]);
       label_value(g, row + 1 + i, col + vw, 10, "", fig, MT_ST_NORMAL);
     }
+    if (!with_released || released[i] == -1 || (outside && i > 0))
+      continue;
+    if (released[i] >= 0) {
+      field_bytes(fig, sizeof fig, s, (ms_field_t)released[i]);
+    } else {
+      uint64_t v = 0;
+      ms_quality_t q = ms__mspan_released(s, &v);
+      mt_view_fmt_bytes(fig, sizeof fig, v > INT64_MAX ? INT64_MAX : (int64_t)v,
+                        q, 0);
+    }
+    label_value(g, row + 1 + i, col + vw + 10, 10, "", fig, MT_ST_NORMAL);
   }
   mt_grid_unclip(g);
 }
