@@ -127,6 +127,9 @@ typedef enum ms_field_e {
    * the allocator's unbacked metadata is OffHeapReleased) */
   MS_F_STACK_RELEASED,
   MS_F_OTHER_RELEASED,
+  /* Beyond Go: what libmemstats itself holds in the process */
+  MS_F_MEMSTATS_SELF,
+  MS_F_MEMSTATS_SELF_SYS,
   MS_F__COUNT
 } ms_field_t;
 
@@ -255,6 +258,15 @@ typedef struct ms_snapshot_s {
    * OtherSys - OtherReleased. */
   uint64_t stack_released;
   uint64_t other_released;
+  /* What libmemstats itself holds in the process: its agent thread's
+   * stack, the mappings it makes (the agent's buffers, the engine's
+   * per-thread counters, a profile being sent), its own data and bss, and
+   * the profile table (BuckHashSys). Resident bytes (MemstatsSelf) and
+   * mapped bytes (MemstatsSelfSys). None of it is in the program's
+   * classes but BuckHashSys, Go's class for the profile table; the
+   * mappings are known to it under the preload only. */
+  uint64_t memstats_self;
+  uint64_t memstats_self_sys;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:

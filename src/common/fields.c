@@ -204,6 +204,17 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          "Bytes of mappings outside the allocator mapped but not backed (part "
          "of OtherSys and of OffHeapReleased).",
          1},
+    [MS_F_MEMSTATS_SELF] =
+        {MS_F_MEMSTATS_SELF, "MemstatsSelf", U64(memstats_self),
+         MS__UNIT_BYTES, 0, NULL, "memstats_self_bytes",
+         "Resident bytes libmemstats itself holds in the process (its "
+         "thread's stack, buffers, data, the profile table BuckHashSys); "
+         "in no class but BuckHashSys."},
+    [MS_F_MEMSTATS_SELF_SYS] =
+        {MS_F_MEMSTATS_SELF_SYS, "MemstatsSelfSys", U64(memstats_self_sys),
+         MS__UNIT_BYTES, 0, NULL, "memstats_self_sys_bytes",
+         "Bytes libmemstats itself has mapped in the process (its thread's "
+         "stack, buffers, data, the profile table)."},
 };
 
 static int valid(ms_field_t f) {

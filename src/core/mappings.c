@@ -62,6 +62,7 @@
 #include "core/engine.h"
 #include "core/util.h"
 #include "core/mappings.h"
+#include "core/self.h"
 
 /* ---- the table ------------------------------------------------------------
  * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,
@@ -194,7 +195,7 @@ static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
 }
 
 /* Who made a mapping, by the object its caller's address is in. */
-enum { OWNER_OTHER = 0, OWNER_ALLOCATOR, OWNER_PYTHON };
+enum { OWNER_OTHER = 0, OWNER_ALLOCATOR, OWNER_PYTHON, OWNER_SELF };
 
 static int starts_with(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -237,7 +238,9 @@ static int owner_kind_of(const void *ra) {
   base = base ? base + 1 : di.dli_fname;
   const void *afn = __atomic_load_n(&g_alloc_fn, __ATOMIC_RELAXED);
   int kind = OWNER_OTHER;
-  if ((afn && dladdr(afn, &ai) && ai.dli_fbase == di.dli_fbase) ||
+  if (ms__self_object(di.dli_fbase))
+    kind = OWNER_SELF;
+  else if ((afn && dladdr(afn, &ai) && ai.dli_fbase == di.dli_fbase) ||
       starts_with(base, "libjemalloc") || starts_with(base, "libtcmalloc") ||
       starts_with(base, "libmimalloc") || starts_with(base, "libgc.") ||
       starts_with(base, "libgc-"))
@@ -313,6 +316,11 @@ static int parse_vma(const char *p, const char *e, ms__vma_t *v) {
 static void stack_vma(ms__maps_figures_t *f, uintptr_t start, uintptr_t end) {
   uint64_t mapped;
   uint64_t res = resident(start, end, &mapped);
+  if (ms__self_stack(start, end)) { /* the agent's: the library's own */
+    f->self_resident += res;
+    f->self_mapped += mapped;
+    return;
+  }
   f->stack_resident += res;
   f->stack_unbacked += mapped - res;
   f->threads_stacks++;
@@ -482,9 +490,9 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       continue;
     uint64_t mapped;
     uint64_t res = resident(st, en, &mapped);
-    if (kind == OWNER_ALLOCATOR) {
-      f->alloc_resident += res;
-      f->alloc_mapped += mapped;
+    if (kind == OWNER_ALLOCATOR || kind == OWNER_SELF) {
+      *(kind == OWNER_SELF ? &f->self_resident : &f->alloc_resident) += res;
+      *(kind == OWNER_SELF ? &f->self_mapped : &f->alloc_mapped) += mapped;
       continue;
     }
     f->other_resident += res;
@@ -499,6 +507,9 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       f->python_arenas++;
     }
   }
+  uint64_t static_mapped;
+  f->self_resident += ms__self_static(&static_mapped);
+  f->self_mapped += static_mapped;
   f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
 }
 
@@ -620,6 +631,11 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     add_to(s, MS_F_PYTHON_ARENA_SYS, f->python_mapped, q, pidx);
     add_to(s, MS_F_PYTHON_ARENA_RESIDENT, f->python_resident, q, pidx);
   }
+  /* libmemstats itself: apart from every class, with the profile table
+   * (BuckHashSys, the one part of it in Sys) named in it. */
+  uint64_t buck = ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
+  add_to(s, MS_F_MEMSTATS_SELF, f->self_resident + buck, q, idx);
+  add_to(s, MS_F_MEMSTATS_SELF_SYS, f->self_mapped + buck, q, idx);
   if (heap_backing_on)
     heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:

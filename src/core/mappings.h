@@ -63,6 +63,9 @@ typedef struct ms__maps_figures_s {
    * asks (ms__mappings_fill's heap_backing), since they can be large. */
   uint64_t alloc_resident, alloc_mapped;
   uint32_t threads_stacks;                 /* stacks found (main included) */
+  /* What libmemstats itself holds (core/self.h): the agent thread's stack,
+   * the mappings the library made, its data and bss; in no class above. */
+  uint64_t self_resident, self_mapped;
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;
 /* Reads now (under the caller's serialisation) and returns the figures. */

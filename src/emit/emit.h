@@ -47,6 +47,12 @@ ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v);
  * parts): its classes then hold only their backed bytes. */
 int ms__off_heap_outside(const ms_snapshot_t *s);
 
+/* The resident bytes libmemstats itself holds outside every class
+ * (MemstatsSelf less its profile table, BuckHashSys, which is in Sys): a
+ * part of the kernel's anonymous RSS that Ready does not hold. 0 when
+ * unknown. */
+int64_t ms__self_outside(const ms_snapshot_t *s);
+
 /* A float64 exactly as Go's encoding/json writes it: the shortest digits
  * that read back as the same double, in 'f' form unless |v| < 1e-6 or
  * |v| >= 1e21, where it is 'e' form with Go's exponent ("1e-7", "1e+21").

@@ -182,8 +182,20 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
     if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
       ms__strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
                         s->off_heap_released);
+    /* Of the gap, what libmemstats itself holds outside the classes. */
+    if (ms__field_known(s, MS_F_MEMSTATS_SELF))
+      ms__strbuf_printf(out, ",\"Self\":%" PRId64, ms__self_outside(s));
     ms__strbuf_puts(out, "}");
   }
+  /* What libmemstats itself holds (beyond Go): resident and mapped, its
+   * profile table (BuckHashSys) included. */
+  if (ms__field_known(s, MS_F_MEMSTATS_SELF))
+    ms__strbuf_printf(out,
+                      ",\"self\":{\"Resident\":%" PRIu64 ",\"Sys\":%" PRIu64
+                      ",\"BuckHashSys\":%" PRIu64 "}",
+                      s->memstats_self, s->memstats_self_sys,
+                      ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys
+                                                              : 0);
   /* Python's object allocator (beyond Go): its arenas, their mapped and
    * resident bytes, where a Python interpreter runs in the process. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS))

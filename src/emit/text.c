@@ -182,6 +182,17 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       out, "  %-11s %10s %10s %10s\n", "total",
       ms__fmt_field(total, sizeof total, s, MS_F_SYS), "",
       ms__fmt_bytes_q(prep, sizeof prep, b->prepared, b->q_prepared));
+  /* Beyond Go: what libmemstats itself holds, apart from the classes (its
+   * profile table excepted: BuckHashSys). */
+  if (ms__field_known(s, MS_F_MEMSTATS_SELF)) {
+    char res[FIG], mapped[FIG];
+    ms__strbuf_printf(
+        out,
+        "  libmemstats itself %s resident, %s mapped (in no class but "
+        "BuckHash)\n",
+        ms__fmt_field(res, sizeof res, s, MS_F_MEMSTATS_SELF),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_MEMSTATS_SELF_SYS));
+  }
   /* Beyond Go: Python's object allocator, a heap of its own inside
    * OtherSys. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
@@ -359,6 +370,21 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                     ms__fmt_iec(ready, sizeof ready, b->ready),
                     ms__fmt_iec(anon, sizeof anon, a), m,
                     (unsigned)(permille / 10), (unsigned)(permille % 10));
+  /* libmemstats's own resident memory outside the classes is part of the
+   * gap: said apart, so that what is left is the program's. */
+  int64_t self = ms__self_outside(s);
+  if (d >= 0 && self > 0) {
+    char own[FIG];
+    if (self > d)
+      self = d;
+    d -= self;
+    ms__strbuf_printf(out, "; libmemstats itself %s%s",
+                      ms__field_quality(s, MS_F_MEMSTATS_SELF) ==
+                              MS_Q_ESTIMATED
+                          ? "~"
+                          : "",
+                      ms__fmt_iec(own, sizeof own, self));
+  }
   if (d >= 0)
     ms__strbuf_printf(out,
                       "; %s%s in no class (program and library data, "
