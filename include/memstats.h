@@ -130,6 +130,11 @@ typedef enum ms_field_e {
   /* Beyond Go: what libmemstats itself holds in the process */
   MS_F_MEMSTATS_SELF,
   MS_F_MEMSTATS_SELF_SYS,
+  /* Beyond Go: shared and file-backed memory */
+  MS_F_KERNEL_RSS_FILE,   /* RssFile of /proc/self/status */
+  MS_F_KERNEL_RSS_SHMEM,  /* RssShmem of /proc/self/status */
+  MS_F_SHARED_ANON,
+  MS_F_SHARED_ANON_RESIDENT,
   MS_F__COUNT
 } ms_field_t;
 
@@ -267,6 +272,18 @@ typedef struct ms_snapshot_s {
    * mappings are known to it under the preload only. */
   uint64_t memstats_self;
   uint64_t memstats_self_sys;
+  /* The kernel's resident shared memory (RssShmem: shared anonymous
+   * mappings, System V and POSIX shared memory, tmpfs files mapped) and
+   * file-backed memory (RssFile: code, libraries, mapped files), from
+   * /proc/self/status; neither is in RssAnon nor in any class of Sys. */
+  uint64_t kernel_rss_file;
+  uint64_t kernel_rss_shmem;
+  /* The shared anonymous mappings the program made itself (mmap with
+   * MAP_SHARED | MAP_ANONYMOUS, as the preload sees it; inherited across
+   * fork): their size, and their pages in memory. Shared memory: part of
+   * RssShmem, no part of Sys. */
+  uint64_t shared_anon;
+  uint64_t shared_anon_resident;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:

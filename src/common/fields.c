@@ -215,6 +215,27 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          MS__UNIT_BYTES, 0, NULL, "memstats_self_sys_bytes",
          "Bytes libmemstats itself has mapped in the process (its thread's "
          "stack, buffers, data, the profile table)."},
+    [MS_F_KERNEL_RSS_FILE] =
+        {MS_F_KERNEL_RSS_FILE, "KernelRssFile", U64(kernel_rss_file),
+         MS__UNIT_BYTES, 0, "rssfile", "memstats_kernel_rss_file_bytes",
+         "File-backed resident memory (RssFile of /proc/PID/status: code, "
+         "libraries, mapped files)."},
+    [MS_F_KERNEL_RSS_SHMEM] =
+        {MS_F_KERNEL_RSS_SHMEM, "KernelRssShmem", U64(kernel_rss_shmem),
+         MS__UNIT_BYTES, 0, "rssshmem", "memstats_kernel_rss_shmem_bytes",
+         "Resident shared memory (RssShmem of /proc/PID/status: shared "
+         "anonymous mappings, System V and POSIX shared memory)."},
+    [MS_F_SHARED_ANON] =
+        {MS_F_SHARED_ANON, "SharedAnon", U64(shared_anon), MS__UNIT_BYTES, 0,
+         NULL, "memstats_shared_anon_bytes",
+         "Bytes of shared anonymous mappings the program made (MAP_SHARED | "
+         "MAP_ANONYMOUS); shared memory, not in Sys."},
+    [MS_F_SHARED_ANON_RESIDENT] =
+        {MS_F_SHARED_ANON_RESIDENT, "SharedAnonResident",
+         U64(shared_anon_resident), MS__UNIT_BYTES, 0, NULL,
+         "memstats_shared_anon_resident_bytes",
+         "Bytes of the program's shared anonymous mappings in memory (part of "
+         "RssShmem)."},
 };
 
 static int valid(ms_field_t f) {

@@ -100,6 +100,15 @@ static void fill_kernel(ms_snapshot_t *s) {
     s->kernel_anon_rss = (rss - shared) * page;
     ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
   }
+  /* statm's third figure splits in /proc/self/status into the file-backed
+   * and the shared memory: what RssAnon leaves out, said. */
+  char st[4096];
+  if (ms__read_small_file("/proc/self/status", st, sizeof st) <= 0)
+    return;
+  if (ms__proc_kb(st, "RssFile", &s->kernel_rss_file))
+    ms__set_quality(s, MS_F_KERNEL_RSS_FILE, MS_Q_EXACT, -1);
+  if (ms__proc_kb(st, "RssShmem", &s->kernel_rss_shmem))
+    ms__set_quality(s, MS_F_KERNEL_RSS_SHMEM, MS_Q_EXACT, -1);
 }
 
 /* ---- smaps_rollup ---------------------------------------------------- */

@@ -62,6 +62,7 @@
 #include "core/engine.h"
 #include "core/util.h"
 #include "core/mappings.h"
+#include "core/ranges.h"
 #include "core/self.h"
 
 /* ---- the table ------------------------------------------------------------
@@ -495,6 +496,12 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       *(kind == OWNER_SELF ? &f->self_mapped : &f->alloc_mapped) += mapped;
       continue;
     }
+    /* Pages the program handed back with MADV_FREE are Prepared while
+     * the kernel keeps them (core/ranges.c). */
+    uint64_t lazy = ms__ranges_resident(&ms__lazy_ranges, st, en, NULL);
+    lazy = lazy < res ? lazy : res;
+    res -= lazy;
+    f->other_lazy += lazy;
     f->other_resident += res;
     f->other_unbacked += mapped - res;
     /* pymalloc maps each arena on its own, ARENA_SIZE bytes: 1 MiB since
@@ -507,6 +514,8 @@ void ms__mappings_read(ms__maps_figures_t *f) {
       f->python_arenas++;
     }
   }
+  f->shared_resident = ms__ranges_resident(&ms__shared_ranges, 0, UINTPTR_MAX,
+                                           &f->shared_mapped);
   uint64_t static_mapped;
   f->self_resident += ms__self_static(&static_mapped);
   f->self_mapped += static_mapped;
@@ -615,8 +624,12 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   add_to(s, MS_F_STACK_INUSE, f->stack_resident, q, idx);
   add_to(s, MS_F_STACK_RELEASED, f->stack_unbacked, q, idx);
   add_to(s, MS_F_OTHER_SYS, f->other_resident + f->other_unbacked, q, oidx);
-  add_to(s, MS_F_OTHER_RELEASED, f->other_unbacked, q, oidx);
-  add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
+  /* MADV_FREE'd pages the program may have written again since: an
+   * estimate. */
+  ms_quality_t ql =
+      f->other_lazy || ms__lazy_ranges.lost ? MS_Q_ESTIMATED : q;
+  add_to(s, MS_F_OTHER_RELEASED, f->other_unbacked, ql, oidx);
+  add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, ql,
          idx);
   if (f->python_arenas) {
     /* Python's object allocator, a heap of its own inside OtherSys. What
@@ -636,6 +649,10 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
   uint64_t buck = ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
   add_to(s, MS_F_MEMSTATS_SELF, f->self_resident + buck, q, idx);
   add_to(s, MS_F_MEMSTATS_SELF_SYS, f->self_mapped + buck, q, idx);
+  /* Shared anonymous memory the program mapped: apart from Sys. */
+  ms_quality_t qs = ms__shared_ranges.lost ? MS_Q_ESTIMATED : q;
+  add_to(s, MS_F_SHARED_ANON, f->shared_mapped, qs, idx);
+  add_to(s, MS_F_SHARED_ANON_RESIDENT, f->shared_resident, qs, idx);
   if (heap_backing_on)
     heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:

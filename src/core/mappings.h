@@ -56,6 +56,7 @@ void ms__mappings_fill(ms_snapshot_t *snap, int cached_only,
 typedef struct ms__maps_figures_s {
   uint64_t stack_resident, stack_unbacked; /* main and thread stacks */
   uint64_t other_resident, other_unbacked; /* mappings outside the allocator */
+  uint64_t other_lazy; /* of other_unbacked: resident, but MADV_FREE'd */
   uint64_t python_resident, python_mapped; /* of which Python's arenas */
   uint32_t python_arenas;                  /* how many */
   /* The allocator's own mappings (counted by its provider, not here):
@@ -66,6 +67,9 @@ typedef struct ms__maps_figures_s {
   /* What libmemstats itself holds (core/self.h): the agent thread's stack,
    * the mappings the library made, its data and bss; in no class above. */
   uint64_t self_resident, self_mapped;
+  /* The program's shared anonymous mappings (core/ranges.h): shared
+   * memory, in no class of Sys. */
+  uint64_t shared_resident, shared_mapped;
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;
 /* Reads now (under the caller's serialisation) and returns the figures. */

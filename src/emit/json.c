@@ -187,6 +187,13 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
       ms__strbuf_printf(out, ",\"Self\":%" PRId64, ms__self_outside(s));
     ms__strbuf_puts(out, "}");
   }
+  /* Shared memory the program mapped itself (beyond Go; the kernel's
+   * RssShmem and RssFile are in "kernel"). */
+  if (ms__field_known(s, MS_F_SHARED_ANON))
+    ms__strbuf_printf(out,
+                      ",\"shared\":{\"Anon\":%" PRIu64
+                      ",\"AnonResident\":%" PRIu64 "}",
+                      s->shared_anon, s->shared_anon_resident);
   /* What libmemstats itself holds (beyond Go): resident and mapped, its
    * profile table (BuckHashSys) included. */
   if (ms__field_known(s, MS_F_MEMSTATS_SELF))

@@ -332,8 +332,9 @@ static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
  * the smaps_rollup figures only when they were asked for. */
 static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   static const ms_field_t fields[] = {
-      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,  MS_F_KERNEL_LAZYFREE,
-      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP, MS_F_KERNEL_ANON_RSS};
+      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,       MS_F_KERNEL_LAZYFREE,
+      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP,      MS_F_KERNEL_ANON_RSS,
+      MS_F_KERNEL_RSS_FILE,  MS_F_KERNEL_RSS_SHMEM};
   cell_t cells[sizeof fields / sizeof fields[0]];
   size_t n = 0;
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -347,6 +348,26 @@ static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   }
   ms__strbuf_puts(out, "Kernel\n");
   put_cells(out, cells, n);
+}
+
+/* What is resident beside the anonymous RSS, and so in no class: the
+ * shared memory (RssShmem), of it the shared anonymous mappings the
+ * program made, and the file-backed memory (RssFile). */
+static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
+  if (!ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) &&
+      !ms__field_known(s, MS_F_SHARED_ANON))
+    return;
+  char shmem[FIG], file[FIG], mine[FIG], mapped[FIG];
+  ms__strbuf_printf(out, "  and outside it: shared %s",
+                    ms__fmt_field(shmem, sizeof shmem, s,
+                                  MS_F_KERNEL_RSS_SHMEM));
+  if (ms__field_known(s, MS_F_SHARED_ANON) && s->shared_anon > 0)
+    ms__strbuf_printf(
+        out, " (the program's shared anonymous mappings %s of %s)",
+        ms__fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON));
+  ms__strbuf_printf(out, ", file-backed %s\n",
+                    ms__fmt_field(file, sizeof file, s, MS_F_KERNEL_RSS_FILE));
 }
 
 /* What the classes account for against the kernel's anonymous RSS: Ready
@@ -395,6 +416,7 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                       "; %s%s counted as backed that the kernel does "
                       "not hold\n",
                       m, ms__fmt_iec(gap, sizeof gap, -d));
+  put_shared(out, s);
 }
 
 /* Which provider gave which field: the trace from a figure to its source. */

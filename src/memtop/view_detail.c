@@ -174,7 +174,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
-      accounted[32], python[64], self[32];
+      accounted[32], python[64], self[32], shmem[32];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -185,7 +185,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
    * smaps_rollup, which memtop asks for only now and then for this view:
    * until they are there they are left out rather than shown as '-'.
    * Pieces that do not fit are left out whole, from the right. */
-  piece_t p[12];
+  piece_t p[13];
   int n = 0;
   p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
   p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
@@ -207,6 +207,11 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
           (piece_t){"accounted", accounted,
                     pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
     }
+  }
+  /* Shared memory: resident, in no class (nor in AnonRSS). */
+  if (ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) && s->kernel_rss_shmem > 0) {
+    field_bytes(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM);
+    p[n++] = (piece_t){"Shmem", shmem, MT_ST_NORMAL};
   }
   /* What libmemstats itself holds (resident), apart from the program's. */
   if (ms__field_known(s, MS_F_MEMSTATS_SELF)) {

@@ -249,6 +249,16 @@ static void make_mappings(ms_snapshot_t *s) {
   ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
   ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
+  /* Beside it: 8 MiB of shared memory, 6 MiB of it the program's own
+   * shared anonymous mapping of 16 MiB, and 4 MiB of files. */
+  s->kernel_rss_file = 4194304;
+  s->kernel_rss_shmem = 8388608;
+  ms__set_quality(s, MS_F_KERNEL_RSS_FILE, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_RSS_SHMEM, MS_Q_EXACT, -1);
+  s->shared_anon = 16777216;
+  s->shared_anon_resident = 6291456;
+  ms__set_quality(s, MS_F_SHARED_ANON, MS_Q_EXACT, 2);
+  ms__set_quality(s, MS_F_SHARED_ANON_RESIDENT, MS_Q_EXACT, 2);
 }
 
 /* The same program as a target of 0.2 as it first shipped sends it: every
