@@ -171,11 +171,10 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          "/proc/PID/status): what Ready should account for."},
     [MS_F_OFF_HEAP_RELEASED] =
         {MS_F_OFF_HEAP_RELEASED, "OffHeapReleased", U64(off_heap_released),
-         MS__UNIT_BYTES, 0, NULL, "memstats_off_heap_released_bytes",
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_off_heap_released_bytes",
          "Bytes of the off-heap classes (stacks, mappings outside the "
          "allocator, its untouched metadata) mapped but not backed; each "
-         "class holds its part, and Prepared is HeapReleased plus this.",
-         1},
+         "class holds its part, and Prepared is HeapReleased plus this."},
     [MS_F_PYTHON_ARENAS] =
         {MS_F_PYTHON_ARENAS, "PythonArenas", U64(python_arenas), MS__UNIT_COUNT,
          0, NULL, "memstats_python_arenas",
@@ -194,16 +193,14 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
                                     "the kernel backs (part of OtherSys)."},
     [MS_F_STACK_RELEASED] =
         {MS_F_STACK_RELEASED, "StackReleased", U64(stack_released),
-         MS__UNIT_BYTES, 0, NULL, "memstats_stack_released_bytes",
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_stack_released_bytes",
          "Bytes of thread stacks mapped but not backed (part of StackSys and "
-         "of OffHeapReleased).",
-         1},
+         "of OffHeapReleased)."},
     [MS_F_OTHER_RELEASED] =
         {MS_F_OTHER_RELEASED, "OtherReleased", U64(other_released),
-         MS__UNIT_BYTES, 0, NULL, "memstats_other_released_bytes",
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_other_released_bytes",
          "Bytes of mappings outside the allocator mapped but not backed (part "
-         "of OtherSys and of OffHeapReleased).",
-         1},
+         "of OtherSys and of OffHeapReleased)."},
     [MS_F_MEMSTATS_SELF] =
         {MS_F_MEMSTATS_SELF, "MemstatsSelf", U64(memstats_self),
          MS__UNIT_BYTES, 0, NULL, "memstats_self_bytes",

@@ -88,7 +88,7 @@ static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
   ms__strbuf_append(out, "{", 1);
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
-    if (!fi->in_go && (all || !fi->in_memstats))
+    if (fi->in_go != MS__GO && (all || fi->in_go != MS__GO_TOO))
       continue;
     if (!all && ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
