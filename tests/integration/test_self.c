@@ -6,7 +6,8 @@
  * (/proc/PID/maps, smaps, task/TID/syscall):
  *
  *   - the agent thread's stack is small (not the stack rlimit's 8 MiB,
- *     even with `ulimit -s` at 64 MiB), and it is no part of StackSys:
+ *     even with `ulimit -s` at 64 MiB), four times what it touches serving
+ *     snapshots and a heap profile at least, and no part of StackSys:
  *     a program of one thread has the main stack's size as StackSys, and
  *     its unbacked part (smaps Size - Rss) as StackReleased, exactly;
  *   - MemstatsSelf holds the agent stack's resident bytes and the profile
@@ -186,6 +187,12 @@ static void check_self(unsigned stack_kib) {
     usleep(300000);
   }
   assert_non_null(j);
+  /* The agent's deepest work: a heap profile, cut, copied and encoded. */
+  char prof[128];
+  snprintf(prof, sizeof prof, "%s/heap.pb.gz", dir);
+  char *pargv[] = {memtop, (char *)"profile", run_pidstr(t.pid), (char *)"-o",
+                   prof, NULL};
+  assert_int_equal(run_capture(&res, pargv, -1), 0);
 
   uintptr_t sp = agent_sp(t.pid);
   assert_true(sp != 0);
@@ -201,8 +208,10 @@ static void check_self(unsigned stack_kib) {
                 num(j, "memstats", "StackSys"),
                 num(j, "memstats", "StackInuse"));
 
-  /* Small, whatever the stack rlimit says. */
+  /* Small, whatever the stack rlimit says, and four times what the agent
+   * touched at most (its descriptor and TLS included). */
   assert_true(agent.size <= (1u << 20));
+  assert_true(agent.rss * 4 <= agent.size);
   /* The program's one stack is all of StackSys: the agent's is not in
    * it, and what the kernel does not back of it is StackReleased. */
   assert_int_equal(num(j, "memstats", "StackSys"), main_stack.size);
