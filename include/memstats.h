@@ -257,7 +257,7 @@ typedef struct ms_snapshot_s {
   uint64_t python_arena_sys;
   uint64_t python_arena_resident;
 
-  /* ---- added in 0.2.1 ----
+  /* ---- added after 0.2's first release ----
    * The parts of OffHeapReleased in StackSys and in OtherSys (the rest of
    * it, on jemalloc, is in MSpanSys). What of OtherSys is in use is
    * OtherSys - OtherReleased. */

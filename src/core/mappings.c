@@ -35,6 +35,10 @@
  * does not back (never touched, or handed back with MADV_DONTNEED) to
  * OtherReleased and StackReleased, and to their sum OffHeapReleased, a
  * term of Prepared, as HeapSys holds HeapReleased.
+ * What libmemstats itself holds (the agent thread's stack, the mappings
+ * made from its own object, its data and bss) is in no class but its own
+ * figure, MemstatsSelf (core/self.c); the program's shared anonymous
+ * mappings are shared memory, apart from Sys (core/ranges.c).
  * The resident part of Sys is then comparable with the kernel's RssAnon
  * (KernelAnonRSS), and the gap between them is what nothing here accounts
  * for (the data and bss of the program and its libraries once written,

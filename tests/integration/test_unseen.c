@@ -331,7 +331,8 @@ static void check_pl_unseen(json_t *j) {
     fail_msg("OtherSys - OtherReleased %.1f MiB, want the program's own "
              "60 MiB resident",
              backed / MiB);
-  /* Four threads' 256 KiB frames, the main stack, the agent's. */
+  /* Four threads' 256 KiB frames and the main stack (the agent's is
+   * libmemstats's own, not the program's). */
   double stack = num(j, "memstats", "StackSys");
   if (stack < 4 * 256 * 1024)
     fail_msg("StackSys %.0f bytes, want at least the four threads' 1 MiB "
