@@ -511,12 +511,18 @@ static void test_program_madv_free(void **state) {
     skip(); /* a kernel without MADV_FREE's accounting in smaps */
   }
   assert_true(other >= 32 * MiB && other <= 34 * MiB);
-  /* What the program's own view says is in use, within the libraries'
-   * own small mappings. */
-  if (backed < rss - lazy || backed > rss - lazy + 2 * MiB)
-    fail_msg("OtherSys - OtherReleased %.1f MiB, want the mapping's Rss - "
-             "LazyFree %.1f MiB",
-             backed / MiB, (rss - lazy) / MiB);
+  /* What the kernel says is in use, within the libraries' own small
+   * mappings above, and within 1 MiB below: the kernel leaves pages still
+   * in its per-CPU batches out of a MADV_FREE (LazyFree read 16 KiB short
+   * of the 16 MiB once in three runs under ASan), which the interposer
+   * cannot see; so the figure is an estimate, and says so. */
+  assert_string_equal(json_string_value(json_object_get(
+                          json_object_get(j, "quality"), "OtherReleased")),
+                      "estimated");
+  if (backed < rss - lazy - 1 * MiB || backed > rss - lazy + 2 * MiB)
+    fail_msg("OtherSys - OtherReleased %.0f bytes, want the mapping's Rss - "
+             "LazyFree %.0f bytes (Rss %.0f, LazyFree %.0f)",
+             backed, rss - lazy, rss, lazy);
   json_decref(j);
   stop(c);
 }

@@ -17,9 +17,16 @@
 #define MiB (1024u * 1024u)
 
 int main(void) {
-  char *p = mmap(NULL, 32 * MiB, PROT_READ | PROT_WRITE,
+  /* A page of PROT_NONE on either side: the kernel merges adjacent
+   * anonymous mappings of the same protection, and smaps would then say
+   * the neighbour's pages with this one's. */
+  long ps = sysconf(_SC_PAGESIZE);
+  char *g = mmap(NULL, 32 * MiB + 2 * (size_t)ps, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
+  if (g == MAP_FAILED)
+    return 1;
+  char *p = g + ps;
+  if (mprotect(p, 32 * MiB, PROT_READ | PROT_WRITE) != 0)
     return 1;
   memset(p, 7, 32 * MiB);
 #ifdef MADV_FREE
