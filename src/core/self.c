@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "core/self.h"
@@ -31,14 +32,19 @@ int ms__self_stack(uintptr_t start, uintptr_t end) {
   return t != 0 && start <= t && t < end;
 }
 
-/* The base of this library's object, looked up once (0: not found). */
+/* The base of this library's object, looked up once (0: not found, or
+ * the library is linked into the program itself, whose mappings and data
+ * it cannot tell from its own). */
 static const void *own_base(void) {
   static const void *base;
   static int done;
   if (!__atomic_load_n(&done, __ATOMIC_ACQUIRE)) {
-    Dl_info di;
+    Dl_info di, main_di;
     const void *b = NULL;
-    if (dladdr((const void *)&own_base, &di) && di.dli_fbase)
+    unsigned long entry = getauxval(AT_ENTRY);
+    if (dladdr((const void *)&own_base, &di) && di.dli_fbase &&
+        !(entry && dladdr((const void *)entry, &main_di) &&
+          main_di.dli_fbase == di.dli_fbase))
       b = di.dli_fbase;
     __atomic_store_n(&base, b, __ATOMIC_RELAXED);
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
