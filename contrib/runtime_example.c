@@ -324,9 +324,9 @@ static int check(void) {
   bad += check_u64("NumGC", s.num_gc, g_book.num_gc);
   bad += check_u64("NumForcedGC", s.num_forced_gc, g_book.num_forced);
   bad += check_u64("NextGC", s.next_gc, g_book.next_gc);
+  /* Each class holds its unbacked part (the stacks' in StackSys). */
   uint64_t parts = s.heap_sys + s.stack_sys + s.mspan_sys + s.mcache_sys +
-                   s.buck_hash_sys + s.gc_sys + s.other_sys +
-                   s.off_heap_released; /* stacks' unbacked part */
+                   s.buck_hash_sys + s.gc_sys + s.other_sys;
   bad += check_u64("Sys=sum(*Sys)", s.sys, parts);
   uint64_t hist = ms_pause_hist_total(&s.pause_hist);
   bad += check_u64("PauseHist", hist, g_book.num_gc);

@@ -127,6 +127,18 @@ typedef enum ms_field_e {
   MS_F_PYTHON_ARENA_ALLOC, /* of those: bytes in allocated blocks */
   /* Beyond Go: how old the allocator's sample behind the heap figures is */
   MS_F_HEAP_SAMPLE_AGE,
+  /* Beyond Go: the unbacked part of a class, per class (their sum with
+   * the allocator's unbacked metadata is OffHeapReleased) */
+  MS_F_STACK_RELEASED,
+  MS_F_OTHER_RELEASED,
+  /* Beyond Go: what libmemstats itself holds in the process */
+  MS_F_MEMSTATS_SELF,
+  MS_F_MEMSTATS_SELF_SYS,
+  /* Beyond Go: shared and file-backed memory */
+  MS_F_KERNEL_RSS_FILE,   /* RssFile of /proc/self/status */
+  MS_F_KERNEL_RSS_SHMEM,  /* RssShmem of /proc/self/status */
+  MS_F_SHARED_ANON,
+  MS_F_SHARED_ANON_RESIDENT,
   MS_F__COUNT
 } ms_field_t;
 
@@ -228,20 +240,22 @@ typedef struct ms_snapshot_s {
   /* The kernel's anonymous RSS (RssAnon of /proc/self/status), read with
    * every snapshot: what the classes above should account for (Ready). */
   uint64_t kernel_anon_rss;
-  /* Stacks and anonymous mappings made outside the allocator (and, on
-   * jemalloc, its metadata mapped but never touched) are counted by what
-   * the kernel backs: their resident bytes in StackSys/StackInuse, OtherSys
-   * and MSpanSys, the rest of their size (never touched, or handed back)
-   * here. A term of Sys (Sys is the sum of the *Sys fields and this) and
-   * of Prepared (HeapReleased + OffHeapReleased). */
+  /* The unbacked part of the off-heap classes: as HeapSys holds
+   * HeapReleased, each class holds its own mapped but unbacked bytes
+   * (StackSys the whole stack mappings, OtherSys the whole mappings made
+   * outside the allocator, MSpanSys, on jemalloc, its metadata mapped but
+   * never touched), and this is their sum: never touched, or handed back.
+   * A term of Prepared (HeapReleased + OffHeapReleased); Sys is the sum of
+   * the *Sys fields. (0.2 as it first shipped kept it outside the classes,
+   * a term of Sys of its own; a caller of that layout still gets that.) */
   uint64_t off_heap_released;
   /* A Python interpreter's object allocator (pymalloc) in the process: its
    * arenas (1 MiB each in CPython 3.10 and later), as the preload's mmap
    * interposer sees them made from Python's own code, how many bytes they
    * map and how many of those the kernel backs (pools in use or once used;
    * pymalloc carves pools from an arena in order and never hands a pool's
-   * pages back, so the rest was never touched). Part of OtherSys (resident)
-   * and OffHeapReleased (the rest); unavailable where no Python arena is
+   * pages back, so the rest was never touched). Part of OtherSys (the rest,
+   * unbacked, of OtherReleased too); unavailable where no Python arena is
    * mapped. */
   uint64_t python_arenas;
   uint64_t python_arena_sys;
@@ -263,11 +277,39 @@ typedef struct ms_snapshot_s {
    * counted, and bounded by the kernel's view of its heaps, as estimates.
    * Unavailable where no allocator's sample owns the heap figures. */
   uint64_t heap_sample_age_ns;
+
+  /* ---- added after 0.2's first release ----
+   * The parts of OffHeapReleased in StackSys and in OtherSys (the rest of
+   * it, on jemalloc, is in MSpanSys). What of OtherSys is in use is
+   * OtherSys - OtherReleased. */
+  uint64_t stack_released;
+  uint64_t other_released;
+  /* What libmemstats itself holds in the process: its agent thread's
+   * stack, the mappings it makes (the agent's buffers, the engine's
+   * per-thread counters, a profile being sent), its own data and bss, and
+   * the profile table (BuckHashSys). Resident bytes (MemstatsSelf) and
+   * mapped bytes (MemstatsSelfSys). None of it is in the program's
+   * classes but BuckHashSys, Go's class for the profile table; the
+   * mappings are known to it under the preload only. */
+  uint64_t memstats_self;
+  uint64_t memstats_self_sys;
+  /* The kernel's resident shared memory (RssShmem: shared anonymous
+   * mappings, System V and POSIX shared memory, tmpfs files mapped) and
+   * file-backed memory (RssFile: code, libraries, mapped files), from
+   * /proc/self/status; neither is in RssAnon nor in any class of Sys. */
+  uint64_t kernel_rss_file;
+  uint64_t kernel_rss_shmem;
+  /* The shared anonymous mappings the program made itself (mmap with
+   * MAP_SHARED | MAP_ANONYMOUS, as the preload sees it; inherited across
+   * fork): their size, and their pages in memory. Shared memory: part of
+   * RssShmem, no part of Sys. */
+  uint64_t shared_anon;
+  uint64_t shared_anon_resident;
 } ms_snapshot_t;
 
 /* The breakdown shown by memtop, computed from a snapshot:
  *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
- *                  + BuckHashSys + GCSys + OtherSys
+ *                  + BuckHashSys + GCSys + (OtherSys - OtherReleased)
  *   Prepared     = HeapReleased + OffHeapReleased
  *   Ready        = Sys - Prepared
  *   fragOverhead = HeapInuse - HeapAlloc
@@ -291,8 +333,9 @@ typedef struct ms_breakdown_s {
    * when the split between Ready and Prepared is an estimate. */
   int64_t total;
   ms_quality_t q_total;
-  /* Nonzero when Sys != the sum of the *Sys fields (OffHeapReleased
-   * included). */
+  /* Nonzero when Sys != the sum of the *Sys fields (for a snapshot of
+   * 0.2 as it first shipped, whose classes leave OffHeapReleased out: the
+   * sum of the *Sys fields and OffHeapReleased). */
   int sys_mismatch;
 
   /* ---- added in 0.2 ----
@@ -327,7 +370,8 @@ MS_EXTERN int ms_breakdown(const ms_snapshot_t *snap, ms_breakdown_t *out);
  * engine's figures and the latest figures of every active provider. Safe to
  * call from any thread; concurrent readers are serialised. A caller built
  * against an older header passes its own, smaller size and gets the fields
- * its struct has (0.1's layout is converted: its Sys leaves out
+ * its struct has (converted where the meaning changed: a class of 0.1's
+ * and 0.2's layouts holds only its backed bytes, and 0.1's Sys leaves out
  * OffHeapReleased, which it does not know). Returns 0, or MS_EINVAL (NULL,
  * or a size that is no layout of any version). */
 MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);

@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/thread.h"
 #include "common/procfs.h"
 #include "common/sockdir.h"
 #include "core/engine.h"
@@ -780,7 +781,7 @@ static int start_locked(void) {
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   __atomic_store_n(&g_stop, 0, __ATOMIC_RELEASE);
-  r = pthread_create(&g_thread, NULL, agent_main, NULL);
+  r = ms__agent_thread_create(&g_thread, agent_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (r == EAGAIN) {
     /* Not "busy, try again": a limit leaves no room for the thread. */

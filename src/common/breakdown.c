@@ -3,17 +3,26 @@
  * by the formulas of DESIGN.md and the seed program:
  *
  *   inuse        = HeapInuse + StackInuse + MSpanInuse + MCacheInuse
- *                  + BuckHashSys + GCSys + OtherSys
+ *                  + BuckHashSys + GCSys + (OtherSys - OtherReleased)
  *   Prepared     = HeapReleased + OffHeapReleased
  *   Ready        = Sys - Prepared
  *   fragOverhead = HeapInuse - HeapAlloc
  *   data         = inuse - fragOverhead
  *   idle         = Ready - inuse
  *
- * OffHeapReleased (beyond Go: stacks and mappings outside the allocator,
- * mapped but not backed; src/core/mappings.c) is a term of Sys and of
- * Prepared. A snapshot without it (Go's, an older library's) has it
- * unavailable: it then counts as 0 and changes no quality.
+ * OffHeapReleased (beyond Go: the unbacked part of the off-heap classes,
+ * which each class holds, as HeapSys holds HeapReleased; src/core/
+ * mappings.c) is a term of Prepared, and OtherReleased (its part in
+ * OtherSys) is no part of inuse: OtherSys counts whole into inuse only
+ * where it is all backed. A snapshot without them (Go's, an older
+ * library's) has them unavailable: they then count as 0 and change no
+ * quality.
+ *
+ * 0.2 as it first shipped kept OffHeapReleased outside the classes, a term
+ * of Sys of its own, with every class holding only its backed bytes. Such
+ * a snapshot (an older target's, read over the wire, or a caller's struct
+ * of that layout) has OffHeapReleased but no OtherReleased, and is read by
+ * its own rule: Sys = the sum of the *Sys fields and OffHeapReleased.
  *
  * Python's arenas (beyond Go) are a heap inside OtherSys, and count as a
  * heap does: their empty pools are idle, not inuse (PythonArenaResident -
@@ -43,6 +52,12 @@ static int64_t as_signed(uint64_t v) {
  * struct_size begins. When a figure is appended, the size before it joins
  * the sizes ms_breakdown_read() accepts. */
 #define MS__BREAKDOWN_SIZE_0_1 offsetof(ms_breakdown_t, struct_size)
+
+/* Whether the caller's snapshot reaches offset end: struct_size 0 is a
+ * snapshot filled by hand, taken as whole. */
+static int covers(const ms_snapshot_t *snap, size_t end) {
+  return snap->struct_size == 0 || snap->struct_size >= end;
+}
 
 /* The exported symbol of 0.1 (memstats.h maps the name to
  * ms_breakdown_read for code built against this header). */
@@ -87,6 +102,18 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
       (size != MS__BREAKDOWN_SIZE_0_1 && size < sizeof(ms_breakdown_t)))
     return MS_EINVAL;
 
+  /* A snapshot of an older caller's layout (struct_size says so) ends
+   * before these fields and their quality: none of them is read. */
+  int have_ohr =
+      covers(snap, offsetof(ms_snapshot_t, off_heap_released) +
+                       sizeof snap->off_heap_released) &&
+      ms__field_known(snap, MS_F_OFF_HEAP_RELEASED);
+  int split = covers(snap, offsetof(ms_snapshot_t, other_released) +
+                               sizeof snap->other_released) &&
+              ms__field_known(snap, MS_F_OTHER_RELEASED);
+  /* 0.2's first rule: the unbacked part outside every class. */
+  int ohr_outside = have_ohr && !split;
+
   static const ms_field_t inuse_terms[] = {
       MS_F_HEAP_INUSE,    MS_F_STACK_INUSE, MS_F_MSPAN_INUSE, MS_F_MCACHE_INUSE,
       MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,      MS_F_OTHER_SYS,
@@ -103,14 +130,13 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
     q_inuse =
         ms__quality_worst(q_inuse, ms__field_quality(snap, inuse_terms[i]));
   }
+  /* OtherSys's unbacked part is in use by nobody: it is Prepared. */
+  if (split) {
+    inuse -= snap->other_released;
+    q_inuse = ms__quality_worst(q_inuse,
+                                ms__field_quality(snap, MS_F_OTHER_RELEASED));
+  }
 
-  /* A snapshot of an older caller's layout (0.1, struct_size says so)
-   * ends before OffHeapReleased and its quality: neither is read. */
-  int have_ohr =
-      (snap->struct_size == 0 ||
-       snap->struct_size >= offsetof(ms_snapshot_t, off_heap_released) +
-                                sizeof snap->off_heap_released) &&
-      ms__field_quality(snap, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE;
   uint64_t ohr = have_ohr ? snap->off_heap_released : 0;
   uint64_t prepared = snap->heap_released + ohr;
   uint64_t ready = snap->sys - prepared;
@@ -164,7 +190,7 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
       checkable = 0;
   uint64_t sum = snap->heap_sys + snap->stack_sys + snap->mspan_sys +
                  snap->mcache_sys + snap->buck_hash_sys + snap->gc_sys +
-                 snap->other_sys + ohr;
+                 snap->other_sys + (ohr_outside ? ohr : 0);
   b.sys_mismatch = checkable && sum != snap->sys;
 
   /* Only what the caller's struct has room for: a prefix of this layout

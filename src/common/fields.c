@@ -171,9 +171,10 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          "/proc/PID/status): what Ready should account for."},
     [MS_F_OFF_HEAP_RELEASED] =
         {MS_F_OFF_HEAP_RELEASED, "OffHeapReleased", U64(off_heap_released),
-         MS__UNIT_BYTES, 0, NULL, "memstats_off_heap_released_bytes",
-         "Bytes of stacks and mappings outside the allocator that are mapped "
-         "but not backed (part of Sys and of Prepared)."},
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_off_heap_released_bytes",
+         "Bytes of the off-heap classes (stacks, mappings outside the "
+         "allocator, its untouched metadata) mapped but not backed; each "
+         "class holds its part, and Prepared is HeapReleased plus this."},
     [MS_F_PYTHON_ARENAS] =
         {MS_F_PYTHON_ARENAS, "PythonArenas", U64(python_arenas), MS__UNIT_COUNT,
          0, NULL, "memstats_python_arenas",
@@ -181,8 +182,8 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
     [MS_F_PYTHON_ARENA_SYS] =
         {MS_F_PYTHON_ARENA_SYS, "PythonArenaSys", U64(python_arena_sys),
          MS__UNIT_BYTES, 0, NULL, "memstats_python_arena_bytes",
-         "Bytes mapped for Python's object allocator arenas (part of OtherSys "
-         "and OffHeapReleased)."},
+         "Bytes mapped for Python's object allocator arenas (part of "
+         "OtherSys)."},
     [MS_F_PYTHON_ARENA_RESIDENT] = {MS_F_PYTHON_ARENA_RESIDENT,
                                     "PythonArenaResident",
                                     U64(python_arena_resident), MS__UNIT_BYTES,
@@ -205,6 +206,48 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          MS__UNIT_NS, 0, NULL, "memstats_heap_sample_age_seconds",
          "Age of the allocator's sample the heap figures come from (0: taken "
          "for this snapshot)."},
+    [MS_F_STACK_RELEASED] =
+        {MS_F_STACK_RELEASED, "StackReleased", U64(stack_released),
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_stack_released_bytes",
+         "Bytes of thread stacks mapped but not backed (part of StackSys and "
+         "of OffHeapReleased)."},
+    [MS_F_OTHER_RELEASED] =
+        {MS_F_OTHER_RELEASED, "OtherReleased", U64(other_released),
+         MS__UNIT_BYTES, MS__GO_TOO, NULL, "memstats_other_released_bytes",
+         "Bytes of mappings outside the allocator mapped but not backed (part "
+         "of OtherSys and of OffHeapReleased)."},
+    [MS_F_MEMSTATS_SELF] =
+        {MS_F_MEMSTATS_SELF, "MemstatsSelf", U64(memstats_self),
+         MS__UNIT_BYTES, 0, NULL, "memstats_self_bytes",
+         "Resident bytes libmemstats itself holds in the process (its "
+         "thread's stack, buffers, data, the profile table BuckHashSys); "
+         "in no class but BuckHashSys."},
+    [MS_F_MEMSTATS_SELF_SYS] =
+        {MS_F_MEMSTATS_SELF_SYS, "MemstatsSelfSys", U64(memstats_self_sys),
+         MS__UNIT_BYTES, 0, NULL, "memstats_self_sys_bytes",
+         "Bytes libmemstats itself has mapped in the process (its thread's "
+         "stack, buffers, data, the profile table)."},
+    [MS_F_KERNEL_RSS_FILE] =
+        {MS_F_KERNEL_RSS_FILE, "KernelRssFile", U64(kernel_rss_file),
+         MS__UNIT_BYTES, 0, "rssfile", "memstats_kernel_rss_file_bytes",
+         "File-backed resident memory (RssFile of /proc/PID/status: code, "
+         "libraries, mapped files)."},
+    [MS_F_KERNEL_RSS_SHMEM] =
+        {MS_F_KERNEL_RSS_SHMEM, "KernelRssShmem", U64(kernel_rss_shmem),
+         MS__UNIT_BYTES, 0, "rssshmem", "memstats_kernel_rss_shmem_bytes",
+         "Resident shared memory (RssShmem of /proc/PID/status: shared "
+         "anonymous mappings, System V and POSIX shared memory)."},
+    [MS_F_SHARED_ANON] =
+        {MS_F_SHARED_ANON, "SharedAnon", U64(shared_anon), MS__UNIT_BYTES, 0,
+         NULL, "memstats_shared_anon_bytes",
+         "Bytes of shared anonymous mappings the program made (MAP_SHARED | "
+         "MAP_ANONYMOUS); shared memory, not in Sys."},
+    [MS_F_SHARED_ANON_RESIDENT] =
+        {MS_F_SHARED_ANON_RESIDENT, "SharedAnonResident",
+         U64(shared_anon_resident), MS__UNIT_BYTES, 0, NULL,
+         "memstats_shared_anon_resident_bytes",
+         "Bytes of the program's shared anonymous mappings in memory (part of "
+         "RssShmem)."},
 };
 
 static int valid(ms_field_t f) {

@@ -37,13 +37,21 @@ typedef struct ms__field_info_s {
   size_t offset;       /* offsetof(ms_snapshot_t, ...) */
   ms__ctype_t ctype;
   ms__unit_t unit;
-  int in_go; /* 1 if this is one of Go's MemStats fields */
+  /* 1 (MS__GO) if this is one of Go's MemStats fields; MS__GO_TOO for a
+   * field beyond Go that --json's "memstats" object carries after Go's,
+   * because Go's identities need it there (Prepared = HeapReleased +
+   * OffHeapReleased: a reader of Go's layout ignores a member it does not
+   * know); 0 for the others. */
+  int in_go;
   /* A figure of the kernel's: its key in --json's "kernel" object ("rss");
    * NULL for every other field. */
   const char *kernel_key;
   const char *prom_name; /* "memstats_heap_alloc_bytes", NULL if none */
   const char *help;      /* one line, for Prometheus's HELP */
 } ms__field_info_t;
+
+#define MS__GO 1
+#define MS__GO_TOO 2
 
 /* The table, indexed by ms_field_t (ms__fields[i].id == i). */
 extern const ms__field_info_t ms__fields[MS_F__COUNT];

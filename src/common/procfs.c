@@ -97,6 +97,16 @@ static int smaps_line(const char *p, const char *name, uint64_t *bytes) {
   return 1;
 }
 
+int ms__proc_kb(const char *text, const char *name, uint64_t *bytes) {
+  for (const char *p = text; p && *p;) {
+    if (smaps_line(p, name, bytes))
+      return 1;
+    const char *nl = strchr(p, '\n');
+    p = nl ? nl + 1 : NULL;
+  }
+  return 0;
+}
+
 int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out) {
   static const struct {
     const char *name;

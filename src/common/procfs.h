@@ -29,6 +29,11 @@ typedef struct ms__smaps_s {
  * number of figures found. Pure; no allocation. */
 int ms__parse_smaps_rollup(const char *text, ms__smaps_t *out);
 
+/* The value in bytes of the first "Name:   <n> kB" line named name in text
+ * (/proc/PID/status, smaps_rollup). Returns 1 and sets *bytes, or 0 if
+ * there is no such line or it cannot be read. Pure; no allocation. */
+int ms__proc_kb(const char *text, const char *name, uint64_t *bytes);
+
 /* Parses a decimal unsigned integer from the environment-style string s:
  * digits only (surrounding blanks allowed), at most max. Returns 0 or
  * MS_EINVAL; garbage never reads as a number. */

@@ -100,6 +100,15 @@ static void fill_kernel(ms_snapshot_t *s) {
     s->kernel_anon_rss = (rss - shared) * page;
     ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
   }
+  /* statm's third figure splits in /proc/self/status into the file-backed
+   * and the shared memory: what RssAnon leaves out, said. */
+  char st[4096];
+  if (ms__read_small_file("/proc/self/status", st, sizeof st) <= 0)
+    return;
+  if (ms__proc_kb(st, "RssFile", &s->kernel_rss_file))
+    ms__set_quality(s, MS_F_KERNEL_RSS_FILE, MS_Q_EXACT, -1);
+  if (ms__proc_kb(st, "RssShmem", &s->kernel_rss_shmem))
+    ms__set_quality(s, MS_F_KERNEL_RSS_SHMEM, MS_Q_EXACT, -1);
 }
 
 /* ---- smaps_rollup ---------------------------------------------------- */
@@ -246,8 +255,7 @@ static void finish(ms_snapshot_t *s) {
   if (!ms__field_known(s, MS_F_SYS) && ms__field_known(s, MS_F_HEAP_SYS)) {
     static const ms_field_t parts[] = {
         MS_F_HEAP_SYS,      MS_F_STACK_SYS, MS_F_MSPAN_SYS, MS_F_MCACHE_SYS,
-        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS,
-        MS_F_OFF_HEAP_RELEASED};
+        MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,    MS_F_OTHER_SYS};
     uint64_t sum = 0;
     ms_quality_t q = MS_Q_EXACT;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
@@ -266,11 +274,11 @@ static void finish(ms_snapshot_t *s) {
 int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
                        size_t len) {
   /* Sys = the sum of its terms, and Ready, as the breakdown computes them
-   * (one definition of both: OffHeapReleased is a term of each). */
+   * (one definition of both). */
   ms_breakdown_t b;
   ms_breakdown(s, &b);
   if (b.sys_mismatch) {
-    snprintf(why, len, "Sys %llu != sum of *Sys and OffHeapReleased",
+    snprintf(why, len, "Sys %llu != sum of the *Sys fields",
              (unsigned long long)s->sys);
     return MS_EPROTO;
   }
@@ -342,7 +350,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *s, size_t size) {
 #define MS__SNAPSHOT_SIZE_0_1                                                  \
   ((offsetof(ms_snapshot_t, quality) + 2 * MS__F_COUNT_0_1 + 7) & ~(size_t)7)
 /* 0.2 as it first shipped ended with off_heap_released; the Python
- * arena fields came after it. */
+ * arena fields came after it, and the per-class unbacked parts after
+ * those. */
 #define MS__SNAPSHOT_SIZE_0_2 (offsetof(ms_snapshot_t, off_heap_released) + 8)
 /* Then it ended with python_arena_resident, before the Python arenas'
  * in-use figures and HeapSampleAge. */
@@ -355,10 +364,35 @@ size_t ms__snapshot_size_0_1(void) {
   return MS__SNAPSHOT_SIZE_0_1;
 }
 
+/* The classes as the layouts before the per-class unbacked parts had them:
+ * each holds only its backed bytes (OffHeapReleased outside them, a term
+ * of Sys of its own), which is what a caller of those layouts computes
+ * its breakdown from. The mappings' parts are known (StackReleased,
+ * OtherReleased); the rest of OffHeapReleased is the allocator's untouched
+ * metadata, in MSpanSys. */
+static void classes_backed_only(ms_snapshot_t *h, const ms_snapshot_t *full) {
+  uint64_t rest = full->off_heap_released;
+  if (!ms__field_known(full, MS_F_OFF_HEAP_RELEASED))
+    return;
+  if (ms__field_known(full, MS_F_STACK_RELEASED) &&
+      full->stack_released <= h->stack_sys && full->stack_released <= rest) {
+    h->stack_sys -= full->stack_released;
+    rest -= full->stack_released;
+  }
+  if (ms__field_known(full, MS_F_OTHER_RELEASED) &&
+      full->other_released <= h->other_sys && full->other_released <= rest) {
+    h->other_sys -= full->other_released;
+    rest -= full->other_released;
+  }
+  if (rest <= h->mspan_sys)
+    h->mspan_sys -= rest;
+}
+
 /* A snapshot for a caller built against 0.1: its fields, its arrays. Sys
- * is what 0.1 meant by it, the sum of the *Sys fields that 0.1 has, so
- * OffHeapReleased (unknown to it) is left out of Sys: Ready = Sys -
- * HeapReleased then stays the backed memory. */
+ * is what 0.1 meant by it, the sum of the *Sys fields that 0.1 has, each
+ * class holding its backed bytes only, so OffHeapReleased (unknown to it)
+ * is left out of Sys: Ready = Sys - HeapReleased then stays the backed
+ * memory. */
 static void to_0_1(const ms_snapshot_t *full, void *dst) {
   uint8_t *d = dst;
   size_t head = offsetof(ms_snapshot_t, quality);
@@ -366,6 +400,7 @@ static void to_0_1(const ms_snapshot_t *full, void *dst) {
   memcpy(d, full, head);
   ms_snapshot_t *h = dst; /* the head is laid out as today */
   h->struct_size = (uint32_t)MS__SNAPSHOT_SIZE_0_1;
+  classes_backed_only(h, full);
   if (ms__field_known(full, MS_F_OFF_HEAP_RELEASED) &&
       full->sys >= full->off_heap_released)
     h->sys = full->sys - full->off_heap_released;
@@ -389,10 +424,13 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
     int r = ms__snapshot_read_opts(&full, sizeof full, flags);
     if (r != 0)
       return r;
-    if (size == MS__SNAPSHOT_SIZE_0_1)
+    if (size == MS__SNAPSHOT_SIZE_0_1) {
       to_0_1(&full, s);
-    else
+    } else {
+      /* 0.2's layouts: OffHeapReleased outside the classes, its rule. */
       memcpy(s, &full, size);
+      classes_backed_only(s, &full);
+    }
     s->struct_size = (uint32_t)size;
     return 0;
   }

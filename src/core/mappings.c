@@ -32,9 +32,15 @@
  *     gap between Ready and the kernel's anonymous RSS).
  *
  * What is counted, and how: only what the kernel backs is Ready. A
- * mapping's resident pages (mincore) go to OtherSys, a stack's to StackSys
- * and StackInuse; the rest of their size (never touched, or handed back
- * with MADV_DONTNEED) to OffHeapReleased, a term of Sys and of Prepared.
+ * mapping's whole size goes to OtherSys, a stack's to StackSys (its
+ * resident pages, by mincore, to StackInuse); the part of them the kernel
+ * does not back (never touched, or handed back with MADV_DONTNEED) to
+ * OtherReleased and StackReleased, and to their sum OffHeapReleased, a
+ * term of Prepared, as HeapSys holds HeapReleased.
+ * What libmemstats itself holds (the agent thread's stack, the mappings
+ * made from its own object, its data and bss) is in no class but its own
+ * figure, MemstatsSelf (core/self.c); the program's shared anonymous
+ * mappings are shared memory, apart from Sys (core/ranges.c).
  * The resident part of Sys is then comparable with the kernel's RssAnon
  * (KernelAnonRSS), and the gap between them is what nothing here accounts
  * for (the data and bss of the program and its libraries once written,
@@ -66,6 +72,8 @@
 #include "core/util.h"
 #include "core/mappings.h"
 #include "core/pymalloc.h"
+#include "core/ranges.h"
+#include "core/self.h"
 
 /* ---- the table ------------------------------------------------------------
  * A slot is free when start is 0, being written when it is MS__SLOT_BUSY,
@@ -199,7 +207,7 @@ static uint64_t resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
 }
 
 /* Who made a mapping, by the object its caller's address is in. */
-enum { OWNER_OTHER = 0, OWNER_ALLOCATOR, OWNER_PYTHON };
+enum { OWNER_OTHER = 0, OWNER_ALLOCATOR, OWNER_PYTHON, OWNER_SELF };
 
 static int starts_with(const char *s, const char *prefix) {
   return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -242,7 +250,9 @@ static int owner_kind_of(const void *ra) {
   base = base ? base + 1 : di.dli_fname;
   const void *afn = __atomic_load_n(&g_alloc_fn, __ATOMIC_RELAXED);
   int kind = OWNER_OTHER;
-  if ((afn && dladdr(afn, &ai) && ai.dli_fbase == di.dli_fbase) ||
+  if (ms__self_object(di.dli_fbase))
+    kind = OWNER_SELF;
+  else if ((afn && dladdr(afn, &ai) && ai.dli_fbase == di.dli_fbase) ||
       starts_with(base, "libjemalloc") || starts_with(base, "libtcmalloc") ||
       starts_with(base, "libmimalloc") || starts_with(base, "libgc.") ||
       starts_with(base, "libgc-"))
@@ -320,6 +330,11 @@ static int parse_vma(const char *p, const char *e, ms__vma_t *v) {
 static void stack_vma(ms__maps_figures_t *f, uintptr_t start, uintptr_t end) {
   uint64_t mapped;
   uint64_t res = resident(start, end, &mapped);
+  if (ms__self_stack(start, end)) { /* the agent's: the library's own */
+    f->self_resident += res;
+    f->self_mapped += mapped;
+    return;
+  }
   f->stack_resident += res;
   f->stack_unbacked += mapped - res;
   f->threads_stacks++;
@@ -570,14 +585,25 @@ void ms__mappings_read(ms__maps_figures_t *f) {
     }
     uint64_t mapped;
     uint64_t res = resident(st, en, &mapped);
-    if (kind == OWNER_ALLOCATOR) {
-      f->alloc_resident += res;
-      f->alloc_mapped += mapped;
+    if (kind == OWNER_ALLOCATOR || kind == OWNER_SELF) {
+      *(kind == OWNER_SELF ? &f->self_resident : &f->alloc_resident) += res;
+      *(kind == OWNER_SELF ? &f->self_mapped : &f->alloc_mapped) += mapped;
       continue;
     }
+    /* Pages the program handed back with MADV_FREE are Prepared while
+     * the kernel keeps them (core/ranges.c). */
+    uint64_t lazy = ms__ranges_resident(&ms__lazy_ranges, st, en, NULL);
+    lazy = lazy < res ? lazy : res;
+    res -= lazy;
+    f->other_lazy += lazy;
     f->other_resident += res;
     f->other_unbacked += mapped - res;
   }
+  f->shared_resident = ms__ranges_resident(&ms__shared_ranges, 0, UINTPTR_MAX,
+                                           &f->shared_mapped);
+  uint64_t static_mapped;
+  f->self_resident += ms__self_static(&static_mapped);
+  f->self_mapped += static_mapped;
   f->lost = __atomic_load_n(&g_lost, __ATOMIC_RELAXED);
   f->have_alloc = g_want_alloc;
   f->have_arenas = g_want_arenas;
@@ -762,10 +788,17 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     if (python_idx >= 0 && f->python_resident * 2 >= f->other_resident)
       oidx = python_idx;
   }
-  add_to(s, MS_F_STACK_SYS, f->stack_resident, q, idx);
+  /* Each class holds its unbacked part, as HeapSys holds HeapReleased. */
+  add_to(s, MS_F_STACK_SYS, f->stack_resident + f->stack_unbacked, q, idx);
   add_to(s, MS_F_STACK_INUSE, f->stack_resident, q, idx);
-  add_to(s, MS_F_OTHER_SYS, f->other_resident, q, oidx);
-  add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, q,
+  add_to(s, MS_F_STACK_RELEASED, f->stack_unbacked, q, idx);
+  add_to(s, MS_F_OTHER_SYS, f->other_resident + f->other_unbacked, q, oidx);
+  /* MADV_FREE'd pages the program may have written again since: an
+   * estimate. */
+  ms_quality_t ql =
+      f->other_lazy || ms__lazy_ranges.lost ? MS_Q_ESTIMATED : q;
+  add_to(s, MS_F_OTHER_RELEASED, f->other_unbacked, ql, oidx);
+  add_to(s, MS_F_OFF_HEAP_RELEASED, f->stack_unbacked + f->other_unbacked, ql,
          idx);
   if (f->python_arenas) {
     /* Python's object allocator, a heap of its own inside OtherSys, with
@@ -779,6 +812,15 @@ void ms__mappings_fill(ms_snapshot_t *s, int cached_only, int heap_backing_on) {
     add_to(s, MS_F_PYTHON_ARENA_INUSE, f->python_in_use, qu, pidx);
     add_to(s, MS_F_PYTHON_ARENA_ALLOC, f->python_alloc, qu, pidx);
   }
+  /* libmemstats itself: apart from every class, with the profile table
+   * (BuckHashSys, the one part of it in Sys) named in it. */
+  uint64_t buck = ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
+  add_to(s, MS_F_MEMSTATS_SELF, f->self_resident + buck, q, idx);
+  add_to(s, MS_F_MEMSTATS_SELF_SYS, f->self_mapped + buck, q, idx);
+  /* Shared anonymous memory the program mapped: apart from Sys. */
+  ms_quality_t qs = ms__shared_ranges.lost ? MS_Q_ESTIMATED : q;
+  add_to(s, MS_F_SHARED_ANON, f->shared_mapped, qs, idx);
+  add_to(s, MS_F_SHARED_ANON_RESIDENT, f->shared_resident, qs, idx);
   if (heap_backing_on)
     heap_backing(s);
   /* Sys is summed from its terms later, unless a provider set it already:

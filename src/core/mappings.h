@@ -28,9 +28,9 @@ void ms__map_set_allocator(const void *malloc_fn);
 
 /* ---- the snapshot side ---- */
 
-/* Adds the stacks and the foreign mappings to *snap: resident bytes to
- * StackSys/StackInuse and OtherSys, the rest of their size to
- * OffHeapReleased; appends "mappings" (and "python" when the program's
+/* Adds the stacks and the foreign mappings to *snap: their size to
+ * StackSys and OtherSys, resident stack bytes to StackInuse, the rest of
+ * their size to StackReleased, OtherReleased and OffHeapReleased; appends "mappings" (and "python" when the program's
  * Python object allocator has arenas) to snap->providers. Reads
  * /proc/self/maps and mincore() at most once per
  * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the cost of the last read); between
@@ -56,6 +56,7 @@ void ms__mappings_fill(ms_snapshot_t *snap, int cached_only,
 typedef struct ms__maps_figures_s {
   uint64_t stack_resident, stack_unbacked; /* main and thread stacks */
   uint64_t other_resident, other_unbacked; /* mappings outside the allocator */
+  uint64_t other_lazy; /* of other_unbacked: resident, but MADV_FREE'd */
   uint64_t python_resident, python_mapped; /* of which Python's arenas */
   uint32_t python_arenas;                  /* how many */
   /* Of their resident bytes: in pools holding a block at least, and in
@@ -74,6 +75,12 @@ typedef struct ms__maps_figures_s {
    * resident bytes, read only while asked (MS__MAPS_ARENAS). */
   uint64_t arena_mapped, arena_resident;
   int have_alloc, have_arenas; /* which of the two were measured */
+  /* What libmemstats itself holds (core/self.h): the agent thread's stack,
+   * the mappings the library made, its data and bss; in no class above. */
+  uint64_t self_resident, self_mapped;
+  /* The program's shared anonymous mappings (core/ranges.h): shared
+   * memory, in no class of Sys. */
+  uint64_t shared_resident, shared_mapped;
   int lost; /* the table overflowed: some mappings are not counted */
 } ms__maps_figures_t;
 /* Reads now (under the caller's serialisation) and returns the figures. */

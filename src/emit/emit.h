@@ -35,6 +35,24 @@ char *ms__fmt_duration(char *buf, size_t len, int64_t ns);
 char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
                     ms_field_t f);
 
+/* The unbacked part of MSpanSys: what of OffHeapReleased the stacks and the
+ * mappings outside the allocator (StackReleased, OtherReleased) do not hold,
+ * the allocator's untouched metadata (jemalloc's). Sets *v and returns the
+ * worst quality of the three, or MS_Q_UNAVAILABLE (and *v = 0) when one is
+ * unknown or they do not add up. */
+ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v);
+
+/* Whether s keeps OffHeapReleased outside its classes, a term of Sys of its
+ * own, as a target of 0.2 as it first shipped did (it sends no per-class
+ * parts): its classes then hold only their backed bytes. */
+int ms__off_heap_outside(const ms_snapshot_t *s);
+
+/* The resident bytes libmemstats itself holds outside every class
+ * (MemstatsSelf less its profile table, BuckHashSys, which is in Sys): a
+ * part of the kernel's anonymous RSS that Ready does not hold. 0 when
+ * unknown. */
+int64_t ms__self_outside(const ms_snapshot_t *s);
+
 /* A float64 exactly as Go's encoding/json writes it: the shortest digits
  * that read back as the same double, in 'f' form unless |v| < 1e-6 or
  * |v| >= 1e21, where it is 'e' form with Go's exponent ("1e-7", "1e+21").
@@ -69,7 +87,9 @@ int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
 /* One JSON object, no newline: pid, comm, start_time, time_unix_ns,
  * age_ms, providers, memstats (Go's MemStats layout: field order, names and
  * value forms as Go's encoding/json writes them; unavailable fields are
- * left out), breakdown (Ready, Prepared, Data, FragOverhead, Idle;
+ * left out; then OffHeapReleased, StackReleased and OtherReleased where
+ * known, so that Sys = the sum of the *Sys fields and Prepared =
+ * HeapReleased + OffHeapReleased within the one object), breakdown (Ready, Prepared, Data, FragOverhead, Idle;
  * unavailable ones left out), quality (every field by name), kernel (rss,
  * vsz, lazyfree, anonhuge, swap; unavailable ones left out). Always valid
  * JSON, whatever bytes comm holds. Returns 0, MS_EINVAL or MS_ENOMEM. */

@@ -357,3 +357,35 @@ int ms__json_string(ms__strbuf_t *out, const char *s, size_t n) {
   ms__strbuf_append(out, "\"", 1);
   return out->oom ? MS_ENOMEM : 0;
 }
+
+/* ------------------------------------------------------------------------
+ * The unbacked parts of the off-heap classes
+ * ------------------------------------------------------------------------ */
+
+ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v) {
+  ms_quality_t q = ms__quality_worst(
+      ms__field_quality(s, MS_F_OFF_HEAP_RELEASED),
+      ms__quality_worst(ms__field_quality(s, MS_F_STACK_RELEASED),
+                        ms__field_quality(s, MS_F_OTHER_RELEASED)));
+  uint64_t parts = s->stack_released + s->other_released;
+  *v = 0;
+  if (q == MS_Q_UNAVAILABLE || parts < s->stack_released ||
+      parts > s->off_heap_released)
+    return MS_Q_UNAVAILABLE;
+  *v = s->off_heap_released - parts;
+  return q;
+}
+
+int ms__off_heap_outside(const ms_snapshot_t *s) {
+  return ms__field_known(s, MS_F_OFF_HEAP_RELEASED) &&
+         !ms__field_known(s, MS_F_OTHER_RELEASED);
+}
+
+int64_t ms__self_outside(const ms_snapshot_t *s) {
+  if (!ms__field_known(s, MS_F_MEMSTATS_SELF))
+    return 0;
+  uint64_t buck =
+      ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
+  uint64_t v = s->memstats_self > buck ? s->memstats_self - buck : 0;
+  return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}

@@ -79,13 +79,16 @@ static void go_member(ms__strbuf_t *out, int *first, const ms_snapshot_t *s,
   }
 }
 
-/* The memstats object; with all == 0, unavailable fields are left out. */
+/* The memstats object; with all == 0 (--json), unavailable fields are left
+ * out, and the beyond-Go terms of Go's identities (OffHeapReleased and its
+ * parts) follow Go's fields, so that a reader of this one object can
+ * reconcile Prepared; with all == 1, exactly Go's fields. */
 static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
   int first = 1;
   ms__strbuf_append(out, "{", 1);
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
-    if (!fi->in_go)
+    if (fi->in_go != MS__GO && (all || fi->in_go != MS__GO_TOO))
       continue;
     if (!all && ms__field_quality(s, (ms_field_t)f) == MS_Q_UNAVAILABLE)
       continue;
@@ -179,8 +182,27 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
     if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE)
       ms__strbuf_printf(out, ",\"OffHeapReleased\":%" PRIu64,
                         s->off_heap_released);
+    /* Of the gap, what libmemstats itself holds outside the classes. */
+    if (ms__field_known(s, MS_F_MEMSTATS_SELF))
+      ms__strbuf_printf(out, ",\"Self\":%" PRId64, ms__self_outside(s));
     ms__strbuf_puts(out, "}");
   }
+  /* Shared memory the program mapped itself (beyond Go; the kernel's
+   * RssShmem and RssFile are in "kernel"). */
+  if (ms__field_known(s, MS_F_SHARED_ANON))
+    ms__strbuf_printf(out,
+                      ",\"shared\":{\"Anon\":%" PRIu64
+                      ",\"AnonResident\":%" PRIu64 "}",
+                      s->shared_anon, s->shared_anon_resident);
+  /* What libmemstats itself holds (beyond Go): resident and mapped, its
+   * profile table (BuckHashSys) included. */
+  if (ms__field_known(s, MS_F_MEMSTATS_SELF))
+    ms__strbuf_printf(out,
+                      ",\"self\":{\"Resident\":%" PRIu64 ",\"Sys\":%" PRIu64
+                      ",\"BuckHashSys\":%" PRIu64 "}",
+                      s->memstats_self, s->memstats_self_sys,
+                      ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys
+                                                              : 0);
   /* Python's object allocator (beyond Go): its arenas, their mapped and
    * resident bytes, where a Python interpreter runs in the process. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {

@@ -115,32 +115,48 @@ static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
                     (unsigned)s->lib_version & 0xffu);
 }
 
-/* Sys by class: each row is a class, its columns the class's *Sys and
- * *Inuse fields and its share of Sys. */
+/* Sys by class: each row is a class, its columns the class's *Sys, *Inuse
+ * and unbacked (*Released) fields and its share of Sys. The Released
+ * column adds up to Prepared, shown on the total's row. */
 static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
                     const ms_breakdown_t *b) {
+  enum { NONE = -1, MSPAN_REST = -2 };
   static const struct {
     const char *name;
     ms_field_t sys;
-    int inuse; /* an ms_field_t, or -1: the whole class counts as in use */
+    int inuse;    /* an ms_field_t, or NONE: the whole class is in use */
+    int released; /* an ms_field_t, NONE, or MSPAN_REST */
   } rows[] = {
-      {"Heap", MS_F_HEAP_SYS, MS_F_HEAP_INUSE},
-      {"Stack", MS_F_STACK_SYS, MS_F_STACK_INUSE},
-      {"MSpan", MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE},
-      {"MCache", MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE},
-      {"BuckHash", MS_F_BUCK_HASH_SYS, -1},
-      {"GC", MS_F_GC_SYS, -1},
-      {"Other", MS_F_OTHER_SYS, -1},
+      {"Heap", MS_F_HEAP_SYS, MS_F_HEAP_INUSE, MS_F_HEAP_RELEASED},
+      {"Stack", MS_F_STACK_SYS, MS_F_STACK_INUSE, MS_F_STACK_RELEASED},
+      {"MSpan", MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MSPAN_REST},
+      {"MCache", MS_F_MCACHE_SYS, MS_F_MCACHE_INUSE, NONE},
+      {"BuckHash", MS_F_BUCK_HASH_SYS, NONE, NONE},
+      {"GC", MS_F_GC_SYS, NONE, NONE},
+      {"Other", MS_F_OTHER_SYS, NONE, MS_F_OTHER_RELEASED},
   };
-  ms__strbuf_printf(out, "Sys by class  %10s %10s %7s\n", "Sys", "Inuse",
-                    "of Sys");
+  /* A snapshot of 0.2 as it first shipped (an older target's) keeps
+   * OffHeapReleased outside its classes, a row of its own. */
+  int ohr_row = ms__off_heap_outside(s);
+  ms__strbuf_printf(out, "Sys by class  %10s %10s %10s %7s\n", "Sys", "Inuse",
+                    "Released", "of Sys");
   ms_quality_t q_sys = ms__field_quality(s, MS_F_SYS);
   uint64_t sum = 0;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-    char sys[FIG], inuse[FIG] = "", share[FIG] = "-";
+    char sys[FIG], inuse[FIG] = "", rel[FIG] = "", share[FIG] = "-";
     ms__fmt_field(sys, sizeof sys, s, rows[i].sys);
     if (rows[i].inuse >= 0)
       ms__fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
+    if (rows[i].released == MS_F_HEAP_RELEASED ||
+        (rows[i].released >= 0 && !ohr_row)) {
+      ms__fmt_field(rel, sizeof rel, s, (ms_field_t)rows[i].released);
+    } else if (rows[i].released == MSPAN_REST && !ohr_row) {
+      uint64_t v = 0;
+      ms_quality_t q = ms__mspan_released(s, &v);
+      if (q != MS_Q_UNAVAILABLE || ms__field_known(s, MS_F_MSPAN_SYS))
+        ms__fmt_bytes_q(rel, sizeof rel, v > INT64_MAX ? INT64_MAX : (int64_t)v,
+                        q);
+    }
     uint64_t v = ms__field_u64(s, rows[i].sys);
     sum += v;
     ms_quality_t q =
@@ -152,22 +168,33 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       snprintf(share, sizeof share, "%s%u.%u%%", q == MS_Q_ESTIMATED ? "~" : "",
                (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
-    ms__strbuf_printf(out, "  %-11s %10s %10s %7s\n", rows[i].name, sys, inuse,
-                      share);
+    ms__strbuf_printf(out, "  %-11s %10s %10s %10s %7s\n", rows[i].name, sys,
+                      inuse, rel, share);
   }
-  /* Beyond Go: the mapped but unbacked part of stacks and of mappings
-   * outside the allocator, a term of Sys (shown only where it is known). */
-  if (ms__field_quality(s, MS_F_OFF_HEAP_RELEASED) != MS_Q_UNAVAILABLE) {
+  if (ohr_row) {
     char v[FIG];
     sum += s->off_heap_released;
     ms__strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
                       ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
   }
-  char total[FIG];
-  ms__strbuf_printf(out, "  %-11s %10s\n", "total",
-                    ms__fmt_field(total, sizeof total, s, MS_F_SYS));
+  char total[FIG], prep[FIG];
+  ms__strbuf_printf(
+      out, "  %-11s %10s %10s %10s\n", "total",
+      ms__fmt_field(total, sizeof total, s, MS_F_SYS), "",
+      ms__fmt_bytes_q(prep, sizeof prep, b->prepared, b->q_prepared));
+  /* Beyond Go: what libmemstats itself holds, apart from the classes (its
+   * profile table excepted: BuckHashSys). */
+  if (ms__field_known(s, MS_F_MEMSTATS_SELF)) {
+    char res[FIG], mapped[FIG];
+    ms__strbuf_printf(
+        out,
+        "  libmemstats itself %s resident, %s mapped (in no class but "
+        "BuckHash)\n",
+        ms__fmt_field(res, sizeof res, s, MS_F_MEMSTATS_SELF),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_MEMSTATS_SELF_SYS));
+  }
   /* Beyond Go: Python's object allocator, a heap of its own inside
-   * OtherSys (its resident part) and OffHeapRel (the rest). */
+   * OtherSys. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {
     char n[FIG], mapped[FIG], res[FIG];
     ms__strbuf_printf(
@@ -314,8 +341,9 @@ static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
  * the smaps_rollup figures only when they were asked for. */
 static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   static const ms_field_t fields[] = {
-      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,  MS_F_KERNEL_LAZYFREE,
-      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP, MS_F_KERNEL_ANON_RSS};
+      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,       MS_F_KERNEL_LAZYFREE,
+      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP,      MS_F_KERNEL_ANON_RSS,
+      MS_F_KERNEL_RSS_FILE,  MS_F_KERNEL_RSS_SHMEM};
   cell_t cells[sizeof fields / sizeof fields[0]];
   size_t n = 0;
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -329,6 +357,26 @@ static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   }
   ms__strbuf_puts(out, "Kernel\n");
   put_cells(out, cells, n);
+}
+
+/* What is resident beside the anonymous RSS, and so in no class: the
+ * shared memory (RssShmem), of it the shared anonymous mappings the
+ * program made, and the file-backed memory (RssFile). */
+static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
+  if (!ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) &&
+      !ms__field_known(s, MS_F_SHARED_ANON))
+    return;
+  char shmem[FIG], file[FIG], mine[FIG], mapped[FIG];
+  ms__strbuf_printf(out, "  and outside it: shared %s",
+                    ms__fmt_field(shmem, sizeof shmem, s,
+                                  MS_F_KERNEL_RSS_SHMEM));
+  if (ms__field_known(s, MS_F_SHARED_ANON) && s->shared_anon > 0)
+    ms__strbuf_printf(
+        out, " (the program's shared anonymous mappings %s of %s)",
+        ms__fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT),
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON));
+  ms__strbuf_printf(out, ", file-backed %s\n",
+                    ms__fmt_field(file, sizeof file, s, MS_F_KERNEL_RSS_FILE));
 }
 
 /* What the classes account for against the kernel's anonymous RSS: Ready
@@ -352,6 +400,21 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                     ms__fmt_iec(ready, sizeof ready, b->ready),
                     ms__fmt_iec(anon, sizeof anon, a), m,
                     (unsigned)(permille / 10), (unsigned)(permille % 10));
+  /* libmemstats's own resident memory outside the classes is part of the
+   * gap: said apart, so that what is left is the program's. */
+  int64_t self = ms__self_outside(s);
+  if (d >= 0 && self > 0) {
+    char own[FIG];
+    if (self > d)
+      self = d;
+    d -= self;
+    ms__strbuf_printf(out, "; libmemstats itself %s%s",
+                      ms__field_quality(s, MS_F_MEMSTATS_SELF) ==
+                              MS_Q_ESTIMATED
+                          ? "~"
+                          : "",
+                      ms__fmt_iec(own, sizeof own, self));
+  }
   if (d >= 0)
     ms__strbuf_printf(out,
                       "; %s%s in no class (program and library data, "
@@ -362,6 +425,7 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                       "; %s%s counted as backed that the kernel does "
                       "not hold\n",
                       m, ms__fmt_iec(gap, sizeof gap, -d));
+  put_shared(out, s);
 }
 
 /* Which provider gave which field: the trace from a figure to its source. */

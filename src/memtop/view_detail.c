@@ -174,7 +174,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   char total[32], ready[32], prep[32], rss[32], lazy[32], swap[32], anon[32],
-      accounted[32], python[112];
+      accounted[32], python[112], self[32], shmem[32];
   mt_view_fmt_bytes(total, sizeof total, bd->total, bd->q_total, 0);
   mt_view_fmt_bytes(ready, sizeof ready, bd->ready, bd->q_ready, 0);
   mt_view_fmt_bytes(prep, sizeof prep, bd->prepared, bd->q_prepared, 0);
@@ -185,7 +185,7 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
    * smaps_rollup, which memtop asks for only now and then for this view:
    * until they are there they are left out rather than shown as '-'.
    * Pieces that do not fit are left out whole, from the right. */
-  piece_t p[10];
+  piece_t p[13];
   int n = 0;
   p[n++] = (piece_t){"Ready+Prepared", total, MT_ST_HEADER};
   p[n++] = (piece_t){"Ready", ready, MT_ST_NORMAL};
@@ -207,6 +207,16 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
           (piece_t){"accounted", accounted,
                     pct < 95.0 || pct > 105.0 ? MT_ST_ERROR : MT_ST_NORMAL};
     }
+  }
+  /* Shared memory: resident, in no class (nor in AnonRSS). */
+  if (ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) && s->kernel_rss_shmem > 0) {
+    field_bytes(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM);
+    p[n++] = (piece_t){"Shmem", shmem, MT_ST_NORMAL};
+  }
+  /* What libmemstats itself holds (resident), apart from the program's. */
+  if (ms__field_known(s, MS_F_MEMSTATS_SELF)) {
+    field_bytes(self, sizeof self, s, MS_F_MEMSTATS_SELF);
+    p[n++] = (piece_t){"libmemstats", self, MT_ST_DIM};
   }
   /* A Python interpreter's object allocator: its arenas' resident bytes
    * (part of OtherSys), how many arenas there are, and the bytes in its
@@ -285,9 +295,18 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
                                -1,
                                -1,
                                -1};
+  /* Each class's unbacked part, as the report's Released column: -2 is
+   * MSpanSys's, the rest of OffHeapReleased. A snapshot that keeps
+   * OffHeapReleased outside its classes (an older target's) has only the
+   * heap's. */
+  static const int released[7] = {
+      MS_F_HEAP_RELEASED, MS_F_STACK_RELEASED, -2, -1, -1, -1,
+      MS_F_OTHER_RELEASED};
   const ms_snapshot_t *s = &t->snap;
   char fig[32];
   int with_inuse = width >= 36;
+  int with_released = width >= 46;
+  int outside = ms__off_heap_outside(s);
   int vw = 12 + 10; /* label and Sys figure */
   mt_grid_clip(g, row, col, 8, width);
   field_bytes(fig, sizeof fig, s, MS_F_SYS);
@@ -295,6 +314,8 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
   label_value(g, row, col + 12, 10, "", fig, MT_ST_HEADER);
   if (with_inuse)
     mt_grid_puts(g, row, col + vw + 5, "Inuse", -1, MT_ST_DIM);
+  if (with_released)
+    mt_grid_puts(g, row, col + vw + 12, "Released", -1, MT_ST_DIM);
   for (int i = 0; i < 7; i++) {
     field_bytes(fig, sizeof fig, s, sys[i]);
     label_value(g, row + 1 + i, col + 1, vw - 1, ms_field_name(sys[i]), fig,
@@ -303,6 +324,17 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
       field_bytes(fig, sizeof fig, s, (ms_field_t)inuse[i]);
       label_value(g, row + 1 + i, col + vw, 10, "", fig, MT_ST_NORMAL);
     }
+    if (!with_released || released[i] == -1 || (outside && i > 0))
+      continue;
+    if (released[i] >= 0) {
+      field_bytes(fig, sizeof fig, s, (ms_field_t)released[i]);
+    } else {
+      uint64_t v = 0;
+      ms_quality_t q = ms__mspan_released(s, &v);
+      mt_view_fmt_bytes(fig, sizeof fig, v > INT64_MAX ? INT64_MAX : (int64_t)v,
+                        q, 0);
+    }
+    label_value(g, row + 1 + i, col + vw + 10, 10, "", fig, MT_ST_NORMAL);
   }
   mt_grid_unclip(g);
 }

@@ -10,14 +10,15 @@
  *   HeapSys      = HeapInuse + HeapIdle
  *   Sys          = stats.mapped + stats.retained
  *   MSpanSys     = what jemalloc maps for itself (its base allocator:
- *                  extent structures, rtree, tcache structures) and has
- *                  backed: stats.resident - active - dirty (estimated:
- *                  jemalloc counts its metadata pages as resident once
- *                  they are in use, not by asking the kernel)
- *   OffHeapReleased = the rest of what it maps for itself, Sys - HeapSys -
- *                  MSpanSys: reserved, never touched (its base allocator
- *                  maps in large steps); Prepared, like Go's unbacked
- *                  memory, so that Ready is jemalloc's stats.resident,
+ *                  extent structures, rtree, tcache structures), Sys -
+ *                  HeapSys
+ *   OffHeapReleased = the part of MSpanSys it has not backed: MSpanSys -
+ *                  (stats.resident - active - dirty) (estimated: jemalloc
+ *                  counts its metadata pages as resident once they are in
+ *                  use, not by asking the kernel), reserved and never
+ *                  touched (its base allocator maps in large steps);
+ *                  Prepared, like Go's unbacked memory, so that Ready is
+ *                  jemalloc's stats.resident,
  *                  or less: under the preload, the resident pages of
  *                  jemalloc's own mappings bound it (je_sample)
  *   MSpanInuse   = stats.metadata, at most MSpanSys
@@ -269,7 +270,8 @@ static int je_sample(ms__pv_sample_t *out, unsigned flags) {
         q_released = MS_Q_ESTIMATED;
     }
     ms__pv_set(out, MS_F_SYS, sys, MS_Q_EXACT);
-    ms__pv_set(out, MS_F_MSPAN_SYS, meta_sys, q_meta);
+    /* MSpanSys holds its unbacked part, as HeapSys holds HeapReleased. */
+    ms__pv_set(out, MS_F_MSPAN_SYS, meta_sys + unbacked, q_meta);
     ms__pv_set(out, MS_F_OFF_HEAP_RELEASED, unbacked, q_meta);
     ms__pv_set(out, MS_F_MSPAN_INUSE, metadata < meta_sys ? metadata : meta_sys,
                metadata <= meta_sys ? q_meta : MS_Q_ESTIMATED);

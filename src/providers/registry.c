@@ -336,12 +336,13 @@ static const ms_field_t heap_fields[] = {
     MS_F_HEAP_SYS,  MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE,       MS_F_HEAP_RELEASED,
     MS_F_MSPAN_SYS, MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS,       MS_F_MCACHE_INUSE,
     MS_F_GC_SYS,    MS_F_OTHER_SYS,   MS_F_OFF_HEAP_RELEASED};
-/* The terms of Sys a provider may fill (Sys is their sum):
- * OffHeapReleased is the owner's metadata that is mapped but not backed
- * (jemalloc's), to which the mappings add their own (core/mappings.c). */
-static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS,   MS_F_MSPAN_SYS,
+/* The terms of Sys a provider may fill (Sys is their sum). OffHeapReleased
+ * (the owner's metadata that is mapped but not backed: jemalloc's, to which
+ * the mappings add their own, core/mappings.c) is no term: its class holds
+ * it. */
+static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS, MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,
-                                       MS_F_OTHER_SYS,  MS_F_OFF_HEAP_RELEASED};
+                                       MS_F_OTHER_SYS};
 
 static void put(ms_snapshot_t *snap, ms_field_t f, uint64_t v, ms_quality_t q,
                 int idx) {
@@ -411,7 +412,8 @@ static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
   static const ms_field_t classes[] = {
       MS_F_STACK_INUSE,   MS_F_STACK_SYS,    MS_F_MSPAN_INUSE,
       MS_F_MSPAN_SYS,     MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,
-      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS};
+      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS,
+      MS_F_STACK_RELEASED, MS_F_OTHER_RELEASED};
   if (!have_owner || !ms__field_known(snap, MS_F_HEAP_SYS))
     return;
   if (engine_heap)

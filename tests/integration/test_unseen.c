@@ -14,8 +14,10 @@
  *   cc1plus         g++ -c on a template-heavy file: GCC's collector;
  *   demo            $BUILD/contrib/demo.
  *
- * In every snapshot: Sys is the sum of the *Sys fields and OffHeapReleased,
- * Prepared is HeapReleased + OffHeapReleased, Ready is Sys - Prepared. Where
+ * In every snapshot, from the JSON's memstats object alone (Go's rule: each
+ * class holds its unbacked part, as HeapSys holds HeapReleased): Sys is the
+ * sum of the *Sys fields, Prepared is HeapReleased + OffHeapReleased, Ready
+ * is Sys - Prepared. Where
  * the allocator's own figures are right (glibc), the resident part of Sys
  * (Ready) is within 5% of the kernel's anonymous RSS, both the snapshot's
  * (KernelAnonRSS, read in the same snapshot) and /proc/PID/status RssAnon
@@ -222,13 +224,23 @@ static void check_identities(json_t *j) {
     assert_null(json_object_get(json_object_get(j, "breakdown"), "Ready"));
     return;
   }
-  double sum = num(j, "accounted", "OffHeapReleased");
+  double sum = 0;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
     sum += num(j, "memstats", parts[i]);
-  assert_true(num(j, "memstats", "Sys") == sum);
+  if (num(j, "memstats", "Sys") != sum)
+    fail_msg("Sys %.0f != the sum of the *Sys fields %.0f",
+             num(j, "memstats", "Sys"), sum);
   assert_true(num(j, "breakdown", "Prepared") ==
               num(j, "memstats", "HeapReleased") +
-                  num(j, "accounted", "OffHeapReleased"));
+                  num(j, "memstats", "OffHeapReleased"));
+  /* Its parts are in their classes. */
+  assert_true(num(j, "memstats", "StackReleased") <=
+              num(j, "memstats", "StackSys"));
+  assert_true(num(j, "memstats", "OtherReleased") <=
+              num(j, "memstats", "OtherSys"));
+  assert_true(num(j, "memstats", "StackReleased") +
+                  num(j, "memstats", "OtherReleased") <=
+              num(j, "memstats", "OffHeapReleased"));
   assert_true(num(j, "breakdown", "Ready") ==
               num(j, "memstats", "Sys") - num(j, "breakdown", "Prepared"));
   assert_true(num(j, "accounted", "Ready") == num(j, "breakdown", "Ready"));
@@ -301,26 +313,36 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-/* What pl_unseen maps itself, resident: 24 MiB of its buffer, 20 MiB of
- * its pool (32 - 8 unmapped - 4 handed back), 16 MiB grown by mremap. */
+/* What pl_unseen maps itself: its buffer (64 MiB), its pool (32 - 8
+ * unmapped) and 16 MiB grown by mremap; resident of it: 24 MiB of the
+ * buffer, 20 MiB of the pool (4 handed back), the 16 MiB grown. */
+#define PL_UNSEEN_MAPPED (104.0 * MiB)
 #define PL_UNSEEN_OTHER (60.0 * MiB)
 
 static void check_pl_unseen(json_t *j) {
   double other = num(j, "memstats", "OtherSys");
-  /* Its own mappings, and nothing of the allocator's: a little more
+  double backed = other - num(j, "memstats", "OtherReleased");
+  /* Its own mappings whole, and nothing of the allocator's: a little more
    * (the libraries' own small mappings) is allowed. */
-  if (other < PL_UNSEEN_OTHER || other > PL_UNSEEN_OTHER + 2 * MiB)
-    fail_msg("OtherSys %.1f MiB, want the program's own 60 MiB", other / MiB);
-  /* Four threads' 256 KiB frames, the main stack, the agent's. */
+  if (other < PL_UNSEEN_MAPPED || other > PL_UNSEEN_MAPPED + 2 * MiB)
+    fail_msg("OtherSys %.1f MiB, want the program's own 104 MiB mapped",
+             other / MiB);
+  if (backed < PL_UNSEEN_OTHER || backed > PL_UNSEEN_OTHER + 2 * MiB)
+    fail_msg("OtherSys - OtherReleased %.1f MiB, want the program's own "
+             "60 MiB resident",
+             backed / MiB);
+  /* Four threads' 256 KiB frames and the main stack (the agent's is
+   * libmemstats's own, not the program's). */
   double stack = num(j, "memstats", "StackSys");
   if (stack < 4 * 256 * 1024)
     fail_msg("StackSys %.0f bytes, want at least the four threads' 1 MiB "
              "(StackInuse %.0f, OffHeapReleased %.0f)",
              stack, num(j, "memstats", "StackInuse"),
-             num(j, "accounted", "OffHeapReleased"));
+             num(j, "memstats", "OffHeapReleased"));
   /* The untouched 40 MiB of the buffer, the 4 MiB handed back, the
    * threads' untouched stack. */
-  assert_true(num(j, "accounted", "OffHeapReleased") >= 44 * MiB);
+  assert_true(num(j, "memstats", "OffHeapReleased") >= 44 * MiB);
+  assert_true(num(j, "memstats", "OtherReleased") >= 44 * MiB);
   assert_true(has_provider(j, "mappings"));
 }
 
@@ -485,7 +507,8 @@ static void test_python_freed_half(void **state) {
       num(j, "memstats", "HeapAlloc") + num(j, "memstats", "StackInuse") +
       num(j, "memstats", "MSpanInuse") + num(j, "memstats", "MCacheInuse") +
       num(j, "memstats", "BuckHashSys") + num(j, "memstats", "GCSys") +
-      num(j, "memstats", "OtherSys") - num(j, "python", "ArenaResident");
+      num(j, "memstats", "OtherSys") - num(j, "memstats", "OtherReleased") -
+      num(j, "python", "ArenaResident");
   double data = num(j, "breakdown", "Data");
   print_message("python3, half of 750000 pairs freed: %.1f MiB in allocated "
                 "blocks by its own count; memtop: data %.1f MiB, of which "
@@ -506,6 +529,145 @@ static void test_python_freed_half(void **state) {
               num(j, "python", "ArenaResident"));
   assert_true(exact(j, "PythonArenaInuse") && exact(j, "PythonArenaAlloc"));
   check_accounted(j, c.pid, "python3");
+  json_decref(j);
+  stop(c);
+}
+
+/* Resident and lazily freed bytes of pid's mapping at addr, as the kernel
+ * has them (/proc/PID/smaps: Rss, LazyFree). Returns 0, or -1. */
+static int smaps_of(pid_t pid, unsigned long addr, double *rss,
+                    double *lazy) {
+  char path[64], line[512];
+  snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  int in = 0, found = 0;
+  *rss = *lazy = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long a, b, kb;
+    if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, ' ') &&
+        strchr(line, '-') < strchr(line, ' ')) {
+      in = a == addr;
+      found |= in;
+      continue;
+    }
+    if (in && sscanf(line, "Rss: %lu kB", &kb) == 1)
+      *rss = kb * 1024.0;
+    if (in && sscanf(line, "LazyFree: %lu kB", &kb) == 1)
+      *lazy = kb * 1024.0;
+  }
+  fclose(f);
+  return found ? 0 : -1;
+}
+
+/* Pages a program handed back with MADV_FREE are Prepared (issue 19 item
+ * 10): pl_lazy maps 32 MiB, writes it, frees 16 MiB of it so; the part of
+ * OtherSys in use is what the kernel holds of that mapping and has not
+ * marked LazyFree (its smaps Rss - LazyFree), the rest OtherReleased. */
+static void test_program_madv_free(void **state) {
+  (void)state;
+  char path[1300], said[1024];
+  snprintf(path, sizeof path, "%s/progs/pl_lazy", build);
+  char *argv[] = {path, NULL};
+  child_t c = spawn(argv, preload);
+  wait_ready_said(c, said, sizeof said);
+  unsigned long addr = 0;
+  int pid = 0;
+  const char *r = strstr(said, "ready ");
+  assert_non_null(r);
+  assert_int_equal(sscanf(r, "ready %d %lx", &pid, &addr), 2);
+  (void)pid;
+  usleep(300000);
+  json_t *j = fresh_snapshot(c.pid);
+  assert_non_null(j);
+  double rss = 0, lazy = 0;
+  assert_int_equal(smaps_of(c.pid, addr, &rss, &lazy), 0);
+  double other = num(j, "memstats", "OtherSys");
+  double backed = other - num(j, "memstats", "OtherReleased");
+  print_message("pl_lazy: its mapping Rss %.1f MiB, LazyFree %.1f MiB; "
+                "OtherSys %.1f MiB, OtherReleased %.1f MiB (%s)\n",
+                rss / MiB, lazy / MiB, other / MiB,
+                num(j, "memstats", "OtherReleased") / MiB,
+                json_string_value(json_object_get(
+                    json_object_get(j, "quality"), "OtherReleased")));
+  if (lazy == 0 && rss >= 32 * MiB) {
+    json_decref(j);
+    stop(c);
+    skip(); /* a kernel without MADV_FREE's accounting in smaps */
+  }
+  assert_true(other >= 32 * MiB && other <= 34 * MiB);
+  /* What the kernel says is in use, within the libraries' own small
+   * mappings above, and within 1 MiB below: the kernel leaves pages still
+   * in its per-CPU batches out of a MADV_FREE (LazyFree read 16 KiB short
+   * of the 16 MiB once in three runs under ASan), which the interposer
+   * cannot see; so the figure is an estimate, and says so. */
+  assert_string_equal(json_string_value(json_object_get(
+                          json_object_get(j, "quality"), "OtherReleased")),
+                      "estimated");
+  if (backed < rss - lazy - 1 * MiB || backed > rss - lazy + 2 * MiB)
+    fail_msg("OtherSys - OtherReleased %.0f bytes, want the mapping's Rss - "
+             "LazyFree %.0f bytes (Rss %.0f, LazyFree %.0f)",
+             backed, rss - lazy, rss, lazy);
+  json_decref(j);
+  stop(c);
+}
+
+static double status_kb(pid_t pid, const char *name) {
+  char path[64], buf[4096];
+  size_t n = strlen(name);
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return -1;
+  double kb = -1;
+  while (fgets(buf, sizeof buf, f))
+    if (strncmp(buf, name, n) == 0 && buf[n] == ':' &&
+        sscanf(buf + n + 1, "%lf kB", &kb) == 1)
+      break;
+  fclose(f);
+  return kb * 1024.0;
+}
+
+/* Shared memory is said, not hidden (issue 19 item 9): pl_lazy's shared
+ * anonymous mapping (8 MiB, 4 MiB written) is its own figure, the same as
+ * the kernel's smaps says of it, and no part of Sys; RssShmem and RssFile
+ * are the kernel's, as /proc/PID/status has them. */
+static void test_program_shared(void **state) {
+  (void)state;
+  char path[1300], said[1024];
+  snprintf(path, sizeof path, "%s/progs/pl_lazy", build);
+  char *argv[] = {path, NULL};
+  child_t c = spawn(argv, preload);
+  wait_ready_said(c, said, sizeof said);
+  unsigned long addr = 0, shared = 0;
+  int pid = 0;
+  const char *r = strstr(said, "ready ");
+  assert_non_null(r);
+  assert_int_equal(sscanf(r, "ready %d %lx %lx", &pid, &addr, &shared), 3);
+  usleep(300000);
+  json_t *j = fresh_snapshot(c.pid);
+  assert_non_null(j);
+  double rss = 0, lazy = 0;
+  assert_int_equal(smaps_of(c.pid, shared, &rss, &lazy), 0);
+  double shmem = status_kb(c.pid, "RssShmem");
+  double file = status_kb(c.pid, "RssFile");
+  print_message("pl_lazy: shared mapping Rss %.1f MiB, /proc RssShmem %.1f "
+                "MiB, RssFile %.1f MiB; memtop: shared %.1f of %.1f MiB, "
+                "rssshmem %.1f MiB, rssfile %.1f MiB, OtherSys %.1f MiB\n",
+                rss / MiB, shmem / MiB, file / MiB,
+                num(j, "shared", "AnonResident") / MiB,
+                num(j, "shared", "Anon") / MiB, num(j, "kernel", "rssshmem") / MiB,
+                num(j, "kernel", "rssfile") / MiB,
+                num(j, "memstats", "OtherSys") / MiB);
+  assert_true(num(j, "kernel", "rssshmem") == shmem);
+  assert_true(num(j, "kernel", "rssfile") == file);
+  assert_true(num(j, "shared", "Anon") == 8 * MiB);
+  assert_true(num(j, "shared", "AnonResident") == rss);
+  assert_true(rss == 4 * MiB);
+  /* Not in Sys: OtherSys is the private mapping (32 MiB) and the
+   * libraries' own small ones. */
+  assert_true(num(j, "memstats", "OtherSys") <= 34 * MiB);
   json_decref(j);
   stop(c);
 }
@@ -633,6 +795,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_program_glibc),
       cmocka_unit_test(test_program_jemalloc),
+      cmocka_unit_test(test_program_madv_free),
+      cmocka_unit_test(test_program_shared),
       cmocka_unit_test(test_python),
       cmocka_unit_test(test_python_freed_half),
       cmocka_unit_test(test_gxx),

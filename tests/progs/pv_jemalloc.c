@@ -38,9 +38,14 @@ static void read_je(void) {
 }
 
 /* jemalloc's part of Ready: its heap's backed memory and its metadata's
- * (the stacks and the program's own mappings are the rest of Ready). */
+ * (the stacks and the program's own mappings are the rest of Ready).
+ * MSpanSys holds the metadata's unbacked part too: what of OffHeapReleased
+ * the stacks and the mappings do not hold. */
 static uint64_t allocator_ready(const ms_snapshot_t *s) {
-  return s->heap_sys - s->heap_released + s->mspan_sys + s->mcache_sys;
+  uint64_t meta_unbacked =
+      s->off_heap_released - s->stack_released - s->other_released;
+  return s->heap_sys - s->heap_released + s->mspan_sys - meta_unbacked +
+         s->mcache_sys;
 }
 
 /* At most jemalloc's stats.resident (2% over: read a moment apart), which

@@ -100,7 +100,7 @@ static inline int govec_fill(json_t *root, ms_snapshot_t *s, char *err,
       continue;
     }
     int f = ms__field_by_go_name(key);
-    if (f < 0 || !ms__fields[f].in_go) {
+    if (f < 0 || ms__fields[f].in_go != MS__GO) {
       snprintf(err, errlen, "unknown Go field %s", key);
       return -1;
     }
@@ -118,7 +118,7 @@ static inline int govec_fill(json_t *root, ms_snapshot_t *s, char *err,
   }
   /* Every one of Go's fields must have been there. */
   for (int f = 0; f < MS_F__COUNT; f++)
-    if (ms__fields[f].in_go && s->quality[f] != MS_Q_EXACT) {
+    if (ms__fields[f].in_go == MS__GO && s->quality[f] != MS_Q_EXACT) {
       snprintf(err, errlen, "vector lacks %s", ms__fields[f].go_name);
       return -1;
     }

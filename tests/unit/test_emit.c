@@ -177,6 +177,103 @@ static void make_gc(ms_snapshot_t *s) {
   ms__set_quality(s, MS_F_MCACHE_SYS, MS_Q_EXACT, 0);
 }
 
+/* A glibc program under the preload with its own mappings and threads, as
+ * this library counts them: each off-heap class holds its unbacked part
+ * (StackSys the whole stacks, OtherSys the whole mappings), OffHeapReleased
+ * is their sum, and Sys the sum of the *Sys fields. */
+#define MAP_STACK_INUSE 1179648ull       /* 1.1 MiB touched */
+#define MAP_STACK_RELEASED 32509952ull   /* the rest of 4 x 8 MiB + 132 KiB */
+#define MAP_OTHER_RESIDENT 62914560ull   /* 60 MiB */
+#define MAP_OTHER_RELEASED 46137344ull   /* 44 MiB */
+static void make_mappings(ms_snapshot_t *s) {
+  memset(s, 0, sizeof *s);
+  s->struct_size = sizeof *s;
+  s->lib_version = 0x000200;
+  s->pid = 4242;
+  s->start_time = 5555;
+  snprintf(s->comm, sizeof s->comm, "pl_unseen");
+  s->seq = 9;
+  s->time_unix_ns = 1795312400000000000ull;
+  s->nproviders = 3;
+  snprintf(s->providers[0], MS_NAME_MAX, "tracked");
+  snprintf(s->providers[1], MS_NAME_MAX, "glibc");
+  snprintf(s->providers[2], MS_NAME_MAX, "mappings");
+  for (int f = 0; f < MS_F__COUNT; f++)
+    ms__set_quality(s, (ms_field_t)f, MS_Q_UNAVAILABLE, -1);
+  s->alloc = s->heap_alloc = 41943040; /* 40 MiB */
+  s->total_alloc = 83886080;
+  s->mallocs = 40001;
+  s->frees = 20000;
+  s->heap_objects = 20001;
+  static const ms_field_t tracked[] = {MS_F_ALLOC,      MS_F_TOTAL_ALLOC,
+                                       MS_F_MALLOCS,    MS_F_FREES,
+                                       MS_F_HEAP_ALLOC, MS_F_HEAP_OBJECTS};
+  for (size_t i = 0; i < sizeof tracked / sizeof tracked[0]; i++)
+    ms__set_quality(s, tracked[i], MS_Q_EXACT, 0);
+  s->heap_inuse = 50331648; /* 48 MiB */
+  s->heap_idle = 8388608;
+  s->heap_released = 2097152;
+  s->heap_sys = s->heap_inuse + s->heap_idle;
+  static const ms_field_t glibc[] = {
+      MS_F_HEAP_SYS,    MS_F_HEAP_IDLE,    MS_F_HEAP_INUSE,
+      MS_F_MSPAN_SYS,   MS_F_MSPAN_INUSE,  MS_F_MCACHE_SYS,
+      MS_F_MCACHE_INUSE, MS_F_GC_SYS,      MS_F_SYS};
+  for (size_t i = 0; i < sizeof glibc / sizeof glibc[0]; i++)
+    ms__set_quality(s, glibc[i], MS_Q_EXACT, 1);
+  ms__set_quality(s, MS_F_HEAP_RELEASED, MS_Q_ESTIMATED, 1);
+  s->stack_inuse = MAP_STACK_INUSE;
+  s->stack_released = MAP_STACK_RELEASED;
+  s->stack_sys = MAP_STACK_INUSE + MAP_STACK_RELEASED;
+  s->other_released = MAP_OTHER_RELEASED;
+  s->other_sys = MAP_OTHER_RESIDENT + MAP_OTHER_RELEASED;
+  s->off_heap_released = MAP_STACK_RELEASED + MAP_OTHER_RELEASED;
+  static const ms_field_t maps[] = {
+      MS_F_STACK_SYS,      MS_F_STACK_INUSE,    MS_F_OTHER_SYS,
+      MS_F_STACK_RELEASED, MS_F_OTHER_RELEASED, MS_F_OFF_HEAP_RELEASED};
+  for (size_t i = 0; i < sizeof maps / sizeof maps[0]; i++)
+    ms__set_quality(s, maps[i], MS_Q_EXACT, 2);
+  s->buck_hash_sys = 1572864;
+  ms__set_quality(s, MS_F_BUCK_HASH_SYS, MS_Q_EXACT, -1);
+  s->sys = s->heap_sys + s->stack_sys + s->other_sys + s->buck_hash_sys;
+  /* libmemstats itself: its profile table, 512 KiB more resident (its
+   * thread's stack, buffers) of 3 MiB more mapped. */
+  s->memstats_self = s->buck_hash_sys + 524288;
+  s->memstats_self_sys = s->buck_hash_sys + 3145728;
+  ms__set_quality(s, MS_F_MEMSTATS_SELF, MS_Q_EXACT, 2);
+  ms__set_quality(s, MS_F_MEMSTATS_SELF_SYS, MS_Q_EXACT, 2);
+  s->enable_gc = 0;
+  ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_EXACT, -1);
+  s->kernel_rss = 130023424;
+  s->kernel_vsz = 268435456;
+  s->kernel_anon_rss = 125435904; /* Ready and 3 MiB of data and bss */
+  ms__set_quality(s, MS_F_KERNEL_RSS, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_VSZ, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_ANON_RSS, MS_Q_EXACT, -1);
+  /* Beside it: 8 MiB of shared memory, 6 MiB of it the program's own
+   * shared anonymous mapping of 16 MiB, and 4 MiB of files. */
+  s->kernel_rss_file = 4194304;
+  s->kernel_rss_shmem = 8388608;
+  ms__set_quality(s, MS_F_KERNEL_RSS_FILE, MS_Q_EXACT, -1);
+  ms__set_quality(s, MS_F_KERNEL_RSS_SHMEM, MS_Q_EXACT, -1);
+  s->shared_anon = 16777216;
+  s->shared_anon_resident = 6291456;
+  ms__set_quality(s, MS_F_SHARED_ANON, MS_Q_EXACT, 2);
+  ms__set_quality(s, MS_F_SHARED_ANON_RESIDENT, MS_Q_EXACT, 2);
+}
+
+/* The same program as a target of 0.2 as it first shipped sends it: every
+ * class holds only its backed bytes, OffHeapReleased is a term of Sys
+ * outside them, and the per-class parts are not in the message. */
+static void make_legacy_0_2(ms_snapshot_t *s) {
+  make_mappings(s);
+  s->pid = 4243;
+  s->stack_sys = s->stack_inuse;
+  s->other_sys = MAP_OTHER_RESIDENT;
+  s->stack_released = s->other_released = 0;
+  ms__set_quality(s, MS_F_STACK_RELEASED, MS_Q_UNAVAILABLE, -1);
+  ms__set_quality(s, MS_F_OTHER_RELEASED, MS_Q_UNAVAILABLE, -1);
+}
+
 typedef struct fixture_s {
   char name[64];
   ms_snapshot_t *snap;
@@ -189,7 +286,7 @@ static size_t load_fixtures(fixture_t *fx) {
   glob_t g;
   size_t nv = govec_list(&g);
   assert_true(nv >= 6);
-  for (size_t i = 0; i < nv && n < MAX_FIXTURES - 2; i++, n++) {
+  for (size_t i = 0; i < nv && n < MAX_FIXTURES - 4; i++, n++) {
     fx[n].snap = malloc(sizeof *fx[n].snap);
     assert_non_null(fx[n].snap);
     govec_t v;
@@ -214,6 +311,16 @@ static size_t load_fixtures(fixture_t *fx) {
   assert_non_null(fx[n].snap);
   make_gc(fx[n].snap);
   snprintf(fx[n].name, sizeof fx[n].name, "handmade_gc");
+  n++;
+  fx[n].snap = malloc(sizeof *fx[n].snap);
+  assert_non_null(fx[n].snap);
+  make_mappings(fx[n].snap);
+  snprintf(fx[n].name, sizeof fx[n].name, "handmade_mappings");
+  n++;
+  fx[n].snap = malloc(sizeof *fx[n].snap);
+  assert_non_null(fx[n].snap);
+  make_legacy_0_2(fx[n].snap);
+  snprintf(fx[n].name, sizeof fx[n].name, "handmade_legacy_0_2");
   n++;
   return n;
 }
@@ -526,6 +633,118 @@ static void test_json_parses_and_agrees(void **state) {
     ms__strbuf_free(&out);
   }
   free_fixtures(fx, n);
+}
+
+/* The value of family name's sample for pid in a Prometheus exposition. */
+static double prom_value(const char *expo, const char *name, int pid) {
+  char key[160];
+  snprintf(key, sizeof key, "\n%s{pid=\"%d\"", name, pid);
+  const char *at = strstr(expo, key);
+  if (!at)
+    fail_msg("no sample %s for pid %d", name, pid);
+  const char *v = strstr(at + 1, "} ");
+  assert_non_null(v);
+  return strtod(v + 2, NULL);
+}
+
+/* Go's rule, as HeapSys holds HeapReleased: every off-heap class holds its
+ * unbacked part, so Sys is the sum of the *Sys fields and Prepared is
+ * HeapReleased + OffHeapReleased, and a reader of any one output (the
+ * JSON's memstats object, the Prometheus families, the report's Sys table)
+ * reconciles them from that output alone. */
+static void test_sys_is_the_sum_everywhere(void **state) {
+  (void)state;
+  static const char *const sys_fields[] = {
+      "HeapSys", "StackSys", "MSpanSys", "MCacheSys",
+      "BuckHashSys", "GCSys", "OtherSys"};
+  static const char *const sys_families[] = {
+      "memstats_heap_sys_bytes",   "memstats_stack_sys_bytes",
+      "memstats_mspan_sys_bytes",  "memstats_mcache_sys_bytes",
+      "memstats_buck_hash_sys_bytes", "memstats_gc_sys_bytes",
+      "memstats_other_sys_bytes"};
+  ms_snapshot_t *s = malloc(sizeof *s);
+  assert_non_null(s);
+  make_mappings(s);
+  ms_breakdown_t b;
+  ms_breakdown(s, &b);
+  assert_false(b.sys_mismatch);
+  /* The stacks' and mappings' unbacked bytes are Prepared, not in use. */
+  assert_int_equal(b.prepared, s->heap_released + s->off_heap_released);
+  assert_int_equal(b.ready, s->sys - b.prepared);
+  assert_int_equal(b.inuse, s->heap_inuse + MAP_STACK_INUSE +
+                                MAP_OTHER_RESIDENT + s->buck_hash_sys);
+
+  /* JSON: the memstats object alone. */
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(ms__emit_json(&out, s), 0);
+  json_error_t je;
+  json_t *j = json_loads(out.data, 0, &je);
+  assert_non_null(j);
+  json_t *ms = json_object_get(j, "memstats");
+  json_int_t sum = 0;
+  for (size_t i = 0; i < 7; i++)
+    sum += json_integer_value(json_object_get(ms, sys_fields[i]));
+  assert_int_equal(json_integer_value(json_object_get(ms, "Sys")), sum);
+  json_t *ohr = json_object_get(ms, "OffHeapReleased");
+  assert_true(json_is_integer(ohr));
+  assert_int_equal(
+      json_integer_value(json_object_get(ms, "HeapReleased")) +
+          json_integer_value(ohr),
+      json_integer_value(
+          json_object_get(json_object_get(j, "breakdown"), "Prepared")));
+  assert_int_equal(json_integer_value(json_object_get(ms, "OtherReleased")),
+                   MAP_OTHER_RELEASED);
+  assert_int_equal(json_integer_value(json_object_get(ms, "StackReleased")),
+                   MAP_STACK_RELEASED);
+  json_decref(j);
+  ms__strbuf_free(&out);
+
+  /* Prometheus: the families. */
+  ms__prom_target_t t = {s->pid, s, NULL, 0, 0};
+  assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
+  double psum = 0;
+  for (size_t i = 0; i < 7; i++)
+    psum += prom_value(out.data, sys_families[i], s->pid);
+  assert_true(prom_value(out.data, "memstats_sys_bytes", s->pid) == psum);
+  assert_true(prom_value(out.data, "memstats_prepared_bytes", s->pid) ==
+              prom_value(out.data, "memstats_heap_released_bytes", s->pid) +
+                  prom_value(out.data, "memstats_off_heap_released_bytes",
+                             s->pid));
+  ms__strbuf_free(&out);
+
+  /* The report: no row outside the classes, no warning, and the Released
+   * column's total is Prepared. */
+  assert_int_equal(ms__emit_report(&out, s), 0);
+  assert_null(strstr(out.data, "\n  OffHeapRel "));
+  assert_null(strstr(out.data, "warning"));
+  char sys[48], prep[48], want[160];
+  ms__fmt_field(sys, sizeof sys, s, MS_F_SYS);
+  ms__fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared);
+  snprintf(want, sizeof want, "  %-11s %10s %10s %10s\n", "total", sys, "",
+           prep);
+  assert_non_null(strstr(out.data, want));
+  ms__strbuf_free(&out);
+
+  /* An older target's snapshot (0.2 as it first shipped: the unbacked part
+   * outside the classes) reads to the same breakdown, and its report keeps
+   * the part a row of its own. */
+  ms_snapshot_t *old = malloc(sizeof *old);
+  assert_non_null(old);
+  make_legacy_0_2(old);
+  ms_breakdown_t ob;
+  ms_breakdown(old, &ob);
+  assert_false(ob.sys_mismatch);
+  assert_int_equal(ob.ready, b.ready);
+  assert_int_equal(ob.prepared, b.prepared);
+  assert_int_equal(ob.inuse, b.inuse);
+  assert_int_equal(ob.idle, b.idle);
+  assert_int_equal(ob.data, b.data);
+  assert_int_equal(ms__emit_report(&out, old), 0);
+  assert_non_null(strstr(out.data, "\n  OffHeapRel "));
+  assert_null(strstr(out.data, "warning"));
+  ms__strbuf_free(&out);
+  free(old);
+  free(s);
 }
 
 static void test_report_marks(void **state) {
@@ -891,9 +1110,9 @@ static void test_field_table(void **state) {
     /* Go's fields first, in Go's order; ours after. */
     if ((size_t)f < ngo) {
       assert_string_equal(fi->go_name, go[f]);
-      assert_true(fi->in_go);
+      assert_int_equal(fi->in_go, MS__GO);
     } else {
-      assert_false(fi->in_go);
+      assert_true(fi->in_go != MS__GO);
     }
     /* Scalars have a type, compounds a unit saying so. */
     assert_true((fi->ctype == MS__CT_NONE) == (fi->unit == MS__UNIT_ARRAY));
@@ -1018,6 +1237,7 @@ int main(void) {
       cmocka_unit_test(test_prometheus_linters),
       cmocka_unit_test(test_prometheus_content),
       cmocka_unit_test(test_json_parses_and_agrees),
+      cmocka_unit_test(test_sys_is_the_sum_everywhere),
       cmocka_unit_test(test_report_marks),
       cmocka_unit_test(test_iec),
       cmocka_unit_test(test_duration),

@@ -106,6 +106,39 @@ static void test_parse_garbage(void **state) {
   assert_int_equal(m.rss, 1024);
 }
 
+/* /proc/PID/status's RssFile and RssShmem lines (ms__proc_kb), and this
+ * process's own, as a snapshot reads them: what the kernel says. */
+static void test_status_lines(void **state) {
+  (void)state;
+  static const char text[] = "Name:\tx\nVmRSS:\t    1000 kB\n"
+                             "RssAnon:\t     600 kB\nRssFile:\t     300 kB\n"
+                             "RssShmem:\t     100 kB\nRssFileX: 5 kB\n";
+  uint64_t v = 0;
+  assert_int_equal(ms__proc_kb(text, "RssFile", &v), 1);
+  assert_int_equal(v, 300 * 1024);
+  assert_int_equal(ms__proc_kb(text, "RssShmem", &v), 1);
+  assert_int_equal(v, 100 * 1024);
+  assert_int_equal(ms__proc_kb(text, "Rss", &v), 0);
+  assert_int_equal(ms__proc_kb("RssFile: 12 MB\n", "RssFile", &v), 0);
+  assert_int_equal(ms__proc_kb("RssFile: 99999999999999999999 kB\n",
+                               "RssFile", &v),
+                   0);
+  assert_int_equal(ms__proc_kb("", "RssFile", &v), 0);
+
+  static ms_snapshot_t s;
+  char buf[4096];
+  assert_int_equal(ms_snapshot_read(&s, sizeof s), 0);
+  assert_true(ms__read_small_file("/proc/self/status", buf, sizeof buf) > 0);
+  uint64_t file = 0, shmem = 0;
+  assert_int_equal(ms__proc_kb(buf, "RssShmem", &shmem), 1);
+  assert_int_equal(ms__proc_kb(buf, "RssFile", &file), 1);
+  assert_int_equal(s.quality[MS_F_KERNEL_RSS_SHMEM], MS_Q_EXACT);
+  assert_int_equal(s.quality[MS_F_KERNEL_RSS_FILE], MS_Q_EXACT);
+  /* Shared memory this test never touches stays as it was. */
+  assert_int_equal(s.kernel_rss_shmem, shmem);
+  assert_true(s.kernel_rss_file > 0);
+}
+
 static void test_interval(void **state) {
   (void)state;
   ms__smaps_set_floor(1000000000ull);
@@ -181,6 +214,7 @@ int main(void) {
       cmocka_unit_test(test_parse_full),
       cmocka_unit_test(test_parse_missing_lines),
       cmocka_unit_test(test_parse_garbage),
+      cmocka_unit_test(test_status_lines),
       cmocka_unit_test(test_interval),
       cmocka_unit_test(test_snapshot_cadence),
   };
