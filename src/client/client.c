@@ -418,9 +418,14 @@ int msc_discover(msc_target_t **out, size_t *count) {
   list_t l = {NULL, 0, 0};
   char dir[MSC_PATH_MAX];
   int r = 0;
+  /* MEMSTATS_DIR names one directory and means that one only: root's
+   * listing of every user's default directory is for a root that did not
+   * name one (a test's private directory must not show a stranger's
+   * processes). */
+  const char *only = getenv("MEMSTATS_DIR");
   if (msc_socket_dir(dir, sizeof dir) == 0)
     r = scan_dir(dir, 1, &l);
-  if (r == 0 && geteuid() == 0) {
+  if (r == 0 && geteuid() == 0 && (only == NULL || only[0] == '\0')) {
     static const char *const patterns[] = {"/tmp/memtop-*",
                                            "/run/user/*/memtop"};
     for (size_t p = 0; r == 0 && p < 2; p++) {

@@ -84,7 +84,8 @@ void msc_explain_timeout(int pid, int timeout_ms, int connected,
                          const char *path, char *buf, size_t len);
 
 /* Lists attachable processes: every live PID with a socket in the user's
- * directory (as root, every user's directory too). Removes stale sockets of
+ * directory (as root, every user's default directory too, unless
+ * MEMSTATS_DIR is set: then that directory only). Removes stale sockets of
  * dead PIDs and sockets that refuse connections. Lists a PID only if the
  * process serving its socket is that PID, and the user who owns the
  * directory owns the PID (or the directory is root's). *out is malloc'd (caller

@@ -43,6 +43,7 @@
 
 #include "client/client.h"
 #include "common/strbuf.h"
+#include "support/foreign.h"
 #include "support/host.h"
 #include "support/hostile.h"
 #include "support/run.h"
@@ -51,6 +52,9 @@
 
 static char build[1024], memtop[1200], target[1200];
 static char dir[64];
+/* Another user's libmemstats process, alive for the whole run (as root):
+ * what a shared machine has, and no test may see (support/foreign.h). */
+static foreign_t foreign;
 
 static run_result_t res;
 /* A standard descriptor (1 or 2) that mt() closes in the child
@@ -200,6 +204,22 @@ static int setup(void **state) {
   return 0;
 }
 
+/* The whole run has another user's libmemstats process beside it (as
+ * root; otherwise it cannot be made, and is said). */
+static int group_setup(void **state) {
+  (void)state;
+  if (foreign_start(&foreign, build) != 0)
+    print_message("no other user's process beside the tests: %s\n",
+                  foreign.why);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  foreign_stop(&foreign);
+  return 0;
+}
+
 static int teardown(void **state) {
   char cmd[128];
 
@@ -218,13 +238,10 @@ static int count_lines(const char *s) {
 /* Checks what memtop printed when watching all (--once --json: a JSON
  * report a line; ps: a header, then a row a process): each line is one
  * process's, no process twice, each of `ours` (this test's targets, in
- * its own MEMSTATS_DIR) exactly once, and no other process of that
- * directory (a hung one's line is an error, not a report). Run as root,
- * memtop watches every user's directory (/tmp/memtop-*, /run/user/ * /
- * memtop), so a process of another program on the machine (another test,
- * another user) may be listed too, and is, rightly: beside ours, the lines
- * are those. Not root, memtop watches MEMSTATS_DIR alone: the lines are
- * ours and no more. */
+ * its own MEMSTATS_DIR) exactly once, and nothing else: with MEMSTATS_DIR
+ * set memtop watches that directory alone, root too (not every user's
+ * /tmp/memtop-* and /run/user/ * /memtop), so another user's process on
+ * the machine (`foreign`'s, as root) is never listed. */
 static void assert_watched(int json, const pid_t *ours, size_t n) {
   char copy[sizeof res.out], *line, *save = NULL;
   int seen[64], lines = 0;
@@ -261,12 +278,13 @@ static void assert_watched(int json, const pid_t *ours, size_t n) {
     else if (access(sock, F_OK) == 0)
       fail_msg("PID %d of this test's directory is listed:\n%s", pid, res.out);
     else
-      print_message("PID %d, another program's, is attachable too\n", pid);
+      fail_msg("PID %d, not of MEMSTATS_DIR %s (another user's%s), is "
+               "listed:\n%s",
+               pid, dir, pid == foreign.t.pid ? ": nobody's" : "?", res.out);
   }
   if (mine != n)
     fail_msg("%zu of this test's %zu processes listed:\n%s", mine, n, res.out);
-  if (geteuid() != 0)
-    assert_int_equal(lines, (int)n);
+  assert_int_equal(lines, (int)n);
 }
 
 /* Runs memtop with the given arguments as `nobody` in an empty socket
@@ -437,8 +455,8 @@ static void test_watch_all_and_ps(void **state) {
   const pid_t ours[] = {a.pid, b.pid};
 
   (void)state;
-  /* No PID: every attachable process in MEMSTATS_DIR (and, as root, in
-   * every user's directory). */
+  /* No PID: every attachable process in MEMSTATS_DIR, and only those:
+   * not nobody's process in /tmp/memtop-65534 (as root). */
   assert_int_equal(mt("--once", "--json", NULL), 0);
   assert_watched(1, ours, 2);
   snprintf(want, sizeof want, "\"pid\":%d,", a.pid);
@@ -462,6 +480,55 @@ static void test_watch_all_and_ps(void **state) {
   assert_non_null(strstr(res.err, "memtop run"));
   assert_int_equal(mt_alone("ps", NULL), 0);
   assert_int_equal(count_lines(res.out), 1);
+}
+
+/* Nonzero if memtop's stdout has a line for pid: a ps row or a report's
+ * first line ("PID name: ..."), or a JSON object of it. */
+static int lists_pid(pid_t pid) {
+  char row[32], json[32];
+  const char *line = res.out;
+
+  snprintf(row, sizeof row, "%d ", (int)pid);
+  snprintf(json, sizeof json, "\"pid\":%d,", (int)pid);
+  while (*line != '\0') {
+    const char *p = line;
+    while (*p == ' ')
+      p++;
+    if (strncmp(p, row, strlen(row)) == 0)
+      return 1;
+    const char *end = strchr(line, '\n');
+    size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+    if (len > strlen(json) && memmem(line, len, json, strlen(json)) != NULL)
+      return 1;
+    line += len + (end != NULL);
+  }
+  return 0;
+}
+
+/* Another user's process in its own default directory (nobody's, in
+ * /tmp/memtop-65534): root's memtop lists it when no MEMSTATS_DIR is set
+ * (every user's directory), and never when one is, even an empty one. */
+static void test_other_users_unseen(void **state) {
+  (void)state;
+  if (foreign.t.pid <= 0) {
+    print_message("skipped: %s\n", foreign.why);
+    skip();
+  }
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_false(lists_pid(foreign.t.pid));
+  assert_int_equal(mt("--once", "--json", NULL), 1); /* nothing to watch */
+  assert_false(lists_pid(foreign.t.pid));
+  assert_non_null(strstr(res.err, "no attachable processes"));
+
+  /* The same memtop, with no MEMSTATS_DIR: root's view of the machine. */
+  unsetenv("MEMSTATS_DIR");
+  unsetenv("XDG_RUNTIME_DIR");
+  mt("ps", NULL);
+  setenv("MEMSTATS_DIR", dir, 1);
+  if (!lists_pid(foreign.t.pid))
+    fail_msg("root's ps without MEMSTATS_DIR does not list nobody's PID %d "
+             "(%s):\n%s",
+             (int)foreign.t.pid, foreign.sock, res.out);
 }
 
 static void test_not_attachable(void **state) {
@@ -1191,6 +1258,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_other_users_unseen, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
                                       teardown),
@@ -1230,5 +1299,5 @@ int main(void) {
   (void)host_preload_path(build, run_preload, sizeof run_preload);
   setenv("MEMTOP_PRELOAD", run_preload, 1);
   signal(SIGPIPE, SIG_IGN);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
