@@ -14,7 +14,7 @@
  * failed, or after MT_SERVE_WAIT_MS, whichever comes first: a target that
  * hangs (stopped, deadlocked, hostile) costs a scrape that bound and no
  * more, and its last snapshot is served with its age (its request goes on
- * in the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
+ * in the background, bounded by --timeout). Scrapes closer together
  * than -d share one round's figures.
  *
  * Reads happen at scrapes, not on a cadence of their own: the set is timed
@@ -281,7 +281,7 @@ static void answer_all(serve_t *sv) {
  * everyone else again and does not wait for them (asked longer ago than
  * the bound). Were the round left open until they end, every scrape would
  * wait the bound again and serve the others' figures of the first one,
- * for as long as a hung read may take (MEMTOP_TIMEOUT_MS). */
+ * for as long as a hung read may take (--timeout). */
 static void bound_cb(uv_timer_t *timer) {
   serve_t *sv = timer->data;
   size_t n = mt_tset_count(sv->set);
@@ -340,14 +340,6 @@ static void on_signal(uv_signal_t *h, int signum) {
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
 }
 
-static int timeout_ms(void) {
-  const char *s = getenv("MEMTOP_TIMEOUT_MS");
-  long v;
-  if (s && *s && mt_parse_long(s, 1, 600000, &v) == 0)
-    return (int)v;
-  return MT_TIMEOUT_MS_DEFAULT;
-}
-
 int mt_serve_main(const mt_opts_t *o) {
   static serve_t sv; /* one per process, as the signals are */
   char err[1024], safe[4 * sizeof err + 1];
@@ -398,7 +390,7 @@ int mt_serve_main(const mt_opts_t *o) {
   mt_tset_opts_t so = {.timed = 1,
                        .interval_ms = MT_SERVE_RESCAN_MS,
                        .backoff_max_ms = MT_SERVE_RESCAN_MS,
-                       .timeout_ms = timeout_ms(),
+                       .timeout_ms = o->timeout_ms,
                        .rescan_min_ms = MT_SERVE_RESCAN_MS,
                        .retire_unlisted = 0,
                        .keep_gone_ms = 0};

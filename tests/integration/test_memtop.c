@@ -1046,15 +1046,40 @@ static void test_run_killed_falls_back(void **state) {
 #define HOSTILE_COMM "\x1b]2;pwn\x07\xc2\x9b\xe2\x80\xae"
 
 /* How a stranger's agent answers a snapshot request. */
-enum { ANSWER_NOTHING = 0, ANSWER_SNAPSHOT, ANSWER_REFUSAL };
+enum { ANSWER_NOTHING = 0, ANSWER_SNAPSHOT, ANSWER_REFUSAL, ANSWER_TRICKLE };
+
+/* ANSWER_TRICKLE's heap profile: one tiny frame (no record, never the
+ * last) every 100 ms, for as long as the reader stays. Returns when the
+ * reader has gone. */
+static void trickle_profile(int cfd, const ms__wire_hello_t *h) {
+  static uint8_t frame[256];
+  ms__wire_writer_t w;
+
+  for (uint64_t chunk = 0;; chunk++) {
+    ms__wire_writer_init(&w, frame, sizeof frame);
+    ms__wire_begin(&w, MS__MSG_PROFILE);
+    ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, chunk);
+    if (chunk == 0) {
+      ms__wire_put_u64(&w, MS__TAG_PID, (uint64_t)h->pid);
+      ms__wire_put_u64(&w, MS__TAG_START_TIME, h->start_time);
+      ms__wire_put_u64(&w, MS__TAG_PROF_RATE, 524288);
+    }
+    if (ms__wire_end(&w) != 0 ||
+        send(cfd, frame, w.len, MSG_NOSIGNAL) != (ssize_t)w.len)
+      return;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 /* A forked child named HOSTILE_COMM that listens on
  * $MEMSTATS_DIR/<its pid>.sock like an agent. ANSWER_SNAPSHOT: it speaks
  * the protocol and serves a snapshot whose every string is hostile and as
  * long as the format allows (support/hostile.h); ANSWER_REFUSAL: it
  * refuses with a hostile reason; ANSWER_NOTHING: it accepts and never
- * answers, so memtop shows its /proc name. Returns its PID once it
- * listens. */
+ * answers, so memtop shows its /proc name; ANSWER_TRICKLE: it serves its
+ * snapshot, then trickles its heap profile for ever (trickle_profile).
+ * Returns its PID once it listens. */
 static pid_t start_hostile_agent(int answer) {
   int ready[2];
   pid_t pid;
@@ -1087,7 +1112,7 @@ static pid_t start_hostile_agent(int answer) {
     h.proto_version = MS__WIRE_VERSION;
     h.nproviders = snap.nproviders;
     memcpy(h.providers, snap.providers, sizeof h.providers);
-    h.capabilities = MS__CAP_SNAPSHOT;
+    h.capabilities = MS__CAP_SNAPSHOT | MS__CAP_PROFILE;
 
     s = socket(AF_UNIX, SOCK_STREAM, 0);
     memset(&sa, 0, sizeof sa);
@@ -1123,6 +1148,11 @@ static pid_t start_hostile_agent(int answer) {
           run_send_all(cfd, out, w.len);
           memmove(in, in + flen, have - flen);
           have -= flen;
+          if (f.type == MS__MSG_PROFILE_REQ && answer == ANSWER_TRICKLE) {
+            trickle_profile(cfd, &h);
+            have = 0;
+            break;
+          }
         }
       }
       close(cfd);
@@ -1132,6 +1162,56 @@ static pid_t start_hostile_agent(int answer) {
   assert_int_equal(read(ready[0], &c, 1), 1);
   close(ready[0]);
   return pid;
+}
+
+/* A target that trickles its answer (its heap profile, one tiny frame
+ * every 100 ms, never the last) beside a good one: with --sites, memtop
+ * gives up on it at the deadline (--timeout, or MEMTOP_TIMEOUT_MS: one
+ * setting), says why, and prints the good one's report; the frames that
+ * keep coming do not hold memtop (they re-armed a 2 s timeout each, and
+ * memtop printed nothing for anyone, ever). The only clock is the
+ * deadline itself, and run.h's limit for a hung memtop. */
+static void test_trickling_target(void **state) {
+  proc_t good = start_target(NULL);
+  pid_t slow = start_hostile_agent(ANSWER_TRICKLE);
+  char want[64], why[64];
+
+  (void)state;
+  snprintf(want, sizeof want, "%d mt_target: Ready+Prepared=", good.pid);
+  snprintf(why, sizeof why, "PID %d: the answer was not whole within 500 ms",
+           slow);
+  /* Every target (the round waits for all), then the two named. */
+  assert_int_equal(mt("--once", "--sites", "3", "--timeout", "0.5", NULL), 1);
+  if (strstr(res.out, want) == NULL || strstr(res.err, why) == NULL)
+    fail_msg("stdout:\n%.2000s\nstderr:\n%.2000s", res.out, res.err);
+  assert_int_equal(mt("--once", "--json", "--sites", "3", "--timeout", "0.5",
+                      run_pidstr(slow), run_pidstr(good.pid), NULL),
+                   1);
+  snprintf(want, sizeof want, "\"pid\":%d,", good.pid);
+  assert_non_null(strstr(res.out, want));
+  assert_non_null(strstr(res.err, why));
+  assert_no_terminal_codes("stderr", res.err, res.nerr);
+
+  /* The same deadline from the environment, when --timeout is not given
+   * (and --timeout wins over it). */
+  setenv("MEMTOP_TIMEOUT_MS", "500", 1);
+  assert_int_equal(mt("--once", "--sites", "3", NULL), 1);
+  assert_non_null(strstr(res.err, why));
+  snprintf(why, sizeof why, "PID %d: the answer was not whole within 300 ms",
+           slow);
+  assert_int_equal(
+      mt("--once", "--sites", "3", "--timeout", "0.3", run_pidstr(slow), NULL),
+      1);
+  assert_non_null(strstr(res.err, why));
+  setenv("MEMTOP_TIMEOUT_MS", "soon", 1);
+  assert_int_equal(mt("--once", run_pidstr(good.pid), NULL), 0);
+  assert_non_null(strstr(res.err, "ignoring MEMTOP_TIMEOUT_MS=soon"));
+  unsetenv("MEMTOP_TIMEOUT_MS");
+  assert_int_equal(mt("--once", "--timeout", "0", NULL), 2);
+  assert_non_null(strstr(res.err, "invalid --timeout"));
+
+  stop_fake(slow);
+  stop_target(good);
 }
 
 /* The safe form of the last provider's name as memtop receives it (the
@@ -1281,6 +1361,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_trickling_target, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
       cmocka_unit_test_setup_teardown(test_closed_std_fds, setup, teardown),
   };
