@@ -367,7 +367,13 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
     }
     int fd = connect_path(t.path, 200);
     if (fd == MS_ECONNREFUSED) {
-      unlink(t.path); /* stale: the PID lives on in another program */
+      /* Nobody listens there. It is removed only if its PID was reused by
+       * a program without libmemstats: a live PID that runs it may have
+       * made it (an agent between its bind and its listen, as older ones
+       * bound in place; or one started with MEMSTATS_AGENT=0 after an
+       * exec) and keeps it. */
+      if (!msc_proc_maps_libmemstats(pid))
+        unlink(t.path);
       continue;
     }
     if (fd < 0)

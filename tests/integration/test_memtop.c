@@ -47,6 +47,7 @@
 #include "support/host.h"
 #include "support/hostile.h"
 #include "support/run.h"
+#include "support/target_proc.h"
 #include "wire/wire.h"
 #include <jansson.h>
 
@@ -1039,6 +1040,109 @@ static void test_run_killed_falls_back(void **state) {
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
 }
 
+/* ---- the socket's life ---- */
+
+/* Waits for path to exist, at most RUN_LIMIT_S (a hung program, not a
+ * slow one). */
+static int wait_for_file(const char *path) {
+  struct stat st;
+  time_t start = time(NULL);
+
+  while (stat(path, &st) != 0) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      return 0;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return 1;
+}
+
+/* The agent held between its bind and its listen (liblistenpause.so):
+ * its socket is not at <pid>.sock yet (it was, refusing connections, and
+ * memtop removed it as stale: the agent then served a socket no one could
+ * find); memtop's listing meanwhile changes nothing, and once the agent
+ * listens, memtop reads it. */
+static void test_socket_appears_listening(void **state) {
+  char shim[1300], pre[1400], paused[128], go[128], sock[128], line[64];
+  const char *argv[] = {target, NULL};
+  struct stat st;
+  target_t t;
+
+  (void)state;
+  snprintf(shim, sizeof shim, "%s/progs/liblistenpause.so", build);
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim);
+  const char *env[] = {pre, NULL};
+  snprintf(paused, sizeof paused, "%s/listen-paused", dir);
+  snprintf(go, sizeof go, "%s/listen-go", dir);
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)t.pid);
+  if (!wait_for_file(paused)) {
+    target_kill(&t);
+    fail_msg("the agent never reached listen()");
+  }
+  int bound_in_place = lstat(sock, &st) == 0;
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(mt("--once", "--json", NULL), 1); /* none listed yet */
+  int fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+  assert_true(strncmp(line, "ready ", 6) == 0);
+  if (bound_in_place) {
+    target_kill(&t);
+    fail_msg("%s was there, refusing connections, before the agent "
+             "listened",
+             sock);
+  }
+  assert_int_equal(mt("--once", run_pidstr(t.pid), NULL), 0);
+  target_wait(&t);
+}
+
+/* A live process that runs libmemstats (the preload, with
+ * MEMSTATS_AGENT=0) and a socket at its PID that refuses connections
+ * (made after it started: an agent that has bound and not listened yet
+ * looks the same). memtop's listing leaves it: a socket is removed only
+ * when its PID is gone or runs another program. */
+static void test_refusing_socket_of_live_target_kept(void **state) {
+  char pre[1400], sock[128];
+  const char *argv[] = {"sleep", "600", NULL};
+  struct sockaddr_un sa;
+  struct stat st;
+  target_t t;
+
+  (void)state;
+  if (!preload_usable())
+    skip();
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", run_preload);
+  const char *env[] = {pre, "MEMSTATS_AGENT=0", NULL};
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  /* The preload is mapped before sleep's main runs; wait for it. */
+  for (int i = 0; i < 100 * RUN_LIMIT_S && !msc_proc_maps_libmemstats(t.pid);
+       i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  assert_true(msc_proc_maps_libmemstats(t.pid));
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)t.pid);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)t.pid);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(lstat(sock, &st), 0);
+  mt("--once", NULL);
+  assert_int_equal(lstat(sock, &st), 0);
+  assert_int_equal(mt("--once", run_pidstr(t.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "runs libmemstats but does not accept"));
+  target_kill(&t);
+  /* Its PID gone, the socket is stale: the listing removes it. */
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_not_equal(lstat(sock, &st), 0);
+}
+
 /* ---- a stranger's agent ---- */
 
 /* What a hostile process calls itself (PR_SET_NAME keeps 15 bytes): clear
@@ -1360,6 +1464,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_socket_appears_listening, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_refusing_socket_of_live_target_kept,
+                                      setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_trickling_target, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
