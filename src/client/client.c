@@ -336,6 +336,7 @@ static int parse_sock_name(const char *name) {
   return (int)pid;
 }
 
+/* Adds dir's candidates to l (see msc_list): nothing is connected to. */
 static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   struct stat dst;
   const char *why;
@@ -365,33 +366,17 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
       unlink(t.path); /* stale: its process is gone */
       continue;
     }
-    int fd = connect_path(t.path, 200);
-    if (fd == MS_ECONNREFUSED) {
-      /* Nobody listens there. It is removed only if its PID was reused by
-       * a program without libmemstats: a live PID that runs it may have
-       * made it (an agent between its bind and its listen, as older ones
-       * bound in place; or one started with MEMSTATS_AGENT=0 after an
-       * exec) and keeps it. */
-      if (!msc_proc_maps_libmemstats(pid))
-        unlink(t.path);
-      continue;
-    }
-    if (fd < 0)
-      continue;
-    /* Only the PID itself may serve its socket, and only a PID of the
-     * directory's owner is listed from it (another user's directory
-     * could otherwise claim PID 1): root's directory is root's to fill. */
-    char why_not[256];
+    /* Only a PID of the directory's owner is listed from it (another
+     * user's directory could otherwise claim PID 1): root's directory is
+     * root's to fill. Who serves the socket is checked when it is
+     * connected to (msc_verify_peer). */
     uid_t owner;
-    int trusted =
-        msc_verify_peer(fd, pid, t.path, why_not, sizeof why_not) == 0 &&
-        msc_proc_uid(pid, &owner) == 0 &&
-        (owner == dst.st_uid || dst.st_uid == 0);
-    close(fd);
-    if (!trusted)
+    if (msc_proc_uid(pid, &owner) != 0 ||
+        (owner != dst.st_uid && dst.st_uid != 0))
       continue;
     t.pid = pid;
     t.uid = st.st_uid;
+    t.ino = (uint64_t)st.st_ino;
     if (msc_proc_start_time(pid, &t.start_time) != 0)
       continue;
     proc_comm(pid, t.comm, sizeof t.comm);
@@ -416,7 +401,7 @@ static int by_pid(const void *a, const void *b) {
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int msc_discover(msc_target_t **out, size_t *count) {
+int msc_list(msc_target_t **out, size_t *count) {
   if (out == NULL || count == NULL)
     return MS_EINVAL;
   *out = NULL;
@@ -451,6 +436,42 @@ int msc_discover(msc_target_t **out, size_t *count) {
     qsort(l.v, l.n, sizeof *l.v, by_pid);
   *out = l.v;
   *count = l.n;
+  return 0;
+}
+
+int msc_remove_stale(const msc_target_t *t) {
+  struct stat st;
+
+  if (t == NULL || lstat(t->path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+      (uint64_t)st.st_ino != t->ino || st.st_uid != t->uid)
+    return 0; /* not the socket that refused: a new one, or gone */
+  if (pid_alive(t->pid) && msc_proc_maps_libmemstats(t->pid))
+    return 0;
+  return unlink(t->path) == 0;
+}
+
+int msc_discover(msc_target_t **out, size_t *count) {
+  msc_target_t *v;
+  size_t n, kept = 0;
+  int r = msc_list(&v, &n);
+
+  if (r != 0)
+    return r;
+  for (size_t i = 0; i < n; i++) {
+    int fd = connect_path(v[i].path, 200);
+    if (fd == MS_ECONNREFUSED)
+      msc_remove_stale(&v[i]);
+    if (fd < 0)
+      continue;
+    char why_not[256];
+    int trusted = msc_verify_peer(fd, v[i].pid, v[i].path, why_not,
+                                  sizeof why_not) == 0;
+    close(fd);
+    if (trusted)
+      v[kept++] = v[i];
+  }
+  *out = v;
+  *count = kept;
   return 0;
 }
 

@@ -174,11 +174,18 @@ static void on_gone(void *arg, mt_tset_target_t *t, int status,
  * ------------------------------------------------------------------------ */
 
 static void round_check_end(serve_t *sv) {
-  if (!sv->in_round || sv->pending > 0)
+  /* A process just listed is waited for too, until its probe (its first
+   * read) ends: the first scrape has the processes there are. */
+  if (!sv->in_round || sv->pending > 0 ||
+      (sv->set != NULL && mt_tset_probing(sv->set) > 0))
     return;
   sv->in_round = 0;
   sv->round_end_ns = uv_hrtime();
   answer_all(sv);
+}
+
+static void on_probed(void *arg) {
+  round_check_end(arg);
 }
 
 static void round_start(serve_t *sv) {
@@ -395,7 +402,8 @@ int mt_serve_main(const mt_opts_t *o) {
                        .retire_unlisted = 0,
                        .keep_gone_ms = 0};
   static const mt_tset_cbs_t cbs = {
-      on_added, on_retired, on_request, on_snapshot, on_failure, on_gone, NULL};
+      on_added, on_retired, on_request, on_snapshot, on_failure, on_gone, NULL,
+      on_probed};
   sv.set = mt_tset_new(&io, &so, &cbs, &sv);
   if (!sv.set) {
     fprintf(stderr, "memtop: out of memory\n");
