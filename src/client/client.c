@@ -464,8 +464,8 @@ int msc_discover(msc_target_t **out, size_t *count) {
     if (fd < 0)
       continue;
     char why_not[256];
-    int trusted = msc_verify_peer(fd, v[i].pid, v[i].path, why_not,
-                                  sizeof why_not) == 0;
+    int trusted =
+        msc_verify_peer(fd, v[i].pid, v[i].path, why_not, sizeof why_not) == 0;
     close(fd);
     if (trusted)
       v[kept++] = v[i];

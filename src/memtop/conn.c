@@ -52,7 +52,7 @@ struct mt_conn_s {
   int handles;      /* open handles and requests that point at us */
   uv_timer_t timer; /* the request's deadline */
   int timeout_ms;
-  uint64_t got; /* bytes received for the request in flight */
+  uint64_t got;       /* bytes received for the request in flight */
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
   int want_prof;      /* the request asks for the profile too */
   int have_snap;      /* its snapshot has come (the profile is next) */

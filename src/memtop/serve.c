@@ -401,9 +401,9 @@ int mt_serve_main(const mt_opts_t *o) {
                        .rescan_min_ms = MT_SERVE_RESCAN_MS,
                        .retire_unlisted = 0,
                        .keep_gone_ms = 0};
-  static const mt_tset_cbs_t cbs = {
-      on_added, on_retired, on_request, on_snapshot, on_failure, on_gone, NULL,
-      on_probed};
+  static const mt_tset_cbs_t cbs = {on_added,    on_retired, on_request,
+                                    on_snapshot, on_failure, on_gone,
+                                    NULL,        on_probed};
   sv.set = mt_tset_new(&io, &so, &cbs, &sv);
   if (!sv.set) {
     fprintf(stderr, "memtop: out of memory\n");

@@ -23,10 +23,10 @@
 #include "support/target_proc.h"
 
 typedef struct foreign_s {
-  target_t t;      /* t.pid > 0 while it runs */
-  uid_t uid;       /* nobody's */
-  char sock[96];   /* its socket, /tmp/memtop-<uid>/<pid>.sock */
-  char why[160];   /* why it was not started (not root, no nobody...) */
+  target_t t;    /* t.pid > 0 while it runs */
+  uid_t uid;     /* nobody's */
+  char sock[96]; /* its socket, /tmp/memtop-<uid>/<pid>.sock */
+  char why[160]; /* why it was not started (not root, no nobody...) */
 } foreign_t;
 
 /* Starts build/progs/mt_target as nobody and waits for its "ready PID"
@@ -39,8 +39,9 @@ static inline int foreign_start(foreign_t *f, const char *build) {
 
   memset(f, 0, sizeof *f);
   if (geteuid() != 0) {
-    snprintf(f->why, sizeof f->why, "not root: another user's process "
-                                    "needs setpriv (CI runs as root)");
+    snprintf(f->why, sizeof f->why,
+             "not root: another user's process "
+             "needs setpriv (CI runs as root)");
     return -1;
   }
   pw = getpwnam("nobody");
@@ -53,9 +54,9 @@ static inline int foreign_start(foreign_t *f, const char *build) {
   snprintf(ids, sizeof ids, "%u", (unsigned)pw->pw_uid);
   char gid[32];
   snprintf(gid, sizeof gid, "%u", (unsigned)pw->pw_gid);
-  const char *argv[] = {"setpriv", "--reuid",      ids,   "--regid",
-                        gid,       "--clear-groups", "--pdeathsig",
-                        "KILL",    prog,           NULL};
+  const char *argv[] = {
+      "setpriv",        "--reuid",     ids,    "--regid", gid,
+      "--clear-groups", "--pdeathsig", "KILL", prog,      NULL};
   static const char *const env[] = {"MEMSTATS_DIR", "XDG_RUNTIME_DIR",
                                     "MEMSTATS_AGENT", NULL};
   if (target_launch(&f->t, argv, NULL, env, NULL, NULL, 0) != 0) {
