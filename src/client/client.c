@@ -322,18 +322,45 @@ static int list_has(const list_t *l, int pid) {
   return 0;
 }
 
-static int parse_sock_name(const char *name) {
+/* The PID of a name "<pid><suffix>" (suffix ".sock": a socket; the agent
+ * binds ".<pid>.new" first, prefix "."), or -1. */
+static int parse_pid_name(const char *name, const char *prefix,
+                          const char *suffix) {
   uint64_t pid;
   char digits[24];
-  size_t n = strlen(name);
-  if (n < 6 || n - 5 >= sizeof digits || strcmp(name + n - 5, ".sock") != 0)
+  size_t n = strlen(name), pl = strlen(prefix), sl = strlen(suffix);
+  if (n <= pl + sl || n - pl - sl >= sizeof digits ||
+      strncmp(name, prefix, pl) != 0 || strcmp(name + n - sl, suffix) != 0)
     return -1;
-  memcpy(digits, name, n - 5);
-  digits[n - 5] = '\0';
+  memcpy(digits, name + pl, n - pl - sl);
+  digits[n - pl - sl] = '\0';
   if (digits[0] == ' ' || ms__parse_uint(digits, INT32_MAX, &pid) != 0 ||
       pid == 0)
     return -1;
   return (int)pid;
+}
+
+static int parse_sock_name(const char *name) {
+  return parse_pid_name(name, "", ".sock");
+}
+
+/* A socket an agent bound under its temporary name (".<pid>.new", see
+ * agent.c's listen_open) and never renamed into place, its process
+ * killed in between: removed once that PID is gone, like a stale
+ * <pid>.sock (the next agent of the same PID would remove it too). */
+static void remove_dead_bound(const char *dir, const char *name,
+                              uid_t owner) {
+  char path[MSC_PATH_MAX];
+  struct stat st;
+  int pid = parse_pid_name(name, ".", ".new");
+  int n;
+
+  if (pid <= 0 || pid_alive(pid))
+    return;
+  n = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (n > 0 && (size_t)n < sizeof path && lstat(path, &st) == 0 &&
+      S_ISSOCK(st.st_mode) && st.st_uid == owner)
+    unlink(path);
 }
 
 /* Adds dir's candidates to l (see msc_list): nothing is connected to. */
@@ -351,6 +378,8 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int pid = parse_sock_name(e->d_name);
+    if (e->d_name[0] == '.')
+      remove_dead_bound(dir, e->d_name, dst.st_uid);
     if (pid <= 0 || list_has(l, pid))
       continue;
     msc_target_t t;

@@ -1143,6 +1143,43 @@ static void test_refusing_socket_of_live_target_kept(void **state) {
   assert_int_not_equal(lstat(sock, &st), 0);
 }
 
+/* Binds a socket at dir/name (nobody listens) and leaves it there. */
+static void leave_socket(const char *name) {
+  struct sockaddr_un sa;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, name);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+}
+
+/* An agent killed between its bind and its rename leaves its temporary
+ * ".<pid>.new": memtop's listing removes it once the PID is gone, and
+ * leaves that of a live PID (an agent starting) alone. */
+static void test_dead_bound_socket_removed(void **state) {
+  char dead_name[64], live_name[64], path[128];
+  struct stat st;
+  int status;
+
+  (void)state;
+  pid_t dead = fork();
+  if (dead == 0)
+    _exit(0);
+  assert_int_equal(waitpid(dead, &status, 0), dead);
+  snprintf(dead_name, sizeof dead_name, ".%d.new", (int)dead);
+  snprintf(live_name, sizeof live_name, ".%d.new", (int)getpid());
+  leave_socket(dead_name);
+  leave_socket(live_name);
+  assert_int_equal(mt("ps", NULL), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, dead_name);
+  assert_int_not_equal(lstat(path, &st), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, live_name);
+  assert_int_equal(lstat(path, &st), 0);
+}
+
 /* ---- a stranger's agent ---- */
 
 /* What a hostile process calls itself (PR_SET_NAME keeps 15 bytes): clear
@@ -1467,6 +1504,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_refusing_socket_of_live_target_kept,
                                       setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dead_bound_socket_removed, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
       cmocka_unit_test_setup_teardown(test_trickling_target, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
