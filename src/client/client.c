@@ -348,8 +348,7 @@ static int parse_sock_name(const char *name) {
  * agent.c's listen_open) and never renamed into place, its process
  * killed in between: removed once that PID is gone, like a stale
  * <pid>.sock (the next agent of the same PID would remove it too). */
-static void remove_dead_bound(const char *dir, const char *name,
-                              uid_t owner) {
+static void remove_dead_bound(const char *dir, const char *name, uid_t owner) {
   char path[MSC_PATH_MAX];
   struct stat st;
   int pid = parse_pid_name(name, ".", ".new");
