@@ -128,8 +128,10 @@ int msc_proc_fds_full(int pid, unsigned long *open_fds, unsigned long *limit) {
   DIR *d = opendir(path);
   if (d == NULL)
     return 0;
+  /* Counted up to the limit only: whether the table is full is all that
+   * is asked, and this runs on memtop's loop (a timeout's words). */
   struct dirent *e;
-  while ((e = readdir(d)) != NULL)
+  while (n < lim && (e = readdir(d)) != NULL)
     if (e->d_name[0] != '.')
       n++;
   closedir(d);
