@@ -397,7 +397,8 @@ static int promote(mt_tset_t *s, mt_tset_target_t *t) {
   memmove(&s->t[i + 1], &s->t[i], (s->n - i) * sizeof t);
   s->t[i] = t;
   s->n++;
-  mt_tset_schedule(s, t, s->o.interval_ms);
+  if (!s->stopped)
+    mt_tset_schedule(s, t, s->o.interval_ms);
   return 0;
 }
 
