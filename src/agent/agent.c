@@ -400,30 +400,46 @@ static void accept_clients(uint64_t now) {
  * The agent's descriptors
  * ------------------------------------------------------------------------ */
 
-/* Makes the listening socket at g_path. Returns 0 or a negative code. */
+/* Makes the listening socket at g_path. It is bound under a temporary
+ * name beside it (".<pid>.new", no longer than g_path, and no name memtop
+ * lists), made 0600 and listening there, and only then renamed into
+ * place: whoever finds <pid>.sock finds it accepting. Bound in place, it
+ * refused connections until listen(), and memtop took a socket refusing
+ * connections for a stale one and removed it, leaving a live agent that
+ * no one could find. rename() also replaces a stale socket at g_path (a
+ * process that had our PID, our own program before an exec, or our own
+ * lost one) in one step. Returns 0 or a negative code. */
 static int listen_open(void) {
   struct sockaddr_un sa;
   struct stat st;
-  int fd, r;
+  const char *slash = strrchr(g_path, '/');
+  int fd, r, n;
 
+  if (slash == NULL)
+    return MS_EINVAL;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  /* A socket left by a process that had our PID (or by our own program
-   * before an exec, or our own lost one) is in the way; anything else
-   * there is not ours. */
+  n = snprintf(sa.sun_path, sizeof sa.sun_path, "%.*s/.%d.new",
+               (int)(slash - g_path), g_path, (int)getpid());
+  if (n < 0 || (size_t)n >= sizeof sa.sun_path)
+    return MS_EINVAL;
+  /* Anything at g_path but a socket is not ours to replace; a socket
+   * left at the temporary name is ours (our PID's). */
+  if (lstat(g_path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+    ms__debug("agent not started: %s exists and is not a socket", g_path);
+    return MS_EEXIST;
+  }
   if (lstat(sa.sun_path, &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       ms__debug("agent not started: %s exists and is not a socket",
                 sa.sun_path);
-      close(fd);
       return MS_EEXIST;
     }
     unlink(sa.sun_path);
   }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -errno;
   if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     r = -errno;
     ms__debug("agent not started: bind %s: %s", sa.sun_path, strerror(errno));
@@ -431,14 +447,16 @@ static int listen_open(void) {
     return r;
   }
   /* The directory is 0700 already; this is the second lock on the door. */
-  if (chmod(sa.sun_path, 0600) != 0 || listen(fd, SOMAXCONN) != 0) {
+  if (chmod(sa.sun_path, 0600) != 0 || listen(fd, SOMAXCONN) != 0 ||
+      rename(sa.sun_path, g_path) != 0) {
     r = -errno;
+    ms__debug("agent not started: %s: %s", g_path, strerror(errno));
     unlink(sa.sun_path);
     close(fd);
     return r;
   }
   if (ms__own_take(&g_listen, fd, g_private) < 0) {
-    unlink(sa.sun_path);
+    unlink(g_path);
     return MS_ENOMEM;
   }
   return 0;

@@ -128,8 +128,10 @@ int msc_proc_fds_full(int pid, unsigned long *open_fds, unsigned long *limit) {
   DIR *d = opendir(path);
   if (d == NULL)
     return 0;
+  /* Counted up to the limit only: whether the table is full is all that
+   * is asked, and this runs on memtop's loop (a timeout's words). */
   struct dirent *e;
-  while ((e = readdir(d)) != NULL)
+  while (n < lim && (e = readdir(d)) != NULL)
     if (e->d_name[0] != '.')
       n++;
   closedir(d);
@@ -322,20 +324,47 @@ static int list_has(const list_t *l, int pid) {
   return 0;
 }
 
-static int parse_sock_name(const char *name) {
+/* The PID of a name "<pid><suffix>" (suffix ".sock": a socket; the agent
+ * binds ".<pid>.new" first, prefix "."), or -1. */
+static int parse_pid_name(const char *name, const char *prefix,
+                          const char *suffix) {
   uint64_t pid;
   char digits[24];
-  size_t n = strlen(name);
-  if (n < 6 || n - 5 >= sizeof digits || strcmp(name + n - 5, ".sock") != 0)
+  size_t n = strlen(name), pl = strlen(prefix), sl = strlen(suffix);
+  if (n <= pl + sl || n - pl - sl >= sizeof digits ||
+      strncmp(name, prefix, pl) != 0 || strcmp(name + n - sl, suffix) != 0)
     return -1;
-  memcpy(digits, name, n - 5);
-  digits[n - 5] = '\0';
+  memcpy(digits, name + pl, n - pl - sl);
+  digits[n - pl - sl] = '\0';
   if (digits[0] == ' ' || ms__parse_uint(digits, INT32_MAX, &pid) != 0 ||
       pid == 0)
     return -1;
   return (int)pid;
 }
 
+static int parse_sock_name(const char *name) {
+  return parse_pid_name(name, "", ".sock");
+}
+
+/* A socket an agent bound under its temporary name (".<pid>.new", see
+ * agent.c's listen_open) and never renamed into place, its process
+ * killed in between: removed once that PID is gone, like a stale
+ * <pid>.sock (the next agent of the same PID would remove it too). */
+static void remove_dead_bound(const char *dir, const char *name, uid_t owner) {
+  char path[MSC_PATH_MAX];
+  struct stat st;
+  int pid = parse_pid_name(name, ".", ".new");
+  int n;
+
+  if (pid <= 0 || pid_alive(pid))
+    return;
+  n = snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (n > 0 && (size_t)n < sizeof path && lstat(path, &st) == 0 &&
+      S_ISSOCK(st.st_mode) && st.st_uid == owner)
+    unlink(path);
+}
+
+/* Adds dir's candidates to l (see msc_list): nothing is connected to. */
 static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   struct stat dst;
   const char *why;
@@ -350,6 +379,8 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int pid = parse_sock_name(e->d_name);
+    if (e->d_name[0] == '.')
+      remove_dead_bound(dir, e->d_name, dst.st_uid);
     if (pid <= 0 || list_has(l, pid))
       continue;
     msc_target_t t;
@@ -365,27 +396,17 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
       unlink(t.path); /* stale: its process is gone */
       continue;
     }
-    int fd = connect_path(t.path, 200);
-    if (fd == MS_ECONNREFUSED) {
-      unlink(t.path); /* stale: the PID lives on in another program */
-      continue;
-    }
-    if (fd < 0)
-      continue;
-    /* Only the PID itself may serve its socket, and only a PID of the
-     * directory's owner is listed from it (another user's directory
-     * could otherwise claim PID 1): root's directory is root's to fill. */
-    char why_not[256];
+    /* Only a PID of the directory's owner is listed from it (another
+     * user's directory could otherwise claim PID 1): root's directory is
+     * root's to fill. Who serves the socket is checked when it is
+     * connected to (msc_verify_peer). */
     uid_t owner;
-    int trusted =
-        msc_verify_peer(fd, pid, t.path, why_not, sizeof why_not) == 0 &&
-        msc_proc_uid(pid, &owner) == 0 &&
-        (owner == dst.st_uid || dst.st_uid == 0);
-    close(fd);
-    if (!trusted)
+    if (msc_proc_uid(pid, &owner) != 0 ||
+        (owner != dst.st_uid && dst.st_uid != 0))
       continue;
     t.pid = pid;
     t.uid = st.st_uid;
+    t.ino = (uint64_t)st.st_ino;
     if (msc_proc_start_time(pid, &t.start_time) != 0)
       continue;
     proc_comm(pid, t.comm, sizeof t.comm);
@@ -410,7 +431,7 @@ static int by_pid(const void *a, const void *b) {
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int msc_discover(msc_target_t **out, size_t *count) {
+int msc_list(msc_target_t **out, size_t *count) {
   if (out == NULL || count == NULL)
     return MS_EINVAL;
   *out = NULL;
@@ -418,9 +439,14 @@ int msc_discover(msc_target_t **out, size_t *count) {
   list_t l = {NULL, 0, 0};
   char dir[MSC_PATH_MAX];
   int r = 0;
+  /* MEMSTATS_DIR names one directory and means that one only: root's
+   * listing of every user's default directory is for a root that did not
+   * name one (a test's private directory must not show a stranger's
+   * processes). */
+  const char *only = getenv("MEMSTATS_DIR");
   if (msc_socket_dir(dir, sizeof dir) == 0)
     r = scan_dir(dir, 1, &l);
-  if (r == 0 && geteuid() == 0) {
+  if (r == 0 && geteuid() == 0 && (only == NULL || only[0] == '\0')) {
     static const char *const patterns[] = {"/tmp/memtop-*",
                                            "/run/user/*/memtop"};
     for (size_t p = 0; r == 0 && p < 2; p++) {
@@ -440,6 +466,42 @@ int msc_discover(msc_target_t **out, size_t *count) {
     qsort(l.v, l.n, sizeof *l.v, by_pid);
   *out = l.v;
   *count = l.n;
+  return 0;
+}
+
+int msc_remove_stale(const msc_target_t *t) {
+  struct stat st;
+
+  if (t == NULL || lstat(t->path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+      (uint64_t)st.st_ino != t->ino || st.st_uid != t->uid)
+    return 0; /* not the socket that refused: a new one, or gone */
+  if (pid_alive(t->pid) && msc_proc_maps_libmemstats(t->pid))
+    return 0;
+  return unlink(t->path) == 0;
+}
+
+int msc_discover(msc_target_t **out, size_t *count) {
+  msc_target_t *v;
+  size_t n, kept = 0;
+  int r = msc_list(&v, &n);
+
+  if (r != 0)
+    return r;
+  for (size_t i = 0; i < n; i++) {
+    int fd = connect_path(v[i].path, 200);
+    if (fd == MS_ECONNREFUSED)
+      msc_remove_stale(&v[i]);
+    if (fd < 0)
+      continue;
+    char why_not[256];
+    int trusted =
+        msc_verify_peer(fd, v[i].pid, v[i].path, why_not, sizeof why_not) == 0;
+    close(fd);
+    if (trusted)
+      v[kept++] = v[i];
+  }
+  *out = v;
+  *count = kept;
   return 0;
 }
 

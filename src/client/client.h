@@ -24,6 +24,7 @@ typedef struct msc_target_s {
   uint64_t start_time;     /* from /proc/PID/stat, 0 if unknown */
   char comm[MS_NAME_MAX];  /* from /proc/PID/comm */
   char path[MSC_PATH_MAX]; /* the socket */
+  uint64_t ino;            /* the socket's inode when it was listed */
 } msc_target_t;
 
 /* The socket directory for the calling user, by DESIGN.md's rules
@@ -83,9 +84,30 @@ void msc_explain_connect(int pid, int err, const char *path, char *buf,
 void msc_explain_timeout(int pid, int timeout_ms, int connected,
                          const char *path, char *buf, size_t len);
 
-/* Lists attachable processes: every live PID with a socket in the user's
- * directory (as root, every user's directory too). Removes stale sockets of
- * dead PIDs and sockets that refuse connections. Lists a PID only if the
+/* Lists the candidates for attaching, without connecting to any (it
+ * never blocks on a target: memtop's loop probes each through its own
+ * connection, conn.c): every live PID with a socket in the user's
+ * directory (as root, every user's default directory too, unless
+ * MEMSTATS_DIR is set: then that directory only), from a directory that
+ * is safe, owned by the user who owns the PID (or by root). Removes the
+ * sockets of PIDs that are gone. *out is malloc'd (caller frees); sorted
+ * by pid. Returns 0 or a negative code. */
+int msc_list(msc_target_t **out, size_t *count);
+
+/* A listed socket (msc_list) refused connections: removes it if it is
+ * stale, that is if it is still the socket listed (same inode) and its
+ * PID is gone or runs a program without libmemstats. A live PID that
+ * runs libmemstats keeps its socket: it may be an agent starting (an older
+ * one binds in place before it listens) or one started with
+ * MEMSTATS_AGENT=0 after an exec. Returns 1 if it removed it, else 0. */
+int msc_remove_stale(const msc_target_t *t);
+
+/* msc_list, then a blocking probe of each (a connect, at most 200 ms, and
+ * SO_PEERCRED), for tools and tests outside memtop's loop: lists attachable
+ * processes: every live PID with a socket in the user's
+ * directory (as root, every user's default directory too, unless
+ * MEMSTATS_DIR is set: then that directory only). Removes stale sockets
+ * (msc_remove_stale for those that refuse connections). Lists a PID only if the
  * process serving its socket is that PID, and the user who owns the
  * directory owns the PID (or the directory is root's). *out is malloc'd (caller
  * frees); sorted by pid. Returns 0 or a negative code. */

@@ -28,7 +28,8 @@ enum {
   OPT_SECONDS,
   OPT_FORMAT,
   OPT_SITES,
-  OPT_WEB_CONFIG
+  OPT_WEB_CONFIG,
+  OPT_TIMEOUT
 };
 
 static const struct option long_options[] = {
@@ -44,6 +45,7 @@ static const struct option long_options[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"sites", required_argument, NULL, OPT_SITES},
     {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -267,6 +269,19 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
       return fail(err, errlen, "--web-config needs a file name");
     o->web_config = optarg;
     return 0;
+  case OPT_TIMEOUT: {
+    double v;
+    if (mt_parse_double(optarg, 0.001, MT_TIMEOUT_MAX_MS / 1000.0, &v))
+      return fail(err, errlen,
+                  "invalid --timeout '%s': give seconds, at least 0.001 and "
+                  "at most %d (e.g. --timeout 2.5)",
+                  optarg, MT_TIMEOUT_MAX_MS / 1000);
+    o->timeout_ms = (int)(v * 1000.0 + 0.5);
+    if (o->timeout_ms < 1)
+      o->timeout_ms = 1;
+    o->timeout_given = 1;
+    return 0;
+  }
   case OPT_ONCE:
     o->once = 1;
     return 0;
@@ -356,6 +371,7 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
   memset(&seen, 0, sizeof seen);
   o->cmd = MT_CMD_WATCH;
   o->delay_s = MT_DELAY_DEFAULT;
+  o->timeout_ms = MT_TIMEOUT_DEFAULT_MS;
   o->color = !(no_color != NULL && no_color[0] != '\0');
   if (err != NULL && errlen > 0)
     err[0] = '\0';
@@ -389,6 +405,22 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
   if (o->json)
     o->once = 1; /* JSON lines are a plain mode: there is no live JSON */
   return check_command(o, &seen, err, errlen);
+}
+
+int mt_cli_timeout(mt_opts_t *o, const char *env, char *err, size_t errlen) {
+  long v;
+
+  if (err != NULL && errlen > 0)
+    err[0] = '\0';
+  if (o->timeout_given || env == NULL || env[0] == '\0')
+    return 0;
+  if (mt_parse_long(env, 1, MT_TIMEOUT_MAX_MS, &v) != 0)
+    return fail(err, errlen,
+                "ignoring MEMTOP_TIMEOUT_MS=%s (want milliseconds, 1 to %d); "
+                "using %d",
+                env, MT_TIMEOUT_MAX_MS, o->timeout_ms);
+  o->timeout_ms = (int)v;
+  return 0;
 }
 
 void mt_cli_usage(FILE *f) {
@@ -440,6 +472,9 @@ void mt_cli_help(FILE *f) {
       "      --once             plain text on stdout instead of the live view\n"
       "      --json             JSON lines instead of text (implies --once)\n"
       "      --no-color         no colours (also when NO_COLOR is set)\n"
+      "      --timeout SECS     give up on a process whose answer is not\n"
+      "                         whole after SECS (default 10), so that one\n"
+      "                         slow process never holds up the others\n"
       "  -o, --output FILE      profile: where to write (- for stdout)\n"
       "      --seconds N        profile: the growth over N seconds (two\n"
       "                         profiles N seconds apart, the first\n"
@@ -461,8 +496,8 @@ void mt_cli_help(FILE *f) {
       "$XDG_RUNTIME_DIR/memtop, else /tmp/memtop-$UID.\n"
       "\n"
       "Environment: NO_COLOR, MEMSTATS_DIR, MEMTOP_PRELOAD (the preload\n"
-      "library `run` uses), MEMTOP_TIMEOUT_MS (how long to wait for a\n"
-      "target's answer, default 2000).\n"
+      "library `run` uses), MEMTOP_TIMEOUT_MS (--timeout in milliseconds,\n"
+      "when the option is not given).\n"
       "\n"
       "Exit status: 0 success; 1 a target could not be read; 2 bad usage.\n"
       "With `run`: CMD's exit status (128+N if killed by signal N).\n"

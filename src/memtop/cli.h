@@ -26,6 +26,10 @@ typedef enum mt_cmd_e {
 } mt_cmd_t;
 
 #define MT_PROFILE_SECONDS_MAX 86400 /* a day, as for -d */
+/* The deadline of one request to a target (connect, question, the whole
+ * answer, a heap profile's last frame): --timeout, else MEMTOP_TIMEOUT_MS. */
+#define MT_TIMEOUT_DEFAULT_MS 10000
+#define MT_TIMEOUT_MAX_MS 600000
 #define MT_SITES_MAX 10000
 
 typedef enum mt_profile_format_e {
@@ -50,6 +54,8 @@ typedef struct mt_opts_s {
   long sites;                 /* profile --format text: --sites N; 0: default */
   const char *listen;         /* serve: --listen ADDR */
   const char *web_config;     /* serve: --web-config FILE */
+  int timeout_ms;             /* --timeout: one request's deadline */
+  int timeout_given;          /* --timeout was on the command line */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).
@@ -58,6 +64,13 @@ typedef struct mt_opts_s {
  * reentrant; it resets getopt's state itself and can be called repeatedly. */
 int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
                  char *err, size_t errlen);
+
+/* The one reading of MEMTOP_TIMEOUT_MS (milliseconds, 1 to
+ * MT_TIMEOUT_MAX_MS; `env` is its value or NULL): it sets o->timeout_ms
+ * unless --timeout did. Returns 0, or MS_EINVAL with words for a warning
+ * in err when the value is not one (it is then ignored: the deadline stays
+ * the default, as a bad NO_COLOR would not stop memtop either). */
+int mt_cli_timeout(mt_opts_t *o, const char *env, char *err, size_t errlen);
 
 /* Strict number parsing for options: the whole string must be a number in
  * [min, max]. Return 0 or MS_EINVAL. */

@@ -3,7 +3,11 @@
  *
  * States: no pipe (disconnected) -> connecting -> connected. A request is
  * "in flight" from mt_conn_fetch_flags() until the callback runs; a timer
- * bounds it. Any error closes the pipe (the next fetch connects again with a
+ * bounds it, armed once per request and never re-armed: the deadline is
+ * for the whole exchange (connect, question, every byte of the answer, a
+ * profile's last frame), so a target that trickles its answer a byte or a
+ * frame at a time cannot keep memtop waiting past it. Any error closes the
+ * pipe (the next fetch connects again with a
  * new session), so a half-read reply can never be mistaken for the next one.
  *
  * Each pipe is its own allocation, freed in its close callback, so a new
@@ -46,8 +50,9 @@ struct mt_conn_s {
   int busy;         /* a request is in flight */
   int closing;      /* mt_conn_close() was called */
   int handles;      /* open handles and requests that point at us */
-  uv_timer_t timer; /* the request timeout */
+  uv_timer_t timer; /* the request's deadline */
   int timeout_ms;
+  uint64_t got;       /* bytes received for the request in flight */
   uint64_t req_flags; /* MS__REQ_* of the request in flight */
   int want_prof;      /* the request asks for the profile too */
   int have_snap;      /* its snapshot has come (the profile is next) */
@@ -156,6 +161,15 @@ static void timed_out(uv_timer_t *t) {
   if (err != 0) {
     c->early_err = 0;
     failf(c, err, "%s", c->early_msg);
+  } else if (c->connected && c->got > 0) {
+    /* Some of the answer came, not all of it: a target that is busy, was
+     * stopped mid-answer, or sends slowly on purpose. */
+    failf(c, MS_ETIMEDOUT,
+          "PID %d: the answer was not whole within %d ms (%llu bytes came%s): "
+          "the target is overloaded, stopped mid-answer, or answers slowly on "
+          "purpose; memtop gave up on it (--timeout sets the deadline)",
+          c->pid, c->timeout_ms, (unsigned long long)c->got,
+          c->have_snap ? ", the heap profile's last frame did not" : "");
   } else {
     char msg[512];
     msc_explain_timeout(c->pid, c->timeout_ms, c->connected, c->path, msg,
@@ -288,8 +302,7 @@ static void consume(mt_conn_t *c) {
     }
     if (ev.type == MSC_EV_SNAPSHOT && c->busy && c->want_prof &&
         !c->have_snap) {
-      c->have_snap = 1; /* the profile's frames follow */
-      uv_timer_again(&c->timer);
+      c->have_snap = 1; /* the profile's frames follow, by the deadline */
       continue;
     }
     if (ev.type == MSC_EV_PROFILE && c->busy && c->have_snap) {
@@ -298,8 +311,6 @@ static void consume(mt_conn_t *c) {
       finish_profile(c, 0, NULL);
       return;
     }
-    if (used > 0 && c->have_snap)
-      uv_timer_again(&c->timer); /* a frame of the profile: progress */
     if (ev.type == MSC_EV_SNAPSHOT || ev.type == MSC_EV_PROFILE) {
       /* Bytes after a snapshot would be an unrequested message: keep them
        * for the session all the same. */
@@ -330,6 +341,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     return;
   if (nread > 0) {
     c->rlen += (size_t)nread;
+    if (c->busy)
+      c->got += (uint64_t)nread;
     consume(c);
     return;
   }
@@ -462,10 +475,9 @@ static int fetch(mt_conn_t *c, int timeout_ms, uint64_t flags, int prof) {
   c->want_prof = prof;
   c->have_snap = 0;
   c->timeout_ms = timeout_ms;
-  /* The repeat is what uv_timer_again() re-arms with while a profile's
-   * frames keep coming; the first expiry ends the request either way. */
-  uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms,
-                 (uint64_t)timeout_ms);
+  c->got = 0;
+  /* One deadline for the whole request, never re-armed. */
+  uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
   if (c->pipe == NULL) {
     if (locate(c))
       uv_timer_start(&c->timer, timed_out, 0, 0); /* says why at once */

@@ -2,8 +2,9 @@
  * conn.h - one target's connection, on memtop's libuv loop: a uv_pipe_t to
  * the target's socket driving a protocol session (client/client.h). It
  * never blocks: connects, writes and reads are the loop's, and every
- * request has a timeout, so a stopped, hung or dying target costs nothing
- * but a timer.
+ * request has a deadline for the whole exchange, so a stopped, hung, dying
+ * or trickling target costs nothing but a timer, and never more than the
+ * deadline.
  *
  * The connection is kept between requests (the handshake is paid once) and
  * re-made transparently when the target closed it.
@@ -40,7 +41,9 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
                        mt_conn_cb cb, void *arg);
 
 /* Asks for one snapshot; the callback runs exactly once, later (never
- * from inside this call), unless the connection is closed first. flags
+ * from inside this call), unless the connection is closed first: at the
+ * latest timeout_ms after this call (MS_ETIMEDOUT), however the target
+ * sends its answer. flags
  * are request flags (MS__REQ_SMAPS: also the kernel's smaps_rollup
  * figures, which cost the target about 10 ms per GiB resident). Returns
  * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the
@@ -51,9 +54,9 @@ int mt_conn_fetch_flags(mt_conn_t *c, int timeout_ms, uint64_t flags);
  * one exchange: the callback runs once, with the snapshot, after the
  * profile's last frame (or the agent's refusal of it). The profile comes
  * in frames of at most MS__WIRE_MAX_PAYLOAD, each decoded as it arrives
- * (the decoder bounds the whole); timeout_ms bounds each wait for the
- * target, so a large profile that keeps coming is not cut off. Returns as
- * mt_conn_fetch_flags(). */
+ * (the decoder bounds the whole); timeout_ms is the deadline of the whole
+ * exchange, the profile's last frame included: frames that keep coming do
+ * not extend it. Returns as mt_conn_fetch_flags(). */
 int mt_conn_fetch_profile(mt_conn_t *c, int timeout_ms, uint64_t flags);
 
 /* During a callback of mt_conn_fetch_profile() with status 0: what came

@@ -328,21 +328,6 @@ static void app_close(mt_app_t *app) {
   mt_out_free(&app->out);
 }
 
-static int timeout_from_env(void) {
-  const char *s = getenv("MEMTOP_TIMEOUT_MS");
-  long v;
-
-  if (s == NULL || s[0] == '\0')
-    return MT_TIMEOUT_MS_DEFAULT;
-  if (mt_parse_long(s, 1, 600000, &v) != 0) {
-    mt_warn("ignoring MEMTOP_TIMEOUT_MS=%s (want milliseconds, 1 to "
-            "600000); using %d",
-            s, MT_TIMEOUT_MS_DEFAULT);
-    return MT_TIMEOUT_MS_DEFAULT;
-  }
-  return (int)v;
-}
-
 /* Said before curses starts: with no TERM, or one that cannot move the
  * cursor, curses would draw nothing a person could read. Returns 0, or 2
  * after saying why the view cannot start. */
@@ -468,7 +453,7 @@ static int app_init(mt_app_t *app) {
   app->model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app->out.json = o->json;
   app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
-  app->timeout_ms = timeout_from_env();
+  app->timeout_ms = o->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");
   /* A target that closes its socket while we write must not kill memtop

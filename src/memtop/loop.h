@@ -10,7 +10,6 @@
 
 #include "memtop/cli.h"
 
-#define MT_TIMEOUT_MS_DEFAULT 2000 /* per request; MEMTOP_TIMEOUT_MS */
 #define MT_BACKOFF_MAX_S 30.0      /* longest wait between failing reads */
 #define MT_EXITED_KEEP_S                                                       \
   60.0 /* an exited process stays this long                                    \

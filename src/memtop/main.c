@@ -61,6 +61,11 @@ int main(int argc, char **argv) {
     mt_cli_usage(stderr);
     return 2;
   }
+  /* MEMTOP_TIMEOUT_MS is read here and nowhere else. */
+  if (mt_cli_timeout(&opts, getenv("MEMTOP_TIMEOUT_MS"), err, sizeof err)) {
+    ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
+    fprintf(stderr, "memtop: %s\n", safe);
+  }
   switch (opts.cmd) {
   case MT_CMD_HELP:
     mt_cli_help(stdout);

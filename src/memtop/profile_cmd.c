@@ -34,20 +34,6 @@
 
 #define SITES_DEFAULT 20
 
-static int timeout_ms(void) {
-  const char *s = getenv("MEMTOP_TIMEOUT_MS");
-  char *end;
-  long v;
-
-  if (s == NULL || s[0] == '\0')
-    return MT_TIMEOUT_MS_DEFAULT;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < 1 || v > 600000)
-    return MT_TIMEOUT_MS_DEFAULT;
-  return (int)v;
-}
-
 /* Writes len bytes to path ("-": stdout). Returns 0 or -errno. */
 static int write_out(const char *path, const void *data, size_t len) {
   const unsigned char *p = data;
@@ -244,7 +230,7 @@ int mt_profile_main(const mt_opts_t *o) {
   const char *out;
   uint8_t *bytes = NULL;
   size_t len = 0;
-  int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
+  int pid = o->pids[0], tmo = o->timeout_ms, rc, status = 1, built = 0;
 
   pc_fetch_t f;
 

@@ -189,6 +189,15 @@ static void round_end(mt_rounds_t *r) {
 
   r->in_round = 0;
   left = print_round(r);
+  /* Said once the listing's candidates have answered (or been found not
+   * to be agents). */
+  if (r->o->npids == 0 && mt_tset_count(r->set) == 0 &&
+      r->o->cmd != MT_CMD_PS && r->rounds == 0) {
+    mt_warn("no attachable processes in %s (start a program with "
+            "`memtop run -- CMD`, or link it with -lmemstats)",
+            r->sockdir);
+    r->exit_code = 1;
+  }
   r->rounds++;
   /* Named processes that have all exited leave nothing to report: more
    * rounds would only print nothing, -d apart. */
@@ -216,12 +225,6 @@ static int relist(mt_rounds_t *r) {
     r->exit_code = 1;
     r->done(r->arg);
     return -1;
-  }
-  if (mt_tset_count(r->set) == 0 && r->o->cmd != MT_CMD_PS && r->rounds == 0) {
-    mt_warn("no attachable processes in %s (start a program with "
-            "`memtop run -- CMD`, or link it with -lmemstats)",
-            r->sockdir);
-    r->exit_code = 1;
   }
   return 0;
 }

@@ -14,7 +14,7 @@
  * failed, or after MT_SERVE_WAIT_MS, whichever comes first: a target that
  * hangs (stopped, deadlocked, hostile) costs a scrape that bound and no
  * more, and its last snapshot is served with its age (its request goes on
- * in the background, bounded by MEMTOP_TIMEOUT_MS). Scrapes closer together
+ * in the background, bounded by --timeout). Scrapes closer together
  * than -d share one round's figures.
  *
  * Reads happen at scrapes, not on a cadence of their own: the set is timed
@@ -174,11 +174,18 @@ static void on_gone(void *arg, mt_tset_target_t *t, int status,
  * ------------------------------------------------------------------------ */
 
 static void round_check_end(serve_t *sv) {
-  if (!sv->in_round || sv->pending > 0)
+  /* A process just listed is waited for too, until its probe (its first
+   * read) ends: the first scrape has the processes there are. */
+  if (!sv->in_round || sv->pending > 0 ||
+      (sv->set != NULL && mt_tset_probing(sv->set) > 0))
     return;
   sv->in_round = 0;
   sv->round_end_ns = uv_hrtime();
   answer_all(sv);
+}
+
+static void on_probed(void *arg) {
+  round_check_end(arg);
 }
 
 static void round_start(serve_t *sv) {
@@ -281,7 +288,7 @@ static void answer_all(serve_t *sv) {
  * everyone else again and does not wait for them (asked longer ago than
  * the bound). Were the round left open until they end, every scrape would
  * wait the bound again and serve the others' figures of the first one,
- * for as long as a hung read may take (MEMTOP_TIMEOUT_MS). */
+ * for as long as a hung read may take (--timeout). */
 static void bound_cb(uv_timer_t *timer) {
   serve_t *sv = timer->data;
   size_t n = mt_tset_count(sv->set);
@@ -340,14 +347,6 @@ static void on_signal(uv_signal_t *h, int signum) {
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
 }
 
-static int timeout_ms(void) {
-  const char *s = getenv("MEMTOP_TIMEOUT_MS");
-  long v;
-  if (s && *s && mt_parse_long(s, 1, 600000, &v) == 0)
-    return (int)v;
-  return MT_TIMEOUT_MS_DEFAULT;
-}
-
 int mt_serve_main(const mt_opts_t *o) {
   static serve_t sv; /* one per process, as the signals are */
   char err[1024], safe[4 * sizeof err + 1];
@@ -398,12 +397,13 @@ int mt_serve_main(const mt_opts_t *o) {
   mt_tset_opts_t so = {.timed = 1,
                        .interval_ms = MT_SERVE_RESCAN_MS,
                        .backoff_max_ms = MT_SERVE_RESCAN_MS,
-                       .timeout_ms = timeout_ms(),
+                       .timeout_ms = o->timeout_ms,
                        .rescan_min_ms = MT_SERVE_RESCAN_MS,
                        .retire_unlisted = 0,
                        .keep_gone_ms = 0};
-  static const mt_tset_cbs_t cbs = {
-      on_added, on_retired, on_request, on_snapshot, on_failure, on_gone, NULL};
+  static const mt_tset_cbs_t cbs = {on_added,    on_retired, on_request,
+                                    on_snapshot, on_failure, on_gone,
+                                    NULL,        on_probed};
   sv.set = mt_tset_new(&io, &so, &cbs, &sv);
   if (!sv.set) {
     fprintf(stderr, "memtop: out of memory\n");

@@ -9,9 +9,21 @@
  *
  * `inflight` counts the reads on their way over all targets, so that
  * `quiet` can say when the last one has reported: a round ends there.
+ *
+ * A process a listing finds is a candidate first, which the owner does
+ * not see: its first read is the probe (on the loop, through the same
+ * connection as every read after it; the listing itself connects to
+ * nothing). A candidate that answers, or fails in a way that says the
+ * agent is there but in trouble (no answer by the deadline, garbage, a
+ * refusal), becomes a target (`added`, then its snapshot or failure);
+ * one whose socket refuses connections, is served by another process or
+ * has gone is dropped without a word (the io's `stale` decides whether
+ * its socket is removed), and is probed again at the next listing if it
+ * is still there.
  */
 #include "memtop/targetset.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +34,8 @@ struct mt_tset_s {
   void *arg;
   mt_tset_target_t **t;
   size_t n, cap;
+  mt_tset_target_t **c; /* candidates: listed, not yet answered */
+  size_t nc, capc;
   size_t inflight;
   int stopped;
   void *rescan_timer; /* NULL until mt_tset_start() wants one */
@@ -32,6 +46,8 @@ struct mt_tset_s {
 typedef struct tset_slot_s {
   mt_tset_target_t t; /* first: a target's address is its slot's */
   mt_tset_t *set;
+  int candidate;      /* in s->c, not s->t: the owner does not know it */
+  msc_target_t found; /* a candidate's line in the listing */
 } tset_slot_t;
 
 static mt_tset_t *set_of(mt_tset_target_t *t) {
@@ -44,6 +60,10 @@ uint64_t mt_tset_now_ns(const mt_tset_t *s) {
 
 size_t mt_tset_count(const mt_tset_t *s) {
   return s->n;
+}
+
+size_t mt_tset_probing(const mt_tset_t *s) {
+  return s->nc;
 }
 
 mt_tset_target_t *mt_tset_at(const mt_tset_t *s, size_t i) {
@@ -165,11 +185,47 @@ static void on_failure(mt_tset_t *s, mt_tset_target_t *t, int status,
   mt_tset_schedule(s, t, wait);
 }
 
+static int promote(mt_tset_t *s, mt_tset_target_t *t);
+static void drop_candidate(mt_tset_t *s, mt_tset_target_t *t);
+
+/* Whether a candidate's failed probe says there is no agent of that PID
+ * to show (nobody listens, the socket or the process went, another
+ * process serves it) rather than one in trouble. */
+static int not_an_agent(int status) {
+  return status == MS_ECONNREFUSED || status == MS_ENOENT ||
+         status == MS_EUNSAFE || status == MS_ESRCH || status == MS_EACCES ||
+         status == -EPERM;
+}
+
+/* A candidate's first reply. Returns nonzero if it was dropped (its
+ * memory is gone), else it is a target now and the reply goes on. */
+static int probe_reply(mt_tset_t *s, mt_tset_target_t *t, int status) {
+  tset_slot_t *slot = (tset_slot_t *)t;
+
+  if (status != 0 && not_an_agent(status)) {
+    if (status == MS_ECONNREFUSED && s->io.stale != NULL)
+      s->io.stale(s->io.ctx, &slot->found);
+    drop_candidate(s, t);
+    return 1;
+  }
+  if (promote(s, t) != 0) {
+    drop_candidate(s, t);
+    return 1;
+  }
+  return 0;
+}
+
 static void on_reply(void *target, int status, const ms_snapshot_t *snap,
                      const void *extra, const char *msg) {
   mt_tset_target_t *t = target;
   mt_tset_t *s = set_of(t);
+  int probe = ((tset_slot_t *)t)->candidate;
 
+  if (probe && probe_reply(s, t, status) != 0) {
+    if (s->cb.probed != NULL)
+      s->cb.probed(s->arg);
+    return;
+  }
   if (status == 0) {
     t->fails = 0;
     t->ok = 1;
@@ -182,6 +238,8 @@ static void on_reply(void *target, int status, const ms_snapshot_t *snap,
     on_failure(s, t, status, msg != NULL ? msg : ms_strerror(status));
   }
   read_done(s, t);
+  if (probe && s->cb.probed != NULL)
+    s->cb.probed(s->arg);
 }
 
 /* ---- membership ------------------------------------------------------ */
@@ -242,6 +300,108 @@ static mt_tset_target_t *add_target(mt_tset_t *s, int pid, uint64_t start_time,
   return t;
 }
 
+/* A candidate for pid, found by a listing; probed at once when reads are
+ * timed (else by the next mt_tset_fetch_all()). NULL on ENOMEM. */
+static mt_tset_target_t *add_candidate(mt_tset_t *s, const msc_target_t *f) {
+  mt_tset_target_t *t, **grown;
+  tset_slot_t *slot;
+  size_t cap;
+
+  if (s->nc == s->capc) {
+    cap = s->capc ? s->capc * 2 : 16;
+    grown = realloc(s->c, cap * sizeof *grown);
+    if (grown == NULL)
+      return NULL;
+    s->c = grown;
+    s->capc = cap;
+  }
+  slot = calloc(1, sizeof *slot);
+  if (slot == NULL)
+    return NULL;
+  slot->set = s;
+  slot->candidate = 1;
+  slot->found = *f;
+  t = &slot->t;
+  t->pid = f->pid;
+  t->start_time = f->start_time;
+  listed_as(t, f);
+  t->conn = s->io.conn_new(s->io.ctx, f->pid, f->start_time, on_reply, t);
+  if (t->conn == NULL) {
+    free(slot);
+    return NULL;
+  }
+  s->c[s->nc++] = t;
+  if (s->o.timed && !s->stopped)
+    start_read(s, t, 0);
+  return t;
+}
+
+static mt_tset_target_t *find_candidate(const mt_tset_t *s, int pid) {
+  for (size_t i = 0; i < s->nc; i++)
+    if (s->c[i]->pid == pid)
+      return s->c[i];
+  return NULL;
+}
+
+/* Takes t out of the candidates; its read, if one is on its way, no
+ * longer counts (the last one to end says `quiet`, as read_done would). */
+static void unlist_candidate(mt_tset_t *s, mt_tset_target_t *t, int quiet) {
+  for (size_t i = 0; i < s->nc; i++) {
+    if (s->c[i] != t)
+      continue;
+    memmove(&s->c[i], &s->c[i + 1], (s->nc - i - 1) * sizeof t);
+    s->nc--;
+    break;
+  }
+  if (t->inflight) {
+    t->inflight = 0;
+    if (--s->inflight == 0 && quiet && s->cb.quiet != NULL)
+      s->cb.quiet(s->arg);
+  }
+}
+
+/* From a reply: the candidate goes, unseen by the owner. */
+static void drop_candidate(mt_tset_t *s, mt_tset_target_t *t) {
+  unlist_candidate(s, t, 1);
+  target_free(s, t);
+}
+
+/* A candidate answered: it joins the targets (in PID order among the
+ * listed ones, as a listing has them) and the owner hears of it. Its read
+ * is still counted: the reply that promoted it ends it. Returns 0, or
+ * nonzero if it cannot be kept (out of memory, `added` refused it). */
+static int promote(mt_tset_t *s, mt_tset_target_t *t) {
+  size_t i;
+
+  if (s->n == s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 16;
+    mt_tset_target_t **grown = realloc(s->t, cap * sizeof *grown);
+    if (grown == NULL)
+      return -1;
+    s->t = grown;
+    s->cap = cap;
+  }
+  if (s->o.timed && t->timer == NULL &&
+      (t->timer = s->io.timer_new(s->io.ctx, timer_fired, t)) == NULL)
+    return -1;
+  if (s->cb.added != NULL && s->cb.added(s->arg, t) != 0)
+    return -1;
+  /* Still counted in flight: taken out of the candidates without it. */
+  int inflight = t->inflight;
+  t->inflight = 0;
+  unlist_candidate(s, t, 0);
+  t->inflight = inflight;
+  ((tset_slot_t *)t)->candidate = 0;
+  for (i = 0; i < s->n && s->t[i]->pid < t->pid; i++) {
+  }
+  memmove(&s->t[i + 1], &s->t[i], (s->n - i) * sizeof t);
+  s->t[i] = t;
+  s->n++;
+  if (!s->stopped)
+    mt_tset_schedule(s, t, s->o.interval_ms);
+  return 0;
+}
+
 mt_tset_target_t *mt_tset_add(mt_tset_t *s, int pid, uint64_t start_time,
                               unsigned flags) {
   return add_target(s, pid, start_time, flags, NULL);
@@ -270,6 +430,12 @@ void mt_tset_remove(mt_tset_t *s, mt_tset_target_t *t) {
 void mt_tset_free(mt_tset_t *s) {
   if (s == NULL)
     return;
+  while (s->nc > 0) {
+    mt_tset_target_t *t = s->c[s->nc - 1];
+    unlist_candidate(s, t, 0);
+    target_free(s, t);
+  }
+  free(s->c);
   while (s->n > 0)
     mt_tset_remove(s, s->t[s->n - 1]);
   if (s->rescan_timer != NULL)
@@ -290,6 +456,10 @@ size_t mt_tset_fetch_all(mt_tset_t *s, uint64_t flags) {
   for (i = 0; i < s->n; i++)
     if (!s->t[i]->gone && !mt_tset_busy(s, s->t[i]))
       started += (size_t)start_read(s, s->t[i], flags);
+  /* A candidate's first read is its probe. */
+  for (i = 0; i < s->nc; i++)
+    if (!mt_tset_busy(s, s->c[i]))
+      started += (size_t)start_read(s, s->c[i], flags);
   return started;
 }
 
@@ -325,6 +495,8 @@ int mt_tset_rescan(mt_tset_t *s) {
   now = mt_tset_now_ns(s);
   for (i = 0; i < s->n; i++)
     s->t[i]->seen = 0;
+  for (i = 0; i < s->nc; i++)
+    s->c[i]->seen = 0;
   for (i = 0; i < n; i++) {
     t = mt_tset_find(s, found[i].pid);
     if (t != NULL && t->gone && found[i].start_time != t->start_time) {
@@ -333,15 +505,30 @@ int mt_tset_rescan(mt_tset_t *s) {
       t = NULL;
     }
     if (t == NULL) {
-      t = add_target(s, found[i].pid, found[i].start_time, 0, &found[i]);
+      t = find_candidate(s, found[i].pid);
+      if (t != NULL && t->start_time != found[i].start_time) {
+        unlist_candidate(s, t, 0);
+        target_free(s, t);
+        t = NULL;
+      }
+      if (t == NULL)
+        t = add_candidate(s, &found[i]);
       if (t == NULL)
         continue;
-      mt_tset_schedule(s, t, 0);
+      ((tset_slot_t *)t)->found = found[i];
     }
     t->seen = 1;
     listed_as(t, &found[i]);
   }
   free(found);
+  /* A candidate no longer listed goes (its probe with it). */
+  for (i = s->nc; i-- > 0;) {
+    t = s->c[i];
+    if (!t->seen) {
+      unlist_candidate(s, t, 0);
+      target_free(s, t);
+    }
+  }
   for (i = s->n; i-- > 0;) {
     t = s->t[i];
     if (!t->seen && !(t->flags & MT_TSET_OWNED))

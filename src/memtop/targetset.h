@@ -9,7 +9,7 @@
  * Its I/O comes through a second table (mt_tset_io_t): connections,
  * timers, the clock, the listing and the /proc check. mt_tset_io_uv()
  * gives the real ones (conn.c on a libuv loop, uv timers, uv_hrtime,
- * msc_discover, /proc/PID/stat); a test gives fakes and drives time
+ * msc_list, /proc/PID/stat); a test gives fakes and drives time
  * itself (tests/unit/test_targetset.c).
  *
  * Who uses it, and how:
@@ -144,6 +144,10 @@ typedef struct mt_tset_cbs_s {
   /* No read is on its way any more (after the last one's callback).
    * May be NULL. */
   void (*quiet)(void *arg);
+  /* A listed process's probe (its first read) ended: it joined the set
+   * (`added` and its snapshot or failure have run) or it was dropped
+   * unseen; mt_tset_probing() counts the ones left. May be NULL. */
+  void (*probed)(void *arg);
 } mt_tset_cbs_t;
 
 /* Runs once per io fetch that started: status 0 with the snapshot (and
@@ -172,9 +176,14 @@ typedef struct mt_tset_io_s {
   void (*timer_start)(void *timer, uint64_t ms);
   void (*timer_stop)(void *timer);
   void (*timer_close)(void *timer);
-  /* The attachable processes (msc_discover()): 0 or an MS_E* code; *out
-   * is freed by the set with free(). */
+  /* The candidates for attaching (msc_list(): a listing that connects to
+   * nothing; the set probes each with its first read): 0 or an MS_E*
+   * code; *out is freed by the set with free(). */
   int (*discover)(void *ctx, msc_target_t **out, size_t *n);
+  /* A listed socket refused connections (its first read said
+   * MS_ECONNREFUSED): remove it if it is stale (msc_remove_stale()). May
+   * be NULL. */
+  void (*stale)(void *ctx, const msc_target_t *t);
   /* Nonzero if pid is no longer the process started at start_time (no
    * /proc entry, a zombie, the PID reused). */
   int (*proc_gone)(void *ctx, int pid, uint64_t start_time);
@@ -237,11 +246,21 @@ void mt_tset_set_interval(mt_tset_t *s, uint64_t interval_ms);
  * at all when none started. */
 size_t mt_tset_fetch_all(mt_tset_t *s, uint64_t flags);
 
-/* Lists the attachable processes: adds the new ones (a gone target whose
- * PID now names another process is replaced), and treats the ones not
- * found as retire_unlisted says. Returns 0 or the listing's error (the
- * set is unchanged then). */
+/* Lists the attachable processes, connecting to none: a new one is a
+ * candidate, which the owner does not see until its first read (the
+ * probe: at once when timed, else at the next mt_tset_fetch_all(), which
+ * counts it among the reads it started) has answered or failed as an
+ * agent in trouble would; then `added` runs, and its snapshot or failure
+ * follows. One whose socket refuses connections, is served by another
+ * process, or has gone, is dropped unseen (and probed again at the next
+ * listing if it is still listed). A gone target whose PID now names
+ * another process is replaced, and the targets not found are treated as
+ * retire_unlisted says. Returns 0 or the listing's error (the set is
+ * unchanged then). */
 int mt_tset_rescan(mt_tset_t *s);
+
+/* How many listed processes are still being probed (not yet targets). */
+size_t mt_tset_probing(const mt_tset_t *s);
 
 /* The owner says t's process ended (MT_TSET_OWNED): no more reads; a
  * read on its way still reports a snapshot, a failure is dropped. */
@@ -258,7 +277,7 @@ mt_tset_target_t *mt_tset_find(const mt_tset_t *s, int pid);
 uint64_t mt_tset_now_ns(const mt_tset_t *s);
 
 /* The real io: conn.c on `loop` (a uv_loop_t *), uv timers, uv_hrtime,
- * msc_discover and /proc. */
+ * msc_list, msc_remove_stale and /proc. */
 void mt_tset_io_uv(mt_tset_io_t *io, void *loop);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * targetset_uv.c - the target set's real I/O (see targetset.h,
  * mt_tset_io_uv): connections are conn.c's on a libuv loop, timers are
- * uv timers, the clock is uv_hrtime, the listing is msc_discover, and
+ * uv timers, the clock is uv_hrtime, the listing is msc_list, and
  * whether a process is gone is read from /proc/PID/stat.
  */
 #include <errno.h>
@@ -136,7 +136,12 @@ static void timer_close(void *timer) {
 
 static int discover(void *ctx, msc_target_t **out, size_t *n) {
   (void)ctx;
-  return msc_discover(out, n);
+  return msc_list(out, n);
+}
+
+static void stale(void *ctx, const msc_target_t *t) {
+  (void)ctx;
+  msc_remove_stale(t);
 }
 
 /* Nonzero if `pid` no longer is the process we watch: no /proc entry, a
@@ -187,6 +192,7 @@ void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->timer_stop = timer_stop;
   io->timer_close = timer_close;
   io->discover = discover;
+  io->stale = stale;
   io->proc_gone = proc_gone;
   io->ctx = loop;
 }

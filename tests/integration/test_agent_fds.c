@@ -163,16 +163,23 @@ static int list_fds(const char *dir, int *v, int n, int cap) {
 
 /* The inode of a socket listening at path (from /proc/net/unix), other
  * than `not`; 0 if none. The file at the path cannot tell a new socket
- * from the old: the filesystem may give it the same inode number. */
+ * from the old: the filesystem may give it the same inode number. The
+ * kernel names a socket by the path it was bound to: the agent binds
+ * <dir>/.<pid>.new and renames it to <dir>/<pid>.sock once listening. */
 static unsigned long listener_ino(const char *path, unsigned long not ) {
-  char line[512], p[300];
+  char line[512], p[300], bound[300];
   unsigned long flags, ino, found = 0;
+  const char *slash = strrchr(path, '/');
+  assert_non_null(slash);
+  snprintf(bound, sizeof bound, "%.*s/.%.*s.new", (int)(slash - path), path,
+           (int)strcspn(slash + 1, "."), slash + 1);
   FILE *f = fopen("/proc/net/unix", "r");
   assert_non_null(f);
   while (found == 0 && fgets(line, sizeof line, f) != NULL) {
     if (sscanf(line, "%*s %*s %*s %lx %*s %*s %lu %299s", &flags, &ino, p) ==
             3 &&
-        (flags & 0x10000) != 0 && ino != not &&strcmp(p, path) == 0)
+        (flags & 0x10000) != 0 && ino != not &&
+        (strcmp(p, path) == 0 || strcmp(p, bound) == 0))
       found = ino;
   }
   fclose(f);

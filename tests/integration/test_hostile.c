@@ -42,6 +42,7 @@
 #include <cmocka.h>
 
 #include "client/client.h"
+#include "support/foreign.h"
 #include "support/host.h"
 #include "support/hostile.h"
 #include "support/run.h"
@@ -56,6 +57,9 @@ static const char *skip_reason;
 static char tmux_sock[160], screen[64 * 1024]; /* the live view's session */
 
 static run_result_t res;
+/* Another user's libmemstats process (nobody's, in its default directory)
+ * alive for the whole run, as on a shared machine (support/foreign.h). */
+static foreign_t foreign;
 
 /* Runs memtop with the given arguments (NULL-terminated) into res. */
 static int mt(const char *first, ...) {
@@ -270,6 +274,15 @@ static int group_setup(void **state) {
   if (host_build_dir(build, sizeof build) != 0)
     return -1;
   snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  if (foreign_start(&foreign, build) != 0)
+    print_message("no other user's process beside the tests: %s\n",
+                  foreign.why);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  foreign_stop(&foreign);
   return 0;
 }
 
@@ -444,6 +457,9 @@ static void test_foreign_directory_claims(void **state) {
   sock_t s[] = {{s1, 1}, {sv, victim}, {sown, 0}};
   bad = start_attacker(mk, 0, s, 3);
 
+  /* Root's view of the machine: with MEMSTATS_DIR set, memtop would list
+   * that directory alone. */
+  unsetenv("MEMSTATS_DIR");
   assert_int_equal(mt("ps", NULL), 0);
   assert_no_terminal_codes("ps stdout", res.out, res.nout);
   assert_no_terminal_codes("ps stderr", res.err, res.nerr);
@@ -664,5 +680,5 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(test_live_view, setup, teardown),
   };
-  return cmocka_run_group_tests(tests, group_setup, NULL);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

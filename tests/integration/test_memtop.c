@@ -43,14 +43,19 @@
 
 #include "client/client.h"
 #include "common/strbuf.h"
+#include "support/foreign.h"
 #include "support/host.h"
 #include "support/hostile.h"
 #include "support/run.h"
+#include "support/target_proc.h"
 #include "wire/wire.h"
 #include <jansson.h>
 
 static char build[1024], memtop[1200], target[1200];
 static char dir[64];
+/* Another user's libmemstats process, alive for the whole run (as root):
+ * what a shared machine has, and no test may see (support/foreign.h). */
+static foreign_t foreign;
 
 static run_result_t res;
 /* A standard descriptor (1 or 2) that mt() closes in the child
@@ -200,6 +205,22 @@ static int setup(void **state) {
   return 0;
 }
 
+/* The whole run has another user's libmemstats process beside it (as
+ * root; otherwise it cannot be made, and is said). */
+static int group_setup(void **state) {
+  (void)state;
+  if (foreign_start(&foreign, build) != 0)
+    print_message("no other user's process beside the tests: %s\n",
+                  foreign.why);
+  return 0;
+}
+
+static int group_teardown(void **state) {
+  (void)state;
+  foreign_stop(&foreign);
+  return 0;
+}
+
 static int teardown(void **state) {
   char cmd[128];
 
@@ -218,13 +239,10 @@ static int count_lines(const char *s) {
 /* Checks what memtop printed when watching all (--once --json: a JSON
  * report a line; ps: a header, then a row a process): each line is one
  * process's, no process twice, each of `ours` (this test's targets, in
- * its own MEMSTATS_DIR) exactly once, and no other process of that
- * directory (a hung one's line is an error, not a report). Run as root,
- * memtop watches every user's directory (/tmp/memtop-*, /run/user/ * /
- * memtop), so a process of another program on the machine (another test,
- * another user) may be listed too, and is, rightly: beside ours, the lines
- * are those. Not root, memtop watches MEMSTATS_DIR alone: the lines are
- * ours and no more. */
+ * its own MEMSTATS_DIR) exactly once, and nothing else: with MEMSTATS_DIR
+ * set memtop watches that directory alone, root too (not every user's
+ * /tmp/memtop-* and /run/user/ * /memtop), so another user's process on
+ * the machine (`foreign`'s, as root) is never listed. */
 static void assert_watched(int json, const pid_t *ours, size_t n) {
   char copy[sizeof res.out], *line, *save = NULL;
   int seen[64], lines = 0;
@@ -261,12 +279,13 @@ static void assert_watched(int json, const pid_t *ours, size_t n) {
     else if (access(sock, F_OK) == 0)
       fail_msg("PID %d of this test's directory is listed:\n%s", pid, res.out);
     else
-      print_message("PID %d, another program's, is attachable too\n", pid);
+      fail_msg("PID %d, not of MEMSTATS_DIR %s (another user's%s), is "
+               "listed:\n%s",
+               pid, dir, pid == foreign.t.pid ? ": nobody's" : "?", res.out);
   }
   if (mine != n)
     fail_msg("%zu of this test's %zu processes listed:\n%s", mine, n, res.out);
-  if (geteuid() != 0)
-    assert_int_equal(lines, (int)n);
+  assert_int_equal(lines, (int)n);
 }
 
 /* Runs memtop with the given arguments as `nobody` in an empty socket
@@ -437,8 +456,8 @@ static void test_watch_all_and_ps(void **state) {
   const pid_t ours[] = {a.pid, b.pid};
 
   (void)state;
-  /* No PID: every attachable process in MEMSTATS_DIR (and, as root, in
-   * every user's directory). */
+  /* No PID: every attachable process in MEMSTATS_DIR, and only those:
+   * not nobody's process in /tmp/memtop-65534 (as root). */
   assert_int_equal(mt("--once", "--json", NULL), 0);
   assert_watched(1, ours, 2);
   snprintf(want, sizeof want, "\"pid\":%d,", a.pid);
@@ -462,6 +481,55 @@ static void test_watch_all_and_ps(void **state) {
   assert_non_null(strstr(res.err, "memtop run"));
   assert_int_equal(mt_alone("ps", NULL), 0);
   assert_int_equal(count_lines(res.out), 1);
+}
+
+/* Nonzero if memtop's stdout has a line for pid: a ps row or a report's
+ * first line ("PID name: ..."), or a JSON object of it. */
+static int lists_pid(pid_t pid) {
+  char row[32], json[32];
+  const char *line = res.out;
+
+  snprintf(row, sizeof row, "%d ", (int)pid);
+  snprintf(json, sizeof json, "\"pid\":%d,", (int)pid);
+  while (*line != '\0') {
+    const char *p = line;
+    while (*p == ' ')
+      p++;
+    if (strncmp(p, row, strlen(row)) == 0)
+      return 1;
+    const char *end = strchr(line, '\n');
+    size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+    if (len > strlen(json) && memmem(line, len, json, strlen(json)) != NULL)
+      return 1;
+    line += len + (end != NULL);
+  }
+  return 0;
+}
+
+/* Another user's process in its own default directory (nobody's, in
+ * /tmp/memtop-65534): root's memtop lists it when no MEMSTATS_DIR is set
+ * (every user's directory), and never when one is, even an empty one. */
+static void test_other_users_unseen(void **state) {
+  (void)state;
+  if (foreign.t.pid <= 0) {
+    print_message("skipped: %s\n", foreign.why);
+    skip();
+  }
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_false(lists_pid(foreign.t.pid));
+  assert_int_equal(mt("--once", "--json", NULL), 1); /* nothing to watch */
+  assert_false(lists_pid(foreign.t.pid));
+  assert_non_null(strstr(res.err, "no attachable processes"));
+
+  /* The same memtop, with no MEMSTATS_DIR: root's view of the machine. */
+  unsetenv("MEMSTATS_DIR");
+  unsetenv("XDG_RUNTIME_DIR");
+  mt("ps", NULL);
+  setenv("MEMSTATS_DIR", dir, 1);
+  if (!lists_pid(foreign.t.pid))
+    fail_msg("root's ps without MEMSTATS_DIR does not list nobody's PID %d "
+             "(%s):\n%s",
+             (int)foreign.t.pid, foreign.sock, res.out);
 }
 
 static void test_not_attachable(void **state) {
@@ -972,6 +1040,152 @@ static void test_run_killed_falls_back(void **state) {
   assert_non_null(strstr(res.out, " pl_final: Ready+Prepared="));
 }
 
+/* ---- the socket's life ---- */
+
+/* Waits for path to exist, at most RUN_LIMIT_S (a hung program, not a
+ * slow one). */
+static int wait_for_file(const char *path) {
+  struct stat st;
+  time_t start = time(NULL);
+
+  while (stat(path, &st) != 0) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      return 0;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  return 1;
+}
+
+/* The agent held between its bind and its listen (liblistenpause.so):
+ * its socket is not at <pid>.sock yet (it was, refusing connections, and
+ * memtop removed it as stale: the agent then served a socket no one could
+ * find); memtop's listing meanwhile changes nothing, and once the agent
+ * listens, memtop reads it. */
+static void test_socket_appears_listening(void **state) {
+  char shim[1300], pre[1400], paused[128], go[128], sock[128], line[64];
+  const char *argv[] = {target, NULL};
+  struct stat st;
+  target_t t;
+
+  (void)state;
+  snprintf(shim, sizeof shim, "%s/progs/liblistenpause.so", build);
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", shim);
+  /* Under make asan the target is instrumented: its runtime then lets a
+   * library come before it. */
+  char asan[600];
+  const char *ao = getenv("ASAN_OPTIONS");
+  snprintf(asan, sizeof asan, "ASAN_OPTIONS=%s%sverify_asan_link_order=0",
+           ao != NULL ? ao : "", ao != NULL && ao[0] ? ":" : "");
+  const char *env[] = {pre, asan, NULL};
+  snprintf(paused, sizeof paused, "%s/listen-paused", dir);
+  snprintf(go, sizeof go, "%s/listen-go", dir);
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)t.pid);
+  if (!wait_for_file(paused)) {
+    target_kill(&t);
+    fail_msg("the agent never reached listen()");
+  }
+  int bound_in_place = lstat(sock, &st) == 0;
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(mt("--once", "--json", NULL), 1); /* none listed yet */
+  int fd = open(go, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+  assert_true(strncmp(line, "ready ", 6) == 0);
+  if (bound_in_place) {
+    target_kill(&t);
+    fail_msg("%s was there, refusing connections, before the agent "
+             "listened",
+             sock);
+  }
+  assert_int_equal(mt("--once", run_pidstr(t.pid), NULL), 0);
+  target_wait(&t);
+}
+
+/* A live process that runs libmemstats (the preload, with
+ * MEMSTATS_AGENT=0) and a socket at its PID that refuses connections
+ * (made after it started: an agent that has bound and not listened yet
+ * looks the same). memtop's listing leaves it: a socket is removed only
+ * when its PID is gone or runs another program. */
+static void test_refusing_socket_of_live_target_kept(void **state) {
+  char pre[1400], sock[128];
+  const char *argv[] = {"sleep", "600", NULL};
+  struct sockaddr_un sa;
+  struct stat st;
+  target_t t;
+
+  (void)state;
+  if (!preload_usable())
+    skip();
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", run_preload);
+  const char *env[] = {pre, "MEMSTATS_AGENT=0", NULL};
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  /* The preload is mapped before sleep's main runs; wait for it. */
+  for (int i = 0; i < 100 * RUN_LIMIT_S && !msc_proc_maps_libmemstats(t.pid);
+       i++) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  assert_true(msc_proc_maps_libmemstats(t.pid));
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)t.pid);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)t.pid);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_equal(lstat(sock, &st), 0);
+  mt("--once", NULL);
+  assert_int_equal(lstat(sock, &st), 0);
+  assert_int_equal(mt("--once", run_pidstr(t.pid), NULL), 1);
+  assert_non_null(strstr(res.err, "runs libmemstats but does not accept"));
+  target_kill(&t);
+  /* Its PID gone, the socket is stale: the listing removes it. */
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_int_not_equal(lstat(sock, &st), 0);
+}
+
+/* Binds a socket at dir/name (nobody listens) and leaves it there. */
+static void leave_socket(const char *name) {
+  struct sockaddr_un sa;
+
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%s", dir, name);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd);
+}
+
+/* An agent killed between its bind and its rename leaves its temporary
+ * ".<pid>.new": memtop's listing removes it once the PID is gone, and
+ * leaves that of a live PID (an agent starting) alone. */
+static void test_dead_bound_socket_removed(void **state) {
+  char dead_name[64], live_name[64], path[128];
+  struct stat st;
+  int status;
+
+  (void)state;
+  pid_t dead = fork();
+  if (dead == 0)
+    _exit(0);
+  assert_int_equal(waitpid(dead, &status, 0), dead);
+  snprintf(dead_name, sizeof dead_name, ".%d.new", (int)dead);
+  snprintf(live_name, sizeof live_name, ".%d.new", (int)getpid());
+  leave_socket(dead_name);
+  leave_socket(live_name);
+  assert_int_equal(mt("ps", NULL), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, dead_name);
+  assert_int_not_equal(lstat(path, &st), 0);
+  snprintf(path, sizeof path, "%s/%s", dir, live_name);
+  assert_int_equal(lstat(path, &st), 0);
+}
+
 /* ---- a stranger's agent ---- */
 
 /* What a hostile process calls itself (PR_SET_NAME keeps 15 bytes): clear
@@ -979,15 +1193,40 @@ static void test_run_killed_falls_back(void **state) {
 #define HOSTILE_COMM "\x1b]2;pwn\x07\xc2\x9b\xe2\x80\xae"
 
 /* How a stranger's agent answers a snapshot request. */
-enum { ANSWER_NOTHING = 0, ANSWER_SNAPSHOT, ANSWER_REFUSAL };
+enum { ANSWER_NOTHING = 0, ANSWER_SNAPSHOT, ANSWER_REFUSAL, ANSWER_TRICKLE };
+
+/* ANSWER_TRICKLE's heap profile: one tiny frame (no record, never the
+ * last) every 100 ms, for as long as the reader stays. Returns when the
+ * reader has gone. */
+static void trickle_profile(int cfd, const ms__wire_hello_t *h) {
+  static uint8_t frame[256];
+  ms__wire_writer_t w;
+
+  for (uint64_t chunk = 0;; chunk++) {
+    ms__wire_writer_init(&w, frame, sizeof frame);
+    ms__wire_begin(&w, MS__MSG_PROFILE);
+    ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, chunk);
+    if (chunk == 0) {
+      ms__wire_put_u64(&w, MS__TAG_PID, (uint64_t)h->pid);
+      ms__wire_put_u64(&w, MS__TAG_START_TIME, h->start_time);
+      ms__wire_put_u64(&w, MS__TAG_PROF_RATE, 524288);
+    }
+    if (ms__wire_end(&w) != 0 ||
+        send(cfd, frame, w.len, MSG_NOSIGNAL) != (ssize_t)w.len)
+      return;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
 
 /* A forked child named HOSTILE_COMM that listens on
  * $MEMSTATS_DIR/<its pid>.sock like an agent. ANSWER_SNAPSHOT: it speaks
  * the protocol and serves a snapshot whose every string is hostile and as
  * long as the format allows (support/hostile.h); ANSWER_REFUSAL: it
  * refuses with a hostile reason; ANSWER_NOTHING: it accepts and never
- * answers, so memtop shows its /proc name. Returns its PID once it
- * listens. */
+ * answers, so memtop shows its /proc name; ANSWER_TRICKLE: it serves its
+ * snapshot, then trickles its heap profile for ever (trickle_profile).
+ * Returns its PID once it listens. */
 static pid_t start_hostile_agent(int answer) {
   int ready[2];
   pid_t pid;
@@ -1020,7 +1259,7 @@ static pid_t start_hostile_agent(int answer) {
     h.proto_version = MS__WIRE_VERSION;
     h.nproviders = snap.nproviders;
     memcpy(h.providers, snap.providers, sizeof h.providers);
-    h.capabilities = MS__CAP_SNAPSHOT;
+    h.capabilities = MS__CAP_SNAPSHOT | MS__CAP_PROFILE;
 
     s = socket(AF_UNIX, SOCK_STREAM, 0);
     memset(&sa, 0, sizeof sa);
@@ -1056,6 +1295,11 @@ static pid_t start_hostile_agent(int answer) {
           run_send_all(cfd, out, w.len);
           memmove(in, in + flen, have - flen);
           have -= flen;
+          if (f.type == MS__MSG_PROFILE_REQ && answer == ANSWER_TRICKLE) {
+            trickle_profile(cfd, &h);
+            have = 0;
+            break;
+          }
         }
       }
       close(cfd);
@@ -1065,6 +1309,56 @@ static pid_t start_hostile_agent(int answer) {
   assert_int_equal(read(ready[0], &c, 1), 1);
   close(ready[0]);
   return pid;
+}
+
+/* A target that trickles its answer (its heap profile, one tiny frame
+ * every 100 ms, never the last) beside a good one: with --sites, memtop
+ * gives up on it at the deadline (--timeout, or MEMTOP_TIMEOUT_MS: one
+ * setting), says why, and prints the good one's report; the frames that
+ * keep coming do not hold memtop (they re-armed a 2 s timeout each, and
+ * memtop printed nothing for anyone, ever). The only clock is the
+ * deadline itself, and run.h's limit for a hung memtop. */
+static void test_trickling_target(void **state) {
+  proc_t good = start_target(NULL);
+  pid_t slow = start_hostile_agent(ANSWER_TRICKLE);
+  char want[64], why[64];
+
+  (void)state;
+  snprintf(want, sizeof want, "%d mt_target: Ready+Prepared=", good.pid);
+  snprintf(why, sizeof why, "PID %d: the answer was not whole within 500 ms",
+           slow);
+  /* Every target (the round waits for all), then the two named. */
+  assert_int_equal(mt("--once", "--sites", "3", "--timeout", "0.5", NULL), 1);
+  if (strstr(res.out, want) == NULL || strstr(res.err, why) == NULL)
+    fail_msg("stdout:\n%.2000s\nstderr:\n%.2000s", res.out, res.err);
+  assert_int_equal(mt("--once", "--json", "--sites", "3", "--timeout", "0.5",
+                      run_pidstr(slow), run_pidstr(good.pid), NULL),
+                   1);
+  snprintf(want, sizeof want, "\"pid\":%d,", good.pid);
+  assert_non_null(strstr(res.out, want));
+  assert_non_null(strstr(res.err, why));
+  assert_no_terminal_codes("stderr", res.err, res.nerr);
+
+  /* The same deadline from the environment, when --timeout is not given
+   * (and --timeout wins over it). */
+  setenv("MEMTOP_TIMEOUT_MS", "500", 1);
+  assert_int_equal(mt("--once", "--sites", "3", NULL), 1);
+  assert_non_null(strstr(res.err, why));
+  snprintf(why, sizeof why, "PID %d: the answer was not whole within 300 ms",
+           slow);
+  assert_int_equal(
+      mt("--once", "--sites", "3", "--timeout", "0.3", run_pidstr(slow), NULL),
+      1);
+  assert_non_null(strstr(res.err, why));
+  setenv("MEMTOP_TIMEOUT_MS", "soon", 1);
+  assert_int_equal(mt("--once", run_pidstr(good.pid), NULL), 0);
+  assert_non_null(strstr(res.err, "ignoring MEMTOP_TIMEOUT_MS=soon"));
+  unsetenv("MEMTOP_TIMEOUT_MS");
+  assert_int_equal(mt("--once", "--timeout", "0", NULL), 2);
+  assert_non_null(strstr(res.err, "invalid --timeout"));
+
+  stop_fake(slow);
+  stop_target(good);
 }
 
 /* The safe form of the last provider's name as memtop receives it (the
@@ -1191,6 +1485,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_other_users_unseen, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
                                       teardown),
@@ -1211,7 +1506,14 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_socket_appears_listening, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_refusing_socket_of_live_target_kept,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(test_dead_bound_socket_removed, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_hostile_agent, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_trickling_target, setup, teardown),
       cmocka_unit_test_setup_teardown(test_hostile_proc_name, setup, teardown),
       cmocka_unit_test_setup_teardown(test_closed_std_fds, setup, teardown),
   };
@@ -1230,5 +1532,5 @@ int main(void) {
   (void)host_preload_path(build, run_preload, sizeof run_preload);
   setenv("MEMTOP_PRELOAD", run_preload, 1);
   signal(SIGPIPE, SIG_IGN);
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -109,6 +109,38 @@ static void test_delay_limits(void **state) {
   assert_non_null(strstr(err, "at least 0.1"));
 }
 
+/* --timeout SECS, the one deadline of a request; MEMTOP_TIMEOUT_MS (ms)
+ * read once, by mt_cli_timeout(), only when the option is not given. */
+static void test_timeout(void **state) {
+  static const char *bad[] = {"0", "-1", "abc", "", "nan", "601", "0.0001"};
+
+  (void)state;
+  assert_int_equal(parse0(), 0);
+  assert_int_equal(o.timeout_ms, MT_TIMEOUT_DEFAULT_MS);
+  assert_int_equal(mt_cli_timeout(&o, NULL, err, sizeof err), 0);
+  assert_int_equal(o.timeout_ms, 10000);
+  assert_int_equal(mt_cli_timeout(&o, "250", err, sizeof err), 0);
+  assert_int_equal(o.timeout_ms, 250);
+  assert_int_equal(parse0(), 0);
+  assert_int_equal(mt_cli_timeout(&o, "5s", err, sizeof err), MS_EINVAL);
+  assert_non_null(strstr(err, "ignoring MEMTOP_TIMEOUT_MS=5s"));
+  assert_int_equal(o.timeout_ms, MT_TIMEOUT_DEFAULT_MS);
+  assert_int_equal(mt_cli_timeout(&o, "600001", err, sizeof err), MS_EINVAL);
+
+  assert_int_equal(parse("--timeout", "2.5", "--once"), 0);
+  assert_int_equal(o.timeout_ms, 2500);
+  assert_int_equal(mt_cli_timeout(&o, "250", err, sizeof err), 0);
+  assert_int_equal(o.timeout_ms, 2500); /* the option wins */
+  assert_int_equal(parse("profile", "--timeout", "0.001", "1"), 0);
+  assert_int_equal(o.timeout_ms, 1);
+  assert_int_equal(parse("serve", "--timeout", "600"), 0);
+  assert_int_equal(o.timeout_ms, 600000);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(parse("--timeout", bad[i]), MS_EINVAL);
+    assert_non_null(strstr(err, "--timeout"));
+  }
+}
+
 static void test_iterations_limits(void **state) {
   static const char *bad[] = {"0", "-1", "3.5", "x",
                               "",  "1 ", "+2",  "99999999999999999999"};
@@ -411,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_ps_profile_serve),
       cmocka_unit_test(test_profile_options),
       cmocka_unit_test(test_repeatable),
+      cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_parse_numbers),
       cmocka_unit_test(test_run_env),
       cmocka_unit_test(test_find_preload),

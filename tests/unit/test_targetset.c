@@ -222,6 +222,15 @@ static int f_discover(void *ctx, msc_target_t **out, size_t *n) {
   return 0;
 }
 
+/* The listed sockets the set said refused connections. */
+static int stale_calls, stale_pid;
+
+static void f_stale(void *ctx, const msc_target_t *t) {
+  (void)ctx;
+  stale_calls++;
+  stale_pid = t->pid;
+}
+
 static int f_proc_gone(void *ctx, int pid, uint64_t start_time) {
   (void)ctx;
   (void)start_time;
@@ -244,7 +253,7 @@ static void list(size_t n, const int *pids) {
 /* ---- the owner: counts what it is told -------------------------------- */
 
 typedef struct owner_s {
-  int added, retired, snapshots, failures, gone, quiet;
+  int added, retired, snapshots, failures, gone, quiet, probed;
   int last_status, last_pid;
   uint64_t failure_answer; /* what failure() returns */
   int skip;                /* request(): skip reads (paused) */
@@ -316,6 +325,11 @@ static void o_quiet(void *arg) {
   own.quiet++;
 }
 
+static void o_probed(void *arg) {
+  (void)arg;
+  own.probed++;
+}
+
 static const mt_tset_cbs_t owner_cbs = {
     .added = o_added,
     .retired = o_retired,
@@ -324,6 +338,7 @@ static const mt_tset_cbs_t owner_cbs = {
     .failure = o_failure,
     .gone = o_gone,
     .quiet = o_quiet,
+    .probed = o_probed,
 };
 
 static mt_tset_io_t fake_io = {
@@ -337,6 +352,7 @@ static mt_tset_io_t fake_io = {
     .timer_stop = f_timer_stop,
     .timer_close = f_timer_close,
     .discover = f_discover,
+    .stale = f_stale,
     .proc_gone = f_proc_gone,
 };
 
@@ -346,6 +362,7 @@ static int reset(void **state) {
   memset(timers, 0, sizeof timers);
   memset(conns, 0, sizeof conns);
   nlisting = ndead = 0;
+  stale_calls = stale_pid = 0;
   memset(&own, 0, sizeof own);
   own.failure_answer = MT_TSET_BACKOFF;
   return 0;
@@ -500,9 +517,10 @@ static void test_gone_once(void **state) {
   mt_tset_free(s);
 }
 
-/* Discovery: new processes are added and read at once; one that
- * vanished is said gone once, kept keep_gone_ms, then retired; a gone
- * PID that names a new process is replaced. */
+/* Discovery: new processes are probed at once by their first read and
+ * join (in PID order) when it answers; one that vanished is said gone
+ * once, kept keep_gone_ms, then retired; a gone PID that names a new
+ * process is replaced. */
 static void test_discovery(void **state) {
   static const int first[] = {10, 11}, second[] = {11}, third[] = {11, 12};
   mt_tset_opts_t o = timed_opts();
@@ -515,15 +533,27 @@ static void test_discovery(void **state) {
   list(2, first);
   mt_tset_start(s); /* the rescan timer: every max(100, 2000) ms */
   assert_int_equal(mt_tset_rescan(s), 0);
+  /* Listed and probed, not yet the owner's. */
+  assert_int_equal(own.added, 0);
+  assert_int_equal(mt_tset_count(s), 0);
+  assert_int_equal(mt_tset_probing(s), 2);
+  assert_int_equal(fetches(10), 1);
+  assert_int_equal(fetches(11), 1);
+  reply_ok(11);
+  reply_ok(10);
   assert_int_equal(own.added, 2);
+  assert_int_equal(own.snapshots, 2);
   assert_int_equal(mt_tset_count(s), 2);
+  assert_int_equal(mt_tset_probing(s), 0);
+  assert_int_equal(mt_tset_at(s, 0)->pid, 10);
   t = mt_tset_find(s, 10);
   assert_non_null(t);
   assert_string_equal(t->comm, "p10");
   assert_true(t->have_uid);
   advance(0);
-  assert_int_equal(fetches(10), 1);
-  assert_int_equal(fetches(11), 1);
+  assert_int_equal(fetches(10), 1); /* the next read, an interval later */
+  advance(100);
+  assert_int_equal(fetches(10), 2);
   reply_ok(10);
   reply_ok(11);
 
@@ -540,21 +570,28 @@ static void test_discovery(void **state) {
   assert_int_equal(own.retired, 1); /* 2 s > keep_gone_ms */
   assert_null(mt_tset_find(s, 10));
 
-  /* A new one appears. */
+  /* A new one appears: its probe is still on its way. */
   list(2, third);
   advance(2000);
-  assert_int_equal(own.added, 3);
-  assert_non_null(mt_tset_find(s, 12));
+  assert_int_equal(own.added, 2);
+  assert_int_equal(mt_tset_probing(s), 1);
+  assert_null(mt_tset_find(s, 12));
 
-  /* 11 dies and its PID is reused by another attachable process. */
+  /* 11 dies and its PID is reused by another attachable process; 12's
+   * probe times out: it is an agent in trouble, shown with its failure. */
   dead[0] = 11;
   reply_fail(11, MS_EPROTO);
   reply_fail(12, MS_ETIMEDOUT);
+  assert_int_equal(own.added, 3);
+  assert_int_equal(own.failures, 1);
+  assert_non_null(mt_tset_find(s, 12));
   assert_int_equal(own.gone, 2);
   assert_true(mt_tset_find(s, 11)->gone);
   listing[0].start_time = 777;
   ndead = 0;
   assert_int_equal(mt_tset_rescan(s), 0);
+  assert_null(mt_tset_find(s, 11)); /* retired; the new one is probed */
+  reply_ok(11);
   t = mt_tset_find(s, 11);
   assert_non_null(t);
   assert_false(t->gone);
@@ -562,6 +599,59 @@ static void test_discovery(void **state) {
   assert_int_equal(own.retired, 2);
   assert_int_equal(own.added, 4);
   mt_tset_free(s);
+}
+
+/* Probes, in rounds: a listed socket that refuses connections (its
+ * removal left to the io's `stale`) or is served by another process is
+ * dropped without a word, and probed again at the next listing; one that
+ * does not answer in time is a target with its failure; the round's
+ * `quiet` waits for every probe; a candidate no longer listed goes. */
+static void test_discovery_probes(void **state) {
+  static const int four[] = {1, 2, 3, 4}, two[] = {3, 4};
+  mt_tset_opts_t o = {.timeout_ms = 2000, .retire_unlisted = 1};
+  mt_tset_t *s = new_set(&o);
+
+  (void)state;
+  list(4, four);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(mt_tset_count(s), 0);
+  assert_int_equal(mt_tset_probing(s), 4);
+  assert_int_equal(fetches(1), 0); /* not timed: the round asks */
+  assert_int_equal(mt_tset_fetch_all(s, 0x1), 4);
+  reply_fail(1, MS_ECONNREFUSED);
+  reply_fail(2, MS_EUNSAFE);
+  assert_int_equal(stale_calls, 1);
+  assert_int_equal(stale_pid, 1);
+  reply_fail(3, MS_ETIMEDOUT);
+  assert_int_equal(own.quiet, 0);
+  assert_int_equal(own.probed, 3);
+  reply_ok(4);
+  assert_int_equal(own.probed, 4);
+  assert_int_equal(own.quiet, 1);
+  assert_int_equal(own.added, 2);
+  assert_int_equal(own.failures, 1);
+  assert_int_equal(own.snapshots, 1);
+  assert_int_equal(own.retired, 0);
+  assert_int_equal(mt_tset_count(s), 2);
+  assert_int_equal(mt_tset_at(s, 0)->pid, 3);
+  assert_int_equal(mt_tset_at(s, 1)->pid, 4);
+  assert_int_equal(mt_tset_probing(s), 0);
+
+  /* The next round probes 1 and 2 again. */
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(mt_tset_probing(s), 2);
+  assert_int_equal(mt_tset_fetch_all(s, 0), 4);
+  /* Gone from the listing while probed: their reads no longer count. */
+  list(2, two);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(mt_tset_probing(s), 0);
+  reply_ok(3);
+  reply_ok(4);
+  assert_int_equal(own.quiet, 2);
+  assert_int_equal(own.added, 2);
+  assert_int_equal(own.retired, 0);
+  mt_tset_free(s);
+  assert_int_equal(own.retired, 2);
 }
 
 /* A listing that fails leaves the set as it was. */
@@ -814,6 +904,7 @@ int main(void) {
       cmocka_unit_test_setup(test_gone_once, reset),
       cmocka_unit_test_setup(test_discovery, reset),
       cmocka_unit_test_setup(test_discovery_error, reset),
+      cmocka_unit_test_setup(test_discovery_probes, reset),
       cmocka_unit_test_setup(test_rounds, reset),
       cmocka_unit_test_setup(test_pause_and_interval, reset),
       cmocka_unit_test_setup(test_added_refused, reset),
