@@ -14,7 +14,6 @@
 #include "memtop/profile_cmd.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "memstats.h"
 #include "memtop/loop.h"
 #include "memtop/out.h"
+#include "memtop/outfile.h"
 #include "memtop/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
@@ -46,33 +46,6 @@ static int timeout_ms(void) {
   if (errno != 0 || *end != '\0' || v < 1 || v > 600000)
     return MT_TIMEOUT_MS_DEFAULT;
   return (int)v;
-}
-
-/* Writes len bytes to path ("-": stdout). Returns 0 or -errno. */
-static int write_out(const char *path, const void *data, size_t len) {
-  const unsigned char *p = data;
-  int fd, rc = 0;
-
-  if (strcmp(path, "-") == 0)
-    fd = STDOUT_FILENO;
-  else
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      rc = n < 0 ? -errno : -EIO;
-      break;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  if (fd != STDOUT_FILENO && close(fd) != 0 && rc == 0)
-    rc = -errno;
-  return rc;
 }
 
 /* Says which mappings could not be resolved, once per reason and file. */
@@ -241,7 +214,7 @@ int mt_profile_main(const mt_opts_t *o) {
   const ms__profile_decoded_t *last;
   mt_heap_t h;
   char root[64], path[64];
-  const char *out;
+  const char *out, *why = "";
   uint8_t *bytes = NULL;
   size_t len = 0;
   int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
@@ -291,13 +264,17 @@ int mt_profile_main(const mt_opts_t *o) {
       rc = mt_top_text(&b, &h, MT_HEAP_ALLOC_SPACE,
                        o->sites > 0 ? (size_t)o->sites : SITES_DEFAULT);
     }
-    if (rc == 0)
-      rc = write_out(o->output != NULL ? o->output : "-", b.data, b.len);
+    if (rc != 0) {
+      ms__strbuf_free(&b);
+      mt_warn("PID %d: cannot make the report: %s", pid, ms_strerror(rc));
+      goto out;
+    }
+    rc = mt_outfile_save(o->output != NULL ? o->output : "-", b.data, b.len,
+                         &why);
     ms__strbuf_free(&b);
     if (rc != 0) {
       mt_warn("PID %d: cannot write the report to %s: %s", pid,
-              o->output != NULL ? o->output : "standard output",
-              ms_strerror(rc == -1 ? MS_ENOMEM : rc));
+              o->output != NULL ? o->output : "standard output", why);
       goto out;
     }
     status = 0;
@@ -311,9 +288,9 @@ int mt_profile_main(const mt_opts_t *o) {
   }
   snprintf(path, sizeof path, "memtop-%d.pb.gz", pid);
   out = o->output != NULL ? o->output : path;
-  rc = write_out(out, bytes, len);
+  rc = mt_outfile_save(out, bytes, len, &why);
   if (rc != 0) {
-    mt_warn("cannot write %s: %s", out, strerror(-rc));
+    mt_warn("cannot write %s: %s", out, why);
     goto out;
   }
   if (strcmp(out, "-") != 0)

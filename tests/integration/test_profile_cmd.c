@@ -11,6 +11,11 @@
  * profile as wire/profile.c encodes it), so the peer check holds: the
  * process that listens is the PID asked for. Its stacks are return
  * addresses inside this binary's own functions.
+ *
+ * The file is written as root would write it in a directory a stranger
+ * can write in: what the stranger planted at the name (a symbolic link, a
+ * hard link, a FIFO, a directory) is never written through, nor waited
+ * on.
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +31,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <fcntl.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -354,12 +361,157 @@ static void test_error_answer(void **state) {
   server_stop(&s);
 }
 
+
+/* ---- what a stranger plants at the output's name ------------------------ */
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* No temporary file is left in dir. */
+static void no_leftovers(void) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, ".memtop-", 8) == 0)
+      fail_msg("temporary file left behind: %s", e->d_name);
+  closedir(d);
+}
+
+/* memtop-PID.pb.gz -> victim (the default name, in the directory memtop
+ * runs in, and -o's): refused, the victim untouched, the link still a
+ * link. */
+static void test_symlink_not_followed(void **state) {
+  server_t s;
+  char victim[PATH_MAX], link_path[PATH_MAX], cwd[PATH_MAX], *text;
+  struct stat st;
+
+  (void)state;
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  put_file(victim, "precious\n");
+  snprintf(link_path, sizeof link_path, "%s/memtop-%d.pb.gz", dir,
+           (int)getpid());
+  assert_int_equal(symlink(victim, link_path), 0);
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  server_start(&s, 2, 0);
+  int rc = run_profile(NULL);
+  int rc2 = run_profile("--format", "text", "-o", link_path, NULL);
+  server_stop(&s);
+  assert_int_equal(chdir(cwd), 0);
+  assert_int_equal(rc, 1);
+  assert_int_equal(rc2, 1);
+  text = read_all(victim);
+  assert_string_equal(text, "precious\n");
+  free(text);
+  assert_int_equal(lstat(link_path, &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  no_leftovers();
+  unlink(link_path);
+  unlink(victim);
+}
+
+/* -o FIFO: refused at once (it blocked for ever, or wrote into whoever
+ * reads it); -o DIRECTORY: refused. */
+static void test_fifo_and_directory_refused(void **state) {
+  server_t s;
+  char fifo[PATH_MAX], sub[PATH_MAX], buf[64];
+
+  (void)state;
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  /* A reader, so that a writer would not block but write. */
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  assert_true(rd >= 0);
+  server_start(&s, 2, 0);
+  int rc = run_profile("--format", "text", "-o", fifo, NULL);
+  int rc2 = run_profile("--format", "text", "-o", sub, NULL);
+  server_stop(&s);
+  assert_int_equal(rc, 1);
+  assert_int_equal(rc2, 1);
+  assert_true(read(rd, buf, sizeof buf) <= 0);
+  close(rd);
+  no_leftovers();
+  unlink(fifo);
+  rmdir(sub);
+}
+
+/* An existing regular file is replaced, not truncated: a hard link to
+ * it keeps the old bytes; the new file has a new file's mode. */
+static void test_regular_file_replaced(void **state) {
+  server_t s;
+  char file[PATH_MAX], other[PATH_MAX], *text;
+  struct stat st;
+  mode_t mask = umask(022);
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/report.txt", dir);
+  snprintf(other, sizeof other, "%s/other", dir);
+  put_file(other, "precious\n");
+  chmod(other, 0600);
+  assert_int_equal(link(other, file), 0);
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("--format", "text", "-o", file, NULL), 0);
+  server_stop(&s);
+  umask(mask);
+  text = read_all(other);
+  assert_string_equal(text, "precious\n");
+  free(text);
+  text = read_all(file);
+  assert_non_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  assert_int_equal(stat(file, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0644);
+  assert_int_equal(st.st_nlink, 1);
+  no_leftovers();
+  unlink(file);
+  unlink(other);
+}
+
+/* -o -: standard output, written as it is. */
+static void test_stdout(void **state) {
+  server_t s;
+  char file[PATH_MAX], *text;
+  int saved, fd;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/stdout.txt", dir);
+  fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stdout);
+  saved = dup(1);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(fd, 1), 1);
+  server_start(&s, 1, 0);
+  int rc = run_profile("--format", "text", "-o", "-", NULL);
+  server_stop(&s);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  assert_int_equal(rc, 0);
+  text = read_all(file);
+  assert_non_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  unlink(file);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pprof_file),
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_seconds_delta),
       cmocka_unit_test(test_error_answer),
+      cmocka_unit_test(test_symlink_not_followed),
+      cmocka_unit_test(test_fifo_and_directory_refused),
+      cmocka_unit_test(test_regular_file_replaced),
+      cmocka_unit_test(test_stdout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
