@@ -209,14 +209,27 @@ static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
   return f->failed;
 }
 
+/* The sink of mt_pprof_write: the output file. */
+typedef struct pc_outfile_s {
+  mt_outfile_t f;
+  const char *why;
+  int err; /* the file's own error, not the encoder's */
+} pc_outfile_t;
+
+static int to_outfile(void *ctx, const void *data, size_t len) {
+  pc_outfile_t *of = ctx;
+
+  of->err = mt_outfile_write(&of->f, data, len, &of->why);
+  return of->err;
+}
+
 int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_t *first = NULL, *second = NULL;
   const ms__profile_decoded_t *last;
   mt_heap_t h;
   char root[64], path[64];
   const char *out, *why = "";
-  uint8_t *bytes = NULL;
-  size_t len = 0;
+  pc_outfile_t of = {.why = ""};
   int pid = o->pids[0], tmo = timeout_ms(), rc, status = 1, built = 0;
 
   pc_fetch_t f;
@@ -241,8 +254,13 @@ int mt_profile_main(const mt_opts_t *o) {
   last = second != NULL ? second : first;
   rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
                      &h);
+  /* What was received is in h now: freed before the larger steps. */
+  ms__profile_decoded_free(first);
+  ms__profile_decoded_free(second);
+  first = second = NULL;
   if (rc != 0) {
-    mt_warn("PID %d: cannot build the profile: %s", pid, ms_strerror(rc));
+    mt_warn("PID %d: cannot build the profile: %s", pid,
+            mt_heap_strerror(rc));
     goto out;
   }
   built = 1;
@@ -281,16 +299,25 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
 
-  rc = mt_pprof_encode(&h, &bytes, &len);
-  if (rc != 0) {
-    mt_warn("PID %d: cannot encode the profile: %s", pid, ms_strerror(rc));
-    goto out;
-  }
   snprintf(path, sizeof path, "memtop-%d.pb.gz", pid);
   out = o->output != NULL ? o->output : path;
-  rc = mt_outfile_save(out, bytes, len, &why);
+  rc = mt_outfile_open(&of.f, out, &of.why);
+  if (rc == 0) {
+    /* Written as it is encoded: no copy of the whole file in memory. */
+    rc = mt_pprof_write(&h, to_outfile, &of);
+    if (rc != 0) {
+      mt_outfile_abort(&of.f);
+      if (of.err == 0) {
+        mt_warn("PID %d: cannot encode the profile: %s", pid,
+                mt_heap_strerror(rc));
+        goto out;
+      }
+    } else {
+      rc = mt_outfile_commit(&of.f, &of.why);
+    }
+  }
   if (rc != 0) {
-    mt_warn("cannot write %s: %s", out, why);
+    mt_warn("cannot write %s: %s", out, of.why);
     goto out;
   }
   if (strcmp(out, "-") != 0)
@@ -303,7 +330,6 @@ int mt_profile_main(const mt_opts_t *o) {
 out:
   if (built)
     mt_heap_free(&h);
-  free(bytes);
   ms__profile_decoded_free(first);
   ms__profile_decoded_free(second);
   return status;

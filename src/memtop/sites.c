@@ -87,7 +87,7 @@ void mt_sites_append(ms__strbuf_t *out, int pid,
       rc = mt_top_sites(&h, MT_HEAP_INUSE_SPACE, &sites, &nsites);
     if (rc != 0)
       snprintf(err, sizeof err, "PID %d: the heap profile: %s", pid,
-               ms_strerror(rc));
+               mt_heap_strerror(rc));
   }
   if (rc != 0) {
     if (json) {

@@ -31,6 +31,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <fcntl.h>
 #include <dirent.h>
 #include <unistd.h>
@@ -40,8 +42,11 @@
 #include "memstats.h"
 #include "memtop/cli.h"
 #include "memtop/profile_cmd.h"
+#include "pprof/heap.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/host.h"
+#include "support/run.h"
 #include "support/target.h"
 
 static char dir[64];
@@ -81,6 +86,9 @@ typedef struct server_s {
   char paths[8][PATH_MAX];
   uint32_t nmap;
 } server_t;
+
+/* If set, makes the n-th answer's profile instead (a hostile one). */
+static void (*g_make)(int n, ms__profile_t *p);
 
 static void own_mappings(server_t *s) {
   char exe[PATH_MAX], line[PATH_MAX + 256], path[PATH_MAX], perms[8];
@@ -162,6 +170,8 @@ static void *serve(void *arg) {
     p.records = rec;
     p.nmappings = s->nmap;
     p.mappings = s->map;
+    if (g_make != NULL)
+      g_make(i, &p);
     cap = 4096 + sizeof snap * 2 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
     buf = malloc(cap);
     ms__wire_writer_init(&w, buf, cap);
@@ -502,6 +512,158 @@ static void test_stdout(void **state) {
   unlink(file);
 }
 
+/* ---- the largest profile: memtop's memory stays bounded ----------------- */
+
+/* The worst profile memtop reads whole, twice (--seconds: two of them,
+ * disjoint, held and subtracted): every bound of wire/profile.h reached
+ * (2^18 records of 32 frames, 2^23 stack words; 2,048 mappings with
+ * 4,000-byte paths, 8 MiB) and `g_naddr` distinct return addresses
+ * across the two, each frame of each record another one, so that every
+ * location, sample and string is as many as can be. */
+static uint32_t g_naddr;
+static ms__profile_record_t *g_hrec;
+static uint64_t *g_hstack;
+static ms__profile_mapping_t g_hmap[2048];
+static char g_hpath[2048][4000];
+
+#define H_BASE 0x10000000ull
+#define H_DEPTH 32u
+
+static void make_hostile(int n, ms__profile_t *p) {
+  uint32_t nrec = MS__PROFILE_MAX_FRAMES / H_DEPTH;
+  uint64_t span = ((uint64_t)g_naddr * 16 / 2048 + 4095) & ~4095ull;
+
+  if (g_hrec == NULL) {
+    g_hrec = calloc(nrec, sizeof *g_hrec);
+    g_hstack = malloc((size_t)MS__PROFILE_MAX_FRAMES * 8);
+    if (g_hrec == NULL || g_hstack == NULL)
+      _exit(3);
+  }
+  for (uint32_t r = 0; r < nrec; r++) {
+    for (uint32_t j = 0; j < H_DEPTH; j++) {
+      uint64_t k = ((uint64_t)n * MS__PROFILE_MAX_FRAMES +
+                    (uint64_t)r * H_DEPTH + j) % g_naddr;
+      g_hstack[(size_t)r * H_DEPTH + j] = H_BASE + k * 16 + 1;
+    }
+    g_hrec[r] = (ms__profile_record_t){
+        .size = 16 + (uint64_t)n, /* the two profiles share no bucket */
+        .alloc_objects = 3,
+        .alloc_bytes = 3 * (16 + (uint64_t)n),
+        .free_objects = 1,
+        .free_bytes = 16 + (uint64_t)n,
+        .depth = H_DEPTH,
+        .stack = &g_hstack[(size_t)r * H_DEPTH],
+    };
+  }
+  for (uint32_t m = 0; m < 2048; m++) {
+    memset(g_hpath[m], 'x', sizeof g_hpath[m] - 1);
+    snprintf(g_hpath[m], 40, "/nonexistent/%u/", m);
+    g_hpath[m][strlen(g_hpath[m])] = 'x';
+    g_hpath[m][sizeof g_hpath[m] - 1] = '\0';
+    g_hmap[m] = (ms__profile_mapping_t){H_BASE + m * span,
+                                        H_BASE + (m + 1) * span, 0,
+                                        g_hpath[m], NULL, 0};
+  }
+  p->rate = 524288;
+  p->nrecords = nrec;
+  p->records = g_hrec;
+  p->nmappings = 2048;
+  p->mappings = g_hmap;
+}
+
+/* A target of its own (a child: memtop's child must be forked from this
+ * small process, since a child's peak RSS counts what it inherited)
+ * serving `answers` hostile profiles. Returns its PID once it listens. */
+static pid_t hostile_target(int answers) {
+  char sock[PATH_MAX];
+  struct stat st;
+  pid_t pid = fork();
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    server_t s;
+    g_make = make_hostile;
+    server_start(&s, answers, 0);
+    server_stop(&s);
+    _exit(0);
+  }
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)pid);
+  for (int i = 0; i < 3000 && stat(sock, &st) != 0; i++)
+    usleep(10000);
+  assert_int_equal(stat(sock, &st), 0);
+  return pid;
+}
+
+/* Runs the real memtop with args (NULL-ended) against pid, its stderr in
+ * dir/err.txt. Returns its exit status, with its peak RSS in KiB. */
+static int memtop_peak(pid_t pid, long *maxrss_kib, const char *arg, ...) {
+  char build[1024], memtop[1200], err[PATH_MAX], *argv[16];
+  struct rusage ru;
+  int argc = 0, st;
+  va_list ap;
+
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(err, sizeof err, "%s/err.txt", dir);
+  argv[argc++] = memtop;
+  argv[argc++] = (char *)"profile";
+  argv[argc++] = (char *)run_pidstr(pid);
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || dup2(fd, 2) != 2)
+      _exit(126);
+    execv(memtop, argv);
+    _exit(127);
+  }
+  assert_int_equal(wait4(child, &st, 0, &ru), child);
+  *maxrss_kib = ru.ru_maxrss;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The largest profiles memtop accepts, as a --seconds delta: written, in
+ * less than 512 MiB at its peak (4.9 GB before: a location per address,
+ * no bound on stack words). One distinct address more than a heap holds:
+ * refused as too large, saying what to do. */
+static void test_peak_memory_bounded(void **state) {
+  char file[PATH_MAX], errf[PATH_MAX], *text;
+  long kib = 0;
+  int st;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/big.pb.gz", dir);
+  snprintf(errf, sizeof errf, "%s/err.txt", dir);
+  g_naddr = MT_HEAP_MAX_LOCATIONS;
+  pid_t t = hostile_target(2);
+  int rc = memtop_peak(t, &kib, "--seconds", "1", "-o", file, NULL);
+  waitpid(t, &st, 0);
+  text = read_all(errf);
+  print_message("memtop's peak RSS on the largest delta: %ld MiB\n",
+                kib / 1024);
+  if (rc != 0)
+    fail_msg("memtop profile: exit %d: %s", rc, text);
+  free(text);
+  assert_true(kib < 512 * 1024);
+
+  g_naddr = MT_HEAP_MAX_LOCATIONS + 1;
+  t = hostile_target(1);
+  rc = memtop_peak(t, &kib, "-o", file, NULL);
+  waitpid(t, &st, 0);
+  text = read_all(errf);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(text, "profile too large"));
+  assert_non_null(strstr(text, "MEMSTATS_PROFILE_BUCKETS"));
+  free(text);
+  assert_true(kib < 512 * 1024);
+  unlink(file);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pprof_file),
@@ -512,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_fifo_and_directory_refused),
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
+      cmocka_unit_test(test_peak_memory_bounded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
