@@ -48,21 +48,23 @@ static int timeout_ms(void) {
   return (int)v;
 }
 
-/* Says which mappings could not be resolved, once per reason and file. */
+/* Says which mappings could not be resolved, once per file (the first
+ * mapping's reason), at most 8. A file is a string index: one flag per
+ * string says it was seen, so 65,536 mappings cost as many steps, not
+ * their square. */
 static void report_unresolved(const mt_heap_t *h) {
-  size_t i, j, shown = 0;
+  unsigned char *seen = calloc(h->nstrings + 1, 1);
+  size_t i, shown = 0;
 
+  if (seen == NULL)
+    return;
   for (i = 0; i < h->nmappings; i++) {
     const mt_heap_mapping_t *m = &h->mappings[i];
-    int seen = 0;
 
-    if (m->unresolved == NULL || h->strings[m->filename][0] != '/')
+    if (m->unresolved == NULL || h->strings[m->filename][0] != '/' ||
+        seen[m->filename])
       continue;
-    for (j = 0; j < i && !seen; j++)
-      seen = h->mappings[j].filename == m->filename &&
-             h->mappings[j].unresolved != NULL;
-    if (seen)
-      continue;
+    seen[m->filename] = 1;
     if (shown++ == 8) {
       mt_warn("(more mappings left unresolved)");
       break;
@@ -70,6 +72,7 @@ static void report_unresolved(const mt_heap_t *h) {
     mt_warn("%s: names not resolved: %s", h->strings[m->filename],
             m->unresolved);
   }
+  free(seen);
 }
 
 /* The fetches: the target set's owner for `memtop profile`. */

@@ -45,6 +45,7 @@
 #include "pprof/heap.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/callgrind.h"
 #include "support/host.h"
 #include "support/run.h"
 #include "support/target.h"
@@ -573,8 +574,10 @@ static void make_hostile(int n, ms__profile_t *p) {
 
 /* A target of its own (a child: memtop's child must be forked from this
  * small process, since a child's peak RSS counts what it inherited)
- * serving `answers` hostile profiles. Returns its PID once it listens. */
-static pid_t hostile_target(int answers) {
+ * serving `answers` profiles made by `make`. Returns its PID once it
+ * listens. */
+static pid_t hostile_target(int answers,
+                            void (*make)(int n, ms__profile_t *p)) {
   char sock[PATH_MAX];
   struct stat st;
   pid_t pid = fork();
@@ -582,7 +585,7 @@ static pid_t hostile_target(int answers) {
   assert_true(pid >= 0);
   if (pid == 0) {
     server_t s;
-    g_make = make_hostile;
+    g_make = make;
     server_start(&s, answers, 0);
     server_stop(&s);
     _exit(0);
@@ -640,7 +643,7 @@ static void test_peak_memory_bounded(void **state) {
   snprintf(file, sizeof file, "%s/big.pb.gz", dir);
   snprintf(errf, sizeof errf, "%s/err.txt", dir);
   g_naddr = MT_HEAP_MAX_LOCATIONS;
-  pid_t t = hostile_target(2);
+  pid_t t = hostile_target(2, make_hostile);
   int rc = memtop_peak(t, &kib, "--seconds", "1", "-o", file, NULL);
   waitpid(t, &st, 0);
   text = read_all(errf);
@@ -652,7 +655,7 @@ static void test_peak_memory_bounded(void **state) {
   assert_true(kib < 512 * 1024);
 
   g_naddr = MT_HEAP_MAX_LOCATIONS + 1;
-  t = hostile_target(1);
+  t = hostile_target(1, make_hostile);
   rc = memtop_peak(t, &kib, "-o", file, NULL);
   waitpid(t, &st, 0);
   text = read_all(errf);
@@ -662,6 +665,77 @@ static void test_peak_memory_bounded(void **state) {
   free(text);
   assert_true(kib < 512 * 1024);
   unlink(file);
+}
+
+/* ---- many mappings: memtop's work stays linear -------------------------- */
+
+/* `g_nmap` mappings, each a file that does not exist (so left
+ * unresolved, and said so), and one record in each. */
+static uint32_t g_nmap;
+
+static void make_many_mappings(int n, ms__profile_t *p) {
+  static ms__profile_record_t rec[65536];
+  static uint64_t st[65536];
+  static ms__profile_mapping_t map[65536];
+  static char path[65536][48];
+
+  (void)n;
+  for (uint32_t m = 0; m < g_nmap; m++) {
+    snprintf(path[m], sizeof path[m], "/nonexistent/lib%u.so", m);
+    map[m] = (ms__profile_mapping_t){H_BASE + m * 0x10000ull,
+                                     H_BASE + (m + 1) * 0x10000ull, 0,
+                                     path[m], NULL, 0};
+    st[m] = H_BASE + m * 0x10000ull + 0x100;
+    rec[m] = (ms__profile_record_t){.size = 32, .alloc_objects = 1,
+                                    .alloc_bytes = 32, .depth = 1,
+                                    .stack = &st[m]};
+  }
+  p->nrecords = g_nmap;
+  p->records = rec;
+  p->nmappings = g_nmap;
+  p->mappings = map;
+}
+
+/* The instructions memtop profile runs (callgrind) on a profile of
+ * `nmap` mappings. */
+static unsigned long long memtop_instructions(uint32_t nmap) {
+  char build[1024], memtop[1200], file[PATH_MAX], why[512];
+  unsigned long long n = 0;
+  int st;
+
+  g_nmap = nmap;
+  pid_t t = hostile_target(1, make_many_mappings);
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(file, sizeof file, "%s/maps.txt", dir);
+  const char *argv[] = {memtop,   "profile", run_pidstr(t), "--format",
+                        "text",   "-o",      file,          NULL};
+  const char *env[] = {"MEMTOP_TIMEOUT_MS=60000", NULL};
+  int rc = cg_count(argv, env, &n, why, sizeof why);
+  kill(t, SIGKILL);
+  waitpid(t, &st, 0);
+  if (rc != 0)
+    fail_msg("%s", why);
+  unlink(file);
+  return n;
+}
+
+/* Each mapping costs memtop a bounded number of instructions, however
+ * many there are: finding an address's mapping and saying which files
+ * were left unresolved once each were linear scans, quadratic over
+ * 65,536 mappings. */
+static void test_many_mappings_linear(void **state) {
+  (void)state;
+  if (system("command -v valgrind >/dev/null 2>&1") != 0) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+  unsigned long long a = memtop_instructions(4096);
+  unsigned long long b = memtop_instructions(8192);
+  unsigned long long per = b > a ? (b - a) / 4096 : 0;
+  print_message("memtop profile: %llu instructions per mapping\n", per);
+  assert_true(b > a);
+  assert_true(per < 20000);
 }
 
 int main(void) {
@@ -675,6 +749,7 @@ int main(void) {
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
       cmocka_unit_test(test_peak_memory_bounded),
+      cmocka_unit_test(test_many_mappings_linear),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
