@@ -27,7 +27,9 @@
 #define FUZZ_ASAN 1
 #endif
 #ifdef FUZZ_ASAN
-#include <sanitizer/allocator_interface.h>
+/* AddressSanitizer's runtime (gcc's and clang's), as its
+ * sanitizer/allocator_interface.h declares it (a header gcc lacks). */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
