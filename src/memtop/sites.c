@@ -83,7 +83,9 @@ void mt_sites_append(ms__strbuf_t *out, int pid,
       snprintf(root, sizeof root, "/proc/%d/root", pid);
       rc = mt_heap_symbolize(&h, access(root, R_OK | X_OK) == 0 ? root : NULL);
     }
-    if (rc == 0)
+    /* The JSON lists the sites; the text's top list finds its own (two
+     * lists of a million sites at once would be twice the memory). */
+    if (rc == 0 && json)
       rc = mt_top_sites(&h, MT_HEAP_INUSE_SPACE, &sites, &nsites);
     if (rc != 0)
       snprintf(err, sizeof err, "PID %d: the heap profile: %s", pid,

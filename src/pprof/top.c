@@ -170,16 +170,24 @@ int mt_top_sites(const mt_heap_t *h, int by, mt_top_site_t **out, size_t *n) {
           goto oom;
     }
   }
-  res = calloc(s.n + 1, sizeof *res);
-  if (res == NULL)
+  /* The sites are moved down to the start of their own array (a site is
+   * the first member of its site_int_t), not copied into another: a
+   * stranger's million addresses cost one array, not two. */
+  free(s.slot);
+  s.slot = NULL;
+  if (s.v == NULL && (s.v = calloc(1, sizeof *s.v)) == NULL)
     goto oom;
+  res = (mt_top_site_t *)(void *)s.v;
   for (i = 0; i < s.n; i++)
-    res[i] = s.v[i].site;
+    memmove(&res[i], &s.v[i].site, sizeof *res);
+  if (s.n > 0) {
+    mt_top_site_t *shrunk = realloc(res, s.n * sizeof *res);
+    if (shrunk != NULL)
+      res = shrunk;
+  }
   qsort_r(res, s.n, sizeof *res, compare_sites, &by);
   *out = res;
   *n = s.n;
-  free(s.v);
-  free(s.slot);
   return 0;
 oom:
   free(s.v);

@@ -183,14 +183,20 @@ typedef struct block_s {
   unsigned char data[];
 } block_t;
 
+struct ms__profile_store_s;
+static int charge(struct ms__profile_store_s *s, size_t n);
+
 /* n bytes (aligned to 8) from the arena whose current block is *head, a
  * new block of at least block bytes started when the current one has no
  * room. NULL when out of memory. */
-static void *arena_take(block_t **head, size_t n, size_t block) {
+static void *arena_take(struct ms__profile_store_s *s, block_t **head,
+                        size_t n, size_t block) {
   block_t *b = *head;
   n = (n + 7) & ~(size_t)7;
   if (b == NULL || b->cap - b->used < n) {
     size_t cap = n > block ? n : block;
+    if (charge(s, sizeof *b + cap) != 0)
+      return NULL;
     b = malloc(sizeof *b + cap);
     if (b == NULL)
       return NULL;
@@ -212,7 +218,14 @@ static void arena_free(block_t *b) {
   }
 }
 
+/* The bytes every decoded profile of the process holds, together
+ * (MS__PROFILE_MAX_HELD): charged as arrays grow and blocks are taken,
+ * given back when a profile is freed (perhaps on another thread). */
+static size_t g_held;
+
 struct ms__profile_store_s {
+  size_t held; /* this profile's part of g_held */
+  const char *nomem; /* why the last allocation failed */
   ms__profile_record_t *recs;
   size_t nrecs, caprecs;
   ms__profile_mapping_t *maps;
@@ -231,14 +244,31 @@ struct ms__profile_store_s {
 /* The stack of a record of depth 0: a valid pointer to nothing. */
 static const uint64_t no_stack[1];
 
+/* Takes n bytes of g_held for s: MS_ENOMEM (s->nomem set) if all the
+ * profiles being decoded would then hold more than MS__PROFILE_MAX_HELD. */
+static int charge(struct ms__profile_store_s *s, size_t n) {
+  size_t now = __atomic_add_fetch(&g_held, n, __ATOMIC_RELAXED);
+  if (now > MS__PROFILE_MAX_HELD || now < n) {
+    __atomic_sub_fetch(&g_held, n, __ATOMIC_RELAXED);
+    s->nomem = "profile too large: the profiles memtop is reading at once "
+               "would hold more than 192 MiB (other targets' among them)";
+    return MS_ENOMEM;
+  }
+  s->held += n;
+  return 0;
+}
+
 /* Grows *arr (elements of size esz) to hold at least need, doubling. */
-static int grow(void **arr, size_t *cap, size_t need, size_t esz) {
+static int grow(struct ms__profile_store_s *s, void **arr, size_t *cap,
+                size_t need, size_t esz) {
   if (need <= *cap)
     return 0;
   size_t n = *cap ? *cap : 16;
   while (n < need)
     n *= 2;
   if (n > SIZE_MAX / esz)
+    return MS_ENOMEM;
+  if (charge(s, (n - *cap) * esz) != 0)
     return MS_ENOMEM;
   void *p = realloc(*arr, n * esz);
   if (p == NULL)
@@ -257,6 +287,7 @@ ms__profile_decoded_t *ms__profile_decoded_new(void) {
     free(d);
     return NULL;
   }
+  d->store->nomem = "out of memory";
   d->unwinder = "";
   return d;
 }
@@ -266,6 +297,7 @@ void ms__profile_decoded_free(ms__profile_decoded_t *d) {
     return;
   struct ms__profile_store_s *s = d->store;
   if (s != NULL) {
+    __atomic_sub_fetch(&g_held, s->held, __ATOMIC_RELAXED);
     free(s->recs);
     free(s->maps);
     arena_free(s->words);
@@ -301,13 +333,18 @@ static int decode_record(struct ms__profile_store_s *s, const uint8_t *v,
            "holds (8,388,608)";
     return MS_EPROTO;
   }
-  if (grow((void **)&s->recs, &s->caprecs, s->nrecs + 1, sizeof *s->recs))
+  if (grow(s, (void **)&s->recs, &s->caprecs, s->nrecs + 1,
+           sizeof *s->recs)) {
+    *why = s->nomem;
     return MS_ENOMEM;
+  }
   uint64_t *stack = (uint64_t *)no_stack;
   if (depth > 0) {
-    stack = arena_take(&s->words, (size_t)depth * 8, WORD_BLOCK * 8);
-    if (stack == NULL)
+    stack = arena_take(s, &s->words, (size_t)depth * 8, WORD_BLOCK * 8);
+    if (stack == NULL) {
+      *why = s->nomem;
       return MS_ENOMEM;
+    }
   }
   ms__profile_record_t *r = &s->recs[s->nrecs++];
   memset(r, 0, sizeof *r);
@@ -359,11 +396,16 @@ static int decode_mapping(struct ms__profile_store_s *s, const uint8_t *v,
            "holds (8 MiB)";
     return MS_EPROTO;
   }
-  if (grow((void **)&s->maps, &s->capmaps, s->nmaps + 1, sizeof *s->maps))
+  if (grow(s, (void **)&s->maps, &s->capmaps, s->nmaps + 1,
+           sizeof *s->maps)) {
+    *why = s->nomem;
     return MS_ENOMEM;
-  uint8_t *text = arena_take(&s->bytes, pl + 1 + blen, BYTE_BLOCK);
-  if (text == NULL)
+  }
+  uint8_t *text = arena_take(s, &s->bytes, pl + 1 + blen, BYTE_BLOCK);
+  if (text == NULL) {
+    *why = s->nomem;
     return MS_ENOMEM;
+  }
   s->nbytes += pl + 1 + blen;
   /* Control characters and NULs made '?' (what the tool's outputs do
    * with the rest is theirs: they sanitise what they show). */

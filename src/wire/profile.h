@@ -117,6 +117,11 @@ enum {
 #define MS__PROFILE_MAX_RATE ((uint64_t)1 << 40)
 /* ... and the bytes of all its frames together. */
 #define MS__PROFILE_MAX_TOTAL (256u << 20)
+/* What all the profiles a process decodes at once may hold together
+ * (memtop reads several targets' at a time: --once --sites, a delta's
+ * two): room for two of the largest (about 90 MiB each), so that many
+ * strangers' profiles cannot add up past it. */
+#define MS__PROFILE_MAX_HELD (192u << 20)
 
 /* ---- encoding (the agent) ---- */
 
@@ -164,7 +169,8 @@ ms__profile_decoded_t *ms__profile_decoded_new(void);
  * set (a frame out of order, after the last, disagreeing with the first,
  * malformed, or a profile past one of the bounds above: "profile too
  * large: ..."; the object is then unusable but still to be freed), or
- * MS_ENOMEM. why may be NULL. */
+ * MS_ENOMEM (out of memory, or MS__PROFILE_MAX_HELD reached by this and
+ * the other profiles being decoded; *why says which). why may be NULL. */
 int ms__profile_decode_frame(ms__profile_decoded_t *d, const uint8_t *payload,
                              size_t len, const char **why);
 /* Decodes a profile that is whole in one payload: *out is a new object

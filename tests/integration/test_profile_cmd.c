@@ -606,30 +606,25 @@ static pid_t hostile_target(int answers,
   return pid;
 }
 
-/* Runs the real memtop with args (NULL-ended) against pid, its stderr in
- * dir/err.txt. Returns its exit status, with its peak RSS in KiB. */
-static int memtop_peak(pid_t pid, long *maxrss_kib, const char *arg, ...) {
-  char build[1024], memtop[1200], err[PATH_MAX], *argv[16];
+/* Runs the real memtop with argv (argv[0] left for its path), its
+ * stdout in dir/out.txt and stderr in dir/err.txt. Returns its exit
+ * status, with its peak RSS in KiB (wait4). */
+static int run_peak(char *argv[], long *maxrss_kib) {
+  char build[1024], memtop[1200], out[PATH_MAX], err[PATH_MAX];
   struct rusage ru;
-  int argc = 0, st;
-  va_list ap;
+  int st;
 
   assert_int_equal(host_build_dir(build, sizeof build), 0);
   snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(out, sizeof out, "%s/out.txt", dir);
   snprintf(err, sizeof err, "%s/err.txt", dir);
-  argv[argc++] = memtop;
-  argv[argc++] = (char *)"profile";
-  argv[argc++] = (char *)run_pidstr(pid);
-  va_start(ap, arg);
-  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
-    argv[argc++] = (char *)arg;
-  va_end(ap);
-  argv[argc] = NULL;
+  argv[0] = memtop;
   pid_t child = fork();
   assert_true(child >= 0);
   if (child == 0) {
-    int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || dup2(fd, 2) != 2)
+    int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (o < 0 || e < 0 || dup2(o, 1) != 1 || dup2(e, 2) != 2)
       _exit(126);
     execv(memtop, argv);
     _exit(127);
@@ -639,18 +634,49 @@ static int memtop_peak(pid_t pid, long *maxrss_kib, const char *arg, ...) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* memtop ARGS... (NULL-ended) through run_peak. */
+static int memtop_run_peak(long *maxrss_kib, const char *arg, ...) {
+  char *argv[16];
+  int argc = 1;
+  va_list ap;
+
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  return run_peak(argv, maxrss_kib);
+}
+
+/* memtop profile PID ARGS... (NULL-ended) through run_peak. */
+static int memtop_peak(pid_t pid, long *maxrss_kib, const char *arg, ...) {
+  char *argv[16];
+  int argc = 1;
+  va_list ap;
+
+  argv[argc++] = (char *)"profile";
+  argv[argc++] = run_pidstr(pid);
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  return run_peak(argv, maxrss_kib);
+}
+
 /* The largest profiles memtop accepts, as a --seconds delta: written, in
  * less than 512 MiB at its peak (4.9 GB before: a location per address,
  * no bound on stack words). One distinct address more than a heap holds:
  * refused as too large, saying what to do. */
 static void test_peak_memory_bounded(void **state) {
-  char file[PATH_MAX], errf[PATH_MAX], *text;
+  char file[PATH_MAX], errf[PATH_MAX], outf[PATH_MAX], *text;
   long kib = 0;
   int st;
 
   (void)state;
   snprintf(file, sizeof file, "%s/big.pb.gz", dir);
   snprintf(errf, sizeof errf, "%s/err.txt", dir);
+  snprintf(outf, sizeof outf, "%s/out.txt", dir);
   g_naddr = MT_HEAP_MAX_LOCATIONS;
   pid_t t = hostile_target(2, make_hostile);
   int rc = memtop_peak(t, &kib, "--seconds", "1", "-o", file, NULL);
@@ -660,6 +686,38 @@ static void test_peak_memory_bounded(void **state) {
                 kib / 1024);
   if (rc != 0)
     fail_msg("memtop profile: exit %d: %s", rc, text);
+  free(text);
+  if (PLAIN_BUILD)
+    assert_true(kib < 512 * 1024);
+
+  /* The same as a top list: the sites of a million addresses. */
+  t = hostile_target(2, make_hostile);
+  rc = memtop_peak(t, &kib, "--seconds", "1", "--format", "text", "-o", file,
+                   NULL);
+  waitpid(t, &st, 0);
+  print_message("the same as a top list: %ld MiB\n", kib / 1024);
+  assert_int_equal(rc, 0);
+  if (PLAIN_BUILD)
+    assert_true(kib < 512 * 1024);
+
+  /* --once --sites 3 over three such targets: their profiles are read
+   * at once, and together may hold no more than two of the largest. */
+  pid_t ts[3];
+  for (int i = 0; i < 3; i++)
+    ts[i] = hostile_target(1, make_hostile);
+  rc = memtop_run_peak(&kib, "--once", "--sites", "3", run_pidstr(ts[0]),
+                       run_pidstr(ts[1]), run_pidstr(ts[2]), NULL);
+  for (int i = 0; i < 3; i++) {
+    kill(ts[i], SIGKILL);
+    waitpid(ts[i], &st, 0);
+  }
+  print_message("--once --sites 3, three such targets: %ld MiB (exit %d)\n",
+                kib / 1024, rc);
+  text = read_all(outf);
+  assert_non_null(strstr(text, "Top allocation sites:\nPID "));
+  free(text);
+  text = read_all(errf);
+  assert_non_null(strstr(text, "would hold more than 192 MiB"));
   free(text);
   if (PLAIN_BUILD)
     assert_true(kib < 512 * 1024);

@@ -589,6 +589,38 @@ static void test_too_large(void **state) {
   free(buf);
 }
 
+
+/* The profiles being decoded at once hold at most MS__PROFILE_MAX_HELD
+ * together: two of the largest fit (a delta's), a third is refused with
+ * MS_ENOMEM, saying why, until one is freed. Many strangers' profiles,
+ * read together by --once --sites, could otherwise add up without end. */
+static void test_held_bound(void **state) {
+  (void)state;
+  size_t cap = MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD, at, len;
+  uint8_t *buf = malloc(cap);
+  uint32_t nrec;
+  const char *why = NULL;
+  ms__profile_decoded_t *d[3];
+  assert_non_null(buf);
+  len = big_frame(buf, cap, MS__PROFILE_MAX_DEPTH, &nrec, &at);
+  /* As many frames as one profile holds. */
+  uint64_t frames = MS__PROFILE_MAX_FRAMES / MS__PROFILE_MAX_DEPTH / nrec;
+  for (int i = 0; i < 2; i++) {
+    d[i] = ms__profile_decoded_new();
+    assert_int_equal(feed_again(d[i], buf, len, at, frames, &why), 0);
+  }
+  d[2] = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d[2], buf, len, at, frames, &why), MS_ENOMEM);
+  assert_non_null(strstr(why, "192 MiB"));
+  ms__profile_decoded_free(d[2]);
+  ms__profile_decoded_free(d[0]);
+  d[0] = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d[0], buf, len, at, frames, &why), 0);
+  ms__profile_decoded_free(d[0]);
+  ms__profile_decoded_free(d[1]);
+  free(buf);
+}
+
 /* The child's side of test_linear_decoding: decodes `n` frames of one
  * record each, as a hostile target may send them. */
 static int decode_frames_mode(long n) {
@@ -677,6 +709,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_error_frame),
       cmocka_unit_test(test_session_profile),
       cmocka_unit_test(test_too_large),
+      cmocka_unit_test(test_held_bound),
       cmocka_unit_test(test_linear_decoding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
