@@ -174,8 +174,12 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
  * earlier one decoded. Every item fits in one block (a stack of at most
  * MS__PROFILE_MAX_DEPTH words, a path and a build id of at most
  * MS__PROFILE_MAX_PATH + 1 + MS__PROFILE_MAX_BUILD_ID bytes). */
-#define WORD_BLOCK (1u << 16)  /* words */
-#define BYTE_BLOCK (64u << 10) /* bytes */
+#define WORD_BLOCK (1u << 16)  /* words, at most */
+#define BYTE_BLOCK (64u << 10) /* bytes, at most */
+/* The first block is small and each next one twice the last, up to the
+ * block size: a small profile holds little (memtop holds many at once,
+ * against MS__PROFILE_MAX_HELD), a large one few blocks. */
+#define FIRST_BLOCK 4096u /* bytes */
 
 typedef struct block_s {
   struct block_s *next;
@@ -187,14 +191,19 @@ struct ms__profile_store_s;
 static int charge(struct ms__profile_store_s *s, size_t n);
 
 /* n bytes (aligned to 8) from the arena whose current block is *head, a
- * new block of at least block bytes started when the current one has no
- * room. NULL when out of memory. */
+ * new block started when the current one has no room: twice the last
+ * (FIRST_BLOCK at first), at most `block` bytes, at least n. NULL when
+ * out of memory. */
 static void *arena_take(struct ms__profile_store_s *s, block_t **head,
                         size_t n, size_t block) {
   block_t *b = *head;
   n = (n + 7) & ~(size_t)7;
   if (b == NULL || b->cap - b->used < n) {
-    size_t cap = n > block ? n : block;
+    size_t cap = b == NULL ? FIRST_BLOCK : 2 * b->cap;
+    if (cap > block)
+      cap = block;
+    if (cap < n)
+      cap = n;
     if (charge(s, sizeof *b + cap) != 0)
       return NULL;
     b = malloc(sizeof *b + cap);

@@ -7,7 +7,7 @@
  * must survive a re-encoding round trip unchanged (same records and
  * mappings), and stay within the decoder's memory bound: what it holds
  * is linear in the bytes it was given (a few times their size, plus the
- * first block of each arena) and within profile.h's limits.
+ * first blocks of its arenas) and within profile.h's limits.
  */
 #include <malloc.h>
 #include <stddef.h>
@@ -46,9 +46,9 @@ static size_t allocated_now(void) {
 }
 
 /* What a decoded profile may hold for `fed` bytes of payload: its arrays
- * grow by doubling (a record of 58 bytes on the wire is 56 in memory), a
- * stack word is a word, a path its bytes; the first block of the stack
- * and path arenas (576 KiB) is there however little came. */
+ * and its arenas' blocks grow by doubling (a record of 58 bytes on the
+ * wire is 56 in memory, a stack word is a word, a path its bytes), and
+ * the arenas' first blocks are there however little came. */
 #define BOUND(fed) (4 * (size_t)(fed) + (1u << 20))
 
 static void check_bound(const ms__profile_decoded_t *d, size_t before,
