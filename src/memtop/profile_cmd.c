@@ -14,7 +14,6 @@
 #include "memtop/profile_cmd.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +25,7 @@
 #include "memstats.h"
 #include "memtop/loop.h"
 #include "memtop/out.h"
+#include "memtop/outfile.h"
 #include "memtop/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
@@ -34,48 +34,23 @@
 
 #define SITES_DEFAULT 20
 
-/* Writes len bytes to path ("-": stdout). Returns 0 or -errno. */
-static int write_out(const char *path, const void *data, size_t len) {
-  const unsigned char *p = data;
-  int fd, rc = 0;
-
-  if (strcmp(path, "-") == 0)
-    fd = STDOUT_FILENO;
-  else
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  while (len > 0) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0) {
-      rc = n < 0 ? -errno : -EIO;
-      break;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  if (fd != STDOUT_FILENO && close(fd) != 0 && rc == 0)
-    rc = -errno;
-  return rc;
-}
-
-/* Says which mappings could not be resolved, once per reason and file. */
+/* Says which mappings could not be resolved, once per file (the first
+ * mapping's reason), at most 8. A file is a string index: one flag per
+ * string says it was seen, so 65,536 mappings cost as many steps, not
+ * their square. */
 static void report_unresolved(const mt_heap_t *h) {
-  size_t i, j, shown = 0;
+  unsigned char *seen = calloc(h->nstrings + 1, 1);
+  size_t i, shown = 0;
 
+  if (seen == NULL)
+    return;
   for (i = 0; i < h->nmappings; i++) {
     const mt_heap_mapping_t *m = &h->mappings[i];
-    int seen = 0;
 
-    if (m->unresolved == NULL || h->strings[m->filename][0] != '/')
+    if (m->unresolved == NULL || h->strings[m->filename][0] != '/' ||
+        seen[m->filename])
       continue;
-    for (j = 0; j < i && !seen; j++)
-      seen = h->mappings[j].filename == m->filename &&
-             h->mappings[j].unresolved != NULL;
-    if (seen)
-      continue;
+    seen[m->filename] = 1;
     if (shown++ == 8) {
       mt_warn("(more mappings left unresolved)");
       break;
@@ -83,6 +58,7 @@ static void report_unresolved(const mt_heap_t *h) {
     mt_warn("%s: names not resolved: %s", h->strings[m->filename],
             m->unresolved);
   }
+  free(seen);
 }
 
 /* The fetches: the target set's owner for `memtop profile`. */
@@ -222,15 +198,29 @@ static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
   return f->failed;
 }
 
+/* The sink of mt_pprof_write: the output file. */
+typedef struct pc_outfile_s {
+  mt_outfile_t f;
+  const char *why;
+  int err; /* the file's own error, not the encoder's */
+} pc_outfile_t;
+
+static int to_outfile(void *ctx, const void *data, size_t len) {
+  pc_outfile_t *of = ctx;
+
+  of->err = mt_outfile_write(&of->f, data, len, &of->why);
+  return of->err;
+}
+
 int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_t *first = NULL, *second = NULL;
   const ms__profile_decoded_t *last;
   mt_heap_t h;
   char path[64];
-  const char *out;
-  uint8_t *bytes = NULL;
-  size_t len = 0;
+  const char *out, *why = "";
+  pc_outfile_t of = {.why = ""};
   int pid = o->pids[0], tmo = o->timeout_ms, rc, status = 1, built = 0;
+  uint64_t start_time;
 
   pc_fetch_t f;
 
@@ -252,14 +242,20 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   last = second != NULL ? second : first;
+  start_time = last->profile.start_time;
   rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
                      &h);
+  /* What was received is in h now: freed before the larger steps. */
+  ms__profile_decoded_free(first);
+  ms__profile_decoded_free(second);
+  first = second = NULL;
   if (rc != 0) {
-    mt_warn("PID %d: cannot build the profile: %s", pid, ms_strerror(rc));
+    mt_warn("PID %d: cannot build the profile: %s", pid,
+            mt_heap_strerror(rc));
     goto out;
   }
   built = 1;
-  rc = mt_heap_symbolize(&h, pid, last->profile.start_time);
+  rc = mt_heap_symbolize(&h, pid, start_time);
   if (rc != 0) {
     mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
     goto out;
@@ -276,29 +272,42 @@ int mt_profile_main(const mt_opts_t *o) {
       rc = mt_top_text(&b, &h, MT_HEAP_ALLOC_SPACE,
                        o->sites > 0 ? (size_t)o->sites : SITES_DEFAULT);
     }
-    if (rc == 0)
-      rc = write_out(o->output != NULL ? o->output : "-", b.data, b.len);
+    if (rc != 0) {
+      ms__strbuf_free(&b);
+      mt_warn("PID %d: cannot make the report: %s", pid, ms_strerror(rc));
+      goto out;
+    }
+    rc = mt_outfile_save(o->output != NULL ? o->output : "-", b.data, b.len,
+                         &why);
     ms__strbuf_free(&b);
     if (rc != 0) {
       mt_warn("PID %d: cannot write the report to %s: %s", pid,
-              o->output != NULL ? o->output : "standard output",
-              ms_strerror(rc == -1 ? MS_ENOMEM : rc));
+              o->output != NULL ? o->output : "standard output", why);
       goto out;
     }
     status = 0;
     goto out;
   }
 
-  rc = mt_pprof_encode(&h, &bytes, &len);
-  if (rc != 0) {
-    mt_warn("PID %d: cannot encode the profile: %s", pid, ms_strerror(rc));
-    goto out;
-  }
   snprintf(path, sizeof path, "memtop-%d.pb.gz", pid);
   out = o->output != NULL ? o->output : path;
-  rc = write_out(out, bytes, len);
+  rc = mt_outfile_open(&of.f, out, &of.why);
+  if (rc == 0) {
+    /* Written as it is encoded: no copy of the whole file in memory. */
+    rc = mt_pprof_write(&h, to_outfile, &of);
+    if (rc != 0) {
+      mt_outfile_abort(&of.f);
+      if (of.err == 0) {
+        mt_warn("PID %d: cannot encode the profile: %s", pid,
+                mt_heap_strerror(rc));
+        goto out;
+      }
+    } else {
+      rc = mt_outfile_commit(&of.f, &of.why);
+    }
+  }
   if (rc != 0) {
-    mt_warn("cannot write %s: %s", out, strerror(-rc));
+    mt_warn("cannot write %s: %s", out, of.why);
     goto out;
   }
   if (strcmp(out, "-") != 0)
@@ -311,7 +320,6 @@ int mt_profile_main(const mt_opts_t *o) {
 out:
   if (built)
     mt_heap_free(&h);
-  free(bytes);
   ms__profile_decoded_free(first);
   ms__profile_decoded_free(second);
   return status;

@@ -81,11 +81,13 @@ void mt_sites_append(ms__strbuf_t *out, int pid,
     built = rc == 0;
     if (rc == 0)
       rc = mt_heap_symbolize(&h, pid, d->profile.start_time);
-    if (rc == 0)
+    /* The JSON lists the sites; the text's top list finds its own (two
+     * lists of a million sites at once would be twice the memory). */
+    if (rc == 0 && json)
       rc = mt_top_sites(&h, MT_HEAP_INUSE_SPACE, &sites, &nsites);
     if (rc != 0)
       snprintf(err, sizeof err, "PID %d: the heap profile: %s", pid,
-               ms_strerror(rc));
+               mt_heap_strerror(rc));
   }
   if (rc != 0) {
     if (json) {

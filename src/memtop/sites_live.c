@@ -136,7 +136,7 @@ static void work_cb(uv_work_t *w) {
   }
   if (rc != 0)
     snprintf(s->err, sizeof s->err, "PID %d: the heap profile: %s", s->pid,
-             ms_strerror(rc));
+             mt_heap_strerror(rc));
 out:
   ms__profile_decoded_free(d);
   s->prof = NULL;

@@ -31,7 +31,9 @@ typedef struct index_s {
 typedef struct heap_int_s {
   index_t strings, functions, locations;
   size_t cap_strings, cap_functions, cap_locations;
+  uint32_t *by_start; /* mapping indexes, by start address */
   int oom;
+  int too_large; /* more distinct locations than MT_HEAP_MAX_LOCATIONS */
 } heap_int_t;
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
@@ -186,13 +188,35 @@ static uint64_t location_hash(void *ctx, uint32_t i) {
                     sizeof h->locations[i].address);
 }
 
+/* The mapping holding addr (index + 1; 0: none), by binary search of the
+ * mappings sorted by start: a profile may hold 65,536 mappings and a
+ * million locations. Of overlapping mappings (a stranger's) the one that
+ * starts last before addr is taken. */
 static uint32_t mapping_of(const mt_heap_t *h, uint64_t addr) {
-  size_t i;
+  const heap_int_t *in = h->internal;
+  size_t lo = 0, hi = h->nmappings;
 
-  for (i = 0; i < h->nmappings; i++)
-    if (addr >= h->mappings[i].start && addr < h->mappings[i].limit)
-      return (uint32_t)(i + 1);
-  return 0;
+  /* The first mapping starting after addr is at lo. */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (h->mappings[in->by_start[mid]].start <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo == 0)
+    return 0;
+  lo = in->by_start[lo - 1];
+  return addr < h->mappings[lo].limit ? (uint32_t)(lo + 1) : 0;
+}
+
+static int by_start(const void *a, const void *b, void *arg) {
+  const mt_heap_mapping_t *m = arg;
+  uint64_t x = m[*(const uint32_t *)a].start;
+  uint64_t y = m[*(const uint32_t *)b].start;
+  if (x != y)
+    return x < y ? -1 : 1;
+  return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
 /* The location of return address ra, added if new. Returns 0 with its
@@ -214,6 +238,10 @@ static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
       *out = in->locations.slot[j] - 1;
       return 0;
     }
+  }
+  if (h->nlocations >= MT_HEAP_MAX_LOCATIONS) {
+    in->too_large = 1;
+    return -1;
   }
   if (grow((void **)&h->locations, &in->cap_locations, h->nlocations + 1,
            sizeof *h->locations) != 0)
@@ -300,6 +328,49 @@ static int check_record(const ms__profile_record_t *r) {
          (r->depth == 0 || r->stack != NULL);
 }
 
+/* Checks p's records and bounds: 0, MS_EINVAL (a record with no stack, a
+ * depth or a rate past the limit) or MS_ENOSPC (more records, stack words
+ * or mappings than a profile holds: wire/profile.h's bounds, which the
+ * decoder applies too, kept here for a profile made some other way). */
+static int check_profile(const ms__profile_t *p) {
+  uint64_t words = 0;
+  uint32_t i;
+
+  if ((p->nrecords > 0 && p->records == NULL) ||
+      (p->nmappings > 0 && p->mappings == NULL) ||
+      p->rate > MS__PROFILE_MAX_RATE)
+    return MS_EINVAL;
+  for (i = 0; i < p->nrecords; i++) {
+    if (!check_record(&p->records[i]))
+      return MS_EINVAL;
+    words += p->records[i].depth;
+  }
+  if (p->nrecords > MS__PROFILE_MAX_RECORDS ||
+      words > MS__PROFILE_MAX_FRAMES ||
+      p->nmappings > MS__PROFILE_MAX_MAPPINGS)
+    return MS_ENOSPC;
+  return 0;
+}
+
+/* Keeps every figure within INT64_MAX / n, n the number of samples, so
+ * that any sum of them (a total, a node's cum in pprof, which adds in
+ * int64 and would wrap) stays a figure: no real profile comes near (4,096
+ * samples leave 2 PiB each), a stranger's impossible counts do. */
+static void cap_values(mt_heap_t *h) {
+  int64_t cap = INT64_MAX / (int64_t)(h->nsamples > 0 ? h->nsamples : 1);
+  size_t i;
+  int k;
+
+  for (i = 0; i < h->nsamples; i++)
+    for (k = 0; k < MT_HEAP_NVALUES; k++) {
+      int64_t *v = &h->samples[i].value[k];
+      if (*v > cap || *v < -cap) {
+        *v = *v > 0 ? cap : -cap;
+        h->capped = 1;
+      }
+    }
+}
+
 static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
                       const int64_t v[MT_HEAP_NVALUES]) {
   mt_heap_sample_t *s = &h->samples[h->nsamples];
@@ -336,17 +407,12 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
   int k, rc = MS_ENOMEM;
 
   memset(h, 0, sizeof *h);
-  if (p == NULL || (p->nrecords > 0 && p->records == NULL) ||
-      (p->nmappings > 0 && p->mappings == NULL))
+  if (p == NULL)
     return MS_EINVAL;
-  if (base != NULL && base->nrecords > 0 && base->records == NULL)
-    return MS_EINVAL;
-  for (i = 0; i < p->nrecords; i++)
-    if (!check_record(&p->records[i]))
-      return MS_EINVAL;
-  for (i = 0; base != NULL && i < base->nrecords; i++)
-    if (!check_record(&base->records[i]))
-      return MS_EINVAL;
+  if ((rc = check_profile(p)) != 0 ||
+      (base != NULL && (rc = check_profile(base)) != 0))
+    return rc;
+  rc = MS_ENOMEM;
 
   in = calloc(1, sizeof *in);
   h->strings = calloc(1, sizeof *h->strings);
@@ -392,6 +458,15 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
       hm->build_id = mt_heap_string(h, hex);
     }
     h->nmappings++;
+  }
+  if (h->nmappings > 0) {
+    in->by_start = malloc(h->nmappings * sizeof *in->by_start);
+    if (in->by_start == NULL)
+      goto out;
+    for (i = 0; i < h->nmappings; i++)
+      in->by_start[i] = (uint32_t)i;
+    qsort_r(in->by_start, h->nmappings, sizeof *in->by_start, by_start,
+            h->mappings);
   }
 
   /* The earlier profile's buckets, indexed, for a delta. */
@@ -447,8 +522,11 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
     if (add_sample(h, &base->records[i], v) != 0)
       goto out;
   }
+  cap_values(h);
   rc = in->oom ? MS_ENOMEM : 0;
 out:
+  if (rc != 0 && in != NULL && in->too_large)
+    rc = MS_ENOSPC;
   free(bix);
   free(matched);
   if (rc != 0)
@@ -478,6 +556,7 @@ void mt_heap_free(mt_heap_t *h) {
     free(in->strings.slot);
     free(in->functions.slot);
     free(in->locations.slot);
+    free(in->by_start);
     free(in);
   }
   memset(h, 0, sizeof *h);
@@ -486,4 +565,12 @@ void mt_heap_free(mt_heap_t *h) {
 int mt_heap_oom(const mt_heap_t *h) {
   const heap_int_t *in = h->internal;
   return in == NULL || in->oom;
+}
+
+const char *mt_heap_strerror(int rc) {
+  if (rc == MS_ENOSPC)
+    return "profile too large (more records, stack frames, mappings or "
+           "distinct addresses than memtop reads): lower the target's "
+           "MEMSTATS_PROFILE_BUCKETS or MEMSTATS_PROFILE_DEPTH";
+  return ms_strerror(rc);
 }

@@ -90,6 +90,10 @@ typedef struct mt_heap_s {
   mt_heap_mapping_t *mappings;
   size_t nmappings;
 
+  /* Figures were cut to keep their sums within int64 (a stranger's
+   * impossible counts): see mt_heap_build. */
+  int capped;
+
   /* The string table: strings[0] is "" (profile.proto's rule). */
   char **strings;
   size_t nstrings;
@@ -104,13 +108,27 @@ typedef struct mt_heap_s {
 void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
                    int64_t *out_count, int64_t *out_bytes);
 
+/* The most distinct locations (return addresses) a heap holds: what is
+ * built from a profile, and written from it, stays within a few hundred
+ * MiB however a stranger chose its addresses. */
+#define MT_HEAP_MAX_LOCATIONS (1u << 20)
+
 /* Builds *h from a decoded profile. With base not NULL, the result is
  * the growth from base to p (what Go's ?seconds=N gives): each sample is
  * p's unsampled values less base's for the same stack and size, so in-use
- * figures may be negative. The mappings are p's. Returns 0, MS_ENOMEM or
- * MS_EINVAL (a record with no stack, or a depth over the limit). */
+ * figures may be negative. The mappings are p's. Every figure is kept
+ * within INT64_MAX / (number of samples), so that sums of them cannot
+ * overflow (h->capped says a figure was cut). Returns 0, MS_ENOMEM,
+ * MS_EINVAL (a record with no stack, a depth or a sampling rate over the
+ * limit) or MS_ENOSPC: the profile is too large (more records, stack
+ * words or mappings than wire/profile.h allows, or more than
+ * MT_HEAP_MAX_LOCATIONS distinct addresses). */
 int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
                   mt_heap_t *h);
+
+/* ms_strerror() for what mt_heap_build, mt_heap_symbolize and the outputs
+ * return, MS_ENOSPC said as a profile too large, with what to do. */
+const char *mt_heap_strerror(int rc);
 
 /* Resolves functions, files and lines from the binaries named by the
  * mappings (sym.c), which are those of process pid, started at start_time

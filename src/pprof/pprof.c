@@ -1,12 +1,22 @@
 /*
  * pprof.c - writing profile.proto (see pprof.h) through protobuf-c, with
  * code generated at build time from pprof's own profile.proto (committed
- * beside this file), and gzipped through zlib.
+ * beside this file), and gzipped through zlib as it is packed.
  *
- * Every message is built in a few arrays allocated for the whole encoding
- * (one per message type), pointed at by the generated structs, packed
- * once, then compressed: a profile of 10,000 buckets is a few MiB at most
- * on the way.
+ * A Profile message is written as several, one after the other: protobuf
+ * reads concatenated messages as one (repeated fields append, a scalar's
+ * last value wins), so the string table, mappings and functions go first,
+ * then the samples and the locations in batches of a few thousand, then
+ * the scalars and sample types last. Only one batch of the generated
+ * structs exists at a time and the packed bytes go straight into zlib,
+ * which hands its output to the caller's sink: writing a profile of a
+ * million locations and sixteen million stack entries costs a few MiB
+ * beside the heap model, not the hundreds a whole message would.
+ *
+ * Every string is the heap's made safe (common/sanitize.h): function
+ * names, files and mapping paths come from a stranger's process and
+ * binaries, and `go tool pprof -top` prints them on a terminal as they
+ * are in the file.
  */
 #include "pprof/pprof.h"
 
@@ -15,6 +25,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/strbuf.h"
 #include "memstats.h"
 #include "pprof/profile.pb-c.h"
 
@@ -40,53 +51,75 @@ enum {
   S__N
 };
 
-static int gzip_bytes(const uint8_t *in, size_t len, uint8_t **out,
-                      size_t *outlen) {
+/* A batch: at most this many samples or locations, and about this many
+ * location ids or lines in them. */
+#define BATCH 4096u
+#define BATCH_REFS 65536u
+
+/* ---- the gzip stream ---------------------------------------------------- */
+
+typedef struct gz_s {
+  ProtobufCBuffer base; /* protobuf-c appends the packed bytes here */
   z_stream z;
-  uLong cap;
-  uint8_t *buf;
+  mt_pprof_sink_fn sink;
+  void *ctx;
+  uint8_t in[64 * 1024], out[64 * 1024];
+  size_t nin;
+  int err;
+} gz_t;
+
+/* Deflates what is staged in g->in (with flush Z_FINISH: all of it and
+ * the trailer), handing full output buffers to the sink. */
+static void gz_run(gz_t *g, int flush) {
   int rc;
 
-  memset(&z, 0, sizeof z);
-  /* 15 + 16: a gzip header and trailer, as pprof expects on disk. */
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK)
-    return MS_ENOMEM;
-  cap = deflateBound(&z, (uLong)len);
-  buf = malloc(cap);
-  if (buf == NULL) {
-    deflateEnd(&z);
-    return MS_ENOMEM;
-  }
-  z.next_in = (Bytef *)(uintptr_t)in;
-  z.avail_in = (uInt)len;
-  z.next_out = buf;
-  z.avail_out = (uInt)cap;
-  rc = deflate(&z, Z_FINISH);
-  *outlen = z.total_out;
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) {
-    free(buf);
-    return MS_ENOMEM;
-  }
-  *out = buf;
-  return 0;
+  g->z.next_in = g->in;
+  g->z.avail_in = (uInt)g->nin;
+  do {
+    g->z.next_out = g->out;
+    g->z.avail_out = sizeof g->out;
+    rc = deflate(&g->z, flush);
+    if (rc == Z_STREAM_ERROR) {
+      g->err = MS_ENOMEM;
+      return;
+    }
+    size_t n = sizeof g->out - g->z.avail_out;
+    if (n > 0 && g->err == 0) {
+      int s = g->sink(g->ctx, g->out, n);
+      if (s != 0)
+        g->err = s;
+    }
+  } while (g->z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END));
+  g->nin = 0;
 }
 
-int mt_pprof_encode(const mt_heap_t *h, uint8_t **out, size_t *len) {
-  pb_profile_t prof = PERFTOOLS__PROFILES__PROFILE__INIT;
-  pb_value_type_t vt[MT_HEAP_NVALUES + 1], *vtp[MT_HEAP_NVALUES];
-  pb_sample_t *samples = NULL, **samplep = NULL;
-  pb_label_t *labels = NULL, **labelp = NULL;
-  pb_mapping_t *maps = NULL, **mapp = NULL;
-  pb_location_t *locs = NULL, **locp = NULL;
-  pb_line_t *lines = NULL, **linep = NULL;
-  pb_function_t *funcs = NULL, **funcp = NULL;
-  uint64_t *loc_ids = NULL;
-  int64_t *values = NULL, comment[1];
-  char **strings = NULL, comment_text[160];
-  uint8_t *packed = NULL;
-  size_t nlines = 0, nloc_ids = 0, i, j, k, s0, packed_len;
+static void gz_append(ProtobufCBuffer *b, size_t len, const uint8_t *data) {
+  gz_t *g = (gz_t *)(void *)b;
+
+  while (len > 0 && g->err == 0) {
+    size_t n = sizeof g->in - g->nin;
+    if (n > len)
+      n = len;
+    memcpy(g->in + g->nin, data, n);
+    g->nin += n;
+    data += n;
+    len -= n;
+    if (g->nin == sizeof g->in)
+      gz_run(g, Z_NO_FLUSH);
+  }
+}
+
+/* Packs one Profile message (a part of the whole) into the stream. */
+static void put_part(gz_t *g, const pb_profile_t *part) {
+  if (g->err == 0)
+    perftools__profiles__profile__pack_to_buffer(part, &g->base);
+}
+
+/* ---- the parts ---------------------------------------------------------- */
+
+/* The string table, sanitised, then the profile's own names; the
+ * mappings; the functions. */
+static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
   static const char *const names[S__N] = {[S_ALLOC_OBJECTS] = "alloc_objects",
                                           [S_ALLOC_SPACE] = "alloc_space",
                                           [S_INUSE_OBJECTS] = "inuse_objects",
@@ -95,102 +128,39 @@ int mt_pprof_encode(const mt_heap_t *h, uint8_t **out, size_t *len) {
                                           [S_BYTES] = "bytes",
                                           [S_SPACE] = "space",
                                           [S_COMMENT] = NULL};
-  static const int vt_type[MT_HEAP_NVALUES] = {S_ALLOC_OBJECTS, S_ALLOC_SPACE,
-                                               S_INUSE_OBJECTS, S_INUSE_SPACE};
-  static const int vt_unit[MT_HEAP_NVALUES] = {S_COUNT, S_BYTES, S_COUNT,
-                                               S_BYTES};
-  int rc = MS_ENOMEM;
+  pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
+  size_t s0 = h->nstrings, i, nsafe = 0;
+  char **strings = calloc(s0 + S__N, sizeof *strings);
+  char **safe = calloc(s0 + 1, sizeof *safe);
+  pb_mapping_t *maps = calloc(h->nmappings + 1, sizeof *maps);
+  pb_mapping_t **mapp = calloc(h->nmappings + 1, sizeof *mapp);
+  pb_function_t *funcs = calloc(h->nfunctions + 1, sizeof *funcs);
+  pb_function_t **funcp = calloc(h->nfunctions + 1, sizeof *funcp);
 
-  if (h == NULL || out == NULL || len == NULL || h->nstrings == 0)
-    return MS_EINVAL;
-  *out = NULL;
-  *len = 0;
-  for (i = 0; i < h->nlocations; i++)
-    nlines += h->locations[i].nlines;
-  for (i = 0; i < h->nsamples; i++)
-    nloc_ids += h->samples[i].nlocations;
-
-  /* The string table: the heap's, then the profile's own names. */
-  s0 = h->nstrings;
-  strings = calloc(s0 + S__N, sizeof *strings);
-  samples = calloc(h->nsamples + 1, sizeof *samples);
-  samplep = calloc(h->nsamples + 1, sizeof *samplep);
-  labels = calloc(h->nsamples + 1, sizeof *labels);
-  labelp = calloc(h->nsamples + 1, sizeof *labelp);
-  values = calloc(h->nsamples * MT_HEAP_NVALUES + 1, sizeof *values);
-  loc_ids = calloc(nloc_ids + 1, sizeof *loc_ids);
-  maps = calloc(h->nmappings + 1, sizeof *maps);
-  mapp = calloc(h->nmappings + 1, sizeof *mapp);
-  locs = calloc(h->nlocations + 1, sizeof *locs);
-  locp = calloc(h->nlocations + 1, sizeof *locp);
-  lines = calloc(nlines + 1, sizeof *lines);
-  linep = calloc(nlines + 1, sizeof *linep);
-  funcs = calloc(h->nfunctions + 1, sizeof *funcs);
-  funcp = calloc(h->nfunctions + 1, sizeof *funcp);
-  if (!strings || !samples || !samplep || !labels || !labelp || !values ||
-      !loc_ids || !maps || !mapp || !locs || !locp || !lines || !linep ||
-      !funcs || !funcp)
+  if (!strings || !safe || !maps || !mapp || !funcs || !funcp) {
+    g->err = MS_ENOMEM;
     goto out;
-  memcpy(strings, h->strings, s0 * sizeof *strings);
+  }
+  for (i = 0; i < s0; i++) {
+    ms__strbuf_t b = MS_STRBUF_INIT;
+    ms__strbuf_put_safe(&b, h->strings[i], (size_t)-1);
+    if (b.oom) {
+      ms__strbuf_free(&b);
+      g->err = MS_ENOMEM;
+      goto out;
+    }
+    if (b.data == NULL || strcmp(b.data, h->strings[i]) == 0) {
+      strings[i] = h->strings[i];
+      ms__strbuf_free(&b);
+    } else {
+      strings[i] = safe[nsafe++] = b.data;
+    }
+  }
   for (i = 0; i < S__N; i++)
     strings[s0 + i] = (char *)(uintptr_t)names[i];
-  prof.n_string_table = s0 + S__N;
-  prof.string_table = strings;
-
-  /* A comment says what pprof cannot know: whether it is a delta, and
-   * what the sampler dropped (its bucket table full). */
-  snprintf(comment_text, sizeof comment_text,
-           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s",
-           (int)h->pid, h->delta ? " (growth over the interval)" : "",
-           (unsigned long long)h->rate,
-           h->buckets_dropped ? "; samples dropped: bucket table full" : "");
   strings[s0 + S_COMMENT] = comment_text;
-  comment[0] = (int64_t)(s0 + S_COMMENT);
-  prof.n_comment = 1;
-  prof.comment = comment;
-
-  for (i = 0; i < MT_HEAP_NVALUES; i++) {
-    perftools__profiles__value_type__init(&vt[i]);
-    vt[i].type = (int64_t)(s0 + (size_t)vt_type[i]);
-    vt[i].unit = (int64_t)(s0 + (size_t)vt_unit[i]);
-    vtp[i] = &vt[i];
-  }
-  perftools__profiles__value_type__init(&vt[MT_HEAP_NVALUES]);
-  vt[MT_HEAP_NVALUES].type = (int64_t)(s0 + S_SPACE);
-  vt[MT_HEAP_NVALUES].unit = (int64_t)(s0 + S_BYTES);
-  prof.n_sample_type = MT_HEAP_NVALUES;
-  prof.sample_type = vtp;
-  prof.period_type = &vt[MT_HEAP_NVALUES];
-  prof.period = (int64_t)h->rate;
-  prof.default_sample_type = (int64_t)(s0 + S_INUSE_SPACE);
-  prof.time_nanos = (int64_t)h->time_nanos;
-  prof.duration_nanos = (int64_t)h->duration_nanos;
-
-  for (i = 0, k = 0; i < h->nsamples; i++) {
-    const mt_heap_sample_t *hs = &h->samples[i];
-    pb_sample_t *s = &samples[i];
-
-    perftools__profiles__sample__init(s);
-    s->n_value = MT_HEAP_NVALUES;
-    s->value = values + i * MT_HEAP_NVALUES;
-    memcpy(s->value, hs->value, sizeof hs->value);
-    s->n_location_id = hs->nlocations;
-    s->location_id = loc_ids + k;
-    for (j = 0; j < hs->nlocations; j++)
-      loc_ids[k++] = (uint64_t)hs->locations[j] + 1;
-    /* Go labels each sample with its objects' size. */
-    if (hs->size > 0) {
-      perftools__profiles__label__init(&labels[i]);
-      labels[i].key = (int64_t)(s0 + S_BYTES);
-      labels[i].num = hs->size;
-      labelp[i] = &labels[i];
-      s->n_label = 1;
-      s->label = &labelp[i];
-    }
-    samplep[i] = s;
-  }
-  prof.n_sample = h->nsamples;
-  prof.sample = samplep;
+  part.n_string_table = s0 + S__N;
+  part.string_table = strings;
 
   for (i = 0; i < h->nmappings; i++) {
     const mt_heap_mapping_t *hm = &h->mappings[i];
@@ -210,28 +180,8 @@ int mt_pprof_encode(const mt_heap_t *h, uint8_t **out, size_t *len) {
     maps[i].has_inline_frames = hm->symbolized;
     mapp[i] = &maps[i];
   }
-  prof.n_mapping = h->nmappings;
-  prof.mapping = mapp;
-
-  for (i = 0, k = 0; i < h->nlocations; i++) {
-    const mt_heap_location_t *hl = &h->locations[i];
-
-    perftools__profiles__location__init(&locs[i]);
-    locs[i].id = i + 1;
-    locs[i].mapping_id = hl->mapping;
-    locs[i].address = hl->address;
-    locs[i].n_line = hl->nlines;
-    locs[i].line = linep + k;
-    for (j = 0; j < hl->nlines; j++, k++) {
-      perftools__profiles__line__init(&lines[k]);
-      lines[k].function_id = (uint64_t)hl->lines[j].function + 1;
-      lines[k].line = hl->lines[j].line;
-      linep[k] = &lines[k];
-    }
-    locp[i] = &locs[i];
-  }
-  prof.n_location = h->nlocations;
-  prof.location = locp;
+  part.n_mapping = h->nmappings;
+  part.mapping = mapp;
 
   for (i = 0; i < h->nfunctions; i++) {
     const mt_heap_function_t *hf = &h->functions[i];
@@ -244,34 +194,244 @@ int mt_pprof_encode(const mt_heap_t *h, uint8_t **out, size_t *len) {
     funcs[i].start_line = hf->start_line;
     funcp[i] = &funcs[i];
   }
-  prof.n_function = h->nfunctions;
-  prof.function = funcp;
+  part.n_function = h->nfunctions;
+  part.function = funcp;
+  put_part(g, &part);
+out:
+  for (i = 0; safe != NULL && i < nsafe; i++)
+    free(safe[i]);
+  free(safe);
+  free(strings);
+  free(maps);
+  free(mapp);
+  free(funcs);
+  free(funcp);
+}
 
-  packed_len = perftools__profiles__profile__get_packed_size(&prof);
-  packed = malloc(packed_len + 1);
-  if (packed == NULL)
-    goto out;
-  if (perftools__profiles__profile__pack(&prof, packed) != packed_len) {
-    rc = MS_EINVAL;
+/* The samples, a batch at a time. */
+static void put_samples(gz_t *g, const mt_heap_t *h, int64_t bytes_key) {
+  pb_sample_t *samples = calloc(BATCH, sizeof *samples);
+  pb_sample_t **samplep = calloc(BATCH, sizeof *samplep);
+  pb_label_t *labels = calloc(BATCH, sizeof *labels);
+  pb_label_t **labelp = calloc(BATCH, sizeof *labelp);
+  int64_t *values = calloc(BATCH * MT_HEAP_NVALUES, sizeof *values);
+  uint64_t *ids = calloc(BATCH_REFS + MS__PROFILE_MAX_DEPTH, sizeof *ids);
+  size_t i = 0, j;
+
+  if (!samples || !samplep || !labels || !labelp || !values || !ids) {
+    g->err = MS_ENOMEM;
     goto out;
   }
-  rc = gzip_bytes(packed, packed_len, out, len);
+  while (i < h->nsamples && g->err == 0) {
+    pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
+    size_t n = 0, k = 0;
+
+    for (; i < h->nsamples && n < BATCH && k < BATCH_REFS; i++, n++) {
+      const mt_heap_sample_t *hs = &h->samples[i];
+      pb_sample_t *s = &samples[n];
+
+      perftools__profiles__sample__init(s);
+      s->n_value = MT_HEAP_NVALUES;
+      s->value = values + n * MT_HEAP_NVALUES;
+      memcpy(s->value, hs->value, sizeof hs->value);
+      s->n_location_id = hs->nlocations;
+      s->location_id = ids + k;
+      for (j = 0; j < hs->nlocations; j++)
+        ids[k++] = (uint64_t)hs->locations[j] + 1;
+      /* Go labels each sample with its objects' size. */
+      if (hs->size > 0) {
+        perftools__profiles__label__init(&labels[n]);
+        labels[n].key = bytes_key;
+        labels[n].num = hs->size;
+        labelp[n] = &labels[n];
+        s->n_label = 1;
+        s->label = &labelp[n];
+      }
+      samplep[n] = s;
+    }
+    part.n_sample = n;
+    part.sample = samplep;
+    put_part(g, &part);
+  }
 out:
-  free(packed);
-  free(strings);
   free(samples);
   free(samplep);
   free(labels);
   free(labelp);
   free(values);
-  free(loc_ids);
-  free(maps);
-  free(mapp);
+  free(ids);
+}
+
+/* The locations and their lines, a batch at a time. */
+static void put_locations(gz_t *g, const mt_heap_t *h) {
+  pb_location_t *locs = calloc(BATCH, sizeof *locs);
+  pb_location_t **locp = calloc(BATCH, sizeof *locp);
+  pb_line_t *lines = NULL, **linep = NULL;
+  size_t caplines = 0, i = 0, j;
+
+  if (!locs || !locp) {
+    g->err = MS_ENOMEM;
+    goto out;
+  }
+  while (i < h->nlocations && g->err == 0) {
+    pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
+    size_t n = 0, k = 0, need = 0, e;
+
+    for (e = i; e < h->nlocations && e - i < BATCH && need < BATCH_REFS; e++)
+      need += h->locations[e].nlines;
+    if (need > caplines) {
+      free(lines);
+      free(linep);
+      lines = calloc(need, sizeof *lines);
+      linep = calloc(need, sizeof *linep);
+      caplines = need;
+      if (lines == NULL || linep == NULL) {
+        g->err = MS_ENOMEM;
+        goto out;
+      }
+    }
+    for (; i < e; i++, n++) {
+      const mt_heap_location_t *hl = &h->locations[i];
+
+      perftools__profiles__location__init(&locs[n]);
+      locs[n].id = i + 1;
+      locs[n].mapping_id = hl->mapping;
+      locs[n].address = hl->address;
+      locs[n].n_line = hl->nlines;
+      locs[n].line = linep != NULL ? linep + k : NULL;
+      for (j = 0; j < hl->nlines; j++, k++) {
+        perftools__profiles__line__init(&lines[k]);
+        lines[k].function_id = (uint64_t)hl->lines[j].function + 1;
+        lines[k].line = hl->lines[j].line;
+        linep[k] = &lines[k];
+      }
+      locp[n] = &locs[n];
+    }
+    part.n_location = n;
+    part.location = locp;
+    put_part(g, &part);
+  }
+out:
   free(locs);
   free(locp);
   free(lines);
   free(linep);
-  free(funcs);
-  free(funcp);
+}
+
+/* The scalars and the sample types, last: whatever an earlier part said
+ * of them, the last value wins. */
+static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
+  static const int vt_type[MT_HEAP_NVALUES] = {S_ALLOC_OBJECTS, S_ALLOC_SPACE,
+                                               S_INUSE_OBJECTS, S_INUSE_SPACE};
+  static const int vt_unit[MT_HEAP_NVALUES] = {S_COUNT, S_BYTES, S_COUNT,
+                                               S_BYTES};
+  pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
+  pb_value_type_t vt[MT_HEAP_NVALUES + 1], *vtp[MT_HEAP_NVALUES];
+  int64_t comment[1];
+  size_t i;
+
+  for (i = 0; i < MT_HEAP_NVALUES; i++) {
+    perftools__profiles__value_type__init(&vt[i]);
+    vt[i].type = (int64_t)(s0 + (size_t)vt_type[i]);
+    vt[i].unit = (int64_t)(s0 + (size_t)vt_unit[i]);
+    vtp[i] = &vt[i];
+  }
+  perftools__profiles__value_type__init(&vt[MT_HEAP_NVALUES]);
+  vt[MT_HEAP_NVALUES].type = (int64_t)(s0 + S_SPACE);
+  vt[MT_HEAP_NVALUES].unit = (int64_t)(s0 + S_BYTES);
+  part.n_sample_type = MT_HEAP_NVALUES;
+  part.sample_type = vtp;
+  part.period_type = &vt[MT_HEAP_NVALUES];
+  part.period = (int64_t)h->rate;
+  part.default_sample_type = (int64_t)(s0 + S_INUSE_SPACE);
+  part.time_nanos = (int64_t)h->time_nanos;
+  part.duration_nanos = (int64_t)h->duration_nanos;
+  comment[0] = (int64_t)(s0 + S_COMMENT);
+  part.n_comment = 1;
+  part.comment = comment;
+  put_part(g, &part);
+}
+
+int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
+  char comment_text[256];
+  gz_t *g;
+  int rc;
+
+  if (h == NULL || sink == NULL || h->nstrings == 0)
+    return MS_EINVAL;
+  g = calloc(1, sizeof *g);
+  if (g == NULL)
+    return MS_ENOMEM;
+  g->base.append = gz_append;
+  g->sink = sink;
+  g->ctx = ctx;
+  /* 15 + 16: a gzip header and trailer, as pprof expects on disk. */
+  if (deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    free(g);
+    return MS_ENOMEM;
+  }
+  /* A comment says what pprof cannot know: whether it is a delta, what
+   * the sampler dropped (its bucket table full), and whether memtop cut
+   * impossible figures. */
+  snprintf(comment_text, sizeof comment_text,
+           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s%s",
+           (int)h->pid, h->delta ? " (growth over the interval)" : "",
+           (unsigned long long)h->rate,
+           h->buckets_dropped ? "; samples dropped: bucket table full" : "",
+           h->capped ? "; impossible figures cut to keep sums in range" : "");
+  put_tables(g, h, comment_text);
+  put_samples(g, h, (int64_t)(h->nstrings + S_BYTES));
+  put_locations(g, h);
+  put_header(g, h, h->nstrings);
+  if (g->err == 0)
+    gz_run(g, Z_FINISH);
+  deflateEnd(&g->z);
+  rc = g->err;
+  free(g);
   return rc;
+}
+
+/* ---- into memory -------------------------------------------------------- */
+
+typedef struct mem_sink_s {
+  uint8_t *data;
+  size_t len, cap;
+} mem_sink_t;
+
+static int to_memory(void *ctx, const void *data, size_t len) {
+  mem_sink_t *m = ctx;
+
+  if (len > m->cap - m->len) {
+    size_t cap = m->cap ? m->cap : 64 * 1024;
+    uint8_t *p;
+    while (cap - m->len < len)
+      cap *= 2;
+    p = realloc(m->data, cap);
+    if (p == NULL)
+      return MS_ENOMEM;
+    m->data = p;
+    m->cap = cap;
+  }
+  memcpy(m->data + m->len, data, len);
+  m->len += len;
+  return 0;
+}
+
+int mt_pprof_encode(const mt_heap_t *h, uint8_t **out, size_t *len) {
+  mem_sink_t m = {NULL, 0, 0};
+  int rc;
+
+  if (out == NULL || len == NULL)
+    return MS_EINVAL;
+  *out = NULL;
+  *len = 0;
+  rc = mt_pprof_write(h, to_memory, &m);
+  if (rc != 0) {
+    free(m.data);
+    return rc;
+  }
+  *out = m.data;
+  *len = m.len;
+  return 0;
 }

@@ -55,9 +55,11 @@ static int rehash(sites_t *s) {
   return 0;
 }
 
-/* The site for (k1, k2), added if new; NULL on ENOMEM. */
+/* The site for (k1, k2), added if new; NULL on ENOMEM. An unresolved
+ * site (k1 0, k2 its address) is in mapping m (index + 1, 0: none), the
+ * one its location found. */
 static site_int_t *site_of(sites_t *s, const mt_heap_t *h, uint64_t k1,
-                           uint64_t k2) {
+                           uint64_t k2, uint32_t m) {
   site_int_t *si;
   size_t j;
 
@@ -87,16 +89,10 @@ static site_int_t *site_of(sites_t *s, const mt_heap_t *h, uint64_t k1,
     si->site.file = h->strings[f->filename];
     si->site.line = (int64_t)k2;
   } else {
-    uint32_t m = 0;
-    size_t i;
-
     si->site.file = "";
     si->site.module = "";
     si->site.address = k2;
-    for (i = 0; i < h->nmappings && m == 0; i++)
-      if (k2 >= h->mappings[i].start && k2 < h->mappings[i].limit)
-        m = (uint32_t)i + 1;
-    if (m != 0) {
+    if (m != 0 && m <= h->nmappings) {
       const mt_heap_mapping_t *hm = &h->mappings[m - 1];
       si->site.module = h->strings[hm->filename];
       si->site.module_offset = k2 - hm->start + hm->offset;
@@ -133,9 +129,9 @@ static int64_t add_sat(int64_t a, int64_t b) {
 }
 
 static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
-                 uint64_t k2, int flat) {
+                 uint64_t k2, uint32_t m, int flat) {
   const mt_heap_sample_t *hs = &h->samples[sample];
-  site_int_t *si = site_of(s, h, k1, k2);
+  site_int_t *si = site_of(s, h, k1, k2, m);
   int k;
 
   if (si == NULL)
@@ -164,26 +160,34 @@ int mt_top_sites(const mt_heap_t *h, int by, mt_top_site_t **out, size_t *n) {
       const mt_heap_location_t *loc = &h->locations[hs->locations[j]];
 
       if (loc->nlines == 0) {
-        if (count(&s, h, i, 0, loc->address, j == 0) != 0)
+        if (count(&s, h, i, 0, loc->address, loc->mapping, j == 0) != 0)
           goto oom;
         continue;
       }
       for (l = 0; l < loc->nlines; l++)
         if (count(&s, h, i, (uint64_t)loc->lines[l].function + 1,
-                  (uint64_t)loc->lines[l].line, j == 0 && l == 0) != 0)
+                  (uint64_t)loc->lines[l].line, 0, j == 0 && l == 0) != 0)
           goto oom;
     }
   }
-  res = calloc(s.n + 1, sizeof *res);
-  if (res == NULL)
+  /* The sites are moved down to the start of their own array (a site is
+   * the first member of its site_int_t), not copied into another: a
+   * stranger's million addresses cost one array, not two. */
+  free(s.slot);
+  s.slot = NULL;
+  if (s.v == NULL && (s.v = calloc(1, sizeof *s.v)) == NULL)
     goto oom;
+  res = (mt_top_site_t *)(void *)s.v;
   for (i = 0; i < s.n; i++)
-    res[i] = s.v[i].site;
+    memmove(&res[i], &s.v[i].site, sizeof *res);
+  if (s.n > 0) {
+    mt_top_site_t *shrunk = realloc(res, s.n * sizeof *res);
+    if (shrunk != NULL)
+      res = shrunk;
+  }
   qsort_r(res, s.n, sizeof *res, compare_sites, &by);
   *out = res;
   *n = s.n;
-  free(s.v);
-  free(s.slot);
   return 0;
 oom:
   free(s.v);

@@ -3,10 +3,11 @@
  * allocation: it writes into the agent's own buffer) and memtop's decoder
  * (hostile bytes in, an ms__profile_t out). The format is in profile.h.
  *
- * The decoder keeps what it decodes in growable arrays of its own; records
- * and mappings hold offsets into them while frames arrive (a realloc moves
- * them), and the pointers of the public ms__profile_t are set again after
- * each frame.
+ * The decoder keeps records and mappings in growable arrays, and their
+ * stacks, paths and build ids in arenas of blocks that never move: a frame
+ * costs what its own bytes cost, whatever came before it (a sender's
+ * 200,000 one-record frames are 200,000 small steps, not a copy of every
+ * record after each). What a profile may hold is bounded in profile.h.
  */
 #include "wire/profile.h"
 
@@ -166,27 +167,82 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
 /* ------------------------------------------------------------------------
  * Decoder
  * ------------------------------------------------------------------------ */
-typedef struct rec_s {
-  ms__profile_record_t r;
-  size_t stack_off; /* into store->words */
-} rec_t;
 
-typedef struct map_s {
-  ms__profile_mapping_t m;
-  size_t path_off, bid_off; /* into store->bytes */
-} map_t;
+/* Stacks, paths and build ids are kept in arenas of fixed-size blocks
+ * that never move, so that a record's stack and a mapping's path point
+ * into them from the moment they are decoded: no frame copies what an
+ * earlier one decoded. Every item fits in one block (a stack of at most
+ * MS__PROFILE_MAX_DEPTH words, a path and a build id of at most
+ * MS__PROFILE_MAX_PATH + 1 + MS__PROFILE_MAX_BUILD_ID bytes). */
+#define WORD_BLOCK (1u << 16)  /* words, at most */
+#define BYTE_BLOCK (64u << 10) /* bytes, at most */
+/* The first block is small and each next one twice the last, up to the
+ * block size: a small profile holds little (memtop holds many at once,
+ * against MS__PROFILE_MAX_HELD), a large one few blocks. */
+#define FIRST_BLOCK 4096u /* bytes */
+
+typedef struct block_s {
+  struct block_s *next;
+  size_t used, cap;
+  unsigned char data[];
+} block_t;
+
+struct ms__profile_store_s;
+static int charge(struct ms__profile_store_s *s, size_t n);
+
+/* n bytes (aligned to 8) from the arena whose current block is *head, a
+ * new block started when the current one has no room: twice the last
+ * (FIRST_BLOCK at first), at most `block` bytes, at least n. NULL when
+ * out of memory. */
+static void *arena_take(struct ms__profile_store_s *s, block_t **head,
+                        size_t n, size_t block) {
+  block_t *b = *head;
+  n = (n + 7) & ~(size_t)7;
+  if (b == NULL || b->cap - b->used < n) {
+    size_t cap = b == NULL ? FIRST_BLOCK : 2 * b->cap;
+    if (cap > block)
+      cap = block;
+    if (cap < n)
+      cap = n;
+    if (charge(s, sizeof *b + cap) != 0)
+      return NULL;
+    b = malloc(sizeof *b + cap);
+    if (b == NULL)
+      return NULL;
+    b->next = *head;
+    b->used = 0;
+    b->cap = cap;
+    *head = b;
+  }
+  void *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+static void arena_free(block_t *b) {
+  while (b != NULL) {
+    block_t *next = b->next;
+    free(b);
+    b = next;
+  }
+}
+
+/* The bytes every decoded profile of the process holds, together
+ * (MS__PROFILE_MAX_HELD): charged as arrays grow and blocks are taken,
+ * given back when a profile is freed (perhaps on another thread). */
+static size_t g_held;
 
 struct ms__profile_store_s {
-  rec_t *recs;
+  size_t held; /* this profile's part of g_held */
+  const char *nomem; /* why the last allocation failed */
+  ms__profile_record_t *recs;
   size_t nrecs, caprecs;
-  map_t *maps;
+  ms__profile_mapping_t *maps;
   size_t nmaps, capmaps;
-  uint64_t *words;
-  size_t nwords, capwords;
-  uint8_t *bytes;
-  size_t nbytes, capbytes;
-  ms__profile_record_t *out_recs;
-  ms__profile_mapping_t *out_maps;
+  block_t *words; /* stacks */
+  block_t *bytes; /* paths, build ids */
+  size_t nwords;  /* stack words of all records */
+  size_t nbytes;  /* bytes of all paths and build ids */
   uint64_t frames;
   size_t total; /* payload bytes decoded so far */
   int broken;
@@ -194,14 +250,34 @@ struct ms__profile_store_s {
   char unwinder[64];
 };
 
-/* Grows *arr (elements of size esz) to hold at least need. */
-static int grow(void **arr, size_t *cap, size_t need, size_t esz) {
+/* The stack of a record of depth 0: a valid pointer to nothing. */
+static const uint64_t no_stack[1];
+
+/* Takes n bytes of g_held for s: MS_ENOMEM (s->nomem set) if all the
+ * profiles being decoded would then hold more than MS__PROFILE_MAX_HELD. */
+static int charge(struct ms__profile_store_s *s, size_t n) {
+  size_t now = __atomic_add_fetch(&g_held, n, __ATOMIC_RELAXED);
+  if (now > MS__PROFILE_MAX_HELD || now < n) {
+    __atomic_sub_fetch(&g_held, n, __ATOMIC_RELAXED);
+    s->nomem = "profile too large: the profiles memtop is reading at once "
+               "would hold more than 192 MiB (other targets' among them)";
+    return MS_ENOMEM;
+  }
+  s->held += n;
+  return 0;
+}
+
+/* Grows *arr (elements of size esz) to hold at least need, doubling. */
+static int grow(struct ms__profile_store_s *s, void **arr, size_t *cap,
+                size_t need, size_t esz) {
   if (need <= *cap)
     return 0;
   size_t n = *cap ? *cap : 16;
   while (n < need)
     n *= 2;
   if (n > SIZE_MAX / esz)
+    return MS_ENOMEM;
+  if (charge(s, (n - *cap) * esz) != 0)
     return MS_ENOMEM;
   void *p = realloc(*arr, n * esz);
   if (p == NULL)
@@ -220,6 +296,7 @@ ms__profile_decoded_t *ms__profile_decoded_new(void) {
     free(d);
     return NULL;
   }
+  d->store->nomem = "out of memory";
   d->unwinder = "";
   return d;
 }
@@ -229,30 +306,14 @@ void ms__profile_decoded_free(ms__profile_decoded_t *d) {
     return;
   struct ms__profile_store_s *s = d->store;
   if (s != NULL) {
+    __atomic_sub_fetch(&g_held, s->held, __ATOMIC_RELAXED);
     free(s->recs);
     free(s->maps);
-    free(s->words);
-    free(s->bytes);
-    free(s->out_recs);
-    free(s->out_maps);
+    arena_free(s->words);
+    arena_free(s->bytes);
     free(s);
   }
   free(d);
-}
-
-/* Copies n bytes of a path into the byte arena, control characters and
- * NULs made '?', and a NUL after. */
-static int add_text(struct ms__profile_store_s *s, const uint8_t *v, size_t n,
-                    size_t *off) {
-  if (grow((void **)&s->bytes, &s->capbytes, s->nbytes + n + 1, 1))
-    return MS_ENOMEM;
-  *off = s->nbytes;
-  for (size_t i = 0; i < n; i++)
-    s->bytes[s->nbytes + i] =
-        (v[i] < 0x20 || v[i] == 0x7f) ? (uint8_t)'?' : v[i];
-  s->bytes[s->nbytes + n] = 0;
-  s->nbytes += n + 1;
-  return 0;
 }
 
 static int decode_record(struct ms__profile_store_s *s, const uint8_t *v,
@@ -273,26 +334,41 @@ static int decode_record(struct ms__profile_store_s *s, const uint8_t *v,
     return MS_EPROTO;
   }
   if (s->nrecs >= MS__PROFILE_MAX_RECORDS) {
-    *why = "profile with too many records";
+    *why = "profile too large: more records than a profile holds (262,144)";
     return MS_EPROTO;
   }
-  if (grow((void **)&s->recs, &s->caprecs, s->nrecs + 1, sizeof *s->recs) ||
-      grow((void **)&s->words, &s->capwords, s->nwords + depth + 1,
-           sizeof *s->words))
+  if (depth > MS__PROFILE_MAX_FRAMES - s->nwords) {
+    *why = "profile too large: more stack frames in all than a profile "
+           "holds (8,388,608)";
+    return MS_EPROTO;
+  }
+  if (grow(s, (void **)&s->recs, &s->caprecs, s->nrecs + 1,
+           sizeof *s->recs)) {
+    *why = s->nomem;
     return MS_ENOMEM;
-  rec_t *r = &s->recs[s->nrecs++];
+  }
+  uint64_t *stack = (uint64_t *)no_stack;
+  if (depth > 0) {
+    stack = arena_take(s, &s->words, (size_t)depth * 8, WORD_BLOCK * 8);
+    if (stack == NULL) {
+      *why = s->nomem;
+      return MS_ENOMEM;
+    }
+  }
+  ms__profile_record_t *r = &s->recs[s->nrecs++];
   memset(r, 0, sizeof *r);
-  r->r.size = get64(f);
-  r->r.alloc_objects = get64(f + 8);
-  r->r.alloc_bytes = get64(f + 16);
-  r->r.free_objects = get64(f + 24);
-  r->r.free_bytes = get64(f + 32);
-  r->r.truncated = (get32(f + 40) & 1u) != 0;
-  r->r.depth = depth;
-  r->stack_off = s->nwords;
+  r->size = get64(f);
+  r->alloc_objects = get64(f + 8);
+  r->alloc_bytes = get64(f + 16);
+  r->free_objects = get64(f + 24);
+  r->free_bytes = get64(f + 32);
+  r->truncated = (get32(f + 40) & 1u) != 0;
+  r->depth = depth;
   const uint8_t *st = f + fixed;
   for (uint32_t i = 0; i < depth; i++)
-    s->words[s->nwords++] = get64(st + (size_t)i * 8);
+    stack[i] = get64(st + (size_t)i * 8);
+  r->stack = stack;
+  s->nwords += depth;
   return 0;
 }
 
@@ -316,60 +392,54 @@ static int decode_mapping(struct ms__profile_store_s *s, const uint8_t *v,
     return MS_EPROTO;
   }
   if (s->nmaps >= MS__PROFILE_MAX_MAPPINGS) {
-    *why = "profile with too many mappings";
+    *why = "profile too large: more mappings than a profile holds (65,536)";
     return MS_EPROTO;
   }
-  if (grow((void **)&s->maps, &s->capmaps, s->nmaps + 1, sizeof *s->maps))
-    return MS_ENOMEM;
-  map_t m;
-  memset(&m, 0, sizeof m);
-  m.m.start = start;
-  m.m.limit = limit;
-  m.m.offset = get64(f + 16);
-  m.m.build_id_len = blen;
   const uint8_t *tail = f + fixed;
   /* A path stops at its first NUL, as a C string would. */
   size_t pl = 0;
   while (pl < plen && tail[pl] != 0)
     pl++;
-  if (add_text(s, tail, pl, &m.path_off))
-    return MS_ENOMEM;
-  if (blen > 0) {
-    if (grow((void **)&s->bytes, &s->capbytes, s->nbytes + blen, 1))
-      return MS_ENOMEM;
-    m.bid_off = s->nbytes;
-    memcpy(s->bytes + s->nbytes, tail + plen, blen);
-    s->nbytes += blen;
+  if (pl + 1 + blen > MS__PROFILE_MAX_MAPPING_BYTES - s->nbytes) {
+    *why = "profile too large: more bytes of mapping paths than a profile "
+           "holds (8 MiB)";
+    return MS_EPROTO;
   }
-  s->maps[s->nmaps++] = m;
+  if (grow(s, (void **)&s->maps, &s->capmaps, s->nmaps + 1,
+           sizeof *s->maps)) {
+    *why = s->nomem;
+    return MS_ENOMEM;
+  }
+  uint8_t *text = arena_take(s, &s->bytes, pl + 1 + blen, BYTE_BLOCK);
+  if (text == NULL) {
+    *why = s->nomem;
+    return MS_ENOMEM;
+  }
+  s->nbytes += pl + 1 + blen;
+  /* Control characters and NULs made '?' (what the tool's outputs do
+   * with the rest is theirs: they sanitise what they show). */
+  for (size_t i = 0; i < pl; i++)
+    text[i] = (tail[i] < 0x20 || tail[i] == 0x7f) ? (uint8_t)'?' : tail[i];
+  text[pl] = 0;
+  memcpy(text + pl + 1, tail + plen, blen);
+  ms__profile_mapping_t *m = &s->maps[s->nmaps++];
+  memset(m, 0, sizeof *m);
+  m->start = start;
+  m->limit = limit;
+  m->offset = get64(f + 16);
+  m->path = (const char *)text;
+  m->build_id = blen > 0 ? text + pl + 1 : NULL;
+  m->build_id_len = blen;
   return 0;
 }
 
-/* Points the public profile at the store's arrays as they are now. */
+/* Points the public profile at the store's arrays as they are now (a
+ * realloc may have moved them; what they point to never moves). */
 static int publish(ms__profile_decoded_t *d) {
   struct ms__profile_store_s *s = d->store;
-  size_t nr = s->nrecs ? s->nrecs : 1, nm = s->nmaps ? s->nmaps : 1;
-  ms__profile_record_t *r = realloc(s->out_recs, nr * sizeof *r);
-  if (r == NULL)
-    return MS_ENOMEM;
-  s->out_recs = r;
-  ms__profile_mapping_t *m = realloc(s->out_maps, nm * sizeof *m);
-  if (m == NULL)
-    return MS_ENOMEM;
-  s->out_maps = m;
-  for (size_t i = 0; i < s->nrecs; i++) {
-    r[i] = s->recs[i].r;
-    r[i].stack = s->words + s->recs[i].stack_off;
-  }
-  for (size_t i = 0; i < s->nmaps; i++) {
-    m[i] = s->maps[i].m;
-    m[i].path = (const char *)s->bytes + s->maps[i].path_off;
-    m[i].build_id =
-        m[i].build_id_len ? s->bytes + s->maps[i].bid_off : NULL;
-  }
-  d->profile.records = r;
+  d->profile.records = s->recs;
   d->profile.nrecords = (uint32_t)s->nrecs;
-  d->profile.mappings = m;
+  d->profile.mappings = s->maps;
   d->profile.nmappings = (uint32_t)s->nmaps;
   d->unwinder = s->unwinder;
   return 0;
@@ -471,6 +541,10 @@ static int decode_frame(ms__profile_decoded_t *d, const uint8_t *p,
     case MS__TAG_PROF_RATE:
       if (get_u64(v, n, &x, why) || header_u64(s, &pf->rate, x, why))
         return MS_EPROTO;
+      if (x > MS__PROFILE_MAX_RATE) {
+        *why = "profile with an impossible sampling rate (over 1 TiB)";
+        return MS_EPROTO;
+      }
       break;
     case MS__TAG_PROF_DROPPED:
       if (get_u64(v, n, &x, why) ||

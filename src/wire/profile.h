@@ -101,13 +101,27 @@ enum {
  * know). */
 #define MS__PROFREQ_NONE 0x0u
 
-/* Bounds a reader enforces on a whole profile (hostile senders): */
-#define MS__PROFILE_MAX_RECORDS (1u << 20)
+/* Bounds a reader enforces on a whole profile (hostile senders), each
+ * as large as the agent's own table can make it (sampler.c: at most 2^18
+ * buckets and 32 stack words per bucket), so that a reader never refuses
+ * a real profile and what it builds from one stays bounded: */
+#define MS__PROFILE_MAX_RECORDS (1u << 18)
+/* ... the stack words of all its records together (records x depth) ... */
+#define MS__PROFILE_MAX_FRAMES (1u << 23)
 #define MS__PROFILE_MAX_MAPPINGS (1u << 16)
 #define MS__PROFILE_MAX_PATH 4096u
 #define MS__PROFILE_MAX_BUILD_ID 64u
-/* ... and on the bytes of all its frames together. */
+/* ... the bytes of its mappings' paths and build ids together ... */
+#define MS__PROFILE_MAX_MAPPING_BYTES (8u << 20)
+/* ... the sampling rate (MEMSTATS_PROFILE_RATE's own bound) ... */
+#define MS__PROFILE_MAX_RATE ((uint64_t)1 << 40)
+/* ... and the bytes of all its frames together. */
 #define MS__PROFILE_MAX_TOTAL (256u << 20)
+/* What all the profiles a process decodes at once may hold together
+ * (memtop reads several targets' at a time: --once --sites, a delta's
+ * two): room for two of the largest (about 90 MiB each), so that many
+ * strangers' profiles cannot add up past it. */
+#define MS__PROFILE_MAX_HELD (192u << 20)
 
 /* ---- encoding (the agent) ---- */
 
@@ -148,11 +162,15 @@ typedef struct ms__profile_decoded_s {
 /* A new, empty decoded profile. Returns NULL when out of memory. */
 ms__profile_decoded_t *ms__profile_decoded_new(void);
 /* Adds the payload of one MS__MSG_PROFILE frame (the bytes after the
- * header; frames in the order received). Returns 0 (d->complete says
- * whether it was the last frame), MS_EPROTO with *why set (a frame out of
- * order, after the last, disagreeing with the first, or malformed; the
- * object is then unusable but still to be freed), or MS_ENOMEM. why may
- * be NULL. */
+ * header; frames in the order received), in time and memory linear in the
+ * frame's bytes: nothing decoded before is copied again (but for the
+ * amortised growth of the record and mapping arrays). Returns 0
+ * (d->complete says whether it was the last frame), MS_EPROTO with *why
+ * set (a frame out of order, after the last, disagreeing with the first,
+ * malformed, or a profile past one of the bounds above: "profile too
+ * large: ..."; the object is then unusable but still to be freed), or
+ * MS_ENOMEM (out of memory, or MS__PROFILE_MAX_HELD reached by this and
+ * the other profiles being decoded; *why says which). why may be NULL. */
 int ms__profile_decode_frame(ms__profile_decoded_t *d, const uint8_t *payload,
                              size_t len, const char **why);
 /* Decodes a profile that is whole in one payload: *out is a new object

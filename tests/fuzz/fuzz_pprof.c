@@ -3,7 +3,10 @@
  * the wire decoder accepts (any counts, stacks, mappings) is built into
  * the model, alone and as a delta against itself, listed as text and
  * encoded as profile.proto. Nothing may crash, read out of bounds,
- * overflow a signed figure or put a terminal control into the text.
+ * overflow a signed figure or put a terminal control into the text; the
+ * written profile.proto, unpacked again, must hold only safe strings
+ * (names and paths a terminal will show through `go tool pprof`) and
+ * values whose sums fit in int64 (pprof adds them so).
  * (Symbolisation reads files, and is left out.)
  */
 #include <stddef.h>
@@ -11,13 +14,62 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
+#include "common/sanitize.h"
 #include "common/strbuf.h"
+#include "pprof/profile.pb-c.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
 #include "wire/profile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* Every string of the written profile is safe on a terminal; the sum of
+ * each value over all samples fits in int64. */
+static void check_written(const uint8_t *gz, size_t len) {
+  size_t cap = 16u << 20;
+  uint8_t *raw = malloc(cap);
+  z_stream z;
+  Perftools__Profiles__Profile *pb;
+
+  if (raw == NULL)
+    return;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, 15 + 16) != Z_OK)
+    abort();
+  z.next_in = (Bytef *)(uintptr_t)gz;
+  z.avail_in = (uInt)len;
+  z.next_out = raw;
+  z.avail_out = (uInt)cap;
+  if (inflate(&z, Z_FINISH) != Z_STREAM_END)
+    abort(); /* not one whole gzip stream */
+  pb = perftools__profiles__profile__unpack(NULL, z.total_out, raw);
+  inflateEnd(&z);
+  if (pb == NULL)
+    abort(); /* not a profile.proto protobuf-c reads back */
+  for (size_t i = 0; i < pb->n_string_table; i++) {
+    const unsigned char *t = (const unsigned char *)pb->string_table[i];
+    size_t n = strlen((const char *)t);
+    for (size_t k = 0; k < n;) {
+      uint32_t cp;
+      size_t l = ms__utf8_decode(t + k, n - k, &cp);
+      if (l == 0 || ms__cp_unsafe(cp))
+        abort(); /* a stranger's control reached the file */
+      k += l;
+    }
+  }
+  for (size_t v = 0; v < pb->n_sample_type; v++) {
+    int64_t sum = 0;
+    for (size_t i = 0; i < pb->n_sample; i++)
+      if (v < pb->sample[i]->n_value &&
+          __builtin_add_overflow(sum, pb->sample[i]->value[v], &sum))
+        abort(); /* pprof's total would wrap */
+  }
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+  free(raw);
+}
 
 static void outputs(const ms__profile_t *p, const ms__profile_t *base) {
   ms__strbuf_t b = MS_STRBUF_INIT;
@@ -32,8 +84,11 @@ static void outputs(const ms__profile_t *p, const ms__profile_t *base) {
   for (i = 0; i < b.len; i++)
     if ((unsigned char)b.data[i] < 0x20 && b.data[i] != '\n')
       abort(); /* a control character reached the text */
-  if (mt_pprof_encode(&h, &bytes, &len) == 0 && len == 0)
-    abort();
+  if (mt_pprof_encode(&h, &bytes, &len) == 0) {
+    if (len == 0)
+      abort();
+    check_written(bytes, len);
+  }
   free(bytes);
   ms__strbuf_free(&b);
   mt_heap_free(&h);

@@ -11,6 +11,11 @@
  * profile as wire/profile.c encodes it), so the peer check holds: the
  * process that listens is the PID asked for. Its stacks are return
  * addresses inside this binary's own functions.
+ *
+ * The file is written as root would write it in a directory a stranger
+ * can write in: what the stranger planted at the name (a symbolic link, a
+ * hard link, a FIFO, a directory) is never written through, nor waited
+ * on.
  */
 #include <errno.h>
 #include <limits.h>
@@ -26,6 +31,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -33,8 +42,12 @@
 #include "memstats.h"
 #include "memtop/cli.h"
 #include "memtop/profile_cmd.h"
+#include "pprof/heap.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/callgrind.h"
+#include "support/host.h"
+#include "support/run.h"
 #include "support/target.h"
 
 static char dir[64];
@@ -74,6 +87,9 @@ typedef struct server_s {
   char paths[8][PATH_MAX];
   uint32_t nmap;
 } server_t;
+
+/* If set, makes the n-th answer's profile instead (a hostile one). */
+static void (*g_make)(int n, ms__profile_t *p);
 
 static void own_mappings(server_t *s) {
   char exe[PATH_MAX], line[PATH_MAX + 256], path[PATH_MAX], perms[8];
@@ -155,6 +171,8 @@ static void *serve(void *arg) {
     p.records = rec;
     p.nmappings = s->nmap;
     p.mappings = s->map;
+    if (g_make != NULL)
+      g_make(i, &p);
     cap = 4096 + sizeof snap * 2 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
     buf = malloc(cap);
     ms__wire_writer_init(&w, buf, cap);
@@ -354,12 +372,461 @@ static void test_error_answer(void **state) {
   server_stop(&s);
 }
 
+
+/* ---- what a stranger plants at the output's name ------------------------ */
+
+static void put_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* No temporary file is left in dir. */
+static void no_leftovers(void) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, ".memtop-", 8) == 0)
+      fail_msg("temporary file left behind: %s", e->d_name);
+  closedir(d);
+}
+
+/* memtop-PID.pb.gz -> victim (the default name, in the directory memtop
+ * runs in, and -o's): refused, the victim untouched, the link still a
+ * link. */
+static void test_symlink_not_followed(void **state) {
+  server_t s;
+  char victim[PATH_MAX], link_path[PATH_MAX], cwd[PATH_MAX], *text;
+  struct stat st;
+
+  (void)state;
+  snprintf(victim, sizeof victim, "%s/victim", dir);
+  put_file(victim, "precious\n");
+  snprintf(link_path, sizeof link_path, "%s/memtop-%d.pb.gz", dir,
+           (int)getpid());
+  assert_int_equal(symlink(victim, link_path), 0);
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  server_start(&s, 2, 0);
+  int rc = run_profile(NULL);
+  int rc2 = run_profile("--format", "text", "-o", link_path, NULL);
+  server_stop(&s);
+  assert_int_equal(chdir(cwd), 0);
+  assert_int_equal(rc, 1);
+  assert_int_equal(rc2, 1);
+  text = read_all(victim);
+  assert_string_equal(text, "precious\n");
+  free(text);
+  assert_int_equal(lstat(link_path, &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  no_leftovers();
+  unlink(link_path);
+  unlink(victim);
+}
+
+/* -o FIFO: refused at once (it blocked for ever, or wrote into whoever
+ * reads it); -o DIRECTORY: refused. */
+static void test_fifo_and_directory_refused(void **state) {
+  server_t s;
+  char fifo[PATH_MAX], sub[PATH_MAX], buf[64];
+
+  (void)state;
+  snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+  snprintf(sub, sizeof sub, "%s/sub", dir);
+  assert_int_equal(mkfifo(fifo, 0600), 0);
+  assert_int_equal(mkdir(sub, 0700), 0);
+  /* A reader, so that a writer would not block but write. */
+  int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+  assert_true(rd >= 0);
+  server_start(&s, 2, 0);
+  int rc = run_profile("--format", "text", "-o", fifo, NULL);
+  int rc2 = run_profile("--format", "text", "-o", sub, NULL);
+  server_stop(&s);
+  assert_int_equal(rc, 1);
+  assert_int_equal(rc2, 1);
+  assert_true(read(rd, buf, sizeof buf) <= 0);
+  close(rd);
+  no_leftovers();
+  unlink(fifo);
+  rmdir(sub);
+}
+
+/* An existing regular file is replaced, not truncated: a hard link to
+ * it keeps the old bytes; the new file has a new file's mode. */
+static void test_regular_file_replaced(void **state) {
+  server_t s;
+  char file[PATH_MAX], other[PATH_MAX], *text;
+  struct stat st;
+  mode_t mask = umask(022);
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/report.txt", dir);
+  snprintf(other, sizeof other, "%s/other", dir);
+  put_file(other, "precious\n");
+  chmod(other, 0600);
+  assert_int_equal(link(other, file), 0);
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("--format", "text", "-o", file, NULL), 0);
+  server_stop(&s);
+  umask(mask);
+  text = read_all(other);
+  assert_string_equal(text, "precious\n");
+  free(text);
+  text = read_all(file);
+  assert_non_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  assert_int_equal(stat(file, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0644);
+  assert_int_equal(st.st_nlink, 1);
+  no_leftovers();
+  unlink(file);
+  unlink(other);
+}
+
+/* -o -: standard output, written as it is. */
+static void test_stdout(void **state) {
+  server_t s;
+  char file[PATH_MAX], *text;
+  int saved, fd;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/stdout.txt", dir);
+  fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stdout);
+  saved = dup(1);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(fd, 1), 1);
+  server_start(&s, 1, 0);
+  int rc = run_profile("--format", "text", "-o", "-", NULL);
+  server_stop(&s);
+  fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  close(fd);
+  assert_int_equal(rc, 0);
+  text = read_all(file);
+  assert_non_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  unlink(file);
+}
+
+/* Under a sanitizer, instructions are not counted (valgrind cannot run
+ * an instrumented binary) and memory is the sanitizer's: those checks are
+ * the plain build's. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PLAIN_BUILD 0
+#else
+#define PLAIN_BUILD 1
+#endif
+
+/* ---- the largest profile: memtop's memory stays bounded ----------------- */
+
+/* The worst profile memtop reads whole, twice (--seconds: two of them,
+ * disjoint, held and subtracted): every bound of wire/profile.h reached
+ * (2^18 records of 32 frames, 2^23 stack words; 2,048 mappings with
+ * 4,000-byte paths, 8 MiB) and `g_naddr` distinct return addresses
+ * across the two, each frame of each record another one, so that every
+ * location, sample and string is as many as can be. */
+static uint32_t g_naddr;
+static ms__profile_record_t *g_hrec;
+static uint64_t *g_hstack;
+static ms__profile_mapping_t g_hmap[2048];
+static char g_hpath[2048][4000];
+
+#define H_BASE 0x10000000ull
+#define H_DEPTH 32u
+
+static void make_hostile(int n, ms__profile_t *p) {
+  uint32_t nrec = MS__PROFILE_MAX_FRAMES / H_DEPTH;
+  uint64_t span = ((uint64_t)g_naddr * 16 / 2048 + 4095) & ~4095ull;
+
+  if (g_hrec == NULL) {
+    g_hrec = calloc(nrec, sizeof *g_hrec);
+    g_hstack = malloc((size_t)MS__PROFILE_MAX_FRAMES * 8);
+    if (g_hrec == NULL || g_hstack == NULL)
+      _exit(3);
+  }
+  for (uint32_t r = 0; r < nrec; r++) {
+    for (uint32_t j = 0; j < H_DEPTH; j++) {
+      uint64_t k = ((uint64_t)n * MS__PROFILE_MAX_FRAMES +
+                    (uint64_t)r * H_DEPTH + j) % g_naddr;
+      g_hstack[(size_t)r * H_DEPTH + j] = H_BASE + k * 16 + 1;
+    }
+    g_hrec[r] = (ms__profile_record_t){
+        .size = 16 + (uint64_t)n, /* the two profiles share no bucket */
+        .alloc_objects = 3,
+        .alloc_bytes = 3 * (16 + (uint64_t)n),
+        .free_objects = 1,
+        .free_bytes = 16 + (uint64_t)n,
+        .depth = H_DEPTH,
+        .stack = &g_hstack[(size_t)r * H_DEPTH],
+    };
+  }
+  for (uint32_t m = 0; m < 2048; m++) {
+    memset(g_hpath[m], 'x', sizeof g_hpath[m] - 1);
+    snprintf(g_hpath[m], 40, "/nonexistent/%u/", m);
+    g_hpath[m][strlen(g_hpath[m])] = 'x';
+    g_hpath[m][sizeof g_hpath[m] - 1] = '\0';
+    g_hmap[m] = (ms__profile_mapping_t){H_BASE + m * span,
+                                        H_BASE + (m + 1) * span, 0,
+                                        g_hpath[m], NULL, 0};
+  }
+  p->rate = 524288;
+  p->nrecords = nrec;
+  p->records = g_hrec;
+  p->nmappings = 2048;
+  p->mappings = g_hmap;
+}
+
+/* A target of its own (a child: memtop's child must be forked from this
+ * small process, since a child's peak RSS counts what it inherited)
+ * serving `answers` profiles made by `make`. Returns its PID once it
+ * listens. */
+static pid_t hostile_target(int answers,
+                            void (*make)(int n, ms__profile_t *p)) {
+  char sock[PATH_MAX];
+  struct stat st;
+  pid_t pid = fork();
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    server_t s;
+    g_make = make;
+    server_start(&s, answers, 0);
+    server_stop(&s);
+    _exit(0);
+  }
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir, (int)pid);
+  for (int i = 0; i < 3000 && stat(sock, &st) != 0; i++)
+    usleep(10000);
+  assert_int_equal(stat(sock, &st), 0);
+  return pid;
+}
+
+/* Runs the real memtop with argv (argv[0] left for its path), its
+ * stdout in dir/out.txt and stderr in dir/err.txt. Returns its exit
+ * status, with its peak RSS in KiB (wait4). */
+static int run_peak(char *argv[], long *maxrss_kib) {
+  char build[1024], memtop[1200], out[PATH_MAX], err[PATH_MAX];
+  struct rusage ru;
+  int st;
+
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(out, sizeof out, "%s/out.txt", dir);
+  snprintf(err, sizeof err, "%s/err.txt", dir);
+  argv[0] = memtop;
+  pid_t child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int e = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (o < 0 || e < 0 || dup2(o, 1) != 1 || dup2(e, 2) != 2)
+      _exit(126);
+    execv(memtop, argv);
+    _exit(127);
+  }
+  assert_int_equal(wait4(child, &st, 0, &ru), child);
+  *maxrss_kib = ru.ru_maxrss;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* memtop ARGS... (NULL-ended) through run_peak. */
+static int memtop_run_peak(long *maxrss_kib, const char *arg, ...) {
+  char *argv[16];
+  int argc = 1;
+  va_list ap;
+
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  return run_peak(argv, maxrss_kib);
+}
+
+/* memtop profile PID ARGS... (NULL-ended) through run_peak. */
+static int memtop_peak(pid_t pid, long *maxrss_kib, const char *arg, ...) {
+  char *argv[16];
+  int argc = 1;
+  va_list ap;
+
+  argv[argc++] = (char *)"profile";
+  argv[argc++] = run_pidstr(pid);
+  va_start(ap, arg);
+  for (; arg != NULL && argc < 15; arg = va_arg(ap, const char *))
+    argv[argc++] = (char *)arg;
+  va_end(ap);
+  argv[argc] = NULL;
+  return run_peak(argv, maxrss_kib);
+}
+
+/* The largest profiles memtop accepts, as a --seconds delta: written, in
+ * less than 512 MiB at its peak (4.9 GB before: a location per address,
+ * no bound on stack words). One distinct address more than a heap holds:
+ * refused as too large, saying what to do. */
+static void test_peak_memory_bounded(void **state) {
+  char file[PATH_MAX], errf[PATH_MAX], outf[PATH_MAX], *text;
+  long kib = 0;
+  int st;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/big.pb.gz", dir);
+  snprintf(errf, sizeof errf, "%s/err.txt", dir);
+  snprintf(outf, sizeof outf, "%s/out.txt", dir);
+  g_naddr = MT_HEAP_MAX_LOCATIONS;
+  pid_t t = hostile_target(2, make_hostile);
+  int rc = memtop_peak(t, &kib, "--seconds", "1", "-o", file, NULL);
+  waitpid(t, &st, 0);
+  text = read_all(errf);
+  print_message("memtop's peak RSS on the largest delta: %ld MiB\n",
+                kib / 1024);
+  if (rc != 0)
+    fail_msg("memtop profile: exit %d: %s", rc, text);
+  free(text);
+  if (PLAIN_BUILD)
+    assert_true(kib < 512 * 1024);
+
+  /* The same as a top list: the sites of a million addresses; and
+   * --once --sites over three such targets. (Under a sanitizer these add
+   * minutes and no check: the bound is the plain build's.) */
+  if (!PLAIN_BUILD)
+    goto too_large;
+  t = hostile_target(2, make_hostile);
+  rc = memtop_peak(t, &kib, "--seconds", "1", "--format", "text", "-o", file,
+                   NULL);
+  waitpid(t, &st, 0);
+  print_message("the same as a top list: %ld MiB\n", kib / 1024);
+  assert_int_equal(rc, 0);
+  assert_true(kib < 512 * 1024);
+
+  /* --once --sites 3: the three profiles are read at once, and together
+   * may hold no more than two of the largest. */
+  pid_t ts[3];
+  for (int i = 0; i < 3; i++)
+    ts[i] = hostile_target(1, make_hostile);
+  rc = memtop_run_peak(&kib, "--once", "--sites", "3", run_pidstr(ts[0]),
+                       run_pidstr(ts[1]), run_pidstr(ts[2]), NULL);
+  for (int i = 0; i < 3; i++) {
+    kill(ts[i], SIGKILL);
+    waitpid(ts[i], &st, 0);
+  }
+  print_message("--once --sites 3, three such targets: %ld MiB (exit %d)\n",
+                kib / 1024, rc);
+  text = read_all(outf);
+  assert_non_null(strstr(text, "Top allocation sites:\nPID "));
+  free(text);
+  text = read_all(errf);
+  assert_non_null(strstr(text, "would hold more than 192 MiB"));
+  free(text);
+  assert_true(kib < 512 * 1024);
+
+too_large:
+  g_naddr = MT_HEAP_MAX_LOCATIONS + 1;
+  t = hostile_target(1, make_hostile);
+  rc = memtop_peak(t, &kib, "-o", file, NULL);
+  waitpid(t, &st, 0);
+  text = read_all(errf);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(text, "profile too large"));
+  assert_non_null(strstr(text, "MEMSTATS_PROFILE_BUCKETS"));
+  free(text);
+  if (PLAIN_BUILD)
+    assert_true(kib < 512 * 1024);
+  unlink(file);
+}
+
+/* ---- many mappings: memtop's work stays linear -------------------------- */
+
+/* `g_nmap` mappings, each a file that does not exist (so left
+ * unresolved, and said so), and one record in each. */
+static uint32_t g_nmap;
+
+static void make_many_mappings(int n, ms__profile_t *p) {
+  static ms__profile_record_t rec[65536];
+  static uint64_t st[65536];
+  static ms__profile_mapping_t map[65536];
+  static char path[65536][48];
+
+  (void)n;
+  for (uint32_t m = 0; m < g_nmap; m++) {
+    snprintf(path[m], sizeof path[m], "/nonexistent/lib%u.so", m);
+    map[m] = (ms__profile_mapping_t){H_BASE + m * 0x10000ull,
+                                     H_BASE + (m + 1) * 0x10000ull, 0,
+                                     path[m], NULL, 0};
+    st[m] = H_BASE + m * 0x10000ull + 0x100;
+    rec[m] = (ms__profile_record_t){.size = 32, .alloc_objects = 1,
+                                    .alloc_bytes = 32, .depth = 1,
+                                    .stack = &st[m]};
+  }
+  p->nrecords = g_nmap;
+  p->records = rec;
+  p->nmappings = g_nmap;
+  p->mappings = map;
+}
+
+/* The instructions memtop profile runs (callgrind) on a profile of
+ * `nmap` mappings. */
+static unsigned long long memtop_instructions(uint32_t nmap) {
+  char build[1024], memtop[1200], file[PATH_MAX], why[512];
+  unsigned long long n = 0;
+  int st;
+
+  g_nmap = nmap;
+  pid_t t = hostile_target(1, make_many_mappings);
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(file, sizeof file, "%s/maps.txt", dir);
+  const char *argv[] = {memtop,   "profile", run_pidstr(t), "--format",
+                        "text",   "-o",      file,          NULL};
+  const char *env[] = {"MEMTOP_TIMEOUT_MS=60000", NULL};
+  int rc = cg_count(argv, env, &n, why, sizeof why);
+  kill(t, SIGKILL);
+  waitpid(t, &st, 0);
+  if (rc != 0)
+    fail_msg("%s", why);
+  unlink(file);
+  return n;
+}
+
+/* Each mapping costs memtop a bounded number of instructions, however
+ * many there are: finding an address's mapping and saying which files
+ * were left unresolved once each were linear scans, quadratic over
+ * 65,536 mappings. */
+static void test_many_mappings_linear(void **state) {
+  (void)state;
+  if (!PLAIN_BUILD) {
+    print_message("skipped: built with a sanitizer, which valgrind cannot "
+                  "run\n");
+    skip();
+  }
+  if (system("command -v valgrind >/dev/null 2>&1") != 0) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+  unsigned long long a = memtop_instructions(4096);
+  unsigned long long b = memtop_instructions(8192);
+  unsigned long long per = b > a ? (b - a) / 4096 : 0;
+  print_message("memtop profile: %llu instructions per mapping\n", per);
+  assert_true(b > a);
+  assert_true(per < 20000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pprof_file),
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_seconds_delta),
       cmocka_unit_test(test_error_answer),
+      cmocka_unit_test(test_symlink_not_followed),
+      cmocka_unit_test(test_fifo_and_directory_refused),
+      cmocka_unit_test(test_regular_file_replaced),
+      cmocka_unit_test(test_stdout),
+      cmocka_unit_test(test_peak_memory_bounded),
+      cmocka_unit_test(test_many_mappings_linear),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -34,12 +34,15 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
+#include "pprof/profile.pb-c.h"
+#include "support/hostile.h"
 #include "support/target.h"
 
 /* ---- the fixture's call sites ------------------------------------------ */
@@ -852,6 +855,155 @@ static void test_top_text_golden(void **state) {
   ms__strbuf_free(&b);
 }
 
+/* ---- what a stranger's names and counts do to the written profile ------ */
+
+/* The profile.proto inside memtop's gzipped bytes, unpacked by
+ * protobuf-c. */
+static Perftools__Profiles__Profile *unpack_written(const mt_heap_t *h) {
+  uint8_t *gz = NULL, *raw;
+  size_t len = 0, cap = 64u << 20;
+  z_stream z;
+  Perftools__Profiles__Profile *p;
+
+  assert_int_equal(mt_pprof_encode(h, &gz, &len), 0);
+  raw = malloc(cap);
+  assert_non_null(raw);
+  memset(&z, 0, sizeof z);
+  assert_int_equal(inflateInit2(&z, 15 + 16), Z_OK);
+  z.next_in = gz;
+  z.avail_in = (uInt)len;
+  z.next_out = raw;
+  z.avail_out = (uInt)cap;
+  assert_int_equal(inflate(&z, Z_FINISH), Z_STREAM_END);
+  p = perftools__profiles__profile__unpack(NULL, z.total_out, raw);
+  inflateEnd(&z);
+  assert_non_null(p);
+  free(raw);
+  free(gz);
+  return p;
+}
+
+/* Function names, files and mapping paths with escape sequences, a bidi
+ * override, C1 controls and invalid UTF-8 reach profile.proto escaped:
+ * nothing in its string table, nor in what `go tool pprof -top` (the
+ * command memtop suggests) prints from it, acts on a terminal. */
+static void test_written_strings_safe(void **state) {
+  static const ms__profile_mapping_t map = {
+      0x9000, 0xa000, 0, "/opt/\xc2\x9b" "1m\xe2\x80\xae" "evil\xff.so", NULL,
+      0};
+  static const uint64_t st[2] = {0x9010, 0x9020};
+  ms__profile_record_t rec;
+  ms__profile_t p;
+  Perftools__Profiles__Profile *pb;
+  mt_heap_t h;
+  char name[200];
+  size_t i;
+
+  (void)state;
+  memset(&p, 0, sizeof p);
+  memset(&rec, 0, sizeof rec);
+  rec.size = 64;
+  rec.alloc_objects = 2;
+  rec.alloc_bytes = 128;
+  rec.depth = 2;
+  rec.stack = st;
+  p.pid = 4242;
+  p.rate = 1;
+  p.nrecords = 1;
+  p.records = &rec;
+  p.nmappings = 1;
+  p.mappings = &map;
+  assert_int_equal(mt_heap_build(&p, NULL, &h), 0);
+  for (i = 0; i < h.nlocations; i++) {
+    mt_heap_location_t *l = &h.locations[i];
+    hostile_name(name, sizeof name, i);
+    l->lines = malloc(sizeof *l->lines);
+    assert_non_null(l->lines);
+    l->lines[0].function =
+        mt_heap_function(&h, name, name, "src/\x1b]2;t\x07x.c", 1);
+    l->lines[0].line = 3;
+    l->nlines = 1;
+  }
+  h.mappings[0].symbolized = 1;
+
+  pb = unpack_written(&h);
+  for (i = 0; i < pb->n_string_table; i++) {
+    const char *s = pb->string_table[i];
+    if (terminal_unsafe_at(s, strlen(s), 0) != strlen(s))
+      fail_msg("string %zu of profile.proto acts on a terminal (byte %zu)", i,
+               terminal_unsafe_at(s, strlen(s), 0));
+  }
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+
+  if (have_go()) {
+    const char *file = write_profile(&h, "hostile.pb.gz");
+    char *top = pprof("-top -symbolize=none", file);
+    char *raw = pprof("-raw -symbolize=none", file);
+    assert_true(terminal_unsafe_at(top, strlen(top), 1) == strlen(top));
+    assert_true(terminal_unsafe_at(raw, strlen(raw), 1) == strlen(raw));
+    /* Escaped where they were, the rest of the name as it was. */
+    assert_non_null(strstr(top, "\\x1b[2J"));
+    assert_non_null(strstr(raw, "/opt/\\u009b1m\\u202eevil\\xff.so"));
+    free(top);
+    free(raw);
+  }
+  mt_heap_free(&h);
+}
+
+/* Impossible counts: every figure kept within INT64_MAX / samples, so
+ * that pprof's totals (int64 sums) and memtop's add up; the rate a
+ * profile may carry is at most 2^40 ("Sampled every -1.0B" came of a
+ * larger one). */
+static void test_absurd_counts_capped(void **state) {
+  static uint64_t st[3][1] = {{0x1010}, {0x1020}, {0x1030}};
+  ms__profile_record_t rec[3];
+  ms__profile_t p;
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  mt_heap_t h;
+  int64_t total[MT_HEAP_NVALUES] = {0};
+  size_t i;
+  int k;
+
+  (void)state;
+  memset(&p, 0, sizeof p);
+  memset(rec, 0, sizeof rec);
+  for (i = 0; i < 3; i++) {
+    rec[i].size = UINT64_MAX;
+    rec[i].alloc_objects = UINT64_MAX - i;
+    rec[i].alloc_bytes = UINT64_MAX;
+    rec[i].depth = 1;
+    rec[i].stack = st[i];
+  }
+  p.pid = 4242;
+  p.rate = MS__PROFILE_MAX_RATE;
+  p.nrecords = 3;
+  p.records = rec;
+  assert_int_equal(mt_heap_build(&p, NULL, &h), 0);
+  assert_true(h.capped);
+  for (i = 0; i < h.nsamples; i++)
+    for (k = 0; k < MT_HEAP_NVALUES; k++) {
+      assert_true(h.samples[i].value[k] <= INT64_MAX / 3);
+      assert_false(__builtin_add_overflow(total[k], h.samples[i].value[k],
+                                          &total[k]));
+    }
+  assert_int_equal(mt_top_text(&b, &h, MT_HEAP_ALLOC_SPACE, 5), 0);
+  assert_null(strstr(b.data, "-"));
+  assert_non_null(strstr(b.data, "Sampled every 1.0TiB"));
+  ms__strbuf_free(&b);
+  if (have_go()) {
+    const char *file = write_profile(&h, "absurd.pb.gz");
+    char *top = pprof("-top -sample_index=alloc_space -symbolize=none", file);
+    /* pprof's total is the sum, not a wrapped negative figure. */
+    assert_null(strstr(top, "Showing nodes accounting for -"));
+    assert_null(strstr(top, "total -"));
+    free(top);
+  }
+  mt_heap_free(&h);
+  /* A rate past MEMSTATS_PROFILE_RATE's bound is refused. */
+  p.rate = MS__PROFILE_MAX_RATE + 1;
+  assert_int_equal(mt_heap_build(&p, NULL, &h), MS_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scale_as_go),
@@ -866,6 +1018,8 @@ int main(void) {
       cmocka_unit_test(test_go_vectors),
       cmocka_unit_test(test_hostile_records),
       cmocka_unit_test(test_top_text_golden),
+      cmocka_unit_test(test_written_strings_safe),
+      cmocka_unit_test(test_absurd_counts_capped),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

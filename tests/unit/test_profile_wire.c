@@ -2,7 +2,10 @@
  * test_profile_wire.c - the heap profile on the wire (src/wire/profile.c):
  * round trips through one and many frames, forward compatibility (unknown
  * records and longer fixed parts skipped), and hostile bytes (truncation at
- * every length, frames out of order or after the last, impossible values).
+ * every length, frames out of order or after the last, impossible values),
+ * and the bounds: a profile past one of profile.h's limits is refused as
+ * too large, and decoding costs what each frame's bytes cost (counted in
+ * instructions by valgrind's callgrind, not timed).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +20,7 @@
 #include "client/client.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/callgrind.h"
 
 #define NREC 300
 #define NMAP 5
@@ -471,7 +475,229 @@ static void test_session_profile(void **state) {
   free(prof);
 }
 
-int main(void) {
+
+/* ---- bounds: too large, and linear ------------------------------------- */
+
+/* A frame of records of depth `depth` (as many as fit in one payload of
+ * the reader's bound), into buf; *chunk_at is the offset of its chunk
+ * number's value, which the caller rewrites to send it again. */
+static size_t big_frame(uint8_t *buf, size_t cap, uint32_t depth,
+                        uint32_t *nrec, size_t *chunk_at) {
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, buf, cap);
+  ms__wire_begin(&w, MS__MSG_PROFILE);
+  *chunk_at = w.len + 6;
+  ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, 0);
+  ms__wire_put_u64(&w, MS__TAG_PID, 77);
+  size_t rec = 6 + 4 + 48 + (size_t)depth * 8;
+  *nrec = 0;
+  while (w.len + rec + 64 < MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD &&
+         w.len + rec + 64 < cap) {
+    uint8_t *v = ms__wire_put_record(&w, MS__TAG_PROF_RECORD, rec - 6);
+    memset(v, 0, rec - 6);
+    v[0] = 48;
+    v[4] = 16;
+    v[4 + 8] = 1;
+    memcpy(v + 4 + 44, &depth, 4);
+    for (uint32_t i = 0; i < depth; i++)
+      v[4 + 48 + i * 8] = (uint8_t)(i + 1);
+    (*nrec)++;
+  }
+  assert_int_equal(ms__wire_end(&w), 0);
+  return w.len;
+}
+
+/* Feeds the frame in buf again and again, numbered 0, 1, ... until the
+ * decoder refuses it or `frames` are in. Returns the decoder's last code. */
+static int feed_again(ms__profile_decoded_t *d, uint8_t *buf, size_t len,
+                      size_t chunk_at, uint64_t frames, const char **why) {
+  int r = 0;
+  for (uint64_t k = 0; k < frames && r == 0; k++) {
+    for (int i = 0; i < 8; i++)
+      buf[chunk_at + (size_t)i] = (uint8_t)(k >> (8 * i));
+    r = ms__profile_decode_frame(d, buf + MS__WIRE_HEADER,
+                                 len - MS__WIRE_HEADER, why);
+  }
+  return r;
+}
+
+/* Past each bound, the profile is refused as too large, saying so: more
+ * stack words than the agent's table holds (records x depth), more
+ * records, more bytes of mapping paths; and a sampling rate no agent
+ * uses. */
+static void test_too_large(void **state) {
+  (void)state;
+  size_t cap = MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD, at, len;
+  uint8_t *buf = malloc(cap);
+  uint32_t nrec;
+  const char *why = NULL;
+  assert_non_null(buf);
+
+  /* Depth-256 records: the stack words' bound comes first. */
+  len = big_frame(buf, cap, MS__PROFILE_MAX_DEPTH, &nrec, &at);
+  ms__profile_decoded_t *d = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d, buf, len, at, 1u << 20, &why), MS_EPROTO);
+  assert_non_null(strstr(why, "profile too large"));
+  assert_non_null(strstr(why, "stack frames"));
+  /* The frames before the refused one are all there. */
+  assert_true(d->profile.nrecords <=
+              MS__PROFILE_MAX_FRAMES / MS__PROFILE_MAX_DEPTH);
+  assert_true(d->profile.nrecords + nrec >
+              MS__PROFILE_MAX_FRAMES / MS__PROFILE_MAX_DEPTH);
+  ms__profile_decoded_free(d);
+
+  /* Depth-0 records: the records' bound. */
+  len = big_frame(buf, cap, 0, &nrec, &at);
+  d = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d, buf, len, at, 1u << 20, &why), MS_EPROTO);
+  assert_non_null(strstr(why, "profile too large"));
+  assert_non_null(strstr(why, "records"));
+  ms__profile_decoded_free(d);
+
+  /* Mappings with paths of 4,096 bytes: the bytes of all paths. */
+  ms__wire_writer_t w;
+  ms__wire_writer_init(&w, buf, cap);
+  ms__wire_begin(&w, MS__MSG_PROFILE);
+  at = w.len + 6;
+  ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, 0);
+  for (int i = 0; i < 512; i++) {
+    uint8_t *v = ms__wire_put_record(&w, MS__TAG_PROF_MAPPING,
+                                     4 + 32 + MS__PROFILE_MAX_PATH);
+    memset(v, 'p', 4 + 32 + MS__PROFILE_MAX_PATH);
+    memset(v, 0, 36);
+    v[0] = 32;
+    v[4 + 8] = 1;
+    v[4 + 25] = MS__PROFILE_MAX_PATH >> 8;
+  }
+  assert_int_equal(ms__wire_end(&w), 0);
+  d = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d, buf, w.len, at, 1u << 10, &why), MS_EPROTO);
+  assert_non_null(strstr(why, "profile too large"));
+  assert_true(d->profile.nmappings <=
+              MS__PROFILE_MAX_MAPPING_BYTES / MS__PROFILE_MAX_PATH);
+  ms__profile_decoded_free(d);
+
+  /* A rate of 2^40 is MEMSTATS_PROFILE_RATE's largest; one past it is
+   * refused (it would print as a negative figure). */
+  w = hand_begin(0);
+  ms__wire_put_u64(&w, MS__TAG_PROF_RATE, MS__PROFILE_MAX_RATE);
+  assert_int_equal(hand_decode(&w, &d, &why), 0);
+  ms__profile_decoded_free(d);
+  w = hand_begin(0);
+  ms__wire_put_u64(&w, MS__TAG_PROF_RATE, UINT64_MAX);
+  assert_int_equal(hand_decode(&w, &d, &why), MS_EPROTO);
+  free(buf);
+}
+
+
+/* The profiles being decoded at once hold at most MS__PROFILE_MAX_HELD
+ * together: two of the largest fit (a delta's), a third is refused with
+ * MS_ENOMEM, saying why, until one is freed. Many strangers' profiles,
+ * read together by --once --sites, could otherwise add up without end. */
+static void test_held_bound(void **state) {
+  (void)state;
+  size_t cap = MS__WIRE_HEADER + MS__WIRE_MAX_PAYLOAD, at, len;
+  uint8_t *buf = malloc(cap);
+  uint32_t nrec;
+  const char *why = NULL;
+  ms__profile_decoded_t *d[3];
+  assert_non_null(buf);
+  len = big_frame(buf, cap, MS__PROFILE_MAX_DEPTH, &nrec, &at);
+  /* As many frames as one profile holds. */
+  uint64_t frames = MS__PROFILE_MAX_FRAMES / MS__PROFILE_MAX_DEPTH / nrec;
+  for (int i = 0; i < 2; i++) {
+    d[i] = ms__profile_decoded_new();
+    assert_int_equal(feed_again(d[i], buf, len, at, frames, &why), 0);
+  }
+  d[2] = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d[2], buf, len, at, frames, &why), MS_ENOMEM);
+  assert_non_null(strstr(why, "192 MiB"));
+  ms__profile_decoded_free(d[2]);
+  ms__profile_decoded_free(d[0]);
+  d[0] = ms__profile_decoded_new();
+  assert_int_equal(feed_again(d[0], buf, len, at, frames, &why), 0);
+  ms__profile_decoded_free(d[0]);
+  ms__profile_decoded_free(d[1]);
+  free(buf);
+}
+
+/* The child's side of test_linear_decoding: decodes `n` frames of one
+ * record each, as a hostile target may send them. */
+static int decode_frames_mode(long n) {
+  ms__profile_decoded_t *d = ms__profile_decoded_new();
+  uint8_t buf[256];
+  if (d == NULL)
+    return 1;
+  for (long k = 0; k < n; k++) {
+    ms__wire_writer_t w;
+    ms__wire_writer_init(&w, buf, sizeof buf);
+    ms__wire_begin(&w, MS__MSG_PROFILE);
+    ms__wire_put_u64(&w, MS__TAG_PROF_CHUNK, (uint64_t)k);
+    ms__wire_put_u64(&w, MS__TAG_PID, 77);
+    uint8_t *v = ms__wire_put_record(&w, MS__TAG_PROF_RECORD, 4 + 48 + 8);
+    if (v == NULL)
+      return 1;
+    memset(v, 0, 60);
+    v[0] = 48;
+    v[4 + 44] = 1;
+    memcpy(v + 52, &k, sizeof k);
+    if (k + 1 == n)
+      ms__wire_put_u64(&w, MS__TAG_PROF_LAST, 1);
+    if (ms__wire_end(&w) != 0 ||
+        ms__profile_decode_frame(d, buf + MS__WIRE_HEADER,
+                                 w.len - MS__WIRE_HEADER, NULL) != 0)
+      return 1;
+  }
+  int ok = d->complete && d->profile.nrecords == (uint32_t)n;
+  ms__profile_decoded_free(d);
+  return ok ? 0 : 1;
+}
+
+/* Under a sanitizer, instructions are not counted (valgrind cannot run
+ * an instrumented binary) and memory is the sanitizer's: those checks are
+ * the plain build's. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define PLAIN_BUILD 0
+#else
+#define PLAIN_BUILD 1
+#endif
+
+static const char *g_self;
+
+/* Decoding is linear: 8,000 one-record frames cost the instructions of
+ * 4,000 more than 4,000 of them do, a few hundred per frame. (Each frame
+ * once copied every record decoded before it: tens of thousands of
+ * instructions per frame here, minutes of CPU for a sender's million.) */
+static void test_linear_decoding(void **state) {
+  (void)state;
+  unsigned long long i1 = 0, i2 = 0;
+  char why[512];
+  if (!PLAIN_BUILD) {
+    print_message("skipped: built with a sanitizer, which valgrind cannot "
+                  "run\n");
+    skip();
+  }
+  if (system("command -v valgrind >/dev/null 2>&1") != 0) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+  const char *a1[] = {g_self, "--decode-frames", "4000", NULL};
+  const char *a2[] = {g_self, "--decode-frames", "8000", NULL};
+  if (cg_count(a1, NULL, &i1, why, sizeof why) != 0)
+    fail_msg("%s", why);
+  if (cg_count(a2, NULL, &i2, why, sizeof why) != 0)
+    fail_msg("%s", why);
+  unsigned long long per_frame = (i2 - i1) / 4000;
+  print_message("decoding: %llu instructions per one-record frame\n",
+                per_frame);
+  assert_true(i2 > i1);
+  assert_true(per_frame < 5000);
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--decode-frames") == 0)
+    return decode_frames_mode(atol(argv[2]));
+  g_self = argv[0];
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip_one_frame),
       cmocka_unit_test(test_round_trip_chunked),
@@ -482,6 +708,9 @@ int main(void) {
       cmocka_unit_test(test_truncated_and_flipped),
       cmocka_unit_test(test_error_frame),
       cmocka_unit_test(test_session_profile),
+      cmocka_unit_test(test_too_large),
+      cmocka_unit_test(test_held_bound),
+      cmocka_unit_test(test_linear_decoding),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
