@@ -50,6 +50,7 @@ typedef struct mt_opts_s {
   long sites;                 /* profile --format text: --sites N; 0: default */
   const char *listen;         /* serve: --listen ADDR */
   const char *web_config;     /* serve: --web-config FILE */
+  int unsafe_no_auth;         /* serve: --unsafe-no-auth (root, no users) */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

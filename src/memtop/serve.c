@@ -373,6 +373,25 @@ int mt_serve_main(const mt_opts_t *o) {
     fprintf(stderr, "memtop: --web-config %s\n", safe);
     return 1;
   }
+  /* As root memtop reads every user's processes: served with no password,
+   * anyone who can connect (every local user, on loopback) would see
+   * them all. */
+  if (geteuid() == 0 && sv.web.nusers == 0 && !o->unsafe_no_auth) {
+    char where[600];
+    ms__sanitize(where, sizeof where,
+                 o->listen ? o->listen : MT_LISTEN_DEFAULT,
+                 strlen(o->listen ? o->listen : MT_LISTEN_DEFAULT), 120);
+    fprintf(stderr,
+            "memtop: serve refuses to run as root without a password: it "
+            "would show every user's processes (names, PIDs, memory) to "
+            "anyone who can connect to %s, every local user included. Give "
+            "--web-config FILE with basic_auth_users (bcrypt hashes: "
+            "htpasswd -nBC 10 USER), or run it as the user whose processes "
+            "it serves, or add --unsafe-no-auth to serve them anyway\n",
+            where);
+    mt_webconfig_free(&sv.web);
+    return 1;
+  }
   if (uv_loop_init(&sv.loop) != 0) {
     fprintf(stderr, "memtop: cannot start the event loop\n");
     mt_webconfig_free(&sv.web);
