@@ -112,8 +112,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       shutdown(fd, SHUT_WR);
       shut = 1;
     }
-    struct pollfd p = {fd, POLLIN, 0};
-    if (poll(&p, 1, 10) > 0) {
+    /* Waits for the client's socket or the loop's descriptor (which a
+     * worker's finished check wakes too). */
+    struct pollfd p[2] = {{fd, POLLIN, 0}, {uv_backend_fd(&loop), POLLIN, 0}};
+    int wait = uv_backend_timeout(&loop);
+    if (poll(p, 2, wait < 0 || wait > 10 ? 10 : wait) > 0 &&
+        (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
       for (;;) {
         /* Only the beginning is kept: the rest is read and dropped. */
         static char rest[4096];
