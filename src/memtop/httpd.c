@@ -82,7 +82,7 @@ struct mt_scrape_s {
   int answered;  /* mt_scrape_answer() ran: body holds the answer */
   int suspended; /* the connection waits for it */
   int cancelled; /* the server stops: answer 503 */
-  ms__strbuf_t body;
+  mt_answer_t *answer; /* what it is answered (a reference) */
   /* The password check (AUTH_*), its credentials while it runs, the
    * connection's record, and the place in the queue for bcrypt. */
   int auth;
@@ -342,44 +342,94 @@ static unsigned char *gzip_of(const char *in, size_t n, size_t *out_len) {
   return out;
 }
 
-static enum MHD_Result answer_metrics(mt_scrape_t *s) {
-  struct MHD_Connection *c = s->conn;
-  if (s->cancelled)
-    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "memtop is stopping\n", NULL);
-  if (s->body.oom)
-    return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
-  const char *data = s->body.data ? s->body.data : "";
-  size_t n = s->body.len;
-  struct MHD_Response *r = NULL;
-  int gz = 0;
-  if (s->gzip && n > 0) {
-    size_t zn = 0;
-    unsigned char *z = gzip_of(data, n, &zn);
-    if (z) {
-      r = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
-      if (!r)
-        free(z);
-      gz = r != NULL;
-    }
-  }
-  if (!r) {
-    /* The body's buffer is handed over: libmicrohttpd frees it. */
-    char *owned = s->body.data;
-    r = MHD_create_response_from_buffer(n, owned ? (void *)owned : (void *)"",
-                                        owned ? MHD_RESPMEM_MUST_FREE
-                                              : MHD_RESPMEM_PERSISTENT);
-    if (r && owned)
-      s->body.data = NULL, s->body.len = s->body.cap = 0;
-  }
-  if (!r)
-    return MHD_NO;
+/* An exposition shared by the scrapes of one format answered at once: the
+ * text is handed to libmicrohttpd as one response (which it frees when
+ * the last connection sending it is done), gzipped at most once into
+ * another. A reference per scrape holding it, and the owner's. */
+struct mt_answer_s {
+  int refs;
+  int oom;
+  int openmetrics;
+  const char *data; /* plain's buffer, alive while plain is held */
+  size_t len;
+  struct MHD_Response *plain, *gz;
+  int gz_tried;
+};
+
+static void add_headers(struct MHD_Response *r, int openmetrics, int gz) {
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                          s->openmetrics ? CT_OPENMETRICS : CT_TEXT);
+                          openmetrics ? CT_OPENMETRICS : CT_TEXT);
   MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
   if (gz)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+}
+
+mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics) {
+  mt_answer_t *a = calloc(1, sizeof *a);
+  if (!a) {
+    ms__strbuf_free(body);
+    return NULL;
+  }
+  a->refs = 1;
+  a->openmetrics = openmetrics;
+  a->oom = body->oom;
+  if (!a->oom) {
+    char *owned = body->data;
+    a->len = body->len;
+    a->plain = MHD_create_response_from_buffer(
+        a->len, owned ? (void *)owned : (void *)"",
+        owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (a->plain) {
+      /* The buffer is libmicrohttpd's now. */
+      a->data = owned ? owned : "";
+      memset(body, 0, sizeof *body);
+      add_headers(a->plain, openmetrics, 0);
+    } else {
+      a->oom = 1;
+    }
+  }
+  ms__strbuf_free(body);
+  return a;
+}
+
+void mt_answer_release(mt_answer_t *a) {
+  if (!a || --a->refs > 0)
+    return;
+  if (a->plain)
+    MHD_destroy_response(a->plain);
+  if (a->gz)
+    MHD_destroy_response(a->gz);
+  free(a);
+}
+
+static enum MHD_Result answer_metrics(mt_scrape_t *s) {
+  struct MHD_Connection *c = s->conn;
+  mt_answer_t *a = s->answer;
+  if (s->cancelled)
+    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "memtop is stopping\n", NULL);
+  if (!a || a->oom)
+    return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
+  struct MHD_Response *r = a->plain;
+  if (s->gzip && a->len > 0) {
+    if (!a->gz_tried) {
+      a->gz_tried = 1;
+      size_t zn = 0;
+      unsigned char *z = gzip_of(a->data, a->len, &zn);
+      if (z) {
+        a->gz = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
+        if (a->gz)
+          add_headers(a->gz, a->openmetrics, 1);
+        else
+          free(z);
+      }
+    }
+    if (a->gz)
+      r = a->gz; /* else the body goes uncompressed */
+  }
   enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
+  /* Queued: libmicrohttpd holds the response as long as it sends it. */
+  s->answer = NULL;
+  mt_answer_release(a);
   return rc;
 }
 
@@ -775,7 +825,7 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
    * it only while it is on the waiting list, which it leaves now, and
    * mt_scrape_answer() is never called on it again. */
   unlink_waiting(h, s);
-  ms__strbuf_free(&s->body);
+  mt_answer_release(s->answer);
   free(s);
   *con_cls = NULL;
 }
@@ -785,12 +835,23 @@ int mt_scrape_openmetrics(const mt_scrape_t *s) {
 }
 
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body) {
+  if (!s || s->answered) {
+    ms__strbuf_free(body);
+    return;
+  }
+  mt_answer_t *a = mt_answer_new(body, s->openmetrics);
+  mt_scrape_answer_with(s, a);
+  mt_answer_release(a);
+}
+
+void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a) {
   if (!s || s->answered)
     return;
   s->answered = 1;
   unlink_waiting(s->h, s);
-  s->body = *body;
-  memset(body, 0, sizeof *body);
+  if (a)
+    a->refs++;
+  s->answer = a;
   if (s->suspended) {
     s->suspended = 0;
     MHD_resume_connection(s->conn);

@@ -55,6 +55,7 @@
 
 typedef struct mt_httpd_s mt_httpd_t;
 typedef struct mt_scrape_s mt_scrape_t;
+typedef struct mt_answer_s mt_answer_t;
 
 typedef struct mt_httpd_hooks_s {
   /* A GET or HEAD /metrics that passed every check: the owner calls
@@ -81,6 +82,15 @@ int mt_scrape_openmetrics(const mt_scrape_t *s);
 /* Answers the scrape with *body (taken over: *body is left empty), 200,
  * gzipped when the scraper accepts it; s is freed by the server later. */
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body);
+
+/* One answer for many scrapes of the same format (the owner's figures of
+ * one moment): the body (taken over) is kept once, gzipped at most once,
+ * and sent to each scrape answered with it, whatever their number. The
+ * owner releases its reference when it has answered them; NULL when out
+ * of memory (those scrapes then get 500). */
+mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics);
+void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a);
+void mt_answer_release(mt_answer_t *a);
 
 /* Stops listening, answers scrapes still waiting with 503, and frees the
  * server once libuv has closed its handles. */
