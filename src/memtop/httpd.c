@@ -202,8 +202,24 @@ static conn_rec_t *rec_of(struct MHD_Connection *c) {
  * Connections: their records, deadlines and the accept policy
  * ------------------------------------------------------------------------ */
 
+static void forget_check(mt_httpd_t *h, mt_scrape_t *s);
+static void check_done(mt_scrape_t *s, int auth);
+
+/* Whether the connection may be closed to make room: it sends its
+ * headers, or its password waits to be checked (a bcrypt already running
+ * is let finish). */
+static int evictable(const conn_rec_t *r) {
+  if (r->evicted)
+    return 0;
+  if (r->checking)
+    return !(r->checking->job && r->checking->job->full);
+  return r->reading;
+}
+
 /* Closes a connection memtop gave up on: shut down, libmicrohttpd sees it
- * at its next run and closes it (its slot is counted free at once). */
+ * at its next run and closes it (its slot is counted free at once). One
+ * whose password waits to be checked is refused (429) and resumed, to be
+ * seen closed. */
 static void evict(mt_httpd_t *h, conn_rec_t *r) {
   if (r->evicted)
     return;
@@ -214,6 +230,12 @@ static void evict(mt_httpd_t *h, conn_rec_t *r) {
   shutdown(i->connect_fd, SHUT_RDWR);
   r->evicted = 1;
   h->nevicted++;
+  if (r->checking) {
+    mt_scrape_t *s = r->checking;
+    forget_check(h, s);
+    s->retry_after_s = 1;
+    check_done(s, AUTH_LIMITED);
+  }
 }
 
 static void notify_cb(void *cls, struct MHD_Connection *c, void **ctx,
@@ -255,8 +277,8 @@ static void notify_cb(void *cls, struct MHD_Connection *c, void **ctx,
 }
 
 /* A new connection from addr: in, if a slot is free or can be freed by
- * closing the oldest connection still sending its headers from the
- * address that holds the most. */
+ * closing the oldest connection still sending its headers (or waiting for
+ * its password's check) from the address that holds the most. */
 static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr,
                                  socklen_t len) {
   mt_httpd_t *h = cls;
@@ -267,7 +289,7 @@ static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr,
   conn_rec_t *victim = NULL;
   size_t victim_n = 0;
   for (conn_rec_t *r = h->conns; r; r = r->next) {
-    if (r->evicted || !r->reading)
+    if (!evictable(r))
       continue;
     size_t n = 0;
     for (conn_rec_t *o = h->conns; o; o = o->next)

@@ -31,10 +31,11 @@
  * this long after the connection was opened or its last request was
  * answered, however steadily they trickle in; an answer must be sent in
  * MT_HTTPD_SEND_S. When every connection is taken, a new one is let in
- * by closing the oldest connection still sending its headers from the
- * address that holds the most connections (MT_HTTPD_SLACK more are
- * accepted while those close), so that a scraper from an address with no
- * connection is served whatever the others hold. */
+ * by closing the oldest connection still sending its headers, or whose
+ * password waits to be checked (refused 429), from the address that holds
+ * the most connections (MT_HTTPD_SLACK more are accepted while those
+ * close), so that a scraper from an address with no connection is served
+ * whatever the others hold. */
 #define MT_HTTPD_HEADERS_S 10
 #define MT_HTTPD_SEND_S 60
 #define MT_HTTPD_SLACK 32

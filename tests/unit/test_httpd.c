@@ -296,6 +296,43 @@ static void test_checks_off_the_loop(void **state) {
   stop_server(t);
 }
 
+/* Every slot taken by wrong passwords from 32 addresses, waiting for the
+ * two held bcrypts: a scraper from another address, whose password was
+ * proven before, is let in (a waiting check makes room) and served. */
+static void test_checks_hold_no_slot(void **state) {
+  (void)state;
+  pthread_mutex_lock(&mu);
+  released = 0;
+  on_loop = 0;
+  pthread_mutex_unlock(&mu);
+  pthread_t t = start_server();
+  assert_int_equal(status_of(request("127.0.0.1", "/metrics", RIGHT)), 200);
+  enum { NFLOOD = MT_HTTPD_CONNECTIONS };
+  static int fds[NFLOOD];
+  for (int i = 0; i < NFLOOD; i++) {
+    char src[32];
+    snprintf(src, sizeof src, "127.0.2.%d", i / MT_HTTPD_CHECKS_PER_ADDR + 1);
+    fds[i] = request(src, "/metrics", WRONG);
+  }
+  int all_held = wait_held(MT_HTTPD_BCRYPTS);
+  int scraped =
+      all_held && status_of(request("127.0.3.1", "/metrics", RIGHT)) == 200;
+  pthread_mutex_lock(&mu);
+  released = 1;
+  pthread_cond_broadcast(&cv);
+  pthread_mutex_unlock(&mu);
+  /* Each flooder is refused (401, 429 if it made room) or closed. */
+  for (int i = 0; i < NFLOOD; i++) {
+    int st = status_of(fds[i]);
+    if (st != 401 && st != 429 && st != 0)
+      fail_msg("flooder %d: status %d", i, st);
+  }
+  assert_true(all_held);
+  assert_true(scraped);
+  assert_int_equal(on_loop, 0);
+  stop_server(t);
+}
+
 /* Eight scrapes answered together, in both formats, plain and gzipped:
  * each gets the whole body of its format. */
 static void test_shared_answer(void **state) {
@@ -342,6 +379,7 @@ static void test_shared_answer(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_checks_off_the_loop),
+      cmocka_unit_test(test_checks_hold_no_slot),
       cmocka_unit_test(test_shared_answer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
