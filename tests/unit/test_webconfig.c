@@ -305,7 +305,10 @@ static void test_tls_settings(void **state) {
                          &w, err, sizeof err),
                    0);
   enabled_of(&w, &e);
-  assert_int_equal(e.versions, 0x7u);
+  /* Up to TLS 1.2 (1.0 and 1.1 as far as the system's GnuTLS policy
+   * allows them). */
+  assert_int_equal(e.versions & ~0x7u, 0);
+  assert_true(e.versions & 1u << 2);
   mt_webconfig_free(&w);
 
   const char *list =
@@ -329,15 +332,20 @@ static void test_tls_settings(void **state) {
   assert_null(strstr(w.tls_priority, "SERVER_PRECEDENCE"));
   mt_webconfig_free(&w);
 
-  /* An old suite, when asked for by name, with the version it needs. */
-  assert_int_equal(parse(TLS_HEAD "  min_version: TLS10\n  cipher_suites: "
-                                  "[TLS_RSA_WITH_AES_128_CBC_SHA]\n",
-                         &w, err, sizeof err),
-                   0);
-  enabled_of(&w, &e);
-  assert_int_equal(e.nsuites, 1);
-  assert_true(has_suite(&e, 0x002f));
-  mt_webconfig_free(&w);
+  /* An old suite, when asked for by name, with the version it needs
+   * (unless the system's GnuTLS policy forbids it: then it is refused,
+   * saying so). */
+  int rc = parse(TLS_HEAD "  min_version: TLS10\n  cipher_suites: "
+                          "[TLS_RSA_WITH_AES_128_CBC_SHA]\n",
+                 &w, err, sizeof err);
+  if (rc == 0) {
+    enabled_of(&w, &e);
+    assert_int_equal(e.nsuites, 1);
+    assert_true(has_suite(&e, 0x002f));
+    mt_webconfig_free(&w);
+  } else if (!strstr(err, "no cipher suite is left")) {
+    fail_msg("refused: %s", err);
+  }
 }
 
 static void test_tls_refusals(void **state) {
