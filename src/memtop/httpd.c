@@ -62,13 +62,19 @@ typedef struct conn_rec_s {
   uint64_t deadline_ns; /* 0: none (it waits for memtop) */
 } conn_rec_t;
 
-/* An address that sent wrong passwords: a bucket of tries. */
-typedef struct fail_rec_s {
+/* An address's bucket of tries (wrong passwords, TLS handshakes). */
+typedef struct bucket_s {
   addr_key_t addr;
-  double tries; /* left, up to MT_HTTPD_FAILS */
+  double tries; /* left, up to the bucket's size */
   uint64_t at_ns;
   int used;
-} fail_rec_t;
+} bucket_t;
+
+/* The buckets of one kind: so many tries, one more every every_s. */
+typedef struct buckets_s {
+  bucket_t tab[MT_HTTPD_FAIL_ADDRS];
+  double size, every_s;
+} buckets_t;
 
 enum { AUTH_NONE, AUTH_PENDING, AUTH_OK, AUTH_FAILED, AUTH_LIMITED };
 
@@ -122,7 +128,9 @@ struct mt_httpd_s {
   size_t nconns, nevicted;
   mt_scrape_t *check_head, *check_tail; /* waiting for bcrypt */
   int bcrypts;                          /* bcrypt checks running */
-  fail_rec_t fails[MT_HTTPD_FAIL_ADDRS];
+  int tls;
+  buckets_t fails;     /* wrong passwords */
+  buckets_t handshakes; /* TLS connections */
   char url[128];
 };
 
@@ -196,6 +204,67 @@ static conn_rec_t *rec_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *i =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return i ? i->socket_context : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Tries per address: wrong passwords, TLS handshakes
+ * ------------------------------------------------------------------------ */
+
+static void refill(const buckets_t *k, bucket_t *f, uint64_t now) {
+  double add = (double)(now - f->at_ns) / (k->every_s * 1e9);
+  f->tries = f->tries + add > k->size ? k->size : f->tries + add;
+  f->at_ns = now;
+}
+
+/* The tries a has left (all of them if it has no bucket). */
+static double tries_left(buckets_t *k, const addr_key_t *a, uint64_t now) {
+  for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++)
+    if (k->tab[i].used && same_addr(&k->tab[i].addr, a)) {
+      refill(k, &k->tab[i], now);
+      return k->tab[i].tries;
+    }
+  return k->size;
+}
+
+/* One try fewer for a. The table full, the address that has the most
+ * tries left (the least suspect) makes room. */
+static void take_try(buckets_t *k, const addr_key_t *a, uint64_t now) {
+  bucket_t *f = NULL;
+  for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS && !f; i++)
+    if (k->tab[i].used && same_addr(&k->tab[i].addr, a))
+      f = &k->tab[i];
+  if (!f) {
+    for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++) {
+      bucket_t *e = &k->tab[i];
+      if (e->used)
+        refill(k, e, now);
+      if (!f || !e->used || (f->used && e->tries > f->tries))
+        f = e;
+      if (!e->used)
+        break;
+    }
+    f->used = 1;
+    f->addr = *a;
+    f->tries = k->size;
+    f->at_ns = now;
+  }
+  refill(k, f, now);
+  f->tries = f->tries >= 1 ? f->tries - 1 : 0;
+}
+
+/* 1 if the address has no try left; *retry: the seconds until it has. */
+static int fail_blocked(mt_httpd_t *h, const addr_key_t *a, unsigned *retry) {
+  double left = tries_left(&h->fails, a, now_ns());
+  if (left >= 1)
+    return 0;
+  *retry = (unsigned)ceil((1 - left) * h->fails.every_s);
+  if (*retry < 1)
+    *retry = 1;
+  return 1;
+}
+
+static void fail_count(mt_httpd_t *h, const addr_key_t *a) {
+  take_try(&h->fails, a, now_ns());
 }
 
 /* ------------------------------------------------------------------------
@@ -282,8 +351,16 @@ static void notify_cb(void *cls, struct MHD_Connection *c, void **ctx,
 static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr,
                                  socklen_t len) {
   mt_httpd_t *h = cls;
-  (void)addr;
   (void)len;
+  /* A TLS handshake costs the loop milliseconds of CPU before any
+   * password is seen: one address has so many a second. */
+  if (h->tls) {
+    addr_key_t k = key_of(addr);
+    uint64_t now = now_ns();
+    if (tries_left(&h->handshakes, &k, now) < 1)
+      return MHD_NO;
+    take_try(&h->handshakes, &k, now);
+  }
   if (h->nconns - h->nevicted < MT_HTTPD_CONNECTIONS)
     return MHD_YES;
   conn_rec_t *victim = NULL;
@@ -453,61 +530,6 @@ static enum MHD_Result answer_metrics(mt_scrape_t *s) {
   s->answer = NULL;
   mt_answer_release(a);
   return rc;
-}
-
-/* ------------------------------------------------------------------------
- * Wrong passwords per address
- * ------------------------------------------------------------------------ */
-
-static void refill(fail_rec_t *f, uint64_t now) {
-  double add = (double)(now - f->at_ns) / ((double)MT_HTTPD_REFILL_S * 1e9);
-  f->tries = f->tries + add > MT_HTTPD_FAILS ? MT_HTTPD_FAILS : f->tries + add;
-  f->at_ns = now;
-}
-
-static fail_rec_t *fail_find(mt_httpd_t *h, const addr_key_t *a) {
-  for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++)
-    if (h->fails[i].used && same_addr(&h->fails[i].addr, a))
-      return &h->fails[i];
-  return NULL;
-}
-
-/* 1 if the address has no try left; *retry: the seconds until it has. */
-static int fail_blocked(mt_httpd_t *h, const addr_key_t *a, unsigned *retry) {
-  fail_rec_t *f = fail_find(h, a);
-  if (!f)
-    return 0;
-  refill(f, now_ns());
-  if (f->tries >= 1)
-    return 0;
-  *retry = (unsigned)ceil((1 - f->tries) * MT_HTTPD_REFILL_S);
-  if (*retry < 1)
-    *retry = 1;
-  return 1;
-}
-
-/* A wrong password from a: one try fewer. The table full, the address
- * that has the most tries left (the least suspect) makes room. */
-static void fail_count(mt_httpd_t *h, const addr_key_t *a) {
-  uint64_t now = now_ns();
-  fail_rec_t *f = fail_find(h, a);
-  if (!f) {
-    for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++) {
-      fail_rec_t *e = &h->fails[i];
-      if (e->used)
-        refill(e, now);
-      if (!f || !e->used || (f->used && e->tries > f->tries))
-        f = e;
-      if (!e->used)
-        break;
-    }
-    f->used = 1;
-    f->addr = *a;
-    f->tries = MT_HTTPD_FAILS;
-    f->at_ns = now;
-  }
-  refill(f, now);
-  f->tries = f->tries >= 1 ? f->tries - 1 : 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -966,6 +988,11 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   h->loop = loop;
   h->web = web;
   h->hooks = *hooks;
+  h->tls = tls;
+  h->fails.size = MT_HTTPD_FAILS;
+  h->fails.every_s = MT_HTTPD_REFILL_S;
+  h->handshakes.size = MT_HTTPD_TLS_CONNS;
+  h->handshakes.every_s = 1.0 / MT_HTTPD_TLS_CONNS_PER_S;
   char where[96];
   int rc = listen_on(listen ? listen : MT_LISTEN_DEFAULT, &h->listen_fd, where,
                      sizeof where, err, errlen);

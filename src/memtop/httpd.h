@@ -53,6 +53,12 @@
 #define MT_HTTPD_FAILS 10
 #define MT_HTTPD_REFILL_S 6
 #define MT_HTTPD_FAIL_ADDRS 256
+/* A TLS handshake costs the loop milliseconds of CPU before any password
+ * is seen: one address opens at most MT_HTTPD_TLS_CONNS TLS connections
+ * at once, then MT_HTTPD_TLS_CONNS_PER_S a second (a scraper keeps its
+ * connection alive); the others are closed as they come. */
+#define MT_HTTPD_TLS_CONNS 32
+#define MT_HTTPD_TLS_CONNS_PER_S 4
 
 typedef struct mt_httpd_s mt_httpd_t;
 typedef struct mt_scrape_s mt_scrape_t;

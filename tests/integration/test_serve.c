@@ -724,6 +724,56 @@ static void test_tls_versions(void **state) {
   unlink(cfg);
 }
 
+/* A TLS handshake costs memtop's loop milliseconds before any password is
+ * seen: 48 connections at once from one address, beyond the 32 it may
+ * open at once, are closed as they come (the ones a scraper's answer
+ * came after were let in or closed already); the scraper is served. */
+static void test_tls_handshake_rate(void **state) {
+  (void)state;
+  if (!host_have_program("curl")) {
+    print_message("skipped: curl is not installed (contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512], text[4096], cmd[4096];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(text, sizeof text,
+           "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+           "  key_file: %s/serve/test.key\n"
+           "basic_auth_users:\n  alice: " HASH "\n",
+           data_dir, data_dir);
+  write_text(cfg, text);
+  server_t s = start_serve("--web-config", cfg, NULL);
+  enum { N = 48 };
+  int fds[N];
+  for (int i = 0; i < N; i++)
+    fds[i] = connect_from("127.0.0.9", s.port);
+  snprintf(cmd, sizeof cmd,
+           "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+           "--cacert %s/serve/test.crt -u alice:s3cret "
+           "https://127.0.0.1:%d/metrics",
+           data_dir, s.port);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char out[64] = {0};
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  int closed = 0;
+  for (int i = 0; i < N; i++) {
+    char b[64];
+    ssize_t got = recv(fds[i], b, sizeof b, MSG_DONTWAIT);
+    closed += got == 0 || (got < 0 && errno != EAGAIN);
+    close(fds[i]);
+  }
+  stop_serve(s);
+  unlink(cfg);
+  if (atoi(out) != 200)
+    fail_msg("the scraper got '%s'", out);
+  if (closed < 1 || closed > N - 32)
+    fail_msg("%d of %d connections from one address closed at once", closed,
+             N);
+}
+
 /* Wrong passwords from one address: 401 until it has used its tries,
  * then 429 with Retry-After and no bcrypt; a scraper from another address
  * is served all along, and the right password from the flooding address
@@ -1213,6 +1263,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_tls, end_kids),
       cmocka_unit_test_teardown(test_root_needs_auth, end_kids),
       cmocka_unit_test_teardown(test_tls_versions, end_kids),
+      cmocka_unit_test_teardown(test_tls_handshake_rate, end_kids),
       cmocka_unit_test_teardown(test_wrong_password_flood, end_kids),
       cmocka_unit_test_teardown(test_slowloris, end_kids),
       cmocka_unit_test_teardown(test_hung_target, end_kids),
