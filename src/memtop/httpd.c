@@ -55,11 +55,11 @@ typedef struct conn_rec_s {
   struct conn_rec_s *prev, *next;
   struct MHD_Connection *conn;
   addr_key_t addr;
-  int reading;         /* waiting for a request's headers */
-  int evicted;         /* shut down by memtop: closing */
+  int reading;           /* waiting for a request's headers */
+  int evicted;           /* shut down by memtop: closing */
   mt_scrape_t *checking; /* its request, while its password is checked */
-  uint64_t since_ns;   /* when it began to wait for its headers */
-  uint64_t deadline_ns; /* 0: none (it waits for memtop) */
+  uint64_t since_ns;     /* when it began to wait for its headers */
+  uint64_t deadline_ns;  /* 0: none (it waits for memtop) */
 } conn_rec_t;
 
 /* An address's bucket of tries (wrong passwords, TLS handshakes). */
@@ -85,9 +85,9 @@ struct mt_scrape_s {
   struct MHD_Connection *conn;
   mt_scrape_t *next; /* the server's list of scrapes not yet answered */
   int openmetrics, gzip;
-  int answered;  /* mt_scrape_answer() ran: body holds the answer */
-  int suspended; /* the connection waits for it */
-  int cancelled; /* the server stops: answer 503 */
+  int answered;        /* mt_scrape_answer() ran: body holds the answer */
+  int suspended;       /* the connection waits for it */
+  int cancelled;       /* the server stops: answer 503 */
   mt_answer_t *answer; /* what it is answered (a reference) */
   /* The password check (AUTH_*), its credentials while it runs, the
    * connection's record, and the place in the queue for bcrypt. */
@@ -129,7 +129,7 @@ struct mt_httpd_s {
   mt_scrape_t *check_head, *check_tail; /* waiting for bcrypt */
   int bcrypts;                          /* bcrypt checks running */
   int tls;
-  buckets_t fails;     /* wrong passwords */
+  buckets_t fails;      /* wrong passwords */
   buckets_t handshakes; /* TLS connections */
   char url[128];
 };

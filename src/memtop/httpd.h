@@ -44,10 +44,10 @@
  * then, if that fails, with bcrypt, MT_HTTPD_BCRYPTS at a time, at most
  * MT_HTTPD_CHECKS_PER_ADDR waiting from one address. An address that
  * gave MT_HTTPD_FAILS wrong passwords gets 429 with Retry-After and no
- * bcrypt, and one more try every MT_HTTPD_REFILL_S seconds; the
- * MT_HTTPD_FAIL_ADDRS addresses that failed last are remembered. A
- * password proven right still passes from such an address (the cache
- * does not cost a bcrypt). */
+ * bcrypt, and one more try every MT_HTTPD_REFILL_S seconds; up to
+ * MT_HTTPD_FAIL_ADDRS addresses are remembered (a new one takes the place
+ * of the least suspect). A password proven right still passes from such
+ * an address (the cache does not cost a bcrypt). */
 #define MT_HTTPD_BCRYPTS 2
 #define MT_HTTPD_CHECKS_PER_ADDR 4
 #define MT_HTTPD_FAILS 10

@@ -399,8 +399,7 @@ int mt_serve_main(const mt_opts_t *o) {
    * them all. */
   if (geteuid() == 0 && sv.web.nusers == 0 && !o->unsafe_no_auth) {
     char where[600];
-    ms__sanitize(where, sizeof where,
-                 o->listen ? o->listen : MT_LISTEN_DEFAULT,
+    ms__sanitize(where, sizeof where, o->listen ? o->listen : MT_LISTEN_DEFAULT,
                  strlen(o->listen ? o->listen : MT_LISTEN_DEFAULT), 120);
     fprintf(stderr,
             "memtop: serve refuses to run as root without a password: it "

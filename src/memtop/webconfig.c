@@ -94,8 +94,16 @@ typedef struct suite_s {
 } suite_t;
 
 static const suite_t suites[] = {
-    {"TLS_RSA_WITH_AES_128_CBC_SHA", {0x00, 0x2f}, "RSA", "AES-128-CBC", "SHA1"},
-    {"TLS_RSA_WITH_AES_256_CBC_SHA", {0x00, 0x35}, "RSA", "AES-256-CBC", "SHA1"},
+    {"TLS_RSA_WITH_AES_128_CBC_SHA",
+     {0x00, 0x2f},
+     "RSA",
+     "AES-128-CBC",
+     "SHA1"},
+    {"TLS_RSA_WITH_AES_256_CBC_SHA",
+     {0x00, 0x35},
+     "RSA",
+     "AES-256-CBC",
+     "SHA1"},
     {"TLS_RSA_WITH_AES_128_GCM_SHA256",
      {0x00, 0x9c},
      "RSA",
@@ -194,10 +202,10 @@ static int tls_version(const char *v) {
 
 /* YAML 1.1's booleans, as Go's yaml.v2 reads them; -1 if none. */
 static int yaml_bool(const char *v) {
-  static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes",
-                                    "YES",  "on",   "On",   "ON",  "y", "Y"};
-  static const char *const no[] = {"false", "False", "FALSE", "no", "No",
-                                   "NO",    "off",   "Off",   "OFF", "n", "N"};
+  static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
+                                    "on",   "On",   "ON",   "y",   "Y"};
+  static const char *const no[] = {"false", "False", "FALSE", "no", "No", "NO",
+                                   "off",   "Off",   "OFF",   "n",  "N"};
   for (size_t i = 0; v && i < sizeof yes / sizeof yes[0]; i++) {
     if (strcmp(v, yes[i]) == 0)
       return 1;
@@ -210,8 +218,7 @@ static int yaml_bool(const char *v) {
 /* A sequence of names looked up in a table of n; their indexes in out. */
 static int name_list(yaml_document_t *doc, yaml_node_t *seq, const char *key,
                      const char *(*name_at)(size_t), size_t n,
-                     unsigned char *out, int *count, char *err,
-                     size_t errlen) {
+                     unsigned char *out, int *count, char *err, size_t errlen) {
   if (seq->type != YAML_SEQUENCE_NODE)
     return fail(err, errlen, seq, "%s must be a list ([A, B] or - A lines)",
                 key);
@@ -227,11 +234,11 @@ static int name_list(yaml_document_t *doc, yaml_node_t *seq, const char *key,
       i++;
     if (!v || i == n)
       return fail(err, errlen, e, "%s: unknown name '%.64s' (%s)", key,
-                  v ? v : "", n == NSUITES
-                                  ? "Go's crypto/tls names, e.g. "
-                                    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
-                                  : "CurveP256, CurveP384, CurveP521 or "
-                                    "X25519");
+                  v ? v : "",
+                  n == NSUITES ? "Go's crypto/tls names, e.g. "
+                                 "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
+                               : "CurveP256, CurveP384, CurveP521 or "
+                                 "X25519");
     for (int j = 0; j < *count; j++)
       if (out[j] == i)
         return fail(err, errlen, e, "%s: '%s' is given twice", key, v);
@@ -278,8 +285,8 @@ static char *priority_of(const tls_want_t *t) {
   } else {
     /* The modern defaults: forward secrecy and AEAD; with TLS 1.0 or 1.1
      * allowed (which have no AEAD), Go's CBC-SHA1 suites for them too. */
-    static const char *const words[] = {"ECDHE-ECDSA", "ECDHE-RSA",
-                                        "AES-128-GCM", "AES-256-GCM",
+    static const char *const words[] = {"ECDHE-ECDSA",       "ECDHE-RSA",
+                                        "AES-128-GCM",       "AES-256-GCM",
                                         "CHACHA20-POLY1305", "AEAD"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
       add_word(&b, "+", words[i]);
@@ -313,8 +320,8 @@ static int check_priority(const char *prio, const tls_want_t *t, char *err,
   const char *at = NULL;
   if (gnutls_priority_init(&pc, prio, &at) != GNUTLS_E_SUCCESS)
     return fail(err, errlen, t->suites_at,
-                "tls_server_config: GnuTLS refuses '%.200s' near '%.40s'",
-                prio, at ? at : "");
+                "tls_server_config: GnuTLS refuses '%.200s' near '%.40s'", prio,
+                at ? at : "");
   int rc = 0, usable = 0;
   for (unsigned i = 0; rc == 0; i++) {
     unsigned idx;
@@ -325,8 +332,8 @@ static int check_priority(const char *prio, const tls_want_t *t, char *err,
       continue; /* a suite this GnuTLS cannot use */
     unsigned char id[2];
     gnutls_protocol_t minv;
-    const char *gname = gnutls_cipher_suite_info(idx, id, NULL, NULL, NULL,
-                                                 &minv);
+    const char *gname =
+        gnutls_cipher_suite_info(idx, id, NULL, NULL, NULL, &minv);
     if (!gname)
       continue;
     usable++;
@@ -363,8 +370,8 @@ static int tls_section(yaml_document_t *doc, yaml_node_t *at, yaml_node_t *map,
     return fail(err, errlen, map,
                 "tls_server_config must be a mapping (cert_file: ..., "
                 "key_file: ...)");
-  tls_want_t t = {.min = -1, .max = -1, .prefer_server = -1, .nsuites = -1,
-                  .ncurves = -1};
+  tls_want_t t = {
+      .min = -1, .max = -1, .prefer_server = -1, .nsuites = -1, .ncurves = -1};
   const yaml_node_t *tls_key_at = NULL; /* a TLS setting, for the errors */
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
        p < map->data.mapping.pairs.top; p++) {
@@ -426,9 +433,9 @@ static int tls_section(yaml_document_t *doc, yaml_node_t *at, yaml_node_t *map,
       tls_key_at = k;
       continue;
     }
-    static const char *const known[] = {"client_auth_type", "client_ca_file",
-                                        "client_ca", "cert", "key",
-                                        "client_allowed_sans"};
+    static const char *const known[] = {
+        "client_auth_type",   "client_ca_file", "client_ca", "cert", "key",
+        "client_allowed_sans"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
       if (strcmp(key, known[i]) == 0)
         return fail(err, errlen, k,
@@ -714,8 +721,7 @@ static int cache_digest(mt_webconfig_t *w, const char *password,
       for (size_t i = 0; i < 16; i++)
         salt[i] = b64[r[i] & 63];
       salt[16] = '\0';
-      snprintf(w->cache_salt, sizeof w->cache_salt, "$6$rounds=1000$%s$",
-               salt);
+      snprintf(w->cache_salt, sizeof w->cache_salt, "$6$rounds=1000$%s$", salt);
     }
   }
   memcpy(salt_spec, w->cache_salt, sizeof salt_spec);

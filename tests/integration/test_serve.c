@@ -770,8 +770,7 @@ static void test_tls_handshake_rate(void **state) {
   if (atoi(out) != 200)
     fail_msg("the scraper got '%s'", out);
   if (closed < 1 || closed > N - 32)
-    fail_msg("%d of %d connections from one address closed at once", closed,
-             N);
+    fail_msg("%d of %d connections from one address closed at once", closed, N);
 }
 
 /* Wrong passwords from one address: 401 until it has used its tries,
@@ -856,8 +855,7 @@ static pid_t slow_clients(int port, const char *const *srcs, int nsrc, int n,
       _exit(3);
   }
   int open_n = n;
-  for (int round = 0; round < CLIENT_GIVE_UP_MS / 1000 && open_n > 0;
-       round++) {
+  for (int round = 0; round < CLIENT_GIVE_UP_MS / 1000 && open_n > 0; round++) {
     sleep(1);
     open_n = 0;
     for (int i = 0; i < n; i++) {

@@ -82,8 +82,7 @@ char *crypt_r(const char *phrase, const char *setting,
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += GIVE_UP_S;
-    while (!released &&
-           pthread_cond_timedwait(&cv, &mu, &until) != ETIMEDOUT)
+    while (!released && pthread_cond_timedwait(&cv, &mu, &until) != ETIMEDOUT)
       ;
     held--;
   }
@@ -168,11 +167,11 @@ static void *loop_main(void *arg) {
 
 static pthread_t start_server(void) {
   char err[512];
-  assert_int_equal(mt_webconfig_parse("basic_auth_users:\n  alice: " HASH "\n",
-                                      strlen("basic_auth_users:\n  alice: " HASH
-                                             "\n"),
-                                      NULL, &web, err, sizeof err),
-                   0);
+  assert_int_equal(
+      mt_webconfig_parse("basic_auth_users:\n  alice: " HASH "\n",
+                         strlen("basic_auth_users:\n  alice: " HASH "\n"), NULL,
+                         &web, err, sizeof err),
+      0);
   assert_int_equal(uv_loop_init(&loop), 0);
   mt_httpd_hooks_t hooks = {on_scrape, NULL};
   if (mt_httpd_start(&loop, "127.0.0.1:0", &web, &hooks, &server, err,

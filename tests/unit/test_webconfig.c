@@ -293,9 +293,8 @@ static void test_tls_settings(void **state) {
   mt_webconfig_t w;
   char err[512];
   enabled_t e;
-  assert_int_equal(parse(TLS_HEAD "  min_version: TLS13\n", &w, err,
-                         sizeof err),
-                   0);
+  assert_int_equal(
+      parse(TLS_HEAD "  min_version: TLS13\n", &w, err, sizeof err), 0);
   enabled_of(&w, &e);
   assert_int_equal(e.versions, 1u << 3);
   mt_webconfig_free(&w);
@@ -311,15 +310,14 @@ static void test_tls_settings(void **state) {
   assert_true(e.versions & 1u << 2);
   mt_webconfig_free(&w);
 
-  const char *list =
-      TLS_HEAD "  cipher_suites:\n"
-               "    - TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n"
-               "    - TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n"
-               "    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"
-               "    - TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n"
-               "  curve_preferences: [X25519, CurveP256]\n"
-               "  prefer_server_cipher_suites: false\n"
-               "  client_auth_type: NoClientCert\n";
+  const char *list = TLS_HEAD "  cipher_suites:\n"
+                              "    - TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n"
+                              "    - TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n"
+                              "    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"
+                              "    - TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n"
+                              "  curve_preferences: [X25519, CurveP256]\n"
+                              "  prefer_server_cipher_suites: false\n"
+                              "  client_auth_type: NoClientCert\n";
   if (parse(list, &w, err, sizeof err) != 0)
     fail_msg("refused: %s", err);
   enabled_of(&w, &e);
@@ -394,9 +392,9 @@ static void test_tls_refusals(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_full_file),   cmocka_unit_test(test_cache),
-      cmocka_unit_test(test_empty_files), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_load),        cmocka_unit_test(test_tls_defaults),
+      cmocka_unit_test(test_full_file),    cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_empty_files),  cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_load),         cmocka_unit_test(test_tls_defaults),
       cmocka_unit_test(test_tls_settings), cmocka_unit_test(test_tls_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
