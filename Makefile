@@ -102,10 +102,12 @@ PROTOBUF_C_LIBS := $(shell $(PKG_CONFIG) --libs libprotobuf-c 2>/dev/null || ech
 DW_CFLAGS := $(shell $(PKG_CONFIG) --cflags libdw 2>/dev/null)
 DW_LIBS := $(shell $(PKG_CONFIG) --libs libdw 2>/dev/null || echo -ldw -lelf)
 # memtop serve: libmicrohttpd (HTTP and, through GnuTLS, TLS), libyaml
-# (the web config), libxcrypt (bcrypt).
-MHD_CFLAGS := $(shell $(PKG_CONFIG) --cflags libmicrohttpd yaml-0.1 2>/dev/null)
+# (the web config), GnuTLS (the web config's TLS settings, checked with
+# the library that applies them), libxcrypt (bcrypt).
+MHD_CFLAGS := $(shell $(PKG_CONFIG) --cflags libmicrohttpd yaml-0.1 gnutls 2>/dev/null)
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd) \
             $(shell $(PKG_CONFIG) --libs yaml-0.1 2>/dev/null || echo -lyaml) \
+            $(shell $(PKG_CONFIG) --libs gnutls 2>/dev/null || echo -lgnutls) \
             $(shell $(PKG_CONFIG) --libs libxcrypt 2>/dev/null || echo -lcrypt)
 TOOL_CFLAGS := $(UV_CFLAGS) $(CURSES_CFLAGS) $(PROTOBUF_C_CFLAGS) $(DW_CFLAGS) $(MHD_CFLAGS) -I$(BUILD)/gen
 TOOL_LIBS := $(UV_LIBS) $(CURSES_LIBS) $(PROTOBUF_C_LIBS) $(DW_LIBS) $(Z_LIBS) $(MHD_LIBS) -lm

@@ -40,6 +40,7 @@ libgnutls28-dev
 libyaml-dev
 libcrypt-dev
 curl
+openssl
 valgrind
 "
 
@@ -68,6 +69,7 @@ pc:libprotobuf-c|libprotobuf-c-dev|protobuf-c-devel|protobuf-c|protobuf-c (memto
 cmd:protoc-c|protobuf-c-compiler|protobuf-c-compiler|protobuf-c|protoc-c (generates the profile.proto code at build time)
 pc:libdw|libdw-dev|elfutils-devel|elfutils|elfutils libdw (memtop profile resolves function names and lines)
 pc:libmicrohttpd|libmicrohttpd-dev|libmicrohttpd-devel|libmicrohttpd|libmicrohttpd with GnuTLS (memtop serve)
+pc:gnutls|libgnutls28-dev|gnutls-devel|gnutls|GnuTLS (memtop serve --web-config: TLS versions and suites)
 pc:yaml-0.1|libyaml-dev|libyaml-devel|libyaml|libyaml (memtop serve --web-config)
 pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bcrypt)
 "

@@ -29,7 +29,8 @@ enum {
   OPT_FORMAT,
   OPT_SITES,
   OPT_WEB_CONFIG,
-  OPT_TIMEOUT
+  OPT_TIMEOUT,
+  OPT_UNSAFE_NO_AUTH
 };
 
 static const struct option long_options[] = {
@@ -46,6 +47,7 @@ static const struct option long_options[] = {
     {"sites", required_argument, NULL, OPT_SITES},
     {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"unsafe-no-auth", no_argument, NULL, OPT_UNSAFE_NO_AUTH},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -282,6 +284,9 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     o->timeout_given = 1;
     return 0;
   }
+  case OPT_UNSAFE_NO_AUTH:
+    o->unsafe_no_auth = 1;
+    return 0;
   case OPT_ONCE:
     o->once = 1;
     return 0;
@@ -318,6 +323,8 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "--listen only applies to 'serve'");
   if (o->web_config != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--web-config only applies to 'serve'");
+  if (o->unsafe_no_auth && o->cmd != MT_CMD_SERVE)
+    return fail(err, errlen, "--unsafe-no-auth only applies to 'serve'");
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
@@ -430,7 +437,8 @@ void mt_cli_usage(FILE *f) {
         "       memtop ps\n"
         "       memtop profile PID [-o FILE] [--seconds N] "
         "[--format pprof|text]\n"
-        "       memtop serve [--listen ADDR] [--web-config FILE]\n"
+        "       memtop serve [--listen ADDR] [--web-config FILE] "
+        "[--unsafe-no-auth]\n"
         "Try 'memtop --help' for more information.\n",
         f);
 }
@@ -464,6 +472,9 @@ void mt_cli_help(FILE *f) {
       "                             for every interface); FILE in\n"
       "                             exporter-toolkit's format: TLS, basic "
       "auth\n"
+      "                             (as root it needs basic auth, or\n"
+      "                             --unsafe-no-auth to show every user's\n"
+      "                             processes to anyone who can connect)\n"
       "\n"
       "Options:\n"
       "  -d, --delay SECS       refresh interval (default 1, at least 0.1)\n"

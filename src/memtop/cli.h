@@ -56,6 +56,7 @@ typedef struct mt_opts_s {
   const char *web_config;     /* serve: --web-config FILE */
   int timeout_ms;             /* --timeout: one request's deadline */
   int timeout_given;          /* --timeout was on the command line */
+  int unsafe_no_auth;         /* serve: --unsafe-no-auth (root, no users) */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

@@ -11,7 +11,15 @@
  * A scrape is a suspended connection (MHD_ALLOW_SUSPEND_RESUME): the
  * access handler hands it to the owner and suspends it unless the owner
  * answered at once; mt_scrape_answer() resumes it, libmicrohttpd calls the
- * handler again, and the handler queues the answer.
+ * handler again, and the handler queues the answer. A request whose
+ * password must be checked waits suspended the same way while libuv's
+ * workers check it (uv_queue_work): bcrypt costs 70 ms at cost 10, which
+ * on the loop would stall every scrape for every wrong password sent.
+ *
+ * Every connection has a record (MHD_OPTION_NOTIFY_CONNECTION): its
+ * address and the deadline of what it is doing (its headers, or sending
+ * an answer), checked every second; the accept policy uses them to let a
+ * new connection in when every slot is taken (httpd.h).
  */
 #include "memtop/httpd.h"
 
@@ -19,6 +27,7 @@
 #include <fcntl.h>
 #include <arpa/inet.h>
 #include <microhttpd.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,16 +43,72 @@
 #define CT_OPENMETRICS                                                         \
   "application/openmetrics-text; version=1.0.0; charset=utf-8"
 #define REALM "memtop"
+#define NS_PER_S 1000000000ull
+
+/* An IPv4 address (as ::ffff:a.b.c.d) or an IPv6 /64. */
+typedef struct addr_key_s {
+  unsigned char b[16];
+} addr_key_t;
+
+/* A connection (its socket context). */
+typedef struct conn_rec_s {
+  struct conn_rec_s *prev, *next;
+  struct MHD_Connection *conn;
+  addr_key_t addr;
+  int reading;           /* waiting for a request's headers */
+  int evicted;           /* shut down by memtop: closing */
+  mt_scrape_t *checking; /* its request, while its password is checked */
+  uint64_t since_ns;     /* when it began to wait for its headers */
+  uint64_t deadline_ns;  /* 0: none (it waits for memtop) */
+} conn_rec_t;
+
+/* An address's bucket of tries (wrong passwords, TLS handshakes). */
+typedef struct bucket_s {
+  addr_key_t addr;
+  double tries; /* left, up to the bucket's size */
+  uint64_t at_ns;
+  int used;
+} bucket_t;
+
+/* The buckets of one kind: so many tries, one more every every_s. */
+typedef struct buckets_s {
+  bucket_t tab[MT_HTTPD_FAIL_ADDRS];
+  double size, every_s;
+} buckets_t;
+
+enum { AUTH_NONE, AUTH_PENDING, AUTH_OK, AUTH_FAILED, AUTH_LIMITED };
+
+typedef struct auth_job_s auth_job_t;
 
 struct mt_scrape_s {
   mt_httpd_t *h;
   struct MHD_Connection *conn;
   mt_scrape_t *next; /* the server's list of scrapes not yet answered */
   int openmetrics, gzip;
-  int answered;  /* mt_scrape_answer() ran: body holds the answer */
-  int suspended; /* the connection waits for it */
-  int cancelled; /* the server stops: answer 503 */
-  ms__strbuf_t body;
+  int answered;        /* mt_scrape_answer() ran: body holds the answer */
+  int suspended;       /* the connection waits for it */
+  int cancelled;       /* the server stops: answer 503 */
+  mt_answer_t *answer; /* what it is answered (a reference) */
+  /* The password check (AUTH_*), its credentials while it runs, the
+   * connection's record, and the place in the queue for bcrypt. */
+  int auth;
+  unsigned retry_after_s;
+  char *user, *pass;
+  auth_job_t *job;
+  conn_rec_t *rec;
+  mt_scrape_t *next_check;
+};
+
+/* A check on a worker: its own copies of the credentials; s is NULL once
+ * the request is gone (the answer is then dropped). */
+struct auth_job_s {
+  uv_work_t req;
+  mt_httpd_t *h;
+  mt_scrape_t *s;
+  mt_webconfig_t *web;
+  char *user, *pass;
+  int full; /* 0: the cache only; 1: bcrypt if need be */
+  int ok;
 };
 
 struct mt_httpd_s {
@@ -53,11 +118,25 @@ struct mt_httpd_s {
   mt_httpd_hooks_t hooks;
   uv_poll_t poll;
   uv_timer_t timer;
-  int handles; /* uv handles not yet closed */
+  uv_timer_t sweep; /* the connections' deadlines, every second */
+  int handles;      /* uv handles not yet closed */
+  int jobs;         /* checks on the workers */
+  int stopping;     /* freed when handles and jobs are both 0 */
   int listen_fd;
   mt_scrape_t *waiting;
+  conn_rec_t *conns;
+  size_t nconns, nevicted;
+  mt_scrape_t *check_head, *check_tail; /* waiting for bcrypt */
+  int bcrypts;                          /* bcrypt checks running */
+  int tls;
+  buckets_t fails;      /* wrong passwords */
+  buckets_t handshakes; /* TLS connections */
   char url[128];
 };
+
+static uint64_t now_ns(void) {
+  return uv_hrtime();
+}
 
 /* ------------------------------------------------------------------------
  * Running libmicrohttpd from the loop
@@ -86,6 +165,230 @@ static void run(mt_httpd_t *h) {
     uv_timer_start(&h->timer, timer_cb, (uint64_t)ms, 0);
   else
     uv_timer_stop(&h->timer);
+}
+
+/* A resumed connection is served by the next run: soon. */
+static void run_soon(mt_httpd_t *h) {
+  if (h->d)
+    uv_timer_start(&h->timer, timer_cb, 0, 0);
+}
+
+/* ------------------------------------------------------------------------
+ * Addresses
+ * ------------------------------------------------------------------------ */
+
+static addr_key_t key_of(const struct sockaddr *sa) {
+  addr_key_t k;
+  memset(&k, 0, sizeof k);
+  if (sa && sa->sa_family == AF_INET) {
+    k.b[10] = k.b[11] = 0xff;
+    memcpy(k.b + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+  } else if (sa && sa->sa_family == AF_INET6) {
+    const unsigned char *a =
+        ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+    static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0,    0,
+                                               0, 0, 0, 0, 0xff, 0xff};
+    if (memcmp(a, v4mapped, 12) == 0)
+      memcpy(k.b, a, 16);
+    else
+      memcpy(k.b, a, 8); /* the /64: one host's addresses */
+  }
+  return k;
+}
+
+static int same_addr(const addr_key_t *a, const addr_key_t *b) {
+  return memcmp(a->b, b->b, sizeof a->b) == 0;
+}
+
+static conn_rec_t *rec_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *i =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return i ? i->socket_context : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Tries per address: wrong passwords, TLS handshakes
+ * ------------------------------------------------------------------------ */
+
+static void refill(const buckets_t *k, bucket_t *f, uint64_t now) {
+  double add = (double)(now - f->at_ns) / (k->every_s * 1e9);
+  f->tries = f->tries + add > k->size ? k->size : f->tries + add;
+  f->at_ns = now;
+}
+
+/* The tries a has left (all of them if it has no bucket). */
+static double tries_left(buckets_t *k, const addr_key_t *a, uint64_t now) {
+  for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++)
+    if (k->tab[i].used && same_addr(&k->tab[i].addr, a)) {
+      refill(k, &k->tab[i], now);
+      return k->tab[i].tries;
+    }
+  return k->size;
+}
+
+/* One try fewer for a. The table full, the address that has the most
+ * tries left (the least suspect) makes room. */
+static void take_try(buckets_t *k, const addr_key_t *a, uint64_t now) {
+  bucket_t *f = NULL;
+  for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS && !f; i++)
+    if (k->tab[i].used && same_addr(&k->tab[i].addr, a))
+      f = &k->tab[i];
+  if (!f) {
+    for (size_t i = 0; i < MT_HTTPD_FAIL_ADDRS; i++) {
+      bucket_t *e = &k->tab[i];
+      if (e->used)
+        refill(k, e, now);
+      if (!f || !e->used || (f->used && e->tries > f->tries))
+        f = e;
+      if (!e->used)
+        break;
+    }
+    f->used = 1;
+    f->addr = *a;
+    f->tries = k->size;
+    f->at_ns = now;
+  }
+  refill(k, f, now);
+  f->tries = f->tries >= 1 ? f->tries - 1 : 0;
+}
+
+/* 1 if the address has no try left; *retry: the seconds until it has. */
+static int fail_blocked(mt_httpd_t *h, const addr_key_t *a, unsigned *retry) {
+  double left = tries_left(&h->fails, a, now_ns());
+  if (left >= 1)
+    return 0;
+  *retry = (unsigned)ceil((1 - left) * h->fails.every_s);
+  if (*retry < 1)
+    *retry = 1;
+  return 1;
+}
+
+static void fail_count(mt_httpd_t *h, const addr_key_t *a) {
+  take_try(&h->fails, a, now_ns());
+}
+
+/* ------------------------------------------------------------------------
+ * Connections: their records, deadlines and the accept policy
+ * ------------------------------------------------------------------------ */
+
+static void forget_check(mt_httpd_t *h, mt_scrape_t *s);
+static void check_done(mt_scrape_t *s, int auth);
+
+/* Whether the connection may be closed to make room: it sends its
+ * headers, or its password waits to be checked (a bcrypt already running
+ * is let finish). */
+static int evictable(const conn_rec_t *r) {
+  if (r->evicted)
+    return 0;
+  if (r->checking)
+    return !(r->checking->job && r->checking->job->full);
+  return r->reading;
+}
+
+/* Closes a connection memtop gave up on: shut down, libmicrohttpd sees it
+ * at its next run and closes it (its slot is counted free at once). One
+ * whose password waits to be checked is refused (429) and resumed, to be
+ * seen closed. */
+static void evict(mt_httpd_t *h, conn_rec_t *r) {
+  if (r->evicted)
+    return;
+  const union MHD_ConnectionInfo *i =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!i)
+    return;
+  shutdown(i->connect_fd, SHUT_RDWR);
+  r->evicted = 1;
+  h->nevicted++;
+  if (r->checking) {
+    mt_scrape_t *s = r->checking;
+    forget_check(h, s);
+    s->retry_after_s = 1;
+    check_done(s, AUTH_LIMITED);
+  }
+}
+
+static void notify_cb(void *cls, struct MHD_Connection *c, void **ctx,
+                      enum MHD_ConnectionNotificationCode toe) {
+  mt_httpd_t *h = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn_rec_t *r = calloc(1, sizeof *r);
+    *ctx = r;
+    if (!r)
+      return; /* untracked: bounded by libmicrohttpd's limits alone */
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    r->conn = c;
+    r->addr = key_of(i ? i->client_addr : NULL);
+    r->reading = 1;
+    r->since_ns = now_ns();
+    r->deadline_ns = r->since_ns + (uint64_t)MT_HTTPD_HEADERS_S * NS_PER_S;
+    r->next = h->conns;
+    if (h->conns)
+      h->conns->prev = r;
+    h->conns = r;
+    h->nconns++;
+    return;
+  }
+  conn_rec_t *r = *ctx;
+  if (!r)
+    return;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    h->conns = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  h->nconns--;
+  if (r->evicted)
+    h->nevicted--;
+  free(r);
+  *ctx = NULL;
+}
+
+/* A new connection from addr: in, if a slot is free or can be freed by
+ * closing the oldest connection still sending its headers (or waiting for
+ * its password's check) from the address that holds the most. */
+static enum MHD_Result accept_cb(void *cls, const struct sockaddr *addr,
+                                 socklen_t len) {
+  mt_httpd_t *h = cls;
+  (void)len;
+  /* A TLS handshake costs the loop milliseconds of CPU before any
+   * password is seen: one address has so many a second. */
+  if (h->tls) {
+    addr_key_t k = key_of(addr);
+    uint64_t now = now_ns();
+    if (tries_left(&h->handshakes, &k, now) < 1)
+      return MHD_NO;
+    take_try(&h->handshakes, &k, now);
+  }
+  if (h->nconns - h->nevicted < MT_HTTPD_CONNECTIONS)
+    return MHD_YES;
+  conn_rec_t *victim = NULL;
+  size_t victim_n = 0;
+  for (conn_rec_t *r = h->conns; r; r = r->next) {
+    if (!evictable(r))
+      continue;
+    size_t n = 0;
+    for (conn_rec_t *o = h->conns; o; o = o->next)
+      n += !o->evicted && same_addr(&o->addr, &r->addr);
+    if (n > victim_n || (n == victim_n && r->since_ns < victim->since_ns)) {
+      victim = r;
+      victim_n = n;
+    }
+  }
+  if (!victim)
+    return MHD_NO; /* every connection waits for memtop or sends */
+  evict(h, victim);
+  return MHD_YES;
+}
+
+/* Every second: the connections past their deadline are closed. */
+static void sweep_cb(uv_timer_t *t) {
+  mt_httpd_t *h = t->data;
+  uint64_t now = now_ns();
+  for (conn_rec_t *r = h->conns; r; r = r->next)
+    if (!r->evicted && r->deadline_ns && now >= r->deadline_ns)
+      evict(h, r);
 }
 
 /* ------------------------------------------------------------------------
@@ -138,73 +441,261 @@ static unsigned char *gzip_of(const char *in, size_t n, size_t *out_len) {
   return out;
 }
 
-static enum MHD_Result answer_metrics(mt_scrape_t *s) {
-  struct MHD_Connection *c = s->conn;
-  if (s->cancelled)
-    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "memtop is stopping\n", NULL);
-  if (s->body.oom)
-    return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
-  const char *data = s->body.data ? s->body.data : "";
-  size_t n = s->body.len;
-  struct MHD_Response *r = NULL;
-  int gz = 0;
-  if (s->gzip && n > 0) {
-    size_t zn = 0;
-    unsigned char *z = gzip_of(data, n, &zn);
-    if (z) {
-      r = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
-      if (!r)
-        free(z);
-      gz = r != NULL;
-    }
-  }
-  if (!r) {
-    /* The body's buffer is handed over: libmicrohttpd frees it. */
-    char *owned = s->body.data;
-    r = MHD_create_response_from_buffer(n, owned ? (void *)owned : (void *)"",
-                                        owned ? MHD_RESPMEM_MUST_FREE
-                                              : MHD_RESPMEM_PERSISTENT);
-    if (r && owned)
-      s->body.data = NULL, s->body.len = s->body.cap = 0;
-  }
-  if (!r)
-    return MHD_NO;
+/* An exposition shared by the scrapes of one format answered at once: the
+ * text is handed to libmicrohttpd as one response (which it frees when
+ * the last connection sending it is done), gzipped at most once into
+ * another. A reference per scrape holding it, and the owner's. */
+struct mt_answer_s {
+  int refs;
+  int oom;
+  int openmetrics;
+  const char *data; /* plain's buffer, alive while plain is held */
+  size_t len;
+  struct MHD_Response *plain, *gz;
+  int gz_tried;
+};
+
+static void add_headers(struct MHD_Response *r, int openmetrics, int gz) {
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-                          s->openmetrics ? CT_OPENMETRICS : CT_TEXT);
+                          openmetrics ? CT_OPENMETRICS : CT_TEXT);
   MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Accept, Accept-Encoding");
   if (gz)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+}
+
+mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics) {
+  mt_answer_t *a = calloc(1, sizeof *a);
+  if (!a) {
+    ms__strbuf_free(body);
+    return NULL;
+  }
+  a->refs = 1;
+  a->openmetrics = openmetrics;
+  a->oom = body->oom;
+  if (!a->oom) {
+    char *owned = body->data;
+    a->len = body->len;
+    a->plain = MHD_create_response_from_buffer(
+        a->len, owned ? (void *)owned : (void *)"",
+        owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (a->plain) {
+      /* The buffer is libmicrohttpd's now. */
+      a->data = owned ? owned : "";
+      memset(body, 0, sizeof *body);
+      add_headers(a->plain, openmetrics, 0);
+    } else {
+      a->oom = 1;
+    }
+  }
+  ms__strbuf_free(body);
+  return a;
+}
+
+void mt_answer_release(mt_answer_t *a) {
+  if (!a || --a->refs > 0)
+    return;
+  if (a->plain)
+    MHD_destroy_response(a->plain);
+  if (a->gz)
+    MHD_destroy_response(a->gz);
+  free(a);
+}
+
+static enum MHD_Result answer_metrics(mt_scrape_t *s) {
+  struct MHD_Connection *c = s->conn;
+  mt_answer_t *a = s->answer;
+  if (s->cancelled)
+    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "memtop is stopping\n", NULL);
+  if (!a || a->oom)
+    return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
+  struct MHD_Response *r = a->plain;
+  if (s->gzip && a->len > 0) {
+    if (!a->gz_tried) {
+      a->gz_tried = 1;
+      size_t zn = 0;
+      unsigned char *z = gzip_of(a->data, a->len, &zn);
+      if (z) {
+        a->gz = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
+        if (a->gz)
+          add_headers(a->gz, a->openmetrics, 1);
+        else
+          free(z);
+      }
+    }
+    if (a->gz)
+      r = a->gz; /* else the body goes uncompressed */
+  }
   enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
-  MHD_destroy_response(r);
+  /* Queued: libmicrohttpd holds the response as long as it sends it. */
+  s->answer = NULL;
+  mt_answer_release(a);
   return rc;
 }
 
-/* 1 if the request carries a user and password of the web config (or the
- * config has no users); else 401 has been queued and *rc says how. */
-static int authorised(mt_httpd_t *h, struct MHD_Connection *c,
-                      enum MHD_Result *rc) {
-  if (!h->web || h->web->nusers == 0)
-    return 1;
-  char *pass = NULL;
-  char *user = MHD_basic_auth_get_username_password(c, &pass);
-  int ok = user && pass && mt_webconfig_check(h->web, user, pass);
-  if (pass) {
-    explicit_bzero(pass, strlen(pass));
-    MHD_free(pass);
+/* ------------------------------------------------------------------------
+ * Password checks, off the loop
+ * ------------------------------------------------------------------------ */
+
+static void run_soon(mt_httpd_t *h);
+static void start_check(mt_httpd_t *h, mt_scrape_t *s, int full);
+
+static void free_creds(char **user, char **pass) {
+  if (*pass) {
+    explicit_bzero(*pass, strlen(*pass));
+    free(*pass);
   }
-  if (user)
-    MHD_free(user);
-  if (ok)
-    return 1;
+  free(*user);
+  *user = *pass = NULL;
+}
+
+static void maybe_free(mt_httpd_t *h) {
+  if (h->stopping && h->handles == 0 && h->jobs == 0)
+    free(h);
+}
+
+/* The check is over: the connection is served again. */
+static void check_done(mt_scrape_t *s, int auth) {
+  s->auth = auth;
+  free_creds(&s->user, &s->pass);
+  if (s->rec)
+    s->rec->checking = NULL;
+  if (s->suspended) {
+    s->suspended = 0;
+    MHD_resume_connection(s->conn);
+    run_soon(s->h);
+  }
+}
+
+/* Starts the checks waiting for bcrypt, as many as may run. */
+static void pump(mt_httpd_t *h) {
+  while (h->bcrypts < MT_HTTPD_BCRYPTS && h->check_head) {
+    mt_scrape_t *s = h->check_head;
+    h->check_head = s->next_check;
+    if (!h->check_head)
+      h->check_tail = NULL;
+    s->next_check = NULL;
+    start_check(h, s, 1);
+  }
+}
+
+static void unqueue_check(mt_httpd_t *h, mt_scrape_t *s) {
+  mt_scrape_t *prev = NULL;
+  for (mt_scrape_t *q = h->check_head; q; prev = q, q = q->next_check)
+    if (q == s) {
+      if (prev)
+        prev->next_check = s->next_check;
+      else
+        h->check_head = s->next_check;
+      if (h->check_tail == s)
+        h->check_tail = prev;
+      s->next_check = NULL;
+      return;
+    }
+}
+
+static void work_cb(uv_work_t *req) {
+  auth_job_t *j = req->data;
+  j->ok = j->full ? mt_webconfig_check(j->web, j->user, j->pass)
+                  : mt_webconfig_check_cached(j->web, j->user, j->pass);
+}
+
+static void after_cb(uv_work_t *req, int status) {
+  auth_job_t *j = req->data;
+  mt_httpd_t *h = j->h;
+  mt_scrape_t *s = j->s;
+  int ok = status == 0 && j->ok, full = j->full;
+  free_creds(&j->user, &j->pass);
+  free(j);
+  h->jobs--;
+  if (full)
+    h->bcrypts--;
+  if (s) {
+    s->job = NULL;
+    if (ok) {
+      check_done(s, AUTH_OK);
+    } else if (full) {
+      fail_count(h, &s->rec->addr);
+      check_done(s, AUTH_FAILED);
+    } else if (h->stopping) {
+      check_done(s, AUTH_FAILED);
+    } else if (fail_blocked(h, &s->rec->addr, &s->retry_after_s)) {
+      check_done(s, AUTH_LIMITED);
+    } else {
+      /* Not a password proven right: bcrypt, in turn. */
+      if (h->check_tail)
+        h->check_tail->next_check = s;
+      else
+        h->check_head = s;
+      h->check_tail = s;
+    }
+  }
+  if (!h->stopping)
+    pump(h);
+  maybe_free(h);
+}
+
+static void start_check(mt_httpd_t *h, mt_scrape_t *s, int full) {
+  auth_job_t *j = calloc(1, sizeof *j);
+  if (j) {
+    j->h = h;
+    j->s = s;
+    j->web = h->web;
+    j->full = full;
+    j->user = strdup(s->user);
+    j->pass = strdup(s->pass);
+    j->req.data = j;
+  }
+  if (!j || !j->user || !j->pass ||
+      uv_queue_work(h->loop, &j->req, work_cb, after_cb) != 0) {
+    if (j)
+      free_creds(&j->user, &j->pass);
+    free(j);
+    check_done(s, AUTH_FAILED); /* no check, no entry */
+    return;
+  }
+  s->job = j;
+  h->jobs++;
+  if (full)
+    h->bcrypts++;
+}
+
+/* The check of a request that has left (closed, or the server stops):
+ * its job runs on, and its answer is dropped. */
+static void forget_check(mt_httpd_t *h, mt_scrape_t *s) {
+  if (s->job)
+    s->job->s = NULL;
+  s->job = NULL;
+  unqueue_check(h, s);
+  free_creds(&s->user, &s->pass);
+}
+
+static enum MHD_Result refuse_auth(struct MHD_Connection *c, int limited,
+                                   unsigned retry) {
+  if (limited) {
+    static const char text[] = "429 Too Many Requests: too many wrong "
+                               "passwords from this address; try again "
+                               "later\n";
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        sizeof text - 1, (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+      return MHD_NO;
+    char v[16];
+    snprintf(v, sizeof v, "%u", retry);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/plain; charset=utf-8");
+    enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_TOO_MANY_REQUESTS, r);
+    MHD_destroy_response(r);
+    return rc;
+  }
   static const char text[] = "401 Unauthorized\n";
   struct MHD_Response *r = MHD_create_response_from_buffer(
       sizeof text - 1, (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
-  *rc = MHD_NO;
-  if (r) {
-    *rc = MHD_queue_basic_auth_fail_response(c, REALM, r);
-    MHD_destroy_response(r);
-  }
-  return 0;
+  if (!r)
+    return MHD_NO;
+  enum MHD_Result rc = MHD_queue_basic_auth_fail_response(c, REALM, r);
+  MHD_destroy_response(r);
+  return rc;
 }
 
 static void unlink_waiting(mt_httpd_t *h, mt_scrape_t *s) {
@@ -214,6 +705,44 @@ static void unlink_waiting(mt_httpd_t *h, mt_scrape_t *s) {
       break;
     }
   s->next = NULL;
+}
+
+/* The connection now waits for memtop (deadline_ns 0), or sends what
+ * it was given (MT_HTTPD_SEND_S). */
+static void rec_waits(conn_rec_t *r) {
+  if (r) {
+    r->reading = 0;
+    r->deadline_ns = 0;
+  }
+}
+static void rec_sends(conn_rec_t *r) {
+  if (r) {
+    r->reading = 0;
+    r->deadline_ns = now_ns() + (uint64_t)MT_HTTPD_SEND_S * NS_PER_S;
+  }
+}
+
+/* The scrape, its password proven (or none needed): handed to the
+ * owner. */
+static enum MHD_Result hand_over(mt_httpd_t *h, mt_scrape_t *s) {
+  struct MHD_Connection *c = s->conn;
+  const char *accept =
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+  const char *enc = MHD_lookup_connection_value(
+      c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+  s->openmetrics = mt_accept_openmetrics(accept, MT_HTTPD_HEADER_BYTES);
+  s->gzip = mt_accept_gzip(enc, MT_HTTPD_HEADER_BYTES);
+  s->next = h->waiting;
+  h->waiting = s;
+  h->hooks.scrape(h->hooks.arg, s);
+  if (s->answered) {
+    rec_sends(s->rec);
+    return answer_metrics(s);
+  }
+  rec_waits(s->rec);
+  s->suspended = 1;
+  MHD_suspend_connection(c);
+  return MHD_YES;
 }
 
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
@@ -231,10 +760,29 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
       *upload_size = 0;
       return MHD_YES;
     }
+    if (s->auth == AUTH_PENDING)
+      return MHD_YES; /* still being checked */
+    if (s->auth == AUTH_FAILED || s->auth == AUTH_LIMITED) {
+      rec_sends(s->rec);
+      return refuse_auth(c, s->auth == AUTH_LIMITED, s->retry_after_s);
+    }
+    if (s->auth == AUTH_OK) {
+      s->auth = AUTH_NONE;
+      if (s->cancelled) {
+        rec_sends(s->rec);
+        return answer_metrics(s);
+      }
+      return hand_over(h, s);
+    }
     if (!s->answered && !s->cancelled)
       return MHD_YES; /* not answered yet: keep waiting */
+    rec_sends(s->rec);
     return answer_metrics(s);
   }
+  conn_rec_t *rec = rec_of(c);
+  /* The headers are in: what follows is answered at once (sent under
+   * its deadline) or waits for memtop. */
+  rec_sends(rec);
   int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
   int head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   if (strcmp(url, "/metrics") != 0)
@@ -243,45 +791,85 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
   if (!get && !head)
     return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED,
                  "405 Method Not Allowed: GET or HEAD /metrics\n", "GET, HEAD");
-  enum MHD_Result rc;
-  if (!authorised(h, c, &rc))
-    return rc;
-
-  s = calloc(1, sizeof *s);
-  if (!s)
-    return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n", NULL);
+  int need_auth = h->web && h->web->nusers > 0;
+  char *pass = NULL, *user = NULL;
+  if (need_auth) {
+    user = MHD_basic_auth_get_username_password(c, &pass);
+    if (!user || !pass) {
+      /* Nothing to check: refused at once, at no cost. */
+      if (pass) {
+        explicit_bzero(pass, strlen(pass));
+        MHD_free(pass);
+      }
+      if (user)
+        MHD_free(user);
+      return refuse_auth(c, 0, 0);
+    }
+    size_t pending = 0;
+    for (conn_rec_t *r = h->conns; r; r = r->next)
+      pending += rec && r->checking != NULL && same_addr(&r->addr, &rec->addr);
+    unsigned retry = 0;
+    int limited = !rec || h->stopping || pending >= MT_HTTPD_CHECKS_PER_ADDR;
+    if (limited)
+      retry = 1;
+    s = limited ? NULL : calloc(1, sizeof *s);
+    if (s) {
+      s->user = strdup(user);
+      s->pass = strdup(pass);
+    }
+    explicit_bzero(pass, strlen(pass));
+    MHD_free(pass);
+    MHD_free(user);
+    if (limited)
+      return refuse_auth(c, 1, retry);
+    if (!s || !s->user || !s->pass) {
+      if (s)
+        free_creds(&s->user, &s->pass);
+      free(s);
+      return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n", NULL);
+    }
+  } else {
+    s = calloc(1, sizeof *s);
+    if (!s)
+      return plain(c, MHD_HTTP_SERVICE_UNAVAILABLE, "out of memory\n", NULL);
+  }
   s->h = h;
   s->conn = c;
-  const char *accept =
-      MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-  const char *enc = MHD_lookup_connection_value(
-      c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-  s->openmetrics = mt_accept_openmetrics(accept, MT_HTTPD_HEADER_BYTES);
-  s->gzip = mt_accept_gzip(enc, MT_HTTPD_HEADER_BYTES);
+  s->rec = rec;
   *con_cls = s;
-  s->next = h->waiting;
-  h->waiting = s;
-  h->hooks.scrape(h->hooks.arg, s);
-  if (s->answered)
-    return answer_metrics(s);
+  if (!need_auth)
+    return hand_over(h, s);
+  /* The cache first (any address), then bcrypt in turn (after_cb). */
+  s->auth = AUTH_PENDING;
+  rec->checking = s;
+  rec_waits(rec);
   s->suspended = 1;
   MHD_suspend_connection(c);
+  start_check(h, s, 0);
   return MHD_YES;
 }
 
 static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode code) {
   mt_httpd_t *h = cls;
-  (void)c;
   (void)code;
+  /* Kept alive: the next request's headers have their deadline. */
+  conn_rec_t *rec = rec_of(c);
+  if (rec) {
+    rec->reading = 1;
+    rec->since_ns = now_ns();
+    rec->deadline_ns = rec->since_ns + (uint64_t)MT_HTTPD_HEADERS_S * NS_PER_S;
+    rec->checking = NULL;
+  }
   mt_scrape_t *s = *con_cls;
   if (!s)
     return;
+  forget_check(h, s);
   /* A scrape ends here whether answered or not: the owner may still hold
    * it only while it is on the waiting list, which it leaves now, and
    * mt_scrape_answer() is never called on it again. */
   unlink_waiting(h, s);
-  ms__strbuf_free(&s->body);
+  mt_answer_release(s->answer);
   free(s);
   *con_cls = NULL;
 }
@@ -291,17 +879,27 @@ int mt_scrape_openmetrics(const mt_scrape_t *s) {
 }
 
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body) {
+  if (!s || s->answered) {
+    ms__strbuf_free(body);
+    return;
+  }
+  mt_answer_t *a = mt_answer_new(body, s->openmetrics);
+  mt_scrape_answer_with(s, a);
+  mt_answer_release(a);
+}
+
+void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a) {
   if (!s || s->answered)
     return;
   s->answered = 1;
   unlink_waiting(s->h, s);
-  s->body = *body;
-  memset(body, 0, sizeof *body);
+  if (a)
+    a->refs++;
+  s->answer = a;
   if (s->suspended) {
     s->suspended = 0;
     MHD_resume_connection(s->conn);
-    /* The resumed connection is served by the next run: soon. */
-    uv_timer_start(&s->h->timer, timer_cb, 0, 0);
+    run_soon(s->h);
   }
 }
 
@@ -390,6 +988,11 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   h->loop = loop;
   h->web = web;
   h->hooks = *hooks;
+  h->tls = tls;
+  h->fails.size = MT_HTTPD_FAILS;
+  h->fails.every_s = MT_HTTPD_REFILL_S;
+  h->handshakes.size = MT_HTTPD_TLS_CONNS;
+  h->handshakes.every_s = 1.0 / MT_HTTPD_TLS_CONNS_PER_S;
   char where[96];
   int rc = listen_on(listen ? listen : MT_LISTEN_DEFAULT, &h->listen_fd, where,
                      sizeof where, err, errlen);
@@ -403,18 +1006,26 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
   if (tls)
     flags |= MHD_USE_TLS;
+  /* The versions, suites and curves of the web config (TLS 1.2 and 1.3,
+   * ECDHE and AEAD by default: webconfig.h). */
   struct MHD_OptionItem tls_opts[] = {
       {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0,
        tls ? web->cert_pem : NULL},
       {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? web->key_pem : NULL},
+      {tls && web->tls_priority ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
+       0, tls ? web->tls_priority : NULL},
       {MHD_OPTION_END, 0, NULL}};
+  /* libmicrohttpd's own limit leaves room for the connections the accept
+   * policy closes to make room (they close at the next run). */
   h->d = MHD_start_daemon(
-      flags, 0, NULL, NULL, access_cb, h, MHD_OPTION_LISTEN_SOCKET,
-      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned)MT_HTTPD_CONNECTIONS,
+      flags, 0, accept_cb, h, access_cb, h, MHD_OPTION_LISTEN_SOCKET,
+      h->listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)(MT_HTTPD_CONNECTIONS + MT_HTTPD_SLACK),
       MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MT_HTTPD_PER_IP,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)MT_HTTPD_TIMEOUT_S,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MT_HTTPD_HEADER_BYTES * 2,
-      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h, MHD_OPTION_ARRAY, tls_opts,
+      MHD_OPTION_NOTIFY_COMPLETED, completed_cb, h,
+      MHD_OPTION_NOTIFY_CONNECTION, notify_cb, h, MHD_OPTION_ARRAY, tls_opts,
       MHD_OPTION_END);
   if (!h->d) {
     snprintf(err, errlen, "cannot start the HTTP server on %s%s", where,
@@ -435,9 +1046,11 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
     return MS_EINVAL;
   }
   uv_timer_init(loop, &h->timer);
-  h->poll.data = h->timer.data = h;
-  h->handles = 2;
+  uv_timer_init(loop, &h->sweep);
+  h->poll.data = h->timer.data = h->sweep.data = h;
+  h->handles = 3;
   uv_poll_start(&h->poll, UV_READABLE, poll_cb);
+  uv_timer_start(&h->sweep, sweep_cb, 1000, 1000);
   run(h);
   *out = h;
   return 0;
@@ -449,15 +1062,24 @@ void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len) {
 
 static void closed_cb(uv_handle_t *hd) {
   mt_httpd_t *h = hd->data;
-  if (--h->handles == 0)
-    free(h);
+  h->handles--;
+  maybe_free(h);
 }
 
 void mt_httpd_stop(mt_httpd_t *h) {
   if (!h)
     return;
+  h->stopping = 1;
   if (h->d) {
-    /* libmicrohttpd stops only with no connection suspended. */
+    /* libmicrohttpd stops only with no connection suspended: those whose
+     * password is being checked are refused (their checks run on, their
+     * answers dropped), the scrapes answered 503. */
+    for (conn_rec_t *r = h->conns; r; r = r->next)
+      if (r->checking) {
+        mt_scrape_t *s = r->checking;
+        forget_check(h, s);
+        check_done(s, AUTH_FAILED);
+      }
     for (mt_scrape_t *s = h->waiting; s; s = s->next) {
       s->cancelled = 1;
       if (s->suspended) {
@@ -473,6 +1095,8 @@ void mt_httpd_stop(mt_httpd_t *h) {
   }
   uv_poll_stop(&h->poll);
   uv_timer_stop(&h->timer);
+  uv_timer_stop(&h->sweep);
   uv_close((uv_handle_t *)&h->poll, closed_cb);
   uv_close((uv_handle_t *)&h->timer, closed_cb);
+  uv_close((uv_handle_t *)&h->sweep, closed_cb);
 }

@@ -3,8 +3,9 @@
  * memtop's libuv loop (its epoll descriptor watched by a uv_poll_t, its
  * timeout by a uv_timer_t; no thread of its own), serving GET and HEAD
  * /metrics and nothing else: 404 for other paths, 405 for other methods,
- * 401 without the right user and password when the web config has users,
- * TLS when it has a certificate. The exposition format follows the Accept
+ * 401 without the right user and password when the web config has users
+ * (429 after too many wrong ones), TLS when it has a certificate (the
+ * versions and suites of webconfig.h). The exposition format follows the Accept
  * header, gzip the Accept-Encoding (negotiate.h).
  *
  * A scrape is handed to the owner (hooks.scrape), which answers it at
@@ -20,14 +21,48 @@
 #include "common/strbuf.h"
 #include "memtop/webconfig.h"
 
-/* Limits on what a client may cost. */
+/* Limits on what a client may cost. An address is an IPv4 address or an
+ * IPv6 /64. */
 #define MT_HTTPD_CONNECTIONS 128    /* at once, in all */
 #define MT_HTTPD_PER_IP 64          /* at once, from one address */
-#define MT_HTTPD_TIMEOUT_S 10       /* an idle or slow client is dropped */
+#define MT_HTTPD_TIMEOUT_S 10       /* an idle client is dropped */
 #define MT_HTTPD_HEADER_BYTES 16384 /* request line and headers */
+/* The TLS handshake, the request line and the headers must have come
+ * this long after the connection was opened or its last request was
+ * answered, however steadily they trickle in; an answer must be sent in
+ * MT_HTTPD_SEND_S. When every connection is taken, a new one is let in
+ * by closing the oldest connection still sending its headers, or whose
+ * password waits to be checked (refused 429), from the address that holds
+ * the most connections (MT_HTTPD_SLACK more are accepted while those
+ * close), so that a scraper from an address with no connection is served
+ * whatever the others hold. */
+#define MT_HTTPD_HEADERS_S 10
+#define MT_HTTPD_SEND_S 60
+#define MT_HTTPD_SLACK 32
+/* Passwords are checked on libuv's workers, never on the loop: first
+ * against the cache of passwords proven right (cheap, for everyone),
+ * then, if that fails, with bcrypt, MT_HTTPD_BCRYPTS at a time, at most
+ * MT_HTTPD_CHECKS_PER_ADDR waiting from one address. An address that
+ * gave MT_HTTPD_FAILS wrong passwords gets 429 with Retry-After and no
+ * bcrypt, and one more try every MT_HTTPD_REFILL_S seconds; up to
+ * MT_HTTPD_FAIL_ADDRS addresses are remembered (a new one takes the place
+ * of the least suspect). A password proven right still passes from such
+ * an address (the cache does not cost a bcrypt). */
+#define MT_HTTPD_BCRYPTS 2
+#define MT_HTTPD_CHECKS_PER_ADDR 4
+#define MT_HTTPD_FAILS 10
+#define MT_HTTPD_REFILL_S 6
+#define MT_HTTPD_FAIL_ADDRS 256
+/* A TLS handshake costs the loop milliseconds of CPU before any password
+ * is seen: one address opens at most MT_HTTPD_TLS_CONNS TLS connections
+ * at once, then MT_HTTPD_TLS_CONNS_PER_S a second (a scraper keeps its
+ * connection alive); the others are closed as they come. */
+#define MT_HTTPD_TLS_CONNS 32
+#define MT_HTTPD_TLS_CONNS_PER_S 4
 
 typedef struct mt_httpd_s mt_httpd_t;
 typedef struct mt_scrape_s mt_scrape_t;
+typedef struct mt_answer_s mt_answer_t;
 
 typedef struct mt_httpd_hooks_s {
   /* A GET or HEAD /metrics that passed every check: the owner calls
@@ -54,6 +89,15 @@ int mt_scrape_openmetrics(const mt_scrape_t *s);
 /* Answers the scrape with *body (taken over: *body is left empty), 200,
  * gzipped when the scraper accepts it; s is freed by the server later. */
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body);
+
+/* One answer for many scrapes of the same format (the owner's figures of
+ * one moment): the body (taken over) is kept once, gzipped at most once,
+ * and sent to each scrape answered with it, whatever their number. The
+ * owner releases its reference when it has answered them; NULL when out
+ * of memory (those scrapes then get 500). */
+mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics);
+void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a);
+void mt_answer_release(mt_answer_t *a);
 
 /* Stops listening, answers scrapes still waiting with 503, and frees the
  * server once libuv has closed its handles. */

@@ -227,52 +227,73 @@ static void round_start(serve_t *sv) {
  * Scrapes
  * ------------------------------------------------------------------------ */
 
-static void answer(serve_t *sv, mt_scrape_t *s) {
+/* The exposition of every target now, in the text format or
+ * OpenMetrics, into *body (its oom flag set if memory ran out). */
+static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   uint64_t now = mt_tset_now_ns(sv->set);
   size_t count = mt_tset_count(sv->set);
   ms__prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
-  ms__strbuf_t body = MS_STRBUF_INIT;
   size_t n = 0;
-  if (pt) {
-    for (size_t i = 0; i < count; i++) {
-      mt_tset_target_t *t = mt_tset_at(sv->set, i);
-      sv_target_t *u = t->user;
-      /* A process that exited since the round is served no more; the
-       * round does not wait for it (its failure is not reported, the
-       * set having been told), and the next listing drops it. */
-      if (!t->gone && !target_alive(t))
-        mt_tset_mark_gone(sv->set, t);
-      if (t->gone) {
-        if (u->pending) {
-          u->pending = 0;
-          sv->pending--;
-        }
-        continue;
-      }
-      pt[n].pid = t->pid;
-      pt[n].snap = u->snap;
-      pt[n].exe = u->exe[0] ? u->exe : NULL;
-      pt[n].scrape_errors = u->errors;
-      if (u->snap)
-        pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
-      n++;
-    }
-    ms__emit_prometheus(&body, mt_scrape_openmetrics(s), pt, n,
-                        MS_VERSION_STRING);
-    free(pt);
-  } else {
-    body.oom = 1;
+  if (!pt) {
+    body->oom = 1;
+    return;
   }
+  for (size_t i = 0; i < count; i++) {
+    mt_tset_target_t *t = mt_tset_at(sv->set, i);
+    sv_target_t *u = t->user;
+    /* A process that exited since the round is served no more; the
+     * round does not wait for it (its failure is not reported, the
+     * set having been told), and the next listing drops it. */
+    if (!t->gone && !target_alive(t))
+      mt_tset_mark_gone(sv->set, t);
+    if (t->gone) {
+      if (u->pending) {
+        u->pending = 0;
+        sv->pending--;
+      }
+      continue;
+    }
+    pt[n].pid = t->pid;
+    pt[n].snap = u->snap;
+    pt[n].exe = u->exe[0] ? u->exe : NULL;
+    pt[n].scrape_errors = u->errors;
+    if (u->snap)
+      pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
+    n++;
+  }
+  ms__emit_prometheus(body, openmetrics, pt, n, MS_VERSION_STRING);
+  free(pt);
+}
+
+static void answer(serve_t *sv, mt_scrape_t *s) {
+  ms__strbuf_t body = MS_STRBUF_INIT;
+  render(sv, mt_scrape_openmetrics(s), &body);
   mt_scrape_answer(s, &body);
   ms__strbuf_free(&body);
 }
 
 static void answer_all(serve_t *sv) {
   uv_timer_stop(&sv->bound);
-  /* Answering may not add scrapes (the server calls the hook from its
-   * own run only), so the list is stable here. */
-  for (size_t i = 0; i < sv->nwaiting; i++)
-    answer(sv, sv->waiting[i]);
+  /* The scrapes waiting now are answered with the figures of this
+   * moment: rendered once per format, gzipped at most once, and sent to
+   * each from the same buffers (memtop's cost does not grow with the
+   * scrapers but with the formats). Answering may not add scrapes (the
+   * server calls the hook from its own run only), so the list is stable
+   * here. */
+  mt_answer_t *shared[2] = {NULL, NULL};
+  int made[2] = {0, 0};
+  for (size_t i = 0; i < sv->nwaiting; i++) {
+    int om = mt_scrape_openmetrics(sv->waiting[i]) != 0;
+    if (!made[om]) {
+      ms__strbuf_t body = MS_STRBUF_INIT;
+      render(sv, om, &body);
+      shared[om] = mt_answer_new(&body, om);
+      made[om] = 1;
+    }
+    mt_scrape_answer_with(sv->waiting[i], shared[om]);
+  }
+  mt_answer_release(shared[0]);
+  mt_answer_release(shared[1]);
   sv->nwaiting = 0;
   /* The answers may have let the round's last waits go (processes that
    * exited): it ends here then, with no one left to answer. */
@@ -370,6 +391,24 @@ int mt_serve_main(const mt_opts_t *o) {
       mt_webconfig_load(o->web_config, &sv.web, err, sizeof err) != 0) {
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
     fprintf(stderr, "memtop: --web-config %s\n", safe);
+    return 1;
+  }
+  /* As root memtop reads every user's processes: served with no password,
+   * anyone who can connect (every local user, on loopback) would see
+   * them all. */
+  if (geteuid() == 0 && sv.web.nusers == 0 && !o->unsafe_no_auth) {
+    char where[600];
+    ms__sanitize(where, sizeof where, o->listen ? o->listen : MT_LISTEN_DEFAULT,
+                 strlen(o->listen ? o->listen : MT_LISTEN_DEFAULT), 120);
+    fprintf(stderr,
+            "memtop: serve refuses to run as root without a password: it "
+            "would show every user's processes (names, PIDs, memory) to "
+            "anyone who can connect to %s, every local user included. Give "
+            "--web-config FILE with basic_auth_users (bcrypt hashes: "
+            "htpasswd -nBC 10 USER), or run it as the user whose processes "
+            "it serves, or add --unsafe-no-auth to serve them anyway\n",
+            where);
+    mt_webconfig_free(&sv.web);
     return 1;
   }
   if (uv_loop_init(&sv.loop) != 0) {

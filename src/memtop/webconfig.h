@@ -6,15 +6,27 @@
  *   tls_server_config:
  *     cert_file: server.crt     # PEM; relative paths are relative to FILE
  *     key_file: server.key
+ *     min_version: TLS12        # TLS10..TLS13; default TLS12
+ *     max_version: TLS13        # default TLS13
+ *     cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, ...]
+ *     curve_preferences: [X25519, CurveP256]
+ *     prefer_server_cipher_suites: true
  *   basic_auth_users:
  *     alice: $2y$10$...          # bcrypt hashes (htpasswd -nBC 10 "")
  *
- * The other keys exporter-toolkit knows (client certificates, TLS
- * versions and ciphers, http_server_config) are refused with words saying
- * so, rather than ignored: a setting meant to secure the endpoint that
- * memtop did not apply would be worse than an error. Unknown keys are
- * refused as exporter-toolkit refuses them. Every error names the line and
- * the fix.
+ * The names and values are exporter-toolkit's (Go's crypto/tls names for
+ * the suites). Without cipher_suites memtop serves TLS 1.2 and 1.3 with
+ * ECDHE key exchange and AEAD ciphers only (no static RSA, no CBC). GnuTLS
+ * enables suites by their parts (key exchange, cipher, MAC), so a list
+ * whose parts would also enable a suite not listed is refused, naming it;
+ * for TLS 1.3, as in Go, the list does not choose the suites, except that
+ * memtop enables only the AEAD ciphers the list names, when it names any.
+ *
+ * The other keys exporter-toolkit knows (client certificates,
+ * http_server_config) are refused with words saying so, rather than
+ * ignored: a setting meant to secure the endpoint that memtop did not
+ * apply would be worse than an error. Unknown keys are refused as
+ * exporter-toolkit refuses them. Every error names the line and the fix.
  */
 #ifndef MS_MEMTOP_WEBCONFIG_H
 #define MS_MEMTOP_WEBCONFIG_H
@@ -43,6 +55,9 @@ typedef struct mt_web_cached_s {
 typedef struct mt_webconfig_s {
   char *cert_file, *key_file; /* resolved paths; NULL: no TLS */
   char *cert_pem, *key_pem;   /* their contents (mt_webconfig_load) */
+  /* GnuTLS's priority string for the versions, suites and curves of
+   * tls_server_config (set whenever cert_file is). */
+  char *tls_priority;
   mt_web_user_t *users;
   size_t nusers; /* 0: no authentication */
   /* The cache of proven passwords (see above), its salt, and how many
@@ -70,9 +85,17 @@ int mt_webconfig_load(const char *path, mt_webconfig_t *out, char *err,
  * otherwise. An unknown user costs a bcrypt as a known one does, so the
  * time taken does not tell which users exist. A password proven right is
  * remembered (the cache above): the same user and password again cost a
- * SHA-512-crypt of 1000 rounds instead of a bcrypt. */
+ * SHA-512-crypt of 1000 rounds instead of a bcrypt. Safe to call from
+ * several threads at once on the same *w (the cache has a lock; the
+ * hashing runs outside it): `memtop serve` checks on libuv's workers. */
 int mt_webconfig_check(mt_webconfig_t *w, const char *user,
                        const char *password);
+
+/* 1 if user and password are in the cache of proven passwords (the cost
+ * of a SHA-512-crypt of 1000 rounds, never a bcrypt); 0 otherwise, which
+ * proves nothing: mt_webconfig_check() says. Thread-safe as it is. */
+int mt_webconfig_check_cached(mt_webconfig_t *w, const char *user,
+                              const char *password);
 
 void mt_webconfig_free(mt_webconfig_t *w);
 

@@ -83,7 +83,7 @@ static pid_t start_serve(int *port) {
     dup2(null, 1);
     dup2(pe[1], 2);
     execl(memtop, memtop, "serve", "--listen", "127.0.0.1:0", "-d", "0.1",
-          (char *)NULL);
+          "--unsafe-no-auth", (char *)NULL);
     _exit(126);
   }
   close(pe[1]);

@@ -4,8 +4,8 @@
  * anchors, deep nesting, NULs, invalid UTF-8), files of the right shape
  * with wrong values. It may refuse anything, but never crash or
  * over-read; what it accepts holds what webconfig.h promises (both TLS
- * files or neither, every user named and with a bcrypt hash), and a
- * refusal always says why.
+ * files or neither, a GnuTLS priority string with them, every user named
+ * and with a bcrypt hash), and a refusal always says why.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -27,11 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc != 0) {
     if (err[0] == '\0' && rc != -12 /* MS_ENOMEM */)
       abort();
-    if (w.nusers || w.cert_file || w.key_file || w.users)
+    if (w.nusers || w.cert_file || w.key_file || w.users || w.tls_priority)
       abort();
     return 0;
   }
-  if (!w.cert_file != !w.key_file)
+  if (!w.cert_file != !w.key_file || !w.cert_file != !w.tls_priority)
     abort();
   for (size_t i = 0; i < w.nusers; i++) {
     if (!w.users[i].name[0] || strlen(w.users[i].hash) != 60 ||

@@ -786,7 +786,7 @@ static void test_help_version_later_commands(void **state) {
   assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
   char addr[64];
   snprintf(addr, sizeof addr, "127.0.0.1:%d", ntohs(sa.sin_port));
-  assert_int_equal(mt("serve", "--listen", addr, NULL), 1);
+  assert_int_equal(mt("serve", "--listen", addr, "--unsafe-no-auth", NULL), 1);
   assert_non_null(strstr(res.err, "another program serves that port"));
   close(fd);
 }

@@ -130,7 +130,8 @@ typedef struct server_s {
 } server_t;
 
 /* Starts memtop serve --listen 127.0.0.1:0 with the extra arguments
- * (NULL-terminated) and reads the port from its "serving" line. */
+ * (NULL-terminated; --unsafe-no-auth added unless they give a
+ * --web-config) and reads the port from its "serving" line. */
 static server_t start_serve(const char *first, ...) {
   char *argv[16];
   int argc = 0;
@@ -140,9 +141,16 @@ static server_t start_serve(const char *first, ...) {
   argv[argc++] = (char *)"127.0.0.1:0";
   va_list ap;
   va_start(ap, first);
-  for (const char *a = first; a && argc < 15; a = va_arg(ap, const char *))
+  int web = 0;
+  for (const char *a = first; a && argc < 14; a = va_arg(ap, const char *)) {
+    web |= strcmp(a, "--web-config") == 0;
     argv[argc++] = (char *)a;
+  }
   va_end(ap);
+  /* As root, serving without a password takes this flag (the tests'
+   * targets are their own). */
+  if (!web)
+    argv[argc++] = (char *)"--unsafe-no-auth";
   argv[argc] = NULL;
   int pe[2];
   assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
@@ -199,16 +207,31 @@ typedef struct reply_s {
   size_t body_len;
 } reply_t;
 
-/* Sends the raw request and reads the answer until the server closes. */
-static void http_raw(int port, const char *req, size_t req_len, reply_t *r) {
-  memset(r, 0, sizeof *r);
+/* A socket connected to 127.0.0.1:port from the loopback address src
+ * (NULL: 127.0.0.1; Linux routes all of 127/8 to lo). */
+static int connect_from(const char *src, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   assert_true(fd >= 0);
+  if (src) {
+    struct sockaddr_in me = {0};
+    me.sin_family = AF_INET;
+    assert_int_equal(inet_pton(AF_INET, src, &me.sin_addr), 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&me, sizeof me), 0);
+  }
   struct sockaddr_in sa = {0};
   sa.sin_family = AF_INET;
   sa.sin_port = htons((uint16_t)port);
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Sends the raw request from src and reads the answer until the server
+ * closes. */
+static void http_raw_from(const char *src, int port, const char *req,
+                          size_t req_len, reply_t *r) {
+  memset(r, 0, sizeof *r);
+  int fd = connect_from(src, port);
   size_t off = 0;
   while (off < req_len) {
     ssize_t n = send(fd, req + off, req_len - off, MSG_NOSIGNAL);
@@ -253,14 +276,23 @@ static void http_raw(int port, const char *req, size_t req_len, reply_t *r) {
   free(buf);
 }
 
-static void http(int port, const char *method, const char *path,
-                 const char *headers, reply_t *r) {
+static void http_raw(int port, const char *req, size_t req_len, reply_t *r) {
+  http_raw_from(NULL, port, req, req_len, r);
+}
+
+static void http_from(const char *src, int port, const char *method,
+                      const char *path, const char *headers, reply_t *r) {
   char req[4096];
   int n = snprintf(req, sizeof req,
                    "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%sConnection: "
                    "close\r\n\r\n",
                    method, path, headers ? headers : "");
-  http_raw(port, req, (size_t)n, r);
+  http_raw_from(src, port, req, (size_t)n, r);
+}
+
+static void http(int port, const char *method, const char *path,
+                 const char *headers, reply_t *r) {
+  http_from(NULL, port, method, path, headers, r);
 }
 
 static void reply_free(reply_t *r) {
@@ -578,6 +610,334 @@ static void test_tls(void **state) {
   }
   stop_serve(s);
   unlink(cfg);
+}
+
+/* As root, with no password, memtop serve refuses to start (it would
+ * show every user's processes to every local user) and says why and what
+ * to do; --unsafe-no-auth (every other test) starts it anyway. */
+static void test_root_needs_auth(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: the refusal is for root\n");
+    skip();
+  }
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execl(memtop, memtop, "serve", "--listen", "127.0.0.1:0", (char *)NULL);
+    _exit(126);
+  }
+  kid(pid);
+  close(pe[1]);
+  char err[4096] = {0};
+  size_t len = 0;
+  for (;;) {
+    struct pollfd p = {pe[0], POLLIN, 0};
+    if (poll(&p, 1, CLIENT_GIVE_UP_MS) <= 0)
+      fail_msg("memtop serve neither refused nor said anything");
+    ssize_t n = read(pe[0], err + len, sizeof err - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+    if (strstr(err, "serving http"))
+      fail_msg("memtop serve started as root with no password: %s", err);
+  }
+  close(pe[0]);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  reaped(pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 1);
+  assert_non_null(strstr(err, "every user's processes"));
+  assert_non_null(strstr(err, "basic_auth_users"));
+  assert_non_null(strstr(err, "--unsafe-no-auth"));
+}
+
+/* openssl s_client's handshake with the server: 1 if it agreed on a
+ * protocol and a suite. */
+static int tls_handshake(int port, const char *args) {
+  char cmd[1024], out[16384];
+  snprintf(cmd, sizeof cmd,
+           "timeout 60 openssl s_client -connect 127.0.0.1:%d %s "
+           "</dev/null 2>&1",
+           port, args);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  return strstr(out, "Cipher is ") && !strstr(out, "Cipher is (NONE)");
+}
+
+/* The real openssl s_client against memtop's TLS: TLS 1.2 and 1.3 by
+ * default, nothing older, no CBC-SHA1 suite; the web config's
+ * min_version and cipher_suites applied. */
+static void test_tls_versions(void **state) {
+  (void)state;
+  if (!host_have_program("openssl") || !host_have_program("timeout")) {
+    print_message("skipped: openssl is not installed "
+                  "(contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512], text[4096];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  static const char *const extra[] = {
+      "", "  min_version: TLS13\n",
+      "  cipher_suites:\n    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(text, sizeof text,
+             "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+             "  key_file: %s/serve/test.key\n%s"
+             "basic_auth_users:\n  alice: " HASH "\n",
+             data_dir, data_dir, extra[i]);
+    write_text(cfg, text);
+    server_t s = start_serve("--web-config", cfg, NULL);
+    /* @SECLEVEL=0: this openssl offers what is asked, old or not. */
+    int v10 = tls_handshake(s.port, "-tls1 -cipher DEFAULT@SECLEVEL=0");
+    int v11 = tls_handshake(s.port, "-tls1_1 -cipher DEFAULT@SECLEVEL=0");
+    int v12 = tls_handshake(s.port, "-tls1_2");
+    int v13 = tls_handshake(s.port, "-tls1_3");
+    int cbc = tls_handshake(s.port, "-tls1_2 -cipher "
+                                    "'ECDHE-ECDSA-AES128-SHA:AES128-SHA:"
+                                    "AES256-SHA@SECLEVEL=0'");
+    int chacha =
+        tls_handshake(s.port, "-tls1_2 -cipher ECDHE-ECDSA-CHACHA20-POLY1305");
+    stop_serve(s);
+    if (v10 || v11)
+      fail_msg("config %d: TLS 1.0 %s, TLS 1.1 %s", i, v10 ? "taken" : "no",
+               v11 ? "taken" : "no");
+    if (cbc)
+      fail_msg("config %d: a CBC-SHA1 suite was taken", i);
+    if (i == 0 && !(v12 && v13 && chacha))
+      fail_msg("defaults: TLS 1.2 %d, TLS 1.3 %d, ChaCha20 %d", v12, v13,
+               chacha);
+    if (i == 1 && (v12 || !v13))
+      fail_msg("min_version TLS13: TLS 1.2 %d, TLS 1.3 %d", v12, v13);
+    if (i == 2 && (!v12 || chacha))
+      fail_msg("one suite listed: TLS 1.2 %d, ChaCha20 %d", v12, chacha);
+  }
+  unlink(cfg);
+}
+
+/* A TLS handshake costs memtop's loop milliseconds before any password is
+ * seen: 48 connections at once from one address, beyond the 32 it may
+ * open at once, are closed as they come (the ones a scraper's answer
+ * came after were let in or closed already); the scraper is served. */
+static void test_tls_handshake_rate(void **state) {
+  (void)state;
+  if (!host_have_program("curl")) {
+    print_message("skipped: curl is not installed (contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512], text[4096], cmd[4096];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(text, sizeof text,
+           "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+           "  key_file: %s/serve/test.key\n"
+           "basic_auth_users:\n  alice: " HASH "\n",
+           data_dir, data_dir);
+  write_text(cfg, text);
+  server_t s = start_serve("--web-config", cfg, NULL);
+  enum { N = 48 };
+  int fds[N];
+  for (int i = 0; i < N; i++)
+    fds[i] = connect_from("127.0.0.9", s.port);
+  snprintf(cmd, sizeof cmd,
+           "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+           "--cacert %s/serve/test.crt -u alice:s3cret "
+           "https://127.0.0.1:%d/metrics",
+           data_dir, s.port);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char out[64] = {0};
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  int closed = 0;
+  for (int i = 0; i < N; i++) {
+    char b[64];
+    ssize_t got = recv(fds[i], b, sizeof b, MSG_DONTWAIT);
+    closed += got == 0 || (got < 0 && errno != EAGAIN);
+    close(fds[i]);
+  }
+  stop_serve(s);
+  unlink(cfg);
+  if (atoi(out) != 200)
+    fail_msg("the scraper got '%s'", out);
+  if (closed < 1 || closed > N - 32)
+    fail_msg("%d of %d connections from one address closed at once", closed, N);
+}
+
+/* Wrong passwords from one address: 401 until it has used its tries,
+ * then 429 with Retry-After and no bcrypt; a scraper from another address
+ * is served all along, and the right password from the flooding address
+ * too once proven (the cache costs no bcrypt). */
+static void test_wrong_password_flood(void **state) {
+  (void)state;
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  write_text(cfg, "basic_auth_users:\n  alice: " HASH "\n");
+  server_t s = start_serve("--web-config", cfg, NULL);
+  reply_t r;
+  char v[64];
+  static const char right[] = "Authorization: Basic YWxpY2U6czNjcmV0\r\n";
+  static const char wrong[] = "Authorization: Basic YWxpY2U6d3Jvbmc=\r\n";
+  http_from("127.0.0.3", s.port, "GET", "/metrics", right, &r);
+  assert_int_equal(r.status, 200);
+  reply_free(&r);
+  int n401 = 0, n429 = 0;
+  for (int i = 0; i < 40; i++) {
+    http_from("127.0.0.3", s.port, "GET", "/metrics", wrong, &r);
+    if (r.status == 401) {
+      n401++;
+      assert_int_equal(n429, 0); /* no 401 once limited */
+    } else if (r.status == 429) {
+      n429++;
+      assert_non_null(header(&r, "Retry-After", v, sizeof v));
+      assert_true(atoi(v) >= 1);
+    } else {
+      fail_msg("wrong password: status %d", r.status);
+    }
+    reply_free(&r);
+  }
+  /* Ten tries, a few more while the first ones were checked at most. */
+  if (n401 < 5 || n401 > 15 || n429 < 25)
+    fail_msg("%d times 401, %d times 429", n401, n429);
+  /* Another address, and the proven password from the same one. */
+  http_from("127.0.0.4", s.port, "GET", "/metrics", right, &r);
+  assert_int_equal(r.status, 200);
+  reply_free(&r);
+  http_from("127.0.0.3", s.port, "GET", "/metrics", right, &r);
+  assert_int_equal(r.status, 200);
+  reply_free(&r);
+  stop_serve(s);
+  unlink(cfg);
+}
+
+/* A child that holds n connections from the loopback addresses srcs,
+ * each a request line and then one header line every second, as a
+ * slowloris does: it writes "R\n" once they are all sending, then, every
+ * second, how many the server has not closed, and exits when none is
+ * left (or after CLIENT_GIVE_UP_MS). */
+static pid_t slow_clients(int port, const char *const *srcs, int nsrc, int n,
+                          int *report) {
+  int pr[2];
+  assert_int_equal(pipe2(pr, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid) {
+    close(pr[1]);
+    *report = pr[0];
+    return pid;
+  }
+  close(pr[0]);
+  signal(SIGPIPE, SIG_IGN);
+  int *fds = calloc((size_t)n, sizeof *fds);
+  if (!fds)
+    _exit(1);
+  static const char line[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < n; i++) {
+    fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me = {0}, sa = {0};
+    me.sin_family = sa.sin_family = AF_INET;
+    inet_pton(AF_INET, srcs[i % nsrc], &me.sin_addr);
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fds[i], (struct sockaddr *)&me, sizeof me) != 0 ||
+        connect(fds[i], (struct sockaddr *)&sa, sizeof sa) != 0)
+      _exit(2);
+    if (send(fds[i], line, sizeof line - 1, MSG_NOSIGNAL) < 0)
+      _exit(3);
+  }
+  int open_n = n;
+  for (int round = 0; round < CLIENT_GIVE_UP_MS / 1000 && open_n > 0; round++) {
+    sleep(1);
+    open_n = 0;
+    for (int i = 0; i < n; i++) {
+      if (fds[i] < 0)
+        continue;
+      char b[512];
+      ssize_t got = recv(fds[i], b, sizeof b, MSG_DONTWAIT);
+      int closed = got == 0 || (got < 0 && errno != EAGAIN);
+      if (!closed && send(fds[i], "X-Slow: 1\r\n", 11, MSG_NOSIGNAL) < 0)
+        closed = 1;
+      if (closed) {
+        close(fds[i]);
+        fds[i] = -1;
+      } else {
+        open_n++;
+      }
+    }
+    char msg[32];
+    int len = round == 0 ? snprintf(msg, sizeof msg, "R\n%d\n", open_n)
+                         : snprintf(msg, sizeof msg, "%d\n", open_n);
+    if (write(pr[1], msg, (size_t)len) < 0)
+      _exit(4);
+  }
+  _exit(open_n == 0 ? 0 : 5);
+}
+
+/* Reads the child's reports until the line want is seen (1), or until it
+ * exits (want NULL: 1, else 0). The last count in *last. */
+static int slow_wait(int fd, const char *want, int *last) {
+  static char buf[8192];
+  static size_t len;
+  for (;;) {
+    char *nl;
+    while ((nl = memchr(buf, '\n', len))) {
+      *nl = '\0';
+      int match = want && strcmp(buf, want) == 0;
+      if (buf[0] >= '0' && buf[0] <= '9')
+        *last = atoi(buf);
+      size_t used = (size_t)(nl + 1 - buf);
+      memmove(buf, nl + 1, len - used);
+      len -= used;
+      if (match)
+        return 1;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    if (poll(&p, 1, 2 * CLIENT_GIVE_UP_MS) <= 0)
+      return 0;
+    ssize_t n = read(fd, buf + len, sizeof buf - len);
+    if (n <= 0)
+      return want == NULL && n == 0;
+    len += (size_t)n;
+  }
+}
+
+/* 192 connections from three addresses, each trickling a header line
+ * every second (the idle timeout never fires): a scraper from an address
+ * with no connection is still served, and every slow connection is
+ * closed by the deadline for its headers although it keeps sending. */
+static void test_slowloris(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0);
+  server_t s = start_serve(NULL);
+  static const char *const srcs[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4"};
+  int report, last = -1;
+  pid_t slow = slow_clients(s.port, srcs, 3, 192, &report);
+  kid(slow);
+  assert_true(slow_wait(report, "R", &last));
+  /* Every slot taken (128), and 64 more waiting to be let in. */
+  char *body = scrape(s.port, NULL);
+  assert_true(sample(body, "memstats_heap_alloc_bytes", a.pid) > 0);
+  free(body);
+  /* The slow ones are closed, all of them, while still sending. */
+  assert_true(slow_wait(report, NULL, &last));
+  int st;
+  assert_int_equal(waitpid(slow, &st, 0), slow);
+  reaped(slow);
+  close(report);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("slow clients: %d of 192 still open (status %d)", last, st);
+  free(scrape(s.port, NULL));
+  stop_serve(s);
+  stop_prog(a);
 }
 
 static void test_hung_target(void **state) {
@@ -898,6 +1258,11 @@ int main(void) {
       cmocka_unit_test_teardown(test_http, end_kids),
       cmocka_unit_test_teardown(test_basic_auth, end_kids),
       cmocka_unit_test_teardown(test_tls, end_kids),
+      cmocka_unit_test_teardown(test_root_needs_auth, end_kids),
+      cmocka_unit_test_teardown(test_tls_versions, end_kids),
+      cmocka_unit_test_teardown(test_tls_handshake_rate, end_kids),
+      cmocka_unit_test_teardown(test_wrong_password_flood, end_kids),
+      cmocka_unit_test_teardown(test_slowloris, end_kids),
       cmocka_unit_test_teardown(test_hung_target, end_kids),
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <gnutls/gnutls.h>
 
 #include "memstats.h"
 #include "memtop/webconfig.h"
@@ -122,9 +123,9 @@ static void test_refusals(void **state) {
                                                    "tls_server_config needs "
                                                    "both"},
       {"tls_server_config:\n  key_file: a.key\n", "needs both"},
-      {"tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: "
-       "TLS13\n",
-       "line 4: tls_server_config: min_version is not supported"},
+      {"tls_server_config:\n  cert_file: a\n  key_file: b\n  client_ca_file: "
+       "ca.crt\n",
+       "line 4: tls_server_config: client_ca_file is not supported"},
       {"tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n",
        "line 2: tls_server_config: client_auth_type is not supported"},
       {"tls_server_config:\n  cert_fil: a\n", "line 2: tls_server_config: "
@@ -206,11 +207,195 @@ static void test_load(void **state) {
   free(key);
 }
 
+/* ------------------------------------------------------------------------
+ * TLS settings, as GnuTLS applies them
+ * ------------------------------------------------------------------------ */
+
+#define TLS_HEAD "tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n"
+
+/* What GnuTLS enables for w's priority string: the protocols (a bit per
+ * TLS 1.x), the TLS 1.2 suites' IANA numbers, the groups in order. */
+typedef struct enabled_s {
+  unsigned versions;
+  unsigned suite[64];
+  size_t nsuites;
+  unsigned group[16];
+  size_t ngroups;
+} enabled_t;
+
+static void enabled_of(const mt_webconfig_t *w, enabled_t *e) {
+  memset(e, 0, sizeof *e);
+  assert_non_null(w->tls_priority);
+  gnutls_priority_t pc;
+  const char *at;
+  assert_int_equal(gnutls_priority_init(&pc, w->tls_priority, &at), 0);
+  const unsigned *list;
+  int n = gnutls_priority_protocol_list(pc, &list);
+  for (int i = 0; i < n; i++)
+    if (list[i] >= GNUTLS_TLS1_0 && list[i] <= GNUTLS_TLS1_3)
+      e->versions |= 1u << (list[i] - GNUTLS_TLS1_0);
+  for (unsigned i = 0;; i++) {
+    unsigned idx;
+    int r = gnutls_priority_get_cipher_suite_index(pc, i, &idx);
+    if (r == GNUTLS_E_REQUESTED_DATA_NOT_AVAILABLE)
+      break;
+    if (r != 0)
+      continue;
+    unsigned char id[2];
+    gnutls_protocol_t minv;
+    if (!gnutls_cipher_suite_info(idx, id, NULL, NULL, NULL, &minv) ||
+        minv >= GNUTLS_TLS1_3 || e->nsuites == 64)
+      continue;
+    e->suite[e->nsuites++] = (unsigned)id[0] << 8 | id[1];
+  }
+  n = gnutls_priority_group_list(pc, &list);
+  for (int i = 0; i < n && e->ngroups < 16; i++)
+    e->group[e->ngroups++] = list[i];
+  gnutls_priority_deinit(pc);
+}
+
+static int has_suite(const enabled_t *e, unsigned id) {
+  for (size_t i = 0; i < e->nsuites; i++)
+    if (e->suite[i] == id)
+      return 1;
+  return 0;
+}
+
+/* No settings: TLS 1.2 and 1.3 only, and no TLS 1.2 suite without
+ * forward secrecy or with CBC (the static-RSA and CBC-SHA1 suites GnuTLS's
+ * NORMAL serves). */
+static void test_tls_defaults(void **state) {
+  (void)state;
+  mt_webconfig_t w;
+  char err[512];
+  assert_int_equal(parse(TLS_HEAD, &w, err, sizeof err), 0);
+  enabled_t e;
+  enabled_of(&w, &e);
+  assert_int_equal(e.versions, 1u << 2 | 1u << 3);
+  assert_true(e.nsuites > 0);
+  static const unsigned weak[] = {0x002f, 0x0035, 0x009c, 0x009d, 0xc009,
+                                  0xc00a, 0xc013, 0xc014, 0xc027, 0xc023};
+  for (size_t i = 0; i < sizeof weak / sizeof weak[0]; i++)
+    if (has_suite(&e, weak[i]))
+      fail_msg("suite %04x enabled by default (%s)", weak[i], w.tls_priority);
+  assert_true(has_suite(&e, 0xc02f)); /* ECDHE_RSA_WITH_AES_128_GCM */
+  assert_true(has_suite(&e, 0xc02b)); /* ECDHE_ECDSA_WITH_AES_128_GCM */
+  mt_webconfig_free(&w);
+  /* No TLS, no priority. */
+  assert_int_equal(parse("basic_auth_users:\n", &w, err, sizeof err), 0);
+  assert_null(w.tls_priority);
+  mt_webconfig_free(&w);
+}
+
+/* exporter-toolkit's settings, under its names, applied exactly. */
+static void test_tls_settings(void **state) {
+  (void)state;
+  mt_webconfig_t w;
+  char err[512];
+  enabled_t e;
+  assert_int_equal(
+      parse(TLS_HEAD "  min_version: TLS13\n", &w, err, sizeof err), 0);
+  enabled_of(&w, &e);
+  assert_int_equal(e.versions, 1u << 3);
+  mt_webconfig_free(&w);
+
+  assert_int_equal(parse(TLS_HEAD "  min_version: TLS10\n  max_version: "
+                                  "TLS12\n",
+                         &w, err, sizeof err),
+                   0);
+  enabled_of(&w, &e);
+  /* Up to TLS 1.2 (1.0 and 1.1 as far as the system's GnuTLS policy
+   * allows them). */
+  assert_int_equal(e.versions & ~0x7u, 0);
+  assert_true(e.versions & 1u << 2);
+  mt_webconfig_free(&w);
+
+  const char *list = TLS_HEAD "  cipher_suites:\n"
+                              "    - TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n"
+                              "    - TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384\n"
+                              "    - TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256\n"
+                              "    - TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n"
+                              "  curve_preferences: [X25519, CurveP256]\n"
+                              "  prefer_server_cipher_suites: false\n"
+                              "  client_auth_type: NoClientCert\n";
+  if (parse(list, &w, err, sizeof err) != 0)
+    fail_msg("refused: %s", err);
+  enabled_of(&w, &e);
+  assert_int_equal(e.nsuites, 4);
+  assert_true(has_suite(&e, 0xc02f) && has_suite(&e, 0xc030) &&
+              has_suite(&e, 0xc02b) && has_suite(&e, 0xc02c));
+  assert_int_equal(e.ngroups, 2);
+  assert_int_equal(e.group[0], GNUTLS_GROUP_X25519);
+  assert_int_equal(e.group[1], GNUTLS_GROUP_SECP256R1);
+  assert_null(strstr(w.tls_priority, "SERVER_PRECEDENCE"));
+  mt_webconfig_free(&w);
+
+  /* An old suite, when asked for by name, with the version it needs
+   * (unless the system's GnuTLS policy forbids it: then it is refused,
+   * saying so). */
+  int rc = parse(TLS_HEAD "  min_version: TLS10\n  cipher_suites: "
+                          "[TLS_RSA_WITH_AES_128_CBC_SHA]\n",
+                 &w, err, sizeof err);
+  if (rc == 0) {
+    enabled_of(&w, &e);
+    assert_int_equal(e.nsuites, 1);
+    assert_true(has_suite(&e, 0x002f));
+    mt_webconfig_free(&w);
+  } else if (!strstr(err, "no cipher suite is left")) {
+    fail_msg("refused: %s", err);
+  }
+}
+
+static void test_tls_refusals(void **state) {
+  (void)state;
+  static const struct {
+    const char *text, *want;
+  } bad[] = {
+      {TLS_HEAD "  min_version: VersionTLS12\n",
+       "line 4: min_version: 'VersionTLS12' is not a TLS version (TLS10"},
+      {TLS_HEAD "  max_version: 1.3\n", "line 4: max_version"},
+      {TLS_HEAD "  min_version: TLS13\n  max_version: TLS12\n",
+       "min_version TLS13 is above max_version TLS12"},
+      {TLS_HEAD "  min_version: TLS12\n  min_version: TLS13\n",
+       "line 5: min_version is given twice"},
+      {TLS_HEAD "  cipher_suites: [TLS_RSA_WITH_RC4_128_SHA]\n",
+       "line 4: cipher_suites: unknown name 'TLS_RSA_WITH_RC4_128_SHA'"},
+      {TLS_HEAD "  cipher_suites: TLS_AES_128_GCM_SHA256\n",
+       "line 4: cipher_suites must be a list"},
+      {TLS_HEAD "  cipher_suites: []\n", "cipher_suites is empty"},
+      {TLS_HEAD "  curve_preferences: [P256]\n",
+       "line 4: curve_preferences: unknown name 'P256'"},
+      {TLS_HEAD "  curve_preferences: [X25519, X25519]\n", "given twice"},
+      {TLS_HEAD "  prefer_server_cipher_suites: maybe\n", "true or false"},
+      /* AES-128-GCM with ECDHE-RSA, AES-256-GCM with ECDHE-ECDSA: GnuTLS
+       * would serve the two other combinations as well. */
+      {TLS_HEAD "  cipher_suites:\n"
+                "    - TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256\n"
+                "    - TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384\n",
+       "would also enable TLS_ECDHE_"},
+      {"tls_server_config:\n  min_version: TLS13\n",
+       "line 2: tls_server_config: TLS settings without cert_file"},
+      {TLS_HEAD "  client_auth_type: RequireAndVerifyClientCert\n",
+       "line 4: tls_server_config: client_auth_type is not supported"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    mt_webconfig_t w;
+    char err[512];
+    int rc = parse(bad[i].text, &w, err, sizeof err);
+    if (rc != MS_EINVAL || !strstr(err, bad[i].want))
+      fail_msg("file %zu:\n%s\ngave %d '%s', want '%s'", i, bad[i].text, rc,
+               err, bad[i].want);
+    assert_null(w.cert_file);
+    assert_null(w.tls_priority);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_full_file),   cmocka_unit_test(test_cache),
-      cmocka_unit_test(test_empty_files), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_load),
+      cmocka_unit_test(test_full_file),    cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_empty_files),  cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_load),         cmocka_unit_test(test_tls_defaults),
+      cmocka_unit_test(test_tls_settings), cmocka_unit_test(test_tls_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
