@@ -538,7 +538,7 @@ static uint64_t rule_make(uint64_t pc) {
   if (s.row.cfa_reg == REG_RBP)
     rule |= 1u << 2;
   if (s.row.rbp_how == HOW_OFFSET) {
-    if (s.row.rbp_off >= 0 || -s.row.rbp_off > s.row.cfa_off ||
+    if (s.row.rbp_off > -8 || -s.row.rbp_off > s.row.cfa_off ||
         -s.row.rbp_off >= (1 << 24))
       return RULE_GIVEUP;
     rule |= (1u << 3) | ((uint64_t)-s.row.rbp_off << 32);
@@ -563,9 +563,11 @@ int ms__prof_cfi_init(void) {
   return g_on ? 0 : -1;
 }
 
-static inline uint64_t rule_at(uint64_t pc) {
+/* The rule at pc when it is not in its first slot: the other slots, or
+ * worked out and kept. Out of line, so the walk's loop stays small. */
+static __attribute__((noinline)) uint64_t rule_slow(uint64_t pc) {
   uint64_t r = rule_find(pc);
-  if (__builtin_expect(r != 0, 1))
+  if (r != 0)
     return r;
   r = rule_make(pc);
   rule_keep(pc, r);
@@ -594,21 +596,23 @@ __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
   uint64_t look = pc; /* the rule's address: exact here, ra - 1 above */
   uint32_t n = 0;
   while (n < max) {
-    uint64_t r = rule_at(look);
-    unsigned kind = RULE_KIND(r);
-    if (kind == RULE_END)
-      return (int)n;
-    if (kind != RULE_SIMPLE)
-      return -1;
-    uintptr_t base = RULE_CFA_RBP(r) ? bp : sp;
-    uintptr_t cfa = base + RULE_CFA_OFF(r);
-    /* The CFA is the caller's stack pointer: above this frame's, inside
-     * the stack, aligned; the loads below it are then inside too. */
-    if (cfa <= sp || cfa > hi || (cfa & 7) != 0 || base < sp)
+    const rule_slot_t *e = &g_rules[slot_of(look)];
+    uint64_t r = 0;
+    if (__builtin_expect(__atomic_load_n(&e->pc, __ATOMIC_ACQUIRE) == look, 1))
+      r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(r == 0, 0))
+      r = rule_slow(look);
+    if (__builtin_expect(RULE_KIND(r) != RULE_SIMPLE, 0))
+      return RULE_KIND(r) == RULE_END ? (int)n : -1;
+    uintptr_t cfa = (RULE_CFA_RBP(r) ? bp : sp) + RULE_CFA_OFF(r);
+    /* The CFA is the caller's stack pointer: at least a word above this
+     * frame's and inside the stack, so the return address below it is
+     * inside too, and the walk only climbs. */
+    if (cfa > hi || cfa < sp + 8)
       return -1;
     uintptr_t ra = *(const uintptr_t *)(cfa - 8);
     if (RULE_RBP_SAVED(r)) {
-      uintptr_t at = cfa - RULE_RBP_OFF(r);
+      uintptr_t at = cfa - RULE_RBP_OFF(r); /* at + 8 <= cfa: rule_make */
       if (at < sp)
         return -1;
       bp = *(const uintptr_t *)at;

@@ -83,6 +83,21 @@ const char *ms__prof_unwinder(void) {
                      : "glibc-backtrace";
 }
 
+/* How many of backtrace()'s first frames to leave out. The stack starts
+ * after this library's own frames, which are the first few; and above
+ * them there may be a frame of whoever wraps backtrace() (a sanitizer's
+ * interceptor, in a sanitized libmemstats.so: the profile of a linked
+ * program then showed __interceptor_backtrace as the site of
+ * everything). So the stack starts after the last of this library's
+ * frames among the first 16, not at the first frame outside it. */
+static int self_frames(const uintptr_t *pcs, int n) {
+  int i = 0;
+  for (int j = 0; j < n && j < 16; j++)
+    if (pcs[j] - g_self_lo < g_self_hi - g_self_lo)
+      i = j + 1;
+  return i;
+}
+
 uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
   /* Room for this library's own frames (a few) and one past the limit,
    * which tells a deeper stack apart. */
@@ -94,26 +109,25 @@ uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
   int want =
       (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16 ? MS__PROFILE_MAX_DEPTH + 16
                                                   : max + 16);
-  int n = -1;
-  if (g_cfi)
-    n = ms__prof_cfi_unwind(u.a, (uint32_t)want);
-  if (n < 0)
+  int n = -1, i = 0;
+  if (g_cfi && (n = ms__prof_cfi_unwind(u.a, (uint32_t)want)) >= 0) {
+    /* No one wraps this unwinder: the library's frames are the first. */
+    while (i < n && i < 16 && u.a[i] - g_self_lo < g_self_hi - g_self_lo)
+      i++;
+  } else {
     n = g_kind == 2 ? backtrace(pcs, want) : 0;
-  /* The stack starts after this library's own frames, which are the first
-   * few; and above them there may be a frame of whoever wraps backtrace()
-   * (a sanitizer's interceptor, in a sanitized libmemstats.so: the profile
-   * of a linked program then showed __interceptor_backtrace as the site of
-   * everything). So the stack starts after the last of this library's
-   * frames among the first 16, not at the first frame outside it. */
-  int i = 0;
-  for (int j = 0; j < n && j < 16; j++)
-    if ((uintptr_t)pcs[j] >= g_self_lo && (uintptr_t)pcs[j] < g_self_hi)
-      i = j + 1;
-  uint32_t k = 0;
-  for (; i < n && k < max; i++)
-    out[k++] = (uint64_t)(uintptr_t)pcs[i];
+    i = self_frames(u.a, n);
+  }
+  uint32_t left = (uint32_t)(n - i);
+  uint32_t k = left < max ? left : max;
+#if UINTPTR_MAX == UINT64_MAX
+  memcpy(out, &u.a[i], k * sizeof *out);
+#else
+  for (uint32_t m = 0; m < k; m++)
+    out[m] = (uint64_t)u.a[i + m];
+#endif
   /* Stopped at the limit with frames left, or the capture itself filled
    * its buffer: deeper than recorded. */
-  *truncated = i < n || n == want;
+  *truncated = left > max || n == want;
   return k;
 }
