@@ -22,8 +22,9 @@
  *   with _dl_find_object (glibc 2.35), which is lock-free and
  *   async-signal-safe, never with dl_iterate_phdr; the table is filled by
  *   compare-and-swap and read without a lock;
- * - allocate: the table is static (RULES entries, 64 KiB, its pages
- *   touched as they fill);
+ * - allocate: the table is static (8,192 rules, 128 KiB, its pages
+ *   touched as they fill; when the slots an address may take are full its
+ *   rule is worked out at every capture, slower but the same);
  * - fault: every load from the stack is checked first to lie between the
  *   current stack pointer and the top of the thread's stack (the thread
  *   pointer, under which glibc places every thread's stack, or
@@ -66,13 +67,17 @@
  * 0 is "not yet": a slot whose address is claimed but whose rule is not
  * yet stored reads as a miss. */
 enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 3 };
+/* An address in no object (code made at run time, or garbage): the end
+ * of the stack as for libgcc, but not kept, since an object may be
+ * loaded there later. */
+#define RULE_NONE ((uint64_t)RULE_END | (1u << 4))
 #define RULE_KIND(r) ((r) & 3u)
 #define RULE_CFA_RBP(r) (((r) >> 2) & 1u)
 #define RULE_RBP_SAVED(r) (((r) >> 3) & 1u)
 #define RULE_CFA_OFF(r) (((r) >> 8) & 0xffffffu)
 #define RULE_RBP_OFF(r) ((r) >> 32) /* RBP is at CFA minus this */
 
-#define RULES_BITS 12
+#define RULES_BITS 13
 #define RULES (1u << RULES_BITS)
 #define PROBES 8
 
@@ -442,7 +447,7 @@ static void cfa_run(cfa_prog_t *s, const uint8_t *p, const uint8_t *end,
 static uint64_t rule_make(uint64_t pc) {
   struct dl_find_object fo;
   if (_dl_find_object((void *)(uintptr_t)pc, &fo) != 0)
-    return RULE_END; /* no object: libgcc's end of the stack too */
+    return RULE_NONE; /* no object: libgcc's end of the stack too */
   const uint8_t *fde = fde_find((const uint8_t *)fo.dlfo_eh_frame, pc);
   if (fde == NULL)
     return RULE_END;
@@ -570,7 +575,8 @@ static __attribute__((noinline)) uint64_t rule_slow(uint64_t pc) {
   if (r != 0)
     return r;
   r = rule_make(pc);
-  rule_keep(pc, r);
+  if (r != RULE_NONE)
+    rule_keep(pc, r);
   return r;
 }
 

@@ -246,7 +246,7 @@ static void test_warm_capture_cost(void **state) {
   ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
   assert_true(len > 0);
   self[len] = '\0';
-  unsigned long long lo, hi;
+  unsigned long long lo = 0, hi = 0;
   char why[512];
   const char *argv_lo[] = {self, "--loop", "1000", NULL};
   const char *argv_hi[] = {self, "--loop", "3000", NULL};
