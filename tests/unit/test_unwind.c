@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -184,6 +186,72 @@ static void test_other_thread(void **state) {
   expect_all_same(&c, 75, 3);
 }
 
+/* The loader's lock (dl_iterate_phdr's) held by another thread while
+ * this one captures through frames whose rules are not kept yet: the
+ * capture must not wait for it (a program's thread may hold it while
+ * calling malloc; libgcc's unwinder, Debian 12's, does wait). The holder lets go after 10 s in any case, so a
+ * capture that waited fails this test instead of hanging it. */
+static pthread_mutex_t g_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_hold_cv = PTHREAD_COND_INITIALIZER;
+static int g_held, g_captured, g_held_too_long;
+
+static int hold_lock(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)info;
+  (void)size;
+  (void)data;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 10;
+  pthread_mutex_lock(&g_hold_mu);
+  g_held = 1;
+  pthread_cond_broadcast(&g_hold_cv);
+  while (!g_captured && !g_held_too_long)
+    if (pthread_cond_timedwait(&g_hold_cv, &g_hold_mu, &until) != 0)
+      g_held_too_long = 1;
+  pthread_mutex_unlock(&g_hold_mu);
+  return 1;
+}
+
+/* Only the fast unwinder: libgcc's (backtrace()) takes the loader's
+ * lock when it looks a frame up, so it cannot run here. */
+__attribute__((noinline)) static void capture_fast(void *arg) {
+  uintptr_t fast[MAXF];
+  *(int *)arg = ms__prof_cfi_unwind(fast, MAXF);
+  __asm__ volatile("" ::: "memory");
+}
+
+static void *lock_holder(void *arg) {
+  (void)arg;
+  dl_iterate_phdr(hold_lock, NULL);
+  return NULL;
+}
+
+static void test_loader_lock_not_taken(void **state) {
+  (void)state;
+  /* Loaded (which takes the lock) before the lock is held; its frames'
+   * rules are made during the capture. */
+  recurse_fn f = load("libuw_fp.so", "uw_recurse");
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, lock_holder, NULL), 0);
+  pthread_mutex_lock(&g_hold_mu);
+  while (!g_held)
+    pthread_cond_wait(&g_hold_cv, &g_hold_mu);
+  pthread_mutex_unlock(&g_hold_mu);
+  int n = -2;
+  f(12, capture_fast, &n); /* cold: the library's rules are made here */
+  pthread_mutex_lock(&g_hold_mu);
+  g_captured = 1;
+  pthread_cond_broadcast(&g_hold_cv);
+  pthread_mutex_unlock(&g_hold_mu);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_false(g_held_too_long);
+  assert_true(n > 12);
+  /* And what it gave is libgcc's stack (the lock free again). */
+  check_t c = {0};
+  f(12, check_here, &c);
+  expect_all_same(&c, 1, 12);
+}
+
 /* A signal frame is libgcc's to unwind: the fast unwinder gives up
  * there, cold and warm, and never returns a different stack. */
 static check_t g_sig;
@@ -263,6 +331,8 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--loop") == 0)
     return loop_mode(atol(argv[2]));
   const struct CMUnitTest tests[] = {
+      /* First, while no rule of libuw_fp.so is kept. */
+      cmocka_unit_test(test_loader_lock_not_taken),
       cmocka_unit_test(test_own_frames),
       cmocka_unit_test(test_shared_no_frame_pointers),
       cmocka_unit_test(test_shared_frame_pointers),
