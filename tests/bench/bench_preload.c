@@ -569,9 +569,23 @@ static void bench_random_sizes(void) {
       else if (i == R_ALL && per[R_RMAX] > 0)
         printf("   a sample: %.0f instructions (rate 1 - rate 2^40)",
                per[i] - per[R_RMAX]);
-      else if (i != R_BARE && per[R_R0] > 0)
-        printf("   %.3fx rate 0", per[i] / per[R_R0]);
+      else if (i == R_RMAX && per[R_R0] > 0)
+        printf("   %.3fx rate 0, %+.2f", per[i] / per[R_R0],
+               per[i] - per[R_R0]);
+      else if (i == R_R0 && per[R_BARE] > 0)
+        printf("   %.3fx bare", per[i] / per[R_BARE]);
       printf("\n");
+    }
+    /* Where the default rate's extra goes: the samples (one per 512 KiB
+     * of blocks averaging 2,056 bytes), the profiling copies (rate
+     * 2^40), and the rest, the frees that run while a sampled block is
+     * live (they check the profile's filter). */
+    if (per[R_DEF] > 0 && per[R_RMAX] > 0 && per[R_ALL] > 0 && per[R_R0] > 0) {
+      double samples = (per[R_ALL] - per[R_RMAX]) * 2056.0 / 524288.0;
+      printf("  %-8s default rate's %+.2f: samples %+.2f, profiling copies "
+             "%+.2f, frees while a sample is live %+.2f\n",
+             alloc, per[R_DEF] - per[R_R0], samples, per[R_RMAX] - per[R_R0],
+             per[R_DEF] - per[R_RMAX] - samples);
     }
   }
   unsetenv("MALLOC_CONF");
