@@ -3,9 +3,10 @@
  * read once per return address and kept.
  *
  * Why: libgcc's unwinder (glibc's backtrace(), unwind.c) finds each
- * frame's FDE and interprets its CFA program again at every capture, some
- * 500-1,000 instructions a frame: 9,000-20,000 a sample, which on a loop
- * of 2 KiB blocks at the default rate is a tenth of the program's time.
+ * frame's FDE and interprets its CFA program again at every capture,
+ * which made the capture nearly all of a sample's cost; and finding the
+ * FDE takes the loader's lock (dl_iterate_phdr's), which a thread of the
+ * program may hold while another allocates (test_unwind shows both).
  * But on x86-64 almost every frame's rule has one simple form: the
  * canonical frame address (CFA, the caller's stack pointer) is RSP or RBP
  * plus a constant, the return address is at CFA-8, and RBP is either
