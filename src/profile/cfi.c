@@ -304,11 +304,9 @@ static void restore_reg(cfa_prog_t *s, uint64_t reg) {
 static void cfa_run(cfa_prog_t *s, const uint8_t *p, const uint8_t *end,
                     uint64_t loc, uint64_t pc) {
   cur_t c = {p, end, 0};
-  for (int ops = 0; c.p < c.end && !c.bad && !s->bad; ops++) {
-    if (ops > 4096) {
-      s->bad = 1;
-      break;
-    }
+  /* Every op takes at least a byte: the program's length bounds the
+   * work (the whole FDE, for a large function's last instructions). */
+  while (c.p < c.end && !c.bad && !s->bad) {
     uint8_t op = *c.p++;
     uint64_t reg, delta = 0;
     switch (op >> 6) {
