@@ -150,10 +150,12 @@ MEMTOP := $(BUILD)/memtop
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/integration/test_*.c)))
 # Helper programs the integration tests run (targets with known patterns).
-# tests/progs/lib*.c are shared libraries the programs run with (LD_PRELOAD).
-TEST_SHLIBS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%.so,$(sort $(wildcard tests/progs/lib*.c)))
+# tests/progs/lib*.c and lib*.cc are shared libraries the programs run
+# with (LD_PRELOAD) or the tests load.
+TEST_SHLIBS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%.so,$(sort $(wildcard tests/progs/lib*.c))) \
+               $(patsubst tests/progs/%.cc,$(BUILD)/progs/%.so,$(sort $(wildcard tests/progs/lib*.cc)))
 TEST_PROGS := $(patsubst tests/progs/%.c,$(BUILD)/progs/%,$(sort $(filter-out tests/progs/lib%,$(wildcard tests/progs/*.c)))) $(TEST_SHLIBS)
-TEST_PROGS_CXX := $(patsubst tests/progs/%.cc,$(BUILD)/progs/%,$(sort $(wildcard tests/progs/*.cc)))
+TEST_PROGS_CXX := $(patsubst tests/progs/%.cc,$(BUILD)/progs/%,$(sort $(filter-out tests/progs/lib%,$(wildcard tests/progs/*.cc))))
 FUZZ_SRCS := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz-replay/%,$(FUZZ_SRCS))
 BENCHES := $(patsubst tests/bench/%.c,$(BUILD)/bench/%,$(sort $(wildcard tests/bench/bench_*.c)))

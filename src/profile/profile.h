@@ -10,6 +10,8 @@
  *            stages, the table of sampled addresses, all in one mapping;
  * unwind.c   the stack capture (glibc's backtrace(): libgcc_s's DWARF
  *            unwinder; unwind.c says why not libunwind);
+ * cfi.c      the capture's fast path: the same rules, kept per return
+ *            address;
  * linked.c   the public ms_object_alloc_at/ms_object_free_at, which
  *            sample a linked program's own objects the same way, and the
  *            sampler's start-up in a program that links libmemstats.
@@ -183,11 +185,27 @@ uint32_t ms__prof_depth(void);
 
 /* Loads the unwinder (from ms__prof_init, outside malloc). */
 void ms__prof_unwind_init(void);
-/* "glibc-backtrace", or "none" (no stacks: records of depth 0). */
+/* "cached-cfi+glibc-backtrace" (cfi.c's unwinder, libgcc's where it
+ * gives up), "glibc-backtrace", or "none" (no stacks: records of depth
+ * 0). */
 const char *ms__prof_unwinder(void);
 /* Captures the calling thread's return addresses, innermost first, with
  * the library's own frames left out. Returns the number stored (at most
  * max); *truncated is set when the stack was deeper. */
 uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated);
+
+/* ---- the cached CFI unwinder (cfi.c) ---- */
+
+/* Reads the main thread's stack bounds; -1 where there is no such
+ * unwinder (not x86-64, or no _dl_find_object): ms__prof_cfi_unwind()
+ * then always returns -1. From ms__prof_unwind_init. */
+int ms__prof_cfi_init(void);
+/* Stores the calling thread's return addresses, innermost first (out[0]
+ * the return address into the caller), as glibc's backtrace() does, at
+ * most max. Returns how many, or -1 if it gave up (a frame it does not
+ * handle, a stack it cannot bound): the caller then unwinds with libgcc.
+ * Takes no lock, allocates nothing, loads only inside the thread's
+ * stack. */
+int ms__prof_cfi_unwind(uintptr_t *out, uint32_t max);
 
 #endif

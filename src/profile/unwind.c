@@ -25,6 +25,13 @@
  * profile says which unwinder is in use (MS__TAG_PROF_UNWINDER) and
  * MEMSTATS_DEBUG=1 prints it.
  *
+ * On x86-64 a capture first tries the sampler's own unwinder (cfi.c):
+ * the same .eh_frame rules, read once per return address and kept, so a
+ * warm stack costs a lookup a frame rather than libgcc's interpretation
+ * of each frame's CFA program; where it gives up (a signal frame, a rule
+ * it does not handle, a stack it cannot bound) the capture is libgcc's,
+ * as before. test_unwind checks that both give the same stacks.
+ *
  * A capture runs with the sampling thread marked busy (sampler.c): a
  * malloc nested in it (from the unwinder, or a signal handler) is counted
  * like any other but never sampled, so no capture nests.
@@ -36,6 +43,7 @@
 #include "profile/profile.h"
 
 static int g_kind; /* 0 none, 2 glibc backtrace */
+static int g_cfi;  /* cfi.c's unwinder first */
 /* This library's text: frames in it (the sampler, malloc) are left out. */
 static uintptr_t g_self_lo, g_self_hi;
 
@@ -65,38 +73,61 @@ void ms__prof_unwind_init(void) {
   void *warm[4];
   if (backtrace(warm, 4) > 0)
     g_kind = 2;
+  g_cfi = g_kind == 2 && ms__prof_cfi_init() == 0;
   ms__debug("profile: stacks unwound by %s", ms__prof_unwinder());
 }
 
 const char *ms__prof_unwinder(void) {
-  return g_kind == 2 ? "glibc-backtrace" : "none";
+  return g_kind != 2 ? "none"
+         : g_cfi     ? "cached-cfi+glibc-backtrace"
+                     : "glibc-backtrace";
+}
+
+/* How many of backtrace()'s first frames to leave out. The stack starts
+ * after this library's own frames, which are the first few; and above
+ * them there may be a frame of whoever wraps backtrace() (a sanitizer's
+ * interceptor, in a sanitized libmemstats.so: the profile of a linked
+ * program then showed __interceptor_backtrace as the site of
+ * everything). So the stack starts after the last of this library's
+ * frames among the first 16, not at the first frame outside it. */
+static int self_frames(const uintptr_t *pcs, int n) {
+  int i = 0;
+  for (int j = 0; j < n && j < 16; j++)
+    if (pcs[j] - g_self_lo < g_self_hi - g_self_lo)
+      i = j + 1;
+  return i;
 }
 
 uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
   /* Room for this library's own frames (a few) and one past the limit,
    * which tells a deeper stack apart. */
-  void *pcs[MS__PROFILE_MAX_DEPTH + 16];
+  union {
+    void *p[MS__PROFILE_MAX_DEPTH + 16];
+    uintptr_t a[MS__PROFILE_MAX_DEPTH + 16];
+  } u;
+  void **pcs = u.p;
   int want =
       (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16 ? MS__PROFILE_MAX_DEPTH + 16
                                                   : max + 16);
-  int n = 0;
-  if (g_kind == 2)
-    n = backtrace(pcs, want);
-  /* The stack starts after this library's own frames, which are the first
-   * few; and above them there may be a frame of whoever wraps backtrace()
-   * (a sanitizer's interceptor, in a sanitized libmemstats.so: the profile
-   * of a linked program then showed __interceptor_backtrace as the site of
-   * everything). So the stack starts after the last of this library's
-   * frames among the first 16, not at the first frame outside it. */
-  int i = 0;
-  for (int j = 0; j < n && j < 16; j++)
-    if ((uintptr_t)pcs[j] >= g_self_lo && (uintptr_t)pcs[j] < g_self_hi)
-      i = j + 1;
-  uint32_t k = 0;
-  for (; i < n && k < max; i++)
-    out[k++] = (uint64_t)(uintptr_t)pcs[i];
+  int n = -1, i = 0;
+  if (g_cfi && (n = ms__prof_cfi_unwind(u.a, (uint32_t)want)) >= 0) {
+    /* No one wraps this unwinder: the library's frames are the first. */
+    while (i < n && i < 16 && u.a[i] - g_self_lo < g_self_hi - g_self_lo)
+      i++;
+  } else {
+    n = g_kind == 2 ? backtrace(pcs, want) : 0;
+    i = self_frames(u.a, n);
+  }
+  uint32_t left = (uint32_t)(n - i);
+  uint32_t k = left < max ? left : max;
+#if UINTPTR_MAX == UINT64_MAX
+  memcpy(out, &u.a[i], k * sizeof *out);
+#else
+  for (uint32_t m = 0; m < k; m++)
+    out[m] = (uint64_t)u.a[i + m];
+#endif
   /* Stopped at the limit with frames left, or the capture itself filled
    * its buffer: deeper than recorded. */
-  *truncated = i < n || n == want;
+  *truncated = left > max || n == want;
   return k;
 }

@@ -34,6 +34,10 @@
  *    what a difference of a few instructions needs. Beside them, the
  *    preload at rate 2^40 (the profiling code with no sample taken) and
  *    the naive exact counter, the preload's goal of 1.25x counted too.
+ *    And the heap profiler on random sizes (issue 24: pl_loop random,
+ *    16..4096 bytes): rate 0, no sample, the default rate (goal at most
+ *    1.03x rate 0) and rate 1, whose difference from no sample is what a
+ *    sample costs.
  * 4. Real workloads, CPU time (wall time beside it), median of
  *    BENCH_RUNS, the configurations interleaved: bare, the preload
  *    without the profiler, at rate 0 and at the default rate, on sqlite3
@@ -494,6 +498,99 @@ static void bench_instructions(void) {
   unsetenv("MALLOC_CONF");
 }
 
+/* ---- the heap profiler on random sizes, under callgrind
+ * -------------------------------------------------*/
+
+/* Issue 24's loop: pl_loop's random mode (sizes 16..4096 bytes, a ring
+ * of 256 live blocks), where the default rate samples about one pair in
+ * 255, so what a sample costs shows beside the pair. Instructions per
+ * pair, 1 thread, glibc and jemalloc: rate 0, rate 2^40 (the profiling
+ * copies, no sample), the default rate, and rate 1 (every allocation
+ * sampled, through the same warm stack): rate 1 less rate 2^40 is what
+ * a sample costs, its capture, table and all. The goal: the default
+ * rate at most 1.03x rate 0. */
+static double random_instructions(const how_t *how, long pairs) {
+  char p[32];
+  snprintf(p, sizeof p, "%ld", pairs);
+  const char *argv[] = {loop_exe, "1", p, "random", NULL};
+  return instructions(how, argv, NULL);
+}
+
+static void bench_random_sizes(void) {
+  if (!host_have_program("valgrind")) {
+    printf("heap profiler on random sizes: valgrind not installed, "
+           "skipped\n");
+    return;
+  }
+  enum { R_BARE, R_R0, R_RMAX, R_DEF, R_ALL, NR };
+  static const struct {
+    const char *name;
+    int so;
+    const char *rate;
+  } rc[NR] = {
+      [R_BARE] = {"bare", SO_NONE, NULL},
+      [R_R0] = {"preload, profile rate 0", SO_PRELOAD, "0"},
+      [R_RMAX] = {"  rate 2^40: no sample", SO_PRELOAD, "1099511627776"},
+      [R_DEF] = {"preload, default rate", SO_PRELOAD, NULL},
+      [R_ALL] = {"  rate 1: every one", SO_PRELOAD, "1"},
+  };
+  static const char *const allocs[] = {NULL, JEMALLOC};
+  const long lo = 100000, hi = 300000;
+  setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
+  printf("heap profiler on random sizes (pl_loop random: 16..4096 bytes, a "
+         "ring of 256; callgrind, 1 thread, instructions per pair, "
+         "(I(%ld) - I(%ld)) / %ld):\n",
+         hi, lo, hi - lo);
+  for (size_t k = 0; k < sizeof allocs / sizeof allocs[0]; k++) {
+    const char *alloc = allocs[k] ? "jemalloc" : "glibc";
+    if (allocs[k] && !host_have_library(allocs[k])) {
+      printf("  %s: not installed\n", alloc);
+      continue;
+    }
+    double per[NR];
+    for (int i = 0; i < NR; i++) {
+      how_t how = {rc[i].so, allocs[k], rc[i].rate};
+      double lo_ir = random_instructions(&how, lo);
+      double hi_ir = random_instructions(&how, hi);
+      per[i] =
+          lo_ir > 0 && hi_ir > 0 ? (hi_ir - lo_ir) / (double)(hi - lo) : -1;
+    }
+    for (int i = 0; i < NR; i++) {
+      printf("  %-8s %-26s ", alloc, rc[i].name);
+      if (per[i] < 0) {
+        printf("failed\n");
+        continue;
+      }
+      printf("%8.2f", per[i]);
+      if (i == R_DEF && per[R_R0] > 0)
+        printf("   %.3fx rate 0, %+.2f (goal <= 1.03x: %s)",
+               per[i] / per[R_R0], per[i] - per[R_R0],
+               met(per[i] / per[R_R0], 1.03));
+      else if (i == R_ALL && per[R_RMAX] > 0)
+        printf("   a sample: %.0f instructions (rate 1 - rate 2^40)",
+               per[i] - per[R_RMAX]);
+      else if (i == R_RMAX && per[R_R0] > 0)
+        printf("   %.3fx rate 0, %+.2f", per[i] / per[R_R0],
+               per[i] - per[R_R0]);
+      else if (i == R_R0 && per[R_BARE] > 0)
+        printf("   %.3fx bare", per[i] / per[R_BARE]);
+      printf("\n");
+    }
+    /* Where the default rate's extra goes: the samples (one per 512 KiB
+     * of blocks averaging 2,056 bytes), the profiling copies (rate
+     * 2^40), and the rest, the frees that run while a sampled block is
+     * live (they check the profile's filter). */
+    if (per[R_DEF] > 0 && per[R_RMAX] > 0 && per[R_ALL] > 0 && per[R_R0] > 0) {
+      double samples = (per[R_ALL] - per[R_RMAX]) * 2056.0 / 524288.0;
+      printf("  %-8s default rate's %+.2f: samples %+.2f, profiling copies "
+             "%+.2f, frees while a sample is live %+.2f\n",
+             alloc, per[R_DEF] - per[R_R0], samples, per[R_RMAX] - per[R_R0],
+             per[R_DEF] - per[R_RMAX] - samples);
+    }
+  }
+  unsetenv("MALLOC_CONF");
+}
+
 /* ---- the real workload
  * -----------------------------------------------------*/
 
@@ -672,17 +769,23 @@ static void bench_python(void) {
   bench_workload(&w);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* progress, when piped to a file */
   const char *env = getenv("BENCH_RUNS");
   if (env && atoi(env) > 0)
     runs = atoi(env) < MAX_RUNS ? atoi(env) : MAX_RUNS;
   if (find_build_dir() != 0)
     return 1;
+  /* `bench_preload random`: that part alone (a few minutes). */
+  if (argc > 1 && strcmp(argv[1], "random") == 0) {
+    bench_random_sizes();
+    return 0;
+  }
   int ht = host_have_program("heaptrack");
   bench_loop(1, ht);
   bench_loop(2, 0);
   bench_instructions();
+  bench_random_sizes();
   bench_sqlite();
   bench_gxx();
   bench_python();

@@ -3,30 +3,35 @@
  * tests/bench/bench_preload.c under each configuration (bare, preloaded,
  * jemalloc, heaptrack).
  *
- *   pl_loop THREADS PAIRS
+ *   pl_loop THREADS PAIRS [random]
  *
  * Each thread keeps a ring of 64 live blocks and, PAIRS times, frees the
  * oldest and allocates a new one of a mixed small size (16..512 bytes, a
  * fixed pseudo-random sequence), so the allocator sees a realistic mix
- * rather than one size bouncing on its fastest path. Prints the median
+ * rather than one size bouncing on its fastest path. With "random": a
+ * ring of 256 blocks of sizes spread evenly over 16..4096 bytes (issue
+ * 24's loop, where the heap profiler samples every 256th pair or so at
+ * its default rate, so what a sample costs shows). Prints the median
  * thread's nanoseconds per malloc/free pair: "ns_per_pair=12.34".
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-#define RING 64
+#define RING_MAX 256
 #define NSIZES 256
 #define MAX_THREADS 16
 
 static size_t sizes[NSIZES];
 static long pairs;
+static unsigned ring_len = 64;
 static pthread_barrier_t go;
 static double thread_ns[MAX_THREADS];
 /* The ring escapes, so the compiler cannot pair up and drop malloc/free. */
-static void *volatile rings[MAX_THREADS][RING];
+static void *volatile rings[MAX_THREADS][RING_MAX];
 
 static double now_ns(void) {
   struct timespec ts;
@@ -37,17 +42,17 @@ static double now_ns(void) {
 static void *loop(void *arg) {
   int me = (int)(long)arg;
   void *volatile *ring = rings[me];
-  for (int i = 0; i < RING; i++)
+  for (unsigned i = 0; i < ring_len; i++)
     ring[i] = malloc(sizes[i]);
   pthread_barrier_wait(&go);
   double t0 = now_ns();
   for (long i = 0; i < pairs; i++) {
-    unsigned slot = (unsigned)i % RING;
+    unsigned slot = (unsigned)i % ring_len;
     free(ring[slot]);
     ring[slot] = malloc(sizes[(unsigned)i % NSIZES]);
   }
   thread_ns[me] = (now_ns() - t0) / (double)pairs;
-  for (int i = 0; i < RING; i++)
+  for (unsigned i = 0; i < ring_len; i++)
     free(ring[i]);
   return NULL;
 }
@@ -60,17 +65,22 @@ static int cmp_double(const void *a, const void *b) {
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 1;
   pairs = argc > 2 ? atol(argv[2]) : 10000000;
-  if (threads < 1 || threads > MAX_THREADS || pairs < 1) {
-    fprintf(stderr, "usage: pl_loop THREADS(1..%d) PAIRS\n", MAX_THREADS);
+  int random = argc > 3 && strcmp(argv[3], "random") == 0;
+  if (threads < 1 || threads > MAX_THREADS || pairs < 1 ||
+      (argc > 3 && !random)) {
+    fprintf(stderr, "usage: pl_loop THREADS(1..%d) PAIRS [random]\n",
+            MAX_THREADS);
     return 2;
   }
+  if (random)
+    ring_len = RING_MAX;
   uint32_t x = 2463534242u;
   for (int i = 0; i < NSIZES; i++) {
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
     /* Mostly small: three in four under 128 bytes. */
-    sizes[i] = (x & 3) ? 16 + x % 112 : 128 + x % 385;
+    sizes[i] = random ? 16 + x % 4081 : (x & 3) ? 16 + x % 112 : 128 + x % 385;
   }
   pthread_t t[MAX_THREADS];
   pthread_barrier_init(&go, NULL, (unsigned)threads);

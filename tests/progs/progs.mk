@@ -67,6 +67,18 @@ $(BUILD)/progs/lib%.so: tests/progs/lib%.c
 	@mkdir -p $(@D)
 	$(CC) $(PL_CFLAGS) -shared -fvisibility=hidden -o $@ $<
 
+$(BUILD)/progs/lib%.so: tests/progs/lib%.cc
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) $(CXX_STD) -shared -fvisibility=hidden -o $@ $<
+
+# ---- the unwinder's stacks (test_unwind) ----------------------------------
+# libuw.c's shapes without frame pointers (libuw.so, -O2's default) and
+# with them; libuw_cxx.cc's C++ frames. test_unwind loads all three.
+$(BUILD)/progs/libuw_fp.so: tests/progs/libuw.c
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -fno-omit-frame-pointer -shared -fvisibility=hidden -o $@ $<
+$(BUILD)/tests/test_unwind: $(BUILD)/progs/libuw.so $(BUILD)/progs/libuw_fp.so $(BUILD)/progs/libuw_cxx.so
+
 $(BUILD)/progs/pv_first_static: tests/progs/pv_first.c
 # pl_unseen_je is pl_unseen.c linked with jemalloc: rebuilt when it changes.
 $(BUILD)/progs/pl_unseen_je: tests/progs/pl_unseen.c
