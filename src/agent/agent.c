@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/env.h"
 #include "common/procfs.h"
 #include "common/sockdir.h"
 #include "core/engine.h"
@@ -450,8 +451,7 @@ static int keep_stderr(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return 1;
 #else
-  const char *env = getenv("MEMSTATS_DEBUG");
-  return env != NULL && strcmp(env, "1") == 0;
+  return ms__env_is_1("MEMSTATS_DEBUG");
 #endif
 }
 
@@ -701,13 +701,13 @@ static void unsafe_once(const char *dir, const char *why) {
 }
 
 static int start_locked(void) {
-  const char *env = getenv("MEMSTATS_AGENT");
+  const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
   if (env != NULL && ms__parse_uint(env, UINT64_MAX, &v) == 0 && v == 0) {
     ms__debug("agent not started: MEMSTATS_AGENT=0");
     return 0;
   }
-  env = getenv("MEMSTATS_MIN_INTERVAL_MS");
+  env = ms__env("MEMSTATS_MIN_INTERVAL_MS");
   v = 100;
   if (env != NULL && ms__parse_uint(env, 24ull * 3600 * 1000, &v) != 0) {
     ms__debug("MEMSTATS_MIN_INTERVAL_MS=%.32s is not a number of "

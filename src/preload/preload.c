@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/env.h"
 #include "compose/snapshot.h"
 #include "memstats.h"
 #include "preload/preload.h"
@@ -161,7 +162,7 @@ __attribute__((constructor)) static void preload_init(void) {
    * MEMSTATS_PROFILE_RATE=0 they keep the copies without a profiler). */
   if (MS__PRELOAD_PROFILER && ms__prof_rate() != 0)
     ms__preload_profile_on();
-  const char *path = getenv("MEMSTATS_EXIT_REPORT");
+  const char *path = ms__env("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);
     if (n < sizeof report_path)
@@ -169,7 +170,7 @@ __attribute__((constructor)) static void preload_init(void) {
     else
       ms__debug("MEMSTATS_EXIT_REPORT: path too long, no report");
   }
-  const char *agent = getenv("MEMSTATS_AGENT");
+  const char *agent = ms__env("MEMSTATS_AGENT");
   if (agent && strcmp(agent, "0") == 0)
     return;
   int r = ms_agent_start();
