@@ -10,10 +10,14 @@
  *
  * Its descriptors are its own (fds.c): the thread has a descriptor table
  * of its own, where the program cannot close or replace them and where
- * nothing of the program's is held. Only the write end of the wake pipe is
- * in the program's table, checked before each use. Where the table cannot
- * be unshared, every descriptor is in the program's table, placed high and
- * checked before each use: a descriptor found closed or replaced is
+ * nothing of the program's is held, and the program's table holds none of
+ * the agent's. The pipe that wakes the thread (stop, exit) is in the
+ * agent's table too, both ends: another thread wakes it by opening the
+ * pipe again through /proc/self/task/TID/fd/N for one write (a descriptor
+ * of its own for that instant, as any libc call that opens a file), or,
+ * without /proc, by connecting to the agent's socket. Where the table
+ * cannot be unshared, every descriptor is in the program's table, placed
+ * at its top and checked before each use: a descriptor found closed or replaced is
  * abandoned (never closed: the number is the program's now), and the agent
  * recovers (a new socket at the same path; clients are dropped) or stops,
  * saying so under MEMSTATS_DEBUG=1. The order in that mode: the identities
@@ -57,6 +61,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -116,14 +121,15 @@ static int g_running;
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
- * program's. The write end of the wake pipe is always in the program's. */
+ * program's (the wake pipe's too: see wake_thread). */
 static int g_private;
 static ms__own_fd_t g_listen = {-1, 0, 0, 0};
 static ms__own_fd_t g_wake_r = {-1, 0, 0, 0};
 static ms__own_fd_t g_wake_w = {-1, 0, 0, 0};
 static ms__own_fd_t g_reserve = {-1, 0, 0, 0};
-static int g_wake_r_raw = -1; /* the read end as pipe2() made it */
-static int g_wake_lost;       /* atomic: the agent no longer reads it */
+static int g_agent_tid; /* the thread's, for /proc/self/task/TID/fd */
+static int g_wake_lost; /* atomic: the agent no longer reads the pipe, or
+                           others cannot open it: stop is also polled */
 /* The start handshake: the thread sets up its table and socket, then
  * posts g_ready with the result in g_setup_err. */
 static sem_t g_ready;
@@ -455,31 +461,29 @@ static int keep_stderr(void) {
 #endif
 }
 
-/* The thread's first work: its own table, its spare descriptor and its
- * socket. Returns 0 or a negative code. */
-static int agent_setup(void) {
-  /* Kept in the new table: the read end of the wake pipe, and stderr
-   * where keep_stderr() says (else the table holds no file of the
-   * program's at all: not even a program that closes its stderr to tell a
-   * reader it is done is kept waiting by us). */
-  int keep[2] = {keep_stderr() ? 2 : -1, g_wake_r_raw};
-  if (keep[0] > keep[1]) {
-    keep[0] = g_wake_r_raw;
-    keep[1] = 2;
-  }
-  int r = ms__fds_go_private(keep, 2);
-  g_private = r == 0;
-  if (!g_private)
-    ms__debug("agent: no descriptor table of its own (unshare: %s); its "
-              "descriptors stay in the program's, placed high and checked "
-              "before each use",
-              strerror(-r));
+/* The wake pipe's write end, opened again through /proc from any thread
+ * (the pipe itself, not the agent's descriptor): a descriptor the caller
+ * closes, or -1. */
+static int wake_open(void) {
+  char p[80];
+  if (g_wake_w.fd < 0)
+    return -1;
+  snprintf(p, sizeof p, "/proc/self/task/%d/fd/%d", g_agent_tid, g_wake_w.fd);
+  return open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* The wake pipe, made by the thread in its own table (or at the top of the
+ * program's). Returns 0 or a negative code. */
+static int wake_make(void) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    return -errno;
   if (g_private) {
-    /* 0-2 of the new table are held by copies of the wake pipe's read
-     * end (or 2 by stderr, kept above): ms__debug() writes to 2, so none
-     * of them may ever be a client's socket. */
+    /* 0-2 of the new table are held by the pipe and copies of its read
+     * end (or 2 by stderr, kept): ms__debug() writes to 2, so none of
+     * them may ever be a client's socket. */
     for (;;) {
-      int d = fcntl(g_wake_r_raw, F_DUPFD_CLOEXEC, 0);
+      int d = fcntl(p[0], F_DUPFD_CLOEXEC, 0);
       if (d < 0)
         break;
       if (d > 2) {
@@ -488,8 +492,54 @@ static int agent_setup(void) {
       }
     }
   }
-  if (ms__own_take(&g_wake_r, g_wake_r_raw, g_private) < 0)
+  if (ms__own_take(&g_wake_r, p[0], g_private) < 0) {
+    close(p[1]);
     return MS_ENOMEM;
+  }
+  if (ms__own_take(&g_wake_w, p[1], g_private) < 0)
+    return MS_ENOMEM;
+  if (g_private) {
+    int t = wake_open();
+    if (t < 0) {
+      ms__debug("agent: its wake pipe cannot be opened through /proc (%s); "
+                "it also checks for stop every %d ms",
+                strerror(errno), WAKE_LOST_POLL_MS);
+      __atomic_store_n(&g_wake_lost, 1, __ATOMIC_RELEASE);
+    } else {
+      close(t);
+    }
+  }
+  return 0;
+}
+
+/* Forgets the wake pipe's write end after the thread has ended: closed
+ * in the program's table; the agent's own table went with its thread. */
+static void wake_w_forget(void) {
+  if (g_wake_w.private_table)
+    g_wake_w.fd = -1;
+  else
+    ms__own_close(&g_wake_w);
+}
+
+/* The thread's first work: its own table, its wake pipe, its spare
+ * descriptor and its socket. Returns 0 or a negative code. */
+static int agent_setup(void) {
+  /* Kept in the new table: stderr where keep_stderr() says (else the
+   * table holds no file of the program's at all: not even a program that
+   * closes its stderr to tell a reader it is done is kept waiting by
+   * us). */
+  int keep[1] = {keep_stderr() ? 2 : -1};
+  g_agent_tid = (int)syscall(SYS_gettid);
+  int r = ms__fds_go_private(keep, 1);
+  g_private = r == 0;
+  if (!g_private)
+    ms__debug("agent: no descriptor table of its own (unshare: %s); its "
+              "descriptors stay in the program's, placed high and checked "
+              "before each use",
+              strerror(-r));
+  r = wake_make();
+  if (r != 0)
+    return r;
   take_reserve();
   return listen_open();
 }
@@ -501,6 +551,11 @@ static void agent_teardown(void) {
   ms__own_close(&g_listen);
   ms__own_close(&g_wake_r);
   ms__own_close(&g_reserve);
+  /* The write end in the agent's table (in the program's, stop closes it
+   * once the thread is gone). The number stays set: another thread may
+   * still be opening it through /proc, which then fails, harmlessly. */
+  if (g_wake_w.private_table && g_wake_w.fd >= 0)
+    close(g_wake_w.fd);
 }
 
 /* In the program's table (no unshared table), before each round: the
@@ -667,10 +722,11 @@ static void *agent_main(void *arg) {
  * has the table of the thread that forked, not the agent's) or closes
  * them (they are in the program's table, which the child copied). */
 static void child_drop_agent_fds(void) {
-  ms__own_fd_t *all[3 + MAX_CLIENTS];
+  ms__own_fd_t *all[4 + MAX_CLIENTS];
   int n = 0;
   all[n++] = &g_listen;
   all[n++] = &g_wake_r;
+  all[n++] = &g_wake_w;
   all[n++] = &g_reserve;
   for (int i = 0; i < MAX_CLIENTS; i++)
     all[n++] = &g_clients[i].fd;
@@ -750,25 +806,9 @@ static int start_locked(void) {
     g_clients[i].in = g_bufs + (size_t)i * (IN_CAP + OUT_CAP);
     g_clients[i].out = g_clients[i].in + IN_CAP;
   }
-  g_listen.fd = g_wake_r.fd = g_reserve.fd = -1;
+  g_listen.fd = g_wake_r.fd = g_wake_w.fd = g_reserve.fd = -1;
   g_accept_resume = g_accept_backoff = 0;
   __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
-
-  /* The wake pipe: its write end stays in the program's table (placed
-   * high), its read end goes to the thread, which takes it into its own
-   * table; this thread then closes the copy left in the program's. */
-  int p[2];
-  ms__own_fd_t raw_r = {-1, 0, 0, 0};
-  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-    r = -errno;
-    goto fail;
-  }
-  ms__own_take(&raw_r, p[0], 0); /* placed high too */
-  if (ms__own_take(&g_wake_w, p[1], 0) < 0 || raw_r.fd < 0) {
-    r = MS_ENOMEM;
-    goto fail;
-  }
-  g_wake_r_raw = raw_r.fd;
 
   if (sem_init(&g_ready, 0, 0) != 0) {
     r = -errno;
@@ -803,33 +843,32 @@ static int start_locked(void) {
   r = g_setup_err;
   if (r != 0) {
     pthread_join(g_thread, NULL);
-    if (g_private)
-      ms__own_close(&raw_r);
-    raw_r.fd = -1; /* else the thread moved (and closed) it */
     goto fail;
   }
-  /* With a table of its own the thread has the read end there; the copy
-   * here, made a moment ago, is closed if it is still ours. In the
-   * program's table the thread moved it high itself. */
-  if (g_private && ms__own_same(&raw_r))
-    close(raw_r.fd);
   pthread_setname_np(g_thread, "memstats-agent");
   g_running = 1;
   return 0;
 fail:
-  ms__own_close(&raw_r);
-  ms__own_close(&g_wake_w);
+  wake_w_forget();
   g_path[0] = '\0';
   release_bufs();
   return r;
 }
 
-/* Wakes the thread for stop: a byte into the wake pipe, or, when the
- * program has closed the pipe, a connection to the agent's socket (which
- * the thread watches). */
+/* Wakes the thread for stop: a byte into the wake pipe (opened again
+ * through /proc when it is in the agent's table), or, when that cannot
+ * be done or the program has closed the pipe, a connection to the agent's
+ * socket (which the thread watches). */
 static void wake_thread(void) {
   int woke = 0;
-  if (ms__own_same(&g_wake_w)) {
+  if (g_wake_w.private_table) {
+    int fd = wake_open();
+    if (fd >= 0) {
+      ssize_t w = write(fd, "x", 1);
+      woke = w == 1 || (w < 0 && errno == EAGAIN);
+      close(fd);
+    }
+  } else if (ms__own_same(&g_wake_w)) {
     ssize_t w = write(g_wake_w.fd, "x", 1);
     woke = w == 1 || (w < 0 && errno == EAGAIN);
   }
@@ -874,7 +913,7 @@ static void stop_locked(int at_exit) {
   if (g_path[0] != '\0')
     unlink(g_path);
   g_path[0] = '\0';
-  ms__own_close(&g_wake_w);
+  wake_w_forget();
   release_bufs();
   g_running = 0;
 }
@@ -926,7 +965,6 @@ static void fork_child(void) {
     return;
   g_running = 0;
   g_path[0] = '\0';
-  ms__own_close(&g_wake_w);
   child_drop_agent_fds();
   release_bufs();
   ms__agent_cache_reset();

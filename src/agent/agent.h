@@ -108,8 +108,9 @@ typedef struct ms__own_fd_s {
 } ms__own_fd_t;
 
 /* Records fd (just made by the caller) in *o; in the program's table it
- * is first moved high (F_DUPFD_CLOEXEC below min(RLIMIT_NOFILE, 1024)),
- * where programs rarely go. Returns the descriptor, or -1 (fd closed). */
+ * is first moved to the highest free number below min(RLIMIT_NOFILE,
+ * 1024), where shells and programs do not go unless they name it.
+ * Returns the descriptor, or -1 (fd closed). */
 int ms__own_take(ms__own_fd_t *o, int fd, int private_table);
 
 /* Whether o->fd is still the descriptor that was taken: always in the
