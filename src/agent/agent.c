@@ -141,6 +141,9 @@ static uint8_t *g_bufs;
 static size_t g_bufs_len;
 static client_t g_clients[MAX_CLIENTS];
 static int g_hooks_installed;
+/* Set by the fork handler in a child whose parent ran the agent: the
+ * child's is started later, outside the handler (ms__agent_after_fork). */
+static int g_fork_pending;
 static int g_said_unsafe;
 /* What MEMSTATS_DEBUG=1 has been told once already. */
 static int g_said_lost_client, g_said_emfile, g_said_accept;
@@ -730,7 +733,11 @@ static void child_drop_agent_fds(void) {
   all[n++] = &g_reserve;
   for (int i = 0; i < MAX_CLIENTS; i++)
     all[n++] = &g_clients[i].fd;
+  /* Only what is set is written: a page of ours the child does not
+   * write is one it never copies. */
   for (int i = 0; i < n; i++) {
+    if (all[i]->fd < 0)
+      continue;
     if (all[i]->private_table)
       all[i]->fd = -1;
     else
@@ -757,6 +764,7 @@ static void unsafe_once(const char *dir, const char *why) {
 }
 
 static int start_locked(void) {
+  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
   const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
   if (env != NULL && ms__parse_uint(env, UINT64_MAX, &v) == 0 && v == 0) {
@@ -801,6 +809,9 @@ static int start_locked(void) {
     g_path[0] = '\0';
     return MS_ENOMEM;
   }
+  /* A fork child has no use for them (its agent maps its own): not
+   * copied, fork has fewer pages to share. */
+  madvise(g_bufs, g_bufs_len, MADV_DONTFORK);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     g_clients[i].fd.fd = -1;
     g_clients[i].in = g_bufs + (size_t)i * (IN_CAP + OUT_CAP);
@@ -957,19 +968,42 @@ static void fork_parent(void) {
 }
 
 /* The child has no agent thread, and the listening socket is the
- * parent's: drop the inherited descriptors (never unlink the parent's
- * path) and serve the child's own <pid>.sock. */
+ * parent's: the inherited descriptors are dropped (never the parent's
+ * path unlinked), and the child's own agent is noted as to be started.
+ * Only async-signal-safe work here, as in any code of a multithreaded
+ * program's child before exec: plain stores, fstat and close. Starting
+ * the thread here (pthread_create, mmap, mkdir, bind, with a wait for the
+ * thread) is what POSIX does not allow, and cost every fork about a
+ * millisecond, short-lived children (a shell's subshells, make's) most of
+ * all. The start is ms__agent_after_fork()'s: the preload's first
+ * allocation a while after the fork, or ms_agent_start() in the child. */
 static void fork_child(void) {
-  pthread_mutex_init(&g_lock, NULL);
+  g_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
   if (!g_running)
     return;
   g_running = 0;
   g_path[0] = '\0';
   child_drop_agent_fds();
-  release_bufs();
-  ms__agent_cache_reset();
+  /* Not in the child (MADV_DONTFORK): its agent maps its own. The cached
+   * snapshot, the parent's, is never served here (request.c checks its
+   * PID), and a start forgets it. */
+  g_bufs = NULL;
+  __atomic_store_n(&g_fork_pending, 1, __ATOMIC_RELAXED);
+}
+
+int ms__agent_fork_pending(void) {
+  return __atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED);
+}
+
+void ms__agent_after_fork(void) {
+  if (!__atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED))
+    return;
   pthread_mutex_lock(&g_lock);
-  start_locked();
+  if (__atomic_exchange_n(&g_fork_pending, 0, __ATOMIC_RELAXED) && !g_running) {
+    int r = start_locked();
+    if (r != 0)
+      ms__debug("agent: the child's agent did not start: %s", ms_strerror(r));
+  }
   pthread_mutex_unlock(&g_lock);
 }
 

@@ -94,6 +94,18 @@ int ms__maybe_in_signal_handler(void);
  * child, which shares its parent's memory (the caller tells them apart). */
 void ms__agent_quick_exit(void);
 
+/* After fork(), in a child whose parent ran the agent: whether the
+ * child's agent is still to be started. The fork handler only notes it
+ * (it may do nothing but async-signal-safe work); ms__agent_after_fork()
+ * starts it, outside any handler: the preload calls it from the child's
+ * first allocation MS__FORK_GRACE_NS or more after the fork, and
+ * ms_agent_start() in the child starts it too. A child that ends sooner
+ * costs no agent. ms__agent_after_fork() may be called from inside
+ * malloc (before the next allocator is): what it calls may allocate. */
+#define MS__FORK_GRACE_NS (100ull * 1000000ull)
+int ms__agent_fork_pending(void);
+void ms__agent_after_fork(void);
+
 /* ---- the agent's own descriptors (fds.c) ---- */
 
 /* A descriptor the agent made, with the identity it had then (device and

@@ -32,6 +32,7 @@
 #include "common/fields.h"
 #include "common/procfs.h"
 #include "support/fetch.h"
+#include "support/host.h"
 #include "support/target.h"
 #include "wire/wire.h"
 
@@ -682,8 +683,9 @@ static void test_fork_and_exit(void **state) {
   assert_int_equal(sscanf(line, "child %d", &child), 1);
   char csock[MSC_PATH_MAX];
   snprintf(csock, sizeof csock, "%s/%d.sock", g_dir, child);
-  /* The child's agent starts in the fork handler, before fork returns
-   * in the child; give the scheduler a bounded while to run it. */
+  /* The child (linked with -lmemstats, no preload) starts its agent with
+   * ms_agent_start(): the fork handler starts none (see below); give the
+   * scheduler a bounded while to run it. */
   for (int i = 0; i < 1000 && !file_exists(csock); i++)
     usleep(10000);
   ms_snapshot_t *snap = malloc(sizeof *snap);
@@ -696,6 +698,76 @@ static void test_fork_and_exit(void **state) {
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   assert_false(file_exists(t.sock));
   free(snap);
+}
+
+/* The preload (the target program run under it: it is linked with
+ * libmemstats.so.0, the preload's soname, so the preload serves it). */
+static const char *preload_env(void) {
+  static char env[1300];
+  char build[1024];
+  if (host_build_dir(build, sizeof build) != 0)
+    return NULL;
+  char so[1200];
+  if (host_preload_path(build, so, sizeof so) != 0)
+    return NULL;
+  snprintf(env, sizeof env, "LD_PRELOAD=%s", so);
+  return env;
+}
+
+/* A fork child of a program running the agent has no thread but the one
+ * that forked, as fork() returns in it: the fork handler starts no agent
+ * (it may only do async-signal-safe work; pthread_create, mmap and the
+ * wait for the thread are not). The child looks with open and read only.
+ * Linked, and under the preload. */
+static void test_fork_handler_starts_no_thread(void **state) {
+  (void)state;
+  const char *pre = preload_env();
+  assert_non_null(pre);
+  const char *const under[] = {pre, NULL};
+  for (int i = 0; i < 2; i++) {
+    target_t t;
+    target_start(&t, i == 0 ? NULL : under);
+    static ms_snapshot_t snap;
+    good_fetch(t.pid, &snap); /* its agent runs */
+    target_cmd(&t, "forkthreads\n");
+    char line[64];
+    assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+    if (strcmp(line, "threads 1") != 0)
+      fail_msg("%s: the fork child had \"%s\" as fork() returned in it",
+               i == 0 ? "linked" : "preloaded", line);
+    target_kill(&t);
+  }
+}
+
+/* Under the preload, a fork child that lives and allocates gets its own
+ * agent and socket, started by an allocation of its own outside the fork
+ * handler (a while after the fork: src/preload/preload.c), and serves its
+ * figures. */
+static void test_fork_child_allocates_gets_agent(void **state) {
+  (void)state;
+  const char *pre = preload_env();
+  assert_non_null(pre);
+  const char *const under[] = {pre, NULL};
+  target_t t;
+  target_start(&t, under);
+  target_cmd(&t, "forkalloc\n");
+  char line[64];
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+  int child = 0;
+  assert_int_equal(sscanf(line, "child %d", &child), 1);
+  char csock[MSC_PATH_MAX];
+  snprintf(csock, sizeof csock, "%s/%d.sock", g_dir, child);
+  for (int i = 0; i < 1000 && !file_exists(csock); i++)
+    usleep(10000);
+  if (!file_exists(csock))
+    fail_msg("the allocating fork child %d made no socket in 10 s", child);
+  ms_snapshot_t *snap = malloc(sizeof *snap);
+  good_fetch(child, snap);
+  assert_int_equal(snap->pid, child);
+  assert_true(snap->mallocs > 0);
+  good_fetch(t.pid, snap);
+  free(snap);
+  target_kill(&t);
 }
 
 static void test_env(void **state) {
@@ -754,6 +826,8 @@ int main(void) {
       cmocka_unit_test(test_unsafe_dirs),
       cmocka_unit_test(test_stale_and_reuse),
       cmocka_unit_test(test_fork_and_exit),
+      cmocka_unit_test(test_fork_handler_starts_no_thread),
+      cmocka_unit_test(test_fork_child_allocates_gets_agent),
       cmocka_unit_test(test_env),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
