@@ -11,13 +11,13 @@
  * Its descriptors are its own (fds.c): the thread has a descriptor table
  * of its own, where the program cannot close or replace them and where
  * nothing of the program's is held, and the program's table holds none of
- * the agent's. The pipe that wakes the thread (stop, exit) is in the
- * agent's table too, both ends: another thread wakes it by opening the
- * pipe again through /proc/self/task/TID/fd/N for one write (a descriptor
- * of its own for that instant, as any libc call that opens a file), or,
- * without /proc, by connecting to the agent's socket. Where the table
- * cannot be unshared, every descriptor is in the program's table, placed
- * at its top and checked before each use: a descriptor found closed or replaced is
+ * the agent's. Another thread wakes it (stop, exit) by connecting to its
+ * socket, or, failing that, by opening its wake pipe (both ends in the
+ * agent's table) again through /proc/self/task/TID/fd/N for one write: a
+ * descriptor of its own for that instant, as any libc call that opens a
+ * file (wake_thread). Where the table cannot be unshared, every
+ * descriptor is in the program's table, placed at its top and checked
+ * before each use: a descriptor found closed or replaced is
  * abandoned (never closed: the number is the program's now), and the agent
  * recovers (a new socket at the same path; clients are dropped) or stops,
  * saying so under MEMSTATS_DEBUG=1. The order in that mode: the identities
@@ -58,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -495,23 +496,18 @@ static int wake_make(void) {
       }
     }
   }
-  if (ms__own_take(&g_wake_r, p[0], g_private) < 0) {
-    close(p[1]);
+  /* In the program's table the write end first, so that it is placed
+   * above the read end: a program going up the numbers (a loop of close
+   * or dup2) meets the read end first, which the agent then leaves alone;
+   * the other way round, the write end closed first hangs the read end up,
+   * and the agent closes it (wake_read), giving back a number the program
+   * was about to reach. */
+  if (ms__own_take(&g_wake_w, p[1], g_private) < 0) {
+    close(p[0]);
     return MS_ENOMEM;
   }
-  if (ms__own_take(&g_wake_w, p[1], g_private) < 0)
+  if (ms__own_take(&g_wake_r, p[0], g_private) < 0)
     return MS_ENOMEM;
-  if (g_private) {
-    int t = wake_open();
-    if (t < 0) {
-      ms__debug("agent: its wake pipe cannot be opened through /proc (%s); "
-                "it also checks for stop every %d ms",
-                strerror(errno), WAKE_LOST_POLL_MS);
-      __atomic_store_n(&g_wake_lost, 1, __ATOMIC_RELEASE);
-    } else {
-      close(t);
-    }
-  }
   return 0;
 }
 
@@ -622,6 +618,9 @@ static void *agent_main(void *arg) {
   struct pollfd pfd[2 + MAX_CLIENTS];
   int who[2 + MAX_CLIENTS];
   ms__prof_exclude_thread();
+  /* Named by itself (prctl), not by its creator (pthread_setname_np
+   * writes /proc/self/task/TID/comm): see wake_thread on /proc. */
+  prctl(PR_SET_NAME, "memstats-agent", 0, 0, 0);
   g_setup_err = agent_setup();
   sem_post(&g_ready);
   if (g_setup_err != 0) {
@@ -856,7 +855,6 @@ static int start_locked(void) {
     pthread_join(g_thread, NULL);
     goto fail;
   }
-  pthread_setname_np(g_thread, "memstats-agent");
   g_running = 1;
   return 0;
 fail:
@@ -866,35 +864,51 @@ fail:
   return r;
 }
 
-/* Wakes the thread for stop: a byte into the wake pipe (opened again
- * through /proc when it is in the agent's table), or, when that cannot
- * be done or the program has closed the pipe, a connection to the agent's
- * socket (which the thread watches). */
-static void wake_thread(void) {
-  int woke = 0;
-  if (g_wake_w.private_table) {
-    int fd = wake_open();
-    if (fd >= 0) {
-      ssize_t w = write(fd, "x", 1);
-      woke = w == 1 || (w < 0 && errno == EAGAIN);
-      close(fd);
-    }
-  } else if (ms__own_same(&g_wake_w)) {
-    ssize_t w = write(g_wake_w.fd, "x", 1);
-    woke = w == 1 || (w < 0 && errno == EAGAIN);
-  }
-  if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
-    return;
+/* A connection to the agent's socket, which the thread watches (closed
+ * at once). Returns 0 if it connected. */
+static int wake_connect(void) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return; /* the thread looks at the stop flag every WAKE_LOST_POLL_MS */
+    return -1;
   int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-  (void)r;
   close(fd);
+  return r;
+}
+
+/* Wakes the thread for stop. With a table of its own: a connection to
+ * its socket, or, when that fails (the path removed, its queue full), a
+ * byte into the wake pipe opened again through /proc. Not /proc first:
+ * each task entry of /proc looked up costs a walk of /proc's dentries
+ * when the thread is reaped, which is most of what a process that runs
+ * for a millisecond pays for the agent. In the program's
+ * table: a byte into the wake pipe's write end, or, when the program has
+ * closed the pipe, the connection. A thread not woken at all still sees
+ * the stop flag at its next timeout (stop_locked wakes it again). */
+static void wake_thread(void) {
+  if (g_wake_w.private_table) {
+    if (wake_connect() == 0)
+      return;
+    int fd = wake_open();
+    if (fd >= 0) {
+      ssize_t w = write(fd, "x", 1);
+      (void)w;
+      close(fd);
+    }
+    return;
+  }
+  int woke = 0;
+  if (ms__own_same(&g_wake_w)) {
+    ssize_t w = write(g_wake_w.fd, "x", 1);
+    woke = w == 1 || (w < 0 && errno == EAGAIN);
+  }
+  if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
+    return;
+  wake_connect(); /* else the thread looks at the stop flag every
+                     WAKE_LOST_POLL_MS */
 }
 
 /* Stops the thread; with a deadline (at exit) it gives up waiting rather
@@ -918,7 +932,15 @@ static void stop_locked(int at_exit) {
       return;
     }
   } else {
-    pthread_join(g_thread, NULL);
+    /* Woken again each second, should a wake have been missed. */
+    for (;;) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      if (pthread_timedjoin_np(g_thread, NULL, &ts) != ETIMEDOUT)
+        break;
+      wake_thread();
+    }
   }
   /* The thread closed its own descriptors on its way out. */
   if (g_path[0] != '\0')

@@ -22,7 +22,7 @@
  *
  * Nothing of the agent's is in the program's table then, not even the
  * pipe that wakes it (ms_agent_stop(), exit, from the program's threads):
- * they open it again through /proc for one write (agent.c, wake_thread).
+ * they connect to its socket instead (agent.c, wake_thread).
  *
  * Where the table cannot be unshared (a seccomp filter may forbid
  * unshare, as container runtimes' do; close_range needs Linux 5.9), every
