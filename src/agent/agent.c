@@ -543,18 +543,24 @@ static int agent_setup(void) {
   return listen_open();
 }
 
-/* Closes the thread's descriptors (those still its own). */
+/* Closes the thread's descriptors (those still its own). A table of its
+ * own goes with the thread (the kernel closes what is in it as the thread
+ * ends): nothing is closed here then, which also spares
+ * ThreadSanitizer, which knows one table only, a close that looks like one
+ * of the program's numbers (stop's own socket, made as the thread ends).
+ * The numbers stay set for stop_locked and wake_thread, which read them
+ * (wake_w) until the thread has been joined. */
 static void agent_teardown(void) {
-  for (int i = 0; i < MAX_CLIENTS; i++)
-    client_close(&g_clients[i]);
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    client_drop_profile(&g_clients[i]);
+    if (!g_private)
+      ms__own_close(&g_clients[i].fd);
+  }
+  if (g_private)
+    return;
   ms__own_close(&g_listen);
   ms__own_close(&g_wake_r);
   ms__own_close(&g_reserve);
-  /* The write end in the agent's table (in the program's, stop closes it
-   * once the thread is gone). The number stays set: another thread may
-   * still be opening it through /proc, which then fails, harmlessly. */
-  if (g_wake_w.private_table && g_wake_w.fd >= 0)
-    close(g_wake_w.fd);
 }
 
 /* In the program's table (no unshared table), before each round: the

@@ -701,8 +701,13 @@ static void test_fork_and_exit(void **state) {
 }
 
 /* The preload (the target program run under it: it is linked with
- * libmemstats.so.0, the preload's soname, so the preload serves it). */
+ * libmemstats.so.0, the preload's soname, so the preload serves it); NULL
+ * in a sanitizer build, whose target program cannot take a preload before
+ * the sanitizer's runtime. */
 static const char *preload_env(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return NULL;
+#endif
   static char env[1300];
   char build[1024];
   if (host_build_dir(build, sizeof build) != 0)
@@ -722,9 +727,10 @@ static const char *preload_env(void) {
 static void test_fork_handler_starts_no_thread(void **state) {
   (void)state;
   const char *pre = preload_env();
-  assert_non_null(pre);
   const char *const under[] = {pre, NULL};
-  for (int i = 0; i < 2; i++) {
+  if (pre == NULL)
+    print_message("note: sanitizer build: the preloaded case is not run\n");
+  for (int i = 0; i < (pre != NULL ? 2 : 1); i++) {
     target_t t;
     target_start(&t, i == 0 ? NULL : under);
     static ms_snapshot_t snap;
@@ -746,7 +752,10 @@ static void test_fork_handler_starts_no_thread(void **state) {
 static void test_fork_child_allocates_gets_agent(void **state) {
   (void)state;
   const char *pre = preload_env();
-  assert_non_null(pre);
+  if (pre == NULL) {
+    print_message("skipped: sanitizer build: no preload in its target\n");
+    skip();
+  }
   const char *const under[] = {pre, NULL};
   target_t t;
   target_start(&t, under);
