@@ -129,8 +129,7 @@ static ms__own_fd_t g_wake_r = {-1, 0, 0, 0};
 static ms__own_fd_t g_wake_w = {-1, 0, 0, 0};
 static ms__own_fd_t g_reserve = {-1, 0, 0, 0};
 static int g_agent_tid; /* the thread's, for /proc/self/task/TID/fd */
-static int g_wake_lost; /* atomic: the agent no longer reads the pipe, or
-                           others cannot open it: stop is also polled */
+static int g_wake_lost; /* atomic: the agent no longer reads the pipe */
 /* The start handshake: the thread sets up its table and socket, then
  * posts g_ready with the result in g_setup_err. */
 static sem_t g_ready;
@@ -511,13 +510,17 @@ static int wake_make(void) {
   return 0;
 }
 
-/* Forgets the wake pipe's write end after the thread has ended: closed
- * in the program's table; the agent's own table went with its thread. */
-static void wake_w_forget(void) {
-  if (g_wake_w.private_table)
-    g_wake_w.fd = -1;
-  else
+/* After the thread has ended: the wake pipe's write end is closed in the
+ * program's table; the numbers of the agent's own table, which went with
+ * its thread, are forgotten. */
+static void forget_after_join(void) {
+  if (!g_wake_w.private_table) {
     ms__own_close(&g_wake_w);
+    return;
+  }
+  g_wake_w.fd = g_wake_r.fd = g_listen.fd = g_reserve.fd = -1;
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    g_clients[i].fd.fd = -1;
 }
 
 /* The thread's first work: its own table, its wake pipe, its spare
@@ -864,7 +867,7 @@ static int start_locked(void) {
   g_running = 1;
   return 0;
 fail:
-  wake_w_forget();
+  forget_after_join();
   g_path[0] = '\0';
   release_bufs();
   return r;
@@ -952,7 +955,7 @@ static void stop_locked(int at_exit) {
   if (g_path[0] != '\0')
     unlink(g_path);
   g_path[0] = '\0';
-  wake_w_forget();
+  forget_after_join();
   release_bufs();
   g_running = 0;
 }
