@@ -388,12 +388,24 @@ static void accept_clients(uint64_t now) {
       client_close(c);
       continue;
     }
-    if (cred.uid != geteuid() && cred.uid != 0) {
+    /* A process that is not dumpable (a setuid or setgid program, one
+     * whose user changed, or one that said so, as ssh-agent does) is one
+     * the kernel lets only root trace or read: its figures and its code's
+     * addresses go to root only too. Asked each time: a program may
+     * change it at any moment. */
+    int root_only = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1;
+    if (cred.uid != 0 && (root_only || cred.uid != geteuid())) {
       char msg[160];
-      snprintf(msg, sizeof msg,
-               "permission refused: uid %u may not read process %d (owned "
-               "by uid %u); run memtop as that user or as root",
-               (unsigned)cred.uid, (int)getpid(), (unsigned)geteuid());
+      if (root_only)
+        snprintf(msg, sizeof msg,
+                 "permission refused: process %d is not dumpable (setuid, "
+                 "setgid, or it said so); only root may read it",
+                 (int)getpid());
+      else
+        snprintf(msg, sizeof msg,
+                 "permission refused: uid %u may not read process %d (owned "
+                 "by uid %u); run memtop as that user or as root",
+                 (unsigned)cred.uid, (int)getpid(), (unsigned)geteuid());
       ms__wire_encode_error(&w, MS__MSG_REFUSED, MS_EREFUSED, msg);
       c->closing = 1;
     } else {

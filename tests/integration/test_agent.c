@@ -513,6 +513,83 @@ static void test_other_uid_refused(void **state) {
   target_kill(&t);
 }
 
+/* What a client running as uid 65534 gets from the agent at sock: the
+ * first frame's type (MS__MSG_HELLO, MS__MSG_REFUSED), or -1. */
+static int first_frame_as_nobody(const char *sock) {
+  pid_t c = fork();
+  if (c == 0) {
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(100);
+    int fd = target_connect(sock);
+    if (fd < 0)
+      _exit(101);
+    static uint8_t buf[4096];
+    ms__frame_t f;
+    int type = read_frame(fd, buf, sizeof buf, &f);
+    if (type == MS__MSG_REFUSED) {
+      int code;
+      char reason[256];
+      ms__wire_decode_error(buf + MS__WIRE_HEADER, f.length, &code, reason,
+                            sizeof reason, NULL);
+      if (strstr(reason, "dumpable") == NULL)
+        _exit(102);
+    }
+    _exit(type == MS__MSG_HELLO ? 0 : type == MS__MSG_REFUSED ? 1 : 103);
+  }
+  int st;
+  waitpid(c, &st, 0);
+  assert_true(WIFEXITED(st));
+  int code = WEXITSTATUS(st);
+  if (code >= 100)
+    fail_msg("the client as uid 65534 failed (%d)", code);
+  return code == 0 ? MS__MSG_HELLO : MS__MSG_REFUSED;
+}
+
+/* A process that is not dumpable (a setuid or setgid program, one whose
+ * user changed, or one that said so, as ssh-agent does) is one the kernel
+ * lets only root trace or read: its agent answers root only, even its own
+ * user. The same program, dumpable, answers its user. */
+static void test_not_dumpable_answers_root_only(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root, so no target can run as another "
+                  "user\n");
+    skip();
+  }
+  /* Its own directory, which uid 65534 can reach (g_dir is root's). */
+  char dir[] = "/tmp/ms-agent-nobody-XXXXXX", prog[4200], line[128];
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chown(dir, 65534, 65534), 0);
+  prog_path(prog, sizeof prog);
+  static const char *const dumpable[] = {"TARGET_AS=65534", NULL};
+  static const char *const nodump[] = {"TARGET_AS=65534", "TARGET_NODUMP=1",
+                                       NULL};
+  for (int i = 0; i < 2; i++) {
+    target_t t;
+    target_spawn(&t, prog, dir, i == 0 ? dumpable : nodump, NULL, NULL, 0,
+                 line, sizeof line);
+    if (strncmp(line, "ready ", 6) != 0)
+      fail_msg("target_basic as uid 65534: %s", line);
+    int want = i == 0 ? MS__MSG_HELLO : MS__MSG_REFUSED;
+    if (first_frame_as_nobody(t.sock) != want)
+      fail_msg("a %s process of uid 65534 %s its own user",
+               i == 0 ? "dumpable" : "non-dumpable",
+               i == 0 ? "refused" : "answered");
+    /* Root is answered either way (over a plain connection: memtop's
+     * client itself trusts no directory of another user). */
+    int fd = target_connect(t.sock);
+    assert_true(fd >= 0);
+    static uint8_t buf[4096];
+    ms__frame_t f;
+    assert_int_equal(read_frame(fd, buf, sizeof buf, &f), MS__MSG_HELLO);
+    close(fd);
+    target_kill(&t);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 static void expect_unsafe(const char *dir) {
   setenv("MEMSTATS_DIR", dir, 1);
   assert_int_equal(ms_agent_start(), MS_EUNSAFE);
@@ -832,6 +909,7 @@ int main(void) {
       cmocka_unit_test(test_garbage),
       cmocka_unit_test(test_burst),
       cmocka_unit_test(test_other_uid_refused),
+      cmocka_unit_test(test_not_dumpable_answers_root_only),
       cmocka_unit_test(test_unsafe_dirs),
       cmocka_unit_test(test_stale_and_reuse),
       cmocka_unit_test(test_fork_and_exit),

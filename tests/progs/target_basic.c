@@ -18,8 +18,13 @@
  *
  * EOF on stdin also exits. If ms_agent_start() fails it says
  * "agent-error <code>" instead of "ready" and still obeys commands.
+ *
+ * With TARGET_AS=UID in its environment (started as root) it first becomes
+ * that user and group, dumpable again (a change of user makes a process
+ * not dumpable), or not with TARGET_NODUMP=1.
  */
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +108,13 @@ static void account(void) {
 
 int main(void) {
   char line[256];
+  const char *as = getenv("TARGET_AS");
+  if (as != NULL) {
+    unsigned id = (unsigned)atoi(as);
+    if (setgroups(0, NULL) != 0 || setgid(id) != 0 || setuid(id) != 0)
+      return 3;
+    prctl(PR_SET_DUMPABLE, getenv("TARGET_NODUMP") ? 0 : 1, 0, 0, 0);
+  }
   int r = ms_agent_start();
   account();
   if (r == 0)
