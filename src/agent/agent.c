@@ -119,6 +119,11 @@ static void client_drop_profile(client_t *c) {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_running;
+/* Set by the fork handler in a child whose parent ran the agent: the
+ * child's is started later, outside the handler (ms__agent_after_fork).
+ * Beside g_running and g_lock, which the handler writes too: one page of
+ * ours copied in the child instead of two. */
+static int g_fork_pending;
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
@@ -141,9 +146,6 @@ static uint8_t *g_bufs;
 static size_t g_bufs_len;
 static client_t g_clients[MAX_CLIENTS];
 static int g_hooks_installed;
-/* Set by the fork handler in a child whose parent ran the agent: the
- * child's is started later, outside the handler (ms__agent_after_fork). */
-static int g_fork_pending;
 static int g_said_unsafe;
 /* What MEMSTATS_DEBUG=1 has been told once already. */
 static int g_said_lost_client, g_said_emfile, g_said_accept;
@@ -1026,7 +1028,11 @@ static void fork_child(void) {
     return;
   g_running = 0;
   g_path[0] = '\0';
-  child_drop_agent_fds();
+  /* The numbers of the agent's own table are not the child's, but nothing
+   * reads them before a start sets them again: left as they are, their
+   * page is not copied. Those in the program's table are closed. */
+  if (!g_private)
+    child_drop_agent_fds();
   /* Not in the child (MADV_DONTFORK): its agent maps its own. The cached
    * snapshot, the parent's, is never served here (request.c checks its
    * PID), and a start forgets it. */
