@@ -499,7 +499,10 @@ MS_EXTERN void ms_gc_set_enabled(int enabled);
 /* Starts the agent thread. Reads MEMSTATS_* from the environment. Returns 0,
  * MS_EEXIST if already running, MS_EUNSAFE if the socket directory is
  * unsafe, or another negative code; never aborts, never prints unless
- * MEMSTATS_DEBUG=1. */
+ * MEMSTATS_DEBUG=1. A fork() child has no agent (a fork handler may not
+ * start a thread): call this in the child to serve it. Under the preload
+ * the child's agent starts by itself, at the child's first allocation
+ * 100 ms or more after the fork. */
 MS_EXTERN int ms_agent_start(void);
 /* Stops the agent and removes its socket. Safe to call if not started. */
 MS_EXTERN int ms_agent_stop(void);

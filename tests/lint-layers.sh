@@ -17,6 +17,11 @@
 # here and in CONTRIBUTING.md first. Independently of the order, the graph
 # of includes between folders must have no cycle (each cycle is named).
 #
+# The environment has one reader on the target side, common/env.c (under
+# AT_SECURE it reads every MEMSTATS_* variable as unset): a call of getenv
+# or secure_getenv in any other file of a target-side folder is a
+# violation too.
+#
 # Prints each violation as "file:line: ..." and exits 1 if there is any;
 # exits 0 and prints one summary line otherwise. POSIX sh and awk only.
 set -u
@@ -45,6 +50,7 @@ edges=$(find "$SRC" -name '*.[ch]' | LC_ALL=C sort | while read -r f; do
 done)
 folders=$(find "$SRC" -mindepth 1 -maxdepth 1 -type d | sed "s|^$SRC/||" | LC_ALL=C sort)
 
+layers_ok=0
 printf '%s\n' "$edges" | awk -v target="$TARGET" -v tool="$TOOL" \
     -v folders="$(echo $folders)" -v src="$SRC" '
   function rank_in(list, f,    n, a, i) {
@@ -114,4 +120,23 @@ printf '%s\n' "$edges" | awk -v target="$TARGET" -v tool="$TOOL" \
       exit 1
     }
     printf "lint-layers: %d includes between folders, no upward include, no cycle\n", nincl
-  }'
+  }' || layers_ok=1
+
+# The one reader of the environment.
+env_bad=0
+for d in $TARGET; do
+  [ -d "$SRC/$d" ] || continue
+  for f in $(find "$SRC/$d" -name '*.[ch]' | LC_ALL=C sort); do
+    [ "$f" = "$SRC/common/env.c" ] && continue
+    hits=$(grep -n '\(^\|[^a-z_]\)\(secure_\)\{0,1\}getenv[ \t]*(' "$f" | cut -d: -f1)
+    for l in $hits; do
+      printf '%s:%s: reads the environment: use ms__env() (common/env.h), the one reader that honours AT_SECURE\n' "$f" "$l"
+      env_bad=$((env_bad + 1))
+    done
+  done
+done
+if [ "$env_bad" -ne 0 ]; then
+  printf 'lint-layers: %d read(s) of the environment outside common/env.c\n' "$env_bad"
+  exit 1
+fi
+exit "$layers_ok"

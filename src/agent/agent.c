@@ -10,10 +10,14 @@
  *
  * Its descriptors are its own (fds.c): the thread has a descriptor table
  * of its own, where the program cannot close or replace them and where
- * nothing of the program's is held. Only the write end of the wake pipe is
- * in the program's table, checked before each use. Where the table cannot
- * be unshared, every descriptor is in the program's table, placed high and
- * checked before each use: a descriptor found closed or replaced is
+ * nothing of the program's is held, and the program's table holds none of
+ * the agent's. Another thread wakes it (stop, exit) by connecting to its
+ * socket, or, failing that, by opening its wake pipe (both ends in the
+ * agent's table) again through /proc/self/task/TID/fd/N for one write: a
+ * descriptor of its own for that instant, as any libc call that opens a
+ * file (wake_thread). Where the table cannot be unshared, every
+ * descriptor is in the program's table, placed at its top and checked
+ * before each use: a descriptor found closed or replaced is
  * abandoned (never closed: the number is the program's now), and the agent
  * recovers (a new socket at the same path; clients are dropped) or stops,
  * saying so under MEMSTATS_DEBUG=1. The order in that mode: the identities
@@ -54,14 +58,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/env.h"
 #include "agent/thread.h"
 #include "common/procfs.h"
 #include "common/sockdir.h"
@@ -113,17 +120,22 @@ static void client_drop_profile(client_t *c) {
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_running;
+/* Set by the fork handler in a child whose parent ran the agent: the
+ * child's is started later, outside the handler (ms__agent_after_fork).
+ * Beside g_running and g_lock, which the handler writes too: one page of
+ * ours copied in the child instead of two. */
+static int g_fork_pending;
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
- * program's. The write end of the wake pipe is always in the program's. */
+ * program's (the wake pipe's too: see wake_thread). */
 static int g_private;
 static ms__own_fd_t g_listen = {-1, 0, 0, 0};
 static ms__own_fd_t g_wake_r = {-1, 0, 0, 0};
 static ms__own_fd_t g_wake_w = {-1, 0, 0, 0};
 static ms__own_fd_t g_reserve = {-1, 0, 0, 0};
-static int g_wake_r_raw = -1; /* the read end as pipe2() made it */
-static int g_wake_lost;       /* atomic: the agent no longer reads it */
+static int g_agent_tid; /* the thread's, for /proc/self/task/TID/fd */
+static int g_wake_lost; /* atomic: the agent no longer reads the pipe */
 /* The start handshake: the thread sets up its table and socket, then
  * posts g_ready with the result in g_setup_err. */
 static sem_t g_ready;
@@ -379,12 +391,24 @@ static void accept_clients(uint64_t now) {
       client_close(c);
       continue;
     }
-    if (cred.uid != geteuid() && cred.uid != 0) {
+    /* A process that is not dumpable (a setuid or setgid program, one
+     * whose user changed, or one that said so, as ssh-agent does) is one
+     * the kernel lets only root trace or read: its figures and its code's
+     * addresses go to root only too. Asked each time: a program may
+     * change it at any moment. */
+    int root_only = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1;
+    if (cred.uid != 0 && (root_only || cred.uid != geteuid())) {
       char msg[160];
-      snprintf(msg, sizeof msg,
-               "permission refused: uid %u may not read process %d (owned "
-               "by uid %u); run memtop as that user or as root",
-               (unsigned)cred.uid, (int)getpid(), (unsigned)geteuid());
+      if (root_only)
+        snprintf(msg, sizeof msg,
+                 "permission refused: process %d is not dumpable (setuid, "
+                 "setgid, or it said so); only root may read it",
+                 (int)getpid());
+      else
+        snprintf(msg, sizeof msg,
+                 "permission refused: uid %u may not read process %d (owned "
+                 "by uid %u); run memtop as that user or as root",
+                 (unsigned)cred.uid, (int)getpid(), (unsigned)geteuid());
       ms__wire_encode_error(&w, MS__MSG_REFUSED, MS_EREFUSED, msg);
       c->closing = 1;
     } else {
@@ -469,36 +493,33 @@ static int keep_stderr(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return 1;
 #else
-  const char *env = getenv("MEMSTATS_DEBUG");
-  return env != NULL && strcmp(env, "1") == 0;
+  return ms__env_is_1("MEMSTATS_DEBUG");
 #endif
 }
 
-/* The thread's first work: its own table, its spare descriptor and its
- * socket. Returns 0 or a negative code. */
-static int agent_setup(void) {
-  /* Kept in the new table: the read end of the wake pipe, and stderr
-   * where keep_stderr() says (else the table holds no file of the
-   * program's at all: not even a program that closes its stderr to tell a
-   * reader it is done is kept waiting by us). */
-  int keep[2] = {keep_stderr() ? 2 : -1, g_wake_r_raw};
-  if (keep[0] > keep[1]) {
-    keep[0] = g_wake_r_raw;
-    keep[1] = 2;
-  }
-  int r = ms__fds_go_private(keep, 2);
-  g_private = r == 0;
-  if (!g_private)
-    ms__debug("agent: no descriptor table of its own (unshare: %s); its "
-              "descriptors stay in the program's, placed high and checked "
-              "before each use",
-              strerror(-r));
+/* The wake pipe's write end, opened again through /proc from any thread
+ * (the pipe itself, not the agent's descriptor): a descriptor the caller
+ * closes, or -1. */
+static int wake_open(void) {
+  char p[80];
+  if (g_wake_w.fd < 0)
+    return -1;
+  snprintf(p, sizeof p, "/proc/self/task/%d/fd/%d", g_agent_tid, g_wake_w.fd);
+  return open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* The wake pipe, made by the thread in its own table (or at the top of the
+ * program's). Returns 0 or a negative code. */
+static int wake_make(void) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+    return -errno;
   if (g_private) {
-    /* 0-2 of the new table are held by copies of the wake pipe's read
-     * end (or 2 by stderr, kept above): ms__debug() writes to 2, so none
-     * of them may ever be a client's socket. */
+    /* 0-2 of the new table are held by the pipe and copies of its read
+     * end (or 2 by stderr, kept): ms__debug() writes to 2, so none of
+     * them may ever be a client's socket. */
     for (;;) {
-      int d = fcntl(g_wake_r_raw, F_DUPFD_CLOEXEC, 0);
+      int d = fcntl(p[0], F_DUPFD_CLOEXEC, 0);
       if (d < 0)
         break;
       if (d > 2) {
@@ -507,16 +528,72 @@ static int agent_setup(void) {
       }
     }
   }
-  if (ms__own_take(&g_wake_r, g_wake_r_raw, g_private) < 0)
+  /* In the program's table the write end first, so that it is placed
+   * above the read end: a program going up the numbers (a loop of close
+   * or dup2) meets the read end first, which the agent then leaves alone;
+   * the other way round, the write end closed first hangs the read end up,
+   * and the agent closes it (wake_read), giving back a number the program
+   * was about to reach. */
+  if (ms__own_take(&g_wake_w, p[1], g_private) < 0) {
+    close(p[0]);
     return MS_ENOMEM;
+  }
+  if (ms__own_take(&g_wake_r, p[0], g_private) < 0)
+    return MS_ENOMEM;
+  return 0;
+}
+
+/* After the thread has ended: the wake pipe's write end is closed in the
+ * program's table; the numbers of the agent's own table, which went with
+ * its thread, are forgotten. */
+static void forget_after_join(void) {
+  if (!g_wake_w.private_table) {
+    ms__own_close(&g_wake_w);
+    return;
+  }
+  g_wake_w.fd = g_wake_r.fd = g_listen.fd = g_reserve.fd = -1;
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    g_clients[i].fd.fd = -1;
+}
+
+/* The thread's first work: its own table, its wake pipe, its spare
+ * descriptor and its socket. Returns 0 or a negative code. */
+static int agent_setup(void) {
+  /* Kept in the new table: stderr where keep_stderr() says (else the
+   * table holds no file of the program's at all: not even a program that
+   * closes its stderr to tell a reader it is done is kept waiting by
+   * us). */
+  int keep[1] = {keep_stderr() ? 2 : -1};
+  g_agent_tid = (int)syscall(SYS_gettid);
+  int r = ms__fds_go_private(keep, 1);
+  g_private = r == 0;
+  if (!g_private)
+    ms__debug("agent: no descriptor table of its own (unshare: %s); its "
+              "descriptors stay in the program's, placed high and checked "
+              "before each use",
+              strerror(-r));
+  r = wake_make();
+  if (r != 0)
+    return r;
   take_reserve();
   return listen_open();
 }
 
-/* Closes the thread's descriptors (those still its own). */
+/* Closes the thread's descriptors (those still its own). A table of its
+ * own goes with the thread (the kernel closes what is in it as the thread
+ * ends): nothing is closed here then, which also spares
+ * ThreadSanitizer, which knows one table only, a close that looks like one
+ * of the program's numbers (stop's own socket, made as the thread ends).
+ * The numbers stay set for stop_locked and wake_thread, which read them
+ * (wake_w) until the thread has been joined. */
 static void agent_teardown(void) {
-  for (int i = 0; i < MAX_CLIENTS; i++)
-    client_close(&g_clients[i]);
+  for (int i = 0; i < MAX_CLIENTS; i++) {
+    client_drop_profile(&g_clients[i]);
+    if (!g_private)
+      ms__own_close(&g_clients[i].fd);
+  }
+  if (g_private)
+    return;
   ms__own_close(&g_listen);
   ms__own_close(&g_wake_r);
   ms__own_close(&g_reserve);
@@ -583,6 +660,9 @@ static void *agent_main(void *arg) {
   struct pollfd pfd[2 + MAX_CLIENTS];
   int who[2 + MAX_CLIENTS];
   ms__prof_exclude_thread();
+  /* Named by itself (prctl), not by its creator (pthread_setname_np
+   * writes /proc/self/task/TID/comm): see wake_thread on /proc. */
+  prctl(PR_SET_NAME, "memstats-agent", 0, 0, 0);
   g_setup_err = agent_setup();
   sem_post(&g_ready);
   if (g_setup_err != 0) {
@@ -686,14 +766,19 @@ static void *agent_main(void *arg) {
  * has the table of the thread that forked, not the agent's) or closes
  * them (they are in the program's table, which the child copied). */
 static void child_drop_agent_fds(void) {
-  ms__own_fd_t *all[3 + MAX_CLIENTS];
+  ms__own_fd_t *all[4 + MAX_CLIENTS];
   int n = 0;
   all[n++] = &g_listen;
   all[n++] = &g_wake_r;
+  all[n++] = &g_wake_w;
   all[n++] = &g_reserve;
   for (int i = 0; i < MAX_CLIENTS; i++)
     all[n++] = &g_clients[i].fd;
+  /* Only what is set is written: a page of ours the child does not
+   * write is one it never copies. */
   for (int i = 0; i < n; i++) {
+    if (all[i]->fd < 0)
+      continue;
     if (all[i]->private_table)
       all[i]->fd = -1;
     else
@@ -720,13 +805,14 @@ static void unsafe_once(const char *dir, const char *why) {
 }
 
 static int start_locked(void) {
-  const char *env = getenv("MEMSTATS_AGENT");
+  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+  const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
   if (env != NULL && ms__parse_uint(env, UINT64_MAX, &v) == 0 && v == 0) {
     ms__debug("agent not started: MEMSTATS_AGENT=0");
     return 0;
   }
-  env = getenv("MEMSTATS_MIN_INTERVAL_MS");
+  env = ms__env("MEMSTATS_MIN_INTERVAL_MS");
   v = 100;
   if (env != NULL && ms__parse_uint(env, 24ull * 3600 * 1000, &v) != 0) {
     ms__debug("MEMSTATS_MIN_INTERVAL_MS=%.32s is not a number of "
@@ -764,30 +850,17 @@ static int start_locked(void) {
     g_path[0] = '\0';
     return MS_ENOMEM;
   }
+  /* A fork child has no use for them (its agent maps its own): not
+   * copied, fork has fewer pages to share. */
+  madvise(g_bufs, g_bufs_len, MADV_DONTFORK);
   for (int i = 0; i < MAX_CLIENTS; i++) {
     g_clients[i].fd.fd = -1;
     g_clients[i].in = g_bufs + (size_t)i * (IN_CAP + OUT_CAP);
     g_clients[i].out = g_clients[i].in + IN_CAP;
   }
-  g_listen.fd = g_wake_r.fd = g_reserve.fd = -1;
+  g_listen.fd = g_wake_r.fd = g_wake_w.fd = g_reserve.fd = -1;
   g_accept_resume = g_accept_backoff = 0;
   __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
-
-  /* The wake pipe: its write end stays in the program's table (placed
-   * high), its read end goes to the thread, which takes it into its own
-   * table; this thread then closes the copy left in the program's. */
-  int p[2];
-  ms__own_fd_t raw_r = {-1, 0, 0, 0};
-  if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
-    r = -errno;
-    goto fail;
-  }
-  ms__own_take(&raw_r, p[0], 0); /* placed high too */
-  if (ms__own_take(&g_wake_w, p[1], 0) < 0 || raw_r.fd < 0) {
-    r = MS_ENOMEM;
-    goto fail;
-  }
-  g_wake_r_raw = raw_r.fd;
 
   if (sem_init(&g_ready, 0, 0) != 0) {
     r = -errno;
@@ -822,31 +895,53 @@ static int start_locked(void) {
   r = g_setup_err;
   if (r != 0) {
     pthread_join(g_thread, NULL);
-    if (g_private)
-      ms__own_close(&raw_r);
-    raw_r.fd = -1; /* else the thread moved (and closed) it */
     goto fail;
   }
-  /* With a table of its own the thread has the read end there; the copy
-   * here, made a moment ago, is closed if it is still ours. In the
-   * program's table the thread moved it high itself. */
-  if (g_private && ms__own_same(&raw_r))
-    close(raw_r.fd);
-  pthread_setname_np(g_thread, "memstats-agent");
   g_running = 1;
   return 0;
 fail:
-  ms__own_close(&raw_r);
-  ms__own_close(&g_wake_w);
+  forget_after_join();
   g_path[0] = '\0';
   release_bufs();
   return r;
 }
 
-/* Wakes the thread for stop: a byte into the wake pipe, or, when the
- * program has closed the pipe, a connection to the agent's socket (which
- * the thread watches). */
+/* A connection to the agent's socket, which the thread watches (closed
+ * at once). Returns 0 if it connected. */
+static int wake_connect(void) {
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+  close(fd);
+  return r;
+}
+
+/* Wakes the thread for stop. With a table of its own: a connection to
+ * its socket, or, when that fails (the path removed, its queue full), a
+ * byte into the wake pipe opened again through /proc. Not /proc first:
+ * each task entry of /proc looked up costs a walk of /proc's dentries
+ * when the thread is reaped, which is most of what a process that runs
+ * for a millisecond pays for the agent. In the program's
+ * table: a byte into the wake pipe's write end, or, when the program has
+ * closed the pipe, the connection. A thread not woken at all still sees
+ * the stop flag at its next timeout (stop_locked wakes it again). */
 static void wake_thread(void) {
+  if (g_wake_w.private_table) {
+    if (wake_connect() == 0)
+      return;
+    int fd = wake_open();
+    if (fd >= 0) {
+      ssize_t w = write(fd, "x", 1);
+      (void)w;
+      close(fd);
+    }
+    return;
+  }
   int woke = 0;
   if (ms__own_same(&g_wake_w)) {
     ssize_t w = write(g_wake_w.fd, "x", 1);
@@ -854,16 +949,8 @@ static void wake_thread(void) {
   }
   if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
     return;
-  struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return; /* the thread looks at the stop flag every WAKE_LOST_POLL_MS */
-  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
-  (void)r;
-  close(fd);
+  wake_connect(); /* else the thread looks at the stop flag every
+                     WAKE_LOST_POLL_MS */
 }
 
 /* Stops the thread; with a deadline (at exit) it gives up waiting rather
@@ -887,13 +974,21 @@ static void stop_locked(int at_exit) {
       return;
     }
   } else {
-    pthread_join(g_thread, NULL);
+    /* Woken again each second, should a wake have been missed. */
+    for (;;) {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      if (pthread_timedjoin_np(g_thread, NULL, &ts) != ETIMEDOUT)
+        break;
+      wake_thread();
+    }
   }
   /* The thread closed its own descriptors on its way out. */
   if (g_path[0] != '\0')
     unlink(g_path);
   g_path[0] = '\0';
-  ms__own_close(&g_wake_w);
+  forget_after_join();
   release_bufs();
   g_running = 0;
 }
@@ -937,20 +1032,46 @@ static void fork_parent(void) {
 }
 
 /* The child has no agent thread, and the listening socket is the
- * parent's: drop the inherited descriptors (never unlink the parent's
- * path) and serve the child's own <pid>.sock. */
+ * parent's: the inherited descriptors are dropped (never the parent's
+ * path unlinked), and the child's own agent is noted as to be started.
+ * Only async-signal-safe work here, as in any code of a multithreaded
+ * program's child before exec: plain stores, fstat and close. Starting
+ * the thread here (pthread_create, mmap, mkdir, bind, with a wait for the
+ * thread) is what POSIX does not allow, and cost every fork about a
+ * millisecond, short-lived children (a shell's subshells, make's) most of
+ * all. The start is ms__agent_after_fork()'s: the preload's first
+ * allocation a while after the fork, or ms_agent_start() in the child. */
 static void fork_child(void) {
-  pthread_mutex_init(&g_lock, NULL);
+  g_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
   if (!g_running)
     return;
   g_running = 0;
   g_path[0] = '\0';
-  ms__own_close(&g_wake_w);
-  child_drop_agent_fds();
-  release_bufs();
-  ms__agent_cache_reset();
+  /* The numbers of the agent's own table are not the child's, but nothing
+   * reads them before a start sets them again: left as they are, their
+   * page is not copied. Those in the program's table are closed. */
+  if (!g_private)
+    child_drop_agent_fds();
+  /* Not in the child (MADV_DONTFORK): its agent maps its own. The cached
+   * snapshot, the parent's, is never served here (request.c checks its
+   * PID), and a start forgets it. */
+  g_bufs = NULL;
+  __atomic_store_n(&g_fork_pending, 1, __ATOMIC_RELAXED);
+}
+
+int ms__agent_fork_pending(void) {
+  return __atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED);
+}
+
+void ms__agent_after_fork(void) {
+  if (!__atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED))
+    return;
   pthread_mutex_lock(&g_lock);
-  start_locked();
+  if (__atomic_exchange_n(&g_fork_pending, 0, __ATOMIC_RELAXED) && !g_running) {
+    int r = start_locked();
+    if (r != 0)
+      ms__debug("agent: the child's agent did not start: %s", ms_strerror(r));
+  }
   pthread_mutex_unlock(&g_lock);
 }
 

@@ -94,6 +94,18 @@ int ms__maybe_in_signal_handler(void);
  * child, which shares its parent's memory (the caller tells them apart). */
 void ms__agent_quick_exit(void);
 
+/* After fork(), in a child whose parent ran the agent: whether the
+ * child's agent is still to be started. The fork handler only notes it
+ * (it may do nothing but async-signal-safe work); ms__agent_after_fork()
+ * starts it, outside any handler: the preload calls it from the child's
+ * first allocation MS__FORK_GRACE_NS or more after the fork, and
+ * ms_agent_start() in the child starts it too. A child that ends sooner
+ * costs no agent. ms__agent_after_fork() may be called from inside
+ * malloc (before the next allocator is): what it calls may allocate. */
+#define MS__FORK_GRACE_NS (100ull * 1000000ull)
+int ms__agent_fork_pending(void);
+void ms__agent_after_fork(void);
+
 /* ---- the agent's own descriptors (fds.c) ---- */
 
 /* A descriptor the agent made, with the identity it had then (device and
@@ -108,8 +120,9 @@ typedef struct ms__own_fd_s {
 } ms__own_fd_t;
 
 /* Records fd (just made by the caller) in *o; in the program's table it
- * is first moved high (F_DUPFD_CLOEXEC below min(RLIMIT_NOFILE, 1024)),
- * where programs rarely go. Returns the descriptor, or -1 (fd closed). */
+ * is first moved to the highest free number below min(RLIMIT_NOFILE,
+ * 1024), where shells and programs do not go unless they name it.
+ * Returns the descriptor, or -1 (fd closed). */
 int ms__own_take(ms__own_fd_t *o, int fd, int private_table);
 
 /* Whether o->fd is still the descriptor that was taken: always in the

@@ -20,18 +20,18 @@
  * so a close in ours releases none of them. Every descriptor of the
  * agent's table is then provably its own, and is used without checks.
  *
- * One descriptor must stay in the program's table: the write end of the
- * pipe that wakes the agent (ms_agent_stop(), exit, written by the
- * program's threads). It is placed high (below RLIMIT_NOFILE and 1024)
- * where programs rarely go, and its identity (device and inode, which no
- * other open file shares) is checked before each use; when the program
- * has closed or replaced it, it is abandoned, never closed.
+ * Nothing of the agent's is in the program's table then, not even the
+ * pipe that wakes it (ms_agent_stop(), exit, from the program's threads):
+ * they connect to its socket instead (agent.c, wake_thread).
  *
  * Where the table cannot be unshared (a seccomp filter may forbid
  * unshare, as container runtimes' do; close_range needs Linux 5.9), every
- * descriptor of the agent stays in the program's table: each is placed
- * high and checked like the wake pipe's write end before each use (see
- * agent.c for the check-then-use window that remains in that mode).
+ * descriptor of the agent stays in the program's table: each is placed at
+ * the top of it (below RLIMIT_NOFILE and 1024, see dup_high for why
+ * there), and its identity (device and inode, which no other open file
+ * shares) is checked before each use; one the program has closed or
+ * replaced is abandoned, never closed (see agent.c for the check-then-use
+ * window that remains in that mode).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,13 +63,37 @@ int ms__own_ok(const ms__own_fd_t *o) {
   return o->private_table ? 1 : ms__own_same(o);
 }
 
-/* The lowest number at which a descriptor placed high goes. */
-static int high_base(void) {
+/* The top of the numbers a descriptor placed high takes: min(RLIMIT_NOFILE,
+ * 1024). */
+static int high_top(void) {
   struct rlimit rl;
   rlim_t top = HIGH_TOP;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top)
     top = rl.rlim_cur;
-  return top > HIGH_ROOM + 3 ? (int)(top - HIGH_ROOM) : 3;
+  return (int)top;
+}
+
+/* A copy of fd at the highest free number in [top - HIGH_ROOM, top),
+ * searched downwards, or -1. Shells take their own numbers from 10 up
+ * (dash, zsh and ksh's saved descriptors, bash's {var} redirections) and
+ * bash also from 255 down (its script, its saved descriptors); scripts
+ * name 3 to 9 by convention (all POSIX promises). The top of the table is
+ * what none of them takes unless a script names that very number; the
+ * lowest free number at or above a base (F_DUPFD alone) was 960 or 961 at
+ * the usual limit of 1024, which a script had chosen. */
+static int dup_high(int fd) {
+  int top = high_top();
+  int low = top > HIGH_ROOM + 3 ? top - HIGH_ROOM : 3;
+  for (int n = top - 1; n >= low; n--) {
+    if (fcntl(n, F_GETFD) != -1 || errno != EBADF)
+      continue; /* taken */
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, n);
+    if (d >= 0 && d < top)
+      return d;
+    if (d >= 0)
+      close(d); /* n was taken meanwhile, and everything up to the top */
+  }
+  return -1;
 }
 
 int ms__own_take(ms__own_fd_t *o, int fd, int private_table) {
@@ -80,7 +104,7 @@ int ms__own_take(ms__own_fd_t *o, int fd, int private_table) {
   if (!private_table) {
     /* Just made by us, so the number is ours to close. If the table is
      * full up there, it stays where it is. */
-    int high = fcntl(fd, F_DUPFD_CLOEXEC, high_base());
+    int high = dup_high(fd);
     if (high >= 0) {
       close(fd);
       fd = high;

@@ -55,6 +55,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/env.h"
 #include "common/procfs.h"
 #include "compose/snapshot.h"
 #include "core/engine.h"
@@ -129,8 +130,8 @@ static sigset_t g_start_mask;
 static int g_have_start_mask;
 
 void ms__final_init(void) {
-  ms__final_setup(getenv("MEMSTATS_FINAL_FD"), getenv("MEMSTATS_FINAL_PID"),
-                  getenv("MEMSTATS_FINAL_PPID"));
+  ms__final_setup(ms__env("MEMSTATS_FINAL_FD"), ms__env("MEMSTATS_FINAL_PID"),
+                  ms__env("MEMSTATS_FINAL_PPID"));
   if (sigprocmask(SIG_BLOCK, NULL, &g_start_mask) == 0)
     g_have_start_mask = 1;
 }

@@ -13,15 +13,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/sockdir.h"
 #include "memstats.h"
 
 int ms__sockdir_path(char *buf, size_t len) {
-  const char *env = getenv("MEMSTATS_DIR");
+  const char *env = ms__env("MEMSTATS_DIR");
   int n;
   if (env != NULL && env[0] != '\0') {
     n = snprintf(buf, len, "%s", env);
-  } else if ((env = getenv("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
+  } else if ((env = ms__env("XDG_RUNTIME_DIR")) != NULL && env[0] != '\0') {
     n = snprintf(buf, len, "%s/memtop", env);
   } else {
     n = snprintf(buf, len, "/tmp/memtop-%u", (unsigned)geteuid());

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "common/fields.h"
 #include "common/procfs.h"
 #include "compose/snapshot.h"
@@ -326,8 +327,7 @@ static void self_check(const ms_snapshot_t *s, unsigned stale_exact) {
   static int cached = -1;
   int debug = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (debug < 0) {
-    const char *env = getenv("MEMSTATS_DEBUG");
-    debug = env && strcmp(env, "1") == 0;
+    debug = ms__env_is_1("MEMSTATS_DEBUG");
     __atomic_store_n(&cached, debug, __ATOMIC_RELAXED);
   }
   char why[200];

@@ -40,7 +40,9 @@ static void atfork_parent(void) {
 }
 static void atfork_child(void) {
   ms__shards_after_fork_child();
-  pthread_mutex_unlock(&g_read_lock);
+  /* A plain store, not pthread_mutex_unlock: a fork child's handlers may
+   * only do async-signal-safe work. */
+  g_read_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 __attribute__((constructor)) static void engine_start(void) {

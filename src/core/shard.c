@@ -502,7 +502,8 @@ void ms__shards_after_fork_child(void) {
       __atomic_store_n(&s->state, SHARD_DEAD, REL);
   }
   for (int g = 0; g < 3; g++)
-    __atomic_store_n(&g_global.inflight[g], 0, RLX);
+    if (__atomic_load_n(&g_global.inflight[g], RLX) != 0)
+      __atomic_store_n(&g_global.inflight[g], 0, RLX);
   /* membarrier registration is per process (per mm): register again. */
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
               0) != 0)

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/env.h"
 #include "core/util.h"
 
 size_t ms__page_size(void) {
@@ -37,8 +38,7 @@ uint64_t ms__now_unix_ns(void) {
  * MEMSTATS_DEBUG=1, and then only with one write(2) per message, formatted
  * on the stack (no stdio buffers, no allocation). */
 void ms__debug(const char *fmt, ...) {
-  const char *env = getenv("MEMSTATS_DEBUG");
-  if (!env || strcmp(env, "1") != 0)
+  if (!ms__env_is_1("MEMSTATS_DEBUG"))
     return;
   char buf[512];
   int n = snprintf(buf, sizeof buf, "libmemstats[%d]: ", (int)getpid());

@@ -116,7 +116,8 @@ static void publish(int i, void *f) {
   if (f == MISSING || i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
     return;
   __atomic_store_n(&plain[i], f, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&ms__real_state, __ATOMIC_SEQ_CST) == MS__REAL_PROF)
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_SEQ_CST);
+  if (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF)
     __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
 }
 

@@ -37,9 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/env.h"
 #include "compose/snapshot.h"
 #include "memstats.h"
 #include "preload/preload.h"
@@ -52,6 +54,54 @@ static pid_t g_pid;
 
 static void pid_after_fork(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
+}
+
+/* ---- the child of a fork ---------------------------------------------------
+ * The child's agent is started outside the fork handlers (agent.h,
+ * ms__agent_after_fork): from an allocation of the child's, the first one
+ * MS__FORK_GRACE_NS or more after the fork. The handler below only stores
+ * the state FORKED (or FORKED_PROF), so that every allocation entry point
+ * takes its slow path (ms__preload_forked), and the hot path stays what it
+ * was: one compare of the state. Most children of a shell or of make exec
+ * or exit within a millisecond: they never pay for an agent, and those
+ * that live on get theirs at their next allocation. A child that never
+ * allocates again gets none. */
+static uint64_t g_fork_ns; /* CLOCK_MONOTONIC_COARSE at the fork */
+
+/* The coarse clock (a few ms of resolution, plenty for the grace): a read
+ * of the vDSO's page, cheap enough for every allocation of the grace. */
+static uint64_t coarse_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void fork_child(void) {
+  pid_after_fork();
+  /* Async-signal-safe: clock_gettime and plain stores. */
+  g_fork_ns = coarse_ns();
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_RELAXED);
+  if (st == MS__REAL_READY)
+    __atomic_store_n(&ms__real_state, MS__REAL_FORKED, __ATOMIC_RELEASE);
+  else if (st == MS__REAL_PROF)
+    __atomic_store_n(&ms__real_state, MS__REAL_FORKED_PROF, __ATOMIC_RELEASE);
+}
+
+int ms__preload_forked(int st) {
+  int prof = st == MS__REAL_FORKED_PROF;
+  int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
+  if (ms__agent_fork_pending() &&
+      coarse_ns() - g_fork_ns < MS__FORK_GRACE_NS)
+    return m;
+  /* One thread puts the state back and starts the agent; its own
+   * allocations (the thread's stack, TLS) run the ordinary copies. */
+  int expect = st;
+  if (__atomic_compare_exchange_n(&ms__real_state, &expect,
+                                  prof ? MS__REAL_PROF : MS__REAL_READY, 0,
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    ms__agent_after_fork();
+  return m;
 }
 
 static _Noreturn void end_process(int status) {
@@ -150,7 +200,7 @@ static void write_exit_report(void) {
 
 __attribute__((constructor)) static void preload_init(void) {
   pid_after_fork();
-  pthread_atfork(NULL, NULL, pid_after_fork);
+  pthread_atfork(NULL, NULL, fork_child);
   ms__preload_resolve();
   ms__preload_cxx_resolve();
   ms__preload_size_init();
@@ -161,7 +211,7 @@ __attribute__((constructor)) static void preload_init(void) {
    * MEMSTATS_PROFILE_RATE=0 they keep the copies without a profiler). */
   if (MS__PRELOAD_PROFILER && ms__prof_rate() != 0)
     ms__preload_profile_on();
-  const char *path = getenv("MEMSTATS_EXIT_REPORT");
+  const char *path = ms__env("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);
     if (n < sizeof report_path)
@@ -169,7 +219,7 @@ __attribute__((constructor)) static void preload_init(void) {
     else
       ms__debug("MEMSTATS_EXIT_REPORT: path too long, no report");
   }
-  const char *agent = getenv("MEMSTATS_AGENT");
+  const char *agent = ms__env("MEMSTATS_AGENT");
   if (agent && strcmp(agent, "0") == 0)
     return;
   int r = ms_agent_start();

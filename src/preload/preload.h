@@ -95,7 +95,12 @@ enum {
   MS__REAL_RESOLVING = 1, /* a thread is inside dlsym */
   MS__REAL_READY = 2,     /* ms__real is complete; not profiling */
   MS__REAL_FAILED = 3,    /* no next malloc: only the bootstrap buffer */
-  MS__REAL_PROF = 4       /* ms__real is complete; profiling */
+  MS__REAL_PROF = 4,      /* ms__real is complete; profiling */
+  /* READY or PROF in a fork child whose agent is still to be started
+   * (preload.c, ms__preload_forked): every allocation entry point takes
+   * its slow path until then, the fork handler having only stored this. */
+  MS__REAL_FORKED = 5,
+  MS__REAL_FORKED_PROF = 6
 };
 extern int ms__real_state MS__PRELOAD_HIDDEN;
 
@@ -146,14 +151,21 @@ extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
 /* Whether ms__real is complete, the profiler on or off. */
 static inline int ms__preload_complete(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  return st == MS__REAL_READY || st == MS__REAL_PROF;
+  return st == MS__REAL_READY || st >= MS__REAL_PROF;
 }
 
 /* Whether the profiler samples (then ms__real is complete too). */
 static inline int ms__preload_profiling(void) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   return MS__PRELOAD_PROFILER &&
-         __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) == MS__REAL_PROF;
+         (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF);
 }
+
+/* The slow path of a fork child (FORKED or FORKED_PROF, read as st):
+ * once MS__FORK_GRACE_NS have passed since the fork (the coarse clock),
+ * the state goes back to READY or PROF and the child's agent is started;
+ * until then it answers the copy to run. preload.c. */
+int ms__preload_forked(int st);
 
 /* What an entry point runs: the bootstrap buffer (no next allocator yet,
  * or none), its plain copy, or its profiling copy. An entry point is

@@ -123,7 +123,7 @@ static int calls_reach_us(void *(*def_malloc)(size_t),
 
 int ms__preload_resolve(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st == MS__REAL_READY || st == MS__REAL_PROF)
+  if (st == MS__REAL_READY || st >= MS__REAL_PROF)
     return 1;
   if (st != MS__REAL_NONE || tls_resolving)
     return 0;
@@ -268,6 +268,9 @@ static void glibc_header_init(void) {
 int ms__preload_mode_slow(void) {
   if (!ms__preload_resolve())
     return MS__PL_BOOT;
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (st >= MS__REAL_FORKED)
+    return ms__preload_forked(st);
   return ms__preload_profiling() ? MS__PL_PROF : MS__PL_PLAIN;
 }
 

@@ -146,7 +146,9 @@ void ms__prof_table_unlock(ms__prof_table_t *t) {
 /* In a fork's child, where the forking thread held the lock across the
  * fork (sampler.c): a new, unlocked one. */
 void ms__prof_table_after_fork(ms__prof_table_t *t) {
-  pthread_mutex_init(&t->lock, NULL);
+  /* A plain store: a fork child's handlers may only do async-signal-safe
+   * work (pthread_mutex_init is not). */
+  t->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p) {

@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/env.h"
 #include "core/sysstat.h"
 #include "memstats.h"
 #include "profile/profile.h"
@@ -135,7 +136,7 @@ int64_t ms__prof_next_interval(ms__prof_rng_t *r, uint64_t rate) {
 
 /* A decimal from the environment, or def; garbage reads as def. */
 static uint64_t env_uint(const char *name, uint64_t def, uint64_t max) {
-  const char *s = getenv(name);
+  const char *s = ms__env(name);
   if (s == NULL || *s == '\0')
     return def;
   uint64_t v = 0;

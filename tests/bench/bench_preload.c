@@ -49,6 +49,14 @@
  *    and said so. BENCH_CALLGRIND=1 adds each workload's instructions
  *    under callgrind (bare, rate 0, default rate; about 50 times its run
  *    time).
+ * 5. Fork-heavy scripts, CPU time as in 4: bash running 300 subshells, and
+ *    make -j1 building 50 small C files (each a make child, a compiler
+ *    driver, cc1 and as: fork and exec all along), bare, under the preload
+ *    with the agent off (MEMSTATS_AGENT=0) and with it on (its sockets in
+ *    a directory of the bench's own). The goal: at most 1.05x bare with
+ *    the agent on (issue 18: a fork child's agent starts outside the fork
+ *    handler, and only in a child that lives on). BENCH_ONLY=forks runs
+ *    this part alone.
  *
  * Figures only: nothing here fails on a slow machine.
  */
@@ -59,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -76,6 +85,9 @@ static char so_path[NSO][1200];
 static char build_dir[1024];
 static char loop_exe[1200];
 static int runs = 5;
+/* Set by bench_forks for its runs: the agent on, its sockets here. Every
+ * other run has MEMSTATS_AGENT=0. */
+static const char *run_agent_dir;
 
 /* How a child runs: which preload, which allocator under it, and the
  * heap profiler's rate. */
@@ -150,7 +162,12 @@ static double run(const how_t *how, const char *const argv[], const char *in,
       setenv("MEMSTATS_PROFILE_RATE", how->rate, 1);
     else
       unsetenv("MEMSTATS_PROFILE_RATE");
-    setenv("MEMSTATS_AGENT", "0", 1);
+    if (run_agent_dir) {
+      unsetenv("MEMSTATS_AGENT");
+      setenv("MEMSTATS_DIR", run_agent_dir, 1);
+    } else {
+      setenv("MEMSTATS_AGENT", "0", 1);
+    }
     int i = open(in ? in : "/dev/null", O_RDONLY);
     int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -769,6 +786,100 @@ static void bench_python(void) {
   bench_workload(&w);
 }
 
+/* ---- fork-heavy scripts ------------------------------------------------ */
+
+enum { F_BARE, F_NOAGENT, F_AGENT, NF };
+static const char *const fconf_name[NF] = {
+    [F_BARE] = "bare",
+    [F_NOAGENT] = "preload, MEMSTATS_AGENT=0",
+    [F_AGENT] = "preload, agent on",
+};
+
+/* argv's CPU time, median of BENCH_RUNS, the three interleaved. */
+static void bench_fork_workload(const char *title, const char *const argv[],
+                                const char *dir) {
+  double cpu[NF][MAX_RUNS], wall[NF][MAX_RUNS];
+  int n[NF] = {0};
+  for (int r = 0; r < runs; r++) {
+    for (int c = 0; c < NF; c++) {
+      how_t how = {c == F_BARE ? SO_NONE : SO_PRELOAD, NULL, NULL};
+      run_agent_dir = c == F_AGENT ? dir : NULL;
+      double t = run(&how, argv, NULL, NULL, NULL, &cpu[c][n[c]]);
+      run_agent_dir = NULL;
+      if (t > 0)
+        wall[c][n[c]++] = t;
+    }
+  }
+  double mid[NF], mid_wall[NF];
+  for (int c = 0; c < NF; c++) {
+    if (!n[c]) {
+      printf("%s: failed (%s)\n", title, fconf_name[c]);
+      return;
+    }
+    mid[c] = median(cpu[c], n[c]);
+    mid_wall[c] = median(wall[c], n[c]);
+  }
+  printf("%s (CPU time, median of %d, interleaved; wall time beside):\n",
+         title, runs);
+  for (int c = 0; c < NF; c++) {
+    printf("  %-26s %8.3f s (wall %.3f s)", fconf_name[c], mid[c],
+           mid_wall[c]);
+    if (c != F_BARE)
+      printf("   %6.3fx bare", mid[c] / mid[F_BARE]);
+    if (c == F_AGENT)
+      printf(" (goal <= 1.05x: %s)", met(mid[c] / mid[F_BARE], 1.05));
+    printf("\n");
+  }
+}
+
+static void bench_forks(void) {
+  char dir[] = "/tmp/bench_forks.XXXXXX";
+  if (!mkdtemp(dir)) {
+    printf("fork-heavy scripts: no temporary directory, skipped\n");
+    return;
+  }
+  char sock[64], src[64], path[128];
+  snprintf(sock, sizeof sock, "%s/sock", dir);
+  snprintf(src, sizeof src, "%s/src", dir);
+  if (mkdir(sock, 0700) != 0 || mkdir(src, 0700) != 0)
+    return;
+  if (host_have_program("bash")) {
+    const char *argv[] = {"bash", "-c", "for i in $(seq 300); do ( : ); done",
+                          NULL};
+    bench_fork_workload("bash, 300 subshells", argv, sock);
+  } else {
+    printf("bash workload: bash not installed, skipped\n");
+  }
+  if (host_have_program("make") && host_have_program("cc")) {
+    FILE *f;
+    for (int i = 0; i < 50; i++) {
+      snprintf(path, sizeof path, "%s/f%02d.c", src, i);
+      if ((f = fopen(path, "w")) == NULL)
+        return;
+      fprintf(f, "int f%02d(int x);\nint f%02d(int x) { return x * %d; }\n",
+              i, i, i + 1);
+      fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/Makefile", src);
+    if ((f = fopen(path, "w")) == NULL)
+      return;
+    fputs("OBJS := $(patsubst %.c,%.o,$(wildcard *.c))\n"
+          "all: $(OBJS)\n"
+          "%.o: %.c\n"
+          "\tcc -O0 -c -o $@ $<\n",
+          f);
+    fclose(f);
+    const char *argv[] = {"make", "-j1", "-s", "-B", "-C", src, NULL};
+    bench_fork_workload("make -j1, 50 small C files", argv, sock);
+  } else {
+    printf("make workload: make or cc not installed, skipped\n");
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0)
+    printf("(could not remove %s)\n", dir);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* progress, when piped to a file */
   const char *env = getenv("BENCH_RUNS");
@@ -781,6 +892,11 @@ int main(int argc, char **argv) {
     bench_random_sizes();
     return 0;
   }
+  const char *only = getenv("BENCH_ONLY");
+  if (only && strcmp(only, "forks") == 0) {
+    bench_forks();
+    return 0;
+  }
   int ht = host_have_program("heaptrack");
   bench_loop(1, ht);
   bench_loop(2, 0);
@@ -789,6 +905,7 @@ int main(int argc, char **argv) {
   bench_sqlite();
   bench_gxx();
   bench_python();
+  bench_forks();
   if (!ht)
     printf("heaptrack not installed: no comparison\n");
   return 0;

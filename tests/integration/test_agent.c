@@ -32,6 +32,7 @@
 #include "common/fields.h"
 #include "common/procfs.h"
 #include "support/fetch.h"
+#include "support/host.h"
 #include "support/target.h"
 #include "wire/wire.h"
 
@@ -515,6 +516,83 @@ static void test_other_uid_refused(void **state) {
   target_kill(&t);
 }
 
+/* What a client running as uid 65534 gets from the agent at sock: the
+ * first frame's type (MS__MSG_HELLO, MS__MSG_REFUSED), or -1. */
+static int first_frame_as_nobody(const char *sock) {
+  pid_t c = fork();
+  if (c == 0) {
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(100);
+    int fd = target_connect(sock);
+    if (fd < 0)
+      _exit(101);
+    static uint8_t buf[4096];
+    ms__frame_t f;
+    int type = read_frame(fd, buf, sizeof buf, &f);
+    if (type == MS__MSG_REFUSED) {
+      int code;
+      char reason[256];
+      ms__wire_decode_error(buf + MS__WIRE_HEADER, f.length, &code, reason,
+                            sizeof reason, NULL);
+      if (strstr(reason, "dumpable") == NULL)
+        _exit(102);
+    }
+    _exit(type == MS__MSG_HELLO ? 0 : type == MS__MSG_REFUSED ? 1 : 103);
+  }
+  int st;
+  waitpid(c, &st, 0);
+  assert_true(WIFEXITED(st));
+  int code = WEXITSTATUS(st);
+  if (code >= 100)
+    fail_msg("the client as uid 65534 failed (%d)", code);
+  return code == 0 ? MS__MSG_HELLO : MS__MSG_REFUSED;
+}
+
+/* A process that is not dumpable (a setuid or setgid program, one whose
+ * user changed, or one that said so, as ssh-agent does) is one the kernel
+ * lets only root trace or read: its agent answers root only, even its own
+ * user. The same program, dumpable, answers its user. */
+static void test_not_dumpable_answers_root_only(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root, so no target can run as another "
+                  "user\n");
+    skip();
+  }
+  /* Its own directory, which uid 65534 can reach (g_dir is root's). */
+  char dir[] = "/tmp/ms-agent-nobody-XXXXXX", prog[4200], line[128];
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chown(dir, 65534, 65534), 0);
+  prog_path(prog, sizeof prog);
+  static const char *const dumpable[] = {"TARGET_AS=65534", NULL};
+  static const char *const nodump[] = {"TARGET_AS=65534", "TARGET_NODUMP=1",
+                                       NULL};
+  for (int i = 0; i < 2; i++) {
+    target_t t;
+    target_spawn(&t, prog, dir, i == 0 ? dumpable : nodump, NULL, NULL, 0,
+                 line, sizeof line);
+    if (strncmp(line, "ready ", 6) != 0)
+      fail_msg("target_basic as uid 65534: %s", line);
+    int want = i == 0 ? MS__MSG_HELLO : MS__MSG_REFUSED;
+    if (first_frame_as_nobody(t.sock) != want)
+      fail_msg("a %s process of uid 65534 %s its own user",
+               i == 0 ? "dumpable" : "non-dumpable",
+               i == 0 ? "refused" : "answered");
+    /* Root is answered either way (over a plain connection: memtop's
+     * client itself trusts no directory of another user). */
+    int fd = target_connect(t.sock);
+    assert_true(fd >= 0);
+    static uint8_t buf[4096];
+    ms__frame_t f;
+    assert_int_equal(read_frame(fd, buf, sizeof buf, &f), MS__MSG_HELLO);
+    close(fd);
+    target_kill(&t);
+  }
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 static void expect_unsafe(const char *dir) {
   setenv("MEMSTATS_DIR", dir, 1);
   assert_int_equal(ms_agent_start(), MS_EUNSAFE);
@@ -685,8 +763,9 @@ static void test_fork_and_exit(void **state) {
   assert_int_equal(sscanf(line, "child %d", &child), 1);
   char csock[MSC_PATH_MAX];
   snprintf(csock, sizeof csock, "%s/%d.sock", g_dir, child);
-  /* The child's agent starts in the fork handler, before fork returns
-   * in the child; give the scheduler a bounded while to run it. */
+  /* The child (linked with -lmemstats, no preload) starts its agent with
+   * ms_agent_start(): the fork handler starts none (see below); give the
+   * scheduler a bounded while to run it. */
   for (int i = 0; i < 1000 && !file_exists(csock); i++)
     usleep(10000);
   ms_snapshot_t *snap = malloc(sizeof *snap);
@@ -699,6 +778,85 @@ static void test_fork_and_exit(void **state) {
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   assert_false(file_exists(t.sock));
   free(snap);
+}
+
+/* The preload (the target program run under it: it is linked with
+ * libmemstats.so.0, the preload's soname, so the preload serves it); NULL
+ * in a sanitizer build, whose target program cannot take a preload before
+ * the sanitizer's runtime. */
+static const char *preload_env(void) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return NULL;
+#endif
+  static char env[1300];
+  char build[1024];
+  if (host_build_dir(build, sizeof build) != 0)
+    return NULL;
+  char so[1200];
+  if (host_preload_path(build, so, sizeof so) != 0)
+    return NULL;
+  snprintf(env, sizeof env, "LD_PRELOAD=%s", so);
+  return env;
+}
+
+/* A fork child of a program running the agent has no thread but the one
+ * that forked, as fork() returns in it: the fork handler starts no agent
+ * (it may only do async-signal-safe work; pthread_create, mmap and the
+ * wait for the thread are not). The child looks with open and read only.
+ * Linked, and under the preload. */
+static void test_fork_handler_starts_no_thread(void **state) {
+  (void)state;
+  const char *pre = preload_env();
+  const char *const under[] = {pre, NULL};
+  if (pre == NULL)
+    print_message("note: sanitizer build: the preloaded case is not run\n");
+  for (int i = 0; i < (pre != NULL ? 2 : 1); i++) {
+    target_t t;
+    target_start(&t, i == 0 ? NULL : under);
+    static ms_snapshot_t snap;
+    good_fetch(t.pid, &snap); /* its agent runs */
+    target_cmd(&t, "forkthreads\n");
+    char line[64];
+    assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+    if (strcmp(line, "threads 1") != 0)
+      fail_msg("%s: the fork child had \"%s\" as fork() returned in it",
+               i == 0 ? "linked" : "preloaded", line);
+    target_kill(&t);
+  }
+}
+
+/* Under the preload, a fork child that lives and allocates gets its own
+ * agent and socket, started by an allocation of its own outside the fork
+ * handler (a while after the fork: src/preload/preload.c), and serves its
+ * figures. */
+static void test_fork_child_allocates_gets_agent(void **state) {
+  (void)state;
+  const char *pre = preload_env();
+  if (pre == NULL) {
+    print_message("skipped: sanitizer build: no preload in its target\n");
+    skip();
+  }
+  const char *const under[] = {pre, NULL};
+  target_t t;
+  target_start(&t, under);
+  target_cmd(&t, "forkalloc\n");
+  char line[64];
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+  int child = 0;
+  assert_int_equal(sscanf(line, "child %d", &child), 1);
+  char csock[MSC_PATH_MAX];
+  snprintf(csock, sizeof csock, "%s/%d.sock", g_dir, child);
+  for (int i = 0; i < 1000 && !file_exists(csock); i++)
+    usleep(10000);
+  if (!file_exists(csock))
+    fail_msg("the allocating fork child %d made no socket in 10 s", child);
+  ms_snapshot_t *snap = malloc(sizeof *snap);
+  good_fetch(child, snap);
+  assert_int_equal(snap->pid, child);
+  assert_true(snap->mallocs > 0);
+  good_fetch(t.pid, snap);
+  free(snap);
+  target_kill(&t);
 }
 
 static void test_env(void **state) {
@@ -754,9 +912,12 @@ int main(void) {
       cmocka_unit_test(test_garbage),
       cmocka_unit_test(test_burst),
       cmocka_unit_test(test_other_uid_refused),
+      cmocka_unit_test(test_not_dumpable_answers_root_only),
       cmocka_unit_test(test_unsafe_dirs),
       cmocka_unit_test(test_stale_and_reuse),
       cmocka_unit_test(test_fork_and_exit),
+      cmocka_unit_test(test_fork_handler_starts_no_thread),
+      cmocka_unit_test(test_fork_child_allocates_gets_agent),
       cmocka_unit_test(test_env),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

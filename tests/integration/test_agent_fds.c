@@ -300,6 +300,106 @@ static void test_bash_fd4(void **state) {
   free(pre);
 }
 
+/* min(RLIMIT_NOFILE, 1024): the top of the numbers the agent places its
+ * descriptors under when they are in the program's table (fds.c). */
+static int high_top(void) {
+  struct rlimit rl;
+  int top = 1024;
+  assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+  if (rl.rlim_cur < (rlim_t)top)
+    top = (int)rl.rlim_cur;
+  return top;
+}
+
+/* bash treats an open number as one to save and restore: `exec 961<file`
+ * over the wake pipe's write end the agent kept in the program's table
+ * put the pipe back, and `read x <&961` then failed (EBADF). Under the
+ * preload a script may use any number near the top of the table (where
+ * descriptors placed high went), as without it. */
+static void test_bash_high_numbers(void **state) {
+  (void)state;
+  if (!host_have_program("bash")) {
+    print_message("skipped: no bash\n");
+    skip();
+  }
+  char file[128], script[128];
+  snprintf(file, sizeof file, "%s/one.txt", g_dir);
+  snprintf(script, sizeof script, "%s/high.sh", g_dir);
+  FILE *f = fopen(file, "w");
+  assert_non_null(f);
+  fputs("line one\n", f);
+  fclose(f);
+  int top = high_top();
+  f = fopen(script, "w");
+  assert_non_null(f);
+  fprintf(f,
+          "echo ready\n"
+          "read -r go\n"
+          "for n in $(seq %d %d); do\n"
+          "  x=\n"
+          "  eval \"exec $n<\\\"\\$1\\\"\" || echo \"exec $n<file failed\"\n"
+          "  eval \"read -r x <&$n\"\n"
+          "  [ \"$x\" = 'line one' ] || echo \"read <&$n got '$x'\"\n"
+          "  eval \"exec $n<&-\"\n"
+          "done\n"
+          "echo done\n",
+          top > 80 ? top - 80 : 10, top - 1);
+  fclose(f);
+  size_t len;
+  char *out = run_bash_fd4(script, file, 1, &len);
+  out = realloc(out, len + 1);
+  out[len] = '\0';
+  if (strcmp(out, "done\n") != 0)
+    fail_msg("bash under the preload:\n%s", out);
+  free(out);
+}
+
+/* The program's descriptor table holds nothing of the agent's when the
+ * agent has a table of its own (its socket, its clients and its wake pipe
+ * are all there); in the program's table (unshare forbidden), only
+ * numbers at the top of the table, where scripts and shells do not go. */
+static void test_program_table(void **state) {
+  target_t t;
+  target_start(&t, state, NULL, NULL, 0);
+  good_fetch(t.pid);
+  int client = target_connect(t.sock); /* one client stays connected */
+  assert_true(client >= 0);
+  good_fetch(t.pid);
+  char dir[64];
+  int v[64];
+  snprintf(dir, sizeof dir, "/proc/%d/fd", t.pid);
+  int n = list_fds(dir, v, 0, 64);
+  int top = high_top();
+  int ours = 0;
+  for (int i = 0; i < n; i++) {
+    /* What the program inherited from this test (its runner's open
+     * descriptors) is the program's own. */
+    char a[96], b[96], la[256], lb[256];
+    snprintf(a, sizeof a, "/proc/%d/fd/%d", t.pid, v[i]);
+    snprintf(b, sizeof b, "/proc/self/fd/%d", v[i]);
+    ssize_t na = readlink(a, la, sizeof la - 1),
+            nb = readlink(b, lb, sizeof lb - 1);
+    if (na > 0 && na == nb && memcmp(la, lb, (size_t)na) == 0)
+      continue;
+    ours++;
+    if (!SHARED(state))
+      fail_msg("descriptor %d of the program's table is the agent's", v[i]);
+    if (v[i] < top - 64 || v[i] >= top)
+      fail_msg("the agent's descriptor %d is not at the top of the table "
+               "(%d to %d)",
+               v[i], top - 64, top - 1);
+  }
+  if (SHARED(state))
+    assert_true(ours >= 3); /* its socket, its client, its wake pipe */
+  close(client);
+  target_kill(&t);
+}
+
+static void test_program_table_shared(void **state) {
+  *state = (void *)k_shared;
+  test_program_table(state);
+}
+
 /* A server that closes every descriptor from 3 up and then listens on TCP
  * (descriptor 3) answers all of its clients itself, and the agent still
  * serves memtop, idle in between. */
@@ -595,12 +695,15 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bash_fd4),
+      cmocka_unit_test(test_bash_high_numbers),
+      cmocka_unit_test(test_program_table),
       cmocka_unit_test(test_closefrom_server),
       cmocka_unit_test(test_dup2_over_agent_fds),
       cmocka_unit_test(test_fd_limit),
       cmocka_unit_test(test_closefrom_server_shared),
       cmocka_unit_test(test_dup2_over_agent_fds_shared),
       cmocka_unit_test(test_fd_limit_shared),
+      cmocka_unit_test(test_program_table_shared),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -160,6 +160,24 @@ static void test_unknown_folder(void **state) {
   expect_violation("includes serve/, which is not a layer");
 }
 
+/* The target side reads the environment through common/env.c only (under
+ * AT_SECURE it ignores every MEMSTATS_* variable there); the tool's side
+ * may read it as it likes. */
+static void test_env_reader(void **state) {
+  (void)state;
+  fresh_tree();
+  put("preload/l.c", "  const char *p = getenv(\"MEMSTATS_EXIT_REPORT\");");
+  expect_violation("preload/l.c:2: reads the environment");
+  fresh_tree();
+  put("core/x.c", "  v = secure_getenv(\"MEMSTATS_DEBUG\");");
+  expect_violation("core/x.c:1: reads the environment");
+  fresh_tree();
+  put("common/env.c", "  return getenv(name);");
+  put("memtop/t.c", "  const char *t = getenv(\"TERM\");");
+  if (lint_tree() != 0)
+    fail_msg("common/env.c and the tool may read the environment:\n%s", out);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tree_passes),
@@ -170,6 +188,7 @@ int main(void) {
       cmocka_unit_test(test_target_includes_tool),
       cmocka_unit_test(test_internal_header),
       cmocka_unit_test(test_unknown_folder),
+      cmocka_unit_test(test_env_reader),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

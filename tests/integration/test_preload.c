@@ -25,7 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/statvfs.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -851,6 +855,123 @@ static void test_real_sort(void **state) {
   compare_runs("sort", argv, NULL, NULL, "LC_ALL=C", NULL);
 }
 
+/* ---- a setuid program
+ * ---------------------------------------------------------------*/
+
+/* Runs exe as uid and gid 65534 (exe's setuid bit then makes it root, with
+ * AT_SECURE), stdout to out, stderr to err, with env as its whole
+ * environment. In a mount namespace of its own where one can be had, with
+ * a fresh /tmp: the agent a secure program starts serves in root's default
+ * directory (/tmp/memtop-0), which the test then does not leave behind.
+ * Returns the wait status. */
+static int run_as_nobody(const char *exe, const char *out, const char *err,
+                         char *const env[]) {
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNS) == 0 &&
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+      mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777");
+    int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || dup2(o, 1) != 1 || dup2(e, 2) != 2)
+      _exit(126);
+    if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+      _exit(125);
+    char *const argv[] = {(char *)exe, NULL};
+    execve(exe, argv, env);
+    _exit(127);
+  }
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return st;
+}
+
+/* A setuid-root program with the preload in it (linked, as
+ * /etc/ld.so.preload would have it), run by an unprivileged user whose
+ * environment names root-only places: MEMSTATS_EXIT_REPORT a file and
+ * MEMSTATS_DIR a directory in a root-owned directory. Under AT_SECURE the
+ * library ignores every MEMSTATS_* variable: neither is made, and
+ * MEMSTATS_DEBUG=1 says only that (common/env.c). The same program run by
+ * root (no AT_SECURE) writes its report, so the program does reach it. */
+static void test_setuid_ignores_environment(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: making a setuid-root program needs root\n");
+    skip();
+  }
+  /* build_dir is at most 1,023 bytes, so each of these fits. */
+  char dir[1100], exe[1200], src[1200], report[1200], sockdir[1200],
+      out[1200], err[1200], control[1200];
+  /* Beside the build, not in /tmp: the child mounts a /tmp of its own. */
+  snprintf(dir, sizeof dir, "%s/su.XXXXXX", build_dir);
+  assert_non_null(mkdtemp(dir));
+  assert_int_equal(chmod(dir, 0755), 0);
+  struct statvfs vfs;
+  assert_int_equal(statvfs(dir, &vfs), 0);
+  snprintf(exe, sizeof exe, "%s/su_report", dir);
+  snprintf(src, sizeof src, "%s/progs/su_report", build_dir);
+  snprintf(report, sizeof report, "%s/nologin", dir);
+  snprintf(sockdir, sizeof sockdir, "%s/sockdir", dir);
+  snprintf(out, sizeof out, "%s/out", dir);
+  snprintf(err, sizeof err, "%s/err", dir);
+  snprintf(control, sizeof control, "%s/control", dir);
+  char cmd[6000];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chown 0:0 '%s' && chmod 4755 '%s'",
+           src, exe, exe, exe);
+  assert_int_equal(system(cmd), 0);
+
+  /* Run by root: no AT_SECURE, the report is written. */
+  run_t r = {.out = out, .report = control, .env = {"MEMSTATS_AGENT=0"}};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  char *text = read_file(control, NULL);
+  if (text == NULL || strncmp(text, "memstats pid=", 13) != 0)
+    fail_msg("su_report run by root wrote no exit report to %s", control);
+  free(text);
+
+  char env_report[1300], env_dir[1300];
+  char debug[] = "MEMSTATS_DEBUG=1", final_fd[] = "MEMSTATS_FINAL_FD=1",
+       path[] = "PATH=/usr/bin:/bin";
+  snprintf(env_report, sizeof env_report, "MEMSTATS_EXIT_REPORT=%s", report);
+  snprintf(env_dir, sizeof env_dir, "MEMSTATS_DIR=%s", sockdir);
+  char *const env[] = {env_report, env_dir, debug, final_fd, path, NULL};
+  st = run_as_nobody(exe, out, err, env);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+  text = read_file(out, NULL);
+  assert_non_null(text);
+  if (strcmp(text, "ok euid=0\n") != 0) {
+    free(text);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    print_message("skipped: the setuid bit took no effect (%s; a nosuid "
+                  "mount or no_new_privs)\n",
+                  (vfs.f_flag & ST_NOSUID) ? "nosuid mount" : "not nosuid");
+    skip();
+  }
+  free(text);
+  char *said = read_file(err, NULL);
+  int made_report = access(report, F_OK) == 0;
+  int made_dir = access(sockdir, F_OK) == 0;
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  if (made_report)
+    fail_msg("the setuid program made MEMSTATS_EXIT_REPORT's file as root");
+  if (made_dir)
+    fail_msg("the setuid program made MEMSTATS_DIR's directory as root");
+  if (said == NULL || strstr(said, "(AT_SECURE)") == NULL)
+    fail_msg("MEMSTATS_DEBUG=1 did not say the variables were ignored: %s",
+             said ? said : "(no stderr)");
+  /* ... and that is all it said. */
+  if (strchr(said, '\n') != strrchr(said, '\n'))
+    fail_msg("under AT_SECURE MEMSTATS_DEBUG=1 said more than one line:\n%s",
+             said);
+  free(said);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pattern_glibc),
@@ -874,6 +995,7 @@ int main(void) {
       cmocka_unit_test(test_real_sqlite3),
       cmocka_unit_test(test_real_git),
       cmocka_unit_test(test_real_sort),
+      cmocka_unit_test(test_setuid_ignores_environment),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,7 +9,10 @@
  *   pl_prof threads  four threads each hold N blocks from f_thread
  *   pl_prof deep     f_deep recurses 300 deep, then allocates
  *   pl_prof fork     f_parent holds N blocks; the child then holds N from
- *                    f_child (and says its pid)
+ *                    f_child, allocates (and frees) now and then until its
+ *                    agent has made its socket (a fork child's agent
+ *                    starts at an allocation of its own a while after the
+ *                    fork), and says its pid
  *   pl_prof full     f_many allocates blocks of 64 different sizes
  *   pl_prof wide     f_wide allocates 100 sizes at each of 200 recursion
  *                    depths: 20,000 buckets, a profile of several frames
@@ -37,6 +40,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
@@ -284,6 +288,19 @@ static void say_fn(const char *name, void *fn) {
              (unsigned long)((uintptr_t)fn + sym->st_size));
 }
 
+/* Allocates every 10 ms (10 s at most) until $MEMSTATS_DIR/<pid>.sock
+ * exists. */
+static void await_own_socket(void) {
+  char sock[512];
+  const char *dir = getenv("MEMSTATS_DIR");
+  snprintf(sock, sizeof sock, "%s/%d.sock", dir ? dir : ".", (int)getpid());
+  for (int i = 0; i < 1000 && access(sock, F_OK) != 0; i++) {
+    char *volatile p = malloc(16);
+    free(p);
+    usleep(10000);
+  }
+}
+
 static void wait_stdin(void) {
   char c;
   while (read(0, &c, 1) > 0)
@@ -319,6 +336,7 @@ int main(int argc, char **argv) {
     pid_t pid = fork();
     if (pid == 0) {
       f_child();
+      await_own_socket();
       prog_say("ready %d", (int)getpid());
       wait_stdin();
       _exit(0);

@@ -100,3 +100,17 @@ PROG_LIBS_pl_prof := -rdynamic
 $(BUILD)/progs/sv_gc: tests/progs/sv_gc.c $(PRELOAD_SO) $(PL_PRELOAD)
 	@mkdir -p $(@D)
 	$(CC) $(PL_CFLAGS) -o $@ $< -ldl -pthread -lgc
+
+# ---- linked with the preload (su_*) ------------------------------------------
+# su_report: the preload is one of its DT_NEEDED (as /etc/ld.so.preload
+# would put it in every program), found by an absolute RUNPATH, which the
+# loader honours in a setuid program (it ignores LD_PRELOAD,
+# LD_LIBRARY_PATH and $ORIGIN there): test_preload makes a setuid-root
+# copy of it. The preload's soname is libmemstats.so.0, so its copy in
+# $(BUILD)/progs/su-lib goes by that name. Not built with a sanitizer,
+# like the pl_* programs.
+SU_PRELOAD = $(if $(PL_PRELOAD),$(PL_PRELOAD),$(PRELOAD_SO))
+$(BUILD)/progs/su_%: tests/progs/su_%.c $(PRELOAD_SO) $(PL_PRELOAD)
+	@mkdir -p $(@D)/su-lib
+	cp $(SU_PRELOAD) $(@D)/su-lib/libmemstats.so.0
+	$(CC) $(PL_CFLAGS) -o $@ $< $(@D)/su-lib/libmemstats.so.0 -Wl,-rpath,$(abspath $(@D)/su-lib) -Wl,--enable-new-dtags -ldl -pthread

@@ -4,17 +4,33 @@
  * "ready <pid>" on stdout, then obeys one-line commands on stdin:
  *
  *   snap   write its own snapshot: 8-byte length, then the raw struct
- *   fork   fork a child that lives until this process ends; "child <pid>"
+ *   fork   fork a child that lives until this process ends, having started
+ *          its agent (ms_agent_start(), as a program linked with
+ *          -lmemstats does in its children); "child <pid>"
+ *   forkthreads
+ *          fork a child that, doing nothing but async-signal-safe calls,
+ *          says how many threads it has ("threads N") and exits; this
+ *          process waits for it
+ *   forkalloc
+ *          fork a child that lives until this process ends, allocating
+ *          (malloc, free) every 10 ms; "child <pid>"
  *   exit   exit(0) (the agent removes its socket at exit)
  *
  * EOF on stdin also exits. If ms_agent_start() fails it says
  * "agent-error <code>" instead of "ready" and still obeys commands.
+ *
+ * With TARGET_AS=UID in its environment (started as root) it first becomes
+ * that user and group, dumpable again (a change of user makes a process
+ * not dumpable), or not with TARGET_NODUMP=1.
  */
+#include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "memstats.h"
@@ -41,6 +57,38 @@ static void write_all(const void *p, size_t n) {
   }
 }
 
+/* In a fork child, right after fork() returned: "threads N" from
+ * /proc/self/status, with open, read, write and _exit only (what a
+ * multithreaded program's child may call before exec). */
+static void say_threads(void) {
+  char buf[4096];
+  ssize_t n = 0;
+  int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t r;
+    while (n < (ssize_t)sizeof buf - 1 &&
+           (r = read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0)
+      n += r;
+    close(fd);
+  }
+  buf[n > 0 ? n : 0] = '\0';
+  char out[32] = "threads ";
+  size_t len = 8;
+  const char *t = strstr(buf, "\nThreads:");
+  if (t != NULL) {
+    for (t += 9; *t == '\t' || *t == ' '; t++) {
+    }
+    while (*t >= '0' && *t <= '9' && len < sizeof out - 2)
+      out[len++] = *t++;
+  } else {
+    out[len++] = '?';
+  }
+  out[len++] = '\n';
+  ssize_t w = write(1, out, len);
+  (void)w;
+  _exit(0);
+}
+
 static void account(void) {
   ms_heap_move(MS_SPAN_NONE, MS_SPAN_IDLE, 8u << 20);
   ms_heap_move(MS_SPAN_IDLE, MS_SPAN_INUSE, 4u << 20);
@@ -60,6 +108,13 @@ static void account(void) {
 
 int main(void) {
   char line[256];
+  const char *as = getenv("TARGET_AS");
+  if (as != NULL) {
+    unsigned id = (unsigned)atoi(as);
+    if (setgroups(0, NULL) != 0 || setgid(id) != 0 || setuid(id) != 0)
+      return 3;
+    prctl(PR_SET_DUMPABLE, getenv("TARGET_NODUMP") ? 0 : 1, 0, 0, 0);
+  }
   int r = ms_agent_start();
   account();
   if (r == 0)
@@ -92,8 +147,31 @@ int main(void) {
           if (getppid() != parent)
             _exit(0);
           close(0);
+          ms_agent_start();
           for (;;)
             pause();
+        }
+        char msg[64];
+        snprintf(msg, sizeof msg, "child %d\n", (int)c);
+        say(msg);
+      } else if (strcmp(line, "forkthreads") == 0) {
+        pid_t c = fork();
+        if (c == 0)
+          say_threads();
+        waitpid(c, NULL, 0);
+      } else if (strcmp(line, "forkalloc") == 0) {
+        pid_t parent = getpid();
+        pid_t c = fork();
+        if (c == 0) {
+          prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (getppid() != parent)
+            _exit(0);
+          close(0);
+          for (;;) {
+            char *volatile p = malloc(64);
+            free(p);
+            usleep(10000);
+          }
         }
         char msg[64];
         snprintf(msg, sizeof msg, "child %d\n", (int)c);
