@@ -251,20 +251,6 @@ static int run_profile(const char *arg, ...) {
   return mt_profile_main(&o);
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  ms__strbuf_t b = MS_STRBUF_INIT;
-  char buf[4096];
-  size_t n;
-
-  if (f == NULL)
-    return NULL;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    ms__strbuf_append(&b, buf, n);
-  fclose(f);
-  return b.data != NULL ? b.data : strdup("");
-}
-
 static char *pprof_top(const char *args, const char *file) {
   char cmd[3 * PATH_MAX], out[PATH_MAX];
 
@@ -274,10 +260,10 @@ static char *pprof_top(const char *args, const char *file) {
            "-symbolize=none %s %s >%s 2>&1",
            dir, dir, args, file, out);
   if (system(cmd) != 0) {
-    char *why = read_all(out);
+    char *why = host_read_all(out, NULL);
     fail_msg("go tool pprof failed: %s", why != NULL ? why : "?");
   }
-  return read_all(out);
+  return host_read_all(out, NULL);
 }
 
 static int setup(void **state) {
@@ -327,7 +313,7 @@ static void test_text(void **state) {
   assert_int_equal(
       run_profile("--format", "text", "--sites", "5", "-o", file, NULL), 0);
   server_stop(&s);
-  text = read_all(file);
+  text = host_read_all(file, NULL);
   assert_non_null(text);
   assert_non_null(strstr(text, "heap profile, in-use space\n"
                                "Every allocation recorded: figures are "
@@ -352,7 +338,7 @@ static void test_seconds_delta(void **state) {
   assert_int_equal(
       run_profile("--seconds", "1", "--format", "text", "-o", file, NULL), 0);
   server_stop(&s);
-  text = read_all(file);
+  text = host_read_all(file, NULL);
   assert_non_null(text);
   assert_non_null(strstr(text, "in-use space, growth over 1.0 s\n"));
   assert_non_null(strstr(text, "allocated space, growth over 1.0 s\n"));
@@ -416,7 +402,7 @@ static void test_symlink_not_followed(void **state) {
   assert_int_equal(chdir(cwd), 0);
   assert_int_equal(rc, 1);
   assert_int_equal(rc2, 1);
-  text = read_all(victim);
+  text = host_read_all(victim, NULL);
   assert_string_equal(text, "precious\n");
   free(text);
   assert_int_equal(lstat(link_path, &st), 0);
@@ -471,10 +457,10 @@ static void test_regular_file_replaced(void **state) {
   assert_int_equal(run_profile("--format", "text", "-o", file, NULL), 0);
   server_stop(&s);
   umask(mask);
-  text = read_all(other);
+  text = host_read_all(other, NULL);
   assert_string_equal(text, "precious\n");
   free(text);
-  text = read_all(file);
+  text = host_read_all(file, NULL);
   assert_non_null(strstr(text, "leaky_cache_fill"));
   free(text);
   assert_int_equal(stat(file, &st), 0);
@@ -507,7 +493,7 @@ static void test_stdout(void **state) {
   close(saved);
   close(fd);
   assert_int_equal(rc, 0);
-  text = read_all(file);
+  text = host_read_all(file, NULL);
   assert_non_null(strstr(text, "leaky_cache_fill"));
   free(text);
   unlink(file);
@@ -681,7 +667,7 @@ static void test_peak_memory_bounded(void **state) {
   pid_t t = hostile_target(2, make_hostile);
   int rc = memtop_peak(t, &kib, "--seconds", "1", "-o", file, NULL);
   waitpid(t, &st, 0);
-  text = read_all(errf);
+  text = host_read_all(errf, NULL);
   print_message("memtop's peak RSS on the largest delta: %ld MiB\n",
                 kib / 1024);
   if (rc != 0)
@@ -716,10 +702,10 @@ static void test_peak_memory_bounded(void **state) {
   }
   print_message("--once --sites 3, three such targets: %ld MiB (exit %d)\n",
                 kib / 1024, rc);
-  text = read_all(outf);
+  text = host_read_all(outf, NULL);
   assert_non_null(strstr(text, "Top allocation sites:\nPID "));
   free(text);
-  text = read_all(errf);
+  text = host_read_all(errf, NULL);
   assert_non_null(strstr(text, "would hold more than 192 MiB"));
   free(text);
   assert_true(kib < 512 * 1024);
@@ -729,7 +715,7 @@ too_large:
   t = hostile_target(1, make_hostile);
   rc = memtop_peak(t, &kib, "-o", file, NULL);
   waitpid(t, &st, 0);
-  text = read_all(errf);
+  text = host_read_all(errf, NULL);
   assert_int_equal(rc, 1);
   assert_non_null(strstr(text, "profile too large"));
   assert_non_null(strstr(text, "MEMSTATS_PROFILE_BUCKETS"));

@@ -55,6 +55,7 @@
 #include "pprof/tfiles.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
+#include "support/host.h"
 #include "support/target.h"
 
 #define NOBODY 65534
@@ -536,20 +537,6 @@ static void test_symbolize_as_target(void **state) {
   child_stop();
 }
 
-static char *read_all(const char *path) {
-  FILE *f = fopen(path, "rb");
-  ms__strbuf_t b = MS_STRBUF_INIT;
-  char buf[4096];
-  size_t n;
-
-  if (f == NULL)
-    return NULL;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    ms__strbuf_append(&b, buf, n);
-  fclose(f);
-  return b.data != NULL ? b.data : strdup("");
-}
-
 /* `memtop profile PID --format text` against the hostile agent: the
  * same, through the command's own path. */
 static void test_profile_cmd_as_target(void **state) {
@@ -578,7 +565,7 @@ static void test_profile_cmd_as_target(void **state) {
   assert_int_equal(mt_profile_main(&o), 0);
   assert_no_opens(in);
   child_stop();
-  text = read_all(out);
+  text = host_read_all(out, NULL);
   assert_non_null(text);
   assert_non_null(strstr(text, site_name[OWN]));
   assert_non_null(strstr(text, site_name[LINKED]));

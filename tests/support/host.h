@@ -88,4 +88,33 @@ static inline int host_have_library(const char *name) {
   return 0;
 }
 
+/* The whole of a file (malloc'd, NUL-terminated; *len, if given, its
+ * length without the NUL), or NULL if it cannot be read. */
+static inline char *host_read_all(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  size_t n = 0, cap = 0, got;
+
+  if (f == NULL)
+    return NULL;
+  do {
+    if (cap - n < 4096) {
+      char *p = realloc(data, cap = cap * 2 + 4096 + 1);
+      if (p == NULL) {
+        free(data);
+        fclose(f);
+        return NULL;
+      }
+      data = p;
+    }
+    got = fread(data + n, 1, cap - n - 1, f);
+    n += got;
+  } while (got > 0);
+  fclose(f);
+  data[n] = '\0';
+  if (len != NULL)
+    *len = n;
+  return data;
+}
+
 #endif

@@ -43,6 +43,7 @@
 #include "pprof/top.h"
 #include "pprof/profile.pb-c.h"
 #include "support/hostile.h"
+#include "support/host.h"
 #include "support/target.h"
 
 /* ---- the fixture's call sites ------------------------------------------ */
@@ -227,22 +228,6 @@ static int have_go(void) {
     }                                                                          \
   } while (0)
 
-static char *read_all(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ms__strbuf_t b = MS_STRBUF_INIT;
-  char buf[4096];
-  size_t n;
-
-  if (f == NULL)
-    return NULL;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    ms__strbuf_append(&b, buf, n);
-  fclose(f);
-  if (len != NULL)
-    *len = b.len;
-  return b.data != NULL ? b.data : strdup("");
-}
-
 /* Runs `go tool pprof ARGS FILE` and returns its standard output
  * (malloc'd), failing the test if it exits non-zero. HOME and GOCACHE in
  * the test's own directory (CI has neither), TZ=UTC for the times. */
@@ -266,7 +251,7 @@ static char *pprof(const char *args, const char *file) {
   if (status != 0) {
     char *err;
     snprintf(cmd, sizeof cmd, "%s/stderr", tmpdir);
-    err = read_all(cmd, NULL);
+    err = host_read_all(cmd, NULL);
     print_error("%s", err != NULL ? err : "");
     free(err);
     fail_msg("go tool pprof %s %s exited with status %d", args, file, status);
@@ -703,7 +688,7 @@ static void test_go_vectors(void **state) {
   (void)state;
   SKIP_WITHOUT_GO();
   snprintf(path, sizeof path, "tests/data/go/pprof/heap.pb.raw.txt");
-  want = read_all(path, NULL);
+  want = host_read_all(path, NULL);
   assert_non_null(want);
   got = pprof("-raw -symbolize=none", "tests/data/go/pprof/heap.pb.gz");
   assert_string_equal(got, want);
@@ -755,7 +740,7 @@ static void check_golden(const char *name, const char *got) {
     print_message("updated %s\n", path);
     return;
   }
-  want = read_all(path, NULL);
+  want = host_read_all(path, NULL);
   if (want == NULL)
     fail_msg("cannot read %s: write it with MS_UPDATE_GOLDEN=1 after "
              "checking the output",
