@@ -38,7 +38,8 @@ unsigned ms__providers_stale_exact(void);
 
 /* 1 if the chosen malloc provider cannot tell backed memory from
  * committed memory (ms__provider_t.backing_unknown): its heap's backed
- * part is then measured from its mappings (ms__mappings_fill's heap_backing). */
+ * part is then measured from its mappings (ms__offheap_fill's
+ * heap_backing, src/compose/offheap.c). */
 int ms__providers_backing_unknown(void);
 
 /* How the kernel's view can bound the chosen malloc provider's heap
