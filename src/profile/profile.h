@@ -1,6 +1,6 @@
 /*
  * profile.h - the heap profiler inside the target (internal): sampling,
- * stacks, buckets. Serving is the agent's (src/agent/profile.c).
+ * stacks, buckets. Serving is the agent's (src/agent/profile_reply.c).
  *
  * sampler.c  the per-thread byte countdown (Go's and tcmalloc's sampler:
  *            exponential intervals of mean MEMSTATS_PROFILE_RATE), the
@@ -89,7 +89,7 @@ void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
 void ms__prof_freed(void *p);
 
 /* Frees of sampled blocks that could not be recorded (see sampler.c):
- * said in the agent's debug output with each profile (agent/profile.c). */
+ * said in the agent's debug output with each profile (agent/profile_reply.c). */
 uint64_t ms__prof_lost_frees(void);
 /* The agent thread is never sampled: an unwinder's first capture on a
  * thread may create or replace descriptors of its own (libunwind's

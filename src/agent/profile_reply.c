@@ -1,5 +1,5 @@
 /*
- * profile.c - the agent's answer to MS__MSG_PROFILE_REQ: the heap profile
+ * profile_reply.c - the agent's answer to MS__MSG_PROFILE_REQ: the heap profile
  * (src/profile) cut, copied and encoded into the agent's own memory.
  *
  * The bucket table's lock is held only while the cut is taken and the
