@@ -379,9 +379,13 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);
 /* Pause-histogram helpers. ms_pause_hist_bucket() maps a duration to its
  * bucket index (0 underflow .. MS_PAUSE_HIST_BUCKETS-1 overflow);
  * ms_pause_hist_lower() gives a bucket's lower edge in ns (INT64_MIN for
- * underflow). ms_pause_hist_quantile() returns the q-quantile (0..1) as the
- * upper edge of the bucket that holds it, clamped to 2^47 ns for overflow, or
- * -1 if the histogram is empty. */
+ * underflow), ms_pause_hist_upper() its upper edge, exclusive: the next
+ * bucket's lower edge (0 for underflow, INT64_MAX for overflow), so that a
+ * pause of d ns is in bucket b when lower(b) <= d < upper(b).
+ * ms_pause_hist_quantile() returns the q-quantile (0..1) as the upper edge
+ * of the bucket that holds it, clamped to 2^47 ns for overflow, or -1 if
+ * the histogram is empty. ms_pause_hist_total() is the number of pauses
+ * the histogram counts, the sum of its buckets (0 for NULL). */
 MS_EXTERN int ms_pause_hist_bucket(int64_t ns);
 MS_EXTERN int64_t ms_pause_hist_lower(int bucket);
 MS_EXTERN int64_t ms_pause_hist_upper(int bucket);
@@ -443,11 +447,13 @@ MS_EXTERN void ms_object_free(uint64_t size);
  *     ms_object_free (and the reverse), but then a sample of it stays in
  *     use in the profile until its address is sampled again.
  * The profile exists when MEMSTATS_PROFILE_RATE is not 0 (default 524288
- * bytes); its table is set up by the library's constructor, not on first
- * use. With MEMSTATS_PROFILE_RATE=0 nothing is set up, and each call costs
- * what ms_object_alloc/free cost plus one predictable branch. Same hot-path
+ * bytes); its table is mapped (with a system call, never malloc) by the
+ * first sample or the first profile asked for. With
+ * MEMSTATS_PROFILE_RATE=0 nothing is set up, and each call costs what
+ * ms_object_alloc/free cost plus one predictable branch. Same hot-path
  * rules as the calls above: no lock on the unsampled path (a sampled one
- * takes the profile table's own short spin lock), no allocation,
+ * takes the profile table's own mutex, held for a few hundred
+ * instructions), no allocation,
  * async-signal-safe with respect to themselves (a call from a signal
  * handler that interrupted a sampled one is counted but not sampled, and
  * its free of a sampled object is counted as lost). */

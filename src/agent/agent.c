@@ -44,7 +44,7 @@
  * connections cannot lock out memtop for long.
  *
  * At normal exit (the atexit handler below) the agent also sends the final
- * snapshot that `memtop run` asks for with MEMSTATS_FINAL_FD (final.c).
+ * snapshot that `memtop run` asks for with MEMSTATS_FINAL_FD (final_send.c).
  * On _exit() or a fatal signal nothing of ours runs, and nothing is sent:
  * memtop then shows the last snapshot it polled, and says so.
  */
@@ -996,7 +996,7 @@ static void stop_locked(int at_exit) {
 /* The agent's part of a normal exit (exit() or a return from main; for
  * _exit(), see ms__agent_quick_exit; a fatal signal runs no code of ours):
  * the socket goes away, and if `memtop run` asked for it
- * (MEMSTATS_FINAL_FD, final.c) the final snapshot is sent, after the
+ * (MEMSTATS_FINAL_FD, final_send.c) the final snapshot is sent, after the
  * thread has stopped so that it is the last word. */
 static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a

@@ -32,7 +32,7 @@ int ms__agent_hello(ms__wire_writer_t *out);
  * smaps_rollup figures (see request.c for the cache rule). */
 int ms__agent_snapshot_flags(ms__wire_writer_t *out, uint64_t req_flags);
 
-/* ---- heap profiles (profile.c, request.c) ---- */
+/* ---- heap profiles (profile_reply.c, request.c) ---- */
 
 /* Cuts the heap profile, copies it out of the bucket table and encodes it
  * with the process's code mappings into a new mapping of the agent's:
@@ -58,10 +58,10 @@ void ms__agent_cache_reset(void);
  * handled: the largest reply. */
 #define MS__AGENT_REPLY_MAX (MS__WIRE_SNAPSHOT_MAX + MS__WIRE_SMALL_MAX)
 
-/* ---- the final snapshot for `memtop run` (final.c) ---- */
+/* ---- the final snapshot for `memtop run` (final_send.c) ---- */
 
 /* Reads MEMSTATS_FINAL_FD, MEMSTATS_FINAL_PID and MEMSTATS_FINAL_PPID (at
- * start, before the program can change its environment): see final.c.
+ * start, before the program can change its environment): see final_send.c.
  * ms__final_setup() takes the three values (NULL or "" for unset) and is
  * what the tests call. A descriptor that is not an open socket, or a
  * value that is not a number, means no final snapshot. */

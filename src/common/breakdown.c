@@ -11,7 +11,7 @@
  *   idle         = Ready - inuse
  *
  * OffHeapReleased (beyond Go: the unbacked part of the off-heap classes,
- * which each class holds, as HeapSys holds HeapReleased; src/core/
+ * which each class holds, as HeapSys holds HeapReleased; src/providers/
  * mappings.c) is a term of Prepared, and OtherReleased (its part in
  * OtherSys) is no part of inuse: OtherSys counts whole into inuse only
  * where it is all backed. A snapshot without them (Go's, an older

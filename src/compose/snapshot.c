@@ -16,10 +16,11 @@
 #include "common/env.h"
 #include "common/fields.h"
 #include "common/procfs.h"
+#include "compose/compose_int.h"
 #include "compose/snapshot.h"
 #include "core/engine.h"
-#include "core/mappings.h"
 #include "core/util.h"
+#include "providers/mappings.h"
 #include "providers/providers.h"
 
 /* Snapshots taken in this process, under the reader lock. */
@@ -197,7 +198,7 @@ static void fill_smaps(ms_snapshot_t *s) {
  * its cost): 17-24 s on a 1.3 GB heap. In between they are shifted by what
  * the program allocated and freed (providers/registry.c), which cannot see
  * a trim: 470 MB handed back stayed in HeapSys, and Ready, until the next
- * sample. The mappings are read more often (core/mappings.c); when a read
+ * sample. The mappings are read more often (providers/mappings.c); when a read
  * is newer than the sample, what the kernel holds of glibc's heaps bounds
  * the shifted figures: HeapSys at most the heaps' read-write size, the
  * backed part (HeapSys - HeapReleased) at most their resident pages, plus
@@ -452,8 +453,8 @@ int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   unsigned view = ms__providers_kernel_view(&sampled_ns, &blocks);
   if ((view & MS__PV_VIEW_ARENAS) && !(flags & MS__READ_CACHED))
     ms__mappings_want(MS__MAPS_ARENAS);
-  ms__mappings_fill(s, (flags & MS__READ_CACHED) != 0,
-                    ms__providers_backing_unknown());
+  ms__offheap_fill(s, (flags & MS__READ_CACHED) != 0,
+                   ms__providers_backing_unknown());
   if (view & MS__PV_VIEW_ARENAS)
     cap_by_arenas(s, sampled_ns, blocks, (flags & MS__READ_CACHED) != 0);
   unsigned stale_exact = ms__providers_stale_exact();

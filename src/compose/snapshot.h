@@ -17,7 +17,7 @@
 /* Flags of ms__snapshot_read_opts(). */
 #define MS__READ_SMAPS 0x1u /* also read /proc/self/smaps_rollup */
 /* Only what is safe in a signal handler that may have interrupted the
- * allocator (the _exit path, final.c): no provider is looked for or
+ * allocator (the _exit path, agent/final_send.c): no provider is looked for or
  * sampled (that takes the allocator's locks, and may allocate); their
  * last samples are merged as they are (shifted by what the tracked heap
  * did since, and then marked estimated). */

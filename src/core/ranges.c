@@ -1,7 +1,7 @@
 /*
  * ranges.c - address ranges the preload's interposer (src/preload/mmap.c)
  * sees a program hand back or share, for the mappings' read
- * (src/core/mappings.c):
+ * (src/providers/mappings.c):
  *
  *   - madvise(MADV_FREE) on a mapping the program made: the pages stay
  *     resident, and mincore says so, until the kernel reclaims them under
@@ -104,8 +104,6 @@ int ms__ranges_holds(ms__ranges_t *t, const void *addr) {
 
 uint64_t ms__ranges_resident(ms__ranges_t *t, uintptr_t start, uintptr_t end,
                              uint64_t *mapped) {
-  static unsigned char vec[4096];
-  uintptr_t ps = ms__page_size();
   uint64_t res = 0, seen = 0;
   unsigned hwm = __atomic_load_n(&t->hwm, __ATOMIC_ACQUIRE);
   for (unsigned i = 0; i < hwm; i++) {
@@ -114,22 +112,12 @@ uint64_t ms__ranges_resident(ms__ranges_t *t, uintptr_t start, uintptr_t end,
       continue;
     uintptr_t en = __atomic_load_n(&t->slots[i].end, __ATOMIC_RELAXED);
     uintptr_t a = st > start ? st : start, b = en < end ? en : end;
-    for (uintptr_t p = a; p < b;) {
-      uintptr_t n = (b - p) / ps;
-      if (n > sizeof vec)
-        n = sizeof vec;
-      if (n == 0)
-        break;
-      /* A part no longer mapped (ENOMEM) counts neither way. */
-      if (mincore((void *)p, n * ps, vec) == 0) {
-        for (uintptr_t k = 0; k < n; k++)
-          res += vec[k] & 1;
-        seen += n * ps;
-      }
-      p += n * ps;
-    }
+    uint64_t m = 0;
+    if (a < b) /* a part no longer mapped (ENOMEM) counts neither way */
+      res += ms__resident(a, b, &m);
+    seen += m;
   }
   if (mapped)
     *mapped = seen;
-  return res * ps;
+  return res;
 }

@@ -96,26 +96,16 @@ static int find_segs(struct dl_phdr_info *info, size_t size, void *arg) {
 }
 
 uint64_t ms__self_static(uint64_t *mapped) {
-  static unsigned char vec[1024];
   *mapped = 0;
   if (!g_segs.done) {
     dl_iterate_phdr(find_segs, NULL);
     g_segs.done = 1;
   }
-  uintptr_t ps = ms__page_size();
   uint64_t res = 0;
   for (int k = 0; k < g_segs.n; k++) {
-    for (uintptr_t p = g_segs.start[k]; p < g_segs.end[k];) {
-      uintptr_t n = (g_segs.end[k] - p) / ps;
-      if (n > sizeof vec)
-        n = sizeof vec;
-      if (mincore((void *)p, n * ps, vec) == 0) {
-        for (uintptr_t i = 0; i < n; i++)
-          res += vec[i] & 1;
-        *mapped += n * ps;
-      }
-      p += n * ps;
-    }
+    uint64_t m;
+    res += ms__resident(g_segs.start[k], g_segs.end[k], &m);
+    *mapped += m;
   }
-  return res * ps;
+  return res;
 }

@@ -1,10 +1,12 @@
 /*
- * util.c - clocks and the library's only way to speak (MEMSTATS_DEBUG).
+ * util.c - clocks, the page size, the one mincore walker and the
+ * library's only way to speak (MEMSTATS_DEBUG).
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,28 @@ size_t ms__page_size(void) {
     __atomic_store_n(&cached, ps, __ATOMIC_RELAXED);
   }
   return ps;
+}
+
+uint64_t ms__resident(uintptr_t start, uintptr_t end, uint64_t *mapped) {
+  static unsigned char vec[65536];
+  uintptr_t ps = ms__page_size();
+  uint64_t res = 0, seen = 0;
+  for (uintptr_t p = start; p < end;) {
+    uintptr_t n = (end - p) / ps;
+    if (n > sizeof vec)
+      n = sizeof vec;
+    if (n == 0)
+      break;
+    if (mincore((void *)p, n * ps, vec) == 0) {
+      for (uintptr_t i = 0; i < n; i++)
+        res += vec[i] & 1;
+      seen += n * ps;
+    }
+    p += n * ps;
+  }
+  if (mapped)
+    *mapped = seen;
+  return res * ps;
 }
 
 uint64_t ms__now_mono_ns(void) {

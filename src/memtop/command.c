@@ -1,7 +1,7 @@
 /*
  * command.c - `memtop run` on the loop (see command.h): starts the command
  * with the preload, watches it, and settles its end: its exit status, and
- * the final snapshot its library writes on the channel of final.h.
+ * the final snapshot its library writes on the channel of final_recv.h.
  */
 #include "memtop/command.h"
 
@@ -16,7 +16,7 @@
 
 #include "memstats.h"
 #include "client/client.h"
-#include "memtop/final.h"
+#include "memtop/final_recv.h"
 #include "memtop/live.h"
 #include "memtop/model.h"
 #include "memtop/run.h"
@@ -42,7 +42,7 @@ struct mt_command_s {
   uint64_t start_ns, exit_ns;
   mt_tset_target_t *target; /* the command's PID in the set */
   uv_timer_t grace;         /* escalate signals to a command that lingers */
-  /* The final snapshot (final.h). */
+  /* The final snapshot (final_recv.h). */
   mt_final_t final;
   uv_poll_t final_poll;
   uv_timer_t final_wait;

@@ -1,6 +1,6 @@
 /*
  * command.h - `memtop run` on the loop: starts the command with the
- * preload and the final-snapshot channel (final.h), watches it through
+ * preload and the final-snapshot channel (final_recv.h), watches it through
  * the target set (its PID added MT_TSET_OWNED), and settles its end: its
  * exit status, and the final snapshot its library writes at exit, put in
  * the model. The owner hears through one hook when the end is settled.

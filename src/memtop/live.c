@@ -123,7 +123,7 @@ static void live_retired(void *arg, mt_tset_target_t *st) {
  * SMAPS_EVERY_NS old; off the detail view the carried figures are
  * dropped, so that coming back never shows figures from long ago, and
  * asks at once. */
-static int live_request(void *arg, mt_tset_target_t *st, uint64_t *flags) {
+static int live_request(void *arg, mt_tset_target_t *st, mt_tset_req_t *req) {
   mt_live_t *l = arg;
   live_target_t *lt = st->user;
   const mt_model_t *m = l->model;
@@ -132,7 +132,7 @@ static int live_request(void *arg, mt_tset_target_t *st, uint64_t *flags) {
   if (m->paused)
     return 1;
   if (l->want_profile != NULL && l->want_profile(l->arg, st->pid))
-    *flags |= MT_TSET_REQ_PROFILE;
+    req->profile = 1;
   if (!l->screen || m->screen != MT_SCREEN_DETAIL || m->detail_pid != st->pid) {
     lt->smaps_asked_ns = 0;
     lt->have_smaps = 0;
@@ -141,7 +141,7 @@ static int live_request(void *arg, mt_tset_target_t *st, uint64_t *flags) {
   if (lt->smaps_asked_ns != 0 && now - lt->smaps_asked_ns < SMAPS_EVERY_NS)
     return 0;
   lt->smaps_asked_ns = now;
-  *flags = MS__REQ_SMAPS;
+  req->wire_flags = MS__REQ_SMAPS;
   return 0;
 }
 
@@ -178,13 +178,21 @@ static const ms_snapshot_t *smaps_carry(const mt_live_t *l, live_target_t *lt,
   return &carried;
 }
 
+/* The sites panel's profile, which comes just before its read's snapshot
+ * (whose `changed` redraws both). */
+static void live_profile(void *arg, mt_tset_target_t *st,
+                         mt_tset_profile_t *p) {
+  mt_live_t *l = arg;
+
+  if (l->profile != NULL)
+    l->profile(l->arg, st->pid, p);
+}
+
 static void live_snapshot(void *arg, mt_tset_target_t *st,
-                          const ms_snapshot_t *snap, const void *extra) {
+                          const ms_snapshot_t *snap) {
   mt_live_t *l = arg;
 
   mt_live_record(l->model, l->set, st, smaps_carry(l, st->user, snap));
-  if (extra != NULL && l->profile != NULL)
-    l->profile(l->arg, st->pid, (mt_tset_profile_t *)extra);
   if (l->changed != NULL)
     l->changed(l->arg);
 }
@@ -245,6 +253,7 @@ const mt_tset_cbs_t mt_live_cbs = {
     .added = live_added,
     .retired = live_retired,
     .request = live_request,
+    .profile = live_profile,
     .snapshot = live_snapshot,
     .failure = live_failure,
     .gone = live_gone,

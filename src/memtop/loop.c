@@ -21,7 +21,7 @@
  * request timeout (conn.c). A target that hangs, dies mid-read or answers
  * garbage is marked unreachable with the reason, and the others go on.
  *
- * `run` also hands the command one end of a socket pair (final.h): at
+ * `run` also hands the command one end of a socket pair (final_recv.h): at
  * normal exit the command's library writes its final snapshot there, so
  * what memtop shows at the end is the command's last state, not a poll up
  * to -d old. A command killed by a signal (or ending with _exit) cannot

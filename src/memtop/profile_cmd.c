@@ -1,7 +1,7 @@
 /*
  * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
  * fetched through the target set (targetset.h: one PID, not timed, a read
- * with MT_TSET_REQ_PROFILE on memtop's libuv connection, conn.c), twice
+ * asking for the profile on memtop's libuv connection, conn.c), twice
  * --seconds apart for a delta (the second on a loop timer), built and
  * resolved into names, files and lines (src/pprof), and written as
  * pprof's gzipped profile.proto or as a top list.
@@ -71,26 +71,38 @@ typedef struct pc_fetch_s {
   int want, got; /* profiles wanted (1 or 2), received */
   ms__profile_decoded_t *prof[2];
   int failed;
+  int profiled; /* the read being answered brought its profile */
   char err[512];
 } pc_fetch_t;
 
-static void pc_snapshot(void *arg, mt_tset_target_t *t,
-                        const ms_snapshot_t *snap, const void *extra) {
+/* The profile comes just before its read's snapshot. */
+static void pc_profile(void *arg, mt_tset_target_t *t, mt_tset_profile_t *p) {
   pc_fetch_t *f = arg;
-  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
 
   (void)t;
-  (void)snap;
-  if (p == NULL || p->prof == NULL) {
+  f->profiled = 1;
+  if (p->prof == NULL) {
     f->failed = 1;
-    snprintf(f->err, sizeof f->err, "%s",
-             p != NULL ? p->msg : "the target sent no profile");
+    snprintf(f->err, sizeof f->err, "%s", p->msg);
     return;
   }
   if (f->got < 2) {
     f->prof[f->got++] = p->prof;
     p->prof = NULL;
   }
+}
+
+static void pc_snapshot(void *arg, mt_tset_target_t *t,
+                        const ms_snapshot_t *snap) {
+  pc_fetch_t *f = arg;
+
+  (void)t;
+  (void)snap;
+  if (!f->profiled) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "%s", "the target sent no profile");
+  }
+  f->profiled = 0;
 }
 
 static uint64_t pc_failure(void *arg, mt_tset_target_t *t, int status,
@@ -116,10 +128,13 @@ static void pc_gone(void *arg, mt_tset_target_t *t, int status,
     snprintf(f->err, sizeof f->err, "PID %d has exited", t->pid);
 }
 
+/* Every read here asks for the profile. */
+static const mt_tset_req_t pc_req = {.profile = 1};
+
 static void pc_second(uv_timer_t *h) {
   pc_fetch_t *f = h->data;
 
-  if (mt_tset_fetch_all(f->set, MT_TSET_REQ_PROFILE) == 0) {
+  if (mt_tset_fetch_all(f->set, &pc_req) == 0) {
     f->failed = 1;
     snprintf(f->err, sizeof f->err, "PID %d: cannot ask for the profile",
              f->pid);
@@ -145,6 +160,7 @@ static void pc_quiet(void *arg) {
 }
 
 static const mt_tset_cbs_t pc_cbs = {
+    .profile = pc_profile,
     .snapshot = pc_snapshot,
     .failure = pc_failure,
     .gone = pc_gone,
@@ -178,7 +194,7 @@ static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
   so.timeout_ms = tmo;
   f->set = mt_tset_new(&io, &so, &pc_cbs, f);
   if (f->set == NULL || mt_tset_add(f->set, pid, st, 0) == NULL ||
-      mt_tset_fetch_all(f->set, MT_TSET_REQ_PROFILE) == 0) {
+      mt_tset_fetch_all(f->set, &pc_req) == 0) {
     f->failed = 1;
     snprintf(f->err, sizeof f->err, "PID %d: out of memory", pid);
   } else {

@@ -50,20 +50,24 @@ static void round_retired(void *arg, mt_tset_target_t *st) {
   mt_live_drop(r->model, st);
 }
 
-static void round_snapshot(void *arg, mt_tset_target_t *st,
-                           const ms_snapshot_t *snap, const void *extra) {
-  mt_rounds_t *r = arg;
-  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
+/* --sites: the profile read with the round's snapshot. */
+static void round_profile(void *arg, mt_tset_target_t *st,
+                          mt_tset_profile_t *p) {
   round_target_t *rt = st->user;
 
+  (void)arg;
+  ms__profile_decoded_free(rt->prof);
+  rt->prof = p->prof; /* taken */
+  p->prof = NULL;
+  snprintf(rt->prof_err, sizeof rt->prof_err, "%s",
+           rt->prof != NULL ? "" : p->msg);
+}
+
+static void round_snapshot(void *arg, mt_tset_target_t *st,
+                           const ms_snapshot_t *snap) {
+  mt_rounds_t *r = arg;
+
   mt_live_record(r->model, r->set, st, snap);
-  if (p != NULL) {
-    ms__profile_decoded_free(rt->prof);
-    rt->prof = p->prof; /* taken */
-    p->prof = NULL;
-    snprintf(rt->prof_err, sizeof rt->prof_err, "%s",
-             rt->prof != NULL ? "" : p->msg);
-  }
 }
 
 static uint64_t round_failure(void *arg, mt_tset_target_t *st, int status,
@@ -100,6 +104,7 @@ static void round_quiet(void *arg) {
 const mt_tset_cbs_t mt_rounds_cbs = {
     .added = round_added,
     .retired = round_retired,
+    .profile = round_profile,
     .snapshot = round_snapshot,
     .failure = round_failure,
     .gone = round_gone,
@@ -230,7 +235,7 @@ static int relist(mt_rounds_t *r) {
 }
 
 void mt_rounds_start(mt_rounds_t *r) {
-  uint64_t flags = 0;
+  mt_tset_req_t req = {0};
   size_t i;
 
   r->round_start_ns = mt_tset_now_ns(r->set);
@@ -238,18 +243,18 @@ void mt_rounds_start(mt_rounds_t *r) {
     return;
   r->in_round = 1;
   if (r->o->cmd != MT_CMD_PS) {
-    flags = MS__REQ_SMAPS;
+    req.wire_flags = MS__REQ_SMAPS;
     /* --sites: each target's heap profile comes with its snapshot, on
      * the same connection (a profile not read says why in its place). */
     if (r->out->sites > 0)
-      flags |= MT_TSET_REQ_PROFILE;
+      req.profile = 1;
   }
   for (i = 0; i < mt_tset_count(r->set); i++) {
     round_target_t *rt = mt_tset_at(r->set, i)->user;
     snprintf(rt->prof_err, sizeof rt->prof_err, "the heap profile was "
                                                 "not read");
   }
-  if (mt_tset_fetch_all(r->set, flags) == 0)
+  if (mt_tset_fetch_all(r->set, &req) == 0)
     round_end(r);
 }
 

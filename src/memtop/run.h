@@ -33,7 +33,7 @@ void mt_run_env_free(char **env);
 /* Entries mt_run_env() keeps room for beyond the environment it copies. */
 #define MT_RUN_ENV_EXTRA 2
 
-/* Asks the command for its final snapshot (src/agent/final.c): drops any
+/* Asks the command for its final snapshot (src/agent/final_send.c): drops any
  * MEMSTATS_FINAL_* entries from env (made by mt_run_env()) and appends
  * fd_entry ("MEMSTATS_FINAL_FD=N") and ppid_entry
  * ("MEMSTATS_FINAL_PPID=P"), which the caller owns and keeps alive while

@@ -125,20 +125,19 @@ static void on_retired(void *arg, mt_tset_target_t *t) {
 
 /* A timed read is due: only a target never read yet is read between
  * scrapes (a new one, so that the next scrape has its figures). */
-static int on_request(void *arg, mt_tset_target_t *t, uint64_t *flags) {
+static int on_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   sv_target_t *u = t->user;
-  (void)flags;
+  (void)req;
   if (!u || u->snap)
     return 1;
   u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
   return 0;
 }
 
-static void on_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
-                        const void *extra) {
+static void on_snapshot(void *arg, mt_tset_target_t *t,
+                        const ms_snapshot_t *s) {
   serve_t *sv = arg;
   sv_target_t *u = t->user;
-  (void)extra;
   if (!u->snap)
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
@@ -210,7 +209,7 @@ static void round_start(serve_t *sv) {
       u->pending = now - u->asked_ns < (uint64_t)MT_SERVE_WAIT_MS * 1000000u;
   }
   /* No reply runs inside this call, no target joins or leaves. */
-  mt_tset_fetch_all(sv->set, 0);
+  mt_tset_fetch_all(sv->set, NULL);
   for (size_t i = 0; i < n; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
     sv_target_t *u = t->user;
@@ -440,9 +439,13 @@ int mt_serve_main(const mt_opts_t *o) {
                        .rescan_min_ms = MT_SERVE_RESCAN_MS,
                        .retire_unlisted = 0,
                        .keep_gone_ms = 0};
-  static const mt_tset_cbs_t cbs = {on_added,    on_retired, on_request,
-                                    on_snapshot, on_failure, on_gone,
-                                    NULL,        on_probed};
+  static const mt_tset_cbs_t cbs = {.added = on_added,
+                                    .retired = on_retired,
+                                    .request = on_request,
+                                    .snapshot = on_snapshot,
+                                    .failure = on_failure,
+                                    .gone = on_gone,
+                                    .probed = on_probed};
   sv.set = mt_tset_new(&io, &so, &cbs, &sv);
   if (!sv.set) {
     fprintf(stderr, "memtop: out of memory\n");

@@ -11,7 +11,7 @@
 #include "wire/profile.h"
 
 /* Resolves pid's heap profile d (read by the caller: the rounds ask for
- * it beside the snapshot, MT_TSET_REQ_PROFILE) and appends its top `n`
+ * it beside the snapshot, mt_tset_req_t.profile) and appends its top `n`
  * sites by in-use space: as a text section after a report, or, with json
  * set, as a "profile" member of the JSON object just written to out
  * (which must end with that object's closing brace). A profile that could

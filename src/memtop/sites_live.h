@@ -1,6 +1,6 @@
 /*
  * sites_live.h - the live view's allocation sites: a target's heap
- * profile, read by the target set beside a snapshot (MT_TSET_REQ_PROFILE,
+ * profile, read by the target set beside a snapshot (mt_tset_req_t.profile,
  * asked from live.c's request hook when mt_sites_live_due() says so),
  * then resolved and reduced to its top sites off the loop's thread (a
  * libuv work request: the symbolisation reads the target's binaries),
@@ -36,7 +36,7 @@ mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
  * as asked) or 0. */
 int mt_sites_live_due(mt_sites_live_t *s, int pid, uint64_t now_ns,
                       uint64_t interval_ns);
-/* What a read with MT_TSET_REQ_PROFILE brought for pid: the profile is
+/* What a read asking for the profile brought for pid: the profile is
  * taken (p->prof set to NULL) and resolved off the loop, the callback
  * runs when done; a profile refused runs the callback with its words at
  * once. Returns 1 if taken, 0 if one is already being resolved. */

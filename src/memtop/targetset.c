@@ -120,8 +120,12 @@ static void read_done(mt_tset_t *s, mt_tset_target_t *t) {
     s->cb.quiet(s->arg);
 }
 
-static int start_read(mt_tset_t *s, mt_tset_target_t *t, uint64_t flags) {
-  if (s->io.conn_fetch(t->conn, s->o.timeout_ms, flags) != 0)
+static const mt_tset_req_t plain_read;
+
+static int start_read(mt_tset_t *s, mt_tset_target_t *t,
+                      const mt_tset_req_t *req) {
+  if (s->io.conn_fetch(t->conn, s->o.timeout_ms,
+                       req != NULL ? req : &plain_read) != 0)
     return 0;
   t->inflight = 1;
   s->inflight++;
@@ -131,16 +135,16 @@ static int start_read(mt_tset_t *s, mt_tset_target_t *t, uint64_t flags) {
 static void timer_fired(void *target) {
   mt_tset_target_t *t = target;
   mt_tset_t *s = set_of(t);
-  uint64_t flags = 0;
+  mt_tset_req_t req = {0};
 
   if (t->gone || s->stopped)
     return;
   mt_tset_schedule(s, t, s->o.interval_ms);
   if (mt_tset_busy(s, t))
     return;
-  if (s->cb.request != NULL && s->cb.request(s->arg, t, &flags) != 0)
+  if (s->cb.request != NULL && s->cb.request(s->arg, t, &req) != 0)
     return;
-  start_read(s, t, flags);
+  start_read(s, t, &req);
 }
 
 void mt_tset_schedule(mt_tset_t *s, mt_tset_target_t *t, uint64_t ms) {
@@ -216,7 +220,7 @@ static int probe_reply(mt_tset_t *s, mt_tset_target_t *t, int status) {
 }
 
 static void on_reply(void *target, int status, const ms_snapshot_t *snap,
-                     const void *extra, const char *msg) {
+                     mt_tset_profile_t *prof, const char *msg) {
   mt_tset_target_t *t = target;
   mt_tset_t *s = set_of(t);
   int probe = ((tset_slot_t *)t)->candidate;
@@ -232,8 +236,10 @@ static void on_reply(void *target, int status, const ms_snapshot_t *snap,
     t->last_ok_ns = mt_tset_now_ns(s);
     if (t->start_time == 0)
       t->start_time = snap->start_time;
+    if (prof != NULL && s->cb.profile != NULL)
+      s->cb.profile(s->arg, t, prof);
     if (s->cb.snapshot != NULL)
-      s->cb.snapshot(s->arg, t, snap, extra);
+      s->cb.snapshot(s->arg, t, snap);
   } else {
     on_failure(s, t, status, msg != NULL ? msg : ms_strerror(status));
   }
@@ -332,7 +338,7 @@ static mt_tset_target_t *add_candidate(mt_tset_t *s, const msc_target_t *f) {
   }
   s->c[s->nc++] = t;
   if (s->o.timed && !s->stopped)
-    start_read(s, t, 0);
+    start_read(s, t, NULL);
   return t;
 }
 
@@ -446,7 +452,7 @@ void mt_tset_free(mt_tset_t *s) {
 
 /* ---- reading --------------------------------------------------------- */
 
-size_t mt_tset_fetch_all(mt_tset_t *s, uint64_t flags) {
+size_t mt_tset_fetch_all(mt_tset_t *s, const mt_tset_req_t *req) {
   size_t i, started = 0;
 
   for (i = 0; i < s->n; i++)
@@ -455,11 +461,11 @@ size_t mt_tset_fetch_all(mt_tset_t *s, uint64_t flags) {
    * the whole round, not one per target. */
   for (i = 0; i < s->n; i++)
     if (!s->t[i]->gone && !mt_tset_busy(s, s->t[i]))
-      started += (size_t)start_read(s, s->t[i], flags);
+      started += (size_t)start_read(s, s->t[i], req);
   /* A candidate's first read is its probe. */
   for (i = 0; i < s->nc; i++)
     if (!mt_tset_busy(s, s->c[i]))
-      started += (size_t)start_read(s, s->c[i], flags);
+      started += (size_t)start_read(s, s->c[i], req);
   return started;
 }
 

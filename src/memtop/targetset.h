@@ -25,9 +25,9 @@
  *                   the owner's to say, mt_tset_mark_gone); `failure`
  *                   returns a short wait while its socket is not there;
  *   profile         one PID, not timed, one mt_tset_fetch_all() (twice,
- *                   N seconds apart, from the owner's timer) with
- *                   MT_TSET_REQ_PROFILE: the profile arrives as the
- *                   snapshot callback's `extra`;
+ *                   N seconds apart, from the owner's timer) asking
+ *                   for the profile (mt_tset_req_t): it arrives through
+ *                   the `profile` callback, before the snapshot's;
  *   serve           discovery, timed, keep_gone_ms 0: `snapshot` keeps
  *                   the latest one (its age is mt_tset_now_ns() minus
  *                   last_ok_ns), `gone` says a PID died, `retired` drops
@@ -46,8 +46,8 @@
  * their target, and no callback frees the set.
  *
  * The profile's reply is the io's to decode (conn.c learns the request,
- * targetset_uv.c passes the decoded profile as `extra`): the set, its
- * options and its callback table stay as they are.
+ * targetset_uv.c passes the decoded profile to the reply function): the
+ * set only hands it to the owner's `profile` callback.
  */
 #ifndef MS_MEMTOP_TARGETSET_H
 #define MS_MEMTOP_TARGETSET_H
@@ -89,12 +89,16 @@ typedef struct mt_tset_target_s {
           started): no /proc check, never retired by a                         \
           listing */
 
-/* Request flags beyond the wire's MS__REQ_* (the io reads them). */
-#define MT_TSET_REQ_PROFILE                                                    \
-  (1ull << 32) /* the heap profile too: `extra` is an mt_tset_profile_t */
+/* What one read asks for: the request callback fills it (zeroed on
+ * entry), mt_tset_fetch_all() takes one for all, and the io's conn_fetch
+ * reads it. */
+typedef struct mt_tset_req_s {
+  uint64_t wire_flags; /* MS__REQ_*: the wire's request flags */
+  int profile; /* the heap profile too: the `profile` callback gets it */
+} mt_tset_req_t;
 
-/* The `extra` of a read asked with MT_TSET_REQ_PROFILE: the snapshot
- * callback gets the snapshot as ever, and this beside it. The profile is
+/* What a read asked with mt_tset_req_t.profile brought beside its
+ * snapshot: the `profile` callback's argument. The profile is
  * the callback's to take (set prof to NULL and free it later with
  * ms__profile_decoded_free); left there, it is freed after the call.
  * The agent may refuse the profile alone (MS_ENOSYS: it does not sample):
@@ -121,16 +125,18 @@ typedef struct mt_tset_cbs_s {
   /* A target leaves the set (a listing dropped it, mt_tset_remove(),
    * mt_tset_free()); free what `user` holds. May be NULL. */
   void (*retired)(void *arg, mt_tset_target_t *t);
-  /* A timed read is due: set *flags (MS__REQ_*, MT_TSET_REQ_*; 0 on
-   * entry) and return 0, or nonzero to skip this read (paused); the
-   * target keeps its cadence. May be NULL (read, no flags). */
-  int (*request)(void *arg, mt_tset_target_t *t, uint64_t *flags);
-  /* A read succeeded: the snapshot (valid during the call only), and
-   * what the reply carried beyond it for the request's flags (NULL
-   * unless asked for). Runs once per successful read, also for a target
-   * that was marked gone while its read was on its way. */
-  void (*snapshot)(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
-                   const void *extra);
+  /* A timed read is due: fill *req (zeroed on entry) and return 0, or
+   * nonzero to skip this read (paused); the target keeps its cadence.
+   * May be NULL (read, nothing asked beyond the snapshot). */
+  int (*request)(void *arg, mt_tset_target_t *t, mt_tset_req_t *req);
+  /* A read asked with the profile succeeded: what came of it (never
+   * NULL), just before that read's `snapshot`. May be NULL (the profile
+   * is then freed). */
+  void (*profile)(void *arg, mt_tset_target_t *t, mt_tset_profile_t *p);
+  /* A read succeeded: the snapshot (valid during the call only). Runs
+   * once per successful read, also for a target that was marked gone
+   * while its read was on its way. */
+  void (*snapshot)(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s);
   /* A read failed and the process is still there: status (MS_E*) and the
    * connection's words for the user (never NULL). Returns
    * MT_TSET_BACKOFF or a wait in ms (see above); ignored when not timed.
@@ -151,10 +157,11 @@ typedef struct mt_tset_cbs_s {
 } mt_tset_cbs_t;
 
 /* Runs once per io fetch that started: status 0 with the snapshot (and
- * extra), or a negative MS_E* code and a message. */
+ * the profile, if the fetch asked for it; else NULL), or a negative MS_E*
+ * code and a message. */
 typedef void (*mt_tset_reply_fn)(void *target, int status,
-                                 const ms_snapshot_t *s, const void *extra,
-                                 const char *msg);
+                                 const ms_snapshot_t *s,
+                                 mt_tset_profile_t *prof, const char *msg);
 typedef void (*mt_tset_timer_fn)(void *target);
 
 /* The set's I/O. `ctx` is the first argument of each. */
@@ -167,7 +174,7 @@ typedef struct mt_tset_io_s {
    * close: no reply runs after it. */
   void *(*conn_new)(void *ctx, int pid, uint64_t start_time,
                     mt_tset_reply_fn fn, void *target);
-  int (*conn_fetch)(void *conn, int timeout_ms, uint64_t flags);
+  int (*conn_fetch)(void *conn, int timeout_ms, const mt_tset_req_t *req);
   int (*conn_busy)(const void *conn);
   void (*conn_close)(void *conn);
   /* A one-shot timer calling fn(target); start re-arms it; close frees
@@ -240,11 +247,11 @@ void mt_tset_stop(mt_tset_t *s);
  * ones keep their back-off), the rescan timer follows. */
 void mt_tset_set_interval(mt_tset_t *s, uint64_t interval_ms);
 
-/* Asks every target not gone at once, with flags (a hung target costs one
- * timeout for all); `ok` is cleared on every target first. Returns how
- * many reads started: `quiet` runs when they have all reported, and not
- * at all when none started. */
-size_t mt_tset_fetch_all(mt_tset_t *s, uint64_t flags);
+/* Asks every target not gone at once for req (NULL: the snapshot only;
+ * a hung target costs one timeout for all); `ok` is cleared on every
+ * target first. Returns how many reads started: `quiet` runs when they
+ * have all reported, and not at all when none started. */
+size_t mt_tset_fetch_all(mt_tset_t *s, const mt_tset_req_t *req);
 
 /* Lists the attachable processes, connecting to none: a new one is a
  * candidate, which the owner does not see until its first read (the

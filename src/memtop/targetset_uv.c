@@ -71,13 +71,12 @@ static void *conn_new(void *ctx, int pid, uint64_t start_time,
   return u;
 }
 
-static int conn_fetch(void *conn, int timeout_ms, uint64_t flags) {
+static int conn_fetch(void *conn, int timeout_ms, const mt_tset_req_t *req) {
   uv_conn_t *u = conn;
 
-  if (flags & MT_TSET_REQ_PROFILE)
-    return mt_conn_fetch_profile(u->c, timeout_ms,
-                                 flags & ~MT_TSET_REQ_PROFILE);
-  return mt_conn_fetch_flags(u->c, timeout_ms, flags);
+  if (req->profile)
+    return mt_conn_fetch_profile(u->c, timeout_ms, req->wire_flags);
+  return mt_conn_fetch_flags(u->c, timeout_ms, req->wire_flags);
 }
 
 static int conn_busy(const void *conn) {

@@ -2,10 +2,10 @@
  * mmap.c - mmap, mmap64, munmap, mremap and madvise of
  * libmemstats-preload.so: the private anonymous mappings a program makes
  * itself are listed, with the caller's address, in the table of
- * src/core/mappings.c, so that memory obtained outside malloc (Python's
+ * src/core/maptable.c, so that memory obtained outside malloc (Python's
  * arenas, a compiler's collector, pools, buffers) is in Sys, and what of
  * them it hands back with MADV_FREE in core/ranges.c's, so that those
- * pages are Prepared (see mappings.c for what is counted where).
+ * pages are Prepared (see src/providers/mappings.c for what is counted where).
  *
  * Each call is forwarded to the next definition (libc's, or a sanitizer's)
  * found with dlsym(RTLD_NEXT); until that lookup is done, and from inside
@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/mappings.h"
+#include "core/maptable.h"
 #include "core/ranges.h"
 #include "preload/preload.h"
 

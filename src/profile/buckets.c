@@ -20,12 +20,14 @@
  * address answers "certainly not sampled" for almost every free without
  * taking the lock.
  *
- * Memory: everything lives in one anonymous mapping made at start-up,
- * never malloc (this runs inside malloc), with the raw system call: the
+ * Memory: everything lives in one anonymous mapping, made when the table
+ * is first needed (the first sample, or the first profile asked for:
+ * sampler.c), never with malloc (this runs inside malloc), with the raw
+ * system call: the
  * preload's mmap interposer would list it among the program's own
  * mappings (OtherSys, OffHeapReleased), and it is BuckHashSys alone. The
  * fixed parts (filter, hash heads, address table: written anywhere) are
- * touched whole at start-up, so they are backed; the bucket array and the
+ * touched whole when it is made, so they are backed; the bucket array and the
  * stack words are filled from their start, so only their used prefix is
  * ever touched. BuckHashSys counts exactly those backed pages. When a part is
  * full the sample is dropped and counted (`dropped`, sent as the profile's

@@ -1,6 +1,6 @@
 /*
  * profile.h - the heap profiler inside the target (internal): sampling,
- * stacks, buckets. Serving is the agent's (src/agent/profile.c).
+ * stacks, buckets. Serving is the agent's (src/agent/profile_reply.c).
  *
  * sampler.c  the per-thread byte countdown (Go's and tcmalloc's sampler:
  *            exponential intervals of mean MEMSTATS_PROFILE_RATE), the
@@ -65,7 +65,8 @@ static inline uint32_t ms__prof_filter_index(const void *p) {
                     (64 - MS__PROF_FILTER_BITS));
 }
 
-/* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS, maps the table, loads
+/* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS (the table's size: it is
+ * mapped later, by the first sample or the first profile asked for), loads
  * the unwinder and installs the fork handlers (at rate 0 it reads the
  * environment only); from the preload's constructor, or in a program that
  * links libmemstats from linked.c's, before any sample (so no capture
@@ -89,7 +90,8 @@ void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
 
-/* Frees of sampled blocks that could not be recorded (see sampler.c). */
+/* Frees of sampled blocks that could not be recorded (see sampler.c):
+ * said in the agent's debug output with each profile (agent/profile_reply.c). */
 uint64_t ms__prof_lost_frees(void);
 /* The agent thread is never sampled: an unwinder's first capture on a
  * thread may create or replace descriptors of its own (libunwind's
@@ -134,7 +136,6 @@ typedef struct ms__prof_table_s {
   uint32_t stack_used, stack_cap;
   uint32_t naddr, cap_addr; /* cap_addr: power of two */
   uint64_t dropped;         /* samples not recorded: a table was full */
-  uint64_t lost_frees;      /* frees not matched: see ms__prof_freed */
   uint64_t *live;           /* the live counter to keep (may be NULL) */
   /* A word whose gate_bit is set while any sampled block is live, kept
    * with the count (ms__prof_set_gate; gate may be NULL). */

@@ -23,10 +23,10 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/mappings.h"
+#include "core/util.h"
 #include "providers/provider_int.h"
 
 /* glibc's struct mallinfo2 (2.33+), declared here so that building does not
@@ -69,87 +69,73 @@ static int glibc_confirm(void) {
  * that are not resident are memory the heap has released (or never
  * touched): what the model calls Prepared. */
 
-static char g_maps[65536];         /* one read of /proc/self/maps */
-static unsigned char g_vec[65536]; /* mincore's page vector, in chunks */
+/* glibc's heap_info, at the start of each arena heap. */
+typedef struct ms__heap_info_s {
+  void *ar_ptr;
+  struct ms__heap_info_s *prev;
+  size_t size;
+  size_t mprotect_size;
+} ms__heap_info_t;
 
-static uint64_t nonresident(uintptr_t start, uintptr_t end, size_t page) {
-  uint64_t n = 0;
-  for (uintptr_t a = start; a < end;) {
-    size_t pages = (end - a) / page;
-    if (pages > sizeof g_vec)
-      pages = sizeof g_vec;
-    if (pages == 0)
-      break;
-    if (mincore((void *)a, pages * page, g_vec) != 0)
-      return n; /* unmapped meanwhile: count what we saw */
-    for (size_t i = 0; i < pages; i++)
-      n += !(g_vec[i] & 1);
-    a += pages * page;
-  }
-  return n * page;
+/* Copies len bytes of this process's memory at addr into out without
+ * touching addr: the mapping was listed in /proc/self/maps a moment ago,
+ * but the program's threads may have unmapped it since, and a plain load
+ * would then kill the program with SIGSEGV (test_glibc's stress did at
+ * once). An unmapped page is an error here. Where a seccomp filter
+ * forbids process_vm_readv, /proc/self/mem reads the same way (EIO).
+ * Returns 0, or -1 if the bytes could not all be read. */
+static int read_self(uintptr_t addr, void *out, size_t len) {
+  struct iovec local = {out, len}, remote = {(void *)addr, len};
+  ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (n == (ssize_t)len)
+    return 0;
+  if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+    return -1;
+  int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  n = pread(fd, out, len, (off_t)addr);
+  close(fd);
+  return n == (ssize_t)len ? 0 : -1;
 }
 
-/* Parses one maps line "start-end perms offset dev inode [path]". */
-static int parse_maps_line(const char *l, const char *e, uintptr_t *start,
-                           uintptr_t *end, int *rw, const char **path) {
-  char *p;
-  *start = (uintptr_t)strtoull(l, &p, 16);
-  if (p >= e || *p != '-')
-    return -1;
-  *end = (uintptr_t)strtoull(p + 1, &p, 16);
-  if (p + 5 >= e)
-    return -1;
-  *rw = p[1] == 'r' && p[2] == 'w';
-  /* Skip perms, offset, dev, inode: four fields. */
-  for (int f = 0; f < 4 && p < e; f++) {
-    while (p < e && *p == ' ')
-      p++;
-    while (p < e && *p != ' ')
-      p++;
+int ms__arena_heap_at(uintptr_t start, uintptr_t end) {
+  /* A line longer than one heap is several of them merged (below). */
+  if (start % MS__HEAP_MAX != 0 || end <= start ||
+      end - start < sizeof(ms__heap_info_t))
+    return 0;
+  ms__heap_info_t h;
+  if (read_self(start, &h, sizeof h) != 0)
+    return 0; /* gone meanwhile: not a heap any more */
+  uintptr_t ar = (uintptr_t)h.ar_ptr, prev = (uintptr_t)h.prev;
+  if (h.size == 0 || h.size > MS__HEAP_MAX || h.mprotect_size < h.size ||
+      h.mprotect_size > MS__HEAP_MAX || ar == 0 || ar % sizeof(void *) != 0)
+    return 0;
+  /* The first heap of an arena holds the arena itself right after the
+   * heap_info; later heaps point back to the previous one. */
+  if (ar > start && ar < start + 256)
+    return 1;
+  return prev != 0 && prev % MS__HEAP_MAX == 0;
+}
+
+/* A line of the maps file that is one of the heaps: [heap] or a pathless
+ * read-write line starting with a heap_info. */
+static void heap_vma(const ms__vma_t *v, void *arg) {
+  uint64_t *total = arg;
+  if (v->perms[0] != 'r' || v->perms[1] != 'w')
+    return;
+  if (v->brk || (v->pathless && ms__arena_heap_at(v->start, v->end))) {
+    uint64_t mapped;
+    uint64_t res = ms__resident(v->start, v->end, &mapped);
+    *total += mapped - res;
   }
-  while (p < e && *p == ' ')
-    p++;
-  *path = p;
-  return 0;
 }
 
 /* Returns the non-resident bytes of the heaps, or -1 if maps is unreadable. */
 static int64_t heaps_nonresident(void) {
-  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -1;
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
   uint64_t total = 0;
-  size_t have = 0;
-  for (;;) {
-    ssize_t r = read(fd, g_maps + have, sizeof g_maps - 1 - have);
-    if (r < 0) {
-      close(fd);
-      return -1;
-    }
-    have += (size_t)r;
-    g_maps[have] = '\0';
-    /* Handle every complete line; keep a partial last line for later. */
-    char *l = g_maps, *nl;
-    while ((nl = memchr(l, '\n', have - (size_t)(l - g_maps))) != NULL) {
-      uintptr_t s, e;
-      int rw;
-      const char *path;
-      if (parse_maps_line(l, nl, &s, &e, &rw, &path) == 0 && rw) {
-        if (nl - path == 6 && memcmp(path, "[heap]", 6) == 0)
-          total += nonresident(s, e, page);
-        else if (path == nl && ms__arena_heap_at(s, e))
-          total += nonresident(s, e, page);
-      }
-      l = nl + 1;
-    }
-    size_t rest = have - (size_t)(l - g_maps);
-    memmove(g_maps, l, rest);
-    have = rest;
-    if (r == 0 || have == sizeof g_maps - 1)
-      break;
-  }
-  close(fd);
+  if (ms__maps_walk(heap_vma, &total) != 0)
+    return -1;
   return (int64_t)total;
 }
 

@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/mappings.h"
+#include "providers/mappings.h"
 #include "providers/provider_int.h"
 
 typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);

@@ -18,7 +18,7 @@
  * only when it is first touched. Under the preload, whose mmap interposer
  * lists mimalloc's own mappings, the snapshot replaces that split with the
  * resident pages of those mappings (backing_unknown below, and
- * ms__mappings_heap_backing): Ready is then what is backed, and the
+ * src/compose/offheap.c): Ready is then what is backed, and the
  * untouched rest is Prepared. Linked without the preload, the figures
  * above stand (estimated, and an upper bound of Ready).
  */

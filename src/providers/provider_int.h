@@ -73,7 +73,8 @@ typedef struct ms__provider_s {
    * kernel backs pages on first touch), so that its figures would make
    * untouched memory Ready. The snapshot then takes the backed part of
    * HeapSys from the resident pages of the allocator's own mappings, where
-   * the preload's mmap interposer lists them (ms__mappings_fill's heap_backing). */
+   * the preload's mmap interposer lists them (ms__offheap_fill's
+   * heap_backing, src/compose/offheap.c). */
   int backing_unknown;
   /* Where the kernel shows the allocator's memory, to check figures
    * shifted since a sample against (providers.h): MS__PV_VIEW_ARENAS,
@@ -117,6 +118,38 @@ void ms__providers_clock_for_test(uint64_t (*now)(void));
  * look for, in order; NULL restores the real ones. */
 void ms__providers_detect_for_test(const ms__provider_t *const *list,
                                    size_t n);
+
+/* ---- what the providers share ---- */
+
+/* One line of /proc/self/maps: "start-end perms offset dev inode path". */
+typedef struct ms__vma_s {
+  uintptr_t start, end;
+  char perms[5];
+  int anon;     /* inode 0 and no path (or an [anon:...] name) */
+  int pathless; /* no path at all */
+  int stack;    /* the main thread's [stack] */
+  int brk;      /* [heap]: the main arena's, where malloc is glibc's */
+} ms__vma_t;
+
+/* Reads /proc/self/maps and calls fn for each line in the kernel's format,
+ * in order (procmaps.c: the one reader of the file on the target side).
+ * Returns 0, or -1 if the file could not be opened or a read failed (the
+ * lines read before were handed over). One caller at a time (the
+ * snapshot's reader lock); no allocation. */
+int ms__maps_walk(void (*fn)(const ms__vma_t *v, void *arg), void *arg);
+
+/* Whether [start, end), a read-write mapping of this process, starts
+ * with one of glibc's arena heaps (64 MiB-aligned, starting with a
+ * heap_info that points at its arena or at the previous heap). A line of
+ * the maps file longer than 64 MiB that starts so is several heaps, each
+ * full but the last, which the kernel shows merged. Reads the first words
+ * without touching them (process_vm_readv): the mapping may be gone
+ * meanwhile, and is then not a heap. glibc's knowledge (glibc.c), which
+ * the mappings reader needs too: a heap is not a thread stack. */
+int ms__arena_heap_at(uintptr_t start, uintptr_t end);
+/* The size and alignment of glibc's arena heaps (HEAP_MAX, 64 MiB on
+ * 64-bit). */
+#define MS__HEAP_MAX ((uintptr_t)64 << 20)
 
 /* Installs the collector provider's pause hook if the collector is in the
  * process (cheap dlsym only; also run from a library constructor). Returns 1

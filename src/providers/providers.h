@@ -38,7 +38,8 @@ unsigned ms__providers_stale_exact(void);
 
 /* 1 if the chosen malloc provider cannot tell backed memory from
  * committed memory (ms__provider_t.backing_unknown): its heap's backed
- * part is then measured from its mappings (ms__mappings_fill's heap_backing). */
+ * part is then measured from its mappings (ms__offheap_fill's
+ * heap_backing, src/compose/offheap.c). */
 int ms__providers_backing_unknown(void);
 
 /* How the kernel's view can bound the chosen malloc provider's heap
@@ -55,7 +56,7 @@ unsigned ms__providers_kernel_view(uint64_t *sampled_ns, uint64_t *blocks);
  * provider afresh, a provider waiting out a failure back-off included (one
  * more try; if it fails, the back-off goes on from where it was, the
  * count of failures in a row is kept). The final snapshot at exit
- * (src/agent/final.c) calls it, with the reader lock held: figures from up
+ * (src/agent/final_send.c) calls it, with the reader lock held: figures from up
  * to a cadence ago must not be merged with the engine's figures of the
  * program's last moment. */
 void ms__providers_expire(void);

@@ -338,7 +338,7 @@ static const ms_field_t heap_fields[] = {
     MS_F_GC_SYS,    MS_F_OTHER_SYS,   MS_F_OFF_HEAP_RELEASED};
 /* The terms of Sys a provider may fill (Sys is their sum). OffHeapReleased
  * (the owner's metadata that is mapped but not backed: jemalloc's, to which
- * the mappings add their own, core/mappings.c) is no term: its class holds
+ * the mappings add their own, providers/mappings.c) is no term: its class holds
  * it. */
 static const ms_field_t sys_parts[] = {MS_F_HEAP_SYS, MS_F_MSPAN_SYS,
                                        MS_F_MCACHE_SYS, MS_F_GC_SYS,

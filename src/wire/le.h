@@ -1,7 +1,7 @@
 /*
  * le.h - the explicit little-endian byte order of the wire (internal to
  * src/wire): byte by byte, so the format does not depend on the host's
- * layout. The snapshot's encoder (wire.c) and the profile's (profile.c)
+ * layout. The snapshot's encoder (wire.c) and the profile's (wire/profile.c)
  * both write and read through these.
  */
 #ifndef MS_WIRE_LE_H

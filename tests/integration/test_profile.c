@@ -255,13 +255,41 @@ static void test_table_full(void **state) {
   (void)state;
   proc_t p;
   const char *argv[] = {prog(), "full", NULL};
-  const char *env[] = {"MEMSTATS_PROFILE_RATE=1",
-                       "MEMSTATS_PROFILE_BUCKETS=8", NULL};
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", "MEMSTATS_PROFILE_BUCKETS=8",
+                       "MEMSTATS_DEBUG=1", NULL};
+  /* The target's stderr (its debug output) goes to a file of the test's
+   * own directory. */
+  char errf[128];
+  snprintf(errf, sizeof errf, "%s/table_full.err", g_dir);
+  int efd = open(errf, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(efd >= 0);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  dup2(efd, 2);
   start(&p, argv, env, 1);
+  dup2(saved, 2);
+  close(saved);
+  close(efd);
   ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
   assert_true(d->profile.nrecords <= 8);
   /* f_many's 64 sizes alone need 64 buckets. */
   assert_true(d->profile.buckets_dropped >= 56);
+  /* The agent says what the profile cannot show, the frees it could not
+   * record among it (ms__prof_lost_frees), with each profile it builds. */
+  char text[65536] = "", want[160];
+  snprintf(want, sizeof want,
+           "agent: heap profile of %u buckets; %llu samples dropped (bucket "
+           "table full), ",
+           d->profile.nrecords, (unsigned long long)d->profile.buckets_dropped);
+  int fd = open(errf, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  text[n > 0 ? n : 0] = '\0';
+  const char *at = strstr(text, want);
+  if (at == NULL)
+    fail_msg("no '%s' in the target's debug output:\n%s", want, text);
+  assert_non_null(strstr(at, " frees of sampled blocks not recorded"));
   ms__profile_decoded_free(d);
   stop(&p);
 }

@@ -3,7 +3,7 @@
  * little (so that memtop has polled it before it allocates), makes
  * PL_FINAL_BLOCKS allocations of 48 bytes that it keeps, and ends at once,
  * well inside memtop's poll interval. Only the final snapshot the library
- * sends at exit (src/agent/final.c) can show them.
+ * sends at exit (src/agent/final_send.c) can show them.
  *
  *   pl_final          ends with exit status 0 (returns from main)
  *   pl_final kill     ends by SIGKILL: no final snapshot can be sent

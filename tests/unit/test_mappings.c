@@ -1,6 +1,6 @@
 /*
  * test_mappings.c - the stacks read from /proc/self/maps
- * (src/core/mappings.c): a pthread stack is a read-write mapping right
+ * (src/providers/mappings.c): a pthread stack is a read-write mapping right
  * above its PROT_NONE guard, and glibc's arena heaps, which can look the
  * same from below, are told apart by their PROT_NONE reserve above them up
  * to their 64 MiB boundary. The layouts are made here with mmap, at
@@ -23,7 +23,8 @@
 
 #include <cmocka.h>
 
-#include "core/mappings.h"
+#include "providers/mappings.h"
+#include "providers/provider_int.h"
 
 #define MiB ((uintptr_t)1 << 20)
 #define SLOT (64 * MiB)

@@ -1,6 +1,6 @@
 /*
  * test_pymalloc.c - the pool-header walker of Python's object allocator
- * (src/core/pymalloc.c) on arenas laid out here as CPython's obmalloc.c
+ * (src/providers/pymalloc.c) on arenas laid out here as CPython's obmalloc.c
  * lays them out: an arena mapped on a page (not a pool) boundary, pools
  * carved in address order from its first pool boundary, each with its
  * header, the rest never touched. What the walker sums is what
@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "core/pymalloc.h"
+#include "providers/pymalloc.h"
 
 #define KiB ((uintptr_t)1024)
 #define MiB (KiB * KiB)

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "memtop/live.h"
 #include "memtop/model.h"
 #include "memtop/out.h"
 #include "memtop/rounds.h"
@@ -42,7 +43,7 @@ typedef struct fake_conn_s {
   void *target;
   int busy;
   int fetches;
-  uint64_t flags;
+  mt_tset_req_t req; /* what the last fetch asked for */
 } fake_conn_t;
 
 static uint64_t now_ms;
@@ -124,7 +125,7 @@ static void *f_conn_new(void *ctx, int pid, uint64_t start_time,
   return NULL;
 }
 
-static int f_conn_fetch(void *conn, int timeout_ms, uint64_t flags) {
+static int f_conn_fetch(void *conn, int timeout_ms, const mt_tset_req_t *req) {
   fake_conn_t *c = conn;
 
   (void)timeout_ms;
@@ -133,7 +134,7 @@ static int f_conn_fetch(void *conn, int timeout_ms, uint64_t flags) {
     return MS_EAGAIN;
   c->busy = 1;
   c->fetches++;
-  c->flags = flags;
+  c->req = *req;
   return 0;
 }
 
@@ -179,7 +180,7 @@ static int reply_profile(int pid, int err) {
 
   assert_non_null(c);
   assert_true(c->busy);
-  assert_true(c->flags & MT_TSET_REQ_PROFILE);
+  assert_true(c->req.profile);
   c->busy = 0;
   snap.pid = pid;
   snap.start_time = 1000 + (uint64_t)pid;
@@ -257,12 +258,17 @@ typedef struct owner_s {
   int last_status, last_pid;
   uint64_t failure_answer; /* what failure() returns */
   int skip;                /* request(): skip reads (paused) */
-  uint64_t flags;          /* request(): flags to ask */
-  int profiles;            /* snapshots that brought a profile (taken) */
+  uint64_t flags;          /* request(): wire flags to ask */
+  int profiles;            /* reads that brought a profile (taken) */
   int prof_err;            /* ... or the refusal's code */
+  int profile_then_snapshot; /* a profile came just before its snapshot */
+  int profile_waiting;       /* a profile came, its snapshot not yet */
 } owner_t;
 
 static owner_t own;
+
+static const mt_tset_req_t profile_req = {.profile = 1};
+static const mt_tset_req_t smaps_req = {.wire_flags = 0x1};
 
 static int o_added(void *arg, mt_tset_target_t *t) {
   (void)arg;
@@ -277,27 +283,34 @@ static void o_retired(void *arg, mt_tset_target_t *t) {
   own.last_pid = t->pid;
 }
 
-static int o_request(void *arg, mt_tset_target_t *t, uint64_t *flags) {
+static int o_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   (void)arg;
   (void)t;
-  *flags = own.flags;
+  req->wire_flags = own.flags;
   return own.skip;
 }
 
-static void o_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s,
-                       const void *extra) {
-  mt_tset_profile_t *p = (mt_tset_profile_t *)extra;
-
+static void o_profile(void *arg, mt_tset_target_t *t, mt_tset_profile_t *p) {
   (void)arg;
-  assert_int_equal(s->pid, t->pid);
-  own.snapshots++;
-  if (p != NULL && p->prof != NULL) {
+  (void)t;
+  assert_non_null(p);
+  assert_false(own.profile_waiting);
+  own.profile_waiting = 1;
+  if (p->prof != NULL) {
     own.profiles++;
     ms__profile_decoded_free(p->prof); /* taken */
     p->prof = NULL;
-  } else if (p != NULL) {
+  } else {
     own.prof_err = p->err;
   }
+}
+
+static void o_snapshot(void *arg, mt_tset_target_t *t, const ms_snapshot_t *s) {
+  (void)arg;
+  assert_int_equal(s->pid, t->pid);
+  own.snapshots++;
+  own.profile_then_snapshot += own.profile_waiting;
+  own.profile_waiting = 0;
   own.last_pid = t->pid;
 }
 
@@ -334,6 +347,7 @@ static const mt_tset_cbs_t owner_cbs = {
     .added = o_added,
     .retired = o_retired,
     .request = o_request,
+    .profile = o_profile,
     .snapshot = o_snapshot,
     .failure = o_failure,
     .gone = o_gone,
@@ -617,7 +631,7 @@ static void test_discovery_probes(void **state) {
   assert_int_equal(mt_tset_count(s), 0);
   assert_int_equal(mt_tset_probing(s), 4);
   assert_int_equal(fetches(1), 0); /* not timed: the round asks */
-  assert_int_equal(mt_tset_fetch_all(s, 0x1), 4);
+  assert_int_equal(mt_tset_fetch_all(s, &smaps_req), 4);
   reply_fail(1, MS_ECONNREFUSED);
   reply_fail(2, MS_EUNSAFE);
   assert_int_equal(stale_calls, 1);
@@ -640,7 +654,7 @@ static void test_discovery_probes(void **state) {
   /* The next round probes 1 and 2 again. */
   assert_int_equal(mt_tset_rescan(s), 0);
   assert_int_equal(mt_tset_probing(s), 2);
-  assert_int_equal(mt_tset_fetch_all(s, 0), 4);
+  assert_int_equal(mt_tset_fetch_all(s, NULL), 4);
   /* Gone from the listing while probed: their reads no longer count. */
   list(2, two);
   assert_int_equal(mt_tset_rescan(s), 0);
@@ -689,8 +703,8 @@ static void test_rounds(void **state) {
   list(3, three);
   for (int round = 0; round < 3; round++) {
     assert_int_equal(mt_tset_rescan(s), 0);
-    assert_int_equal(mt_tset_fetch_all(s, 0x1), 3);
-    assert_int_equal(conn_of(2)->flags, 0x1);
+    assert_int_equal(mt_tset_fetch_all(s, &smaps_req), 3);
+    assert_int_equal(conn_of(2)->req.wire_flags, 0x1);
     reply_ok(1);
     reply_fail(2, MS_ETIMEDOUT);
     assert_int_equal(own.quiet, round);
@@ -711,11 +725,11 @@ static void test_rounds(void **state) {
   assert_null(mt_tset_find(s, 2));
   /* A target that is gone is not asked. */
   dead[ndead++] = 3;
-  assert_int_equal(mt_tset_fetch_all(s, 0), 2);
+  assert_int_equal(mt_tset_fetch_all(s, NULL), 2);
   reply_ok(1);
   reply_fail(3, MS_EPROTO);
   assert_int_equal(own.gone, 1);
-  assert_int_equal(mt_tset_fetch_all(s, 0), 1);
+  assert_int_equal(mt_tset_fetch_all(s, NULL), 1);
   reply_ok(1);
   mt_tset_free(s);
 }
@@ -731,7 +745,7 @@ static void test_pause_and_interval(void **state) {
   mt_tset_start(s);
   own.flags = 0x1;
   advance(0);
-  assert_int_equal(conn_of(1)->flags, 0x1);
+  assert_int_equal(conn_of(1)->req.wire_flags, 0x1);
   reply_ok(1);
   reply_fail(2, MS_ETIMEDOUT); /* next read of 2 in 200 ms */
   own.skip = 1;
@@ -853,10 +867,10 @@ static void test_rounds_count(void **state) {
 }
 
 /* An owner's profile request (memtop profile): it reaches the connection
- * with its flag, the profile reaches the owner once, as the snapshot
- * callback's extra, and the owner may take it; a failed read is a
- * failure (no snapshot, no profile), and a refused profile is a snapshot
- * with the refusal's words. */
+ * as asked, the profile reaches the owner once, through the profile
+ * callback just before the read's snapshot, and the owner may take it; a
+ * failed read is a failure (no snapshot, no profile), and a refused
+ * profile is a snapshot with the refusal's words. */
 static void test_profile_request(void **state) {
   mt_tset_opts_t o = {.timeout_ms = 2000};
   mt_tset_t *s;
@@ -864,11 +878,12 @@ static void test_profile_request(void **state) {
   (void)state;
   s = new_set(&o);
   assert_non_null(mt_tset_add(s, 42, 1042, 0));
-  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  assert_int_equal(mt_tset_fetch_all(s, &profile_req), 1);
   assert_int_equal(fetches(42), 1);
   assert_true(reply_profile(42, 0));
   assert_int_equal(own.snapshots, 1);
   assert_int_equal(own.profiles, 1);
+  assert_int_equal(own.profile_then_snapshot, 1);
   assert_int_equal(own.quiet, 1);
   /* Not timed: nothing more is read. */
   advance(10000);
@@ -877,7 +892,7 @@ static void test_profile_request(void **state) {
 
   /* The failure path: the read breaks off (a malformed frame, a
    * timeout). */
-  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  assert_int_equal(mt_tset_fetch_all(s, &profile_req), 1);
   reply_fail(42, MS_ETIMEDOUT);
   assert_int_equal(own.failures, 1);
   assert_int_equal(own.last_status, MS_ETIMEDOUT);
@@ -887,13 +902,52 @@ static void test_profile_request(void **state) {
   assert_false(mt_tset_find(s, 42)->ok);
 
   /* Refused alone: the snapshot stands, the profile's words come. */
-  assert_int_equal(mt_tset_fetch_all(s, MT_TSET_REQ_PROFILE), 1);
+  assert_int_equal(mt_tset_fetch_all(s, &profile_req), 1);
   assert_false(reply_profile(42, MS_ENOSYS));
   assert_int_equal(own.snapshots, 2);
+  assert_int_equal(own.profile_then_snapshot, 2);
   assert_int_equal(own.profiles, 1);
   assert_int_equal(own.prof_err, MS_ENOSYS);
   assert_int_equal(own.quiet, 3);
   mt_tset_free(s);
+}
+
+/* The live view's reads (live.c's request hook): the process on the detail
+ * view asks for its smaps figures and, when the sites panel is due, its
+ * heap profile, both on one read. The profile's request once rode the
+ * wire's flag word, and the smaps request overwrote it: opening the
+ * detail view lost the panel's first profile (it then waited a whole
+ * interval). */
+static int want_every_time(void *arg, int pid) {
+  (void)arg;
+  return pid == 42;
+}
+
+static void test_live_detail_asks_both(void **state) {
+  mt_tset_opts_t o = timed_opts();
+  mt_model_t m;
+  mt_live_t live;
+  mt_tset_t *s;
+
+  (void)state;
+  mt_model_init(&m);
+  m.screen = MT_SCREEN_DETAIL;
+  m.detail_pid = 42;
+  memset(&live, 0, sizeof live);
+  live.model = &m;
+  live.screen = 1;
+  live.want_profile = want_every_time;
+  s = mt_tset_new(&fake_io, &o, &mt_live_cbs, &live);
+  assert_non_null(s);
+  live.set = s;
+  assert_non_null(mt_tset_add(s, 42, 1042, 0));
+  mt_tset_schedule(s, mt_tset_find(s, 42), 0);
+  advance(0);
+  assert_int_equal(fetches(42), 1);
+  assert_true(conn_of(42)->req.profile);
+  assert_int_equal(conn_of(42)->req.wire_flags, MS__REQ_SMAPS);
+  mt_tset_free(s);
+  mt_model_free(&m);
 }
 
 int main(void) {
@@ -910,6 +964,7 @@ int main(void) {
       cmocka_unit_test_setup(test_added_refused, reset),
       cmocka_unit_test_setup(test_rounds_count, reset),
       cmocka_unit_test_setup(test_profile_request, reset),
+      cmocka_unit_test_setup(test_live_detail_asks_both, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

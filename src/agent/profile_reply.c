@@ -1,5 +1,5 @@
 /*
- * profile.c - the agent's answer to MS__MSG_PROFILE_REQ: the heap profile
+ * profile_reply.c - the agent's answer to MS__MSG_PROFILE_REQ: the heap profile
  * (src/profile) cut, copied and encoded into the agent's own memory.
  *
  * The bucket table's lock is held only while the cut is taken and the
@@ -180,6 +180,15 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
   }
   p.buckets_dropped = t->dropped;
   ms__prof_release();
+  /* What the profile cannot show: samples a full table dropped (sent, as
+   * buckets_dropped) and frees of sampled blocks that a busy thread (a
+   * signal handler's) could not record, whose blocks stay in use in the
+   * profile until their address is sampled again (said here only). */
+  ms__debug("agent: heap profile of %u buckets; %llu samples dropped "
+            "(bucket table full), %llu frees of sampled blocks not "
+            "recorded",
+            n, (unsigned long long)p.buckets_dropped,
+            (unsigned long long)ms__prof_lost_frees());
   p.pid = pid;
   p.start_time = start_time;
   p.time_unix_ns = ms__now_unix_ns();

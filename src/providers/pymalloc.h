@@ -2,8 +2,8 @@
  * pymalloc.h - what of one arena of Python's object allocator (pymalloc)
  * is in use, read from its pool headers (internal; see pymalloc.c).
  */
-#ifndef MS_CORE_PYMALLOC_H
-#define MS_CORE_PYMALLOC_H
+#ifndef MS_PROVIDERS_PYMALLOC_H
+#define MS_PROVIDERS_PYMALLOC_H
 
 #include <stdint.h>
 

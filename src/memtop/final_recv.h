@@ -1,6 +1,6 @@
 /*
- * final.h - `memtop run`'s end of the final-snapshot channel (the
- * library's end is src/agent/final.c).
+ * final_recv.h - `memtop run`'s end of the final-snapshot channel (the
+ * library's end is src/agent/final_send.c).
  *
  * memtop makes an AF_UNIX stream socket pair, gives one end to the command
  * as descriptor MT_FINAL_CHILD_FD with MEMSTATS_FINAL_FD and
@@ -10,8 +10,8 @@
  * a pure function of the bytes, tested on its own and fed by
  * mt_final_drain() from the socket.
  */
-#ifndef MS_MEMTOP_FINAL_H
-#define MS_MEMTOP_FINAL_H
+#ifndef MS_MEMTOP_FINAL_RECV_H
+#define MS_MEMTOP_FINAL_RECV_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -54,7 +54,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "core/pymalloc.h"
+#include "providers/pymalloc.h"
 #include "core/util.h"
 
 _Static_assert(sizeof(ms__pypool_hdr_t) == MS__PYPOOL_OVERHEAD,

@@ -1,8 +1,9 @@
 /*
- * final.c - collecting the command's final snapshot (see final.h and
- * src/agent/final.c for the other end).
+ * final_recv.c - collecting the command's final snapshot (see
+ * final_recv.h and
+ * src/agent/final_send.c for the other end).
  */
-#include "memtop/final.h"
+#include "memtop/final_recv.h"
 
 #include <errno.h>
 #include <string.h>
