@@ -20,6 +20,9 @@
  * table still gives the function. C++ names are demangled when a
  * __cxa_demangle is at hand (libstdc++, looked up at run time: memtop does
  * not link it).
+ *
+ * What is resolved is remembered (sym.h): mt_heap_symbolize is a cache
+ * used once; the live view keeps one between its profiles.
  */
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -37,19 +40,84 @@
 
 #include "memstats.h"
 #include "pprof/heap.h"
+#include "pprof/sym.h"
 #include "pprof/tfiles.h"
 
 /* The deepest chain of inlined calls followed at one address. */
 #define MAX_INLINE 32
 
-/* What the Dwfl callbacks know of a module: its userdata, one per
- * mapping (a module's is its first mapping's). */
-typedef struct sym_mod_s {
-  mt_tfiles_t *files;
-  const char *path; /* the main file, as the target names it */
-  int dwarf;        /* its DWARF may be read: 1, 0, or -1 not known yet */
-  int alt_given;    /* its dwz file was found here */
-} sym_mod_t;
+/* At most this many addresses are remembered, in at most this many bytes
+ * of frames, and this many file identities: past any, the cache starts
+ * over (a profile has far fewer: the agent's bucket table is bounded). */
+#define SYM_MAX_ENTRIES (1u << 16)
+#define SYM_MAX_BYTES ((size_t)16 << 20)
+#define SYM_MAX_FKEYS 4096
+/* The Dwfl is let go after this many profiles in a row whose addresses
+ * were all known already. */
+#define SYM_DWFL_IDLE 2
+/* The load segments a file is remembered with (ELF files have 2-5). */
+#define SYM_MAX_LOAD 16
+
+typedef struct sym_load_s {
+  uint64_t offset, vaddr, filesz, align;
+} sym_load_t;
+
+/* A file the target maps, as read once (its identity, load segments and
+ * build id), at one load bias; and the module libdwfl has for it, reported
+ * on the first address that is not known yet. It is the module's userdata,
+ * which the Dwfl callbacks read. */
+typedef struct sym_file_s {
+  struct sym_file_s *next;
+  mt_sym_cache_t *cache;
+  char *path; /* as the target names it */
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  int is_exec;
+  uint64_t bias;
+  sym_load_t load[SYM_MAX_LOAD];
+  size_t nload;
+  char build_id[2 * 64 + 1]; /* the file's own, lower-case hex; "" none */
+  uint32_t fkey;             /* its identity's key in the address table */
+  int seen;                  /* named by the profile being resolved */
+  Dwfl_Module *mod;          /* NULL: not reported to the Dwfl held */
+  int reported;              /* tried, since the Dwfl was made */
+  const char *unresolved;    /* why that report failed */
+  int dwarf;     /* its DWARF may be read: 1, 0, or -1 not known yet */
+  int alt_given; /* its dwz file was found here */
+} sym_file_t;
+
+/* One frame of a remembered address: what mt_heap_function takes. */
+typedef struct sym_frame_s {
+  const char *name, *system_name, *file;
+  int64_t start_line, line;
+} sym_frame_t;
+
+/* An address in a file (its own virtual address) and its frames, the
+ * innermost first, in one block with their strings. fkey 0: a free slot. */
+typedef struct sym_entry_s {
+  uint64_t vaddr;
+  uint32_t fkey;
+  uint32_t nframes;
+  sym_frame_t *frames;
+  size_t size; /* of the block */
+} sym_entry_t;
+
+struct mt_sym_cache_s {
+  int have_target;
+  int pid;
+  uint64_t start_time;
+  mt_tfiles_t *tf; /* the rights of the call under way */
+  Dwfl *dwfl;
+  int idle; /* profiles in a row with every address known */
+  sym_file_t *files;
+  char **fkeys; /* identities: "b:<build id>" or "s:dev:ino:size:mtime" */
+  size_t nfkeys;
+  sym_entry_t *table; /* open addressing, a power of two */
+  size_t cap, count, bytes;
+  mt_sym_stats_t st;
+};
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
@@ -70,75 +138,6 @@ static demangle_fn demangler(void) {
   return fn;
 }
 
-/* The function named `sys` (a linkage name) as pprof wants it: name
- * demangled, system_name as it is. */
-static uint32_t add_function(mt_heap_t *h, const char *sys, const char *file,
-                             int64_t start_line) {
-  demangle_fn dm;
-  char *plain = NULL, unversioned[512];
-  const char *at = strchr(sys, '@');
-  int status = -1;
-  uint32_t f;
-
-  /* A symbol's version ("__libc_start_main@@GLIBC_2.34") is not part of
-   * the function's name; the system name keeps it. */
-  if (at != NULL && at != sys && (size_t)(at - sys) < sizeof unversioned) {
-    memcpy(unversioned, sys, (size_t)(at - sys));
-    unversioned[at - sys] = '\0';
-  } else {
-    snprintf(unversioned, sizeof unversioned, "%s", sys);
-  }
-  if (sys[0] == '_' && sys[1] == 'Z' && (dm = demangler()) != NULL)
-    plain = dm(unversioned, NULL, NULL, &status);
-  f = mt_heap_function(h, status == 0 && plain != NULL ? plain : unversioned,
-                       sys, file, start_line);
-  free(plain);
-  return f;
-}
-
-/* The load bias of the file at fd mapped at m: the difference between
- * the addresses in the process and the file's own virtual addresses.
- * Returns 0, or -1 if no loadable segment holds the mapping's offset. */
-static int load_bias(int fd, const mt_heap_mapping_t *m, uint64_t *bias,
-                     int *is_exec) {
-  Elf *elf;
-  GElf_Ehdr eh;
-  GElf_Phdr ph;
-  size_t n, i;
-  int rc = -1;
-
-  elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-  if (elf == NULL)
-    return -1;
-  if (gelf_getehdr(elf, &eh) == NULL || elf_getphdrnum(elf, &n) != 0)
-    goto out;
-  *is_exec = eh.e_type == ET_EXEC;
-  if (*is_exec) {
-    *bias = 0;
-    rc = 0;
-    goto out;
-  }
-  for (i = 0; i < n; i++) {
-    uint64_t seg_page;
-
-    if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD)
-      continue;
-    /* A mapping starts on a page: the segment's first page may begin
-     * before p_offset. */
-    seg_page = ph.p_align > 1 ? ph.p_offset & ~(ph.p_align - 1) : ph.p_offset;
-    if (m->offset < seg_page || m->offset >= ph.p_offset + ph.p_filesz)
-      continue;
-    /* The mapping's start holds file offset m->offset, which the file
-     * places at p_vaddr + (offset - p_offset). */
-    *bias = m->start - (ph.p_vaddr + m->offset - ph.p_offset);
-    rc = 0;
-    break;
-  }
-out:
-  elf_end(elf);
-  return rc;
-}
-
 static void hex_id(const unsigned char *bits, int len, char *out,
                    size_t outlen) {
   int i;
@@ -146,71 +145,6 @@ static void hex_id(const unsigned char *bits, int len, char *out,
   out[0] = '\0';
   for (i = 0; i < len && (size_t)(2 * i + 2) < outlen; i++)
     snprintf(out + 2 * i, 3, "%02x", bits[i]);
-}
-
-/* Reports mapping m's file to dwfl, or finds the module already reported
- * for it. Returns the module, or NULL with m->unresolved set. */
-static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
-                           sym_mod_t *sm) {
-  const char *path = h->strings[m->filename];
-  char have[2 * 64 + 1];
-  const unsigned char *bits;
-  GElf_Addr vaddr;
-  uint64_t bias;
-  Dwfl_Module *mod;
-  void **userdata = NULL;
-  int fd, len, is_exec = 0;
-
-  if (path[0] != '/') {
-    m->unresolved = "no file (an anonymous or special mapping)";
-    return NULL;
-  }
-  /* A module already reported at this address holds this mapping too
-   * (a file's text and data are separate mappings at one bias). */
-  mod = dwfl_addrmodule(dwfl, m->start);
-  if (mod != NULL) {
-    const char *mainfile = NULL;
-    dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
-    if (mainfile != NULL && strcmp(mainfile, path) == 0)
-      goto check; /* the build id is this mapping's to check too */
-  }
-  /* The path is the target's word: opened as the target could, only if
-   * it is a regular file (tfiles.c). */
-  fd = mt_tfiles_open(sm->files, path, &m->unresolved);
-  if (fd < 0)
-    return NULL;
-  if (load_bias(fd, m, &bias, &is_exec) != 0) {
-    close(fd);
-    m->unresolved = "the file does not match the mapping";
-    return NULL;
-  }
-  dwfl_report_begin_add(dwfl);
-  /* On success libdwfl owns fd (and never opens the name itself). */
-  mod = dwfl_report_elf(dwfl, path, path, fd, is_exec ? 0 : bias, true);
-  dwfl_report_end(dwfl, NULL, NULL);
-  if (mod == NULL) {
-    close(fd);
-    m->unresolved = "not an ELF file libdwfl can read";
-    return NULL;
-  }
-  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
-  if (userdata != NULL && *userdata == NULL)
-    *userdata = sm;
-check:
-  if (m->build_id != 0) {
-    Dwarf_Addr b;
-    (void)dwfl_module_getelf(mod, &b);
-    len = dwfl_module_build_id(mod, &bits, &vaddr);
-    hex_id(bits, len > 0 ? len : 0, have, sizeof have);
-    if (len <= 0 || strcmp(have, h->strings[m->build_id]) != 0) {
-      /* The module stays reported (libdwfl has no way to take one back)
-       * but this mapping's addresses are not looked up in it. */
-      m->unresolved = "the file's build id differs from the process's "
-                      "(rebuilt or replaced since)";
-      return NULL;
-    }
-  }
-  return mod;
 }
 
 /* ---- Separate debug files, found as the target could find them ---- */
@@ -241,7 +175,7 @@ static int same_build_id(int fd, const void *id, size_t len) {
 }
 
 /* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id. */
-static int by_build_id(sym_mod_t *sm, const unsigned char *id, size_t len) {
+static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
   char path[sizeof "/usr/lib/debug/.build-id/" + 2 * 64 + 8];
   const char *why;
   size_t o, i;
@@ -254,7 +188,7 @@ static int by_build_id(sym_mod_t *sm, const unsigned char *id, size_t len) {
   for (i = 1; i < len; i++)
     o += (size_t)snprintf(path + o, sizeof path - o, "%02x", id[i]);
   snprintf(path + o, sizeof path - o, ".debug");
-  fd = mt_tfiles_open(sm->files, path, &why);
+  fd = mt_tfiles_open(sm->cache->tf, path, &why);
   return fd < 0 ? -1 : same_build_id(fd, id, len);
 }
 
@@ -269,7 +203,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc, char **debuginfo_file_name) {
-  sym_mod_t *sm = *userdata;
+  sym_file_t *sm = *userdata;
   const unsigned char *id;
   const char *own_link = NULL, *slash, *why;
   char path[PATH_MAX];
@@ -319,7 +253,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 
     if (w < 0 || (size_t)w >= sizeof path || strcmp(path, sm->path) == 0)
       continue;
-    fd = mt_tfiles_open(sm->files, path, &why);
+    fd = mt_tfiles_open(sm->cache->tf, path, &why);
     if (fd >= 0 && (fd = same_build_id(fd, id, (size_t)len)) >= 0)
       return fd;
   }
@@ -332,7 +266,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
  * find_debuginfo). */
 static int dwarf_usable(Dwfl_Module *mod) {
   void **userdata = NULL;
-  sym_mod_t *sm;
+  sym_file_t *sm;
   const void *alt_id;
   const char *alt_name;
   Dwarf_Addr bias;
@@ -400,9 +334,10 @@ static Dwarf_Die *unit_of(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Addr *bias) {
   return NULL;
 }
 
-/* Resolves one location. Returns 0 or -1 on ENOMEM. */
-static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
-  mt_heap_line_t lines[MAX_INLINE + 1];
+/* The frames at address addr of mod, the innermost first, into
+ * lines[MAX_INLINE + 1]: names as the symbol table and the DWARF give
+ * them (valid while the module is). Returns how many. */
+static uint32_t resolve(Dwfl_Module *mod, Dwarf_Addr addr, sym_frame_t *lines) {
   uint32_t n = 0;
   const char *sym, *file = NULL, *call_file = NULL;
   int lineno = 0;
@@ -415,22 +350,22 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   int nscopes = 0, nchain = 0, i, dwarf;
   int64_t line;
 
-  sym = dwfl_module_addrinfo(mod, l->address, &off, &esym, NULL, NULL, NULL);
+  sym = dwfl_module_addrinfo(mod, addr, &off, &esym, NULL, NULL, NULL);
   dwarf = dwarf_usable(mod);
-  dl = dwarf ? dwfl_module_getsrc(mod, l->address) : NULL;
+  dl = dwarf ? dwfl_module_getsrc(mod, addr) : NULL;
   if (dl != NULL)
     file = dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
 
-  cu = dwarf ? unit_of(mod, l->address, &bias) : NULL;
+  cu = dwarf ? unit_of(mod, addr, &bias) : NULL;
   if (cu != NULL && dl == NULL) {
     /* The unit found without aranges: its own line table. */
-    Dwarf_Line *ln = dwarf_getsrc_die(cu, l->address - bias);
+    Dwarf_Line *ln = dwarf_getsrc_die(cu, addr - bias);
     if (ln != NULL && dwarf_lineno(ln, &lineno) == 0)
       file = dwarf_linesrc(ln, NULL, NULL);
   }
   line = lineno;
   if (cu != NULL) {
-    nscopes = dwarf_getscopes(cu, l->address - bias, &scopes);
+    nscopes = dwarf_getscopes(cu, addr - bias, &scopes);
     if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
       files = NULL;
   }
@@ -465,9 +400,8 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
     decl_file = dwarf_decl_file(&chain[i]);
     if (decl_file == NULL)
       decl_file = file;
-    lines[n].function = add_function(h, name, decl_file ? decl_file : "",
-                                     die_decl_line(&chain[i]));
-    lines[n].line = line;
+    lines[n] = (sym_frame_t){NULL, name, decl_file ? decl_file : "",
+                             die_decl_line(&chain[i]), line};
     n++;
     if (tag == DW_TAG_subprogram)
       break;
@@ -486,31 +420,515 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   if (n == 0 && sym != NULL) {
     /* No DWARF here: the symbol table's function, and the line table's
      * line if there is one. */
-    lines[0].function = add_function(h, sym, file != NULL ? file : "", 0);
-    lines[0].line = line;
+    lines[0] = (sym_frame_t){NULL, sym, file != NULL ? file : "", 0, line};
     n = 1;
   }
-  if (n == 0)
-    return 0;
-  l->lines = malloc(n * sizeof *l->lines);
-  if (l->lines == NULL)
+  return n;
+}
+
+/* ---- Names as pprof wants them ---- */
+
+/* The function named `sys` (a linkage name) as pprof shows it, into
+ * buf, or a string __cxa_demangle made (to free) in *made: the
+ * symbol's version ("__libc_start_main@@GLIBC_2.34") left out, a C++
+ * name demangled. */
+static const char *plain_name(const char *sys, char *buf, size_t len,
+                              char **made) {
+  demangle_fn dm;
+  const char *at = strchr(sys, '@');
+  int status = -1;
+
+  *made = NULL;
+  if (at != NULL && at != sys && (size_t)(at - sys) < len) {
+    memcpy(buf, sys, (size_t)(at - sys));
+    buf[at - sys] = '\0';
+  } else {
+    snprintf(buf, len, "%s", sys);
+  }
+  if (sys[0] == '_' && sys[1] == 'Z' && (dm = demangler()) != NULL) {
+    *made = dm(buf, NULL, NULL, &status);
+    if (status != 0) {
+      free(*made);
+      *made = NULL;
+    }
+  }
+  return *made != NULL ? *made : buf;
+}
+
+/* ---- The table of addresses ---- */
+
+static uint64_t entry_hash(uint32_t fkey, uint64_t vaddr) {
+  uint64_t x = vaddr ^ ((uint64_t)fkey << 40) ^ fkey;
+
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return x;
+}
+
+static sym_entry_t *table_find(mt_sym_cache_t *c, uint32_t fkey,
+                               uint64_t vaddr) {
+  size_t i;
+
+  if (c->cap == 0)
+    return NULL;
+  for (i = entry_hash(fkey, vaddr) & (c->cap - 1); c->table[i].fkey != 0;
+       i = (i + 1) & (c->cap - 1))
+    if (c->table[i].fkey == fkey && c->table[i].vaddr == vaddr)
+      return &c->table[i];
+  return NULL;
+}
+
+/* Places e in a table of room enough (no check). */
+static sym_entry_t *table_place(sym_entry_t *t, size_t cap,
+                                const sym_entry_t *e) {
+  size_t i = entry_hash(e->fkey, e->vaddr) & (cap - 1);
+
+  while (t[i].fkey != 0)
+    i = (i + 1) & (cap - 1);
+  t[i] = *e;
+  return &t[i];
+}
+
+/* Keeps only the entries keep() says (all if keep is NULL) in a table of
+ * cap slots. Returns 0, or -1 on ENOMEM (the table is then as it was). */
+static int table_rebuild(mt_sym_cache_t *c, size_t cap,
+                         int (*keep)(mt_sym_cache_t *, const sym_entry_t *)) {
+  sym_entry_t *t = calloc(cap, sizeof *t);
+  size_t i;
+
+  if (t == NULL)
     return -1;
-  memcpy(l->lines, lines, n * sizeof *l->lines);
-  l->nlines = n;
+  c->count = 0;
+  for (i = 0; i < c->cap; i++) {
+    sym_entry_t *e = &c->table[i];
+    if (e->fkey == 0)
+      continue;
+    if (keep == NULL || keep(c, e)) {
+      table_place(t, cap, e);
+      c->count++;
+    } else {
+      c->bytes -= e->size;
+      free(e->frames);
+    }
+  }
+  free(c->table);
+  c->table = t;
+  c->cap = cap;
   return 0;
 }
 
-int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time) {
-  static const Dwfl_Callbacks callbacks = {
-      .find_elf = find_elf_none,
-      .find_debuginfo = find_debuginfo,
-      .section_address = dwfl_offline_section_address,
-  };
-  Dwfl *dwfl = NULL;
-  Dwfl_Module **mods = NULL;
-  sym_mod_t *sms = NULL;
+static void table_clear(mt_sym_cache_t *c) {
+  size_t i;
+
+  for (i = 0; i < c->cap; i++)
+    free(c->table[i].frames);
+  free(c->table);
+  c->table = NULL;
+  c->cap = c->count = c->bytes = 0;
+}
+
+/* Remembers the frames of (fkey, vaddr): a copy, in one block. Returns
+ * the entry, or NULL on ENOMEM. */
+static sym_entry_t *table_add(mt_sym_cache_t *c, uint32_t fkey, uint64_t vaddr,
+                              const sym_frame_t *raw, uint32_t n) {
+  char bufs[MAX_INLINE + 1][512], *made[MAX_INLINE + 1];
+  const char *names[MAX_INLINE + 1];
+  size_t size = n * sizeof(sym_frame_t), i;
+  sym_entry_t e = {vaddr, fkey, n, NULL, 0};
+  char *p;
+
+  if (c->count + 1 > SYM_MAX_ENTRIES || c->bytes > SYM_MAX_BYTES)
+    table_clear(c);
+  if ((c->count + 1) * 2 > c->cap &&
+      table_rebuild(c, c->cap ? 2 * c->cap : 256, NULL) != 0)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    names[i] =
+        plain_name(raw[i].system_name, bufs[i], sizeof bufs[i], &made[i]);
+    size +=
+        strlen(names[i]) + strlen(raw[i].system_name) + strlen(raw[i].file) + 3;
+  }
+  e.frames = n > 0 ? malloc(size) : NULL;
+  if (e.frames != NULL) {
+    p = (char *)(e.frames + n);
+    for (i = 0; i < n; i++) {
+      const char *src[3] = {names[i], raw[i].system_name, raw[i].file};
+      const char **dst[3] = {&e.frames[i].name, &e.frames[i].system_name,
+                             &e.frames[i].file};
+      for (int k = 0; k < 3; k++) {
+        size_t len = strlen(src[k]) + 1;
+        memcpy(p, src[k], len);
+        *dst[k] = p;
+        p += len;
+      }
+      e.frames[i].start_line = raw[i].start_line;
+      e.frames[i].line = raw[i].line;
+    }
+  }
+  for (i = 0; i < n; i++)
+    free(made[i]);
+  if (n > 0 && e.frames == NULL)
+    return NULL;
+  e.size = e.frames != NULL ? size : 0;
+  c->count++;
+  c->bytes += e.size;
+  return table_place(c->table, c->cap, &e);
+}
+
+/* The location's frames, from an entry, into h. Returns 0 or -1. */
+static int apply(mt_heap_t *h, const sym_entry_t *e, mt_heap_location_t *l) {
+  uint32_t i;
+
+  if (e->nframes == 0)
+    return 0;
+  l->lines = malloc(e->nframes * sizeof *l->lines);
+  if (l->lines == NULL)
+    return -1;
+  for (i = 0; i < e->nframes; i++) {
+    const sym_frame_t *f = &e->frames[i];
+    l->lines[i].function =
+        mt_heap_function(h, f->name, f->system_name, f->file, f->start_line);
+    l->lines[i].line = f->line;
+  }
+  l->nlines = e->nframes;
+  return 0;
+}
+
+/* ---- The files a target maps ---- */
+
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = find_elf_none,
+    .find_debuginfo = find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};
+
+static int same_file(const sym_file_t *f, const struct stat *st) {
+  return f->dev == st->st_dev && f->ino == st->st_ino &&
+         f->size == st->st_size && f->mtime.tv_sec == st->st_mtim.tv_sec &&
+         f->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* The load bias of f mapped at m: the difference between the addresses
+ * in the process and the file's own virtual addresses. Returns 0, or -1
+ * if no loadable segment holds the mapping's offset. */
+static int bias_of(const sym_file_t *f, const mt_heap_mapping_t *m,
+                   uint64_t *bias) {
+  size_t i;
+
+  if (f->is_exec) {
+    *bias = 0;
+    return 0;
+  }
+  for (i = 0; i < f->nload; i++) {
+    const sym_load_t *ph = &f->load[i];
+    /* A mapping starts on a page: the segment's first page may begin
+     * before p_offset. */
+    uint64_t seg_page =
+        ph->align > 1 ? ph->offset & ~(ph->align - 1) : ph->offset;
+
+    if (m->offset < seg_page || m->offset >= ph->offset + ph->filesz)
+      continue;
+    /* The mapping's start holds file offset m->offset, which the file
+     * places at p_vaddr + (offset - p_offset). */
+    *bias = m->start - (ph->vaddr + m->offset - ph->offset);
+    return 0;
+  }
+  return -1;
+}
+
+/* The key of f's identity: its build id, or where it has none what the
+ * file system says of it. Returns it (from 1), or 0 on ENOMEM. */
+static uint32_t fkey_of(mt_sym_cache_t *c, const sym_file_t *f) {
+  char key[sizeof f->build_id + 96];
+  char **grown;
+  size_t i;
+
+  if (f->build_id[0] != '\0')
+    snprintf(key, sizeof key, "b:%s", f->build_id);
+  else
+    snprintf(key, sizeof key, "s:%llu:%llu:%lld:%lld.%09ld",
+             (unsigned long long)f->dev, (unsigned long long)f->ino,
+             (long long)f->size, (long long)f->mtime.tv_sec, f->mtime.tv_nsec);
+  for (i = 0; i < c->nfkeys; i++)
+    if (strcmp(c->fkeys[i], key) == 0)
+      return (uint32_t)i + 1;
+  grown = realloc(c->fkeys, (c->nfkeys + 1) * sizeof *grown);
+  if (grown == NULL)
+    return 0;
+  c->fkeys = grown;
+  c->fkeys[c->nfkeys] = strdup(key);
+  if (c->fkeys[c->nfkeys] == NULL)
+    return 0;
+  return (uint32_t)++c->nfkeys;
+}
+
+/* Lets the Dwfl go: the next address not known reports its file anew. */
+static void dwfl_drop(mt_sym_cache_t *c) {
+  sym_file_t *f;
+
+  if (c->dwfl == NULL)
+    return;
+  dwfl_end(c->dwfl);
+  c->dwfl = NULL;
+  c->idle = 0;
+  c->st.drops++;
+  for (f = c->files; f != NULL; f = f->next) {
+    f->mod = NULL;
+    f->reported = 0;
+    f->unresolved = NULL;
+    f->dwarf = -1;
+    f->alt_given = 0;
+  }
+}
+
+/* Reads the file at path (whose stat st is) as mapped at m: its load
+ * segments, its build id. Returns it (added to c's files), or NULL with
+ * m->unresolved set (or ENOMEM in *rc). */
+static sym_file_t *file_read(mt_sym_cache_t *c, const char *path,
+                             const struct stat *st, mt_heap_mapping_t *m,
+                             int *rc) {
+  struct stat st2;
+  sym_file_t *f = calloc(1, sizeof *f);
+  const void *id = NULL;
+  Elf *elf = NULL;
+  GElf_Ehdr eh;
+  GElf_Phdr ph;
+  size_t n, i;
+  ssize_t idlen;
+  int fd = -1;
+
+  if (f == NULL || (f->path = strdup(path)) == NULL) {
+    *rc = MS_ENOMEM;
+    goto fail;
+  }
+  /* The path is the target's word: opened as the target could, only if
+   * it is a regular file (tfiles.c), and only if it is the one just
+   * looked up. */
+  fd = mt_tfiles_open(c->tf, path, &m->unresolved);
+  if (fd < 0)
+    goto fail;
+  c->st.reads++;
+  if (fstat(fd, &st2) != 0 || st2.st_dev != st->st_dev ||
+      st2.st_ino != st->st_ino) {
+    m->unresolved = "the file changed while it was opened";
+    goto fail;
+  }
+  f->dev = st2.st_dev;
+  f->ino = st2.st_ino;
+  f->size = st2.st_size;
+  f->mtime = st2.st_mtim;
+  m->unresolved = "the file does not match the mapping";
+  elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (elf == NULL || gelf_getehdr(elf, &eh) == NULL ||
+      elf_getphdrnum(elf, &n) != 0)
+    goto fail;
+  f->is_exec = eh.e_type == ET_EXEC;
+  for (i = 0; i < n && f->nload < SYM_MAX_LOAD; i++) {
+    if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD)
+      continue;
+    f->load[f->nload++] =
+        (sym_load_t){ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_align};
+  }
+  idlen = dwelf_elf_gnu_build_id(elf, &id);
+  hex_id(id, idlen > 0 && idlen <= 64 ? (int)idlen : 0, f->build_id,
+         sizeof f->build_id);
+  elf_end(elf);
+  elf = NULL;
+  close(fd);
+  fd = -1;
+  if (bias_of(f, m, &f->bias) != 0)
+    goto fail;
+  m->unresolved = NULL;
+  if (c->nfkeys >= SYM_MAX_FKEYS) {
+    /* Not with a real process (and the cache starts over before). */
+    m->unresolved = "too many files";
+    goto fail;
+  }
+  f->fkey = fkey_of(c, f);
+  if (f->fkey == 0) {
+    *rc = MS_ENOMEM;
+    goto fail;
+  }
+  f->cache = c;
+  f->dwarf = -1;
+  f->next = c->files;
+  c->files = f;
+  return f;
+fail:
+  if (elf != NULL)
+    elf_end(elf);
+  if (fd >= 0)
+    close(fd);
+  if (f != NULL)
+    free(f->path);
+  free(f);
+  return NULL;
+}
+
+/* The file mapping m is of, read once, found again by its path, identity
+ * and bias. Returns NULL with m->unresolved set when its addresses are
+ * not to be resolved (or ENOMEM in *rc). */
+static sym_file_t *file_for(mt_sym_cache_t *c, mt_heap_t *h,
+                            mt_heap_mapping_t *m, int *rc) {
+  const char *path = h->strings[m->filename];
+  struct stat st;
+  sym_file_t *f;
+  uint64_t bias;
+
+  if (path[0] != '/') {
+    m->unresolved = "no file (an anonymous or special mapping)";
+    return NULL;
+  }
+  /* A lookup, nothing opened: the file as the target sees it now. */
+  if (mt_tfiles_stat(c->tf, path, &st, &m->unresolved) != 0)
+    return NULL;
+  for (f = c->files; f != NULL; f = f->next)
+    if (strcmp(f->path, path) == 0 && same_file(f, &st) &&
+        bias_of(f, m, &bias) == 0 && bias == f->bias)
+      break;
+  if (f == NULL && (f = file_read(c, path, &st, m, rc)) == NULL)
+    return NULL;
+  f->seen = 1;
+  if (m->build_id != 0 && strcmp(f->build_id, h->strings[m->build_id]) != 0) {
+    /* Its names would be wrong: an address left unresolved is honest. */
+    m->unresolved = "the file's build id differs from the process's "
+                    "(rebuilt or replaced since)";
+    return NULL;
+  }
+  return f;
+}
+
+static int fkey_used(mt_sym_cache_t *c, const sym_entry_t *e) {
+  const sym_file_t *f;
+
+  for (f = c->files; f != NULL; f = f->next)
+    if (f->fkey == e->fkey)
+      return 1;
+  return 0;
+}
+
+/* Forgets the files the profile no longer maps, and what was resolved in
+ * them; the Dwfl goes too if it holds one of them. */
+static void files_sweep(mt_sym_cache_t *c) {
+  sym_file_t **p = &c->files, *f;
+  int gone = 0;
+
+  while ((f = *p) != NULL) {
+    if (f->seen) {
+      p = &f->next;
+      continue;
+    }
+    if (f->mod != NULL)
+      dwfl_drop(c);
+    *p = f->next;
+    free(f->path);
+    free(f);
+    gone = 1;
+  }
+  if (gone && c->cap > 0)
+    (void)table_rebuild(c, c->cap, fkey_used); /* on ENOMEM: kept */
+}
+
+/* f's module in the Dwfl, reported now if it is not yet. NULL with
+ * f->unresolved set if it cannot be (or ENOMEM in *rc). */
+static Dwfl_Module *module_of(mt_sym_cache_t *c, sym_file_t *f, int *rc) {
+  struct stat st;
+  Dwfl_Module *mod;
+  void **userdata = NULL;
+  int fd;
+
+  if (f->mod != NULL || f->reported)
+    return f->mod;
+  f->reported = 1;
+  if (c->dwfl == NULL && (c->dwfl = dwfl_begin(&callbacks)) == NULL) {
+    *rc = MS_ENOMEM;
+    return NULL;
+  }
+  fd = mt_tfiles_open(c->tf, f->path, &f->unresolved);
+  if (fd < 0)
+    return NULL;
+  if (fstat(fd, &st) != 0 || !same_file(f, &st)) {
+    close(fd);
+    f->unresolved = "the file changed while it was opened";
+    return NULL;
+  }
+  dwfl_report_begin_add(c->dwfl);
+  /* On success libdwfl owns fd (and never opens the name itself). */
+  mod = dwfl_report_elf(c->dwfl, f->path, f->path, fd, f->is_exec ? 0 : f->bias,
+                        true);
+  dwfl_report_end(c->dwfl, NULL, NULL);
+  if (mod == NULL) {
+    close(fd);
+    f->unresolved = "not an ELF file libdwfl can read";
+    return NULL;
+  }
+  c->st.reports++;
+  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+  if (userdata != NULL && *userdata == NULL)
+    *userdata = f;
+  f->mod = mod;
+  return mod;
+}
+
+/* ---- The cache ---- */
+
+mt_sym_cache_t *mt_sym_cache_new(void) {
+  return calloc(1, sizeof(mt_sym_cache_t));
+}
+
+/* Forgets everything (another process's profile comes). */
+static void cache_reset(mt_sym_cache_t *c) {
+  sym_file_t *f;
+  size_t i;
+
+  dwfl_drop(c);
+  while ((f = c->files) != NULL) {
+    c->files = f->next;
+    free(f->path);
+    free(f);
+  }
+  table_clear(c);
+  for (i = 0; i < c->nfkeys; i++)
+    free(c->fkeys[i]);
+  free(c->fkeys);
+  c->fkeys = NULL;
+  c->nfkeys = 0;
+  c->have_target = 0;
+}
+
+void mt_sym_cache_free(mt_sym_cache_t *c) {
+  if (c == NULL)
+    return;
+  cache_reset(c);
+  free(c);
+}
+
+void mt_sym_cache_stats(const mt_sym_cache_t *c, mt_sym_stats_t *out) {
+  const sym_file_t *f;
+
+  *out = c->st;
+  out->files = 0;
+  for (f = c->files; f != NULL; f = f->next)
+    out->files++;
+  out->entries = c->count;
+  out->bytes = c->bytes + c->cap * sizeof(sym_entry_t);
+  out->dwfl = c->dwfl != NULL;
+}
+
+int mt_sym_cache_rest(mt_sym_cache_t *c) {
+  if (c == NULL || c->dwfl == NULL)
+    return 0;
+  dwfl_drop(c);
+  return 1;
+}
+
+int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
+                           uint64_t start_time) {
+  sym_file_t **map = NULL, *f;
   mt_tfiles_t files;
   const char *why = NULL;
+  uint64_t misses = 0;
   size_t i;
   int rc = 0;
 
@@ -528,38 +946,99 @@ int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time) {
   }
   /* From here to mt_tfiles_leave, every open on this thread, libdw's
    * included, is made with the target's rights. */
+  /* Identities are never forgotten within one process's cache (an entry
+   * may outlive its file): one whose files keep being replaced starts
+   * over now and then. */
+  if (!c->have_target || c->pid != pid || c->start_time != start_time ||
+      c->nfkeys >= SYM_MAX_FKEYS / 2) {
+    cache_reset(c);
+    c->have_target = 1;
+    c->pid = pid;
+    c->start_time = start_time;
+  }
+  c->tf = &files;
   elf_version(EV_CURRENT);
-  dwfl = dwfl_begin(&callbacks);
-  mods = calloc(h->nmappings, sizeof *mods);
-  sms = calloc(h->nmappings, sizeof *sms);
-  if (dwfl == NULL || mods == NULL || sms == NULL) {
+  map = calloc(h->nmappings, sizeof *map);
+  if (map == NULL) {
     rc = MS_ENOMEM;
     goto out;
   }
-  for (i = 0; i < h->nmappings; i++) {
-    sms[i] = (sym_mod_t){&files, h->strings[h->mappings[i].filename], -1, 0};
-    mods[i] = report(dwfl, h, &h->mappings[i], &sms[i]);
+  for (f = c->files; f != NULL; f = f->next) {
+    f->seen = 0;
+    if (f->mod == NULL)
+      f->reported = 0; /* a report that failed is tried again */
   }
+  for (i = 0; i < h->nmappings && rc == 0; i++)
+    map[i] = file_for(c, h, &h->mappings[i], &rc);
+  if (rc != 0)
+    goto out;
+  files_sweep(c);
   for (i = 0; i < h->nlocations; i++) {
     mt_heap_location_t *l = &h->locations[i];
+    sym_frame_t raw[MAX_INLINE + 1];
+    const sym_entry_t *e;
+    Dwfl_Module *mod;
+    uint64_t vaddr;
 
-    if (l->mapping == 0 || mods[l->mapping - 1] == NULL || l->nlines > 0)
+    if (l->mapping == 0 || (f = map[l->mapping - 1]) == NULL || l->nlines > 0)
       continue;
-    if (resolve(h, mods[l->mapping - 1], l) != 0) {
+    vaddr = l->address - f->bias;
+    e = table_find(c, f->fkey, vaddr);
+    if (e != NULL) {
+      c->st.hits++;
+    } else {
+      misses++;
+      if ((mod = module_of(c, f, &rc)) == NULL) {
+        if (rc != 0)
+          goto out;
+        continue;
+      }
+      c->st.lookups++;
+      e = table_add(c, f->fkey, vaddr, raw, resolve(mod, l->address, raw));
+      if (e == NULL) {
+        rc = MS_ENOMEM;
+        goto out;
+      }
+    }
+    if (apply(h, e, l) != 0) {
       rc = MS_ENOMEM;
       goto out;
     }
   }
-  for (i = 0; i < h->nmappings; i++)
-    h->mappings[i].symbolized = mods[i] != NULL;
+  for (i = 0; i < h->nmappings; i++) {
+    f = map[i];
+    if (f != NULL && f->mod == NULL && f->reported && f->unresolved != NULL) {
+      h->mappings[i].unresolved = f->unresolved;
+      f = NULL;
+    }
+    h->mappings[i].symbolized = f != NULL;
+  }
   if (mt_heap_oom(h))
     rc = MS_ENOMEM;
+  /* What the Dwfl holds (the DWARF, decompressed) is kept while
+   * addresses keep coming that are not known yet. */
+  if (misses > 0)
+    c->idle = 0;
+  else if (c->dwfl != NULL && ++c->idle >= SYM_DWFL_IDLE)
+    dwfl_drop(c);
 out:
-  free(mods);
-  if (dwfl != NULL)
-    dwfl_end(dwfl);
-  free(sms);
+  free(map);
+  c->tf = NULL;
   mt_tfiles_leave(&files);
   mt_tfiles_free(&files);
+  return rc;
+}
+
+int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time) {
+  mt_sym_cache_t *c;
+  int rc;
+
+  if (h->nmappings == 0)
+    return 0;
+  c = mt_sym_cache_new();
+  if (c == NULL)
+    return MS_ENOMEM;
+  rc = mt_sym_cache_symbolize(c, h, pid, start_time);
+  mt_sym_cache_free(c);
   return rc;
 }
