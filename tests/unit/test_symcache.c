@@ -572,7 +572,7 @@ static void test_second_refresh_instructions(void **state) {
     skip();
   }
   for (int i = 0; i < 3; i++) {
-    char count[4];
+    char count[12];
     const char *argv[] = {self, "refreshes", count, NULL};
     snprintf(count, sizeof count, "%d", i);
     if (cg_count(argv, NULL, &total[i], why, sizeof why) != 0) {
