@@ -52,9 +52,9 @@
 #define SYM_MAX_ENTRIES (1u << 16)
 #define SYM_MAX_BYTES ((size_t)16 << 20)
 #define SYM_MAX_FKEYS 4096
-/* The Dwfl is let go after this many profiles in a row whose addresses
- * were all known already. */
-#define SYM_DWFL_IDLE 2
+/* A module (what libdw read and decompressed of a file) is let go after
+ * this many profiles in a row whose addresses in it were all known. */
+#define SYM_MODULE_IDLE 2
 /* The load segments a file is remembered with (ELF files have 2-5). */
 #define SYM_MAX_LOAD 16
 
@@ -82,6 +82,7 @@ typedef struct sym_file_s {
   uint32_t fkey;             /* its identity's key in the address table */
   int seen;                  /* named by the profile being resolved */
   Dwfl_Module *mod;          /* NULL: not reported to the Dwfl held */
+  int idle;                  /* profiles since an address missed in it */
   int reported;              /* tried, since the Dwfl was made */
   const char *unresolved;    /* why that report failed */
   int dwarf;     /* its DWARF may be read: 1, 0, or -1 not known yet */
@@ -110,7 +111,6 @@ struct mt_sym_cache_s {
   uint64_t start_time;
   mt_tfiles_t *tf; /* the rights of the call under way */
   Dwfl *dwfl;
-  int idle; /* profiles in a row with every address known */
   sym_file_t *files;
   char **fkeys; /* identities: "b:<build id>" or "s:dev:ino:size:mtime" */
   size_t nfkeys;
@@ -663,7 +663,18 @@ static uint32_t fkey_of(mt_sym_cache_t *c, const sym_file_t *f) {
   return (uint32_t)++c->nfkeys;
 }
 
-/* Lets the Dwfl go: the next address not known reports its file anew. */
+/* f has no module now: the next address of it not known reports it
+ * anew. */
+static void file_unreported(sym_file_t *f) {
+  f->mod = NULL;
+  f->idle = 0;
+  f->reported = 0;
+  f->unresolved = NULL;
+  f->dwarf = -1;
+  f->alt_given = 0;
+}
+
+/* Lets the Dwfl go, every module with it. */
 static void dwfl_drop(mt_sym_cache_t *c) {
   sym_file_t *f;
 
@@ -671,15 +682,62 @@ static void dwfl_drop(mt_sym_cache_t *c) {
     return;
   dwfl_end(c->dwfl);
   c->dwfl = NULL;
-  c->idle = 0;
-  c->st.drops++;
   for (f = c->files; f != NULL; f = f->next) {
-    f->mod = NULL;
-    f->reported = 0;
-    f->unresolved = NULL;
-    f->dwarf = -1;
-    f->alt_given = 0;
+    if (f->mod != NULL)
+      c->st.drops++;
+    file_unreported(f);
   }
+}
+
+/* Lets go the modules of the files gone() says, keeping the others (the
+ * Dwfl too, unless none is left): libdwfl forgets every module not
+ * reported again between dwfl_report_begin and dwfl_report_end, and a
+ * module reported again by its name and range is the one it had. */
+static void modules_let_go(mt_sym_cache_t *c, int (*gone)(const sym_file_t *)) {
+  sym_file_t *f;
+  int drop = 0, keep = 0;
+
+  for (f = c->files; f != NULL; f = f->next)
+    if (f->mod != NULL) {
+      if (gone(f))
+        drop = 1;
+      else
+        keep = 1;
+    }
+  if (!drop)
+    return;
+  if (!keep) {
+    dwfl_drop(c);
+    return;
+  }
+  dwfl_report_begin(c->dwfl);
+  for (f = c->files; f != NULL; f = f->next) {
+    Dwarf_Addr low, high;
+
+    if (f->mod == NULL || gone(f))
+      continue;
+    dwfl_module_info(f->mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    if (dwfl_report_module(c->dwfl, f->path, low, high) != f->mod) {
+      /* Not the module it had (none fails so): start over. */
+      dwfl_report_end(c->dwfl, NULL, NULL);
+      dwfl_drop(c);
+      return;
+    }
+  }
+  dwfl_report_end(c->dwfl, NULL, NULL);
+  for (f = c->files; f != NULL; f = f->next)
+    if (f->mod != NULL && gone(f)) {
+      c->st.drops++;
+      file_unreported(f);
+    }
+}
+
+static int file_idle(const sym_file_t *f) {
+  return f->idle >= SYM_MODULE_IDLE;
+}
+
+static int file_unseen(const sym_file_t *f) {
+  return !f->seen;
 }
 
 /* Reads the file at path (whose stat st is) as mapped at m: its load
@@ -808,19 +866,18 @@ static int fkey_used(mt_sym_cache_t *c, const sym_entry_t *e) {
   return 0;
 }
 
-/* Forgets the files the profile no longer maps, and what was resolved in
- * them; the Dwfl goes too if it holds one of them. */
+/* Forgets the files the profile no longer maps, their modules and what
+ * was resolved in them. */
 static void files_sweep(mt_sym_cache_t *c) {
   sym_file_t **p = &c->files, *f;
   int gone = 0;
 
+  modules_let_go(c, file_unseen);
   while ((f = *p) != NULL) {
     if (f->seen) {
       p = &f->next;
       continue;
     }
-    if (f->mod != NULL)
-      dwfl_drop(c);
     *p = f->next;
     free(f->path);
     free(f);
@@ -911,6 +968,9 @@ void mt_sym_cache_stats(const mt_sym_cache_t *c, mt_sym_stats_t *out) {
   out->files = 0;
   for (f = c->files; f != NULL; f = f->next)
     out->files++;
+  out->modules = 0;
+  for (f = c->files; f != NULL; f = f->next)
+    out->modules += f->mod != NULL;
   out->entries = c->count;
   out->bytes = c->bytes + c->cap * sizeof(sym_entry_t);
   out->dwfl = c->dwfl != NULL;
@@ -928,7 +988,6 @@ int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
   sym_file_t **map = NULL, *f;
   mt_tfiles_t files;
   const char *why = NULL;
-  uint64_t misses = 0;
   size_t i;
   int rc = 0;
 
@@ -987,7 +1046,7 @@ int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
     if (e != NULL) {
       c->st.hits++;
     } else {
-      misses++;
+      f->idle = -1; /* 0 once this profile is done */
       if ((mod = module_of(c, f, &rc)) == NULL) {
         if (rc != 0)
           goto out;
@@ -1015,12 +1074,12 @@ int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
   }
   if (mt_heap_oom(h))
     rc = MS_ENOMEM;
-  /* What the Dwfl holds (the DWARF, decompressed) is kept while
-   * addresses keep coming that are not known yet. */
-  if (misses > 0)
-    c->idle = 0;
-  else if (c->dwfl != NULL && ++c->idle >= SYM_DWFL_IDLE)
-    dwfl_drop(c);
+  /* What a module holds (its DWARF, decompressed) is kept while
+   * addresses in it keep coming that are not known yet. */
+  for (f = c->files; f != NULL; f = f->next)
+    if (f->mod != NULL)
+      f->idle++;
+  modules_let_go(c, file_idle);
 out:
   free(map);
   c->tf = NULL;

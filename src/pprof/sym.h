@@ -15,10 +15,11 @@
  *     names of the one it replaced;
  *   - what each mapped file is (its identity, load segments, build id),
  *     checked again at every profile with one lookup and no read;
- *   - the Dwfl and its modules while addresses keep missing, dropped once
- *     two profiles in a row found every address known (what it holds, the
- *     decompressed DWARF, is the bulk of the cost in memory), and dropped
- *     when a file it holds is no longer mapped.
+ *   - the Dwfl and a module for each file while addresses in it keep
+ *     missing; a module is let go once two profiles in a row found every
+ *     address in its file known (what it holds, the decompressed DWARF, is
+ *     the bulk of the cost in memory), or when its file is no longer
+ *     mapped, and the Dwfl with the last module.
  *
  * Files are opened, and looked up, only as mt_heap_symbolize does
  * (pprof/tfiles.h): with the target's rights, under its root. A profile of
@@ -41,8 +42,9 @@ typedef struct mt_sym_stats_s {
   uint64_t hits;    /* addresses answered from the cache */
   uint64_t reads;   /* files opened and their ELF headers read */
   uint64_t reports; /* files reported to libdwfl (their DWARF read anew) */
-  uint64_t drops;   /* times the Dwfl was let go */
+  uint64_t drops;   /* modules let go (what libdw read of a file) */
   size_t files;     /* mapped files known now */
+  size_t modules;   /* of them, with a module now */
   size_t entries;   /* addresses remembered now */
   size_t bytes;     /* what they take, roughly */
   int dwfl;         /* a Dwfl is held now */

@@ -228,6 +228,17 @@ static void assert_function(const mt_heap_t *h, uint64_t ra, const char *name) {
     fail_msg("%s is not %s", got, name);
 }
 
+/* The cache's name for ra, through a profile resolved with it. */
+static void assert_function_at(mt_sym_cache_t *c, uint64_t ra,
+                               const char *name) {
+  mt_heap_t h;
+
+  assert_int_equal(mt_heap_build(&fx.p, NULL, &h), 0);
+  assert_int_equal(mt_sym_cache_symbolize(c, &h, 0, 0), 0);
+  assert_function(&h, ra, name);
+  mt_heap_free(&h);
+}
+
 static void symbolize(mt_sym_cache_t *c, const ms__profile_t *p, char *names,
                       size_t len) {
   mt_heap_t h;
@@ -283,9 +294,9 @@ static void test_second_profile_looks_nothing_up(void **state) {
   mt_sym_cache_free(c);
 }
 
-/* Once two profiles in a row find every address known, the Dwfl (and
- * the DWARF it decompressed) goes; later profiles are still answered
- * from the cache, with nothing read again. */
+/* Once two profiles in a row find every address known, every module
+ * (the DWARF libdw decompressed) and the Dwfl go; later profiles are
+ * still answered from the cache, with nothing read again. */
 static void test_dwfl_let_go_when_idle(void **state) {
   mt_sym_cache_t *c = mt_sym_cache_new();
   mt_sym_stats_t s;
@@ -299,7 +310,8 @@ static void test_dwfl_let_go_when_idle(void **state) {
   symbolize(c, &fx.p, NULL, 0);
   mt_sym_cache_stats(c, &s);
   assert_false(s.dwfl);
-  assert_int_equal(s.drops, 1);
+  assert_int_equal(s.modules, 0);
+  assert_int_equal(s.drops, s.reports);
   symbolize(c, &fx.p, again, sizeof again);
   mt_sym_cache_stats(c, &s);
   assert_int_equal(s.lookups, 4);
@@ -312,7 +324,33 @@ static void test_dwfl_let_go_when_idle(void **state) {
   symbolize(c, &fx.p, NULL, 0);
   mt_sym_cache_stats(c, &s);
   assert_true(s.dwfl);
+  assert_int_equal(s.modules, 1);
   assert_int_equal(s.lookups, 5);
+  mt_sym_cache_free(c);
+}
+
+/* A module whose file keeps bringing new addresses is kept; another's,
+ * whose addresses are all known, goes (libc's DWARF is not kept because
+ * the program's own sites change). */
+static void test_module_let_go_alone(void **state) {
+  mt_sym_cache_t *c = mt_sym_cache_new();
+  mt_sym_stats_t s;
+
+  (void)state;
+  fixture_init(&fx);
+  symbolize(c, &fx.p, NULL, 0);
+  mt_sym_cache_stats(c, &s);
+  assert_true(s.modules >= 2);
+  capture(&fx.stack[2][1]); /* a new address in this binary */
+  symbolize(c, &fx.p, NULL, 0);
+  capture(&fx.stack[2][1]); /* and another */
+  symbolize(c, &fx.p, NULL, 0);
+  mt_sym_cache_stats(c, &s);
+  assert_true(s.dwfl);
+  assert_int_equal(s.modules, 1);
+  assert_int_equal(s.drops, s.reports - 1);
+  assert_int_equal(s.lookups, 6);
+  assert_function_at(c, fx.stack[0][0], "site_a");
   mt_sym_cache_free(c);
 }
 
@@ -360,7 +398,8 @@ static void test_mapping_gone(void **state) {
   mt_sym_cache_stats(c, &s2);
   assert_true(s2.files < s1.files);
   assert_true(s2.entries < s1.entries);
-  assert_false(s2.dwfl); /* it held libc's module */
+  assert_int_equal(s2.modules, s1.modules - 1); /* libc's */
+  assert_true(s2.dwfl);
   assert_int_equal(s2.lookups, s1.lookups);
   mt_sym_cache_free(c);
 }
@@ -608,6 +647,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_second_profile_looks_nothing_up),
       cmocka_unit_test(test_dwfl_let_go_when_idle),
+      cmocka_unit_test(test_module_let_go_alone),
       cmocka_unit_test(test_rest),
       cmocka_unit_test(test_mapping_gone),
       cmocka_unit_test(test_replaced_file_read_again),
