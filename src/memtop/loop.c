@@ -176,8 +176,11 @@ static int sites_want(void *arg, int pid) {
   const mt_target_t *t;
   double every = 5 * app->model.delay_s;
 
-  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting ||
-      app->model.detail_pid != pid)
+  if (!app->ui || app->model.screen != MT_SCREEN_DETAIL || app->quitting) {
+    mt_sites_live_rest(app->sites_live); /* nothing to resolve for now */
+    return 0;
+  }
+  if (app->model.detail_pid != pid)
     return 0;
   t = mt_model_find(&app->model, pid);
   if (t == NULL || t->state != MT_LIVE)

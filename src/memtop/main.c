@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,19 @@ static int standard_fds(void) {
   return 0;
 }
 
+/* memtop's own heap stays small (it is the tool, not the target: it
+ * may set its malloc as it likes). The allocation sites are resolved on
+ * libuv's worker threads, a few megabytes at a time while a binary's
+ * DWARF is read: with an arena per worker, each would keep its own peak.
+ * So the workers share one arena besides the main one, and a block of
+ * 256 KiB or more is always mapped on its own and unmapped when freed
+ * (glibc otherwise raises that threshold to the largest block freed, and
+ * keeps the next such block in the arena). */
+static void own_malloc(void) {
+  (void)mallopt(M_ARENA_MAX, 2);
+  (void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+}
+
 /* Writes stdout out; a failure is said (a closed stdout among them). */
 static int flush_stdout(void) {
   if (fflush(stdout) == 0)
@@ -54,6 +68,7 @@ int main(int argc, char **argv) {
 
   if (standard_fds() != 0)
     return 1; /* not even stderr can be trusted to be ours */
+  own_malloc();
   if (mt_cli_parse(argc, argv, getenv("NO_COLOR"), &opts, err, sizeof err)) {
     /* The message quotes the argument: shown in its safe form. */
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);

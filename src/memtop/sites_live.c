@@ -3,6 +3,7 @@
  */
 #include "memtop/sites_live.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "memstats.h"
 #include "pprof/heap.h"
+#include "pprof/sym.h"
 #include "pprof/top.h"
 
 struct mt_sites_live_s {
@@ -17,6 +19,9 @@ struct mt_sites_live_s {
   mt_sites_live_cb cb;
   void *arg;
   uv_work_t work;
+  /* What was resolved, kept from one profile to the next (the worker's:
+   * one job at a time). */
+  mt_sym_cache_t *cache;
   int busy;   /* a profile is being resolved */
   int closed; /* mt_sites_live_close() came while busy */
   int last_pid;
@@ -125,10 +130,15 @@ static void work_cb(uv_work_t *w) {
              "PID %d samples nothing (MEMSTATS_PROFILE_RATE=0)", s->pid);
     goto out;
   }
+  if (s->cache == NULL && (s->cache = mt_sym_cache_new()) == NULL) {
+    snprintf(s->err, sizeof s->err, "PID %d: the heap profile: %s", s->pid,
+             ms_strerror(MS_ENOMEM));
+    goto out;
+  }
   rc = mt_heap_build(&d->profile, NULL, &h);
   if (rc == 0) {
     /* With the target's rights, on this worker thread alone. */
-    rc = mt_heap_symbolize(&h, s->pid, d->profile.start_time);
+    rc = mt_sym_cache_symbolize(s->cache, &h, s->pid, d->profile.start_time);
     if (rc == 0)
       rc = mt_sites_from_heap(&h, MT_SITES_LIVE_MAX, &s->sites, &s->nsites);
     s->estimated = h.rate > 1;
@@ -140,6 +150,10 @@ static void work_cb(uv_work_t *w) {
 out:
   ms__profile_decoded_free(d);
   s->prof = NULL;
+  /* What this refresh freed (the profile, the model, DWARF the cache let
+   * go) goes back to the system rather than staying in this worker's
+   * arena until the next. */
+  malloc_trim(0);
 }
 
 static void after_cb(uv_work_t *w, int status) {
@@ -148,6 +162,7 @@ static void after_cb(uv_work_t *w, int status) {
   s->busy = 0;
   if (s->closed) {
     mt_sites_free(s->sites, s->nsites);
+    mt_sym_cache_free(s->cache);
     free(s);
     return;
   }
@@ -208,5 +223,18 @@ void mt_sites_live_close(mt_sites_live_t *s) {
     s->closed = 1; /* after_cb frees */
     return;
   }
+  mt_sym_cache_free(s->cache);
   free(s);
+}
+
+void mt_sites_live_rest(mt_sites_live_t *s) {
+  if (s != NULL && !s->busy && mt_sym_cache_rest(s->cache))
+    malloc_trim(0);
+}
+
+int mt_sites_live_stats(const mt_sites_live_t *s, mt_sym_stats_t *out) {
+  if (s == NULL || s->busy || s->cache == NULL)
+    return -1;
+  mt_sym_cache_stats(s->cache, out);
+  return 0;
 }

@@ -4,7 +4,9 @@
  * asked from live.c's request hook when mt_sites_live_due() says so),
  * then resolved and reduced to its top sites off the loop's thread (a
  * libuv work request: the symbolisation reads the target's binaries),
- * one at a time, on a slower cadence than the snapshots.
+ * one at a time, on a slower cadence than the snapshots. What was
+ * resolved is kept from one profile to the next (pprof/sym.h): an
+ * address is looked up in the target's DWARF once, not at every refresh.
  */
 #ifndef MS_MEMTOP_SITES_LIVE_H
 #define MS_MEMTOP_SITES_LIVE_H
@@ -15,6 +17,7 @@
 
 #include "memtop/model.h"
 #include "memtop/targetset.h"
+#include "pprof/sym.h"
 
 /* The most sites kept per profile (by in-use bytes, and as many by bytes
  * allocated, for the rate view). */
@@ -45,6 +48,17 @@ int mt_sites_live_take(mt_sites_live_t *s, int pid, mt_tset_profile_t *p);
  * result is dropped (the loop must run until it is done, as it does for closing
  * handles). */
 void mt_sites_live_close(mt_sites_live_t *s);
+
+/* The sites are not being shown: what the symbolisation holds only
+ * while addresses keep coming (the DWARF it read) is let go now rather
+ * than at the next refresh, which may be long in coming. What was
+ * resolved is kept. A no-op while a profile is being resolved. */
+void mt_sites_live_rest(mt_sites_live_t *s);
+
+/* What the symbolisation cache has done and holds, when no profile is
+ * being resolved (for the tests and the bench). Returns 0, or -1 (busy,
+ * or nothing resolved yet). */
+int mt_sites_live_stats(const mt_sites_live_t *s, mt_sym_stats_t *out);
 
 /* The top sites of a resolved profile as the model keeps them (exposed
  * for the tests). Returns 0 or MS_ENOMEM. */

@@ -20,6 +20,11 @@
  * table still gives the function. C++ names are demangled when a
  * __cxa_demangle is at hand (libstdc++, looked up at run time: memtop does
  * not link it).
+ *
+ * What is resolved is remembered (sym.h, symcache.c, which reports the
+ * files to libdwfl and asks this file for each address not known yet):
+ * mt_heap_symbolize is a cache used once; the live view keeps one
+ * between its profiles.
  */
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -37,19 +42,8 @@
 
 #include "memstats.h"
 #include "pprof/heap.h"
+#include "pprof/sym_int.h"
 #include "pprof/tfiles.h"
-
-/* The deepest chain of inlined calls followed at one address. */
-#define MAX_INLINE 32
-
-/* What the Dwfl callbacks know of a module: its userdata, one per
- * mapping (a module's is its first mapping's). */
-typedef struct sym_mod_s {
-  mt_tfiles_t *files;
-  const char *path; /* the main file, as the target names it */
-  int dwarf;        /* its DWARF may be read: 1, 0, or -1 not known yet */
-  int alt_given;    /* its dwz file was found here */
-} sym_mod_t;
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
@@ -70,147 +64,13 @@ static demangle_fn demangler(void) {
   return fn;
 }
 
-/* The function named `sys` (a linkage name) as pprof wants it: name
- * demangled, system_name as it is. */
-static uint32_t add_function(mt_heap_t *h, const char *sys, const char *file,
-                             int64_t start_line) {
-  demangle_fn dm;
-  char *plain = NULL, unversioned[512];
-  const char *at = strchr(sys, '@');
-  int status = -1;
-  uint32_t f;
-
-  /* A symbol's version ("__libc_start_main@@GLIBC_2.34") is not part of
-   * the function's name; the system name keeps it. */
-  if (at != NULL && at != sys && (size_t)(at - sys) < sizeof unversioned) {
-    memcpy(unversioned, sys, (size_t)(at - sys));
-    unversioned[at - sys] = '\0';
-  } else {
-    snprintf(unversioned, sizeof unversioned, "%s", sys);
-  }
-  if (sys[0] == '_' && sys[1] == 'Z' && (dm = demangler()) != NULL)
-    plain = dm(unversioned, NULL, NULL, &status);
-  f = mt_heap_function(h, status == 0 && plain != NULL ? plain : unversioned,
-                       sys, file, start_line);
-  free(plain);
-  return f;
-}
-
-/* The load bias of the file at fd mapped at m: the difference between
- * the addresses in the process and the file's own virtual addresses.
- * Returns 0, or -1 if no loadable segment holds the mapping's offset. */
-static int load_bias(int fd, const mt_heap_mapping_t *m, uint64_t *bias,
-                     int *is_exec) {
-  Elf *elf;
-  GElf_Ehdr eh;
-  GElf_Phdr ph;
-  size_t n, i;
-  int rc = -1;
-
-  elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-  if (elf == NULL)
-    return -1;
-  if (gelf_getehdr(elf, &eh) == NULL || elf_getphdrnum(elf, &n) != 0)
-    goto out;
-  *is_exec = eh.e_type == ET_EXEC;
-  if (*is_exec) {
-    *bias = 0;
-    rc = 0;
-    goto out;
-  }
-  for (i = 0; i < n; i++) {
-    uint64_t seg_page;
-
-    if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD)
-      continue;
-    /* A mapping starts on a page: the segment's first page may begin
-     * before p_offset. */
-    seg_page = ph.p_align > 1 ? ph.p_offset & ~(ph.p_align - 1) : ph.p_offset;
-    if (m->offset < seg_page || m->offset >= ph.p_offset + ph.p_filesz)
-      continue;
-    /* The mapping's start holds file offset m->offset, which the file
-     * places at p_vaddr + (offset - p_offset). */
-    *bias = m->start - (ph.p_vaddr + m->offset - ph.p_offset);
-    rc = 0;
-    break;
-  }
-out:
-  elf_end(elf);
-  return rc;
-}
-
-static void hex_id(const unsigned char *bits, int len, char *out,
-                   size_t outlen) {
+void mt__sym_hex_id(const unsigned char *bits, int len, char *out,
+                    size_t outlen) {
   int i;
 
   out[0] = '\0';
   for (i = 0; i < len && (size_t)(2 * i + 2) < outlen; i++)
     snprintf(out + 2 * i, 3, "%02x", bits[i]);
-}
-
-/* Reports mapping m's file to dwfl, or finds the module already reported
- * for it. Returns the module, or NULL with m->unresolved set. */
-static Dwfl_Module *report(Dwfl *dwfl, mt_heap_t *h, mt_heap_mapping_t *m,
-                           sym_mod_t *sm) {
-  const char *path = h->strings[m->filename];
-  char have[2 * 64 + 1];
-  const unsigned char *bits;
-  GElf_Addr vaddr;
-  uint64_t bias;
-  Dwfl_Module *mod;
-  void **userdata = NULL;
-  int fd, len, is_exec = 0;
-
-  if (path[0] != '/') {
-    m->unresolved = "no file (an anonymous or special mapping)";
-    return NULL;
-  }
-  /* A module already reported at this address holds this mapping too
-   * (a file's text and data are separate mappings at one bias). */
-  mod = dwfl_addrmodule(dwfl, m->start);
-  if (mod != NULL) {
-    const char *mainfile = NULL;
-    dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, &mainfile, NULL);
-    if (mainfile != NULL && strcmp(mainfile, path) == 0)
-      goto check; /* the build id is this mapping's to check too */
-  }
-  /* The path is the target's word: opened as the target could, only if
-   * it is a regular file (tfiles.c). */
-  fd = mt_tfiles_open(sm->files, path, &m->unresolved);
-  if (fd < 0)
-    return NULL;
-  if (load_bias(fd, m, &bias, &is_exec) != 0) {
-    close(fd);
-    m->unresolved = "the file does not match the mapping";
-    return NULL;
-  }
-  dwfl_report_begin_add(dwfl);
-  /* On success libdwfl owns fd (and never opens the name itself). */
-  mod = dwfl_report_elf(dwfl, path, path, fd, is_exec ? 0 : bias, true);
-  dwfl_report_end(dwfl, NULL, NULL);
-  if (mod == NULL) {
-    close(fd);
-    m->unresolved = "not an ELF file libdwfl can read";
-    return NULL;
-  }
-  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
-  if (userdata != NULL && *userdata == NULL)
-    *userdata = sm;
-check:
-  if (m->build_id != 0) {
-    Dwarf_Addr b;
-    (void)dwfl_module_getelf(mod, &b);
-    len = dwfl_module_build_id(mod, &bits, &vaddr);
-    hex_id(bits, len > 0 ? len : 0, have, sizeof have);
-    if (len <= 0 || strcmp(have, h->strings[m->build_id]) != 0) {
-      /* The module stays reported (libdwfl has no way to take one back)
-       * but this mapping's addresses are not looked up in it. */
-      m->unresolved = "the file's build id differs from the process's "
-                      "(rebuilt or replaced since)";
-      return NULL;
-    }
-  }
-  return mod;
 }
 
 /* ---- Separate debug files, found as the target could find them ---- */
@@ -241,7 +101,7 @@ static int same_build_id(int fd, const void *id, size_t len) {
 }
 
 /* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id. */
-static int by_build_id(sym_mod_t *sm, const unsigned char *id, size_t len) {
+static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
   char path[sizeof "/usr/lib/debug/.build-id/" + 2 * 64 + 8];
   const char *why;
   size_t o, i;
@@ -254,7 +114,7 @@ static int by_build_id(sym_mod_t *sm, const unsigned char *id, size_t len) {
   for (i = 1; i < len; i++)
     o += (size_t)snprintf(path + o, sizeof path - o, "%02x", id[i]);
   snprintf(path + o, sizeof path - o, ".debug");
-  fd = mt_tfiles_open(sm->files, path, &why);
+  fd = mt_tfiles_open(sm->cache->tf, path, &why);
   return fd < 0 ? -1 : same_build_id(fd, id, len);
 }
 
@@ -269,7 +129,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc, char **debuginfo_file_name) {
-  sym_mod_t *sm = *userdata;
+  sym_file_t *sm = *userdata;
   const unsigned char *id;
   const char *own_link = NULL, *slash, *why;
   char path[PATH_MAX];
@@ -319,7 +179,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
 
     if (w < 0 || (size_t)w >= sizeof path || strcmp(path, sm->path) == 0)
       continue;
-    fd = mt_tfiles_open(sm->files, path, &why);
+    fd = mt_tfiles_open(sm->cache->tf, path, &why);
     if (fd >= 0 && (fd = same_build_id(fd, id, (size_t)len)) >= 0)
       return fd;
   }
@@ -332,7 +192,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
  * find_debuginfo). */
 static int dwarf_usable(Dwfl_Module *mod) {
   void **userdata = NULL;
-  sym_mod_t *sm;
+  sym_file_t *sm;
   const void *alt_id;
   const char *alt_name;
   Dwarf_Addr bias;
@@ -400,9 +260,11 @@ static Dwarf_Die *unit_of(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Addr *bias) {
   return NULL;
 }
 
-/* Resolves one location. Returns 0 or -1 on ENOMEM. */
-static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
-  mt_heap_line_t lines[MAX_INLINE + 1];
+/* The frames at address addr of mod, the innermost first, into
+ * lines[MAX_INLINE + 1]: names as the symbol table and the DWARF give
+ * them (valid while the module is). Returns how many. */
+uint32_t mt__sym_resolve(Dwfl_Module *mod, Dwarf_Addr addr,
+                         sym_frame_t *lines) {
   uint32_t n = 0;
   const char *sym, *file = NULL, *call_file = NULL;
   int lineno = 0;
@@ -415,22 +277,22 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   int nscopes = 0, nchain = 0, i, dwarf;
   int64_t line;
 
-  sym = dwfl_module_addrinfo(mod, l->address, &off, &esym, NULL, NULL, NULL);
+  sym = dwfl_module_addrinfo(mod, addr, &off, &esym, NULL, NULL, NULL);
   dwarf = dwarf_usable(mod);
-  dl = dwarf ? dwfl_module_getsrc(mod, l->address) : NULL;
+  dl = dwarf ? dwfl_module_getsrc(mod, addr) : NULL;
   if (dl != NULL)
     file = dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
 
-  cu = dwarf ? unit_of(mod, l->address, &bias) : NULL;
+  cu = dwarf ? unit_of(mod, addr, &bias) : NULL;
   if (cu != NULL && dl == NULL) {
     /* The unit found without aranges: its own line table. */
-    Dwarf_Line *ln = dwarf_getsrc_die(cu, l->address - bias);
+    Dwarf_Line *ln = dwarf_getsrc_die(cu, addr - bias);
     if (ln != NULL && dwarf_lineno(ln, &lineno) == 0)
       file = dwarf_linesrc(ln, NULL, NULL);
   }
   line = lineno;
   if (cu != NULL) {
-    nscopes = dwarf_getscopes(cu, l->address - bias, &scopes);
+    nscopes = dwarf_getscopes(cu, addr - bias, &scopes);
     if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
       files = NULL;
   }
@@ -465,9 +327,8 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
     decl_file = dwarf_decl_file(&chain[i]);
     if (decl_file == NULL)
       decl_file = file;
-    lines[n].function = add_function(h, name, decl_file ? decl_file : "",
-                                     die_decl_line(&chain[i]));
-    lines[n].line = line;
+    lines[n] = (sym_frame_t){NULL, name, decl_file ? decl_file : "",
+                             die_decl_line(&chain[i]), line};
     n++;
     if (tag == DW_TAG_subprogram)
       break;
@@ -486,80 +347,45 @@ static int resolve(mt_heap_t *h, Dwfl_Module *mod, mt_heap_location_t *l) {
   if (n == 0 && sym != NULL) {
     /* No DWARF here: the symbol table's function, and the line table's
      * line if there is one. */
-    lines[0].function = add_function(h, sym, file != NULL ? file : "", 0);
-    lines[0].line = line;
+    lines[0] = (sym_frame_t){NULL, sym, file != NULL ? file : "", 0, line};
     n = 1;
   }
-  if (n == 0)
-    return 0;
-  l->lines = malloc(n * sizeof *l->lines);
-  if (l->lines == NULL)
-    return -1;
-  memcpy(l->lines, lines, n * sizeof *l->lines);
-  l->nlines = n;
-  return 0;
+  return n;
 }
 
-int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time) {
-  static const Dwfl_Callbacks callbacks = {
-      .find_elf = find_elf_none,
-      .find_debuginfo = find_debuginfo,
-      .section_address = dwfl_offline_section_address,
-  };
-  Dwfl *dwfl = NULL;
-  Dwfl_Module **mods = NULL;
-  sym_mod_t *sms = NULL;
-  mt_tfiles_t files;
-  const char *why = NULL;
-  size_t i;
-  int rc = 0;
+/* ---- Names as pprof wants them ---- */
 
-  if (h->nmappings == 0)
-    return 0;
-  rc = mt_tfiles_init(&files, pid, start_time, &why);
-  if (rc == 0 && (rc = mt_tfiles_enter(&files, &why)) != 0)
-    mt_tfiles_free(&files);
-  if (rc != 0) {
-    /* Nothing is read: every mapping says why. */
-    for (i = 0; i < h->nmappings; i++)
-      if (h->mappings[i].unresolved == NULL)
-        h->mappings[i].unresolved = why;
-    return rc == MS_ENOMEM ? rc : 0;
-  }
-  /* From here to mt_tfiles_leave, every open on this thread, libdw's
-   * included, is made with the target's rights. */
-  elf_version(EV_CURRENT);
-  dwfl = dwfl_begin(&callbacks);
-  mods = calloc(h->nmappings, sizeof *mods);
-  sms = calloc(h->nmappings, sizeof *sms);
-  if (dwfl == NULL || mods == NULL || sms == NULL) {
-    rc = MS_ENOMEM;
-    goto out;
-  }
-  for (i = 0; i < h->nmappings; i++) {
-    sms[i] = (sym_mod_t){&files, h->strings[h->mappings[i].filename], -1, 0};
-    mods[i] = report(dwfl, h, &h->mappings[i], &sms[i]);
-  }
-  for (i = 0; i < h->nlocations; i++) {
-    mt_heap_location_t *l = &h->locations[i];
+/* The function named `sys` (a linkage name) as pprof shows it, into
+ * buf, or a string __cxa_demangle made (to free) in *made: the
+ * symbol's version ("__libc_start_main@@GLIBC_2.34") left out, a C++
+ * name demangled. */
+const char *mt__sym_plain_name(const char *sys, char *buf, size_t len,
+                               char **made) {
+  demangle_fn dm;
+  const char *at = strchr(sys, '@');
+  int status = -1;
 
-    if (l->mapping == 0 || mods[l->mapping - 1] == NULL || l->nlines > 0)
-      continue;
-    if (resolve(h, mods[l->mapping - 1], l) != 0) {
-      rc = MS_ENOMEM;
-      goto out;
+  *made = NULL;
+  if (at != NULL && at != sys && (size_t)(at - sys) < len) {
+    memcpy(buf, sys, (size_t)(at - sys));
+    buf[at - sys] = '\0';
+  } else {
+    snprintf(buf, len, "%s", sys);
+  }
+  if (sys[0] == '_' && sys[1] == 'Z' && (dm = demangler()) != NULL) {
+    *made = dm(buf, NULL, NULL, &status);
+    if (status != 0) {
+      free(*made);
+      *made = NULL;
     }
   }
-  for (i = 0; i < h->nmappings; i++)
-    h->mappings[i].symbolized = mods[i] != NULL;
-  if (mt_heap_oom(h))
-    rc = MS_ENOMEM;
-out:
-  free(mods);
-  if (dwfl != NULL)
-    dwfl_end(dwfl);
-  free(sms);
-  mt_tfiles_leave(&files);
-  mt_tfiles_free(&files);
-  return rc;
+  return *made != NULL ? *made : buf;
 }
+
+/* ---- What the cache calls ---- */
+
+const Dwfl_Callbacks mt__sym_callbacks = {
+    .find_elf = find_elf_none,
+    .find_debuginfo = find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+};

@@ -271,11 +271,13 @@ static int lookup(mt_tfiles_t *t, const char *path) {
   return fd;
 }
 
-int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why) {
-  char self[64];
-  struct stat st, st2;
+/* path found as mt_tfiles_open finds it, and checked as it checks it:
+ * the O_PATH descriptor (nothing opened), its stat in *st. Returns -1
+ * with the reason in *why. */
+static int find(mt_tfiles_t *t, const char *path, struct stat *st,
+                const char **why) {
   struct statfs fs;
-  int where, fd;
+  int where;
 
   if (path[0] != '/') {
     *why = "no file (an anonymous or special mapping)";
@@ -287,22 +289,43 @@ int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why) {
                            : "the file cannot be found";
     return -1;
   }
-  if (fstat(where, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(where, st) != 0 || !S_ISREG(st->st_mode)) {
     close(where);
     *why = "not a regular file";
     return -1;
   }
   /* /proc and /sys files are regular and empty, or of a made-up size:
    * none is a binary. */
-  if (st.st_size <= 0 || (uint64_t)st.st_size > MT_TFILES_MAX_SIZE ||
+  if (st->st_size <= 0 || (uint64_t)st->st_size > MT_TFILES_MAX_SIZE ||
       (fstatfs(where, &fs) == 0 &&
        (fs.f_type == PROC_SUPER_MAGIC || fs.f_type == SYSFS_MAGIC ||
         fs.f_type == DEBUGFS_MAGIC || fs.f_type == TRACEFS_MAGIC))) {
     close(where);
-    *why = st.st_size <= 0 ? "an empty or special file"
-                           : "not a binary (too large or special)";
+    *why = st->st_size <= 0 ? "an empty or special file"
+                            : "not a binary (too large or special)";
     return -1;
   }
+  return where;
+}
+
+int mt_tfiles_stat(mt_tfiles_t *t, const char *path, struct stat *st,
+                   const char **why) {
+  int where = find(t, path, st, why);
+
+  if (where < 0)
+    return -1;
+  close(where);
+  return 0;
+}
+
+int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why) {
+  char self[64];
+  struct stat st, st2;
+  int where, fd;
+
+  where = find(t, path, &st, why);
+  if (where < 0)
+    return -1;
   /* The real open, of that very file: its permissions are checked now,
    * against the thread's (the target's) rights. */
   snprintf(self, sizeof self, "/proc/self/fd/%d", where);

@@ -72,6 +72,15 @@ void mt_tfiles_leave(mt_tfiles_t *t);
  * *why. Call it between mt_tfiles_enter and mt_tfiles_leave. */
 int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why);
 
+/* What mt_tfiles_open would open, looked up and checked the same way but
+ * not opened (nothing is read): its stat in *st, the file's identity
+ * (device, inode, size, modification time) for a cache of what was read
+ * from it. Returns 0, or -1 with the reason in *why. Call it between
+ * mt_tfiles_enter and mt_tfiles_leave. */
+struct stat;
+int mt_tfiles_stat(mt_tfiles_t *t, const char *path, struct stat *st,
+                   const char **why);
+
 void mt_tfiles_free(mt_tfiles_t *t);
 
 #endif
