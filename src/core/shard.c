@@ -297,8 +297,8 @@ static inline void bracket_end(bracket_t *b) {
 }
 
 /* One object event off the fast path (hotpath.h): a thread with no shard
- * yet, a signal handler nested in an update, a size beyond the class
- * table. */
+ * yet, a signal handler nested in an update, a large size (over
+ * MS__MAX_SMALL). */
 void ms__track_slow(uint64_t size, int is_free) {
   bracket_t b;
   bracket_begin(&b);

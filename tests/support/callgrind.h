@@ -27,11 +27,23 @@
  * the cause in why: the run failed, or valgrind could not read the build's
  * debug information (Debian 12's valgrind and clang 14's DWARF 5: the
  * Makefile builds clang's objects with -gdwarf-4). */
+static inline int cg_run(const char *const argv[], const char *const env[],
+                         const char *out, unsigned long long *total, char *why,
+                         size_t whylen);
 static inline int cg_count(const char *const argv[], const char *const env[],
                            unsigned long long *total, char *why,
                            size_t whylen) {
-  const char *vargv[24] = {"valgrind", "--tool=callgrind",
-                           "--callgrind-out-file=/dev/null"};
+  return cg_run(argv, env, "/dev/null", total, why, whylen);
+}
+
+/* cg_count, with callgrind's profile written to the file out (read it
+ * with cg_calls). */
+static inline int cg_run(const char *const argv[], const char *const env[],
+                         const char *out, unsigned long long *total, char *why,
+                         size_t whylen) {
+  char outarg[1100];
+  snprintf(outarg, sizeof outarg, "--callgrind-out-file=%s", out);
+  const char *vargv[24] = {"valgrind", "--tool=callgrind", outarg};
   size_t n = 3;
   for (size_t i = 0; argv[i] != NULL && n + 1 < sizeof vargv / sizeof *vargv;
        i++)
@@ -93,6 +105,52 @@ static inline int cg_count(const char *const argv[], const char *const env[],
              WIFEXITED(st) ? WEXITSTATUS(st) : -1,
              found ? "counted" : "no \"Collected\" line");
   return -1;
+}
+
+/* The calls a callgrind profile (cg_run's out) counts to the functions
+ * whose names start with prefix (a static function may be renamed
+ * name.constprop.0 and the like), from every caller; -1 if the file
+ * cannot be read. Names are compressed in the file: the first mention of
+ * an id carries its name, later ones the id alone. */
+static inline long long cg_calls(const char *path, const char *prefix) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  enum { MAX_IDS = 32 };
+  long ids[MAX_IDS];
+  int nids = 0, callee = 0;
+  long long sum = 0;
+  char line[4096];
+  size_t plen = strlen(prefix);
+  while (fgets(line, sizeof line, f) != NULL) {
+    const char *rest = NULL;
+    int is_callee = strncmp(line, "cfn=(", 5) == 0;
+    if (is_callee)
+      rest = line + 5;
+    else if (strncmp(line, "fn=(", 4) == 0)
+      rest = line + 4;
+    if (rest != NULL) {
+      char *end;
+      long id = strtol(rest, &end, 10);
+      if (*end == ')' && end[1] == ' ' && strncmp(end + 2, prefix, plen) == 0 &&
+          nids < MAX_IDS)
+        ids[nids++] = id;
+      if (is_callee) {
+        callee = 0;
+        for (int i = 0; i < nids; i++)
+          callee |= ids[i] == id;
+      }
+      continue;
+    }
+    long long n;
+    if (strncmp(line, "calls=", 6) == 0) {
+      if (callee && sscanf(line + 6, "%lld", &n) == 1)
+        sum += n;
+      callee = 0;
+    }
+  }
+  fclose(f);
+  return sum;
 }
 
 #endif

@@ -21,6 +21,7 @@
 #include <jansson.h>
 
 #include "core/engine.h"
+#include "core/hotpath.h"
 #include "core/sizeclass.h"
 #include "memstats.h"
 
@@ -50,6 +51,72 @@ static void test_size_classes(void **state) {
   /* At most 25% rounding above 128 bytes. */
   for (int c = 9; c < MS__NCLASSES; c++)
     assert_true(ms__class_size(c) * 4 <= ms__class_size(c - 1) * 5 + 4);
+}
+
+/* The class the hot path computes (ms__size_class_small: the table up to
+ * MS__CLASS_TABLE_MAX, arithmetic above) is the smallest class that holds
+ * the size, for every size up to the largest class; above 128 bytes the
+ * arithmetic alone equals the table wherever both apply; and on either
+ * side of every class boundary. */
+static void test_size_class_fast(void **state) {
+  (void)state;
+  int c = 0;
+  for (uint64_t sz = 0; sz <= MS__MAX_SMALL; sz++) {
+    while (ms__class_size(c) < sz)
+      c++;
+    assert_int_equal(ms__size_class_small(sz), c);
+  }
+  for (uint64_t sz = 129; sz <= MS__CLASS_TABLE_MAX; sz++)
+    assert_int_equal(ms__size_class_log(sz), ms__class_by8[(sz + 7) >> 3]);
+  for (c = 0; c < MS__NCLASSES; c++) {
+    uint64_t top = ms__class_size(c);
+    assert_int_equal(ms__size_class_small(top), c);
+    assert_int_equal(ms__size_class_small(top - 1), top - 1 <= 8 ? 0 : c);
+    if (c + 1 < MS__NCLASSES)
+      assert_int_equal(ms__size_class_small(top + 1), c + 1);
+    if (top > 128)
+      assert_int_equal(ms__size_class_log(top), c);
+  }
+  assert_int_equal(ms__size_class(MS__MAX_SMALL + 1), -1);
+  assert_int_equal(ms__size_class(UINT64_MAX), -1);
+}
+
+/* The slot this thread's fast path writes. */
+static ms__delta_t *own_slot(void) {
+  uint64_t w = __atomic_load_n(&ms__gen_word, __ATOMIC_ACQUIRE);
+  return (ms__delta_t *)((char *)ms__tls.shard + (w & ~(uint64_t)MS__GEN_FENCE));
+}
+
+/* Every size up to MS__MAX_SMALL is counted on the fast path, in its
+ * class, by the thread's own shard (blocks over 1 KiB went to the slow
+ * path until issue 24); larger ones are left to the slow path. */
+static void test_fast_path_every_class(void **state) {
+  (void)state;
+  /* This thread gets a shard of its own, and snapshots count the objects
+   * from now on (the other tests compare snapshots with this one's). */
+  ms_object_alloc(16);
+  ms_object_free(16);
+  ms__tls_t *t = &ms__tls;
+  assert_ptr_not_equal(t->shard, &ms__shard_none);
+  for (int c = 0; c < MS__NCLASSES; c++) {
+    uint64_t top = ms__class_size(c);
+    uint64_t bottom = c > 0 ? ms__class_size(c - 1) + 1 : 1;
+    const uint64_t sizes[] = {bottom, (bottom + top) / 2, top};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      ms__delta_t *d = own_slot();
+      uint64_t allocs = d->small_allocs[c], frees = d->small_frees[c];
+      uint64_t in = d->alloc_bytes, out = d->free_bytes;
+      assert_int_equal(ms__track_fast(t, sizes[i], 0), 1);
+      assert_int_equal(ms__track_fast(t, sizes[i], 1), 1);
+      assert_ptr_equal(own_slot(), d); /* no reader turned the generation */
+      assert_int_equal(d->small_allocs[c], allocs + 1);
+      assert_int_equal(d->small_frees[c], frees + 1);
+      assert_int_equal(d->alloc_bytes, in + sizes[i]);
+      assert_int_equal(d->free_bytes, out + sizes[i]);
+    }
+  }
+  assert_int_equal(ms__track_fast(t, MS__MAX_SMALL + 1, 0), 0);
+  assert_int_equal(ms__track_fast(t, MS__MAX_SMALL + 1, 1), 0);
 }
 
 static void test_bad_args(void **state) {
@@ -616,6 +683,8 @@ static void test_signal_nesting(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_size_classes),
+      cmocka_unit_test(test_size_class_fast),
+      cmocka_unit_test(test_fast_path_every_class),
       cmocka_unit_test(test_bad_args),
       cmocka_unit_test(test_hist_edges),
       cmocka_unit_test(test_pause_ring),
