@@ -9,6 +9,8 @@
 #   make bench           benchmarks, printed as ratios against a baseline
 #   make fuzz            libFuzzer harnesses (FUZZ_SECONDS each)
 #   make install         PREFIX (/usr/local) and DESTDIR honoured
+#   make installcheck    a staged install (DESTDIR), its memtop and a
+#                        pkg-config consumer of its libmemstats checked
 #
 # Sources are found by folder: each folder under src/ is a concern, and its
 # .c files are built into the product that concern belongs to. Tests are
@@ -26,12 +28,20 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
 MANDIR ?= $(DATADIR)/man
+# The preload has a directory of its own: it carries libmemstats' soname
+# (see $(PRELOAD_SO)'s rule), and beside libmemstats.so.0 in LIBDIR
+# ldconfig would pick one of the two for that name.
+PRELOADDIR ?= $(LIBDIR)/memtop
 DESTDIR ?=
 BUILD ?= build
 SAN ?=
 WERROR ?=
 
-VERSION := 0.2.0
+# The version is the header's (MS_VERSION_STRING in include/memstats.h),
+# written once: the library's file name, memstats.pc and memtop --version
+# all read it from there (test_version checks the header agrees with itself
+# and with this).
+VERSION := $(shell sed -n 's/^\#define MS_VERSION_STRING "\([0-9.]*\)"$$/\1/p' include/memstats.h)
 SOVERSION := 0
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
@@ -41,6 +51,7 @@ WARN += -Werror
 endif
 OPT ?= -O2 -g
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer,)
+CPPFLAGS ?=
 CFLAGS ?=
 LDFLAGS ?=
 
@@ -62,11 +73,12 @@ LDFLAGS ?=
 # the hot path's sensitivity to code placement, not a cost of the flags:
 # they stay on. HARDEN=0 leaves them all out. _FORTIFY_SOURCE needs optimisation and is left out of -O0
 # and sanitizer builds (the sanitizers intercept the plain functions, not
-# glibc's checking ones).
+# glibc's checking ones). A packager's CPPFLAGS or CFLAGS that set
+# _FORTIFY_SOURCE themselves (dpkg-buildflags) are left to decide it.
 HARDEN ?= 1
 cc_accepts = $(shell $(CC) -Werror $(1) -x c -c /dev/null -o /dev/null 2>/dev/null && echo $(1))
 ifneq ($(HARDEN),0)
-FORTIFY := $(if $(SAN)$(filter -O0,$(OPT)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3)
+FORTIFY := $(if $(SAN)$(filter -O0,$(OPT))$(findstring _FORTIFY_SOURCE,$(CPPFLAGS) $(CFLAGS)),,-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3)
 # (Debian's -Wformat is not repeated: WARN has -Wformat=2, and a later
 # plain -Wformat would lower gcc back to level 1.)
 HARDEN_CFLAGS := -fstack-protector-strong $(FORTIFY) -Werror=format-security \
@@ -81,7 +93,7 @@ endif
 # clang. gcc's DWARF 5 reads fine.
 DWARF := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),-gdwarf-4,)
 BASE_CFLAGS := -std=gnu11 $(OPT) $(DWARF) $(WARN) -fPIC -D_GNU_SOURCE -pthread \
-               -Iinclude -Isrc $(SANFLAGS) $(HARDEN_CFLAGS) $(CFLAGS)
+               -Iinclude -Isrc $(SANFLAGS) $(HARDEN_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 BASE_LDFLAGS := -pthread $(SANFLAGS) $(HARDEN_LDFLAGS) $(LDFLAGS)
 
 # memtop's libraries, through pkg-config (ncursesw first, then ncurses).
@@ -178,17 +190,18 @@ contrib-skipped:
 # Each side gets only the flags it uses: the target-side objects (the
 # library and the preload) no include path of memtop's libraries; memtop's
 # objects libuv's and curses' include paths, and where `memtop run` looks
-# for the preload once installed (LIBDIR). cmocka's are for the tests only.
+# for the preload once installed (PRELOADDIR). cmocka's are for the tests
+# only.
 $(LIB_OBJS) $(PRELOAD_OBJS): \
   OBJ_CFLAGS = -fvisibility=hidden -DMS_BUILDING_LIBRARY -ftls-model=initial-exec
 $(TOOL_OBJS) $(BUILD)/obj/src/memtop/main.o: \
-  OBJ_CFLAGS = $(TOOL_CFLAGS) -DMT_LIBDIR='"$(LIBDIR)"'
+  OBJ_CFLAGS = $(TOOL_CFLAGS) -DMT_PRELOAD_DIR='"$(PRELOADDIR)"'
 
-# LIBDIR is compiled into memtop (and test_run): a build for another LIBDIR
-# rebuilds what uses it, through a file that changes only with it.
+# PRELOADDIR is compiled into memtop (and test_run): a build for another
+# one rebuilds what uses it, through a file that changes only with it.
 LIBDIR_STAMP := $(BUILD)/libdir.stamp
-ifneq ($(shell cat $(LIBDIR_STAMP) 2>/dev/null),$(LIBDIR))
-$(shell mkdir -p $(BUILD) && echo '$(LIBDIR)' > $(LIBDIR_STAMP))
+ifneq ($(shell cat $(LIBDIR_STAMP) 2>/dev/null),$(PRELOADDIR))
+$(shell mkdir -p $(BUILD) && echo '$(PRELOADDIR)' > $(LIBDIR_STAMP))
 endif
 $(BUILD)/obj/src/memtop/run.o $(BUILD)/tests/test_run: $(LIBDIR_STAMP)
 
@@ -261,7 +274,8 @@ TEST_LINK := $(TOOL_A) $(LIB_A)
 CXX_STD := -std=gnu++17 -fsized-deallocation
 TEST_LDLIBS := $(CMOCKA_LIBS) $(JANSSON_LIBS) $(TOOL_LIBS) -ldl
 TEST_CFLAGS = $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) \
-              -DMT_LIBDIR='"$(LIBDIR)"' -DMS_TEST_HARDEN=$(if $(HARDEN_LDFLAGS),1,0) \
+              -DMT_PRELOAD_DIR='"$(PRELOADDIR)"' -DMS_TEST_VERSION='"$(VERSION)"' \
+              -DMS_TEST_HARDEN=$(if $(HARDEN_LDFLAGS),1,0) \
               -DMS_TEST_FORTIFY=$(if $(FORTIFY),1,0) -Itests
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
@@ -360,7 +374,7 @@ deps:
 
 # ---- installing --------------------------------------------------------------
 install: all
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) \
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PRELOADDIR) $(DESTDIR)$(INCLUDEDIR) \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(MANDIR)/man1 \
 	  $(DESTDIR)$(DATADIR)/bash-completion/completions
 	install -m 0755 $(MEMTOP) $(DESTDIR)$(BINDIR)/memtop
@@ -368,7 +382,7 @@ install: all
 	ln -sf libmemstats.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libmemstats.so.$(SOVERSION)
 	ln -sf libmemstats.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmemstats.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libmemstats.a
-	install -m 0755 $(PRELOAD_SO) $(DESTDIR)$(LIBDIR)/libmemstats-preload.so
+	install -m 0755 $(PRELOAD_SO) $(DESTDIR)$(PRELOADDIR)/libmemstats-preload.so
 	install -m 0644 include/memstats.h $(DESTDIR)$(INCLUDEDIR)/memstats.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
@@ -376,12 +390,16 @@ install: all
 	if [ -f share/man/man1/memtop.1 ]; then install -m 0644 share/man/man1/memtop.1 $(DESTDIR)$(MANDIR)/man1/memtop.1; fi
 	if [ -f share/bash-completion/memtop ]; then install -m 0644 share/bash-completion/memtop $(DESTDIR)$(DATADIR)/bash-completion/completions/memtop; fi
 
+# (LIBDIR/libmemstats-preload.so, where earlier builds installed the
+# preload, is removed too.)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memtop $(DESTDIR)$(LIBDIR)/libmemstats.so* \
-	  $(DESTDIR)$(LIBDIR)/libmemstats.a $(DESTDIR)$(LIBDIR)/libmemstats-preload.so \
+	  $(DESTDIR)$(LIBDIR)/libmemstats.a $(DESTDIR)$(PRELOADDIR)/libmemstats-preload.so \
+	  $(DESTDIR)$(LIBDIR)/libmemstats-preload.so \
 	  $(DESTDIR)$(INCLUDEDIR)/memstats.h $(DESTDIR)$(LIBDIR)/pkgconfig/memstats.pc \
 	  $(DESTDIR)$(MANDIR)/man1/memtop.1 \
 	  $(DESTDIR)$(DATADIR)/bash-completion/completions/memtop
+	-rmdir $(DESTDIR)$(PRELOADDIR) 2>/dev/null
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cc')
