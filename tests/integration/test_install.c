@@ -92,8 +92,7 @@ static void test_cppflags_reach_every_compile(void **state) {
   with = count_lines("-std=gnu", "-DMS_TEST_CPPFLAGS_PROBE", &compiles);
   assert_true(compiles > 50);
   if (with != compiles)
-    fail_msg("%d of %d compiler runs lack CPPFLAGS", compiles - with,
-             compiles);
+    fail_msg("%d of %d compiler runs lack CPPFLAGS", compiles - with, compiles);
 }
 
 /* The preload goes to LIBDIR/memtop, under DESTDIR; memtop is built to look
