@@ -48,13 +48,15 @@ static int teardown(void **state) {
 
 /* What `make -n ARGS` would run, into out, with a build directory of the
  * test's own; the make running the suite (its MAKEFLAGS: jobserver,
- * BUILD=) is not passed on. */
+ * BUILD=) and the install directories of the environment are not passed
+ * on. */
 static void dry_run(const char *args) {
   char cmd[4096];
   int rc;
 
   snprintf(cmd, sizeof cmd,
-           "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD make -n "
+           "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u BUILD -u LIBDIR "
+           "-u PRELOADDIR -u BINDIR -u DESTDIR -u CPPFLAGS make -n "
            "--no-print-directory BUILD='%s/build' %s",
            tmp, args);
   rc = run_output(cmd, out, sizeof out);
