@@ -437,13 +437,18 @@ uninstall:
 # An install staged in a fresh DESTDIR, checked (tests/installcheck.sh):
 # the files where PREFIX/LIBDIR/PRELOADDIR say, the staged memtop running a
 # program under the staged preload, and a program built against the staged
-# libmemstats through pkg-config (PKG_CONFIG_SYSROOT_DIR). CI runs it.
+# libmemstats through pkg-config (PKG_CONFIG_SYSROOT_DIR); then make
+# uninstall, which must leave no file. CI runs it.
 installcheck: all
 	@set -e; stage=$$(mktemp -d "$${TMPDIR:-/tmp}/memtop-stage.XXXXXX"); \
 	  trap 'rm -rf "$$stage"' EXIT; \
 	  $(MAKE) --no-print-directory -s install DESTDIR="$$stage"; \
 	  CC='$(CC)' PKG_CONFIG='$(PKG_CONFIG)' sh tests/installcheck.sh "$$stage" \
-	    '$(PREFIX)' '$(BINDIR)' '$(LIBDIR)' '$(PRELOADDIR)' '$(INCLUDEDIR)' '$(VERSION)'
+	    '$(PREFIX)' '$(BINDIR)' '$(LIBDIR)' '$(PRELOADDIR)' '$(INCLUDEDIR)' '$(VERSION)'; \
+	  $(MAKE) --no-print-directory -s uninstall DESTDIR="$$stage"; \
+	  left=$$(find "$$stage" ! -type d); \
+	  if [ -n "$$left" ]; then echo "installcheck: make uninstall left:"; echo "$$left"; exit 1; fi; \
+	  echo "installcheck: make uninstall removed every file"
 
 # clang-format (.clang-format) over the tracked C and C++ files but
 # tests/data (other versions' headers, kept as they were) and FORMAT_SKIP
