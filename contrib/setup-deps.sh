@@ -23,6 +23,8 @@ libgoogle-perftools-dev
 libmimalloc-dev
 clang
 libclang-rt-14-dev
+clang-format
+cppcheck
 tmux
 sqlite3
 git
@@ -74,7 +76,9 @@ pc:yaml-0.1|libyaml-dev|libyaml-devel|libyaml|libyaml (memtop serve --web-config
 pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bcrypt)
 "
 OPTIONAL="
-cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz)
+cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz: libFuzzer is clang's runtime, Debian's libclang-rt-14-dev)
+cmd:clang-format|clang-format|clang-tools-extra|clang|clang-format (make format, make format-check)
+cmd:cppcheck|cppcheck|cppcheck|cppcheck|cppcheck (make lint)
 cmd:tmux|tmux|tmux|tmux|tmux (the live-view tests)
 cmd:python3|python3|python3|python|python3 (a preload test, make bench)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)

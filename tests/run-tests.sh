@@ -1,20 +1,40 @@
 #!/bin/sh
-# Runs every test binary given on the command line, prints each one's
-# output to a log under $BUILD/test-logs, and closes with one line:
-#   N passed, N failed
+# Runs test binaries, each one's output into a log under $BUILD/test-logs,
+# and closes with one line (CI reads it):
+#   N passed, N failed, N skipped
 # counting cmocka's test cases (and one case per fuzz-corpus replay).
+#
+#   run-tests.sh BIN...            runs them one after the other, then the
+#                                  closing line (for a few tests by hand)
+#   run-tests.sh --one BIN         runs one: its line, and its log and
+#                                  result ($logs/NAME.result); exits 0 even
+#                                  when the test fails (make check runs each
+#                                  as a target of its own, -j at a time)
+#   run-tests.sh --summary BIN...  the closing line from their results; a
+#                                  test with no result failed (it did not
+#                                  run); exits nonzero if any failed
+#
 # Under TSAN_ONLY=1 only the tests named in tests/tsan.list run (the
 # concurrent code; ThreadSanitizer cannot follow preloaded targets).
 BUILD=${BUILD:-build}
 logs="$BUILD/test-logs"
 mkdir -p "$logs"
-passed=0; failed=0; skipped=0; bad=""
-for t in "$@"; do
+
+# Whether the test $1 (a name) runs in this suite.
+selected() {
+  [ -z "$TSAN_ONLY" ] || grep -qx "$1" tests/tsan.list 2>/dev/null
+}
+
+# Runs the test binary $1: prints its line (and on failure the lines of its
+# log that say why) in one write, and writes "passed failed skipped rc
+# seconds" to its result file.
+run_one() {
+  t=$1
   name=$(basename "$t")
-  if [ -n "$TSAN_ONLY" ] && ! grep -qx "$name" tests/tsan.list 2>/dev/null; then
-    continue
-  fi
+  selected "$name" || return 0
   log="$logs/$name.log"
+  result="$logs/$name.result"
+  rm -f "$result"
   start=$(date +%s)
   "$t" >"$log" 2>&1
   rc=$?
@@ -26,15 +46,42 @@ for t in "$@"; do
     fuzz_*) if [ $rc -eq 0 ]; then p=1; f=0; else p=0; f=1; fi ;;
   esac
   if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi  # a crash counts as a failure
-  passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
   if [ $rc -eq 0 ]; then
-    printf '  ok   %-32s %4s passed %4s skipped  (%ss)\n' "$name" "$p" "$s" "$secs"
+    text=$(printf '  ok   %-32s %4s passed %4s skipped  (%ss)' "$name" "$p" "$s" "$secs")
   else
-    printf '  FAIL %-32s %4s passed %4s failed  (%ss, exit %s)\n' "$name" "$p" "$f" "$secs" "$rc"
-    sed 's/^/       | /' "$log" | grep -E 'FAIL|ERROR|error|Assert|assert|Sanitizer|SUMMARY' | head -40
-    bad="$bad $name"
+    text=$(printf '  FAIL %-32s %4s passed %4s failed  (%ss, exit %s)' "$name" "$p" "$f" "$secs" "$rc"
+           echo
+           sed 's/^/       | /' "$log" | grep -E 'FAIL|ERROR|error|Assert|assert|Sanitizer|SUMMARY' | head -40)
   fi
+  printf '%s\n' "$text"
+  echo "$p $f $s $rc $secs" >"$result.tmp" && mv "$result.tmp" "$result"
+}
+
+# The closing line over the tests named in "$@", from their result files.
+summary() {
+  passed=0; failed=0; skipped=0; bad=""
+  for t in "$@"; do
+    name=$(basename "$t")
+    selected "$name" || continue
+    if ! { [ -r "$logs/$name.result" ] &&
+           read -r p f s rc secs <"$logs/$name.result"; }; then
+      echo "  FAIL $name: no result (it did not run to the end)"
+      p=0; f=1; s=0; rc=1
+    fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    [ "$rc" -ne 0 ] && bad="$bad $name"
+  done
+  [ -n "$bad" ] && echo "failed:$bad (logs in $logs)"
+  echo "$passed passed, $failed failed, $skipped skipped"
+  [ "$failed" -eq 0 ]
+}
+
+case $1 in
+  --one) shift; run_one "$1"; exit 0 ;;
+  --summary) shift; summary "$@"; exit $? ;;
+esac
+for t in "$@"; do
+  rm -f "$logs/$(basename "$t").result"
+  run_one "$t"
 done
-[ -n "$bad" ] && echo "failed:$bad (logs in $logs)"
-echo "$passed passed, $failed failed, $skipped skipped"
-[ "$failed" -eq 0 ]
+summary "$@"

@@ -701,8 +701,7 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
     r = ms__profile_decode_frame(s->prof, p, f.length, &why);
     if (r != 0)
       return fail(s, ev, r, 1, "%s reply from PID %d: %s",
-                  r == MS_ENOMEM ? "out of memory decoding the"
-                                 : "malformed",
+                  r == MS_ENOMEM ? "out of memory decoding the" : "malformed",
                   s->pid, why);
     if (!s->prof->complete)
       return 0; /* more frames to come */

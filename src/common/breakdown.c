@@ -104,10 +104,9 @@ MS_EXTERN int ms_breakdown_read(const ms_snapshot_t *snap, ms_breakdown_t *out,
 
   /* A snapshot of an older caller's layout (struct_size says so) ends
    * before these fields and their quality: none of them is read. */
-  int have_ohr =
-      covers(snap, offsetof(ms_snapshot_t, off_heap_released) +
-                       sizeof snap->off_heap_released) &&
-      ms__field_known(snap, MS_F_OFF_HEAP_RELEASED);
+  int have_ohr = covers(snap, offsetof(ms_snapshot_t, off_heap_released) +
+                                  sizeof snap->off_heap_released) &&
+                 ms__field_known(snap, MS_F_OFF_HEAP_RELEASED);
   int split = covers(snap, offsetof(ms_snapshot_t, other_released) +
                                sizeof snap->other_released) &&
               ms__field_known(snap, MS_F_OTHER_RELEASED);

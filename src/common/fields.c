@@ -217,8 +217,8 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
          "Bytes of mappings outside the allocator mapped but not backed (part "
          "of OtherSys and of OffHeapReleased)."},
     [MS_F_MEMSTATS_SELF] =
-        {MS_F_MEMSTATS_SELF, "MemstatsSelf", U64(memstats_self),
-         MS__UNIT_BYTES, 0, NULL, "memstats_self_bytes",
+        {MS_F_MEMSTATS_SELF, "MemstatsSelf", U64(memstats_self), MS__UNIT_BYTES,
+         0, NULL, "memstats_self_bytes",
          "Resident bytes libmemstats itself holds in the process (its "
          "thread's stack, buffers, data, the profile table BuckHashSys); "
          "in no class but BuckHashSys."},

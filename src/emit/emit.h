@@ -89,10 +89,11 @@ int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
  * value forms as Go's encoding/json writes them; unavailable fields are
  * left out; then OffHeapReleased, StackReleased and OtherReleased where
  * known, so that Sys = the sum of the *Sys fields and Prepared =
- * HeapReleased + OffHeapReleased within the one object), breakdown (Ready, Prepared, Data, FragOverhead, Idle;
- * unavailable ones left out), quality (every field by name), kernel (rss,
- * vsz, lazyfree, anonhuge, swap; unavailable ones left out). Always valid
- * JSON, whatever bytes comm holds. Returns 0, MS_EINVAL or MS_ENOMEM. */
+ * HeapReleased + OffHeapReleased within the one object), breakdown (Ready,
+ * Prepared, Data, FragOverhead, Idle; unavailable ones left out), quality
+ * (every field by name), kernel (rss, vsz, lazyfree, anonhuge, swap;
+ * unavailable ones left out). Always valid JSON, whatever bytes comm holds.
+ * Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* `memtop ps`: the column header line. Returns 0 or MS_ENOMEM. */

@@ -384,8 +384,7 @@ int ms__off_heap_outside(const ms_snapshot_t *s) {
 int64_t ms__self_outside(const ms_snapshot_t *s) {
   if (!ms__field_known(s, MS_F_MEMSTATS_SELF))
     return 0;
-  uint64_t buck =
-      ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
+  uint64_t buck = ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;
   uint64_t v = s->memstats_self > buck ? s->memstats_self - buck : 0;
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }

@@ -190,10 +190,9 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   /* Shared memory the program mapped itself (beyond Go; the kernel's
    * RssShmem and RssFile are in "kernel"). */
   if (ms__field_known(s, MS_F_SHARED_ANON))
-    ms__strbuf_printf(out,
-                      ",\"shared\":{\"Anon\":%" PRIu64
-                      ",\"AnonResident\":%" PRIu64 "}",
-                      s->shared_anon, s->shared_anon_resident);
+    ms__strbuf_printf(
+        out, ",\"shared\":{\"Anon\":%" PRIu64 ",\"AnonResident\":%" PRIu64 "}",
+        s->shared_anon, s->shared_anon_resident);
   /* What libmemstats itself holds (beyond Go): resident and mapped, its
    * profile table (BuckHashSys) included. */
   if (ms__field_known(s, MS_F_MEMSTATS_SELF))
@@ -202,7 +201,7 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
                       ",\"BuckHashSys\":%" PRIu64 "}",
                       s->memstats_self, s->memstats_self_sys,
                       ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys
-                                                              : 0);
+                                                             : 0);
   /* Python's object allocator (beyond Go): its arenas, their mapped and
    * resident bytes, where a Python interpreter runs in the process. */
   if (ms__field_known(s, MS_F_PYTHON_ARENAS)) {

@@ -341,8 +341,8 @@ static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
  * the smaps_rollup figures only when they were asked for. */
 static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
   static const ms_field_t fields[] = {
-      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,       MS_F_KERNEL_LAZYFREE,
-      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP,      MS_F_KERNEL_ANON_RSS,
+      MS_F_KERNEL_RSS,       MS_F_KERNEL_VSZ,      MS_F_KERNEL_LAZYFREE,
+      MS_F_KERNEL_ANON_HUGE, MS_F_KERNEL_SWAP,     MS_F_KERNEL_ANON_RSS,
       MS_F_KERNEL_RSS_FILE,  MS_F_KERNEL_RSS_SHMEM};
   cell_t cells[sizeof fields / sizeof fields[0]];
   size_t n = 0;
@@ -367,9 +367,9 @@ static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
       !ms__field_known(s, MS_F_SHARED_ANON))
     return;
   char shmem[FIG], file[FIG], mine[FIG], mapped[FIG];
-  ms__strbuf_printf(out, "  and outside it: shared %s",
-                    ms__fmt_field(shmem, sizeof shmem, s,
-                                  MS_F_KERNEL_RSS_SHMEM));
+  ms__strbuf_printf(
+      out, "  and outside it: shared %s",
+      ms__fmt_field(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM));
   if (ms__field_known(s, MS_F_SHARED_ANON) && s->shared_anon > 0)
     ms__strbuf_printf(
         out, " (the program's shared anonymous mappings %s of %s)",
@@ -408,12 +408,10 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
     if (self > d)
       self = d;
     d -= self;
-    ms__strbuf_printf(out, "; libmemstats itself %s%s",
-                      ms__field_quality(s, MS_F_MEMSTATS_SELF) ==
-                              MS_Q_ESTIMATED
-                          ? "~"
-                          : "",
-                      ms__fmt_iec(own, sizeof own, self));
+    ms__strbuf_printf(
+        out, "; libmemstats itself %s%s",
+        ms__field_quality(s, MS_F_MEMSTATS_SELF) == MS_Q_ESTIMATED ? "~" : "",
+        ms__fmt_iec(own, sizeof own, self));
   }
   if (d >= 0)
     ms__strbuf_printf(out,

@@ -248,8 +248,8 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
   case OPT_SECONDS:
     if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
       return fail(err, errlen,
-                  "invalid --seconds '%s': give whole seconds, 1 to %d",
-                  optarg, MT_PROFILE_SECONDS_MAX);
+                  "invalid --seconds '%s': give whole seconds, 1 to %d", optarg,
+                  MT_PROFILE_SECONDS_MAX);
     return 0;
   case OPT_FORMAT:
     if (strcmp(optarg, "pprof") == 0)

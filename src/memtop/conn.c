@@ -52,12 +52,12 @@ struct mt_conn_s {
   int handles;      /* open handles and requests that point at us */
   uv_timer_t timer; /* the request's deadline */
   int timeout_ms;
-  uint64_t got;       /* bytes received for the request in flight */
-  uint64_t req_flags; /* MS__REQ_* of the request in flight */
-  int want_prof;      /* the request asks for the profile too */
-  int have_snap;      /* its snapshot has come (the profile is next) */
+  uint64_t got;           /* bytes received for the request in flight */
+  uint64_t req_flags;     /* MS__REQ_* of the request in flight */
+  int want_prof;          /* the request asks for the profile too */
+  int have_snap;          /* its snapshot has come (the profile is next) */
   mt_conn_profile_t prof; /* the profile's outcome, during the callback */
-  uint8_t *rbuf;      /* received bytes not yet consumed */
+  uint8_t *rbuf;          /* received bytes not yet consumed */
   size_t rlen, rcap;
   /* Decoded into, handed to the callback; allocated once a connection
    * is made, so that a target that never answers costs no snapshot. */

@@ -10,7 +10,7 @@
 
 #include "memtop/cli.h"
 
-#define MT_BACKOFF_MAX_S 30.0      /* longest wait between failing reads */
+#define MT_BACKOFF_MAX_S 30.0 /* longest wait between failing reads */
 #define MT_EXITED_KEEP_S                                                       \
   60.0 /* an exited process stays this long                                    \
           when watching every process */

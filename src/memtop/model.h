@@ -3,8 +3,8 @@
  *
  * The target set's owners (live.c, rounds.c; command.c for `run`'s final
  * snapshot) update the model from snapshots; the renderers (the live
- * view, --once text, JSON) read it. A renderer never does I/O to a target; the loop never
- * touches the screen.
+ * view, --once text, JSON) read it. A renderer never does I/O to a target; the
+ * loop never touches the screen.
  */
 #ifndef MS_MEMTOP_MODEL_H
 #define MS_MEMTOP_MODEL_H

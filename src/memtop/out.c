@@ -55,8 +55,7 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
 }
 
 void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
-                           const ms__profile_decoded_t *prof,
-                           const char *err) {
+                           const ms__profile_decoded_t *prof, const char *err) {
   if (out->json) {
     ms__emit_json(&out->buf, s);
     if (out->sites > 0)

@@ -26,8 +26,7 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s);
  * it, from its heap profile prof read with the snapshot (NULL: err says
  * why there is none). */
 void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
-                           const ms__profile_decoded_t *prof,
-                           const char *err);
+                           const ms__profile_decoded_t *prof, const char *err);
 
 /* Writes the output gathered so far to stdout. A reader that went away
  * stops the output quietly; other failures are said and set `failed`. */

@@ -21,9 +21,9 @@
 #include <stddef.h>
 
 typedef struct mt_outfile_s {
-  int fd;    /* write here: the temporary file, or standard output */
-  int dirfd; /* the path's directory (O_PATH), or -1 for standard output */
-  char tmp[32];  /* the temporary file's name in it */
+  int fd;         /* write here: the temporary file, or standard output */
+  int dirfd;      /* the path's directory (O_PATH), or -1 for standard output */
+  char tmp[32];   /* the temporary file's name in it */
   char name[256]; /* the path's last component */
 } mt_outfile_t;
 

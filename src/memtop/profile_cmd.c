@@ -266,8 +266,7 @@ int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_free(second);
   first = second = NULL;
   if (rc != 0) {
-    mt_warn("PID %d: cannot build the profile: %s", pid,
-            mt_heap_strerror(rc));
+    mt_warn("PID %d: cannot build the profile: %s", pid, mt_heap_strerror(rc));
     goto out;
   }
   built = 1;

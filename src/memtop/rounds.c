@@ -251,8 +251,9 @@ void mt_rounds_start(mt_rounds_t *r) {
   }
   for (i = 0; i < mt_tset_count(r->set); i++) {
     round_target_t *rt = mt_tset_at(r->set, i)->user;
-    snprintf(rt->prof_err, sizeof rt->prof_err, "the heap profile was "
-                                                "not read");
+    snprintf(rt->prof_err, sizeof rt->prof_err,
+             "the heap profile was "
+             "not read");
   }
   if (mt_tset_fetch_all(r->set, &req) == 0)
     round_end(r);

@@ -24,16 +24,18 @@ static void dir_of(const char *path, char *dir, size_t len) {
   snprintf(dir, len, "%.*s", (int)(slash - path), path);
 }
 
-/* Where `make install` put the libraries (LIBDIR, passed by the Makefile):
- * /usr/local/lib by default, /usr/lib64 or a multiarch directory such as
- * /usr/lib/x86_64-linux-gnu when a packager sets it. */
-#ifndef MT_LIBDIR
-#define MT_LIBDIR "/usr/local/lib"
+/* Where `make install` put the preload (PRELOADDIR, passed by the
+ * Makefile): a directory of its own under LIBDIR, since the preload carries
+ * libmemstats' soname; /usr/local/lib/memtop by default, under /usr/lib64
+ * or a multiarch directory such as /usr/lib/x86_64-linux-gnu when a
+ * packager sets LIBDIR. */
+#ifndef MT_PRELOAD_DIR
+#define MT_PRELOAD_DIR "/usr/local/lib/memtop"
 #endif
 
 int mt_run_find_preload(const char *exe, const char *override, char *out,
                         size_t len, char *err, size_t errlen) {
-  return mt_run_find_preload_in(exe, override, MT_LIBDIR, out, len, err,
+  return mt_run_find_preload_in(exe, override, MT_PRELOAD_DIR, out, len, err,
                                 errlen);
 }
 
@@ -56,10 +58,12 @@ int mt_run_find_preload_in(const char *exe, const char *override,
   }
   dir_of(exe != NULL ? exe : "", dir, sizeof dir);
   /* The build tree puts memtop and the library side by side; an install
-   * puts memtop in $PREFIX/bin and the library in $PREFIX/lib, or in the
-   * LIBDIR it was configured with (lib64, multiarch). */
+   * puts memtop in $PREFIX/bin and the library in $PREFIX/lib/memtop (found
+   * relative to the binary, so a staged or moved install finds its own), or
+   * in the directory it was configured with (lib64, multiarch). */
   snprintf(cand[0], sizeof cand[0], "%s/%s", dir, MT_PRELOAD_NAME);
-  snprintf(cand[1], sizeof cand[1], "%s/../lib/%s", dir, MT_PRELOAD_NAME);
+  snprintf(cand[1], sizeof cand[1], "%s/../lib/memtop/%s", dir,
+           MT_PRELOAD_NAME);
   if (libdir != NULL && libdir[0] != '\0')
     snprintf(cand[ncand++], sizeof cand[2], "%s/%s", libdir, MT_PRELOAD_NAME);
   for (i = 0; i < ncand; i++) {

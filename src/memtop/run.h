@@ -13,13 +13,15 @@
 
 /* Finds the preload library: $MEMTOP_PRELOAD if `override` is set (it must
  * exist), else next to the memtop binary `exe` (the build tree), else in
- * ../lib relative to it (an installed memtop), else in the LIBDIR memtop
- * was built for (/usr/lib64, a multiarch directory). Writes the path into
+ * ../lib/memtop relative to it (an installed memtop), else in the preload
+ * directory memtop was built for (PRELOADDIR, LIBDIR/memtop: under
+ * /usr/lib64, a multiarch directory). Writes the path into
  * out and returns 0, or returns MS_ENOENT with a message naming where it
  * looked and the fix in err. */
 int mt_run_find_preload(const char *exe, const char *override, char *out,
                         size_t len, char *err, size_t errlen);
-/* The same with the last place to look given: `libdir` (NULL or "": none). */
+/* The same with the last place to look given: `libdir`, the preload's
+ * directory (NULL or "": none). */
 int mt_run_find_preload_in(const char *exe, const char *override,
                            const char *libdir, char *out, size_t len, char *err,
                            size_t errlen);

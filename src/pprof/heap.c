@@ -345,8 +345,7 @@ static int check_profile(const ms__profile_t *p) {
       return MS_EINVAL;
     words += p->records[i].depth;
   }
-  if (p->nrecords > MS__PROFILE_MAX_RECORDS ||
-      words > MS__PROFILE_MAX_FRAMES ||
+  if (p->nrecords > MS__PROFILE_MAX_RECORDS || words > MS__PROFILE_MAX_FRAMES ||
       p->nmappings > MS__PROFILE_MAX_MAPPINGS)
     return MS_ENOSPC;
   return 0;

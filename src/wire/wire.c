@@ -522,6 +522,11 @@ int ms__wire_decode_snapshot(const uint8_t *p, size_t len, ms_snapshot_t *s,
   int r = decode_records(p, len, &id, snapshot_record, s, why);
   if (r < 0)
     return r;
+  /* A snapshot names its process: one without a pid is no process's. */
+  if (s->pid == 0) {
+    *why = "a snapshot without a pid";
+    return MS_EPROTO;
+  }
   /* A source must name a provider the message listed. */
   for (int f = 0; f < MS_F__COUNT; f++)
     if (s->source[f] != 0xff && s->source[f] >= s->nproviders)

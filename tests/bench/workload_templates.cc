@@ -30,12 +30,8 @@ struct map_list<list<T...>, F> {
   using type = list<typename F<T>::type...>;
 };
 
-template <typename T> struct as_vector {
-  using type = std::vector<T>;
-};
-template <typename T> struct as_optional {
-  using type = std::optional<T>;
-};
+template <typename T> struct as_vector { using type = std::vector<T>; };
+template <typename T> struct as_optional { using type = std::optional<T>; };
 
 template <typename L> struct as_tuple;
 template <typename... T> struct as_tuple<list<T...>> {
@@ -45,16 +41,13 @@ template <typename... T> struct as_tuple<list<T...>> {
 template <std::size_t N, typename... T> struct repeat {
   using type = typename repeat<N - 1, T..., std::pair<int, std::string>>::type;
 };
-template <typename... T> struct repeat<0, T...> {
-  using type = list<T...>;
-};
+template <typename... T> struct repeat<0, T...> { using type = list<T...>; };
 
 template <typename Tuple, typename F, std::size_t... I>
 void for_each_impl(Tuple &t, F &&f, std::index_sequence<I...>) {
   (f(std::get<I>(t)), ...);
 }
-template <typename... T, typename F>
-void for_each(std::tuple<T...> &t, F &&f) {
+template <typename... T, typename F> void for_each(std::tuple<T...> &t, F &&f) {
   for_each_impl(t, std::forward<F>(f), std::index_sequence_for<T...>{});
 }
 
@@ -79,9 +72,7 @@ struct var {
   std::string name;
 };
 
-template <typename... F> struct overload : F... {
-  using F::operator()...;
-};
+template <typename... F> struct overload : F... { using F::operator()...; };
 template <typename... F> overload(F...) -> overload<F...>;
 
 double eval(const expr &e, const std::map<std::string, double> &env);
@@ -91,20 +82,23 @@ inline double eval_ptr(const expr_ptr &p,
 }
 double eval(const expr &e, const std::map<std::string, double> &env) {
   return std::visit(
-      overload{[](const num &n) { return n.v; },
-               [&](const add &a) { return eval_ptr(a.l, env) + eval_ptr(a.r, env); },
-               [&](const mul &m) { return eval_ptr(m.l, env) * eval_ptr(m.r, env); },
-               [&](const var &v) {
-                 auto it = env.find(v.name);
-                 return it == env.end() ? 0.0 : it->second;
-               }},
+      overload{
+          [](const num &n) { return n.v; },
+          [&](const add &a) { return eval_ptr(a.l, env) + eval_ptr(a.r, env); },
+          [&](const mul &m) { return eval_ptr(m.l, env) * eval_ptr(m.r, env); },
+          [&](const var &v) {
+            auto it = env.find(v.name);
+            return it == env.end() ? 0.0 : it->second;
+          }},
       e);
 }
 
 std::string show(const expr &e) {
   return std::visit(
       overload{[](const num &n) { return std::to_string(n.v); },
-               [](const add &a) { return "(" + show(*a.l) + " + " + show(*a.r) + ")"; },
+               [](const add &a) {
+                 return "(" + show(*a.l) + " + " + show(*a.r) + ")";
+               },
                [](const mul &m) { return show(*m.l) + " * " + show(*m.r); },
                [](const var &v) { return v.name; }},
       e);
@@ -123,7 +117,8 @@ std::map<K, std::vector<V>> group(const std::vector<std::pair<K, V>> &in) {
 }
 
 template <typename K, typename V>
-std::unordered_map<K, std::size_t> histogram(const std::vector<std::pair<K, V>> &in) {
+std::unordered_map<K, std::size_t>
+histogram(const std::vector<std::pair<K, V>> &in) {
   std::unordered_map<K, std::size_t> h;
   for (const auto &kv : in)
     ++h[kv.first];
@@ -153,7 +148,9 @@ template <typename It> auto summarise(It b, It e) {
 template <typename... Args> class bus {
 public:
   using handler = std::function<void(const Args &...)>;
-  void on(const std::string &name, handler h) { subs_[name].push_back(std::move(h)); }
+  void on(const std::string &name, handler h) {
+    subs_[name].push_back(std::move(h));
+  }
   std::size_t emit(const std::string &name, const Args &...args) const {
     auto it = subs_.find(name);
     if (it == subs_.end())
@@ -208,8 +205,12 @@ std::string rewrite(const std::string &s) {
 template <typename T> struct workload {
   std::vector<std::pair<std::string, T>> items;
   std::set<T> seen;
-  std::map<std::string, std::vector<T>> grouped() const { return group(items); }
-  std::unordered_map<std::string, std::size_t> counts() const { return histogram(items); }
+  std::map<std::string, std::vector<T>> grouped() const {
+    return group(items);
+  }
+  std::unordered_map<std::string, std::size_t> counts() const {
+    return histogram(items);
+  }
   std::vector<T> big() const {
     std::vector<T> v;
     for (const auto &kv : items)
@@ -222,10 +223,11 @@ template <typename T> struct workload {
   }
 };
 
-using tuple_of_vectors = as_tuple<map_list<list<int, long, double, std::string, char,
-                                                 unsigned, float, short>,
-                                           as_vector>::type>::type;
-using tuple_of_optionals = as_tuple<map_list<repeat<12>::type, as_optional>::type>::type;
+using tuple_of_vectors = as_tuple<
+    map_list<list<int, long, double, std::string, char, unsigned, float, short>,
+             as_vector>::type>::type;
+using tuple_of_optionals =
+    as_tuple<map_list<repeat<12>::type, as_optional>::type>::type;
 
 std::size_t touch_all(tuple_of_vectors &t, tuple_of_optionals &o) {
   std::size_t n = 0;
@@ -260,15 +262,18 @@ std::size_t wl_run(const std::string &text) {
 
   bus<int, std::string> b;
   bus<double, std::vector<int>, std::map<int, std::string>> b2;
-  b.on("x", [&](const int &i, const std::string &s) { n += static_cast<std::size_t>(i) + s.size(); });
-  b2.on("y", [&](const double &, const std::vector<int> &v, const std::map<int, std::string> &m) {
-    n += v.size() + m.size();
+  b.on("x", [&](const int &i, const std::string &s) {
+    n += static_cast<std::size_t>(i) + s.size();
   });
+  b2.on("y",
+        [&](const double &, const std::vector<int> &v,
+            const std::map<int, std::string> &m) { n += v.size() + m.size(); });
   n += b.emit("x", 3, "abc") + b2.emit("y", 1.5, {1, 2}, {{1, "a"}});
 
-  auto e = std::make_shared<expr>(add{std::make_shared<expr>(num{2}),
-                                      std::make_shared<expr>(mul{std::make_shared<expr>(var{"x"}),
-                                                                 std::make_shared<expr>(num{3})})});
+  auto e = std::make_shared<expr>(
+      add{std::make_shared<expr>(num{2}),
+          std::make_shared<expr>(mul{std::make_shared<expr>(var{"x"}),
+                                     std::make_shared<expr>(num{3})})});
   n += static_cast<std::size_t>(eval(*e, {{"x", 4.0}})) + show(*e).size();
 
   tuple_of_vectors t;

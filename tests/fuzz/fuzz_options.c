@@ -39,8 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   mt_opts_t o;
   char err[256];
-  int rc = mt_cli_parse(argc, argv, (size & 1) ? "1" : NULL, &o, err,
-                        sizeof err);
+  int rc =
+      mt_cli_parse(argc, argv, (size & 1) ? "1" : NULL, &o, err, sizeof err);
   if (rc == 0) {
     if (o.delay_s < MT_DELAY_MIN || o.delay_s > MT_DELAY_MAX)
       abort();
@@ -55,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     double d;
     long l;
     uint64_t u;
-    if (mt_parse_double(argv[i], 0.1, 3600, &d) == 0 && !(d >= 0.1 && d <= 3600))
+    if (mt_parse_double(argv[i], 0.1, 3600, &d) == 0 &&
+        !(d >= 0.1 && d <= 3600))
       abort();
     if (mt_parse_long(argv[i], 1, 1000, &l) == 0 && (l < 1 || l > 1000))
       abort();

@@ -60,8 +60,7 @@ static void check_bound(const ms__profile_decoded_t *d, size_t before,
   if (now > before && now - before > BOUND(fed))
     abort(); /* the decoder holds more than its input allows */
   if (p->nrecords > MS__PROFILE_MAX_RECORDS ||
-      p->nmappings > MS__PROFILE_MAX_MAPPINGS ||
-      p->rate > MS__PROFILE_MAX_RATE)
+      p->nmappings > MS__PROFILE_MAX_MAPPINGS || p->rate > MS__PROFILE_MAX_RATE)
     abort();
   for (uint32_t i = 0; i < p->nrecords; i++)
     words += p->records[i].depth;

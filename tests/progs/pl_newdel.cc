@@ -16,7 +16,7 @@ struct Obj {
 
 constexpr int kRing = 64;
 
-}  // namespace
+} // namespace
 
 int main(int argc, char **argv) {
   if (argc != 2) {

@@ -59,8 +59,7 @@ int main(void) {
   uint64_t anon = g_anon_before > g_anon_after ? g_anon_before : g_anon_after;
   PV_CHECK(backed(&s) <= anon, "backed heap within the anonymous RSS",
            "HeapSys - HeapReleased %llu > RssAnon %llu (committed %zu)",
-           (unsigned long long)backed(&s), (unsigned long long)anon,
-           g_commit);
+           (unsigned long long)backed(&s), (unsigned long long)anon, g_commit);
   PV_CHECK(s.heap_inuse <= g_commit && s.heap_inuse <= backed(&s),
            "HeapInuse within committed and backed",
            "HeapInuse %llu, committed %zu, backed %llu",

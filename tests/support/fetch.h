@@ -159,9 +159,8 @@ static inline int fetch_exchange(int fd, msc_session_t *s, int pid,
  * the peer's credentials, the handshake) and runs one exchange. A socket
  * that refuses connections and whose process does not map libmemstats is
  * stale and removed (as discovery does) when remove_stale is set. */
-static inline int fetch_one(int pid, const fetch_want_t *want,
-                            int remove_stale, int timeout_ms, char *errbuf,
-                            size_t errlen) {
+static inline int fetch_one(int pid, const fetch_want_t *want, int remove_stale,
+                            int timeout_ms, char *errbuf, size_t errlen) {
   char path[MSC_PATH_MAX];
   const char *why = "";
   uint64_t start_time;
@@ -181,7 +180,8 @@ static inline int fetch_one(int pid, const fetch_want_t *want,
       return fd;
     }
     msc_explain_connect(pid, fd, path, errbuf, errlen);
-    if (remove_stale && fd == MS_ECONNREFUSED && !msc_proc_maps_libmemstats(pid))
+    if (remove_stale && fd == MS_ECONNREFUSED &&
+        !msc_proc_maps_libmemstats(pid))
       unlink(path);
     return fd == -EPERM ? MS_EACCES : fd;
   }

@@ -381,19 +381,22 @@ static void test_find_preload(void **state) {
       MS_ENOENT);
   assert_non_null(strstr(msg, "make install"));
   assert_non_null(strstr(msg, "MEMTOP_PRELOAD"));
-  /* An install: $PREFIX/bin/memtop and $PREFIX/lib/<preload>. */
+  /* An install: $PREFIX/bin/memtop and $PREFIX/lib/memtop/<preload> (a
+   * directory of its own: the preload carries libmemstats' soname). */
   snprintf(path, sizeof path, "%s/lib", dir);
+  assert_int_equal(mkdir(path, 0700), 0);
+  snprintf(path, sizeof path, "%s/lib/memtop", dir);
   assert_int_equal(mkdir(path, 0700), 0);
   snprintf(path, sizeof path, "%s/bin", dir);
   assert_int_equal(mkdir(path, 0700), 0);
-  snprintf(path, sizeof path, "%s/lib/" MT_PRELOAD_NAME, dir);
+  snprintf(path, sizeof path, "%s/lib/memtop/" MT_PRELOAD_NAME, dir);
   f = fopen(path, "w");
   assert_non_null(f);
   fclose(f);
   snprintf(path, sizeof path, "%s/bin/memtop", dir);
   assert_int_equal(
       mt_run_find_preload(path, "", out, sizeof out, msg, sizeof msg), 0);
-  assert_non_null(strstr(out, "/bin/../lib/" MT_PRELOAD_NAME));
+  assert_non_null(strstr(out, "/bin/../lib/memtop/" MT_PRELOAD_NAME));
   /* The build tree: side by side, preferred. */
   snprintf(path, sizeof path, "%s/bin/" MT_PRELOAD_NAME, dir);
   f = fopen(path, "w");
@@ -411,8 +414,10 @@ static void test_find_preload(void **state) {
   assert_string_equal(out, path);
 
   unlink(path);
-  snprintf(path, sizeof path, "%s/lib/" MT_PRELOAD_NAME, dir);
+  snprintf(path, sizeof path, "%s/lib/memtop/" MT_PRELOAD_NAME, dir);
   unlink(path);
+  snprintf(path, sizeof path, "%s/lib/memtop", dir);
+  rmdir(path);
   snprintf(path, sizeof path, "%s/lib", dir);
   rmdir(path);
   snprintf(path, sizeof path, "%s/bin", dir);

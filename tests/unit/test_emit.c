@@ -181,10 +181,10 @@ static void make_gc(ms_snapshot_t *s) {
  * this library counts them: each off-heap class holds its unbacked part
  * (StackSys the whole stacks, OtherSys the whole mappings), OffHeapReleased
  * is their sum, and Sys the sum of the *Sys fields. */
-#define MAP_STACK_INUSE 1179648ull       /* 1.1 MiB touched */
-#define MAP_STACK_RELEASED 32509952ull   /* the rest of 4 x 8 MiB + 132 KiB */
-#define MAP_OTHER_RESIDENT 62914560ull   /* 60 MiB */
-#define MAP_OTHER_RELEASED 46137344ull   /* 44 MiB */
+#define MAP_STACK_INUSE 1179648ull     /* 1.1 MiB touched */
+#define MAP_STACK_RELEASED 32509952ull /* the rest of 4 x 8 MiB + 132 KiB */
+#define MAP_OTHER_RESIDENT 62914560ull /* 60 MiB */
+#define MAP_OTHER_RELEASED 46137344ull /* 44 MiB */
 static void make_mappings(ms_snapshot_t *s) {
   memset(s, 0, sizeof *s);
   s->struct_size = sizeof *s;
@@ -215,8 +215,8 @@ static void make_mappings(ms_snapshot_t *s) {
   s->heap_released = 2097152;
   s->heap_sys = s->heap_inuse + s->heap_idle;
   static const ms_field_t glibc[] = {
-      MS_F_HEAP_SYS,    MS_F_HEAP_IDLE,    MS_F_HEAP_INUSE,
-      MS_F_MSPAN_SYS,   MS_F_MSPAN_INUSE,  MS_F_MCACHE_SYS,
+      MS_F_HEAP_SYS,     MS_F_HEAP_IDLE,   MS_F_HEAP_INUSE,
+      MS_F_MSPAN_SYS,    MS_F_MSPAN_INUSE, MS_F_MCACHE_SYS,
       MS_F_MCACHE_INUSE, MS_F_GC_SYS,      MS_F_SYS};
   for (size_t i = 0; i < sizeof glibc / sizeof glibc[0]; i++)
     ms__set_quality(s, glibc[i], MS_Q_EXACT, 1);
@@ -655,11 +655,11 @@ static double prom_value(const char *expo, const char *name, int pid) {
 static void test_sys_is_the_sum_everywhere(void **state) {
   (void)state;
   static const char *const sys_fields[] = {
-      "HeapSys", "StackSys", "MSpanSys", "MCacheSys",
-      "BuckHashSys", "GCSys", "OtherSys"};
+      "HeapSys",     "StackSys", "MSpanSys", "MCacheSys",
+      "BuckHashSys", "GCSys",    "OtherSys"};
   static const char *const sys_families[] = {
-      "memstats_heap_sys_bytes",   "memstats_stack_sys_bytes",
-      "memstats_mspan_sys_bytes",  "memstats_mcache_sys_bytes",
+      "memstats_heap_sys_bytes",      "memstats_stack_sys_bytes",
+      "memstats_mspan_sys_bytes",     "memstats_mcache_sys_bytes",
       "memstats_buck_hash_sys_bytes", "memstats_gc_sys_bytes",
       "memstats_other_sys_bytes"};
   ms_snapshot_t *s = malloc(sizeof *s);
@@ -687,11 +687,10 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   assert_int_equal(json_integer_value(json_object_get(ms, "Sys")), sum);
   json_t *ohr = json_object_get(ms, "OffHeapReleased");
   assert_true(json_is_integer(ohr));
-  assert_int_equal(
-      json_integer_value(json_object_get(ms, "HeapReleased")) +
-          json_integer_value(ohr),
-      json_integer_value(
-          json_object_get(json_object_get(j, "breakdown"), "Prepared")));
+  assert_int_equal(json_integer_value(json_object_get(ms, "HeapReleased")) +
+                       json_integer_value(ohr),
+                   json_integer_value(json_object_get(
+                       json_object_get(j, "breakdown"), "Prepared")));
   assert_int_equal(json_integer_value(json_object_get(ms, "OtherReleased")),
                    MAP_OTHER_RELEASED);
   assert_int_equal(json_integer_value(json_object_get(ms, "StackReleased")),
@@ -706,10 +705,10 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   for (size_t i = 0; i < 7; i++)
     psum += prom_value(out.data, sys_families[i], s->pid);
   assert_true(prom_value(out.data, "memstats_sys_bytes", s->pid) == psum);
-  assert_true(prom_value(out.data, "memstats_prepared_bytes", s->pid) ==
-              prom_value(out.data, "memstats_heap_released_bytes", s->pid) +
-                  prom_value(out.data, "memstats_off_heap_released_bytes",
-                             s->pid));
+  assert_true(
+      prom_value(out.data, "memstats_prepared_bytes", s->pid) ==
+      prom_value(out.data, "memstats_heap_released_bytes", s->pid) +
+          prom_value(out.data, "memstats_off_heap_released_bytes", s->pid));
   ms__strbuf_free(&out);
 
   /* The report: no row outside the classes, no warning, and the Released

@@ -1,9 +1,9 @@
 /*
  * test_run.c - where `memtop run` looks for the preload once installed
- * (src/memtop/run.c): beside the binary, in ../lib, and in the LIBDIR the
- * build was configured with (/usr/lib64, a multiarch directory), which the
- * Makefile passes as MT_LIBDIR. (The build-tree and override cases are in
- * test_cli.)
+ * (src/memtop/run.c): beside the binary, in ../lib/memtop, and in the
+ * preload directory the build was configured with (LIBDIR/memtop: under
+ * /usr/lib64, a multiarch directory), which the Makefile passes as
+ * MT_PRELOAD_DIR. (The build-tree and override cases are in test_cli.)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,8 +20,8 @@
 #include "memstats.h"
 #include "memtop/run.h"
 
-#ifndef MT_LIBDIR
-#error "the Makefile passes MT_LIBDIR (its LIBDIR) to the tests"
+#ifndef MT_PRELOAD_DIR
+#error "the Makefile passes MT_PRELOAD_DIR (its PRELOADDIR) to the tests"
 #endif
 
 static void touch(const char *path) {
@@ -72,7 +72,7 @@ static void test_found_in_libdir(void **state) {
  * looked, said when nothing is found, includes it. */
 static void test_default_libdir_is_the_configured_one(void **state) {
   char dir[] = "/tmp/test_run.XXXXXX", exe[4096], out[4096], msg[2048];
-  const char *want = MT_LIBDIR "/" MT_PRELOAD_NAME;
+  const char *want = MT_PRELOAD_DIR "/" MT_PRELOAD_NAME;
 
   (void)state;
   if (access(want, R_OK) == 0)
@@ -86,10 +86,23 @@ static void test_default_libdir_is_the_configured_one(void **state) {
   rmdir(dir);
 }
 
+/* The preload is installed in a directory of its own, LIBDIR/memtop, not
+ * in LIBDIR beside libmemstats.so.0, whose soname it carries (ldconfig
+ * would link one of the two for that name). The Makefile says so. */
+static void test_preload_dir_is_private(void **state) {
+  const char *d = MT_PRELOAD_DIR;
+  size_t n = strlen(d);
+
+  (void)state;
+  assert_true(n > strlen("/memtop"));
+  assert_string_equal(d + n - strlen("/memtop"), "/memtop");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_found_in_libdir),
       cmocka_unit_test(test_default_libdir_is_the_configured_one),
+      cmocka_unit_test(test_preload_dir_is_private),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
