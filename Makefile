@@ -469,11 +469,11 @@ format-check:
 # The folder rules of CONTRIBUTING.md from the #include lines (make check
 # runs the same script through tests/integration/test_layers.c), then
 # cppcheck. Its false positives (cppcheck 2.10), by file, since their lines
-# move: mappings.c's read_self() fills its out argument through
+# move: glibc.c's read_self() fills its out argument through
 # process_vm_readv(), which cppcheck does not know (ctuuninitvar);
 # view_detail.c's draw_sites() sorts the n entries it filled, n = 0 too
 # (uninitvar).
-LINT_SUPPRESS := ctuuninitvar:src/core/mappings.c uninitvar:src/memtop/view_detail.c
+LINT_SUPPRESS := ctuuninitvar:src/providers/glibc.c uninitvar:src/memtop/view_detail.c
 lint:
 	sh tests/lint-layers.sh src
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
