@@ -118,13 +118,27 @@ static void client_drop_profile(client_t *c) {
   c->prof_off = c->prof_len = c->prof_map = 0;
 }
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_running;
-/* Set by the fork handler in a child whose parent ran the agent: the
- * child's is started later, outside the handler (ms__agent_after_fork).
- * Beside g_running and g_lock, which the handler writes too: one page of
- * ours copied in the child instead of two. */
-static int g_fork_pending;
+/* What the agent's fork handlers write, at the start of the fork section
+ * (core/engine.h, MS__FORK_DATA): this object comes first in the
+ * library's link order, so aligning this one variable of the section
+ * aligns the section, and what every layer's fork handlers write shares
+ * one page. The names below are its fields. */
+static struct {
+  pthread_mutex_t lock;
+  int running;
+  /* Set by the fork handler in a child whose parent ran the agent: the
+   * child's is started later, outside the handler
+   * (ms__agent_after_fork). */
+  int fork_pending;
+  uint8_t *bufs;
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+} g_fork MS__FORK_DATA __attribute__((aligned(4096))) = {
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0}};
+#define g_lock g_fork.lock
+#define g_running g_fork.running
+#define g_fork_pending g_fork.fork_pending
+#define g_bufs g_fork.bufs
+#define g_path g_fork.path
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
@@ -142,8 +156,6 @@ static sem_t g_ready;
 static int g_setup_err;
 static uint64_t g_accept_resume; /* CLOCK_MONOTONIC; 0: watching */
 static uint64_t g_accept_backoff;
-static char g_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static uint8_t *g_bufs;
 static size_t g_bufs_len;
 static client_t g_clients[MAX_CLIENTS];
 static int g_hooks_installed;

@@ -17,7 +17,7 @@
 #include "core/sizeclass.h"
 #include "core/sysstat.h"
 
-static pthread_mutex_t g_read_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_read_lock MS__FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 
 void ms__read_lock(void) {
   pthread_mutex_lock(&g_read_lock);

@@ -422,6 +422,20 @@ static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
     a[i] += ld(&s[i]);
 }
 
+/* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED); if the process is not
+ * registered (a fork child, on a kernel that would not carry the
+ * parent's registration over), registered first. 0 or -1. */
+static int heavy_barrier(void) {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return 0;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+              0) != 0)
+    return -1;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0
+             ? 0
+             : -1;
+}
+
 /* The consistent cut. Caller holds the snapshot lock. */
 static void take_cut(ms__delta_t *out) {
   pthread_once(&g_once, engine_init);
@@ -432,8 +446,7 @@ static void take_cut(ms__delta_t *out) {
   uint32_t cur = gen_index(w);
   uint32_t next = (cur + 1) % 3, prev = (cur + 2) % 3;
   __atomic_store_n(&ms__gen_word, MS__GEN_OFF(next) | fence, SC);
-  if (fence ||
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+  if (fence || heavy_barrier() != 0) {
     /* No membarrier: writers fence themselves from now on. A writer that
      * loaded gen before it saw the fence flag is waited for below only if
      * its odd seq is visible, so the flag is set before any cut relies on
@@ -504,10 +517,10 @@ void ms__shards_after_fork_child(void) {
   for (int g = 0; g < 3; g++)
     if (__atomic_load_n(&g_global.inflight[g], RLX) != 0)
       __atomic_store_n(&g_global.inflight[g], 0, RLX);
-  /* membarrier registration is per process (per mm): register again. */
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-              0) != 0)
-    __atomic_fetch_or(&ms__gen_word, (uint64_t)MS__GEN_FENCE, SC);
+  /* No system call here: the child's mm carries the registration over
+   * (a fork copies it; an exec clears it), and a kernel that did not is
+   * registered at the child's first cut (heavy_barrier). Most children
+   * never take one. */
 }
 
 void ms__engine_stats(ms__engine_stats_t *out) {

@@ -50,7 +50,7 @@ MS__PRELOAD_API void _exit(int status);
 MS__PRELOAD_API void _Exit(int status);
 
 /* This process's PID, set at load and after each fork() (not vfork()). */
-static pid_t g_pid;
+static pid_t g_pid MS__FORK_DATA;
 
 static void pid_after_fork(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
@@ -66,7 +66,7 @@ static void pid_after_fork(void) {
  * or exit within a millisecond: they never pay for an agent, and those
  * that live on get theirs at their next allocation. A child that never
  * allocates again gets none. */
-static uint64_t g_fork_ns; /* CLOCK_MONOTONIC_COARSE at the fork */
+static uint64_t g_fork_ns MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork */
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
  * of the vDSO's page, cheap enough for every allocation of the grace. */
@@ -122,6 +122,10 @@ void _Exit(int status) {
 #define REPORT_PATH_MAX 4096
 
 static char report_path[REPORT_PATH_MAX];
+/* Whether report_path is set: tested at every exit, on the fork section's
+ * page, which a forked child has touched already (report_path's page, a
+ * read of which faulted in each child, is read only when asked). */
+static int g_report MS__FORK_DATA;
 
 /* The snapshot is large (the pause ring, the size classes): static, not on
  * the stack of whichever thread runs the destructors. */
@@ -164,7 +168,7 @@ static void put_field(line_t *l, const char *name, uint64_t v) {
 }
 
 static void write_exit_report(void) {
-  if (!report_path[0])
+  if (!g_report || !report_path[0])
     return;
   /* Only tracked figures are reported: no allocator is sampled (exit() may
    * run in a signal handler that interrupted it), and nothing from inside
@@ -214,9 +218,10 @@ __attribute__((constructor)) static void preload_init(void) {
   const char *path = ms__env("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);
-    if (n < sizeof report_path)
+    if (n < sizeof report_path) {
       memcpy(report_path, path, n + 1);
-    else
+      g_report = 1;
+    } else
       ms__debug("MEMSTATS_EXIT_REPORT: path too long, no report");
   }
   const char *agent = ms__env("MEMSTATS_AGENT");

@@ -16,7 +16,10 @@
 #include "preload/preload.h"
 
 ms__real_t ms__real;
-int ms__real_state;
+/* Read by every allocation, written by the fork child handler (the state
+ * FORKED): in the fork section (core/engine.h), on a cache line of its
+ * own. */
+int ms__real_state MS__FORK_DATA __attribute__((aligned(64)));
 uint64_t ms__free_gate = MS__GATE_NOT_READY;
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the

@@ -48,7 +48,7 @@ typedef struct prof_thread_s {
 } prof_thread_t;
 static __thread prof_thread_t g_th __attribute__((tls_model("initial-exec")));
 
-static ms__prof_table_t g_table;
+static ms__prof_table_t g_table MS__FORK_DATA;
 enum { TABLE_NONE, TABLE_MAKING, TABLE_READY, TABLE_FAILED };
 static int g_table_state;            /* atomic: see table_ready() */
 static uint32_t g_buckets, g_slots;  /* its size, from the environment */
