@@ -79,8 +79,14 @@ enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 #define DELTA_WORDS (sizeof(ms__delta_t) / sizeof(uint64_t))
 
 /* The class table of ms__size_class (sizeclass.h), generated from its
- * arithmetic: entry i is the class of size 8 * i (0 for i = 0). */
-const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
+ * arithmetic: entry i is the class of size 8 * i (0 for i = 0). Read by
+ * every allocation, a fork child's first ones included: kept with the
+ * relocated read-only data (RELRO) rather than in .rodata. A fork copies
+ * the page table entries of that segment (the loader wrote in it), not
+ * those of .rodata, whose page a child faulted in again at its first
+ * malloc or free. */
+const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1]
+    __attribute__((section(".data.rel.ro.ms_class_by8"))) = {
     0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,
     9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13,
     13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15,

@@ -13,7 +13,12 @@
  * .bss after it) that are present and mapped by it alone
  * (/proc/self/pagemap bit 56): those it copied. No malloc in the child.
  *
- * Output: preload=1, fork.child_pages=N.
+ * Then it allocates and frees a block and counts the pages of the
+ * preload's .rodata (the read-only mapping after its code's) it has
+ * mapped: a fork does not copy those page table entries, so a page read
+ * there is a fault in every child.
+ *
+ * Output: preload=1, fork.child_pages=N, fork.child_ro_pages=M.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -39,21 +44,25 @@ static uint64_t hex(const char **p) {
   }
 }
 
-/* Pages of [lo, hi) present and exclusively mapped. */
-static int exclusive_pages(int pm, uint64_t lo, uint64_t hi) {
+/* Pages of [lo, hi) present (and, with excl, mapped by this process
+ * alone). */
+static int pages(int pm, uint64_t lo, uint64_t hi, int excl) {
   int n = 0;
   long page = sysconf(_SC_PAGESIZE);
   for (uint64_t a = lo; a < hi; a += (uint64_t)page) {
     uint64_t e;
     if (pread(pm, &e, sizeof e, (off_t)(a / (uint64_t)page * 8)) != sizeof e)
       return -1;
-    if ((e >> 63) & 1 && (e >> 56) & 1)
+    if ((e >> 63) & 1 && (!excl || (e >> 56) & 1))
       n++;
   }
   return n;
 }
 
-static int count_child_pages(void) {
+/* ro 0: the pages of the preload's writable mappings (its file-backed
+ * data and the anonymous .bss after it) the child has copied; ro 1: the
+ * pages of its read-only data (not code) present in the child. */
+static int count_child_pages(int ro) {
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return -1;
@@ -67,7 +76,7 @@ static int count_child_pages(void) {
   int pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   if (pm < 0)
     return -1;
-  int total = 0, in_lib = 0;
+  int total = 0, in_lib = 0, after_code = 0;
   uint64_t lib_end = 0;
   for (const char *l = maps; *l;) {
     const char *nl = strchr(l, '\n');
@@ -75,18 +84,22 @@ static int count_child_pages(void) {
     uint64_t lo = hex(&p);
     p++;
     uint64_t hi = hex(&p);
-    int writable = p[2] == 'w';
+    int writable = p[2] == 'w', exec = p[3] == 'x';
     int ours = strstr(l, "libmemstats-preload.so") != NULL &&
                (nl == NULL || strstr(l, "libmemstats-preload.so") < nl);
     /* The .bss past the file: the anonymous mapping right after the
      * library's last one. */
     int bss = !ours && in_lib && lo == lib_end;
-    if (writable && (ours || bss)) {
-      int n = exclusive_pages(pm, lo, hi);
+    /* .rodata: the read-only mapping right after the code's. */
+    int want = ro ? ours && !writable && !exec && after_code
+                  : writable && (ours || bss);
+    if (want) {
+      int n = pages(pm, lo, hi, !ro);
       if (n < 0)
         return -1;
       total += n;
     }
+    after_code = ours && exec;
     in_lib = ours;
     lib_end = hi;
     if (!nl)
@@ -111,18 +124,25 @@ int main(void) {
   if (pid < 0)
     return 1;
   if (pid == 0) {
-    int n = count_child_pages();
-    ssize_t w = write(pfd[1], &n, sizeof n);
+    int n[2];
+    n[0] = count_child_pages(0);
+    /* The first allocations of a child: the size-class table they read
+     * is with the relocated data, whose page a fork keeps mapped. */
+    void *volatile q = malloc(24);
+    free(q);
+    n[1] = count_child_pages(1);
+    ssize_t w = write(pfd[1], n, sizeof n);
     (void)w;
     _exit(0);
   }
-  int n = -1;
-  ssize_t rd = read(pfd[0], &n, sizeof n);
+  int n[2] = {-1, -1};
+  ssize_t rd = read(pfd[0], n, sizeof n);
   int st;
   waitpid(pid, &st, 0);
   if (rd != sizeof n || !WIFEXITED(st))
     return 1;
-  prog_say("fork.child_pages=%d", n);
+  prog_say("fork.child_pages=%d", n[0]);
+  prog_say("fork.child_ro_pages=%d", n[1]);
   free(keep);
   return 0;
 }
