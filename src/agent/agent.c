@@ -1010,7 +1010,7 @@ static void stop_locked(int at_exit) {
  * the socket goes away, and if `memtop run` asked for it
  * (MEMSTATS_FINAL_FD, final.c) the final snapshot is sent, after the
  * thread has stopped so that it is the last word. */
-static void at_exit(void) {
+MS__FORK_TEXT static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {
@@ -1024,7 +1024,7 @@ static void at_exit(void) {
   ms__final_write();
 }
 
-void ms__agent_quick_exit(void) {
+MS__FORK_TEXT void ms__agent_quick_exit(void) {
   if (pthread_mutex_trylock(&g_lock) == 0) {
     if (g_running && g_path[0] != '\0')
       unlink(g_path);
@@ -1035,11 +1035,11 @@ void ms__agent_quick_exit(void) {
   ms__final_write();
 }
 
-static void fork_prepare(void) {
+MS__FORK_TEXT static void fork_prepare(void) {
   pthread_mutex_lock(&g_lock);
 }
 
-static void fork_parent(void) {
+MS__FORK_TEXT static void fork_parent(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -1053,7 +1053,7 @@ static void fork_parent(void) {
  * millisecond, short-lived children (a shell's subshells, make's) most of
  * all. The start is ms__agent_after_fork()'s: the preload's first
  * allocation a while after the fork, or ms_agent_start() in the child. */
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   g_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
   if (!g_running)
     return;
@@ -1071,7 +1071,7 @@ static void fork_child(void) {
   __atomic_store_n(&g_fork_pending, 1, __ATOMIC_RELAXED);
 }
 
-int ms__agent_fork_pending(void) {
+MS__FORK_TEXT int ms__agent_fork_pending(void) {
   return __atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED);
 }
 

@@ -50,13 +50,13 @@ static struct {
 /* The reader lock's fork handlers are the engine's (core/engine.c); the
  * smaps cache's lock is never held with it, so the order in which the two
  * are taken around a fork does not matter. */
-static void atfork_prepare(void) {
+MS__FORK_TEXT static void atfork_prepare(void) {
   pthread_mutex_lock(&g_smaps_lock);
 }
-static void atfork_parent(void) {
+MS__FORK_TEXT static void atfork_parent(void) {
   pthread_mutex_unlock(&g_smaps_lock);
 }
-static void atfork_child(void) {
+MS__FORK_TEXT static void atfork_child(void) {
   g_ident.pid = 0;
   g_smaps.pid = 0;
   pthread_mutex_unlock(&g_smaps_lock);

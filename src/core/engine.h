@@ -48,6 +48,13 @@ static inline void ms__feed(unsigned flags) {
  * 12). Only small variables go there; a child handler that finds nothing
  * to change writes nothing. */
 #define MS__FORK_DATA __attribute__((section("ms_fork")))
+/* And the code a fork child runs in the library (the fork handlers, the
+ * allocation entry points, the exit path): with the hot text, which the
+ * linker puts at the start of .text beside the PLT. A fork does not copy
+ * the page table entries of code: each 64 KiB window of it a child runs
+ * is a fault (with fault-around) in every child; spread over the library
+ * they cost a subshell four or five. */
+#define MS__FORK_TEXT __attribute__((section(".text.hot.ms_fork")))
 
 /* Initialises the engine (membarrier registration, thread-exit key). Called
  * lazily; idempotent. */

@@ -509,7 +509,7 @@ void ms__shards_read(ms__shard_totals_t *t) {
 /* In the child only the forking thread lives on. Every other shard is
  * DEAD (its totals are the parent's and stay counted); a writer the fork
  * caught mid-update will never finish, so its seq is made even. */
-void ms__shards_after_fork_child(void) {
+MS__FORK_TEXT void ms__shards_after_fork_child(void) {
   ms__shard_t *mine = ms__tls.shard;
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
     if (s == mine)

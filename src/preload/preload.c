@@ -52,7 +52,7 @@ MS__PRELOAD_API void _Exit(int status);
 /* This process's PID, set at load and after each fork() (not vfork()). */
 static pid_t g_pid MS__FORK_DATA;
 
-static void pid_after_fork(void) {
+MS__FORK_TEXT static void pid_after_fork(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
 }
 
@@ -70,14 +70,14 @@ static uint64_t g_fork_ns MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork *
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
  * of the vDSO's page, cheap enough for every allocation of the grace. */
-static uint64_t coarse_ns(void) {
+MS__FORK_TEXT static uint64_t coarse_ns(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
     return 0;
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   pid_after_fork();
   /* Async-signal-safe: clock_gettime and plain stores. */
   g_fork_ns = coarse_ns();
@@ -88,7 +88,7 @@ static void fork_child(void) {
     __atomic_store_n(&ms__real_state, MS__REAL_FORKED_PROF, __ATOMIC_RELEASE);
 }
 
-int ms__preload_forked(int st) {
+MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
   if (ms__agent_fork_pending() &&
@@ -104,18 +104,18 @@ int ms__preload_forked(int st) {
   return m;
 }
 
-static _Noreturn void end_process(int status) {
+MS__FORK_TEXT static _Noreturn void end_process(int status) {
   if (g_pid != 0 && (pid_t)syscall(SYS_getpid) == g_pid)
     ms__agent_quick_exit();
   for (;;)
     syscall(SYS_exit_group, status);
 }
 
-void _exit(int status) {
+MS__FORK_TEXT void _exit(int status) {
   end_process(status);
 }
 
-void _Exit(int status) {
+MS__FORK_TEXT void _Exit(int status) {
   end_process(status);
 }
 
@@ -167,7 +167,7 @@ static void put_field(line_t *l, const char *name, uint64_t v) {
   put_u64(l, v);
 }
 
-static void write_exit_report(void) {
+MS__FORK_TEXT static void write_exit_report(void) {
   if (!g_report || !report_path[0])
     return;
   /* Only tracked figures are reported: no allocator is sampled (exit() may
@@ -232,6 +232,6 @@ __attribute__((constructor)) static void preload_init(void) {
     ms__debug("preload: the agent did not start: %s", ms_strerror(r));
 }
 
-__attribute__((destructor)) static void preload_fini(void) {
+MS__FORK_TEXT __attribute__((destructor)) static void preload_fini(void) {
   write_exit_report();
 }

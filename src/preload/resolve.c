@@ -268,7 +268,7 @@ static void glibc_header_init(void) {
 
 /* Not READY nor PROF: looks the next allocator up, then says which copy
  * runs (preload.h). */
-int ms__preload_mode_slow(void) {
+MS__FORK_TEXT int ms__preload_mode_slow(void) {
   if (!ms__preload_resolve())
     return MS__PL_BOOT;
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);

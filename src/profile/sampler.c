@@ -164,17 +164,17 @@ static void busy_leave(void) {
 /* fork: the table is copied with the address space, live samples and
  * all, so the child's profile starts from the parent's; the lock is held
  * across the fork so that the copy is whole, and is free in both after. */
-static void fork_prepare(void) {
+MS__FORK_TEXT static void fork_prepare(void) {
   busy_enter();
   ms__prof_table_lock(&g_table);
 }
 
-static void fork_parent(void) {
+MS__FORK_TEXT static void fork_parent(void) {
   ms__prof_table_unlock(&g_table);
   busy_leave();
 }
 
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   ms__prof_table_after_fork(&g_table);
   busy_leave();
 }
