@@ -119,7 +119,8 @@ static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
 MS__FORK_TEXT static __attribute__((noinline)) void free_by_counter(void *p) {
   free_by_counter_in(p, 0);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void free_by_counter_prof(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_by_counter_prof(void *p) {
   free_by_counter_in(p, 1);
 }
 
@@ -129,15 +130,16 @@ MS__FORK_TEXT static __attribute__((noinline)) void free_measured(void *p) {
   ms__preload_count_free(p, 0);
   ms__real.free(p);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void free_measured_prof(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_measured_prof(void *p) {
   ms__preload_count_free(p, 1);
   ms__real.free(p);
 }
 
 /* free() on glibc while sampled blocks are live: the block is matched
  * against the profile's table before it goes back to glibc. */
-MS__FORK_TEXT static __attribute__((noinline)) void free_glibc_sampled(ms__tls_t *t,
-                                                         void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_glibc_sampled(ms__tls_t *t, void *p) {
   ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
@@ -320,7 +322,8 @@ MS__FORK_TEXT void *reallocarray(void *p, size_t n, size_t size) {
 /* ---- aligned allocation
  * ----------------------------------------------------*/
 
-MS__FORK_TEXT int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
+MS__FORK_TEXT int ms__preload_posix_memalign(void **out, size_t align,
+                                             size_t size) {
   int m = ms__preload_mode();
   if (__builtin_expect(m == MS__PL_BOOT, 0)) {
     if (align < sizeof(void *) || (align & (align - 1)))

@@ -66,7 +66,8 @@ MS__FORK_TEXT static void pid_after_fork(void) {
  * or exit within a millisecond: they never pay for an agent, and those
  * that live on get theirs at their next allocation. A child that never
  * allocates again gets none. */
-static uint64_t g_fork_ns MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork */
+static uint64_t g_fork_ns
+    MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork */
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
  * of the vDSO's page, cheap enough for every allocation of the grace. */

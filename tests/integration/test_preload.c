@@ -617,7 +617,8 @@ static void check_fork_pages(const char *agent_env) {
   snprintf(exe, sizeof exe, "%s/progs/pl_forkpages", build_dir);
   path_in_tmp(out, sizeof out, "pl_forkpages");
   snprintf(dir, sizeof dir, "MEMSTATS_DIR=%s", tmp_dir);
-  run_t r = {.preload = preload_path, .out = out, .env = {agent_env, dir, NULL}};
+  run_t r = {
+      .preload = preload_path, .out = out, .env = {agent_env, dir, NULL}};
   const char *argv[] = {exe, NULL};
   int st = run(&r, argv);
   char *text = read_file(out, NULL);
