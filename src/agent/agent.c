@@ -118,13 +118,27 @@ static void client_drop_profile(client_t *c) {
   c->prof_off = c->prof_len = c->prof_map = 0;
 }
 
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_running;
-/* Set by the fork handler in a child whose parent ran the agent: the
- * child's is started later, outside the handler (ms__agent_after_fork).
- * Beside g_running and g_lock, which the handler writes too: one page of
- * ours copied in the child instead of two. */
-static int g_fork_pending;
+/* What the agent's fork handlers write, at the start of the fork section
+ * (core/engine.h, MS__FORK_DATA): this object comes first in the
+ * library's link order, so aligning this one variable of the section
+ * aligns the section, and what every layer's fork handlers write shares
+ * one page. The names below are its fields. */
+static struct {
+  pthread_mutex_t lock;
+  int running;
+  /* Set by the fork handler in a child whose parent ran the agent: the
+   * child's is started later, outside the handler
+   * (ms__agent_after_fork). */
+  int fork_pending;
+  uint8_t *bufs;
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+} g_fork MS__FORK_DATA __attribute__((aligned(4096))) = {
+    PTHREAD_MUTEX_INITIALIZER, 0, 0, NULL, {0}};
+#define g_lock g_fork.lock
+#define g_running g_fork.running
+#define g_fork_pending g_fork.fork_pending
+#define g_bufs g_fork.bufs
+#define g_path g_fork.path
 static int g_stop; /* read by the thread, set by stop: atomics */
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
@@ -142,8 +156,6 @@ static sem_t g_ready;
 static int g_setup_err;
 static uint64_t g_accept_resume; /* CLOCK_MONOTONIC; 0: watching */
 static uint64_t g_accept_backoff;
-static char g_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-static uint8_t *g_bufs;
 static size_t g_bufs_len;
 static client_t g_clients[MAX_CLIENTS];
 static int g_hooks_installed;
@@ -998,7 +1010,7 @@ static void stop_locked(int at_exit) {
  * the socket goes away, and if `memtop run` asked for it
  * (MEMSTATS_FINAL_FD, final_send.c) the final snapshot is sent, after the
  * thread has stopped so that it is the last word. */
-static void at_exit(void) {
+MS__FORK_TEXT static void at_exit(void) {
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {
@@ -1012,7 +1024,7 @@ static void at_exit(void) {
   ms__final_write();
 }
 
-void ms__agent_quick_exit(void) {
+MS__FORK_TEXT void ms__agent_quick_exit(void) {
   if (pthread_mutex_trylock(&g_lock) == 0) {
     if (g_running && g_path[0] != '\0')
       unlink(g_path);
@@ -1023,11 +1035,11 @@ void ms__agent_quick_exit(void) {
   ms__final_write();
 }
 
-static void fork_prepare(void) {
+MS__FORK_TEXT static void fork_prepare(void) {
   pthread_mutex_lock(&g_lock);
 }
 
-static void fork_parent(void) {
+MS__FORK_TEXT static void fork_parent(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
@@ -1041,7 +1053,7 @@ static void fork_parent(void) {
  * millisecond, short-lived children (a shell's subshells, make's) most of
  * all. The start is ms__agent_after_fork()'s: the preload's first
  * allocation a while after the fork, or ms_agent_start() in the child. */
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   g_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
   if (!g_running)
     return;
@@ -1059,7 +1071,7 @@ static void fork_child(void) {
   __atomic_store_n(&g_fork_pending, 1, __ATOMIC_RELAXED);
 }
 
-int ms__agent_fork_pending(void) {
+MS__FORK_TEXT int ms__agent_fork_pending(void) {
   return __atomic_load_n(&g_fork_pending, __ATOMIC_RELAXED);
 }
 

@@ -32,13 +32,13 @@ static struct {
   int pid;
   uint64_t start_time;
   char comm[MS_NAME_MAX];
-} g_ident;
+} g_ident MS__FORK_DATA;
 
 /* The smaps_rollup cache: its own lock, because a read can take tens of
  * milliseconds (10 ms per GiB resident) and must not hold up the rest of a
  * snapshot's readers. Its figures belong to one PID: a forked child reads
  * its own. */
-static pthread_mutex_t g_smaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_smaps_lock MS__FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   int pid;          /* whose figures these are; 0: none yet */
   uint64_t read_at; /* CLOCK_MONOTONIC of the last read */
@@ -46,18 +46,18 @@ static struct {
   uint64_t floor_ns;
   uint64_t reads;
   ms__smaps_t figures;
-} g_smaps = {0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
+} g_smaps MS__FORK_DATA = {0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
 
 /* The reader lock's fork handlers are the engine's (core/engine.c); the
  * smaps cache's lock is never held with it, so the order in which the two
  * are taken around a fork does not matter. */
-static void atfork_prepare(void) {
+MS__FORK_TEXT static void atfork_prepare(void) {
   pthread_mutex_lock(&g_smaps_lock);
 }
-static void atfork_parent(void) {
+MS__FORK_TEXT static void atfork_parent(void) {
   pthread_mutex_unlock(&g_smaps_lock);
 }
-static void atfork_child(void) {
+MS__FORK_TEXT static void atfork_child(void) {
   g_ident.pid = 0;
   g_smaps.pid = 0;
   pthread_mutex_unlock(&g_smaps_lock);

@@ -17,7 +17,7 @@
 #include "core/sizeclass.h"
 #include "core/sysstat.h"
 
-static pthread_mutex_t g_read_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_read_lock MS__FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 
 void ms__read_lock(void) {
   pthread_mutex_lock(&g_read_lock);
@@ -32,13 +32,13 @@ void ms__read_unlock(void) {
 }
 
 /* A fork child gets the lock free and the shards of its one thread. */
-static void atfork_prepare(void) {
+MS__FORK_TEXT static void atfork_prepare(void) {
   pthread_mutex_lock(&g_read_lock);
 }
-static void atfork_parent(void) {
+MS__FORK_TEXT static void atfork_parent(void) {
   pthread_mutex_unlock(&g_read_lock);
 }
-static void atfork_child(void) {
+MS__FORK_TEXT static void atfork_child(void) {
   ms__shards_after_fork_child();
   /* A plain store, not pthread_mutex_unlock: a fork child's handlers may
    * only do async-signal-safe work. */

@@ -38,6 +38,24 @@ static inline void ms__feed(unsigned flags) {
           (__atomic_load_n(&ms__fed, __ATOMIC_RELAXED) & flags) != flags, 0))
     __atomic_fetch_or(&ms__fed, flags, __ATOMIC_RELAXED);
 }
+/* What the fork handlers write (each layer's prepare/parent/child: the
+ * locks they hold across a fork, the child's flags) lives in one section,
+ * "ms_fork", which agent.c (first in the library's link order) aligns to
+ * a page: a forked child copies one page of the library for them, not one
+ * a variable (each page of ours a child writes is a copy-on-write fault,
+ * and a parent that forks again faults on it too). A fork-heavy shell's
+ * subshells spent a fifth of their time in such faults (issue 18 item
+ * 12). Only small variables go there; a child handler that finds nothing
+ * to change writes nothing. */
+#define MS__FORK_DATA __attribute__((section("ms_fork")))
+/* And the code a fork child runs in the library (the fork handlers, the
+ * allocation entry points, the exit path): with the hot text, which the
+ * linker puts at the start of .text beside the PLT. A fork does not copy
+ * the page table entries of code: each 64 KiB window of it a child runs
+ * is a fault (with fault-around) in every child; spread over the library
+ * they cost a subshell four or five. */
+#define MS__FORK_TEXT __attribute__((section(".text.hot.ms_fork")))
+
 /* Initialises the engine (membarrier registration, thread-exit key). Called
  * lazily; idempotent. */
 void ms__engine_init(void);

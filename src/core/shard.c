@@ -79,15 +79,22 @@ enum { SHARD_LIVE = 1, SHARD_DEAD = 2 };
 #define DELTA_WORDS (sizeof(ms__delta_t) / sizeof(uint64_t))
 
 /* The class table of ms__size_class (sizeclass.h), generated from its
- * arithmetic: entry i is the class of size 8 * i (0 for i = 0). */
-const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1] = {
-    0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,  9,  9,
-    9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 13, 13,
-    13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15,
-    16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
-    17, 17, 17, 17, 17, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18,
-    18, 18, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20,
-    20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
+ * arithmetic: entry i is the class of size 8 * i (0 for i = 0). Read by
+ * every allocation, a fork child's first ones included: kept with the
+ * relocated read-only data (RELRO) rather than in .rodata. A fork copies
+ * the page table entries of that segment (the loader wrote in it), not
+ * those of .rodata, whose page a child faulted in again at its first
+ * malloc or free. */
+const uint8_t ms__class_by8[MS__CLASS_TABLE_MAX / 8 + 1]
+    __attribute__((section(".data.rel.ro.ms_class_by8"))) = {
+        0,  0,  1,  2,  2,  3,  3,  4,  4,  5,  5,  6,  6,  7,  7,  8,  8,
+        9,  9,  9,  9,  10, 10, 10, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13,
+        13, 13, 13, 13, 13, 13, 13, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15,
+        15, 15, 15, 15, 15, 15, 16, 16, 16, 16, 16, 16, 16, 16, 17, 17, 17,
+        17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 18, 18, 18, 18,
+        18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 19, 19, 19, 19, 19,
+        19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 19, 20, 20, 20, 20, 20, 20,
+        20, 20, 20, 20, 20, 20, 20, 20, 20, 20};
 
 /* Thread state (hotpath.h): the shard, or ms__shard_none whose seq is odd
  * and never changes, so a thread without a shard fails the fast path's
@@ -422,6 +429,20 @@ static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
     a[i] += ld(&s[i]);
 }
 
+/* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED); if the process is not
+ * registered (a fork child, on a kernel that would not carry the
+ * parent's registration over), registered first. 0 or -1. */
+static int heavy_barrier(void) {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+    return 0;
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+              0) != 0)
+    return -1;
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0
+             ? 0
+             : -1;
+}
+
 /* The consistent cut. Caller holds the snapshot lock. */
 static void take_cut(ms__delta_t *out) {
   pthread_once(&g_once, engine_init);
@@ -432,8 +453,7 @@ static void take_cut(ms__delta_t *out) {
   uint32_t cur = gen_index(w);
   uint32_t next = (cur + 1) % 3, prev = (cur + 2) % 3;
   __atomic_store_n(&ms__gen_word, MS__GEN_OFF(next) | fence, SC);
-  if (fence ||
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) {
+  if (fence || heavy_barrier() != 0) {
     /* No membarrier: writers fence themselves from now on. A writer that
      * loaded gen before it saw the fence flag is waited for below only if
      * its odd seq is visible, so the flag is set before any cut relies on
@@ -490,7 +510,7 @@ void ms__shards_read(ms__shard_totals_t *t) {
 /* In the child only the forking thread lives on. Every other shard is
  * DEAD (its totals are the parent's and stay counted); a writer the fork
  * caught mid-update will never finish, so its seq is made even. */
-void ms__shards_after_fork_child(void) {
+MS__FORK_TEXT void ms__shards_after_fork_child(void) {
   ms__shard_t *mine = ms__tls.shard;
   for (ms__shard_t *s = __atomic_load_n(&g_shards, ACQ); s; s = s->next) {
     if (s == mine)
@@ -504,10 +524,10 @@ void ms__shards_after_fork_child(void) {
   for (int g = 0; g < 3; g++)
     if (__atomic_load_n(&g_global.inflight[g], RLX) != 0)
       __atomic_store_n(&g_global.inflight[g], 0, RLX);
-  /* membarrier registration is per process (per mm): register again. */
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-              0) != 0)
-    __atomic_fetch_or(&ms__gen_word, (uint64_t)MS__GEN_FENCE, SC);
+  /* No system call here: the child's mm carries the registration over
+   * (a fork copies it; an exec clears it), and a kernel that did not is
+   * registered at the child's first cut (heavy_barrier). Most children
+   * never take one. */
 }
 
 void ms__engine_stats(ms__engine_stats_t *out) {

@@ -40,7 +40,7 @@ MS__PRELOAD_API void *pvalloc(size_t size);
 MS__PRELOAD_API size_t malloc_usable_size(void *p);
 
 /* An aligned block from the bootstrap buffer, with malloc's errno. */
-static void *boot(size_t size, size_t align) {
+MS__FORK_TEXT static void *boot(size_t size, size_t align) {
   void *p = ms__bootstrap_alloc(size, align);
   if (!p)
     errno = ENOMEM;
@@ -79,7 +79,7 @@ static inline __attribute__((always_inline)) void *malloc_in(size_t size,
 
 /* malloc when the state is neither READY nor PROF: the next allocator is
  * looked up (and the state read again), or the bootstrap buffer serves. */
-static __attribute__((noinline)) void *malloc_other(size_t size) {
+MS__FORK_TEXT static __attribute__((noinline)) void *malloc_other(size_t size) {
   int m = ms__preload_mode();
   if (m == MS__PL_PROF)
     return malloc_in(size, 1);
@@ -116,20 +116,22 @@ static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
   ms__preload_count_free(p, prof);
   ms__real.free(p);
 }
-static __attribute__((noinline)) void free_by_counter(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void free_by_counter(void *p) {
   free_by_counter_in(p, 0);
 }
-static __attribute__((noinline)) void free_by_counter_prof(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_by_counter_prof(void *p) {
   free_by_counter_in(p, 1);
 }
 
 /* free on any other allocator: measured, counted, freed; out of line for
  * the same reason. */
-static __attribute__((noinline)) void free_measured(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void free_measured(void *p) {
   ms__preload_count_free(p, 0);
   ms__real.free(p);
 }
-static __attribute__((noinline)) void free_measured_prof(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_measured_prof(void *p) {
   ms__preload_count_free(p, 1);
   ms__real.free(p);
 }
@@ -137,8 +139,8 @@ static __attribute__((noinline)) void free_measured_prof(void *p) {
 /* free() on glibc of a block the profile's filter holds while sampled
  * blocks are live: the block is matched against the profile's table
  * before it goes back to glibc. */
-static __attribute__((noinline)) void free_glibc_sampled(ms__tls_t *t,
-                                                         void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_glibc_sampled(ms__tls_t *t, void *p) {
   ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
@@ -187,7 +189,7 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
 }
 
 /* free when the gate says neither of its two cases (see malloc_other). */
-static __attribute__((noinline)) void free_other(void *p) {
+MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
   int m = ms__preload_mode();
   if (m == MS__PL_PROF)
     free_in(p, 1);
@@ -215,19 +217,19 @@ static inline __attribute__((always_inline)) void free_body(void *p) {
     free_other(p);
 }
 
-void *ms__preload_malloc(size_t size) {
+MS__FORK_TEXT void *ms__preload_malloc(size_t size) {
   return malloc_body(size);
 }
 
-void *malloc(size_t size) {
+MS__FORK_TEXT void *malloc(size_t size) {
   return malloc_body(size);
 }
 
-void ms__preload_free(void *p) {
+MS__FORK_TEXT void ms__preload_free(void *p) {
   free_body(p);
 }
 
-void free(void *p) {
+MS__FORK_TEXT void free(void *p) {
   free_body(p);
 }
 
@@ -238,7 +240,7 @@ calloc_in(size_t n, size_t size, int prof) {
   return p;
 }
 
-void *calloc(size_t n, size_t size) {
+MS__FORK_TEXT void *calloc(size_t n, size_t size) {
   int m = ms__preload_mode();
   if (__builtin_expect(m == MS__PL_PLAIN, 1))
     return calloc_in(n, size, 0);
@@ -257,7 +259,7 @@ void *calloc(size_t n, size_t size) {
 
 /* A bootstrap block cannot be resized in place: move it to the real heap
  * (or to a new bootstrap block while the lookup is still running). */
-static void *realloc_bootstrap(void *p, size_t size) {
+MS__FORK_TEXT static void *realloc_bootstrap(void *p, size_t size) {
   if (size == 0)
     return NULL; /* freed, as glibc does; bootstrap frees are no-ops */
   void *q = ms__preload_malloc(size);
@@ -300,7 +302,7 @@ realloc_in(void *p, size_t size, int prof) {
   return q;
 }
 
-static void *realloc_impl(void *p, size_t size) {
+MS__FORK_TEXT static void *realloc_impl(void *p, size_t size) {
   if (!p)
     return ms__preload_malloc(size);
   if (__builtin_expect(ms__bootstrap_owns(p), 0))
@@ -313,13 +315,13 @@ static void *realloc_impl(void *p, size_t size) {
   return NULL;
 }
 
-void *realloc(void *p, size_t size) {
+MS__FORK_TEXT void *realloc(void *p, size_t size) {
   return realloc_impl(p, size);
 }
 
 /* glibc's own reallocarray calls its internal realloc, which we would not
  * see, so it is implemented here on top of the next realloc. */
-void *reallocarray(void *p, size_t n, size_t size) {
+MS__FORK_TEXT void *reallocarray(void *p, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -331,7 +333,8 @@ void *reallocarray(void *p, size_t n, size_t size) {
 /* ---- aligned allocation
  * ----------------------------------------------------*/
 
-int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
+MS__FORK_TEXT int ms__preload_posix_memalign(void **out, size_t align,
+                                             size_t size) {
   int m = ms__preload_mode();
   if (__builtin_expect(m == MS__PL_BOOT, 0)) {
     if (align < sizeof(void *) || (align & (align - 1)))
@@ -352,7 +355,7 @@ int ms__preload_posix_memalign(void **out, size_t align, size_t size) {
   return r;
 }
 
-int posix_memalign(void **out, size_t align, size_t size) {
+MS__FORK_TEXT int posix_memalign(void **out, size_t align, size_t size) {
   return ms__preload_posix_memalign(out, align, size);
 }
 
@@ -424,7 +427,7 @@ void *pvalloc(size_t size) {
   return count_aligned(ms__real.pvalloc(size), m);
 }
 
-size_t malloc_usable_size(void *p) {
+MS__FORK_TEXT size_t malloc_usable_size(void *p) {
   if (!p)
     return 0;
   if (ms__bootstrap_owns(p))

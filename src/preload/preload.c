@@ -50,9 +50,9 @@ MS__PRELOAD_API void _exit(int status);
 MS__PRELOAD_API void _Exit(int status);
 
 /* This process's PID, set at load and after each fork() (not vfork()). */
-static pid_t g_pid;
+static pid_t g_pid MS__FORK_DATA;
 
-static void pid_after_fork(void) {
+MS__FORK_TEXT static void pid_after_fork(void) {
   g_pid = (pid_t)syscall(SYS_getpid);
 }
 
@@ -66,18 +66,19 @@ static void pid_after_fork(void) {
  * or exit within a millisecond: they never pay for an agent, and those
  * that live on get theirs at their next allocation. A child that never
  * allocates again gets none. */
-static uint64_t g_fork_ns; /* CLOCK_MONOTONIC_COARSE at the fork */
+static uint64_t g_fork_ns
+    MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork */
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
  * of the vDSO's page, cheap enough for every allocation of the grace. */
-static uint64_t coarse_ns(void) {
+MS__FORK_TEXT static uint64_t coarse_ns(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
     return 0;
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   pid_after_fork();
   /* Async-signal-safe: clock_gettime and plain stores. */
   g_fork_ns = coarse_ns();
@@ -88,7 +89,7 @@ static void fork_child(void) {
     __atomic_store_n(&ms__real_state, MS__REAL_FORKED_PROF, __ATOMIC_RELEASE);
 }
 
-int ms__preload_forked(int st) {
+MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
   if (ms__agent_fork_pending() &&
@@ -104,24 +105,28 @@ int ms__preload_forked(int st) {
   return m;
 }
 
-static _Noreturn void end_process(int status) {
+MS__FORK_TEXT static _Noreturn void end_process(int status) {
   if (g_pid != 0 && (pid_t)syscall(SYS_getpid) == g_pid)
     ms__agent_quick_exit();
   for (;;)
     syscall(SYS_exit_group, status);
 }
 
-void _exit(int status) {
+MS__FORK_TEXT void _exit(int status) {
   end_process(status);
 }
 
-void _Exit(int status) {
+MS__FORK_TEXT void _Exit(int status) {
   end_process(status);
 }
 
 #define REPORT_PATH_MAX 4096
 
 static char report_path[REPORT_PATH_MAX];
+/* Whether report_path is set: tested at every exit, on the fork section's
+ * page, which a forked child has touched already (report_path's page, a
+ * read of which faulted in each child, is read only when asked). */
+static int g_report MS__FORK_DATA;
 
 /* The snapshot is large (the pause ring, the size classes): static, not on
  * the stack of whichever thread runs the destructors. */
@@ -163,8 +168,8 @@ static void put_field(line_t *l, const char *name, uint64_t v) {
   put_u64(l, v);
 }
 
-static void write_exit_report(void) {
-  if (!report_path[0])
+MS__FORK_TEXT static void write_exit_report(void) {
+  if (!g_report || !report_path[0])
     return;
   /* Only tracked figures are reported: no allocator is sampled (exit() may
    * run in a signal handler that interrupted it), and nothing from inside
@@ -214,9 +219,10 @@ __attribute__((constructor)) static void preload_init(void) {
   const char *path = ms__env("MEMSTATS_EXIT_REPORT");
   if (path && path[0]) {
     size_t n = strlen(path);
-    if (n < sizeof report_path)
+    if (n < sizeof report_path) {
       memcpy(report_path, path, n + 1);
-    else
+      g_report = 1;
+    } else
       ms__debug("MEMSTATS_EXIT_REPORT: path too long, no report");
   }
   const char *agent = ms__env("MEMSTATS_AGENT");
@@ -227,6 +233,6 @@ __attribute__((constructor)) static void preload_init(void) {
     ms__debug("preload: the agent did not start: %s", ms_strerror(r));
 }
 
-__attribute__((destructor)) static void preload_fini(void) {
+MS__FORK_TEXT __attribute__((destructor)) static void preload_fini(void) {
   write_exit_report();
 }

@@ -16,7 +16,10 @@
 #include "preload/preload.h"
 
 ms__real_t ms__real;
-int ms__real_state;
+/* Read by every allocation, written by the fork child handler (the state
+ * FORKED): in the fork section (core/engine.h), on a cache line of its
+ * own. */
+int ms__real_state MS__FORK_DATA __attribute__((aligned(64)));
 uint64_t ms__free_gate = MS__GATE_NOT_READY;
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the
@@ -265,7 +268,7 @@ static void glibc_header_init(void) {
 
 /* Not READY nor PROF: looks the next allocator up, then says which copy
  * runs (preload.h). */
-int ms__preload_mode_slow(void) {
+MS__FORK_TEXT int ms__preload_mode_slow(void) {
   if (!ms__preload_resolve())
     return MS__PL_BOOT;
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);

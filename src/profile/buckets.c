@@ -147,7 +147,7 @@ void ms__prof_table_unlock(ms__prof_table_t *t) {
 
 /* In a fork's child, where the forking thread held the lock across the
  * fork (sampler.c): a new, unlocked one. */
-void ms__prof_table_after_fork(ms__prof_table_t *t) {
+MS__FORK_TEXT void ms__prof_table_after_fork(ms__prof_table_t *t) {
   /* A plain store: a fork child's handlers may only do async-signal-safe
    * work (pthread_mutex_init is not). */
   t->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;

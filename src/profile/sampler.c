@@ -48,7 +48,7 @@ typedef struct prof_thread_s {
 } prof_thread_t;
 static __thread prof_thread_t g_th __attribute__((tls_model("initial-exec")));
 
-static ms__prof_table_t g_table;
+static ms__prof_table_t g_table MS__FORK_DATA;
 enum { TABLE_NONE, TABLE_MAKING, TABLE_READY, TABLE_FAILED };
 static int g_table_state;            /* atomic: see table_ready() */
 static uint32_t g_buckets, g_slots;  /* its size, from the environment */
@@ -164,17 +164,17 @@ static void busy_leave(void) {
 /* fork: the table is copied with the address space, live samples and
  * all, so the child's profile starts from the parent's; the lock is held
  * across the fork so that the copy is whole, and is free in both after. */
-static void fork_prepare(void) {
+MS__FORK_TEXT static void fork_prepare(void) {
   busy_enter();
   ms__prof_table_lock(&g_table);
 }
 
-static void fork_parent(void) {
+MS__FORK_TEXT static void fork_parent(void) {
   ms__prof_table_unlock(&g_table);
   busy_leave();
 }
 
-static void fork_child(void) {
+MS__FORK_TEXT static void fork_child(void) {
   ms__prof_table_after_fork(&g_table);
   busy_leave();
 }

@@ -601,6 +601,48 @@ static void test_cxx_mimalloc(void **state) {
   free(text);
 }
 
+/* ---- the pages a fork child copies
+ * ------------------------------------------------ Each layer's fork
+ * handlers write their locks and flags, and every page of the library a
+ * child writes is a copy-on-write fault: all of it lies on one page
+ * (core/engine.h, MS__FORK_DATA). tests/progs/pl_forkpages.c counts, in a
+ * child right after the fork, the preload's pages it has copied: 5 with
+ * the agent off and 6 with it on when each layer's state had its own.
+ * Then the pages of the preload's .rodata the child's first malloc and
+ * free mapped (a fault each, fault-around included): 11 when the size
+ * class table was there, 0 with it in the relocated data (core/shard.c),
+ * whose page table entries a fork copies. */
+static void check_fork_pages(const char *agent_env) {
+  char exe[PATH_MAX], out[PATH_MAX], dir[PATH_MAX + 16];
+  snprintf(exe, sizeof exe, "%s/progs/pl_forkpages", build_dir);
+  path_in_tmp(out, sizeof out, "pl_forkpages");
+  snprintf(dir, sizeof dir, "MEMSTATS_DIR=%s", tmp_dir);
+  run_t r = {
+      .preload = preload_path, .out = out, .env = {agent_env, dir, NULL}};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  char *text = read_file(out, NULL);
+  assert_non_null(text);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("pl_forkpages (%s): wait status %d, output:\n%s", agent_env, st,
+             text);
+  assert_kv(text, "preload", 1);
+  if (kv(text, "fork.child_pages") != 1)
+    fail_msg("a fork child (%s) copied %lld pages of the preload, not 1",
+             agent_env, (long long)kv(text, "fork.child_pages"));
+  if (kv(text, "fork.child_ro_pages") != 0)
+    fail_msg("a fork child's (%s) first malloc and free mapped %lld pages "
+             "of the preload's .rodata, not 0",
+             agent_env, (long long)kv(text, "fork.child_ro_pages"));
+  free(text);
+}
+
+static void test_fork_child_copies_one_page(void **state) {
+  (void)state;
+  check_fork_pages("MEMSTATS_AGENT=0");
+  check_fork_pages("MEMSTATS_AGENT=1");
+}
+
 /* ---- threads, fork, exec
  * -----------------------------------------------------*/
 
@@ -996,6 +1038,7 @@ int main(void) {
       cmocka_unit_test(test_real_git),
       cmocka_unit_test(test_real_sort),
       cmocka_unit_test(test_setuid_ignores_environment),
+      cmocka_unit_test(test_fork_child_copies_one_page),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
