@@ -52,7 +52,8 @@ extern "C" {
 #define MS_ENOSPC (-28)        /* a fixed table is full */
 #define MS_EMFILE (-24)        /* the target is out of file descriptors */
 #define MS_EVERSION (-1001)    /* peer speaks a newer, incompatible version */
-#define MS_EUNSAFE (-1002)  /* socket directory unsafe (symlink, owner, mode)  \
+#define MS_EUNSAFE                                                             \
+  (-1002)                   /* socket directory unsafe (symlink, owner, mode)  \
                              */
 #define MS_ESTALE (-1003)   /* PID reused: the process is not the target */
 #define MS_EREFUSED (-1004) /* the target refused us (another user) */
@@ -117,7 +118,7 @@ typedef enum ms_field_e {
   MS_F_KERNEL_ANON_HUGE,
   MS_F_KERNEL_SWAP,
   /* Beyond Go: memory seen outside the allocator (src/core/mappings.c) */
-  MS_F_KERNEL_ANON_RSS, /* RssAnon of /proc/self/status */
+  MS_F_KERNEL_ANON_RSS,   /* RssAnon of /proc/self/status */
   MS_F_OFF_HEAP_RELEASED, /* a *Sys term: mapped, not backed, off-heap */
   /* Beyond Go: Python's object allocator, a heap inside OtherSys */
   MS_F_PYTHON_ARENAS,
@@ -135,8 +136,8 @@ typedef enum ms_field_e {
   MS_F_MEMSTATS_SELF,
   MS_F_MEMSTATS_SELF_SYS,
   /* Beyond Go: shared and file-backed memory */
-  MS_F_KERNEL_RSS_FILE,   /* RssFile of /proc/self/status */
-  MS_F_KERNEL_RSS_SHMEM,  /* RssShmem of /proc/self/status */
+  MS_F_KERNEL_RSS_FILE,  /* RssFile of /proc/self/status */
+  MS_F_KERNEL_RSS_SHMEM, /* RssShmem of /proc/self/status */
   MS_F_SHARED_ANON,
   MS_F_SHARED_ANON_RESIDENT,
   MS_F__COUNT
@@ -156,7 +157,7 @@ MS_EXTERN const char *ms_quality_name(ms_quality_t q);
 /* ------------------------------------------------------------------------
  * The snapshot.
  * ------------------------------------------------------------------------ */
-#define MS_PAUSE_RING 256       /* Go's len(PauseNs) */
+#define MS_PAUSE_RING 256 /* Go's len(PauseNs) */
 /* The room for per-field quality and source in a snapshot: fields can be
  * added up to this without moving anything (MS_F__COUNT <= this). */
 #define MS_F_CAPACITY 128

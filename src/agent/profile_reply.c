@@ -40,8 +40,8 @@ static int g_streams; /* encoded profiles not yet sent in full */
 #define MAX_STREAMS 4
 
 static void *map_anon(size_t len) {
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -147,8 +147,8 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
    * counts of buckets made after this are simply not in the profile. */
   uint32_t cap = __atomic_load_n(&t->cap_buckets, __ATOMIC_RELAXED);
   uint32_t words = __atomic_load_n(&t->stack_cap, __ATOMIC_RELAXED);
-  size_t copy_len = (size_t)cap * sizeof(ms__profile_record_t) +
-                    (size_t)words * 8 + 4096;
+  size_t copy_len =
+      (size_t)cap * sizeof(ms__profile_record_t) + (size_t)words * 8 + 4096;
   uint8_t *copy = map_anon(copy_len);
   if (copy == NULL)
     return MS_ENOMEM;
@@ -199,8 +199,7 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
   p.nmappings = g_maps.n;
   p.mappings = g_maps.m;
   const char *unw = ms__prof_unwinder();
-  size_t enc_len =
-      ms__profile_encoded_bound(&p, unw, MS__WIRE_MAX_PAYLOAD);
+  size_t enc_len = ms__profile_encoded_bound(&p, unw, MS__WIRE_MAX_PAYLOAD);
   uint8_t *enc = map_anon(enc_len);
   int r = MS_ENOMEM;
   if (enc != NULL) {

@@ -292,8 +292,8 @@ int ms__snapshot_check(const ms_snapshot_t *s, unsigned stale_exact, char *why,
              (unsigned long long)s->heap_inuse);
     return MS_EPROTO;
   }
-  if (ms__field_known(s, MS_F_HEAP_RELEASED) && ms__field_known(s, MS_F_HEAP_IDLE) &&
-      s->heap_released > s->heap_idle) {
+  if (ms__field_known(s, MS_F_HEAP_RELEASED) &&
+      ms__field_known(s, MS_F_HEAP_IDLE) && s->heap_released > s->heap_idle) {
     snprintf(why, len, "HeapReleased %llu > HeapIdle %llu",
              (unsigned long long)s->heap_released,
              (unsigned long long)s->heap_idle);

@@ -86,8 +86,8 @@ static int find_segs(struct dl_phdr_info *info, size_t size, void *arg) {
     if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W))
       continue;
     uintptr_t s = (info->dlpi_addr + ph->p_vaddr) & ~(ps - 1);
-    uintptr_t e = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + ps - 1) &
-                  ~(ps - 1);
+    uintptr_t e =
+        (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + ps - 1) & ~(ps - 1);
     g_segs.start[g_segs.n] = s;
     g_segs.end[g_segs.n] = e;
     g_segs.n++;

@@ -117,7 +117,7 @@ static inline ms__delta_t *slot_at(ms__shard_t *s, uint64_t w) {
 
 static ms__shard_t g_global;
 static ms__shard_t *g_shards; /* every shard ever made (a list) */
-unsigned ms__fed; /* MS__FEED_* flags (engine.h) */
+unsigned ms__fed;             /* MS__FEED_* flags (engine.h) */
 static pthread_key_t g_key;
 static int g_key_ok;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;

@@ -48,9 +48,8 @@ static void json_error(ms__strbuf_t *out, const char *msg) {
   ms__strbuf_puts(out, "}}");
 }
 
-void mt_sites_append(ms__strbuf_t *out, int pid,
-                     const ms__profile_decoded_t *d, const char *why,
-                     size_t n, int json) {
+void mt_sites_append(ms__strbuf_t *out, int pid, const ms__profile_decoded_t *d,
+                     const char *why, size_t n, int json) {
   mt_top_site_t *sites = NULL;
   size_t nsites = 0, i;
   mt_heap_t h;

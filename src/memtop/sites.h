@@ -17,8 +17,7 @@
  * (which must end with that object's closing brace). A profile that could
  * not be read (d NULL, err says why) is said in the section or as
  * "profile":{"error":...}, never fatal: the report stands. */
-void mt_sites_append(ms__strbuf_t *out, int pid,
-                     const ms__profile_decoded_t *d, const char *err,
-                     size_t n, int json);
+void mt_sites_append(ms__strbuf_t *out, int pid, const ms__profile_decoded_t *d,
+                     const char *err, size_t n, int json);
 
 #endif

@@ -92,8 +92,7 @@ MS__FORK_TEXT static void fork_child(void) {
 MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
-  if (ms__agent_fork_pending() &&
-      coarse_ns() - g_fork_ns < MS__FORK_GRACE_NS)
+  if (ms__agent_fork_pending() && coarse_ns() - g_fork_ns < MS__FORK_GRACE_NS)
     return m;
   /* One thread puts the state back and starts the agent; its own
    * allocations (the thread's stack, TLS) run the ordinary copies. */

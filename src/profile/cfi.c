@@ -72,7 +72,7 @@ enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 3 };
  * of the stack as for libgcc, but not kept, since an object may be
  * loaded there later. */
 #define RULE_NONE ((uint64_t)RULE_END | (1u << 4))
-#define RULE_KIND(r) ((r) & 3u)
+#define RULE_KIND(r) ((r)&3u)
 #define RULE_CFA_RBP(r) (((r) >> 2) & 1u)
 #define RULE_RBP_SAVED(r) (((r) >> 3) & 1u)
 #define RULE_CFA_OFF(r) (((r) >> 8) & 0xffffffu)
@@ -314,8 +314,7 @@ static void cfa_run(cfa_prog_t *s, const uint8_t *p, const uint8_t *end,
       delta = (op & 0x3f) * s->code_align;
       goto advance;
     case 2: /* DW_CFA_offset */
-      set_reg(s, op & 0x3f, HOW_OFFSET,
-              (int64_t)rd_uleb(&c) * s->data_align);
+      set_reg(s, op & 0x3f, HOW_OFFSET, (int64_t)rd_uleb(&c) * s->data_align);
       continue;
     case 3: /* DW_CFA_restore */
       restore_reg(s, op & 0x3f);
@@ -534,9 +533,8 @@ static uint64_t rule_make(uint64_t pc) {
     return RULE_GIVEUP;
   if (s.row.ra_how == HOW_UNDEF)
     return RULE_END;
-  if (s.row.ra_how != HOW_OFFSET || s.row.ra_off != -8 ||
-      s.row.cfa_off < 8 || s.row.cfa_off >= (1 << 24) ||
-      s.row.rbp_how == HOW_UNDEF)
+  if (s.row.ra_how != HOW_OFFSET || s.row.ra_off != -8 || s.row.cfa_off < 8 ||
+      s.row.cfa_off >= (1 << 24) || s.row.rbp_how == HOW_UNDEF)
     return RULE_GIVEUP;
   uint64_t rule = RULE_SIMPLE | ((uint64_t)s.row.cfa_off << 8);
   if (s.row.cfa_reg == REG_RBP)

@@ -116,8 +116,7 @@ void ms__providers_clock_for_test(uint64_t (*now)(void));
 /* Makes detection start over with list[0..n-1] (n at least 1, at most the
  * four real ones; the last fills the rest) as the malloc providers to
  * look for, in order; NULL restores the real ones. */
-void ms__providers_detect_for_test(const ms__provider_t *const *list,
-                                   size_t n);
+void ms__providers_detect_for_test(const ms__provider_t *const *list, size_t n);
 
 /* ---- what the providers share ---- */
 

@@ -410,9 +410,9 @@ static void own_objects(ms_snapshot_t *snap, const ms__pv_sample_t *s,
 static void zero_unmapped_classes(ms_snapshot_t *snap, int engine_heap, int idx,
                                   int have_owner) {
   static const ms_field_t classes[] = {
-      MS_F_STACK_INUSE,   MS_F_STACK_SYS,    MS_F_MSPAN_INUSE,
-      MS_F_MSPAN_SYS,     MS_F_MCACHE_INUSE, MS_F_MCACHE_SYS,
-      MS_F_BUCK_HASH_SYS, MS_F_GC_SYS,       MS_F_OTHER_SYS,
+      MS_F_STACK_INUSE,    MS_F_STACK_SYS,     MS_F_MSPAN_INUSE,
+      MS_F_MSPAN_SYS,      MS_F_MCACHE_INUSE,  MS_F_MCACHE_SYS,
+      MS_F_BUCK_HASH_SYS,  MS_F_GC_SYS,        MS_F_OTHER_SYS,
       MS_F_STACK_RELEASED, MS_F_OTHER_RELEASED};
   if (!have_owner || !ms__field_known(snap, MS_F_HEAP_SYS))
     return;

@@ -21,7 +21,6 @@
 #define RECORD_FIXED 48u
 #define MAPPING_FIXED 32u
 
-
 /* ------------------------------------------------------------------------
  * Encoder
  * ------------------------------------------------------------------------ */
@@ -66,9 +65,9 @@ size_t ms__profile_encoded_bound(const ms__profile_t *p, const char *unwinder,
     items += rec_size(&p->records[i]);
   for (uint32_t i = 0; i < p->nmappings; i++)
     items += map_size(&p->mappings[i]);
-  size_t room = max_payload - FRAME_OVERHEAD - FIRST_EXTRA(unwinder) -
-                (6 + 4 + MAPPING_FIXED + MS__PROFILE_MAX_PATH +
-                 MS__PROFILE_MAX_BUILD_ID);
+  size_t room =
+      max_payload - FRAME_OVERHEAD - FIRST_EXTRA(unwinder) -
+      (6 + 4 + MAPPING_FIXED + MS__PROFILE_MAX_PATH + MS__PROFILE_MAX_BUILD_ID);
   size_t frames = items / room + 2;
   return items + frames * (FRAME_OVERHEAD + 6 + 8) + FIRST_EXTRA(unwinder);
 }
@@ -142,9 +141,8 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
     /* Room for the last marker is kept in every frame. Every item fits in
      * a frame of MS__PROFILE_MIN_PAYLOAD, so each frame takes one. */
     for (; k < nitems; k++) {
-      size_t need = k < p->nrecords
-                        ? rec_size(&p->records[k])
-                        : map_size(&p->mappings[k - p->nrecords]);
+      size_t need = k < p->nrecords ? rec_size(&p->records[k])
+                                    : map_size(&p->mappings[k - p->nrecords]);
       if (w.len - frame - MS__WIRE_HEADER + need + (6 + 8) > max_payload)
         break;
       if (k < p->nrecords)
@@ -194,8 +192,8 @@ static int charge(struct ms__profile_store_s *s, size_t n);
  * new block started when the current one has no room: twice the last
  * (FIRST_BLOCK at first), at most `block` bytes, at least n. NULL when
  * out of memory. */
-static void *arena_take(struct ms__profile_store_s *s, block_t **head,
-                        size_t n, size_t block) {
+static void *arena_take(struct ms__profile_store_s *s, block_t **head, size_t n,
+                        size_t block) {
   block_t *b = *head;
   n = (n + 7) & ~(size_t)7;
   if (b == NULL || b->cap - b->used < n) {
@@ -233,7 +231,7 @@ static void arena_free(block_t *b) {
 static size_t g_held;
 
 struct ms__profile_store_s {
-  size_t held; /* this profile's part of g_held */
+  size_t held;       /* this profile's part of g_held */
   const char *nomem; /* why the last allocation failed */
   ms__profile_record_t *recs;
   size_t nrecs, caprecs;
@@ -342,8 +340,7 @@ static int decode_record(struct ms__profile_store_s *s, const uint8_t *v,
            "holds (8,388,608)";
     return MS_EPROTO;
   }
-  if (grow(s, (void **)&s->recs, &s->caprecs, s->nrecs + 1,
-           sizeof *s->recs)) {
+  if (grow(s, (void **)&s->recs, &s->caprecs, s->nrecs + 1, sizeof *s->recs)) {
     *why = s->nomem;
     return MS_ENOMEM;
   }
@@ -405,8 +402,7 @@ static int decode_mapping(struct ms__profile_store_s *s, const uint8_t *v,
            "holds (8 MiB)";
     return MS_EPROTO;
   }
-  if (grow(s, (void **)&s->maps, &s->capmaps, s->nmaps + 1,
-           sizeof *s->maps)) {
+  if (grow(s, (void **)&s->maps, &s->capmaps, s->nmaps + 1, sizeof *s->maps)) {
     *why = s->nomem;
     return MS_ENOMEM;
   }
@@ -456,8 +452,8 @@ static int get_u64(const uint8_t *v, uint32_t n, uint64_t *out,
 }
 
 /* A header value: set by the first frame, repeated only identically. */
-static int header_u64(struct ms__profile_store_s *s, uint64_t *dst,
-                      uint64_t x, const char **why) {
+static int header_u64(struct ms__profile_store_s *s, uint64_t *dst, uint64_t x,
+                      const char **why) {
   if (s->frames > 0 && *dst != x) {
     *why = "profile frames disagree about the profile's identity";
     return MS_EPROTO;
@@ -466,8 +462,8 @@ static int header_u64(struct ms__profile_store_s *s, uint64_t *dst,
   return 0;
 }
 
-static int decode_frame(ms__profile_decoded_t *d, const uint8_t *p,
-                        size_t len, const char **why) {
+static int decode_frame(ms__profile_decoded_t *d, const uint8_t *p, size_t len,
+                        const char **why) {
   struct ms__profile_store_s *s = d->store;
   ms__profile_t *pf = &d->profile;
   if (d->complete) {
@@ -547,8 +543,7 @@ static int decode_frame(ms__profile_decoded_t *d, const uint8_t *p,
       }
       break;
     case MS__TAG_PROF_DROPPED:
-      if (get_u64(v, n, &x, why) ||
-          header_u64(s, &pf->buckets_dropped, x, why))
+      if (get_u64(v, n, &x, why) || header_u64(s, &pf->buckets_dropped, x, why))
         return MS_EPROTO;
       break;
     case MS__TAG_PROF_UNWINDER: {

@@ -27,29 +27,29 @@
  * = alloc - free. Figures come from the last completed cut (Go's
  * three-stage accounting), so an in-use figure is never torn. */
 typedef struct ms__profile_record_s {
-  uint64_t size;                   /* bytes asked for, per object */
+  uint64_t size; /* bytes asked for, per object */
   uint64_t alloc_objects, alloc_bytes;
   uint64_t free_objects, free_bytes;
-  uint32_t depth;                  /* entries in stack */
-  int truncated;                   /* the stack was deeper than depth */
-  const uint64_t *stack;           /* return addresses, innermost first */
+  uint32_t depth;        /* entries in stack */
+  int truncated;         /* the stack was deeper than depth */
+  const uint64_t *stack; /* return addresses, innermost first */
 } ms__profile_record_t;
 
 /* One mapping of the target's address space that holds code. */
 typedef struct ms__profile_mapping_s {
-  uint64_t start, limit;  /* [start, limit) */
-  uint64_t offset;        /* file offset of start */
-  const char *path;       /* as in /proc/PID/maps; may be "" */
-  const uint8_t *build_id;/* GNU build id, or NULL */
+  uint64_t start, limit;   /* [start, limit) */
+  uint64_t offset;         /* file offset of start */
+  const char *path;        /* as in /proc/PID/maps; may be "" */
+  const uint8_t *build_id; /* GNU build id, or NULL */
   uint32_t build_id_len;
 } ms__profile_mapping_t;
 
 typedef struct ms__profile_s {
   int32_t pid;
-  uint64_t start_time;       /* field 22 of /proc/PID/stat */
-  uint64_t time_unix_ns;     /* when the profile was cut */
-  uint64_t rate;             /* mean bytes between samples; 1: every one */
-  uint64_t buckets_dropped;  /* samples not recorded: bucket table full */
+  uint64_t start_time;      /* field 22 of /proc/PID/stat */
+  uint64_t time_unix_ns;    /* when the profile was cut */
+  uint64_t rate;            /* mean bytes between samples; 1: every one */
+  uint64_t buckets_dropped; /* samples not recorded: bucket table full */
   uint32_t nrecords;
   const ms__profile_record_t *records;
   uint32_t nmappings;
@@ -134,9 +134,9 @@ enum {
 size_t ms__profile_encoded_bound(const ms__profile_t *p, const char *unwinder,
                                  size_t max_payload);
 /* Writes p as MS__MSG_PROFILE frames into buf[0, cap), each payload at
- * most max_payload bytes (at least MS__PROFILE_MIN_PAYLOAD), the last marked last. unwinder
- * may be NULL. Stacks deeper than MS__PROFILE_MAX_DEPTH are cut there
- * (and marked truncated), paths at MS__PROFILE_MAX_PATH, build ids at
+ * most max_payload bytes (at least MS__PROFILE_MIN_PAYLOAD), the last marked
+ * last. unwinder may be NULL. Stacks deeper than MS__PROFILE_MAX_DEPTH are cut
+ * there (and marked truncated), paths at MS__PROFILE_MAX_PATH, build ids at
  * MS__PROFILE_MAX_BUILD_ID. Returns 0 with *len the bytes written,
  * MS_ENOSPC if cap is too small (ms__profile_encoded_bound() is enough),
  * or MS_EINVAL for a smaller max_payload. Never allocates. */
@@ -154,8 +154,8 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
  * NUL-terminated, control characters replaced by '?'. */
 typedef struct ms__profile_decoded_s {
   ms__profile_t profile;
-  int complete;         /* the last frame has been decoded */
-  const char *unwinder; /* "" if the target did not say */
+  int complete;                      /* the last frame has been decoded */
+  const char *unwinder;              /* "" if the target did not say */
   struct ms__profile_store_s *store; /* private */
 } ms__profile_decoded_t;
 

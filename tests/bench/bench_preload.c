@@ -580,9 +580,8 @@ static void bench_random_sizes(void) {
       }
       printf("%8.2f", per[i]);
       if (i == R_DEF && per[R_R0] > 0)
-        printf("   %.3fx rate 0, %+.2f (goal <= 1.03x: %s)",
-               per[i] / per[R_R0], per[i] - per[R_R0],
-               met(per[i] / per[R_R0], 1.03));
+        printf("   %.3fx rate 0, %+.2f (goal <= 1.03x: %s)", per[i] / per[R_R0],
+               per[i] - per[R_R0], met(per[i] / per[R_R0], 1.03));
       else if (i == R_ALL && per[R_RMAX] > 0)
         printf("   a sample: %.0f instructions (rate 1 - rate 2^40)",
                per[i] - per[R_RMAX]);
@@ -819,11 +818,10 @@ static void bench_fork_workload(const char *title, const char *const argv[],
     mid[c] = median(cpu[c], n[c]);
     mid_wall[c] = median(wall[c], n[c]);
   }
-  printf("%s (CPU time, median of %d, interleaved; wall time beside):\n",
-         title, runs);
+  printf("%s (CPU time, median of %d, interleaved; wall time beside):\n", title,
+         runs);
   for (int c = 0; c < NF; c++) {
-    printf("  %-26s %8.3f s (wall %.3f s)", fconf_name[c], mid[c],
-           mid_wall[c]);
+    printf("  %-26s %8.3f s (wall %.3f s)", fconf_name[c], mid[c], mid_wall[c]);
     if (c != F_BARE)
       printf("   %6.3fx bare", mid[c] / mid[F_BARE]);
     if (c == F_AGENT)
@@ -856,8 +854,8 @@ static void bench_forks(void) {
       snprintf(path, sizeof path, "%s/f%02d.c", src, i);
       if ((f = fopen(path, "w")) == NULL)
         return;
-      fprintf(f, "int f%02d(int x);\nint f%02d(int x) { return x * %d; }\n",
-              i, i, i + 1);
+      fprintf(f, "int f%02d(int x);\nint f%02d(int x) { return x * %d; }\n", i,
+              i, i + 1);
       fclose(f);
     }
     snprintf(path, sizeof path, "%s/Makefile", src);

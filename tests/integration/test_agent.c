@@ -569,8 +569,8 @@ static void test_not_dumpable_answers_root_only(void **state) {
                                        NULL};
   for (int i = 0; i < 2; i++) {
     target_t t;
-    target_spawn(&t, prog, dir, i == 0 ? dumpable : nodump, NULL, NULL, 0,
-                 line, sizeof line);
+    target_spawn(&t, prog, dir, i == 0 ? dumpable : nodump, NULL, NULL, 0, line,
+                 sizeof line);
     if (strncmp(line, "ready ", 6) != 0)
       fail_msg("target_basic as uid 65534: %s", line);
     int want = i == 0 ? MS__MSG_HELLO : MS__MSG_REFUSED;

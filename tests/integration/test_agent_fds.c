@@ -178,8 +178,8 @@ static unsigned long listener_ino(const char *path, unsigned long not ) {
   while (found == 0 && fgets(line, sizeof line, f) != NULL) {
     if (sscanf(line, "%*s %*s %*s %lx %*s %*s %lu %299s", &flags, &ino, p) ==
             3 &&
-        (flags & 0x10000) != 0 && ino != not &&
-        (strcmp(p, path) == 0 || strcmp(p, bound) == 0))
+        (flags & 0x10000) != 0 &&
+        ino != not &&(strcmp(p, path) == 0 || strcmp(p, bound) == 0))
       found = ino;
   }
   fclose(f);

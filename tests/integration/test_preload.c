@@ -944,8 +944,8 @@ static void test_setuid_ignores_environment(void **state) {
     skip();
   }
   /* build_dir is at most 1,023 bytes, so each of these fits. */
-  char dir[1100], exe[1200], src[1200], report[1200], sockdir[1200],
-      out[1200], err[1200], control[1200];
+  char dir[1100], exe[1200], src[1200], report[1200], sockdir[1200], out[1200],
+      err[1200], control[1200];
   /* Beside the build, not in /tmp: the child mounts a /tmp of its own. */
   snprintf(dir, sizeof dir, "%s/su.XXXXXX", build_dir);
   assert_non_null(mkdtemp(dir));

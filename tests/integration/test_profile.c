@@ -317,18 +317,17 @@ static void test_python3(void **state) {
   if (access("/usr/bin/python3", X_OK) != 0)
     skip();
   proc_t p;
-  const char *argv[] = {
-      "/usr/bin/python3", "-c",
-      "import os, sys\n"
-      "def grow(n):\n"
-      "    out = []\n"
-      "    for i in range(n):\n"
-      "        out.append([i] * 50)\n"
-      "    return out\n"
-      "keep = grow(20000)\n"
-      "os.write(1, b'ready %d\\n' % os.getpid())\n"
-      "sys.stdin.read()\n",
-      NULL};
+  const char *argv[] = {"/usr/bin/python3", "-c",
+                        "import os, sys\n"
+                        "def grow(n):\n"
+                        "    out = []\n"
+                        "    for i in range(n):\n"
+                        "        out.append([i] * 50)\n"
+                        "    return out\n"
+                        "keep = grow(20000)\n"
+                        "os.write(1, b'ready %d\\n' % os.getpid())\n"
+                        "sys.stdin.read()\n",
+                        NULL};
   const char *env[] = {"MEMSTATS_PROFILE_RATE=4096", NULL};
   start(&p, argv, env, 1);
   ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
@@ -366,8 +365,7 @@ static void test_wide(void **state) {
   (void)state;
   proc_t p;
   const char *argv[] = {prog(), "wide", NULL};
-  const char *env[] = {"MEMSTATS_PROFILE_RATE=1",
-                       "MEMSTATS_PROFILE_DEPTH=256",
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", "MEMSTATS_PROFILE_DEPTH=256",
                        "MEMSTATS_PROFILE_BUCKETS=80000", NULL};
   start(&p, argv, env, 1);
   ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
@@ -421,22 +419,27 @@ static void test_client_fetch(void **state) {
    * filter and address table, backed from the start; and the same
    * process's snapshot with profiling off has none. */
   ms_snapshot_t snap;
-  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err),
+                   0);
   assert_int_equal(snap.quality[MS_F_BUCK_HASH_SYS], MS_Q_EXACT);
   assert_true(snap.buck_hash_sys >= (64u + 256u) * 1024u);
   stop(&p);
   const char *off[] = {"MEMSTATS_PROFILE_RATE=0", NULL};
   start(&p, argv, off, 1);
-  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err), 0);
+  assert_int_equal(fetch_snapshot(p.ready[0], &snap, 10000, err, sizeof err),
+                   0);
   assert_int_equal(snap.buck_hash_sys, 0);
   stop(&p);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_sites),      cmocka_unit_test(test_threads),
-      cmocka_unit_test(test_deep_recursion), cmocka_unit_test(test_fork),
-      cmocka_unit_test(test_table_full), cmocka_unit_test(test_off),
+      cmocka_unit_test(test_sites),
+      cmocka_unit_test(test_threads),
+      cmocka_unit_test(test_deep_recursion),
+      cmocka_unit_test(test_fork),
+      cmocka_unit_test(test_table_full),
+      cmocka_unit_test(test_off),
       cmocka_unit_test(test_python3),
       cmocka_unit_test(test_client_fetch),
       cmocka_unit_test(test_wide),

@@ -173,7 +173,8 @@ static void *serve(void *arg) {
     p.mappings = s->map;
     if (g_make != NULL)
       g_make(i, &p);
-    cap = 4096 + sizeof snap * 2 + ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
+    cap = 4096 + sizeof snap * 2 +
+          ms__profile_encoded_bound(&p, "test", MS__PROFILE_MIN_PAYLOAD);
     buf = malloc(cap);
     ms__wire_writer_init(&w, buf, cap);
     ms__wire_encode_hello(&w, &h);
@@ -358,7 +359,6 @@ static void test_error_answer(void **state) {
   server_stop(&s);
 }
 
-
 /* ---- what a stranger plants at the output's name ------------------------ */
 
 static void put_file(const char *path, const char *text) {
@@ -537,8 +537,9 @@ static void make_hostile(int n, ms__profile_t *p) {
   }
   for (uint32_t r = 0; r < nrec; r++) {
     for (uint32_t j = 0; j < H_DEPTH; j++) {
-      uint64_t k = ((uint64_t)n * MS__PROFILE_MAX_FRAMES +
-                    (uint64_t)r * H_DEPTH + j) % g_naddr;
+      uint64_t k =
+          ((uint64_t)n * MS__PROFILE_MAX_FRAMES + (uint64_t)r * H_DEPTH + j) %
+          g_naddr;
       g_hstack[(size_t)r * H_DEPTH + j] = H_BASE + k * 16 + 1;
     }
     g_hrec[r] = (ms__profile_record_t){
@@ -556,9 +557,8 @@ static void make_hostile(int n, ms__profile_t *p) {
     snprintf(g_hpath[m], 40, "/nonexistent/%u/", m);
     g_hpath[m][strlen(g_hpath[m])] = 'x';
     g_hpath[m][sizeof g_hpath[m] - 1] = '\0';
-    g_hmap[m] = (ms__profile_mapping_t){H_BASE + m * span,
-                                        H_BASE + (m + 1) * span, 0,
-                                        g_hpath[m], NULL, 0};
+    g_hmap[m] = (ms__profile_mapping_t){
+        H_BASE + m * span, H_BASE + (m + 1) * span, 0, g_hpath[m], NULL, 0};
   }
   p->rate = 524288;
   p->nrecords = nrec;
@@ -741,11 +741,16 @@ static void make_many_mappings(int n, ms__profile_t *p) {
   for (uint32_t m = 0; m < g_nmap; m++) {
     snprintf(path[m], sizeof path[m], "/nonexistent/lib%u.so", m);
     map[m] = (ms__profile_mapping_t){H_BASE + m * 0x10000ull,
-                                     H_BASE + (m + 1) * 0x10000ull, 0,
-                                     path[m], NULL, 0};
+                                     H_BASE + (m + 1) * 0x10000ull,
+                                     0,
+                                     path[m],
+                                     NULL,
+                                     0};
     st[m] = H_BASE + m * 0x10000ull + 0x100;
-    rec[m] = (ms__profile_record_t){.size = 32, .alloc_objects = 1,
-                                    .alloc_bytes = 32, .depth = 1,
+    rec[m] = (ms__profile_record_t){.size = 32,
+                                    .alloc_objects = 1,
+                                    .alloc_bytes = 32,
+                                    .depth = 1,
                                     .stack = &st[m]};
   }
   p->nrecords = g_nmap;
@@ -766,8 +771,8 @@ static unsigned long long memtop_instructions(uint32_t nmap) {
   assert_int_equal(host_build_dir(build, sizeof build), 0);
   snprintf(memtop, sizeof memtop, "%s/memtop", build);
   snprintf(file, sizeof file, "%s/maps.txt", dir);
-  const char *argv[] = {memtop,   "profile", run_pidstr(t), "--format",
-                        "text",   "-o",      file,          NULL};
+  const char *argv[] = {memtop, "profile", run_pidstr(t), "--format",
+                        "text", "-o",      file,          NULL};
   const char *env[] = {"MEMTOP_TIMEOUT_MS=60000", NULL};
   int rc = cg_count(argv, env, &n, why, sizeof why);
   kill(t, SIGKILL);

@@ -333,7 +333,8 @@ static void assert_within_10pct(const char *what, const char *fn,
   long long d = estimate > truth ? estimate - truth : truth - estimate;
 
   print_message("%s %s: %lld, truth %lld (%+.2f%%)\n", fn, what, estimate,
-                truth, 100.0 * ((double)estimate - (double)truth) / (double)truth);
+                truth,
+                100.0 * ((double)estimate - (double)truth) / (double)truth);
   if (d * 10 > truth)
     fail_msg("%s of %s: %lld is not within 10%% of %lld", what, fn, estimate,
              truth);
@@ -361,8 +362,7 @@ static void assert_within_10pct(const char *what, const char *fn,
  * need about 2,500 R, 1.3 GB, for the same 2%), and 1/p = 1.156 is large
  * enough that figures not unsampled (13.5% short) fail the check. */
 static void test_default_rate_large(void **state) {
-  static const char *const fns[] = {"f_large_a", "f_large_b",
-                                    "f_large_freed"};
+  static const char *const fns[] = {"f_large_a", "f_large_b", "f_large_freed"};
   proc_t p;
   char *raw;
   long long v[4];
@@ -693,8 +693,8 @@ static void test_python_known_function(void **state) {
   assert_non_null(strstr(l, " /usr/bin/python3"));
   nm = run("nm -D -S --defined-only /usr/bin/python3", &st);
   assert_int_equal(st, 0);
-  for (l = strstr(raw, "\nLocations\n"); l != NULL && strncmp(l, "\nMappings", 9);
-       l = strchr(l + 1, '\n')) {
+  for (l = strstr(raw, "\nLocations\n");
+       l != NULL && strncmp(l, "\nMappings", 9); l = strchr(l + 1, '\n')) {
     char name[256], want[300];
     const char *sym;
     unsigned id;
@@ -706,8 +706,7 @@ static void test_python_known_function(void **state) {
     /* " NAME\n" ends nm's line for NAME (VALUE SIZE TYPE NAME). */
     sym = strstr(nm, want);
     if (sym == NULL) {
-      print_message("%s at %llx is no dynamic symbol of python3\n", name,
-                    addr);
+      print_message("%s at %llx is no dynamic symbol of python3\n", name, addr);
       fail();
     }
     while (sym > nm && sym[-1] != '\n')

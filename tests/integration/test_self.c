@@ -59,8 +59,7 @@ typedef struct vma_s {
 
 /* The mapping of pid holding addr (or, addr 0, the one named name).
  * Returns 0, or -1 if there is none. */
-static int smaps_find(pid_t pid, uintptr_t addr, const char *name,
-                      vma_t *out) {
+static int smaps_find(pid_t pid, uintptr_t addr, const char *name, vma_t *out) {
   char path[64], line[512];
   snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
   FILE *f = fopen(path, "r");
@@ -109,8 +108,8 @@ static uintptr_t agent_sp(pid_t pid) {
     FILE *f = fopen(path, "r");
     if (!f)
       continue;
-    int agent = fgets(buf, sizeof buf, f) &&
-                strncmp(buf, "memstats-agent", 14) == 0;
+    int agent =
+        fgets(buf, sizeof buf, f) && strncmp(buf, "memstats-agent", 14) == 0;
     fclose(f);
     if (!agent)
       continue;
@@ -190,8 +189,8 @@ static void check_self(unsigned stack_kib) {
   /* The agent's deepest work: a heap profile, cut, copied and encoded. */
   char prof[128];
   snprintf(prof, sizeof prof, "%s/heap.pb.gz", dir);
-  char *pargv[] = {memtop, (char *)"profile", run_pidstr(t.pid), (char *)"-o",
-                   prof, NULL};
+  char *pargv[] = {
+      memtop, (char *)"profile", run_pidstr(t.pid), (char *)"-o", prof, NULL};
   assert_int_equal(run_capture(&res, pargv, -1), 0);
 
   uintptr_t sp = agent_sp(t.pid);
@@ -199,14 +198,13 @@ static void check_self(unsigned stack_kib) {
   vma_t agent = {0}, main_stack = {0};
   assert_int_equal(smaps_find(t.pid, sp, NULL, &agent), 0);
   assert_int_equal(smaps_find(t.pid, 0, "[stack]", &main_stack), 0);
-  print_message("ulimit -s %u KiB: the agent's stack %" PRIu64
-                " KiB mapped, %" PRIu64 " KiB resident; main stack %" PRIu64
-                " KiB, %" PRIu64 " KiB resident; StackSys %" PRIu64
-                ", StackInuse %" PRIu64 "\n",
-                stack_kib, agent.size >> 10, agent.rss >> 10,
-                main_stack.size >> 10, main_stack.rss >> 10,
-                num(j, "memstats", "StackSys"),
-                num(j, "memstats", "StackInuse"));
+  print_message(
+      "ulimit -s %u KiB: the agent's stack %" PRIu64 " KiB mapped, %" PRIu64
+      " KiB resident; main stack %" PRIu64 " KiB, %" PRIu64
+      " KiB resident; StackSys %" PRIu64 ", StackInuse %" PRIu64 "\n",
+      stack_kib, agent.size >> 10, agent.rss >> 10, main_stack.size >> 10,
+      main_stack.rss >> 10, num(j, "memstats", "StackSys"),
+      num(j, "memstats", "StackInuse"));
 
   /* Small, whatever the stack rlimit says, and four times what the agent
    * touched at most (its descriptor and TLS included). */
@@ -222,7 +220,8 @@ static void check_self(unsigned stack_kib) {
                 num(j, "self", "Resident"), num(j, "self", "Sys"),
                 num(j, "self", "BuckHashSys"));
   /* The agent's stack is the library's own, with its profile table. */
-  assert_true(num(j, "self", "Sys") >= agent.size + num(j, "self", "BuckHashSys"));
+  assert_true(num(j, "self", "Sys") >=
+              agent.size + num(j, "self", "BuckHashSys"));
   assert_true(num(j, "self", "Resident") >=
               agent.rss + num(j, "self", "BuckHashSys"));
   assert_true(num(j, "self", "Resident") <= num(j, "self", "Sys"));

@@ -261,8 +261,8 @@ static void check_accounted(json_t *j, pid_t pid, const char *what) {
   print_message("%s: Ready %.1f MiB, KernelAnonRSS %.1f MiB, /proc RssAnon "
                 "%.1f MiB before and %.1f MiB after, OtherSys %.1f MiB, "
                 "StackSys %.1f MiB\n",
-                what, ready / MiB, anon / MiB, g_anon_before / MiB,
-                after / MiB, num(j, "memstats", "OtherSys") / MiB,
+                what, ready / MiB, anon / MiB, g_anon_before / MiB, after / MiB,
+                num(j, "memstats", "OtherSys") / MiB,
                 num(j, "memstats", "StackSys") / MiB);
   assert_true(anon > 0);
   if (ready < anon * 0.95 || ready > anon * 1.05)
@@ -535,8 +535,7 @@ static void test_python_freed_half(void **state) {
 
 /* Resident and lazily freed bytes of pid's mapping at addr, as the kernel
  * has them (/proc/PID/smaps: Rss, LazyFree). Returns 0, or -1. */
-static int smaps_of(pid_t pid, unsigned long addr, double *rss,
-                    double *lazy) {
+static int smaps_of(pid_t pid, unsigned long addr, double *rss, double *lazy) {
   char path[64], line[512];
   snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
   FILE *f = fopen(path, "r");
@@ -589,8 +588,8 @@ static void test_program_madv_free(void **state) {
                 "OtherSys %.1f MiB, OtherReleased %.1f MiB (%s)\n",
                 rss / MiB, lazy / MiB, other / MiB,
                 num(j, "memstats", "OtherReleased") / MiB,
-                json_string_value(json_object_get(
-                    json_object_get(j, "quality"), "OtherReleased")));
+                json_string_value(json_object_get(json_object_get(j, "quality"),
+                                                  "OtherReleased")));
   if (lazy == 0 && rss >= 32 * MiB) {
     json_decref(j);
     stop(c);
@@ -652,14 +651,14 @@ static void test_program_shared(void **state) {
   assert_int_equal(smaps_of(c.pid, shared, &rss, &lazy), 0);
   double shmem = status_kb(c.pid, "RssShmem");
   double file = status_kb(c.pid, "RssFile");
-  print_message("pl_lazy: shared mapping Rss %.1f MiB, /proc RssShmem %.1f "
-                "MiB, RssFile %.1f MiB; memtop: shared %.1f of %.1f MiB, "
-                "rssshmem %.1f MiB, rssfile %.1f MiB, OtherSys %.1f MiB\n",
-                rss / MiB, shmem / MiB, file / MiB,
-                num(j, "shared", "AnonResident") / MiB,
-                num(j, "shared", "Anon") / MiB, num(j, "kernel", "rssshmem") / MiB,
-                num(j, "kernel", "rssfile") / MiB,
-                num(j, "memstats", "OtherSys") / MiB);
+  print_message(
+      "pl_lazy: shared mapping Rss %.1f MiB, /proc RssShmem %.1f "
+      "MiB, RssFile %.1f MiB; memtop: shared %.1f of %.1f MiB, "
+      "rssshmem %.1f MiB, rssfile %.1f MiB, OtherSys %.1f MiB\n",
+      rss / MiB, shmem / MiB, file / MiB,
+      num(j, "shared", "AnonResident") / MiB, num(j, "shared", "Anon") / MiB,
+      num(j, "kernel", "rssshmem") / MiB, num(j, "kernel", "rssfile") / MiB,
+      num(j, "memstats", "OtherSys") / MiB);
   assert_true(num(j, "kernel", "rssshmem") == shmem);
   assert_true(num(j, "kernel", "rssfile") == file);
   assert_true(num(j, "shared", "Anon") == 8 * MiB);

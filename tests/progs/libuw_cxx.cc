@@ -48,7 +48,8 @@ struct Guarded : Node {
   }
 };
 
-template <int N> __attribute__((noinline)) int tmpl(int depth, uw_cb cb, void *arg) {
+template <int N>
+__attribute__((noinline)) int tmpl(int depth, uw_cb cb, void *arg) {
   if constexpr (N > 0) {
     if (depth % 2)
       return tmpl<N - 1>(depth, cb, arg) + N;
@@ -57,7 +58,9 @@ template <int N> __attribute__((noinline)) int tmpl(int depth, uw_cb cb, void *a
 }
 
 __attribute__((noinline)) int through_function(int depth, uw_cb cb, void *arg) {
-  std::function<int(int)> f = [cb, arg](int d) { return step(d - 1, cb, arg) + 1; };
+  std::function<int(int)> f = [cb, arg](int d) {
+    return step(d - 1, cb, arg) + 1;
+  };
   int r = f(depth);
   g_sink = r;
   return r;

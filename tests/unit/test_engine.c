@@ -84,7 +84,8 @@ static void test_size_class_fast(void **state) {
 /* The slot this thread's fast path writes. */
 static ms__delta_t *own_slot(void) {
   uint64_t w = __atomic_load_n(&ms__gen_word, __ATOMIC_ACQUIRE);
-  return (ms__delta_t *)((char *)ms__tls.shard + (w & ~(uint64_t)MS__GEN_FENCE));
+  return (ms__delta_t *)((char *)ms__tls.shard +
+                         (w & ~(uint64_t)MS__GEN_FENCE));
 }
 
 /* Every size up to MS__MAX_SMALL is counted on the fast path, in its

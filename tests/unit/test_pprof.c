@@ -873,9 +873,14 @@ static Perftools__Profiles__Profile *unpack_written(const mt_heap_t *h) {
  * nothing in its string table, nor in what `go tool pprof -top` (the
  * command memtop suggests) prints from it, acts on a terminal. */
 static void test_written_strings_safe(void **state) {
-  static const ms__profile_mapping_t map = {
-      0x9000, 0xa000, 0, "/opt/\xc2\x9b" "1m\xe2\x80\xae" "evil\xff.so", NULL,
-      0};
+  static const ms__profile_mapping_t map = {0x9000,
+                                            0xa000,
+                                            0,
+                                            "/opt/\xc2\x9b"
+                                            "1m\xe2\x80\xae"
+                                            "evil\xff.so",
+                                            NULL,
+                                            0};
   static const uint64_t st[2] = {0x9010, 0x9020};
   ms__profile_record_t rec;
   ms__profile_t p;
@@ -968,8 +973,8 @@ static void test_absurd_counts_capped(void **state) {
   for (i = 0; i < h.nsamples; i++)
     for (k = 0; k < MT_HEAP_NVALUES; k++) {
       assert_true(h.samples[i].value[k] <= INT64_MAX / 3);
-      assert_false(__builtin_add_overflow(total[k], h.samples[i].value[k],
-                                          &total[k]));
+      assert_false(
+          __builtin_add_overflow(total[k], h.samples[i].value[k], &total[k]));
     }
   assert_int_equal(mt_top_text(&b, &h, MT_HEAP_ALLOC_SPACE, 5), 0);
   assert_null(strstr(b.data, "-"));

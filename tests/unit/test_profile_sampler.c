@@ -1,9 +1,9 @@
 /*
  * test_profile_sampler.c - the heap profiler's parts inside the target,
- * without a process around them: the sampler's intervals (mean within a few percent
- * of the rate, rate 1 every allocation, rate 0 never), fastlog2, and the
- * bucket table (buckets by stack and size, frees by address, the filter,
- * a full table counted as dropped, Go's three-stage cut).
+ * without a process around them: the sampler's intervals (mean within a few
+ * percent of the rate, rate 1 every allocation, rate 0 never), fastlog2, and
+ * the bucket table (buckets by stack and size, frees by address, the filter, a
+ * full table counted as dropped, Go's three-stage cut).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -124,8 +124,7 @@ static void test_table_full(void **state) {
   /* Four buckets: sizes 1..10 need ten. */
   for (int i = 0; i < 10; i++) {
     st[0] = 0x1000;
-    if (ms__prof_table_alloc(&g_t, st, 1, 0, (uint64_t)i + 1, &blocks[i]) ==
-        0)
+    if (ms__prof_table_alloc(&g_t, st, 1, 0, (uint64_t)i + 1, &blocks[i]) == 0)
       ok++;
   }
   assert_int_equal(ok, 4);

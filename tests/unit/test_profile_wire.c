@@ -182,12 +182,15 @@ static void test_encode_bounds(void **state) {
   assert_int_equal(
       ms__profile_encode(&p, NULL, small, sizeof small, 1 << 20, &len),
       MS_ENOSPC);
-  assert_int_equal(ms__profile_encode(&p, NULL, small, sizeof small, 4096, &len),
-                   MS_EINVAL);
+  assert_int_equal(
+      ms__profile_encode(&p, NULL, small, sizeof small, 4096, &len), MS_EINVAL);
   /* A record deeper than the limit is cut there and marked truncated. */
   static uint64_t deep[MS__PROFILE_MAX_DEPTH + 10];
-  ms__profile_record_t r = {.size = 8, .alloc_objects = 1, .alloc_bytes = 8,
-                            .depth = MS__PROFILE_MAX_DEPTH + 10, .stack = deep};
+  ms__profile_record_t r = {.size = 8,
+                            .alloc_objects = 1,
+                            .alloc_bytes = 8,
+                            .depth = MS__PROFILE_MAX_DEPTH + 10,
+                            .stack = deep};
   ms__profile_t q = {.pid = 1, .rate = 1, .nrecords = 1, .records = &r};
   uint8_t *buf = encode(&q, MS__WIRE_MAX_PAYLOAD, &len);
   ms__profile_decoded_t *d;
@@ -214,8 +217,8 @@ static int hand_decode(ms__wire_writer_t *w, ms__profile_decoded_t **d,
                        const char **why) {
   ms__wire_put_u64(w, MS__TAG_PROF_LAST, 1);
   assert_int_equal(ms__wire_end(w), 0);
-  return ms__profile_decode(g_hand + MS__WIRE_HEADER,
-                            w->len - MS__WIRE_HEADER, d, why);
+  return ms__profile_decode(g_hand + MS__WIRE_HEADER, w->len - MS__WIRE_HEADER,
+                            d, why);
 }
 
 static void test_forward_compatible(void **state) {
@@ -225,12 +228,12 @@ static void test_forward_compatible(void **state) {
   ms__wire_put_u64(&w, 999, 5);
   uint8_t *v = ms__wire_put_record(&w, MS__TAG_PROF_RECORD, 4 + 56 + 16);
   memset(v, 0, 4 + 56 + 16);
-  v[0] = 56;         /* fixed part: 48 known + 8 of a newer sender */
-  v[4] = 32;         /* size */
-  v[4 + 8] = 3;      /* alloc_objects */
-  v[4 + 44] = 2;     /* depth */
-  v[4 + 56] = 0x11;  /* stack[0] */
-  v[4 + 64] = 0x22;  /* stack[1] */
+  v[0] = 56;        /* fixed part: 48 known + 8 of a newer sender */
+  v[4] = 32;        /* size */
+  v[4 + 8] = 3;     /* alloc_objects */
+  v[4 + 44] = 2;    /* depth */
+  v[4 + 56] = 0x11; /* stack[0] */
+  v[4 + 64] = 0x22; /* stack[1] */
   ms__profile_decoded_t *d;
   assert_int_equal(hand_decode(&w, &d, NULL), 0);
   assert_int_equal(d->profile.pid, 77);
@@ -307,7 +310,8 @@ static void test_frames_out_of_order(void **state) {
   size_t len;
   uint8_t *buf = encode(&p, MS__PROFILE_MIN_PAYLOAD, &len);
   ms__frame_t f0, f1;
-  assert_int_equal(ms__wire_frame(buf, len, MS__WIRE_MAX_PAYLOAD, &f0, NULL), 0);
+  assert_int_equal(ms__wire_frame(buf, len, MS__WIRE_MAX_PAYLOAD, &f0, NULL),
+                   0);
   size_t o1 = MS__WIRE_HEADER + f0.length;
   assert_int_equal(
       ms__wire_frame(buf + o1, len - o1, MS__WIRE_MAX_PAYLOAD, &f1, NULL), 0);
@@ -315,9 +319,9 @@ static void test_frames_out_of_order(void **state) {
   /* The second frame first. */
   ms__profile_decoded_t *d = ms__profile_decoded_new();
   assert_non_null(d);
-  assert_int_equal(ms__profile_decode_frame(d, buf + o1 + MS__WIRE_HEADER,
-                                            f1.length, &why),
-                   MS_EPROTO);
+  assert_int_equal(
+      ms__profile_decode_frame(d, buf + o1 + MS__WIRE_HEADER, f1.length, &why),
+      MS_EPROTO);
   assert_non_null(why);
   /* Broken once, broken for good. */
   assert_int_equal(
@@ -403,7 +407,8 @@ static void test_session_profile(void **state) {
   static uint8_t hello[MS__WIRE_SMALL_MAX];
   ms__wire_writer_t w;
   ms__wire_writer_init(&w, hello, sizeof hello);
-  ms__wire_hello_t h = {.pid = 4242, .start_time = 987654,
+  ms__wire_hello_t h = {.pid = 4242,
+                        .start_time = 987654,
                         .proto_version = MS__WIRE_VERSION,
                         .capabilities = MS__CAP_SNAPSHOT | MS__CAP_PROFILE};
   assert_int_equal(ms__wire_encode_hello(&w, &h), 0);
@@ -474,7 +479,6 @@ static void test_session_profile(void **state) {
   msc_session_free(s);
   free(prof);
 }
-
 
 /* ---- bounds: too large, and linear ------------------------------------- */
 
@@ -588,7 +592,6 @@ static void test_too_large(void **state) {
   assert_int_equal(hand_decode(&w, &d, &why), MS_EPROTO);
   free(buf);
 }
-
 
 /* The profiles being decoded at once hold at most MS__PROFILE_MAX_HELD
  * together: two of the largest fit (a delta's), a third is refused with

@@ -120,9 +120,8 @@ static void test_status_lines(void **state) {
   assert_int_equal(v, 100 * 1024);
   assert_int_equal(ms__proc_kb(text, "Rss", &v), 0);
   assert_int_equal(ms__proc_kb("RssFile: 12 MB\n", "RssFile", &v), 0);
-  assert_int_equal(ms__proc_kb("RssFile: 99999999999999999999 kB\n",
-                               "RssFile", &v),
-                   0);
+  assert_int_equal(
+      ms__proc_kb("RssFile: 99999999999999999999 kB\n", "RssFile", &v), 0);
   assert_int_equal(ms__proc_kb("", "RssFile", &v), 0);
 
   static ms_snapshot_t s;

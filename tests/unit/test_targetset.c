@@ -256,11 +256,11 @@ static void list(size_t n, const int *pids) {
 typedef struct owner_s {
   int added, retired, snapshots, failures, gone, quiet, probed;
   int last_status, last_pid;
-  uint64_t failure_answer; /* what failure() returns */
-  int skip;                /* request(): skip reads (paused) */
-  uint64_t flags;          /* request(): wire flags to ask */
-  int profiles;            /* reads that brought a profile (taken) */
-  int prof_err;            /* ... or the refusal's code */
+  uint64_t failure_answer;   /* what failure() returns */
+  int skip;                  /* request(): skip reads (paused) */
+  uint64_t flags;            /* request(): wire flags to ask */
+  int profiles;              /* reads that brought a profile (taken) */
+  int prof_err;              /* ... or the refusal's code */
   int profile_then_snapshot; /* a profile came just before its snapshot */
   int profile_waiting;       /* a profile came, its snapshot not yet */
 } owner_t;

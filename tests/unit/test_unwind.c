@@ -203,8 +203,9 @@ static void test_other_thread(void **state) {
 /* The loader's lock (dl_iterate_phdr's) held by another thread while
  * this one captures through frames whose rules are not kept yet: the
  * capture must not wait for it (a program's thread may hold it while
- * calling malloc; libgcc's unwinder, Debian 12's, does wait). The holder lets go after 10 s in any case, so a
- * capture that waited fails this test instead of hanging it. */
+ * calling malloc; libgcc's unwinder, Debian 12's, does wait). The holder lets
+ * go after 10 s in any case, so a capture that waited fails this test instead
+ * of hanging it. */
 static pthread_mutex_t g_hold_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_hold_cv = PTHREAD_COND_INITIALIZER;
 static int g_held, g_captured, g_held_too_long;
