@@ -302,8 +302,9 @@ typedef struct ms_snapshot_s {
   uint64_t kernel_rss_shmem;
   /* The shared anonymous mappings the program made itself (mmap with
    * MAP_SHARED | MAP_ANONYMOUS, as the preload sees it; inherited across
-   * fork): their size, and their pages in memory. Shared memory: part of
-   * RssShmem, no part of Sys. */
+   * fork): their size, and their pages in memory, touched by this process
+   * or another that shares them (mincore's view, which may exceed this
+   * process's RssShmem). Shared memory, no part of Sys. */
   uint64_t shared_anon;
   uint64_t shared_anon_resident;
 } ms_snapshot_t;

@@ -246,8 +246,9 @@ const ms__field_info_t ms__fields[MS_F__COUNT] = {
         {MS_F_SHARED_ANON_RESIDENT, "SharedAnonResident",
          U64(shared_anon_resident), MS__UNIT_BYTES, 0, NULL,
          "memstats_shared_anon_resident_bytes",
-         "Bytes of the program's shared anonymous mappings in memory (part of "
-         "RssShmem)."},
+         "Bytes of the program's shared anonymous mappings in memory, "
+         "touched by this process or another (mincore: may exceed this "
+         "process's RssShmem)."},
 };
 
 static int valid(ms_field_t f) {

@@ -360,8 +360,10 @@ static void put_kernel(ms__strbuf_t *out, const ms_snapshot_t *s) {
 }
 
 /* What is resident beside the anonymous RSS, and so in no class: the
- * shared memory (RssShmem), of it the shared anonymous mappings the
- * program made, and the file-backed memory (RssFile). */
+ * shared memory (RssShmem), the shared anonymous mappings the program
+ * made (their pages in memory are counted whichever process touched them,
+ * as mincore sees them, so they may exceed this process's RssShmem), and
+ * the file-backed memory (RssFile). */
 static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) &&
       !ms__field_known(s, MS_F_SHARED_ANON))
@@ -372,9 +374,11 @@ static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
       ms__fmt_field(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM));
   if (ms__field_known(s, MS_F_SHARED_ANON) && s->shared_anon > 0)
     ms__strbuf_printf(
-        out, " (the program's shared anonymous mappings %s of %s)",
-        ms__fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT),
-        ms__fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON));
+        out,
+        " (the program's own shared anonymous mappings: %s mapped, %s of "
+        "them in memory, touched by this process or another)",
+        ms__fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON),
+        ms__fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT));
   ms__strbuf_printf(out, ", file-backed %s\n",
                     ms__fmt_field(file, sizeof file, s, MS_F_KERNEL_RSS_FILE));
 }
