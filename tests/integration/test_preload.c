@@ -911,12 +911,36 @@ static int run_as_nobody(const char *exe, const char *out, const char *err,
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    if (unshare(CLONE_NEWNS) == 0 &&
-        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
-      mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777");
+    /* The output files are opened, and a build under /tmp (a checkout
+     * there) is held, before the fresh /tmp hides them; the build is then
+     * bound back at its path inside it, for the program and the library
+     * its RUNPATH names. */
     int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0 || dup2(o, 1) != 1 || dup2(e, 2) != 2)
+    int in_tmp = strncmp(build_dir, "/tmp/", 5) == 0, b = -1;
+    if (o < 0 || e < 0)
+      _exit(126);
+    /* (held in the new namespace: a bind takes a mount of its own) */
+    if (unshare(CLONE_NEWNS) == 0 &&
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+        (!in_tmp ||
+         (b = open(build_dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) >= 0) &&
+        mount("tmpfs", "/tmp", "tmpfs", 0, "mode=1777") == 0 && in_tmp) {
+      char held[64], sub[sizeof build_dir];
+      snprintf(held, sizeof held, "/proc/self/fd/%d", b);
+      /* mkdir -p of the build's path inside the new /tmp */
+      for (size_t i = 5; build_dir[i] != '\0'; i++) {
+        if (build_dir[i] != '/')
+          continue;
+        memcpy(sub, build_dir, i);
+        sub[i] = '\0';
+        (void)mkdir(sub, 0755);
+      }
+      (void)mkdir(build_dir, 0755);
+      if (mount(held, build_dir, NULL, MS_BIND | MS_REC, NULL) != 0)
+        _exit(124);
+    }
+    if (dup2(o, 1) != 1 || dup2(e, 2) != 2)
       _exit(126);
     if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
       _exit(125);
