@@ -118,6 +118,19 @@ int ms__arena_heap_at(uintptr_t start, uintptr_t end) {
   return prev != 0 && prev % MS__HEAP_MAX == 0;
 }
 
+int ms__mmapped_chunk_at(uintptr_t start, uintptr_t end) {
+  /* What sysmalloc_mmap lays at the start of its own mapping: prev_size 0,
+   * then the chunk's size, a whole number of pages, with IS_MMAPPED (2)
+   * set and NON_MAIN_ARENA (4) clear. The mapping may be longer than the
+   * chunk (the kernel merges adjacent mappings into one line). */
+  uint64_t w[2];
+  if (end <= start || end - start < sizeof w || read_self(start, w, sizeof w))
+    return 0;
+  uint64_t size = w[1] & ~(uint64_t)7;
+  return w[0] == 0 && (w[1] & 6) == 2 && size >= 4096 && size % 4096 == 0 &&
+         size <= end - start;
+}
+
 /* A line of the maps file that is one of the heaps: [heap] or a pathless
  * read-write line starting with a heap_info. */
 static void heap_vma(const ms__vma_t *v, void *arg) {

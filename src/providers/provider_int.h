@@ -146,6 +146,10 @@ int ms__maps_walk(void (*fn)(const ms__vma_t *v, void *arg), void *arg);
  * meanwhile, and is then not a heap. glibc's knowledge (glibc.c), which
  * the mappings reader needs too: a heap is not a thread stack. */
 int ms__arena_heap_at(uintptr_t start, uintptr_t end);
+/* Whether the mapping [start, end) starts with one of glibc's own mapped
+ * blocks (a large malloc, which glibc maps and moves with mremap through
+ * no interposed call): read with process_vm_readv, never a fault. */
+int ms__mmapped_chunk_at(uintptr_t start, uintptr_t end);
 /* The size and alignment of glibc's arena heaps (HEAP_MAX, 64 MiB on
  * 64-bit). */
 #define MS__HEAP_MAX ((uintptr_t)64 << 20)

@@ -251,6 +251,29 @@ static void test_stack_off_boundary(void **state) {
   munmap((void *)(a - PAGE), 8 * MiB + PAGE);
 }
 
+/* A block glibc mapped for a large malloc, placed by the kernel right
+ * above a PROT_NONE mapping (as mremap may move it): it starts with its
+ * chunk header (prev_size 0, its size with IS_MMAPPED), and is no stack. */
+static void test_mapped_chunk_is_no_stack(void **state) {
+  (void)state;
+  uintptr_t a = free_slots() + 7 * MiB + 5 * PAGE;
+  ms__maps_figures_t before, after;
+  ms__mappings_read(&before);
+  map_at(a - PAGE, PAGE, PROT_NONE);
+  map_at(a, 4 * MiB, PROT_READ | PROT_WRITE);
+  touch(a, 4 * MiB);
+  ((uint64_t *)a)[0] = 0;
+  ((uint64_t *)a)[1] = 4 * MiB | 2;
+  ms__mappings_read(&after);
+  assert_int_equal(after.threads_stacks, before.threads_stacks);
+  assert_true(after.stack_resident < before.stack_resident + MiB);
+  /* The same mapping with a stack's bottom (zeros) is one. */
+  ((uint64_t *)a)[1] = 0;
+  ms__mappings_read(&after);
+  assert_int_equal(after.threads_stacks, before.threads_stacks + 1);
+  munmap((void *)(a - PAGE), 4 * MiB + PAGE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stack_on_heap_boundary),
@@ -259,6 +282,7 @@ int main(void) {
       cmocka_unit_test(test_stack_off_boundary),
       cmocka_unit_test(test_merged_heaps_are_not_stacks),
       cmocka_unit_test(test_stack_below_a_heap_in_one_line),
+      cmocka_unit_test(test_mapped_chunk_is_no_stack),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
