@@ -405,7 +405,9 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
                     ms__fmt_iec(anon, sizeof anon, a), m,
                     (unsigned)(permille / 10), (unsigned)(permille % 10));
   /* libmemstats's own resident memory outside the classes is part of the
-   * gap: said apart, so that what is left is the program's. */
+   * gap: said apart, so that what is left is the program's. It is
+   * MemstatsSelf less BuckHashSys (in a class), at most the gap: worded
+   * so as not to read as a second MemstatsSelf. */
   int64_t self = ms__self_outside(s);
   if (d >= 0 && self > 0) {
     char own[FIG];
@@ -413,7 +415,7 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
       self = d;
     d -= self;
     ms__strbuf_printf(
-        out, "; libmemstats itself %s%s",
+        out, "; of the rest, libmemstats itself outside the classes %s%s",
         ms__field_quality(s, MS_F_MEMSTATS_SELF) == MS_Q_ESTIMATED ? "~" : "",
         ms__fmt_iec(own, sizeof own, self));
   }
