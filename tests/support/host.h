@@ -6,6 +6,8 @@
 #ifndef MS_TESTS_SUPPORT_HOST_H
 #define MS_TESTS_SUPPORT_HOST_H
 
+#include <elf.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +86,33 @@ static inline int host_have_library(const char *name) {
     snprintf(path, sizeof path, "%s/%s", dirs[i], name);
     if (access(path, R_OK) == 0)
       return 1;
+  }
+  return 0;
+}
+
+/* The GNU build id among a loaded object's PT_NOTE segments (as
+ * dl_iterate_phdr reports the object): copied to out, at most cap bytes.
+ * Returns its length, or 0 if it has none (or a longer one). */
+static inline size_t host_note_build_id(const struct dl_phdr_info *info,
+                                        unsigned char *out, size_t cap) {
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE)
+      continue;
+    const unsigned char *p =
+        (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
+    const unsigned char *end = p + ph->p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
+      const unsigned char *name = p + sizeof *n;
+      const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
+      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
+          memcmp(name, "GNU", 4) == 0 && n->n_descsz <= cap) {
+        memcpy(out, desc, n->n_descsz);
+        return n->n_descsz;
+      }
+      p = desc + ((n->n_descsz + 3) & ~3u);
+    }
   }
   return 0;
 }

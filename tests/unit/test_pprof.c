@@ -112,30 +112,9 @@ typedef struct fixture_s {
 /* This binary's GNU build id (from its PT_NOTE, through the loader). */
 static int own_build_id(struct dl_phdr_info *info, size_t size, void *arg) {
   fixture_t *f = arg;
-  int i;
 
   (void)size;
-  for (i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    const unsigned char *p, *end;
-
-    if (ph->p_type != PT_NOTE)
-      continue;
-    p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-    end = p + ph->p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
-      const unsigned char *name = p + sizeof *n;
-      const unsigned char *desc = name + ((n->n_namesz + 3) & ~3u);
-      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-          memcmp(name, "GNU", 4) == 0 && n->n_descsz <= sizeof f->build_id) {
-        memcpy(f->build_id, desc, n->n_descsz);
-        f->build_id_len = n->n_descsz;
-        return 1;
-      }
-      p = desc + ((n->n_descsz + 3) & ~3u);
-    }
-  }
+  f->build_id_len = host_note_build_id(info, f->build_id, sizeof f->build_id);
   return 1; /* the first object is the program itself */
 }
 

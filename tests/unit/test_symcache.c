@@ -39,6 +39,7 @@
 #include "memtop/sites_live.h"
 #include "pprof/heap.h"
 #include "pprof/sym.h"
+#include "support/host.h"
 #include "support/callgrind.h"
 #include "wire/profile.h"
 
@@ -98,32 +99,11 @@ static int find_id(struct dl_phdr_info *info, size_t size, void *arg) {
   id_find_t *w = arg;
   const char *name = info->dlpi_name[0] ? info->dlpi_name : w->exe;
   char real[PATH_MAX];
-  int i;
 
   (void)size;
   if (realpath(name, real) == NULL || strcmp(real, w->path) != 0)
     return 0;
-  for (i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    const unsigned char *p, *end;
-
-    if (ph->p_type != PT_NOTE)
-      continue;
-    p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr);
-    end = p + ph->p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)(const void *)p;
-      const unsigned char *nm = p + sizeof *n;
-      const unsigned char *desc = nm + ((n->n_namesz + 3) & ~3u);
-      if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 &&
-          memcmp(nm, "GNU", 4) == 0 && n->n_descsz <= 64) {
-        memcpy(w->id, desc, n->n_descsz);
-        w->len = n->n_descsz;
-        return 1;
-      }
-      p = desc + ((n->n_descsz + 3) & ~3u);
-    }
-  }
+  w->len = (uint32_t)host_note_build_id(info, w->id, 64);
   return 1;
 }
 
