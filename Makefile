@@ -143,7 +143,7 @@ PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 # memtop: these folders but main.c, and common and wire, go into an
 # archive that is all memtop links (no engine, no provider, no agent) and
 # that the tests link too; with it pprof's generated profile.proto code.
-TOOL_DIRS := src/client src/emit src/pprof src/memtop
+TOOL_DIRS := src/client src/emit src/pprof src/targets src/tui src/exporter src/memtop
 TOOL_SRCS := $(filter-out src/memtop/main.c,$(sort $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.c))))
 SHARED_SRCS := $(sort $(foreach d,$(SHARED_DIRS),$(wildcard $(d)/*.c)))
 
@@ -473,7 +473,7 @@ format-check:
 # process_vm_readv(), which cppcheck does not know (ctuuninitvar);
 # view_detail.c's draw_sites() sorts the n entries it filled, n = 0 too
 # (uninitvar).
-LINT_SUPPRESS := ctuuninitvar:src/providers/glibc.c uninitvar:src/memtop/view_detail.c
+LINT_SUPPRESS := ctuuninitvar:src/providers/glibc.c uninitvar:src/tui/view_detail.c
 lint:
 	sh tests/lint-layers.sh src
 	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \

@@ -7,11 +7,14 @@
 # side, and its own):
 #
 #   target side:  common wire core providers compose profile agent preload
-#   tool side:    common wire client emit pprof memtop
+#   tool side:    common wire client emit pprof targets+tui+exporter memtop
 #
-# So nothing includes upwards, the tool's side never includes core,
+# Folders joined by "+" are the tool's parts, on one step: each may include
+# the folders before it, none includes another (the target set and its
+# connections, the live view, the HTTP exporter), and only the app
+# (memtop) includes them all. So nothing includes upwards, the tool's side never includes core,
 # providers, compose, profile, agent or preload, and the target side never
-# includes client, emit, pprof or memtop. A header named *_int.h is internal to its folder:
+# includes client, emit, pprof, targets, tui, exporter or memtop. A header named *_int.h is internal to its folder:
 # no other folder includes it. An include of a folder that is not a layer, or a
 # folder under SRC that is not one, fails too: a new folder takes its place
 # here and in CONTRIBUTING.md first. Independently of the order, the graph
@@ -27,7 +30,7 @@
 set -u
 SRC=${1:-src}
 TARGET="common wire core providers compose profile agent preload"
-TOOL="common wire client emit pprof memtop"
+TOOL="common wire client emit pprof targets+tui+exporter memtop"
 
 if [ ! -d "$SRC" ]; then
   echo "lint-layers: no source directory $SRC" >&2
@@ -53,9 +56,13 @@ folders=$(find "$SRC" -mindepth 1 -maxdepth 1 -type d | sed "s|^$SRC/||" | LC_AL
 layers_ok=0
 printf '%s\n' "$edges" | awk -v target="$TARGET" -v tool="$TOOL" \
     -v folders="$(echo $folders)" -v src="$SRC" '
-  function rank_in(list, f,    n, a, i) {
+  # The step of folder f in list (1-based), 0 if absent; "a+b" is one step.
+  function rank_in(list, f,    n, a, i, m, b, j) {
     n = split(list, a, " ")
-    for (i = 1; i <= n; i++) if (a[i] == f) return i
+    for (i = 1; i <= n; i++) {
+      m = split(a[i], b, "+")
+      for (j = 1; j <= m; j++) if (b[j] == f) return i
+    }
     return 0
   }
   # 1 if folder `from` may include folder `to`.

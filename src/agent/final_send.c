@@ -1,7 +1,7 @@
 /*
  * final_send.c - the final snapshot, the library's side: what `memtop
  * run` learns when its command exits (memtop's side, which receives it,
- * is src/memtop/final_recv.c).
+ * is src/targets/final_recv.c).
  *
  * memtop polls its command's socket at the -d rate, so whatever it last
  * read can be up to a whole interval old when the command ends, and a

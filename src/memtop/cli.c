@@ -52,45 +52,6 @@ static const struct option long_options[] = {
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
 
-int mt_parse_double(const char *s, double min, double max, double *out) {
-  char *end;
-  double v;
-
-  if (s == NULL || *s == '\0' || out == NULL)
-    return MS_EINVAL;
-  /* strtod skips leading blanks and accepts "nan", "inf" and hex floats;
-   * a delay is none of those, so only plain decimal notation passes. */
-  if (strspn(s, "0123456789.eE+-") != strlen(s))
-    return MS_EINVAL;
-  errno = 0;
-  v = strtod(s, &end);
-  if (errno != 0 || end == s || *end != '\0' || !isfinite(v))
-    return MS_EINVAL;
-  if (v < min || v > max)
-    return MS_EINVAL;
-  *out = v;
-  return 0;
-}
-
-int mt_parse_long(const char *s, long min, long max, long *out) {
-  char *end;
-  long v;
-
-  if (s == NULL || *s == '\0' || out == NULL)
-    return MS_EINVAL;
-  /* Digits only (an optional leading '-'): strtol would also take blanks,
-   * '+', and "0x" prefixes, which no one means in a PID or a count. */
-  if (strspn(s + (s[0] == '-'), "0123456789") != strlen(s + (s[0] == '-')) ||
-      s[s[0] == '-'] == '\0')
-    return MS_EINVAL;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v < min || v > max)
-    return MS_EINVAL;
-  *out = v;
-  return 0;
-}
-
 static int fail(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -143,7 +104,7 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
   long pid;
   size_t i;
 
-  if (mt_parse_long(w, 1, MT_PID_MAX, &pid) != 0) {
+  if (ms__parse_long(w, 1, MT_PID_MAX, &pid) != 0) {
     if (o->cmd == MT_CMD_WATCH && o->npids == 0 && w[0] >= 'a' && w[0] <= 'z')
       return fail(err, errlen,
                   "unknown command '%s' (commands: run, ps, profile, serve)",
@@ -220,7 +181,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
                        char *err, size_t errlen) {
   switch (c) {
   case 'd':
-    if (mt_parse_double(optarg, MT_DELAY_MIN, MT_DELAY_MAX, &o->delay_s))
+    if (ms__parse_double(optarg, MT_DELAY_MIN, MT_DELAY_MAX, &o->delay_s))
       return fail(err, errlen,
                   "invalid delay '%s': give seconds, at least %.1f and at "
                   "most %.0f (e.g. -d 0.5)",
@@ -228,7 +189,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     seen->delay = 1;
     return 0;
   case 'n':
-    if (mt_parse_long(optarg, 1, 1000000000L, &o->iterations))
+    if (ms__parse_long(optarg, 1, 1000000000L, &o->iterations))
       return fail(err, errlen,
                   "invalid iteration count '%s': give a whole number, at "
                   "least 1",
@@ -246,7 +207,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     o->listen = optarg;
     return 0;
   case OPT_SECONDS:
-    if (mt_parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
+    if (ms__parse_long(optarg, 1, MT_PROFILE_SECONDS_MAX, &o->seconds))
       return fail(err, errlen,
                   "invalid --seconds '%s': give whole seconds, 1 to %d", optarg,
                   MT_PROFILE_SECONDS_MAX);
@@ -261,7 +222,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     seen->format = 1;
     return 0;
   case OPT_SITES:
-    if (mt_parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
+    if (ms__parse_long(optarg, 1, MT_SITES_MAX, &o->sites))
       return fail(err, errlen,
                   "invalid --sites '%s': give a number of sites, 1 to %d",
                   optarg, MT_SITES_MAX);
@@ -273,7 +234,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     return 0;
   case OPT_TIMEOUT: {
     double v;
-    if (mt_parse_double(optarg, 0.001, MT_TIMEOUT_MAX_MS / 1000.0, &v))
+    if (ms__parse_double(optarg, 0.001, MT_TIMEOUT_MAX_MS / 1000.0, &v))
       return fail(err, errlen,
                   "invalid --timeout '%s': give seconds, at least 0.001 and "
                   "at most %d (e.g. --timeout 2.5)",
@@ -421,7 +382,7 @@ int mt_cli_timeout(mt_opts_t *o, const char *env, char *err, size_t errlen) {
     err[0] = '\0';
   if (o->timeout_given || env == NULL || env[0] == '\0')
     return 0;
-  if (mt_parse_long(env, 1, MT_TIMEOUT_MAX_MS, &v) != 0)
+  if (ms__parse_long(env, 1, MT_TIMEOUT_MAX_MS, &v) != 0)
     return fail(err, errlen,
                 "ignoring MEMTOP_TIMEOUT_MS=%s (want milliseconds, 1 to %d); "
                 "using %d",

@@ -9,11 +9,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define MT_DELAY_DEFAULT 1.0
-#define MT_DELAY_MIN 0.1
-#define MT_DELAY_MAX 86400.0 /* a day: anything longer is a typo */
-#define MT_PID_MAX 4194304   /* the kernel's PID_MAX_LIMIT (2^22) */
-#define MT_MAX_PIDS 4096     /* PIDs named on one command line */
+#include "common/parse.h"
+#include "tui/model.h"
+
+#define MT_PID_MAX 4194304 /* the kernel's PID_MAX_LIMIT (2^22) */
+#define MT_MAX_PIDS 4096   /* PIDs named on one command line */
 
 typedef enum mt_cmd_e {
   MT_CMD_WATCH = 0, /* memtop [PID...]: live view, or --once/--json */
@@ -72,11 +72,6 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
  * in err when the value is not one (it is then ignored: the deadline stays
  * the default, as a bad NO_COLOR would not stop memtop either). */
 int mt_cli_timeout(mt_opts_t *o, const char *env, char *err, size_t errlen);
-
-/* Strict number parsing for options: the whole string must be a number in
- * [min, max]. Return 0 or MS_EINVAL. */
-int mt_parse_double(const char *s, double min, double max, double *out);
-int mt_parse_long(const char *s, long min, long max, long *out);
 
 /* The short usage (for bad usage, on stderr) and the full --help text. */
 void mt_cli_usage(FILE *f);

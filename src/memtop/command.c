@@ -16,9 +16,9 @@
 
 #include "memstats.h"
 #include "client/client.h"
-#include "memtop/final_recv.h"
+#include "targets/final_recv.h"
 #include "memtop/live.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 #include "memtop/run.h"
 
 extern char **environ;

@@ -12,9 +12,9 @@
 #include <uv.h>
 
 #include "memtop/cli.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 #include "memtop/out.h"
-#include "memtop/targetset.h"
+#include "targets/targetset.h"
 
 /* How long `run` keeps trying fast while the command has not opened its
  * socket yet, and how fast. */

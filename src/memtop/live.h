@@ -10,8 +10,8 @@
 
 #include <stddef.h>
 
-#include "memtop/model.h"
-#include "memtop/targetset.h"
+#include "tui/model.h"
+#include "targets/targetset.h"
 
 typedef struct mt_command_s mt_command_t;
 

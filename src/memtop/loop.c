@@ -40,12 +40,12 @@
 #include "client/client.h"
 #include "memtop/command.h"
 #include "memtop/live.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 #include "memtop/out.h"
 #include "memtop/rounds.h"
 #include "memtop/sites_live.h"
-#include "memtop/targetset.h"
-#include "memtop/ui.h"
+#include "targets/targetset.h"
+#include "tui/ui.h"
 
 /* Listing the directory costs a readdir and a /proc read per process:
  * the live view does it at most this often. */

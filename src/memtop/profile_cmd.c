@@ -26,7 +26,7 @@
 #include "memtop/loop.h"
 #include "memtop/out.h"
 #include "memtop/outfile.h"
-#include "memtop/targetset.h"
+#include "targets/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"

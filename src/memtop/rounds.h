@@ -11,9 +11,9 @@
 #include <uv.h>
 
 #include "memtop/cli.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 #include "memtop/out.h"
-#include "memtop/targetset.h"
+#include "targets/targetset.h"
 
 typedef struct mt_rounds_s {
   const mt_opts_t *o; /* ps, named PIDs, -n */

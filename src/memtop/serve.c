@@ -36,11 +36,11 @@
 #include "client/client.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
-#include "memtop/httpd.h"
+#include "exporter/httpd.h"
 #include "memtop/loop.h"
-#include "memtop/negotiate.h"
-#include "memtop/targetset.h"
-#include "memtop/webconfig.h"
+#include "exporter/negotiate.h"
+#include "targets/targetset.h"
+#include "exporter/webconfig.h"
 
 typedef struct serve_s serve_t;
 

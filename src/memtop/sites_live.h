@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "memtop/model.h"
-#include "memtop/targetset.h"
+#include "tui/model.h"
+#include "targets/targetset.h"
 #include "pprof/sym.h"
 
 /* The most sites kept per profile (by in-use bytes, and as many by bytes

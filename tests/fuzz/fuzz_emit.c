@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "emit/emit.h"
-#include "memtop/model.h"
-#include "memtop/view.h"
+#include "tui/model.h"
+#include "tui/view.h"
 #include "support/hostile.h"
 #include "wire/wire.h"
 

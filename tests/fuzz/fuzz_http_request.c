@@ -27,8 +27,8 @@
 #include <uv.h>
 
 #include "common/strbuf.h"
-#include "memtop/httpd.h"
-#include "memtop/webconfig.h"
+#include "exporter/httpd.h"
+#include "exporter/webconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

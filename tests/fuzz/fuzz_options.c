@@ -55,10 +55,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     double d;
     long l;
     uint64_t u;
-    if (mt_parse_double(argv[i], 0.1, 3600, &d) == 0 &&
+    if (ms__parse_double(argv[i], 0.1, 3600, &d) == 0 &&
         !(d >= 0.1 && d <= 3600))
       abort();
-    if (mt_parse_long(argv[i], 1, 1000, &l) == 0 && (l < 1 || l > 1000))
+    if (ms__parse_long(argv[i], 1, 1000, &l) == 0 && (l < 1 || l > 1000))
       abort();
     if (ms__parse_uint(argv[i], 60000, &u) == 0 && u > 60000)
       abort();

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memtop/webconfig.h"
+#include "exporter/webconfig.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -73,7 +73,14 @@ static void fresh_tree(void) {
   put("preload/l.c", "#include \"agent/a.h\"");
   put("client/k.h", "#include \"wire/w.h\"");
   put("emit/m.h", "#include \"client/k.h\"");
+  put("pprof/h.h", "#include \"emit/m.h\"");
+  put("targets/s.h", "#include \"pprof/h.h\"");
+  put("tui/v.h", "#include \"emit/m.h\"");
+  put("exporter/x.h", "#include \"common/c.h\"");
   put("memtop/t.c", "#include \"emit/m.h\"");
+  put("memtop/t.c", "#include \"targets/s.h\"");
+  put("memtop/t.c", "#include \"tui/v.h\"");
+  put("memtop/t.c", "#include \"exporter/x.h\"");
 }
 
 /* Runs the lint on tmp/tree; returns its exit status. */
@@ -136,6 +143,21 @@ static void test_tool_includes_target(void **state) {
   expect_violation("client may not include core/");
 }
 
+/* The tool's parts (target set, live view, exporter) are one step: each
+ * may include the folders below it, none another part, none the app. */
+static void test_parts_apart(void **state) {
+  (void)state;
+  fresh_tree();
+  put("tui/v.h", "#include \"targets/s.h\"");
+  expect_violation("tui may not include targets/");
+  fresh_tree();
+  put("exporter/x.h", "#include \"tui/v.h\"");
+  expect_violation("exporter may not include tui/");
+  fresh_tree();
+  put("targets/s.h", "#include \"memtop/t.h\"");
+  expect_violation("targets may not include memtop/");
+}
+
 static void test_target_includes_tool(void **state) {
   (void)state;
   fresh_tree();
@@ -185,6 +207,7 @@ int main(void) {
       cmocka_unit_test(test_planted_upward_include),
       cmocka_unit_test(test_cycle),
       cmocka_unit_test(test_tool_includes_target),
+      cmocka_unit_test(test_parts_apart),
       cmocka_unit_test(test_target_includes_tool),
       cmocka_unit_test(test_internal_header),
       cmocka_unit_test(test_unknown_folder),

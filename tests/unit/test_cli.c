@@ -321,15 +321,15 @@ static void test_parse_numbers(void **state) {
   long l;
 
   (void)state;
-  assert_int_equal(mt_parse_double("1.5", 0, 2, &d), 0);
+  assert_int_equal(ms__parse_double("1.5", 0, 2, &d), 0);
   assert_true(d == 1.5);
-  assert_int_equal(mt_parse_double("2.5", 0, 2, &d), MS_EINVAL);
-  assert_int_equal(mt_parse_double(NULL, 0, 2, &d), MS_EINVAL);
-  assert_int_equal(mt_parse_long("-3", -5, 5, &l), 0);
+  assert_int_equal(ms__parse_double("2.5", 0, 2, &d), MS_EINVAL);
+  assert_int_equal(ms__parse_double(NULL, 0, 2, &d), MS_EINVAL);
+  assert_int_equal(ms__parse_long("-3", -5, 5, &l), 0);
   assert_int_equal(l, -3);
-  assert_int_equal(mt_parse_long("-", -5, 5, &l), MS_EINVAL);
-  assert_int_equal(mt_parse_long("0x1", 0, 5, &l), MS_EINVAL);
-  assert_int_equal(mt_parse_long("6", 0, 5, &l), MS_EINVAL);
+  assert_int_equal(ms__parse_long("-", -5, 5, &l), MS_EINVAL);
+  assert_int_equal(ms__parse_long("0x1", 0, 5, &l), MS_EINVAL);
+  assert_int_equal(ms__parse_long("6", 0, 5, &l), MS_EINVAL);
 }
 
 /* ---- run.c ---- */

@@ -1,9 +1,9 @@
 /*
  * test_final.c - the final-snapshot channel of `memtop run`, both ends:
  * the library's exit-time writer (src/agent/final_send.c) into a real socket
- * pair, read back by memtop's collector (src/memtop/final_recv.c); the writer's
- * filters (PID, parent PID, a descriptor that is not the socket it was);
- * a reader that went away (no SIGPIPE); the collector on split, foreign
+ * pair, read back by memtop's collector (src/targets/final_recv.c); the
+ * writer's filters (PID, parent PID, a descriptor that is not the socket it
+ * was); a reader that went away (no SIGPIPE); the collector on split, foreign
  * and garbage input; and the environment `memtop run` gives the command.
  */
 #include <errno.h>
@@ -25,7 +25,7 @@
 #include "agent/agent.h"
 #include "core/engine.h"
 #include "core/hotpath.h"
-#include "memtop/final_recv.h"
+#include "targets/final_recv.h"
 #include "memtop/run.h"
 
 static mt_final_t fin;

@@ -39,8 +39,8 @@
 
 #include "memstats.h"
 #include "common/strbuf.h"
-#include "memtop/httpd.h"
-#include "memtop/webconfig.h"
+#include "exporter/httpd.h"
+#include "exporter/webconfig.h"
 
 /* "s3cret", bcrypt cost 4. */
 #define HASH "$2y$04$cF9RwSEtD0rMHdRC6By.SeT5NEogdNKIpubymmZ/QCHAEfwcRsNuq"

@@ -1,5 +1,5 @@
 /*
- * test_model.c - memtop's model (src/memtop/model.c): rates from the last
+ * test_model.c - memtop's model (src/tui/model.c): rates from the last
  * two samples, the history ring and its wrap-around, sorting that keeps
  * the selection on the same process, the states (an exited process keeps
  * its last figures), and pause percentiles from the histogram.
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "memstats.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 
 static ms_snapshot_t snap;
 

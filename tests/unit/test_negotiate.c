@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "memstats.h"
-#include "memtop/negotiate.h"
+#include "exporter/negotiate.h"
 
 static int om(const char *accept) {
   return mt_accept_openmetrics(accept, accept ? strlen(accept) : 0);

@@ -1,5 +1,5 @@
 /*
- * test_targetset.c - the target set (src/memtop/targetset.h) driven
+ * test_targetset.c - the target set (src/targets/targetset.h) driven
  * through fake I/O: connections whose replies the test sends, timers on a
  * clock the test moves, a listing the test writes, and processes the test
  * declares dead. Checked: a snapshot reaches the owner once; failures
@@ -20,10 +20,10 @@
 #include <cmocka.h>
 
 #include "memtop/live.h"
-#include "memtop/model.h"
+#include "tui/model.h"
 #include "memtop/out.h"
 #include "memtop/rounds.h"
-#include "memtop/targetset.h"
+#include "targets/targetset.h"
 
 /* ---- fake clock and timers -------------------------------------------- */
 

@@ -23,8 +23,8 @@
 #include <cmocka.h>
 
 #include "memstats.h"
-#include "memtop/model.h"
-#include "memtop/view.h"
+#include "tui/model.h"
+#include "tui/view.h"
 #include "support/golden.h"
 #include "support/govec.h"
 #include "support/hostile.h"

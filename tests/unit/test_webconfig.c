@@ -20,7 +20,7 @@
 #include <gnutls/gnutls.h>
 
 #include "memstats.h"
-#include "memtop/webconfig.h"
+#include "exporter/webconfig.h"
 
 /* "s3cret" and "hunter2", cost 4 (made with crypt_gensalt and crypt). */
 #define HASH_ALICE                                                             \

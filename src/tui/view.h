@@ -8,14 +8,14 @@
  * with golden files; mt_view_key() applies a key to the model without a
  * terminal, so tests drive the keys the same way the user does.
  */
-#ifndef MS_MEMTOP_VIEW_H
-#define MS_MEMTOP_VIEW_H
+#ifndef MS_TUI_VIEW_H
+#define MS_TUI_VIEW_H
 
 #include <stdint.h>
 
 #include "common/strbuf.h"
-#include "memtop/model.h"
-#include "memtop/ui.h"
+#include "tui/model.h"
+#include "tui/ui.h"
 
 /* ---- the grid ----------------------------------------------------------- */
 
@@ -117,8 +117,8 @@ enum {
 /* Applies one key to the model: moves the selection, opens and leaves the
  * detail view, shows help, pauses, changes the sort (re-sorting with
  * mt_model_sort()), edits the delay prompt and validates it with the
- * command line's own rule (cli.h: MT_DELAY_MIN..MT_DELAY_MAX seconds). Pure: no
- * I/O, no terminal. Returns what the loop has to do. */
+ * command line's own rule (model.h: MT_DELAY_MIN..MT_DELAY_MAX seconds). Pure:
+ * no I/O, no terminal. Returns what the loop has to do. */
 mt_action_t mt_view_key(mt_model_t *m, int key);
 
 /* ---- shared by the view's modules (view_*.c) ------------------------------

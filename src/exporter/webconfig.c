@@ -5,7 +5,7 @@
  * depth (an alias cannot make the walk loop), every value checked before
  * it is kept.
  */
-#include "memtop/webconfig.h"
+#include "exporter/webconfig.h"
 
 #include <crypt.h>
 #include <errno.h>

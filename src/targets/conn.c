@@ -15,7 +15,7 @@
  * connection object itself is freed once its timer and any pipe are
  * closed.
  */
-#include "memtop/conn.h"
+#include "targets/conn.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * final_recv.h and
  * src/agent/final_send.c for the other end).
  */
-#include "memtop/final_recv.h"
+#include "targets/final_recv.h"
 
 #include <errno.h>
 #include <string.h>

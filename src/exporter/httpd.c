@@ -21,7 +21,7 @@
  * an answer), checked every second; the accept policy uses them to let a
  * new connection in when every slot is taken (httpd.h).
  */
-#include "memtop/httpd.h"
+#include "exporter/httpd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +37,7 @@
 #include <zlib.h>
 
 #include "memstats.h"
-#include "memtop/negotiate.h"
+#include "exporter/negotiate.h"
 
 #define CT_TEXT "text/plain; version=0.0.4; charset=utf-8"
 #define CT_OPENMETRICS                                                         \

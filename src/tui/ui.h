@@ -18,10 +18,10 @@
  *
  * Everything is single-threaded: call these from the loop's thread only.
  */
-#ifndef MS_MEMTOP_UI_H
-#define MS_MEMTOP_UI_H
+#ifndef MS_TUI_UI_H
+#define MS_TUI_UI_H
 
-#include "memtop/model.h"
+#include "tui/model.h"
 
 /* What a key asks the loop to do. Several keys read at once combine by
  * taking the strongest action (the order below). */

@@ -9,8 +9,8 @@
  * The connection is kept between requests (the handshake is paid once) and
  * re-made transparently when the target closed it.
  */
-#ifndef MS_MEMTOP_CONN_H
-#define MS_MEMTOP_CONN_H
+#ifndef MS_TARGETS_CONN_H
+#define MS_TARGETS_CONN_H
 
 #include <stdint.h>
 #include <uv.h>

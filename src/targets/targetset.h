@@ -49,8 +49,8 @@
  * targetset_uv.c passes the decoded profile to the reply function): the
  * set only hands it to the owner's `profile` callback.
  */
-#ifndef MS_MEMTOP_TARGETSET_H
-#define MS_MEMTOP_TARGETSET_H
+#ifndef MS_TARGETS_TARGETSET_H
+#define MS_TARGETS_TARGETSET_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
 
 #include "memstats.h"
 #include "common/sanitize.h"
-#include "memtop/view.h"
+#include "tui/view.h"
 
 static void grid_blank(mt_grid_t *g) {
   size_t n = (size_t)g->rows * (size_t)g->cols;

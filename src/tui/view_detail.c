@@ -17,7 +17,7 @@
 #include "common/fields.h"
 #include "emit/emit.h"
 #include "memstats.h"
-#include "memtop/view.h"
+#include "tui/view.h"
 
 #define TWO_COLUMN_MIN 72 /* narrower screens stack every section */
 #define TREND_MIN 4       /* a heading and three rows of chart */

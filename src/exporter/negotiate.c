@@ -4,7 +4,7 @@
  * elements separated by commas, each a token with ";"-separated
  * parameters; what does not parse is skipped, never trusted.
  */
-#include "memtop/negotiate.h"
+#include "exporter/negotiate.h"
 
 #include <netdb.h>
 #include <netinet/in.h>

@@ -14,8 +14,8 @@
 
 #include "memstats.h"
 #include "client/client.h"
-#include "memtop/conn.h"
-#include "memtop/targetset.h"
+#include "targets/conn.h"
+#include "targets/targetset.h"
 
 typedef struct uv_conn_s {
   mt_conn_t *c;

@@ -28,8 +28,8 @@
  * apply would be worse than an error. Unknown keys are refused as
  * exporter-toolkit refuses them. Every error names the line and the fix.
  */
-#ifndef MS_MEMTOP_WEBCONFIG_H
-#define MS_MEMTOP_WEBCONFIG_H
+#ifndef MS_EXPORTER_WEBCONFIG_H
+#define MS_EXPORTER_WEBCONFIG_H
 
 #include <stddef.h>
 

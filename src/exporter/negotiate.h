@@ -7,8 +7,8 @@
  * most the bytes it is given and never fails on garbage, it only answers
  * the plainest choice.
  */
-#ifndef MS_MEMTOP_NEGOTIATE_H
-#define MS_MEMTOP_NEGOTIATE_H
+#ifndef MS_EXPORTER_NEGOTIATE_H
+#define MS_EXPORTER_NEGOTIATE_H
 
 #include <stddef.h>
 #include <sys/socket.h>

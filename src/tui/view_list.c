@@ -11,7 +11,7 @@
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
-#include "memtop/view.h"
+#include "tui/view.h"
 
 enum {
   COL_PID,

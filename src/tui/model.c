@@ -4,7 +4,7 @@
  * last two samples, pause percentiles, the state of each target, and the
  * list order. No I/O and no drawing here.
  */
-#include "memtop/model.h"
+#include "tui/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

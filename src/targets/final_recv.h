@@ -10,8 +10,8 @@
  * a pure function of the bytes, tested on its own and fed by
  * mt_final_drain() from the socket.
  */
-#ifndef MS_MEMTOP_FINAL_RECV_H
-#define MS_MEMTOP_FINAL_RECV_H
+#ifndef MS_TARGETS_FINAL_RECV_H
+#define MS_TARGETS_FINAL_RECV_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,15 +6,20 @@
  * view, --once text, JSON) read it. A renderer never does I/O to a target; the
  * loop never touches the screen.
  */
-#ifndef MS_MEMTOP_MODEL_H
-#define MS_MEMTOP_MODEL_H
+#ifndef MS_TUI_MODEL_H
+#define MS_TUI_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "memstats.h"
 
-#define MT_HISTORY 600 /* samples kept per target for trends and rates */
+/* The refresh delay in seconds, the same rule on the command line (-d) and
+ * at the live view's prompt. */
+#define MT_DELAY_DEFAULT 1.0
+#define MT_DELAY_MIN 0.1
+#define MT_DELAY_MAX 86400.0 /* a day: anything longer is a typo */
+#define MT_HISTORY 600       /* samples kept per target for trends and rates */
 
 typedef enum mt_target_state_e {
   MT_CONNECTING = 0, /* no snapshot yet */

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/parse.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
-#include "memtop/cli.h"
-#include "memtop/view.h"
+#include "tui/view.h"
 
 /* ============================================================ helpers === */
 
@@ -287,7 +287,7 @@ static mt_action_t prompt_key(mt_model_t *m, int key) {
   if (key == MT_KEY_ENTER || key == '\r') {
     double v;
     m->prompting = 0;
-    if (mt_parse_double(m->input, MT_DELAY_MIN, MT_DELAY_MAX, &v) != 0) {
+    if (ms__parse_double(m->input, MT_DELAY_MIN, MT_DELAY_MAX, &v) != 0) {
       snprintf(m->status, sizeof m->status,
                "Invalid delay \"%.32s\": give seconds as a number from %g "
                "to %g, e.g. 0.5",

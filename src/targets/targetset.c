@@ -21,7 +21,7 @@
  * its socket is removed), and is probed again at the next listing if it
  * is still there.
  */
-#include "memtop/targetset.h"
+#include "targets/targetset.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -22,8 +22,8 @@
 #include <wchar.h>
 
 #include "memstats.h"
-#include "memtop/ui.h"
-#include "memtop/view.h"
+#include "tui/ui.h"
+#include "tui/view.h"
 
 /* One terminal per process, so the state is the module's. `active` is
  * what makes mt_ui_end() idempotent, and it is cleared before the terminal

@@ -12,14 +12,14 @@
  * once or later, when its targets have answered; the connection waits
  * suspended meanwhile, costing nothing but its memory.
  */
-#ifndef MS_MEMTOP_HTTPD_H
-#define MS_MEMTOP_HTTPD_H
+#ifndef MS_EXPORTER_HTTPD_H
+#define MS_EXPORTER_HTTPD_H
 
 #include <stddef.h>
 #include <uv.h>
 
 #include "common/strbuf.h"
-#include "memtop/webconfig.h"
+#include "exporter/webconfig.h"
 
 /* Limits on what a client may cost. An address is an IPv4 address or an
  * IPv6 /64. */
