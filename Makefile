@@ -158,6 +158,7 @@ LIB_A := $(BUILD)/libmemstats.a
 PRELOAD_SO := $(BUILD)/libmemstats-preload.so
 TOOL_A := $(BUILD)/libmemtop.a
 MEMTOP := $(BUILD)/memtop
+MEMTOP_SERVE := $(BUILD)/memtop-serve
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/unit/test_*.c)))
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/integration/test_*.c)))
@@ -186,7 +187,7 @@ CONTRIB := $(patsubst %,$(BUILD)/contrib/%,$(filter-out $(CONTRIB_SKIPPED),$(CON
 .PHONY: all check check-clang test-build asan tsan bench fuzz install \
         uninstall installcheck clean demo deps format format-check lint \
         contrib-skipped
-all: $(LIB_SO) $(LIB_A) $(PRELOAD_SO) $(MEMTOP) $(CONTRIB) contrib-skipped
+all: $(LIB_SO) $(LIB_A) $(PRELOAD_SO) $(MEMTOP) $(MEMTOP_SERVE) $(CONTRIB) contrib-skipped
 
 contrib-skipped:
 	@$(foreach c,$(CONTRIB_SKIPPED),echo "make: not building contrib/$(c).c: it needs $(CONTRIB_PKG_$(c)), which is not installed";)
@@ -199,7 +200,7 @@ contrib-skipped:
 # only.
 $(LIB_OBJS) $(PRELOAD_OBJS): \
   OBJ_CFLAGS = -fvisibility=hidden -DMS_BUILDING_LIBRARY -ftls-model=initial-exec
-$(TOOL_OBJS) $(BUILD)/obj/src/memtop/main.o: \
+$(TOOL_OBJS) $(BUILD)/obj/src/memtop/main.o $(BUILD)/obj/src/memtop/main-serve.o: \
   OBJ_CFLAGS = $(TOOL_CFLAGS) -DMT_PRELOAD_DIR='"$(PRELOADDIR)"'
 
 # PRELOADDIR is compiled into memtop (and test_run): a build for another
@@ -262,8 +263,16 @@ $(TOOL_A): $(TOOL_OBJS) $(SHARED_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
 
+# memtop links only what its objects use (--as-needed): `serve` is
+# memtop-serve, the same main with the exporter (main.c says why), which
+# `make install` puts in PRELOADDIR, memtop's private directory.
 $(MEMTOP): $(BUILD)/obj/src/memtop/main.o $(TOOL_A)
+	$(CC) $(BASE_LDFLAGS) $(PIE_LDFLAGS) -o $@ $^ -Wl,--as-needed $(TOOL_LIBS)
+$(MEMTOP_SERVE): $(BUILD)/obj/src/memtop/main-serve.o $(TOOL_A)
 	$(CC) $(BASE_LDFLAGS) $(PIE_LDFLAGS) -o $@ $^ $(TOOL_LIBS)
+$(BUILD)/obj/src/memtop/main-serve.o: src/memtop/main.c $(CFLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OBJ_CFLAGS) -DMT_WITH_SERVE=1 -MMD -MP -c $< -o $@
 
 # Contrib programs link the library the way a user would (-lmemstats).
 $(BUILD)/contrib/%: contrib/%.c $(LIB_SO)
@@ -421,6 +430,7 @@ install: all
 	ln -sf libmemstats.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libmemstats.so
 	install -m 0644 $(LIB_A) $(DESTDIR)$(LIBDIR)/libmemstats.a
 	install -m 0755 $(PRELOAD_SO) $(DESTDIR)$(PRELOADDIR)/libmemstats-preload.so
+	install -m 0755 $(MEMTOP_SERVE) $(DESTDIR)$(PRELOADDIR)/memtop-serve
 	install -m 0644 include/memstats.h $(DESTDIR)$(INCLUDEDIR)/memstats.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
@@ -433,6 +443,7 @@ install: all
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/memtop $(DESTDIR)$(LIBDIR)/libmemstats.so* \
 	  $(DESTDIR)$(LIBDIR)/libmemstats.a $(DESTDIR)$(PRELOADDIR)/libmemstats-preload.so \
+	  $(DESTDIR)$(PRELOADDIR)/memtop-serve \
 	  $(DESTDIR)$(LIBDIR)/libmemstats-preload.so \
 	  $(DESTDIR)$(INCLUDEDIR)/memstats.h $(DESTDIR)$(LIBDIR)/pkgconfig/memstats.pc \
 	  $(DESTDIR)$(MANDIR)/man1/memtop.1 \

@@ -20,6 +20,7 @@ fail() { echo "installcheck: $*" >&2; exit 1; }
 for f in "$bindir/memtop" "$libdir/libmemstats.so.$version" \
          "$libdir/libmemstats.so.0" "$libdir/libmemstats.so" \
          "$libdir/libmemstats.a" "$preloaddir/libmemstats-preload.so" \
+         "$preloaddir/memtop-serve" \
          "$includedir/memstats.h" "$libdir/pkgconfig/memstats.pc"; do
   [ -e "$stage$f" ] || fail "$f was not installed"
 done
@@ -40,6 +41,14 @@ if [ "$libdir" = "$prefix/lib" ] && [ "$bindir" = "$prefix/bin" ]; then
   printf '%s\n' "$out" | grep -q "libmemstats $version" ||
     fail "no report of the program run under the preload: $out"
   echo "installcheck: the staged memtop ran a program under the staged preload"
+  # `memtop serve` is memtop-serve from the private directory: reached, it
+  # reads the web config (and says it cannot), where a memtop that cannot
+  # find it says so instead.
+  out=$("$stage$bindir/memtop" serve --listen 127.0.0.1:0 \
+        --web-config "$work/none.yml" 2>&1) && fail "serve with no web config ran: $out"
+  printf '%s\n' "$out" | grep -q "cannot open $work/none.yml" ||
+    fail "the staged memtop did not run the staged memtop-serve: $out"
+  echo "installcheck: the staged memtop serve ran the staged memtop-serve"
 else
   echo "installcheck: BINDIR/LIBDIR are not PREFIX/bin and PREFIX/lib: the" \
        "staged memtop looks in $preloaddir only (not staged), not run"

@@ -1,6 +1,13 @@
 /*
  * main.c - memtop's entry point: parse the command line (cli.c), answer
  * --help and --version, and hand everything else to the loop (loop.c).
+ *
+ * It is built twice. As `memtop` (MT_WITH_SERVE 0) it leaves out `serve`,
+ * whose libraries (libmicrohttpd, GnuTLS and what it loads, libyaml,
+ * libcrypt) cost more start-up than the rest of memtop together: `serve`
+ * executes memtop-serve, the same program with the exporter linked, from
+ * memtop's private directory (run.h). As memtop-serve (MT_WITH_SERVE 1) it
+ * runs every command itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +22,13 @@
 #include "memtop/cli.h"
 #include "memtop/loop.h"
 #include "memtop/profile_cmd.h"
+#include "memtop/run.h"
+#ifndef MT_WITH_SERVE
+#define MT_WITH_SERVE 0
+#endif
+#if MT_WITH_SERVE
 #include "memtop/serve.h"
+#endif
 
 /* Started with 0, 1 or 2 closed (`memtop --once PID >&-`, a cron job, a
  * daemon), memtop would hand those numbers to the first descriptors it
@@ -52,6 +65,31 @@ static void own_malloc(void) {
   (void)mallopt(M_ARENA_MAX, 2);
   (void)mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 }
+
+#if MT_WITH_SERVE
+static int serve(const mt_opts_t *o, char **argv) {
+  (void)argv;
+  return mt_serve_main(o);
+}
+#else
+/* Runs `memtop serve` as memtop-serve, with the same arguments; returns
+ * only when it cannot be started (status 1, the cause on stderr). */
+static int serve(const mt_opts_t *o, char **argv) {
+  char exe[4096], path[4096], err[8192 + 256];
+  ssize_t n;
+
+  (void)o;
+  n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  if (mt_run_find_serve(exe, path, sizeof path, err, sizeof err) != 0) {
+    fprintf(stderr, "memtop: serve: %s\n", err);
+    return 1;
+  }
+  execv(path, argv);
+  fprintf(stderr, "memtop: serve: cannot run %s: %s\n", path, strerror(errno));
+  return 1;
+}
+#endif
 
 /* Writes stdout out; a failure is said (a closed stdout among them). */
 static int flush_stdout(void) {
@@ -92,7 +130,7 @@ int main(int argc, char **argv) {
   case MT_CMD_PROFILE:
     return mt_profile_main(&opts);
   case MT_CMD_SERVE:
-    return mt_serve_main(&opts);
+    return serve(&opts, argv);
   default:
     return mt_loop_main(&opts);
   }

@@ -39,11 +39,16 @@ int mt_run_find_preload(const char *exe, const char *override, char *out,
                                 errlen);
 }
 
+int mt_run_find_serve(const char *exe, char *out, size_t len, char *err,
+                      size_t errlen) {
+  return mt_run_find_private(exe, MT_SERVE_NAME, X_OK, MT_PRELOAD_DIR, out, len,
+                             err, errlen);
+}
+
 int mt_run_find_preload_in(const char *exe, const char *override,
                            const char *libdir, char *out, size_t len, char *err,
                            size_t errlen) {
-  char dir[4096], cand[3][4096 + 64];
-  int i, n, ncand = 2;
+  int n;
 
   if (override != NULL && override[0] != '\0') {
     if (access(override, R_OK) != 0) {
@@ -56,27 +61,39 @@ int mt_run_find_preload_in(const char *exe, const char *override,
     n = snprintf(out, len, "%s", override);
     return n < 0 || (size_t)n >= len ? MS_EINVAL : 0;
   }
+  return mt_run_find_private(exe, MT_PRELOAD_NAME, R_OK, libdir, out, len, err,
+                             errlen);
+}
+
+int mt_run_find_private(const char *exe, const char *name, int mode,
+                        const char *libdir, char *out, size_t len, char *err,
+                        size_t errlen) {
+  char dir[4096], cand[3][4096 + 64];
+  int i, n, ncand = 2;
+
   dir_of(exe != NULL ? exe : "", dir, sizeof dir);
-  /* The build tree puts memtop and the library side by side; an install
-   * puts memtop in $PREFIX/bin and the library in $PREFIX/lib/memtop (found
+  /* The build tree puts memtop and its private files side by side; an
+   * install puts memtop in $PREFIX/bin and them in $PREFIX/lib/memtop (found
    * relative to the binary, so a staged or moved install finds its own), or
    * in the directory it was configured with (lib64, multiarch). */
-  snprintf(cand[0], sizeof cand[0], "%s/%s", dir, MT_PRELOAD_NAME);
-  snprintf(cand[1], sizeof cand[1], "%s/../lib/memtop/%s", dir,
-           MT_PRELOAD_NAME);
+  snprintf(cand[0], sizeof cand[0], "%s/%s", dir, name);
+  snprintf(cand[1], sizeof cand[1], "%s/../lib/memtop/%s", dir, name);
   if (libdir != NULL && libdir[0] != '\0')
-    snprintf(cand[ncand++], sizeof cand[2], "%s/%s", libdir, MT_PRELOAD_NAME);
+    snprintf(cand[ncand++], sizeof cand[2], "%s/%s", libdir, name);
   for (i = 0; i < ncand; i++) {
-    if (access(cand[i], R_OK) == 0) {
+    if (access(cand[i], mode) == 0) {
       n = snprintf(out, len, "%s", cand[i]);
       return n < 0 || (size_t)n >= len ? MS_EINVAL : 0;
     }
   }
   snprintf(err, errlen,
            "cannot find %s (looked for %s, %s%s%s): install memtop with "
-           "`make install`, or set MEMTOP_PRELOAD to the library's path",
-           MT_PRELOAD_NAME, cand[0], cand[1], ncand > 2 ? " and " : "",
-           ncand > 2 ? cand[2] : "");
+           "`make install`%s",
+           name, cand[0], cand[1], ncand > 2 ? " and " : "",
+           ncand > 2 ? cand[2] : "",
+           strcmp(name, MT_PRELOAD_NAME) == 0
+               ? ", or set MEMTOP_PRELOAD to the library's path"
+               : "");
   return MS_ENOENT;
 }
 

@@ -26,6 +26,24 @@ int mt_run_find_preload_in(const char *exe, const char *override,
                            const char *libdir, char *out, size_t len, char *err,
                            size_t errlen);
 
+/* Finds memtop's private file `name` (the preload, or the serve binary
+ * MT_SERVE_NAME): next to the memtop binary `exe` (the build tree), else in
+ * ../lib/memtop relative to it, else in `libdir` (NULL or "": none), the
+ * first that access(2) allows for `mode` (R_OK, X_OK). Writes the path into
+ * out and returns 0, or MS_ENOENT with where it looked and the fix in err. */
+int mt_run_find_private(const char *exe, const char *name, int mode,
+                        const char *libdir, char *out, size_t len, char *err,
+                        size_t errlen);
+
+/* `memtop serve` runs as this program, in memtop's private directory: it
+ * alone links the exporter's libraries (libmicrohttpd, GnuTLS, libyaml,
+ * libcrypt), so that every other command starts without loading them. */
+#define MT_SERVE_NAME "memtop-serve"
+
+/* mt_run_find_private() for MT_SERVE_NAME, executable, last in PRELOADDIR. */
+int mt_run_find_serve(const char *exe, char *out, size_t len, char *err,
+                      size_t errlen);
+
 /* A copy of the environment `env` with `preload` first in LD_PRELOAD
  * (existing entries kept after it; not added twice). The array and the one
  * new string are malloc'd: free with mt_run_env_free(). NULL on ENOMEM. */

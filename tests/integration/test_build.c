@@ -105,6 +105,11 @@ static void test_memtop_hardened(void **state) {
   check_hardened("memtop", 1);
 }
 
+static void test_memtop_serve_hardened(void **state) {
+  (void)state;
+  check_hardened("memtop-serve", 1);
+}
+
 static void test_library_hardened(void **state) {
   (void)state;
   check_hardened("libmemstats.so", 0);
@@ -166,6 +171,39 @@ static void test_library_without_emit(void **state) {
     fail_msg("libmemstats.so carries memtop's emitters:\n%.2000s", out);
   if (symbols_matching("libmemstats-preload.so", EMIT_SYMS) != 0)
     fail_msg("the preload carries memtop's emitters:\n%.2000s", out);
+}
+
+/* ---- memtop starts without the exporter's libraries ------------------------
+ * Every command but `serve` starts without libmicrohttpd, GnuTLS (and the
+ * p11-kit, nettle, gmp ... it loads), libyaml and libcrypt: loading them
+ * cost more than the rest of memtop's start-up. memtop-serve has them.
+ * Read from the dynamic section (NEEDED), as the loader reads it. */
+#define EXPORTER_LIBS "libmicrohttpd|libgnutls|libyaml|libcrypt\\."
+
+static int needed_matching(const char *name, const char *re) {
+  char path[1200], cmd[1600];
+
+  if (!host_have_program("readelf"))
+    skip();
+  snprintf(path, sizeof path, "%s/%s", build_dir, name);
+  if (access(path, R_OK) != 0)
+    fail_msg("%s is missing: build it with `make` first", path);
+  snprintf(cmd, sizeof cmd, "readelf -dW '%s' | grep NEEDED | grep -E '%s'",
+           path, re);
+  int st = sh(cmd);
+  assert_true(st == 0 || st == 1);
+  int n = 0;
+  for (const char *p = out; *p; p++)
+    n += *p == '\n';
+  return n;
+}
+
+static void test_memtop_without_exporter_libs(void **state) {
+  (void)state;
+  /* The pattern finds them where they are (else it could never fail). */
+  assert_int_equal(needed_matching("memtop-serve", EXPORTER_LIBS), 4);
+  if (needed_matching("memtop", EXPORTER_LIBS) != 0)
+    fail_msg("memtop loads the exporter's libraries at start:\n%s", out);
 }
 
 /* ---- setup-deps.sh off Debian ---------------------------------------------
@@ -263,6 +301,8 @@ static void test_setup_deps_not_debian_complete(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_memtop_hardened),
+      cmocka_unit_test(test_memtop_serve_hardened),
+      cmocka_unit_test(test_memtop_without_exporter_libs),
       cmocka_unit_test(test_library_hardened),
       cmocka_unit_test(test_preload_hardened),
       cmocka_unit_test(test_memtop_without_engine),
