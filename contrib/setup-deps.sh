@@ -1,21 +1,45 @@
 #!/bin/sh
-# setup-deps.sh - installs every Debian/Ubuntu package that building and
-# testing memtop needs, and nothing when they are all present already.
-# Used by `make check`, `make demo`, `make deps` and CI. Runs apt-get as
-# root, or through sudo when it is available; otherwise says what to
-# install. Elsewhere (not Debian) it installs nothing and says what is
-# missing and which packages provide it.
+# setup-deps.sh [build] - installs the Debian/Ubuntu packages that building
+# and testing memtop need, and nothing when they are all present already.
+# With `build` (what `make demo` uses) only those that `make` needs to
+# build memtop and the library (BUILD_PACKAGES); with no
+# argument (`make check`, `make deps`, CI) those and every package the
+# tests, benches and lints use (TEST_PACKAGES). Runs apt-get as root, or
+# through sudo when it is available; otherwise says what to install.
+# Elsewhere (not Debian) it installs nothing and says what is missing and
+# which packages provide it.
 #
-# To add a package the build or the tests need, append it to PACKAGES.
+# To add a package the build needs, append it to BUILD_PACKAGES; one only
+# the tests need, to TEST_PACKAGES.
 set -eu
 
-PACKAGES="
+MODE=${1:-all}
+case $MODE in
+  build | all) ;;
+  *)
+    echo "setup-deps: unknown argument '$MODE' (give 'build', or nothing for" \
+         "everything the tests need too)" >&2
+    exit 2
+    ;;
+esac
+
+BUILD_PACKAGES="
 build-essential
 pkg-config
 libuv1-dev
-libcmocka-dev
 libncurses-dev
 zlib1g-dev
+libprotobuf-c-dev
+protobuf-c-compiler
+libdw-dev
+libmicrohttpd-dev
+libgnutls28-dev
+libyaml-dev
+libcrypt-dev
+"
+
+TEST_PACKAGES="
+libcmocka-dev
 libjansson-dev
 libjemalloc-dev
 libgc-dev
@@ -31,29 +55,26 @@ git
 python3
 heaptrack
 hyperfine
-libprotobuf-c-dev
-protobuf-c-compiler
-libdw-dev
 golang-go
 prometheus
 python3-prometheus-client
-libmicrohttpd-dev
-libgnutls28-dev
-libyaml-dev
-libcrypt-dev
 curl
 openssl
 valgrind
 "
+
+PACKAGES=$BUILD_PACKAGES
+[ "$MODE" = build ] || PACKAGES="$BUILD_PACKAGES $TEST_PACKAGES"
 
 # On a machine that is not Debian-based nothing is installed: each need is
 # checked by what it provides (a program, or a pkg-config module), and what
 # is missing is named with the packages that provide it elsewhere.
 # One line per need:  check|Debian|Fedora|Arch|what it is for
 # where check is cmd:NAME, pc:MODULE or lib:NAME (linkable as -lNAME),
-# alternatives separated by '/'. REQUIRED stop the build (the tests' target
-# programs link every allocator); OPTIONAL only turn the tests or benches
-# that use them into skips.
+# alternatives separated by '/'. REQUIRED stop the build, and so do
+# TEST_REQUIRED but with `build` (the tests' target programs link every
+# allocator); OPTIONAL only turn the tests or benches that use them into
+# skips.
 REQUIRED="
 cmd:cc/gcc/clang|build-essential|gcc|gcc|a C compiler
 cmd:make|build-essential|make|make|GNU make
@@ -61,12 +82,6 @@ cmd:pkg-config/pkgconf|pkg-config|pkgconf-pkg-config|pkgconf|pkg-config
 pc:libuv|libuv1-dev|libuv-devel|libuv|libuv (memtop's event loop)
 pc:ncursesw/ncurses|libncurses-dev|ncurses-devel|ncurses|ncurses (the live view)
 pc:zlib|zlib1g-dev|zlib-devel|zlib|zlib
-pc:cmocka|libcmocka-dev|libcmocka-devel|cmocka|cmocka (the tests)
-pc:jansson|libjansson-dev|jansson-devel|jansson|jansson (the JSON tests)
-pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tests)
-pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
-lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
-pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
 pc:libprotobuf-c|libprotobuf-c-dev|protobuf-c-devel|protobuf-c|protobuf-c (memtop profile writes profile.proto)
 cmd:protoc-c|protobuf-c-compiler|protobuf-c-compiler|protobuf-c|protoc-c (generates the profile.proto code at build time)
 pc:libdw|libdw-dev|elfutils-devel|elfutils|elfutils libdw (memtop profile resolves function names and lines)
@@ -75,6 +90,15 @@ pc:gnutls|libgnutls28-dev|gnutls-devel|gnutls|GnuTLS (memtop serve --web-config:
 pc:yaml-0.1|libyaml-dev|libyaml-devel|libyaml|libyaml (memtop serve --web-config)
 pc:libxcrypt|libcrypt-dev|libxcrypt-devel|libxcrypt|libxcrypt (memtop serve's bcrypt)
 "
+TEST_REQUIRED="
+pc:cmocka|libcmocka-dev|libcmocka-devel|cmocka|cmocka (the tests)
+pc:jansson|libjansson-dev|jansson-devel|jansson|jansson (the JSON tests)
+pc:jemalloc|libjemalloc-dev|jemalloc-devel|jemalloc|jemalloc (the providers' tests)
+pc:libtcmalloc|libgoogle-perftools-dev|gperftools-devel|gperftools|tcmalloc (the providers' tests)
+lib:mimalloc|libmimalloc-dev|mimalloc-devel|mimalloc|mimalloc (the providers' tests)
+pc:bdw-gc|libgc-dev|gc-devel|gc|Boehm GC (the providers' tests, contrib/gc_example)
+"
+[ "$MODE" = build ] || REQUIRED="$REQUIRED$TEST_REQUIRED"
 OPTIONAL="
 cmd:clang|clang|clang|clang|clang (make check-clang, make fuzz: libFuzzer is clang's runtime, Debian's libclang-rt-14-dev)
 cmd:clang-format|clang-format|clang-tools-extra|clang|clang-format (make format, make format-check)
@@ -152,7 +176,8 @@ EOL
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "setup-deps: not a Debian-based system: installing nothing," \
        "checking what the build needs" >&2
-  report "$OPTIONAL" "missing, optional (the tests that need them are skipped)" || true
+  [ "$MODE" = build ] ||
+    report "$OPTIONAL" "missing, optional (the tests that need them are skipped)" || true
   if ! report "$REQUIRED" "missing, needed to build and test"; then
     echo "setup-deps: install the packages above, then run make again" >&2
     exit 1

@@ -255,6 +255,51 @@ static int run_setup_deps(const char *dir) {
   return sh(cmd);
 }
 
+/* On Debian with nothing installed (a dpkg-query that knows no package):
+ * `setup-deps.sh build`, what `make demo` runs, asks apt-get for what the
+ * build needs and none of the test suite's packages; with no argument (make
+ * check) for those too. As root the fake apt-get prints what it is given;
+ * otherwise (no sudo in PATH) the script prints the command to run. */
+static void test_setup_deps_build_only(void **state) {
+  char dir[] = "/tmp/test_build.XXXXXX", path[1200], cmd[2400], script[1200];
+  static const char *const progs[] = {"sh", "id", "cat", NULL};
+  FILE *f;
+
+  (void)state;
+  make_path(dir, progs);
+  snprintf(path, sizeof path, "%s/apt-get", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\necho \"apt-get $*\"\nexit 0\n");
+  fclose(f);
+  snprintf(path, sizeof path, "%s/dpkg-query", dir);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\nexit 1\n");
+  fclose(f);
+  assert_int_equal(chmod(path, 0755), 0);
+  assert_non_null(getcwd(script, sizeof script - 32));
+  strcat(script, "/contrib/setup-deps.sh");
+
+  snprintf(cmd, sizeof cmd, "env -i PATH='%s' /bin/sh '%s' build 2>&1", dir,
+           script);
+  sh(cmd);
+  if (!strstr(out, "libuv1-dev") || !strstr(out, "libdw-dev") ||
+      !strstr(out, "libmicrohttpd-dev"))
+    fail_msg("build mode does not install what the build needs:\n%s", out);
+  if (strstr(out, "libcmocka-dev") || strstr(out, "golang-go") ||
+      strstr(out, "prometheus") || strstr(out, "heaptrack") ||
+      strstr(out, "clang"))
+    fail_msg("build mode installs the tests' packages:\n%s", out);
+
+  snprintf(cmd, sizeof cmd, "env -i PATH='%s' /bin/sh '%s' 2>&1", dir, script);
+  sh(cmd);
+  if (!strstr(out, "libuv1-dev") || !strstr(out, "libcmocka-dev") ||
+      !strstr(out, "golang-go"))
+    fail_msg("the full mode misses packages:\n%s", out);
+  remove_dir(dir);
+}
+
 /* Nothing there: it fails, names the missing pieces and the packages of
  * other distributions, and installs nothing. */
 static void test_setup_deps_not_debian_missing(void **state) {
@@ -307,6 +352,7 @@ int main(void) {
       cmocka_unit_test(test_preload_hardened),
       cmocka_unit_test(test_memtop_without_engine),
       cmocka_unit_test(test_library_without_emit),
+      cmocka_unit_test(test_setup_deps_build_only),
       cmocka_unit_test(test_setup_deps_not_debian_missing),
       cmocka_unit_test(test_setup_deps_not_debian_complete),
   };
