@@ -387,7 +387,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);
  * ms_pause_hist_quantile() returns the q-quantile (0..1) as the upper edge
  * of the bucket that holds it, clamped to 2^47 ns for overflow, or -1 if
  * the histogram is empty. ms_pause_hist_total() is the number of pauses
- * the histogram counts, the sum of its buckets (0 for NULL). */
+ * the histogram counts, the sum of its buckets (0 for NULL). A bucket
+ * index below 0 or above the last is read as underflow or overflow. */
 MS_EXTERN int ms_pause_hist_bucket(int64_t ns);
 MS_EXTERN int64_t ms_pause_hist_lower(int bucket);
 MS_EXTERN int64_t ms_pause_hist_upper(int bucket);

@@ -187,7 +187,8 @@ static int client_usable(client_t *c) {
 }
 
 /* Sends buf[*off, len) without blocking. Returns 1 when all is sent, 0
- * when the socket is full, -1 if the client is gone. */
+ * when the socket is full, or send's negative errno if the client is
+ * gone. */
 static int send_part(client_t *c, const uint8_t *buf, size_t *off, size_t len,
                      uint64_t now) {
   while (*off < len) {
@@ -202,16 +203,17 @@ static int send_part(client_t *c, const uint8_t *buf, size_t *off, size_t len,
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
-    return -1;
+    return n < 0 ? -errno : -EPIPE;
   }
   return 1;
 }
 
 /* Sends what is pending: the replies, then a profile being streamed.
- * Returns 0, or -1 if the client is gone. */
+ * Returns 0, or a negative errno if the client is gone (-EBADF: the
+ * program took its descriptor over). */
 static int client_flush(client_t *c, uint64_t now) {
   if (client_pending(c) && !client_usable(c))
-    return -1;
+    return -EBADF;
   int r = send_part(c, c->out, &c->out_off, c->out_len, now);
   if (r <= 0)
     return r;
@@ -491,9 +493,10 @@ static int listen_open(void) {
     close(fd);
     return r;
   }
-  if (ms__own_take(&g_listen, fd, g_private) < 0) {
+  r = ms__own_take(&g_listen, fd, g_private);
+  if (r < 0) {
     unlink(g_path);
-    return MS_ENOMEM;
+    return r;
   }
   return 0;
 }
@@ -511,7 +514,7 @@ static int keep_stderr(void) {
 
 /* The wake pipe's write end, opened again through /proc from any thread
  * (the pipe itself, not the agent's descriptor): a descriptor the caller
- * closes, or -1. */
+ * closes, or -1 as open(2) returns it. */
 static int wake_open(void) {
   char p[80];
   if (g_wake_w.fd < 0)
@@ -546,13 +549,13 @@ static int wake_make(void) {
    * the other way round, the write end closed first hangs the read end up,
    * and the agent closes it (wake_read), giving back a number the program
    * was about to reach. */
-  if (ms__own_take(&g_wake_w, p[1], g_private) < 0) {
+  int r = ms__own_take(&g_wake_w, p[1], g_private);
+  if (r < 0) {
     close(p[0]);
-    return MS_ENOMEM;
+    return r;
   }
-  if (ms__own_take(&g_wake_r, p[0], g_private) < 0)
-    return MS_ENOMEM;
-  return 0;
+  r = ms__own_take(&g_wake_r, p[0], g_private);
+  return r < 0 ? r : 0;
 }
 
 /* After the thread has ended: the wake pipe's write end is closed in the
@@ -613,8 +616,8 @@ static void agent_teardown(void) {
 
 /* In the program's table (no unshared table), before each round: the
  * wake pipe and the socket are still ours, or are given up (and the
- * socket made again at the same path). Returns 0, or -1 if the agent
- * must stop. */
+ * socket made again at the same path). Returns 0, or listen_open's
+ * negative code if the agent must stop. */
 static int check_shared(void) {
   if (g_wake_r.fd >= 0 && !ms__own_ok(&g_wake_r)) {
     ms__debug("agent: the program closed or replaced the agent's wake pipe "
@@ -635,7 +638,7 @@ static int check_shared(void) {
   if (r != 0) {
     ms__debug("agent stopped: cannot make its socket again: %s",
               ms_strerror(r));
-    return -1;
+    return r;
   }
   return 0;
 }
@@ -919,7 +922,8 @@ fail:
 }
 
 /* A connection to the agent's socket, which the thread watches (closed
- * at once). Returns 0 if it connected. */
+ * at once). Returns 0 if it connected, else socket's or connect's negative
+ * errno. */
 static int wake_connect(void) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
@@ -927,8 +931,8 @@ static int wake_connect(void) {
   memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return -1;
-  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    return -errno;
+  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : -errno;
   close(fd);
   return r;
 }

@@ -95,7 +95,8 @@ int ms__read_trylock(void);
 void ms__read_unlock(void);
 
 /* Appends a provider name to snap->providers (once) and returns its index,
- * or -1 if the list is full. */
+ * or -1 if the list is full: -1 is the "no provider" index every caller
+ * already passes for a figure with no source, not an error code. */
 int ms__snapshot_add_provider(ms_snapshot_t *snap, const char *name);
 
 /* Nonzero if this thread is in the middle of an update of the engine's

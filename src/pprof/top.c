@@ -43,7 +43,7 @@ static int rehash(sites_t *s) {
   uint32_t *slot = calloc(cap, sizeof *slot);
 
   if (slot == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (i = 0; i < s->n; i++) {
     for (j = mix(s->v[i].k1, s->v[i].k2) & (cap - 1); slot[j] != 0;)
       j = (j + 1) & (cap - 1);
@@ -135,7 +135,7 @@ static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
   int k;
 
   if (si == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (k = 0; flat && k < MT_HEAP_NVALUES; k++)
     si->site.flat[k] = add_sat(si->site.flat[k], hs->value[k]);
   if (si->stamp != sample + 1) {
