@@ -819,8 +819,12 @@ static void unsafe_once(const char *dir, const char *why) {
   ms__debug("agent not started: %s (%s); %s", why, dir, fix);
 }
 
-static int start_locked(void) {
-  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+/* ---- start_locked's steps ---- */
+
+/* The environment's word on the agent: 0 if MEMSTATS_AGENT=0 says not to
+ * start it, else 1, with the minimum interval between two reads
+ * (MEMSTATS_MIN_INTERVAL_MS) set and the cached snapshot dropped. */
+static int settings_read(void) {
   const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
   if (env != NULL && ms__parse_uint(env, UINT64_MAX, &v) == 0 && v == 0) {
@@ -837,7 +841,12 @@ static int start_locked(void) {
   }
   ms__agent_set_interval(v * 1000000ull);
   ms__agent_cache_reset();
+  return 1;
+}
 
+/* The socket directory, made safe, and the socket's path in g_path.
+ * Returns 0, or ms__sockdir_*'s code or MS_EINVAL (g_path then empty). */
+static int socket_path_make(void) {
   char dir[sizeof g_path];
   const char *why = "unknown";
   int r = ms__sockdir_path(dir, sizeof dir);
@@ -856,13 +865,17 @@ static int start_locked(void) {
     g_path[0] = '\0';
     return MS_EINVAL;
   }
+  return 0;
+}
 
+/* The clients' buffers, mapped, and every descriptor slot empty. Returns
+ * 0 or MS_ENOMEM. */
+static int bufs_map(void) {
   g_bufs_len = (size_t)MAX_CLIENTS * (IN_CAP + OUT_CAP);
   g_bufs = mmap(NULL, g_bufs_len, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (g_bufs == MAP_FAILED) {
     g_bufs = NULL;
-    g_path[0] = '\0';
     return MS_ENOMEM;
   }
   /* A fork child has no use for them (its agent maps its own): not
@@ -876,18 +889,23 @@ static int start_locked(void) {
   g_listen.fd = g_wake_r.fd = g_wake_w.fd = g_reserve.fd = -1;
   g_accept_resume = g_accept_backoff = 0;
   __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
+  return 0;
+}
 
-  if (sem_init(&g_ready, 0, 0) != 0) {
-    r = -errno;
-    goto fail;
-  }
+/* Creates the thread and waits until it has made its socket. Returns 0,
+ * or a negative code: the thread's setup error (the thread then joined),
+ * MS_ENOMEM where a limit leaves no room for a thread, or another
+ * failure's -errno. */
+static int thread_start(void) {
+  if (sem_init(&g_ready, 0, 0) != 0)
+    return -errno;
   /* The thread inherits the creator's signal mask: block everything so
    * the program's signals keep going to the program's threads. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   __atomic_store_n(&g_stop, 0, __ATOMIC_RELEASE);
-  r = ms__agent_thread_create(&g_thread, agent_main, NULL);
+  int r = ms__agent_thread_create(&g_thread, agent_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (r == EAGAIN) {
     /* Not "busy, try again": a limit leaves no room for the thread. */
@@ -895,30 +913,45 @@ static int start_locked(void) {
               "address-space limit (RLIMIT_AS, ulimit -v) has no room for "
               "its stack, or its user is at the thread limit "
               "(RLIMIT_NPROC, ulimit -u)");
-    r = MS_ENOMEM;
     sem_destroy(&g_ready);
-    goto fail;
+    return MS_ENOMEM;
   }
   if (r != 0) {
-    r = -r;
     sem_destroy(&g_ready);
-    goto fail;
+    return -r;
   }
   while (sem_wait(&g_ready) != 0 && errno == EINTR) {
   }
   sem_destroy(&g_ready);
   r = g_setup_err;
-  if (r != 0) {
+  if (r != 0)
     pthread_join(g_thread, NULL);
-    goto fail;
+  return r;
+}
+
+/* Starts the agent, under g_lock. Returns 0 (also when the environment
+ * says not to start it), or a negative code with nothing left behind. */
+static int start_locked(void) {
+  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+  if (!settings_read())
+    return 0;
+  int r = socket_path_make();
+  if (r != 0)
+    return r;
+  r = bufs_map();
+  if (r != 0) {
+    g_path[0] = '\0';
+    return r;
+  }
+  r = thread_start();
+  if (r != 0) {
+    forget_after_join();
+    g_path[0] = '\0';
+    release_bufs();
+    return r;
   }
   g_running = 1;
   return 0;
-fail:
-  forget_after_join();
-  g_path[0] = '\0';
-  release_bufs();
-  return r;
 }
 
 /* A connection to the agent's socket, which the thread watches (closed
