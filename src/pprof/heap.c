@@ -433,6 +433,7 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
   h->time_nanos = p->time_unix_ns;
   h->rate = p->rate;
   h->buckets_dropped = p->buckets_dropped;
+  h->frees_lost = p->frees_lost;
   if (base != NULL) {
     h->delta = 1;
     h->duration_nanos = p->time_unix_ns > base->time_unix_ns

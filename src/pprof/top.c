@@ -259,6 +259,12 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
                       "The sampler's bucket table was full: %" PRIu64
                       " samples were not recorded, the figures are low\n",
                       h->buckets_dropped);
+  if (h->frees_lost > 0)
+    ms__strbuf_printf(out,
+                      "%" PRIu64 " frees of sampled blocks could not be "
+                      "recorded (a signal handler's): those blocks show as "
+                      "in use\n",
+                      h->frees_lost);
   ms__strbuf_puts(out, "Total: ");
   put_bytes(out, total[space], est, 0);
   ms__strbuf_puts(out, " in ");

@@ -90,9 +90,10 @@ void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
 
-/* Frees of sampled blocks that could not be recorded (see sampler.c):
- * said in the agent's debug output with each profile (agent/profile_reply.c).
- */
+/* Frees of sampled blocks that could not be recorded (see sampler.c),
+ * since the process started: sent with each profile (frees_lost,
+ * agent/profile_reply.c), and said in the pprof file's comment and the
+ * top list (src/pprof). */
 uint64_t ms__prof_lost_frees(void);
 /* The agent thread is never sampled: an unwinder's first capture on a
  * thread may create or replace descriptors of its own (libunwind's
