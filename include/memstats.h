@@ -7,8 +7,9 @@
  * private Unix socket named after the process ID.
  *
  * Conventions, as in libuv:
- *   - every function returning int returns 0 or a negative errno-style code
- *     (MS_E*); ms_strerror() turns a code into words;
+ *   - every function that can fail returns 0 or a negative errno-style
+ *     code (MS_E*); ms_strerror() turns a code into words (an int that is
+ *     a value, as ms_pause_hist_bucket()'s index, says so where declared);
  *   - the caller owns every struct it passes in; reads copy into it;
  *   - structs that may grow are read with their size (ms_snapshot_read()).
  *
