@@ -202,7 +202,8 @@ static void put_bytes(ms__strbuf_t *out, int64_t v, int estimated, int w) {
 
   estimated = estimated && v != 0;
   ms__fmt_iec(num, sizeof num, v);
-  snprintf(cell, sizeof cell, "%s%s", estimated ? "~" : "", num);
+  snprintf(cell, sizeof cell, "%s%s",
+           mt_quality_mark(estimated ? MS_Q_ESTIMATED : MS_Q_EXACT), num);
   ms__strbuf_printf(out, "%*s", w, cell);
 }
 
@@ -210,7 +211,8 @@ static void put_count(ms__strbuf_t *out, int64_t v, int estimated, int w) {
   char cell[48];
 
   estimated = estimated && v != 0;
-  snprintf(cell, sizeof cell, "%s%" PRId64, estimated ? "~" : "", v);
+  snprintf(cell, sizeof cell, "%s%" PRId64,
+           mt_quality_mark(estimated ? MS_Q_ESTIMATED : MS_Q_EXACT), v);
   ms__strbuf_printf(out, "%*s", w, cell);
 }
 
