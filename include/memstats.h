@@ -7,8 +7,9 @@
  * private Unix socket named after the process ID.
  *
  * Conventions, as in libuv:
- *   - every function returning int returns 0 or a negative errno-style code
- *     (MS_E*); ms_strerror() turns a code into words;
+ *   - every function that can fail returns 0 or a negative errno-style
+ *     code (MS_E*); ms_strerror() turns a code into words (an int that is
+ *     a value, as ms_pause_hist_bucket()'s index, says so where declared);
  *   - the caller owns every struct it passes in; reads copy into it;
  *   - structs that may grow are read with their size (ms_snapshot_read()).
  *
@@ -387,7 +388,8 @@ MS_EXTERN int ms_snapshot_read(ms_snapshot_t *snap, size_t size);
  * ms_pause_hist_quantile() returns the q-quantile (0..1) as the upper edge
  * of the bucket that holds it, clamped to 2^47 ns for overflow, or -1 if
  * the histogram is empty. ms_pause_hist_total() is the number of pauses
- * the histogram counts, the sum of its buckets (0 for NULL). */
+ * the histogram counts, the sum of its buckets (0 for NULL). A bucket
+ * index below 0 or above the last is read as underflow or overflow. */
 MS_EXTERN int ms_pause_hist_bucket(int64_t ns);
 MS_EXTERN int64_t ms_pause_hist_lower(int bucket);
 MS_EXTERN int64_t ms_pause_hist_upper(int bucket);

@@ -187,7 +187,8 @@ static int client_usable(client_t *c) {
 }
 
 /* Sends buf[*off, len) without blocking. Returns 1 when all is sent, 0
- * when the socket is full, -1 if the client is gone. */
+ * when the socket is full, or send's negative errno if the client is
+ * gone. */
 static int send_part(client_t *c, const uint8_t *buf, size_t *off, size_t len,
                      uint64_t now) {
   while (*off < len) {
@@ -202,16 +203,17 @@ static int send_part(client_t *c, const uint8_t *buf, size_t *off, size_t len,
       continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
-    return -1;
+    return n < 0 ? -errno : -EPIPE;
   }
   return 1;
 }
 
 /* Sends what is pending: the replies, then a profile being streamed.
- * Returns 0, or -1 if the client is gone. */
+ * Returns 0, or a negative errno if the client is gone (-EBADF: the
+ * program took its descriptor over). */
 static int client_flush(client_t *c, uint64_t now) {
   if (client_pending(c) && !client_usable(c))
-    return -1;
+    return -EBADF;
   int r = send_part(c, c->out, &c->out_off, c->out_len, now);
   if (r <= 0)
     return r;
@@ -491,9 +493,10 @@ static int listen_open(void) {
     close(fd);
     return r;
   }
-  if (ms__own_take(&g_listen, fd, g_private) < 0) {
+  r = ms__own_take(&g_listen, fd, g_private);
+  if (r < 0) {
     unlink(g_path);
-    return MS_ENOMEM;
+    return r;
   }
   return 0;
 }
@@ -511,7 +514,7 @@ static int keep_stderr(void) {
 
 /* The wake pipe's write end, opened again through /proc from any thread
  * (the pipe itself, not the agent's descriptor): a descriptor the caller
- * closes, or -1. */
+ * closes, or -1 as open(2) returns it. */
 static int wake_open(void) {
   char p[80];
   if (g_wake_w.fd < 0)
@@ -546,13 +549,13 @@ static int wake_make(void) {
    * the other way round, the write end closed first hangs the read end up,
    * and the agent closes it (wake_read), giving back a number the program
    * was about to reach. */
-  if (ms__own_take(&g_wake_w, p[1], g_private) < 0) {
+  int r = ms__own_take(&g_wake_w, p[1], g_private);
+  if (r < 0) {
     close(p[0]);
-    return MS_ENOMEM;
+    return r;
   }
-  if (ms__own_take(&g_wake_r, p[0], g_private) < 0)
-    return MS_ENOMEM;
-  return 0;
+  r = ms__own_take(&g_wake_r, p[0], g_private);
+  return r < 0 ? r : 0;
 }
 
 /* After the thread has ended: the wake pipe's write end is closed in the
@@ -613,8 +616,8 @@ static void agent_teardown(void) {
 
 /* In the program's table (no unshared table), before each round: the
  * wake pipe and the socket are still ours, or are given up (and the
- * socket made again at the same path). Returns 0, or -1 if the agent
- * must stop. */
+ * socket made again at the same path). Returns 0, or listen_open's
+ * negative code if the agent must stop. */
 static int check_shared(void) {
   if (g_wake_r.fd >= 0 && !ms__own_ok(&g_wake_r)) {
     ms__debug("agent: the program closed or replaced the agent's wake pipe "
@@ -635,7 +638,7 @@ static int check_shared(void) {
   if (r != 0) {
     ms__debug("agent stopped: cannot make its socket again: %s",
               ms_strerror(r));
-    return -1;
+    return r;
   }
   return 0;
 }
@@ -816,8 +819,12 @@ static void unsafe_once(const char *dir, const char *why) {
   ms__debug("agent not started: %s (%s); %s", why, dir, fix);
 }
 
-static int start_locked(void) {
-  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+/* ---- start_locked's steps ---- */
+
+/* The environment's word on the agent: 0 if MEMSTATS_AGENT=0 says not to
+ * start it, else 1, with the minimum interval between two reads
+ * (MEMSTATS_MIN_INTERVAL_MS) set and the cached snapshot dropped. */
+static int settings_read(void) {
   const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
   if (env != NULL && ms__parse_uint(env, UINT64_MAX, &v) == 0 && v == 0) {
@@ -834,7 +841,12 @@ static int start_locked(void) {
   }
   ms__agent_set_interval(v * 1000000ull);
   ms__agent_cache_reset();
+  return 1;
+}
 
+/* The socket directory, made safe, and the socket's path in g_path.
+ * Returns 0, or ms__sockdir_*'s code or MS_EINVAL (g_path then empty). */
+static int socket_path_make(void) {
   char dir[sizeof g_path];
   const char *why = "unknown";
   int r = ms__sockdir_path(dir, sizeof dir);
@@ -853,13 +865,17 @@ static int start_locked(void) {
     g_path[0] = '\0';
     return MS_EINVAL;
   }
+  return 0;
+}
 
+/* The clients' buffers, mapped, and every descriptor slot empty. Returns
+ * 0 or MS_ENOMEM. */
+static int bufs_map(void) {
   g_bufs_len = (size_t)MAX_CLIENTS * (IN_CAP + OUT_CAP);
   g_bufs = mmap(NULL, g_bufs_len, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (g_bufs == MAP_FAILED) {
     g_bufs = NULL;
-    g_path[0] = '\0';
     return MS_ENOMEM;
   }
   /* A fork child has no use for them (its agent maps its own): not
@@ -873,18 +889,23 @@ static int start_locked(void) {
   g_listen.fd = g_wake_r.fd = g_wake_w.fd = g_reserve.fd = -1;
   g_accept_resume = g_accept_backoff = 0;
   __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
+  return 0;
+}
 
-  if (sem_init(&g_ready, 0, 0) != 0) {
-    r = -errno;
-    goto fail;
-  }
+/* Creates the thread and waits until it has made its socket. Returns 0,
+ * or a negative code: the thread's setup error (the thread then joined),
+ * MS_ENOMEM where a limit leaves no room for a thread, or another
+ * failure's -errno. */
+static int thread_start(void) {
+  if (sem_init(&g_ready, 0, 0) != 0)
+    return -errno;
   /* The thread inherits the creator's signal mask: block everything so
    * the program's signals keep going to the program's threads. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   __atomic_store_n(&g_stop, 0, __ATOMIC_RELEASE);
-  r = ms__agent_thread_create(&g_thread, agent_main, NULL);
+  int r = ms__agent_thread_create(&g_thread, agent_main, NULL);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (r == EAGAIN) {
     /* Not "busy, try again": a limit leaves no room for the thread. */
@@ -892,34 +913,50 @@ static int start_locked(void) {
               "address-space limit (RLIMIT_AS, ulimit -v) has no room for "
               "its stack, or its user is at the thread limit "
               "(RLIMIT_NPROC, ulimit -u)");
-    r = MS_ENOMEM;
     sem_destroy(&g_ready);
-    goto fail;
+    return MS_ENOMEM;
   }
   if (r != 0) {
-    r = -r;
     sem_destroy(&g_ready);
-    goto fail;
+    return -r;
   }
   while (sem_wait(&g_ready) != 0 && errno == EINTR) {
   }
   sem_destroy(&g_ready);
   r = g_setup_err;
-  if (r != 0) {
+  if (r != 0)
     pthread_join(g_thread, NULL);
-    goto fail;
-  }
-  g_running = 1;
-  return 0;
-fail:
-  forget_after_join();
-  g_path[0] = '\0';
-  release_bufs();
   return r;
 }
 
+/* Starts the agent, under g_lock. Returns 0 (also when the environment
+ * says not to start it), or a negative code with nothing left behind. */
+static int start_locked(void) {
+  __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+  if (!settings_read())
+    return 0;
+  int r = socket_path_make();
+  if (r != 0)
+    return r;
+  r = bufs_map();
+  if (r != 0) {
+    g_path[0] = '\0';
+    return r;
+  }
+  r = thread_start();
+  if (r != 0) {
+    forget_after_join();
+    g_path[0] = '\0';
+    release_bufs();
+    return r;
+  }
+  g_running = 1;
+  return 0;
+}
+
 /* A connection to the agent's socket, which the thread watches (closed
- * at once). Returns 0 if it connected. */
+ * at once). Returns 0 if it connected, else socket's or connect's negative
+ * errno. */
 static int wake_connect(void) {
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
@@ -927,8 +964,8 @@ static int wake_connect(void) {
   memcpy(sa.sun_path, g_path, sizeof sa.sun_path);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return -1;
-  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+    return -errno;
+  int r = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ? 0 : -errno;
   close(fd);
   return r;
 }

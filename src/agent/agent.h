@@ -122,7 +122,9 @@ typedef struct ms__own_fd_s {
 /* Records fd (just made by the caller) in *o; in the program's table it
  * is first moved to the highest free number below min(RLIMIT_NOFILE,
  * 1024), where shells and programs do not go unless they name it.
- * Returns the descriptor, or -1 (fd closed). */
+ * Returns the descriptor, or a negative code: MS_EINVAL if fd is
+ * negative (the call that was to make it failed), fstat's -errno (fd
+ * closed). */
 int ms__own_take(ms__own_fd_t *o, int fd, int private_table);
 
 /* Whether o->fd is still the descriptor that was taken: always in the

@@ -74,13 +74,13 @@ static int high_top(void) {
 }
 
 /* A copy of fd at the highest free number in [top - HIGH_ROOM, top),
- * searched downwards, or -1. Shells take their own numbers from 10 up
- * (dash, zsh and ksh's saved descriptors, bash's {var} redirections) and
- * bash also from 255 down (its script, its saved descriptors); scripts
- * name 3 to 9 by convention (all POSIX promises). The top of the table is
- * what none of them takes unless a script names that very number; the
- * lowest free number at or above a base (F_DUPFD alone) was 960 or 961 at
- * the usual limit of 1024, which a script had chosen. */
+ * searched downwards, or -1 (no descriptor: none was free). Shells take their
+ * own numbers from 10 up (dash, zsh and ksh's saved descriptors, bash's {var}
+ * redirections) and bash also from 255 down (its script, its saved
+ * descriptors); scripts name 3 to 9 by convention (all POSIX promises). The top
+ * of the table is what none of them takes unless a script names that very
+ * number; the lowest free number at or above a base (F_DUPFD alone) was 960 or
+ * 961 at the usual limit of 1024, which a script had chosen. */
 static int dup_high(int fd) {
   int top = high_top();
   int low = top > HIGH_ROOM + 3 ? top - HIGH_ROOM : 3;
@@ -100,7 +100,7 @@ int ms__own_take(ms__own_fd_t *o, int fd, int private_table) {
   struct stat st;
   o->fd = -1;
   if (fd < 0)
-    return -1;
+    return MS_EINVAL;
   if (!private_table) {
     /* Just made by us, so the number is ours to close. If the table is
      * full up there, it stays where it is. */
@@ -111,8 +111,9 @@ int ms__own_take(ms__own_fd_t *o, int fd, int private_table) {
     }
   }
   if (fstat(fd, &st) != 0) {
+    int r = -errno;
     close(fd);
-    return -1;
+    return r;
   }
   o->fd = fd;
   o->dev = st.st_dev;

@@ -189,10 +189,11 @@ static int lock_free_soon(int expire) {
 }
 
 /* Sends all of buf, waiting at most FINAL_SEND_TIMEOUT_MS for room.
- * Returns 0 or -1. The descriptor is the program's table's: after each
- * wait (another thread of the program may have closed or replaced it
- * meanwhile: poll says POLLNVAL, or its identity changed) it is checked
- * again before the next send, and given up if it is not the socket any
+ * Returns 0, MS_ETIMEDOUT, -EBADF if the descriptor is not the socket any
+ * more, or the failed call's negative errno. The descriptor is the program's
+ * table's: after each wait (another thread of the program may have closed or
+ * replaced it meanwhile: poll says POLLNVAL, or its identity changed) it is
+ * checked again before the next send, and given up if it is not the socket any
  * more. */
 static int send_all(int fd, const uint8_t *buf, size_t len) {
   uint64_t deadline = ms__now_mono_ns() + FINAL_SEND_TIMEOUT_MS * 1000000ull;
@@ -209,16 +210,17 @@ static int send_all(int fd, const uint8_t *buf, size_t len) {
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       uint64_t now = ms__now_mono_ns();
       if (now >= deadline)
-        return -1;
+        return MS_ETIMEDOUT;
       struct pollfd p = {fd, POLLOUT, 0};
       int r = poll(&p, 1, (int)((deadline - now) / 1000000ull) + 1);
-      if ((r < 0 && errno != EINTR) || (r > 0 && (p.revents & POLLNVAL)) ||
-          !final_fd_same())
-        return -1;
+      if (r < 0 && errno != EINTR)
+        return -errno;
+      if ((r > 0 && (p.revents & POLLNVAL)) || !final_fd_same())
+        return -EBADF;
       continue;
     }
     /* EPIPE (memtop went away), ENOTSOCK...: nothing to be done. */
-    return -1;
+    return n < 0 ? -errno : -EPIPE;
   }
   return 0;
 }
@@ -257,7 +259,7 @@ int ms__final_write(void) {
   r = ms__wire_encode_snapshot(&w, &g_final_snap, NULL);
   if (r != 0)
     goto out;
-  r = send_all(g_final.fd, g_final_buf, w.len) == 0 ? 0 : MS_ETIMEDOUT;
+  r = send_all(g_final.fd, g_final_buf, w.len);
   /* One frame per process: a second exit path (the handler run twice)
    * writes nothing more. */
   g_final.fd = -1;

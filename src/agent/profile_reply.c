@@ -180,15 +180,16 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
   }
   p.buckets_dropped = t->dropped;
   ms__prof_release();
-  /* What the profile cannot show: samples a full table dropped (sent, as
-   * buckets_dropped) and frees of sampled blocks that a busy thread (a
-   * signal handler's) could not record, whose blocks stay in use in the
-   * profile until their address is sampled again (said here only). */
+  /* What the profile cannot show, sent with it: samples a full table
+   * dropped, and frees of sampled blocks that a busy thread (a signal
+   * handler's) could not record, whose blocks stay in use in the profile
+   * until their address is sampled again. */
+  p.frees_lost = ms__prof_lost_frees();
   ms__debug("agent: heap profile of %u buckets; %llu samples dropped "
             "(bucket table full), %llu frees of sampled blocks not "
             "recorded",
             n, (unsigned long long)p.buckets_dropped,
-            (unsigned long long)ms__prof_lost_frees());
+            (unsigned long long)p.frees_lost);
   p.pid = pid;
   p.start_time = start_time;
   p.time_unix_ns = ms__now_unix_ns();

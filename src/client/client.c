@@ -620,6 +620,111 @@ static int fail(msc_session_t *s, msc_event_t *ev, int err, int fatal,
   return err;
 }
 
+/* ---- msc_session_feed's messages: each handler takes a whole frame's
+ * payload p (length n), fills ev, and returns 0 or the code fail() gave.
+ * A failure the session cannot recover from (a malformed reply, another
+ * process) is fatal: the session is dead from then on. */
+
+static int on_hello(msc_session_t *s, const uint8_t *p, uint32_t n,
+                    msc_event_t *ev) {
+  const char *why = "malformed";
+  ms__wire_hello_t h;
+  if (ms__wire_decode_hello(p, n, &h, &why) != 0)
+    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s", s->pid,
+                why);
+  if (s->pid > 0 && h.pid != s->pid)
+    return fail(s, ev, MS_ESTALE, 1,
+                "PID %d: the socket answered for PID %d (a stale or "
+                "misplaced socket)",
+                s->pid, (int)h.pid);
+  if (s->expected_start_time != 0 && h.start_time != s->expected_start_time)
+    return fail(s, ev, MS_ESTALE, 1,
+                "PID %d is no longer the process that was watched (start "
+                "time %llu, expected %llu): the PID was reused",
+                s->pid, (unsigned long long)h.start_time,
+                (unsigned long long)s->expected_start_time);
+  s->hello = h;
+  s->state = ST_READY;
+  ev->type = MSC_EV_HELLO;
+  return 0;
+}
+
+static int on_snapshot(msc_session_t *s, const uint8_t *p, uint32_t n,
+                       ms_snapshot_t *snap, msc_event_t *ev) {
+  const char *why = "malformed";
+  if (s->state != ST_READY)
+    return fail(s, ev, MS_EPROTO, 1,
+                "malformed reply from PID %d: a snapshot before the "
+                "handshake",
+                s->pid);
+  if (snap == NULL)
+    return MS_EINVAL;
+  if (ms__wire_decode_snapshot(p, n, snap, &why) != 0)
+    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s", s->pid,
+                why);
+  if (snap->pid != s->hello.pid || snap->start_time != s->hello.start_time)
+    return fail(s, ev, MS_EPROTO, 1,
+                "malformed reply from PID %d: the snapshot is of another "
+                "process (PID %d)",
+                s->pid, (int)snap->pid);
+  ev->type = MSC_EV_SNAPSHOT;
+  return 0;
+}
+
+/* One frame of a profile asked for; the event only with the last. */
+static int on_profile(msc_session_t *s, const uint8_t *p, uint32_t n,
+                      msc_event_t *ev) {
+  const char *why = "malformed";
+  if (s->state != ST_READY)
+    return fail(s, ev, MS_EPROTO, 1,
+                "malformed reply from PID %d: a profile before the "
+                "handshake",
+                s->pid);
+  if (s->prof == NULL || s->prof->complete)
+    return fail(s, ev, MS_EPROTO, 1,
+                "malformed reply from PID %d: a profile not asked for", s->pid);
+  int r = ms__profile_decode_frame(s->prof, p, n, &why);
+  if (r != 0)
+    return fail(s, ev, r, 1, "%s reply from PID %d: %s",
+                r == MS_ENOMEM ? "out of memory decoding the" : "malformed",
+                s->pid, why);
+  if (!s->prof->complete)
+    return 0; /* more frames to come */
+  if (s->prof->profile.pid != s->hello.pid ||
+      s->prof->profile.start_time != s->hello.start_time)
+    return fail(s, ev, MS_EPROTO, 1,
+                "malformed reply from PID %d: the profile is of another "
+                "process (PID %d)",
+                s->pid, (int)s->prof->profile.pid);
+  ev->type = MSC_EV_PROFILE;
+  return 0;
+}
+
+/* The agent's error or refusal (type MS__MSG_ERROR or MS__MSG_REFUSED). */
+static int on_error(msc_session_t *s, uint16_t type, const uint8_t *p,
+                    uint32_t n, msc_event_t *ev) {
+  const char *why = "malformed";
+  int code;
+  char reason[192];
+  if (ms__wire_decode_error(p, n, &code, reason, sizeof reason, &why) != 0)
+    return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s", s->pid,
+                why);
+  if (reason[0] == '\0')
+    snprintf(reason, sizeof reason, "%s", ms_strerror(code));
+  if (type == MS__MSG_REFUSED)
+    return fail(s, ev, code, 1, "PID %d refused the connection: %s", s->pid,
+                reason);
+  /* After a malformed request or a version clash the agent hangs up;
+   * other errors concern one request only (a profile asked for is then
+   * not coming). */
+  if (s->prof != NULL && !s->prof->complete) {
+    ms__profile_decoded_free(s->prof);
+    s->prof = NULL;
+  }
+  return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
+              "PID %d: %s", s->pid, reason);
+}
+
 int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
                      size_t *used, ms_snapshot_t *snap, msc_event_t *ev) {
   if (s == NULL || used == NULL || ev == NULL || (data == NULL && len > 0))
@@ -648,95 +753,15 @@ int msc_session_feed(msc_session_t *s, const uint8_t *data, size_t len,
   *used = MS__WIRE_HEADER + (size_t)f.length;
   const uint8_t *p = data + MS__WIRE_HEADER;
   switch (f.type) {
-  case MS__MSG_HELLO: {
-    ms__wire_hello_t h;
-    if (ms__wire_decode_hello(p, f.length, &h, &why) != 0)
-      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
-                  s->pid, why);
-    if (s->pid > 0 && h.pid != s->pid)
-      return fail(s, ev, MS_ESTALE, 1,
-                  "PID %d: the socket answered for PID %d (a stale or "
-                  "misplaced socket)",
-                  s->pid, (int)h.pid);
-    if (s->expected_start_time != 0 && h.start_time != s->expected_start_time)
-      return fail(s, ev, MS_ESTALE, 1,
-                  "PID %d is no longer the process that was watched (start "
-                  "time %llu, expected %llu): the PID was reused",
-                  s->pid, (unsigned long long)h.start_time,
-                  (unsigned long long)s->expected_start_time);
-    s->hello = h;
-    s->state = ST_READY;
-    ev->type = MSC_EV_HELLO;
-    return 0;
-  }
-  case MS__MSG_SNAPSHOT: {
-    if (s->state != ST_READY)
-      return fail(s, ev, MS_EPROTO, 1,
-                  "malformed reply from PID %d: a snapshot before the "
-                  "handshake",
-                  s->pid);
-    if (snap == NULL)
-      return MS_EINVAL;
-    if (ms__wire_decode_snapshot(p, f.length, snap, &why) != 0)
-      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
-                  s->pid, why);
-    if (snap->pid != s->hello.pid || snap->start_time != s->hello.start_time)
-      return fail(s, ev, MS_EPROTO, 1,
-                  "malformed reply from PID %d: the snapshot is of another "
-                  "process (PID %d)",
-                  s->pid, (int)snap->pid);
-    ev->type = MSC_EV_SNAPSHOT;
-    return 0;
-  }
-  case MS__MSG_PROFILE: {
-    if (s->state != ST_READY)
-      return fail(s, ev, MS_EPROTO, 1,
-                  "malformed reply from PID %d: a profile before the "
-                  "handshake",
-                  s->pid);
-    if (s->prof == NULL || s->prof->complete)
-      return fail(s, ev, MS_EPROTO, 1,
-                  "malformed reply from PID %d: a profile not asked for",
-                  s->pid);
-    r = ms__profile_decode_frame(s->prof, p, f.length, &why);
-    if (r != 0)
-      return fail(s, ev, r, 1, "%s reply from PID %d: %s",
-                  r == MS_ENOMEM ? "out of memory decoding the" : "malformed",
-                  s->pid, why);
-    if (!s->prof->complete)
-      return 0; /* more frames to come */
-    if (s->prof->profile.pid != s->hello.pid ||
-        s->prof->profile.start_time != s->hello.start_time)
-      return fail(s, ev, MS_EPROTO, 1,
-                  "malformed reply from PID %d: the profile is of another "
-                  "process (PID %d)",
-                  s->pid, (int)s->prof->profile.pid);
-    ev->type = MSC_EV_PROFILE;
-    return 0;
-  }
+  case MS__MSG_HELLO:
+    return on_hello(s, p, f.length, ev);
+  case MS__MSG_SNAPSHOT:
+    return on_snapshot(s, p, f.length, snap, ev);
+  case MS__MSG_PROFILE:
+    return on_profile(s, p, f.length, ev);
   case MS__MSG_REFUSED:
-  case MS__MSG_ERROR: {
-    int code;
-    char reason[192];
-    if (ms__wire_decode_error(p, f.length, &code, reason, sizeof reason,
-                              &why) != 0)
-      return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s",
-                  s->pid, why);
-    if (reason[0] == '\0')
-      snprintf(reason, sizeof reason, "%s", ms_strerror(code));
-    if (f.type == MS__MSG_REFUSED)
-      return fail(s, ev, code, 1, "PID %d refused the connection: %s", s->pid,
-                  reason);
-    /* After a malformed request or a version clash the agent hangs up;
-     * other errors concern one request only (a profile asked for is then
-     * not coming). */
-    if (s->prof != NULL && !s->prof->complete) {
-      ms__profile_decoded_free(s->prof);
-      s->prof = NULL;
-    }
-    return fail(s, ev, code, code == MS_EPROTO || code == MS_EVERSION,
-                "PID %d: %s", s->pid, reason);
-  }
+  case MS__MSG_ERROR:
+    return on_error(s, f.type, p, f.length, ev);
   default:
     /* A message type from a newer agent: skipped. */
     return 0;

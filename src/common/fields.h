@@ -67,7 +67,8 @@ void ms__field_set_double(ms_snapshot_t *s, ms_field_t f, double v);
 uint64_t ms__field_bits(const ms_snapshot_t *s, const ms__field_info_t *fi);
 void ms__field_set_bits(ms_snapshot_t *s, const ms__field_info_t *fi,
                         uint64_t v);
-/* Looks a field up by its Go name; returns -1 if unknown. */
+/* Looks a field up by its Go name: returns its index (an ms_field_t), or
+ * -1 if unknown (no field, not an error code). */
 int ms__field_by_go_name(const char *name);
 
 /* A field's quality, read defensively: a byte this library does not know (a

@@ -4,6 +4,7 @@
  * alike. Everything read here is hostile: bounded, checked, and a line or
  * a value that cannot be read is left unread, never guessed.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -18,13 +19,14 @@
 ssize_t ms__read_small_file(const char *path, char *buf, size_t len) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return -1;
+    return -errno;
   size_t n = 0;
   while (n + 1 < len) {
     ssize_t r = read(fd, buf + n, len - 1 - n);
     if (r < 0) {
+      r = -errno;
       close(fd);
-      return -1;
+      return r;
     }
     if (r == 0)
       break;

@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Reads a small file with plain system calls; NUL-terminates. */
+/* Reads a small file with plain system calls; NUL-terminates. Returns
+ * the length read, or the open's or read's negative errno. */
 ssize_t ms__read_small_file(const char *path, char *buf, size_t len);
 /* Parses /proc/PID/stat: comm and field 22 (start time). */
 int ms__parse_proc_stat(const char *stat, char *comm, size_t comm_len,

@@ -43,10 +43,9 @@ static inline void ms__feed(unsigned flags) {
  * "ms_fork", which agent.c (first in the library's link order) aligns to
  * a page: a forked child copies one page of the library for them, not one
  * a variable (each page of ours a child writes is a copy-on-write fault,
- * and a parent that forks again faults on it too). A fork-heavy shell's
- * subshells spent a fifth of their time in such faults (issue 18 item
- * 12). Only small variables go there; a child handler that finds nothing
- * to change writes nothing. */
+ * and a parent that forks again faults on it too, which a fork-heavy
+ * shell's subshells pay each time). Only small variables go there; a child
+ * handler that finds nothing to change writes nothing. */
 #define MS__FORK_DATA __attribute__((section("ms_fork")))
 /* And the code a fork child runs in the library (the fork handlers, the
  * allocation entry points, the exit path): with the hot text, which the
@@ -95,7 +94,8 @@ int ms__read_trylock(void);
 void ms__read_unlock(void);
 
 /* Appends a provider name to snap->providers (once) and returns its index,
- * or -1 if the list is full. */
+ * or -1 if the list is full: -1 is the "no provider" index every caller
+ * already passes for a figure with no source, not an error code. */
 int ms__snapshot_add_provider(ms_snapshot_t *snap, const char *name);
 
 /* Nonzero if this thread is in the middle of an update of the engine's

@@ -94,12 +94,11 @@ static inline int ms__track_fast(ms__tls_t *t, uint64_t size, int is_free) {
   ms__shard_t *s = t->shard;
   uint64_t q = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
   /* Every class has the fast path (ms__size_class_small): the table up
-   * to 1 KiB, a few instructions of arithmetic above, where until issue
-   * 24 blocks went to the slow path (28% of pl_loop random's instructions
-   * on jemalloc, 17% on glibc). The class first, in its own branch: a
-   * block up to 1 KiB then pays the one size test it paid before (with
-   * the class after the bracket opens, a second test cost 2 instructions
-   * an event: test_hotpath_cost's loops). */
+   * to 1 KiB, a few instructions of arithmetic above, so no small block
+   * goes to the slow path. The class first, in its own branch: a block up
+   * to 1 KiB then pays one size test; with the class worked out after the
+   * bracket opens it would pay a second (test_hotpath_cost's loops count
+   * them). */
   unsigned c;
   if (__builtin_expect(size > MS__CLASS_TABLE_MAX, 0)) {
     if (size > MS__MAX_SMALL)

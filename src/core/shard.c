@@ -431,16 +431,17 @@ static void slot_sum(ms__delta_t *acc, const ms__delta_t *src) {
 
 /* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED); if the process is not
  * registered (a fork child, on a kernel that would not carry the
- * parent's registration over), registered first. 0 or -1. */
+ * parent's registration over), registered first. Returns 0, or the
+ * system call's negative errno. */
 static int heavy_barrier(void) {
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
     return 0;
   if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
               0) != 0)
-    return -1;
+    return -errno;
   return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0
              ? 0
-             : -1;
+             : -errno;
 }
 
 /* The consistent cut. Caller holds the snapshot lock. */

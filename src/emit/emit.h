@@ -18,6 +18,11 @@
  * returns buf. */
 char *ms__fmt_iec(char *buf, size_t len, int64_t bytes);
 
+/* The mark a figure carries before it for its quality: "~" for an
+ * estimate, "" otherwise (an unavailable figure is shown as "-" in place
+ * of its number, not marked). Every output spells the mark through this. */
+const char *mt_quality_mark(ms_quality_t q);
+
 /* A figure as shown to people: "~" before an estimate, "-" when
  * unavailable, else the IEC form. */
 char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q);

@@ -60,14 +60,19 @@ char *ms__fmt_iec(char *buf, size_t len, int64_t bytes) {
   return buf;
 }
 
+const char *mt_quality_mark(ms_quality_t q) {
+  return q == MS_Q_ESTIMATED ? "~" : "";
+}
+
 char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
   if (!buf || len == 0)
     return buf;
   if (q == MS_Q_EXACT)
     return ms__fmt_iec(buf, len, bytes);
   if (q == MS_Q_ESTIMATED && len > 1) {
-    buf[0] = '~';
-    ms__fmt_iec(buf + 1, len - 1, bytes);
+    char num[48];
+    snprintf(buf, len, "%s%s", mt_quality_mark(q),
+             ms__fmt_iec(num, sizeof num, bytes));
     return buf;
   }
   /* Unavailable, or a quality we do not know: show no number. */
@@ -135,7 +140,7 @@ char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
     snprintf(buf, len, "-");
     return buf;
   }
-  const char *mark = q == MS_Q_ESTIMATED ? "~" : "";
+  const char *mark = mt_quality_mark(q);
   uint64_t u = ms__field_u64(s, f);
   char tmp[48];
   switch (fi->unit) {

@@ -165,7 +165,7 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       /* Tenths of a percent in integers: exact and locale-free. */
       unsigned __int128 permille =
           ((unsigned __int128)v * 1000u + s->sys / 2) / s->sys;
-      snprintf(share, sizeof share, "%s%u.%u%%", q == MS_Q_ESTIMATED ? "~" : "",
+      snprintf(share, sizeof share, "%s%u.%u%%", mt_quality_mark(q),
                (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
     ms__strbuf_printf(out, "  %-11s %10s %10s %10s %7s\n", rows[i].name, sys,
@@ -252,7 +252,7 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
   /* The histogram gives a bucket's upper edge: a bound, not a measurement,
    * but an honest one (within 25%), so it is marked only if the histogram
    * itself is an estimate. */
-  snprintf(c->value, sizeof c->value, "%s%s", hq == MS_Q_ESTIMATED ? "~" : "",
+  snprintf(c->value, sizeof c->value, "%s%s", mt_quality_mark(hq),
            ms__fmt_duration(d, sizeof d, v));
 }
 
@@ -313,7 +313,7 @@ static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
   }
   if (nlive > 1)
     qsort(live, nlive, sizeof live[0], by_live_bytes);
-  const char *m = q == MS_Q_ESTIMATED ? "~" : "";
+  const char *m = mt_quality_mark(q);
   ms__strbuf_printf(out,
                     "Size classes: %" PRIu32 " of %" PRIu32
                     " with live objects, by live bytes%s\n",
@@ -394,7 +394,7 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
   int64_t a =
       s->kernel_anon_rss > INT64_MAX ? INT64_MAX : (int64_t)s->kernel_anon_rss;
   int64_t d = a - b->ready;
-  const char *m = b->q_ready == MS_Q_ESTIMATED ? "~" : "";
+  const char *m = mt_quality_mark(b->q_ready);
   unsigned __int128 permille =
       ((unsigned __int128)(b->ready > 0 ? (uint64_t)b->ready : 0) * 1000u +
        (uint64_t)a / 2) /
@@ -416,7 +416,7 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
     d -= self;
     ms__strbuf_printf(
         out, "; of the rest, libmemstats itself outside the classes %s%s",
-        ms__field_quality(s, MS_F_MEMSTATS_SELF) == MS_Q_ESTIMATED ? "~" : "",
+        mt_quality_mark(ms__field_quality(s, MS_F_MEMSTATS_SELF)),
         ms__fmt_iec(own, sizeof own, self));
   }
   if (d >= 0)
@@ -468,7 +468,7 @@ static void put_providers(ms__strbuf_t *out, const ms_snapshot_t *s) {
             2 + ms__strbuf_put_safe_col(out, name, MS_NAME_MAX, 12, (size_t)-1);
         any = 1;
       }
-      wrap_word(&w, q == MS_Q_ESTIMATED ? "~" : "", ms__fields[f].go_name);
+      wrap_word(&w, mt_quality_mark(q), ms__fields[f].go_name);
     }
     if (any)
       ms__strbuf_puts(out, "\n");

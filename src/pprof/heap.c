@@ -51,7 +51,7 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
 #define HASH_SEED 0xcbf29ce484222325ull
 
 /* Grows ix to hold one more entry (rehashing with `rehash`, which gives
- * the hash of entry i). Returns 0 or -1. */
+ * the hash of entry i). Returns 0 or MS_ENOMEM. */
 static int index_reserve(index_t *ix, uint64_t (*rehash)(void *, uint32_t),
                          void *ctx) {
   size_t cap, i, j;
@@ -62,7 +62,7 @@ static int index_reserve(index_t *ix, uint64_t (*rehash)(void *, uint32_t),
   cap = ix->cap ? ix->cap * 2 : 64;
   slot = calloc(cap, sizeof *slot);
   if (slot == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (i = 0; i < ix->cap; i++) {
     if (ix->slot[i] == 0)
       continue;
@@ -77,6 +77,8 @@ static int index_reserve(index_t *ix, uint64_t (*rehash)(void *, uint32_t),
   return 0;
 }
 
+/* Makes room for need elements of size bytes in *arr. Returns 0 or
+ * MS_ENOMEM (*arr as it was). */
 static int grow(void **arr, size_t *cap, size_t need, size_t size) {
   size_t n;
   void *p;
@@ -88,7 +90,7 @@ static int grow(void **arr, size_t *cap, size_t need, size_t size) {
     n *= 2;
   p = realloc(*arr, n * size);
   if (p == NULL)
-    return -1;
+    return MS_ENOMEM;
   *arr = p;
   *cap = n;
   return 0;
@@ -220,7 +222,7 @@ static int by_start(const void *a, const void *b, void *arg) {
 }
 
 /* The location of return address ra, added if new. Returns 0 with its
- * index in *out, or -1 on ENOMEM. */
+ * index in *out, MS_ENOMEM, or MS_ENOSPC past MT_HEAP_MAX_LOCATIONS. */
 static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
   heap_int_t *in = h->internal;
   /* A return address of 0 cannot come from a call; kept as 0. */
@@ -230,7 +232,7 @@ static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
   mt_heap_location_t *l;
 
   if (index_reserve(&in->locations, location_hash, h) != 0)
-    return -1;
+    return MS_ENOMEM;
   hv = hash_bytes(HASH_SEED, &addr, sizeof addr);
   for (j = hv & (in->locations.cap - 1); in->locations.slot[j] != 0;
        j = (j + 1) & (in->locations.cap - 1)) {
@@ -241,11 +243,11 @@ static int location_of(mt_heap_t *h, uint64_t ra, uint32_t *out) {
   }
   if (h->nlocations >= MT_HEAP_MAX_LOCATIONS) {
     in->too_large = 1;
-    return -1;
+    return MS_ENOSPC;
   }
   if (grow((void **)&h->locations, &in->cap_locations, h->nlocations + 1,
            sizeof *h->locations) != 0)
-    return -1;
+    return MS_ENOMEM;
   l = &h->locations[h->nlocations];
   memset(l, 0, sizeof *l);
   l->address = addr;
@@ -370,6 +372,8 @@ static void cap_values(mt_heap_t *h) {
     }
 }
 
+/* Adds record r with values v as a sample. Returns 0, or location_of's
+ * code. */
 static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
                       const int64_t v[MT_HEAP_NVALUES]) {
   mt_heap_sample_t *s = &h->samples[h->nsamples];
@@ -386,12 +390,13 @@ static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
   if (r->depth > 0) {
     s->locations = malloc(r->depth * sizeof *s->locations);
     if (s->locations == NULL)
-      return -1;
+      return MS_ENOMEM;
   }
   h->nsamples++;
   for (i = 0; i < r->depth; i++) {
-    if (location_of(h, r->stack[i], &s->locations[i]) != 0)
-      return -1;
+    int rc = location_of(h, r->stack[i], &s->locations[i]);
+    if (rc != 0)
+      return rc;
     s->nlocations++;
   }
   return 0;
@@ -428,6 +433,7 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
   h->time_nanos = p->time_unix_ns;
   h->rate = p->rate;
   h->buckets_dropped = p->buckets_dropped;
+  h->frees_lost = p->frees_lost;
   if (base != NULL) {
     h->delta = 1;
     h->duration_nanos = p->time_unix_ns > base->time_unix_ns

@@ -79,6 +79,8 @@ typedef struct mt_heap_s {
   uint64_t duration_nanos; /* a delta's span; 0 otherwise */
   uint64_t rate;           /* the sampling period, bytes */
   uint64_t buckets_dropped;
+  uint64_t frees_lost; /* the target's count since it started (a delta's
+                          too): those blocks show as in use */
   int delta;
 
   mt_heap_sample_t *samples;

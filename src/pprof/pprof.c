@@ -117,9 +117,12 @@ static void put_part(gz_t *g, const pb_profile_t *part) {
 
 /* ---- the parts ---------------------------------------------------------- */
 
-/* The string table, sanitised, then the profile's own names; the
- * mappings; the functions. */
-static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
+/* The string table: the model's strings, sanitised (one that needs no
+ * change is the model's own; the copies made are listed in safe[], for
+ * the caller to free), then the profile's own names and the comment.
+ * Returns 0 or MS_ENOMEM. */
+static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
+                        char **safe, size_t *nsafe) {
   static const char *const names[S__N] = {[S_ALLOC_OBJECTS] = "alloc_objects",
                                           [S_ALLOC_SPACE] = "alloc_space",
                                           [S_INUSE_OBJECTS] = "inuse_objects",
@@ -128,39 +131,32 @@ static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
                                           [S_BYTES] = "bytes",
                                           [S_SPACE] = "space",
                                           [S_COMMENT] = NULL};
-  pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
-  size_t s0 = h->nstrings, i, nsafe = 0;
-  char **strings = calloc(s0 + S__N, sizeof *strings);
-  char **safe = calloc(s0 + 1, sizeof *safe);
-  pb_mapping_t *maps = calloc(h->nmappings + 1, sizeof *maps);
-  pb_mapping_t **mapp = calloc(h->nmappings + 1, sizeof *mapp);
-  pb_function_t *funcs = calloc(h->nfunctions + 1, sizeof *funcs);
-  pb_function_t **funcp = calloc(h->nfunctions + 1, sizeof *funcp);
+  size_t s0 = h->nstrings, i;
 
-  if (!strings || !safe || !maps || !mapp || !funcs || !funcp) {
-    g->err = MS_ENOMEM;
-    goto out;
-  }
   for (i = 0; i < s0; i++) {
     ms__strbuf_t b = MS_STRBUF_INIT;
     ms__strbuf_put_safe(&b, h->strings[i], (size_t)-1);
     if (b.oom) {
       ms__strbuf_free(&b);
-      g->err = MS_ENOMEM;
-      goto out;
+      return MS_ENOMEM;
     }
     if (b.data == NULL || strcmp(b.data, h->strings[i]) == 0) {
       strings[i] = h->strings[i];
       ms__strbuf_free(&b);
     } else {
-      strings[i] = safe[nsafe++] = b.data;
+      strings[i] = safe[(*nsafe)++] = b.data;
     }
   }
   for (i = 0; i < S__N; i++)
     strings[s0 + i] = (char *)(uintptr_t)names[i];
   strings[s0 + S_COMMENT] = comment_text;
-  part.n_string_table = s0 + S__N;
-  part.string_table = strings;
+  return 0;
+}
+
+/* The mappings, ids from 1 in the model's order. */
+static void fill_mappings(const mt_heap_t *h, pb_mapping_t *maps,
+                          pb_mapping_t **mapp) {
+  size_t i;
 
   for (i = 0; i < h->nmappings; i++) {
     const mt_heap_mapping_t *hm = &h->mappings[i];
@@ -180,8 +176,12 @@ static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
     maps[i].has_inline_frames = hm->symbolized;
     mapp[i] = &maps[i];
   }
-  part.n_mapping = h->nmappings;
-  part.mapping = mapp;
+}
+
+/* The functions, ids from 1 in the model's order. */
+static void fill_functions(const mt_heap_t *h, pb_function_t *funcs,
+                           pb_function_t **funcp) {
+  size_t i;
 
   for (i = 0; i < h->nfunctions; i++) {
     const mt_heap_function_t *hf = &h->functions[i];
@@ -194,6 +194,32 @@ static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
     funcs[i].start_line = hf->start_line;
     funcp[i] = &funcs[i];
   }
+}
+
+/* The string table, the mappings and the functions, in one part. */
+static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
+  pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
+  size_t s0 = h->nstrings, i, nsafe = 0;
+  char **strings = calloc(s0 + S__N, sizeof *strings);
+  char **safe = calloc(s0 + 1, sizeof *safe);
+  pb_mapping_t *maps = calloc(h->nmappings + 1, sizeof *maps);
+  pb_mapping_t **mapp = calloc(h->nmappings + 1, sizeof *mapp);
+  pb_function_t *funcs = calloc(h->nfunctions + 1, sizeof *funcs);
+  pb_function_t **funcp = calloc(h->nfunctions + 1, sizeof *funcp);
+  int rc = MS_ENOMEM;
+
+  if (strings && safe && maps && mapp && funcs && funcp)
+    rc = fill_strings(h, comment_text, strings, safe, &nsafe);
+  if (rc != 0) {
+    g->err = rc;
+    goto out;
+  }
+  part.n_string_table = s0 + S__N;
+  part.string_table = strings;
+  fill_mappings(h, maps, mapp);
+  part.n_mapping = h->nmappings;
+  part.mapping = mapp;
+  fill_functions(h, funcs, funcp);
   part.n_function = h->nfunctions;
   part.function = funcp;
   put_part(g, &part);
@@ -353,7 +379,7 @@ static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
 }
 
 int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
-  char comment_text[256];
+  char comment_text[320];
   gz_t *g;
   int rc;
 
@@ -372,13 +398,19 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
     return MS_ENOMEM;
   }
   /* A comment says what pprof cannot know: whether it is a delta, what
-   * the sampler dropped (its bucket table full), and whether memtop cut
-   * impossible figures. */
+   * the sampler dropped (its bucket table full), frees the target could
+   * not record, and whether memtop cut impossible figures. */
+  char lost[96] = "";
+  if (h->frees_lost > 0)
+    snprintf(lost, sizeof lost,
+             "; %llu frees of sampled blocks not recorded (shown in use)",
+             (unsigned long long)h->frees_lost);
   snprintf(comment_text, sizeof comment_text,
-           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s%s",
+           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s%s%s",
            (int)h->pid, h->delta ? " (growth over the interval)" : "",
            (unsigned long long)h->rate,
            h->buckets_dropped ? "; samples dropped: bucket table full" : "",
+           lost,
            h->capped ? "; impossible figures cut to keep sums in range" : "");
   put_tables(g, h, comment_text);
   put_samples(g, h, (int64_t)(h->nstrings + S_BYTES));

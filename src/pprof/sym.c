@@ -75,7 +75,8 @@ void mt__sym_hex_id(const unsigned char *bits, int len, char *out,
 
 /* ---- Separate debug files, found as the target could find them ---- */
 
-/* Never a file by name: every module is reported with its descriptor. */
+/* Never a file by name: every module is reported with its descriptor.
+ * libdwfl's find_elf contract: a descriptor, or -1 for none. */
 static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname,
                          Dwarf_Addr base, char **file_name, Elf **elfp) {
   (void)mod, (void)userdata, (void)modname, (void)base;
@@ -84,7 +85,8 @@ static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname,
   return -1;
 }
 
-/* fd if the ELF file in it has build id (id, len); else closes it, -1. */
+/* fd if the ELF file in it has build id (id, len); else closes it, -1
+ * (a descriptor or -1: what find_debuginfo hands libdwfl). */
 static int same_build_id(int fd, const void *id, size_t len) {
   Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
   const void *have = NULL;
@@ -100,7 +102,8 @@ static int same_build_id(int fd, const void *id, size_t len) {
   return fd;
 }
 
-/* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id. */
+/* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id:
+ * a descriptor, or -1. */
 static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
   char path[sizeof "/usr/lib/debug/.build-id/" + 2 * 64 + 8];
   const char *why;
@@ -124,7 +127,8 @@ static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
  * against the build id; or, asked for the dwz file a module's DWARF
  * shares (.gnu_debugaltlink), that file by its build id. Every open goes
  * through tfiles; *debuginfo_file_name stays NULL, since libdwfl would
- * open a name left there itself. */
+ * open a name left there itself. Returns a descriptor, or -1 for none
+ * (libdwfl's contract for the callback, not an MS_E* code). */
 static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           const char *modname, Dwarf_Addr base,
                           const char *file_name, const char *debuglink_file,

@@ -72,14 +72,14 @@ static sym_entry_t *table_place(sym_entry_t *t, size_t cap,
 }
 
 /* Keeps only the entries keep() says (all if keep is NULL) in a table of
- * cap slots. Returns 0, or -1 on ENOMEM (the table is then as it was). */
+ * cap slots. Returns 0, or MS_ENOMEM (the table is then as it was). */
 static int table_rebuild(mt_sym_cache_t *c, size_t cap,
                          int (*keep)(mt_sym_cache_t *, const sym_entry_t *)) {
   sym_entry_t *t = calloc(cap, sizeof *t);
   size_t i;
 
   if (t == NULL)
-    return -1;
+    return MS_ENOMEM;
   c->count = 0;
   for (i = 0; i < c->cap; i++) {
     sym_entry_t *e = &c->table[i];
@@ -157,7 +157,7 @@ static sym_entry_t *table_add(mt_sym_cache_t *c, uint32_t fkey, uint64_t vaddr,
   return table_place(c->table, c->cap, &e);
 }
 
-/* The location's frames, from an entry, into h. Returns 0 or -1. */
+/* The location's frames, from an entry, into h. Returns 0 or MS_ENOMEM. */
 static int apply(mt_heap_t *h, const sym_entry_t *e, mt_heap_location_t *l) {
   uint32_t i;
 
@@ -165,7 +165,7 @@ static int apply(mt_heap_t *h, const sym_entry_t *e, mt_heap_location_t *l) {
     return 0;
   l->lines = malloc(e->nframes * sizeof *l->lines);
   if (l->lines == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (i = 0; i < e->nframes; i++) {
     const sym_frame_t *f = &e->frames[i];
     l->lines[i].function =
@@ -185,8 +185,8 @@ static int same_file(const sym_file_t *f, const struct stat *st) {
 }
 
 /* The load bias of f mapped at m: the difference between the addresses
- * in the process and the file's own virtual addresses. Returns 0, or -1
- * if no loadable segment holds the mapping's offset. */
+ * in the process and the file's own virtual addresses. Returns 0, or
+ * MS_ENOENT if no loadable segment holds the mapping's offset. */
 static int bias_of(const sym_file_t *f, const mt_heap_mapping_t *m,
                    uint64_t *bias) {
   size_t i;
@@ -209,7 +209,7 @@ static int bias_of(const sym_file_t *f, const mt_heap_mapping_t *m,
     *bias = m->start - (ph->vaddr + m->offset - ph->offset);
     return 0;
   }
-  return -1;
+  return MS_ENOENT;
 }
 
 /* The key of f's identity: its build id, or where it has none what the

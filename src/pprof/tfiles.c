@@ -30,13 +30,13 @@
 #define MAX_GROUPS 1024
 
 /* Reads a small file relative to dir; NUL-terminates. Returns the length
- * or -1. */
+ * or openat's negative errno. */
 static ssize_t read_at(int dir, const char *name, char *buf, size_t len) {
   size_t have = 0;
   int fd = openat(dir, name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
   if (fd < 0)
-    return -1;
+    return -errno;
   while (have + 1 < len) {
     ssize_t n = read(fd, buf + have, len - 1 - have);
     if (n < 0 && errno == EINTR)
@@ -51,14 +51,15 @@ static ssize_t read_at(int dir, const char *name, char *buf, size_t len) {
 }
 
 /* The n-th number (from 0) on the status line that starts with key, as
- * "Uid:\treal\teffective\tsaved\tfs". Returns 0 or -1. */
+ * "Uid:\treal\teffective\tsaved\tfs". Returns 0, or MS_EPROTO if the line
+ * is not there or not so. */
 static int status_id(const char *status, const char *key, int n,
                      unsigned long *out) {
   const char *p = strstr(status, key);
   char *end;
 
   if (p == NULL)
-    return -1;
+    return MS_EPROTO;
   p += strlen(key);
   for (int i = 0;; i++) {
     unsigned long v;
@@ -66,11 +67,11 @@ static int status_id(const char *status, const char *key, int n,
     while (*p == ' ' || *p == '\t')
       p++;
     if (*p < '0' || *p > '9')
-      return -1;
+      return MS_EPROTO;
     errno = 0;
     v = strtoul(p, &end, 10);
     if (errno != 0 || v > (unsigned long)(uid_t)-2)
-      return -1;
+      return MS_EPROTO;
     if (i == n) {
       *out = v;
       return 0;
@@ -272,8 +273,10 @@ static int lookup(mt_tfiles_t *t, const char *path) {
 }
 
 /* path found as mt_tfiles_open finds it, and checked as it checks it:
- * the O_PATH descriptor (nothing opened), its stat in *st. Returns -1
- * with the reason in *why. */
+ * the O_PATH descriptor (nothing opened), its stat in *st. Else returns
+ * MS_ENOENT (no such file), MS_EACCES (the target may not look it up) or
+ * MS_EINVAL (not a binary: special, empty or too large), with the reason
+ * in *why. */
 static int find(mt_tfiles_t *t, const char *path, struct stat *st,
                 const char **why) {
   struct statfs fs;
@@ -281,18 +284,19 @@ static int find(mt_tfiles_t *t, const char *path, struct stat *st,
 
   if (path[0] != '/') {
     *why = "no file (an anonymous or special mapping)";
-    return -1;
+    return MS_ENOENT;
   }
   where = lookup(t, path);
   if (where < 0) {
-    *why = errno == EACCES ? "the target itself may not read the file"
-                           : "the file cannot be found";
-    return -1;
+    int denied = errno == EACCES;
+    *why = denied ? "the target itself may not read the file"
+                  : "the file cannot be found";
+    return denied ? MS_EACCES : MS_ENOENT;
   }
   if (fstat(where, st) != 0 || !S_ISREG(st->st_mode)) {
     close(where);
     *why = "not a regular file";
-    return -1;
+    return MS_EINVAL;
   }
   /* /proc and /sys files are regular and empty, or of a made-up size:
    * none is a binary. */
@@ -303,7 +307,7 @@ static int find(mt_tfiles_t *t, const char *path, struct stat *st,
     close(where);
     *why = st->st_size <= 0 ? "an empty or special file"
                             : "not a binary (too large or special)";
-    return -1;
+    return MS_EINVAL;
   }
   return where;
 }
@@ -313,7 +317,7 @@ int mt_tfiles_stat(mt_tfiles_t *t, const char *path, struct stat *st,
   int where = find(t, path, st, why);
 
   if (where < 0)
-    return -1;
+    return where;
   close(where);
   return 0;
 }
@@ -325,23 +329,23 @@ int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why) {
 
   where = find(t, path, &st, why);
   if (where < 0)
-    return -1;
+    return where;
   /* The real open, of that very file: its permissions are checked now,
    * against the thread's (the target's) rights. */
   snprintf(self, sizeof self, "/proc/self/fd/%d", where);
   fd = open(self, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   close(where);
   if (fd < 0) {
-    *why = errno == EACCES || errno == EPERM
-               ? "the target itself may not read the file"
-               : "the file cannot be read";
-    return -1;
+    int denied = errno == EACCES || errno == EPERM;
+    *why = denied ? "the target itself may not read the file"
+                  : "the file cannot be read";
+    return denied ? MS_EACCES : -errno;
   }
   if (fstat(fd, &st2) != 0 || st2.st_dev != st.st_dev ||
       st2.st_ino != st.st_ino || !S_ISREG(st2.st_mode)) {
     close(fd);
     *why = "the file changed while it was opened";
-    return -1;
+    return MS_EAGAIN;
   }
   return fd;
 }

@@ -68,15 +68,19 @@ void mt_tfiles_leave(mt_tfiles_t *t);
 
 /* Opens path (absolute, as the target sees it) for reading: a regular
  * file of at most MT_TFILES_MAX_SIZE bytes, outside /proc and /sys.
- * Returns the descriptor (O_RDONLY | O_CLOEXEC), or -1 with the reason in
- * *why. Call it between mt_tfiles_enter and mt_tfiles_leave. */
+ * Returns the descriptor (O_RDONLY | O_CLOEXEC), or a negative code with
+ * the reason in *why: MS_ENOENT (no such file, or no file at all),
+ * MS_EACCES (the target may not read it), MS_EINVAL (not a binary: not
+ * regular, empty, too large, in /proc or /sys), MS_EAGAIN (it changed
+ * while it was opened), or open's -errno. Call it between mt_tfiles_enter
+ * and mt_tfiles_leave. */
 int mt_tfiles_open(mt_tfiles_t *t, const char *path, const char **why);
 
 /* What mt_tfiles_open would open, looked up and checked the same way but
  * not opened (nothing is read): its stat in *st, the file's identity
  * (device, inode, size, modification time) for a cache of what was read
- * from it. Returns 0, or -1 with the reason in *why. Call it between
- * mt_tfiles_enter and mt_tfiles_leave. */
+ * from it. Returns 0, or mt_tfiles_open's negative code with the reason
+ * in *why. Call it between mt_tfiles_enter and mt_tfiles_leave. */
 struct stat;
 int mt_tfiles_stat(mt_tfiles_t *t, const char *path, struct stat *st,
                    const char **why);

@@ -43,7 +43,7 @@ static int rehash(sites_t *s) {
   uint32_t *slot = calloc(cap, sizeof *slot);
 
   if (slot == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (i = 0; i < s->n; i++) {
     for (j = mix(s->v[i].k1, s->v[i].k2) & (cap - 1); slot[j] != 0;)
       j = (j + 1) & (cap - 1);
@@ -135,7 +135,7 @@ static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
   int k;
 
   if (si == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (k = 0; flat && k < MT_HEAP_NVALUES; k++)
     si->site.flat[k] = add_sat(si->site.flat[k], hs->value[k]);
   if (si->stamp != sample + 1) {
@@ -202,7 +202,8 @@ static void put_bytes(ms__strbuf_t *out, int64_t v, int estimated, int w) {
 
   estimated = estimated && v != 0;
   ms__fmt_iec(num, sizeof num, v);
-  snprintf(cell, sizeof cell, "%s%s", estimated ? "~" : "", num);
+  snprintf(cell, sizeof cell, "%s%s",
+           mt_quality_mark(estimated ? MS_Q_ESTIMATED : MS_Q_EXACT), num);
   ms__strbuf_printf(out, "%*s", w, cell);
 }
 
@@ -210,7 +211,8 @@ static void put_count(ms__strbuf_t *out, int64_t v, int estimated, int w) {
   char cell[48];
 
   estimated = estimated && v != 0;
-  snprintf(cell, sizeof cell, "%s%" PRId64, estimated ? "~" : "", v);
+  snprintf(cell, sizeof cell, "%s%" PRId64,
+           mt_quality_mark(estimated ? MS_Q_ESTIMATED : MS_Q_EXACT), v);
   ms__strbuf_printf(out, "%*s", w, cell);
 }
 
@@ -259,6 +261,12 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
                       "The sampler's bucket table was full: %" PRIu64
                       " samples were not recorded, the figures are low\n",
                       h->buckets_dropped);
+  if (h->frees_lost > 0)
+    ms__strbuf_printf(out,
+                      "%" PRIu64 " frees of sampled blocks could not be "
+                      "recorded (a signal handler's): those blocks show as "
+                      "in use\n",
+                      h->frees_lost);
   ms__strbuf_puts(out, "Total: ");
   put_bytes(out, total[space], est, 0);
   ms__strbuf_puts(out, " in ");

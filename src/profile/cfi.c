@@ -562,7 +562,7 @@ int ms__prof_cfi_init(void) {
       rl.rlim_cur < g_main_max)
     g_main_max = (uintptr_t)rl.rlim_cur;
   g_on = g_main_top != 0;
-  return g_on ? 0 : -1;
+  return g_on ? 0 : MS_ENOSYS;
 }
 
 /* The rule at pc when it is not in its first slot: the other slots, or
@@ -580,7 +580,7 @@ static __attribute__((noinline)) uint64_t rule_slow(uint64_t pc) {
 __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
                                                   uint32_t max) {
   if (!g_on)
-    return -1;
+    return MS_ENOSYS;
   uintptr_t pc, sp, bp, tp;
   __asm__ volatile("lea 0(%%rip), %0\n\t"
                    "mov %%rsp, %1\n\t"
@@ -595,7 +595,7 @@ __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
   else if (g_main_top > sp && g_main_top - sp <= g_main_max)
     hi = g_main_top;
   else
-    return -1;
+    return MS_ENOSYS;
   uint64_t look = pc; /* the rule's address: exact here, ra - 1 above */
   uint32_t n = 0;
   while (n < max) {
@@ -606,18 +606,18 @@ __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
     if (__builtin_expect(r == 0, 0))
       r = rule_slow(look);
     if (__builtin_expect(RULE_KIND(r) != RULE_SIMPLE, 0))
-      return RULE_KIND(r) == RULE_END ? (int)n : -1;
+      return RULE_KIND(r) == RULE_END ? (int)n : MS_ENOSYS;
     uintptr_t cfa = (RULE_CFA_RBP(r) ? bp : sp) + RULE_CFA_OFF(r);
     /* The CFA is the caller's stack pointer: at least a word above this
      * frame's and inside the stack, so the return address below it is
      * inside too, and the walk only climbs. */
     if (cfa > hi || cfa < sp + 8)
-      return -1;
+      return MS_ENOSYS;
     uintptr_t ra = *(const uintptr_t *)(cfa - 8);
     if (RULE_RBP_SAVED(r)) {
       uintptr_t at = cfa - RULE_RBP_OFF(r); /* at + 8 <= cfa: rule_make */
       if (at < sp)
-        return -1;
+        return MS_ENOSYS;
       bp = *(const uintptr_t *)at;
     }
     if (ra == 0)
@@ -632,13 +632,13 @@ __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
 #else /* !MS__CFI */
 
 int ms__prof_cfi_init(void) {
-  return -1;
+  return MS_ENOSYS;
 }
 
 int ms__prof_cfi_unwind(uintptr_t *out, uint32_t max) {
   (void)out;
   (void)max;
-  return -1;
+  return MS_ENOSYS;
 }
 
 #endif

@@ -90,9 +90,10 @@ void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
 
-/* Frees of sampled blocks that could not be recorded (see sampler.c):
- * said in the agent's debug output with each profile (agent/profile_reply.c).
- */
+/* Frees of sampled blocks that could not be recorded (see sampler.c),
+ * since the process started: sent with each profile (frees_lost,
+ * agent/profile_reply.c), and said in the pprof file's comment and the
+ * top list (src/pprof). */
 uint64_t ms__prof_lost_frees(void);
 /* The agent thread is never sampled: an unwinder's first capture on a
  * thread may create or replace descriptors of its own (libunwind's
@@ -198,14 +199,16 @@ uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated);
 
 /* ---- the cached CFI unwinder (cfi.c) ---- */
 
-/* Reads the main thread's stack bounds; -1 where there is no such
- * unwinder (not x86-64, or no _dl_find_object): ms__prof_cfi_unwind()
- * then always returns -1. From ms__prof_unwind_init. */
+/* Reads the main thread's stack bounds. Returns 0, or MS_ENOSYS where
+ * there is no such unwinder (not x86-64, or no _dl_find_object):
+ * ms__prof_cfi_unwind() then always returns MS_ENOSYS. From
+ * ms__prof_unwind_init. */
 int ms__prof_cfi_init(void);
 /* Stores the calling thread's return addresses, innermost first (out[0]
  * the return address into the caller), as glibc's backtrace() does, at
- * most max. Returns how many, or -1 if it gave up (a frame it does not
- * handle, a stack it cannot bound): the caller then unwinds with libgcc.
+ * most max. Returns how many, or MS_ENOSYS if it gave up (a frame it does
+ * not handle, a stack it cannot bound): the caller then unwinds with
+ * libgcc.
  * Takes no lock, allocates nothing, loads only inside the thread's
  * stack. */
 int ms__prof_cfi_unwind(uintptr_t *out, uint32_t max);

@@ -83,20 +83,21 @@ typedef struct ms__heap_info_s {
  * would then kill the program with SIGSEGV (test_glibc's stress did at
  * once). An unmapped page is an error here. Where a seccomp filter
  * forbids process_vm_readv, /proc/self/mem reads the same way (EIO).
- * Returns 0, or -1 if the bytes could not all be read. */
+ * Returns 0, or a negative errno if the bytes could not all be read
+ * (-EFAULT: not all of them are mapped). */
 static int read_self(uintptr_t addr, void *out, size_t len) {
   struct iovec local = {out, len}, remote = {(void *)addr, len};
   ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
   if (n == (ssize_t)len)
     return 0;
   if (n >= 0 || (errno != ENOSYS && errno != EPERM))
-    return -1;
+    return n >= 0 ? -EFAULT : -errno;
   int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return -1;
+    return -errno;
   n = pread(fd, out, len, (off_t)addr);
   close(fd);
-  return n == (ssize_t)len ? 0 : -1;
+  return n == (ssize_t)len ? 0 : -EFAULT;
 }
 
 int ms__arena_heap_at(uintptr_t start, uintptr_t end) {
@@ -144,11 +145,13 @@ static void heap_vma(const ms__vma_t *v, void *arg) {
   }
 }
 
-/* Returns the non-resident bytes of the heaps, or -1 if maps is unreadable. */
+/* Returns the non-resident bytes of the heaps, or ms__maps_walk's negative
+ * code if maps is unreadable. */
 static int64_t heaps_nonresident(void) {
   uint64_t total = 0;
-  if (ms__maps_walk(heap_vma, &total) != 0)
-    return -1;
+  int r = ms__maps_walk(heap_vma, &total);
+  if (r != 0)
+    return r;
   return (int64_t)total;
 }
 

@@ -69,16 +69,21 @@ static int je_detect(void) {
   return 0;
 }
 
+/* mallctl returns 0 or a positive errno; these return 0 or its negation
+ * (MS_EINVAL for a value of another size). */
 static int refresh(void) {
   uint64_t epoch = 1;
   size_t len = sizeof epoch;
-  return g_ctl("epoch", &epoch, &len, &epoch, len);
+  return -g_ctl("epoch", &epoch, &len, &epoch, len);
 }
 
 static int read_size(const char *name, uint64_t *out) {
   size_t v = 0, len = sizeof v;
-  if (g_ctl(name, &v, &len, NULL, 0) != 0 || len != sizeof v)
-    return -1;
+  int e = g_ctl(name, &v, &len, NULL, 0);
+  if (e != 0)
+    return -e;
+  if (len != sizeof v)
+    return MS_EINVAL;
   *out = v;
   return 0;
 }
@@ -114,20 +119,24 @@ static struct {
 
 static int lookup_mib(const char *name, size_t *mib, size_t *len) {
   *len = 8;
-  return g_nametomib(name, mib, len);
+  return -g_nametomib(name, mib, len);
 }
 
+/* Looks the classes' sizes and MIBs up. Returns 0, MS_ENOSYS where this
+ * jemalloc has no MIB interface, or mallctl's error, negated. */
 static int classes_init(void) {
   if (!g_nametomib || !g_bymib)
-    return -1;
+    return MS_ENOSYS;
   unsigned n;
   size_t len = sizeof n;
-  if (g_ctl("arenas.nbins", &n, &len, NULL, 0) != 0)
-    return -1;
+  int e = g_ctl("arenas.nbins", &n, &len, NULL, 0);
+  if (e != 0)
+    return -e;
   g_cls.nbins = n;
   len = sizeof n;
-  if (g_ctl("arenas.nlextents", &n, &len, NULL, 0) != 0)
-    return -1;
+  e = g_ctl("arenas.nlextents", &n, &len, NULL, 0);
+  if (e != 0)
+    return -e;
   g_cls.nlext = n;
   if (g_cls.nbins > MS_MAX_SIZE_CLASSES)
     g_cls.nbins = MS_MAX_SIZE_CLASSES;
@@ -139,8 +148,9 @@ static int classes_init(void) {
       snprintf(name, sizeof name, "arenas.bin.%u.size", j);
     else
       snprintf(name, sizeof name, "arenas.lextent.%u.size", j - g_cls.nbins);
-    if (read_size(name, &g_cls.size[j]) != 0)
-      return -1;
+    int r = read_size(name, &g_cls.size[j]);
+    if (r != 0)
+      return r;
   }
   static const char *const bin_names[3] = {"stats.arenas.4096.bins.0.nmalloc",
                                            "stats.arenas.4096.bins.0.ndalloc",
@@ -150,9 +160,11 @@ static int classes_init(void) {
       "stats.arenas.4096.lextents.0.ndalloc",
       "stats.arenas.4096.lextents.0.curlextents"};
   for (int k = 0; k < 3; k++) {
-    if (lookup_mib(bin_names[k], g_cls.mib_bin[k], &g_cls.miblen_bin) != 0 ||
-        lookup_mib(lext_names[k], g_cls.mib_lext[k], &g_cls.miblen_lext) != 0)
-      return -1;
+    int r = lookup_mib(bin_names[k], g_cls.mib_bin[k], &g_cls.miblen_bin);
+    if (r == 0)
+      r = lookup_mib(lext_names[k], g_cls.mib_lext[k], &g_cls.miblen_lext);
+    if (r != 0)
+      return r;
   }
   return 0;
 }

@@ -364,7 +364,7 @@ int ms__mappings_alloc_view(uint64_t *res_out, uint64_t *mapped_out) {
   }
   *res_out = res;
   *mapped_out = all;
-  return ms__map_lost() ? -1 : 0;
+  return ms__map_lost() ? MS_ENOSPC : 0;
 }
 
 /* ---- the cadence --------------------------------------------------------*/

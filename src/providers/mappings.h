@@ -72,9 +72,9 @@ const ms__maps_figures_t *ms__mappings_cached(uint64_t *read_ns);
 /* The kernel's view of the allocator's own mappings, as the interposer
  * listed them (the mappings made from the malloc's object, see
  * ms__map_set_allocator, core/maptable.h): their resident bytes (mincore) and
- * the bytes mincore saw mapped. Returns 0, or -1 if the table overflowed (then
- * some are missing). Costs a mincore per 256 MiB listed; under the reader lock
- * (it shares the mincore walker's buffer). */
+ * the bytes mincore saw mapped. Returns 0, or MS_ENOSPC if the table
+ * overflowed (then some are missing). Costs a mincore per 256 MiB listed; under
+ * the reader lock (it shares the mincore walker's buffer). */
 int ms__mappings_alloc_view(uint64_t *resident, uint64_t *mapped);
 
 #endif

@@ -72,7 +72,7 @@ int ms__maps_walk(void (*fn)(const ms__vma_t *v, void *arg), void *arg) {
   static char buf[16384];
   int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return -1;
+    return -errno;
   int rc = 0;
   size_t have = 0;
   for (;;) {
@@ -80,7 +80,7 @@ int ms__maps_walk(void (*fn)(const ms__vma_t *v, void *arg), void *arg) {
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0)
-      rc = -1;
+      rc = -errno;
     if (r <= 0)
       break;
     have += (size_t)r;

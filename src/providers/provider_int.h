@@ -132,7 +132,7 @@ typedef struct ms__vma_s {
 
 /* Reads /proc/self/maps and calls fn for each line in the kernel's format,
  * in order (procmaps.c: the one reader of the file on the target side).
- * Returns 0, or -1 if the file could not be opened or a read failed (the
+ * Returns 0, or the negative errno of the open or read that failed (the
  * lines read before were handed over). One caller at a time (the
  * snapshot's reader lock); no allocation. */
 int ms__maps_walk(void (*fn)(const ms__vma_t *v, void *arg), void *arg);

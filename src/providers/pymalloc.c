@@ -73,7 +73,7 @@ static uint32_t g_pool_size; /* the size the last arena's pools had */
 /* Copies the n headers g_remote[] names into g_hdr[]. process_vm_readv
  * stops at the first address that is not mapped; where a seccomp filter
  * forbids it, /proc/self/mem reads the same way. Returns 0 if all were
- * read. */
+ * read, else a negative errno (-EFAULT: a header no longer mapped). */
 static int read_headers(unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     g_local[i].iov_base = &g_hdr[i];
@@ -85,17 +85,17 @@ static int read_headers(unsigned n) {
   if (r == want)
     return 0;
   if (r >= 0 || (errno != ENOSYS && errno != EPERM))
-    return -1;
+    return r >= 0 ? -EFAULT : -errno;
   int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return -1;
+    return -errno;
   int ok = 1;
   for (unsigned i = 0; i < n && ok; i++)
     ok = pread(fd, &g_hdr[i], sizeof g_hdr[i],
                (off_t)(uintptr_t)g_remote[i].iov_base) ==
          (ssize_t)sizeof g_hdr[i];
   close(fd);
-  return ok ? 0 : -1;
+  return ok ? 0 : -EFAULT;
 }
 
 enum { POOL_BAD = -1, POOL_VIRGIN = 0, POOL_CARVED = 1 };

@@ -31,10 +31,12 @@ static int tc_detect(void) {
   return g_prop != NULL;
 }
 
+/* Reads one of tcmalloc's numeric properties. Returns 0, or MS_ENOSYS if
+ * this tcmalloc does not know the property. */
 static int prop(const char *name, uint64_t *out) {
   size_t v = 0;
   if (!g_prop(name, &v))
-    return -1;
+    return MS_ENOSYS;
   *out = v;
   return 0;
 }

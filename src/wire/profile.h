@@ -50,6 +50,10 @@ typedef struct ms__profile_s {
   uint64_t time_unix_ns;    /* when the profile was cut */
   uint64_t rate;            /* mean bytes between samples; 1: every one */
   uint64_t buckets_dropped; /* samples not recorded: bucket table full */
+  /* Frees of sampled blocks the target could not record (a signal
+   * handler's, while its thread was sampling), since it started: those
+   * blocks stay in use in the profile. 0 from an older agent. */
+  uint64_t frees_lost;
   uint32_t nrecords;
   const ms__profile_record_t *records;
   uint32_t nmappings;
@@ -66,7 +70,8 @@ typedef struct ms__profile_s {
  * as tagged records (wire.h's rules: unknown tags are skipped):
  *   MS__TAG_PROF_CHUNK   u64, 0 for the first frame, then 1, 2, ...
  *   MS__TAG_PID, MS__TAG_START_TIME, MS__TAG_TIME_UNIX, MS__TAG_PROF_RATE,
- *   MS__TAG_PROF_DROPPED   u64 each, in the first frame (a later frame that
+ *   MS__TAG_PROF_DROPPED, MS__TAG_PROF_FREES_LOST
+ *                        u64 each, in the first frame (a later frame that
  *                        repeats one must agree with the first)
  *   MS__TAG_PROF_UNWINDER  string: which unwinder captured the stacks
  *   MS__TAG_PROF_RECORD  u32 fixed (bytes of the fixed part that follows,
@@ -94,7 +99,8 @@ enum {
   MS__TAG_PROF_LAST = 67,
   MS__TAG_PROF_RECORD = 68,
   MS__TAG_PROF_MAPPING = 69,
-  MS__TAG_PROF_UNWINDER = 70
+  MS__TAG_PROF_UNWINDER = 70,
+  MS__TAG_PROF_FREES_LOST = 71
 };
 
 /* Profile request flags: none yet (a reader ignores those it does not

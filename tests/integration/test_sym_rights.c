@@ -607,7 +607,7 @@ static void *hold_rights(void *arg) {
     close(fd);
   snprintf(p, sizeof p, "%s/secret.bin", files);
   fd = mt_tfiles_open(&r->t, p, &why);
-  r->secret_refused = fd < 0 && strstr(why, "may not read") != NULL;
+  r->secret_refused = fd == MS_EACCES && strstr(why, "may not read") != NULL;
   if (fd >= 0)
     close(fd);
   pthread_barrier_wait(&r->held);
@@ -676,8 +676,11 @@ static int unprivileged_checks(pid_t same_user, pid_t other_user) {
   close(fd);
   snprintf(p, sizeof p, "%s/secret.bin", files);
   fd = mt_tfiles_open(&t, p, &why);
-  if (fd >= 0 || strstr(why, "may not read") == NULL)
+  if (fd != MS_EACCES || strstr(why, "may not read") == NULL)
     return 13;
+  snprintf(p, sizeof p, "%s/no-such.bin", files);
+  if (mt_tfiles_open(&t, p, &why) != MS_ENOENT)
+    return 17;
   mt_tfiles_leave(&t);
   mt_tfiles_free(&t);
   if (mt_tfiles_init(&t, other_user, start_of(other_user), &why) != 0)

@@ -842,6 +842,12 @@ static void test_iec(void **state) {
                       "-");
   assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, -1, MS_Q_ESTIMATED),
                       "~-1.0B");
+  /* Truncated as before the mark had its helper: the mark first. */
+  assert_string_equal(ms__fmt_bytes_q(tiny, 4, 1536, MS_Q_ESTIMATED), "~1.");
+  /* The one spelling of the mark. */
+  assert_string_equal(mt_quality_mark(MS_Q_ESTIMATED), "~");
+  assert_string_equal(mt_quality_mark(MS_Q_EXACT), "");
+  assert_string_equal(mt_quality_mark(MS_Q_UNAVAILABLE), "");
   assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1, (ms_quality_t)9),
                       "-");
 }

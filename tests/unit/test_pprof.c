@@ -764,6 +764,7 @@ static void top_fixture(mt_heap_t *h, uint64_t rate) {
   p.time_unix_ns = 1700000000000000000ull;
   p.rate = rate;
   p.buckets_dropped = 7;
+  p.frees_lost = 2;
   p.nrecords = 5;
   p.records = rec;
   p.nmappings = 1;
@@ -845,6 +846,25 @@ static Perftools__Profiles__Profile *unpack_written(const mt_heap_t *h) {
   free(raw);
   free(gz);
   return p;
+}
+
+/* What pprof cannot know goes in the profile's comment: the samples the
+ * target dropped and the frees it could not record. */
+static void test_comment_says_losses(void **state) {
+  Perftools__Profiles__Profile *pb;
+  mt_heap_t h;
+
+  (void)state;
+  top_fixture(&h, 524288);
+  pb = unpack_written(&h);
+  assert_int_equal(pb->n_comment, 1);
+  assert_true(pb->comment[0] >= 0 &&
+              (size_t)pb->comment[0] < pb->n_string_table);
+  const char *c = pb->string_table[pb->comment[0]];
+  assert_non_null(strstr(c, "samples dropped: bucket table full"));
+  assert_non_null(strstr(c, "; 2 frees of sampled blocks not recorded"));
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+  mt_heap_free(&h);
 }
 
 /* Function names, files and mapping paths with escape sequences, a bidi
@@ -987,6 +1007,7 @@ int main(void) {
       cmocka_unit_test(test_go_vectors),
       cmocka_unit_test(test_hostile_records),
       cmocka_unit_test(test_top_text_golden),
+      cmocka_unit_test(test_comment_says_losses),
       cmocka_unit_test(test_written_strings_safe),
       cmocka_unit_test(test_absurd_counts_capped),
   };

@@ -5,6 +5,7 @@
  * its cost)); and the snapshot's fields and their quality with and without the
  * request (RSS always fresh from statm; cached smaps figures estimated).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -108,6 +109,18 @@ static void test_parse_garbage(void **state) {
 
 /* /proc/PID/status's RssFile and RssShmem lines (ms__proc_kb), and this
  * process's own, as a snapshot reads them: what the kernel says. */
+/* A file that cannot be read gives the failed call's code, which a
+ * caller may print with ms_strerror(), never a bare -1. */
+static void test_read_small_file_codes(void **state) {
+  (void)state;
+  char buf[64];
+  assert_int_equal(
+      ms__read_small_file("/proc/self/no-such-file", buf, sizeof buf),
+      MS_ENOENT);
+  assert_int_equal(ms__read_small_file("/proc/self", buf, sizeof buf), -EISDIR);
+  assert_true(ms__read_small_file("/proc/self/statm", buf, sizeof buf) > 0);
+}
+
 static void test_status_lines(void **state) {
   (void)state;
   static const char text[] = "Name:\tx\nVmRSS:\t    1000 kB\n"
@@ -213,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_parse_full),
       cmocka_unit_test(test_parse_missing_lines),
       cmocka_unit_test(test_parse_garbage),
+      cmocka_unit_test(test_read_small_file_codes),
       cmocka_unit_test(test_status_lines),
       cmocka_unit_test(test_interval),
       cmocka_unit_test(test_snapshot_cadence),
