@@ -110,7 +110,7 @@ typedef struct mt_model_s {
   int color, utf8;  /* how to draw */
   char status[256]; /* one-line message (errors, prompts) */
   uint64_t now_mono_ns;
-  /* The live view's own state (view.c): the delay prompt that `d` opens
+  /* The live view's own state (keys.c): the delay prompt that `d` opens
    * and what has been typed into it, and how many list rows a page holds
    * (set by the view from the terminal's size, for PgUp/PgDn). */
   int prompting;

@@ -47,7 +47,7 @@ int mt_ui_start(mt_model_t *m);
 void mt_ui_draw(const mt_model_t *m);
 
 /* Reads every pending key (non-blocking) and applies each with
- * mt_view_key() (view.h). Returns the strongest action asked for. */
+ * mt_key_apply() (keys.h). Returns the strongest action asked for. */
 mt_action_t mt_ui_keys(mt_model_t *m);
 
 /* Adopts the terminal's new size (call on SIGWINCH). */

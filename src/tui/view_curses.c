@@ -1,11 +1,11 @@
 /*
  * view_curses.c - the only module that talks to curses (ncursesw).
  *
- * Each frame is rendered into a grid first (view.c), then copied to
+ * Each frame is rendered into a grid first (view.h), then copied to
  * curses' virtual screen and sent with one doupdate(): curses sends only
  * what changed, so the terminal never shows a half-drawn frame. Keys are
  * read without blocking when the loop says stdin is readable, mapped to
- * view.h's codes and applied by mt_view_key().
+ * keys.h's codes and applied by mt_key_apply().
  */
 #ifndef NCURSES_WIDECHAR
 #define NCURSES_WIDECHAR 1 /* add_wch, setcchar: block elements in UTF-8 */
@@ -23,7 +23,10 @@
 
 #include "memstats.h"
 #include "tui/ui.h"
+#include "tui/grid.h"
+#include "tui/keys.h"
 #include "tui/view.h"
+#include "tui/view_list.h"
 
 /* One terminal per process, so the state is the module's. `active` is
  * what makes mt_ui_end() idempotent, and it is cleared before the terminal
@@ -213,7 +216,7 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
      * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
      * Resizing again here would queue another KEY_RESIZE, for ever. */
     m->page_rows = mt_view_list_rows(LINES);
-    mt_action_t a = mt_view_key(m, map_key(ch));
+    mt_action_t a = mt_key_apply(m, map_key(ch));
     if (a > act)
       act = a;
   }

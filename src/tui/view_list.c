@@ -11,7 +11,8 @@
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
-#include "tui/view.h"
+#include "tui/draw.h"
+#include "tui/view_list.h"
 
 enum {
   COL_PID,
@@ -105,7 +106,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     return;
   }
   if (col == COL_NAME) {
-    const char *mark = mt_view_state_mark(t);
+    const char *mark = mt_draw_state_mark(t);
     /* The state marker must stay visible: cut the name, not the mark, and
      * the name between whole characters and escapes (a cut by bytes could
      * split either). */
@@ -143,19 +144,19 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
     return;
   }
   case COL_READY:
-    mt_view_fmt_bytes(buf, len, bd->ready, bd->q_ready, width);
+    mt_draw_fmt_bytes(buf, len, bd->ready, bd->q_ready, width);
     return;
   case COL_PREPARED:
-    mt_view_fmt_bytes(buf, len, bd->prepared, bd->q_prepared, width);
+    mt_draw_fmt_bytes(buf, len, bd->prepared, bd->q_prepared, width);
     return;
   case COL_DATA:
-    mt_view_fmt_bytes(buf, len, bd->data, bd->q_data, width);
+    mt_draw_fmt_bytes(buf, len, bd->data, bd->q_data, width);
     return;
   case COL_FRAG:
-    mt_view_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead, width);
+    mt_draw_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead, width);
     return;
   case COL_IDLE:
-    mt_view_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
+    mt_draw_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
     return;
   case COL_OBJECTS: {
     ms_quality_t q = ms__field_quality(s, MS_F_HEAP_OBJECTS);
@@ -164,7 +165,7 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
       snprintf(buf, len, "-");
       return;
     }
-    mt_view_fmt_count(num, sizeof num, (double)s->heap_objects);
+    mt_draw_fmt_count(num, sizeof num, (double)s->heap_objects);
     snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
     return;
   }
@@ -222,7 +223,7 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
   }
   for (int i = 0; i < 5; i++) {
     char fig[32];
-    mt_view_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
+    mt_draw_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
     int need = 2 + (int)strlen(label[i]) + 1 + (int)strlen(fig);
     if (col + need > g->cols)
       break; /* whole figures only */
@@ -297,4 +298,9 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
     }
   }
   mt_grid_unclip(g);
+}
+
+int mt_view_list_rows(int rows) {
+  /* Title, totals, column header and status line. */
+  return rows > 4 ? rows - 4 : 0;
 }

@@ -24,6 +24,7 @@
 
 #include "memstats.h"
 #include "tui/model.h"
+#include "tui/keys.h"
 #include "tui/view.h"
 #include "support/golden.h"
 #include "support/govec.h"
@@ -198,7 +199,7 @@ static void test_help_golden(void **state) {
   mt_model_t m;
   list_model(&m);
   m.utf8 = 1;
-  assert_int_equal(mt_view_key(&m, 'h'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'h'), MT_ACT_REDRAW);
   check_golden(&m, 24, 80, "view_help_80x24_utf8");
   mt_model_free(&m);
 }
@@ -473,7 +474,7 @@ static void test_sites_panel(void **state) {
 
   /* By rate: one profile gives no rate yet; the second, 2 s later, gives
    * parse_request's 200 MiB more as 100 MiB/s, first. */
-  assert_int_equal(mt_view_key(&m, 'a'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_REDRAW);
   assert_true(m.sites_by_rate);
   text = render_text(&m, 24, 80);
   assert_non_null(strstr(text, "Alloc sites by rate (a: in use)"));
@@ -489,7 +490,7 @@ static void test_sites_panel(void **state) {
   assert_non_null(strstr(first, "basic_string::"));
   assert_true(strstr(first, "parse_") < strstr(first, "basic_string::"));
   free(text);
-  assert_int_equal(mt_view_key(&m, 'a'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_REDRAW);
   assert_false(m.sites_by_rate);
 
   /* Every size, both views. */
@@ -669,19 +670,19 @@ static void test_keys_sort(void **state) {
   mt_model_t m;
   list_model(&m);
   assert_int_equal(m.sort, MT_SORT_PID);
-  assert_int_equal(mt_view_key(&m, 's'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 's'), MT_ACT_REDRAW);
   assert_int_equal(m.sort, MT_SORT_NAME);
   /* s cycles through every column back to the first. */
   for (int i = 1; i < MT_SORT__COUNT; i++)
-    mt_view_key(&m, 's');
+    mt_key_apply(&m, 's');
   assert_int_equal(m.sort, MT_SORT_PID);
-  mt_view_key(&m, '<');
+  mt_key_apply(&m, '<');
   assert_int_equal(m.sort, MT_SORT_PAUSE_P99);
-  mt_view_key(&m, '>');
+  mt_key_apply(&m, '>');
   assert_int_equal(m.sort, MT_SORT_PID);
   /* Sorting by Ready puts the largest first, and the header marks it. */
-  mt_view_key(&m, '>');
-  mt_view_key(&m, '>');
+  mt_key_apply(&m, '>');
+  mt_key_apply(&m, '>');
   assert_int_equal(m.sort, MT_SORT_READY);
   for (size_t i = 1; i < m.ntargets; i++)
     assert_true(m.targets[i - 1]->bd.ready >= m.targets[i]->bd.ready);
@@ -689,7 +690,7 @@ static void test_keys_sort(void **state) {
   assert_true(contains(txt, "READY*"));
   assert_false(contains(txt, "PID*"));
   free(txt);
-  mt_view_key(&m, 'r');
+  mt_key_apply(&m, 'r');
   assert_true(m.sort_reverse);
   txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "READY^"));
@@ -703,20 +704,20 @@ static void test_keys_move(void **state) {
   list_model(&m);
   m.page_rows = 2;
   assert_int_equal(m.selected, 0);
-  mt_view_key(&m, MT_KEY_UP);
+  mt_key_apply(&m, MT_KEY_UP);
   assert_int_equal(m.selected, 0); /* clamps at the top */
-  mt_view_key(&m, MT_KEY_DOWN);
+  mt_key_apply(&m, MT_KEY_DOWN);
   assert_int_equal(m.selected, 1);
-  mt_view_key(&m, MT_KEY_DOWN);
-  mt_view_key(&m, MT_KEY_DOWN);
+  mt_key_apply(&m, MT_KEY_DOWN);
+  mt_key_apply(&m, MT_KEY_DOWN);
   assert_int_equal(m.selected, 2); /* clamps at the bottom */
-  mt_view_key(&m, MT_KEY_HOME);
+  mt_key_apply(&m, MT_KEY_HOME);
   assert_int_equal(m.selected, 0);
-  mt_view_key(&m, MT_KEY_PGDN);
+  mt_key_apply(&m, MT_KEY_PGDN);
   assert_int_equal(m.selected, 2);
-  mt_view_key(&m, MT_KEY_PGUP);
+  mt_key_apply(&m, MT_KEY_PGUP);
   assert_int_equal(m.selected, 0);
-  mt_view_key(&m, MT_KEY_END);
+  mt_key_apply(&m, MT_KEY_END);
   assert_int_equal(m.selected, 2);
   /* The selected row is drawn selected. */
   mt_grid_t g;
@@ -728,21 +729,21 @@ static void test_keys_move(void **state) {
 
   /* Enter opens the selected process; Up/Down step to its neighbours;
    * Esc goes back with the selection on it. */
-  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
   assert_int_equal(m.screen, MT_SCREEN_DETAIL);
   assert_int_equal(m.detail_pid, m.targets[2]->pid);
-  mt_view_key(&m, MT_KEY_UP);
+  mt_key_apply(&m, MT_KEY_UP);
   assert_int_equal(m.detail_pid, m.targets[1]->pid);
-  assert_int_equal(mt_view_key(&m, MT_KEY_ESC), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ESC), MT_ACT_REDRAW);
   assert_int_equal(m.screen, MT_SCREEN_LIST);
   assert_int_equal(m.selected, 1);
 
   /* An empty list: nothing to move to or open. */
   mt_model_free(&m);
   mt_model_init(&m);
-  mt_view_key(&m, MT_KEY_DOWN);
+  mt_key_apply(&m, MT_KEY_DOWN);
   assert_int_equal(m.selected, 0);
-  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_NONE);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_NONE);
   assert_int_equal(m.screen, MT_SCREEN_LIST);
   char *txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "No attachable process"));
@@ -754,44 +755,44 @@ static void test_keys_help_pause_quit(void **state) {
   (void)state;
   mt_model_t m;
   list_model(&m);
-  mt_view_key(&m, MT_KEY_ENTER);
+  mt_key_apply(&m, MT_KEY_ENTER);
   assert_int_equal(m.screen, MT_SCREEN_DETAIL);
   /* h shows help over the detail view, any key goes back to it. */
-  assert_int_equal(mt_view_key(&m, 'h'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'h'), MT_ACT_REDRAW);
   assert_int_equal(m.screen, MT_SCREEN_HELP);
   char *txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "Keys"));
   free(txt);
-  mt_view_key(&m, 'x');
+  mt_key_apply(&m, 'x');
   assert_int_equal(m.screen, MT_SCREEN_DETAIL);
-  mt_view_key(&m, '?');
+  mt_key_apply(&m, '?');
   assert_int_equal(m.screen, MT_SCREEN_HELP);
-  mt_view_key(&m, MT_KEY_ESC);
+  mt_key_apply(&m, MT_KEY_ESC);
   assert_int_equal(m.screen, MT_SCREEN_DETAIL);
 
   /* space pauses and says so; again resumes. */
-  assert_int_equal(mt_view_key(&m, ' '), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, ' '), MT_ACT_REDRAW);
   assert_true(m.paused);
   txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "PAUSED"));
   free(txt);
-  mt_view_key(&m, ' ');
+  mt_key_apply(&m, ' ');
   assert_false(m.paused);
   txt = render_text(&m, 24, 80);
   assert_false(contains(txt, "PAUSED"));
   free(txt);
 
   /* q quits from every screen, help included. */
-  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_QUIT);
-  mt_view_key(&m, 'h');
-  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_QUIT);
-  assert_int_equal(mt_view_key(&m, MT_KEY_RESIZE), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_QUIT);
+  mt_key_apply(&m, 'h');
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_QUIT);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_RESIZE), MT_ACT_REDRAW);
   mt_model_free(&m);
 }
 
 static void type(mt_model_t *m, const char *s) {
   for (; *s; s++)
-    mt_view_key(m, (unsigned char)*s);
+    mt_key_apply(m, (unsigned char)*s);
 }
 
 static void test_keys_delay(void **state) {
@@ -801,21 +802,21 @@ static void test_keys_delay(void **state) {
   assert_true(m.delay_s == 1.0);
 
   /* d opens a prompt; 0.5 is accepted and the loop told to re-arm. */
-  assert_int_equal(mt_view_key(&m, 'd'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'd'), MT_ACT_REDRAW);
   assert_true(m.prompting);
   type(&m, "0.5");
   char *txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "Delay in seconds (at least 0.1): 0.5_"));
   free(txt);
-  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_DELAY);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_DELAY);
   assert_false(m.prompting);
   assert_true(m.delay_s == 0.5);
 
   /* 0.05 is below the minimum: refused, the delay stays, and the status
    * line says what to type instead. */
-  mt_view_key(&m, 'd');
+  mt_key_apply(&m, 'd');
   type(&m, "0.05");
-  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
   assert_true(m.delay_s == 0.5);
   assert_true(contains(m.status, "Invalid delay \"0.05\""));
   assert_true(contains(m.status, "0.1"));
@@ -824,31 +825,31 @@ static void test_keys_delay(void **state) {
   free(txt);
 
   /* Garbage too, and the message goes away with the next key. */
-  mt_view_key(&m, 'd');
+  mt_key_apply(&m, 'd');
   type(&m, "fast");
-  assert_int_equal(mt_view_key(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
   assert_true(m.delay_s == 0.5);
   assert_true(contains(m.status, "Invalid delay \"fast\""));
-  assert_int_equal(mt_view_key(&m, 'x'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'x'), MT_ACT_REDRAW);
   assert_string_equal(m.status, "");
 
   /* In the prompt, keys are text: q does not quit, Backspace edits, Esc
    * cancels without a change. */
-  mt_view_key(&m, 'd');
-  assert_int_equal(mt_view_key(&m, 'q'), MT_ACT_REDRAW);
+  mt_key_apply(&m, 'd');
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_REDRAW);
   assert_string_equal(m.input, "q");
-  mt_view_key(&m, MT_KEY_BACKSPACE);
+  mt_key_apply(&m, MT_KEY_BACKSPACE);
   assert_string_equal(m.input, "");
   type(&m, "3");
-  assert_int_equal(mt_view_key(&m, MT_KEY_ESC), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ESC), MT_ACT_REDRAW);
   assert_false(m.prompting);
   assert_true(m.delay_s == 0.5);
   /* The prompt holds a bounded amount of text. */
-  mt_view_key(&m, 'd');
+  mt_key_apply(&m, 'd');
   for (int i = 0; i < 100; i++)
-    mt_view_key(&m, '9');
+    mt_key_apply(&m, '9');
   assert_int_equal(strlen(m.input), sizeof m.input - 1);
-  mt_view_key(&m, MT_KEY_ESC);
+  mt_key_apply(&m, MT_KEY_ESC);
   mt_model_free(&m);
 }
 

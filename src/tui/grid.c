@@ -1,5 +1,5 @@
 /*
- * view_screen.c - the grid the live view draws into: a rows x cols array of
+ * grid.c - the grid the live view draws into: a rows x cols array of
  * cells (a code point and a style), with a clip rectangle so that a section
  * drawn into a part of the screen cannot spill out of it. No curses here:
  * the curses backend copies a finished grid to the terminal, and the tests
@@ -12,7 +12,7 @@
 
 #include "memstats.h"
 #include "common/sanitize.h"
-#include "tui/view.h"
+#include "tui/grid.h"
 
 static void grid_blank(mt_grid_t *g) {
   size_t n = (size_t)g->rows * (size_t)g->cols;
