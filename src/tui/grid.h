@@ -33,8 +33,12 @@ typedef enum mt_style_e {
   MT_ST__COUNT
 } mt_style_t;
 
+/* The right half of a wide character: the cell before it holds the
+ * character, which takes both columns on the terminal. */
+#define MT_CELL_CONT 0u
+
 typedef struct mt_cell_s {
-  uint32_t ch;   /* a Unicode code point one column wide */
+  uint32_t ch;   /* a Unicode code point, or MT_CELL_CONT */
   uint8_t style; /* an mt_style_t */
 } mt_cell_t;
 
@@ -59,12 +63,19 @@ void mt_grid_clear(mt_grid_t *g);
 /* Restricts drawing to the rectangle (intersected with the grid). */
 void mt_grid_clip(mt_grid_t *g, int row, int col, int height, int width);
 void mt_grid_unclip(mt_grid_t *g);
-/* Writes one code point; nothing outside the clip rectangle. */
-void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st);
+/* The columns a code point takes: wcwidth() where the locale knows it,
+ * else the sanitiser's table (common/sanitize.h: ms__cp_columns). */
+int mt_grid_cp_width(uint32_t cp);
+/* Writes one code point, a wide one (CJK, most emoji) into two cells (the
+ * second MT_CELL_CONT); nothing outside the clip rectangle, and a wide one
+ * that does not fit whole leaves a blank. Control characters, characters
+ * the sanitiser refuses and characters of no width (combining marks) are
+ * drawn as '?'. Returns the columns it takes (1 or 2). */
+int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st);
 /* Writes UTF-8 text from (row, col) on one line, at most `max` columns
- * (< 0: no limit). Control characters, malformed bytes, characters the
- * sanitiser refuses and characters not one column wide are drawn as
- * '?'. Returns the number of columns the text takes (drawn or clipped). */
+ * (< 0: no limit; a wide character that would cross it is left out).
+ * Malformed bytes are drawn as '?', and characters as mt_grid_putc()
+ * draws them. Returns the columns the text takes (drawn or clipped). */
 int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
                  mt_style_t st);
 int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,
@@ -72,6 +83,8 @@ int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,
 /* Fills n cells from (row, col) with one code point. */
 void mt_grid_fill(mt_grid_t *g, int row, int col, int n, uint32_t ch,
                   mt_style_t st);
+/* The columns UTF-8 text takes once drawn (mt_grid_puts()). */
+int mt_grid_text_width(const char *s);
 const mt_cell_t *mt_grid_at(const mt_grid_t *g, int row, int col);
 /* The grid as UTF-8 text: one line per row, trailing blanks dropped, each
  * line ending in '\n'. Returns 0 or MS_ENOMEM. */

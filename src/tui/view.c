@@ -18,6 +18,7 @@
 #include "tui/view_detail.h"
 #include "tui/view_help.h"
 #include "tui/view_list.h"
+#include "tui/view_setup.h"
 
 /* ===================================================== title, status === */
 
@@ -38,19 +39,11 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
 
   if (m->screen == MT_SCREEN_HELP) {
     snprintf(left, sizeof left, "memtop %s  help", MS_VERSION_STRING);
+  } else if (m->screen == MT_SCREEN_SETUP) {
+    snprintf(left, sizeof left, "memtop %s  setup", MS_VERSION_STRING);
   } else if (m->screen == MT_SCREEN_DETAIL && t != NULL) {
     char prov[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)], safe[128];
-    size_t n = 0;
-    prov[0] = '\0';
-    for (uint32_t i = 0;
-         t->have_snapshot && i < t->snap.nproviders && i < MS_MAX_PROVIDERS;
-         i++) {
-      int w = snprintf(prov + n, sizeof prov - n, "%s%.*s", i ? "+" : "",
-                       MS_NAME_MAX, t->snap.providers[i]);
-      if (w < 0 || (size_t)w >= sizeof prov - n)
-        break;
-      n += (size_t)w;
-    }
+    mt_target_providers(t, prov, sizeof prov);
     mt_draw_safe_name(name, sizeof name, t->comm);
     /* At most 60 columns of providers, cut between whole characters and
      * escapes; with the name, all of it fits in left. */
@@ -59,14 +52,16 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
              t->state == MT_LIVE ? "" : " ", mt_draw_state_mark(t),
              safe[0] ? "  " : "", safe);
   } else {
-    size_t gone = 0;
+    size_t gone = 0, nv = mt_model_nvisible(m);
     for (size_t i = 0; i < m->ntargets; i++)
       gone += m->targets[i]->state == MT_EXITED;
     int n =
         snprintf(left, sizeof left, "memtop %s  %zu process%s",
                  MS_VERSION_STRING, m->ntargets, m->ntargets == 1 ? "" : "es");
     if (gone > 0 && n > 0 && (size_t)n < sizeof left)
-      snprintf(left + n, sizeof left - (size_t)n, " (%zu exited)", gone);
+      n += snprintf(left + n, sizeof left - (size_t)n, " (%zu exited)", gone);
+    if (nv < m->ntargets && n > 0 && (size_t)n < sizeof left)
+      snprintf(left + n, sizeof left - (size_t)n, ", %zu shown", nv);
   }
   mt_grid_puts(g, 0, 0, left, g->cols, MT_ST_TITLE);
 
@@ -102,10 +97,17 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   /* Messages quote targets' reasons and names: drawn in their safe form. */
   char safe[4 * sizeof t->error + 1];
   mt_grid_fill(g, row, 0, g->cols, ' ', MT_ST_STATUS);
-  if (m->prompting) {
-    int n = mt_grid_puts(g, row, 0, "Delay in seconds (at least 0.1): ", -1,
-                         MT_ST_STATUS);
-    n += mt_grid_puts(g, row, n, m->input, -1, MT_ST_STATUS);
+  if (m->input_mode != MT_INPUT_NONE) {
+    static const char *const ask[] = {
+        [MT_INPUT_DELAY] = "Delay in seconds (at least 0.1): ",
+        [MT_INPUT_SEARCH] = "Search (F3 next, Enter done, Esc cancel): ",
+        [MT_INPUT_FILTER] = "Filter by name, user or PID (Enter done, Esc "
+                            "clear): ",
+    };
+    /* What was typed is the user's own, but may hold any byte. */
+    mt_draw_safe_name(safe, sizeof safe, m->input);
+    int n = mt_grid_puts(g, row, 0, ask[m->input_mode], -1, MT_ST_STATUS);
+    n += mt_grid_puts(g, row, n, safe, -1, MT_ST_STATUS);
     mt_grid_putc(g, row, n, '_', MT_ST_STATUS);
   } else if (m->status[0] != '\0') {
     mt_draw_safe_name(safe, sizeof safe, m->status);
@@ -118,15 +120,20 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   } else if (m->screen == MT_SCREEN_HELP) {
     mt_grid_puts(g, row, 0, "Press any key to go back, q to quit.", -1,
                  MT_ST_STATUS);
+  } else if (m->screen == MT_SCREEN_SETUP) {
+    mt_grid_puts(g, row, 0,
+                 "Up/Down choose  Left/Right/Space change  Esc/F2 done "
+                 "(saved to memtoprc)",
+                 -1, MT_ST_STATUS);
   } else if (m->screen == MT_SCREEN_DETAIL) {
     mt_grid_puts(g, row, 0,
-                 "Esc back  Up/Down other process  space pause  d delay  "
-                 "h help  q quit",
+                 "Esc back  Up/Down other  a sites  space pause  F1 help  "
+                 "F2 setup  F10 quit",
                  -1, MT_ST_STATUS);
   } else {
     mt_grid_puts(g, row, 0,
-                 "Enter open  s/</> sort  r reverse  space pause  d delay  "
-                 "h help  q quit",
+                 "Enter open  F3 search  F4 filter  F6 sort  u user  p cmd  "
+                 "F1 help  F10 quit",
                  -1, MT_ST_STATUS);
   }
 }
@@ -147,6 +154,9 @@ void mt_view_render(const mt_model_t *m, mt_grid_t *g) {
   case MT_SCREEN_HELP:
     mt_view_draw_help(m, g, 1, status_row);
     break;
+  case MT_SCREEN_SETUP:
+    mt_view_draw_setup(m, g, 1, status_row);
+    break;
   case MT_SCREEN_DETAIL:
     if (t != NULL) {
       mt_view_draw_detail(m, t, g, 1, status_row);
@@ -156,7 +166,7 @@ void mt_view_render(const mt_model_t *m, mt_grid_t *g) {
     /* fall through */
   case MT_SCREEN_LIST:
   default:
-    mt_view_draw_list(m, g, 1, status_row);
+    mt_view_draw_list(m, g, MT_LIST_TOP, status_row);
     break;
   }
 }
