@@ -17,12 +17,8 @@
 
 /* ============================================================ helpers === */
 
-static size_t nvisible(const mt_model_t *m) {
-  return mt_model_nvisible(m);
-}
-
 static void select_index(mt_model_t *m, long i) {
-  size_t n = nvisible(m);
+  size_t n = mt_model_nvisible(m);
   if (n == 0) {
     m->selected = 0;
     return;
@@ -47,7 +43,7 @@ static void resort(mt_model_t *m, int sort) {
 }
 
 static mt_action_t open_selected(mt_model_t *m) {
-  if (nvisible(m) == 0)
+  if (mt_model_nvisible(m) == 0)
     return MT_ACT_NONE;
   select_index(m, (long)m->selected);
   m->detail_pid = m->targets[m->selected]->pid;
@@ -58,10 +54,10 @@ static mt_action_t open_selected(mt_model_t *m) {
 /* Selects the first visible target from `from` on (wrapping) that matches
  * the search text; says so when none does. */
 static void search_from(mt_model_t *m, size_t from) {
-  size_t n = nvisible(m);
+  size_t n = mt_model_nvisible(m);
   for (size_t k = 0; k < n; k++) {
     size_t i = (from + k) % n;
-    if (mt_target_matches(m, m->targets[i], m->input)) {
+    if (mt_target_matches(m->targets[i], m->input)) {
       m->selected = i;
       m->status[0] = '\0';
       return;
@@ -132,7 +128,7 @@ static mt_action_t prompt_key(mt_model_t *m, int key) {
     if (mode == MT_INPUT_FILTER && m->filter[0] != '\0')
       snprintf(m->status, sizeof m->status,
                "Filter \"%.32s\": %zu of %zu shown (\\ then Esc: all)",
-               m->filter, nvisible(m), m->ntargets);
+               m->filter, mt_model_nvisible(m), m->ntargets);
     return MT_ACT_REDRAW;
   }
   if (key == MT_KEY_F(3) && mode == MT_INPUT_SEARCH) {
@@ -346,13 +342,13 @@ static mt_action_t detail_key(mt_model_t *m, int key) {
   case MT_KEY_LEFT:
   case MT_KEY_BACKSPACE:
     m->screen = MT_SCREEN_LIST;
-    if (i < nvisible(m))
+    if (i < mt_model_nvisible(m))
       m->selected = i;
     return MT_ACT_REDRAW;
   case MT_KEY_UP:
   case MT_KEY_DOWN:
     /* Step to the neighbour in the list's order without leaving. */
-    if (i >= nvisible(m))
+    if (i >= mt_model_nvisible(m))
       return MT_ACT_NONE;
     select_index(m, (long)i + (key == MT_KEY_UP ? -1 : 1));
     m->detail_pid = m->targets[m->selected]->pid;
@@ -384,7 +380,7 @@ static mt_action_t list_key(mt_model_t *m, int key) {
     select_index(m, 0);
     break;
   case MT_KEY_END:
-    select_index(m, (long)nvisible(m) - 1);
+    select_index(m, (long)mt_model_nvisible(m) - 1);
     break;
   case MT_KEY_ENTER:
   case '\r':

@@ -417,13 +417,11 @@ static int has_text(const char *hay, const char *needle) {
   return 0;
 }
 
-int mt_target_matches(const mt_model_t *m, const mt_target_t *t,
-                      const char *text) {
+int mt_target_matches(const mt_target_t *t, const char *text) {
   char pid[16];
   if (text[0] == '\0')
     return 1;
   snprintf(pid, sizeof pid, "%d", t->pid);
-  (void)m;
   return strcmp(pid, text) == 0 || has_text(t->comm, text) ||
          has_text(t->proc.cmdline, text) || has_text(t->proc.user, text);
 }
@@ -431,7 +429,7 @@ int mt_target_matches(const mt_model_t *m, const mt_target_t *t,
 int mt_model_visible(const mt_model_t *m, const mt_target_t *t) {
   if (m->filter_uid >= 0 && t->proc.uid != m->filter_uid)
     return 0;
-  return mt_target_matches(m, t, m->filter);
+  return mt_target_matches(t, m->filter);
 }
 
 size_t mt_model_nvisible(const mt_model_t *m) {

@@ -236,8 +236,7 @@ const char *mt_target_name(const mt_model_t *m, const mt_target_t *t);
 const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len);
 /* 1 if text is t's PID, or is in its comm, command line or user name
  * (ASCII case ignored); "" matches every target. */
-int mt_target_matches(const mt_model_t *m, const mt_target_t *t,
-                      const char *text);
+int mt_target_matches(const mt_target_t *t, const char *text);
 
 /* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */
 int mt_target_reserve_history(mt_target_t *t);
