@@ -624,6 +624,17 @@ static void test_no_mouse(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* Waits for the light scheme's title line (white on blue). */
+static int wait_title_blue(void) {
+  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
+    if (strstr(capture_pane("-e"), "\033[44mmemtop") != NULL)
+      return 1;
+    sleep_ms(100);
+  }
+  print_error("no white-on-blue title; the screen shows:\n%s\n", screen_buf);
+  return 0;
+}
+
 /* F2's settings go to $XDG_CONFIG_HOME/memtop/memtoprc and come back on
  * the next start: the round trip through the real file. */
 static void test_setup_config(void **state) {
@@ -642,6 +653,9 @@ static void test_setup_config(void **state) {
   WAIT_FOR("Colour scheme       light");
   keys("Escape");
   WAIT_FOR("USER*");
+  /* The light scheme: the title white on blue (the default's is black on
+   * cyan). */
+  assert_true(wait_title_blue());
   FILE *f = NULL;
   for (long waited = 0; waited < WAIT_LIMIT_MS && f == NULL; waited += 100) {
     f = fopen(path, "r");
@@ -662,6 +676,7 @@ static void test_setup_config(void **state) {
   assert_int_equal(session_setup(state), 0);
   wait_target(row, sizeof row);
   WAIT_FOR("USER*");
+  assert_true(wait_title_blue());
   keys("q");
   WAIT_FOR("MEMTOP-EXIT=0");
   unlink(path);
