@@ -529,7 +529,7 @@ void mt_cli_help(FILE *f) {
       "\n"
       "Keys in the live view (htop's where they mean the same):\n"
       "  F10,q quit   F1,h,? help   F2 setup   F3,/ search   F4,\\ filter\n"
-      "  F6,<,> sort   M by memory   N by PID   I invert   u user\n"
+      "  F5,t tree   F6,<,> sort   M by memory   N by PID   I invert   u user\n"
       "  p command line   space pause   d delay   arrows, mouse move\n"
       "  Enter open a process   Esc back\n"
       "Settings: $XDG_CONFIG_HOME/memtop/memtoprc, written by F2.\n"

@@ -80,6 +80,10 @@ static int apply(mt_model_t *m, const char *key, char *val) {
     if ((i = boolean(val)) < 0)
       return 0;
     m->show_cmdline = i;
+  } else if (strcmp(key, "tree") == 0) {
+    if ((i = boolean(val)) < 0)
+      return 0;
+    m->tree = i;
   } else if (strcmp(key, "mouse") == 0) {
     if ((i = boolean(val)) < 0)
       return 0;
@@ -200,11 +204,11 @@ int mt_config_save(const mt_model_t *m, const char *path) {
   fprintf(f,
           "# memtop settings, written by the setup screen (F2); see "
           "memtop(1)\n"
-          "sort=%s\nreverse=%d\ndelay=%g\nscheme=%s\ncmdline=%d\nmouse=%d\n"
-          "columns=%s\n",
+          "sort=%s\nreverse=%d\ndelay=%g\nscheme=%s\ncmdline=%d\ntree=%d\n"
+          "mouse=%d\ncolumns=%s\n",
           mt_setup_sort_name(m->sort), m->sort_reverse ? 1 : 0, m->delay_s,
           mt_setup_scheme_name(m->scheme), m->show_cmdline ? 1 : 0,
-          m->mouse ? 1 : 0, cols);
+          m->tree ? 1 : 0, m->mouse ? 1 : 0, cols);
   int bad = ferror(f);
   if (fclose(f) != 0 || bad) {
     unlink(tmp);

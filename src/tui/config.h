@@ -1,9 +1,9 @@
 /*
  * config.h - memtoprc, the live view's settings kept between runs: the
- * sort, the delay, the columns, the colour scheme, what NAME shows and the
- * mouse. The setup screen (F2) writes it when it closes; the live view
- * reads it when it starts (ui.h: mt_ui_start), under what the command line
- * said (-d wins over delay=).
+ * sort, the delay, the columns, the colour scheme, what NAME shows, the
+ * tree view and the mouse. The setup screen (F2) writes it when it closes; the
+ * live view reads it when it starts (ui.h: mt_ui_start), under what the command
+ * line said (-d wins over delay=).
  *
  * The file is lines of "key=value" ('#' starts a comment), as htop's
  * htoprc: keys it does not know and values it cannot read are skipped, so

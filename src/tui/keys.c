@@ -3,9 +3,9 @@
  * terminal, so tests press keys the way the user does.
  *
  * The keys follow htop where they mean the same thing (F1 help, F2 setup,
- * F3 and / search, F4 and \ filter, F6 < > sort, M N I direct sorts, u by
- * user, p command line, F10 q quit), and keep memtop's own where htop has
- * none (a allocation sites, d delay, r reverse).
+ * F3 and / search, F4 and \ filter, F5 t tree, F6 < > sort, M N I direct
+ * sorts, u by user, p command line, F10 q quit), and keep memtop's own where
+ * htop has none (a allocation sites, d delay, r reverse).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +207,10 @@ static mt_action_t setup_change(mt_model_t *m, int dir) {
     m->show_cmdline = !m->show_cmdline;
     mt_model_sort(m);
     return MT_ACT_REDRAW;
+  case MT_SETUP_TREE:
+    m->tree = !m->tree;
+    mt_model_sort(m);
+    return MT_ACT_REDRAW;
   case MT_SETUP_MOUSE:
     m->mouse = !m->mouse;
     return MT_ACT_REDRAW;
@@ -311,8 +315,8 @@ static mt_action_t common_key(mt_model_t *m, int key) {
     return MT_ACT_REDRAW;
   case 't':
   case MT_KEY_F(5):
-    snprintf(m->status, sizeof m->status,
-             "No tree view yet: it needs each process's parent");
+    m->tree = !m->tree;
+    mt_model_sort(m);
     return MT_ACT_REDRAW;
   default:
     return MT_ACT_NONE;

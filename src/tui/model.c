@@ -77,6 +77,7 @@ mt_target_t *mt_model_target(mt_model_t *m, int pid) {
   t->pid = pid;
   t->state = MT_CONNECTING;
   t->proc.uid = -1;
+  t->proc.ppid = -1;
   reset_rates(t);
   t->pause_p50_ns = t->pause_p99_ns = t->pause_max_ns = -1;
   /* New targets go to the end; the caller sorts when it wants order. */
@@ -357,6 +358,74 @@ static int compare_targets(const mt_model_t *m, const mt_target_t *a,
   return c;
 }
 
+/* ---- the tree view ---- */
+
+typedef struct tree_walk_s {
+  mt_target_t **in, **out;
+  size_t n, k;
+  size_t *parent; /* in[]'s index of each one's parent, n if none shown */
+  char *done;
+} tree_walk_t;
+
+/* Emits in[i] at `depth`, then its children in the sort's order. The
+ * depth of the recursion is bounded: a chain deeper than MT_TREE_DEPTH is
+ * taken up again as roots (tree_order's last pass). */
+static void tree_emit(tree_walk_t *w, size_t i, int depth, unsigned more) {
+  mt_target_t *t = w->in[i];
+  w->done[i] = 1;
+  w->out[w->k++] = t;
+  t->tree_depth = depth;
+  t->tree_more = more;
+  if (depth >= MT_TREE_DEPTH)
+    return;
+  size_t prev = w->n;
+  for (size_t j = 0; j <= w->n; j++) {
+    /* Each child is emitted once its next sibling is known (or none). */
+    if (j < w->n && (w->parent[j] != i || w->done[j]))
+      continue;
+    if (prev < w->n)
+      tree_emit(w, prev, depth + 1, more | (j < w->n ? 1u << depth : 0u));
+    prev = j;
+  }
+}
+
+/* Puts the visible targets, already sorted, in tree order: each after its
+ * parent when the parent is shown. Without memory it leaves the plain
+ * order (and depth 0). */
+static void tree_order(mt_model_t *m) {
+  size_t n = mt_model_nvisible(m);
+  for (size_t i = 0; i < m->ntargets; i++) {
+    m->targets[i]->tree_depth = 0;
+    m->targets[i]->tree_more = 0;
+  }
+  if (!m->tree || n < 2)
+    return;
+  tree_walk_t w = {.in = m->targets, .n = n};
+  w.out = malloc(n * sizeof *w.out);
+  w.parent = malloc(n * sizeof *w.parent);
+  w.done = calloc(n, 1);
+  if (w.out != NULL && w.parent != NULL && w.done != NULL) {
+    for (size_t i = 0; i < n; i++) {
+      w.parent[i] = n;
+      int ppid = w.in[i]->proc.ppid;
+      for (size_t j = 0; ppid > 0 && j < n; j++)
+        if (j != i && w.in[j]->pid == ppid)
+          w.parent[i] = j;
+    }
+    for (size_t i = 0; i < n; i++)
+      if (w.parent[i] == n)
+        tree_emit(&w, i, 0, 0);
+    /* What is left is in a loop of parents (PIDs reused) or too deep. */
+    for (size_t i = 0; i < n; i++)
+      if (!w.done[i])
+        tree_emit(&w, i, 0, 0);
+    memcpy(m->targets, w.out, n * sizeof *w.out);
+  }
+  free(w.out);
+  free(w.parent);
+  free(w.done);
+}
+
 void mt_model_sort(mt_model_t *m) {
   int sel_pid = -1;
   size_t i, j;
@@ -374,6 +443,7 @@ void mt_model_sort(mt_model_t *m) {
       m->targets[j] = m->targets[j - 1];
     m->targets[j] = t;
   }
+  tree_order(m);
   for (i = 0; i < m->ntargets; i++)
     if (m->targets[i]->pid == sel_pid)
       m->selected = i;

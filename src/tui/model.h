@@ -21,6 +21,7 @@
 #define MT_DELAY_MIN 0.1
 #define MT_DELAY_MAX 86400.0 /* a day: anything longer is a typo */
 #define MT_HISTORY 600       /* samples kept per target for trends and rates */
+#define MT_TREE_DEPTH 16     /* deeper processes are drawn at this depth */
 
 typedef enum mt_target_state_e {
   MT_CONNECTING = 0, /* no snapshot yet */
@@ -77,7 +78,12 @@ typedef struct mt_target_s {
   /* Who runs it and its command line, read from /proc once per process
    * (procinfo.h; uid -1 until known). */
   mt_procinfo_t proc;
-  int proc_read;           /* 1 once /proc was read for this process */
+  int proc_read; /* 1 once /proc was read for this process */
+  /* Its place in the tree view (mt_model_sort): the depth under the
+   * nearest shown ancestor (0: none), and a bit per level, from the top,
+   * set where that level has siblings below (for the connectors). */
+  int tree_depth;
+  unsigned tree_more;
   int seen;                /* mark-and-sweep helper for rescans */
   uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
@@ -151,6 +157,7 @@ typedef struct mt_model_s {
   char filter[64];
   int filter_uid;
   int show_cmdline;
+  int tree; /* t, F5: children under their parent (procinfo's ppid) */
   unsigned columns;
   mt_scheme_t scheme;
   int mouse;        /* 0 with --no-mouse */
@@ -190,6 +197,7 @@ enum {
   MT_SETUP_DELAY,
   MT_SETUP_SCHEME,
   MT_SETUP_CMDLINE,
+  MT_SETUP_TREE,
   MT_SETUP_MOUSE,
   MT_SETUP_COLUMNS,
   MT_SETUP__COUNT = MT_SETUP_COLUMNS + MT_COL__COUNT
@@ -223,7 +231,9 @@ void mt_sites_free(mt_site_t *sites, size_t n);
 
 /* Sorts targets by m->sort, keeping the selection on the same process;
  * targets the filters hide go after the visible ones, so the list's rows
- * are targets[0 .. mt_model_nvisible()). */
+ * are targets[0 .. mt_model_nvisible()). In the tree view (m->tree) each
+ * process whose parent is shown follows it, siblings in the sort's order,
+ * and tree_depth / tree_more say how to draw it. */
 void mt_model_sort(mt_model_t *m);
 /* How many targets pass the filters (the first ones after a sort). */
 size_t mt_model_nvisible(const mt_model_t *m);

@@ -42,6 +42,25 @@ static int status_uid(const char *status) {
   return (int)v;
 }
 
+/* The parent: field 4 of a stat line, after the comm's last ')'. */
+static int stat_ppid(const char *stat) {
+  const char *p = strrchr(stat, ')');
+  long v = 0;
+  int digits = 0;
+  if (p == NULL)
+    return -1;
+  p++;
+  while (*p == ' ')
+    p++;
+  while (*p != '\0' && *p != ' ') /* the state */
+    p++;
+  while (*p == ' ')
+    p++;
+  for (; *p >= '0' && *p <= '9' && digits < 10; p++, digits++)
+    v = v * 10 + (*p - '0');
+  return digits == 0 || digits == 10 || v > 0x7fffffffL ? -1 : (int)v;
+}
+
 int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
                      mt_procinfo_t *out) {
   char path[512], buf[4096], comm[64];
@@ -49,20 +68,22 @@ int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
   ssize_t n;
 
   out->uid = -1;
+  out->ppid = -1;
   out->user[0] = '\0';
   out->cmdline[0] = '\0';
-  if (start_time != 0) {
-    snprintf(path, sizeof path, "%s/%d/stat", root, pid);
-    if (ms__read_small_file(path, buf, sizeof buf) < 0)
-      return MS_ENOENT;
-    if (ms__parse_proc_stat(buf, comm, sizeof comm, &st) != 0 ||
-        st != start_time)
-      return MS_ESTALE;
-  }
+  snprintf(path, sizeof path, "%s/%d/stat", root, pid);
+  if (ms__read_small_file(path, buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  if (start_time != 0 &&
+      (ms__parse_proc_stat(buf, comm, sizeof comm, &st) != 0 ||
+       st != start_time))
+    return MS_ESTALE;
+  int ppid = stat_ppid(buf);
   snprintf(path, sizeof path, "%s/%d/status", root, pid);
   if (ms__read_small_file(path, buf, sizeof buf) < 0)
     return MS_ENOENT;
   out->uid = status_uid(buf);
+  out->ppid = ppid;
   if (out->uid >= 0)
     mt_procinfo_user(out->uid, out->user, sizeof out->user);
 

@@ -13,6 +13,7 @@
 
 typedef struct mt_procinfo_s {
   int uid;           /* the real uid (Uid: of /proc/PID/status), -1 unknown */
+  int ppid;          /* the parent (field 4 of /proc/PID/stat), -1 unknown */
   char user[33];     /* its name, or the number when it has none */
   char cmdline[512]; /* the arguments, NULs as blanks; "" when hidden */
 } mt_procinfo_t;

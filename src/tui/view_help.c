@@ -16,7 +16,7 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"u", "one user's processes (again: the next user)"},
       {"F6 > s  <", "sort by the next / previous column, or click it"},
       {"M  N  I r", "sort by Ready+Prepared / by PID; invert"},
-      {"p", "NAME: the command line / the short name"},
+      {"F5 t  p", "tree view; NAME: the command line / short name"},
       {"a", "allocation sites: in use / allocation rate"},
       {"space  d", "pause; refresh delay in seconds (at least 0.1)"},
       {"F2 S", "setup: sort, delay, columns, colours (memtoprc)"},

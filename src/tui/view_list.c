@@ -143,18 +143,40 @@ static void cell_text(const mt_model_t *m, const mt_target_t *t, int col,
     return;
   }
   if (col == MT_COL_NAME) {
+    /* The tree's connectors first (htop's), then the name. */
+    char tree[3 * 3 * MT_TREE_DEPTH + 1];
+    size_t tl = 0;
+    int tw = 0;
+    tree[0] = '\0';
+    for (int d = 0; d < t->tree_depth && width - tw > 4; d++) {
+      int more = (t->tree_more >> d) & 1u, last = d == t->tree_depth - 1;
+      const char *piece =
+          m->utf8 ? (last ? (more ? "\u251c\u2500 " : "\u2514\u2500 ")
+                          : (more ? "\u2502  " : "   "))
+                  : (last ? (more ? "|- " : "`- ") : (more ? "|  " : "   "));
+      size_t pl = strlen(piece);
+      if (tl + pl >= sizeof tree)
+        break;
+      memcpy(tree + tl, piece, pl + 1);
+      tl += pl;
+      tw += 3;
+    }
     const char *mark = mt_draw_state_mark(t);
     /* The state marker must stay visible: cut the name, not the mark, and
      * the name between whole characters and escapes (a cut by bytes could
      * split either). */
     size_t mlen = strlen(mark);
     int ml = mlen > 0 ? (int)mlen + 1 : 0;
-    size_t cols = width > 0 ? (size_t)width : 0;
+    int room = width - tw;
+    size_t cols = room > 0 ? (size_t)room : 0;
     if (ml > 0)
-      cols = width - ml > 1 ? (size_t)(width - ml) : 1;
+      cols = room - ml > 1 ? (size_t)(room - ml) : 1;
+    if (tl + 1 > len)
+      tl = 0;
+    memcpy(buf, tree, tl);
     const char *name = mt_target_name(m, t);
-    ms__sanitize(buf, len > mlen + 1 ? len - mlen - 1 : len, name, (size_t)-1,
-                 cols);
+    ms__sanitize(buf + tl, len - tl > mlen + 1 ? len - tl - mlen - 1 : len - tl,
+                 name, (size_t)-1, cols);
     size_t n = strlen(buf);
     if (mlen > 0 && n + 1 + mlen < len) {
       buf[n] = ' ';

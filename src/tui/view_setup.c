@@ -79,6 +79,10 @@ void mt_view_draw_setup(const mt_model_t *m, mt_grid_t *g, int top,
       snprintf(value, sizeof value, "%s",
                m->show_cmdline ? "command line" : "short name");
       break;
+    case MT_SETUP_TREE:
+      snprintf(label, sizeof label, "Tree view");
+      snprintf(value, sizeof value, "%s", m->tree ? "on" : "off");
+      break;
     case MT_SETUP_MOUSE:
       snprintf(label, sizeof label, "Mouse");
       snprintf(value, sizeof value, "%s", m->mouse ? "on" : "off");

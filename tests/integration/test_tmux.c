@@ -624,6 +624,41 @@ static void test_no_mouse(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* t: the tree view. A shell and the two workers it forked, all three
+ * preloaded, in the list of every process: the workers go under the
+ * shell, with htop's connectors. */
+static void test_tree(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[6000], preload[1200];
+  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
+           build_dir);
+  if (access(preload, R_OK) != 0)
+    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  snprintf(env, sizeof env,
+           "LD_PRELOAD='%s' sh -c \"%s & %s & wait\" >/dev/null 2>&1 &\n",
+           preload, target_cmd, target_cmd);
+  session_teardown(state);
+  session_env = env;
+  session_cmd = "-d 0.2";
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
+  WAIT_FOR("3 processes");
+  keys("t");
+  WAIT_FOR("\xe2\x94\x9c\xe2\x94\x80 "); /* the first worker: a sibling below */
+  WAIT_FOR("\xe2\x94\x94\xe2\x94\x80 "); /* the last one */
+  /* The shell is above both. */
+  const char *sh = strstr(screen_buf, "sh -c");
+  assert_non_null(sh);
+  assert_true(sh < strstr(screen_buf, "\xe2\x94\x9c\xe2\x94\x80 "));
+  keys("t");
+  WAIT_GONE("\xe2\x94\x94\xe2\x94\x80 ");
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 /* Waits for the light scheme's title line (white on blue). */
 static int wait_title_blue(void) {
   for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
@@ -744,6 +779,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_mouse, no_mouse_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_setup_config, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_tree, session_setup,
                                       session_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

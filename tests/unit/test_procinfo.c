@@ -77,18 +77,21 @@ static void test_owner_and_cmdline(void **state) {
   assert_int_equal(mt_procinfo_read(root, 123, 55555, &p), 0);
   /* The real uid: who started it, not whom it runs as. */
   assert_int_equal(p.uid, 0);
+  assert_int_equal(p.ppid, 1); /* past a comm with ") " in it */
   mt_procinfo_user(0, root_name, sizeof root_name);
   assert_string_equal(p.user, root_name);
   assert_string_equal(p.cmdline, "nginx: worker process -c /etc/nginx.conf");
 
   assert_int_equal(mt_procinfo_read(root, 124, 0, &p), 0);
   assert_int_equal(p.uid, 3999999);
+  assert_int_equal(p.ppid, 2);
   assert_string_equal(p.user, "3999999"); /* no name: the number */
   assert_string_equal(p.cmdline, "");
 
   /* Another process under the same PID: nothing of it is taken. */
   assert_int_equal(mt_procinfo_read(root, 123, 55556, &p), MS_ESTALE);
   assert_int_equal(p.uid, -1);
+  assert_int_equal(p.ppid, -1);
   assert_string_equal(p.cmdline, "");
   assert_int_equal(mt_procinfo_read(root, 999, 0, &p), MS_ENOENT);
 }
@@ -101,6 +104,7 @@ static void test_long_cmdline(void **state) {
   memset(big, 'a', sizeof big);
   for (size_t i = 7; i < sizeof big; i += 8)
     big[i] = '\0';
+  PUT("125/stat", "125 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0\n");
   PUT("125/status", "Name:\tx\nUid:\t1\t1\t1\t1\n");
   put("125/cmdline", big, sizeof big);
   assert_int_equal(mt_procinfo_read(root, 125, 0, &p), 0);

@@ -117,9 +117,10 @@ static void list_model(mt_model_t *m) {
   mt_target_t *srv = add_target(m, 1234, "server", &a);
   mt_model_fail(m, gone, 1, "process 777 exited");
   /* Who runs them and how, as /proc would say (procinfo.h). */
-  w->proc = (mt_procinfo_t){1000, "alice", "worker --threads 4"};
-  gone->proc = (mt_procinfo_t){0, "root", ""};
-  srv->proc = (mt_procinfo_t){1000, "alice", "/usr/sbin/server -c /etc/s.conf"};
+  w->proc = (mt_procinfo_t){1000, 1234, "alice", "worker --threads 4"};
+  gone->proc = (mt_procinfo_t){0, 1, "root", ""};
+  srv->proc =
+      (mt_procinfo_t){1000, 1, "alice", "/usr/sbin/server -c /etc/s.conf"};
   m->machine = (mt_meminfo_t){.mem_total = 16ull << 30,
                               .mem_available = 6ull << 30,
                               .swap_total = 2ull << 30,
@@ -920,9 +921,6 @@ static void test_keys_htop(void **state) {
   mt_key_apply(&m, 'p');
   assert_true(m.show_cmdline);
 
-  mt_key_apply(&m, 't');
-  assert_true(contains(m.status, "No tree view yet"));
-
   /* F2: the setup screen; Down/Right change a setting, Esc leaves it and
    * asks the backend to write memtoprc. */
   assert_int_equal(mt_key_apply(&m, MT_KEY_F(2)), MT_ACT_REDRAW);
@@ -954,6 +952,55 @@ static void test_keys_htop(void **state) {
   txt = render_text(&m, 24, 100);
   assert_false(contains(txt, "USER"));
   free(txt);
+  mt_model_free(&m);
+}
+
+/* t and F5: the tree view, each process under its parent (htop's), the
+ * siblings in the sort's order, and back. */
+static void test_tree(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  mt_key_apply(&m, 'N'); /* by PID: 42 777 1234 */
+  assert_int_equal(m.targets[0]->pid, 42);
+  assert_int_equal(mt_key_apply(&m, 't'), MT_ACT_REDRAW);
+  assert_true(m.tree);
+  /* 42's parent is 1234: it follows it. */
+  assert_int_equal(m.targets[0]->pid, 777);
+  assert_int_equal(m.targets[1]->pid, 1234);
+  assert_int_equal(m.targets[2]->pid, 42);
+  assert_int_equal(m.targets[2]->tree_depth, 1);
+  m.utf8 = 1;
+  char *txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "\xe2\x94\x94\xe2\x94\x80 worker --threads 4"));
+  free(txt);
+  m.utf8 = 0;
+  txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "`- worker --threads 4"));
+  free(txt);
+  /* Two children: the first with a sibling below it. */
+  mt_target_t *t = mt_model_find(&m, 777);
+  t->proc.ppid = 1234;
+  mt_model_sort(&m);
+  assert_int_equal(m.targets[0]->pid, 1234);
+  assert_int_equal(m.targets[1]->pid, 42);
+  assert_int_equal(m.targets[2]->pid, 777);
+  txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "|- worker"));
+  assert_true(contains(txt, "`- batch-job [exited]"));
+  free(txt);
+  /* Parents in a loop (PIDs reused) are each shown once. */
+  mt_model_find(&m, 1234)->proc.ppid = 42;
+  mt_model_sort(&m);
+  assert_int_equal(m.ntargets, 3);
+  int seen = 0;
+  for (size_t i = 0; i < m.ntargets; i++)
+    seen |= m.targets[i]->pid == 42 ? 1 : m.targets[i]->pid == 777 ? 2 : 4;
+  assert_int_equal(seen, 7);
+  mt_key_apply(&m, MT_KEY_F(5));
+  assert_false(m.tree);
+  assert_int_equal(m.targets[0]->pid, 42);
+  assert_int_equal(m.targets[0]->tree_depth, 0);
   mt_model_free(&m);
 }
 
@@ -1135,6 +1182,7 @@ int main(void) {
       cmocka_unit_test(test_sites_panel),
       cmocka_unit_test(test_keys_htop),
       cmocka_unit_test(test_search_filter),
+      cmocka_unit_test(test_tree),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
   };
