@@ -955,6 +955,62 @@ static void test_keys_htop(void **state) {
   mt_model_free(&m);
 }
 
+/* Finds ASCII text in the grid's cells; 1 and its place, or 0. */
+static int grid_find(const mt_grid_t *g, const char *text, int *row, int *col) {
+  size_t n = strlen(text);
+  for (int r = 0; r < g->rows; r++)
+    for (int c = 0; c + (int)n <= g->cols; c++) {
+      size_t k = 0;
+      while (k < n && mt_grid_at(g, r, c + (int)k)->ch == (uint32_t)text[k])
+        k++;
+      if (k == n) {
+        *row = r;
+        *col = c;
+        return 1;
+      }
+    }
+  return 0;
+}
+
+/* The accounted figure (Ready against the kernel's anonymous RSS) says
+ * its gap in bytes, and is drawn as an error only when the gap is large
+ * in bytes as well as in percent (issue 23: nginx read 43% in red). */
+static void test_accounted(void **state) {
+  (void)state;
+  static const struct {
+    int64_t ready;
+    uint64_t anon;
+    const char *text;
+    int error;
+  } cases[] = {
+      {1 << 20, 5u << 19, "accounted 40.0% (1.5MiB in no class)", 0},
+      {500 << 20, 1u << 30, "accounted 48.8% (524.0MiB in no class)", 1},
+      {3 << 29, 1u << 30, "accounted 150.0% (512.0MiB more than resident)", 1},
+      {1000 << 20, 1u << 30, "accounted 97.7% (24.0MiB in no class)", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    mt_model_t m;
+    mt_target_t *t = detail_model(&m);
+    t->bd.ready = cases[i].ready;
+    t->bd.q_ready = MS_Q_EXACT;
+    t->snap.kernel_anon_rss = cases[i].anon;
+    t->snap.quality[MS_F_KERNEL_ANON_RSS] = MS_Q_EXACT;
+    mt_grid_t g;
+    int r = 0, c = 0;
+    assert_int_equal(mt_grid_init(&g, 40, 220), 0);
+    mt_view_render(&m, &g);
+    if (!grid_find(&g, cases[i].text, &r, &c)) {
+      ms__strbuf_t out = MS_STRBUF_INIT;
+      mt_grid_text(&g, &out);
+      fail_msg("no \"%s\" in:\n%s", cases[i].text, out.data);
+    }
+    int st = mt_grid_at(&g, r, c + 10)->style;
+    assert_int_equal(st == MT_ST_ERROR, cases[i].error);
+    mt_grid_free(&g);
+    mt_model_free(&m);
+  }
+}
+
 /* t and F5: the tree view, each process under its parent (htop's), the
  * siblings in the sort's order, and back. */
 static void test_tree(void **state) {
@@ -1183,6 +1239,7 @@ int main(void) {
       cmocka_unit_test(test_keys_htop),
       cmocka_unit_test(test_search_filter),
       cmocka_unit_test(test_tree),
+      cmocka_unit_test(test_accounted),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
   };
