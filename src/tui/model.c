@@ -363,9 +363,16 @@ static int compare_targets(const mt_model_t *m, const mt_target_t *a,
 typedef struct tree_walk_s {
   mt_target_t **in, **out;
   size_t n, k;
-  size_t *parent; /* in[]'s index of each one's parent, n if none shown */
+  size_t *first, *next; /* each one's first child, next sibling; n: none */
   char *done;
 } tree_walk_t;
+
+/* The next sibling from c on (c included) not yet emitted, or n. */
+static size_t tree_next(const tree_walk_t *w, size_t c) {
+  while (c < w->n && w->done[c])
+    c = w->next[c];
+  return c;
+}
 
 /* Emits in[i] at `depth`, then its children in the sort's order. The
  * depth of the recursion is bounded: a chain deeper than MT_TREE_DEPTH is
@@ -378,20 +385,27 @@ static void tree_emit(tree_walk_t *w, size_t i, int depth, unsigned more) {
   t->tree_more = more;
   if (depth >= MT_TREE_DEPTH)
     return;
-  size_t prev = w->n;
-  for (size_t j = 0; j <= w->n; j++) {
-    /* Each child is emitted once its next sibling is known (or none). */
-    if (j < w->n && (w->parent[j] != i || w->done[j]))
-      continue;
-    if (prev < w->n)
-      tree_emit(w, prev, depth + 1, more | (j < w->n ? 1u << depth : 0u));
-    prev = j;
+  for (size_t c = tree_next(w, w->first[i]); c < w->n;
+       c = tree_next(w, w->next[c])) {
+    size_t after = tree_next(w, w->next[c]);
+    tree_emit(w, c, depth + 1, more | (after < w->n ? 1u << depth : 0u));
   }
 }
 
+typedef struct pid_index_s {
+  int pid;
+  size_t i;
+} pid_index_t;
+
+static int by_pid(const void *a, const void *b) {
+  int x = ((const pid_index_t *)a)->pid, y = ((const pid_index_t *)b)->pid;
+  return (x > y) - (x < y);
+}
+
 /* Puts the visible targets, already sorted, in tree order: each after its
- * parent when the parent is shown. Without memory it leaves the plain
- * order (and depth 0). */
+ * parent when the parent is shown. O(n log n): the parents are found by
+ * PID in a sorted index, the children kept in lists in the sort's order.
+ * Without memory it leaves the plain order (and depth 0). */
 static void tree_order(mt_model_t *m) {
   size_t n = mt_model_nvisible(m);
   for (size_t i = 0; i < m->ntargets; i++) {
@@ -401,19 +415,32 @@ static void tree_order(mt_model_t *m) {
   if (!m->tree || n < 2)
     return;
   tree_walk_t w = {.in = m->targets, .n = n};
+  pid_index_t *ix = malloc(n * sizeof *ix);
+  size_t *parent = malloc(n * sizeof *parent);
   w.out = malloc(n * sizeof *w.out);
-  w.parent = malloc(n * sizeof *w.parent);
+  w.first = malloc(n * sizeof *w.first);
+  w.next = malloc(n * sizeof *w.next);
   w.done = calloc(n, 1);
-  if (w.out != NULL && w.parent != NULL && w.done != NULL) {
-    for (size_t i = 0; i < n; i++) {
-      w.parent[i] = n;
-      int ppid = w.in[i]->proc.ppid;
-      for (size_t j = 0; ppid > 0 && j < n; j++)
-        if (j != i && w.in[j]->pid == ppid)
-          w.parent[i] = j;
-    }
+  if (ix != NULL && parent != NULL && w.out != NULL && w.first != NULL &&
+      w.next != NULL && w.done != NULL) {
     for (size_t i = 0; i < n; i++)
-      if (w.parent[i] == n)
+      ix[i] = (pid_index_t){w.in[i]->pid, i};
+    qsort(ix, n, sizeof *ix, by_pid);
+    for (size_t i = 0; i < n; i++) {
+      pid_index_t key = {w.in[i]->proc.ppid, 0};
+      const pid_index_t *p =
+          key.pid > 0 ? bsearch(&key, ix, n, sizeof *ix, by_pid) : NULL;
+      parent[i] = p != NULL && p->i != i ? p->i : n;
+      w.first[i] = w.next[i] = n;
+    }
+    /* Pushed from the last, so each list is in the sort's order. */
+    for (size_t i = n; i-- > 0;)
+      if (parent[i] < n) {
+        w.next[i] = w.first[parent[i]];
+        w.first[parent[i]] = i;
+      }
+    for (size_t i = 0; i < n; i++)
+      if (parent[i] == n)
         tree_emit(&w, i, 0, 0);
     /* What is left is in a loop of parents (PIDs reused) or too deep. */
     for (size_t i = 0; i < n; i++)
@@ -421,28 +448,30 @@ static void tree_order(mt_model_t *m) {
         tree_emit(&w, i, 0, 0);
     memcpy(m->targets, w.out, n * sizeof *w.out);
   }
+  free(ix);
+  free(parent);
   free(w.out);
-  free(w.parent);
+  free(w.first);
+  free(w.next);
   free(w.done);
+}
+
+static int compare_ptrs(const void *a, const void *b, void *m) {
+  return compare_targets(m, *(mt_target_t *const *)a, *(mt_target_t *const *)b);
 }
 
 void mt_model_sort(mt_model_t *m) {
   int sel_pid = -1;
-  size_t i, j;
-  mt_target_t *t;
+  size_t i;
 
   if (m->ntargets == 0)
     return;
   if (m->selected < m->ntargets)
     sel_pid = m->targets[m->selected]->pid;
-  /* Insertion sort: the list is nearly sorted from the previous frame,
-   * small (hundreds), and it is stable. */
-  for (i = 1; i < m->ntargets; i++) {
-    t = m->targets[i];
-    for (j = i; j > 0 && compare_targets(m, m->targets[j - 1], t) > 0; j--)
-      m->targets[j] = m->targets[j - 1];
-    m->targets[j] = t;
-  }
+  /* The order is total (ties by PID), so any sort gives the same list;
+   * O(n log n) whatever the order it starts from (the tree view's order
+   * is far from the sort's). */
+  qsort_r(m->targets, m->ntargets, sizeof m->targets[0], compare_ptrs, m);
   tree_order(m);
   for (i = 0; i < m->ntargets; i++)
     if (m->targets[i]->pid == sel_pid)
