@@ -118,6 +118,15 @@ static const char *line_of(const char *screen, int i, char *buf, size_t len) {
   return buf;
 }
 
+/* The columns a line of the pane takes: its characters (the meters draw
+ * with U+2502, three bytes a column). */
+static size_t columns_of(const char *s) {
+  size_t n = 0;
+  for (; *s; s++)
+    n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
+}
+
 /* The list row of the target: the first line after the column headers
  * that starts with a PID. */
 static int target_row(const char *screen, char *row, size_t len) {
@@ -381,7 +390,7 @@ static void test_resize(void **state) {
   WAIT_GONE("FRAG");
   WAIT_FOR("READY");
   for (int i = 0; i < 15; i++)
-    assert_true(strlen(line_of(screen_buf, i, line, sizeof line)) <= 60);
+    assert_true(columns_of(line_of(screen_buf, i, line, sizeof line)) <= 60);
   /* The status line follows to the new last row. */
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
