@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,8 @@ enum {
   OPT_SITES,
   OPT_WEB_CONFIG,
   OPT_TIMEOUT,
-  OPT_UNSAFE_NO_AUTH
+  OPT_UNSAFE_NO_AUTH,
+  OPT_NO_MOUSE
 };
 
 static const struct option long_options[] = {
@@ -48,6 +50,9 @@ static const struct option long_options[] = {
     {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"unsafe-no-auth", no_argument, NULL, OPT_UNSAFE_NO_AUTH},
+    {"pid", required_argument, NULL, 'p'},
+    {"user", required_argument, NULL, 'u'},
+    {"no-mouse", no_argument, NULL, OPT_NO_MOUSE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -121,12 +126,53 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
   return 0;
 }
 
+/* -p PID,PID,... as top and htop take it (also given several times). */
+static int add_pid_list(mt_opts_t *o, const char *list, char *err,
+                        size_t errlen) {
+  char word[32];
+  const char *p = list;
+  if (*p == '\0')
+    return fail(err, errlen, "-p needs process IDs, e.g. -p 1234,5678");
+  while (*p != '\0') {
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= sizeof word)
+      return fail(err, errlen, "'%s' is not a list of process IDs (-p 1,2)",
+                  list);
+    memcpy(word, p, n);
+    word[n] = '\0';
+    if (add_pid(o, word, err, errlen) != 0)
+      return MS_EINVAL;
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  return 0;
+}
+
+/* -u USER: a name of the password database or a number, as top takes it. */
+static int take_user(mt_opts_t *o, const char *user, char *err, size_t errlen) {
+  struct passwd pw, *res = NULL;
+  char buf[1024];
+  long uid;
+  if (ms__parse_long(user, 0, 0x7fffffffL, &uid) == 0) {
+    o->uid = (int)uid;
+    return 0;
+  }
+  if (getpwnam_r(user, &pw, buf, sizeof buf, &res) != 0 || res == NULL)
+    return fail(err, errlen, "unknown user '%s' (-u takes a name or a uid)",
+                user);
+  o->uid = (int)res->pw_uid;
+  return 0;
+}
+
 /* What the parse has seen so far, beyond *o. */
 typedef struct cli_seen_s {
   int help, version; /* -h, -V */
   int cmd;           /* a command word */
   int delay, iter;   /* -d, -n given */
   int format;        /* --format given */
+  int pid_option;    /* -p given */
+  int user;          /* -u given */
 } cli_seen_t;
 
 /* More words after "--": every one is a PID, even one that looks like an
@@ -187,6 +233,16 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
                   "most %.0f (e.g. -d 0.5)",
                   optarg, MT_DELAY_MIN, MT_DELAY_MAX);
     seen->delay = 1;
+    o->delay_given = 1;
+    return 0;
+  case 'p':
+    seen->pid_option = 1;
+    return add_pid_list(o, optarg, err, errlen);
+  case 'u':
+    seen->user = 1;
+    return take_user(o, optarg, err, errlen);
+  case OPT_NO_MOUSE:
+    o->mouse = 0;
     return 0;
   case 'n':
     if (ms__parse_long(optarg, 1, 1000000000L, &o->iterations))
@@ -284,6 +340,10 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "--listen only applies to 'serve'");
   if (o->web_config != NULL && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--web-config only applies to 'serve'");
+  if (seen->pid_option && o->cmd != MT_CMD_WATCH)
+    return fail(err, errlen, "-p/--pid applies to the live view and --once");
+  if (seen->user && (o->cmd != MT_CMD_WATCH || o->once))
+    return fail(err, errlen, "-u/--user applies to the live view");
   if (o->unsafe_no_auth && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--unsafe-no-auth only applies to 'serve'");
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
@@ -341,13 +401,15 @@ int mt_cli_parse(int argc, char **argv, const char *no_color, mt_opts_t *o,
   o->delay_s = MT_DELAY_DEFAULT;
   o->timeout_ms = MT_TIMEOUT_DEFAULT_MS;
   o->color = !(no_color != NULL && no_color[0] != '\0');
+  o->uid = -1;
+  o->mouse = 1;
   if (err != NULL && errlen > 0)
     err[0] = '\0';
 
   optind = 0; /* glibc: 0 re-initialises getopt completely */
   opterr = 0; /* we word the messages ourselves */
   for (;;) {
-    c = getopt_long(argc, argv, "+:d:n:o:hV", long_options, NULL);
+    c = getopt_long(argc, argv, "+:d:n:o:p:u:hV", long_options, NULL);
     if (c == -1) {
       if (optind >= argc)
         break;
@@ -438,7 +500,14 @@ void mt_cli_help(FILE *f) {
       "                             processes to anyone who can connect)\n"
       "\n"
       "Options:\n"
-      "  -d, --delay SECS       refresh interval (default 1, at least 0.1)\n"
+      "  -d, --delay SECS       refresh interval in seconds, not tenths as\n"
+      "                         in htop (default 1, at least 0.1)\n"
+      "  -p, --pid PID,...      watch these processes (as top -p; the same\n"
+      "                         as naming them)\n"
+      "  -u, --user USER        the live view shows USER's processes only\n"
+      "                         (a name or a uid; the key u changes it)\n"
+      "      --no-mouse         the live view leaves the mouse to the\n"
+      "                         terminal (to select text)\n"
       "  -n, --iterations N     stop after N refreshes; with --once, print N\n"
       "                         reports SECS apart (like top -b -n N)\n"
       "      --once             plain text on stdout instead of the live view\n"
@@ -458,9 +527,12 @@ void mt_cli_help(FILE *f) {
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"
-      "Keys in the live view:\n"
-      "  q quit   h,? help   space pause   d delay   s,<,> sort\n"
-      "  arrows move   Enter open a process   Esc back\n"
+      "Keys in the live view (htop's where they mean the same):\n"
+      "  F10,q quit   F1,h,? help   F2 setup   F3,/ search   F4,\\ filter\n"
+      "  F5,t tree   F6,<,> sort   M by memory   N by PID   I invert   u user\n"
+      "  p command line   space pause   d delay   arrows, mouse move\n"
+      "  Enter open a process   Esc back\n"
+      "Settings: $XDG_CONFIG_HOME/memtop/memtoprc, written by F2.\n"
       "\n"
       "A process is attachable when it runs libmemstats: linked with\n"
       "-lmemstats, or started with `memtop run -- CMD` (which preloads\n"

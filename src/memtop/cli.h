@@ -57,6 +57,9 @@ typedef struct mt_opts_s {
   int timeout_ms;             /* --timeout: one request's deadline */
   int timeout_given;          /* --timeout was on the command line */
   int unsafe_no_auth;         /* serve: --unsafe-no-auth (root, no users) */
+  int delay_given;            /* -d was on the command line */
+  int uid;                    /* -u: the live view's user, -1 all */
+  int mouse;                  /* 0 with --no-mouse */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

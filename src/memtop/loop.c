@@ -453,6 +453,9 @@ static int app_init(mt_app_t *app) {
   mt_model_init(&app->model);
   app->model.delay_s = o->delay_s;
   app->model.color = o->color;
+  app->model.delay_given = o->delay_given;
+  app->model.filter_uid = o->uid;
+  app->model.mouse = o->mouse;
   app->model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app->out.json = o->json;
   app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;

@@ -9,12 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "common/fields.h"
 
 void mt_model_init(mt_model_t *m) {
   memset(m, 0, sizeof *m);
-  m->sort = MT_SORT_PID;
+  /* As htop opens on memory's biggest users: the most mapped first. */
+  m->sort = MT_SORT_TOTAL;
+  m->filter_uid = -1;
+  m->show_cmdline = 1;
+  m->mouse = 1;
   m->delay_s = 1.0;
   m->color = 1;
   m->utf8 = 1;
@@ -70,6 +76,8 @@ mt_target_t *mt_model_target(mt_model_t *m, int pid) {
     return NULL;
   t->pid = pid;
   t->state = MT_CONNECTING;
+  t->proc.uid = -1;
+  t->proc.ppid = -1;
   reset_rates(t);
   t->pause_p50_ns = t->pause_p99_ns = t->pause_max_ns = -1;
   /* New targets go to the end; the caller sorts when it wants order. */
@@ -172,16 +180,35 @@ static void update_pauses(mt_target_t *t) {
   }
 }
 
+/* Who runs the process and its command line, once per process (a new
+ * start time is a new process), and the machine's memory at most twice
+ * per refresh: /proc, read only when the live view gave its root. */
+static void read_proc(mt_model_t *m, mt_target_t *t) {
+  if (m->proc_root == NULL)
+    return;
+  if (!t->proc_read) {
+    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
+    t->proc_read = 1;
+  }
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  if (!m->machine.have ||
+      now - m->machine.read_mono_ns >= (uint64_t)(m->delay_s * 0.5e9))
+    mt_procinfo_meminfo(m->proc_root, &m->machine);
+}
+
 void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   mt_sample_t *smp;
   const mt_sample_t *last;
 
-  (void)m;
   /* The same PID with another start time is another process (PID reuse,
    * or `run` restarted): its history would make nonsense rates. */
   if (t->have_snapshot && s->start_time != 0 && t->start_time != 0 &&
-      s->start_time != t->start_time)
+      s->start_time != t->start_time) {
     t->nhist = 0;
+    t->proc_read = 0;
+  }
   t->snap = *s;
   t->have_snapshot = 1;
   ms_breakdown(&t->snap, &t->bd);
@@ -194,6 +221,7 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   t->state = MT_LIVE;
   t->error[0] = '\0';
   t->exited_mono_ns = 0;
+  read_proc(m, t);
 
   /* Without memory for a history, the figures still show; trends and
    * rates wait for the next snapshot. */
@@ -263,6 +291,14 @@ static int sort_value(const mt_target_t *t, mt_sort_t key, int64_t *v) {
   case MT_SORT_IDLE:
     *v = t->bd.idle;
     break;
+  case MT_SORT_TOTAL:
+    *v = t->bd.total;
+    break;
+  case MT_SORT_RSS:
+    if (!ms__field_known(&t->snap, MS_F_KERNEL_RSS))
+      return 0;
+    *v = (int64_t)t->snap.kernel_rss;
+    break;
   case MT_SORT_OBJECTS:
     *v = (int64_t)t->snap.heap_objects;
     break;
@@ -275,19 +311,34 @@ static int sort_value(const mt_target_t *t, mt_sort_t key, int64_t *v) {
   return 1;
 }
 
-static int compare_targets(const mt_target_t *a, const mt_target_t *b,
-                           mt_sort_t key, int reverse) {
+static int compare_targets(const mt_model_t *m, const mt_target_t *a,
+                           const mt_target_t *b) {
   int64_t va = 0, vb = 0;
   int ha, hb, c = 0;
+  mt_sort_t key = m->sort;
+  int reverse = m->sort_reverse;
+  int hidden_a = !mt_model_visible(m, a), hidden_b = !mt_model_visible(m, b);
 
+  /* What the filters hide goes last, out of the list's rows. */
+  if (hidden_a != hidden_b)
+    return hidden_a ? 1 : -1;
   if (key == MT_SORT_PID) {
     c = (a->pid > b->pid) - (a->pid < b->pid);
     return reverse ? -c : c;
   }
-  if (key == MT_SORT_NAME) {
+  if (key == MT_SORT_NAME || key == MT_SORT_USER || key == MT_SORT_PROVIDER) {
+    /* Words sort A to Z. */
+    char pa[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
+    char pb[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
     if (a->have_snapshot != b->have_snapshot)
       return a->have_snapshot ? -1 : 1;
-    c = strcmp(a->comm, b->comm);
+    if (key == MT_SORT_NAME)
+      c = strcmp(mt_target_name(m, a), mt_target_name(m, b));
+    else if (key == MT_SORT_USER)
+      c = strcmp(a->proc.user, b->proc.user);
+    else
+      c = strcmp(mt_target_providers(a, pa, sizeof pa),
+                 mt_target_providers(b, pb, sizeof pb));
     c = (c > 0) - (c < 0);
     if (reverse)
       c = -c;
@@ -307,30 +358,184 @@ static int compare_targets(const mt_target_t *a, const mt_target_t *b,
   return c;
 }
 
+/* ---- the tree view ---- */
+
+typedef struct tree_walk_s {
+  mt_target_t **in, **out;
+  size_t n, k;
+  size_t *first, *next; /* each one's first child, next sibling; n: none */
+  char *done;
+} tree_walk_t;
+
+/* The next sibling from c on (c included) not yet emitted, or n. */
+static size_t tree_next(const tree_walk_t *w, size_t c) {
+  while (c < w->n && w->done[c])
+    c = w->next[c];
+  return c;
+}
+
+/* Emits in[i] at `depth`, then its children in the sort's order. The
+ * depth of the recursion is bounded: a chain deeper than MT_TREE_DEPTH is
+ * taken up again as roots (tree_order's last pass). */
+static void tree_emit(tree_walk_t *w, size_t i, int depth, unsigned more) {
+  mt_target_t *t = w->in[i];
+  w->done[i] = 1;
+  w->out[w->k++] = t;
+  t->tree_depth = depth;
+  t->tree_more = more;
+  if (depth >= MT_TREE_DEPTH)
+    return;
+  for (size_t c = tree_next(w, w->first[i]); c < w->n;
+       c = tree_next(w, w->next[c])) {
+    size_t after = tree_next(w, w->next[c]);
+    tree_emit(w, c, depth + 1, more | (after < w->n ? 1u << depth : 0u));
+  }
+}
+
+typedef struct pid_index_s {
+  int pid;
+  size_t i;
+} pid_index_t;
+
+static int by_pid(const void *a, const void *b) {
+  int x = ((const pid_index_t *)a)->pid, y = ((const pid_index_t *)b)->pid;
+  return (x > y) - (x < y);
+}
+
+/* Puts the visible targets, already sorted, in tree order: each after its
+ * parent when the parent is shown. O(n log n): the parents are found by
+ * PID in a sorted index, the children kept in lists in the sort's order.
+ * Without memory it leaves the plain order (and depth 0). */
+static void tree_order(mt_model_t *m) {
+  size_t n = mt_model_nvisible(m);
+  for (size_t i = 0; i < m->ntargets; i++) {
+    m->targets[i]->tree_depth = 0;
+    m->targets[i]->tree_more = 0;
+  }
+  if (!m->tree || n < 2)
+    return;
+  tree_walk_t w = {.in = m->targets, .n = n};
+  pid_index_t *ix = malloc(n * sizeof *ix);
+  size_t *parent = malloc(n * sizeof *parent);
+  w.out = malloc(n * sizeof *w.out);
+  w.first = malloc(n * sizeof *w.first);
+  w.next = malloc(n * sizeof *w.next);
+  w.done = calloc(n, 1);
+  if (ix != NULL && parent != NULL && w.out != NULL && w.first != NULL &&
+      w.next != NULL && w.done != NULL) {
+    for (size_t i = 0; i < n; i++)
+      ix[i] = (pid_index_t){w.in[i]->pid, i};
+    qsort(ix, n, sizeof *ix, by_pid);
+    for (size_t i = 0; i < n; i++) {
+      pid_index_t key = {w.in[i]->proc.ppid, 0};
+      const pid_index_t *p =
+          key.pid > 0 ? bsearch(&key, ix, n, sizeof *ix, by_pid) : NULL;
+      parent[i] = p != NULL && p->i != i ? p->i : n;
+      w.first[i] = w.next[i] = n;
+    }
+    /* Pushed from the last, so each list is in the sort's order. */
+    for (size_t i = n; i-- > 0;)
+      if (parent[i] < n) {
+        w.next[i] = w.first[parent[i]];
+        w.first[parent[i]] = i;
+      }
+    for (size_t i = 0; i < n; i++)
+      if (parent[i] == n)
+        tree_emit(&w, i, 0, 0);
+    /* What is left is in a loop of parents (PIDs reused) or too deep. */
+    for (size_t i = 0; i < n; i++)
+      if (!w.done[i])
+        tree_emit(&w, i, 0, 0);
+    memcpy(m->targets, w.out, n * sizeof *w.out);
+  }
+  free(ix);
+  free(parent);
+  free(w.out);
+  free(w.first);
+  free(w.next);
+  free(w.done);
+}
+
+static int compare_ptrs(const void *a, const void *b, void *m) {
+  return compare_targets(m, *(mt_target_t *const *)a, *(mt_target_t *const *)b);
+}
+
 void mt_model_sort(mt_model_t *m) {
   int sel_pid = -1;
-  size_t i, j;
-  mt_target_t *t;
+  size_t i;
 
   if (m->ntargets == 0)
     return;
   if (m->selected < m->ntargets)
     sel_pid = m->targets[m->selected]->pid;
-  /* Insertion sort: the list is nearly sorted from the previous frame,
-   * small (hundreds), and it is stable. */
-  for (i = 1; i < m->ntargets; i++) {
-    t = m->targets[i];
-    for (j = i; j > 0 && compare_targets(m->targets[j - 1], t, m->sort,
-                                         m->sort_reverse) > 0;
-         j--)
-      m->targets[j] = m->targets[j - 1];
-    m->targets[j] = t;
-  }
+  /* The order is total (ties by PID), so any sort gives the same list;
+   * O(n log n) whatever the order it starts from (the tree view's order
+   * is far from the sort's). */
+  qsort_r(m->targets, m->ntargets, sizeof m->targets[0], compare_ptrs, m);
+  tree_order(m);
   for (i = 0; i < m->ntargets; i++)
     if (m->targets[i]->pid == sel_pid)
       m->selected = i;
-  if (m->selected >= m->ntargets)
-    m->selected = m->ntargets - 1;
+  size_t nv = mt_model_nvisible(m);
+  if (m->selected >= nv)
+    m->selected = nv > 0 ? nv - 1 : 0;
+}
+
+const char *mt_target_name(const mt_model_t *m, const mt_target_t *t) {
+  if (m->show_cmdline && t->proc.cmdline[0] != '\0')
+    return t->proc.cmdline;
+  return t->comm;
+}
+
+const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len) {
+  size_t n = 0;
+  if (len == 0)
+    return "";
+  buf[0] = '\0';
+  for (uint32_t i = 0;
+       t->have_snapshot && i < t->snap.nproviders && i < MS_MAX_PROVIDERS;
+       i++) {
+    /* A name fills its array without a NUL if the sender wants. */
+    int w = snprintf(buf + n, len - n, "%s%.*s", i ? "+" : "", MS_NAME_MAX,
+                     t->snap.providers[i]);
+    if (w < 0 || (size_t)w >= len - n)
+      break;
+    n += (size_t)w;
+  }
+  return buf;
+}
+
+/* Case-insensitive substring, ASCII only (names are bytes). */
+static int has_text(const char *hay, const char *needle) {
+  size_t nl = strlen(needle);
+  if (nl == 0)
+    return 1;
+  for (; *hay != '\0'; hay++)
+    if (strncasecmp(hay, needle, nl) == 0)
+      return 1;
+  return 0;
+}
+
+int mt_target_matches(const mt_target_t *t, const char *text) {
+  char pid[16];
+  if (text[0] == '\0')
+    return 1;
+  snprintf(pid, sizeof pid, "%d", t->pid);
+  return strcmp(pid, text) == 0 || has_text(t->comm, text) ||
+         has_text(t->proc.cmdline, text) || has_text(t->proc.user, text);
+}
+
+int mt_model_visible(const mt_model_t *m, const mt_target_t *t) {
+  if (m->filter_uid >= 0 && t->proc.uid != m->filter_uid)
+    return 0;
+  return mt_target_matches(t, m->filter);
+}
+
+size_t mt_model_nvisible(const mt_model_t *m) {
+  size_t n = 0;
+  for (size_t i = 0; i < m->ntargets; i++)
+    n += mt_model_visible(m, m->targets[i]) != 0;
+  return n;
 }
 
 /* ---- allocation sites ------------------------------------------------ */

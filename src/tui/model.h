@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "memstats.h"
+#include "tui/procinfo.h"
 
 /* The refresh delay in seconds, the same rule on the command line (-d) and
  * at the live view's prompt. */
@@ -20,6 +21,7 @@
 #define MT_DELAY_MIN 0.1
 #define MT_DELAY_MAX 86400.0 /* a day: anything longer is a typo */
 #define MT_HISTORY 600       /* samples kept per target for trends and rates */
+#define MT_TREE_DEPTH 16     /* deeper processes are drawn at this depth */
 
 typedef enum mt_target_state_e {
   MT_CONNECTING = 0, /* no snapshot yet */
@@ -70,31 +72,62 @@ typedef struct mt_target_s {
    * their own slower cadence), largest in-use first. */
   mt_site_t *sites;
   size_t nsites;
-  uint64_t sites_mono_ns;  /* when they were read (0: never) */
-  int sites_estimated;     /* sampled: the figures are estimates */
-  char sites_error[256];   /* why the last profile could not be read */
+  uint64_t sites_mono_ns; /* when they were read (0: never) */
+  int sites_estimated;    /* sampled: the figures are estimates */
+  char sites_error[256];  /* why the last profile could not be read */
+  /* Who runs it and its command line, read from /proc once per process
+   * (procinfo.h; uid -1 until known). */
+  mt_procinfo_t proc;
+  int proc_read; /* 1 once /proc was read for this process */
+  /* Its place in the tree view (mt_model_sort): the depth under the
+   * nearest shown ancestor (0: none), and a bit per level, from the top,
+   * set where that level has siblings below (for the connectors). */
+  int tree_depth;
+  unsigned tree_more;
   int seen;                /* mark-and-sweep helper for rescans */
   uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
 
+/* The list's sort keys, in the order s / < / > step through them. */
 typedef enum mt_sort_e {
   MT_SORT_PID = 0,
-  MT_SORT_NAME,
+  MT_SORT_USER,
+  MT_SORT_TOTAL, /* Ready+Prepared: what the list opens sorted by */
   MT_SORT_READY,
   MT_SORT_PREPARED,
   MT_SORT_DATA,
   MT_SORT_FRAG,
   MT_SORT_IDLE,
+  MT_SORT_RSS,
   MT_SORT_OBJECTS,
   MT_SORT_PAUSE_P99,
+  MT_SORT_PROVIDER,
+  MT_SORT_NAME,
   MT_SORT__COUNT
 } mt_sort_t;
 
 typedef enum mt_screen_e {
   MT_SCREEN_LIST = 0, /* the process list */
   MT_SCREEN_DETAIL,   /* one process */
-  MT_SCREEN_HELP
+  MT_SCREEN_HELP,
+  MT_SCREEN_SETUP /* F2: the settings memtoprc keeps */
 } mt_screen_t;
+
+/* What the bottom line is reading from the keyboard. */
+typedef enum mt_input_e {
+  MT_INPUT_NONE = 0,
+  MT_INPUT_DELAY,  /* d: the refresh delay */
+  MT_INPUT_SEARCH, /* / or F3: jump to a process whose name has the text */
+  MT_INPUT_FILTER  /* \ or F4: show only processes that match the text */
+} mt_input_t;
+
+/* The colour schemes (memtoprc's scheme=). */
+typedef enum mt_scheme_e {
+  MT_SCHEME_DEFAULT = 0, /* for dark terminals */
+  MT_SCHEME_LIGHT,       /* dark text on a light background */
+  MT_SCHEME_MONO,        /* attributes only */
+  MT_SCHEME__COUNT
+} mt_scheme_t;
 
 typedef struct mt_model_s {
   mt_target_t **targets; /* owned; in display (sorted) order */
@@ -110,14 +143,68 @@ typedef struct mt_model_s {
   int color, utf8;  /* how to draw */
   char status[256]; /* one-line message (errors, prompts) */
   uint64_t now_mono_ns;
-  /* The live view's own state (view.c): the delay prompt that `d` opens
+  /* The live view's own state (keys.c): the delay prompt that `d` opens
    * and what has been typed into it, and how many list rows a page holds
    * (set by the view from the terminal's size, for PgUp/PgDn). */
-  int prompting;
-  char input[32];
+  mt_input_t input_mode;
+  char input[64];
   int page_rows;
   int sites_by_rate; /* the sites panel: by allocation rate, not in use */
+  /* What the list shows (keys.c, memtoprc): processes whose name, command
+   * line, user or PID has `filter` ("" all), of user `filter_uid` only
+   * (-1 all: -u, u), the command line or the comm in NAME (p), and which
+   * columns (a bit per mt_column_t; 0 means the default set). */
+  char filter[64];
+  int filter_uid;
+  int show_cmdline;
+  int tree; /* t, F5: children under their parent (procinfo's ppid) */
+  unsigned columns;
+  mt_scheme_t scheme;
+  int mouse;        /* 0 with --no-mouse */
+  int setup_row;    /* the setup screen's selected line */
+  int save_pending; /* the setup screen closed: write memtoprc */
+  int delay_given;  /* -d on the command line: memtoprc's delay yields */
+  /* Where /proc is (NULL: nothing is read from it, as in the tests that
+   * build a model by hand); the live view sets "/proc" when it starts. */
+  const char *proc_root;
+  mt_meminfo_t machine; /* the machine-wide line; have 0 until read */
 } mt_model_t;
+
+/* The list's columns, a bit each in mt_model_t.columns. */
+typedef enum mt_column_e {
+  MT_COL_PID = 0,
+  MT_COL_USER,
+  MT_COL_TOTAL,
+  MT_COL_READY,
+  MT_COL_PREPARED,
+  MT_COL_DATA,
+  MT_COL_FRAG,
+  MT_COL_IDLE,
+  MT_COL_RSS,
+  MT_COL_OBJECTS,
+  MT_COL_P99,
+  MT_COL_PROVIDER,
+  MT_COL_NAME,
+  MT_COL__COUNT
+} mt_column_t;
+#define MT_COLUMNS_ALL ((1u << MT_COL__COUNT) - 1)
+
+/* The lines of the setup screen (F2), m->setup_row: the settings, then
+ * one line per column. */
+enum {
+  MT_SETUP_SORT = 0,
+  MT_SETUP_REVERSE,
+  MT_SETUP_DELAY,
+  MT_SETUP_SCHEME,
+  MT_SETUP_CMDLINE,
+  MT_SETUP_TREE,
+  MT_SETUP_MOUSE,
+  MT_SETUP_COLUMNS,
+  MT_SETUP__COUNT = MT_SETUP_COLUMNS + MT_COL__COUNT
+};
+
+/* 1 if target t passes the list's filters (filter text, filter_uid). */
+int mt_model_visible(const mt_model_t *m, const mt_target_t *t);
 
 void mt_model_init(mt_model_t *m);
 void mt_model_free(mt_model_t *m);
@@ -142,8 +229,25 @@ void mt_model_sites_error(mt_target_t *t, const char *why);
 /* Frees an array of sites and their strings. */
 void mt_sites_free(mt_site_t *sites, size_t n);
 
-/* Sorts targets by m->sort, keeping the selection on the same process. */
+/* Sorts targets by m->sort, keeping the selection on the same process;
+ * targets the filters hide go after the visible ones, so the list's rows
+ * are targets[0 .. mt_model_nvisible()). In the tree view (m->tree) each
+ * process whose parent is shown follows it, siblings in the sort's order,
+ * and tree_depth / tree_more say how to draw it. */
 void mt_model_sort(mt_model_t *m);
+/* How many targets pass the filters (the first ones after a sort). */
+size_t mt_model_nvisible(const mt_model_t *m);
+/* The name to show and search: the command line when m->show_cmdline
+ * and it is known, else the comm. Raw bytes: sanitise to draw. */
+const char *mt_target_name(const mt_model_t *m, const mt_target_t *t);
+
+/* The providers joined by '+' into buf ("" before a snapshot); returns
+ * buf. Raw bytes: sanitise to draw. */
+const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len);
+/* 1 if text is t's PID, or is in its comm, command line or user name
+ * (ASCII case ignored); "" matches every target. */
+int mt_target_matches(const mt_target_t *t, const char *text);
+
 /* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */
 int mt_target_reserve_history(mt_target_t *t);
 /* The i-th newest sample (0 = newest), NULL past the history. */

@@ -35,7 +35,11 @@ typedef enum mt_action_e {
 /* Initialises the terminal (locale, curses, keypad, non-blocking input,
  * colours when m->color). Sets m->utf8 from the locale's character set
  * (block elements when UTF-8, ASCII otherwise), m->color to 0 if the
- * terminal has no colours, and m->page_rows. LC_NUMERIC stays "C", so
+ * terminal has no colours, and m->page_rows. It is also where what only
+ * the live view shows starts: the settings of memtoprc (config.h) under
+ * what the command line set, m->proc_root ("/proc": who runs each process,
+ * its command line, the machine's memory; procinfo.h), and the mouse
+ * unless m->mouse is 0. LC_NUMERIC stays "C", so
  * figures and the delay prompt use a decimal point in every locale. Returns 0,
  * MS_EINVAL when stdin or stdout is not a terminal, or MS_ENOSYS when curses
  * cannot start on this terminal (TERM unknown). On failure the terminal is left
@@ -46,8 +50,10 @@ int mt_ui_start(mt_model_t *m);
  * nothing before mt_ui_start() or after mt_ui_end(). */
 void mt_ui_draw(const mt_model_t *m);
 
-/* Reads every pending key (non-blocking) and applies each with
- * mt_view_key() (view.h). Returns the strongest action asked for. */
+/* Reads every pending key and mouse event (non-blocking) and applies each
+ * with mt_key_apply() or mt_key_mouse() (keys.h); when the setup screen
+ * closed, writes memtoprc (a failure is said on the status line). Returns
+ * the strongest action asked for. */
 mt_action_t mt_ui_keys(mt_model_t *m);
 
 /* Adopts the terminal's new size (call on SIGWINCH). */

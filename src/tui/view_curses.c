@@ -1,11 +1,11 @@
 /*
  * view_curses.c - the only module that talks to curses (ncursesw).
  *
- * Each frame is rendered into a grid first (view.c), then copied to
+ * Each frame is rendered into a grid first (view.h), then copied to
  * curses' virtual screen and sent with one doupdate(): curses sends only
  * what changed, so the terminal never shows a half-drawn frame. Keys are
  * read without blocking when the loop says stdin is readable, mapped to
- * view.h's codes and applied by mt_view_key().
+ * keys.h's codes and applied by mt_key_apply().
  */
 #ifndef NCURSES_WIDECHAR
 #define NCURSES_WIDECHAR 1 /* add_wch, setcchar: block elements in UTF-8 */
@@ -23,7 +23,12 @@
 
 #include "memstats.h"
 #include "tui/ui.h"
+#include "tui/config.h"
+#include "tui/grid.h"
+#include "tui/keys.h"
 #include "tui/view.h"
+#include "tui/procinfo.h"
+#include "tui/view_list.h"
 
 /* One terminal per process, so the state is the module's. `active` is
  * what makes mt_ui_end() idempotent, and it is cleared before the terminal
@@ -34,12 +39,47 @@ static SCREEN *screen;
 static mt_grid_t grid;
 static int use_color;
 static int atexit_done;
+static mt_scheme_t styles_for; /* the scheme the colour pairs are for */
+static int mouse_on;           /* the mouse events asked of the terminal */
+
+/* Asks the terminal for mouse events, or stops, as the model says. */
+static void sync_mouse(const mt_model_t *m) {
+  if (m->mouse == mouse_on)
+    return;
+  mmask_t want = m->mouse ? BUTTON1_CLICKED | BUTTON1_DOUBLE_CLICKED |
+                                BUTTON4_PRESSED | BUTTON5_PRESSED
+                          : 0;
+  mousemask(want, NULL);
+  mouse_on = m->mouse;
+}
+
+/* The settings of memtoprc, under the command line's (config.h). */
+static void load_config(mt_model_t *m) {
+  char path[1024];
+  if (mt_config_path(path, sizeof path) == 0)
+    mt_config_load(m, path);
+}
+
+/* The setup screen closed: its settings go to memtoprc. */
+static void save_config(mt_model_t *m) {
+  char path[1024];
+  int rc;
+  m->save_pending = 0;
+  rc = mt_config_path(path, sizeof path);
+  if (rc == 0)
+    rc = mt_config_save(m, path);
+  if (rc != 0)
+    snprintf(m->status, sizeof m->status,
+             "Settings not saved (memtoprc: %s): set XDG_CONFIG_HOME or "
+             "HOME to a writable directory",
+             ms_strerror(rc));
+}
 
 /* Colour pair numbers: one per style that has colours. */
 static short pair_of[MT_ST__COUNT];
 static attr_t attr_of[MT_ST__COUNT];
 
-static void setup_styles(int color) {
+static void setup_styles(int color, mt_scheme_t scheme) {
   /* Without colours: attributes only, so the screen still reads on a
    * monochrome terminal or with --no-color / NO_COLOR. */
   static const attr_t mono[MT_ST__COUNT] = {
@@ -63,13 +103,31 @@ static void setup_styles(int color) {
   memcpy(attr_of, mono, sizeof attr_of);
   attr_of[MT_ST_SELECTED] = A_REVERSE | A_BOLD;
   memset(pair_of, 0, sizeof pair_of);
-  if (!color)
+  if (!color || scheme == MT_SCHEME_MONO)
     return;
-  static const struct {
+  typedef struct {
     mt_style_t st;
     short fg, bg;
     attr_t attr;
-  } colors[] = {
+  } style_color_t;
+  /* For a light background: no yellow, cyan or bold white text, which
+   * vanish on white; the bars stay told apart by their fill too. */
+  static const style_color_t light[] = {
+      {MT_ST_TITLE, COLOR_WHITE, COLOR_BLUE, A_NORMAL},
+      {MT_ST_HEADER, COLOR_BLUE, -1, A_BOLD},
+      {MT_ST_COLUMNS, COLOR_WHITE, COLOR_BLUE, A_NORMAL},
+      {MT_ST_SORT, COLOR_BLACK, COLOR_CYAN, A_BOLD},
+      {MT_ST_SELECTED, COLOR_WHITE, COLOR_BLUE, A_NORMAL},
+      {MT_ST_DATA, COLOR_GREEN, -1, A_NORMAL},
+      {MT_ST_FRAG, COLOR_RED, -1, A_NORMAL},
+      {MT_ST_IDLE, COLOR_BLUE, -1, A_NORMAL},
+      {MT_ST_PREPARED, COLOR_MAGENTA, -1, A_NORMAL},
+      {MT_ST_EXITED, COLOR_RED, -1, A_DIM},
+      {MT_ST_ERROR, COLOR_RED, -1, A_BOLD},
+      {MT_ST_DIM, COLOR_BLUE, -1, A_NORMAL},
+      {MT_ST_PAUSED, COLOR_WHITE, COLOR_RED, A_BOLD},
+  };
+  static const style_color_t dark[] = {
       {MT_ST_TITLE, COLOR_BLACK, COLOR_CYAN, A_NORMAL},
       {MT_ST_HEADER, COLOR_CYAN, -1, A_BOLD},
       {MT_ST_COLUMNS, COLOR_BLACK, COLOR_GREEN, A_NORMAL},
@@ -84,7 +142,10 @@ static void setup_styles(int color) {
       {MT_ST_DIM, COLOR_CYAN, -1, A_NORMAL},
       {MT_ST_PAUSED, COLOR_WHITE, COLOR_RED, A_BOLD},
   };
-  for (size_t i = 0; i < sizeof colors / sizeof colors[0]; i++) {
+  const style_color_t *colors = scheme == MT_SCHEME_LIGHT ? light : dark;
+  size_t ncolors = scheme == MT_SCHEME_LIGHT ? sizeof light / sizeof light[0]
+                                             : sizeof dark / sizeof dark[0];
+  for (size_t i = 0; i < ncolors; i++) {
     short pair = (short)(i + 1);
     if (pair >= COLOR_PAIRS)
       break;
@@ -108,6 +169,12 @@ int mt_ui_start(mt_model_t *m) {
   setlocale(LC_NUMERIC, "C");
   const char *cs = nl_langinfo(CODESET);
   m->utf8 = cs != NULL && (strcmp(cs, "UTF-8") == 0 || strcmp(cs, "utf8") == 0);
+  /* What only the live view shows: the user's settings, who runs each
+   * process and its command line, the machine's memory. */
+  load_config(m);
+  m->proc_root = "/proc";
+  mt_procinfo_meminfo(m->proc_root, &m->machine);
+  mt_model_sort(m);
 
   /* newterm, not initscr: initscr exits the program when the terminal is
    * unknown, and memtop has to say why and restore things itself. */
@@ -129,7 +196,11 @@ int mt_ui_start(mt_model_t *m) {
     use_color = 1;
   }
   m->color = use_color;
-  setup_styles(use_color);
+  setup_styles(use_color, m->scheme);
+  styles_for = m->scheme;
+  mouse_on = 0;
+  mouseinterval(250); /* a double click is two clicks this close */
+  sync_mouse(m);
   if (mt_grid_init(&grid, LINES, COLS) != 0) {
     endwin();
     delscreen(screen);
@@ -151,10 +222,16 @@ void mt_ui_draw(const mt_model_t *m) {
   if (grid.rows != LINES || grid.cols != COLS)
     if (mt_grid_resize(&grid, LINES, COLS) != 0)
       return; /* out of memory: keep the last frame on screen */
+  if (m->scheme != styles_for) {
+    setup_styles(use_color, m->scheme);
+    styles_for = m->scheme;
+  }
   mt_view_render(m, &grid);
   for (int r = 0; r < grid.rows; r++) {
     for (int c = 0; c < grid.cols; c++) {
       const mt_cell_t *cell = mt_grid_at(&grid, r, c);
+      if (cell->ch == MT_CELL_CONT)
+        continue; /* drawn with the wide character before it */
       wchar_t wc[2] = {(wchar_t)cell->ch, L'\0'};
       cchar_t cc;
       mt_style_t st = (mt_style_t)cell->style;
@@ -199,8 +276,29 @@ static int map_key(int ch) {
   case KEY_RESIZE:
     return MT_KEY_RESIZE;
   default:
+    if (ch >= KEY_F(1) && ch <= KEY_F(12))
+      return MT_KEY_F(ch - KEY_F0);
     return ch;
   }
+}
+
+/* A mouse event from curses, told apart for keys.c. */
+static mt_action_t mouse_event(mt_model_t *m) {
+  MEVENT ev;
+  mt_mouse_t kind;
+  if (getmouse(&ev) != OK)
+    return MT_ACT_NONE;
+  if (ev.bstate & BUTTON4_PRESSED)
+    kind = MT_MOUSE_WHEEL_UP;
+  else if (ev.bstate & BUTTON5_PRESSED)
+    kind = MT_MOUSE_WHEEL_DOWN;
+  else if (ev.bstate & BUTTON1_DOUBLE_CLICKED)
+    kind = MT_MOUSE_DOUBLE;
+  else if (ev.bstate & BUTTON1_CLICKED)
+    kind = MT_MOUSE_CLICK;
+  else
+    return MT_ACT_NONE;
+  return mt_key_mouse(m, kind, ev.y, ev.x, LINES, COLS);
 }
 
 mt_action_t mt_ui_keys(mt_model_t *m) {
@@ -213,10 +311,14 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
      * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
      * Resizing again here would queue another KEY_RESIZE, for ever. */
     m->page_rows = mt_view_list_rows(LINES);
-    mt_action_t a = mt_view_key(m, map_key(ch));
+    mt_action_t a =
+        ch == KEY_MOUSE ? mouse_event(m) : mt_key_apply(m, map_key(ch));
     if (a > act)
       act = a;
   }
+  if (m->save_pending)
+    save_config(m);
+  sync_mouse(m);
   return act;
 }
 
@@ -235,6 +337,9 @@ void mt_ui_end(void) {
   if (!active)
     return;
   active = 0;
+  if (mouse_on)
+    mousemask(0, NULL); /* the terminal stops reporting the mouse */
+  mouse_on = 0;
   endwin(); /* leaves the alternate screen, restores the tty modes */
   fflush(stdout);
 }

@@ -11,61 +11,91 @@
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "memstats.h"
-#include "tui/view.h"
-
-enum {
-  COL_PID,
-  COL_NAME,
-  COL_PROVIDER,
-  COL_READY,
-  COL_PREPARED,
-  COL_DATA,
-  COL_FRAG,
-  COL_IDLE,
-  COL_OBJECTS,
-  COL_P99,
-  COL__COUNT
-};
+#include "tui/draw.h"
+#include "tui/view_list.h"
 
 typedef struct column_s {
   const char *title;
-  int width;    /* columns; the name's is its minimum */
+  int width;    /* columns; the name's and the provider's are minimums */
   int priority; /* 0 first: what is kept on a narrow screen */
   int right;    /* right-aligned (figures) */
-  int sort;     /* the mt_sort_t it shows, -1 if none */
+  int sort;     /* the mt_sort_t it shows */
 } column_t;
 
-static const column_t columns[COL__COUNT] = {
-    [COL_PID] = {"PID", 7, 0, 1, MT_SORT_PID},
-    [COL_NAME] = {"NAME", 16, 1, 0, MT_SORT_NAME},
-    [COL_PROVIDER] = {"PROVIDER", 12, 9, 0, -1},
-    [COL_READY] = {"READY", 9, 2, 1, MT_SORT_READY},
-    [COL_PREPARED] = {"PREPARED", 9, 6, 1, MT_SORT_PREPARED},
-    [COL_DATA] = {"DATA", 9, 3, 1, MT_SORT_DATA},
-    [COL_FRAG] = {"FRAG", 9, 4, 1, MT_SORT_FRAG},
-    [COL_IDLE] = {"IDLE", 9, 5, 1, MT_SORT_IDLE},
-    [COL_OBJECTS] = {"OBJECTS", 9, 8, 1, MT_SORT_OBJECTS},
-    [COL_P99] = {"GC P99", 8, 7, 1, MT_SORT_PAUSE_P99},
+/* In the order they appear; the name last, taking what is left, as
+ * htop's Command. */
+static const column_t columns[MT_COL__COUNT] = {
+    [MT_COL_PID] = {"PID", 7, 0, 1, MT_SORT_PID},
+    [MT_COL_USER] = {"USER", 8, 5, 0, MT_SORT_USER},
+    [MT_COL_TOTAL] = {"TOTAL", 9, 2, 1, MT_SORT_TOTAL},
+    [MT_COL_READY] = {"READY", 9, 3, 1, MT_SORT_READY},
+    [MT_COL_PREPARED] = {"PREPARED", 9, 9, 1, MT_SORT_PREPARED},
+    [MT_COL_DATA] = {"DATA", 9, 4, 1, MT_SORT_DATA},
+    [MT_COL_FRAG] = {"FRAG", 9, 7, 1, MT_SORT_FRAG},
+    [MT_COL_IDLE] = {"IDLE", 9, 8, 1, MT_SORT_IDLE},
+    [MT_COL_RSS] = {"RSS", 9, 6, 1, MT_SORT_RSS},
+    [MT_COL_OBJECTS] = {"OBJECTS", 9, 11, 1, MT_SORT_OBJECTS},
+    [MT_COL_P99] = {"GC P99", 8, 10, 1, MT_SORT_PAUSE_P99},
+    [MT_COL_PROVIDER] = {"PROVIDER", 8, 12, 0, MT_SORT_PROVIDER},
+    [MT_COL_NAME] = {"NAME", 10, 1, 0, MT_SORT_NAME},
 };
 
-#define NAME_MAX_WIDTH 32
+#define USER_MAX_WIDTH 12
 
-/* Picks the columns that fit in `cols` by priority and gives the name the
- * room left over. Sets shown[] and width[]. */
-static void plan_columns(int cols, int shown[COL__COUNT],
-                         int width[COL__COUNT]) {
+const char *mt_view_list_title(mt_column_t c) {
+  return c < MT_COL__COUNT ? columns[c].title : "";
+}
+
+/* The columns a string from outside takes once sanitised. */
+static int safe_width(const char *s, size_t n) {
+  char buf[1024];
+  return (int)ms__sanitize(buf, sizeof buf, s, n, (size_t)-1);
+}
+
+/* The widest provider list and user name among the visible targets: the
+ * provider column is as wide as its widest entry or left out, never cut. */
+static void content_widths(const mt_model_t *m, int width[MT_COL__COUNT]) {
+  size_t nv = mt_model_nvisible(m);
+  for (size_t i = 0; i < nv; i++) {
+    const mt_target_t *t = m->targets[i];
+    char prov[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
+    int w = safe_width(mt_target_providers(t, prov, sizeof prov), sizeof prov);
+    if (w > width[MT_COL_PROVIDER])
+      width[MT_COL_PROVIDER] = w;
+    w = safe_width(t->proc.user, sizeof t->proc.user);
+    if (w > USER_MAX_WIDTH)
+      w = USER_MAX_WIDTH;
+    if (w > width[MT_COL_USER])
+      width[MT_COL_USER] = w;
+  }
+}
+
+/* Picks the columns that fit in `cols` by priority among those the user
+ * chose, gives the name the room left over, and sets where each starts.
+ * Sets shown[], width[] and x[]. */
+static void plan_columns(const mt_model_t *m, int cols,
+                         int shown[MT_COL__COUNT], int width[MT_COL__COUNT],
+                         int x[MT_COL__COUNT]) {
+  unsigned chosen = m->columns != 0 ? m->columns : MT_COLUMNS_ALL;
   int used = 0;
-  for (int i = 0; i < COL__COUNT; i++) {
+  for (int i = 0; i < MT_COL__COUNT; i++) {
     shown[i] = 0;
     width[i] = columns[i].width;
+    x[i] = 0;
   }
-  /* Room for "name [exited]" where there is room at all; on a small
-   * screen the figures matter more. */
-  if (cols < 80)
-    width[COL_NAME] = 10;
-  for (int prio = 0; prio < COL__COUNT; prio++) {
-    for (int i = 0; i < COL__COUNT; i++) {
-      if (columns[i].priority != prio)
+  content_widths(m, width);
+  /* The name's share: a command line needs room to tell workers apart,
+   * but on a small screen the figures matter more. */
+  int name_min = cols / 4;
+  if (name_min < columns[MT_COL_NAME].width)
+    name_min = columns[MT_COL_NAME].width;
+  if (name_min > 30)
+    name_min = 30;
+  width[MT_COL_NAME] = name_min;
+  for (int prio = 0; prio < MT_COL__COUNT; prio++) {
+    for (int i = 0; i < MT_COL__COUNT; i++) {
+      if (columns[i].priority != prio ||
+          (!(chosen & (1u << i)) && i != MT_COL_PID && i != MT_COL_NAME))
         continue;
       int need = width[i] + (used > 0 ? 1 : 0);
       if (used + need <= cols) {
@@ -74,19 +104,22 @@ static void plan_columns(int cols, int shown[COL__COUNT],
       }
     }
   }
-  if (shown[COL_NAME]) {
-    int extra = cols - used;
-    if (extra > NAME_MAX_WIDTH - width[COL_NAME])
-      extra = NAME_MAX_WIDTH - width[COL_NAME];
-    if (extra > 0)
-      width[COL_NAME] += extra;
-  } else if (shown[COL_PID]) {
+  if (shown[MT_COL_NAME]) {
+    width[MT_COL_NAME] += cols - used;
+  } else if (shown[MT_COL_PID]) {
     /* Not even the name's minimum fits: a narrower name beats none. */
     int room = cols - used - 1;
     if (room >= 4) {
-      shown[COL_NAME] = 1;
-      width[COL_NAME] = room;
+      shown[MT_COL_NAME] = 1;
+      width[MT_COL_NAME] = room;
     }
+  }
+  int at = 0;
+  for (int i = 0; i < MT_COL__COUNT; i++) {
+    if (!shown[i])
+      continue;
+    x[i] = at;
+    at += width[i] + 1;
   }
 }
 
@@ -95,27 +128,55 @@ static ms_quality_t worse(ms_quality_t a, ms_quality_t b) {
 }
 
 /* The text of one cell. */
-static void cell_text(const mt_target_t *t, int col, int width, char *buf,
-                      size_t len) {
+static void cell_text(const mt_model_t *m, const mt_target_t *t, int col,
+                      int width, char *buf, size_t len) {
   const ms_snapshot_t *s = &t->snap;
   const ms_breakdown_t *bd = &t->bd;
   buf[0] = '\0';
-  if (col == COL_PID) {
+  if (col == MT_COL_PID) {
     snprintf(buf, len, "%d", t->pid);
     return;
   }
-  if (col == COL_NAME) {
-    const char *mark = mt_view_state_mark(t);
+  if (col == MT_COL_USER) {
+    ms__sanitize(buf, len, t->proc.user, sizeof t->proc.user,
+                 width > 0 ? (size_t)width : 0);
+    return;
+  }
+  if (col == MT_COL_NAME) {
+    /* The tree's connectors first (htop's), then the name. */
+    char tree[3 * 3 * MT_TREE_DEPTH + 1];
+    size_t tl = 0;
+    int tw = 0;
+    tree[0] = '\0';
+    for (int d = 0; d < t->tree_depth && width - tw > 4; d++) {
+      int more = (t->tree_more >> d) & 1u, last = d == t->tree_depth - 1;
+      const char *piece =
+          m->utf8 ? (last ? (more ? "\u251c\u2500 " : "\u2514\u2500 ")
+                          : (more ? "\u2502  " : "   "))
+                  : (last ? (more ? "|- " : "`- ") : (more ? "|  " : "   "));
+      size_t pl = strlen(piece);
+      if (tl + pl >= sizeof tree)
+        break;
+      memcpy(tree + tl, piece, pl + 1);
+      tl += pl;
+      tw += 3;
+    }
+    const char *mark = mt_draw_state_mark(t);
     /* The state marker must stay visible: cut the name, not the mark, and
      * the name between whole characters and escapes (a cut by bytes could
      * split either). */
     size_t mlen = strlen(mark);
     int ml = mlen > 0 ? (int)mlen + 1 : 0;
-    size_t cols = width > 0 ? (size_t)width : 0;
+    int room = width - tw;
+    size_t cols = room > 0 ? (size_t)room : 0;
     if (ml > 0)
-      cols = width - ml > 1 ? (size_t)(width - ml) : 1;
-    ms__sanitize(buf, len > mlen + 1 ? len - mlen - 1 : len, t->comm,
-                 sizeof t->comm, cols);
+      cols = room - ml > 1 ? (size_t)(room - ml) : 1;
+    if (tl + 1 > len)
+      tl = 0;
+    memcpy(buf, tree, tl);
+    const char *name = mt_target_name(m, t);
+    ms__sanitize(buf + tl, len - tl > mlen + 1 ? len - tl - mlen - 1 : len - tl,
+                 name, (size_t)-1, cols);
     size_t n = strlen(buf);
     if (mlen > 0 && n + 1 + mlen < len) {
       buf[n] = ' ';
@@ -126,49 +187,50 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
   if (!t->have_snapshot)
     return;
   switch (col) {
-  case COL_PROVIDER: {
+  case MT_COL_PROVIDER: {
     char raw[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
-    size_t n = 0;
-    raw[0] = '\0';
-    for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++) {
-      /* A name fills its array without a NUL if the sender wants. */
-      int w = snprintf(raw + n, sizeof raw - n, "%s%.*s", i ? "+" : "",
-                       MS_NAME_MAX, s->providers[i]);
-      if (w < 0 || (size_t)w >= sizeof raw - n)
-        break;
-      n += (size_t)w;
-    }
-    /* Safe, and cut to the column between whole characters and escapes. */
-    ms__sanitize(buf, len, raw, sizeof raw, width > 0 ? (size_t)width : 0);
+    /* Safe; the column is as wide as the widest (content_widths). */
+    ms__sanitize(buf, len, mt_target_providers(t, raw, sizeof raw), sizeof raw,
+                 width > 0 ? (size_t)width : 0);
     return;
   }
-  case COL_READY:
-    mt_view_fmt_bytes(buf, len, bd->ready, bd->q_ready, width);
+  case MT_COL_TOTAL:
+    mt_draw_fmt_bytes(buf, len, bd->total, bd->q_total, width);
     return;
-  case COL_PREPARED:
-    mt_view_fmt_bytes(buf, len, bd->prepared, bd->q_prepared, width);
+  case MT_COL_RSS:
+    if (!ms__field_known(s, MS_F_KERNEL_RSS))
+      snprintf(buf, len, "-");
+    else
+      mt_draw_fmt_bytes(buf, len, (int64_t)s->kernel_rss,
+                        ms__field_quality(s, MS_F_KERNEL_RSS), width);
     return;
-  case COL_DATA:
-    mt_view_fmt_bytes(buf, len, bd->data, bd->q_data, width);
+  case MT_COL_READY:
+    mt_draw_fmt_bytes(buf, len, bd->ready, bd->q_ready, width);
     return;
-  case COL_FRAG:
-    mt_view_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead, width);
+  case MT_COL_PREPARED:
+    mt_draw_fmt_bytes(buf, len, bd->prepared, bd->q_prepared, width);
     return;
-  case COL_IDLE:
-    mt_view_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
+  case MT_COL_DATA:
+    mt_draw_fmt_bytes(buf, len, bd->data, bd->q_data, width);
     return;
-  case COL_OBJECTS: {
+  case MT_COL_FRAG:
+    mt_draw_fmt_bytes(buf, len, bd->frag_overhead, bd->q_frag_overhead, width);
+    return;
+  case MT_COL_IDLE:
+    mt_draw_fmt_bytes(buf, len, bd->idle, bd->q_idle, width);
+    return;
+  case MT_COL_OBJECTS: {
     ms_quality_t q = ms__field_quality(s, MS_F_HEAP_OBJECTS);
     char num[32];
     if (q == MS_Q_UNAVAILABLE) {
       snprintf(buf, len, "-");
       return;
     }
-    mt_view_fmt_count(num, sizeof num, (double)s->heap_objects);
+    mt_draw_fmt_count(num, sizeof num, (double)s->heap_objects);
     snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
     return;
   }
-  case COL_P99:
+  case MT_COL_P99:
     if (t->pause_p99_ns < 0 || !ms__field_known(s, MS_F_PAUSE_HIST))
       snprintf(buf, len, "-");
     else
@@ -181,14 +243,67 @@ static void cell_text(const mt_target_t *t, int col, int width, char *buf,
 
 static void put_cell(mt_grid_t *g, int row, int col, int width, int right,
                      const char *text, mt_style_t st) {
-  int n = (int)strlen(text);
+  int n = mt_grid_text_width(text);
   if (n > width)
     n = width;
   int at = right ? col + width - n : col;
   mt_grid_puts(g, row, at, text, n, st);
 }
 
-/* The totals of the processes still running. */
+/* A meter as htop draws one: "Mem[||||     1.2GiB/15.6GiB]", the bar
+ * `bar` columns wide. Returns the columns drawn. */
+static int meter(const mt_model_t *m, mt_grid_t *g, int row, int col,
+                 const char *label, uint64_t used, uint64_t total, int bar,
+                 mt_style_t st) {
+  char fig[64], a[32], b[32];
+  mt_draw_fmt_bytes(a, sizeof a, (int64_t)used, MS_Q_EXACT, 0);
+  mt_draw_fmt_bytes(b, sizeof b, (int64_t)total, MS_Q_EXACT, 0);
+  snprintf(fig, sizeof fig, "%s/%s", a, b);
+  int x = col + mt_grid_puts(g, row, col, label, -1, MT_ST_HEADER);
+  x += mt_grid_puts(g, row, x, "[", -1, MT_ST_DIM);
+  int flen = (int)strlen(fig);
+  if (bar < flen)
+    bar = flen;
+  int fill = total > 0 ? (int)((double)used / (double)total * bar + 0.5) : 0;
+  if (fill > bar)
+    fill = bar;
+  mt_grid_fill(g, row, x, fill, m->utf8 ? 0x2502 : '|', st);
+  mt_grid_puts(g, row, x + bar - flen, fig, -1, MT_ST_NORMAL);
+  x += bar;
+  x += mt_grid_puts(g, row, x, "]", -1, MT_ST_DIM);
+  return x - col;
+}
+
+/* The machine's memory and swap, as htop's meters: used is what is not
+ * available (MemTotal - MemAvailable; SwapTotal - SwapFree). */
+static void draw_machine(const mt_model_t *m, mt_grid_t *g, int row) {
+  const mt_meminfo_t *mi = &m->machine;
+  if (!mi->have) {
+    mt_grid_puts(g, row, 0, "Mem", -1, MT_ST_HEADER);
+    mt_grid_puts(g, row, 4, "-", -1, MT_ST_DIM);
+    return;
+  }
+  uint64_t used =
+      mi->mem_total > mi->mem_available ? mi->mem_total - mi->mem_available : 0;
+  uint64_t sused =
+      mi->swap_total > mi->swap_free ? mi->swap_total - mi->swap_free : 0;
+  /* Two meters side by side, each half the line. */
+  int bar = g->cols / 2 - 7;
+  if (bar > 60)
+    bar = 60;
+  int x = meter(m, g, row, 0, "Mem", used, mi->mem_total, bar, MT_ST_DATA);
+  /* The swap meter only whole: "Swp[", its figures, "]". */
+  char a[32], b[32];
+  mt_draw_fmt_bytes(a, sizeof a, (int64_t)sused, MS_Q_EXACT, 0);
+  mt_draw_fmt_bytes(b, sizeof b, (int64_t)mi->swap_total, MS_Q_EXACT, 0);
+  int need = 4 + (int)(strlen(a) + 1 + strlen(b)) + 1;
+  if (bar > need - 5)
+    need = bar + 5;
+  if (x + 2 + need <= g->cols)
+    meter(m, g, row, x + 2, "Swp", sused, mi->swap_total, bar, MT_ST_PREPARED);
+}
+
+/* The totals of the processes shown that still run. */
 static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
   int64_t v[5] = {0, 0, 0, 0, 0};
   ms_quality_t q[5] = {MS_Q_EXACT, MS_Q_EXACT, MS_Q_EXACT, MS_Q_EXACT,
@@ -197,8 +312,9 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
                                        "idle"};
   static const mt_style_t st[5] = {MT_ST_NORMAL, MT_ST_PREPARED, MT_ST_DATA,
                                    MT_ST_FRAG, MT_ST_IDLE};
-  size_t live = 0;
-  for (size_t i = 0; i < m->ntargets; i++) {
+  size_t live = 0, nv = mt_model_nvisible(m);
+  /* Of the processes shown: a filter's total is the filter's. */
+  for (size_t i = 0; i < nv; i++) {
     const mt_target_t *t = m->targets[i];
     if (!t->have_snapshot || t->state == MT_EXITED)
       continue;
@@ -222,7 +338,7 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
   }
   for (int i = 0; i < 5; i++) {
     char fig[32];
-    mt_view_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
+    mt_draw_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
     int need = 2 + (int)strlen(label[i]) + 1 + (int)strlen(fig);
     if (col + need > g->cols)
       break; /* whole figures only */
@@ -234,37 +350,43 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
 }
 
 void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
-  int shown[COL__COUNT], width[COL__COUNT];
+  int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
   if (bottom <= top)
     return;
   mt_grid_clip(g, top, 0, bottom - top, g->cols);
-  draw_totals(m, g, top);
-  if (bottom - top < 2) {
+  draw_machine(m, g, top);
+  if (bottom - top >= 2)
+    draw_totals(m, g, top + 1);
+  if (bottom - top < MT_LIST_HEAD) {
     mt_grid_unclip(g);
     return;
   }
 
-  /* Column headers, the sort column marked with '*'. */
-  int hrow = top + 1;
-  plan_columns(g->cols, shown, width);
+  /* Column headers, the sort column marked with '*' ('^' reversed). */
+  int hrow = top + MT_LIST_HEAD - 1;
+  plan_columns(m, g->cols, shown, width, x);
   mt_grid_fill(g, hrow, 0, g->cols, ' ', MT_ST_COLUMNS);
-  int x = 0;
-  for (int i = 0; i < COL__COUNT; i++) {
+  for (int i = 0; i < MT_COL__COUNT; i++) {
     if (!shown[i])
       continue;
     char title[32];
     int sorted = columns[i].sort == (int)m->sort;
     snprintf(title, sizeof title, "%s%s", columns[i].title,
              sorted ? (m->sort_reverse ? "^" : "*") : "");
-    put_cell(g, hrow, x, width[i], columns[i].right, title,
+    put_cell(g, hrow, x[i], width[i], columns[i].right, title,
              sorted ? MT_ST_SORT : MT_ST_COLUMNS);
-    x += width[i] + 1;
   }
 
   int first = hrow + 1;
   int nrows = bottom - first;
-  if (m->ntargets == 0) {
-    if (nrows > 0)
+  size_t nv = mt_model_nvisible(m);
+  if (nv == 0) {
+    if (nrows > 0 && m->ntargets > 0)
+      mt_grid_printf(g, first, 1, MT_ST_DIM,
+                     "No process matches the filter (%zu hidden): F4 then "
+                     "Esc shows all, u steps through the users.",
+                     m->ntargets);
+    else if (nrows > 0)
       mt_grid_puts(g, first, 1,
                    "No attachable process. Watch one with "
                    "`memtop run -- CMD`, or link it with -lmemstats.",
@@ -273,11 +395,11 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
     return;
   }
   /* Scroll so that the selection is on screen. */
-  size_t sel = m->selected < m->ntargets ? m->selected : m->ntargets - 1;
+  size_t sel = m->selected < nv ? m->selected : nv - 1;
   size_t from = 0;
   if (nrows > 0 && sel >= (size_t)nrows)
     from = sel - (size_t)nrows + 1;
-  for (int r = 0; r < nrows && from + (size_t)r < m->ntargets; r++) {
+  for (int r = 0; r < nrows && from + (size_t)r < nv; r++) {
     size_t idx = from + (size_t)r;
     const mt_target_t *t = m->targets[idx];
     int row = first + r;
@@ -286,15 +408,51 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
                                           : MT_ST_NORMAL;
     if (idx == sel)
       mt_grid_fill(g, row, 0, g->cols, ' ', st);
-    x = 0;
-    for (int i = 0; i < COL__COUNT; i++) {
+    for (int i = 0; i < MT_COL__COUNT; i++) {
       if (!shown[i])
         continue;
-      char text[256];
-      cell_text(t, i, width[i], text, sizeof text);
-      put_cell(g, row, x, width[i], columns[i].right, text, st);
-      x += width[i] + 1;
+      char text[1024];
+      cell_text(m, t, i, width[i], text, sizeof text);
+      put_cell(g, row, x[i], width[i], columns[i].right, text, st);
     }
   }
   mt_grid_unclip(g);
+}
+
+int mt_view_list_rows(int rows) {
+  /* The title, the list's head and the status line. */
+  int n = rows - 2 - MT_LIST_HEAD;
+  return n > 0 ? n : 0;
+}
+
+int mt_view_list_at(const mt_model_t *m, int rows, int cols, int row, int col,
+                    size_t *index, mt_sort_t *sort) {
+  int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
+  int hrow = MT_LIST_TOP + MT_LIST_HEAD - 1;
+  int nrows = mt_view_list_rows(rows);
+  if (col < 0 || col >= cols)
+    return MT_LIST_AT_NONE;
+  if (row == hrow) {
+    plan_columns(m, cols, shown, width, x);
+    for (int i = 0; i < MT_COL__COUNT; i++) {
+      if (shown[i] && col >= x[i] && col <= x[i] + width[i]) {
+        *sort = (mt_sort_t)columns[i].sort;
+        return MT_LIST_AT_HEADER;
+      }
+    }
+    return MT_LIST_AT_NONE;
+  }
+  /* The rows as mt_view_draw_list() scrolled them. */
+  size_t nv = mt_model_nvisible(m);
+  if (row <= hrow || row > hrow + nrows || nv == 0)
+    return MT_LIST_AT_NONE;
+  size_t sel = m->selected < nv ? m->selected : nv - 1;
+  size_t from = 0;
+  if (nrows > 0 && sel >= (size_t)nrows)
+    from = sel - (size_t)nrows + 1;
+  size_t idx = from + (size_t)(row - hrow - 1);
+  if (idx >= nv)
+    return MT_LIST_AT_NONE;
+  *index = idx;
+  return MT_LIST_AT_ROW;
 }

@@ -15,6 +15,7 @@
  * broken memtop fails instead of hanging; nothing asserts a duration.
  */
 #include <limits.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,6 +49,8 @@ static const char *session_env = "";
 /* The arguments of memtop in the next session (NULL: `memtop run -d 0.2
  * -- TARGET`). */
 static const char *session_cmd;
+/* Options of `memtop run` in the next default session, before "--". */
+static const char *run_opts = "";
 static char screen_buf[64 * 1024];
 
 /* ================================================================ helpers */
@@ -113,6 +116,15 @@ static const char *line_of(const char *screen, int i, char *buf, size_t len) {
   if (p != NULL)
     snprintf(buf, len, "%.*s", (int)strcspn(p, "\n"), p);
   return buf;
+}
+
+/* The columns a line of the pane takes: its characters (the meters draw
+ * with U+2502, three bytes a column). */
+static size_t columns_of(const char *s) {
+  size_t n = 0;
+  for (; *s; s++)
+    n += ((unsigned char)*s & 0xc0) != 0x80;
+  return n;
 }
 
 /* The list row of the target: the first line after the column headers
@@ -199,16 +211,16 @@ static int session_setup(void **state) {
     return -1;
   fprintf(f,
           "export MEMSTATS_DIR='%s/sock' TMPDIR='%s' LANG=C.UTF-8 "
-          "LC_ALL=C.UTF-8\n"
+          "LC_ALL=C.UTF-8 XDG_CONFIG_HOME='%s/config'\n"
           "unset NO_COLOR\n"
           "%s%s"
           "rm -f '%s/stty.txt'\n"
-          "'%s/memtop' run -d 0.2 -- %s\n"
+          "'%s/memtop' run -d 0.2 %s-- %s\n"
           "echo \"MEMTOP-EXIT=$?\"\n"
           "stty -a > '%s/stty.tmp' && mv '%s/stty.tmp' '%s/stty.txt'\n"
           "exec sleep 600\n",
-          tmp_dir, tmp_dir, preload_env, session_env, tmp_dir, build_dir,
-          target_cmd, tmp_dir, tmp_dir, tmp_dir);
+          tmp_dir, tmp_dir, tmp_dir, preload_env, session_env, tmp_dir,
+          build_dir, run_opts, target_cmd, tmp_dir, tmp_dir, tmp_dir);
   fclose(f);
   if (session_cmd != NULL) {
     /* The script again, with this memtop command line. */
@@ -219,12 +231,12 @@ static int session_setup(void **state) {
       return -1;
     fprintf(f,
             "export MEMSTATS_DIR='%s/sock' TMPDIR='%s' LANG=C.UTF-8 "
-            "LC_ALL=C.UTF-8\n"
+            "LC_ALL=C.UTF-8 XDG_CONFIG_HOME='%s/config'\n"
             "%s"
             "%s\n"
             "echo \"MEMTOP-EXIT=$?\"\n"
             "exec sleep 600\n",
-            tmp_dir, tmp_dir, session_env, line);
+            tmp_dir, tmp_dir, tmp_dir, session_env, line);
     fclose(f);
   }
   run_sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
@@ -320,11 +332,12 @@ static void test_keys(void **state) {
   WAIT_FOR("PID");
   WAIT_GONE("Keys");
 
-  /* s: the sort moves from PID to the next column, NAME. */
-  WAIT_FOR("PID*");
+  /* The list opens sorted by Ready+Prepared (TOTAL), as htop by memory;
+   * s moves the sort to the next column, READY. */
+  WAIT_FOR("TOTAL*");
   keys("s");
-  WAIT_FOR("NAME*");
-  WAIT_GONE("PID*");
+  WAIT_FOR("READY*");
+  WAIT_GONE("TOTAL*");
 
   /* space: PAUSED, and the figures hold still. */
   keys("Space");
@@ -369,19 +382,20 @@ static void test_resize(void **state) {
   SKIP_IF_NEEDED();
   char row[512], line[512];
   wait_target(row, sizeof row);
-  WAIT_FOR("PREPARED");
-  /* Narrower: the list keeps the breakdown and drops what does not fit. */
+  WAIT_FOR("FRAG");
+  /* Narrower: the list keeps the breakdown's first figures and drops what
+   * does not fit. */
   assert_int_equal(
       run_sh("tmux -S %s resize-window -t v -x 60 -y 15", tmux_sock), 0);
-  WAIT_GONE("PREPARED");
+  WAIT_GONE("FRAG");
   WAIT_FOR("READY");
   for (int i = 0; i < 15; i++)
-    assert_true(strlen(line_of(screen_buf, i, line, sizeof line)) <= 60);
+    assert_true(columns_of(line_of(screen_buf, i, line, sizeof line)) <= 60);
   /* The status line follows to the new last row. */
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
   assert_int_equal(
-      run_sh("tmux -S %s resize-window -t v -x 130 -y 40", tmux_sock), 0);
+      run_sh("tmux -S %s resize-window -t v -x 180 -y 40", tmux_sock), 0);
   WAIT_FOR("PROVIDER");
   WAIT_FOR("OBJECTS");
   assert_true(strlen(line_of(screen_buf, 39, line, sizeof line)) > 0);
@@ -500,6 +514,223 @@ static void test_no_colour_ascii(void **state) {
   assert_non_null(strstr(sgr, "\033[7m"));
 }
 
+/* A mouse report as a terminal sends it in xterm's normal tracking mode
+ * (what ncurses asks for): ESC [ M, then 32 + the button (0 the left one
+ * pressed, 3 released) and 33 + column, 33 + row (from 0). A click is a
+ * press and a release; a double click two clicks. */
+static void mouse_click(int row, int col, int times) {
+  char hex[256];
+  size_t n = 0;
+  hex[0] = '\0';
+  for (int i = 0; i < times; i++)
+    for (int b = 0; b <= 3; b += 3)
+      n += (size_t)snprintf(hex + n, sizeof hex - n, " 1b 5b 4d %02x %02x %02x",
+                            32 + b, 33 + col, 33 + row);
+  assert_int_equal(run_sh("tmux -S %s send-keys -t v -H%s", tmux_sock, hex), 0);
+}
+
+/* Whether the program in the pane asked the terminal to report the
+ * mouse (tmux knows the pane's modes). */
+static int mouse_tracking(void) {
+  char cmd[256], out[64] = "";
+  snprintf(cmd, sizeof cmd,
+           "tmux -S %s display-message -p -t v "
+           "'#{mouse_standard_flag}#{mouse_button_flag}#{mouse_any_flag}'",
+           tmux_sock);
+  FILE *p = popen(cmd, "r");
+  if (p == NULL)
+    return -1;
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  return strchr(out, '1') != NULL;
+}
+
+/* htop's habits (issue 23): the USER column is the real owner, NAME the
+ * command line (p: the short name), a machine-wide memory line, F1 help,
+ * F3 search, F4 filter, F10 quit. */
+static void test_htop_keys(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  char user[64];
+  struct passwd *pw = getpwuid(getuid());
+  snprintf(user, sizeof user, "%.8s", pw != NULL ? pw->pw_name : "");
+  wait_target(row, sizeof row);
+  assert_non_null(strstr(screen_buf, "Mem["));
+  assert_non_null(strstr(screen_buf, "USER"));
+  assert_non_null(strstr(screen_buf, "RSS"));
+  if (pw != NULL && strstr(row, user) == NULL)
+    fail_msg("no user %s in the row \"%s\"", user, row);
+  /* The command line: the demo's full path, as it was started (its
+   * start: a long path is cut to the column); p: the short name. */
+  char path[32];
+  snprintf(path, sizeof path, "%.16s", target_cmd + 1); /* past the quote */
+  if (strstr(row, path) == NULL)
+    fail_msg("no \"%s\" in the row \"%s\"", path, row);
+  keys("p");
+  WAIT_GONE(path);
+  WAIT_FOR(" demo");
+  keys("p");
+  WAIT_FOR(path);
+
+  keys("F1");
+  WAIT_FOR("Keys");
+  WAIT_FOR("F4 \\");
+  keys("Escape");
+  WAIT_GONE("Keys");
+
+  keys("F4");
+  WAIT_FOR("Filter by name, user or PID");
+  keys("z z z");
+  WAIT_FOR("No process matches the filter (1 hidden)");
+  keys("Escape");
+  WAIT_FOR(path);
+  keys("F4");
+  keys("d e m o Enter");
+  WAIT_FOR("Filter \"demo\": 1 of 1 shown");
+  keys("F3");
+  WAIT_FOR("Search (F3 next");
+  keys("q Enter"); /* in a prompt q is text, not quit */
+  WAIT_FOR("No process matches \"q\"");
+
+  keys("F10");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
+/* The mouse: a click on a column's title sorts by it, a double click on a
+ * row opens the process. */
+static void test_mouse(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  WAIT_FOR("TOTAL*");
+  assert_true(mouse_tracking());
+  /* The titles are on row 3: "    PID USER ..."; USER from column 8. */
+  mouse_click(3, 9, 1);
+  WAIT_FOR("USER*");
+  WAIT_GONE("TOTAL*");
+  mouse_click(4, 3, 2);
+  WAIT_FOR("Sys by class");
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  /* The terminal no longer reports the mouse to the shell. */
+  assert_false(mouse_tracking());
+}
+
+/* --no-mouse leaves the mouse alone: a click changes nothing. */
+static int no_mouse_setup(void **state) {
+  run_opts = "--no-mouse ";
+  int rc = session_setup(state);
+  run_opts = "";
+  return rc;
+}
+
+static void test_no_mouse(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  WAIT_FOR("TOTAL*");
+  assert_false(mouse_tracking());
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
+/* t: the tree view. A shell and the two workers it forked, all three
+ * preloaded, in the list of every process: the workers go under the
+ * shell, with htop's connectors. */
+static void test_tree(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[6000], preload[1200];
+  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
+           build_dir);
+  if (access(preload, R_OK) != 0)
+    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  snprintf(env, sizeof env,
+           "LD_PRELOAD='%s' sh -c \"%s & %s & wait\" >/dev/null 2>&1 &\n",
+           preload, target_cmd, target_cmd);
+  session_teardown(state);
+  session_env = env;
+  session_cmd = "-d 0.2";
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
+  WAIT_FOR("3 processes");
+  keys("t");
+  WAIT_FOR("\xe2\x94\x9c\xe2\x94\x80 "); /* the first worker: a sibling below */
+  WAIT_FOR("\xe2\x94\x94\xe2\x94\x80 "); /* the last one */
+  /* The shell is above both. */
+  const char *sh = strstr(screen_buf, "sh -c");
+  assert_non_null(sh);
+  assert_true(sh < strstr(screen_buf, "\xe2\x94\x9c\xe2\x94\x80 "));
+  keys("t");
+  WAIT_GONE("\xe2\x94\x94\xe2\x94\x80 ");
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
+/* Waits for the light scheme's title line (white on blue). */
+static int wait_title_blue(void) {
+  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
+    if (strstr(capture_pane("-e"), "\033[44mmemtop") != NULL)
+      return 1;
+    sleep_ms(100);
+  }
+  print_error("no white-on-blue title; the screen shows:\n%s\n", screen_buf);
+  return 0;
+}
+
+/* F2's settings go to $XDG_CONFIG_HOME/memtop/memtoprc and come back on
+ * the next start: the round trip through the real file. */
+static void test_setup_config(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512], path[256], text[2048];
+  snprintf(path, sizeof path, "%s/config/memtop/memtoprc", tmp_dir);
+  unlink(path);
+  wait_target(row, sizeof row);
+  keys("F2");
+  WAIT_FOR("Setup (saved in");
+  WAIT_FOR("Sort by             total");
+  keys("Left"); /* the sort: the previous key, USER */
+  WAIT_FOR("Sort by             user");
+  keys("Down Down Down Right"); /* the colour scheme: light */
+  WAIT_FOR("Colour scheme       light");
+  keys("Escape");
+  WAIT_FOR("USER*");
+  /* The light scheme: the title white on blue (the default's is black on
+   * cyan). */
+  assert_true(wait_title_blue());
+  FILE *f = NULL;
+  for (long waited = 0; waited < WAIT_LIMIT_MS && f == NULL; waited += 100) {
+    f = fopen(path, "r");
+    if (f == NULL)
+      sleep_ms(100);
+  }
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  assert_non_null(strstr(text, "sort=user\n"));
+  assert_non_null(strstr(text, "scheme=light\n"));
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+
+  /* A new memtop reads it: it opens sorted by USER. */
+  session_teardown(state);
+  assert_int_equal(session_setup(state), 0);
+  wait_target(row, sizeof row);
+  WAIT_FOR("USER*");
+  assert_true(wait_title_blue());
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  unlink(path);
+}
+
 /* A terminal memtop cannot draw on is named, with the fix: TERM unset,
  * unknown to terminfo, or dumb (which showed a blank screen). */
 static void test_term_unusable(void **state) {
@@ -554,6 +785,16 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_colour_utf8, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_no_colour_ascii, plain_session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_htop_keys, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_mouse, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_no_mouse, no_mouse_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_setup_config, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_tree, session_setup,
                                       session_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

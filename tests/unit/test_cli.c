@@ -153,6 +153,39 @@ static void test_iterations_limits(void **state) {
     assert_int_equal(parse("-n", bad[i]), MS_EINVAL);
 }
 
+/* top's and htop's -p PID,PID and -u USER, and --no-mouse (issue 23). */
+static void test_top_options(void **state) {
+  (void)state;
+  assert_int_equal(parse("-p", "12,34", "-p", "56", "78"), 0);
+  assert_int_equal(o.npids, 4);
+  assert_int_equal(o.pids[0], 12);
+  assert_int_equal(o.pids[1], 34);
+  assert_int_equal(o.pids[2], 56);
+  assert_int_equal(o.pids[3], 78);
+  assert_int_equal(parse("--pid=7", "--once"), 0);
+  assert_int_equal(o.pids[0], 7);
+  assert_int_equal(parse("-p", "1,,2"), MS_EINVAL);
+  assert_int_equal(parse("-p", "1,x"), MS_EINVAL);
+  assert_int_equal(parse("-p", ""), MS_EINVAL);
+  assert_int_equal(parse("run", "-p", "1", "--", "true"), MS_EINVAL);
+  /* A user by name or number; one that does not exist is named. */
+  assert_int_equal(parse0(), 0);
+  assert_int_equal(o.uid, -1);
+  assert_int_equal(o.mouse, 1);
+  assert_int_equal(o.delay_given, 0);
+  assert_int_equal(parse("-u", "root"), 0);
+  assert_int_equal(o.uid, 0);
+  assert_int_equal(parse("--user", "4321"), 0);
+  assert_int_equal(o.uid, 4321);
+  assert_int_equal(parse("-u", "no-such-user-memtop"), MS_EINVAL);
+  assert_non_null(strstr(err, "unknown user 'no-such-user-memtop'"));
+  /* -u filters the live view; --once lists what it was asked for. */
+  assert_int_equal(parse("-u", "root", "--once"), MS_EINVAL);
+  assert_int_equal(parse("--no-mouse", "-d", "2"), 0);
+  assert_int_equal(o.mouse, 0);
+  assert_int_equal(o.delay_given, 1);
+}
+
 static void test_bad_pids(void **state) {
   (void)state;
   assert_int_equal(parse("0"), MS_EINVAL);
@@ -440,6 +473,7 @@ int main(void) {
       cmocka_unit_test(test_once_json),
       cmocka_unit_test(test_delay_limits),
       cmocka_unit_test(test_iterations_limits),
+      cmocka_unit_test(test_top_options),
       cmocka_unit_test(test_bad_pids),
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_help_and_version),

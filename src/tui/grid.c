@@ -1,5 +1,5 @@
 /*
- * view_screen.c - the grid the live view draws into: a rows x cols array of
+ * grid.c - the grid the live view draws into: a rows x cols array of
  * cells (a code point and a style), with a clip rectangle so that a section
  * drawn into a part of the screen cannot spill out of it. No curses here:
  * the curses backend copies a finished grid to the terminal, and the tests
@@ -9,10 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include "memstats.h"
 #include "common/sanitize.h"
-#include "tui/view.h"
+#include "tui/grid.h"
 
 static void grid_blank(mt_grid_t *g) {
   size_t n = (size_t)g->rows * (size_t)g->cols;
@@ -85,18 +86,56 @@ static int inside(const mt_grid_t *g, int row, int col) {
   return row >= g->r0 && row < g->r1 && col >= g->c0 && col < g->c1;
 }
 
-void mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
-  if (!inside(g, row, col))
-    return;
+int mt_grid_cp_width(uint32_t cp) {
+  /* The terminal's own measure where the locale knows the character (the
+   * one curses uses), the sanitiser's table where it does not (the C
+   * locale). */
+  int w = wcwidth((wchar_t)cp);
+  if (w < 0)
+    w = ms__cp_columns(cp);
+  return w;
+}
+
+static mt_cell_t *cell(mt_grid_t *g, int row, int col) {
+  return &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
+}
+
+/* Writes one cell, keeping wide characters whole: a cell written over
+ * half of one blanks the other half. */
+static void set_cell(mt_grid_t *g, int row, int col, uint32_t ch,
+                     mt_style_t st) {
+  mt_cell_t *c = cell(g, row, col);
+  if (c->ch == MT_CELL_CONT && col > 0)
+    cell(g, row, col - 1)->ch = ' ';
+  if (col + 1 < g->cols && cell(g, row, col + 1)->ch == MT_CELL_CONT &&
+      ch != MT_CELL_CONT)
+    cell(g, row, col + 1)->ch = ' ';
+  c->ch = ch;
+  c->style = (uint8_t)st;
+}
+
+int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
   /* Control characters would move the terminal's cursor and wreck the
    * frame, bidi controls would reorder it and invisible ones hide in it:
    * none of them reaches a cell (the sanitiser's own list). Nor does a
-   * character that is not one column wide: a cell is one column. */
-  if (ch > 0x10ffffu || ms__cp_unsafe(ch) || ms__cp_columns(ch) != 1)
+   * character of no width (a combining mark has no cell of its own). */
+  int w = ch > 0x10ffffu || ms__cp_unsafe(ch) ? 0 : mt_grid_cp_width(ch);
+  if (w <= 0 || w > 2) {
     ch = '?';
-  mt_cell_t *c = &g->cells[(size_t)row * (size_t)g->cols + (size_t)col];
-  c->ch = ch;
-  c->style = (uint8_t)st;
+    w = 1;
+  }
+  if (!inside(g, row, col))
+    return w;
+  if (w == 2 && !inside(g, row, col + 1)) {
+    /* Half a character cannot be shown: the one column left stays
+     * blank. */
+    set_cell(g, row, col, ' ', st);
+    return w;
+  }
+  set_cell(g, row, col, ch, st);
+  if (w == 2)
+    set_cell(g, row, col + 1, MT_CELL_CONT, st);
+  return w;
 }
 
 /* Decodes one UTF-8 sequence at *s; on malformed input consumes one byte
@@ -137,15 +176,33 @@ static uint32_t utf8_next(const unsigned char **s) {
   return cp;
 }
 
+/* The columns a code point takes once drawn (mt_grid_putc's rule). */
+static int text_width(uint32_t cp) {
+  int w = cp > 0x10ffffu || ms__cp_unsafe(cp) ? 0 : mt_grid_cp_width(cp);
+  return w == 2 ? 2 : 1;
+}
+
 int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
                  mt_style_t st) {
   const unsigned char *p = (const unsigned char *)s;
   int n = 0;
-  while (*p != '\0' && (max < 0 || n < max)) {
-    uint32_t cp = utf8_next(&p);
-    mt_grid_putc(g, row, col + n, cp, st);
-    n++;
+  while (*p != '\0') {
+    const unsigned char *q = p;
+    uint32_t cp = utf8_next(&q);
+    int w = text_width(cp);
+    if (max >= 0 && n + w > max)
+      break;
+    p = q;
+    n += mt_grid_putc(g, row, col + n, cp, st);
   }
+  return n;
+}
+
+int mt_grid_text_width(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  int n = 0;
+  while (*p != '\0')
+    n += text_width(utf8_next(&p));
   return n;
 }
 
@@ -200,6 +257,8 @@ int mt_grid_text(const mt_grid_t *g, ms__strbuf_t *out) {
       end--;
     for (int c = 0; c < end; c++) {
       char b[4];
+      if (row[c].ch == MT_CELL_CONT)
+        continue; /* the right half of a wide character */
       size_t n = utf8_encode(b, row[c].ch);
       if (ms__strbuf_append(out, b, n) != 0)
         return MS_ENOMEM;

@@ -1,0 +1,125 @@
+/*
+ * procinfo.c - the process's owner and command line, and the machine's
+ * memory, from /proc (procinfo.h).
+ */
+#include "tui/procinfo.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "common/procfs.h"
+#include "memstats.h"
+
+void mt_procinfo_user(int uid, char *out, size_t len) {
+  struct passwd pw, *res = NULL;
+  char buf[1024];
+  if (len == 0)
+    return;
+  if (uid >= 0 && getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &res) == 0 &&
+      res != NULL && res->pw_name != NULL && res->pw_name[0] != '\0')
+    snprintf(out, len, "%s", res->pw_name);
+  else
+    snprintf(out, len, "%d", uid);
+}
+
+/* The real uid: the first number of the "Uid:" line. -1 if none. */
+static int status_uid(const char *status) {
+  const char *p = strstr(status, "\nUid:");
+  unsigned long v = 0;
+  int digits = 0;
+  if (p == NULL)
+    return -1;
+  p += 5;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  for (; *p >= '0' && *p <= '9' && digits < 10; p++, digits++)
+    v = v * 10 + (unsigned long)(*p - '0');
+  if (digits == 0 || digits == 10 || v > 0x7fffffffUL)
+    return -1;
+  return (int)v;
+}
+
+/* The parent: field 4 of a stat line, after the comm's last ')'. */
+static int stat_ppid(const char *stat) {
+  const char *p = strrchr(stat, ')');
+  long v = 0;
+  int digits = 0;
+  if (p == NULL)
+    return -1;
+  p++;
+  while (*p == ' ')
+    p++;
+  while (*p != '\0' && *p != ' ') /* the state */
+    p++;
+  while (*p == ' ')
+    p++;
+  for (; *p >= '0' && *p <= '9' && digits < 10; p++, digits++)
+    v = v * 10 + (*p - '0');
+  return digits == 0 || digits == 10 || v > 0x7fffffffL ? -1 : (int)v;
+}
+
+int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
+                     mt_procinfo_t *out) {
+  char path[512], buf[4096], comm[64];
+  uint64_t st = 0;
+  ssize_t n;
+
+  out->uid = -1;
+  out->ppid = -1;
+  out->user[0] = '\0';
+  out->cmdline[0] = '\0';
+  snprintf(path, sizeof path, "%s/%d/stat", root, pid);
+  if (ms__read_small_file(path, buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  if (start_time != 0 &&
+      (ms__parse_proc_stat(buf, comm, sizeof comm, &st) != 0 ||
+       st != start_time))
+    return MS_ESTALE;
+  int ppid = stat_ppid(buf);
+  snprintf(path, sizeof path, "%s/%d/status", root, pid);
+  if (ms__read_small_file(path, buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  out->uid = status_uid(buf);
+  out->ppid = ppid;
+  if (out->uid >= 0)
+    mt_procinfo_user(out->uid, out->user, sizeof out->user);
+
+  /* The arguments, NUL-separated; a longer line is cut at the buffer. */
+  snprintf(path, sizeof path, "%s/%d/cmdline", root, pid);
+  n = ms__read_small_file(path, out->cmdline, sizeof out->cmdline);
+  if (n < 0) {
+    out->cmdline[0] = '\0';
+    return 0;
+  }
+  for (ssize_t i = 0; i < n; i++)
+    if (out->cmdline[i] == '\0')
+      out->cmdline[i] = ' ';
+  while (n > 0 && out->cmdline[n - 1] == ' ')
+    out->cmdline[--n] = '\0';
+  return 0;
+}
+
+int mt_procinfo_meminfo(const char *root, mt_meminfo_t *out) {
+  char path[512], buf[8192];
+  mt_meminfo_t v = {0};
+  struct timespec ts;
+
+  snprintf(path, sizeof path, "%s/meminfo", root);
+  if (ms__read_small_file(path, buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  if (!ms__proc_kb(buf, "MemTotal", &v.mem_total))
+    return MS_ENOENT;
+  /* Kernels before 3.14 have no MemAvailable: free memory is the nearest. */
+  if (!ms__proc_kb(buf, "MemAvailable", &v.mem_available))
+    ms__proc_kb(buf, "MemFree", &v.mem_available);
+  ms__proc_kb(buf, "SwapTotal", &v.swap_total);
+  ms__proc_kb(buf, "SwapFree", &v.swap_free);
+  v.have = 1;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  v.read_mono_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  *out = v;
+  return 0;
+}
