@@ -681,10 +681,22 @@ static void *agent_main(void *arg) {
     agent_teardown();
     return NULL;
   }
+  /* libgcc's unwinder, the profiler's fallback, is loaded here, off the
+   * program's threads, once the process has lived on a while: a
+   * short-lived one never loads it (profile/unwind.c). */
+  uint64_t libgcc_at = ms__now_mono_ns() + MS__PROF_LIBGCC_AFTER_NS;
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
     uint64_t now = ms__now_mono_ns();
     int n = 0;
     uint64_t next = now + IDLE_TIMEOUT_NS;
+    if (libgcc_at != 0 && ms__prof_unwind_pending()) {
+      if (libgcc_at <= now) {
+        ms__prof_unwind_load();
+        libgcc_at = 0;
+      } else if (libgcc_at < next) {
+        next = libgcc_at;
+      }
+    }
     if (!g_private && check_shared() != 0)
       break;
     take_reserve();
