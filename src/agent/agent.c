@@ -1023,6 +1023,14 @@ static void stop_locked(int at_exit) {
  * (MEMSTATS_FINAL_FD, final_send.c) the final snapshot is sent, after the
  * thread has stopped so that it is the last word. */
 MS__FORK_TEXT static void at_exit(void) {
+  /* No agent, none starting (a fork child that ends before its agent
+   * starts: most of a shell's): nothing to stop, and no lock taken (its
+   * code is more pages such a child would fault in). A start in progress
+   * on another thread has set the path before its thread runs. */
+  if (!__atomic_load_n(&g_running, __ATOMIC_ACQUIRE) && g_path[0] == '\0') {
+    ms__final_write();
+    return;
+  }
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {

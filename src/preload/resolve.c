@@ -283,9 +283,16 @@ static void glibc_header_init(void) {
 /* Not READY nor PROF: looks the next allocator up, then says which copy
  * runs (preload.h). */
 MS__FORK_TEXT int ms__preload_mode_slow(void) {
+  /* A fork child's allocations come here until its agent starts: the
+   * allocator is known (the state was READY or PROF at the fork), and
+   * the resolver, out of the fork section, is not even called (a page of
+   * text the child would fault in). */
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (st >= MS__REAL_FORKED)
+    return ms__preload_forked(st);
   if (!ms__preload_resolve())
     return MS__PL_BOOT;
-  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (st >= MS__REAL_FORKED)
     return ms__preload_forked(st);
   return ms__preload_profiling() ? MS__PL_PROF : MS__PL_PLAIN;

@@ -15,6 +15,12 @@
  *   one (src/preload/cxx.c);
  * - libgcc_s not loaded: the profiler's fallback unwinder is loaded by the
  *   agent thread later (src/profile/unwind.c).
+ *
+ * And what a fork child that ends at once without allocating (most of a
+ * shell's and of make's) runs of the preload's: no system call (its PID
+ * was asked for in the fork handler, and again in _exit()) and no clock
+ * read (the grace before a child's agent starts runs from its first
+ * allocation), in tests/progs/pl_forkexit's two children.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +75,77 @@ static void test_start_lookups(void **state) {
   assert_int_equal(unwinder, 0);
 }
 
+/* The profiles callgrind wrote into dir (one a process: the parent's
+ * and each fork child's, which starts with the parent's counts at the
+ * fork). The parent's is the one that counts both waitpid() calls. */
+typedef struct cg_files_s {
+  char path[8][320];
+  int n, parent;
+} cg_files_t;
+
+static void cg_files(const char *dir, cg_files_t *f) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls %s", dir);
+  FILE *ls = popen(cmd, "r");
+  assert_non_null(ls);
+  char name[256];
+  f->n = 0;
+  f->parent = -1;
+  while (f->n < 8 && fgets(name, sizeof name, ls) != NULL) {
+    name[strcspn(name, "\n")] = '\0';
+    snprintf(f->path[f->n], sizeof f->path[f->n], "%s/%s", dir, name);
+    if (cg_calls(f->path[f->n], "waitpid") == 2)
+      f->parent = f->n;
+    f->n++;
+  }
+  pclose(ls);
+}
+
+static void test_fork_child_quiet(void **state) {
+  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
+  char prog[1300];
+  unsigned long long total = 0;
+
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: valgrind cannot run a sanitized preload\n");
+  skip();
+#endif
+  assert_non_null(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/cg.%%p", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  snprintf(prog, sizeof prog, "%s/progs/pl_forkexit", g_build);
+  const char *argv[] = {prog, NULL};
+  const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  cg_files_t f;
+  cg_files(dir, &f);
+  long long sys[8], clk[8];
+  for (int i = 0; i < f.n; i++) {
+    sys[i] = cg_calls(f.path[i], "syscall");
+    clk[i] = cg_calls(f.path[i], "clock_gettime");
+    unlink(f.path[i]);
+  }
+  rmdir(dir);
+  if (rc != 0)
+    fail_msg("pl_forkexit under callgrind: %s", why);
+  assert_int_equal(f.n, 3);
+  assert_true(f.parent >= 0);
+  for (int i = 0; i < f.n; i++) {
+    if (i == f.parent)
+      continue;
+    print_message("a fork child: %lld calls of syscall(), %lld clock reads "
+                  "(the parent had made %lld and %lld at the fork)\n",
+                  sys[i], clk[i], sys[f.parent], clk[f.parent]);
+    assert_true(sys[i] <= sys[f.parent]);
+    assert_true(clk[i] <= clk[f.parent]);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -80,6 +157,7 @@ static int setup(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_start_lookups),
+      cmocka_unit_test(test_fork_child_quiet),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
