@@ -59,14 +59,13 @@ static pid_t g_pid MS__FORK_DATA;
 /* ---- the child of a fork ---------------------------------------------------
  * The child's agent is started outside the fork handlers (agent.h,
  * ms__agent_after_fork): from an allocation of the child's, the first one
- * MS__FORK_GRACE_NS or more after its first allocation since the fork.
- * The handler below only stores
- * the state FORKED (or FORKED_PROF), so that every allocation entry point
- * takes its slow path (ms__preload_forked), and the hot path stays what it
- * was: one compare of the state. Most children of a shell or of make exec
- * or exit within a millisecond: they never pay for an agent, and those
- * that live on get theirs at their next allocation. A child that never
- * allocates again gets none. */
+ * MS__FORK_GRACE_NS or more after its first allocation since the fork. The
+ * handler below only stores the state FORKED (or FORKED_PROF), so that
+ * every allocation entry point takes its slow path (ms__preload_forked),
+ * and the hot path stays what it was: one compare of the state. Most
+ * children of a shell or of make exec or exit within a millisecond: they
+ * never pay for an agent, and those that live on get theirs at their next
+ * allocation. A child that never allocates again gets none. */
 /* CLOCK_MONOTONIC_COARSE at the child's first allocation after the fork
  * (0: none yet): the grace runs from there, so that a child that execs or
  * exits without allocating never reads the clock (the vDSO's data page is
