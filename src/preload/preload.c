@@ -95,13 +95,20 @@ MS__FORK_TEXT static void fork_child(void) {
 MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
-  if (g_pid == 0)
-    g_pid = (pid_t)syscall(SYS_getpid);
+  /* Threads the child made may race here: they store the same PID, and
+   * the first clock read wins. */
+  if (__atomic_load_n(&g_pid, __ATOMIC_RELAXED) == 0)
+    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
   if (ms__agent_fork_pending()) {
     uint64_t now = coarse_ns();
-    if (g_fork_ns == 0)
-      g_fork_ns = now;
-    if (now - g_fork_ns < MS__FORK_GRACE_NS)
+    uint64_t at = __atomic_load_n(&g_fork_ns, __ATOMIC_RELAXED);
+    /* This read starts the grace, or another thread's did (a failed
+     * exchange leaves that one in at). */
+    if (at == 0 &&
+        __atomic_compare_exchange_n(&g_fork_ns, &at, now, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+      at = now;
+    if (now < at || now - at < MS__FORK_GRACE_NS)
       return m;
   }
   /* One thread puts the state back and starts the agent; its own
