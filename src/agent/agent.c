@@ -684,10 +684,22 @@ static void *agent_main(void *arg) {
     agent_teardown();
     return NULL;
   }
+  /* libgcc's unwinder, the profiler's fallback, is loaded here, off the
+   * program's threads, once the process has lived on a while: a
+   * short-lived one never loads it (profile/unwind.c). */
+  uint64_t libgcc_at = ms__now_mono_ns() + MS__PROF_LIBGCC_AFTER_NS;
   while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
     uint64_t now = ms__now_mono_ns();
     int n = 0;
     uint64_t next = now + IDLE_TIMEOUT_NS;
+    if (libgcc_at != 0 && ms__prof_unwind_pending()) {
+      if (libgcc_at <= now) {
+        ms__prof_unwind_load();
+        libgcc_at = 0;
+      } else if (libgcc_at < next) {
+        next = libgcc_at;
+      }
+    }
     if (!g_private && check_shared() != 0)
       break;
     take_reserve();
@@ -1048,6 +1060,14 @@ static void stop_locked(int at_exit) {
  * (MEMSTATS_FINAL_FD, final_send.c) the final snapshot is sent, after the
  * thread has stopped so that it is the last word. */
 MS__FORK_TEXT static void at_exit(void) {
+  /* No agent, none starting (a fork child that ends before its agent
+   * starts: most of a shell's): nothing to stop, and no lock taken (its
+   * code is more pages such a child would fault in). A start in progress
+   * on another thread has set the path before its thread runs. */
+  if (!__atomic_load_n(&g_running, __ATOMIC_ACQUIRE) && g_path[0] == '\0') {
+    ms__final_write();
+    return;
+  }
   /* exit() may run while another thread holds the lock (or from a
    * signal handler): then only take the socket away. */
   if (pthread_mutex_trylock(&g_lock) != 0) {

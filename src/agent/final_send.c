@@ -225,7 +225,7 @@ static int send_all(int fd, const uint8_t *buf, size_t len) {
   return 0;
 }
 
-int ms__final_write(void) {
+static int final_write_now(void) {
   int saved = errno;
   int r = MS_ENOENT;
   int cached = 0;
@@ -268,4 +268,13 @@ out:
     ms__debug("final snapshot not sent: %s", ms_strerror(r));
   errno = saved;
   return r;
+}
+
+/* Not asked for (nearly every process, and every fork child of a shell
+ * or make as it ends): one load, from the fork section's text, and
+ * nothing more touched, errno included. */
+MS__FORK_TEXT int ms__final_write(void) {
+  if (g_final.fd < 0)
+    return MS_ENOENT;
+  return final_write_now();
 }

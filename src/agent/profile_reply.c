@@ -143,6 +143,9 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
     return MS_ENOSYS;
   if (g_streams >= MAX_STREAMS)
     return MS_EAGAIN;
+  /* Stacks cfi.c gives up on are libgcc's from now on, and the profile
+   * names the unwinders in use. */
+  ms__prof_unwind_load();
   /* The copy's room is known before the lock: the table is bounded. The
    * counts of buckets made after this are simply not in the profile. */
   uint32_t cap = __atomic_load_n(&t->cap_buckets, __ATOMIC_RELAXED);

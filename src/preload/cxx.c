@@ -168,6 +168,12 @@ void ms__preload_cxx_resolve(void) {
     if (f) {
       __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
       publish(i, f);
+    } else if (i == NEW) {
+      /* No C++ runtime is loaded (most of what a shell or make runs):
+       * then none of the others is there either, and each failed dlsym
+       * formats and allocates an error. Left for first use, as for a
+       * runtime loaded later. */
+      return;
     }
   }
 }

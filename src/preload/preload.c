@@ -49,25 +49,28 @@
 MS__PRELOAD_API void _exit(int status);
 MS__PRELOAD_API void _Exit(int status);
 
-/* This process's PID, set at load and after each fork() (not vfork()). */
+/* This process's PID, set at load, and in a fork() child (not a vfork()
+ * one) at its first allocation (ms__preload_forked): 0 until then. A
+ * child that ends before it allocates has started no agent and is not the
+ * process a final snapshot is meant for (its PID is new), so its _exit()
+ * has nothing to do, and its fork handler makes no system call. */
 static pid_t g_pid MS__FORK_DATA;
-
-MS__FORK_TEXT static void pid_after_fork(void) {
-  g_pid = (pid_t)syscall(SYS_getpid);
-}
 
 /* ---- the child of a fork ---------------------------------------------------
  * The child's agent is started outside the fork handlers (agent.h,
  * ms__agent_after_fork): from an allocation of the child's, the first one
- * MS__FORK_GRACE_NS or more after the fork. The handler below only stores
- * the state FORKED (or FORKED_PROF), so that every allocation entry point
- * takes its slow path (ms__preload_forked), and the hot path stays what it
- * was: one compare of the state. Most children of a shell or of make exec
- * or exit within a millisecond: they never pay for an agent, and those
- * that live on get theirs at their next allocation. A child that never
- * allocates again gets none. */
-static uint64_t g_fork_ns
-    MS__FORK_DATA; /* CLOCK_MONOTONIC_COARSE at the fork */
+ * MS__FORK_GRACE_NS or more after its first allocation since the fork. The
+ * handler below only stores the state FORKED (or FORKED_PROF), so that
+ * every allocation entry point takes its slow path (ms__preload_forked),
+ * and the hot path stays what it was: one compare of the state. Most
+ * children of a shell or of make exec or exit within a millisecond: they
+ * never pay for an agent, and those that live on get theirs at their next
+ * allocation. A child that never allocates again gets none. */
+/* CLOCK_MONOTONIC_COARSE at the child's first allocation after the fork
+ * (0: none yet): the grace runs from there, so that a child that execs or
+ * exits without allocating never reads the clock (the vDSO's data page is
+ * one more page it faults in). */
+static uint64_t g_fork_ns MS__FORK_DATA;
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
  * of the vDSO's page, cheap enough for every allocation of the grace. */
@@ -79,9 +82,9 @@ MS__FORK_TEXT static uint64_t coarse_ns(void) {
 }
 
 MS__FORK_TEXT static void fork_child(void) {
-  pid_after_fork();
-  /* Async-signal-safe: clock_gettime and plain stores. */
-  g_fork_ns = coarse_ns();
+  /* Async-signal-safe: plain stores. */
+  g_pid = 0;
+  g_fork_ns = 0;
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_RELAXED);
   if (st == MS__REAL_READY)
     __atomic_store_n(&ms__real_state, MS__REAL_FORKED, __ATOMIC_RELEASE);
@@ -92,8 +95,22 @@ MS__FORK_TEXT static void fork_child(void) {
 MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
-  if (ms__agent_fork_pending() && coarse_ns() - g_fork_ns < MS__FORK_GRACE_NS)
-    return m;
+  /* Threads the child made may race here: they store the same PID, and
+   * the first clock read wins. */
+  if (__atomic_load_n(&g_pid, __ATOMIC_RELAXED) == 0)
+    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+  if (ms__agent_fork_pending()) {
+    uint64_t now = coarse_ns();
+    uint64_t at = __atomic_load_n(&g_fork_ns, __ATOMIC_RELAXED);
+    /* This read starts the grace, or another thread's did (a failed
+     * exchange leaves that one in at). */
+    if (at == 0 &&
+        __atomic_compare_exchange_n(&g_fork_ns, &at, now, 0, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+      at = now;
+    if (now < at || now - at < MS__FORK_GRACE_NS)
+      return m;
+  }
   /* One thread puts the state back and starts the agent; its own
    * allocations (the thread's stack, TLS) run the ordinary copies. */
   int expect = st;
@@ -203,7 +220,7 @@ MS__FORK_TEXT static void write_exit_report(void) {
 }
 
 __attribute__((constructor)) static void preload_init(void) {
-  pid_after_fork();
+  g_pid = (pid_t)syscall(SYS_getpid);
   pthread_atfork(NULL, NULL, fork_child);
   ms__preload_resolve();
   ms__preload_cxx_resolve();

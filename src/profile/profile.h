@@ -186,11 +186,22 @@ uint32_t ms__prof_depth(void);
 
 /* ---- the unwinder (unwind.c) ---- */
 
-/* Loads the unwinder (from ms__prof_init, outside malloc). */
+/* Sets the unwinder up (from ms__prof_init, outside malloc): cfi.c's,
+ * and libgcc's only where there is no cfi.c's (unwind.c). */
 void ms__prof_unwind_init(void);
+/* Loads libgcc's unwinder (libgcc_s, through glibc's backtrace()), cfi.c's
+ * fallback, if it is not loaded: never from inside an allocation (it
+ * allocates and takes the loader's lock). The agent thread calls it
+ * before its first profile, and once it has run
+ * MS__PROF_LIBGCC_AFTER_NS; ms__prof_unwind_pending() says whether it is
+ * still to be loaded. */
+void ms__prof_unwind_load(void);
+int ms__prof_unwind_pending(void);
+#define MS__PROF_LIBGCC_AFTER_NS (1000ull * 1000000ull)
 /* "cached-cfi+glibc-backtrace" (cfi.c's unwinder, libgcc's where it
- * gives up), "glibc-backtrace", or "none" (no stacks: records of depth
- * 0). */
+ * gives up), "cached-cfi" (libgcc's not loaded yet: a stack cfi.c gives
+ * up on is recorded empty, truncated), "glibc-backtrace", or "none" (no
+ * stacks: records of depth 0). */
 const char *ms__prof_unwinder(void);
 /* Captures the calling thread's return addresses, innermost first, with
  * the library's own frames left out. Returns the number stored (at most

@@ -20,9 +20,18 @@
  * descriptors it cannot prove are its own, so libunwind is not used.
  *
  * The target side depends on libc alone (DESIGN.md): the first
- * backtrace() loads libgcc_s with dlopen, which allocates, so it is called
- * once from the preload's constructor, never first from malloc. The
- * profile says which unwinder is in use (MS__TAG_PROF_UNWINDER) and
+ * backtrace() loads libgcc_s with dlopen, which allocates and takes the
+ * loader's lock, so it is never called first from malloc. Where cfi.c's
+ * unwinder runs (x86-64), libgcc's is only its fallback, and loading it
+ * is most of what a short-lived process (a compiler driver, a shell's
+ * child) paid for the profiler: it is loaded later, outside any
+ * allocation, by ms__prof_unwind_load(), which the agent thread calls
+ * before it builds the first profile, and once it has run
+ * MS__PROF_LIBGCC_AFTER_NS (a process that lives on). Until then a
+ * capture cfi.c gives up on (a signal frame, a stack it cannot bound) is
+ * recorded without its stack, marked truncated. Elsewhere libgcc's is the
+ * only unwinder and is loaded at init, from the preload's constructor.
+ * The profile says which unwinder is in use (MS__TAG_PROF_UNWINDER) and
  * MEMSTATS_DEBUG=1 prints it.
  *
  * On x86-64 a capture first tries the sampler's own unwinder (cfi.c):
@@ -42,8 +51,13 @@
 
 #include "profile/profile.h"
 
-static int g_kind; /* 0 none, 2 glibc backtrace */
-static int g_cfi;  /* cfi.c's unwinder first */
+/* libgcc's unwinder: 0 not loaded (yet), 1 tried and none, 2 glibc's
+ * backtrace() (atomic: set by the thread that loads it, read by every
+ * capture). */
+static int g_kind;
+static int g_loading; /* atomic: a thread is loading it */
+static int g_init;    /* ms__prof_unwind_init() has run */
+static int g_cfi;     /* cfi.c's unwinder first */
 /* This library's text: frames in it (the sampler, malloc) are left out. */
 static uintptr_t g_self_lo, g_self_hi;
 
@@ -66,21 +80,40 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
 }
 
 void ms__prof_unwind_init(void) {
-  if (g_kind != 0)
+  if (g_init)
     return;
+  g_init = 1;
   dl_iterate_phdr(find_self, (void *)(uintptr_t)&ms__prof_unwind_init);
-  /* The first backtrace() loads libgcc_s: here, not inside malloc. */
+  g_cfi = ms__prof_cfi_init() == 0;
+  if (!g_cfi)
+    ms__prof_unwind_load(); /* the only unwinder: now, not inside malloc */
+  ms__debug("profile: stacks unwound by %s%s", ms__prof_unwinder(),
+            ms__prof_unwind_pending() ? " (libgcc's, its fallback, loaded "
+                                        "with the first profile)"
+                                      : "");
+}
+
+void ms__prof_unwind_load(void) {
+  if (__atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) != 0)
+    return;
+  int idle = 0;
+  if (!__atomic_compare_exchange_n(&g_loading, &idle, 1, 0, __ATOMIC_ACQ_REL,
+                                   __ATOMIC_ACQUIRE))
+    return; /* another thread is loading it */
+  /* The first backtrace() loads libgcc_s. */
   void *warm[4];
-  if (backtrace(warm, 4) > 0)
-    g_kind = 2;
-  g_cfi = g_kind == 2 && ms__prof_cfi_init() == 0;
-  ms__debug("profile: stacks unwound by %s", ms__prof_unwinder());
+  __atomic_store_n(&g_kind, backtrace(warm, 4) > 0 ? 2 : 1, __ATOMIC_RELEASE);
+}
+
+int ms__prof_unwind_pending(void) {
+  return g_init && __atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) == 0;
 }
 
 const char *ms__prof_unwinder(void) {
-  return g_kind != 2 ? "none"
-         : g_cfi     ? "cached-cfi+glibc-backtrace"
-                     : "glibc-backtrace";
+  int libgcc = __atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) == 2;
+  return g_cfi    ? (libgcc ? "cached-cfi+glibc-backtrace" : "cached-cfi")
+         : libgcc ? "glibc-backtrace"
+                  : "none";
 }
 
 /* How many of backtrace()'s first frames to leave out. The stack starts
@@ -114,9 +147,13 @@ uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
     /* No one wraps this unwinder: the library's frames are the first. */
     while (i < n && i < 16 && u.a[i] - g_self_lo < g_self_hi - g_self_lo)
       i++;
-  } else {
-    n = g_kind == 2 ? backtrace(pcs, want) : 0;
+  } else if (__atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) == 2) {
+    n = backtrace(pcs, want);
     i = self_frames(u.a, n);
+  } else {
+    /* No stack: cfi.c gave up and libgcc's is not loaded (yet). */
+    *truncated = g_cfi;
+    return 0;
   }
   uint32_t left = (uint32_t)(n - i);
   uint32_t k = left < max ? left : max;

@@ -68,6 +68,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -831,16 +832,30 @@ static void bench_fork_workload(const char *title, const char *const argv[],
 }
 
 static void bench_forks(void) {
-  char dir[] = "/tmp/bench_forks.XXXXXX";
+  /* In $TMPDIR when set, as the compiler's own temporary files are: the
+   * agents' sockets are made there, and where that is a disk filesystem
+   * (ext4) each bind() allocates an inode, which costs far more there
+   * than in a tmpfs (XDG_RUNTIME_DIR, the sockets' default home, is one
+   * under systemd). The row says which. */
+  const char *tmp = getenv("TMPDIR");
+  char dir[200];
+  snprintf(dir, sizeof dir, "%s/bench_forks.XXXXXX",
+           tmp != NULL && tmp[0] == '/' && strlen(tmp) < 150 ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
     printf("fork-heavy scripts: no temporary directory, skipped\n");
     return;
   }
-  char sock[64], src[64], path[128];
+  char sock[256], src[256], path[320];
   snprintf(sock, sizeof sock, "%s/sock", dir);
   snprintf(src, sizeof src, "%s/src", dir);
   if (mkdir(sock, 0700) != 0 || mkdir(src, 0700) != 0)
     return;
+  struct statfs fs;
+  printf("the agents' sockets in %s (%s)\n", sock,
+         statfs(sock, &fs) != 0                ? "filesystem unknown"
+         : fs.f_type == (__fsword_t)0x01021994 ? "tmpfs"
+         : fs.f_type == (__fsword_t)0xEF53     ? "ext2/3/4: an inode a bind()"
+                                               : "not tmpfs");
   if (host_have_program("bash")) {
     const char *argv[] = {"bash", "-c", "for i in $(seq 300); do ( : ); done",
                           NULL};
@@ -872,7 +887,7 @@ static void bench_forks(void) {
   } else {
     printf("make workload: make or cc not installed, skipped\n");
   }
-  char cmd[128];
+  char cmd[320];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)
     printf("(could not remove %s)\n", dir);

@@ -398,6 +398,54 @@ static void test_signals(void **state) {
   stop(&p);
 }
 
+/* Whether the process maps a file whose path holds name. */
+static int maps_has(int pid, const char *name) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/maps", pid);
+  size_t len = 0;
+  char *all = host_read_all(path, &len);
+  assert_non_null(all);
+  int found = strstr(all, name) != NULL;
+  free(all);
+  return found;
+}
+
+/* libgcc's unwinder (libgcc_s), the cached unwinder's fallback, is not
+ * loaded at start, where it was most of what a short-lived process paid
+ * for the profiler: a program with no agent never loads it, and one with
+ * an agent has it once a profile has been asked for (profile/unwind.c),
+ * which then names both unwinders. Where cfi.c's unwinder is not built
+ * libgcc's is the only one, loaded at start as before; a sanitizer's
+ * runtime may load libgcc_s itself. */
+static void test_unwinder_loaded_late(void **state) {
+  (void)state;
+#if !defined(__x86_64__) || !defined(DLFO_STRUCT_HAS_EH_DBASE) ||              \
+    defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  skip();
+#else
+  proc_t p;
+  const char *argv[] = {prog(), "sites", NULL};
+  const char *no_agent[] = {"MEMSTATS_PROFILE_RATE=1", "MEMSTATS_AGENT=0",
+                            NULL};
+  start(&p, argv, no_agent, 1);
+  int loaded = maps_has(p.ready[0], "libgcc_s");
+  stop(&p);
+  if (loaded)
+    fail_msg("libgcc_s was loaded at start in a program with no agent");
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
+  start(&p, argv, env, 1);
+  ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
+  assert_string_equal(d->unwinder, "cached-cfi+glibc-backtrace");
+  assert_true(maps_has(p.ready[0], "libgcc_s"));
+  /* The stacks are cfi.c's, and whole. */
+  site_t big = site(&d->profile, fn(&p, "f_big"));
+  assert_int_equal(big.alloc_objects, 48);
+  assert_false(big.truncated);
+  ms__profile_decoded_free(d);
+  stop(&p);
+#endif
+}
+
 /* memtop's blocking fetch (the client's session, as `memtop profile`
  * will drive it) reads the same profile. */
 static void test_client_fetch(void **state) {
@@ -444,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_client_fetch),
       cmocka_unit_test(test_wide),
       cmocka_unit_test(test_signals),
+      cmocka_unit_test(test_unwinder_loaded_late),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
