@@ -14,8 +14,10 @@
 
 #include "memtop/command.h"
 #include "memtop/out.h"
+#include "memtop/profile_cmd.h"
 #include "memtop/rounds.h"
 #include "memtop/liveview.h"
+#include "memtop/serve.h"
 #include "memtop/shell.h"
 #include "tui/model.h"
 
@@ -53,6 +55,10 @@ static int run_command(const mt_opts_t *o) {
 int mt_loop_main(const mt_opts_t *o) {
   int rc;
 
+  if (o->cmd == MT_CMD_SERVE)
+    return mt_serve_main(o);
+  if (o->cmd == MT_CMD_PROFILE)
+    return mt_profile_main(o);
   memset(&app, 0, sizeof app);
   mt_model_init(&app.model);
   app.model.delay_s = o->delay_s;

@@ -1,6 +1,6 @@
 /*
  * main.c - memtop's entry point: parse the command line (cli.c), answer
- * --help and --version, and hand everything else to the loop (loop.c).
+ * --help and --version, and hand everything else to its mode (loop.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,8 +14,6 @@
 #include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
-#include "memtop/profile_cmd.h"
-#include "memtop/serve.h"
 
 /* Started with 0, 1 or 2 closed (`memtop --once PID >&-`, a cron job, a
  * daemon), memtop would hand those numbers to the first descriptors it
@@ -89,10 +87,6 @@ int main(int argc, char **argv) {
     printf("memtop %s (libmemstats %s)\n", MS_VERSION_STRING,
            ms_version_string());
     return flush_stdout();
-  case MT_CMD_PROFILE:
-    return mt_profile_main(&opts);
-  case MT_CMD_SERVE:
-    return mt_serve_main(&opts);
   default:
     return mt_loop_main(&opts);
   }
