@@ -69,6 +69,7 @@ struct mt_command_s {
 };
 
 static void settled(mt_command_t *c);
+static const mt_mode_t poll_mode;
 static void cmd_end(mt_command_t *c, int terminate);
 
 /* ---- what it is ------------------------------------------------------ */
@@ -286,6 +287,10 @@ mt_command_t *mt_command_new(const mt_command_cfg_t *cfg) {
     return NULL;
   c->cfg = *cfg;
   c->screen = cfg->inner != NULL;
+  if (cfg->inner == NULL) {
+    c->cfg.inner = &poll_mode;
+    c->cfg.inner_self = c;
+  }
   c->log_fd = -1;
   mt_final_init(&c->final, 0);
   return c;
@@ -507,13 +512,33 @@ static void poll_changed(void *arg) {
   poll_check(arg);
 }
 
-/* The command's end is settled: print it (`run --once`), or show it, and
- * stop if memtop was only waiting for it. */
+/* `run --once`'s own inner mode: the live owner's timed reads, without a
+ * screen; `self` is the command. */
+static int poll_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  mt_command_t *c = self;
+
+  (void)sh;
+  c->poll =
+      (mt_live_t){.model = c->cfg.model, .changed = poll_changed, .arg = c};
+  c->cfg.live = &c->poll;
+  su->set.timed = 1;
+  su->cbs = &mt_live_cbs;
+  su->arg = &c->poll;
+  su->set_out = &c->poll.set;
+  su->signals = MT_SIG_PLAIN;
+  return 0;
+}
+
+static int poll_start(void *self) {
+  (void)self;
+  return 0;
+}
+
+static const mt_mode_t poll_mode = {.setup = poll_setup, .start = poll_start};
+
+/* The command's end is settled: the owner shows it (`run --once` prints
+ * it), and memtop stops if it was only waiting for it. */
 static void settled(mt_command_t *c) {
-  if (c->cfg.inner == NULL) {
-    poll_check(c);
-    return;
-  }
   if (mt_shell_quitting(c->sh))
     mt_shell_stop(c->sh);
   mt_live_changed(c->cfg.live);
@@ -616,19 +641,10 @@ static int run_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   uv_timer_init(c->loop, &c->grace);
   uv_timer_init(c->loop, &c->final_wait);
   c->grace.data = c->final_wait.data = c;
-  if (c->cfg.inner != NULL) {
-    rc = c->cfg.inner->setup(c->cfg.inner_self, sh, su);
-    if (rc != 0)
-      return rc;
-  } else {
-    /* `run --once`: the same timed reads, without a screen. */
-    c->poll =
-        (mt_live_t){.model = c->cfg.model, .changed = poll_changed, .arg = c};
-    c->cfg.live = &c->poll;
-    su->set.timed = 1;
-    su->set_out = &c->poll.set;
-    su->signals = MT_SIG_PLAIN;
-  }
+  rc = c->cfg.inner->setup(c->cfg.inner_self, sh, su);
+  if (rc != 0)
+    return rc;
+  /* The inner owner's table, wrapped. */
   su->cbs = &run_cbs;
   su->arg = c;
   return 0;
@@ -638,11 +654,9 @@ static int run_start(void *self) {
   mt_command_t *c = self;
   int rc;
 
-  if (c->cfg.inner != NULL) {
-    rc = c->cfg.inner->start(c->cfg.inner_self);
-    if (rc != 0)
-      return rc;
-  }
+  rc = c->cfg.inner->start(c->cfg.inner_self);
+  if (rc != 0)
+    return rc;
   c->set = mt_shell_set(c->sh);
   return cmd_start(c);
 }
@@ -651,7 +665,7 @@ static void run_signal(void *self, int signum) {
   mt_command_t *c = self;
 
   if (signum == SIGWINCH) {
-    if (c->cfg.inner != NULL && c->cfg.inner->signal != NULL)
+    if (c->cfg.inner->signal != NULL)
       c->cfg.inner->signal(c->cfg.inner_self, signum);
     return;
   }
@@ -661,12 +675,11 @@ static void run_signal(void *self, int signum) {
      * command, to report its end and return its status. */
     if (!(signum == SIGINT && isatty(STDIN_FILENO)))
       cmd_kill(c, signum);
-    if (c->cfg.inner == NULL)
+    if (!c->screen)
       return;
   }
   if (!cmd_running(c) && !cmd_exited(c))
-    mt_shell_exit(c->sh,
-                  c->cfg.inner != NULL && signum == SIGINT ? 0 : 128 + signum);
+    mt_shell_exit(c->sh, c->screen && signum == SIGINT ? 0 : 128 + signum);
   c->signalled = 1;
   mt_shell_quit(c->sh);
 }
@@ -686,7 +699,7 @@ static void run_quit(void *self) {
     return;
   c->ending = 1;
   mt_tset_stop(c->set);
-  cmd_end(c, c->cfg.inner != NULL && !c->signalled);
+  cmd_end(c, c->screen && !c->signalled);
 }
 
 static int run_status(void *self) {
@@ -700,7 +713,7 @@ static int run_status(void *self) {
 static void run_finish(void *self, int rc) {
   mt_command_t *c = self;
 
-  if (c->cfg.inner != NULL && c->cfg.inner->finish != NULL)
+  if (c->cfg.inner->finish != NULL)
     c->cfg.inner->finish(c->cfg.inner_self, rc);
   cmd_say_log(c);
 }
@@ -711,14 +724,14 @@ static void run_close(void *self) {
   mt_command_t *c = self;
 
   cmd_close(c);
-  if (c->cfg.inner != NULL && c->cfg.inner->close != NULL)
+  if (c->cfg.inner->close != NULL)
     c->cfg.inner->close(c->cfg.inner_self);
 }
 
 static void run_free(void *self) {
   mt_command_t *c = self;
 
-  if (c->cfg.inner != NULL && c->cfg.inner->free != NULL)
+  if (c->cfg.inner->free != NULL)
     c->cfg.inner->free(c->cfg.inner_self);
 }
 
