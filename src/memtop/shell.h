@@ -25,9 +25,10 @@
  *             runs for each);
  *   start     the signals are on; the mode starts what it runs;
  *   the loop  until mt_shell_stop();
- *   status    the exit status (a signal's, if the mode set one with
- *             mt_shell_exit(), wins);
- *   finish    what is left to say, after the screen is gone;
+ *   status    the exit status, if start succeeded (one set with
+ *             mt_shell_exit(), a signal's, wins);
+ *   finish    with the exit status (start's or status's): the screen
+ *             ends, and what is left is said;
  *   close     the mode closes its handles, then the set is freed (its
  *             `retired` runs for each target), the loop runs every close
  *             callback, and `free` frees what the mode still holds.
