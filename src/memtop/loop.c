@@ -27,7 +27,7 @@ static struct {
   mt_model_t model;
   mt_out_t out;
   mt_rounds_t rounds;
-  mt_liveview_t screen;
+  mt_liveview_t view;
 } app;
 
 /* `run`: the command, watched through the live view, or with --once
@@ -39,8 +39,8 @@ static int run_command(const mt_opts_t *o) {
 
   if (!o->once) {
     cfg.inner = &mt_liveview_mode;
-    cfg.inner_self = &app.screen;
-    cfg.live = &app.screen.live;
+    cfg.inner_self = &app.view;
+    cfg.live = &app.view.live;
   }
   cmd = mt_command_new(&cfg);
   if (cmd == NULL) {
@@ -66,7 +66,7 @@ int mt_loop_main(const mt_opts_t *o) {
   app.model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app.out.json = o->json;
   app.out.sites = o->sites > 0 ? (size_t)o->sites : 0;
-  app.screen.model = &app.model;
+  app.view.model = &app.model;
   if (o->cmd == MT_CMD_PS || (o->once && o->cmd == MT_CMD_WATCH)) {
     app.rounds.o = o;
     app.rounds.model = &app.model;
@@ -75,9 +75,9 @@ int mt_loop_main(const mt_opts_t *o) {
   } else if (o->cmd == MT_CMD_RUN) {
     rc = run_command(o);
   } else {
-    app.screen.watch = 1;
-    app.screen.say_left = 1;
-    rc = mt_shell_run(o, &mt_liveview_mode, &app.screen);
+    app.view.watch = 1;
+    app.view.say_left = 1;
+    rc = mt_shell_run(o, &mt_liveview_mode, &app.view);
   }
   mt_model_free(&app.model);
   mt_out_free(&app.out);
