@@ -311,6 +311,10 @@ int mt_profile_main(const mt_opts_t *o) {
     rc = mt_outfile_save(o->output != NULL ? o->output : "-", b.data, b.len,
                          &why);
     ms__strbuf_free(&b);
+    if (rc == -EPIPE) {
+      status = 0; /* the reader went away (| head): as --once, not an error */
+      goto out;
+    }
     if (rc != 0) {
       mt_warn("PID %d: cannot write the report to %s: %s", pid,
               o->output != NULL ? o->output : "standard output", why);
@@ -336,6 +340,10 @@ int mt_profile_main(const mt_opts_t *o) {
     } else {
       rc = mt_outfile_commit(&of.f, &of.why);
     }
+  }
+  if (rc != 0 && of.err == -EPIPE) {
+    status = 0; /* the reader of -o - went away, as above */
+    goto out;
   }
   if (rc != 0) {
     mt_warn("cannot write %s: %s", out, of.why);
