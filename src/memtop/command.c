@@ -2,6 +2,12 @@
  * command.c - `memtop run` on the loop (see command.h): starts the command
  * with the preload, watches it, and settles its end: its exit status, and
  * the final snapshot its library writes on the channel of final_recv.h.
+ *
+ * The command hands memtop one end of a socket pair (final_recv.h): at
+ * normal exit its library writes its final snapshot there, so what memtop
+ * shows at the end is the command's last state, not a poll up to -d old.
+ * A command killed by a signal (or ending with _exit) cannot write it:
+ * then the last poll stands, and memtop says so.
  */
 #include "memtop/command.h"
 
@@ -16,10 +22,10 @@
 
 #include "memstats.h"
 #include "client/client.h"
-#include "targets/final_recv.h"
 #include "memtop/live.h"
-#include "tui/model.h"
 #include "memtop/run.h"
+#include "targets/final_recv.h"
+#include "tui/model.h"
 
 extern char **environ;
 
@@ -35,8 +41,16 @@ extern char **environ;
 
 struct mt_command_s {
   mt_command_cfg_t cfg;
+  mt_shell_t *sh;
+  uv_loop_t *loop;
+  mt_tset_t *set;
+  int screen;     /* the live view owns the terminal: output to a file */
+  mt_live_t poll; /* `run --once`: the live owner, without a screen */
+  int ending;     /* quitting while the command ran: its end is under way */
+  int signalled;  /* quitting because of a signal */
+  char err[512];  /* the words being made */
   uv_process_t child;
-  int closing; /* mt_command_close() ran: the owner hears nothing more */
+  int closing; /* cmd_close() ran: the owner hears nothing more */
   int running, exited, status;
   int kill_stage;
   uint64_t start_ns, exit_ns;
@@ -54,9 +68,13 @@ struct mt_command_s {
   int log_fd;
 };
 
+static void settled(mt_command_t *c);
+static const mt_mode_t poll_mode;
+static void cmd_end(mt_command_t *c, int terminate);
+
 /* ---- what it is ------------------------------------------------------ */
 
-const char *mt_command_name(const mt_command_t *c) {
+static const char *cmd_name(const mt_command_t *c) {
   const char *slash;
   char *const *argv = c->cfg.o->run_argv;
 
@@ -66,7 +84,7 @@ const char *mt_command_name(const mt_command_t *c) {
   return slash != NULL ? slash + 1 : argv[0];
 }
 
-void mt_command_exit_words(const mt_command_t *c, char *buf, size_t len) {
+static void cmd_exit_words(const mt_command_t *c, char *buf, size_t len) {
   if (c->status > 128)
     snprintf(buf, len, "exited: killed by signal %d (%s)", c->status - 128,
              strsignal(c->status - 128));
@@ -74,19 +92,19 @@ void mt_command_exit_words(const mt_command_t *c, char *buf, size_t len) {
     snprintf(buf, len, "exited with status %d", c->status);
 }
 
-int mt_command_running(const mt_command_t *c) {
+static int cmd_running(const mt_command_t *c) {
   return c->running;
 }
 
-int mt_command_exited(const mt_command_t *c) {
+static int cmd_exited(const mt_command_t *c) {
   return c->exited;
 }
 
-int mt_command_status(const mt_command_t *c) {
+static int cmd_status(const mt_command_t *c) {
   return c->status;
 }
 
-double mt_command_age_s(const mt_command_t *c) {
+static double cmd_age_s(const mt_command_t *c) {
   return (double)(uv_hrtime() - c->start_ns) / 1e9;
 }
 
@@ -105,13 +123,13 @@ static double last_poll_before_exit(const mt_command_t *c,
 
 /* ---- its end --------------------------------------------------------- */
 
-int mt_command_poll_finish(mt_command_t *c, mt_out_t *out) {
+static int cmd_poll_finish(mt_command_t *c, mt_out_t *out) {
   const mt_target_t *t;
 
   if (c->target == NULL || !c->resolved)
     return 0;
   /* A reply on its way is newer than the last poll. */
-  if (!c->used && mt_tset_busy(c->cfg.set, c->target))
+  if (!c->used && mt_tset_busy(c->set, c->target))
     return 0;
   t = command_target(c);
   if (t != NULL && t->have_snapshot) {
@@ -119,15 +137,14 @@ int mt_command_poll_finish(mt_command_t *c, mt_out_t *out) {
       mt_warn("PID %d (%s) sent no final figures (a process killed "
               "by a signal cannot): the report is from the last poll, "
               "%.1f s before it ended",
-              c->target->pid, t->comm[0] ? t->comm : mt_command_name(c),
+              c->target->pid, t->comm[0] ? t->comm : cmd_name(c),
               last_poll_before_exit(c, t));
     mt_out_snapshot(out, &t->snap);
     mt_out_flush(out);
   } else {
     mt_warn("PID %d (%s) exited before memtop could read its "
             "statistics%s%s",
-            c->target->pid, mt_command_name(c),
-            t != NULL && t->error[0] ? ": " : "",
+            c->target->pid, cmd_name(c), t != NULL && t->error[0] ? ": " : "",
             t != NULL && t->error[0] ? t->error : "");
   }
   return 1;
@@ -166,7 +183,7 @@ static void final_resolve(mt_command_t *c) {
   c->resolved = 1;
   uv_timer_stop(&c->final_wait);
   close_channel(c);
-  mt_command_exit_words(c, words, sizeof words);
+  cmd_exit_words(c, words, sizeof words);
   n = strlen(words);
   if (t != NULL && c->final.have) {
     m->now_mono_ns = uv_hrtime();
@@ -182,7 +199,7 @@ static void final_resolve(mt_command_t *c) {
   if (t != NULL)
     mt_model_fail(m, t, 1, words);
   if (!c->closing)
-    c->cfg.settled(c->cfg.arg);
+    settled(c);
 }
 
 /* Reads the final-snapshot channel; once the command has exited, settles
@@ -219,9 +236,9 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
   uv_close((uv_handle_t *)p, NULL);
   uv_timer_stop(&c->grace);
   if (c->target != NULL) {
-    mt_tset_mark_gone(c->cfg.set, c->target);
+    mt_tset_mark_gone(c->set, c->target);
     t = command_target(c);
-    mt_command_exit_words(c, words, sizeof words);
+    cmd_exit_words(c, words, sizeof words);
     if (t != NULL)
       mt_model_fail(c->cfg.model, t, 1, words);
   }
@@ -245,10 +262,10 @@ static void grace_cb(uv_timer_t *t) {
     return;
   c->kill_stage++;
   uv_process_kill(&c->child, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
-  mt_command_end(c, 0);
+  cmd_end(c, 0);
 }
 
-void mt_command_end(mt_command_t *c, int terminate) {
+static void cmd_end(mt_command_t *c, int terminate) {
   if (terminate && c->running) {
     c->kill_stage = 1;
     uv_process_kill(&c->child, SIGTERM);
@@ -256,7 +273,7 @@ void mt_command_end(mt_command_t *c, int terminate) {
   uv_timer_start(&c->grace, grace_cb, RUN_GRACE_MS, 0);
 }
 
-void mt_command_kill(mt_command_t *c, int signum) {
+static void cmd_kill(mt_command_t *c, int signum) {
   if (c->running)
     uv_process_kill(&c->child, signum);
 }
@@ -269,11 +286,13 @@ mt_command_t *mt_command_new(const mt_command_cfg_t *cfg) {
   if (c == NULL)
     return NULL;
   c->cfg = *cfg;
+  c->screen = cfg->inner != NULL;
+  if (cfg->inner == NULL) {
+    c->cfg.inner = &poll_mode;
+    c->cfg.inner_self = c;
+  }
   c->log_fd = -1;
   mt_final_init(&c->final, 0);
-  uv_timer_init(cfg->loop, &c->grace);
-  uv_timer_init(cfg->loop, &c->final_wait);
-  c->grace.data = c->final_wait.data = c;
   return c;
 }
 
@@ -284,7 +303,7 @@ static int open_channel(mt_command_t *c, char **env) {
   int rc, child_fd = -1;
 
   rc = mt_final_open(&c->final, &child_fd);
-  if (rc == 0 && uv_poll_init(c->cfg.loop, &c->final_poll, c->final.fd) == 0) {
+  if (rc == 0 && uv_poll_init(c->loop, &c->final_poll, c->final.fd) == 0) {
     c->have_final_poll = 1;
     c->final_poll.data = c;
     snprintf(c->final_env[0], sizeof c->final_env[0], "MEMSTATS_FINAL_FD=%d",
@@ -296,7 +315,7 @@ static int open_channel(mt_command_t *c, char **env) {
   }
   mt_warn("cannot make the channel for %s's final figures (%s): "
           "the report at its end will be the last poll's",
-          mt_command_name(c), strerror(rc < 0 ? -rc : EMFILE));
+          cmd_name(c), strerror(rc < 0 ? -rc : EMFILE));
   if (child_fd >= 0)
     close(child_fd);
   mt_final_close(&c->final);
@@ -310,7 +329,7 @@ static int set_stdio(mt_command_t *c, uv_stdio_container_t *stdio) {
   const char *tmp = getenv("TMPDIR");
   int i;
 
-  if (!c->cfg.screen) {
+  if (!c->screen) {
     for (i = 0; i < 3; i++) {
       stdio[i].flags = UV_INHERIT_FD;
       stdio[i].data.fd = i;
@@ -356,7 +375,7 @@ static int spawn(mt_command_t *c, char **env, int child_fd,
     opts.stdio_count = MT_FINAL_CHILD_FD + 1;
   }
   c->child.data = c;
-  return uv_spawn(c->cfg.loop, &c->child, &opts);
+  return uv_spawn(c->loop, &c->child, &opts);
 }
 
 /* The command runs: watch its PID, on the detail view. Returns 0 or 1. */
@@ -371,25 +390,25 @@ static int watch_command(mt_command_t *c) {
   if (c->have_final_poll)
     uv_poll_start(&c->final_poll, UV_READABLE | UV_DISCONNECT, final_poll_cb);
   msc_proc_start_time(pid, &start_time);
-  c->target = mt_tset_add(c->cfg.set, pid, start_time, MT_TSET_OWNED);
+  c->target = mt_tset_add(c->set, pid, start_time, MT_TSET_OWNED);
   if (c->target == NULL) {
     fprintf(stderr, "memtop: out of memory\n");
     uv_process_kill(&c->child, SIGTERM);
     return 1;
   }
-  snprintf(c->target->comm, sizeof c->target->comm, "%s", mt_command_name(c));
+  snprintf(c->target->comm, sizeof c->target->comm, "%s", cmd_name(c));
   mt_open_detail(c->cfg.model, pid);
   t = command_target(c);
   if (t != NULL)
-    snprintf(t->comm, sizeof t->comm, "%s", mt_command_name(c));
-  if (c->cfg.screen)
+    snprintf(t->comm, sizeof t->comm, "%s", cmd_name(c));
+  if (c->screen)
     snprintf(c->cfg.model->status, sizeof c->cfg.model->status,
-             "%s (PID %d) output: %.160s", mt_command_name(c), pid, c->log);
-  mt_tset_schedule(c->cfg.set, c->target, RUN_FAST_RETRY_MS);
+             "%s (PID %d) output: %.160s", cmd_name(c), pid, c->log);
+  mt_tset_schedule(c->set, c->target, RUN_FAST_RETRY_MS);
   return 0;
 }
 
-int mt_command_start(mt_command_t *c) {
+static int cmd_start(mt_command_t *c) {
   char exe[4096], preload[4096], err[1024];
   uv_stdio_container_t stdio[MT_FINAL_CHILD_FD + 1];
   char **env = NULL;
@@ -437,7 +456,7 @@ out:
 
 /* ---- closing --------------------------------------------------------- */
 
-void mt_command_say_log(mt_command_t *c) {
+static void cmd_say_log(mt_command_t *c) {
   struct stat st;
 
   if (c->log_fd < 0)
@@ -445,7 +464,7 @@ void mt_command_say_log(mt_command_t *c) {
   if (fstat(c->log_fd, &st) == 0 && st.st_size == 0)
     unlink(c->log);
   else
-    mt_warn("the output of %s is in %s", mt_command_name(c), c->log);
+    mt_warn("the output of %s is in %s", cmd_name(c), c->log);
   close(c->log_fd);
   c->log_fd = -1;
 }
@@ -455,7 +474,7 @@ static void close_if_open(uv_handle_t *h) {
     uv_close(h, NULL);
 }
 
-void mt_command_close(mt_command_t *c) {
+static void cmd_close(mt_command_t *c) {
   if (c == NULL)
     return;
   /* The set's targets go with the set: an exit reported while the loop
@@ -478,3 +497,251 @@ void mt_command_free(mt_command_t *c) {
   mt_final_close(&c->final);
   free(c);
 }
+
+/* ---- the mode: wrapping the owner it watches through ------------------ */
+
+/* `run --once`: once the command's end is settled, print it and quit. */
+static void poll_check(mt_command_t *c) {
+  if (!mt_shell_quitting(c->sh) && cmd_exited(c) &&
+      cmd_poll_finish(c, c->cfg.out))
+    mt_shell_quit(c->sh);
+}
+
+/* `run --once`'s live owner: a target changed. */
+static void poll_changed(void *arg) {
+  poll_check(arg);
+}
+
+/* `run --once`'s own inner mode: the live owner's timed reads, without a
+ * screen; `self` is the command. */
+static int poll_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  mt_command_t *c = self;
+
+  (void)sh;
+  c->poll =
+      (mt_live_t){.model = c->cfg.model, .changed = poll_changed, .arg = c};
+  c->cfg.live = &c->poll;
+  su->set.timed = 1;
+  su->cbs = &mt_live_cbs;
+  su->arg = &c->poll;
+  su->set_out = &c->poll.set;
+  su->signals = MT_SIG_PLAIN;
+  return 0;
+}
+
+static int poll_start(void *self) {
+  (void)self;
+  return 0;
+}
+
+static const mt_mode_t poll_mode = {.setup = poll_setup, .start = poll_start};
+
+/* The command's end is settled: the owner shows it (`run --once` prints
+ * it), and memtop stops if it was only waiting for it. */
+static void settled(mt_command_t *c) {
+  if (mt_shell_quitting(c->sh))
+    mt_shell_stop(c->sh);
+  mt_live_changed(c->cfg.live);
+}
+
+/* Until the command's library has opened its socket, a missing socket is
+ * expected: try again soon, and say so if it takes long. */
+static uint64_t command_not_yet(mt_command_t *c, mt_target_t *t, int pid) {
+  double waited = cmd_age_s(c);
+
+  if (waited <= RUN_WAIT_NOTE_S)
+    return RUN_FAST_RETRY_MS;
+  snprintf(c->err, sizeof c->err,
+           "PID %d (%s) has not opened its memstats socket after %.0f s: "
+           "the preload is not in effect (a static or setuid program, "
+           "or MEMSTATS_AGENT=0?)",
+           pid, cmd_name(c), waited);
+  mt_model_fail(c->cfg.model, t, 0, c->err);
+  return (uint64_t)(c->cfg.model->delay_s * 1000.0 + 0.5);
+}
+
+/* The set's owner: the live owner's table, but for the command's PID
+ * whose socket is not there yet. */
+static int run_added(void *arg, mt_tset_target_t *st) {
+  mt_command_t *c = arg;
+
+  return mt_live_cbs.added(c->cfg.live, st);
+}
+
+static void run_retired(void *arg, mt_tset_target_t *st) {
+  mt_command_t *c = arg;
+
+  mt_live_cbs.retired(c->cfg.live, st);
+}
+
+static int run_request(void *arg, mt_tset_target_t *st, mt_tset_req_t *req) {
+  mt_command_t *c = arg;
+
+  return mt_live_cbs.request(c->cfg.live, st, req);
+}
+
+static void run_profile(void *arg, mt_tset_target_t *st, mt_tset_profile_t *p) {
+  mt_command_t *c = arg;
+
+  mt_live_cbs.profile(c->cfg.live, st, p);
+}
+
+static void run_snapshot(void *arg, mt_tset_target_t *st,
+                         const ms_snapshot_t *s) {
+  mt_command_t *c = arg;
+
+  mt_live_cbs.snapshot(c->cfg.live, st, s);
+}
+
+static uint64_t run_failure(void *arg, mt_tset_target_t *st, int status,
+                            const char *msg) {
+  mt_command_t *c = arg;
+  mt_target_t *t = mt_model_find(c->cfg.model, st->pid);
+  uint64_t wait;
+
+  if (!(st->flags & MT_TSET_OWNED) || t == NULL || t->have_snapshot ||
+      (status != MS_ENOENT && status != MS_ECONNREFUSED))
+    return mt_live_cbs.failure(c->cfg.live, st, status, msg);
+  c->cfg.model->now_mono_ns = mt_tset_now_ns(c->set);
+  wait = command_not_yet(c, t, st->pid);
+  mt_live_changed(c->cfg.live);
+  return wait;
+}
+
+static void run_gone(void *arg, mt_tset_target_t *st, int status,
+                     const char *msg) {
+  mt_command_t *c = arg;
+
+  mt_live_cbs.gone(c->cfg.live, st, status, msg);
+}
+
+static void run_quiet(void *arg) {
+  mt_command_t *c = arg;
+
+  mt_live_cbs.quiet(c->cfg.live);
+}
+
+static const mt_tset_cbs_t run_cbs = {
+    .added = run_added,
+    .retired = run_retired,
+    .request = run_request,
+    .profile = run_profile,
+    .snapshot = run_snapshot,
+    .failure = run_failure,
+    .gone = run_gone,
+    .quiet = run_quiet,
+};
+
+static int run_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  mt_command_t *c = self;
+  int rc;
+
+  c->sh = sh;
+  c->loop = mt_shell_loop(sh);
+  uv_timer_init(c->loop, &c->grace);
+  uv_timer_init(c->loop, &c->final_wait);
+  c->grace.data = c->final_wait.data = c;
+  rc = c->cfg.inner->setup(c->cfg.inner_self, sh, su);
+  if (rc != 0)
+    return rc;
+  /* The inner owner's table, wrapped. */
+  su->cbs = &run_cbs;
+  su->arg = c;
+  return 0;
+}
+
+static int run_start(void *self) {
+  mt_command_t *c = self;
+  int rc;
+
+  rc = c->cfg.inner->start(c->cfg.inner_self);
+  if (rc != 0)
+    return rc;
+  c->set = mt_shell_set(c->sh);
+  return cmd_start(c);
+}
+
+static void run_signal(void *self, int signum) {
+  mt_command_t *c = self;
+
+  if (signum == SIGWINCH) {
+    if (c->cfg.inner->signal != NULL)
+      c->cfg.inner->signal(c->cfg.inner_self, signum);
+    return;
+  }
+  if (cmd_running(c)) {
+    /* A Ctrl-C on the terminal reached the command too (same process
+     * group); any other signal is passed on. Then memtop waits for the
+     * command, to report its end and return its status. */
+    if (!(signum == SIGINT && isatty(STDIN_FILENO)))
+      cmd_kill(c, signum);
+    if (!c->screen)
+      return;
+  }
+  if (!cmd_running(c) && !cmd_exited(c))
+    mt_shell_exit(c->sh, c->screen && signum == SIGINT ? 0 : 128 + signum);
+  c->signalled = 1;
+  mt_shell_quit(c->sh);
+}
+
+/* While the command runs, memtop sees to its end first; the loop stops
+ * once that end is settled. Leaving the view of a running command ends
+ * the command, as quitting `watch` or `perf top` ends what they
+ * started. */
+static void run_quit(void *self) {
+  mt_command_t *c = self;
+
+  if (!cmd_running(c)) {
+    mt_shell_stop(c->sh);
+    return;
+  }
+  if (c->ending)
+    return;
+  c->ending = 1;
+  mt_tset_stop(c->set);
+  cmd_end(c, c->screen && !c->signalled);
+}
+
+static int run_status(void *self) {
+  mt_command_t *c = self;
+
+  if (c->cfg.out->failed)
+    return 1;
+  return cmd_exited(c) ? cmd_status(c) : 0;
+}
+
+static void run_finish(void *self, int rc) {
+  mt_command_t *c = self;
+
+  if (c->cfg.inner->finish != NULL)
+    c->cfg.inner->finish(c->cfg.inner_self, rc);
+  cmd_say_log(c);
+}
+
+/* The command first: its end, reported while the loop closes, must find
+ * no target of the set. */
+static void run_close(void *self) {
+  mt_command_t *c = self;
+
+  cmd_close(c);
+  if (c->cfg.inner->close != NULL)
+    c->cfg.inner->close(c->cfg.inner_self);
+}
+
+static void run_free(void *self) {
+  mt_command_t *c = self;
+
+  if (c->cfg.inner->free != NULL)
+    c->cfg.inner->free(c->cfg.inner_self);
+}
+
+const mt_mode_t mt_command_mode = {
+    .setup = run_setup,
+    .start = run_start,
+    .signal = run_signal,
+    .quit = run_quit,
+    .status = run_status,
+    .finish = run_finish,
+    .close = run_close,
+    .free = run_free,
+};

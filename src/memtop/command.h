@@ -3,7 +3,8 @@
  * preload and the final-snapshot channel (final_recv.h), watches it through
  * the target set (its PID added MT_TSET_OWNED), and settles its end: its
  * exit status, and the final snapshot its library writes at exit, put in
- * the model. The owner hears through one hook when the end is settled.
+ * the model. It is a mode that wraps another (below): it calls into the
+ * owner it watches through, never the reverse.
  */
 #ifndef MS_MEMTOP_COMMAND_H
 #define MS_MEMTOP_COMMAND_H
@@ -12,9 +13,11 @@
 #include <uv.h>
 
 #include "memtop/cli.h"
-#include "tui/model.h"
+#include "memtop/live.h"
 #include "memtop/out.h"
+#include "memtop/shell.h"
 #include "targets/targetset.h"
+#include "tui/model.h"
 
 /* How long `run` keeps trying fast while the command has not opened its
  * socket yet, and how fast. */
@@ -23,59 +26,35 @@
 
 typedef struct mt_command_s mt_command_t;
 
+/* `run` as a mode of the shell (shell.h): it wraps the owner it watches
+ * through. With `inner` (the live view: mt_liveview_mode and its
+ * mt_liveview_t, whose live owner is `live`) the command's output goes to a
+ * file and quitting the view ends the command; with inner NULL (`run
+ * --once`) the command's own live owner polls it without a screen, and at
+ * its end its final (or last) snapshot is printed into `out`.
+ *
+ * The wrapper's callback table hands every call on to live.h's owner,
+ * except a failure of the command's PID while its socket is not there
+ * yet: that is a short wait (RUN_FAST_RETRY_MS), said after
+ * RUN_WAIT_NOTE_S. Signals are passed on to the running command, and
+ * memtop waits for its end; the exit status is the command's. */
 typedef struct mt_command_cfg_s {
-  uv_loop_t *loop;
   const mt_opts_t *o; /* o->run_argv: the command */
-  int screen;         /* the live view owns the terminal: output to a file */
   mt_model_t *model;
-  mt_tset_t *set;
-  /* The command has exited and its end is settled (the final snapshot is
-   * in the model, or cannot come). Runs once. */
-  void (*settled)(void *arg);
-  void *arg;
+  mt_out_t *out;
+  const mt_mode_t *inner; /* NULL: `run --once` */
+  void *inner_self;
+  mt_live_t *live; /* inner's live owner (NULL with inner NULL) */
 } mt_command_cfg_t;
 
-/* A command not started yet. NULL on ENOMEM. */
+/* The mode; `self` is a mt_command_t. */
+extern const mt_mode_t mt_command_mode;
+
+/* A command not started yet (the mode's start starts it, after the inner
+ * mode's: 127 if not found, 126 if not started). NULL on ENOMEM. */
 mt_command_t *mt_command_new(const mt_command_cfg_t *cfg);
 
-/* Starts it and watches it. Returns 0, or memtop's exit status after
- * saying why on stderr (127: not found, 126: not started, 1: anything
- * else). Either way, mt_command_close() and mt_command_free() follow. */
-int mt_command_start(mt_command_t *c);
-
-/* The command's name, for messages: its argv[0] without the directory. */
-const char *mt_command_name(const mt_command_t *c);
-
-/* How the command ended, in words ("exited with status 3"). */
-void mt_command_exit_words(const mt_command_t *c, char *buf, size_t len);
-
-int mt_command_running(const mt_command_t *c);
-int mt_command_exited(const mt_command_t *c);
-/* Its exit status as memtop returns it (128+N: killed by signal N). */
-int mt_command_status(const mt_command_t *c);
-/* Seconds since it started. */
-double mt_command_age_s(const mt_command_t *c);
-
-/* Passes a signal on to the running command. */
-void mt_command_kill(mt_command_t *c, int signum);
-
-/* Sees to the command's end: with `terminate`, SIGTERM now; then, every
- * RUN_GRACE_MS it lingers, a stronger signal (SIGTERM, then SIGKILL). */
-void mt_command_end(mt_command_t *c, int terminate);
-
-/* `run --once`: once the command's end is settled and no read is in
- * flight, prints its final (or last) snapshot into out and returns 1
- * (memtop is done); else 0. */
-int mt_command_poll_finish(mt_command_t *c, mt_out_t *out);
-
-/* After the live view: says where the command's output went (or removes
- * the file if it is empty). */
-void mt_command_say_log(mt_command_t *c);
-
-/* Closes the command's handles (a command still running is killed: it
- * would outlive memtop); mt_command_free() after the loop has run their
- * close callbacks. */
-void mt_command_close(mt_command_t *c);
+/* After mt_shell_run(): frees it (NULL: nothing). */
 void mt_command_free(mt_command_t *c);
 
 #endif

@@ -11,7 +11,6 @@
 
 #include "memstats.h"
 #include "common/fields.h"
-#include "memtop/command.h"
 #include "wire/wire.h"
 
 /* smaps_rollup costs the target about 10 ms per GiB resident and holds its
@@ -30,6 +29,11 @@ typedef struct live_target_s {
   int have_smaps;
   uint64_t smaps_value[NSMAPS];
 } live_target_t;
+
+void mt_live_changed(mt_live_t *l) {
+  if (l->changed != NULL)
+    l->changed(l->arg);
+}
 
 void mt_open_detail(mt_model_t *m, int pid) {
   m->screen = MT_SCREEN_DETAIL;
@@ -197,40 +201,20 @@ static void live_snapshot(void *arg, mt_tset_target_t *st,
     l->changed(l->arg);
 }
 
-/* `run`: until the command's library has opened its socket, a missing
- * socket is expected; try again soon, and say so if it takes long. */
-static uint64_t command_not_yet(mt_live_t *l, mt_target_t *t, int pid) {
-  double waited = mt_command_age_s(l->cmd);
-
-  if (waited <= RUN_WAIT_NOTE_S)
-    return RUN_FAST_RETRY_MS;
-  snprintf(l->err, sizeof l->err,
-           "PID %d (%s) has not opened its memstats socket after %.0f s: "
-           "the preload is not in effect (a static or setuid program, "
-           "or MEMSTATS_AGENT=0?)",
-           pid, mt_command_name(l->cmd), waited);
-  mt_model_fail(l->model, t, 0, l->err);
-  return (uint64_t)(l->model->delay_s * 1000.0 + 0.5);
-}
-
 static uint64_t live_failure(void *arg, mt_tset_target_t *st, int status,
                              const char *msg) {
   mt_live_t *l = arg;
   mt_target_t *t = mt_model_find(l->model, st->pid);
-  uint64_t wait = MT_TSET_BACKOFF;
 
+  (void)status;
   l->model->now_mono_ns = mt_tset_now_ns(l->set);
-  if ((st->flags & MT_TSET_OWNED) && l->cmd != NULL && t != NULL &&
-      !t->have_snapshot && (status == MS_ENOENT || status == MS_ECONNREFUSED)) {
-    wait = command_not_yet(l, t, st->pid);
-  } else if (t != NULL) {
+  if (t != NULL) {
     /* The live view and `run` try again. */
     snprintf(l->err, sizeof l->err, "%s; retrying", msg);
     mt_model_fail(l->model, t, 0, l->err);
   }
-  if (l->changed != NULL)
-    l->changed(l->arg);
-  return wait;
+  mt_live_changed(l);
+  return MT_TSET_BACKOFF;
 }
 
 static void live_gone(void *arg, mt_tset_target_t *st, int status,

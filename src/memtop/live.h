@@ -3,7 +3,8 @@
  * (targetset.h): snapshots go into the model, failures and ends become
  * the model's words, and the process on the detail view gets the kernel's
  * smaps figures now and then. What to do after a change (draw, or finish
- * `run --once`) is the owner's: the `changed` hook.
+ * `run --once`) is the owner's: the `changed` hook. It knows no command:
+ * `run` wraps this owner (command.h), not the reverse.
  */
 #ifndef MS_MEMTOP_LIVE_H
 #define MS_MEMTOP_LIVE_H
@@ -13,13 +14,10 @@
 #include "tui/model.h"
 #include "targets/targetset.h"
 
-typedef struct mt_command_s mt_command_t;
-
 typedef struct mt_live_s {
   mt_model_t *model;
   mt_tset_t *set;
-  mt_command_t *cmd; /* `run`'s command, or NULL */
-  int screen;        /* the live view is on screen (not `run --once`) */
+  int screen; /* the live view is on screen (not `run --once`) */
   /* Something changed (a reply, a failure, an end, a listing). */
   void (*changed)(void *arg);
   /* The allocation sites panel (may be NULL): want_profile says whether
@@ -33,6 +31,10 @@ typedef struct mt_live_s {
 
 /* The table to give mt_tset_new(), with a mt_live_t as its argument. */
 extern const mt_tset_cbs_t mt_live_cbs;
+
+/* Tells the owner that something changed (its `changed` hook): for a
+ * wrapper of this owner that changed the model itself. */
+void mt_live_changed(mt_live_t *l);
 
 /* Opens the live view on pid's detail view (one process watched). */
 void mt_open_detail(mt_model_t *m, int pid);

@@ -1,6 +1,7 @@
 /*
  * main.c - memtop's entry point: parse the command line (cli.c), answer
- * --help and --version, and hand everything else to the loop (loop.c).
+ * --help and --version, run `serve`, and hand everything else to its mode
+ * (loop.c).
  *
  * It is built twice. As `memtop` (MT_WITH_SERVE 0) it leaves out `serve`,
  * whose libraries (libmicrohttpd, GnuTLS and what it loads, libyaml,
@@ -21,7 +22,6 @@
 #include "common/sanitize.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
-#include "memtop/profile_cmd.h"
 #include "memtop/run.h"
 #ifndef MT_WITH_SERVE
 #define MT_WITH_SERVE 0
@@ -127,8 +127,6 @@ int main(int argc, char **argv) {
     printf("memtop %s (libmemstats %s)\n", MS_VERSION_STRING,
            ms_version_string());
     return flush_stdout();
-  case MT_CMD_PROFILE:
-    return mt_profile_main(&opts);
   case MT_CMD_SERVE:
     return serve(&opts, argv);
   default:

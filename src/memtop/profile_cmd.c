@@ -1,7 +1,8 @@
 /*
  * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
  * fetched through the target set (targetset.h: one PID, not timed, a read
- * asking for the profile on memtop's libuv connection, conn.c), twice
+ * asking for the profile on memtop's libuv connection, conn.c), in the
+ * shell (shell.h) as its one mode without a screen or a signal, twice
  * --seconds apart for a delta (the second on a loop timer), built and
  * resolved into names, files and lines (src/pprof), and written as
  * pprof's gzipped profile.proto or as a top list.
@@ -23,9 +24,9 @@
 
 #include "common/strbuf.h"
 #include "memstats.h"
-#include "memtop/loop.h"
 #include "memtop/out.h"
 #include "memtop/outfile.h"
+#include "memtop/shell.h"
 #include "targets/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
@@ -61,9 +62,11 @@ static void report_unresolved(const mt_heap_t *h) {
   free(seen);
 }
 
-/* The fetches: the target set's owner for `memtop profile`. */
+/* The fetches: the target set's owner for `memtop profile`, a mode of
+ * the shell (shell.h: the loop, the set with the PID named, no signal of
+ * its own). */
 typedef struct pc_fetch_s {
-  uv_loop_t loop;
+  mt_shell_t *sh;
   uv_timer_t wait; /* --seconds between the two profiles */
   mt_tset_t *set;
   int pid;
@@ -138,7 +141,7 @@ static void pc_second(uv_timer_t *h) {
     f->failed = 1;
     snprintf(f->err, sizeof f->err, "PID %d: cannot ask for the profile",
              f->pid);
-    uv_stop(&f->loop);
+    mt_shell_stop(f->sh);
   }
 }
 
@@ -147,11 +150,11 @@ static void pc_quiet(void *arg) {
   pc_fetch_t *f = arg;
 
   if (f->failed || f->got >= f->want) {
-    uv_stop(&f->loop);
+    mt_shell_stop(f->sh);
     return;
   }
   if (f->got == 1 && f->prof[0]->profile.rate == 0) {
-    uv_stop(&f->loop); /* said by the caller: no second read */
+    mt_shell_stop(f->sh); /* said by the caller: no second read */
     return;
   }
   fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", f->pid,
@@ -167,52 +170,64 @@ static const mt_tset_cbs_t pc_cbs = {
     .quiet = pc_quiet,
 };
 
-/* Fetches pid's profile, and with seconds > 0 another that many seconds
- * later, on a loop of its own. Returns 0 with f->prof[0] (and [1]), or 1
- * with the reason in f->err. */
-static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
-  mt_tset_io_t io;
-  mt_tset_opts_t so;
+/* One PID (the shell adds it), not timed, no discovery. */
+static int pc_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  pc_fetch_t *f = self;
+  const mt_opts_t *o = mt_shell_opts(sh);
   uint64_t st = 0;
 
-  memset(f, 0, sizeof *f);
-  f->pid = pid;
-  f->seconds = seconds;
-  f->want = seconds > 0 ? 2 : 1;
-  if (msc_proc_start_time(pid, &st) != 0) {
-    snprintf(f->err, sizeof f->err, "PID %d: no such process", pid);
-    return 1;
-  }
-  if (uv_loop_init(&f->loop) != 0) {
-    snprintf(f->err, sizeof f->err, "cannot start an event loop");
-    return 1;
-  }
-  uv_timer_init(&f->loop, &f->wait);
+  f->sh = sh;
+  f->pid = o->pids[0];
+  f->seconds = o->seconds;
+  f->want = o->seconds > 0 ? 2 : 1;
+  uv_timer_init(mt_shell_loop(sh), &f->wait);
   f->wait.data = f;
-  mt_tset_io_uv(&io, &f->loop);
-  memset(&so, 0, sizeof so);
-  so.timeout_ms = tmo;
-  f->set = mt_tset_new(&io, &so, &pc_cbs, f);
-  if (f->set == NULL || mt_tset_add(f->set, pid, st, 0) == NULL ||
-      mt_tset_fetch_all(f->set, &pc_req) == 0) {
+  if (msc_proc_start_time(f->pid, &st) != 0) {
     f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: out of memory", pid);
-  } else {
-    uv_run(&f->loop, UV_RUN_DEFAULT);
+    snprintf(f->err, sizeof f->err, "PID %d: no such process", f->pid);
+    return 1;
   }
-  mt_tset_free(f->set);
-  f->set = NULL;
-  uv_close((uv_handle_t *)&f->wait, NULL);
-  do
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-  while (uv_loop_alive(&f->loop));
-  uv_loop_close(&f->loop);
+  su->set = (mt_tset_opts_t){.timeout_ms = su->set.timeout_ms};
+  su->cbs = &pc_cbs;
+  su->arg = f;
+  su->set_out = &f->set;
+  return 0;
+}
+
+static int pc_start(void *self) {
+  pc_fetch_t *f = self;
+
+  if (mt_tset_fetch_all(f->set, &pc_req) == 0) {
+    f->failed = 1;
+    snprintf(f->err, sizeof f->err, "PID %d: out of memory", f->pid);
+    return 1;
+  }
+  return 0;
+}
+
+static int pc_status(void *self) {
+  pc_fetch_t *f = self;
+
   if (!f->failed && f->got == 0) {
     f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: no profile came", pid);
+    snprintf(f->err, sizeof f->err, "PID %d: no profile came", f->pid);
   }
   return f->failed;
 }
+
+static void pc_close(void *self) {
+  pc_fetch_t *f = self;
+
+  if (!uv_is_closing((uv_handle_t *)&f->wait))
+    uv_close((uv_handle_t *)&f->wait, NULL);
+}
+
+static const mt_mode_t pc_mode = {
+    .setup = pc_setup,
+    .start = pc_start,
+    .status = pc_status,
+    .close = pc_close,
+};
 
 /* The sink of mt_pprof_write: the output file. */
 typedef struct pc_outfile_s {
@@ -235,13 +250,14 @@ int mt_profile_main(const mt_opts_t *o) {
   char path[64];
   const char *out, *why = "";
   pc_outfile_t of = {.why = ""};
-  int pid = o->pids[0], tmo = o->timeout_ms, rc, status = 1, built = 0;
+  int pid = o->pids[0], rc, status = 1, built = 0;
   uint64_t start_time;
-
   pc_fetch_t f;
 
-  if (pc_fetch(&f, pid, o->seconds, tmo) != 0 && f.got == 0) {
-    mt_warn("%s", f.err);
+  memset(&f, 0, sizeof f);
+  if (mt_shell_run(o, &pc_mode, &f) != 0 && f.got == 0) {
+    if (f.err[0] != '\0') /* else the shell has said why */
+      mt_warn("%s", f.err);
     return 1;
   }
   first = f.prof[0];
@@ -295,6 +311,10 @@ int mt_profile_main(const mt_opts_t *o) {
     rc = mt_outfile_save(o->output != NULL ? o->output : "-", b.data, b.len,
                          &why);
     ms__strbuf_free(&b);
+    if (rc == -EPIPE) {
+      status = 0; /* the reader went away (| head): as --once, not an error */
+      goto out;
+    }
     if (rc != 0) {
       mt_warn("PID %d: cannot write the report to %s: %s", pid,
               o->output != NULL ? o->output : "standard output", why);
@@ -320,6 +340,10 @@ int mt_profile_main(const mt_opts_t *o) {
     } else {
       rc = mt_outfile_commit(&of.f, &of.why);
     }
+  }
+  if (rc != 0 && of.err == -EPIPE) {
+    status = 0; /* the reader of -o - went away, as above */
+    goto out;
   }
   if (rc != 0) {
     mt_warn("cannot write %s: %s", out, of.why);

@@ -268,3 +268,50 @@ void mt_rounds_close(mt_rounds_t *r) {
   if (!uv_is_closing((uv_handle_t *)&r->next))
     uv_close((uv_handle_t *)&r->next, NULL);
 }
+
+/* ---- the mode -------------------------------------------------------- */
+
+static void rounds_done(void *arg) {
+  mt_shell_quit(arg);
+}
+
+static int rounds_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  mt_rounds_t *r = self;
+
+  mt_rounds_init(r, mt_shell_loop(sh));
+  if (r->done == NULL) {
+    r->done = rounds_done;
+    r->arg = sh;
+  }
+  if (r->sockdir == NULL)
+    r->sockdir = mt_shell_sockdir(sh);
+  /* Each round lists the processes there are now and asks them all. */
+  su->set.retire_unlisted = 1;
+  su->cbs = &mt_rounds_cbs;
+  su->arg = r;
+  su->set_out = &r->set;
+  su->signals = MT_SIG_PLAIN;
+  return 0;
+}
+
+static int rounds_start(void *self) {
+  mt_rounds_start(self);
+  return 0;
+}
+
+static int rounds_status(void *self) {
+  const mt_rounds_t *r = self;
+
+  return r->out->failed ? 1 : r->exit_code;
+}
+
+static void rounds_close(void *self) {
+  mt_rounds_close(self);
+}
+
+const mt_mode_t mt_rounds_mode = {
+    .setup = rounds_setup,
+    .start = rounds_start,
+    .status = rounds_status,
+    .close = rounds_close,
+};

@@ -3,6 +3,11 @@
  * target is asked at once, and when all have answered (or timed out) the
  * round is printed in order, as reports, JSON lines or the ps table; the
  * next round follows -d later, or the owner hears that they are done.
+ *
+ * As a mode of the shell (shell.h, mt_rounds_mode with a mt_rounds_t as
+ * `self`): the set not timed, a listing retiring the processes it no
+ * longer finds; the rounds end memtop (exit 1 once a target could not be
+ * read, or the output failed; 128+N on signal N).
  */
 #ifndef MS_MEMTOP_ROUNDS_H
 #define MS_MEMTOP_ROUNDS_H
@@ -13,6 +18,7 @@
 #include "memtop/cli.h"
 #include "tui/model.h"
 #include "memtop/out.h"
+#include "memtop/shell.h"
 #include "targets/targetset.h"
 
 typedef struct mt_rounds_s {
@@ -20,13 +26,14 @@ typedef struct mt_rounds_s {
   mt_model_t *model;
   mt_tset_t *set;
   mt_out_t *out;
-  const char *sockdir; /* for messages */
+  const char *sockdir; /* for messages (NULL: the shell's) */
   uv_timer_t next;     /* the next round; mt_rounds_init() sets it up */
   long rounds;         /* rounds printed */
   uint64_t round_start_ns;
   int in_round;
   int exit_code; /* 1 once a target could not be read (not with ps) */
-  /* The last round is printed (or the listing failed). */
+  /* The last round is printed (or the listing failed). NULL as a mode of
+   * the shell: memtop quits. */
   void (*done)(void *arg);
   void *arg;
   char err[512]; /* the words being made */
@@ -34,6 +41,10 @@ typedef struct mt_rounds_s {
 
 /* The table to give mt_tset_new(), with a mt_rounds_t as its argument. */
 extern const mt_tset_cbs_t mt_rounds_cbs;
+
+/* The mode (shell.h), `self` a mt_rounds_t with o, model and out filled
+ * (the rest zero). */
+extern const mt_mode_t mt_rounds_mode;
 
 /* Sets up r->next on loop; the other members are the caller's to fill. */
 void mt_rounds_init(mt_rounds_t *r, uv_loop_t *loop);

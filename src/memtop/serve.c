@@ -17,6 +17,10 @@
  * in the background, bounded by --timeout). Scrapes closer together
  * than -d share one round's figures.
  *
+ * It is a mode of the shell (shell.h): the shell makes the loop, the set
+ * and the signals (SIGINT, SIGTERM: stop, exit 0); this file the server
+ * and the rounds.
+ *
  * Reads happen at scrapes, not on a cadence of their own: the set is timed
  * only for its listing, and its per-target timers read a target only until
  * it has a first snapshot (`request` skips the rest), so 200 processes
@@ -25,7 +29,6 @@
 #include "memtop/serve.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +40,8 @@
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "exporter/httpd.h"
-#include "memtop/loop.h"
 #include "exporter/negotiate.h"
+#include "memtop/shell.h"
 #include "targets/targetset.h"
 #include "exporter/webconfig.h"
 
@@ -54,7 +57,6 @@ typedef struct sv_target_s {
 } sv_target_t;
 
 struct serve_s {
-  uv_loop_t loop;
   const mt_opts_t *o;
   mt_webconfig_t web;
   mt_httpd_t *http;
@@ -66,7 +68,7 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
-  uv_signal_t sig[2];
+  mt_shell_t *sh;
   int stopping;
 };
 
@@ -347,8 +349,10 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
  * The command
  * ------------------------------------------------------------------------ */
 
-static void on_signal(uv_signal_t *h, int signum) {
-  serve_t *sv = h->data;
+/* SIGINT or SIGTERM: the scrapes waiting are answered, the server
+ * stops, and so does memtop (exit 0). */
+static void on_signal(void *self, int signum) {
+  serve_t *sv = self;
   (void)signum;
   if (sv->stopping)
     return;
@@ -356,24 +360,32 @@ static void on_signal(uv_signal_t *h, int signum) {
   answer_all(sv);
   mt_httpd_stop(sv->http);
   sv->http = NULL;
-  /* No round is waited for any more: retiring the targets answers no
-   * one. */
+  /* No round is waited for any more: retiring the targets (the shell
+   * frees the set) answers no one. */
   sv->in_round = 0;
-  mt_tset_stop(sv->set);
-  mt_tset_free(sv->set);
-  sv->set = NULL;
-  uv_close((uv_handle_t *)&sv->bound, NULL);
-  uv_close((uv_handle_t *)&sv->sig[0], NULL);
-  uv_close((uv_handle_t *)&sv->sig[1], NULL);
+  mt_shell_stop(sv->sh);
 }
 
-int mt_serve_main(const mt_opts_t *o) {
-  static serve_t sv; /* one per process, as the signals are */
+static const mt_tset_cbs_t serve_cbs = {.added = on_added,
+                                        .retired = on_retired,
+                                        .request = on_request,
+                                        .snapshot = on_snapshot,
+                                        .failure = on_failure,
+                                        .gone = on_gone,
+                                        .probed = on_probed};
+
+/* Before the loop runs: the address, the web config, the refusal as root
+ * without a password, the server; then the set's options. Returns 0, 2
+ * for an address that is no address, or 1. */
+static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
+  serve_t *sv = self;
+  const mt_opts_t *o = mt_shell_opts(sh);
   char err[1024], safe[4 * sizeof err + 1];
-  memset(&sv, 0, sizeof sv);
-  sv.o = o;
-  sv.fresh_ns = (uint64_t)(o->delay_s * 1e9);
-  signal(SIGPIPE, SIG_IGN);
+  sv->sh = sh;
+  sv->o = o;
+  sv->fresh_ns = (uint64_t)(o->delay_s * 1e9);
+  uv_timer_init(mt_shell_loop(sh), &sv->bound);
+  sv->bound.data = sv;
 
   /* An address that is no address is bad usage (exit 2), as the other
    * options' errors are; one that cannot be had is said below. */
@@ -387,7 +399,7 @@ int mt_serve_main(const mt_opts_t *o) {
   }
 
   if (o->web_config &&
-      mt_webconfig_load(o->web_config, &sv.web, err, sizeof err) != 0) {
+      mt_webconfig_load(o->web_config, &sv->web, err, sizeof err) != 0) {
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
     fprintf(stderr, "memtop: --web-config %s\n", safe);
     return 1;
@@ -395,7 +407,7 @@ int mt_serve_main(const mt_opts_t *o) {
   /* As root memtop reads every user's processes: served with no password,
    * anyone who can connect (every local user, on loopback) would see
    * them all. */
-  if (geteuid() == 0 && sv.web.nusers == 0 && !o->unsafe_no_auth) {
+  if (geteuid() == 0 && sv->web.nusers == 0 && !o->unsafe_no_auth) {
     char where[600];
     ms__sanitize(where, sizeof where, o->listen ? o->listen : MT_LISTEN_DEFAULT,
                  strlen(o->listen ? o->listen : MT_LISTEN_DEFAULT), 120);
@@ -407,74 +419,72 @@ int mt_serve_main(const mt_opts_t *o) {
             "htpasswd -nBC 10 USER), or run it as the user whose processes "
             "it serves, or add --unsafe-no-auth to serve them anyway\n",
             where);
-    mt_webconfig_free(&sv.web);
     return 1;
   }
-  if (uv_loop_init(&sv.loop) != 0) {
-    fprintf(stderr, "memtop: cannot start the event loop\n");
-    mt_webconfig_free(&sv.web);
-    return 1;
-  }
-  mt_httpd_hooks_t hooks = {on_scrape, &sv};
-  int rc = mt_httpd_start(&sv.loop, o->listen, &sv.web, &hooks, &sv.http, err,
-                          sizeof err);
+  mt_httpd_hooks_t hooks = {on_scrape, sv};
+  int rc = mt_httpd_start(mt_shell_loop(sh), o->listen, &sv->web, &hooks,
+                          &sv->http, err, sizeof err);
   if (rc != 0) {
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
     fprintf(stderr, "memtop: %s\n", safe);
-    uv_loop_close(&sv.loop);
-    mt_webconfig_free(&sv.web);
     return 1;
   }
-  uv_timer_init(&sv.loop, &sv.bound);
-  sv.bound.data = &sv;
   /* Every attachable process, listed every MT_SERVE_RESCAN_MS (timed for
    * the listing and a new target's first read only: `request` skips the
    * rest), a process that exited dropped at the next listing. */
-  mt_tset_io_t io;
-  mt_tset_io_uv(&io, &sv.loop);
-  mt_tset_opts_t so = {.timed = 1,
-                       .interval_ms = MT_SERVE_RESCAN_MS,
-                       .backoff_max_ms = MT_SERVE_RESCAN_MS,
-                       .timeout_ms = o->timeout_ms,
-                       .rescan_min_ms = MT_SERVE_RESCAN_MS,
-                       .retire_unlisted = 0,
-                       .keep_gone_ms = 0};
-  static const mt_tset_cbs_t cbs = {.added = on_added,
-                                    .retired = on_retired,
-                                    .request = on_request,
-                                    .snapshot = on_snapshot,
-                                    .failure = on_failure,
-                                    .gone = on_gone,
-                                    .probed = on_probed};
-  sv.set = mt_tset_new(&io, &so, &cbs, &sv);
-  if (!sv.set) {
-    fprintf(stderr, "memtop: out of memory\n");
-    mt_httpd_stop(sv.http);
-    uv_close((uv_handle_t *)&sv.bound, NULL);
-    uv_run(&sv.loop, UV_RUN_DEFAULT);
-    uv_loop_close(&sv.loop);
-    mt_webconfig_free(&sv.web);
-    return 1;
-  }
+  su->set.timed = 1;
+  su->set.interval_ms = MT_SERVE_RESCAN_MS;
+  su->set.backoff_max_ms = MT_SERVE_RESCAN_MS;
+  su->set.rescan_min_ms = MT_SERVE_RESCAN_MS;
+  su->set.retire_unlisted = 0;
+  su->set.keep_gone_ms = 0;
+  su->cbs = &serve_cbs;
+  su->arg = sv;
+  su->set_out = &sv->set;
+  su->signals = MT_SIG_INT | MT_SIG_TERM;
+  return 0;
+}
+
+static int serve_start(void *self) {
+  serve_t *sv = self;
   /* The processes there are now, asked at once: the first scrape has
    * them. */
-  mt_tset_rescan(sv.set);
-  mt_tset_start(sv.set);
-  static const int signums[2] = {SIGINT, SIGTERM};
-  for (int i = 0; i < 2; i++) {
-    uv_signal_init(&sv.loop, &sv.sig[i]);
-    sv.sig[i].data = &sv;
-    uv_signal_start(&sv.sig[i], on_signal, signums[i]);
-  }
+  mt_tset_rescan(sv->set);
+  mt_tset_start(sv->set);
   char url[160];
-  mt_httpd_url(sv.http, url, sizeof url);
+  mt_httpd_url(sv->http, url, sizeof url);
   fprintf(stderr, "memtop: serving %s%s\n", url,
-          sv.web.nusers ? " (basic authentication)" : "");
+          sv->web.nusers ? " (basic authentication)" : "");
   fflush(stderr);
-
-  uv_run(&sv.loop, UV_RUN_DEFAULT);
-  uv_loop_close(&sv.loop);
-  free(sv.waiting);
-  mt_webconfig_free(&sv.web);
   return 0;
+}
+
+static void serve_close(void *self) {
+  serve_t *sv = self;
+  mt_httpd_stop(sv->http);
+  sv->http = NULL;
+  /* The set goes next: its targets retired answer no round. */
+  sv->in_round = 0;
+  if (!uv_is_closing((uv_handle_t *)&sv->bound))
+    uv_close((uv_handle_t *)&sv->bound, NULL);
+}
+
+static void serve_free(void *self) {
+  serve_t *sv = self;
+  free(sv->waiting);
+  mt_webconfig_free(&sv->web);
+}
+
+static const mt_mode_t serve_mode = {
+    .setup = serve_setup,
+    .start = serve_start,
+    .signal = on_signal,
+    .close = serve_close,
+    .free = serve_free,
+};
+
+int mt_serve_main(const mt_opts_t *o) {
+  static serve_t sv; /* one per process, as the signals are */
+  memset(&sv, 0, sizeof sv);
+  return mt_shell_run(o, &serve_mode, &sv);
 }

@@ -1,8 +1,9 @@
 /*
  * targetset_uv.c - the target set's real I/O (see targetset.h,
  * mt_tset_io_uv): connections are conn.c's on a libuv loop, timers are
- * uv timers, the clock is uv_hrtime, the listing is msc_list, and
- * whether a process is gone is read from /proc/PID/stat.
+ * uv timers, the clock is uv_hrtime, the listing is msc_list, the stale
+ * socket check msc_remove_stale on libuv's pool, and whether a process is
+ * gone is read from /proc/PID/stat.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -138,9 +139,35 @@ static int discover(void *ctx, msc_target_t **out, size_t *n) {
   return msc_list(out, n);
 }
 
+/* The stale check reads /proc/PID/maps: as long as the process's
+ * mappings, and waiting for its mmap lock (held by a large munmap, or a
+ * process stopped in the middle of one). It runs on libuv's pool, on a
+ * copy of the listing's entry, never on the loop. */
+typedef struct stale_work_s {
+  uv_work_t req;
+  msc_target_t t;
+} stale_work_t;
+
+static void stale_work(uv_work_t *req) {
+  stale_work_t *w = req->data;
+
+  msc_remove_stale(&w->t);
+}
+
+static void stale_done(uv_work_t *req, int status) {
+  (void)status;
+  free(req->data);
+}
+
 static void stale(void *ctx, const msc_target_t *t) {
-  (void)ctx;
-  msc_remove_stale(t);
+  stale_work_t *w = malloc(sizeof *w);
+
+  if (w == NULL)
+    return; /* the next listing finds it again */
+  w->t = *t;
+  w->req.data = w;
+  if (uv_queue_work(ctx, &w->req, stale_work, stale_done) != 0)
+    free(w);
 }
 
 /* Nonzero if `pid` no longer is the process we watch: no /proc entry, a

@@ -1,5 +1,5 @@
 /*
- * ui.h - what the loop (loop.c) calls to run the live view on a terminal.
+ * ui.h - what the live view (src/memtop/liveview.c) calls to run on a terminal.
  *
  * This is the whole of curses as the rest of memtop sees it: the loop owns
  * the event loop, the timers and the signals; the view owns the terminal.

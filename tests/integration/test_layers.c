@@ -6,7 +6,8 @@
  * the tree or in a small tree of its own, fails the check and is named by
  * file and line: an upward include, a cycle between folders, the tool's
  * side including the target's (and the reverse), another folder's
- * internal header, and a folder that has no place in the layers.
+ * internal header, a folder that has no place in the layers, and a circle
+ * between the files of one folder (x.c and x.h are one file there).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,6 +103,7 @@ static void test_tree_passes(void **state) {
   if (st != 0)
     fail_msg("the tree breaks its layers:\n%s", out);
   assert_non_null(strstr(out, "no upward include, no cycle"));
+  assert_non_null(strstr(out, "no file circle"));
 }
 
 static void test_small_tree_passes(void **state) {
@@ -200,6 +202,66 @@ static void test_env_reader(void **state) {
     fail_msg("common/env.c and the tool may read the environment:\n%s", out);
 }
 
+/* Within a folder, files that include each other's headers are one file
+ * in two: the circle is named with the include lines that close it. */
+static void test_file_circle(void **state) {
+  (void)state;
+  fresh_tree();
+  put("memtop/live.h", "#include \"tui/v.h\"");
+  put("memtop/live.c", "#include \"memtop/live.h\"");
+  put("memtop/command.h", "#include \"memtop/live.h\"");
+  put("memtop/command.c", "#include \"memtop/command.h\"");
+  if (lint_tree() != 0)
+    fail_msg("a file including its own header and another's fails:\n%s", out);
+  put("memtop/live.c", "#include \"memtop/command.h\"");
+  expect_violation("memtop: a circle between files: ");
+  assert_non_null(strstr(out, "command -> live -> command"));
+  assert_non_null(strstr(out, "memtop/command.h:1"));
+  assert_non_null(strstr(out, "memtop/live.c:2"));
+  /* Three files, one include without the folder's name. */
+  fresh_tree();
+  put("tui/a.c", "#include \"tui/b.h\"");
+  put("tui/b.c", "#include \"c.h\"");
+  put("tui/c.h", "#include \"tui/a.h\"");
+  expect_violation("tui: a circle between files: ");
+  assert_non_null(strstr(out, "a -> b -> c -> a"));
+}
+
+/* x_int.h is x's internal half: x.c including it, and it x.h, is none. */
+static void test_int_header_is_its_file(void **state) {
+  (void)state;
+  fresh_tree();
+  put("pprof/sym.h", "#include \"emit/m.h\"");
+  put("pprof/sym_int.h", "#include \"pprof/sym.h\"");
+  put("pprof/sym.c", "#include \"pprof/sym_int.h\"");
+  put("pprof/sym_dwarf.c", "#include \"pprof/sym_int.h\"");
+  if (lint_tree() != 0)
+    fail_msg("x.c, x.h and x_int.h are one file:\n%s", out);
+}
+
+/* The circles known when the check came pass while they last, said as
+ * such; one whose files are there but make it no more fails. */
+static void test_known_circle(void **state) {
+  (void)state;
+  fresh_tree();
+  put("core/engine.c", "#include \"core/pause.h\"");
+  put("core/engine.c", "#include \"core/shard.h\"");
+  put("core/engine.c", "#include \"core/sysstat.h\"");
+  put("core/pause.c", "#include \"core/engine.h\"");
+  put("core/shard.c", "#include \"core/engine.h\"");
+  put("core/sysstat.c", "#include \"core/engine.h\"");
+  if (lint_tree() != 0)
+    fail_msg("the known circles pass:\n%s", out);
+  assert_non_null(strstr(out, "core: a known circle between files: "));
+  fresh_tree();
+  put("core/engine.c", "#include \"core/pause.h\"");
+  put("core/engine.c", "#include \"core/shard.h\"");
+  put("core/engine.c", "#include \"core/sysstat.h\"");
+  put("core/pause.c", "#include \"core/engine.h\"");
+  put("core/shard.c", "#include \"core/engine.h\"");
+  expect_violation("the known circle \"core: engine sysstat\" is gone");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tree_passes),
@@ -212,6 +274,9 @@ int main(void) {
       cmocka_unit_test(test_internal_header),
       cmocka_unit_test(test_unknown_folder),
       cmocka_unit_test(test_env_reader),
+      cmocka_unit_test(test_file_circle),
+      cmocka_unit_test(test_int_header_is_its_file),
+      cmocka_unit_test(test_known_circle),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -499,6 +500,30 @@ static void test_stdout(void **state) {
   unlink(file);
 }
 
+/* -o - into a pipe whose reader has gone (`memtop profile PID | head`):
+ * SIGPIPE is ignored in every mode (the shell), and a reader that went
+ * away is not memtop's failure, as with --once: status 0. */
+static void test_stdout_reader_gone(void **state) {
+  server_t s;
+  int saved, p[2];
+
+  (void)state;
+  signal(SIGPIPE, SIG_IGN); /* this test's own, whatever memtop does */
+  assert_int_equal(pipe(p), 0);
+  close(p[0]);
+  fflush(stdout);
+  saved = dup(1);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(p[1], 1), 1);
+  close(p[1]);
+  server_start(&s, 1, 0);
+  int rc = run_profile("--format", "text", "-o", "-", NULL);
+  server_stop(&s);
+  dup2(saved, 1);
+  close(saved);
+  assert_int_equal(rc, 0);
+}
+
 /* Under a sanitizer, instructions are not counted (valgrind cannot run
  * an instrumented binary) and memory is the sanitizer's: those checks are
  * the plain build's. */
@@ -816,6 +841,7 @@ int main(void) {
       cmocka_unit_test(test_fifo_and_directory_refused),
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
+      cmocka_unit_test(test_stdout_reader_gone),
       cmocka_unit_test(test_peak_memory_bounded),
       cmocka_unit_test(test_many_mappings_linear),
   };

@@ -7,6 +7,8 @@
  * said gone once and read no more; discovery adds and retires targets
  * (and replaces a reused PID); rounds ask everyone at once and end on
  * `quiet`; and the rounds of --once -n N over the set (rounds.c) count.
+ * And one check of the real io (targetset_uv.c): the stale socket check,
+ * which reads the process's /proc/PID/maps, runs off the loop.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,7 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <cmocka.h>
 
@@ -950,7 +957,81 @@ static void test_live_detail_asks_both(void **state) {
   mt_model_free(&m);
 }
 
+/* ---- the real io: the stale check off the loop ------------------------- */
+
+static uv_sem_t hold;
+
+static void hold_work(uv_work_t *w) {
+  (void)w;
+  uv_sem_wait(&hold);
+}
+
+static void hold_done(uv_work_t *w, int status) {
+  (void)w;
+  (void)status;
+}
+
+/* A listed socket that refused connections is removed if it is stale:
+ * msc_remove_stale() reads /proc/PID/maps, which waits for the process's
+ * mmap lock and is as long as its mappings. The loop hands it to libuv's
+ * pool and goes on: with the pool's one thread held (UV_THREADPOOL_SIZE=1,
+ * set in main), the socket is still there when stale() returns, and gone
+ * once the pool has run. */
+static void test_stale_off_the_loop(void **state) {
+  char dir[] = "/tmp/test_targetset.XXXXXX";
+  struct sockaddr_un sa;
+  struct stat st;
+  msc_target_t t;
+  mt_tset_io_t io;
+  uv_loop_t loop;
+  uv_work_t w;
+  pid_t pid;
+  int fd, on_loop;
+
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  pid = fork(); /* a PID that has gone: a child, reaped */
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(0);
+  assert_int_equal(waitpid(pid, NULL, 0), pid);
+  memset(&t, 0, sizeof t);
+  t.pid = pid;
+  snprintf(t.path, sizeof t.path, "%s/%d.sock", dir, (int)pid);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", t.path);
+  fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close(fd); /* bound, no one listening: it refuses connections */
+  assert_int_equal(lstat(t.path, &st), 0);
+  t.ino = (uint64_t)st.st_ino;
+  t.uid = st.st_uid;
+
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(uv_sem_init(&hold, 0), 0);
+  assert_int_equal(uv_queue_work(&loop, &w, hold_work, hold_done), 0);
+  mt_tset_io_uv(&io, &loop);
+  io.stale(io.ctx, &t);
+  on_loop = lstat(t.path, &st) != 0;
+  uv_sem_post(&hold); /* released before any failure: libuv joins it */
+  uv_run(&loop, UV_RUN_DEFAULT);
+  if (on_loop) {
+    uv_loop_close(&loop);
+    rmdir(dir);
+    fail_msg("stale() removed %s on the loop's thread", t.path);
+  }
+  assert_int_not_equal(lstat(t.path, &st), 0); /* removed, off the loop */
+  assert_int_equal(uv_loop_close(&loop), 0);
+  uv_sem_destroy(&hold);
+  unlink(t.path);
+  rmdir(dir);
+}
+
 int main(void) {
+  /* test_stale_off_the_loop holds the pool's one thread. */
+  setenv("UV_THREADPOOL_SIZE", "1", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_snapshot_once, reset),
       cmocka_unit_test_setup(test_backoff, reset),
@@ -965,6 +1046,7 @@ int main(void) {
       cmocka_unit_test_setup(test_rounds_count, reset),
       cmocka_unit_test_setup(test_profile_request, reset),
       cmocka_unit_test_setup(test_live_detail_asks_both, reset),
+      cmocka_unit_test(test_stale_off_the_loop),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
