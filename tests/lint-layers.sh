@@ -137,15 +137,9 @@ printf '%s\n' "$edges" | awk -v target="$TARGET" -v tool="$TOOL" \
 # edge ("folder/y.h", or "y.h" without a folder). A circle means two files
 # that cannot be read, tested or replaced one without the other: it is named
 # with the include lines that close it. A header x_int.h is x's internal
-# half: one node with x.
-#
-# The circles known when the check came, each "folder: its files" (sorted),
-# are said but pass until they are ended (the engine's split, issue 20); one
-# listed here whose files are there but no longer make it fails, so that the
-# list only shrinks.
-KNOWN_CIRCLES="core: engine pause
-core: engine shard
-core: engine sysstat"
+# half: one node with x. There is no exception: the engine's parts
+# (engine, shard, pause, sysstat) share what they all need through
+# core/feed.h, which includes none of them.
 files_ok=0
 find "$SRC" -name '*.[ch]' | LC_ALL=C sort | while read -r f; do
   dir=${f%/*}
@@ -172,23 +166,7 @@ find "$SRC" -name '*.[ch]' | LC_ALL=C sort | while read -r f; do
       sub(/_int$/, "", hdr)
       if (hdr != stem) print dir, stem, hdr, file ":" FNR
     }' "$f"
-done | awk -v src="$SRC" -v known="$KNOWN_CIRCLES" '
-  # The files of a circle path "a -> b -> a", sorted, space-joined.
-  function members(path,    n, a, i, j, t, out) {
-    n = split(path, a, / -> /) - 1
-    for (i = 2; i <= n; i++)
-      for (j = i; j > 1 && a[j - 1] > a[j]; j--) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
-    out = a[1]
-    for (i = 2; i <= n; i++) out = out " " a[i]
-    return out
-  }
-  # 1 if every file of a known circle "folder: a b" is in the tree.
-  function present(k,    d, n, a, i) {
-    d = k; sub(/:.*/, "", d)
-    n = split(substr(k, length(d) + 3), a, " ")
-    for (i = 1; i <= n; i++) if (!((d "/" a[i]) in anynode)) return 0
-    return 1
-  }
+done | awk -v src="$SRC" '
   function dfs(v,    i, w, k, path, where) {
     state[v] = 1; stack[++depth] = v
     for (i = 1; i <= nadj[v]; i++) {
@@ -205,26 +183,15 @@ done | awk -v src="$SRC" -v known="$KNOWN_CIRCLES" '
         if (!(path in said)) {
           said[path] = 1
           d = v; sub(/\/[^\/]*$/, "", d)
-          key = d ": " members(path)
-          if (key in isknown) {
-            found[key] = 1
-            printf "%s/%s: a known circle between files: %s (closed by %s)\n", src, d, path, where
-          } else {
-            printf "%s/%s: a circle between files: %s (closed by %s)\n", src, d, path, where
-            bad++
-          }
+          printf "%s/%s: a circle between files: %s (closed by %s)\n", src, d, path, where
+          bad++
         }
       } else if (state[w] == 0) dfs(w)
     }
     depth--; state[v] = 2
   }
-  BEGIN {
-    nk = split(known, kl, "\n")
-    for (i = 1; i <= nk; i++) if (kl[i] != "") isknown[kl[i]] = 1
-  }
   {
     from = $1 "/" $2; to = $1 "/" $3
-    anynode[from] = anynode[to] = 1
     if (!((from, to) in seen)) {
       seen[from, to] = 1
       adj[from, ++nadj[from]] = to
@@ -235,12 +202,6 @@ done | awk -v src="$SRC" -v known="$KNOWN_CIRCLES" '
   }
   END {
     for (i = 1; i <= nn; i++) if (state[nodes[i]] == 0) dfs(nodes[i])
-    for (k in isknown)
-      if (!(k in found) && present(k)) {
-        d = k; sub(/:.*/, "", d)
-        printf "%s/%s: the known circle \"%s\" is gone: take it off KNOWN_CIRCLES in tests/lint-layers.sh\n", src, d, k
-        bad++
-      }
     if (bad) {
       printf "lint-layers: %d circle(s) between the files of a folder\n", bad
       exit 1

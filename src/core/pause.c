@@ -13,7 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/feed.h"
+#include "core/shard.h"
 #include "core/hotpath.h"
 #include "core/util.h"
 #include "common/fields.h"

@@ -61,7 +61,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "core/engine.h"
+#include "core/feed.h"
 #include "core/shard.h"
 
 #ifndef MEMBARRIER_CMD_PRIVATE_EXPEDITED

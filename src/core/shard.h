@@ -26,4 +26,36 @@ const char *ms__track_off_reason(void);
 /* Called in a fork child (with the reader lock held). */
 void ms__shards_after_fork_child(void);
 
+/* Initialises the engine (membarrier registration, thread-exit key). Called
+ * lazily; idempotent. */
+void ms__engine_init(void);
+
+/* The preload calls this once: objects are tracked from now on. */
+void ms__track_enable(void);
+/* Or this, when its malloc is not the one the program calls (an allocator
+ * preloaded ahead of it, or defined by the program itself): nothing is
+ * tracked, and the snapshot's provider list says so and why, as the
+ * provider "tracked(off: <why>)". why is copied (bounded, sanitised). */
+void ms__track_off(const char *why);
+
+/* Nonzero if this thread is in the middle of an update of the engine's
+ * counters or pause ring: it is then running a signal handler that
+ * interrupted one, and a snapshot taken now would wait for that update,
+ * which cannot finish before the handler returns, forever. The exit paths
+ * that may run in a handler (_exit, and exit() from one) ask first. */
+int ms__engine_busy_here(void);
+
+/* The same as ms_object_alloc/free, out of line (tests, benchmarks). */
+void ms__track_alloc(uint64_t size);
+void ms__track_free(uint64_t size);
+
+/* Statistics about the engine itself, for benchmarks and tests. */
+typedef struct ms__engine_stats_s {
+  uint64_t reads;        /* snapshots taken */
+  uint64_t shards_live;  /* registered threads */
+  uint64_t shards_total; /* shards ever allocated */
+  uint64_t wait_spins;   /* reader spins on writers caught mid-update */
+} ms__engine_stats_t;
+void ms__engine_stats(ms__engine_stats_t *out);
+
 #endif

@@ -4,7 +4,7 @@
  * stacks, caches), so an atomic add is fine here; the per-object hot path
  * is in shard.c.
  */
-#include "core/engine.h"
+#include "core/feed.h"
 #include "core/sysstat.h"
 
 static int64_t g_sys[MS_SYS__COUNT];
