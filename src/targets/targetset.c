@@ -258,9 +258,20 @@ static void target_free(mt_tset_t *s, mt_tset_target_t *t) {
   free(t);
 }
 
+static void identified_as(mt_tset_target_t *t, const msc_ident_t *id) {
+  t->id = *id;
+  if (id->have_uid) {
+    t->uid = id->uid;
+    t->have_uid = 1;
+  }
+}
+
 static void listed_as(mt_tset_target_t *t, const msc_target_t *f) {
+  /* USER is the process's real owner; the socket's owner only when
+   * /proc could not say. */
   t->uid = f->uid;
   t->have_uid = 1;
+  identified_as(t, &f->id);
   memcpy(t->comm, f->comm, sizeof t->comm);
   t->comm[sizeof t->comm - 1] = '\0';
 }
@@ -292,8 +303,13 @@ static mt_tset_target_t *add_target(mt_tset_t *s, int pid, uint64_t start_time,
   t->pid = pid;
   t->start_time = start_time;
   t->flags = flags;
-  if (found != NULL)
+  if (found != NULL) {
     listed_as(t, found);
+  } else if (s->io.identify != NULL) {
+    msc_ident_t id;
+    if (s->io.identify(s->io.ctx, pid, &id) == 0)
+      identified_as(t, &id);
+  }
   t->conn = s->io.conn_new(s->io.ctx, pid, start_time, on_reply, t);
   if (s->o.timed)
     t->timer = s->io.timer_new(s->io.ctx, timer_fired, t);

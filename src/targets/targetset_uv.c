@@ -180,6 +180,11 @@ static int proc_gone(void *ctx, int pid, uint64_t start_time) {
   return 0;
 }
 
+static int identify(void *ctx, int pid, msc_ident_t *id) {
+  (void)ctx;
+  return msc_proc_ident(pid, id);
+}
+
 void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->now_ns = uv_now_ns;
   io->conn_new = conn_new;
@@ -193,5 +198,6 @@ void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->discover = discover;
   io->stale = stale;
   io->proc_gone = proc_gone;
+  io->identify = identify;
   io->ctx = loop;
 }
