@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -35,6 +37,17 @@
 static char build[1024], memtop[1200], target[PATH_MAX];
 static char dir[64], decoydir[64];
 static run_result_t res;
+/* What a test started, ended by teardown even when the test failed. */
+static nst_t live;
+static int live_on;
+static pid_t server;
+static char cg_top[256], cg_path[512];
+
+static void live_stop(void) {
+  if (live_on)
+    nst_stop(&live);
+  live_on = 0;
+}
 
 static int mt(const char *first, ...) {
   va_list ap;
@@ -54,9 +67,18 @@ static int setup(void **state) {
   return 0;
 }
 
+static void remove_container_cgroup(void);
+
 static int teardown(void **state) {
   char cmd[256];
   (void)state;
+  live_stop();
+  if (server > 0) {
+    kill(server, SIGTERM);
+    waitpid(server, NULL, 0);
+    server = 0;
+  }
+  remove_container_cgroup();
   snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, decoydir);
   return system(cmd) == 0 ? 0 : -1;
 }
@@ -69,11 +91,12 @@ static void skip_unless_namespaces(void) {
   }
 }
 
-/* mt_target in namespaces of `kinds`; its "ready N" says N. */
+/* mt_target in namespaces of `kinds` (in `live`); its "ready N" says N. */
 static void start_in(nst_t *n, int kinds, int *nspid) {
   const char *argv[] = {target, NULL};
   char line[64];
   assert_int_equal(nst_launch(n, kinds, argv, dir), 0);
+  live_on = 1;
   assert_int_equal(target_read_line(n->t.out, line, sizeof line), 0);
   assert_true(strncmp(line, "ready ", 6) == 0);
   *nspid = atoi(line + 6);
@@ -116,47 +139,44 @@ static void assert_found(pid_t pid, const char *user) {
 }
 
 static void test_pid_mount_namespace(void **state) {
-  nst_t n;
   int nspid;
   (void)state;
   skip_unless_namespaces();
-  start_in(&n, NST_MOUNT | NST_PID, &nspid);
+  start_in(&live, NST_MOUNT | NST_PID, &nspid);
   assert_int_equal(nspid, 1);
-  assert_true(n.t.pid != 1);
-  assert_found(n.t.pid, "root");
-  nst_stop(&n);
+  assert_true(live.t.pid != 1);
+  assert_found(live.t.pid, "root");
+  live_stop();
 }
 
 static void test_private_tmp_only(void **state) {
-  nst_t n;
   int nspid;
   (void)state;
   skip_unless_namespaces();
-  start_in(&n, NST_MOUNT, &nspid);
-  assert_int_equal(nspid, n.t.pid);
-  assert_found(n.t.pid, "root");
-  nst_stop(&n);
+  start_in(&live, NST_MOUNT, &nspid);
+  assert_int_equal(nspid, live.t.pid);
+  assert_found(live.t.pid, "root");
+  live_stop();
 }
 
 static void test_user_namespace(void **state) {
-  nst_t n;
   int nspid;
   char uid[16];
   (void)state;
   skip_unless_namespaces();
-  start_in(&n, NST_MOUNT | NST_PID | NST_USER, &nspid);
+  start_in(&live, NST_MOUNT | NST_PID | NST_USER, &nspid);
   assert_int_equal(nspid, 1);
   /* Root inside is NST_HOST_UID outside: the agent takes memtop (whose
    * uid has no name in there) as the host's root, and USER is the owner
    * memtop sees. */
   snprintf(uid, sizeof uid, "%d", NST_HOST_UID);
-  assert_found(n.t.pid, uid);
+  assert_found(live.t.pid, uid);
   char want[32];
   snprintf(want, sizeof want, "\"uid\":%d", NST_HOST_UID);
-  assert_int_equal(mt("--once", "--json", run_pidstr(n.t.pid), NULL), 0);
+  assert_int_equal(mt("--once", "--json", run_pidstr(live.t.pid), NULL), 0);
   if (strstr(res.out, want) == NULL)
     fail_msg("no %s in %.200s", want, res.out);
-  nst_stop(&n);
+  live_stop();
 }
 
 /* A listening socket outside every namespace, at decoydir/name: what a
@@ -189,6 +209,7 @@ static void start_script(nst_t *n, const char *script) {
   snprintf(full, sizeof full, "%s && echo ready && exec cat", script);
   const char *argv[] = {"/bin/sh", "-c", full, NULL};
   assert_int_equal(nst_launch(n, NST_MOUNT | NST_PID, argv, dir), 0);
+  live_on = 1;
   do
     assert_int_equal(target_read_line(n->t.out, line, sizeof line), 0);
   while (strcmp(line, "ready") != 0);
@@ -201,30 +222,28 @@ static void test_link_out_of_root(void **state) {
   for (int i = 0; i < 2; i++) {
     static const char *const what[] = {"the socket", "the socket directory"};
     char script[512];
-    nst_t n;
     if (i == 0)
       snprintf(script, sizeof script, "ln -s %s/1.sock %s/1.sock", decoydir,
                dir);
     else
       snprintf(script, sizeof script, "rmdir %s && ln -s %s %s", dir, decoydir,
                dir);
-    start_script(&n, script);
+    start_script(&live, script);
     /* The shell is what memtop is asked about: it has no agent, and its
      * link must not lead memtop to one outside. */
-    assert_int_not_equal(mt("--once", run_pidstr(n.t.pid), NULL), 0);
+    assert_int_not_equal(mt("--once", run_pidstr(live.t.pid), NULL), 0);
     if (strstr(res.err, "symbolic link") == NULL)
       fail_msg("%s a link: %s", what[i], res.err);
     assert_int_equal(mt("ps", NULL), 0);
-    assert_null(ps_line(n.t.pid));
+    assert_null(ps_line(live.t.pid));
     assert_untouched(fd);
-    nst_stop(&n);
+    live_stop();
   }
   close(fd);
 }
 
 static void test_socket_of_another_process(void **state) {
   char script[2 * PATH_MAX];
-  nst_t n;
   (void)state;
   skip_unless_namespaces();
   /* mt_target (PID 2 in there) makes its socket; the shell (PID 1) takes
@@ -234,13 +253,170 @@ static void test_socket_of_another_process(void **state) {
            "while [ ! -S %s/2.sock ] && [ $i -lt 500 ]; do sleep 0.02; "
            "i=$((i+1)); done; mv %s/2.sock %s/1.sock",
            target, dir, dir, dir);
-  start_script(&n, script);
-  assert_int_not_equal(mt("--once", run_pidstr(n.t.pid), NULL), 0);
+  start_script(&live, script);
+  assert_int_not_equal(mt("--once", run_pidstr(live.t.pid), NULL), 0);
   if (strstr(res.err, "not trusting") == NULL)
     fail_msg("a socket served by another process was taken: %s", res.err);
   assert_int_equal(mt("ps", NULL), 0);
-  assert_null(ps_line(n.t.pid));
-  nst_stop(&n);
+  assert_null(ps_line(live.t.pid));
+  live_stop();
+}
+
+/* ---- container identity (issue 21 item 2) ---- */
+
+#define CT_ID "c0ffee0123456789abcdef0123456789abcdef0123456789abcdef0123456789"
+#define CT_POD "5f2c0d0e-1b2a-4c3d-9e8f-0a1b2c3d4e5f"
+
+/* A cgroup named as kubelet and containerd name a container's, made in
+ * the cgroup2 hierarchy: its path in *path (the leaf) and *top (what to
+ * remove). Returns NULL, or why it cannot be made here. */
+static const char *make_container_cgroup(void) {
+  char *top = cg_top, *path = cg_path;
+  size_t tlen = sizeof cg_top, plen = sizeof cg_path;
+  static const char *const roots[] = {"/sys/fs/cgroup/unified",
+                                      "/sys/fs/cgroup"};
+  for (size_t i = 0; i < 2; i++) {
+    char probe[128];
+    snprintf(probe, sizeof probe, "%s/cgroup.controllers", roots[i]);
+    if (access(probe, F_OK) != 0)
+      continue;
+    snprintf(top, tlen, "%s/memtop-test-%d.slice", roots[i], (int)getpid());
+    snprintf(path, plen,
+             "%s/kubepods-pod%s.slice/cri-containerd-" CT_ID ".scope", top,
+             "5f2c0d0e_1b2a_4c3d_9e8f_0a1b2c3d4e5f");
+    if (mkdir(top, 0755) != 0) {
+      top[0] = path[0] = '\0';
+      return "cannot make a cgroup here";
+    }
+    char mid[512];
+    snprintf(mid, sizeof mid, "%s", path);
+    *strrchr(mid, '/') = '\0';
+    if (mkdir(mid, 0755) != 0 || mkdir(path, 0755) != 0)
+      return "cannot make a cgroup here";
+    return NULL;
+  }
+  return "no cgroup2 hierarchy mounted";
+}
+
+static void remove_container_cgroup(void) {
+  char mid[512], procs[300];
+  if (cg_top[0] == '\0')
+    return;
+  /* Anything left in it goes back to the top first. */
+  snprintf(procs, sizeof procs, "%s/../cgroup.procs", cg_top);
+  if (live_on) {
+    char pidtext[16];
+    snprintf(pidtext, sizeof pidtext, "%d", (int)live.t.pid);
+    nst_write_file(procs, pidtext);
+  }
+  snprintf(mid, sizeof mid, "%s", cg_path);
+  *strrchr(mid, '/') = '\0';
+  rmdir(cg_path);
+  rmdir(mid);
+  rmdir(cg_top);
+  cg_top[0] = cg_path[0] = '\0';
+}
+
+/* GET /metrics from 127.0.0.1:port into body (len bytes, NUL-ended). */
+static void http_get(int port, char *body, size_t len) {
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons((uint16_t)port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  static const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
+  assert_int_equal(write(fd, req, sizeof req - 1), (ssize_t)(sizeof req - 1));
+  size_t n = 0;
+  ssize_t r;
+  while (n + 1 < len && (r = read(fd, body + n, len - 1 - n)) > 0)
+    n += (size_t)r;
+  body[n] = '\0';
+  close(fd);
+}
+
+/* memtop serve's exposition, once it has a sample of pid's (the server
+ * in `server`). */
+static char *scrape_for(pid_t pid) {
+  static char body[1 << 20];
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  server = fork();
+  assert_true(server >= 0);
+  if (server == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execl(memtop, memtop, "serve", "--listen", "127.0.0.1:0",
+          "--unsafe-no-auth", (char *)NULL);
+    _exit(126);
+  }
+  close(pe[1]);
+  char line[512] = {0};
+  assert_int_equal(target_read_line(pe[0], line, sizeof line), 0);
+  close(pe[0]);
+  const char *at = strstr(line, "127.0.0.1:");
+  if (at == NULL)
+    fail_msg("memtop serve did not start: %s", line);
+  int port = atoi(at + strlen("127.0.0.1:"));
+  char want[32];
+  snprintf(want, sizeof want, "pid=\"%d\"", (int)pid);
+  /* The first scrapes may come before discovery has read it. */
+  for (int tries = 0; tries < 300; tries++) {
+    http_get(port, body, sizeof body);
+    if (strstr(body, want) != NULL)
+      return body;
+    usleep(100000);
+  }
+  fail_msg("memtop serve never served PID %d", (int)pid);
+  return NULL;
+}
+
+static void test_container_identity(void **state) {
+  char procs[600], pidtext[16];
+  int nspid;
+  (void)state;
+  skip_unless_namespaces();
+  const char *why = make_container_cgroup();
+  if (why != NULL) {
+    print_message("skipped: %s\n", why);
+    skip();
+  }
+  /* A container: its own PID and mount namespaces and its own cgroup. */
+  start_in(&live, NST_MOUNT | NST_PID, &nspid);
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", cg_path);
+  snprintf(pidtext, sizeof pidtext, "%d", (int)live.t.pid);
+  assert_int_equal(nst_write_file(procs, pidtext), 0);
+
+  assert_int_equal(mt("ps", NULL), 0);
+  const char *l = ps_line(live.t.pid);
+  assert_non_null(l);
+  if (strstr(l, " c0ffee012345 ") == NULL)
+    fail_msg("no CONTAINER in: %.100s", l);
+
+  assert_int_equal(mt("--once", "--json", run_pidstr(live.t.pid), NULL), 0);
+  assert_non_null(strstr(res.out, "\"ns_pid\":1,"));
+  assert_non_null(strstr(res.out, "\"container\":\"" CT_ID "\""));
+  assert_non_null(strstr(res.out, "\"engine\":\"containerd\""));
+  assert_non_null(strstr(res.out, "\"pod\":\"" CT_POD "\""));
+
+  const char *body = scrape_for(live.t.pid);
+  char want[256];
+  snprintf(want, sizeof want,
+           "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"mt_target\",exe=",
+           (int)live.t.pid);
+  const char *sample = strstr(body, want);
+  if (sample == NULL)
+    fail_msg("no %s in the scrape", want);
+  const char *eol = strchr(sample, '\n');
+  const char *lab =
+      strstr(sample, ",container=\"" CT_ID "\",pod=\"" CT_POD "\"}");
+  assert_true(lab != NULL && lab < eol);
+  print_message("%.*s\n", (int)(eol - sample), sample);
+  /* teardown stops the server, takes the target out of the cgroup and
+   * removes it. */
 }
 
 int main(void) {
@@ -253,6 +429,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_link_out_of_root, setup, teardown),
       cmocka_unit_test_setup_teardown(test_socket_of_another_process, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_container_identity, setup, teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
