@@ -17,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -419,6 +420,54 @@ static void test_container_identity(void **state) {
    * removes it. */
 }
 
+/* USER is the process's real owner (issue 21 item 4): a server that
+ * drops to nobody after its agent listens keeps root's socket, and ps and
+ * --json say nobody (65534), not root. */
+static void test_user_is_real_owner(void **state) {
+  int pi[2], po[2];
+  char line[64];
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root\n");
+    skip();
+  }
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(po, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    dup2(pi[0], 0);
+    dup2(po[1], 1);
+    execl(target, target, "dropuid", (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  close(po[1]);
+  assert_int_equal(target_read_line(po[0], line, sizeof line), 0);
+  assert_true(strncmp(line, "ready ", 6) == 0);
+
+  assert_int_equal(mt("ps", NULL), 0);
+  const char *l = ps_line(pid);
+  if (l == NULL)
+    fail_msg("memtop ps does not list %d:\n%s%s", (int)pid, res.out, res.err);
+  char col[32];
+  const struct passwd *pw = getpwuid(65534);
+  snprintf(col, sizeof col, "%7d %-10s ", (int)pid,
+           pw != NULL ? pw->pw_name : "65534");
+  if (strncmp(l, col, strlen(col)) != 0)
+    fail_msg("USER is not the real owner: %.60s", l);
+  assert_int_equal(mt("--once", "--json", run_pidstr(pid), NULL), 0);
+  assert_non_null(strstr(res.out, "\"uid\":65534,"));
+  /* Killed, not stopped: an agent whose process dropped its privileges
+   * cannot be woken (its socket directory and /proc/self/task are
+   * root's now), and ms_agent_stop() would wait for the thread's idle
+   * poll (5 min). */
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  close(pi[1]);
+  close(po[0]);
+}
+
 int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
@@ -430,6 +479,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_socket_of_another_process, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_container_identity, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_user_is_real_owner, setup, teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
