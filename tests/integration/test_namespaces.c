@@ -41,7 +41,7 @@ static run_result_t res;
 /* What a test started, ended by teardown even when the test failed. */
 static nst_t live;
 static int live_on;
-static pid_t server;
+static pid_t server, dropped; /* memtop serve; mt_target dropuid */
 static char cg_top[256], cg_path[512];
 
 static void live_stop(void) {
@@ -78,6 +78,15 @@ static int teardown(void **state) {
     kill(server, SIGTERM);
     waitpid(server, NULL, 0);
     server = 0;
+  }
+  /* Killed, not stopped: an agent whose process dropped its privileges
+   * cannot be woken for ms_agent_stop() (its socket directory and
+   * /proc/self/task are root's now), which would wait for the thread's
+   * idle poll (5 min). */
+  if (dropped > 0) {
+    kill(dropped, SIGKILL);
+    waitpid(dropped, NULL, 0);
+    dropped = 0;
   }
   remove_container_cgroup();
   snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, decoydir);
@@ -441,6 +450,7 @@ static void test_user_is_real_owner(void **state) {
     execl(target, target, "dropuid", (char *)NULL);
     _exit(126);
   }
+  dropped = pid; /* teardown ends it */
   close(pi[0]);
   close(po[1]);
   assert_int_equal(target_read_line(po[0], line, sizeof line), 0);
@@ -458,12 +468,6 @@ static void test_user_is_real_owner(void **state) {
     fail_msg("USER is not the real owner: %.60s", l);
   assert_int_equal(mt("--once", "--json", run_pidstr(pid), NULL), 0);
   assert_non_null(strstr(res.out, "\"uid\":65534,"));
-  /* Killed, not stopped: an agent whose process dropped its privileges
-   * cannot be woken (its socket directory and /proc/self/task are
-   * root's now), and ms_agent_stop() would wait for the thread's idle
-   * poll (5 min). */
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
   close(pi[1]);
   close(po[0]);
 }
