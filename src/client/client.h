@@ -33,6 +33,9 @@ typedef struct msc_ident_s {
   int nspid;    /* the PID inside its innermost PID namespace (NSpid's last
                    field); the PID itself when it shares memtop's */
   int foreign;  /* in another mount or PID namespace than memtop's */
+  int ppid;     /* its parent, as memtop sees it (PPid:; 0: none seen, as
+                   for a process whose parent is outside memtop's PID
+                   namespace) */
   char container[65]; /* the container's id (64 hex digits), or "" */
   char engine[16];    /* docker, containerd, cri-o, podman, or "" */
   char pod[37];       /* the Kubernetes pod's UID, or "" */
@@ -68,6 +71,10 @@ int msc_find_socket(int pid, char *path, size_t len, const char **why);
  * /proc/PID/status, /proc/PID/cgroup, and whether its mount or PID
  * namespace is not memtop's. Returns 0, MS_EINVAL or MS_ESRCH. */
 int msc_proc_ident(int pid, msc_ident_t *id);
+
+/* The parent of pid as memtop sees it (the PPid: line of
+ * /proc/PID/status): > 0, 0 when it has none here, or MS_ESRCH. */
+int msc_proc_ppid(int pid);
 
 /* Fills id's container, engine, pod and unit from the text of a
  * /proc/PID/cgroup file (other members untouched). Pure; no allocation. */

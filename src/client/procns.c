@@ -215,17 +215,32 @@ static void ns_of(const char *pid, const char *ns, char *buf, size_t len) {
  * cannot be told (another user's process, as a user). */
 static int foreign_ns(int pid) {
   static const char *const kinds[] = {"mnt", "pid"};
-  char p[16], mine[64], theirs[64];
+  /* memtop's own, read once: it never enters another namespace. */
+  static char mine[2][64];
+  char p[16], theirs[64];
   snprintf(p, sizeof p, "%d", pid);
   for (int i = 0; i < 2; i++) {
-    ns_of("self", kinds[i], mine, sizeof mine);
+    if (mine[i][0] == '\0')
+      ns_of("self", kinds[i], mine[i], sizeof mine[i]);
     ns_of(p, kinds[i], theirs, sizeof theirs);
-    if (mine[0] == '\0' || theirs[0] == '\0')
+    if (mine[i][0] == '\0' || theirs[0] == '\0')
       return -1;
-    if (strcmp(mine, theirs) != 0)
+    if (strcmp(mine[i], theirs) != 0)
       return 1;
   }
   return 0;
+}
+
+int msc_proc_ppid(int pid) {
+  char path[64], buf[4096];
+  long ppid;
+  if (pid <= 0)
+    return MS_EINVAL;
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  if (ms__read_small_file(path, buf, sizeof buf) <= 0 ||
+      last_field(buf, "PPid:", &ppid) != 0 || ppid > 0x3fffffff)
+    return MS_ESRCH;
+  return (int)ppid;
 }
 
 int msc_proc_ident(int pid, msc_ident_t *id) {
@@ -248,6 +263,9 @@ int msc_proc_ident(int pid, msc_ident_t *id) {
   if (last_field(buf, "NSpid:", &nspid) == 0 && nspid > 0 &&
       nspid <= 0x3fffffff)
     id->nspid = (int)nspid;
+  long ppid;
+  if (last_field(buf, "PPid:", &ppid) == 0 && ppid <= 0x3fffffff)
+    id->ppid = (int)ppid;
   id->foreign = foreign_ns(pid) == 1 || id->nspid != pid;
   snprintf(path, sizeof path, "/proc/%d/cgroup", pid);
   if (ms__read_small_file(path, buf, sizeof buf) > 0)

@@ -99,7 +99,8 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* The same object with who the process is after "comm" (id NULL: as
  * ms__emit_json): "user" (user, the name of its real owner, when not
- * NULL), "uid" (its real owner, when known), "ns_pid" (its PID inside its
+ * NULL), "uid" (its real owner, when known), "ppid" (its parent, when
+ * memtop sees one), "ns_pid" (its PID inside its
  * own PID namespace, when that is another), and where known "container",
  * "engine", "pod" and "unit" (its systemd service). Returns as
  * ms__emit_json. */

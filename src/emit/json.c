@@ -130,6 +130,8 @@ int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
     json_opt(out, "user", user, MS_NAME_MAX);
     if (id->have_uid)
       ms__strbuf_printf(out, ",\"uid\":%u", (unsigned)id->uid);
+    if (id->ppid > 0)
+      ms__strbuf_printf(out, ",\"ppid\":%d", id->ppid);
     if (id->nspid > 0 && id->nspid != s->pid)
       ms__strbuf_printf(out, ",\"ns_pid\":%d", id->nspid);
     json_opt(out, "container", id->container, sizeof id->container);

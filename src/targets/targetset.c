@@ -504,6 +504,21 @@ static void unlisted(mt_tset_t *s, mt_tset_target_t *t, uint64_t now) {
     mt_tset_remove(s, t);
 }
 
+/* Whether pid is the tree's root or below it: its parents walked up
+ * (at most a deep chain's worth: a loop or a race ends the walk). */
+static int in_tree(const mt_tset_t *s, int pid) {
+  int root = s->o.tree_root;
+
+  for (int depth = 0; depth < 4096 && pid > 0; depth++) {
+    if (pid == root)
+      return 1;
+    if (s->io.parent_of == NULL)
+      return 0;
+    pid = s->io.parent_of(s->io.ctx, pid);
+  }
+  return 0;
+}
+
 int mt_tset_rescan(mt_tset_t *s) {
   msc_target_t *found = NULL;
   mt_tset_target_t *t;
@@ -520,6 +535,8 @@ int mt_tset_rescan(mt_tset_t *s) {
   for (i = 0; i < s->nc; i++)
     s->c[i]->seen = 0;
   for (i = 0; i < n; i++) {
+    if (s->o.tree_root > 0 && !in_tree(s, found[i].pid))
+      continue; /* outside the tree: as if not listed */
     t = mt_tset_find(s, found[i].pid);
     if (t != NULL && t->gone && found[i].start_time != t->start_time) {
       /* The PID was reused by a new attachable process. */

@@ -198,6 +198,9 @@ typedef struct mt_tset_io_s {
   /* Who pid is (msc_proc_ident()), for a target added by PID rather than
    * found by a listing: 0 or an MS_E* code. May be NULL. */
   int (*identify)(void *ctx, int pid, msc_ident_t *id);
+  /* The parent of pid (msc_proc_ppid()): > 0, 0 for none, or a negative
+   * code (gone). Needed with tree_root; may be NULL otherwise. */
+  int (*parent_of)(void *ctx, int pid);
   /* Nonzero if pid is no longer the process started at start_time (no
    * /proc entry, a zombie, the PID reused). */
   int (*proc_gone)(void *ctx, int pid, uint64_t start_time);
@@ -222,6 +225,14 @@ typedef struct mt_tset_opts_s {
    * after it went. */
   int retire_unlisted;
   uint64_t keep_gone_ms;
+  /* A process tree (issue 21: memtop run follows its command's tree,
+   * memtop PID --tree a running parent's): > 0, a listing takes only
+   * this PID and its descendants (the io's parent_of walks up from each
+   * listed PID). A daemon that double-forks is re-parented to the
+   * nearest subreaper: a tree_root that is memtop itself, made one with
+   * prctl(PR_SET_CHILD_SUBREAPER), keeps it in the tree. 0: every
+   * process listed. */
+  int tree_root;
 } mt_tset_opts_t;
 
 /* A set with no targets. io and cbs are copied. NULL on ENOMEM. */

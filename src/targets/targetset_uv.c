@@ -185,6 +185,11 @@ static int identify(void *ctx, int pid, msc_ident_t *id) {
   return msc_proc_ident(pid, id);
 }
 
+static int parent_of(void *ctx, int pid) {
+  (void)ctx;
+  return msc_proc_ppid(pid);
+}
+
 void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->now_ns = uv_now_ns;
   io->conn_new = conn_new;
@@ -199,5 +204,6 @@ void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->stale = stale;
   io->proc_gone = proc_gone;
   io->identify = identify;
+  io->parent_of = parent_of;
   io->ctx = loop;
 }

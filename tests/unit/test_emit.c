@@ -1243,6 +1243,7 @@ static void test_who(void **state) {
   id.uid = 65534;
   id.have_uid = 1;
   id.nspid = 1;
+  id.ppid = 7;
   snprintf(id.container, sizeof id.container, "%s",
            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
   snprintf(id.engine, sizeof id.engine, "containerd");
@@ -1258,6 +1259,7 @@ static void test_who(void **state) {
   assert_string_equal(json_string_value(json_object_get(j, "user")), "nobody");
   assert_int_equal(json_integer_value(json_object_get(j, "uid")), 65534);
   assert_int_equal(json_integer_value(json_object_get(j, "ns_pid")), 1);
+  assert_int_equal(json_integer_value(json_object_get(j, "ppid")), 7);
   assert_string_equal(json_string_value(json_object_get(j, "container")),
                       id.container);
   assert_string_equal(json_string_value(json_object_get(j, "engine")),

@@ -93,6 +93,8 @@ static void test_own_identity(void **state) {
   assert_int_equal(id.uid, getuid());
   assert_int_equal(id.nspid, (int)getpid());
   assert_int_equal(id.foreign, 0);
+  assert_int_equal(id.ppid, (int)getppid());
+  assert_int_equal(msc_proc_ppid((int)getpid()), (int)getppid());
   assert_int_equal(msc_proc_ident(0, &id), MS_EINVAL);
 }
 
