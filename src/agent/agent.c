@@ -360,6 +360,41 @@ static void accept_back_off(uint64_t now, int err) {
   }
 }
 
+/* Whether a peer's uid is one our user namespace has no name for: the
+ * kernel reports the overflow uid for it, and either the peer is outside
+ * our PID namespace too (its PID reads 0) or the overflow uid is not one
+ * of our namespace's own (a container's "nobody" would be). That is a
+ * process outside the namespace: memtop run by the host's root for a
+ * rootless container, say. To connect at all it had to get through our
+ * socket directory and socket (0700 and 0600, ours) as a uid other than
+ * ours, which takes a capability over them (root's CAP_DAC_OVERRIDE in
+ * a namespace above ours), so it is taken as root. Read at each
+ * connection: a program may enter a namespace after it started. */
+static int peer_from_outside(uid_t uid, pid_t pid) {
+  char buf[1024];
+  uint64_t overflow;
+  unsigned long long in, out, count;
+
+  if (ms__read_small_file("/proc/sys/kernel/overflowuid", buf, sizeof buf) <= 0)
+    return 0;
+  buf[strcspn(buf, "\n")] = '\0';
+  if (ms__parse_uint(buf, UINT32_MAX, &overflow) != 0 || uid != (uid_t)overflow)
+    return 0;
+  if (pid == 0)
+    return 1;
+  if (ms__read_small_file("/proc/self/uid_map", buf, sizeof buf) <= 0)
+    return 0;
+  for (const char *p = buf; p != NULL && *p;) {
+    if (sscanf(p, "%llu %llu %llu", &in, &out, &count) != 3 ||
+        (overflow >= in && overflow - in < count))
+      return 0; /* a uid of ours after all, or a map we cannot read */
+    p = strchr(p, '\n');
+    if (p != NULL)
+      p++;
+  }
+  return 1;
+}
+
 static void accept_clients(uint64_t now) {
   for (int k = 0; k < ACCEPT_BURST; k++) {
     if (!ms__own_ok(&g_listen))
@@ -411,7 +446,8 @@ static void accept_clients(uint64_t now) {
      * addresses go to root only too. Asked each time: a program may
      * change it at any moment. */
     int root_only = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1;
-    if (cred.uid != 0 && (root_only || cred.uid != geteuid())) {
+    if (cred.uid != 0 && (root_only || cred.uid != geteuid()) &&
+        !peer_from_outside(cred.uid, cred.pid)) {
       char msg[160];
       if (root_only)
         snprintf(msg, sizeof msg,

@@ -393,7 +393,14 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
         st.st_uid != dst.st_uid)
       continue;
     if (!pid_alive(pid)) {
-      unlink(t.path); /* stale: its process is gone */
+      /* Stale: its process is gone. Unless someone still listens there:
+       * a process in another PID namespace that shares this directory
+       * names its socket after its PID there, which is no PID here. */
+      int fd = connect_path(t.path, 0);
+      if (fd >= 0)
+        close(fd);
+      else if (fd != MS_ETIMEDOUT)
+        unlink(t.path);
       continue;
     }
     /* Only a PID of the directory's owner is listed from it (another
@@ -407,7 +414,8 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
     t.pid = pid;
     t.uid = st.st_uid;
     t.ino = (uint64_t)st.st_ino;
-    if (msc_proc_start_time(pid, &t.start_time) != 0)
+    if (msc_proc_start_time(pid, &t.start_time) != 0 ||
+        msc_proc_ident(pid, &t.id) != 0)
       continue;
     proc_comm(pid, t.comm, sizeof t.comm);
     if (l->n == l->cap) {
@@ -424,6 +432,10 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   }
   closedir(d);
   return 0;
+}
+
+static int list_has_cb(void *l, int pid) {
+  return list_has(l, pid);
 }
 
 static int by_pid(const void *a, const void *b) {
@@ -458,6 +470,13 @@ int msc_list(msc_target_t **out, size_t *count) {
       globfree(&g);
     }
   }
+  /* Processes in other mount or PID namespaces (containers, services
+   * with a private /tmp): their sockets are in their own roots. With
+   * MEMSTATS_DIR set, that directory's path in each root only. */
+  if (r == 0)
+    r = msc_list_namespaces(&l.v, &l.n, &l.cap,
+                            only != NULL && only[0] != '\0' ? dir : NULL,
+                            list_has_cb, &l);
   if (r != 0) {
     free(l.v);
     return r;
@@ -472,8 +491,11 @@ int msc_list(msc_target_t **out, size_t *count) {
 int msc_remove_stale(const msc_target_t *t) {
   struct stat st;
 
-  if (t == NULL || lstat(t->path, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-      (uint64_t)st.st_ino != t->ino || st.st_uid != t->uid)
+  /* A socket in another process's root is not memtop's to remove: its
+   * agent removes it, and the path walks through that root. */
+  if (t == NULL || t->id.foreign || lstat(t->path, &st) != 0 ||
+      !S_ISSOCK(st.st_mode) || (uint64_t)st.st_ino != t->ino ||
+      st.st_uid != t->uid)
     return 0; /* not the socket that refused: a new one, or gone */
   if (pid_alive(t->pid) && msc_proc_maps_libmemstats(t->pid))
     return 0;
@@ -488,7 +510,18 @@ int msc_discover(msc_target_t **out, size_t *count) {
   if (r != 0)
     return r;
   for (size_t i = 0; i < n; i++) {
-    int fd = connect_path(v[i].path, 200);
+    int fd;
+    if (v[i].id.foreign) {
+      /* Through its O_PATH descriptor (procns.c), found again. */
+      msc_sockref_t ref;
+      const char *why;
+      fd = msc_locate(v[i].pid, &ref, &why) == 0
+               ? connect_path(ref.connect, 200)
+               : MS_ENOENT;
+      msc_sockref_close(&ref);
+    } else {
+      fd = connect_path(v[i].path, 200);
+    }
     if (fd == MS_ECONNREFUSED)
       msc_remove_stale(&v[i]);
     if (fd < 0)
@@ -512,6 +545,7 @@ enum { ST_NEW, ST_WAIT_HELLO, ST_READY, ST_DEAD };
 
 struct msc_session_s {
   int pid;
+  int nspid; /* the PID the target knows itself by */
   uint64_t expected_start_time;
   int state;
   int dead_err;
@@ -528,9 +562,15 @@ msc_session_t *msc_session_new(int pid, uint64_t expected_start_time) {
   if (s == NULL)
     return NULL;
   s->pid = pid;
+  s->nspid = pid;
   s->expected_start_time = expected_start_time;
   s->state = ST_NEW;
   return s;
+}
+
+void msc_session_set_nspid(msc_session_t *s, int nspid) {
+  if (s != NULL && nspid > 0)
+    s->nspid = nspid;
 }
 
 void msc_session_free(msc_session_t *s) {
@@ -632,11 +672,12 @@ static int on_hello(msc_session_t *s, const uint8_t *p, uint32_t n,
   if (ms__wire_decode_hello(p, n, &h, &why) != 0)
     return fail(s, ev, MS_EPROTO, 1, "malformed reply from PID %d: %s", s->pid,
                 why);
-  if (s->pid > 0 && h.pid != s->pid)
+  if (s->pid > 0 && h.pid != s->nspid)
     return fail(s, ev, MS_ESTALE, 1,
-                "PID %d: the socket answered for PID %d (a stale or "
+                "PID %d: the socket answered for PID %d%s (a stale or "
                 "misplaced socket)",
-                s->pid, (int)h.pid);
+                s->pid, (int)h.pid,
+                s->nspid != s->pid ? " in its namespace" : "");
   if (s->expected_start_time != 0 && h.start_time != s->expected_start_time)
     return fail(s, ev, MS_ESTALE, 1,
                 "PID %d is no longer the process that was watched (start "
@@ -667,6 +708,9 @@ static int on_snapshot(msc_session_t *s, const uint8_t *p, uint32_t n,
                 "malformed reply from PID %d: the snapshot is of another "
                 "process (PID %d)",
                 s->pid, (int)snap->pid);
+  /* Shown by the PID memtop knows it by. */
+  if (s->pid > 0)
+    snap->pid = s->pid;
   ev->type = MSC_EV_SNAPSHOT;
   return 0;
 }
@@ -696,6 +740,8 @@ static int on_profile(msc_session_t *s, const uint8_t *p, uint32_t n,
                 "malformed reply from PID %d: the profile is of another "
                 "process (PID %d)",
                 s->pid, (int)s->prof->profile.pid);
+  if (s->pid > 0)
+    s->prof->profile.pid = s->pid;
   ev->type = MSC_EV_PROFILE;
   return 0;
 }

@@ -18,13 +18,39 @@
 
 #define MSC_PATH_MAX 108 /* sizeof(sun_path) */
 
+/* A path for people that may name a socket through another process's
+ * root ("/proc/PID/root" and a socket path inside it). */
+#define MSC_NSPATH_MAX (MSC_PATH_MAX + 48)
+
+/* Who a process is, as /proc says from memtop's side (procns.c): its real
+ * owner, its PID inside its own namespaces, and the container, pod and
+ * service its cgroup names. Every string is checked against what the
+ * engines write (hex ids, a pod's UUID, a unit's characters): a cgroup a
+ * process named itself cannot put anything else there. */
+typedef struct msc_ident_s {
+  uid_t uid;    /* the real owner: the first field of the Uid: line */
+  int have_uid; /* uid was read */
+  int nspid;    /* the PID inside its innermost PID namespace (NSpid's last
+                   field); the PID itself when it shares memtop's */
+  int foreign;  /* in another mount or PID namespace than memtop's */
+  int ppid;     /* its parent, as memtop sees it (PPid:; 0: none seen, as
+                   for a process whose parent is outside memtop's PID
+                   namespace) */
+  char container[65]; /* the container's id (64 hex digits), or "" */
+  char engine[16];    /* docker, containerd, cri-o, podman, or "" */
+  char pod[37];       /* the Kubernetes pod's UID, or "" */
+  char unit[65];      /* the systemd service it runs in, or "" */
+} msc_ident_t;
+
 typedef struct msc_target_s {
   int pid;
-  uid_t uid;               /* owner of the socket */
-  uint64_t start_time;     /* from /proc/PID/stat, 0 if unknown */
-  char comm[MS_NAME_MAX];  /* from /proc/PID/comm */
-  char path[MSC_PATH_MAX]; /* the socket */
-  uint64_t ino;            /* the socket's inode when it was listed */
+  uid_t uid;                 /* owner of the socket */
+  uint64_t start_time;       /* from /proc/PID/stat, 0 if unknown */
+  char comm[MS_NAME_MAX];    /* from /proc/PID/comm */
+  char path[MSC_NSPATH_MAX]; /* the socket (through /proc/PID/root when the
+                                process runs in another namespace) */
+  uint64_t ino;              /* the socket's inode when it was listed */
+  msc_ident_t id;            /* who the process is (have_uid 0: unknown) */
 } msc_target_t;
 
 /* The socket directory for the calling user, by DESIGN.md's rules
@@ -38,6 +64,56 @@ int msc_socket_path(int pid, char *buf, size_t len);
  * with path filled, MS_ENOENT (path: where it was looked for), MS_EACCES
  * (path: the directory we may not enter), MS_EUNSAFE (*why says why). */
 int msc_find_socket(int pid, char *path, size_t len, const char **why);
+
+/* ---- processes in other namespaces (procns.c) ---- */
+
+/* Reads who pid is (msc_ident_t): the Uid: and NSpid: lines of
+ * /proc/PID/status, /proc/PID/cgroup, and whether its mount or PID
+ * namespace is not memtop's. Returns 0, MS_EINVAL or MS_ESRCH. */
+int msc_proc_ident(int pid, msc_ident_t *id);
+
+/* The parent of pid as memtop sees it (the PPid: line of
+ * /proc/PID/status): > 0, 0 when it has none here, or MS_ESRCH. */
+int msc_proc_ppid(int pid);
+
+/* Fills id's container, engine, pod and unit from the text of a
+ * /proc/PID/cgroup file (other members untouched). Pure; no allocation. */
+void msc_cgroup_ident(const char *text, msc_ident_t *id);
+
+/* Where a socket was found, and how to reach it. A socket in another
+ * mount namespace is opened through /proc/PID/root with openat2
+ * (RESOLVE_IN_ROOT, no symbolic link followed at the directory or the
+ * socket, no magic link anywhere), and connected to through the O_PATH
+ * descriptor held in fd ("/proc/self/fd/N" in `connect`), so that
+ * nothing the process put in its root can send memtop outside it. */
+typedef struct msc_sockref_s {
+  char path[MSC_NSPATH_MAX];  /* for people */
+  char connect[MSC_PATH_MAX]; /* what to connect() to ("": nothing) */
+  int fd;                     /* the O_PATH descriptor behind it, or -1 */
+  int nspid;                  /* the PID the agent knows itself by */
+  uid_t uid;                  /* the socket's owner */
+  uint64_t ino;               /* the socket's inode */
+} msc_sockref_t;
+
+/* Finds pid's socket as msc_find_socket() does and, for a process in
+ * another mount or PID namespace, in the socket directory it uses inside
+ * its own root (its MEMSTATS_DIR or XDG_RUNTIME_DIR/memtop from
+ * /proc/PID/environ where memtop may read it, memtop's own MEMSTATS_DIR,
+ * then /tmp/memtop-UID with the uid it has inside its user namespace,
+ * from /proc/PID/uid_map), named after its PID there (NSpid). ref->fd is
+ * -1 or a descriptor the caller closes with msc_sockref_close() once
+ * connected. Returns 0, MS_ENOENT, MS_EACCES, MS_ESRCH or MS_EUNSAFE
+ * (*why says why), with ref->path saying where it looked. */
+int msc_locate(int pid, msc_sockref_t *ref, const char **why);
+void msc_sockref_close(msc_sockref_t *ref);
+
+/* Adds to *v (*n of *cap, grown with realloc) the attachable processes
+ * found in other mount or PID namespaces (a socket found as msc_locate
+ * does; only in the directory named `only` inside each root when it is
+ * not NULL), skipping PIDs has(arg, pid) says are listed already.
+ * Connects to nothing, removes nothing. Returns 0 or MS_ENOMEM. */
+int msc_list_namespaces(msc_target_t **v, size_t *n, size_t *cap,
+                        const char *only, int (*has)(void *, int), void *arg);
 
 /* Field 22 of /proc/PID/stat. Returns 0, MS_ESRCH (no such process). */
 int msc_proc_start_time(int pid, uint64_t *start_time);
@@ -137,6 +213,10 @@ typedef struct msc_event_s {
 /* A new session for the target `pid` whose start time should be
  * `expected_start_time` (0: do not check). NULL on ENOMEM. */
 msc_session_t *msc_session_new(int pid, uint64_t expected_start_time);
+/* The target runs in another PID namespace, where it is nspid: its
+ * handshake must say nspid, and its snapshots and profiles are given
+ * the PID memtop knows it by. */
+void msc_session_set_nspid(msc_session_t *s, int nspid);
 void msc_session_free(msc_session_t *s);
 /* The bytes to send to ask for one snapshot (the first call also says
  * hello). The pointer stays valid until the next call on the session. */

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "memstats.h"
+#include "client/client.h"
 #include "common/strbuf.h"
 
 /* IEC units with one decimal and no space: "1.2GiB", "612.0MiB", "512.0B".
@@ -101,18 +102,31 @@ int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
  * Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
 
+/* The same object with who the process is after "comm" (id NULL: as
+ * ms__emit_json): "user" (user, the name of its real owner, when not
+ * NULL), "uid" (its real owner, when known), "ppid" (its parent, when
+ * memtop sees one), "ns_pid" (its PID inside its
+ * own PID namespace, when that is another), and where known "container",
+ * "engine", "pod" and "unit" (its systemd service). Returns as
+ * ms__emit_json. */
+int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
+                     const msc_ident_t *id, const char *user);
+
 /* `memtop ps`: the column header line. Returns 0 or MS_ENOMEM. */
 int ms__emit_ps_header(ms__strbuf_t *out);
 
-/* One line of `memtop ps`: PID, USER, COMM, READY+PREPARED, PROVIDERS.
- * user and comm come from outside (the password database, the target,
- * /proc/PID/comm): at most MS_NAME_MAX bytes of each are read (a NUL ends
- * them sooner), made safe (common/sanitize.h) and cut to their columns
- * whole; so are the providers of s, joined by ",". s NULL:
+/* One line of `memtop ps`: PID, USER, COMM, CONTAINER, READY+PREPARED,
+ * PROVIDERS. user and comm come from outside (the password database, the
+ * target, /proc/PID/comm): at most MS_NAME_MAX bytes of each are read (a
+ * NUL ends them sooner), made safe (common/sanitize.h) and cut to their
+ * columns whole; so are the providers of s, joined by ",". container: the
+ * container's id (its first 12 characters are shown, as docker ps does),
+ * or NULL or "" for none ("-"). s NULL:
  * the process did not answer ("?", and a pointer to the reason, which the
  * caller prints below the table). Returns 0, MS_EINVAL or MS_ENOMEM. */
 int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
-                     const char *comm, const ms_snapshot_t *s);
+                     const char *comm, const char *container,
+                     const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
  * runtime.MemStats (all fields, compact, whatever their quality; BySize has
@@ -132,13 +146,16 @@ typedef struct ms__prom_target_s {
   const char *exe;           /* borrowed, NUL-terminated; NULL: unknown */
   uint64_t age_ns;           /* the snapshot's age at this scrape */
   uint64_t scrape_errors;    /* times memtop failed to read it */
+  const char *container;     /* borrowed; NULL or "": not in one */
+  const char *pod;           /* borrowed; NULL or "": not in one */
 } ms__prom_target_t;
 
 /* The exposition of n processes, appended to *out: the text format 0.0.4,
  * or OpenMetrics 1.0 (openmetrics nonzero: counters' and info metrics'
  * families named without their suffix, UNIT lines, "# EOF" at the end).
  * One HELP and TYPE per family, its samples for every process together;
- * labels pid, comm and (where known) exe, made safe and escaped; estimated
+ * labels pid, comm and (where known) exe, container and pod, made safe
+ * and escaped; estimated
  * figures marked by memstats_estimated{metric=...}, unavailable ones left
  * out; memtop's own families (memtop_targets, memtop_scrape_errors_total,
  * memtop_build_info{version=memtop_version}) at the end. Returns 0,

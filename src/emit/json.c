@@ -105,6 +105,20 @@ int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s) {
 }
 
 int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
+  return mt_emit_json_who(out, s, NULL, NULL);
+}
+
+/* ,"name":"value" for a value that is set. */
+static void json_opt(ms__strbuf_t *out, const char *name, const char *v,
+                     size_t max) {
+  if (v == NULL || v[0] == '\0')
+    return;
+  ms__strbuf_printf(out, ",\"%s\":", name);
+  ms__json_string(out, v, strnlen(v, max));
+}
+
+int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
+                     const msc_ident_t *id, const char *user) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
@@ -112,6 +126,19 @@ int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
 
   ms__strbuf_printf(out, "{\"pid\":%" PRId32 ",\"comm\":", s->pid);
   ms__json_string(out, s->comm, strnlen(s->comm, sizeof s->comm));
+  if (id != NULL) {
+    json_opt(out, "user", user, MS_NAME_MAX);
+    if (id->have_uid)
+      ms__strbuf_printf(out, ",\"uid\":%u", (unsigned)id->uid);
+    if (id->ppid > 0)
+      ms__strbuf_printf(out, ",\"ppid\":%d", id->ppid);
+    if (id->nspid > 0 && id->nspid != s->pid)
+      ms__strbuf_printf(out, ",\"ns_pid\":%d", id->nspid);
+    json_opt(out, "container", id->container, sizeof id->container);
+    json_opt(out, "engine", id->engine, sizeof id->engine);
+    json_opt(out, "pod", id->pod, sizeof id->pod);
+    json_opt(out, "unit", id->unit, sizeof id->unit);
+  }
   ms__strbuf_printf(out,
                     ",\"start_time\":%" PRIu64 ",\"time_unix_ns\":%" PRIu64
                     ",\"age_ms\":%" PRIu64 ",\"providers\":[",

@@ -167,8 +167,8 @@ static void put_label_value(walk_t *w, const char *s, size_t n) {
   label_value_to(w->out, s, n);
 }
 
-/* pid, comm and, where known, exe: the labels of every per-process
- * sample, without the closing brace. */
+/* pid, comm and, where known, exe, container and pod: the labels of every
+ * per-process sample, without the closing brace. */
 static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
   const ms_snapshot_t *s = t->snap;
   ms__strbuf_printf(out, "{pid=\"%" PRId32 "\",comm=\"", t->pid);
@@ -178,6 +178,18 @@ static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
   if (t->exe && t->exe[0]) {
     ms__strbuf_puts(out, ",exe=\"");
     label_value_to(out, t->exe, strnlen(t->exe, MS__PROM_EXE_MAX));
+    ms__strbuf_puts(out, "\"");
+  }
+  /* As cAdvisor and kube-state-metrics name them, so that a query can
+   * join memtop's series with theirs. */
+  if (t->container && t->container[0]) {
+    ms__strbuf_puts(out, ",container=\"");
+    label_value_to(out, t->container, strnlen(t->container, MS_NAME_MAX));
+    ms__strbuf_puts(out, "\"");
+  }
+  if (t->pod && t->pod[0]) {
+    ms__strbuf_puts(out, ",pod=\"");
+    label_value_to(out, t->pod, strnlen(t->pod, MS_NAME_MAX));
     ms__strbuf_puts(out, "\"");
   }
 }

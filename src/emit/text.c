@@ -482,17 +482,20 @@ static void put_providers(ms__strbuf_t *out, const ms_snapshot_t *s) {
 /* Column widths of the table: the fixed ones as `ps` has them. */
 #define PS_USER 10
 #define PS_COMM 16
+#define PS_CONTAINER 12 /* a container id's first 12, as docker ps shows */
 
 int ms__emit_ps_header(ms__strbuf_t *out) {
   if (!out)
     return MS_EINVAL;
-  ms__strbuf_printf(out, "%7s %-*s %-*s %14s  %s\n", "PID", PS_USER, "USER",
-                    PS_COMM, "COMM", "READY+PREPARED", "PROVIDERS");
+  ms__strbuf_printf(out, "%7s %-*s %-*s %-*s %14s  %s\n", "PID", PS_USER,
+                    "USER", PS_COMM, "COMM", PS_CONTAINER, "CONTAINER",
+                    "READY+PREPARED", "PROVIDERS");
   return finish(out);
 }
 
 int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
-                     const char *comm, const ms_snapshot_t *s) {
+                     const char *comm, const char *container,
+                     const ms_snapshot_t *s) {
   if (!out || !user || !comm)
     return MS_EINVAL;
   /* Every piece goes into the string buffer, which grows as needed: no
@@ -501,6 +504,10 @@ int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
   ms__strbuf_put_safe_col(out, user, MS_NAME_MAX, PS_USER, PS_USER);
   ms__strbuf_puts(out, " ");
   ms__strbuf_put_safe_col(out, comm, MS_NAME_MAX, PS_COMM, PS_COMM);
+  ms__strbuf_puts(out, " ");
+  ms__strbuf_put_safe_col(out,
+                          container != NULL && container[0] ? container : "-",
+                          MS_NAME_MAX, PS_CONTAINER, PS_CONTAINER);
   if (s == NULL) {
     ms__strbuf_printf(out, " %14s  %s\n", "?", "(unreachable: see below)");
     return finish(out);

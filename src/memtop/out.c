@@ -56,8 +56,14 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
 
 void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
                            const ms__profile_decoded_t *prof, const char *err) {
+  mt_out_snapshot_who(out, s, NULL, NULL, prof, err);
+}
+
+void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
+                         const msc_ident_t *id, const char *user,
+                         const ms__profile_decoded_t *prof, const char *err) {
   if (out->json) {
-    ms__emit_json(&out->buf, s);
+    mt_emit_json_who(&out->buf, s, id, user);
     if (out->sites > 0)
       mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1);
     ms__strbuf_puts(&out->buf, "\n");

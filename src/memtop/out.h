@@ -8,6 +8,7 @@
 
 #include "memstats.h"
 #include "common/strbuf.h"
+#include "client/client.h"
 #include "wire/profile.h"
 
 typedef struct mt_out_s {
@@ -27,6 +28,12 @@ void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s);
  * why there is none). */
 void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
                            const ms__profile_decoded_t *prof, const char *err);
+
+/* The same, and a JSON line says who the process is (id, and user its
+ * owner's name or NULL: mt_emit_json_who); id NULL: as above. */
+void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
+                         const msc_ident_t *id, const char *user,
+                         const ms__profile_decoded_t *prof, const char *err);
 
 /* Writes the output gathered so far to stdout. A reader that went away
  * stops the output quietly; other failures are said and set `failed`. */

@@ -113,9 +113,22 @@ const mt_tset_cbs_t mt_rounds_cbs = {
 
 /* ---- printing a round ------------------------------------------------ */
 
+/* The name of st's owner (its real uid, from /proc), its uid when it
+ * has none, "?" when it is not known. Returns 1 if it is a name. */
+static int owner_name(const mt_tset_target_t *st, char *user, size_t len) {
+  const struct passwd *pw = st->have_uid ? getpwuid(st->uid) : NULL;
+
+  if (pw != NULL)
+    snprintf(user, len, "%s", pw->pw_name);
+  else if (st->have_uid)
+    snprintf(user, len, "%u", (unsigned)st->uid);
+  else
+    snprintf(user, len, "?");
+  return pw != NULL;
+}
+
 static void emit_ps(mt_rounds_t *r) {
   char user[32];
-  const struct passwd *pw;
   const mt_target_t *t;
   const mt_tset_target_t *st;
   size_t i;
@@ -126,17 +139,11 @@ static void emit_ps(mt_rounds_t *r) {
     t = mt_model_find(r->model, st->pid);
     if (st->gone || t == NULL)
       continue;
-    pw = st->have_uid ? getpwuid(st->uid) : NULL;
-    if (pw != NULL)
-      snprintf(user, sizeof user, "%s", pw->pw_name);
-    else if (st->have_uid)
-      snprintf(user, sizeof user, "%u", (unsigned)st->uid);
-    else
-      snprintf(user, sizeof user, "?");
+    owner_name(st, user, sizeof user);
     /* The name, the user and the providers are a stranger's: the emitter
      * makes them safe and keeps them in their columns. */
     ms__emit_ps_line(&r->out->buf, st->pid, user,
-                     t->comm[0] ? t->comm : st->comm,
+                     t->comm[0] ? t->comm : st->comm, st->id.container,
                      st->ok && t->have_snapshot ? &t->snap : NULL);
   }
 }
@@ -158,9 +165,12 @@ static size_t print_round(mt_rounds_t *r) {
     left += !st->gone;
     t = mt_model_find(r->model, st->pid);
     if (st->ok && t != NULL && t->have_snapshot) {
-      if (!ps)
-        mt_out_snapshot_sites(r->out, &t->snap, rt->prof,
-                              rt->prof_err[0] ? rt->prof_err : NULL);
+      if (!ps) {
+        char user[32];
+        int named = owner_name(st, user, sizeof user);
+        mt_out_snapshot_who(r->out, &t->snap, &st->id, named ? user : NULL,
+                            rt->prof, rt->prof_err[0] ? rt->prof_err : NULL);
+      }
       ms__profile_decoded_free(rt->prof);
       rt->prof = NULL;
       continue;

@@ -257,6 +257,8 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     pt[n].pid = t->pid;
     pt[n].snap = u->snap;
     pt[n].exe = u->exe[0] ? u->exe : NULL;
+    pt[n].container = t->id.container;
+    pt[n].pod = t->id.pod;
     pt[n].scrape_errors = u->errors;
     if (u->snap)
       pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);

@@ -62,7 +62,11 @@ struct mt_conn_s {
   /* Decoded into, handed to the callback; allocated once a connection
    * is made, so that a target that never answers costs no snapshot. */
   ms_snapshot_t *snap;
-  char path[MSC_PATH_MAX];
+  char path[MSC_NSPATH_MAX]; /* the socket, for people */
+  /* Where it was found (msc_locate): what to connect to, the O_PATH
+   * descriptor behind that (a socket in another root) until the connect
+   * is made, and the PID the target knows itself by. */
+  msc_sockref_t ref;
   /* A failure found before connecting (an unsafe socket directory),
    * reported from the timer so that the callback never runs inside
    * mt_conn_fetch_flags(). */
@@ -73,6 +77,7 @@ struct mt_conn_s {
 static void conn_unref(mt_conn_t *c) {
   if (--c->handles == 0 && c->closing) {
     msc_session_free(c->session);
+    msc_sockref_close(&c->ref);
     free(c->rbuf);
     free(c->snap);
     ms__profile_decoded_free(c->prof.prof);
@@ -418,6 +423,7 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
   }
   c->timer.data = c;
   c->handles = 1; /* the timer */
+  c->ref.fd = -1;
   return c;
 }
 
@@ -428,10 +434,20 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
  * the directory is not to be trusted (c->early_* then say why). */
 static int locate(mt_conn_t *c) {
   const char *why = NULL;
-  int rc = msc_find_socket(c->pid, c->path, sizeof c->path, &why);
+  int rc;
 
+  msc_sockref_close(&c->ref);
+  rc = msc_locate(c->pid, &c->ref, &why);
+  memcpy(c->path, c->ref.path, sizeof c->path);
   if (rc != 0 && c->path[0] == '\0')
     snprintf(c->path, sizeof c->path, "%d.sock", c->pid);
+  if (rc != 0 && rc != MS_EUNSAFE && c->ref.connect[0] == '\0') {
+    /* Not found in another process's root: nothing to connect to (its
+     * path for people is not one to walk). Said as a failed connect. */
+    msc_explain_connect(c->pid, rc, c->path, c->early_msg, sizeof c->early_msg);
+    c->early_err = rc;
+    return 1;
+  }
   if (rc != MS_EUNSAFE)
     return 0;
   msc_explain_unsafe(c->pid, c->path, why, c->early_msg, sizeof c->early_msg);
@@ -443,6 +459,7 @@ static void start_connect(mt_conn_t *c) {
   mt_pipe_t *p;
 
   c->session = msc_session_new(c->pid, c->start_time);
+  msc_session_set_nspid(c->session, c->ref.nspid);
   p = calloc(1, sizeof *p);
   if (c->session == NULL || p == NULL) {
     free(p);
@@ -460,7 +477,11 @@ static void start_connect(mt_conn_t *c) {
   c->handles++; /* released in pipe_closed */
   /* uv_pipe_connect reports every error, even a synchronous one, through
    * the callback on a later loop iteration. */
-  uv_pipe_connect(&p->connect_req, &p->handle, c->path, connected);
+  uv_pipe_connect(&p->connect_req, &p->handle,
+                  c->ref.connect[0] ? c->ref.connect : c->path, connected);
+  /* The connect() itself is made inside that call (a Unix socket's does
+   * not wait): the descriptor it went through is no longer needed. */
+  msc_sockref_close(&c->ref);
 }
 
 static int fetch(mt_conn_t *c, int timeout_ms, uint64_t flags, int prof) {

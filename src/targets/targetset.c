@@ -258,9 +258,20 @@ static void target_free(mt_tset_t *s, mt_tset_target_t *t) {
   free(t);
 }
 
+static void identified_as(mt_tset_target_t *t, const msc_ident_t *id) {
+  t->id = *id;
+  if (id->have_uid) {
+    t->uid = id->uid;
+    t->have_uid = 1;
+  }
+}
+
 static void listed_as(mt_tset_target_t *t, const msc_target_t *f) {
+  /* USER is the process's real owner; the socket's owner only when
+   * /proc could not say. */
   t->uid = f->uid;
   t->have_uid = 1;
+  identified_as(t, &f->id);
   memcpy(t->comm, f->comm, sizeof t->comm);
   t->comm[sizeof t->comm - 1] = '\0';
 }
@@ -292,8 +303,13 @@ static mt_tset_target_t *add_target(mt_tset_t *s, int pid, uint64_t start_time,
   t->pid = pid;
   t->start_time = start_time;
   t->flags = flags;
-  if (found != NULL)
+  if (found != NULL) {
     listed_as(t, found);
+  } else if (s->io.identify != NULL) {
+    msc_ident_t id;
+    if (s->io.identify(s->io.ctx, pid, &id) == 0)
+      identified_as(t, &id);
+  }
   t->conn = s->io.conn_new(s->io.ctx, pid, start_time, on_reply, t);
   if (s->o.timed)
     t->timer = s->io.timer_new(s->io.ctx, timer_fired, t);
@@ -488,6 +504,21 @@ static void unlisted(mt_tset_t *s, mt_tset_target_t *t, uint64_t now) {
     mt_tset_remove(s, t);
 }
 
+/* Whether pid is the tree's root or below it: its parents walked up
+ * (at most a deep chain's worth: a loop or a race ends the walk). */
+static int in_tree(const mt_tset_t *s, int pid) {
+  int root = s->o.tree_root;
+
+  for (int depth = 0; depth < 4096 && pid > 0; depth++) {
+    if (pid == root)
+      return 1;
+    if (s->io.parent_of == NULL)
+      return 0;
+    pid = s->io.parent_of(s->io.ctx, pid);
+  }
+  return 0;
+}
+
 int mt_tset_rescan(mt_tset_t *s) {
   msc_target_t *found = NULL;
   mt_tset_target_t *t;
@@ -504,6 +535,8 @@ int mt_tset_rescan(mt_tset_t *s) {
   for (i = 0; i < s->nc; i++)
     s->c[i]->seen = 0;
   for (i = 0; i < n; i++) {
+    if (s->o.tree_root > 0 && !in_tree(s, found[i].pid))
+      continue; /* outside the tree: as if not listed */
     t = mt_tset_find(s, found[i].pid);
     if (t != NULL && t->gone && found[i].start_time != t->start_time) {
       /* The PID was reused by a new attachable process. */

@@ -66,8 +66,12 @@ typedef struct mt_tset_s mt_tset_t;
 typedef struct mt_tset_target_s {
   int pid;
   uint64_t start_time; /* 0: not known yet (the first snapshot says) */
-  uid_t uid;           /* the socket's owner, from the listing */
+  uid_t uid;           /* the process's real owner (its Uid: line) */
   int have_uid;
+  /* Who the process is: owner, PID inside its namespaces, container,
+   * pod, service (from the listing, or the io's identify for a PID
+   * named; id.have_uid 0 when not known). */
+  msc_ident_t id;
   char comm[MS_NAME_MAX]; /* from the listing ("" if named) */
   unsigned flags;         /* MT_TSET_* given to mt_tset_add() */
   unsigned fails;         /* consecutive failed reads (the back-off's) */
@@ -191,6 +195,12 @@ typedef struct mt_tset_io_s {
    * MS_ECONNREFUSED): remove it if it is stale (msc_remove_stale()). May
    * be NULL. */
   void (*stale)(void *ctx, const msc_target_t *t);
+  /* Who pid is (msc_proc_ident()), for a target added by PID rather than
+   * found by a listing: 0 or an MS_E* code. May be NULL. */
+  int (*identify)(void *ctx, int pid, msc_ident_t *id);
+  /* The parent of pid (msc_proc_ppid()): > 0, 0 for none, or a negative
+   * code (gone). Needed with tree_root; may be NULL otherwise. */
+  int (*parent_of)(void *ctx, int pid);
   /* Nonzero if pid is no longer the process started at start_time (no
    * /proc entry, a zombie, the PID reused). */
   int (*proc_gone)(void *ctx, int pid, uint64_t start_time);
@@ -215,6 +225,14 @@ typedef struct mt_tset_opts_s {
    * after it went. */
   int retire_unlisted;
   uint64_t keep_gone_ms;
+  /* A process tree (issue 21: memtop run follows its command's tree,
+   * memtop PID --tree a running parent's): > 0, a listing takes only
+   * this PID and its descendants (the io's parent_of walks up from each
+   * listed PID). A daemon that double-forks is re-parented to the
+   * nearest subreaper: a tree_root that is memtop itself, made one with
+   * prctl(PR_SET_CHILD_SUBREAPER), keeps it in the tree. 0: every
+   * process listed. */
+  int tree_root;
 } mt_tset_opts_t;
 
 /* A set with no targets. io and cbs are copied. NULL on ENOMEM. */

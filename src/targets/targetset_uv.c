@@ -207,6 +207,16 @@ static int proc_gone(void *ctx, int pid, uint64_t start_time) {
   return 0;
 }
 
+static int identify(void *ctx, int pid, msc_ident_t *id) {
+  (void)ctx;
+  return msc_proc_ident(pid, id);
+}
+
+static int parent_of(void *ctx, int pid) {
+  (void)ctx;
+  return msc_proc_ppid(pid);
+}
+
 void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->now_ns = uv_now_ns;
   io->conn_new = conn_new;
@@ -220,5 +230,7 @@ void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->discover = discover;
   io->stale = stale;
   io->proc_gone = proc_gone;
+  io->identify = identify;
+  io->parent_of = parent_of;
   io->ctx = loop;
 }

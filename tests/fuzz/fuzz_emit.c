@@ -103,8 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_text(&out, 0);
   ms__strbuf_reset(&out);
   ms__emit_ps_header(&out);
-  ms__emit_ps_line(&out, g_snap.pid, g_snap.providers[0], g_snap.comm, &g_snap);
-  ms__emit_ps_line(&out, g_snap.pid, "?", g_snap.comm, NULL);
+  ms__emit_ps_line(&out, g_snap.pid, g_snap.providers[0], g_snap.comm,
+                   g_snap.providers[1], &g_snap);
+  ms__emit_ps_line(&out, g_snap.pid, "?", g_snap.comm, NULL, NULL);
   check_text(&out, 1);
   ms__strbuf_reset(&out);
   /* JSON: one line, nothing raw that a terminal would act on. */

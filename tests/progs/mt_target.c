@@ -10,6 +10,10 @@
  *   mt_target lazyfree   the same, after writing 64 MiB of anonymous memory
  *                        and handing it back with MADV_FREE, so that the
  *                        kernel counts it as LazyFree (until reclaimed)
+ *   mt_target dropuid    the same, started as root, after becoming uid and
+ *                        gid 65534 once the agent listens (a server's
+ *                        workers after they drop their privileges: the
+ *                        socket stays root's)
  *
  * If ms_agent_start() fails it says "agent-error <code>" and exits 1.
  */
@@ -17,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <grp.h>
 #include <unistd.h>
 
 #include "memstats.h"
@@ -54,6 +59,12 @@ int main(int argc, char **argv) {
       madvise(p, len, MADV_FREE);
 #endif
     }
+  }
+  if (argc > 1 && strcmp(argv[1], "dropuid") == 0 &&
+      (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+       setresuid(65534, 65534, 65534) != 0)) {
+    printf("dropuid-error\n");
+    return 1;
   }
   printf("ready %d\n", (int)getpid());
   fflush(stdout);

@@ -476,9 +476,9 @@ static void test_prometheus_content(void **state) {
   assert_non_null(c);
   make_glibc(g);
   make_gc(c);
-  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0},
-                            {c->pid, c, NULL, 1000000000, 2},
-                            {c->pid + 1, c, NULL, 0, 0}};
+  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0, NULL, NULL},
+                            {c->pid, c, NULL, 1000000000, 2, NULL, NULL},
+                            {c->pid + 1, c, NULL, 0, 0, NULL, NULL}};
   ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__emit_prometheus(&out, 0, t, 3, "1.0"), 0);
   const char *o = out.data;
@@ -699,7 +699,7 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   ms__strbuf_free(&out);
 
   /* Prometheus: the families. */
-  ms__prom_target_t t = {s->pid, s, NULL, 0, 0};
+  ms__prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, NULL};
   assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
   double psum = 0;
   for (size_t i = 0; i < 7; i++)
@@ -986,9 +986,10 @@ static void check_hostile(const ms_snapshot_t *s) {
   ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_ps_header(&out), 0);
   size_t header = out.len;
-  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", s->comm, s), 0);
-  assert_int_equal(
-      ms__emit_ps_line(&out, s->pid, s->providers[1], s->comm, NULL), 0);
+  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", s->comm, NULL, s), 0);
+  assert_int_equal(ms__emit_ps_line(&out, s->pid, s->providers[1], s->comm,
+                                    s->providers[2], NULL),
+                   0);
   bad = terminal_unsafe_at(out.data, out.len, 1);
   if (bad != out.len)
     fail_msg("ps: unsafe byte 0x%02x at %zu: %.40s",
@@ -1005,6 +1006,7 @@ static void check_hostile(const ms_snapshot_t *s) {
    * the header says. */
   assert_int_equal(line[7 + 1 + 10], ' ');
   assert_int_equal(line[7 + 1 + 10 + 1 + 16], ' ');
+  assert_int_equal(line[7 + 1 + 10 + 1 + 16 + 1 + 12], ' ');
   assert_non_null(strstr(nl + 1, "(unreachable: see below)"));
 
   /* JSON: valid, every byte a terminal could act on escaped, and the
@@ -1059,7 +1061,7 @@ static void test_hostile_snapshot(void **state) {
   assert_int_equal(ms__emit_report(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_ps_line(&out, 1, "u", "c", s), 0);
+  assert_int_equal(ms__emit_ps_line(&out, 1, "u", "c", "k", s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
   ms__strbuf_reset(&out);
   assert_int_equal(ms__emit_json(&out, s), 0);
@@ -1233,6 +1235,93 @@ static void test_strerror(void **state) {
   assert_string_equal(ms_version_string(), MS_VERSION_STRING);
 }
 
+/* Who a process is (issue 21): JSON says its owner, its PID in its own
+ * namespace, its container, pod and service; ps has a CONTAINER column
+ * (the id's first 12, as docker ps shows); Prometheus labels container
+ * and pod, only where known. */
+static void test_who(void **state) {
+  (void)state;
+  ms_snapshot_t *s = malloc(sizeof *s);
+  assert_non_null(s);
+  make_glibc(s);
+  msc_ident_t id;
+  memset(&id, 0, sizeof id);
+  id.uid = 65534;
+  id.have_uid = 1;
+  id.nspid = 1;
+  id.ppid = 7;
+  snprintf(id.container, sizeof id.container, "%s",
+           "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+  snprintf(id.engine, sizeof id.engine, "containerd");
+  snprintf(id.pod, sizeof id.pod, "5f2c0d0e-1b2a-4c3d-9e8f-0a1b2c3d4e5f");
+  snprintf(id.unit, sizeof id.unit, "nginx.service");
+  ms__strbuf_t out = MS_STRBUF_INIT;
+
+  assert_int_equal(mt_emit_json_who(&out, s, &id, "nobody"), 0);
+  json_error_t je;
+  json_t *j = json_loads(out.data, 0, &je);
+  if (j == NULL)
+    fail_msg("JSON does not parse: %s", je.text);
+  assert_string_equal(json_string_value(json_object_get(j, "user")), "nobody");
+  assert_int_equal(json_integer_value(json_object_get(j, "uid")), 65534);
+  assert_int_equal(json_integer_value(json_object_get(j, "ns_pid")), 1);
+  assert_int_equal(json_integer_value(json_object_get(j, "ppid")), 7);
+  assert_string_equal(json_string_value(json_object_get(j, "container")),
+                      id.container);
+  assert_string_equal(json_string_value(json_object_get(j, "engine")),
+                      "containerd");
+  assert_string_equal(json_string_value(json_object_get(j, "pod")), id.pod);
+  assert_string_equal(json_string_value(json_object_get(j, "unit")),
+                      "nginx.service");
+  json_decref(j);
+  /* Nothing known, nothing said; no id: ms__emit_json's object. */
+  msc_ident_t none;
+  memset(&none, 0, sizeof none);
+  none.nspid = s->pid;
+  ms__strbuf_reset(&out);
+  assert_int_equal(mt_emit_json_who(&out, s, &none, NULL), 0);
+  assert_null(strstr(out.data, "\"uid\""));
+  assert_null(strstr(out.data, "ns_pid"));
+  assert_null(strstr(out.data, "container"));
+  ms__strbuf_t plain = MS_STRBUF_INIT;
+  assert_int_equal(ms__emit_json(&plain, s), 0);
+  assert_string_equal(out.data, plain.data);
+  ms__strbuf_free(&plain);
+
+  ms__strbuf_reset(&out);
+  assert_int_equal(ms__emit_ps_header(&out), 0);
+  assert_non_null(strstr(out.data, " CONTAINER "));
+  assert_int_equal(
+      ms__emit_ps_line(&out, s->pid, "nobody", "nginx", id.container, s), 0);
+  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", "nginx", NULL, s), 0);
+  assert_non_null(strstr(out.data, " nginx            0123456789ab "));
+  assert_non_null(strstr(out.data, " nginx            -            "));
+
+  ms__prom_target_t t[2];
+  memset(t, 0, sizeof t);
+  t[0].pid = s->pid;
+  t[0].snap = s;
+  t[0].container = id.container;
+  t[0].pod = id.pod;
+  t[1].pid = s->pid + 1;
+  t[1].snap = s;
+  ms__strbuf_reset(&out);
+  assert_int_equal(ms__emit_prometheus(&out, 0, t, 2, "1.0"), 0);
+  char want[256];
+  snprintf(want, sizeof want,
+           "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"%s\",container=\"%s\","
+           "pod=\"%s\"} ",
+           (int)s->pid, s->comm, id.container, id.pod);
+  if (strstr(out.data, want) == NULL)
+    fail_msg("no %s in the exposition", want);
+  snprintf(want, sizeof want,
+           "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"%s\"} ",
+           (int)s->pid + 1, s->comm);
+  assert_non_null(strstr(out.data, want));
+  ms__strbuf_free(&out);
+  free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_golden_lines),
@@ -1252,6 +1341,7 @@ int main(void) {
       cmocka_unit_test(test_hostile_snapshot),
       cmocka_unit_test(test_field_table),
       cmocka_unit_test(test_strerror),
+      cmocka_unit_test(test_who),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

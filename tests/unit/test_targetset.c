@@ -362,6 +362,18 @@ static const mt_tset_cbs_t owner_cbs = {
     .probed = o_probed,
 };
 
+/* Parents for tree_root: pid -> ppid (0 for the rest). */
+static int parent_pid[8], parent_ppid[8];
+static size_t nparents;
+
+static int f_parent_of(void *ctx, int pid) {
+  (void)ctx;
+  for (size_t i = 0; i < nparents; i++)
+    if (parent_pid[i] == pid)
+      return parent_ppid[i];
+  return 0;
+}
+
 static mt_tset_io_t fake_io = {
     .now_ns = f_now_ns,
     .conn_new = f_conn_new,
@@ -375,6 +387,7 @@ static mt_tset_io_t fake_io = {
     .discover = f_discover,
     .stale = f_stale,
     .proc_gone = f_proc_gone,
+    .parent_of = f_parent_of,
 };
 
 static int reset(void **state) {
@@ -382,7 +395,7 @@ static int reset(void **state) {
   now_ms = 5000;
   memset(timers, 0, sizeof timers);
   memset(conns, 0, sizeof conns);
-  nlisting = ndead = 0;
+  nlisting = ndead = nparents = 0;
   stale_calls = stale_pid = 0;
   memset(&own, 0, sizeof own);
   own.failure_answer = MT_TSET_BACKOFF;
@@ -1000,7 +1013,7 @@ static void test_stale_off_the_loop(void **state) {
   snprintf(t.path, sizeof t.path, "%s/%d.sock", dir, (int)pid);
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", t.path);
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.100s", t.path);
   fd = socket(AF_UNIX, SOCK_STREAM, 0);
   assert_true(fd >= 0);
   assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
@@ -1029,6 +1042,39 @@ static void test_stale_off_the_loop(void **state) {
   rmdir(dir);
 }
 
+/* A tree (tree_root): a listing takes the root's descendants only, at
+ * any depth and through processes that are not listed (a shell between),
+ * and a daemon re-parented to the root (memtop as a subreaper) is in it;
+ * the rest of the machine's targets are not probed. */
+static void test_tree(void **state) {
+  static const int all[] = {50, 101, 102, 103, 200};
+  /* 100 the root; 101 its child; 99 an unlisted shell under 101, 102
+   * under it; 103 a daemon whose parent is now the root; 200 elsewhere;
+   * 50 above the root. */
+  static const int pids[] = {101, 99, 102, 103, 200, 100};
+  static const int ppids[] = {100, 101, 99, 100, 1, 50};
+  mt_tset_opts_t o = {
+      .timeout_ms = 2000, .retire_unlisted = 1, .tree_root = 100};
+  mt_tset_t *s;
+
+  (void)state;
+  for (nparents = 0; nparents < 6; nparents++) {
+    parent_pid[nparents] = pids[nparents];
+    parent_ppid[nparents] = ppids[nparents];
+  }
+  s = new_set(&o);
+  list(5, all);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(mt_tset_probing(s), 3);
+  assert_int_equal(mt_tset_fetch_all(s, NULL), 3);
+  assert_int_equal(fetches(101), 1);
+  assert_int_equal(fetches(102), 1);
+  assert_int_equal(fetches(103), 1);
+  assert_int_equal(fetches(50), -1); /* never a candidate */
+  assert_int_equal(fetches(200), -1);
+  mt_tset_free(s);
+}
+
 int main(void) {
   /* test_stale_off_the_loop holds the pool's one thread. */
   setenv("UV_THREADPOOL_SIZE", "1", 1);
@@ -1047,6 +1093,7 @@ int main(void) {
       cmocka_unit_test_setup(test_profile_request, reset),
       cmocka_unit_test_setup(test_live_detail_asks_both, reset),
       cmocka_unit_test(test_stale_off_the_loop),
+      cmocka_unit_test_setup(test_tree, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
