@@ -203,6 +203,10 @@ MS__FORK_TEXT static void write_exit_report(void) {
 }
 
 __attribute__((constructor)) static void preload_init(void) {
+  /* Loaded late (memtop attach), the library stays inert until memtop
+   * calls ms__attach_start (attach.c). */
+  if (ms__preload_loaded_late())
+    return;
   pid_after_fork();
   pthread_atfork(NULL, NULL, fork_child);
   ms__preload_resolve();
