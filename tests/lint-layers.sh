@@ -7,7 +7,7 @@
 # side, and its own):
 #
 #   target side:  common wire core providers compose profile agent preload
-#   tool side:    common wire client emit pprof memtop
+#   tool side:    common wire client emit pprof attach memtop
 #
 # So nothing includes upwards, the tool's side never includes core,
 # providers, compose, profile, agent or preload, and the target side never
@@ -27,7 +27,7 @@
 set -u
 SRC=${1:-src}
 TARGET="common wire core providers compose profile agent preload"
-TOOL="common wire client emit pprof memtop"
+TOOL="common wire client emit pprof attach memtop"
 
 if [ ! -d "$SRC" ]; then
   echo "lint-layers: no source directory $SRC" >&2
