@@ -194,13 +194,13 @@ static int refusals(const mt_attach_req_t *req, const proc_info_t *pi,
 /* With the process stopped: whether a seccomp filter of it may kill a
  * thread or the process for a system call (loading the library and the
  * agent's socket and thread make many). Returns 0 or a refusal. */
-static int seccomp_check(const mt_attach_req_t *req, const proc_info_t *pi,
-                         char *err, size_t errlen) {
+static int seccomp_check(const mt_attach_req_t *req, pid_t tid,
+                         const proc_info_t *pi, char *err, size_t errlen) {
   if (pi->seccomp != 2)
     return 0;
   static struct sock_filter prog[BPF_MAXINSNS];
   for (long i = 0; i < 64; i++) {
-    long n = ptrace(PTRACE_SECCOMP_GET_FILTER, req->pid, (void *)i, prog);
+    long n = ptrace(PTRACE_SECCOMP_GET_FILTER, tid, (void *)i, prog);
     if (n < 0) {
       if (errno == ENOENT)
         return 0; /* every filter read: none kills */
@@ -321,8 +321,6 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
   if ((r = mt_inj_push_str(inj, req->lib, &path)) != 0 ||
       (r = mt_inj_push_str(inj, sym, &name)) != 0)
     return fail(err, errlen, r, "cannot set the call up: %s", inj->why);
-  /* From here on, the other threads run (inject.h). */
-  mt_inj_release_others(inj);
   int mode = RTLD_NOW | RTLD_LOCAL | (req->detach ? RTLD_NOLOAD : 0);
   if ((r = mt_inj_call(inj, e->dlopen, path, (uint64_t)mode, &handle,
                        CALL_MS)) != 0)
@@ -445,12 +443,11 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
     return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
                 inj.why[0] ? inj.why : ms_strerror(r));
   }
-  r = seccomp_check(req, &pi, err, errlen);
+  r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
   if (r == 0)
     r = calls(req, &inj, &e, res, err, errlen);
   int rr = mt_inj_resume(&inj);
   res->stop_ns = inj.stop_ns;
-  res->world_ns = inj.world_ns;
   res->tries = inj.tries;
   if (r == 0 && rr != 0)
     return fail(err, errlen, rr, "%s", inj.why);
@@ -466,9 +463,8 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
     return 1;
   }
   char held[160];
-  snprintf(held, sizeof held,
-           "all threads stopped %.2f ms, the calling one %.2f ms",
-           (double)res.world_ns / 1e6, (double)res.stop_ns / 1e6);
+  snprintf(held, sizeof held, "one thread stopped %.2f ms, the others ran on",
+           (double)res.stop_ns / 1e6);
   if (req->detach)
     fprintf(out,
             "memtop: detached from process %d: its agent stopped and its "

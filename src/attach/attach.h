@@ -2,11 +2,12 @@
  * attach.h - memtop attach and memtop detach: load libmemstats into a
  * running process that was started without it, and undo that.
  *
- * attach: the checks that refuse with words (inspect.c's order: the
- * process, Yama, its user, privileges, dumpability, a tracer, seccomp, a
- * static program, the library there already, the library's path seen from
- * the process), then, with every thread stopped (inject.h), three calls on
- * one of its threads: dlopen(LIB, RTLD_NOW | RTLD_LOCAL), dlsym(handle,
+ * attach: the checks that refuse with words (in this order: the process,
+ * Yama, its user, privileges, dumpability, a tracer, seccomp's strict
+ * mode, the library there already, the library's path seen from the
+ * process, a static program, and with the thread stopped a seccomp filter
+ * that kills), then three calls on one of its threads, stopped
+ * (inject.h): dlopen(LIB, RTLD_NOW | RTLD_LOCAL), dlsym(handle,
  * "ms__attach_start"), and that function; the library's constructor does
  * nothing when loaded so (src/preload/attach.c) and ms__attach_start
  * starts the agent. detach: dlopen(LIB, RTLD_NOLOAD), dlsym
@@ -27,10 +28,9 @@ typedef struct mt_attach_req_s {
 } mt_attach_req_t;
 
 typedef struct mt_attach_res_s {
-  uint64_t world_ns; /* how long every thread was held stopped */
-  uint64_t stop_ns;  /* how long the thread that made the calls was */
-  int tries;         /* stops it took (a thread was busy in the others) */
-  int already;       /* attach: it served already; detach: nothing to do */
+  uint64_t stop_ns; /* how long the thread that made the calls was held */
+  int tries;        /* stops it took (a thread was busy in the others) */
+  int already;      /* attach: it served already; detach: nothing to do */
 } mt_attach_res_t;
 
 /* Does it. Returns 0, or a negative MS_E* code with the cause and the fix

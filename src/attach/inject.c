@@ -104,13 +104,6 @@ static int wait_tid(pid_t tid, int *st, int timeout_ms) {
 
 /* ---- holding the threads ------------------------------------------------*/
 
-static mt_inj_thread_t *find_th(mt_inj_t *inj, pid_t tid) {
-  for (size_t i = 0; i < inj->nth; i++)
-    if (inj->th[i].tid == tid)
-      return &inj->th[i];
-  return NULL;
-}
-
 static int add_th(mt_inj_t *inj, pid_t tid) {
   if (inj->nth == inj->cap) {
     size_t cap = inj->cap ? inj->cap * 2 : 64;
@@ -151,57 +144,60 @@ static int took_stop(mt_inj_thread_t *t, int st) {
   return 0;
 }
 
-/* Seizes and interrupts every thread of the process not held yet, and
- * waits for each to stop. Returns how many were new, or a negative code. */
-static int hold_new_threads(mt_inj_t *inj) {
+/* Seizes and interrupts thread tid and waits for its stop; it is then
+ * the one held thread (inj->th[0]). Returns 0, 1 if it is gone, or a
+ * negative code (MS_EACCES: ptrace refused, the reason in inj->why). */
+static int hold_one(mt_inj_t *inj, pid_t tid) {
+  if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
+    if (errno == ESRCH)
+      return 1; /* it exited meanwhile */
+    say(inj, "ptrace(PTRACE_SEIZE, %d): %s", (int)tid, strerror(errno));
+    return errno == EPERM ? MS_EACCES : -errno;
+  }
+  int r = add_th(inj, tid);
+  if (r != 0) {
+    ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    return r;
+  }
+  mt_inj_thread_t *t = &inj->th[inj->nth - 1];
+  inj->stop_ns = now_ns();
+  (void)ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+  int st;
+  if (wait_tid(tid, &st, STOP_WAIT_MS) != 0) {
+    if (errno == ECHILD || errno == ESRCH) {
+      t->tid = 0;
+      return 1;
+    }
+    say(inj, "thread %d did not stop in %d ms", (int)tid, STOP_WAIT_MS);
+    return MS_ETIMEDOUT;
+  }
+  if (took_stop(t, st) != 0) {
+    t->tid = 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* The process's threads (at most max), the main thread first: it is most
+ * often the one waiting in a system call, outside everything. */
+static size_t list_threads(pid_t pid, pid_t *out, size_t max) {
   char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task", (int)inj->pid);
+  size_t n = 0;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
   DIR *d = opendir(path);
   if (!d)
-    return MS_ESRCH;
-  int fresh = 0, r = 0;
-  size_t first = inj->nth;
+    return 0;
+  out[n++] = pid;
   struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
+  while ((e = readdir(d)) != NULL && n < max) {
     char *end;
     long tid = strtol(e->d_name, &end, 10);
-    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end || tid <= 0)
-      continue;
-    if (find_th(inj, (pid_t)tid))
-      continue;
-    if (ptrace(PTRACE_SEIZE, (pid_t)tid, NULL, NULL) != 0) {
-      if (errno == ESRCH)
-        continue; /* it exited meanwhile */
-      say(inj, "ptrace(PTRACE_SEIZE, %ld): %s", tid, strerror(errno));
-      r = errno == EPERM ? MS_EACCES : -errno;
-      break;
-    }
-    if ((r = add_th(inj, (pid_t)tid)) != 0) {
-      ptrace(PTRACE_DETACH, (pid_t)tid, NULL, NULL);
-      break;
-    }
-    if (inj->stop_ns == 0)
-      inj->stop_ns = now_ns();
-    (void)ptrace(PTRACE_INTERRUPT, (pid_t)tid, NULL, NULL);
-    fresh++;
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0 &&
+        (pid_t)tid != pid)
+      out[n++] = (pid_t)tid;
   }
   closedir(d);
-  /* Each new one's stop (one at a time: they all stop in parallel). */
-  for (size_t i = first; i < inj->nth; i++) {
-    mt_inj_thread_t *t = &inj->th[i];
-    int st;
-    if (wait_tid(t->tid, &st, STOP_WAIT_MS) != 0) {
-      if (errno == ECHILD || errno == ESRCH) {
-        t->tid = 0; /* gone */
-        continue;
-      }
-      say(inj, "thread %d did not stop in %d ms", (int)t->tid, STOP_WAIT_MS);
-      return MS_ETIMEDOUT;
-    }
-    if (took_stop(t, st) != 0)
-      t->tid = 0;
-  }
-  return r != 0 ? r : fresh;
+  return n;
 }
 
 /* Lets every held thread go, each with the signal it stopped for. */
@@ -265,66 +261,50 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
   return 1;
 }
 
-/* One try: hold every thread and choose the one the calls run on: one
- * whose PC and stack top are outside the loader and the allocator (it
- * holds none of their locks: the calls take them). Returns 0, 1 if every
- * thread was busy (all let go), or a negative code. */
+/* One try: stops the threads one at a time until one is clear (see
+ * inject.h) and has no signal to deliver; that one stays held, the others
+ * ran on (each stopped only while it was looked at). Returns 0, 1 if none
+ * was clear (nothing held), or a negative code. */
 static int try_stop(mt_inj_t *inj) {
-  inj->nth = 0;
-  inj->stop_ns = 0;
-  int r, rounds = 0;
-  /* Threads created while we hold the others: until a listing finds none
-   * new (a thread that creates threads is itself held after one round). */
-  while ((r = hold_new_threads(inj)) > 0)
-    if (++rounds > 16)
+  pid_t *tids = malloc(MAX_THREADS * sizeof *tids);
+  if (!tids)
+    return MS_ENOMEM;
+  size_t n = list_threads(inj->pid, tids, MAX_THREADS);
+  if (n == 0) {
+    free(tids);
+    return MS_ESRCH;
+  }
+  int r = 1;
+  for (size_t i = 0; i < n; i++) {
+    inj->nth = 0;
+    int h = hold_one(inj, tids[i]);
+    if (h == 1)
+      continue;
+    if (h < 0) {
+      release_all(inj, 0);
+      r = h;
       break;
-  if (r < 0) {
-    release_all(inj, 0);
-    return r;
-  }
-  size_t pick = (size_t)-1, nbusy = 0;
-  int pick_rank = -1;
-  for (size_t i = 0; i < inj->nth; i++) {
-    mt_inj_thread_t *t = &inj->th[i];
-    if (t->tid == 0)
-      continue;
+    }
+    mt_inj_thread_t *t = &inj->th[0];
     struct user_regs_struct regs;
-    if (!thread_clear(inj, t->tid, &regs)) {
-      nbusy++;
-      continue;
+    /* Not one in a system call whose restart uses the kernel's per-thread
+     * restart block (nanosleep, poll with a timeout) in the first two
+     * tries: a call of ours that a signal interrupts inside such a call
+     * would overwrite it. */
+    if (t->sig == 0 && thread_clear(inj, t->tid, &regs) &&
+        (inj->tries > 2 || !((long long)regs.orig_rax >= 0 &&
+                             (long long)regs.rax == -ERESTART_RESTARTBLOCK_))) {
+      inj->call_th = 0;
+      r = 0;
+      break;
     }
-    /* Not one with a signal to deliver; better one whose restart does not
-     * use the kernel's per-thread restart block (a call of ours could
-     * overwrite it); better the main thread. */
-    if (t->sig != 0)
-      continue;
-    int rank = 1;
-    if ((long long)regs.orig_rax >= 0 &&
-        (long long)regs.rax == -ERESTART_RESTARTBLOCK_)
-      rank = 0;
-    if (rank == 1 && t->tid == inj->pid)
-      rank = 2;
-    if (rank > pick_rank) {
-      pick = i;
-      pick_rank = rank;
-    }
-  }
-  inj->busy_seen = nbusy;
-  if (pick == (size_t)-1) {
-    say(inj, "every thread was inside the dynamic loader or the allocator");
+    inj->busy_seen++;
     release_all(inj, 0);
-    return 1;
   }
-  inj->call_th = pick;
-  return 0;
-}
-
-void mt_inj_release_others(mt_inj_t *inj) {
-  if (inj->nth == 0)
-    return;
-  release_all(inj, inj->th[inj->call_th].tid);
-  if (inj->world_ns == 0 && inj->stop_ns != 0)
-    inj->world_ns = now_ns() - inj->stop_ns;
+  free(tids);
+  if (r == 1)
+    say(inj, "no thread was outside the dynamic loader and the allocator");
+  return r;
 }
 
 int mt_inj_stop(mt_inj_t *inj, int max_tries) {
@@ -495,10 +475,7 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
         return MS_ESRCH;
       }
       if (!released) {
-        /* Another thread may hold a lock the call waits for: let the
-         * others run. */
-        mt_inj_release_others(inj);
-        released = 1;
+        released = 1; /* the whole deadline now */
         continue;
       }
       say(inj, "the call did not return in %d ms", timeout_ms);
@@ -549,11 +526,8 @@ int mt_inj_resume(mt_inj_t *inj) {
     }
   }
   release_all(inj, 0);
-  if (inj->stop_ns != 0) {
+  if (inj->stop_ns != 0)
     inj->stop_ns = now_ns() - inj->stop_ns;
-    if (inj->world_ns == 0)
-      inj->world_ns = inj->stop_ns;
-  }
   free(inj->th);
   free(inj->fp);
   inj->th = NULL;
@@ -598,8 +572,5 @@ int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
 int mt_inj_resume(mt_inj_t *inj) {
   (void)inj;
   return 0;
-}
-void mt_inj_release_others(mt_inj_t *inj) {
-  (void)inj;
 }
 #endif

@@ -2,24 +2,24 @@
  * inject.h - calling functions inside another running process with
  * ptrace, no debugger (memtop side; x86-64).
  *
- * mt_inj_stop() stops every thread of the process (PTRACE_SEIZE and
- * PTRACE_INTERRUPT, the threads created meanwhile too), reads where each
- * is, and chooses the thread the calls will run on: one whose program
- * counter, and every return address near the top of its stack, is
- * outside the dynamic loader's text and the allocator's (the part of libc
- * around its exported malloc family, where the arena locks are held): a
- * thread inside either may hold a lock the calls take (dlopen takes the
- * loader's, and allocates), and would wait for itself. If no thread is
- * clear, all are let go and the stop is tried again a little later, a
- * bounded number of times (MS_EAGAIN then).
+ * mt_inj_stop() stops the process's threads one at a time
+ * (PTRACE_SEIZE, PTRACE_INTERRUPT), the main thread first, until one is
+ * clear: its program counter, and every return address near the top of
+ * its stack, outside the dynamic loader's text and the allocator's (the
+ * part of libc around its exported malloc family, where the arena locks
+ * are held). That thread stays stopped and makes the calls; each other
+ * one was stopped only while it was looked at. If none is clear, the stop
+ * is tried again a little later, a bounded number of times (MS_EAGAIN).
  *
- * mt_inj_release_others() then lets every other thread go before the
- * calls: the calls take the loader's and the allocator's locks as any
- * thread of the program may, so the others must be free to run to the
- * end of what they hold (one stopped inside malloc would make the call
- * wait for ever). The process as a whole is stopped only from the first
- * interrupt to that release (world_ns); the calling thread until its
- * registers are back (stop_ns).
+ * Why one thread, not all of them: the calls take the loader's and the
+ * allocator's locks (dlopen allocates), as any thread of the program may,
+ * so every other thread must be free to run to the end of what it holds;
+ * one held stopped inside malloc, or in an mmap that sysmalloc made with
+ * an arena locked, would make the call wait for ever. The calling thread
+ * must hold none of them itself (hence the check), and dlopen is made to
+ * be called while other threads run. So the program as a whole never
+ * stops: one thread does, for as long as the library takes to load
+ * (stop_ns).
  *
  * mt_inj_call() then runs one function on one stopped thread: its
  * registers (general and the whole FP/vector state) are saved once, the
@@ -70,11 +70,10 @@ typedef struct mt_inj_s {
   size_t fp_len;
   unsigned fp_type;
   uint64_t sp_top, sp_cur; /* the room below the red zone; used down to */
-  /* The stop's figures: CLOCK_MONOTONIC ns at the first interrupt of the
-   * try that held, then (after mt_inj_resume) how long the calling thread
-   * was held; how long every thread was (world_ns); the tries it took and
-   * how many threads were busy at the last. */
-  uint64_t stop_ns, world_ns;
+  /* The stop's figures: CLOCK_MONOTONIC ns at the interrupt of the
+   * calling thread, then (after mt_inj_resume) how long it was held; the
+   * tries it took and how many threads were found busy in all. */
+  uint64_t stop_ns;
   int tries;
   size_t busy_seen;
   char why[256]; /* why the last step failed, for the user */
@@ -90,15 +89,11 @@ void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
  * held. */
 int mt_inj_stop(mt_inj_t *inj, int max_tries);
 
-/* Lets every held thread but the calling one go (see above). */
-void mt_inj_release_others(mt_inj_t *inj);
-
 /* Calls fn(a0, a1) on the chosen thread and returns its result in *ret.
  * Strings the call needs are written first with mt_inj_push_str, which
  * returns their address in the target (below the red zone; at most a
  * page in all, kept until mt_inj_resume). Returns 0, or MS_ETIMEDOUT (no
- * return in timeout_ms; the other threads are let go after a second so
- * that a lock they hold cannot hold the call), MS_EPROTO (the call ended
+ * return in timeout_ms), MS_EPROTO (the call ended
  * in another fault: the reason in inj->why), MS_ESRCH. */
 int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
                 uint64_t *ret, int timeout_ms);
