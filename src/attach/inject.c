@@ -224,6 +224,7 @@ static void release_all(mt_inj_t *inj, pid_t except) {
 }
 
 static int get_regs(pid_t tid, struct user_regs_struct *r) {
+  memset(r, 0, sizeof *r);
   struct iovec io = {r, sizeof *r};
   return ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &io) == 0 ? 0 : -1;
 }

@@ -131,7 +131,8 @@ static int within_1pct(uint64_t a, uint64_t b) {
   return d * 100 <= b;
 }
 
-/* ---- 8 threads allocating ---------------------------------------------------*/
+/* ---- 8 threads allocating
+ * ---------------------------------------------------*/
 
 static void test_alloc8_cycles(void **state) {
   (void)state;
@@ -147,8 +148,7 @@ static void test_alloc8_cycles(void **state) {
   unsigned long last = 0;
   for (int i = 0; i < cycles; i++) {
     if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
-      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status,
-               res.err);
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
     assert_non_null(strstr(res.out, "attached to process"));
     /* The allocator's own figures, read by the program itself with its
      * workers parked, against the agent's. The agent samples mallinfo2
@@ -167,9 +167,8 @@ static void test_alloc8_cycles(void **state) {
     unsigned long long inuse = 0, sys = 0;
     unsigned long count = 0;
     say_line(&t, "info\n", ans, sizeof ans);
-    assert_int_equal(sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys,
-                            &count),
-                     3);
+    assert_int_equal(
+        sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
     assert_true(count > last); /* it worked since the last cycle */
     last = count;
     int ok = 0;
@@ -191,8 +190,7 @@ static void test_alloc8_cycles(void **state) {
     say_line(&t, "resume\n", ans, sizeof ans);
     assert_string_equal(ans, "resumed");
     if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
-      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status,
-               res.err);
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
     struct stat st;
     assert_int_not_equal(lstat(t.sock, &st), 0); /* the socket is gone */
   }
@@ -206,7 +204,8 @@ static void test_alloc8_cycles(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
-/* ---- python3's http.server ----------------------------------------------------*/
+/* ---- python3's http.server
+ * ----------------------------------------------------*/
 
 typedef struct client_s {
   int port;
@@ -265,7 +264,11 @@ static void test_http_server(void **state) {
   /* Killed with the test, whichever way it ends (a failed assertion
    * leaves this function at once). */
   const char *argv[] = {
-      "setpriv", "--pdeathsig", "KILL", "sh", "-c",
+      "setpriv",
+      "--pdeathsig",
+      "KILL",
+      "sh",
+      "-c",
       "cd \"$MEMSTATS_DIR\" && exec python3 -u -c 'import http.server as h, "
       "sys; s = h.ThreadingHTTPServer((\"127.0.0.1\", 0), "
       "h.SimpleHTTPRequestHandler); print(\"port\", s.server_address[1]); "
@@ -285,16 +288,14 @@ static void test_http_server(void **state) {
   for (int i = 0; i < 5; i++) {
     unsigned long before = c.ok;
     if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
-      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status,
-               res.err);
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
     static ms_snapshot_t s;
     char err[256];
     if (fetch_snapshot(t.pid, &s, 5000, err, sizeof err) != 0)
       fail_msg("cycle %d: no snapshot: %s", i, err);
     assert_true(s.sys > 0);
     if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
-      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status,
-               res.err);
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
     /* Served on meanwhile. */
     for (int k = 0; k < 100 && c.ok == before; k++)
       usleep(20 * 1000);
@@ -307,7 +308,8 @@ static void test_http_server(void **state) {
   target_kill(&t);
 }
 
-/* ---- refusals ------------------------------------------------------------------*/
+/* ---- refusals
+ * ------------------------------------------------------------------*/
 
 static void test_refuses_static(void **state) {
   (void)state;
@@ -367,8 +369,7 @@ static void test_refuses_other_user(void **state) {
   int st = memtop_cmd(&res, "attach", t.pid, pw);
   if (st == 125 || st == 126) {
     target_kill(&t);
-    print_message("skipped: cannot run %s as nobody (status %d)\n", memtop,
-                  st);
+    print_message("skipped: cannot run %s as nobody (status %d)\n", memtop, st);
     skip();
   }
   assert_int_equal(st, 1);
