@@ -232,8 +232,13 @@ typedef struct entry_s {
   uint64_t dlopen, dlsym, dlerror;
 } entry_t;
 
+/* What glibc's malloc.c exports (with arena.c, hooks.c and morecore.c,
+ * which it includes): its text lies around them, its static functions
+ * (_int_malloc, _int_free, sysmalloc, malloc_consolidate, arena_get2 ...)
+ * among them. */
 static const char *const malloc_family[] = {"malloc",
                                             "free",
+                                            "cfree",
                                             "calloc",
                                             "realloc",
                                             "memalign",
@@ -248,11 +253,23 @@ static const char *const malloc_family[] = {"malloc",
                                             "malloc_info",
                                             "mallopt",
                                             "malloc_usable_size",
+                                            "malloc_get_state",
+                                            "malloc_set_state",
+                                            "__default_morecore",
                                             "__libc_malloc",
                                             "__libc_free",
                                             "__libc_calloc",
                                             "__libc_realloc",
+                                            "__libc_memalign",
+                                            "__libc_valloc",
+                                            "__libc_pvalloc",
+                                            "__libc_mallinfo",
+                                            "__libc_mallopt",
+                                            "__posix_memalign",
+                                            "__malloc_initialize_hook",
                                             NULL};
+static const char *const create_family[] = {"pthread_create", NULL};
+static const char *const phdr_family[] = {"dl_iterate_phdr", NULL};
 
 /* Finds dlopen and the busy ranges. Returns 0 or a refusal. */
 static int find_entries(const mt_attach_req_t *req, const proc_info_t *pi,
@@ -297,10 +314,19 @@ static int find_entries(const mt_attach_req_t *req, const proc_info_t *pi,
     e->dlsym = mt_rsym_find(&libc, "__libc_dlsym");
     e->dlerror = 0;
   }
-  uint64_t lo, hi;
-  if (mt_rsym_around(&libc, malloc_family, &lo, &hi) == 0) {
-    busy[*nbusy].lo = lo;
-    busy[(*nbusy)++].hi = hi;
+  /* The calling thread must hold none of the locks the calls take: the
+   * allocator's (malloc.c), the thread stacks' cache (pthread_create's
+   * file: the agent's thread is made), the loader's write lock that
+   * dl_iterate_phdr holds around its callback (an unwinder's, during a C++
+   * throw). The loader's own text is added below. */
+  static const char *const *const families[] = {malloc_family, create_family,
+                                                phdr_family};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+    uint64_t lo, hi;
+    if (mt_rsym_around(&libc, families[f], &lo, &hi) == 0) {
+      busy[*nbusy].lo = lo;
+      busy[(*nbusy)++].hi = hi;
+    }
   }
   mt_rsym_free(&libc);
   if (!e->dlopen || !e->dlsym)

@@ -513,6 +513,24 @@ int mt_inj_resume(mt_inj_t *inj) {
   int r = 0;
   if (inj->saved && inj->nth > 0) {
     mt_inj_thread_t *t = &inj->th[inj->call_th];
+    /* A call that did not return (it waits for a lock its own thread
+     * held when stopped, say) is abandoned: the thread is stopped where
+     * it waits and put back where it was, so that it finishes what it was
+     * doing. What the call took meanwhile stays taken (the loader's lock,
+     * perhaps): better than a thread that waits for ever, or returns to
+     * address 0 one day. */
+    if (t->tid != 0 && !t->stopped) {
+      int st;
+      (void)ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+      while (wait_tid(t->tid, &st, STOP_WAIT_MS) == 0) {
+        if (took_stop(t, st) != 0) {
+          t->tid = 0;
+          break;
+        }
+        if (t->stopped)
+          break;
+      }
+    }
     if (t->tid != 0 && t->stopped) {
       struct user_regs_struct regs;
       memcpy(&regs, inj->regs, sizeof regs);

@@ -9,7 +9,9 @@
  * parked, the tracked fields unavailable, the socket gone after the
  * detach, and the program still counting and exiting normally at the end.
  * python3's http.server answering a client that requests all the time
- * through attach and detach cycles: no failed request. The refusals: a
+ * through attach and detach cycles: no failed request. sqlite3 inside one
+ * transaction through cycles, inserting between them: its commit holds
+ * every row, and it said nothing else. The refusals: a
  * static program, a process another tracer holds, another user's process
  * (memtop as nobody).
  *
@@ -131,8 +133,7 @@ static int within_1pct(uint64_t a, uint64_t b) {
   return d * 100 <= b;
 }
 
-/* ---- 8 threads allocating
- * ---------------------------------------------------*/
+/* ---- 8 threads allocating ----------------------------------------------*/
 
 static void test_alloc8_cycles(void **state) {
   (void)state;
@@ -204,8 +205,7 @@ static void test_alloc8_cycles(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
-/* ---- python3's http.server
- * ----------------------------------------------------*/
+/* ---- python3's http.server ---------------------------------------------*/
 
 typedef struct client_s {
   int port;
@@ -308,8 +308,66 @@ static void test_http_server(void **state) {
   target_kill(&t);
 }
 
-/* ---- refusals
- * ------------------------------------------------------------------*/
+/* ---- sqlite3 in the middle of a transaction ------------------------------*/
+
+static void test_sqlite_transaction(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  if (run_sh("sqlite3 -version >/dev/null 2>&1") != 0) {
+    print_message("skipped: no sqlite3\n");
+    skip();
+  }
+  char db[128];
+  snprintf(db, sizeof db, "%s/t.db", dir);
+  target_t t;
+  const char *argv[] = {"sqlite3", "-batch", db, NULL};
+  static const char *const env[] = {"LD_PRELOAD", NULL};
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  static const char begin[] = "CREATE TABLE t(x INTEGER, s TEXT);\nBEGIN;\n";
+  assert_true(write(t.in, begin, sizeof begin - 1) ==
+              (ssize_t)sizeof begin - 1);
+  static run_result_t res;
+  int rows = 0;
+  for (int i = 0; i < 5; i++) {
+    /* Rows inserted inside the transaction between the cycles. */
+    for (int k = 0; k < 200; k++, rows++) {
+      char ins[96];
+      int n =
+          snprintf(ins, sizeof ins,
+                   "INSERT INTO t VALUES(%d, hex(randomblob(64)));\n", rows);
+      assert_true(write(t.in, ins, (size_t)n) == n);
+    }
+    if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
+    static ms_snapshot_t s;
+    char err[256];
+    if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+      fail_msg("cycle %d: no snapshot: %s", i, err);
+    assert_true(s.heap_inuse > 0);
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
+  }
+  static const char end[] = "COMMIT;\nSELECT 'rows', count(*) FROM t;\n";
+  assert_true(write(t.in, end, sizeof end - 1) == (ssize_t)sizeof end - 1);
+  close(t.in);
+  /* Everything it printed: the one answer, no error. */
+  char out[4096];
+  size_t got = 0;
+  ssize_t n;
+  while (got < sizeof out - 1 &&
+         (n = read(t.out, out + got, sizeof out - 1 - got)) > 0)
+    got += (size_t)n;
+  out[got] = '\0';
+  int st;
+  assert_int_equal(waitpid(t.pid, &st, 0), t.pid);
+  close(t.out);
+  char want[64];
+  snprintf(want, sizeof want, "rows|%d\n", rows);
+  assert_string_equal(out, want);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- refusals -----------------------------------------------------------*/
 
 static void test_refuses_static(void **state) {
   (void)state;
@@ -392,6 +450,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc8_cycles),
       cmocka_unit_test(test_http_server),
+      cmocka_unit_test(test_sqlite_transaction),
       cmocka_unit_test(test_refuses_static),
       cmocka_unit_test(test_refuses_traced),
       cmocka_unit_test(test_refuses_other_user),
