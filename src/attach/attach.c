@@ -43,12 +43,7 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
 
 /* ---- what /proc says of the process ---------------------------------------*/
 
-typedef struct proc_info_s {
-  char name[64];
-  long uid[4], gid[4]; /* real, effective, saved, filesystem */
-  long tracer;
-  long seccomp; /* 0 none, 1 strict, 2 filter */
-} proc_info_t;
+typedef mt_attach_facts_t proc_info_t;
 
 static long field(const char *text, const char *name, int nth) {
   const char *p = strstr(text, name);
@@ -130,13 +125,26 @@ static int at_secure(pid_t pid) {
   return 0;
 }
 
-/* The checks before any ptrace call: each refusal names its cause and the
- * fix. Returns 0 or a code with the words in err. */
-static int refusals(const mt_attach_req_t *req, const proc_info_t *pi,
-                    char *err, size_t errlen) {
-  pid_t pid = req->pid;
-  int cap = have_cap_ptrace();
-  int scope = yama_scope();
+/* What the refusals are decided on, beyond /proc/PID/status. */
+static void gather(pid_t pid, mt_attach_facts_t *f) {
+  f->cap_ptrace = have_cap_ptrace();
+  f->yama_scope = yama_scope();
+  f->me = (long)geteuid();
+  f->at_secure = at_secure(pid);
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%d", (int)pid);
+  f->proc_owner = stat(path, &st) == 0 ? (long)st.st_uid : -1;
+  f->tracer_name[0] = '\0';
+  proc_info_t tp;
+  if (f->tracer > 0 && read_status((pid_t)f->tracer, &tp) == 0)
+    memcpy(f->tracer_name, tp.name, sizeof f->tracer_name);
+}
+
+int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
+                      size_t errlen) {
+  int cap = pi->cap_ptrace;
+  int scope = pi->yama_scope;
   if (scope >= 3)
     return fail(err, errlen, MS_EACCES,
                 "Yama's ptrace_scope is 3 (/proc/sys/kernel/yama/"
@@ -148,16 +156,15 @@ static int refusals(const mt_attach_req_t *req, const proc_info_t *pi,
                 "ptrace_scope): only root (CAP_SYS_PTRACE) may attach. Run "
                 "memtop attach as root, or set the scope to 1 or 0 "
                 "(sysctl kernel.yama.ptrace_scope=1)");
-  uid_t me = geteuid();
-  if (!cap && (pi->uid[0] != (long)me || pi->uid[1] != (long)me ||
-               pi->uid[2] != (long)me))
+  long me = pi->me;
+  if (!cap && (pi->uid[0] != me || pi->uid[1] != me || pi->uid[2] != me))
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) is another user's (uid %ld): attach as "
                 "that user, or as root",
                 (int)pid, pi->name, pi->uid[0]);
   if (pi->uid[0] != pi->uid[1] || pi->uid[0] != pi->uid[2] ||
       pi->gid[0] != pi->gid[1] || pi->gid[0] != pi->gid[2] ||
-      at_secure(pid) == 1)
+      pi->at_secure == 1)
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) runs with privileges its user does not "
                 "have (setuid, setgid or file capabilities): memtop loads "
@@ -165,24 +172,19 @@ static int refusals(const mt_attach_req_t *req, const proc_info_t *pi,
                 (int)pid, pi->name);
   /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0: ssh-agent,
    * gpg-agent) has its /proc files owned by root. */
-  char path[64];
-  struct stat st;
-  snprintf(path, sizeof path, "/proc/%d", (int)pid);
-  if (stat(path, &st) == 0 && pi->uid[0] != 0 && st.st_uid == 0)
+  if (pi->uid[0] > 0 && pi->proc_owner == 0)
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) made itself non-dumpable (PR_SET_DUMPABLE "
                 "0) to keep debuggers out; memtop respects that. Start it "
                 "with `memtop run -- CMD` to watch it",
                 (int)pid, pi->name);
-  if (pi->tracer > 0) {
-    proc_info_t tp;
-    const char *tn = read_status((pid_t)pi->tracer, &tp) == 0 ? tp.name : "?";
+  if (pi->tracer > 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) is being traced by process %ld (%s: a "
                 "debugger, strace?); a process has one tracer at a time. "
                 "Detach that one and try again",
-                (int)pid, pi->name, pi->tracer, tn);
-  }
+                (int)pid, pi->name, pi->tracer,
+                pi->tracer_name[0] ? pi->tracer_name : "?");
   if (pi->seccomp == 1)
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) runs in seccomp's strict mode: the system "
@@ -414,7 +416,8 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
     return fail(err, errlen, MS_ESRCH, "no process %d", (int)req->pid);
   if (req->pid == getpid())
     return fail(err, errlen, MS_EINVAL, "memtop does not attach to itself");
-  int r = refusals(req, &pi, err, errlen);
+  gather(req->pid, &pi);
+  int r = mt_attach_refusal(req->pid, &pi, err, errlen);
   if (r != 0)
     return r;
   mt_rmaps_t m;

@@ -33,6 +33,26 @@ typedef struct mt_attach_res_s {
   int already;      /* attach: it served already; detach: nothing to do */
 } mt_attach_res_t;
 
+/* What memtop attach knows of a process and of itself before any ptrace
+ * call: the refusals are decided on this alone. */
+typedef struct mt_attach_facts_s {
+  char name[64];       /* its name, sanitised */
+  long uid[4], gid[4]; /* real, effective, saved, filesystem */
+  long tracer;         /* TracerPid: 0 none */
+  char tracer_name[64];
+  long seccomp;    /* 0 none, 1 strict, 2 filter */
+  int at_secure;   /* its AT_SECURE: 1, 0, -1 unknown */
+  long proc_owner; /* the owner of /proc/PID: root's if not dumpable */
+  int yama_scope;  /* 0 without Yama */
+  int cap_ptrace;  /* memtop has CAP_SYS_PTRACE */
+  long me;         /* memtop's effective uid */
+} mt_attach_facts_t;
+
+/* Whether memtop attach refuses process pid on these facts: 0, or a
+ * negative MS_E* code with the cause and the fix in err. Pure. */
+int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *f, char *err,
+                      size_t errlen);
+
 /* Does it. Returns 0, or a negative MS_E* code with the cause and the fix
  * in err (one or two sentences, for the user). */
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
