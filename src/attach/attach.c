@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "attach/inject.h"
@@ -421,9 +422,17 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
   if (r != 0)
     return r;
   mt_rmaps_t m;
-  if ((r = mt_rsym_maps(req->pid, &m)) != 0)
-    return fail(err, errlen, r, "cannot read /proc/%d/maps: %s", (int)req->pid,
-                ms_strerror(r));
+  /* A process that has only just started may still be in the dynamic
+   * loader, its C library not mapped yet: a moment is given to it. */
+  for (int i = 0;; i++) {
+    if ((r = mt_rsym_maps(req->pid, &m)) != 0)
+      return fail(err, errlen, r, "cannot read /proc/%d/maps: %s",
+                  (int)req->pid, ms_strerror(r));
+    if (m.libc.found || !m.ld.found || i == 20)
+      break;
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
   if (m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) runs libmemstats already (%s)%s",

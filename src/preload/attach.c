@@ -53,6 +53,7 @@ MS__PRELOAD_API int ms__attach_start(unsigned flags) {
   if (!g_late)
     return MS_EEXIST; /* started with the program: it serves already */
   ms__track_off("attached late");
+  ms__agent_mark_attached();
   return ms_agent_start();
 }
 
