@@ -151,6 +151,12 @@ static void test_alloc8_cycles(void **state) {
     if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
       fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
     assert_non_null(strstr(res.out, "attached to process"));
+    if (i == 0) {
+      /* A second attach finds it serving. */
+      if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+        fail_msg("memtop attach again exited %d: %s", res.status, res.err);
+      assert_non_null(strstr(res.out, "serves already"));
+    }
     /* The allocator's own figures, read by the program itself with its
      * workers parked, against the agent's. The agent samples mallinfo2
      * at most once a second and a detached one's last figures stay in the
@@ -204,6 +210,14 @@ static void test_alloc8_cycles(void **state) {
       fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
     struct stat st;
     assert_int_not_equal(lstat(t.sock, &st), 0); /* the socket is gone */
+    if (i == 0) {
+      /* memtop says what happened to it. */
+      char p[32];
+      snprintf(p, sizeof p, "%d", (int)t.pid);
+      char *argv[] = {memtop, (char *)"--once", p, NULL};
+      assert_int_equal(run_capture(&res, argv, -1), 1);
+      assert_non_null(strstr(res.err, "`memtop detach` stopped it"));
+    }
   }
   /* Still working, and ends normally. */
   say_line(&t, "info\n", ans, sizeof ans);
