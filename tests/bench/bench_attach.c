@@ -86,6 +86,9 @@ int main(void) {
   char build[1024], dir[64] = "/tmp/bench_attach.XXXXXX";
   if (host_build_dir(build, sizeof build) != 0 || mkdtemp(dir) == NULL)
     return 1;
+  char preload[1200];
+  if (host_preload_path(build, preload, sizeof preload) == 0)
+    setenv("MEMTOP_PRELOAD", preload, 1);
   int n = getenv("BENCH_ATTACH_N") ? atoi(getenv("BENCH_ATTACH_N")) : 100;
   if (n < 1)
     n = 100;
