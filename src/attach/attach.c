@@ -85,6 +85,8 @@ static int read_status(pid_t pid, proc_info_t *pi) {
     pi->gid[i] = field(text, "\nGid:", i);
   }
   pi->tracer = field(text, "\nTracerPid:", 0);
+  const char *st = strstr(text, "\nState:");
+  pi->state = st ? st[7 + strspn(st + 7, " \t")] : '?';
   pi->seccomp = field(text, "\nSeccomp:", 0);
   return 0;
 }
@@ -179,6 +181,12 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 "0) to keep debuggers out; memtop respects that. Start it "
                 "with `memtop run -- CMD` to watch it",
                 (int)pid, pi->name);
+  if (pi->state == 'T')
+    return fail(err, errlen, MS_EAGAIN,
+                "process %d (%s) is stopped (SIGSTOP, Ctrl-Z): its threads "
+                "may hold locks a load needs. Continue it first (kill -CONT "
+                "%d)",
+                (int)pid, pi->name, (int)pid);
   if (pi->tracer > 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) is being traced by process %ld (%s: a "
@@ -461,6 +469,8 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
   mt_inj_t inj;
   mt_inj_init(&inj, req->pid, busy, nbusy);
   r = mt_inj_stop(&inj, MAX_TRIES);
+  if (r != 0)
+    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
   if (r == MS_EACCES)
     return fail(err, errlen, r,
                 "the kernel refused to trace process %d (%s): %s.%s",
@@ -476,11 +486,9 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                 "every thread of process %d (%s) was inside the dynamic "
                 "loader or the allocator at each of %d stops; try again",
                 (int)req->pid, pi.name, inj.tries);
-  if (r != 0) {
-    mt_inj_resume(&inj);
+  if (r != 0)
     return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
                 inj.why[0] ? inj.why : ms_strerror(r));
-  }
   r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
   if (r == 0)
     r = calls(req, &inj, &e, res, err, errlen);

@@ -38,6 +38,7 @@ typedef struct mt_attach_res_s {
 typedef struct mt_attach_facts_s {
   char name[64];       /* its name, sanitised */
   long uid[4], gid[4]; /* real, effective, saved, filesystem */
+  char state;          /* State: R S D T t Z ... */
   long tracer;         /* TracerPid: 0 none */
   char tracer_name[64];
   long seccomp;    /* 0 none, 1 strict, 2 filter */

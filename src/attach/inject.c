@@ -178,8 +178,25 @@ static int hold_one(mt_inj_t *inj, pid_t tid) {
   return 0;
 }
 
+/* Whether thread tid of pid has exited (a zombie main thread, whose
+ * process goes on with its other threads, never stops for ptrace). */
+static int thread_dead(pid_t pid, pid_t tid) {
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return 1;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  const char *close = strrchr(text, ')'); /* after the name, which may hold
+                                            anything */
+  return !close || close[1] != ' ' || close[2] == 'Z' || close[2] == 'X';
+}
+
 /* The process's threads (at most max), the main thread first: it is most
- * often the one waiting in a system call, outside everything. */
+ * often the one waiting in a system call, outside everything. Exited
+ * threads are left out. */
 static size_t list_threads(pid_t pid, pid_t *out, size_t max) {
   char path[64];
   size_t n = 0;
@@ -187,13 +204,14 @@ static size_t list_threads(pid_t pid, pid_t *out, size_t max) {
   DIR *d = opendir(path);
   if (!d)
     return 0;
-  out[n++] = pid;
+  if (!thread_dead(pid, pid))
+    out[n++] = pid;
   struct dirent *e;
   while ((e = readdir(d)) != NULL && n < max) {
     char *end;
     long tid = strtol(e->d_name, &end, 10);
     if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0 &&
-        (pid_t)tid != pid)
+        (pid_t)tid != pid && !thread_dead(pid, (pid_t)tid))
       out[n++] = (pid_t)tid;
   }
   closedir(d);
@@ -247,7 +265,7 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
                         struct user_regs_struct *out) {
   struct user_regs_struct r;
   if (get_regs(tid, &r) != 0)
-    return 1; /* gone: nothing of it can hold a lock we need */
+    return 0; /* gone meanwhile: not one to call on */
   if (out)
     *out = r;
   if (in_busy(inj, r.rip))

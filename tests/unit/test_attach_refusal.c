@@ -29,6 +29,7 @@ static mt_attach_facts_t plain(void) {
   }
   f.proc_owner = 1000;
   f.me = 1000;
+  f.state = 'S';
   return f;
 }
 
@@ -112,6 +113,15 @@ static void test_traced(void **state) {
   assert_non_null(strstr(err, "Detach that one"));
 }
 
+static void test_stopped(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.state = 'T';
+  assert_int_equal(refuse(&f), MS_EAGAIN);
+  assert_non_null(strstr(err, "is stopped"));
+  assert_non_null(strstr(err, "kill -CONT 1234"));
+}
+
 static void test_seccomp_strict(void **state) {
   (void)state;
   mt_attach_facts_t f = plain();
@@ -128,6 +138,7 @@ int main(void) {
       cmocka_unit_test(test_privileged),
       cmocka_unit_test(test_not_dumpable),
       cmocka_unit_test(test_traced),
+      cmocka_unit_test(test_stopped),
       cmocka_unit_test(test_seccomp_strict),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
