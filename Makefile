@@ -143,7 +143,7 @@ PRELOAD_SRCS := $(sort $(wildcard src/preload/*.c))
 # memtop: these folders but main.c, and common and wire, go into an
 # archive that is all memtop links (no engine, no provider, no agent) and
 # that the tests link too; with it pprof's generated profile.proto code.
-TOOL_DIRS := src/client src/emit src/pprof src/targets src/tui src/exporter src/memtop
+TOOL_DIRS := src/client src/emit src/pprof src/targets src/tui src/exporter src/attach src/memtop
 TOOL_SRCS := $(filter-out src/memtop/main.c,$(sort $(foreach d,$(TOOL_DIRS),$(wildcard $(d)/*.c))))
 SHARED_SRCS := $(sort $(foreach d,$(SHARED_DIRS),$(wildcard $(d)/*.c)))
 

@@ -7,11 +7,11 @@
 # side, and its own):
 #
 #   target side:  common wire core providers compose profile agent preload
-#   tool side:    common wire client emit pprof targets+tui+exporter memtop
+#   tool side:    common wire client emit pprof targets+tui+exporter+attach memtop
 #
 # Folders joined by "+" are the tool's parts, on one step: each may include
 # the folders before it, none includes another (the target set and its
-# connections, the live view, the HTTP exporter), and only the app
+# connections, the live view, the HTTP exporter, attach), and only the app
 # (memtop) includes them all. So nothing includes upwards, the tool's side never includes core,
 # providers, compose, profile, agent or preload, and the target side never
 # includes client, emit, pprof, targets, tui, exporter or memtop. A header named *_int.h is internal to its folder:
@@ -33,7 +33,7 @@
 set -u
 SRC=${1:-src}
 TARGET="common wire core providers compose profile agent preload"
-TOOL="common wire client emit pprof targets+tui+exporter memtop"
+TOOL="common wire client emit pprof targets+tui+exporter+attach memtop"
 
 if [ ! -d "$SRC" ]; then
   echo "lint-layers: no source directory $SRC" >&2

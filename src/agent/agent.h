@@ -151,4 +151,9 @@ int ms__fds_go_private(const int *keep, int n);
  * benchmarks. */
 uint64_t ms__agent_cpu_ns(void);
 
+/* The library was loaded into the running program by memtop attach
+ * (src/preload/attach.c): a profile request is told why there is no heap
+ * profile. */
+void ms__agent_mark_attached(void);
+
 #endif

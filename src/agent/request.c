@@ -130,6 +130,13 @@ void ms__agent_take_profile(uint8_t **map, size_t *len, size_t *map_len) {
   g_profile.map = NULL;
 }
 
+/* Set once by memtop attach's start (agent.h); read by request handlers. */
+static int g_attached;
+
+void ms__agent_mark_attached(void) {
+  __atomic_store_n(&g_attached, 1, __ATOMIC_RELAXED);
+}
+
 /* Answers a profile request: the encoded profile waits in g_profile for
  * the caller to stream it, or an error frame says why there is none. */
 static void profile_request(ms__wire_writer_t *out) {
@@ -139,7 +146,13 @@ static void profile_request(ms__wire_writer_t *out) {
     start_time = g_cache.snap.start_time;
   int r = ms__agent_profile_build(pid, start_time, &g_profile.map,
                                   &g_profile.len, &g_profile.map_len);
-  if (r == MS_ENOSYS)
+  if (r == MS_ENOSYS && __atomic_load_n(&g_attached, __ATOMIC_RELAXED))
+    ms__wire_encode_error(out, MS__MSG_ERROR, r,
+                          "no heap profile: libmemstats was loaded by "
+                          "memtop attach, after the program's allocations "
+                          "began, and samples none (start the program with "
+                          "`memtop run` for one)");
+  else if (r == MS_ENOSYS)
     ms__wire_encode_error(out, MS__MSG_ERROR, r,
                           "heap profiling is off in this process "
                           "(MEMSTATS_PROFILE_RATE=0, or no memory for its "

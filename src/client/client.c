@@ -206,18 +206,20 @@ void msc_explain_connect(int pid, int err, const char *path, char *buf,
       msc_proc_maps_libmemstats(pid)) {
     snprintf(buf, len,
              "PID %d runs libmemstats but does not accept connections on %s "
-             "yet: its agent is starting, or it was started with "
-             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR",
-             pid, path);
+             "yet: its agent is starting, it was started with "
+             "MEMSTATS_AGENT=0 or another MEMSTATS_DIR, or `memtop detach` "
+             "stopped it (`memtop attach %d` starts it again)",
+             pid, path, pid);
     return;
   }
   switch (err) {
   case MS_ENOENT:
     snprintf(buf, len,
              "PID %d: no memstats socket at %s: the process does not run "
-             "libmemstats (start it with `memtop run -- CMD`, or link it "
-             "with -lmemstats; check that MEMSTATS_DIR is the same for both)",
-             pid, path);
+             "libmemstats (load it with `memtop attach %d`, or start it "
+             "with `memtop run -- CMD`, or link it with -lmemstats; check "
+             "that MEMSTATS_DIR is the same for both)",
+             pid, path, pid);
     break;
   case MS_ECONNREFUSED:
     snprintf(buf, len,

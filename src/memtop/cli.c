@@ -81,6 +81,10 @@ static const char *command_name(mt_cmd_t c) {
     return "profile";
   case MT_CMD_SERVE:
     return "serve";
+  case MT_CMD_ATTACH:
+    return "attach";
+  case MT_CMD_DETACH:
+    return "detach";
   default:
     return "watch";
   }
@@ -90,10 +94,9 @@ static int command_word(const char *w, mt_cmd_t *out) {
   static const struct {
     const char *word;
     mt_cmd_t cmd;
-  } words[] = {{"run", MT_CMD_RUN},
-               {"ps", MT_CMD_PS},
-               {"profile", MT_CMD_PROFILE},
-               {"serve", MT_CMD_SERVE}};
+  } words[] = {{"run", MT_CMD_RUN},         {"ps", MT_CMD_PS},
+               {"profile", MT_CMD_PROFILE}, {"serve", MT_CMD_SERVE},
+               {"attach", MT_CMD_ATTACH},   {"detach", MT_CMD_DETACH}};
   size_t i;
 
   for (i = 0; i < sizeof words / sizeof words[0]; i++) {
@@ -112,7 +115,8 @@ static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
   if (ms__parse_long(w, 1, MT_PID_MAX, &pid) != 0) {
     if (o->cmd == MT_CMD_WATCH && o->npids == 0 && w[0] >= 'a' && w[0] <= 'z')
       return fail(err, errlen,
-                  "unknown command '%s' (commands: run, ps, profile, serve)",
+                  "unknown command '%s' (commands: run, ps, profile, serve, "
+                  "attach, detach)",
                   w);
     return fail(err, errlen, "'%s' is not a process ID (1..%d)", w, MT_PID_MAX);
   }
@@ -175,15 +179,20 @@ typedef struct cli_seen_s {
   int user;          /* -u given */
 } cli_seen_t;
 
+/* The commands that take one process ID. */
+static int one_pid(mt_cmd_t c) {
+  return c == MT_CMD_PROFILE || c == MT_CMD_ATTACH || c == MT_CMD_DETACH;
+}
+
 /* More words after "--": every one is a PID, even one that looks like an
  * option. getopt must not be called again: once it has seen "--" it keeps
  * pointing back at the first word after it. */
 static int rest_are_pids(int argc, char **argv, mt_opts_t *o, char *err,
                          size_t errlen) {
   for (; optind < argc; optind++) {
-    if (o->cmd == MT_CMD_PROFILE)
-      return fail(err, errlen, "profile takes one process ID (got '%s')",
-                  argv[optind]);
+    if (one_pid(o->cmd))
+      return fail(err, errlen, "%s takes one process ID (got '%s')",
+                  command_name(o->cmd), argv[optind]);
     if (add_pid(o, argv[optind], err, errlen) != 0)
       return MS_EINVAL;
   }
@@ -211,9 +220,9 @@ static int bare_word(int argc, char **argv, mt_opts_t *o, cli_seen_t *seen,
   if (o->cmd == MT_CMD_PS || o->cmd == MT_CMD_SERVE)
     return fail(err, errlen, "'%s' takes no arguments (got '%s')",
                 command_name(o->cmd), argv[optind]);
-  if (o->cmd == MT_CMD_PROFILE && o->npids == 1)
-    return fail(err, errlen, "profile takes one process ID (got '%s')",
-                argv[optind]);
+  if (one_pid(o->cmd) && o->npids == 1)
+    return fail(err, errlen, "%s takes one process ID (got '%s')",
+                command_name(o->cmd), argv[optind]);
   if (add_pid(o, argv[optind], err, errlen) != 0)
     return MS_EINVAL;
   optind++;
@@ -375,6 +384,12 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
                   "'profile' needs one process ID: memtop "
                   "profile PID [-o FILE] [--seconds N] [--format pprof|text]");
     /* fall through */
+  case MT_CMD_ATTACH:
+  case MT_CMD_DETACH:
+    if ((o->cmd == MT_CMD_ATTACH || o->cmd == MT_CMD_DETACH) && o->npids != 1)
+      return fail(err, errlen, "'%s' needs one process ID: memtop %s PID",
+                  command_name(o->cmd), command_name(o->cmd));
+    /* fall through */
   case MT_CMD_PS:
   case MT_CMD_SERVE:
     if (o->once || seen->iter || (seen->delay && o->cmd != MT_CMD_SERVE))
@@ -462,6 +477,7 @@ void mt_cli_usage(FILE *f) {
         "[--format pprof|text]\n"
         "       memtop serve [--listen ADDR] [--web-config FILE] "
         "[--unsafe-no-auth]\n"
+        "       memtop attach PID | memtop detach PID\n"
         "Try 'memtop --help' for more information.\n",
         f);
 }
@@ -498,6 +514,10 @@ void mt_cli_help(FILE *f) {
       "                             (as root it needs basic auth, or\n"
       "                             --unsafe-no-auth to show every user's\n"
       "                             processes to anyone who can connect)\n"
+      "  memtop attach PID          load libmemstats into PID, a process\n"
+      "                             started without it (ptrace, no debugger;\n"
+      "                             its allocator's figures from then on)\n"
+      "  memtop detach PID          stop what attach started\n"
       "\n"
       "Options:\n"
       "  -d, --delay SECS       refresh interval in seconds, not tenths as\n"

@@ -21,6 +21,8 @@ typedef enum mt_cmd_e {
   MT_CMD_PS,        /* memtop ps */
   MT_CMD_PROFILE,   /* memtop profile PID [-o FILE] [--seconds N] ... */
   MT_CMD_SERVE,     /* memtop serve [--listen ADDR] [--web-config FILE] */
+  MT_CMD_ATTACH,    /* memtop attach PID */
+  MT_CMD_DETACH,    /* memtop detach PID */
   MT_CMD_HELP,      /* -h, --help */
   MT_CMD_VERSION    /* -V, --version */
 } mt_cmd_t;

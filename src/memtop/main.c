@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "memstats.h"
 #include "common/sanitize.h"
+#include "attach/attach.h"
 #include "memtop/cli.h"
 #include "memtop/loop.h"
 #include "memtop/run.h"
@@ -100,6 +102,28 @@ static int flush_stdout(void) {
   return 1;
 }
 
+/* memtop attach and detach: the library is the preload `run` uses. */
+static int attach_main(const mt_opts_t *o) {
+  char exe[4096], found[4096], lib[PATH_MAX], err[512];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  if (mt_run_find_preload(exe, getenv("MEMTOP_PRELOAD"), found, sizeof found,
+                          err, sizeof err) != 0) {
+    fprintf(stderr, "memtop: %s\n", err);
+    return 1;
+  }
+  /* The process opens it by this path: absolute, no link of ours. */
+  if (realpath(found, lib) == NULL) {
+    fprintf(stderr, "memtop: %s: %s\n", found, strerror(errno));
+    return 1;
+  }
+  mt_attach_req_t req = {.pid = o->pids[0],
+                         .detach = o->cmd == MT_CMD_DETACH,
+                         .flags = 0,
+                         .lib = lib};
+  return mt_attach_main(&req, stdout, stderr) || flush_stdout();
+}
+
 int main(int argc, char **argv) {
   static mt_opts_t opts; /* a few KiB of PIDs: not on the stack */
   char err[512], safe[4 * sizeof err + 1];
@@ -129,6 +153,9 @@ int main(int argc, char **argv) {
     return flush_stdout();
   case MT_CMD_SERVE:
     return serve(&opts, argv);
+  case MT_CMD_ATTACH:
+  case MT_CMD_DETACH:
+    return attach_main(&opts);
   default:
     return mt_loop_main(&opts);
   }

@@ -220,6 +220,10 @@ MS__FORK_TEXT static void write_exit_report(void) {
 }
 
 __attribute__((constructor)) static void preload_init(void) {
+  /* Loaded late (memtop attach), the library stays inert until memtop
+   * calls ms__attach_start (attach.c). */
+  if (ms__preload_loaded_late())
+    return;
   g_pid = (pid_t)syscall(SYS_getpid);
   pthread_atfork(NULL, NULL, fork_child);
   ms__preload_resolve();

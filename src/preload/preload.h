@@ -611,4 +611,17 @@ void ms__preload_cxx_resolve(void);
  * ms__preload_profile_on. */
 void ms__preload_cxx_profile_on(void);
 
+/* ---- loaded into a running program (attach.c) ---------------------------*/
+
+/* Whether the library was loaded after the program started (dlopen with
+ * RTLD_LOCAL, by memtop attach): called once, first, by the constructor,
+ * which then does nothing. */
+int ms__preload_loaded_late(void);
+/* What memtop attach and detach call in the program: start the agent,
+ * serving the allocator's figures only (flags: 0; anything else
+ * MS_ENOSYS), or stop it. 0 or a negative MS_E* code; MS_EEXIST from
+ * start if it runs already or the library was not loaded late. */
+MS__PRELOAD_API int ms__attach_start(unsigned flags);
+MS__PRELOAD_API int ms__attach_stop(void);
+
 #endif

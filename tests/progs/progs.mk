@@ -114,3 +114,18 @@ $(BUILD)/progs/su_%: tests/progs/su_%.c $(PRELOAD_SO) $(PL_PRELOAD)
 	@mkdir -p $(@D)/su-lib
 	cp $(SU_PRELOAD) $(@D)/su-lib/libmemstats.so.0
 	$(CC) $(PL_CFLAGS) -o $@ $< $(@D)/su-lib/libmemstats.so.0 -Wl,-rpath,$(abspath $(@D)/su-lib) -Wl,--enable-new-dtags -ldl -pthread
+
+# ---- memtop attach's targets (at_*) ------------------------------------------
+# Started bare: never linked with libmemstats (the pattern rule's -lmemstats
+# would make them run the library from their start), never sanitized (as
+# the pl_* programs: memtop attach loads the plain preload into them under
+# a sanitizer build), and at_static with -static, where the C library's
+# archive is installed (Debian: libc6-dev); test_attach skips its refusal
+# where it is not.
+$(BUILD)/progs/at_alloc: tests/progs/at_alloc.c $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -o $@ $< -pthread
+TEST_PROGS += $(BUILD)/progs/at_static
+$(BUILD)/progs/at_static: tests/progs/at_alloc.c
+	@mkdir -p $(@D)
+	-$(CC) $(PL_CFLAGS) -static -o $@ $< -pthread

@@ -199,6 +199,22 @@ static void test_bad_pids(void **state) {
   assert_non_null(strstr(err, "unknown command 'top'"));
 }
 
+static void test_attach_detach(void **state) {
+  (void)state;
+  assert_int_equal(parse("attach", "1234"), 0);
+  assert_int_equal(o.cmd, MT_CMD_ATTACH);
+  assert_int_equal(o.npids, 1);
+  assert_int_equal(o.pids[0], 1234);
+  assert_int_equal(parse("detach", "--", "77"), 0);
+  assert_int_equal(o.cmd, MT_CMD_DETACH);
+  assert_int_equal(o.pids[0], 77);
+  assert_int_equal(parse("attach"), MS_EINVAL);
+  assert_non_null(strstr(err, "'attach' needs one process ID"));
+  assert_int_equal(parse("detach", "1", "2"), MS_EINVAL);
+  assert_non_null(strstr(err, "detach takes one process ID"));
+  assert_int_equal(parse("attach", "--once", "1"), MS_EINVAL);
+}
+
 static void test_bad_options(void **state) {
   (void)state;
   assert_int_equal(parse("--bogus"), MS_EINVAL);
@@ -487,6 +503,7 @@ int main(void) {
       cmocka_unit_test(test_run_env),
       cmocka_unit_test(test_find_preload),
       cmocka_unit_test(test_exit_status),
+      cmocka_unit_test(test_attach_detach),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

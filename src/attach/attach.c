@@ -1,0 +1,532 @@
+/*
+ * attach.c - memtop attach and memtop detach (see attach.h): the checks
+ * that refuse with words, then the calls in the process.
+ */
+#include "attach/attach.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach/inject.h"
+#include "attach/rsym.h"
+#include "common/procfs.h"
+#include "common/sanitize.h"
+#include "memstats.h"
+
+#ifndef PTRACE_SECCOMP_GET_FILTER
+#define PTRACE_SECCOMP_GET_FILTER 0x420c
+#endif
+
+/* Stops tried before giving up on a process whose threads are all in the
+ * loader or the allocator each time (1 to 20 ms apart: about 1.5 s). */
+#define MAX_TRIES 100
+/* A call's longest wait (dlopen reads and maps the library). */
+#define CALL_MS 10000
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+/* ---- what /proc says of the process ---------------------------------------*/
+
+typedef mt_attach_facts_t proc_info_t;
+
+static long field(const char *text, const char *name, int nth) {
+  const char *p = strstr(text, name);
+  if (!p)
+    return -1;
+  p += strlen(name);
+  long v = -1;
+  for (int i = 0; i <= nth; i++) {
+    char *end;
+    v = strtol(p, &end, 10);
+    if (end == p)
+      return -1;
+    p = end;
+  }
+  return v;
+}
+
+static int read_status(pid_t pid, proc_info_t *pi) {
+  char path[64], text[8192];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  if (ms__read_small_file(path, text, sizeof text) <= 0)
+    return -1;
+  memset(pi, 0, sizeof *pi);
+  const char *n = strstr(text, "Name:");
+  if (n) {
+    n += 5;
+    n += strspn(n, " \t");
+    size_t len = strcspn(n, "\n");
+    char raw[64];
+    if (len >= sizeof raw)
+      len = sizeof raw - 1;
+    memcpy(raw, n, len);
+    raw[len] = '\0';
+    ms__sanitize(pi->name, sizeof pi->name, raw, len, (size_t)-1);
+  }
+  for (int i = 0; i < 4; i++) {
+    pi->uid[i] = field(text, "\nUid:", i);
+    pi->gid[i] = field(text, "\nGid:", i);
+  }
+  pi->tracer = field(text, "\nTracerPid:", 0);
+  const char *st = strstr(text, "\nState:");
+  pi->state = st ? st[7 + strspn(st + 7, " \t")] : '?';
+  pi->seccomp = field(text, "\nSeccomp:", 0);
+  return 0;
+}
+
+/* Whether memtop has CAP_SYS_PTRACE (bit 19 of CapEff). */
+static int have_cap_ptrace(void) {
+  char text[8192];
+  if (ms__read_small_file("/proc/self/status", text, sizeof text) <= 0)
+    return 0;
+  const char *p = strstr(text, "\nCapEff:");
+  if (!p)
+    return 0;
+  unsigned long long caps = strtoull(p + 8, NULL, 16);
+  return (caps >> 19) & 1;
+}
+
+static int yama_scope(void) {
+  char t[16];
+  if (ms__read_small_file("/proc/sys/kernel/yama/ptrace_scope", t, sizeof t) <=
+      0)
+    return 0;
+  return atoi(t);
+}
+
+/* AT_SECURE from /proc/PID/auxv: 1, 0, or -1 if it cannot be read. */
+static int at_secure(pid_t pid) {
+  char path[64];
+  unsigned long long av[256];
+  snprintf(path, sizeof path, "/proc/%d/auxv", (int)pid);
+  ssize_t n = ms__read_small_file(path, (char *)av, sizeof av);
+  if (n <= 0)
+    return -1;
+  for (size_t i = 0; i + 1 < (size_t)n / 8; i += 2) {
+    if (av[i] == 0)
+      break;
+    if (av[i] == 23) /* AT_SECURE */
+      return av[i + 1] != 0;
+  }
+  return 0;
+}
+
+/* What the refusals are decided on, beyond /proc/PID/status. */
+static void gather(pid_t pid, mt_attach_facts_t *f) {
+  f->cap_ptrace = have_cap_ptrace();
+  f->yama_scope = yama_scope();
+  f->me = (long)geteuid();
+  f->at_secure = at_secure(pid);
+  char path[64];
+  struct stat st;
+  snprintf(path, sizeof path, "/proc/%d", (int)pid);
+  f->proc_owner = stat(path, &st) == 0 ? (long)st.st_uid : -1;
+  f->tracer_name[0] = '\0';
+  proc_info_t tp;
+  if (f->tracer > 0 && read_status((pid_t)f->tracer, &tp) == 0)
+    memcpy(f->tracer_name, tp.name, sizeof f->tracer_name);
+}
+
+int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
+                      size_t errlen) {
+  int cap = pi->cap_ptrace;
+  int scope = pi->yama_scope;
+  if (scope >= 3)
+    return fail(err, errlen, MS_EACCES,
+                "Yama's ptrace_scope is 3 (/proc/sys/kernel/yama/"
+                "ptrace_scope): no process may be traced, by anyone, until "
+                "reboot. Start the program with `memtop run -- CMD` instead");
+  if (scope == 2 && !cap)
+    return fail(err, errlen, MS_EACCES,
+                "Yama's ptrace_scope is 2 (/proc/sys/kernel/yama/"
+                "ptrace_scope): only root (CAP_SYS_PTRACE) may attach. Run "
+                "memtop attach as root, or set the scope to 1 or 0 "
+                "(sysctl kernel.yama.ptrace_scope=1)");
+  long me = pi->me;
+  if (!cap && (pi->uid[0] != me || pi->uid[1] != me || pi->uid[2] != me))
+    return fail(err, errlen, MS_EACCES,
+                "process %d (%s) is another user's (uid %ld): attach as "
+                "that user, or as root",
+                (int)pid, pi->name, pi->uid[0]);
+  if (pi->uid[0] != pi->uid[1] || pi->uid[0] != pi->uid[2] ||
+      pi->gid[0] != pi->gid[1] || pi->gid[0] != pi->gid[2] ||
+      pi->at_secure == 1)
+    return fail(err, errlen, MS_EACCES,
+                "process %d (%s) runs with privileges its user does not "
+                "have (setuid, setgid or file capabilities): memtop loads "
+                "no code into it. Link it with -lmemstats to watch it",
+                (int)pid, pi->name);
+  /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0: ssh-agent,
+   * gpg-agent) has its /proc files owned by root. */
+  if (pi->uid[0] > 0 && pi->proc_owner == 0)
+    return fail(err, errlen, MS_EACCES,
+                "process %d (%s) made itself non-dumpable (PR_SET_DUMPABLE "
+                "0) to keep debuggers out; memtop respects that. Start it "
+                "with `memtop run -- CMD` to watch it",
+                (int)pid, pi->name);
+  if (pi->state == 'T')
+    return fail(err, errlen, MS_EAGAIN,
+                "process %d (%s) is stopped (SIGSTOP, Ctrl-Z): its threads "
+                "may hold locks a load needs. Continue it first (kill -CONT "
+                "%d)",
+                (int)pid, pi->name, (int)pid);
+  if (pi->tracer > 0)
+    return fail(err, errlen, MS_EEXIST,
+                "process %d (%s) is being traced by process %ld (%s: a "
+                "debugger, strace?); a process has one tracer at a time. "
+                "Detach that one and try again",
+                (int)pid, pi->name, pi->tracer,
+                pi->tracer_name[0] ? pi->tracer_name : "?");
+  if (pi->seccomp == 1)
+    return fail(err, errlen, MS_EACCES,
+                "process %d (%s) runs in seccomp's strict mode: the system "
+                "calls of loading a library would kill it",
+                (int)pid, pi->name);
+  return 0;
+}
+
+/* With the process stopped: whether a seccomp filter of it may kill a
+ * thread or the process for a system call (loading the library and the
+ * agent's socket and thread make many). Returns 0 or a refusal. */
+static int seccomp_check(const mt_attach_req_t *req, pid_t tid,
+                         const proc_info_t *pi, char *err, size_t errlen) {
+  if (pi->seccomp != 2)
+    return 0;
+  static struct sock_filter prog[BPF_MAXINSNS];
+  for (long i = 0; i < 64; i++) {
+    long n = ptrace(PTRACE_SECCOMP_GET_FILTER, tid, (void *)i, prog);
+    if (n < 0) {
+      if (errno == ENOENT)
+        return 0; /* every filter read: none kills */
+      return fail(err, errlen, MS_EACCES,
+                  "process %d (%s) runs under a seccomp filter that memtop "
+                  "cannot read (%s; root with CAP_SYS_ADMIN can): it could "
+                  "kill the process for a system call of the load. Attach "
+                  "as root, or start it with `memtop run -- CMD`",
+                  (int)req->pid, pi->name, strerror(errno));
+    }
+    for (long k = 0; k < n && k < BPF_MAXINSNS; k++) {
+      if (BPF_CLASS(prog[k].code) != BPF_RET || BPF_RVAL(prog[k].code) != BPF_K)
+        continue;
+      uint32_t act = prog[k].k & SECCOMP_RET_ACTION_FULL;
+      if (act == SECCOMP_RET_KILL_PROCESS || act == SECCOMP_RET_KILL_THREAD)
+        return fail(err, errlen, MS_EACCES,
+                    "process %d (%s) runs under a seccomp filter that kills "
+                    "it for some system calls; loading the library could "
+                    "make one. Start it with `memtop run -- CMD` instead",
+                    (int)req->pid, pi->name);
+    }
+  }
+  return 0;
+}
+
+/* ---- the calls ------------------------------------------------------------*/
+
+typedef struct entry_s {
+  uint64_t dlopen, dlsym, dlerror;
+} entry_t;
+
+/* What glibc's malloc.c exports (with arena.c, hooks.c and morecore.c,
+ * which it includes): its text lies around them, its static functions
+ * (_int_malloc, _int_free, sysmalloc, malloc_consolidate, arena_get2 ...)
+ * among them. */
+static const char *const malloc_family[] = {"malloc",
+                                            "free",
+                                            "cfree",
+                                            "calloc",
+                                            "realloc",
+                                            "memalign",
+                                            "posix_memalign",
+                                            "aligned_alloc",
+                                            "valloc",
+                                            "pvalloc",
+                                            "malloc_trim",
+                                            "mallinfo",
+                                            "mallinfo2",
+                                            "malloc_stats",
+                                            "malloc_info",
+                                            "mallopt",
+                                            "malloc_usable_size",
+                                            "malloc_get_state",
+                                            "malloc_set_state",
+                                            "__default_morecore",
+                                            "__libc_malloc",
+                                            "__libc_free",
+                                            "__libc_calloc",
+                                            "__libc_realloc",
+                                            "__libc_memalign",
+                                            "__libc_valloc",
+                                            "__libc_pvalloc",
+                                            "__libc_mallinfo",
+                                            "__libc_mallopt",
+                                            "__posix_memalign",
+                                            "__malloc_initialize_hook",
+                                            NULL};
+static const char *const create_family[] = {"pthread_create", NULL};
+static const char *const phdr_family[] = {"dl_iterate_phdr", NULL};
+
+/* Finds dlopen and the busy ranges. Returns 0 or a refusal. */
+static int find_entries(const mt_attach_req_t *req, const proc_info_t *pi,
+                        const mt_rmaps_t *m, entry_t *e, mt_inj_range_t *busy,
+                        size_t *nbusy, char *err, size_t errlen) {
+  pid_t pid = req->pid;
+  memset(e, 0, sizeof *e);
+  *nbusy = 0;
+  if (!m->ld.found)
+    return fail(err, errlen, MS_ENOSYS,
+                "process %d (%s) is statically linked: it has no dynamic "
+                "loader, so nothing can be loaded into it. Link it with "
+                "-lmemstats (or libmemstats.a) to watch it",
+                (int)pid, pi->name);
+  if (!m->libc.found)
+    return fail(err, errlen, MS_ENOSYS,
+                "process %d (%s) has no glibc (another C library, musl?): "
+                "memtop attach knows glibc's dlopen only. Start it with "
+                "`memtop run -- CMD`",
+                (int)pid, pi->name);
+  mt_rsyms_t libc;
+  int r = mt_rsym_load(pid, m->libc.base, &libc);
+  if (r != 0)
+    return fail(err, errlen, r, "cannot read the symbols of %s in process %d",
+                m->libc.path, (int)pid);
+  /* glibc 2.34 and later: dlopen is libc's; before, libdl's if the
+   * program loaded it, else libc's own private one. */
+  e->dlopen = mt_rsym_find(&libc, "dlopen");
+  e->dlsym = mt_rsym_find(&libc, "dlsym");
+  e->dlerror = mt_rsym_find(&libc, "dlerror");
+  if ((!e->dlopen || !e->dlsym) && m->libdl.found) {
+    mt_rsyms_t dl;
+    if (mt_rsym_load(pid, m->libdl.base, &dl) == 0) {
+      e->dlopen = mt_rsym_find(&dl, "dlopen");
+      e->dlsym = mt_rsym_find(&dl, "dlsym");
+      e->dlerror = mt_rsym_find(&dl, "dlerror");
+      mt_rsym_free(&dl);
+    }
+  }
+  if (!e->dlopen || !e->dlsym) {
+    e->dlopen = mt_rsym_find(&libc, "__libc_dlopen_mode");
+    e->dlsym = mt_rsym_find(&libc, "__libc_dlsym");
+    e->dlerror = 0;
+  }
+  /* The calling thread must hold none of the locks the calls take: the
+   * allocator's (malloc.c), the thread stacks' cache (pthread_create's
+   * file: the agent's thread is made), the loader's write lock that
+   * dl_iterate_phdr holds around its callback (an unwinder's, during a C++
+   * throw). The loader's own text is added below. */
+  static const char *const *const families[] = {malloc_family, create_family,
+                                                phdr_family};
+  for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+    uint64_t lo, hi;
+    if (mt_rsym_around(&libc, families[f], &lo, &hi) == 0) {
+      busy[*nbusy].lo = lo;
+      busy[(*nbusy)++].hi = hi;
+    }
+  }
+  mt_rsym_free(&libc);
+  if (!e->dlopen || !e->dlsym)
+    return fail(err, errlen, MS_ENOSYS,
+                "no dlopen found in process %d (%s)'s C library (%s)", (int)pid,
+                pi->name, m->libc.path);
+  busy[*nbusy].lo = m->ld.text_lo;
+  busy[(*nbusy)++].hi = m->ld.text_hi;
+  return 0;
+}
+
+/* The calls, with the process stopped. */
+static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
+                 mt_attach_res_t *res, char *err, size_t errlen) {
+  uint64_t path, name, handle = 0, fn = 0, ret = 0;
+  int r;
+  const char *sym = req->detach ? "ms__attach_stop" : "ms__attach_start";
+  if ((r = mt_inj_push_str(inj, req->lib, &path)) != 0 ||
+      (r = mt_inj_push_str(inj, sym, &name)) != 0)
+    return fail(err, errlen, r, "cannot set the call up: %s", inj->why);
+  int mode = RTLD_NOW | RTLD_LOCAL | (req->detach ? RTLD_NOLOAD : 0);
+  if ((r = mt_inj_call(inj, e->dlopen, path, (uint64_t)mode, &handle,
+                       CALL_MS)) != 0)
+    return fail(err, errlen, r, "dlopen in process %d failed: %s",
+                (int)req->pid, inj->why);
+  if (handle == 0) {
+    if (req->detach) {
+      res->already = 1;
+      return fail(err, errlen, MS_ENOENT,
+                  "process %d has no libmemstats that memtop attach loaded "
+                  "(%s): nothing to detach",
+                  (int)req->pid, req->lib);
+    }
+    char why[512] = "";
+    uint64_t msg = 0;
+    if (e->dlerror && mt_inj_call(inj, e->dlerror, 0, 0, &msg, CALL_MS) == 0 &&
+        msg != 0) {
+      char raw[512];
+      if (mt_inj_read_str(inj, msg, raw, sizeof raw) == 0)
+        ms__sanitize(why, sizeof why, raw, strlen(raw), (size_t)-1);
+    }
+    return fail(err, errlen, MS_ENOENT, "process %d could not load %s: %s",
+                (int)req->pid, req->lib, why[0] ? why : "dlopen returned NULL");
+  }
+  if ((r = mt_inj_call(inj, e->dlsym, handle, name, &fn, CALL_MS)) != 0)
+    return fail(err, errlen, r, "dlsym in process %d failed: %s", (int)req->pid,
+                inj->why);
+  if (fn == 0)
+    return fail(err, errlen, MS_EPROTO,
+                "process %d loaded %s, which has no %s: a libmemstats "
+                "older than this memtop?",
+                (int)req->pid, req->lib, sym);
+  if ((r = mt_inj_call(inj, fn, req->flags, 0, &ret, CALL_MS)) != 0)
+    return fail(err, errlen, r, "%s in process %d failed: %s", sym,
+                (int)req->pid, inj->why);
+  int code = (int)(int32_t)ret;
+  if (code == MS_EEXIST && !req->detach) {
+    res->already = 1;
+    return 0;
+  }
+  if (code == MS_EINVAL && req->detach)
+    return fail(err, errlen, MS_EINVAL,
+                "process %d runs libmemstats from its start (linked, or "
+                "memtop run): not memtop attach's to detach",
+                (int)req->pid);
+  if (code != 0)
+    return fail(err, errlen, code, "%s in process %d: %s", sym, (int)req->pid,
+                ms_strerror(code));
+  return 0;
+}
+
+int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
+                  size_t errlen) {
+  memset(res, 0, sizeof *res);
+  err[0] = '\0';
+#if !defined(__x86_64__)
+  return fail(err, errlen, MS_ENOSYS,
+              "memtop attach is written for x86-64 only; start the program "
+              "with `memtop run -- CMD`");
+#endif
+  if (req->lib == NULL || req->lib[0] != '/')
+    return fail(err, errlen, MS_EINVAL, "the library's path must be absolute");
+  proc_info_t pi;
+  if (req->pid <= 0 || read_status(req->pid, &pi) != 0)
+    return fail(err, errlen, MS_ESRCH, "no process %d", (int)req->pid);
+  if (req->pid == getpid())
+    return fail(err, errlen, MS_EINVAL, "memtop does not attach to itself");
+  gather(req->pid, &pi);
+  int r = mt_attach_refusal(req->pid, &pi, err, errlen);
+  if (r != 0)
+    return r;
+  mt_rmaps_t m;
+  /* A process that has only just started may still be in the dynamic
+   * loader, its C library not mapped yet: a moment is given to it. */
+  for (int i = 0;; i++) {
+    if ((r = mt_rsym_maps(req->pid, &m)) != 0)
+      return fail(err, errlen, r, "cannot read /proc/%d/maps: %s",
+                  (int)req->pid, ms_strerror(r));
+    if (m.libc.found || !m.ld.found || i == 20)
+      break;
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+  if (m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
+    return fail(err, errlen, MS_EEXIST,
+                "process %d (%s) runs libmemstats already (%s)%s",
+                (int)req->pid, pi.name, m.memstats.path,
+                req->detach ? ": not memtop attach's to detach"
+                            : ": watch it with `memtop PID`");
+  /* The process must see the library memtop sees, at the same path (not
+   * so across mount namespaces: a container). */
+  char there[MT_RSYM_PATH_MAX + 64];
+  struct stat a, b;
+  snprintf(there, sizeof there, "/proc/%d/root%s", (int)req->pid, req->lib);
+  if (stat(req->lib, &a) != 0)
+    return fail(err, errlen, MS_ENOENT, "no library %s: %s", req->lib,
+                strerror(errno));
+  if (stat(there, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+    return fail(err, errlen, MS_ENOENT,
+                "process %d sees another file at %s (another mount "
+                "namespace: a container?); install memtop inside it",
+                (int)req->pid, req->lib);
+  entry_t e;
+  mt_inj_range_t busy[MT_INJ_MAX_RANGES];
+  size_t nbusy;
+  if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
+    return r;
+
+  mt_inj_t inj;
+  mt_inj_init(&inj, req->pid, busy, nbusy);
+  r = mt_inj_stop(&inj, MAX_TRIES);
+  if (r != 0)
+    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
+  if (r == MS_EACCES)
+    return fail(err, errlen, r,
+                "the kernel refused to trace process %d (%s): %s.%s",
+                (int)req->pid, pi.name, inj.why,
+                yama_scope() == 1 && !have_cap_ptrace()
+                    ? " Yama's ptrace_scope is 1: only a parent may trace "
+                      "its children. Run memtop attach as root, or set the "
+                      "scope to 0 (sysctl kernel.yama.ptrace_scope=0)"
+                    : " A container or a security module may forbid "
+                      "ptrace here");
+  if (r == MS_EAGAIN)
+    return fail(err, errlen, r,
+                "every thread of process %d (%s) was inside the dynamic "
+                "loader or the allocator at each of %d stops; try again",
+                (int)req->pid, pi.name, inj.tries);
+  if (r != 0)
+    return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
+                inj.why[0] ? inj.why : ms_strerror(r));
+  r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
+  if (r == 0)
+    r = calls(req, &inj, &e, res, err, errlen);
+  int rr = mt_inj_resume(&inj);
+  res->stop_ns = inj.stop_ns;
+  res->tries = inj.tries;
+  if (r == 0 && rr != 0)
+    return fail(err, errlen, rr, "%s", inj.why);
+  return r;
+}
+
+int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
+  char err[1024];
+  mt_attach_res_t res;
+  int r = mt_attach_run(req, &res, err, sizeof err);
+  if (r != 0) {
+    fprintf(errf, "memtop: %s\n", err);
+    return 1;
+  }
+  char held[160];
+  snprintf(held, sizeof held, "one thread stopped %.2f ms, the others ran on",
+           (double)res.stop_ns / 1e6);
+  if (req->detach)
+    fprintf(out,
+            "memtop: detached from process %d: its agent stopped and its "
+            "socket is gone; the library stays loaded, inert (%s)\n",
+            (int)req->pid, held);
+  else if (res.already)
+    fprintf(out,
+            "memtop: process %d serves already; `memtop %d` watches it (%s)\n",
+            (int)req->pid, (int)req->pid, held);
+  else
+    fprintf(out,
+            "memtop: attached to process %d: it serves its allocator's "
+            "figures from now on (what it allocated before is not counted "
+            "by block); `memtop %d` watches it, `memtop detach %d` undoes "
+            "it (%s; %d stop%s)\n",
+            (int)req->pid, (int)req->pid, (int)req->pid, held, res.tries,
+            res.tries == 1 ? "" : "s");
+  return 0;
+}

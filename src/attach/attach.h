@@ -1,0 +1,66 @@
+/*
+ * attach.h - memtop attach and memtop detach: load libmemstats into a
+ * running process that was started without it, and undo that.
+ *
+ * attach: the checks that refuse with words (in this order: the process,
+ * Yama, its user, privileges, dumpability, a tracer, seccomp's strict
+ * mode, the library there already, the library's path seen from the
+ * process, a static program, and with the thread stopped a seccomp filter
+ * that kills), then three calls on one of its threads, stopped
+ * (inject.h): dlopen(LIB, RTLD_NOW | RTLD_LOCAL), dlsym(handle,
+ * "ms__attach_start"), and that function; the library's constructor does
+ * nothing when loaded so (src/preload/attach.c) and ms__attach_start
+ * starts the agent. detach: dlopen(LIB, RTLD_NOLOAD), dlsym
+ * "ms__attach_stop", the call; the library stays mapped, inert.
+ */
+#ifndef MT_ATTACH_ATTACH_H
+#define MT_ATTACH_ATTACH_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+typedef struct mt_attach_req_s {
+  pid_t pid;
+  int detach;      /* 1: memtop detach */
+  unsigned flags;  /* ms__attach_start's (0) */
+  const char *lib; /* the preload library's absolute path */
+} mt_attach_req_t;
+
+typedef struct mt_attach_res_s {
+  uint64_t stop_ns; /* how long the thread that made the calls was held */
+  int tries;        /* stops it took (a thread was busy in the others) */
+  int already;      /* attach: it served already; detach: nothing to do */
+} mt_attach_res_t;
+
+/* What memtop attach knows of a process and of itself before any ptrace
+ * call: the refusals are decided on this alone. */
+typedef struct mt_attach_facts_s {
+  char name[64];       /* its name, sanitised */
+  long uid[4], gid[4]; /* real, effective, saved, filesystem */
+  char state;          /* State: R S D T t Z ... */
+  long tracer;         /* TracerPid: 0 none */
+  char tracer_name[64];
+  long seccomp;    /* 0 none, 1 strict, 2 filter */
+  int at_secure;   /* its AT_SECURE: 1, 0, -1 unknown */
+  long proc_owner; /* the owner of /proc/PID: root's if not dumpable */
+  int yama_scope;  /* 0 without Yama */
+  int cap_ptrace;  /* memtop has CAP_SYS_PTRACE */
+  long me;         /* memtop's effective uid */
+} mt_attach_facts_t;
+
+/* Whether memtop attach refuses process pid on these facts: 0, or a
+ * negative MS_E* code with the cause and the fix in err. Pure. */
+int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *f, char *err,
+                      size_t errlen);
+
+/* Does it. Returns 0, or a negative MS_E* code with the cause and the fix
+ * in err (one or two sentences, for the user). */
+int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
+                  size_t errlen);
+
+/* The command: runs it and says the outcome on out (or the refusal on
+ * errf). Returns the exit status: 0, or 1. */
+int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf);
+
+#endif

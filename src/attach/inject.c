@@ -1,0 +1,613 @@
+/*
+ * inject.c - calling functions inside another running process with ptrace
+ * (see inject.h). x86-64 only: elsewhere every entry point says so
+ * (MS_ENOSYS) and memtop attach refuses.
+ */
+#include "attach/inject.h"
+
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memstats.h"
+
+#if defined(__x86_64__)
+#include <sys/user.h>
+
+/* How much of the top of each thread's stack is searched for return
+ * addresses into the loader or the allocator: the frames of a call made
+ * from there (a lock wait, an mmap of sysmalloc's) are within it. */
+#define STACK_SCAN 2048
+/* Below the interrupted code's stack pointer: the red zone (128 bytes),
+ * and some room. */
+#define STACK_GAP 512
+/* The most bytes of strings pushed for the calls. */
+#define STR_ROOM 4096
+/* The FP state's buffer: XSAVE's area is at most a few KiB (AMX's tiles
+ * make it 11 KiB). */
+#define FP_MAX 16384
+#define MAX_THREADS 65536
+/* A thread's stop, waited for this long. */
+#define STOP_WAIT_MS 2000
+
+#define ERESTART_RESTARTBLOCK_ 516
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void say(mt_inj_t *inj, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void say(mt_inj_t *inj, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(inj->why, sizeof inj->why, fmt, ap);
+  va_end(ap);
+}
+
+void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
+                 size_t nbusy) {
+  memset(inj, 0, sizeof *inj);
+  inj->pid = pid;
+  if (nbusy > MT_INJ_MAX_RANGES)
+    nbusy = MT_INJ_MAX_RANGES;
+  memcpy(inj->busy, busy, nbusy * sizeof *busy);
+  inj->nbusy = nbusy;
+}
+
+/* ---- waiting for a thread's stop -------------------------------------------
+ * SIGCHLD is blocked on this thread while memtop holds the process, so
+ * that a stop can be waited for with a deadline (sigtimedwait) rather than
+ * a blocking waitpid. */
+
+/* Waits for tid to change state; *st gets waitpid's status. Returns 0, or
+ * -1 on timeout or if tid is no child of ours any more (errno). */
+static int wait_tid(pid_t tid, int *st, int timeout_ms) {
+  uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  for (;;) {
+    pid_t r = waitpid(tid, st, __WALL | WNOHANG);
+    if (r == tid)
+      return 0;
+    if (r < 0 && errno != EINTR)
+      return -1;
+    uint64_t t = now_ns();
+    if (t >= end) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    /* At most a millisecond at a time: a SIGCHLD another child's change
+     * took is not waited for long. */
+    uint64_t left = end - t;
+    if (left > 1000000)
+      left = 1000000;
+    struct timespec ts = {0, (long)left};
+    (void)sigtimedwait(&chld, NULL, &ts);
+  }
+}
+
+/* ---- holding the threads ------------------------------------------------*/
+
+static int add_th(mt_inj_t *inj, pid_t tid) {
+  if (inj->nth == inj->cap) {
+    size_t cap = inj->cap ? inj->cap * 2 : 64;
+    if (cap > MAX_THREADS)
+      return MS_ENOMEM;
+    mt_inj_thread_t *n = realloc(inj->th, cap * sizeof *n);
+    if (!n)
+      return MS_ENOMEM;
+    inj->th = n;
+    inj->cap = cap;
+  }
+  memset(&inj->th[inj->nth], 0, sizeof inj->th[0]);
+  inj->th[inj->nth++].tid = tid;
+  return 0;
+}
+
+/* Keeps a signal that arrived while the thread is held, for the resume. */
+static void keep_sig(mt_inj_thread_t *t, int sig) {
+  if (t->sig == 0)
+    t->sig = sig;
+  else if (sig != t->sig && sig >= 1 && sig <= 64)
+    t->more |= 1ull << (sig - 1);
+}
+
+/* Takes one stop status of a held thread: its interrupt, or a signal it
+ * was about to get (kept for the resume; the interrupt's stop follows
+ * later and is dropped by the detach). Returns 0 if it is stopped, -1 if
+ * it is gone. */
+static int took_stop(mt_inj_thread_t *t, int st) {
+  if (WIFEXITED(st) || WIFSIGNALED(st))
+    return -1;
+  if (WIFSTOPPED(st)) {
+    int sig = WSTOPSIG(st);
+    if ((st >> 16) != PTRACE_EVENT_STOP && sig != SIGTRAP)
+      keep_sig(t, sig);
+    t->stopped = 1;
+  }
+  return 0;
+}
+
+/* Seizes and interrupts thread tid and waits for its stop; it is then
+ * the one held thread (inj->th[0]). Returns 0, 1 if it is gone, or a
+ * negative code (MS_EACCES: ptrace refused, the reason in inj->why). */
+static int hold_one(mt_inj_t *inj, pid_t tid) {
+  if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
+    if (errno == ESRCH)
+      return 1; /* it exited meanwhile */
+    say(inj, "ptrace(PTRACE_SEIZE, %d): %s", (int)tid, strerror(errno));
+    return errno == EPERM ? MS_EACCES : -errno;
+  }
+  int r = add_th(inj, tid);
+  if (r != 0) {
+    ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    return r;
+  }
+  mt_inj_thread_t *t = &inj->th[inj->nth - 1];
+  inj->stop_ns = now_ns();
+  (void)ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+  int st;
+  if (wait_tid(tid, &st, STOP_WAIT_MS) != 0) {
+    if (errno == ECHILD || errno == ESRCH) {
+      t->tid = 0;
+      return 1;
+    }
+    say(inj, "thread %d did not stop in %d ms", (int)tid, STOP_WAIT_MS);
+    return MS_ETIMEDOUT;
+  }
+  if (took_stop(t, st) != 0) {
+    t->tid = 0;
+    return 1;
+  }
+  return 0;
+}
+
+/* Whether thread tid of pid has exited (a zombie main thread, whose
+ * process goes on with its other threads, never stops for ptrace). */
+static int thread_dead(pid_t pid, pid_t tid) {
+  char path[64], text[512];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+  FILE *f = fopen(path, "re");
+  if (!f)
+    return 1;
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  const char *close = strrchr(text, ')'); /* after the name, which may hold
+                                            anything */
+  return !close || close[1] != ' ' || close[2] == 'Z' || close[2] == 'X';
+}
+
+/* The process's threads (at most max), the main thread first: it is most
+ * often the one waiting in a system call, outside everything. Exited
+ * threads are left out. */
+static size_t list_threads(pid_t pid, pid_t *out, size_t max) {
+  char path[64];
+  size_t n = 0;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d)
+    return 0;
+  if (!thread_dead(pid, pid))
+    out[n++] = pid;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < max) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0 &&
+        (pid_t)tid != pid && !thread_dead(pid, (pid_t)tid))
+      out[n++] = (pid_t)tid;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Lets every held thread go, each with the signal it stopped for. */
+static void release_all(mt_inj_t *inj, pid_t except) {
+  for (size_t i = 0; i < inj->nth; i++) {
+    mt_inj_thread_t *t = &inj->th[i];
+    if (t->tid == 0 || t->tid == except)
+      continue;
+    if (!t->stopped) {
+      /* Still running (traced): stop it to detach it. */
+      int st;
+      (void)ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+      if (wait_tid(t->tid, &st, STOP_WAIT_MS) != 0 || took_stop(t, st) != 0) {
+        t->tid = 0;
+        continue;
+      }
+    }
+    (void)ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(intptr_t)t->sig);
+    for (int s = 1; s <= 64; s++)
+      if (t->more & (1ull << (s - 1)))
+        (void)syscall(SYS_tgkill, (int)inj->pid, (int)t->tid, s);
+    t->tid = 0;
+  }
+}
+
+static int get_regs(pid_t tid, struct user_regs_struct *r) {
+  memset(r, 0, sizeof *r);
+  struct iovec io = {r, sizeof *r};
+  return ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &io) == 0 ? 0 : -1;
+}
+
+static int set_regs(pid_t tid, const struct user_regs_struct *r) {
+  struct iovec io = {(void *)r, sizeof *r};
+  return ptrace(PTRACE_SETREGSET, tid, (void *)NT_PRSTATUS, &io) == 0 ? 0 : -1;
+}
+
+static int in_busy(const mt_inj_t *inj, uint64_t a) {
+  for (size_t i = 0; i < inj->nbusy; i++)
+    if (a >= inj->busy[i].lo && a < inj->busy[i].hi)
+      return 1;
+  return 0;
+}
+
+/* Whether thread t may be stopped where it is: its PC and the words at
+ * the top of its stack are outside the busy ranges. */
+static int thread_clear(mt_inj_t *inj, pid_t tid,
+                        struct user_regs_struct *out) {
+  struct user_regs_struct r;
+  if (get_regs(tid, &r) != 0)
+    return 0; /* gone meanwhile: not one to call on */
+  if (out)
+    *out = r;
+  if (in_busy(inj, r.rip))
+    return 0;
+  uint64_t words[STACK_SCAN / 8];
+  struct iovec local = {words, sizeof words},
+               remote = {(void *)r.rsp, sizeof words};
+  ssize_t n = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
+  for (ssize_t i = 0; n > 0 && i < n / 8; i++)
+    if (in_busy(inj, words[i]))
+      return 0;
+  return 1;
+}
+
+/* One try: stops the threads one at a time until one is clear (see
+ * inject.h) and has no signal to deliver; that one stays held, the others
+ * ran on (each stopped only while it was looked at). Returns 0, 1 if none
+ * was clear (nothing held), or a negative code. */
+static int try_stop(mt_inj_t *inj) {
+  pid_t *tids = malloc(MAX_THREADS * sizeof *tids);
+  if (!tids)
+    return MS_ENOMEM;
+  size_t n = list_threads(inj->pid, tids, MAX_THREADS);
+  if (n == 0) {
+    free(tids);
+    return MS_ESRCH;
+  }
+  int r = 1;
+  for (size_t i = 0; i < n; i++) {
+    inj->nth = 0;
+    int h = hold_one(inj, tids[i]);
+    if (h == 1)
+      continue;
+    if (h < 0) {
+      release_all(inj, 0);
+      r = h;
+      break;
+    }
+    mt_inj_thread_t *t = &inj->th[0];
+    struct user_regs_struct regs;
+    /* Not one in a system call whose restart uses the kernel's per-thread
+     * restart block (nanosleep, poll with a timeout) in the first two
+     * tries: a call of ours that a signal interrupts inside such a call
+     * would overwrite it. */
+    if (t->sig == 0 && thread_clear(inj, t->tid, &regs) &&
+        (inj->tries > 2 || !((long long)regs.orig_rax >= 0 &&
+                             (long long)regs.rax == -ERESTART_RESTARTBLOCK_))) {
+      inj->call_th = 0;
+      r = 0;
+      break;
+    }
+    inj->busy_seen++;
+    release_all(inj, 0);
+  }
+  free(tids);
+  if (r == 1)
+    say(inj, "no thread was outside the dynamic loader and the allocator");
+  return r;
+}
+
+int mt_inj_stop(mt_inj_t *inj, int max_tries) {
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, NULL);
+  for (inj->tries = 1;; inj->tries++) {
+    int r = try_stop(inj);
+    if (r <= 0)
+      return r;
+    if (inj->tries >= max_tries)
+      return MS_EAGAIN;
+    /* Let it run on a little: 1, 2, 3 ... ms, at most 20. */
+    int ms = inj->tries < 20 ? inj->tries : 20;
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* ---- the call -------------------------------------------------------------*/
+
+static int save_regs(mt_inj_t *inj) {
+  pid_t tid = inj->th[inj->call_th].tid;
+  struct user_regs_struct r;
+  if (get_regs(tid, &r) != 0) {
+    say(inj, "cannot read thread %d's registers: %s", (int)tid,
+        strerror(errno));
+    return MS_ESRCH;
+  }
+  memcpy(inj->regs, &r, sizeof r);
+  inj->fp = malloc(FP_MAX);
+  if (!inj->fp)
+    return MS_ENOMEM;
+  struct iovec io = {inj->fp, FP_MAX};
+  inj->fp_type = NT_X86_XSTATE;
+  if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &io) != 0) {
+    io.iov_len = sizeof(struct user_fpregs_struct);
+    inj->fp_type = NT_PRFPREG;
+    if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRFPREG, &io) != 0) {
+      say(inj, "cannot read thread %d's FP state: %s", (int)tid,
+          strerror(errno));
+      return MS_EPROTO;
+    }
+  }
+  inj->fp_len = io.iov_len;
+  /* Strings and calls go below the red zone, 16-aligned. */
+  inj->sp_top = (r.rsp - STACK_GAP) & ~(uint64_t)15;
+  inj->sp_cur = inj->sp_top;
+  inj->saved = 1;
+  return 0;
+}
+
+static int write_mem(mt_inj_t *inj, uint64_t addr, const void *buf,
+                     size_t len) {
+  struct iovec local = {(void *)buf, len}, remote = {(void *)addr, len};
+  ssize_t n = process_vm_writev(inj->pid, &local, 1, &remote, 1, 0);
+  if (n == (ssize_t)len)
+    return 0;
+  /* process_vm_writev may be filtered (seccomp) where ptrace is not. */
+  const unsigned char *p = buf;
+  for (size_t off = 0; off < len; off += 8) {
+    long word;
+    size_t k = len - off < 8 ? len - off : 8;
+    errno = 0;
+    word = ptrace(PTRACE_PEEKDATA, inj->th[inj->call_th].tid,
+                  (void *)(addr + off), NULL);
+    if (errno != 0)
+      return -1;
+    memcpy(&word, p + off, k);
+    if (ptrace(PTRACE_POKEDATA, inj->th[inj->call_th].tid, (void *)(addr + off),
+               (void *)word) != 0)
+      return -1;
+  }
+  return 0;
+}
+
+int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
+  if (len == 0)
+    return -1;
+  buf[0] = '\0';
+  /* A page at a time: the string may end just before an unmapped one. */
+  size_t got = 0;
+  while (got + 1 < len) {
+    uint64_t a = addr + got;
+    size_t n = 4096 - (size_t)(a % 4096);
+    if (n > len - 1 - got)
+      n = len - 1 - got;
+    struct iovec local = {buf + got, n}, remote = {(void *)a, n};
+    ssize_t r = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
+    if (r <= 0)
+      break;
+    void *nul = memchr(buf + got, '\0', (size_t)r);
+    got += (size_t)r;
+    if (nul)
+      return 0;
+  }
+  buf[got] = '\0';
+  return got > 0 ? 0 : -1;
+}
+
+int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr) {
+  if (!inj->saved) {
+    int r = save_regs(inj);
+    if (r != 0)
+      return r;
+  }
+  size_t n = strlen(s) + 1;
+  if (inj->sp_top - inj->sp_cur + n > STR_ROOM)
+    return MS_ENOSPC;
+  uint64_t a = (inj->sp_cur - n) & ~(uint64_t)15;
+  if (write_mem(inj, a, s, n) != 0) {
+    say(inj, "cannot write into the process: %s", strerror(errno));
+    return MS_EACCES;
+  }
+  inj->sp_cur = a;
+  *addr = a;
+  return 0;
+}
+
+int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
+                uint64_t *ret, int timeout_ms) {
+  if (!inj->saved) {
+    int r = save_regs(inj);
+    if (r != 0)
+      return r;
+  }
+  mt_inj_thread_t *t = &inj->th[inj->call_th];
+  struct user_regs_struct r;
+  memcpy(&r, inj->regs, sizeof r);
+  /* The return address 0, where the call's return faults: the fault is
+   * the end of the call. At the entry rsp is 8 past a 16-byte boundary. */
+  uint64_t sp = ((inj->sp_cur - 64) & ~(uint64_t)15) - 8;
+  uint64_t zero = 0;
+  if (write_mem(inj, sp, &zero, sizeof zero) != 0) {
+    say(inj, "cannot write into the process's stack: %s", strerror(errno));
+    return MS_EACCES;
+  }
+  r.rip = fn;
+  r.rdi = a0;
+  r.rsi = a1;
+  r.rax = 0;
+  r.rsp = sp;
+  /* No syscall restart for the call: the interrupted one's comes back
+   * with the saved registers. */
+  r.orig_rax = (unsigned long long)-1;
+  r.eflags &= ~(0x400ull | 0x100ull); /* DF (the ABI's), TF */
+  if (set_regs(t->tid, &r) != 0) {
+    say(inj, "cannot set thread %d's registers: %s", (int)t->tid,
+        strerror(errno));
+    return MS_ESRCH;
+  }
+  if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) != 0)
+    return MS_ESRCH;
+  t->stopped = 0;
+  uint64_t start = now_ns();
+  int released = 0;
+  for (;;) {
+    int st;
+    int waited = (int)((now_ns() - start) / 1000000ull);
+    int slice = released ? timeout_ms - waited : 1000 - waited;
+    if (slice < 1)
+      slice = 1;
+    if (wait_tid(t->tid, &st, slice) != 0) {
+      if (errno != ETIMEDOUT) {
+        say(inj, "thread %d is gone", (int)t->tid);
+        t->tid = 0;
+        return MS_ESRCH;
+      }
+      if (!released) {
+        released = 1; /* the whole deadline now */
+        continue;
+      }
+      say(inj, "the call did not return in %d ms", timeout_ms);
+      return MS_ETIMEDOUT;
+    }
+    if (WIFEXITED(st) || WIFSIGNALED(st)) {
+      say(inj, "the process ended during the call");
+      t->tid = 0;
+      return MS_ESRCH;
+    }
+    if (!WIFSTOPPED(st))
+      continue;
+    int sig = WSTOPSIG(st);
+    if ((st >> 16) == 0 && sig == SIGSEGV) {
+      struct user_regs_struct now;
+      if (get_regs(t->tid, &now) == 0 && now.rip == 0) {
+        t->stopped = 1;
+        *ret = now.rax;
+        return 0;
+      }
+      t->stopped = 1;
+      say(inj, "the call faulted at %#llx", (unsigned long long)now.rip);
+      return MS_EPROTO;
+    }
+    /* Any other signal waits for the resume; stops of ours are passed. */
+    if ((st >> 16) == 0 && sig != SIGTRAP)
+      keep_sig(t, sig);
+    if (ptrace(PTRACE_CONT, t->tid, NULL, NULL) != 0)
+      return MS_ESRCH;
+  }
+}
+
+int mt_inj_resume(mt_inj_t *inj) {
+  int r = 0;
+  if (inj->saved && inj->nth > 0) {
+    mt_inj_thread_t *t = &inj->th[inj->call_th];
+    /* A call that did not return (it waits for a lock its own thread
+     * held when stopped, say) is abandoned: the thread is stopped where
+     * it waits and put back where it was, so that it finishes what it was
+     * doing. What the call took meanwhile stays taken (the loader's lock,
+     * perhaps): better than a thread that waits for ever, or returns to
+     * address 0 one day. */
+    if (t->tid != 0 && !t->stopped) {
+      int st;
+      (void)ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+      while (wait_tid(t->tid, &st, STOP_WAIT_MS) == 0) {
+        if (took_stop(t, st) != 0) {
+          t->tid = 0;
+          break;
+        }
+        if (t->stopped)
+          break;
+      }
+    }
+    if (t->tid != 0 && t->stopped) {
+      struct user_regs_struct regs;
+      memcpy(&regs, inj->regs, sizeof regs);
+      struct iovec io = {inj->fp, inj->fp_len};
+      if (set_regs(t->tid, &regs) != 0 ||
+          ptrace(PTRACE_SETREGSET, t->tid, (void *)(uintptr_t)inj->fp_type,
+                 &io) != 0) {
+        say(inj, "cannot restore thread %d's registers: %s", (int)t->tid,
+            strerror(errno));
+        r = MS_EPROTO;
+      }
+    }
+  }
+  release_all(inj, 0);
+  if (inj->stop_ns != 0)
+    inj->stop_ns = now_ns() - inj->stop_ns;
+  free(inj->th);
+  free(inj->fp);
+  inj->th = NULL;
+  inj->fp = NULL;
+  inj->nth = inj->cap = 0;
+  inj->saved = 0;
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_UNBLOCK, &chld, NULL);
+  return r;
+}
+
+#else /* not x86-64 */
+
+void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
+                 size_t nbusy) {
+  (void)busy;
+  (void)nbusy;
+  memset(inj, 0, sizeof *inj);
+  inj->pid = pid;
+}
+int mt_inj_stop(mt_inj_t *inj, int max_tries) {
+  (void)max_tries;
+  snprintf(inj->why, sizeof inj->why,
+           "memtop attach is written for x86-64 only");
+  return MS_ENOSYS;
+}
+int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
+                uint64_t *ret, int timeout_ms) {
+  (void)inj, (void)fn, (void)a0, (void)a1, (void)ret, (void)timeout_ms;
+  return MS_ENOSYS;
+}
+int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr) {
+  (void)inj, (void)s, (void)addr;
+  return MS_ENOSYS;
+}
+int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
+  (void)inj, (void)addr, (void)buf, (void)len;
+  return -1;
+}
+int mt_inj_resume(mt_inj_t *inj) {
+  (void)inj;
+  return 0;
+}
+#endif

@@ -1,0 +1,493 @@
+/*
+ * test_attach.c - memtop attach and memtop detach on programs started bare
+ * (never linked with libmemstats nor run under the preload).
+ *
+ * tests/progs/at_alloc on 8 threads that allocate all the time: cycles of
+ * attach and detach with the program working throughout; at each, the
+ * agent's HeapInuse and HeapSys (glibc's mallinfo2, read by the agent)
+ * within 1% of the same figures the program reads itself with its workers
+ * parked, the tracked fields unavailable, the socket gone after the
+ * detach, and the program still counting and exiting normally at the end.
+ * python3's http.server answering a client that requests all the time
+ * through attach and detach cycles: no failed request. sqlite3 inside one
+ * transaction through cycles, inserting between them: its commit holds
+ * every row, and it said nothing else. The refusals: a
+ * static program, a process another tracer holds, another user's process
+ * (memtop as nobody).
+ *
+ * Everything is skipped, with the reason, where ptrace is not permitted
+ * (Yama's scope, a container without CAP_SYS_PTRACE).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "support/fetch.h"
+#include "support/host.h"
+#include "support/run.h"
+#include "support/target.h"
+
+/* make check's cycles; MT_ATTACH_CYCLES=50 for the long run. */
+#define CYCLES 12
+
+static char build_dir[1024], memtop[1200], prog[1200], dir[64];
+static char skip_why[256];
+
+/* Whether this process may ptrace a child of its own user: the kernel is
+ * asked (a child seized and let go), so that Yama, a missing
+ * CAP_SYS_PTRACE in a container and seccomp are all covered. */
+static int ptrace_allowed(void) {
+  pid_t c = fork();
+  if (c == 0) {
+    pause();
+    _exit(0);
+  }
+  if (c < 0)
+    return 0;
+  int ok = ptrace(PTRACE_SEIZE, c, NULL, NULL) == 0;
+  int e = errno;
+  if (ok)
+    ptrace(PTRACE_DETACH, c, NULL, NULL);
+  kill(c, SIGKILL);
+  waitpid(c, NULL, 0);
+  if (!ok)
+    snprintf(skip_why, sizeof skip_why,
+             "ptrace is not permitted here (%s): Yama's ptrace_scope, or a "
+             "container without CAP_SYS_PTRACE",
+             strerror(e));
+  return ok;
+}
+
+static int setup(void **state) {
+  (void)state;
+  assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
+  snprintf(prog, sizeof prog, "%s/progs/at_alloc", build_dir);
+  assert_int_equal(target_dir_setup(dir, sizeof dir, "/tmp/test_attach.XXXXXX"),
+                   0);
+  setenv("MEMSTATS_DIR", dir, 1);
+  /* The preload memtop attach loads: under a sanitizer build, the plain
+   * one (the programs are not instrumented). */
+  char preload[1300];
+  if (host_preload_path(build_dir, preload, sizeof preload) != 0)
+    fail_msg("%s is missing: build it with `make` first", preload);
+  setenv("MEMTOP_PRELOAD", preload, 1);
+  (void)ptrace_allowed();
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  target_dir_remove(dir);
+  return 0;
+}
+
+#define SKIP_IF_NO_PTRACE()                                                    \
+  do {                                                                         \
+    if (skip_why[0]) {                                                         \
+      print_message("skipped: %s\n", skip_why);                                \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* memtop attach|detach PID, as user `as` (NULL: this one). */
+static int memtop_cmd(run_result_t *res, const char *cmd, pid_t pid,
+                      const struct passwd *as) {
+  char p[32];
+  snprintf(p, sizeof p, "%d", (int)pid);
+  char *argv[] = {memtop, (char *)cmd, p, NULL};
+  return run_capture_as(res, argv, -1, as);
+}
+
+static void say_line(target_t *t, const char *cmd, char *ans, size_t len) {
+  assert_true(write(t->in, cmd, strlen(cmd)) == (ssize_t)strlen(cmd));
+  assert_int_equal(target_read_line(t->out, ans, len), 0);
+}
+
+static int start_alloc(target_t *t, const char *path, const char *threads) {
+  const char *argv[] = {path, threads, NULL};
+  static const char *const env[] = {"LD_PRELOAD", NULL};
+  char line[64];
+  if (target_launch(t, argv, dir, env, NULL, NULL, 0) != 0)
+    return -1;
+  if (target_read_line(t->out, line, sizeof line) != 0 ||
+      strncmp(line, "ready ", 6) != 0) {
+    target_kill(t);
+    return -1;
+  }
+  return 0;
+}
+
+static int within_1pct(uint64_t a, uint64_t b) {
+  uint64_t d = a > b ? a - b : b - a;
+  return d * 100 <= b;
+}
+
+/* ---- 8 threads allocating ----------------------------------------------*/
+
+static void test_alloc8_cycles(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  static run_result_t res;
+  target_t t;
+  char ans[128];
+  int cycles = CYCLES;
+  const char *env = getenv("MT_ATTACH_CYCLES");
+  if (env && atoi(env) > 0)
+    cycles = atoi(env);
+  assert_int_equal(start_alloc(&t, prog, "8"), 0);
+  unsigned long last = 0;
+  for (int i = 0; i < cycles; i++) {
+    if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
+    assert_non_null(strstr(res.out, "attached to process"));
+    if (i == 0) {
+      /* A second attach finds it serving. */
+      if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+        fail_msg("memtop attach again exited %d: %s", res.status, res.err);
+      assert_non_null(strstr(res.out, "serves already"));
+    }
+    /* The allocator's own figures, read by the program itself with its
+     * workers parked, against the agent's. The agent samples mallinfo2
+     * at most once a second and a detached one's last figures stay in the
+     * library: so read until a fresh sample is there. */
+    /* The workers parked: mallinfo2 takes every arena's lock, which 8
+     * threads that do nothing but allocate hold nearly all the time. A
+     * first snapshot then: the agent's thread has made its own arena,
+     * which both reads count. */
+    say_line(&t, "pause\n", ans, sizeof ans);
+    assert_string_equal(ans, "paused");
+    static ms_snapshot_t s;
+    char err[256];
+    if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+      fail_msg("cycle %d: no snapshot: %s", i, err);
+    unsigned long long inuse = 0, sys = 0;
+    unsigned long count = 0;
+    say_line(&t, "info\n", ans, sizeof ans);
+    assert_int_equal(
+        sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
+    assert_true(count > last); /* it worked since the last cycle */
+    last = count;
+    int ok = 0;
+    for (int k = 0; k < 40 && !ok; k++) {
+      if (k)
+        usleep(100 * 1000);
+      if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+        fail_msg("cycle %d: no snapshot: %s", i, err);
+      ok = within_1pct(s.heap_inuse, inuse) && within_1pct(s.heap_sys, sys);
+    }
+    if (!ok)
+      fail_msg("cycle %d: agent HeapInuse %llu HeapSys %llu, mallinfo2 "
+               "%llu %llu",
+               i, (unsigned long long)s.heap_inuse,
+               (unsigned long long)s.heap_sys, inuse, sys);
+    assert_int_equal(s.quality[MS_F_HEAP_INUSE], MS_Q_EXACT);
+    assert_int_equal(s.quality[MS_F_HEAP_ALLOC], MS_Q_UNAVAILABLE);
+    assert_int_equal(s.quality[MS_F_MALLOCS], MS_Q_UNAVAILABLE);
+    if (i == 0) {
+      /* No heap profile, and memtop says why. */
+      char p[32];
+      snprintf(p, sizeof p, "%d", (int)t.pid);
+      char *argv[] = {
+          memtop, (char *)"profile", (char *)"--format", (char *)"text", p,
+          NULL};
+      assert_int_equal(run_capture(&res, argv, -1), 1);
+      assert_non_null(strstr(res.err, "loaded by memtop attach"));
+    }
+    say_line(&t, "resume\n", ans, sizeof ans);
+    assert_string_equal(ans, "resumed");
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
+    struct stat st;
+    assert_int_not_equal(lstat(t.sock, &st), 0); /* the socket is gone */
+    if (i == 0) {
+      /* memtop says what happened to it. */
+      char p[32];
+      snprintf(p, sizeof p, "%d", (int)t.pid);
+      char *argv[] = {memtop, (char *)"--once", p, NULL};
+      assert_int_equal(run_capture(&res, argv, -1), 1);
+      assert_non_null(strstr(res.err, "`memtop detach` stopped it"));
+    }
+  }
+  /* Still working, and ends normally. */
+  say_line(&t, "info\n", ans, sizeof ans);
+  unsigned long long a, b;
+  unsigned long count;
+  assert_int_equal(sscanf(ans, "inuse %llu sys %llu count %lu", &a, &b, &count),
+                   3);
+  assert_true(count > last);
+  assert_int_equal(target_wait(&t), 0);
+}
+
+/* ---- python3's http.server ---------------------------------------------*/
+
+typedef struct client_s {
+  int port;
+  volatile int stop;
+  unsigned long ok, failed;
+} client_t;
+
+static int http_get(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port)};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct timeval tv = {10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  int r = -1;
+  static const char req[] = "GET / HTTP/1.0\r\nHost: x\r\n\r\n";
+  if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+      write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1)) {
+    char buf[4096];
+    ssize_t n, got = 0;
+    int status_ok = 0;
+    while ((n = read(fd, buf, sizeof buf)) > 0) {
+      if (got == 0 && n >= 12 && memcmp(buf, "HTTP/1.0 200", 12) == 0)
+        status_ok = 1;
+      got += n;
+    }
+    r = n == 0 && status_ok ? 0 : -1;
+  }
+  close(fd);
+  return r;
+}
+
+static void *client(void *arg) {
+  client_t *c = arg;
+  while (!c->stop) {
+    if (http_get(c->port) == 0)
+      c->ok++;
+    else
+      c->failed++;
+  }
+  return NULL;
+}
+
+static void test_http_server(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  if (run_sh("python3 -c 'import http.server' >/dev/null 2>&1 && "
+             "setpriv --pdeathsig KILL true") != 0) {
+    print_message("skipped: no python3 with http.server, or no setpriv\n");
+    skip();
+  }
+  target_t t;
+  /* exec: the PID is python's itself, not a shell's (or pyenv's shim's). */
+  /* Killed with the test, whichever way it ends (a failed assertion
+   * leaves this function at once). */
+  const char *argv[] = {
+      "setpriv",
+      "--pdeathsig",
+      "KILL",
+      "sh",
+      "-c",
+      "cd \"$MEMSTATS_DIR\" && exec python3 -u -c 'import http.server as h, "
+      "sys; s = h.ThreadingHTTPServer((\"127.0.0.1\", 0), "
+      "h.SimpleHTTPRequestHandler); print(\"port\", s.server_address[1]); "
+      "sys.stderr = open(\"/dev/null\", \"w\"); s.serve_forever()'",
+      NULL};
+  static const char *const env[] = {"LD_PRELOAD", NULL};
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  char line[64];
+  assert_int_equal(target_read_line(t.out, line, sizeof line), 0);
+  /* Static: the client thread outlives a failed assertion. */
+  static client_t c;
+  memset(&c, 0, sizeof c);
+  assert_int_equal(sscanf(line, "port %d", &c.port), 1);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, client, &c), 0);
+  static run_result_t res;
+  for (int i = 0; i < 5; i++) {
+    unsigned long before = c.ok;
+    if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
+    static ms_snapshot_t s;
+    char err[256];
+    if (fetch_snapshot(t.pid, &s, 5000, err, sizeof err) != 0)
+      fail_msg("cycle %d: no snapshot: %s", i, err);
+    assert_true(s.sys > 0);
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
+    /* Served on meanwhile. */
+    for (int k = 0; k < 100 && c.ok == before; k++)
+      usleep(20 * 1000);
+    assert_true(c.ok > before);
+  }
+  c.stop = 1;
+  pthread_join(th, NULL);
+  assert_true(c.ok > 0);
+  assert_int_equal(c.failed, 0);
+  target_kill(&t);
+}
+
+/* ---- sqlite3 in the middle of a transaction ------------------------------*/
+
+static void test_sqlite_transaction(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  if (run_sh("sqlite3 -version >/dev/null 2>&1") != 0) {
+    print_message("skipped: no sqlite3\n");
+    skip();
+  }
+  char db[128];
+  snprintf(db, sizeof db, "%s/t.db", dir);
+  target_t t;
+  const char *argv[] = {"sqlite3", "-batch", db, NULL};
+  static const char *const env[] = {"LD_PRELOAD", NULL};
+  assert_int_equal(target_launch(&t, argv, dir, env, NULL, NULL, 0), 0);
+  static const char begin[] = "CREATE TABLE t(x INTEGER, s TEXT);\nBEGIN;\n";
+  assert_true(write(t.in, begin, sizeof begin - 1) ==
+              (ssize_t)sizeof begin - 1);
+  /* Started: the table's creation made the file. */
+  struct stat dbst;
+  for (int k = 0; k < 1000 && stat(db, &dbst) != 0; k++)
+    usleep(10 * 1000);
+  static run_result_t res;
+  int rows = 0;
+  for (int i = 0; i < 5; i++) {
+    /* Rows inserted inside the transaction between the cycles. */
+    for (int k = 0; k < 200; k++, rows++) {
+      char ins[96];
+      int n =
+          snprintf(ins, sizeof ins,
+                   "INSERT INTO t VALUES(%d, hex(randomblob(64)));\n", rows);
+      assert_true(write(t.in, ins, (size_t)n) == n);
+    }
+    if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
+    static ms_snapshot_t s;
+    char err[256];
+    if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+      fail_msg("cycle %d: no snapshot: %s", i, err);
+    assert_true(s.heap_inuse > 0);
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
+  }
+  static const char end[] = "COMMIT;\nSELECT 'rows', count(*) FROM t;\n";
+  assert_true(write(t.in, end, sizeof end - 1) == (ssize_t)sizeof end - 1);
+  close(t.in);
+  /* Everything it printed: the one answer, no error. */
+  char out[4096];
+  size_t got = 0;
+  ssize_t n;
+  while (got < sizeof out - 1 &&
+         (n = read(t.out, out + got, sizeof out - 1 - got)) > 0)
+    got += (size_t)n;
+  out[got] = '\0';
+  int st;
+  assert_int_equal(waitpid(t.pid, &st, 0), t.pid);
+  close(t.out);
+  char want[64];
+  snprintf(want, sizeof want, "rows|%d\n", rows);
+  assert_string_equal(out, want);
+  assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- refusals -----------------------------------------------------------*/
+
+static void test_refuses_static(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  char path[1300];
+  snprintf(path, sizeof path, "%s/progs/at_static", build_dir);
+  if (access(path, X_OK) != 0) {
+    print_message("skipped: no %s (the C library's archive, libc.a, is not "
+                  "installed)\n",
+                  path);
+    skip();
+  }
+  target_t t;
+  assert_int_equal(start_alloc(&t, path, "2"), 0);
+  static run_result_t res;
+  assert_int_equal(memtop_cmd(&res, "attach", t.pid, NULL), 1);
+  assert_non_null(strstr(res.err, "statically linked"));
+  assert_non_null(strstr(res.err, "-lmemstats"));
+  assert_int_equal(target_wait(&t), 0);
+}
+
+static void test_refuses_traced(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  target_t t;
+  assert_int_equal(start_alloc(&t, prog, "1"), 0);
+  /* This test is its tracer now. */
+  assert_int_equal(ptrace(PTRACE_SEIZE, t.pid, NULL, NULL), 0);
+  static run_result_t res;
+  assert_int_equal(memtop_cmd(&res, "attach", t.pid, NULL), 1);
+  assert_non_null(strstr(res.err, "being traced by process"));
+  assert_non_null(strstr(res.err, "Detach that one"));
+  /* A seized tracee is detached stopped. */
+  int st;
+  assert_int_equal(ptrace(PTRACE_INTERRUPT, t.pid, NULL, NULL), 0);
+  assert_int_equal(waitpid(t.pid, &st, __WALL), t.pid);
+  assert_int_equal(ptrace(PTRACE_DETACH, t.pid, NULL, NULL), 0);
+  /* And once let go, the attach works. */
+  if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+    fail_msg("memtop attach exited %d: %s", res.status, res.err);
+  assert_int_equal(target_wait(&t), 0);
+}
+
+static void test_refuses_other_user(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  const struct passwd *pw = getpwnam("nobody");
+  if (geteuid() != 0 || pw == NULL) {
+    print_message("skipped: running memtop as another user needs root and "
+                  "a user `nobody`\n");
+    skip();
+  }
+  target_t t;
+  assert_int_equal(start_alloc(&t, prog, "1"), 0);
+  static run_result_t res;
+  /* memtop as nobody, the program root's. */
+  int st = memtop_cmd(&res, "attach", t.pid, pw);
+  if (st == 125 || st == 126) {
+    target_kill(&t);
+    print_message("skipped: cannot run %s as nobody (status %d)\n", memtop, st);
+    skip();
+  }
+  assert_int_equal(st, 1);
+  assert_non_null(strstr(res.err, "another user's"));
+  assert_int_equal(target_wait(&t), 0);
+}
+
+static void test_detach_without_attach(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  target_t t;
+  assert_int_equal(start_alloc(&t, prog, "1"), 0);
+  static run_result_t res;
+  assert_int_equal(memtop_cmd(&res, "detach", t.pid, NULL), 1);
+  assert_non_null(strstr(res.err, "nothing to detach"));
+  assert_int_equal(target_wait(&t), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_alloc8_cycles),
+      cmocka_unit_test(test_http_server),
+      cmocka_unit_test(test_sqlite_transaction),
+      cmocka_unit_test(test_refuses_static),
+      cmocka_unit_test(test_refuses_traced),
+      cmocka_unit_test(test_refuses_other_user),
+      cmocka_unit_test(test_detach_without_attach),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,94 @@
+/*
+ * at_alloc.c - a program started bare (never linked with libmemstats, nor
+ * run under the preload) for memtop attach's tests: N threads (argv[1],
+ * default 8) allocating and freeing all the time, each keeping a few
+ * hundred blocks alive, and the main thread reading commands on stdin
+ * (blocked in read(): an attach interrupts it inside a system call):
+ *
+ *   pause   the workers park; answers "paused" once all have
+ *   resume  they go on; "resumed"
+ *   info    "inuse N sys N count N": glibc's mallinfo2 read in-process
+ *           (uordblks + hblkhd, arena + hblkhd) and the workers' rounds
+ *
+ * Starts with "ready PID"; EOF ends it with status 0. Built without
+ * libmemstats (tests/progs/progs.mk), and with -static as at_static where
+ * the C library's archive is installed.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
+static int g_pause, g_parked;
+static unsigned long g_count;
+
+static void *worker(void *arg) {
+  unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u;
+  void *keep[256] = {0};
+  for (unsigned long i = 0;; i++) {
+    seed = seed * 1103515245u + 12345u;
+    unsigned k = (seed >> 8) % 256;
+    free(keep[k]);
+    keep[k] = malloc(16 + (seed >> 4) % 4000);
+    if (keep[k])
+      memset(keep[k], 1, 16);
+    if (i % 1024 == 0) {
+      pthread_mutex_lock(&g_lock);
+      g_count++;
+      if (g_pause) {
+        g_parked++;
+        pthread_cond_broadcast(&g_cond);
+        while (g_pause)
+          pthread_cond_wait(&g_cond, &g_lock);
+        g_parked--;
+      }
+      pthread_mutex_unlock(&g_lock);
+    }
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 8;
+  if (n < 0 || n > 64)
+    n = 8;
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, (void *)(uintptr_t)(i + 1)) != 0)
+      return 1;
+  }
+  printf("ready %d\n", (int)getpid());
+  fflush(stdout);
+  char line[64];
+  while (fgets(line, sizeof line, stdin)) {
+    if (strncmp(line, "pause", 5) == 0) {
+      pthread_mutex_lock(&g_lock);
+      g_pause = 1;
+      while (g_parked < n)
+        pthread_cond_wait(&g_cond, &g_lock);
+      pthread_mutex_unlock(&g_lock);
+      printf("paused\n");
+    } else if (strncmp(line, "resume", 6) == 0) {
+      pthread_mutex_lock(&g_lock);
+      g_pause = 0;
+      pthread_cond_broadcast(&g_cond);
+      pthread_mutex_unlock(&g_lock);
+      printf("resumed\n");
+    } else if (strncmp(line, "info", 4) == 0) {
+      struct mallinfo2 m = mallinfo2();
+      pthread_mutex_lock(&g_lock);
+      unsigned long c = g_count;
+      pthread_mutex_unlock(&g_lock);
+      printf("inuse %zu sys %zu count %lu\n", m.uordblks + m.hblkhd,
+             m.arena + m.hblkhd, c);
+    } else
+      printf("?\n");
+    fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,145 @@
+/*
+ * test_attach_refusal.c - memtop attach's refusals (src/attach,
+ * mt_attach_refusal), decided on the facts alone: each names its cause and
+ * its fix, and a process that may be attached is not refused. The cases a
+ * test machine cannot stage (Yama's scopes 2 and 3, a setuid process, a
+ * non-dumpable one, seccomp's strict mode) are here; test_attach runs the
+ * real ones it can (a static program, another tracer, another user).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attach/attach.h"
+#include "memstats.h"
+
+static char err[1024];
+
+/* A process of user 1000, memtop run by the same user, no Yama. */
+static mt_attach_facts_t plain(void) {
+  mt_attach_facts_t f;
+  memset(&f, 0, sizeof f);
+  strcpy(f.name, "server");
+  for (int i = 0; i < 4; i++) {
+    f.uid[i] = 1000;
+    f.gid[i] = 100;
+  }
+  f.proc_owner = 1000;
+  f.me = 1000;
+  f.state = 'S';
+  return f;
+}
+
+static int refuse(const mt_attach_facts_t *f) {
+  err[0] = '\0';
+  return mt_attach_refusal(1234, f, err, sizeof err);
+}
+
+static void test_plain_is_attached(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  assert_int_equal(refuse(&f), 0);
+  f.yama_scope = 1; /* the kernel decides (a parent, PR_SET_PTRACER) */
+  assert_int_equal(refuse(&f), 0);
+  f.yama_scope = 2;
+  f.cap_ptrace = 1;
+  assert_int_equal(refuse(&f), 0);
+  f.seccomp = 2; /* read once the thread is stopped */
+  assert_int_equal(refuse(&f), 0);
+}
+
+static void test_yama(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.yama_scope = 2;
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "ptrace_scope is 2"));
+  assert_non_null(strstr(err, "as root"));
+  assert_non_null(strstr(err, "kernel.yama.ptrace_scope=1"));
+  f.yama_scope = 3;
+  f.cap_ptrace = 1; /* root cannot either */
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "ptrace_scope is 3"));
+  assert_non_null(strstr(err, "memtop run"));
+}
+
+static void test_other_user(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.me = 1001;
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "another user's (uid 1000)"));
+  assert_non_null(strstr(err, "as root"));
+  f.cap_ptrace = 1; /* root */
+  assert_int_equal(refuse(&f), 0);
+}
+
+static void test_privileged(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.uid[1] = 0; /* setuid root */
+  f.cap_ptrace = 1;
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "setuid"));
+  f = plain();
+  f.gid[2] = 5; /* setgid */
+  assert_int_equal(refuse(&f), MS_EACCES);
+  f = plain();
+  f.at_secure = 1; /* file capabilities */
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "-lmemstats"));
+}
+
+static void test_not_dumpable(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.proc_owner = 0;
+  f.cap_ptrace = 1;
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "non-dumpable"));
+  assert_non_null(strstr(err, "memtop run"));
+}
+
+static void test_traced(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.tracer = 77;
+  strcpy(f.tracer_name, "gdb");
+  assert_int_equal(refuse(&f), MS_EEXIST);
+  assert_non_null(strstr(err, "traced by process 77 (gdb"));
+  assert_non_null(strstr(err, "Detach that one"));
+}
+
+static void test_stopped(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.state = 'T';
+  assert_int_equal(refuse(&f), MS_EAGAIN);
+  assert_non_null(strstr(err, "is stopped"));
+  assert_non_null(strstr(err, "kill -CONT 1234"));
+}
+
+static void test_seccomp_strict(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.seccomp = 1;
+  assert_int_equal(refuse(&f), MS_EACCES);
+  assert_non_null(strstr(err, "strict mode"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plain_is_attached),
+      cmocka_unit_test(test_yama),
+      cmocka_unit_test(test_other_user),
+      cmocka_unit_test(test_privileged),
+      cmocka_unit_test(test_not_dumpable),
+      cmocka_unit_test(test_traced),
+      cmocka_unit_test(test_stopped),
+      cmocka_unit_test(test_seccomp_strict),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
