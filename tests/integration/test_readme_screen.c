@@ -366,8 +366,8 @@ static int session_setup(void **state) {
   (void)state;
   if (skip_reason != NULL)
     return 0;
-  run_sh("rm -rf '%s/sock' '%s/config' '%s'/memtop-run-*.log", tmp_dir,
-         tmp_dir, tmp_dir);
+  run_sh("rm -rf '%s/sock' '%s/config' '%s'/memtop-run-*.log", tmp_dir, tmp_dir,
+         tmp_dir);
   run_sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
   snprintf(script, sizeof script, "%s/run.sh", tmp_dir);
   FILE *f = fopen(script, "w");
@@ -442,8 +442,7 @@ static void test_list(void **state) {
     if (waited % 2000 == 0)
       assert_int_equal(tmux_keys(&term, "Escape"), 0);
     if (waited >= TMUX_WAIT_LIMIT_MS) {
-      print_error("Esc never showed the list; the screen:\n%s\n",
-                  term.screen);
+      print_error("Esc never showed the list; the screen:\n%s\n", term.screen);
       fail();
     }
     tmux_sleep_ms(100);

@@ -20,8 +20,8 @@
 #define TMUX_WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
 
 typedef struct tmux_s {
-  char sock[256];            /* the server's socket */
-  char screen[64 * 1024];    /* the last capture */
+  char sock[256];         /* the server's socket */
+  char screen[64 * 1024]; /* the last capture */
 } tmux_t;
 
 static inline void tmux_sleep_ms(long ms) {
