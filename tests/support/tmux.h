@@ -1,0 +1,90 @@
+/*
+ * tmux.h - test helper: a program in a real terminal, a detached tmux
+ * session of a fixed size on a server of its own, read with `capture-pane`
+ * and driven with `send-keys`, as tests/integration/test_tmux.c does.
+ * Include after <cmocka.h>; header only, like the other helpers here.
+ *
+ * Waits are "until the screen shows X", bounded by a generous limit so
+ * that a broken program fails instead of hanging; nothing asserts a
+ * duration.
+ */
+#ifndef MS_TESTS_SUPPORT_TMUX_H
+#define MS_TESTS_SUPPORT_TMUX_H
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "support/run.h"
+
+#define TMUX_WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
+
+typedef struct tmux_s {
+  char sock[256];         /* the server's socket */
+  char screen[64 * 1024]; /* the last capture */
+} tmux_t;
+
+static inline void tmux_sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Starts a server of its own at `sock` (a path in the test's own
+ * directory) with one detached session "v" of cols x rows running
+ * `sh script`. Returns 0, or -1. */
+static inline int tmux_start(tmux_t *t, const char *sock, int cols, int rows,
+                             const char *script) {
+  snprintf(t->sock, sizeof t->sock, "%s", sock);
+  t->screen[0] = '\0';
+  return run_sh("tmux -S '%s' -f /dev/null new-session -d -s v -x %d -y %d "
+                "\"sh '%s'\"",
+                t->sock, cols, rows, script) == 0
+             ? 0
+             : -1;
+}
+
+static inline void tmux_stop(tmux_t *t) {
+  if (t->sock[0] != '\0')
+    run_sh("tmux -S '%s' kill-server >/dev/null 2>&1", t->sock);
+}
+
+/* The pane's text, one line per row (tmux drops trailing blanks). */
+static inline const char *tmux_capture(tmux_t *t) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "tmux -S '%s' capture-pane -p -t v 2>/dev/null",
+           t->sock);
+  FILE *p = popen(cmd, "r");
+  t->screen[0] = '\0';
+  if (p == NULL)
+    return t->screen;
+  size_t n = fread(t->screen, 1, sizeof t->screen - 1, p);
+  t->screen[n] = '\0';
+  pclose(p);
+  return t->screen;
+}
+
+/* send-keys with `k` as its arguments (tmux key names). */
+static inline int tmux_keys(tmux_t *t, const char *k) {
+  return run_sh("tmux -S '%s' send-keys -t v %s", t->sock, k);
+}
+
+/* Resizes the window (the program gets SIGWINCH). */
+static inline int tmux_resize(tmux_t *t, int cols, int rows) {
+  return run_sh("tmux -S '%s' resize-window -t v -x %d -y %d", t->sock, cols,
+                rows);
+}
+
+/* Waits until the screen contains (or, with want == 0, lacks) `text`;
+ * returns 1, or 0 after TMUX_WAIT_LIMIT_MS, printing the screen. */
+static inline int tmux_wait_screen(tmux_t *t, const char *text, int want) {
+  for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS; waited += 100) {
+    if ((strstr(tmux_capture(t), text) != NULL) == want)
+      return 1;
+    tmux_sleep_ms(100);
+  }
+  print_error("the screen never %s \"%s\"; it shows:\n%s\n",
+              want ? "showed" : "lost", text, t->screen);
+  return 0;
+}
+
+#endif
