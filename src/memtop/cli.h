@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "common/parse.h"
+#include "pprof/filter.h"
 #include "tui/model.h"
 
 #define MT_PID_MAX 4194304 /* the kernel's PID_MAX_LIMIT (2^22) */
@@ -57,6 +58,9 @@ typedef struct mt_opts_s {
   int timeout_ms;             /* --timeout: one request's deadline */
   int timeout_given;          /* --timeout was on the command line */
   int unsafe_no_auth;         /* serve: --unsafe-no-auth (root, no users) */
+  /* --focus, --ignore, --hide, --keep-wrappers (checked expressions):
+   * the sites of profile --format text, --sites and the live view. */
+  mt_heap_filter_t filter;
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

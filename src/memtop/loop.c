@@ -189,6 +189,7 @@ static int sites_want(void *arg, int pid) {
     app->sites_live = mt_sites_live_new(&app->loop, sites_cb, app);
     if (app->sites_live == NULL)
       return 0;
+    mt_sites_live_filter(app->sites_live, &app->o->filter);
   }
   if (every < MT_SITES_INTERVAL_S)
     every = MT_SITES_INTERVAL_S;
@@ -456,6 +457,7 @@ static int app_init(mt_app_t *app) {
   app->model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app->out.json = o->json;
   app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
+  app->out.filter = &o->filter;
   app->timeout_ms = o->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");

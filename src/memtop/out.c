@@ -59,7 +59,7 @@ void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
   if (out->json) {
     ms__emit_json(&out->buf, s);
     if (out->sites > 0)
-      mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1);
+      mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1, out->filter);
     ms__strbuf_puts(&out->buf, "\n");
     return;
   }
@@ -68,7 +68,7 @@ void mt_out_snapshot_sites(mt_out_t *out, const ms_snapshot_t *s,
     ms__strbuf_puts(&out->buf, "\n");
   ms__emit_report(&out->buf, s);
   if (out->sites > 0)
-    mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0);
+    mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0, out->filter);
 }
 
 void mt_out_free(mt_out_t *out) {

@@ -471,6 +471,118 @@ static void test_regular_file_replaced(void **state) {
   unlink(other);
 }
 
+/* ---- allocation wrappers, --focus, --ignore, --hide ---------------------- */
+
+/* An allocation wrapper as gnulib's, and its caller: the site is the
+ * caller (session_create), as with pprof's drop_frames. */
+static __attribute__((noinline, noclone)) void xmalloc(uint64_t *ra) {
+  mark = 3;
+  capture(&ra[0]);
+  ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline, noclone)) void session_create(uint64_t *ra) {
+  mark = 4;
+  xmalloc(ra);
+  __asm__ volatile("" ::: "memory");
+}
+
+static uint64_t g_wstack[2];
+
+/* The two records and a third: 50 blocks of 1 KiB held through
+ * session_create -> xmalloc. */
+static void make_wrapped(int n, ms__profile_t *p) {
+  static ms__profile_record_t rec[3];
+
+  (void)n;
+  memcpy(rec, p->records, 2 * sizeof rec[0]);
+  rec[2] = (ms__profile_record_t){.size = 1024,
+                                  .alloc_objects = 50,
+                                  .alloc_bytes = 50 * 1024,
+                                  .depth = 2,
+                                  .stack = g_wstack};
+  p->records = rec;
+  p->nrecords = 3;
+}
+
+/* `memtop profile --format text ARGS` against the three records. */
+static char *wrapped_text(const char *a1, const char *a2) {
+  server_t s;
+  char file[PATH_MAX], *text;
+
+  snprintf(file, sizeof file, "%s/wrapped.txt", dir);
+  session_create(g_wstack);
+  g_make = make_wrapped;
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("--format", "text", "-o", file, a1, a2, NULL),
+                   0);
+  server_stop(&s);
+  g_make = NULL;
+  text = host_read_all(file, NULL);
+  assert_non_null(text);
+  unlink(file);
+  return text;
+}
+
+static void test_wrapper_skipped(void **state) {
+  char *text;
+
+  (void)state;
+  /* The site is the wrapper's caller; the wrapper is nowhere. */
+  text = wrapped_text(NULL, NULL);
+  assert_non_null(strstr(text, "Total: 1.2MiB in 360 objects; 5 of 5 sites"));
+  assert_non_null(strstr(text, "         50  session_create "));
+  assert_null(strstr(text, "xmalloc"));
+  assert_null(strstr(text, "Active filters"));
+  free(text);
+  /* --keep-wrappers: as before, the wrapper is the site. */
+  text = wrapped_text("--keep-wrappers", NULL);
+  assert_non_null(strstr(text, "         50  xmalloc "));
+  free(text);
+}
+
+/* pprof's -focus: only the samples with a frame matching (and the
+ * total is theirs); -ignore: without them; -hide: the frame goes, its
+ * caller takes the figures. */
+static void test_focus_ignore_hide(void **state) {
+  char *text;
+
+  (void)state;
+  text = wrapped_text("--focus", "request_buf");
+  assert_non_null(strstr(text, "Active filters:\n   focus=request_buf\n"));
+  assert_non_null(strstr(text, "Total: 2.5KiB in 10 objects; 2 of 2 sites"));
+  assert_null(strstr(text, "leaky_cache_fill"));
+  assert_null(strstr(text, "session_create"));
+  free(text);
+  /* The file name matches too, as in pprof: every sample. */
+  text = wrapped_text("--ignore", "^leaky|session");
+  assert_non_null(strstr(text, "Total: 2.5KiB in 10 objects"));
+  assert_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  text = wrapped_text("--hide", "^leaky_cache_fill$");
+  assert_null(strstr(text, "leaky_cache_fill tests"));
+  assert_non_null(strstr(text, "1.2MiB  95.8%  95.8%      1.2MiB  95.8%"
+                               "        300  server_start "));
+  free(text);
+  /* Not for a pprof file, which stays whole; a bad expression is bad
+   * usage. */
+  {
+    mt_opts_t o;
+    char err[256];
+    char a[][16] = {"memtop",   "profile", "1",        "--focus", "x",
+                    "--format", "text",    "--ignore", "("};
+    char *argv[] = {a[0], a[1], a[2], a[3], a[4], NULL};
+    char *argv2[] = {a[0], a[1], a[2], a[5], a[6], a[7], a[8], NULL};
+    assert_int_equal(mt_cli_parse(5, argv, NULL, &o, err, sizeof err),
+                     MS_EINVAL);
+    assert_non_null(strstr(err, "a pprof file holds every sample"));
+    assert_int_equal(mt_cli_parse(7, argv2, NULL, &o, err, sizeof err),
+                     MS_EINVAL);
+    assert_non_null(strstr(err, "invalid --ignore '('"));
+  }
+}
+
 /* -o -: standard output, written as it is. */
 static void test_stdout(void **state) {
   server_t s;
@@ -816,6 +928,8 @@ int main(void) {
       cmocka_unit_test(test_fifo_and_directory_refused),
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
+      cmocka_unit_test(test_wrapper_skipped),
+      cmocka_unit_test(test_focus_ignore_hide),
       cmocka_unit_test(test_peak_memory_bounded),
       cmocka_unit_test(test_many_mappings_linear),
   };
