@@ -20,6 +20,8 @@ const char MT_HEAP_WRAPPERS[] =
     "malloc|calloc|realloc|reallocarray|free|memalign|aligned_alloc|"
     "posix_memalign|valloc|pvalloc|__libc_(malloc|calloc|realloc|memalign)|"
     "__?strn?dup|v?asprintf|__vasprintf_internal|"
+    /* OpenSSL */
+    "CRYPTO_(malloc|zalloc|realloc|clear_realloc|strn?dup|memdup)|"
     /* jemalloc, tcmalloc, mimalloc under their prefixes */
     "(je|tc|mi)_[a-z_]*(alloc|new)[a-z_0-9]*|tcmalloc::.*|"
     /* gnulib, binutils, git and friends */

@@ -208,6 +208,8 @@ static void draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"s >  /  <", "sort by the next / previous column"},
       {"r", "reverse the sort order"},
       {"a", "allocation sites: in use / allocation rate"},
+      {"c", "lower panel: size classes / allocation sites"},
+      {"[  ]  e", "select a site; e: its call chain / all sites"},
       {"space", "pause / resume the display"},
       {"d", "refresh delay in seconds (at least 0.1)"},
       {"h ?", "this help"},
@@ -387,6 +389,30 @@ static mt_action_t detail_key(mt_model_t *m, int key) {
     /* The allocation sites' panel: in use, or allocation rate. */
     m->sites_by_rate = !m->sites_by_rate;
     return MT_ACT_REDRAW;
+  case 'c':
+  case 'C':
+    /* The lower panel: the size classes, or the sites. */
+    m->show_classes = !m->show_classes;
+    return MT_ACT_REDRAW;
+  case 'e':
+  case 'E':
+    /* The selected site's call chain, or the list of sites. */
+    m->site_chain = !m->site_chain;
+    return MT_ACT_REDRAW;
+  case '[':
+  case ']': {
+    /* Another site (the panel keeps the row within its list). */
+    const mt_target_t *t = mt_model_find(m, m->detail_pid);
+    size_t n = t != NULL ? t->nsites : 0;
+
+    if (key == '[' && m->site_sel > 0)
+      m->site_sel--;
+    else if (key == ']' && m->site_sel + 1 < n)
+      m->site_sel++;
+    else
+      return MT_ACT_NONE;
+    return MT_ACT_REDRAW;
+  }
   case MT_KEY_ESC:
   case MT_KEY_LEFT:
   case MT_KEY_BACKSPACE:
