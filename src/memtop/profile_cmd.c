@@ -28,6 +28,7 @@
 #include "memtop/outfile.h"
 #include "targets/targetset.h"
 #include "client/client.h"
+#include "pprof/debuginfod.h"
 #include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
@@ -294,6 +295,9 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   built = 1;
+  /* Debug files fetched from debuginfod (DEBUGINFOD_URLS) within the
+   * request's deadline, each fetch said on stderr. */
+  mt_debuginfod_configure(tmo, 1);
   rc = mt_heap_symbolize(&h, pid, start_time);
   if (rc != 0) {
     mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
