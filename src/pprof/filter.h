@@ -4,14 +4,14 @@
  *
  * A site is where the program asked for memory, not the allocator or the
  * wrapper it called: the allocation wrappers (MT_HEAP_WRAPPERS: malloc's
- * family, xmalloc, Redis's zmalloc, GLib's g_malloc and g_slice, C++'s
- * operator new and std::allocator, CPython's PyMem and PyObject_Malloc,
- * Rust's __rust_alloc ...) are dropped from each stack as pprof drops a
- * profile's drop_frames (profile.proto; Profile.Prune): going from the
- * root towards the leaf, the first frame whose function, without its
- * argument list, fully matches the list is cut with every frame below it,
- * once a frame that does not match has been seen (a stack of wrappers
- * alone stays whole). Then, as pprof's options of the same name:
+ * family, xmalloc, OpenSSL's CRYPTO_malloc, Redis's zmalloc, GLib's
+ * g_malloc and g_slice, C++'s operator new and std::allocator, CPython's
+ * PyMem and PyObject_Malloc, Rust's __rust_alloc ...) are dropped from
+ * each stack as pprof drops a profile's drop_frames (profile.proto;
+ * Profile.Prune): going from the root towards the leaf, the first frame whose
+ * function, without its argument list, fully matches the list is cut with every
+ * frame below it, once a frame that does not match has been seen (a stack of
+ * wrappers alone stays whole). Then, as pprof's options of the same name:
  *
  *   focus   keeps only the samples with a frame matching (function name,
  *           file name or mapped object's file name: a search, not anchored)
