@@ -98,21 +98,76 @@ static int matches(const regex_t *rx, const char *s) {
   return s != NULL && s[0] != '\0' && regexec(rx, s, 0, NULL, 0) == 0;
 }
 
+/* What one expression makes of each function and mapping, asked once
+ * each: a profile has far fewer functions than frames. */
+typedef struct memo_s {
+  const regex_t *rx;
+  unsigned char *fn;  /* per function: 0 not asked yet, 1 no, 2 yes */
+  unsigned char *map; /* per mapping, the same */
+  int wrappers;       /* the function's simple name, matched whole */
+} memo_t;
+
+/* Returns 0 or MS_ENOMEM. */
+static int memo_init(memo_t *m, const mt_heap_t *h, const regex_t *rx,
+                     int wrappers) {
+  m->rx = rx;
+  m->wrappers = wrappers;
+  m->fn = calloc(h->nfunctions + 1, 1);
+  m->map = calloc(h->nmappings + 1, 1);
+  if (m->fn == NULL || m->map == NULL) {
+    free(m->fn);
+    free(m->map);
+    return MS_ENOMEM;
+  }
+  return 0;
+}
+
+static void memo_free(memo_t *m) {
+  free(m->fn);
+  free(m->map);
+}
+
+/* Whether function f matches: its simple name (the wrappers), or its
+ * name or file (focus, ignore, hide). */
+static int fn_matches(const mt_heap_t *h, memo_t *m, uint32_t f) {
+  if (m->fn[f] == 0) {
+    const mt_heap_function_t *fn = &h->functions[f];
+    const char *name = h->strings[fn->name];
+    char buf[1024];
+    int yes;
+
+    if (m->wrappers)
+      yes = name[0] != '\0' &&
+            regexec(m->rx, simple_name(name, buf, sizeof buf), 0, NULL, 0) == 0;
+    else
+      yes = matches(m->rx, name) || matches(m->rx, h->strings[fn->filename]);
+    m->fn[f] = yes ? 2 : 1;
+  }
+  return m->fn[f] == 2;
+}
+
+/* Whether the object a location is in matches. */
+static int map_matches(const mt_heap_t *h, memo_t *m,
+                       const mt_heap_location_t *loc) {
+  uint32_t k = loc->mapping;
+
+  if (k == 0 || k > h->nmappings)
+    return 0;
+  if (m->map[k] == 0)
+    m->map[k] = matches(m->rx, h->strings[h->mappings[k - 1].filename]) ? 2 : 1;
+  return m->map[k] == 2;
+}
+
 /* Whether a location has a frame whose function or file matches, or is in
  * an object that does (pprof's Location.matchesName). */
-static int loc_matches(const mt_heap_t *h, const mt_heap_location_t *loc,
-                       const regex_t *rx) {
+static int loc_matches(const mt_heap_t *h, memo_t *m,
+                       const mt_heap_location_t *loc) {
   uint32_t l;
 
-  for (l = 0; l < loc->nlines; l++) {
-    const mt_heap_function_t *fn = &h->functions[loc->lines[l].function];
-
-    if (matches(rx, h->strings[fn->name]) ||
-        matches(rx, h->strings[fn->filename]))
+  for (l = 0; l < loc->nlines; l++)
+    if (fn_matches(h, m, loc->lines[l].function))
       return 1;
-  }
-  return loc->mapping != 0 && loc->mapping <= h->nmappings &&
-         matches(rx, h->strings[h->mappings[loc->mapping - 1].filename]);
+  return map_matches(h, m, loc);
 }
 
 enum { CUT_NONE = 0, CUT_BENEATH = 1, CUT_WHOLE = 2 };
@@ -123,23 +178,20 @@ enum { CUT_NONE = 0, CUT_BENEATH = 1, CUT_WHOLE = 2 };
  * root at the first such location after a frame of the program's own. */
 static int prune(mt_heap_t *h, const regex_t *rx) {
   unsigned char *cut = calloc(h->nlocations + 1, 1);
-  char buf[1024];
   size_t i, j;
+  memo_t m;
 
-  if (cut == NULL)
+  if (cut == NULL || memo_init(&m, h, rx, 1) != 0) {
+    free(cut);
     return MS_ENOMEM;
+  }
   for (i = 0; i < h->nlocations; i++) {
     mt_heap_location_t *loc = &h->locations[i];
     uint32_t l = loc->nlines;
 
-    while (l-- > 0) {
-      const mt_heap_function_t *fn = &h->functions[loc->lines[l].function];
-      const char *name = h->strings[fn->name];
-
-      if (name[0] != '\0' &&
-          regexec(rx, simple_name(name, buf, sizeof buf), 0, NULL, 0) == 0)
+    while (l-- > 0)
+      if (fn_matches(h, &m, loc->lines[l].function))
         break;
-    }
     if (l == UINT32_MAX)
       continue;
     if (l == loc->nlines - 1) {
@@ -172,6 +224,7 @@ static int prune(mt_heap_t *h, const regex_t *rx) {
       break;
     }
   }
+  memo_free(&m);
   free(cut);
   return 0;
 }
@@ -180,30 +233,31 @@ static int prune(mt_heap_t *h, const regex_t *rx) {
 static int select_samples(mt_heap_t *h, const regex_t *focus,
                           const regex_t *ignore) {
   /* Per location: bit 0 known, bit 1 focus matches, bit 2 ignore does. */
-  unsigned char *m = calloc(h->nlocations + 1, 1);
+  unsigned char *seen = calloc(h->nlocations + 1, 1);
+  memo_t mf = {0}, mi = {0};
   size_t i, j, kept = 0;
+  int rc = MS_ENOMEM;
 
-  if (m == NULL)
-    return MS_ENOMEM;
+  if (seen == NULL || (focus != NULL && memo_init(&mf, h, focus, 0) != 0) ||
+      (ignore != NULL && memo_init(&mi, h, ignore, 0) != 0))
+    goto out;
   for (i = 0; i < h->nsamples; i++) {
     mt_heap_sample_t *s = &h->samples[i];
     int focused = focus == NULL, ignored = 0;
 
     for (j = 0; j < s->nlocations; j++) {
       uint32_t k = s->locations[j];
+      const mt_heap_location_t *loc = &h->locations[k];
 
-      if (!(m[k] & 1))
-        m[k] = (unsigned char)(1 |
-                               (focus != NULL &&
-                                        loc_matches(h, &h->locations[k], focus)
-                                    ? 2
-                                    : 0) |
-                               (ignore != NULL &&
-                                        loc_matches(h, &h->locations[k], ignore)
-                                    ? 4
-                                    : 0));
-      focused |= (m[k] & 2) != 0;
-      ignored |= (m[k] & 4) != 0;
+      if (!(seen[k] & 1))
+        seen[k] =
+            (unsigned char)(1 |
+                            (focus != NULL && loc_matches(h, &mf, loc) ? 2
+                                                                       : 0) |
+                            (ignore != NULL && loc_matches(h, &mi, loc) ? 4
+                                                                        : 0));
+      focused |= (seen[k] & 2) != 0;
+      ignored |= (seen[k] & 4) != 0;
     }
     if (focused && !ignored)
       h->samples[kept++] = *s;
@@ -211,8 +265,12 @@ static int select_samples(mt_heap_t *h, const regex_t *focus,
       free(s->locations);
   }
   h->nsamples = kept;
-  free(m);
-  return 0;
+  rc = 0;
+out:
+  memo_free(&mf);
+  memo_free(&mi);
+  free(seen);
+  return rc;
 }
 
 /* Hide: the matching lines out of each location (a location of an object
@@ -220,27 +278,25 @@ static int select_samples(mt_heap_t *h, const regex_t *focus,
 static int hide_frames(mt_heap_t *h, const regex_t *rx) {
   unsigned char *gone = calloc(h->nlocations + 1, 1);
   size_t i, j, k;
+  memo_t m;
 
-  if (gone == NULL)
+  if (gone == NULL || memo_init(&m, h, rx, 0) != 0) {
+    free(gone);
     return MS_ENOMEM;
+  }
   for (i = 0; i < h->nlocations; i++) {
     mt_heap_location_t *loc = &h->locations[i];
     uint32_t l, o = 0;
 
-    if (loc->mapping != 0 && loc->mapping <= h->nmappings &&
-        matches(rx, h->strings[h->mappings[loc->mapping - 1].filename])) {
+    if (map_matches(h, &m, loc)) {
       gone[i] = 1;
       continue;
     }
     if (loc->nlines == 0)
       continue;
-    for (l = 0; l < loc->nlines; l++) {
-      const mt_heap_function_t *fn = &h->functions[loc->lines[l].function];
-
-      if (!matches(rx, h->strings[fn->name]) &&
-          !matches(rx, h->strings[fn->filename]))
+    for (l = 0; l < loc->nlines; l++)
+      if (!fn_matches(h, &m, loc->lines[l].function))
         loc->lines[o++] = loc->lines[l];
-    }
     loc->nlines = o;
     gone[i] = o == 0;
   }
@@ -252,6 +308,7 @@ static int hide_frames(mt_heap_t *h, const regex_t *rx) {
         s->locations[k++] = s->locations[j];
     s->nlocations = (uint32_t)k;
   }
+  memo_free(&m);
   free(gone);
   return 0;
 }
