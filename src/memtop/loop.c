@@ -44,6 +44,7 @@
 #include "memtop/out.h"
 #include "memtop/rounds.h"
 #include "memtop/sites_live.h"
+#include "pprof/debuginfod.h"
 #include "targets/targetset.h"
 #include "tui/ui.h"
 
@@ -458,6 +459,7 @@ static int app_init(mt_app_t *app) {
   app->out.json = o->json;
   app->out.sites = o->sites > 0 ? (size_t)o->sites : 0;
   app->out.filter = &o->filter;
+  mt_debuginfod_configure(o->timeout_ms, 0); /* no progress line here */
   app->timeout_ms = o->timeout_ms;
   if (msc_socket_dir(app->sockdir, sizeof app->sockdir) != 0)
     snprintf(app->sockdir, sizeof app->sockdir, "the socket directory");

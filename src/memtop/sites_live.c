@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "pprof/debuginfod.h"
 #include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/sym.h"
@@ -289,6 +290,8 @@ void mt_sites_live_close(mt_sites_live_t *s) {
     return;
   if (s->busy) {
     s->closed = 1; /* after_cb frees */
+    /* A debug file being fetched for it is not waited for. */
+    mt_debuginfod_cancel();
     return;
   }
   mt_sym_cache_free(s->cache);

@@ -30,6 +30,11 @@
  * not for the live view, whose screen stderr would spoil. */
 void mt_debuginfod_configure(int timeout_ms, int progress);
 
+/* Stops the fetch under way, and every later one, for good: for a
+ * process that is quitting (the live view's q while its worker fetches),
+ * which then need not wait for the deadline. Async-safe. */
+void mt_debuginfod_cancel(void);
+
 /* A descriptor of the debug file for the build id (id, len) of the
  * binary named path (for the progress line), fetched or from the cache;
  * or -1 when DEBUGINFOD_URLS is unset or empty, libdebuginfod is not
