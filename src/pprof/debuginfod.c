@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +38,7 @@ static int loaded; /* 1 loaded, -1 not installed, 0 not tried */
 static dfd_lib_t lib;
 static debuginfod_client *client;
 static int timeout_ms = 10000;
-static volatile sig_atomic_t cancelled;
+static int cancelled; /* set from any thread: atomic */
 static int progress;
 static struct {
   unsigned char id[64];
@@ -117,11 +116,11 @@ static int on_progress(debuginfod_client *c, long done, long total) {
             "\rmemtop: fetching debug info for %s from debuginfod: %s%s%s",
             cur.name, a, total > 0 ? " of " : "", total > 0 ? b : "");
   }
-  return now >= cur.deadline || cancelled;
+  return now >= cur.deadline || __atomic_load_n(&cancelled, __ATOMIC_RELAXED);
 }
 
 void mt_debuginfod_cancel(void) {
-  cancelled = 1;
+  __atomic_store_n(&cancelled, 1, __ATOMIC_RELAXED);
 }
 
 static int failed_lately(const unsigned char *id, size_t len, uint64_t now) {
@@ -157,7 +156,8 @@ int mt_debuginfod_find(const unsigned char *id, size_t len, const char *path) {
   uint64_t now = now_ns();
   int fd = -1;
 
-  if (urls == NULL || urls[0] == '\0' || len == 0 || len > 64 || cancelled)
+  if (urls == NULL || urls[0] == '\0' || len == 0 || len > 64 ||
+      __atomic_load_n(&cancelled, __ATOMIC_RELAXED))
     return -1;
   pthread_mutex_lock(&lock);
   if (!load() || failed_lately(id, len, now))

@@ -32,7 +32,7 @@ void mt_debuginfod_configure(int timeout_ms, int progress);
 
 /* Stops the fetch under way, and every later one, for good: for a
  * process that is quitting (the live view's q while its worker fetches),
- * which then need not wait for the deadline. Async-safe. */
+ * which then need not wait for the deadline. Any thread may call it. */
 void mt_debuginfod_cancel(void);
 
 /* A descriptor of the debug file for the build id (id, len) of the

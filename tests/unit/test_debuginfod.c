@@ -44,7 +44,7 @@ static void *serve(void *arg) {
   for (;;) {
     int c = accept(s->fd, NULL, NULL);
 
-    if (c < 0 || s->stop) {
+    if (c < 0 || __atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
       if (c >= 0)
         close(c);
       return NULL;
@@ -74,7 +74,7 @@ static void server_start(server_t *s, int closing) {
 }
 
 static void server_stop(server_t *s) {
-  s->stop = 1;
+  __atomic_store_n(&s->stop, 1, __ATOMIC_SEQ_CST);
   shutdown(s->fd, SHUT_RDWR);
   pthread_join(s->thread, NULL);
   close(s->fd);
@@ -103,7 +103,7 @@ static void test_no_urls(void **state) {
   assert_int_equal(mt_debuginfod_find(id1, sizeof id1, "/bin/x"), -1);
   setenv("DEBUGINFOD_URLS", "", 1);
   assert_int_equal(mt_debuginfod_find(id1, sizeof id1, "/bin/x"), -1);
-  assert_int_equal(s.accepted, 0);
+  assert_int_equal(__atomic_load_n(&s.accepted, __ATOMIC_SEQ_CST), 0);
   server_stop(&s);
 }
 
@@ -120,7 +120,7 @@ static void test_deadline(void **state) {
   setenv("DEBUGINFOD_URLS", s.url, 1);
   mt_debuginfod_configure(300, 0);
   assert_int_equal(mt_debuginfod_find(id1, sizeof id1, "/bin/x"), -1);
-  assert_true(s.accepted >= 1);
+  assert_true(__atomic_load_n(&s.accepted, __ATOMIC_SEQ_CST) >= 1);
   server_stop(&s);
 }
 
