@@ -96,6 +96,12 @@ static int copy_chain(mt_site_t *d, const mt_heap_t *h, size_t i) {
       d->nchain++;
     } while (++l < loc->nlines && d->nchain < MT_SITE_CHAIN_MAX);
   }
+  /* As long as it is: the model keeps a chain per site for minutes. */
+  if (d->nchain > 0) {
+    char **shrunk = realloc(d->chain, d->nchain * sizeof *d->chain);
+    if (shrunk != NULL)
+      d->chain = shrunk;
+  }
   return 0;
 }
 
