@@ -32,7 +32,11 @@ enum {
   OPT_WEB_CONFIG,
   OPT_TIMEOUT,
   OPT_UNSAFE_NO_AUTH,
-  OPT_NO_MOUSE
+  OPT_NO_MOUSE,
+  OPT_FOCUS,
+  OPT_IGNORE,
+  OPT_HIDE,
+  OPT_KEEP_WRAPPERS
 };
 
 static const struct option long_options[] = {
@@ -53,6 +57,10 @@ static const struct option long_options[] = {
     {"pid", required_argument, NULL, 'p'},
     {"user", required_argument, NULL, 'u'},
     {"no-mouse", no_argument, NULL, OPT_NO_MOUSE},
+    {"focus", required_argument, NULL, OPT_FOCUS},
+    {"ignore", required_argument, NULL, OPT_IGNORE},
+    {"hide", required_argument, NULL, OPT_HIDE},
+    {"keep-wrappers", no_argument, NULL, OPT_KEEP_WRAPPERS},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -313,6 +321,29 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
   case OPT_UNSAFE_NO_AUTH:
     o->unsafe_no_auth = 1;
     return 0;
+  case OPT_FOCUS:
+  case OPT_IGNORE:
+  case OPT_HIDE: {
+    const char *name = c == OPT_FOCUS    ? "--focus"
+                       : c == OPT_IGNORE ? "--ignore"
+                                         : "--hide";
+    char why[128];
+
+    if (optarg[0] == '\0')
+      return fail(err, errlen, "%s needs a regular expression", name);
+    if (mt_heap_filter_check(optarg, why, sizeof why) != 0)
+      return fail(err, errlen, "invalid %s '%s': %s", name, optarg, why);
+    if (c == OPT_FOCUS)
+      o->filter.focus = optarg;
+    else if (c == OPT_IGNORE)
+      o->filter.ignore = optarg;
+    else
+      o->filter.hide = optarg;
+    return 0;
+  }
+  case OPT_KEEP_WRAPPERS:
+    o->filter.keep_wrappers = 1;
+    return 0;
   case OPT_ONCE:
     o->once = 1;
     return 0;
@@ -363,6 +394,15 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen,
                 "--sites applies to --once (and --json) and to 'profile "
                 "--format text'");
+  if ((o->filter.focus != NULL || o->filter.ignore != NULL ||
+       o->filter.hide != NULL || o->filter.keep_wrappers) &&
+      !(o->cmd == MT_CMD_PROFILE && o->format == MT_PROFILE_TEXT) &&
+      !(o->cmd == MT_CMD_WATCH && (!o->once || o->sites != 0)))
+    return fail(err, errlen,
+                "--focus, --ignore, --hide and --keep-wrappers apply to the "
+                "sites of 'profile --format text', of --sites and of the "
+                "live view (a pprof file holds every sample: give pprof "
+                "its own -focus, -ignore, -hide)");
   if (o->sites != 0 && o->cmd == MT_CMD_PROFILE && o->format != MT_PROFILE_TEXT)
     return fail(err, errlen,
                 "--sites applies to '--format text' (a pprof file holds "
@@ -544,6 +584,16 @@ void mt_cli_help(FILE *f) {
       "      --sites N          with --once: add the top N allocation sites\n"
       "                         to each report or JSON line; with profile\n"
       "                         --format text: list N sites (default 20)\n"
+      "      --focus REGEX      sites (--sites, profile --format text, the\n"
+      "                         live view): only the samples with a frame\n"
+      "                         matching REGEX (function, file or object),\n"
+      "                         as pprof's -focus\n"
+      "      --ignore REGEX     ...without the samples with a frame matching\n"
+      "      --hide REGEX       ...with the frames matching taken out\n"
+      "      --keep-wrappers    ...with the allocation wrappers (malloc,\n"
+      "                         xmalloc, zmalloc, g_malloc, operator new,\n"
+      "                         std::allocator ...), which are otherwise\n"
+      "                         skipped: a site is their caller\n"
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"
@@ -561,7 +611,8 @@ void mt_cli_help(FILE *f) {
       "\n"
       "Environment: NO_COLOR, MEMSTATS_DIR, MEMTOP_PRELOAD (the preload\n"
       "library `run` uses), MEMTOP_TIMEOUT_MS (--timeout in milliseconds,\n"
-      "when the option is not given).\n"
+      "when the option is not given), DEBUGINFOD_URLS (servers to fetch\n"
+      "missing debug files from, as perf and gdb do).\n"
       "\n"
       "Exit status: 0 success; 1 a target could not be read; 2 bad usage.\n"
       "With `run`: CMD's exit status (128+N if killed by signal N).\n"

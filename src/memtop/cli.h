@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "common/parse.h"
+#include "pprof/filter.h"
 #include "tui/model.h"
 
 #define MT_PID_MAX 4194304 /* the kernel's PID_MAX_LIMIT (2^22) */
@@ -62,6 +63,9 @@ typedef struct mt_opts_s {
   int delay_given;            /* -d was on the command line */
   int uid;                    /* -u: the live view's user, -1 all */
   int mouse;                  /* 0 with --no-mouse */
+  /* --focus, --ignore, --hide, --keep-wrappers (checked expressions):
+   * the sites of profile --format text, --sites and the live view. */
+  mt_heap_filter_t filter;
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

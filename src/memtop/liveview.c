@@ -96,6 +96,7 @@ static int sites_want(void *arg, int pid) {
     sc->sites_live = mt_sites_live_new(mt_shell_loop(sc->sh), sites_cb, sc);
     if (sc->sites_live == NULL)
       return 0;
+    mt_sites_live_filter(sc->sites_live, &mt_shell_opts(sc->sh)->filter);
   }
   if (every < MT_SITES_INTERVAL_S)
     every = MT_SITES_INTERVAL_S;

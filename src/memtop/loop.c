@@ -18,6 +18,7 @@
 #include "memtop/rounds.h"
 #include "memtop/liveview.h"
 #include "memtop/shell.h"
+#include "pprof/debuginfod.h"
 #include "tui/model.h"
 
 /* What the modes of one run share, and each mode's state. One per
@@ -67,6 +68,8 @@ int mt_loop_main(const mt_opts_t *o) {
   app.model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
   app.out.json = o->json;
   app.out.sites = o->sites > 0 ? (size_t)o->sites : 0;
+  app.out.filter = &o->filter;
+  mt_debuginfod_configure(o->timeout_ms, 0); /* no progress line here */
   app.view.model = &app.model;
   if (o->cmd == MT_CMD_PS || (o->once && o->cmd == MT_CMD_WATCH)) {
     app.rounds.o = o;

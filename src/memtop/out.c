@@ -65,7 +65,7 @@ void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
   if (out->json) {
     mt_emit_json_who(&out->buf, s, id, user);
     if (out->sites > 0)
-      mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1);
+      mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 1, out->filter);
     ms__strbuf_puts(&out->buf, "\n");
     return;
   }
@@ -74,7 +74,7 @@ void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
     ms__strbuf_puts(&out->buf, "\n");
   ms__emit_report(&out->buf, s);
   if (out->sites > 0)
-    mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0);
+    mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0, out->filter);
 }
 
 void mt_out_free(mt_out_t *out) {

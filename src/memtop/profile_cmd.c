@@ -29,6 +29,8 @@
 #include "memtop/shell.h"
 #include "targets/targetset.h"
 #include "client/client.h"
+#include "pprof/debuginfod.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
@@ -60,6 +62,29 @@ static void report_unresolved(const mt_heap_t *h) {
             m->unresolved);
   }
   free(seen);
+}
+
+/* What was asked of the samples, said as pprof says it before its top
+ * list. */
+static void put_filters(ms__strbuf_t *b, const mt_heap_filter_t *f) {
+  if (f->focus == NULL && f->ignore == NULL && f->hide == NULL)
+    return;
+  ms__strbuf_puts(b, "Active filters:\n");
+  if (f->focus != NULL) {
+    ms__strbuf_puts(b, "   focus=");
+    ms__strbuf_put_safe(b, f->focus, (size_t)-1);
+    ms__strbuf_puts(b, "\n");
+  }
+  if (f->ignore != NULL) {
+    ms__strbuf_puts(b, "   ignore=");
+    ms__strbuf_put_safe(b, f->ignore, (size_t)-1);
+    ms__strbuf_puts(b, "\n");
+  }
+  if (f->hide != NULL) {
+    ms__strbuf_puts(b, "   hide=");
+    ms__strbuf_put_safe(b, f->hide, (size_t)-1);
+    ms__strbuf_puts(b, "\n");
+  }
 }
 
 /* The fetches: the target set's owner for `memtop profile`, a mode of
@@ -286,6 +311,9 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   built = 1;
+  /* Debug files fetched from debuginfod (DEBUGINFOD_URLS) within the
+   * request's deadline, each fetch said on stderr. */
+  mt_debuginfod_configure(o->timeout_ms, 1);
   rc = mt_heap_symbolize(&h, pid, start_time);
   if (rc != 0) {
     mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
@@ -296,6 +324,13 @@ int mt_profile_main(const mt_opts_t *o) {
   if (o->format == MT_PROFILE_TEXT) {
     ms__strbuf_t b = MS_STRBUF_INIT;
 
+    /* The text only: the pprof file stays whole (filter.h). */
+    rc = mt_heap_filter(&h, &o->filter);
+    if (rc != 0) {
+      mt_warn("PID %d: filtering the profile: %s", pid, ms_strerror(rc));
+      goto out;
+    }
+    put_filters(&b, &o->filter);
     rc = mt_top_text(&b, &h, MT_HEAP_INUSE_SPACE,
                      o->sites > 0 ? (size_t)o->sites : SITES_DEFAULT);
     if (rc == 0 && h.delta) {

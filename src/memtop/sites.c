@@ -14,6 +14,7 @@
 #include "emit/emit.h"
 #include "memstats.h"
 #include "client/client.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/top.h"
 
@@ -49,7 +50,8 @@ static void json_error(ms__strbuf_t *out, const char *msg) {
 }
 
 void mt_sites_append(ms__strbuf_t *out, int pid, const ms__profile_decoded_t *d,
-                     const char *why, size_t n, int json) {
+                     const char *why, size_t n, int json,
+                     const mt_heap_filter_t *filter) {
   mt_top_site_t *sites = NULL;
   size_t nsites = 0, i;
   mt_heap_t h;
@@ -80,6 +82,8 @@ void mt_sites_append(ms__strbuf_t *out, int pid, const ms__profile_decoded_t *d,
     built = rc == 0;
     if (rc == 0)
       rc = mt_heap_symbolize(&h, pid, d->profile.start_time);
+    if (rc == 0)
+      rc = mt_heap_filter(&h, filter);
     /* The JSON lists the sites; the text's top list finds its own (two
      * lists of a million sites at once would be twice the memory). */
     if (rc == 0 && json)

@@ -16,8 +16,12 @@
  * set, as a "profile" member of the JSON object just written to out
  * (which must end with that object's closing brace). A profile that could
  * not be read (d NULL, err says why) is said in the section or as
- * "profile":{"error":...}, never fatal: the report stands. */
+ * "profile":{"error":...}, never fatal: the report stands. The sites are
+ * those filter leaves (pprof/filter.h; NULL: the allocation wrappers
+ * dropped, nothing else). */
+struct mt_heap_filter_s;
 void mt_sites_append(ms__strbuf_t *out, int pid, const ms__profile_decoded_t *d,
-                     const char *err, size_t n, int json);
+                     const char *err, size_t n, int json,
+                     const struct mt_heap_filter_s *filter);
 
 #endif

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "pprof/debuginfod.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/sym.h"
 #include "pprof/top.h"
@@ -22,8 +24,9 @@ struct mt_sites_live_s {
   /* What was resolved, kept from one profile to the next (the worker's:
    * one job at a time). */
   mt_sym_cache_t *cache;
-  int busy;   /* a profile is being resolved */
-  int closed; /* mt_sites_live_close() came while busy */
+  const mt_heap_filter_t *filter; /* the command line's, or NULL */
+  int busy;                       /* a profile is being resolved */
+  int closed;                     /* mt_sites_live_close() came while busy */
   int last_pid;
   uint64_t last_ns;
   /* The profile being resolved and the result (the worker's while busy). */
@@ -39,8 +42,73 @@ static char *dup_or_empty(const char *s) {
   return strdup(s != NULL ? s : "");
 }
 
-static int copy_site(mt_site_t *d, const mt_top_site_t *s) {
+/* One frame of a chain as the panel shows it: "function file:line", or
+ * the object and the offset in it, or the address. */
+static char *frame_text(const mt_heap_t *h, const mt_heap_location_t *loc,
+                        uint32_t l) {
+  char buf[1024];
+
+  if (l < loc->nlines) {
+    const mt_heap_function_t *fn = &h->functions[loc->lines[l].function];
+    const char *file = h->strings[fn->filename];
+    const char *base = strrchr(file, '/');
+
+    if (file[0] == '\0')
+      snprintf(buf, sizeof buf, "%s", h->strings[fn->name]);
+    else if (loc->lines[l].line > 0)
+      snprintf(buf, sizeof buf, "%s %s:%lld", h->strings[fn->name],
+               base != NULL ? base + 1 : file, (long long)loc->lines[l].line);
+    else
+      snprintf(buf, sizeof buf, "%s %s", h->strings[fn->name],
+               base != NULL ? base + 1 : file);
+  } else if (loc->mapping != 0 && loc->mapping <= h->nmappings) {
+    const mt_heap_mapping_t *m = &h->mappings[loc->mapping - 1];
+    const char *file = h->strings[m->filename];
+    const char *base = strrchr(file, '/');
+
+    snprintf(buf, sizeof buf, "%s+0x%llx", base != NULL ? base + 1 : file,
+             (unsigned long long)(loc->address - m->start + m->offset));
+  } else {
+    snprintf(buf, sizeof buf, "0x%llx", (unsigned long long)loc->address);
+  }
+  return strdup(buf);
+}
+
+/* The frames of sample i, innermost first (inlined calls each a frame),
+ * at most MT_SITE_CHAIN_MAX. Returns 0 or -1 (ENOMEM). */
+static int copy_chain(mt_site_t *d, const mt_heap_t *h, size_t i) {
+  const mt_heap_sample_t *hs;
+  size_t j;
+
+  if (i >= h->nsamples)
+    return 0;
+  hs = &h->samples[i];
+  d->chain = calloc(MT_SITE_CHAIN_MAX, sizeof *d->chain);
+  if (d->chain == NULL)
+    return -1;
+  for (j = 0; j < hs->nlocations && d->nchain < MT_SITE_CHAIN_MAX; j++) {
+    const mt_heap_location_t *loc = &h->locations[hs->locations[j]];
+    uint32_t l = 0;
+
+    do {
+      if ((d->chain[d->nchain] = frame_text(h, loc, l)) == NULL)
+        return -1;
+      d->nchain++;
+    } while (++l < loc->nlines && d->nchain < MT_SITE_CHAIN_MAX);
+  }
+  /* As long as it is: the model keeps a chain per site for minutes. */
+  if (d->nchain > 0) {
+    char **shrunk = realloc(d->chain, d->nchain * sizeof *d->chain);
+    if (shrunk != NULL)
+      d->chain = shrunk;
+  }
+  return 0;
+}
+
+static int copy_site(mt_site_t *d, const mt_top_site_t *s, const mt_heap_t *h) {
   memset(d, 0, sizeof *d);
+  if (copy_chain(d, h, s->heaviest) != 0)
+    return -1;
   d->function = s->function != NULL ? strdup(s->function) : NULL;
   d->file = dup_or_empty(s->file);
   d->module = dup_or_empty(s->module);
@@ -88,7 +156,7 @@ int mt_sites_from_heap(const struct mt_heap_s *h, size_t max, mt_site_t **out,
   for (i = 0; i < ni && k < max; i++) {
     if (by_inuse[i].flat[MT_HEAP_INUSE_SPACE] <= 0)
       break;
-    if (copy_site(&res[k++], &by_inuse[i]) != 0)
+    if (copy_site(&res[k++], &by_inuse[i], h) != 0)
       goto oom;
   }
   for (i = 0; i < na && i < max; i++) {
@@ -98,7 +166,7 @@ int mt_sites_from_heap(const struct mt_heap_s *h, size_t max, mt_site_t **out,
     for (j = 0; j < ni && j < max && !seen; j++)
       seen = by_inuse[j].flat[MT_HEAP_INUSE_SPACE] > 0 &&
              same(&by_inuse[j], &by_alloc[i]);
-    if (!seen && copy_site(&res[k++], &by_alloc[i]) != 0)
+    if (!seen && copy_site(&res[k++], &by_alloc[i], h) != 0)
       goto oom;
   }
   *out = res;
@@ -139,6 +207,8 @@ static void work_cb(uv_work_t *w) {
   if (rc == 0) {
     /* With the target's rights, on this worker thread alone. */
     rc = mt_sym_cache_symbolize(s->cache, &h, s->pid, d->profile.start_time);
+    if (rc == 0)
+      rc = mt_heap_filter(&h, s->filter);
     if (rc == 0)
       rc = mt_sites_from_heap(&h, MT_SITES_LIVE_MAX, &s->sites, &s->nsites);
     s->estimated = h.rate > 1;
@@ -187,6 +257,11 @@ mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
   return s;
 }
 
+void mt_sites_live_filter(mt_sites_live_t *s, const mt_heap_filter_t *f) {
+  if (s != NULL)
+    s->filter = f;
+}
+
 int mt_sites_live_due(mt_sites_live_t *s, int pid, uint64_t now_ns,
                       uint64_t interval_ns) {
   if (s == NULL || s->busy || pid <= 0)
@@ -221,6 +296,8 @@ void mt_sites_live_close(mt_sites_live_t *s) {
     return;
   if (s->busy) {
     s->closed = 1; /* after_cb frees */
+    /* A debug file being fetched for it is not waited for. */
+    mt_debuginfod_cancel();
     return;
   }
   mt_sym_cache_free(s->cache);

@@ -33,6 +33,12 @@ typedef void (*mt_sites_live_cb)(void *arg, int pid, mt_site_t *sites, size_t n,
 /* NULL on ENOMEM. */
 mt_sites_live_t *mt_sites_live_new(uv_loop_t *loop, mt_sites_live_cb cb,
                                    void *arg);
+/* The samples and frames the sites are made of (pprof/filter.h): f is
+ * kept (it must outlive s), read on the worker thread; NULL (the
+ * default) drops the allocation wrappers only. Set before the first
+ * profile. */
+struct mt_heap_filter_s;
+void mt_sites_live_filter(mt_sites_live_t *s, const struct mt_heap_filter_s *f);
 /* Whether pid's profile is to be asked for now (with its next snapshot):
  * not while one is being resolved, nor when the last for pid was asked
  * less than interval_ns ago (monotonic now_ns). Returns 1 (and counts it

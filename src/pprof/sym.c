@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "pprof/debuginfod.h"
 #include "pprof/heap.h"
 #include "pprof/sym_int.h"
 #include "pprof/tfiles.h"
@@ -121,11 +122,40 @@ static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
   return fd < 0 ? -1 : same_build_id(fd, id, len);
 }
 
+/* The debug file named by a .gnu_debuglink (a plain name), looked for
+ * where GDB looks: the binary's directory, its .debug, /usr/lib/debug/DIR;
+ * checked against the build id (id, len). A descriptor, or -1. */
+static int by_debuglink(sym_file_t *sm, const char *debuglink_file,
+                        const unsigned char *id, int len) {
+  const char *slash, *why;
+  char path[PATH_MAX];
+  int fd, i;
+
+  slash = strrchr(sm->path, '/');
+  for (i = 0; i < 3; i++) {
+    int dirlen = (int)(slash - sm->path);
+    int w = i == 0   ? snprintf(path, sizeof path, "%.*s/%s", dirlen, sm->path,
+                                debuglink_file)
+            : i == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dirlen,
+                                sm->path, debuglink_file)
+                     : snprintf(path, sizeof path, "/usr/lib/debug%.*s/%s",
+                                dirlen, sm->path, debuglink_file);
+
+    if (w < 0 || (size_t)w >= sizeof path || strcmp(path, sm->path) == 0)
+      continue;
+    fd = mt_tfiles_open(sm->cache->tf, path, &why);
+    if (fd >= 0 && (fd = same_build_id(fd, id, (size_t)len)) >= 0)
+      return fd;
+  }
+  return -1;
+}
+
 /* libdwfl's find_debuginfo: the module's debug file by its build id, or by
  * its .gnu_debuglink name (a plain name, looked for where GDB looks: the
  * binary's directory, its .debug, /usr/lib/debug/DIR) and then checked
- * against the build id; or, asked for the dwz file a module's DWARF
- * shares (.gnu_debugaltlink), that file by its build id. Every open goes
+ * against the build id, or from the debuginfod servers; or, asked for the
+ * dwz file a module's DWARF shares (.gnu_debugaltlink), that file by its
+ * build id, here or from the servers. Every open goes
  * through tfiles; *debuginfo_file_name stays NULL, since libdwfl would
  * open a name left there itself. Returns a descriptor, or -1 for none
  * (libdwfl's contract for the callback, not an MS_E* code). */
@@ -135,12 +165,11 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           GElf_Word debuglink_crc, char **debuginfo_file_name) {
   sym_file_t *sm = *userdata;
   const unsigned char *id;
-  const char *own_link = NULL, *slash, *why;
-  char path[PATH_MAX];
+  const char *own_link = NULL;
   GElf_Addr vaddr, loadbase;
   GElf_Word crc;
   Elf *main_elf;
-  int len, fd, i;
+  int len, fd;
 
   (void)modname, (void)base, (void)file_name, (void)debuglink_crc;
   *debuginfo_file_name = NULL;
@@ -162,6 +191,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
     if (n <= 0)
       return -1;
     fd = by_build_id(sm, alt_id, (size_t)n);
+    if (fd < 0 && (fd = mt_debuginfod_find(alt_id, (size_t)n, alt_name)) >= 0)
+      fd = same_build_id(fd, alt_id, (size_t)n);
     sm->alt_given = fd >= 0;
     return fd;
   }
@@ -169,25 +200,15 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
   if (len <= 0)
     return -1; /* a debug link alone is checked by CRC: not done here */
   fd = by_build_id(sm, id, (size_t)len);
-  if (fd >= 0 || debuglink_file == NULL || strchr(debuglink_file, '/') != NULL)
+  if (fd >= 0)
     return fd;
-  slash = strrchr(sm->path, '/');
-  for (i = 0; i < 3; i++) {
-    int dirlen = (int)(slash - sm->path);
-    int w = i == 0   ? snprintf(path, sizeof path, "%.*s/%s", dirlen, sm->path,
-                                debuglink_file)
-            : i == 1 ? snprintf(path, sizeof path, "%.*s/.debug/%s", dirlen,
-                                sm->path, debuglink_file)
-                     : snprintf(path, sizeof path, "/usr/lib/debug%.*s/%s",
-                                dirlen, sm->path, debuglink_file);
-
-    if (w < 0 || (size_t)w >= sizeof path || strcmp(path, sm->path) == 0)
-      continue;
-    fd = mt_tfiles_open(sm->cache->tf, path, &why);
-    if (fd >= 0 && (fd = same_build_id(fd, id, (size_t)len)) >= 0)
-      return fd;
-  }
-  return -1;
+  if (debuglink_file != NULL && strchr(debuglink_file, '/') == NULL &&
+      (fd = by_debuglink(sm, debuglink_file, id, len)) >= 0)
+    return fd;
+  /* Found nowhere here: the debuginfod servers, where the user names
+   * some (debuginfod.h). */
+  fd = mt_debuginfod_find(id, (size_t)len, sm->path);
+  return fd < 0 ? -1 : same_build_id(fd, id, (size_t)len);
 }
 
 /* Whether mod's DWARF may be read: it is there, and reading it makes

@@ -29,6 +29,7 @@ typedef struct sites_s {
   size_t n, cap;
   uint32_t *slot; /* index + 1 */
   size_t nslot;
+  int by; /* the value the heaviest sample is chosen by */
 } sites_t;
 
 static uint64_t mix(uint64_t a, uint64_t b) {
@@ -83,6 +84,7 @@ static site_int_t *site_of(sites_t *s, const mt_heap_t *h, uint64_t k1,
   memset(si, 0, sizeof *si);
   si->k1 = k1;
   si->k2 = k2;
+  si->site.heaviest = SIZE_MAX;
   if (k1 != 0) {
     const mt_heap_function_t *f = &h->functions[k1 - 1];
     si->site.function = h->strings[f->name];
@@ -138,6 +140,9 @@ static int count(sites_t *s, const mt_heap_t *h, size_t sample, uint64_t k1,
     return MS_ENOMEM;
   for (k = 0; flat && k < MT_HEAP_NVALUES; k++)
     si->site.flat[k] = add_sat(si->site.flat[k], hs->value[k]);
+  if (flat && (si->site.heaviest == SIZE_MAX ||
+               hs->value[s->by] > h->samples[si->site.heaviest].value[s->by]))
+    si->site.heaviest = sample;
   if (si->stamp != sample + 1) {
     si->stamp = sample + 1;
     for (k = 0; k < MT_HEAP_NVALUES; k++)
@@ -153,6 +158,7 @@ int mt_top_sites(const mt_heap_t *h, int by, mt_top_site_t **out, size_t *n) {
 
   if (h == NULL || out == NULL || n == NULL || by < 0 || by >= MT_HEAP_NVALUES)
     return MS_EINVAL;
+  s.by = by;
   for (i = 0; i < h->nsamples; i++) {
     const mt_heap_sample_t *hs = &h->samples[i];
 

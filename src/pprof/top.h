@@ -27,6 +27,10 @@ typedef struct mt_top_site_s {
   uint64_t module_offset;
   int64_t flat[MT_HEAP_NVALUES];
   int64_t cum[MT_HEAP_NVALUES];
+  /* The sample (index into h->samples) that counts most in flat[by]
+   * here: the stack the live view shows as the site's call chain;
+   * SIZE_MAX for a site with nothing flat. */
+  size_t heaviest;
 } mt_top_site_t;
 
 /* The sites of h, sorted by flat[by] (largest first; then cum[by], then

@@ -342,6 +342,30 @@ static mt_action_t detail_key(mt_model_t *m, int key) {
     /* The allocation sites' panel: in use, or allocation rate. */
     m->sites_by_rate = !m->sites_by_rate;
     return MT_ACT_REDRAW;
+  case 'c':
+  case 'C':
+    /* The lower panel: the size classes, or the sites. */
+    m->show_classes = !m->show_classes;
+    return MT_ACT_REDRAW;
+  case 'e':
+  case 'E':
+    /* The selected site's call chain, or the list of sites. */
+    m->site_chain = !m->site_chain;
+    return MT_ACT_REDRAW;
+  case '[':
+  case ']': {
+    /* Another site (the panel keeps the row within its list). */
+    const mt_target_t *t = mt_model_find(m, m->detail_pid);
+    size_t n = t != NULL ? t->nsites : 0;
+
+    if (key == '[' && m->site_sel > 0)
+      m->site_sel--;
+    else if (key == ']' && m->site_sel + 1 < n)
+      m->site_sel++;
+    else
+      return MT_ACT_NONE;
+    return MT_ACT_REDRAW;
+  }
   case MT_KEY_ESC:
   case MT_KEY_LEFT:
   case MT_KEY_BACKSPACE:

@@ -547,6 +547,9 @@ void mt_sites_free(mt_site_t *sites, size_t n) {
     free(sites[i].function);
     free(sites[i].file);
     free(sites[i].module);
+    for (size_t k = 0; k < sites[i].nchain; k++)
+      free(sites[i].chain[k]);
+    free(sites[i].chain);
   }
   free(sites);
 }

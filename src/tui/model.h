@@ -48,7 +48,15 @@ typedef struct mt_site_s {
   int64_t inuse_space, inuse_objects, alloc_space;
   double alloc_rate; /* bytes/s allocated here since the previous profile;
                       * < 0 when unknown (the first profile) */
+  /* The call chain of the stack that holds most here, innermost first
+   * (the site itself first), one frame per string as the panel shows it
+   * ("function file:line", "object+0xoffset"); at most MT_SITE_CHAIN_MAX
+   * frames, NULL when none. */
+  char **chain;
+  size_t nchain;
 } mt_site_t;
+
+#define MT_SITE_CHAIN_MAX 48
 
 typedef struct mt_target_s {
   int pid;
@@ -168,6 +176,9 @@ typedef struct mt_model_s {
    * build a model by hand); the live view sets "/proc" when it starts. */
   const char *proc_root;
   mt_meminfo_t machine; /* the machine-wide line; have 0 until read */
+  int show_classes;     /* the lower panel: size classes even with sites */
+  size_t site_sel;      /* the sites panel's selected row (in its order) */
+  int site_chain;       /* the selected site's call chain is shown */
 } mt_model_t;
 
 /* The list's columns, a bit each in mt_model_t.columns. */

@@ -707,22 +707,95 @@ static void short_name(char *out, size_t len, const char *name) {
     memmove(out, prev + 2, strlen(prev + 2) + 1);
 }
 
+/* A site as one line of the panel: its function shortened, its file's
+ * base name and line; or where it is. */
+static void site_text(char *site, size_t len, const mt_site_t *st) {
+  char fn[256];
+
+  if (st->function != NULL)
+    short_name(fn, sizeof fn, st->function);
+  if (st->function != NULL && st->file[0] != '\0') {
+    const char *base = strrchr(st->file, '/');
+    snprintf(site, len, "%s %s:%lld", fn, base != NULL ? base + 1 : st->file,
+             (long long)st->line);
+  } else if (st->function != NULL) {
+    snprintf(site, len, "%s", fn);
+  } else if (st->module != NULL && st->module[0] != '\0') {
+    const char *base = strrchr(st->module, '/');
+    snprintf(site, len, "%s+0x%llx", base != NULL ? base + 1 : st->module,
+             (unsigned long long)st->module_offset);
+  } else {
+    snprintf(site, len, "0x%llx", (unsigned long long)st->address);
+  }
+}
+
+/* The figures of a site's row, as the list shows them. */
+static void site_figures(const mt_site_t *st, ms_quality_t q, int by_rate,
+                         char *a, size_t alen, char *b, size_t blen) {
+  char c[32];
+
+  if (by_rate) {
+    mt_draw_fmt_bytes(a, alen, rate_i64(st->alloc_rate), q, 9);
+    mt_draw_fmt_bytes(b, blen, st->inuse_space, q, 9);
+  } else {
+    mt_draw_fmt_bytes(a, alen, st->inuse_space, q, 9);
+    mt_draw_fmt_count(c, sizeof c, (double)st->inuse_objects);
+    snprintf(b, blen, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", c);
+  }
+}
+
+/* The selected site's call chain (key 'e'): its row, then the frames of
+ * the stack that holds most there, innermost first, each called by the
+ * next. */
+static void draw_chain(const mt_site_t *st, ms_quality_t q, int by_rate,
+                       mt_grid_t *g, int row, int col, int height, int width) {
+  char a[32], b[40], site[512], safe[4 * sizeof site + 1];
+  int used;
+  size_t i;
+
+  mt_grid_puts(g, row, col, "Call chain of the site (e: sites, [ ]: other)", -1,
+               MT_ST_HEADER);
+  site_figures(st, q, by_rate, a, sizeof a, b, sizeof b);
+  site_text(site, sizeof site, st);
+  mt_draw_safe_name(safe, sizeof safe, site);
+  used = mt_grid_printf(g, row + 1, col, MT_ST_SELECTED, "%9s %9s ", a, b);
+  mt_grid_puts(g, row + 1, col + used, safe, width - used, MT_ST_SELECTED);
+  if (st->nchain == 0) {
+    mt_grid_puts(g, row + 2, col + 1, "(no call chain)", -1, MT_ST_DIM);
+    return;
+  }
+  for (i = 0; i < st->nchain && (int)i < height - 2; i++) {
+    int r = row + 2 + (int)i;
+
+    mt_draw_safe_name(safe, sizeof safe, st->chain[i]);
+    used = mt_grid_printf(g, r, col, MT_ST_DIM, "%4zu %s ", i,
+                          i == 0 ? "at" : "by");
+    mt_grid_puts(g, r, col + used, safe, width - used, MT_ST_NORMAL);
+  }
+}
+
 static void draw_sites(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                        int row, int col, int height, int width) {
   ms_quality_t q = t->sites_estimated ? MS_Q_ESTIMATED : MS_Q_EXACT;
   const mt_site_t *order[64];
-  size_t n = 0, i;
+  size_t n = 0, i, sel;
   int by_rate = m->sites_by_rate;
 
   mt_grid_clip(g, row, col, height, width);
-  mt_grid_puts(g, row, col,
-               by_rate ? "Alloc sites by rate (a: in use)"
-                       : "Alloc sites in use (a: by rate)",
-               -1, MT_ST_HEADER);
   for (i = 0; i < t->nsites && n < 64; i++)
     if (!by_rate || t->sites[i].alloc_rate >= 0)
       order[n++] = &t->sites[i];
   qsort(order, n, sizeof order[0], by_rate ? by_rate_desc : by_inuse_desc);
+  sel = n == 0 ? 0 : m->site_sel < n ? m->site_sel : n - 1;
+  if (m->site_chain && n > 0) {
+    draw_chain(order[sel], q, by_rate, g, row, col, height, width);
+    mt_grid_unclip(g);
+    return;
+  }
+  mt_grid_puts(g, row, col,
+               by_rate ? "Alloc sites by rate (a: in use)"
+                       : "Alloc sites in use (a: by rate)",
+               -1, MT_ST_HEADER);
   mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %s",
                  by_rate ? "alloc/s" : "in use", by_rate ? "in use" : "objects",
                  "site");
@@ -732,46 +805,25 @@ static void draw_sites(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
                  MT_ST_DIM);
   for (i = 0; i < n && (int)i < height - 2; i++) {
     const mt_site_t *st = order[i];
-    char a[32], b[40], c[32], fn[256], site[512], safe[4 * sizeof site + 1];
+    char a[32], b[40], site[512], safe[4 * sizeof site + 1];
     int r = row + 2 + (int)i, used;
+    mt_style_t style = i == sel ? MT_ST_SELECTED : MT_ST_NORMAL;
 
-    if (by_rate) {
-      mt_draw_fmt_bytes(a, sizeof a, rate_i64(st->alloc_rate), q, 9);
-      mt_draw_fmt_bytes(b, sizeof b, st->inuse_space, q, 9);
-    } else {
-      mt_draw_fmt_bytes(a, sizeof a, st->inuse_space, q, 9);
-      mt_draw_fmt_count(c, sizeof c, (double)st->inuse_objects);
-      snprintf(b, sizeof b, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", c);
-    }
-    if (st->function != NULL)
-      short_name(fn, sizeof fn, st->function);
-    if (st->function != NULL && st->file[0] != '\0') {
-      const char *base = strrchr(st->file, '/');
-      snprintf(site, sizeof site, "%s %s:%lld", fn,
-               base != NULL ? base + 1 : st->file, (long long)st->line);
-    } else if (st->function != NULL) {
-      snprintf(site, sizeof site, "%s", fn);
-    } else if (st->module != NULL && st->module[0] != '\0') {
-      const char *base = strrchr(st->module, '/');
-      snprintf(site, sizeof site, "%s+0x%llx",
-               base != NULL ? base + 1 : st->module,
-               (unsigned long long)st->module_offset);
-    } else {
-      snprintf(site, sizeof site, "0x%llx", (unsigned long long)st->address);
-    }
+    site_figures(st, q, by_rate, a, sizeof a, b, sizeof b);
+    site_text(site, sizeof site, st);
     mt_draw_safe_name(safe, sizeof safe, site);
-    used = mt_grid_printf(g, r, col, MT_ST_NORMAL, "%9s %9s ", a, b);
-    mt_grid_puts(g, r, col + used, safe, width - used, MT_ST_NORMAL);
+    used = mt_grid_printf(g, r, col, style, "%9s %9s ", a, b);
+    mt_grid_puts(g, r, col + used, safe, width - used, style);
   }
   mt_grid_unclip(g);
 }
 
-/* The lower right panel: the sites once a profile has been read, else the
- * size classes. */
+/* The lower right panel: the sites once a profile has been read, else (or
+ * when key 'c' asks) the size classes. */
 static void draw_lower_right(const mt_model_t *m, const mt_target_t *t,
                              mt_grid_t *g, int row, int col, int height,
                              int width) {
-  if (t->nsites > 0)
+  if (t->nsites > 0 && !m->show_classes)
     draw_sites(m, t, g, row, col, height, width);
   else
     draw_classes(t, g, row, col, height, width);

@@ -17,18 +17,18 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"F6 > s  <", "sort by the next / previous column, or click it"},
       {"M  N  I r", "sort by Ready+Prepared / by PID; invert"},
       {"F5 t  p", "tree view; NAME: the command line / short name"},
-      {"a", "allocation sites: in use / allocation rate"},
+      {"a  c", "sites: in use / by rate; c: size classes / sites"},
+      {"[  ]  e", "select a site; e: its call chain / all sites"},
       {"space  d", "pause; refresh delay in seconds (at least 0.1)"},
       {"F2 S", "setup: sort, delay, columns, colours (memtoprc)"},
-      {"F1 h ?", "this help"},
-      {"F10 q", "quit"},
+      {"F1 h ?  F10 q", "this help; quit"},
   };
 
   static const char *const parts[4][2] = {
       {"data", "live objects and the metadata in use"},
       {"fragOverhead", "in-use pages not holding objects"},
       {"idle", "mapped and backed, holding nothing"},
-      {"Prepared", "handed back to the OS (HeapReleased)"},
+      {"Prepared", "handed back to the OS, or never touched"},
   };
   int r = top;
   mt_grid_clip(g, top, 0, bottom - top, g->cols);

@@ -19,6 +19,7 @@
 #include "common/sanitize.h"
 #include "common/strbuf.h"
 #include "pprof/profile.pb-c.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
 #include "pprof/pprof.h"
 #include "pprof/top.h"
@@ -90,6 +91,13 @@ static void outputs(const ms__profile_t *p, const ms__profile_t *base) {
     check_written(bytes, len);
   }
   free(bytes);
+  /* The top list's filters (pprof/filter.h) over the stranger's
+   * mappings and stacks: the model stays one the list can read. */
+  {
+    const mt_heap_filter_t f = {.focus = "/", .ignore = "^x", .hide = "so"};
+    if (mt_heap_filter(&h, &f) == 0)
+      mt_top_text(&b, &h, MT_HEAP_INUSE_SPACE, 10);
+  }
   ms__strbuf_free(&b);
   mt_heap_free(&h);
 }

@@ -36,6 +36,9 @@
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -52,6 +55,7 @@
 #include "support/target.h"
 
 static char dir[64];
+static pid_t g_http; /* test_debuginfod's server, stopped by teardown */
 
 static __attribute__((noinline)) void capture(uint64_t *out) {
   *out = (uint64_t)(uintptr_t)__builtin_return_address(0);
@@ -275,6 +279,10 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
+  if (g_http > 0) {
+    kill(g_http, SIGTERM);
+    waitpid(g_http, NULL, 0);
+  }
   return target_dir_remove(dir);
 }
 
@@ -470,6 +478,293 @@ static void test_regular_file_replaced(void **state) {
   no_leftovers();
   unlink(file);
   unlink(other);
+}
+
+/* ---- allocation wrappers, --focus, --ignore, --hide ---------------------- */
+
+/* An allocation wrapper as gnulib's, and its caller: the site is the
+ * caller (session_create), as with pprof's drop_frames. */
+/* No clone of either (gcc's xmalloc.constprop.0): the list shows the
+ * names as they are. */
+#ifdef __clang__
+#define NOCLONE
+#else
+#define NOCLONE __attribute__((noclone))
+#endif
+
+static __attribute__((noinline)) NOCLONE void xmalloc(uint64_t *ra) {
+  mark = 3;
+  capture(&ra[0]);
+  ra[1] = (uint64_t)(uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("" ::: "memory");
+}
+
+static __attribute__((noinline)) NOCLONE void session_create(uint64_t *ra) {
+  mark = 4;
+  xmalloc(ra);
+  __asm__ volatile("" ::: "memory");
+}
+
+static uint64_t g_wstack[2];
+
+/* The two records and a third: 50 blocks of 1 KiB held through
+ * session_create -> xmalloc. */
+static void make_wrapped(int n, ms__profile_t *p) {
+  static ms__profile_record_t rec[3];
+
+  (void)n;
+  memcpy(rec, p->records, 2 * sizeof rec[0]);
+  rec[2] = (ms__profile_record_t){.size = 1024,
+                                  .alloc_objects = 50,
+                                  .alloc_bytes = 50 * 1024,
+                                  .depth = 2,
+                                  .stack = g_wstack};
+  p->records = rec;
+  p->nrecords = 3;
+}
+
+/* `memtop profile --format text ARGS` against the three records. */
+static char *wrapped_text(const char *a1, const char *a2) {
+  server_t s;
+  char file[PATH_MAX], *text;
+
+  snprintf(file, sizeof file, "%s/wrapped.txt", dir);
+  session_create(g_wstack);
+  g_make = make_wrapped;
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("--format", "text", "-o", file, a1, a2, NULL),
+                   0);
+  server_stop(&s);
+  g_make = NULL;
+  text = host_read_all(file, NULL);
+  assert_non_null(text);
+  unlink(file);
+  return text;
+}
+
+static void test_wrapper_skipped(void **state) {
+  char *text;
+
+  (void)state;
+  /* The site is the wrapper's caller; the wrapper is nowhere. */
+  text = wrapped_text(NULL, NULL);
+  assert_non_null(strstr(text, "Total: 1.2MiB in 360 objects; 5 of 5 sites"));
+  assert_non_null(strstr(text, "         50  session_create "));
+  assert_null(strstr(text, "xmalloc"));
+  assert_null(strstr(text, "Active filters"));
+  free(text);
+  /* --keep-wrappers: as before, the wrapper is the site. */
+  text = wrapped_text("--keep-wrappers", NULL);
+  assert_non_null(strstr(text, "         50  xmalloc "));
+  free(text);
+}
+
+/* pprof's -focus: only the samples with a frame matching (and the
+ * total is theirs); -ignore: without them; -hide: the frame goes, its
+ * caller takes the figures. */
+static void test_focus_ignore_hide(void **state) {
+  char *text;
+
+  (void)state;
+  text = wrapped_text("--focus", "request_buf");
+  assert_non_null(strstr(text, "Active filters:\n   focus=request_buf\n"));
+  assert_non_null(strstr(text, "Total: 2.5KiB in 10 objects; 2 of 2 sites"));
+  assert_null(strstr(text, "leaky_cache_fill"));
+  assert_null(strstr(text, "session_create"));
+  free(text);
+  /* The file name matches too, as in pprof: every sample. */
+  text = wrapped_text("--ignore", "^leaky|session");
+  assert_non_null(strstr(text, "Total: 2.5KiB in 10 objects"));
+  assert_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  text = wrapped_text("--hide", "^leaky_cache_fill$");
+  assert_null(strstr(text, "leaky_cache_fill tests"));
+  assert_non_null(strstr(text, "1.2MiB  95.8%  95.8%      1.2MiB  95.8%"
+                               "        300  server_start "));
+  free(text);
+  /* Not for a pprof file, which stays whole; a bad expression is bad
+   * usage. */
+  {
+    mt_opts_t o;
+    char err[256];
+    char a[][16] = {"memtop",   "profile", "1",        "--focus", "x",
+                    "--format", "text",    "--ignore", "("};
+    char *argv[] = {a[0], a[1], a[2], a[3], a[4], NULL};
+    char *argv2[] = {a[0], a[1], a[2], a[5], a[6], a[7], a[8], NULL};
+    assert_int_equal(mt_cli_parse(5, argv, NULL, &o, err, sizeof err),
+                     MS_EINVAL);
+    assert_non_null(strstr(err, "a pprof file holds every sample"));
+    assert_int_equal(mt_cli_parse(7, argv2, NULL, &o, err, sizeof err),
+                     MS_EINVAL);
+    assert_non_null(strstr(err, "invalid --ignore '('"));
+  }
+}
+
+/* ---- debuginfod ------------------------------------------------------------
+ */
+
+/* The fake target's mappings name a stripped copy of this binary (the
+ * same code at the same offsets, no symbol table, no DWARF). */
+static char g_stripped[PATH_MAX];
+
+static void make_stripped(int n, ms__profile_t *p) {
+  (void)n;
+  for (uint32_t i = 0; i < p->nmappings; i++)
+    ((ms__profile_mapping_t *)p->mappings)[i].path = g_stripped;
+}
+
+static int own_build_id(struct dl_phdr_info *info, size_t size, void *arg) {
+  unsigned char id[64];
+  size_t len = host_note_build_id(info, id, sizeof id);
+  char *hex = arg;
+
+  (void)size;
+  for (size_t i = 0; i < len; i++)
+    snprintf(hex + 2 * i, 3, "%02x", id[i]);
+  return 1; /* the first object is the program */
+}
+
+/* A debuginfod server: python3's http.server on a port of its choosing,
+ * serving root (root/buildid/ID/debuginfo). Returns its PID, the port in
+ * *port. */
+static pid_t http_server(const char *root, int *port) {
+  int fds[2];
+  char line[512];
+  pid_t pid;
+  FILE *f;
+
+  assert_int_equal(pipe(fds), 0);
+  pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(fds[1], 1);
+    dup2(null, 2);
+    close(fds[0]);
+    execlp("python3", "python3", "-u", "-m", "http.server", "0", "--bind",
+           "127.0.0.1", "--directory", root, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  f = fdopen(fds[0], "r");
+  assert_non_null(f);
+  /* "Serving HTTP on 127.0.0.1 port 41234 (http://127.0.0.1:41234/) ..." */
+  assert_non_null(fgets(line, sizeof line, f));
+  assert_int_equal(sscanf(line, "Serving HTTP on %*s port %d", port), 1);
+  fclose(f);
+  return pid;
+}
+
+/* `memtop profile --format text` of the fake target, its stderr in
+ * *err. */
+static char *stripped_text(char **err) {
+  char file[PATH_MAX], errfile[PATH_MAX], *text;
+  server_t s;
+  int saved, fd;
+
+  snprintf(file, sizeof file, "%s/stripped.txt", dir);
+  snprintf(errfile, sizeof errfile, "%s/stripped.err", dir);
+  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  saved = dup(2);
+  assert_int_equal(dup2(fd, 2), 2);
+  g_make = make_stripped;
+  server_start(&s, 1, 0);
+  int rc = run_profile("--format", "text", "-o", file, NULL);
+  server_stop(&s);
+  g_make = NULL;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  assert_int_equal(rc, 0);
+  text = host_read_all(file, NULL);
+  assert_non_null(text);
+  *err = host_read_all(errfile, NULL);
+  assert_non_null(*err);
+  return text;
+}
+
+/* A stripped binary's names come from a debuginfod server when
+ * DEBUGINFOD_URLS names one: the debug file is fetched (said on stderr),
+ * kept in $XDG_CACHE_HOME/debuginfod_client, and read from there once
+ * the server is gone. */
+static void test_debuginfod(void **state) {
+  char exe[PATH_MAX], id[129] = "", cmd[8 * PATH_MAX], path[2 * PATH_MAX];
+  char srv[PATH_MAX], cache[PATH_MAX], url[64], *text, *err;
+  struct stat st;
+  int port = 0, status;
+  ssize_t n;
+  pid_t http;
+  void *lib;
+
+  (void)state;
+  if (!host_have_program("python3") || !host_have_program("objcopy") ||
+      !host_have_program("strip")) {
+    print_message("skipped: python3, objcopy or strip is not installed\n");
+    skip();
+  }
+  lib = dlopen("libdebuginfod.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (lib == NULL) {
+    print_message("skipped: libdebuginfod1 is not installed\n");
+    skip();
+  }
+  dlclose(lib);
+  n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  assert_true(n > 0);
+  exe[n] = '\0';
+  dl_iterate_phdr(own_build_id, id);
+  assert_true(strlen(id) >= 16);
+  snprintf(g_stripped, sizeof g_stripped, "%s/stripped", dir);
+  snprintf(srv, sizeof srv, "%s/srv", dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(cmd, sizeof cmd,
+           "strip -s -o %s %s && mkdir -p %s/buildid/%s && "
+           "objcopy --only-keep-debug %s %s/buildid/%s/debuginfo",
+           g_stripped, exe, srv, id, exe, srv, id);
+  assert_int_equal(system(cmd), 0);
+
+  /* Without a server: no names. */
+  unsetenv("DEBUGINFOD_URLS");
+  text = stripped_text(&err);
+  assert_non_null(strstr(text, "stripped+0x"));
+  assert_null(strstr(text, "leaky_cache_fill"));
+  free(text);
+  free(err);
+
+  g_http = http = http_server(srv, &port);
+  snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
+  setenv("DEBUGINFOD_URLS", url, 1);
+  setenv("XDG_CACHE_HOME", cache, 1);
+  unsetenv("DEBUGINFOD_CACHE_PATH");
+  text = stripped_text(&err);
+  assert_non_null(
+      strstr(text, "leaky_cache_fill tests/integration/test_profile_cmd.c:"));
+  assert_non_null(
+      strstr(text, "request_buffers tests/integration/test_profile_cmd.c:"));
+  assert_null(strstr(text, "stripped+0x"));
+  assert_non_null(
+      strstr(err, "memtop: fetching debug info for stripped from debuginfod"));
+  free(text);
+  free(err);
+  snprintf(path, sizeof path, "%s/debuginfod_client/%s/debuginfo", cache, id);
+  assert_int_equal(stat(path, &st), 0);
+
+  /* The server gone: from the cache, nothing fetched. */
+  kill(http, SIGTERM);
+  assert_int_equal(waitpid(http, &status, 0), http);
+  g_http = 0;
+  text = stripped_text(&err);
+  assert_non_null(
+      strstr(text, "leaky_cache_fill tests/integration/test_profile_cmd.c:"));
+  assert_null(strstr(err, "fetching debug info"));
+  free(text);
+  free(err);
+  unsetenv("DEBUGINFOD_URLS");
+  unsetenv("XDG_CACHE_HOME");
+  snprintf(cmd, sizeof cmd, "rm -rf %s %s %s", srv, cache, g_stripped);
+  assert_int_equal(system(cmd), 0);
 }
 
 /* -o -: standard output, written as it is. */
@@ -842,6 +1137,9 @@ int main(void) {
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
       cmocka_unit_test(test_stdout_reader_gone),
+      cmocka_unit_test(test_wrapper_skipped),
+      cmocka_unit_test(test_focus_ignore_hide),
+      cmocka_unit_test(test_debuginfod),
       cmocka_unit_test(test_peak_memory_bounded),
       cmocka_unit_test(test_many_mappings_linear),
   };

@@ -373,6 +373,18 @@ static void test_alloc_sites(void **state) {
   WAIT_FOR("Alloc sites by rate (a: in use)");
   keys("a");
   WAIT_FOR("Alloc sites in use (a: by rate)");
+  /* c: the size classes and back (issue 23); e: the selected site's call
+   * chain, heap_add called by main. */
+  keys("c");
+  WAIT_FOR("Size classes by live bytes");
+  WAIT_GONE("Alloc sites in use");
+  keys("c");
+  WAIT_FOR("Alloc sites in use (a: by rate)");
+  keys("e");
+  WAIT_FOR("Call chain of the site");
+  WAIT_FOR(" by main ");
+  keys("e");
+  WAIT_FOR("Alloc sites in use (a: by rate)");
   keys("q");
   WAIT_FOR("MEMTOP-EXIT=0");
 }

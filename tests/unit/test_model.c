@@ -337,16 +337,18 @@ static void test_sites_rate(void **state) {
   memset(&t, 0, sizeof t);
   assert_non_null(a);
   assert_non_null(b);
-  a[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0,
-                     0,           100,           1,  1000,       0};
-  a[1] = (mt_site_t){NULL, strdup(""), 0, strdup(""), 0, 0x42, 5, 1, 500, 0};
+  a[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0, 0, 100,
+                     1,           1000,          0,  NULL,       0};
+  a[1] = (mt_site_t){NULL, strdup(""), 0,   strdup(""), 0,    0x42,
+                     5,    1,          500, 0,          NULL, 0};
   mt_model_set_sites(&t, a, 2, 0, 1000000000ull);
   assert_true(t.sites[0].alloc_rate < 0);
-  b[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0,
-                     0,           100,           1,  5000,       0};
-  b[1] = (mt_site_t){NULL, strdup(""), 0, strdup(""), 0, 0x42, 5, 1, 100, 0};
+  b[0] = (mt_site_t){strdup("f"), strdup("f.c"), 10, strdup(""), 0, 0, 100,
+                     1,           5000,          0,  NULL,       0};
+  b[1] = (mt_site_t){NULL, strdup(""), 0,   strdup(""), 0,    0x42,
+                     5,    1,          100, 0,          NULL, 0};
   b[2] = (mt_site_t){strdup("g"), strdup("g.c"), 3, strdup(""), 0, 0, 0,
-                     0,           600,           0};
+                     0,           600,           0, NULL,       0};
   mt_model_set_sites(&t, b, 3, 0, 3000000000ull);
   assert_true(t.sites[0].alloc_rate == 2000.0); /* 4000 B over 2 s */
   assert_true(t.sites[1].alloc_rate == 0.0);

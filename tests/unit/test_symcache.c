@@ -493,7 +493,7 @@ static void test_replaced_file_read_again(void **state) {
 
 /* ---- the live view's worker ---------------------------------------------- */
 
-static int got;
+static int got, chained;
 
 static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
                      int estimated, const char *err) {
@@ -502,6 +502,19 @@ static void sites_cb(void *arg, int pid, mt_site_t *sites, size_t n,
     print_message("sites: %s\n", err);
   assert_null(err);
   assert_non_null(sites);
+  /* Each site carries the call chain of its stack: itself first, then
+   * its caller (libc's sort, which called back into site_a's caller). */
+  for (size_t i = 0; i < n; i++) {
+    assert_true(sites[i].nchain >= 1);
+    if (sites[i].function != NULL &&
+        strncmp(sites[i].function, "site_a", 6) == 0) {
+      assert_true(sites[i].nchain >= 2);
+      assert_ptr_equal(strstr(sites[i].chain[0], sites[i].function),
+                       sites[i].chain[0]);
+      assert_non_null(strstr(sites[i].chain[0], " test_symcache.c:"));
+      chained++;
+    }
+  }
   mt_sites_free(sites, n);
   got++;
 }
@@ -535,7 +548,7 @@ static void test_live_keeps_cache(void **state) {
   assert_int_equal(uv_loop_init(&loop), 0);
   s = mt_sites_live_new(&loop, sites_cb, NULL);
   assert_non_null(s);
-  got = 0;
+  got = chained = 0;
   for (int round = 1; round <= 2; round++) {
     mt_tset_profile_t tp;
 
@@ -554,6 +567,7 @@ static void test_live_keeps_cache(void **state) {
   assert_int_equal(s2.lookups, s1.lookups);
   assert_int_equal(s2.reports, s1.reports);
   assert_int_equal(s2.hits, s1.hits + s1.lookups);
+  assert_int_equal(chained, 2);
   mt_sites_live_close(s);
   uv_run(&loop, UV_RUN_DEFAULT);
   assert_int_equal(uv_loop_close(&loop), 0);

@@ -521,6 +521,74 @@ static void test_sites_panel(void **state) {
   mt_model_free(&m);
 }
 
+/* Key 'c' switches the lower panel between the sites and the size
+ * classes; '[' and ']' select a site, 'e' shows its call chain (innermost
+ * first, escapes drawn as text) and goes back. */
+static void test_sites_chain_and_classes(void **state) {
+  (void)state;
+  mt_model_t m;
+  mt_target_t *t = detail_model(&m);
+  static const char *const frames[] = {"parse_\x1b[2Jrequest parser.c:88",
+                                       "handle_conn server.c:12",
+                                       "main main.c:5"};
+  size_t n;
+  mt_site_t *s = make_sites(&n);
+  char *text;
+
+  s[1].chain = calloc(3, sizeof *s[1].chain);
+  assert_non_null(s[1].chain);
+  for (size_t i = 0; i < 3; i++)
+    s[1].chain[i] = strdup(frames[i]);
+  s[1].nchain = 3;
+  mt_model_set_sites(t, s, n, 0, 1000000000ull);
+
+  assert_int_equal(mt_key_apply(&m, 'c'), MT_ACT_REDRAW);
+  text = render_text(&m, 40, 120);
+  assert_non_null(strstr(text, "Size classes by live bytes"));
+  assert_null(strstr(text, "Alloc sites"));
+  free(text);
+  assert_int_equal(mt_key_apply(&m, 'c'), MT_ACT_REDRAW);
+  text = render_text(&m, 40, 120);
+  assert_null(strstr(text, "Size classes by live bytes"));
+  assert_non_null(strstr(text, "Alloc sites in use"));
+  free(text);
+
+  /* In use: basic_string, libplugin, parse_request: the third. */
+  assert_int_equal(mt_key_apply(&m, ']'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, ']'), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, ']'), MT_ACT_NONE);
+  assert_int_equal(mt_key_apply(&m, 'e'), MT_ACT_REDRAW);
+  text = render_text(&m, 40, 120);
+  assert_non_null(strstr(text, "Call chain of the site"));
+  assert_null(strstr(text, "Alloc sites in use"));
+  assert_non_null(strstr(text, "   1.0MiB        64 parse_\\x1b[2Jrequest "
+                               "parser.c:88"));
+  assert_non_null(strstr(text, "   0 at parse_\\x1b[2Jrequest parser.c:88"));
+  assert_non_null(strstr(text, "   1 by handle_conn server.c:12"));
+  assert_non_null(strstr(text, "   2 by main main.c:5"));
+  assert_null(strchr(text, '\x1b'));
+  free(text);
+  /* A site without a chain says so. */
+  assert_int_equal(mt_key_apply(&m, '['), MT_ACT_REDRAW);
+  text = render_text(&m, 40, 120);
+  assert_non_null(strstr(text, "libplugin.so+0x1234"));
+  assert_non_null(strstr(text, "(no call chain)"));
+  free(text);
+  for (int rows = 0; rows <= 30; rows++)
+    for (int cols = 0; cols <= 130; cols += (cols < 50 ? 1 : 7)) {
+      mt_grid_t g;
+      assert_int_equal(mt_grid_init(&g, rows, cols), 0);
+      mt_view_render(&m, &g);
+      check_grid_sane(&g);
+      mt_grid_free(&g);
+    }
+  assert_int_equal(mt_key_apply(&m, 'e'), MT_ACT_REDRAW);
+  text = render_text(&m, 40, 120);
+  assert_non_null(strstr(text, "Alloc sites in use"));
+  free(text);
+  mt_model_free(&m);
+}
+
 /* A stranger's figures as big as they go: the trend's sums and the byte
  * rate saturate instead of overflowing (which wrapped to a negative max,
  * so no chart, and a negative rate). */
@@ -1242,6 +1310,7 @@ int main(void) {
       cmocka_unit_test(test_accounted),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
+      cmocka_unit_test(test_sites_chain_and_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
