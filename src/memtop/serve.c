@@ -24,8 +24,10 @@
  */
 #include "memtop/serve.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@
 
 #include "memstats.h"
 #include "client/client.h"
+#include "common/procfs.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "exporter/httpd.h"
@@ -50,7 +53,9 @@ typedef struct sv_target_s {
   uint64_t errors;     /* failed reads */
   int pending;         /* the current round waits for its answer */
   uint64_t asked_ns;   /* mt_tset_now_ns() of the request in flight */
+  uint64_t read_ns;    /* how long the last answered read took */
   char exe[MS__PROM_EXE_MAX + 1];
+  char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
 } sv_target_t;
 
 struct serve_s {
@@ -66,7 +71,7 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
-  uv_signal_t sig[2];
+  uv_signal_t sig[3];
   int stopping;
 };
 
@@ -95,8 +100,56 @@ static void round_drop(serve_t *sv, sv_target_t *u) {
   round_check_end(sv);
 }
 
+/* The `group` label of --group-by (cli.h): what names the process
+ * whatever its PID, read once when it is found. A value that cannot be
+ * read stays empty (the label is then served empty, as Prometheus treats
+ * a missing label). */
+static void read_group(int pid, mt_group_by_t rule, char *out, size_t len) {
+  static const char *const files[] = {"", "comm", "exe", "cmdline", "cgroup"};
+  char path[64], buf[4096];
+  out[0] = '\0';
+  if (rule == MT_GROUP_NONE)
+    return;
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, files[rule]);
+  if (rule == MT_GROUP_EXE) {
+    ssize_t n = readlink(path, out, len - 1);
+    out[n > 0 ? (size_t)n : 0] = '\0';
+    return;
+  }
+  ssize_t n = ms__read_small_file(path, buf, sizeof buf);
+  if (n <= 0)
+    return;
+  const char *v = buf;
+  size_t vl = (size_t)n;
+  if (rule == MT_GROUP_CGROUP) {
+    /* cgroup v2's line, "0::/system.slice/nginx.service". */
+    if (strncmp(buf, "0::", 3) == 0) {
+      v = buf + 3;
+    } else {
+      v = strstr(buf, "\n0::");
+      if (!v)
+        return;
+      v += 4;
+    }
+    vl = strcspn(v, "\n");
+  } else if (rule == MT_GROUP_COMM) {
+    vl = strcspn(v, "\n");
+  } else {
+    /* The arguments' NULs as spaces, the last one dropped. */
+    for (size_t i = 0; i < vl; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    while (vl > 0 && buf[vl - 1] == ' ')
+      vl--;
+  }
+  if (vl > len - 1)
+    vl = len - 1;
+  memcpy(out, v, vl);
+  out[vl] = '\0';
+}
+
 static int on_added(void *arg, mt_tset_target_t *t) {
-  (void)arg;
+  serve_t *sv = arg;
   sv_target_t *u = calloc(1, sizeof *u);
   if (!u)
     return -1;
@@ -106,6 +159,7 @@ static int on_added(void *arg, mt_tset_target_t *t) {
   snprintf(link, sizeof link, "/proc/%d/exe", t->pid);
   ssize_t n = readlink(link, u->exe, sizeof u->exe - 1);
   u->exe[n > 0 ? (size_t)n : 0] = '\0';
+  read_group(t->pid, sv->o->group_by, u->group, sizeof u->group);
   t->user = u;
   return 0;
 }
@@ -142,6 +196,9 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
+  uint64_t now = mt_tset_now_ns(sv->set);
+  if (u->asked_ns && now > u->asked_ns)
+    u->read_ns = now - u->asked_ns;
   round_drop(sv, u);
 }
 
@@ -226,6 +283,55 @@ static void round_start(serve_t *sv) {
  * Scrapes
  * ------------------------------------------------------------------------ */
 
+/* memtop's own process now (process_*): /proc/self/stat for the CPU
+ * time, start, sizes; /proc/self/fd and RLIMIT_NOFILE for the
+ * descriptors. */
+static void read_self(ms__prom_self_t *p) {
+  char buf[1024];
+  memset(p, 0, sizeof *p);
+  long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+  ssize_t n = ms__read_small_file("/proc/self/stat", buf, sizeof buf);
+  const char *rp = n > 0 ? strrchr(buf, ')') : NULL;
+  unsigned long long utime, stime, start, vsize;
+  long long rss;
+  /* After "pid (comm)": field 3 on; utime is 14, stime 15, starttime 22,
+   * vsize 23, rss 24. */
+  if (rp && tick > 0 &&
+      sscanf(rp + 2,
+             "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d "
+             "%*d %*d %*d %*d %llu %llu %lld",
+             &utime, &stime, &start, &vsize, &rss) == 5) {
+    char st[8192];
+    ssize_t m = ms__read_small_file("/proc/stat", st, sizeof st);
+    const char *bt = m > 0 ? strstr(st, "\nbtime ") : NULL;
+    if (bt) {
+      p->cpu_seconds = (double)(utime + stime) / (double)tick;
+      p->start_time_s =
+          (double)strtoull(bt + 7, NULL, 10) + (double)start / (double)tick;
+      p->virtual_bytes = vsize;
+      p->resident_bytes = rss > 0 ? (uint64_t)rss * (uint64_t)page : 0;
+      p->have_stat = 1;
+    }
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0) {
+    p->virtual_max_bytes =
+        rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    p->have_vmax = 1;
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    uint64_t open = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+      open += e->d_name[0] != '.';
+    p->open_fds = open ? open - 1 : 0; /* not opendir's own */
+    p->max_fds = (uint64_t)rl.rlim_cur;
+    p->have_fds = 1;
+  }
+  if (d)
+    closedir(d);
+}
+
 /* The exposition of every target now, in the text format or
  * OpenMetrics, into *body (its oom flag set if memory ran out). */
 static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
@@ -258,9 +364,14 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     pt[n].scrape_errors = u->errors;
     if (u->snap)
       pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
+    pt[n].group = sv->o->group_by != MT_GROUP_NONE ? u->group : NULL;
+    pt[n].read_ns = u->read_ns;
     n++;
   }
-  ms__emit_prometheus(body, openmetrics, pt, n, MS_VERSION_STRING);
+  ms__prom_self_t self;
+  read_self(&self);
+  ms__prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self};
+  ms__emit_prometheus_opts(body, openmetrics, pt, n, &po);
   free(pt);
 }
 
@@ -347,6 +458,14 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
  * The command
  * ------------------------------------------------------------------------ */
 
+/* SIGHUP, which a service manager or a closed terminal sends: nothing to
+ * do (the web config is read again whenever it changes); it must only not
+ * end memtop, as its default action would. */
+static void on_hangup(uv_signal_t *h, int signum) {
+  (void)h;
+  (void)signum;
+}
+
 static void on_signal(uv_signal_t *h, int signum) {
   serve_t *sv = h->data;
   (void)signum;
@@ -365,6 +484,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   uv_close((uv_handle_t *)&sv->bound, NULL);
   uv_close((uv_handle_t *)&sv->sig[0], NULL);
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
+  uv_close((uv_handle_t *)&sv->sig[2], NULL);
 }
 
 int mt_serve_main(const mt_opts_t *o) {
@@ -415,7 +535,10 @@ int mt_serve_main(const mt_opts_t *o) {
     mt_webconfig_free(&sv.web);
     return 1;
   }
-  mt_httpd_hooks_t hooks = {on_scrape, &sv};
+  mt_httpd_hooks_t hooks = {.scrape = on_scrape,
+                            .arg = &sv,
+                            .metrics_path = o->telemetry_path,
+                            .web_path = o->web_config};
   int rc = mt_httpd_start(&sv.loop, o->listen, &sv.web, &hooks, &sv.http, err,
                           sizeof err);
   if (rc != 0) {
@@ -466,6 +589,8 @@ int mt_serve_main(const mt_opts_t *o) {
     sv.sig[i].data = &sv;
     uv_signal_start(&sv.sig[i], on_signal, signums[i]);
   }
+  uv_signal_init(&sv.loop, &sv.sig[2]);
+  uv_signal_start(&sv.sig[2], on_hangup, SIGHUP);
   char url[160];
   mt_httpd_url(sv.http, url, sizeof url);
   fprintf(stderr, "memtop: serving %s%s\n", url,

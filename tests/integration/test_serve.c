@@ -131,22 +131,27 @@ typedef struct server_s {
 
 /* Starts memtop serve --listen 127.0.0.1:0 with the extra arguments
  * (NULL-terminated; --unsafe-no-auth added unless they give a
- * --web-config) and reads the port from its "serving" line. */
+ * --web-config; no --listen if they give --web.listen-address) and reads
+ * the port from its "serving" line. */
 static server_t start_serve(const char *first, ...) {
-  char *argv[16];
+  char *argv[24];
   int argc = 0;
   argv[argc++] = memtop;
   argv[argc++] = (char *)"serve";
-  argv[argc++] = (char *)"--listen";
-  argv[argc++] = (char *)"127.0.0.1:0";
   va_list ap;
   va_start(ap, first);
-  int web = 0;
-  for (const char *a = first; a && argc < 14; a = va_arg(ap, const char *)) {
-    web |= strcmp(a, "--web-config") == 0;
+  int web = 0, listen = 0;
+  for (const char *a = first; a && argc < 20; a = va_arg(ap, const char *)) {
+    web |=
+        strcmp(a, "--web-config") == 0 || strcmp(a, "--web.config.file") == 0;
+    listen |= strcmp(a, "--web.listen-address") == 0;
     argv[argc++] = (char *)a;
   }
   va_end(ap);
+  if (!listen) {
+    argv[argc++] = (char *)"--listen";
+    argv[argc++] = (char *)"127.0.0.1:0";
+  }
   /* As root, serving without a password takes this flag (the tests'
    * targets are their own). */
   if (!web)
@@ -411,8 +416,10 @@ static void test_http(void **state) {
   reply_t r;
   char v[256];
 
+  /* A landing page at /, as node_exporter has (test_node_exporter_flags
+   * reads it). */
   http(s.port, "GET", "/", NULL, &r);
-  assert_int_equal(r.status, 404);
+  assert_int_equal(r.status, 200);
   reply_free(&r);
   http(s.port, "GET", "/metricsx", NULL, &r);
   assert_int_equal(r.status, 404);
@@ -1042,6 +1049,232 @@ static void test_boehm_pauses(void **state) {
   stop_prog(g);
 }
 
+/* Sends GET path n times on one connection, each after the answer
+ * before it has been read whole (by its Content-Length): the statuses in
+ * status[] (0: the server had closed); the last body into *last
+ * (malloc'd). Returns how many were answered. */
+static int keepalive(int port, const char *path, int n, int *status,
+                     char **last) {
+  int fd = connect_from(NULL, port), answered = 0;
+  static char buf[1 << 21];
+  *last = NULL;
+  for (int i = 0; i < n; i++) {
+    char req[512];
+    int rl =
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    status[i] = 0;
+    if (send(fd, req, (size_t)rl, MSG_NOSIGNAL) != rl)
+      break;
+    size_t len = 0;
+    char *end = NULL;
+    long want = -1;
+    for (;;) {
+      if (end && want >= 0 && len >= (size_t)(end + 4 - buf) + (size_t)want)
+        break;
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, CLIENT_GIVE_UP_MS) <= 0)
+        fail_msg("no answer from memtop serve in %d ms", CLIENT_GIVE_UP_MS);
+      ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+      if (k <= 0)
+        break;
+      len += (size_t)k;
+      buf[len] = '\0';
+      if (!end && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        want = cl && cl < end ? strtol(cl + 17, NULL, 10) : -1;
+      }
+    }
+    if (!end || want < 0 || strncmp(buf, "HTTP/1.1 ", 9) != 0)
+      break;
+    status[i] = atoi(buf + 9);
+    answered++;
+    free(*last);
+    *last = strndup(end + 4, (size_t)want);
+  }
+  close(fd);
+  return answered;
+}
+
+/* node_exporter's flags and manners: --web.listen-address,
+ * --web.telemetry-path, a landing page at / linking to the metrics,
+ * keep-alive (two scrapes on one connection, the first of them waiting
+ * for the target), SIGHUP survived, memtop's own process_* metrics and a
+ * read duration per target, all valid for promtool; --no-size-classes and
+ * --group-by comm shape the series. */
+static void test_node_exporter_flags(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0);
+  server_t s = start_serve("--web.listen-address", "127.0.0.1:0",
+                           "--web.telemetry-path", "/node/metrics",
+                           "--group-by", "comm", "--no-size-classes", NULL);
+  reply_t r;
+  char v[256];
+  http(s.port, "GET", "/", NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(header(&r, "Content-Type", v, sizeof v));
+  assert_string_equal(v, "text/html; charset=utf-8");
+  assert_non_null(strstr(r.body, "<a href=\"/node/metrics\">"));
+  reply_free(&r);
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 404);
+  reply_free(&r);
+
+  /* Keep-alive: both answered on the one connection. */
+  int st[2];
+  char *body = NULL;
+  int answered = keepalive(s.port, "/node/metrics", 2, st, &body);
+  if (answered != 2)
+    fail_msg("%d of 2 scrapes answered on one connection", answered);
+  assert_int_equal(st[0], 200);
+  assert_int_equal(st[1], 200);
+  assert_non_null(body);
+
+  /* SIGHUP, as a closed terminal or a service manager sends: served on. */
+  assert_int_equal(kill(s.pid, SIGHUP), 0);
+  struct timespec ts = {0, 200000000};
+  nanosleep(&ts, NULL);
+  int wst;
+  assert_int_equal(waitpid(s.pid, &wst, WNOHANG), 0);
+  free(body);
+  http(s.port, "GET", "/node/metrics", NULL, &r);
+  assert_int_equal(r.status, 200);
+  body = r.body;
+
+  static const char *const self[] = {"\nprocess_cpu_seconds_total ",
+                                     "\nprocess_resident_memory_bytes ",
+                                     "\nprocess_virtual_memory_bytes ",
+                                     "\nprocess_start_time_seconds ",
+                                     "\nprocess_open_fds ",
+                                     "\nprocess_max_fds "};
+  for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
+    if (!strstr(body, self[i]))
+      fail_msg("no%s in the exposition", self[i]);
+  const char *rss = strstr(body, "\nprocess_resident_memory_bytes ");
+  assert_true(strtod(rss + 31, NULL) > 0);
+  assert_true(sample(body, "memtop_scrape_duration_seconds", a.pid) >= 0);
+  char want[128];
+  snprintf(want, sizeof want, "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"",
+           a.pid);
+  const char *line = strstr(body, want);
+  assert_non_null(line);
+  assert_non_null(strstr(line, ",group=\"mt_target\"}"));
+  assert_null(strstr(body, "memstats_size_class_"));
+  if (host_have_program("promtool")) {
+    char path[512], cmd[700];
+    snprintf(path, sizeof path, "%s/exposition.txt", dir);
+    write_text(path, body);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", path);
+    if (system(cmd) != 0)
+      fail_msg("promtool check metrics refused the exposition (%s)", path);
+    unlink(path);
+  } else {
+    print_message("promtool is not installed: its check skipped\n");
+  }
+  reply_free(&r);
+  stop_serve(s);
+  stop_prog(a);
+}
+
+static void copy_file(const char *from, const char *to) {
+  char tmp[600];
+  FILE *in = fopen(from, "r");
+  assert_non_null(in);
+  snprintf(tmp, sizeof tmp, "%s.tmp", to);
+  FILE *out = fopen(tmp, "w");
+  assert_non_null(out);
+  char buf[8192];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    assert_int_equal(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+  /* Renamed over, as a certificate manager does. */
+  assert_int_equal(rename(tmp, to), 0);
+}
+
+/* curl's status code for GET /metrics over https, trusting the
+ * certificate ca; 0 when no HTTP answer came (the handshake failed). */
+static int curl_code(int port, const char *ca, const char *user) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+           "--cacert %s/serve/%s %s https://127.0.0.1:%d/metrics",
+           data_dir, ca, user, port);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char out[64] = {0};
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  return atoi(out);
+}
+
+/* The web config read again when it changes, as exporter-toolkit reads
+ * it: a certificate rotated (renamed over) is served from the next
+ * connection, a user removed needs no password from the next request, a
+ * file that no longer parses is refused (and said on stderr) until it is
+ * fixed; memtop never restarts. */
+static void test_web_config_reread(void **state) {
+  (void)state;
+  if (!host_have_program("curl")) {
+    print_message("skipped: curl is not installed (contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512], crt[512], key[512], from[1400], text[1024];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(crt, sizeof crt, "%s/server.crt", dir);
+  snprintf(key, sizeof key, "%s/server.key", dir);
+  snprintf(from, sizeof from, "%s/serve/test.crt", data_dir);
+  copy_file(from, crt);
+  snprintf(from, sizeof from, "%s/serve/test.key", data_dir);
+  copy_file(from, key);
+  /* Paths relative to the config's folder. */
+  static const char with_users[] =
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+      "basic_auth_users:\n  alice: " HASH "\n";
+  static const char without_users[] =
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+  write_text(cfg, with_users);
+  server_t s = start_serve("--web.config.file", cfg, NULL);
+  assert_int_equal(curl_code(s.port, "test.crt", "-u alice:s3cret"), 200);
+  assert_int_equal(curl_code(s.port, "test.crt", ""), 401);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 0);
+
+  /* The rotation: key, then certificate. */
+  snprintf(from, sizeof from, "%s/serve/rotated.key", data_dir);
+  copy_file(from, key);
+  snprintf(from, sizeof from, "%s/serve/rotated.crt", data_dir);
+  copy_file(from, crt);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 200);
+  assert_int_equal(curl_code(s.port, "test.crt", "-u alice:s3cret"), 0);
+
+  /* The users: none any more, no password asked. */
+  snprintf(text, sizeof text, "%s", without_users);
+  write_text(cfg, text);
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 200);
+
+  /* A file that no longer parses: refused, said, then fixed. */
+  write_text(cfg, "tls_server_config: [\n");
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 0);
+  write_text(cfg, with_users);
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 401);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 200);
+  char err[4096] = {0};
+  struct pollfd p = {s.err, POLLIN, 0};
+  size_t len = 0;
+  while (len < sizeof err - 1 && poll(&p, 1, 0) > 0) {
+    ssize_t n = read(s.err, err + len, sizeof err - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  assert_non_null(strstr(err, "the web config changed and cannot be used"));
+  stop_serve(s);
+  unlink(cfg);
+  unlink(crt);
+  unlink(key);
+}
+
 /* ------------------------------------------------------------------------
  * A real Prometheus
  * ------------------------------------------------------------------------ */
@@ -1266,6 +1499,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_hung_target, end_kids),
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
+      cmocka_unit_test_teardown(test_node_exporter_flags, end_kids),
+      cmocka_unit_test_teardown(test_web_config_reread, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
       cmocka_unit_test(test_contrib_prometheus),
   };

@@ -476,9 +476,9 @@ static void test_prometheus_content(void **state) {
   assert_non_null(c);
   make_glibc(g);
   make_gc(c);
-  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0},
-                            {c->pid, c, NULL, 1000000000, 2},
-                            {c->pid + 1, c, NULL, 0, 0}};
+  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0, NULL, 0},
+                            {c->pid, c, NULL, 1000000000, 2, NULL, 0},
+                            {c->pid + 1, c, NULL, 0, 0, NULL, 0}};
   ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__emit_prometheus(&out, 0, t, 3, "1.0"), 0);
   const char *o = out.data;
@@ -699,7 +699,7 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   ms__strbuf_free(&out);
 
   /* Prometheus: the families. */
-  ms__prom_target_t t = {s->pid, s, NULL, 0, 0};
+  ms__prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, 0};
   assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
   double psum = 0;
   for (size_t i = 0; i < 7; i++)
