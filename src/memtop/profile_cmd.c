@@ -26,6 +26,7 @@
 #include "memtop/loop.h"
 #include "memtop/out.h"
 #include "memtop/outfile.h"
+#include "memtop/profile_fetch.h"
 #include "targets/targetset.h"
 #include "client/client.h"
 #include "pprof/heap.h"
@@ -61,156 +62,44 @@ static void report_unresolved(const mt_heap_t *h) {
   free(seen);
 }
 
-/* The fetches: the target set's owner for `memtop profile`. */
+/* The fetch on a loop of its own, run until the fetch is over. */
 typedef struct pc_fetch_s {
   uv_loop_t loop;
-  uv_timer_t wait; /* --seconds between the two profiles */
-  mt_tset_t *set;
-  int pid;
-  long seconds;
-  int want, got; /* profiles wanted (1 or 2), received */
   ms__profile_decoded_t *prof[2];
-  int failed;
-  int profiled; /* the read being answered brought its profile */
+  int failed, got;
   char err[512];
 } pc_fetch_t;
 
-/* The profile comes just before its read's snapshot. */
-static void pc_profile(void *arg, mt_tset_target_t *t, mt_tset_profile_t *p) {
+static void pc_done(void *arg, mt_pfetch_t *pf) {
   pc_fetch_t *f = arg;
-
-  (void)t;
-  f->profiled = 1;
-  if (p->prof == NULL) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "%s", p->msg);
-    return;
-  }
-  if (f->got < 2) {
-    f->prof[f->got++] = p->prof;
-    p->prof = NULL;
-  }
+  f->failed = pf->failed;
+  f->got = pf->got;
+  f->prof[0] = pf->prof[0];
+  f->prof[1] = pf->prof[1];
+  pf->prof[0] = pf->prof[1] = NULL;
+  snprintf(f->err, sizeof f->err, "%s", pf->err);
+  mt_pfetch_release(pf);
 }
-
-static void pc_snapshot(void *arg, mt_tset_target_t *t,
-                        const ms_snapshot_t *snap) {
-  pc_fetch_t *f = arg;
-
-  (void)t;
-  (void)snap;
-  if (!f->profiled) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "%s", "the target sent no profile");
-  }
-  f->profiled = 0;
-}
-
-static uint64_t pc_failure(void *arg, mt_tset_target_t *t, int status,
-                           const char *msg) {
-  pc_fetch_t *f = arg;
-
-  (void)t;
-  (void)status;
-  f->failed = 1;
-  snprintf(f->err, sizeof f->err, "%s", msg);
-  return MT_TSET_BACKOFF;
-}
-
-static void pc_gone(void *arg, mt_tset_target_t *t, int status,
-                    const char *msg) {
-  pc_fetch_t *f = arg;
-
-  (void)status;
-  f->failed = 1;
-  if (msg != NULL)
-    snprintf(f->err, sizeof f->err, "%s", msg);
-  else
-    snprintf(f->err, sizeof f->err, "PID %d has exited", t->pid);
-}
-
-/* Every read here asks for the profile. */
-static const mt_tset_req_t pc_req = {.profile = 1};
-
-static void pc_second(uv_timer_t *h) {
-  pc_fetch_t *f = h->data;
-
-  if (mt_tset_fetch_all(f->set, &pc_req) == 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: cannot ask for the profile",
-             f->pid);
-    uv_stop(&f->loop);
-  }
-}
-
-/* The read has reported: wait for the second, or stop. */
-static void pc_quiet(void *arg) {
-  pc_fetch_t *f = arg;
-
-  if (f->failed || f->got >= f->want) {
-    uv_stop(&f->loop);
-    return;
-  }
-  if (f->got == 1 && f->prof[0]->profile.rate == 0) {
-    uv_stop(&f->loop); /* said by the caller: no second read */
-    return;
-  }
-  fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", f->pid,
-          f->seconds);
-  uv_timer_start(&f->wait, pc_second, (uint64_t)f->seconds * 1000, 0);
-}
-
-static const mt_tset_cbs_t pc_cbs = {
-    .profile = pc_profile,
-    .snapshot = pc_snapshot,
-    .failure = pc_failure,
-    .gone = pc_gone,
-    .quiet = pc_quiet,
-};
 
 /* Fetches pid's profile, and with seconds > 0 another that many seconds
- * later, on a loop of its own. Returns 0 with f->prof[0] (and [1]), or 1
+ * later (profile_fetch.h). Returns 0 with f->prof[0] (and [1]), or 1
  * with the reason in f->err. */
 static int pc_fetch(pc_fetch_t *f, int pid, long seconds, int tmo) {
-  mt_tset_io_t io;
-  mt_tset_opts_t so;
-  uint64_t st = 0;
-
   memset(f, 0, sizeof *f);
-  f->pid = pid;
-  f->seconds = seconds;
-  f->want = seconds > 0 ? 2 : 1;
-  if (msc_proc_start_time(pid, &st) != 0) {
-    snprintf(f->err, sizeof f->err, "PID %d: no such process", pid);
-    return 1;
-  }
   if (uv_loop_init(&f->loop) != 0) {
     snprintf(f->err, sizeof f->err, "cannot start an event loop");
     return 1;
   }
-  uv_timer_init(&f->loop, &f->wait);
-  f->wait.data = f;
-  mt_tset_io_uv(&io, &f->loop);
-  memset(&so, 0, sizeof so);
-  so.timeout_ms = tmo;
-  f->set = mt_tset_new(&io, &so, &pc_cbs, f);
-  if (f->set == NULL || mt_tset_add(f->set, pid, st, 0) == NULL ||
-      mt_tset_fetch_all(f->set, &pc_req) == 0) {
+  mt_pfetch_t *pf = mt_pfetch_start(&f->loop, pid, seconds, tmo, pc_done, f,
+                                    f->err, sizeof f->err);
+  if (pf == NULL)
     f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: out of memory", pid);
-  } else {
-    uv_run(&f->loop, UV_RUN_DEFAULT);
-  }
-  mt_tset_free(f->set);
-  f->set = NULL;
-  uv_close((uv_handle_t *)&f->wait, NULL);
+  else
+    pf->verbose = 1;
   do
     uv_run(&f->loop, UV_RUN_DEFAULT);
   while (uv_loop_alive(&f->loop));
   uv_loop_close(&f->loop);
-  if (!f->failed && f->got == 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: no profile came", pid);
-  }
   return f->failed;
 }
 
@@ -230,13 +119,11 @@ static int to_outfile(void *ctx, const void *data, size_t len) {
 
 int mt_profile_main(const mt_opts_t *o) {
   ms__profile_decoded_t *first = NULL, *second = NULL;
-  const ms__profile_decoded_t *last;
   mt_heap_t h;
   char path[64];
   const char *out, *why = "";
   pc_outfile_t of = {.why = ""};
   int pid = o->pids[0], tmo = o->timeout_ms, rc, status = 1, built = 0;
-  uint64_t start_time;
 
   pc_fetch_t f;
 
@@ -246,35 +133,19 @@ int mt_profile_main(const mt_opts_t *o) {
   }
   first = f.prof[0];
   second = f.prof[1];
-  if (first->profile.rate == 0) {
-    mt_warn("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
-            "in its environment): start it without that setting for a heap "
-            "profile",
-            pid);
-    goto out;
-  }
-  if (f.failed) {
+  /* A target that does not sample is said as such, whatever else. */
+  if (f.failed && first->profile.rate != 0) {
     mt_warn("%s", f.err);
     goto out;
   }
-  last = second != NULL ? second : first;
-  start_time = last->profile.start_time;
-  rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
-                     &h);
-  /* What was received is in h now: freed before the larger steps. */
-  ms__profile_decoded_free(first);
-  ms__profile_decoded_free(second);
-  first = second = NULL;
+  char why_build[600];
+  rc =
+      mt_profile_resolve(&first, &second, pid, &h, why_build, sizeof why_build);
   if (rc != 0) {
-    mt_warn("PID %d: cannot build the profile: %s", pid, mt_heap_strerror(rc));
+    mt_warn("%s", why_build);
     goto out;
   }
   built = 1;
-  rc = mt_heap_symbolize(&h, pid, start_time);
-  if (rc != 0) {
-    mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
-    goto out;
-  }
   report_unresolved(&h);
 
   if (o->format == MT_PROFILE_TEXT) {

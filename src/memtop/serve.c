@@ -41,11 +41,32 @@
 #include "emit/emit.h"
 #include "exporter/httpd.h"
 #include "memtop/loop.h"
+#include "memtop/profile_fetch.h"
+#include "pprof/pprof.h"
 #include "exporter/negotiate.h"
 #include "targets/targetset.h"
 #include "exporter/webconfig.h"
 
 typedef struct serve_s serve_t;
+
+/* A /debug/pprof/heap request: fetched on the loop (profile_fetch.h),
+ * then built, resolved and encoded on a libuv worker, one at a time (the
+ * resolution reads the target's binaries and debug info: tens to
+ * hundreds of milliseconds the loop does not spend). */
+typedef struct sv_prof_s {
+  serve_t *sv;
+  mt_scrape_t *s; /* NULL once the server has stopped */
+  mt_pfetch_t *f; /* while fetching */
+  uv_work_t work;
+  int on_worker;
+  int pid;
+  ms__profile_decoded_t *p[2];
+  unsigned status;
+  ms__strbuf_t body;
+  char err[640];
+  struct sv_prof_s *next;       /* every request's list */
+  struct sv_prof_s *next_queue; /* waiting for the worker */
+} sv_prof_t;
 
 /* What serve keeps of a target (the set's target's `user`). */
 typedef struct sv_target_s {
@@ -53,6 +74,8 @@ typedef struct sv_target_s {
   uint64_t errors;     /* failed reads */
   int pending;         /* the current round waits for its answer */
   uint64_t asked_ns;   /* mt_tset_now_ns() of the request in flight */
+  uint64_t asked_hr;   /* uv_hrtime() of the same (the loop's clock is
+                        * in milliseconds, a read takes less) */
   uint64_t read_ns;    /* how long the last answered read took */
   char exe[MS__PROM_EXE_MAX + 1];
   char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
@@ -73,6 +96,10 @@ struct serve_s {
   uv_timer_t bound;
   uv_signal_t sig[3];
   int stopping;
+  sv_prof_t *profs; /* the profile requests */
+  size_t nprofs;
+  sv_prof_t *queue_head, *queue_tail; /* fetched, waiting for the worker */
+  int working;                        /* a profile is on the worker */
 };
 
 static void answer_all(serve_t *sv);
@@ -185,6 +212,7 @@ static int on_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   if (!u || u->snap)
     return 1;
   u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
+  u->asked_hr = uv_hrtime();
   return 0;
 }
 
@@ -196,9 +224,9 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
-  uint64_t now = mt_tset_now_ns(sv->set);
-  if (u->asked_ns && now > u->asked_ns)
-    u->read_ns = now - u->asked_ns;
+  uint64_t hr = uv_hrtime();
+  if (u->asked_hr && hr > u->asked_hr)
+    u->read_ns = hr - u->asked_hr;
   round_drop(sv, u);
 }
 
@@ -273,6 +301,7 @@ static void round_start(serve_t *sv) {
     if (u->pending == 2) {
       u->pending = mt_tset_busy(sv->set, t);
       u->asked_ns = now;
+      u->asked_hr = uv_hrtime();
     }
     sv->pending += (size_t)u->pending;
   }
@@ -455,6 +484,187 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
 }
 
 /* ------------------------------------------------------------------------
+ * Heap profiles: /debug/pprof/heap?pid=N[&seconds=S]
+ * ------------------------------------------------------------------------ */
+
+static void prof_start_work(serve_t *sv);
+
+static void prof_answer_text(mt_scrape_t *s, unsigned status,
+                             const char *text) {
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  char safe[4 * 640 + 2];
+  /* The reason may name a target's file: made safe for a terminal. */
+  ms__sanitize(safe, sizeof safe - 1, text, strlen(text), (size_t)-1);
+  ms__strbuf_printf(&b, "%s\n", safe);
+  mt_scrape_answer_bytes(s, status, "text/plain; charset=utf-8", NULL, &b);
+  ms__strbuf_free(&b);
+}
+
+/* The request is over: answered (unless the server stopped) and freed. */
+static void prof_finish(sv_prof_t *j) {
+  serve_t *sv = j->sv;
+  if (j->s) {
+    if (j->status == 200)
+      mt_scrape_answer_bytes(j->s, 200, "application/octet-stream", "heap",
+                             &j->body);
+    else
+      prof_answer_text(j->s, j->status, j->err);
+  }
+  for (sv_prof_t **p = &sv->profs; *p; p = &(*p)->next)
+    if (*p == j) {
+      *p = j->next;
+      break;
+    }
+  sv->nprofs--;
+  ms__strbuf_free(&j->body);
+  ms__profile_decoded_free(j->p[0]);
+  ms__profile_decoded_free(j->p[1]);
+  free(j);
+}
+
+static int to_strbuf(void *ctx, const void *data, size_t len) {
+  ms__strbuf_t *b = ctx;
+  ms__strbuf_append(b, data, len);
+  return b->oom ? MS_ENOMEM : 0;
+}
+
+/* On the worker: what the fetch brought, made a pprof file. */
+static void prof_work(uv_work_t *w) {
+  sv_prof_t *j = w->data;
+  mt_heap_t h;
+  if (mt_profile_resolve(&j->p[0], &j->p[1], j->pid, &h, j->err,
+                         sizeof j->err) != 0) {
+    j->status = 500;
+    return;
+  }
+  int rc = mt_pprof_write(&h, to_strbuf, &j->body);
+  mt_heap_free(&h);
+  if (rc != 0) {
+    snprintf(j->err, sizeof j->err, "PID %d: cannot encode the profile: %s",
+             j->pid, mt_heap_strerror(rc));
+    j->status = 500;
+    return;
+  }
+  j->status = 200;
+}
+
+static void prof_worked(uv_work_t *w, int status) {
+  sv_prof_t *j = w->data;
+  serve_t *sv = j->sv;
+  if (status != 0 && j->status == 0) {
+    j->status = 503;
+    snprintf(j->err, sizeof j->err, "memtop is stopping");
+  }
+  sv->working = 0;
+  prof_finish(j);
+  if (!sv->stopping)
+    prof_start_work(sv);
+}
+
+static void prof_start_work(serve_t *sv) {
+  while (!sv->working && sv->queue_head) {
+    sv_prof_t *j = sv->queue_head;
+    sv->queue_head = j->next_queue;
+    if (!sv->queue_head)
+      sv->queue_tail = NULL;
+    j->work.data = j;
+    if (uv_queue_work(&sv->loop, &j->work, prof_work, prof_worked) == 0) {
+      sv->working = j->on_worker = 1;
+      return;
+    }
+    j->status = 500;
+    snprintf(j->err, sizeof j->err, "cannot start the work");
+    prof_finish(j);
+  }
+}
+
+/* The fetch is over: the profiles go to the worker, in turn. */
+static void prof_fetched(void *arg, mt_pfetch_t *f) {
+  sv_prof_t *j = arg;
+  serve_t *sv = j->sv;
+  int failed = f->failed;
+  j->p[0] = f->prof[0];
+  j->p[1] = f->prof[1];
+  f->prof[0] = f->prof[1] = NULL;
+  snprintf(j->err, sizeof j->err, "%s", f->err);
+  mt_pfetch_release(f);
+  j->f = NULL;
+  /* (A target that does not sample is said by mt_profile_resolve.) */
+  if (failed && (j->p[0] == NULL || j->p[0]->profile.rate != 0)) {
+    j->status = 502;
+    prof_finish(j);
+    return;
+  }
+  if (sv->queue_tail)
+    sv->queue_tail->next_queue = j;
+  else
+    sv->queue_head = j;
+  sv->queue_tail = j;
+  prof_start_work(sv);
+}
+
+static void on_pprof(void *arg, mt_scrape_t *s) {
+  serve_t *sv = arg;
+  const char *ps = mt_scrape_arg(s, "pid"), *ss = mt_scrape_arg(s, "seconds");
+  long pid = 0, secs = 0;
+  char err[512];
+  if (!ps || ms__parse_long(ps, 1, MT_PID_MAX, &pid) != 0 ||
+      (ss && ms__parse_long(ss, 0, MT_SERVE_PROFILE_SECONDS_MAX, &secs) != 0)) {
+    snprintf(err, sizeof err,
+             "400 Bad Request: ask for /debug/pprof/heap?pid=PID, and "
+             "&seconds=S (0 to %d) for the growth over S seconds",
+             MT_SERVE_PROFILE_SECONDS_MAX);
+    prof_answer_text(s, 400, err);
+    return;
+  }
+  if (sv->stopping || sv->nprofs >= MT_SERVE_PROFILES) {
+    prof_answer_text(s, 503,
+                     "503 Service Unavailable: memtop makes so many heap "
+                     "profiles at once; try again when one is done");
+    return;
+  }
+  sv_prof_t *j = calloc(1, sizeof *j);
+  if (!j) {
+    prof_answer_text(s, 503, "503 Service Unavailable: out of memory");
+    return;
+  }
+  j->sv = sv;
+  j->s = s;
+  j->pid = (int)pid;
+  j->f = mt_pfetch_start(&sv->loop, (int)pid, secs, sv->o->timeout_ms,
+                         prof_fetched, j, err, sizeof err);
+  if (!j->f) {
+    free(j);
+    prof_answer_text(s, 404, err);
+    return;
+  }
+  j->next = sv->profs;
+  sv->profs = j;
+  sv->nprofs++;
+}
+
+/* The server stops: no request is answered any more (the server answers
+ * them 503); fetches and waits end, the profile on the worker is dropped
+ * when it is done. */
+static void prof_stop(serve_t *sv) {
+  sv->queue_head = sv->queue_tail = NULL;
+  for (sv_prof_t *j = sv->profs, *next; j; j = next) {
+    next = j->next;
+    j->s = NULL;
+    if (j->f) {
+      mt_pfetch_release(j->f);
+      j->f = NULL;
+    }
+  }
+  /* Those not on the worker are freed now. */
+  for (sv_prof_t *j = sv->profs, *next; j; j = next) {
+    next = j->next;
+    if (!j->on_worker)
+      prof_finish(j);
+  }
+}
+
+/* ------------------------------------------------------------------------
  * The command
  * ------------------------------------------------------------------------ */
 
@@ -473,6 +683,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     return;
   sv->stopping = 1;
   answer_all(sv);
+  prof_stop(sv);
   mt_httpd_stop(sv->http);
   sv->http = NULL;
   /* No round is waited for any more: retiring the targets answers no
@@ -537,6 +748,7 @@ int mt_serve_main(const mt_opts_t *o) {
   }
   mt_httpd_hooks_t hooks = {.scrape = on_scrape,
                             .arg = &sv,
+                            .pprof = on_pprof,
                             .metrics_path = o->telemetry_path,
                             .web_path = o->web_config};
   int rc = mt_httpd_start(&sv.loop, o->listen, &sv.web, &hooks, &sv.http, err,

@@ -1275,6 +1275,122 @@ static void test_web_config_reread(void **state) {
   unlink(key);
 }
 
+/* `go tool pprof -top` on URL (SSL_CERT_FILE trusting ca, HOME and
+ * GOCACHE under the test's directory): its output (malloc'd); fails the
+ * test if pprof does. */
+static char *go_pprof_top(const char *url, const char *ca) {
+  char cmd[3000], out[600];
+  snprintf(out, sizeof out, "%s/pprof-top.txt", dir);
+  snprintf(cmd, sizeof cmd,
+           "SSL_CERT_FILE='%s/serve/%s' HOME='%s' GOCACHE='%s/gocache' "
+           "PPROF_TMPDIR='%s' TZ=UTC timeout 120 go tool pprof -top "
+           "-symbolize=none '%s' >'%s' 2>&1",
+           data_dir, ca, dir, dir, dir, url, out);
+  int st = system(cmd);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  unlink(out);
+  if (st != 0)
+    fail_msg("go tool pprof %s failed: %s", url, buf);
+  return strdup(buf);
+}
+
+/* /debug/pprof/heap?pid=N[&seconds=S] behind the same TLS and basic auth
+ * as the metrics: the real `go tool pprof` reads a profiled program's
+ * heap over https with a user and password in the URL, by function name
+ * (the profile resolved by memtop, as `memtop profile` resolves it), and
+ * its growth over a second; without the password 401, a bad pid 400, a
+ * process that runs no libmemstats an error that says so. */
+static void test_pprof_heap(void **state) {
+  (void)state;
+  if (!host_have_program("go") || !host_have_program("curl")) {
+    print_message("skipped: go (golang-go) or curl is not installed\n");
+    skip();
+  }
+  char prog[1300], ld[1300], line[256] = "";
+  snprintf(prog, sizeof prog, "%s/progs/pl_prof", build_dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  const char *argv[] = {prog, "sites", NULL};
+  const char *env[] = {ld, "MEMSTATS_PROFILE_RATE=1", NULL};
+  target_t t;
+  assert_int_equal(target_launch(&t, argv, NULL, env, NULL, NULL, 0), 0);
+  kid(t.pid);
+  while (strncmp(line, "ready ", 6) != 0)
+    if (target_read_line(t.out, line, sizeof line) != 0)
+      fail_msg("pl_prof did not start");
+  close(t.out);
+  proc_t p = {t.pid, t.in};
+
+  char cfg[512], text[4096];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(text, sizeof text,
+           "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+           "  key_file: %s/serve/test.key\n"
+           "basic_auth_users:\n  alice: " HASH "\n",
+           data_dir, data_dir);
+  write_text(cfg, text);
+  server_t s = start_serve("--web.config.file", cfg, NULL);
+
+  char url[512];
+  snprintf(url, sizeof url,
+           "https://alice:s3cret@127.0.0.1:%d/debug/pprof/heap?pid=%d", s.port,
+           p.pid);
+  char *top = go_pprof_top(url, "test.crt");
+  assert_non_null(strstr(top, "Type: inuse_space"));
+  assert_non_null(strstr(top, " f_big\n"));
+  assert_non_null(strstr(top, " f_small\n"));
+  free(top);
+  snprintf(url, sizeof url,
+           "https://alice:s3cret@127.0.0.1:%d/debug/pprof/heap?pid=%d"
+           "&seconds=1",
+           s.port, p.pid);
+  top = go_pprof_top(url, "test.crt");
+  assert_non_null(strstr(top, "(growth over the interval)"));
+  free(top);
+
+  /* The same door as the metrics: no password, no profile. */
+  char cmd[2048], out[256];
+  static const struct {
+    const char *user, *query;
+    int want;
+  } cases[] = {{"", "?pid=1", 401},
+               {"-u alice:s3cret", "?pid=x", 400},
+               {"-u alice:s3cret", "", 400},
+               {"-u alice:s3cret", "?pid=1&seconds=100000", 400}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd,
+             "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+             "--cacert %s/serve/test.crt %s "
+             "'https://127.0.0.1:%d/debug/pprof/heap%s'",
+             data_dir, cases[i].user, s.port, cases[i].query);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    pclose(f);
+    if (atoi(out) != cases[i].want)
+      fail_msg("%s: got '%s', want %d", cmd, out, cases[i].want);
+  }
+  /* This test's own process runs no libmemstats: said, not served. */
+  snprintf(cmd, sizeof cmd,
+           "curl -s --max-time 60 --cacert %s/serve/test.crt -u alice:s3cret "
+           "'https://127.0.0.1:%d/debug/pprof/heap?pid=%d'",
+           data_dir, s.port, (int)getpid());
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  pclose(f);
+  assert_non_null(strstr(text, "libmemstats"));
+  stop_serve(s);
+  stop_prog(p);
+  unlink(cfg);
+}
+
 /* ------------------------------------------------------------------------
  * A real Prometheus
  * ------------------------------------------------------------------------ */
@@ -1501,6 +1617,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
       cmocka_unit_test_teardown(test_node_exporter_flags, end_kids),
       cmocka_unit_test_teardown(test_web_config_reread, end_kids),
+      cmocka_unit_test_teardown(test_pprof_heap, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
       cmocka_unit_test(test_contrib_prometheus),
   };
