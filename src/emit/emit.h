@@ -150,6 +150,9 @@ typedef struct ms__prom_opts_s {
   const char *version;         /* memtop_build_info's */
   int no_size_classes;         /* leave out memstats_size_class_* */
   const ms__prom_self_t *self; /* NULL: no process_* families */
+  /* memtop_scrape_late_targets: the targets served their last figures
+   * because their read was late (serve.c); -1: not served. */
+  long late_targets;
 } ms__prom_opts_t;
 
 /* The exposition of n processes, appended to *out: the text format 0.0.4,

@@ -634,7 +634,7 @@ static void memtop_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
 int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
                         const ms__prom_target_t *targets, size_t n,
                         const char *memtop_version) {
-  ms__prom_opts_t o = {memtop_version, 0, NULL};
+  ms__prom_opts_t o = {memtop_version, 0, NULL, -1};
   return ms__emit_prometheus_opts(out, openmetrics, targets, n, &o);
 }
 
@@ -679,6 +679,11 @@ int ms__emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
   estimated_family(&w, targets, n, bd, !opts->no_size_classes);
   duration_family(&w, targets, n);
   memtop_families(&w, targets, n, memtop_version);
+  if (opts->late_targets >= 0)
+    self_u64(&w, "memtop_scrape_late_targets",
+             "Processes served the figures of their last read because this "
+             "scrape's read was late (its answer is kept for the next).",
+             (uint64_t)opts->late_targets);
   self_families(&w, opts->self);
   if (w.om)
     ms__strbuf_puts(out, "# EOF\n");

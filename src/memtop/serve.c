@@ -70,13 +70,16 @@ typedef struct sv_prof_s {
 
 /* What serve keeps of a target (the set's target's `user`). */
 typedef struct sv_target_s {
-  ms_snapshot_t *snap; /* the latest answer; NULL until the first */
-  uint64_t errors;     /* failed reads */
-  int pending;         /* the current round waits for its answer */
-  uint64_t asked_ns;   /* mt_tset_now_ns() of the request in flight */
-  uint64_t asked_hr;   /* uv_hrtime() of the same (the loop's clock is
-                        * in milliseconds, a read takes less) */
-  uint64_t read_ns;    /* how long the last answered read took */
+  ms_snapshot_t *snap;  /* the latest answer; NULL until the first */
+  uint64_t errors;      /* failed reads */
+  int pending;          /* the current round waits for its answer */
+  int late;             /* this round served its last figures: its read was
+                         * later than MT_SERVE_LATE_MS */
+  uint64_t answered_hr; /* uv_hrtime() of its last answer */
+  uint64_t asked_ns;    /* mt_tset_now_ns() of the request in flight */
+  uint64_t asked_hr;    /* uv_hrtime() of the same (the loop's clock is
+                         * in milliseconds, a read takes less) */
+  uint64_t read_ns;     /* how long the last answered read took */
   char exe[MS__PROM_EXE_MAX + 1];
   char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
 } sv_target_t;
@@ -94,6 +97,7 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
+  uv_timer_t late; /* MT_SERVE_LATE_MS into a round */
   uv_signal_t sig[3];
   int stopping;
   sv_prof_t *profs; /* the profile requests */
@@ -227,6 +231,7 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
   uint64_t hr = uv_hrtime();
   if (u->asked_hr && hr > u->asked_hr)
     u->read_ns = hr - u->asked_hr;
+  u->answered_hr = hr;
   round_drop(sv, u);
 }
 
@@ -272,10 +277,34 @@ static void on_probed(void *arg) {
   round_check_end(arg);
 }
 
+/* MT_SERVE_LATE_MS into the round: the targets that have figures and
+ * have not answered yet are served their last ones (with their age) and
+ * waited for no more; their reads go on, and their answers are kept for
+ * the next scrape. Only a target with no figures at all (just found)
+ * still holds the round, up to MT_SERVE_WAIT_MS. Under load, out of 200
+ * processes some are always late to be scheduled: the slowest of them
+ * made the tail (issue 24). */
+static void late_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  if (!sv->in_round)
+    return;
+  size_t n = mt_tset_count(sv->set);
+  for (size_t i = 0; i < n; i++) {
+    sv_target_t *u = mt_tset_at(sv->set, i)->user;
+    if (u && u->pending && u->snap) {
+      u->pending = 0;
+      u->late = 1;
+      sv->pending--;
+    }
+  }
+  round_check_end(sv);
+}
+
 static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
+  uv_timer_start(&sv->late, late_cb, MT_SERVE_LATE_MS, 0);
   size_t n = mt_tset_count(sv->set);
   uint64_t now = mt_tset_now_ns(sv->set);
   /* A target still busy with an earlier request is not asked again: the
@@ -286,6 +315,7 @@ static void round_start(serve_t *sv) {
   for (size_t i = 0; i < n; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
     sv_target_t *u = t->user;
+    u->late = 0;
     if (t->gone)
       u->pending = 0;
     else if (!mt_tset_busy(sv->set, t))
@@ -368,6 +398,8 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   size_t count = mt_tset_count(sv->set);
   ms__prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
   size_t n = 0;
+  long late = 0;
+  uint64_t hr_now = uv_hrtime();
   if (!pt) {
     body->oom = 1;
     return;
@@ -377,8 +409,12 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     sv_target_t *u = t->user;
     /* A process that exited since the round is served no more; the
      * round does not wait for it (its failure is not reported, the
-     * set having been told), and the next listing drops it. */
-    if (!t->gone && !target_alive(t))
+     * set having been told), and the next listing drops it. One that
+     * answered a moment ago (MT_SERVE_LATE_MS) is taken as alive: 200
+     * reads of /proc cost the loop some 3 ms a scrape. */
+    if (!t->gone &&
+        hr_now - u->answered_hr > (uint64_t)MT_SERVE_LATE_MS * 1000000u &&
+        !target_alive(t))
       mt_tset_mark_gone(sv->set, t);
     if (t->gone) {
       if (u->pending) {
@@ -395,11 +431,12 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
       pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
     pt[n].group = sv->o->group_by != MT_GROUP_NONE ? u->group : NULL;
     pt[n].read_ns = u->read_ns;
+    late += u->late;
     n++;
   }
   ms__prom_self_t self;
   read_self(&self);
-  ms__prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self};
+  ms__prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late};
   ms__emit_prometheus_opts(body, openmetrics, pt, n, &po);
   free(pt);
 }
@@ -413,6 +450,7 @@ static void answer(serve_t *sv, mt_scrape_t *s) {
 
 static void answer_all(serve_t *sv) {
   uv_timer_stop(&sv->bound);
+  uv_timer_stop(&sv->late);
   /* The scrapes waiting now are answered with the figures of this
    * moment: rendered once per format, gzipped at most once, and sent to
    * each from the same buffers (memtop's cost does not grow with the
@@ -693,6 +731,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   mt_tset_free(sv->set);
   sv->set = NULL;
   uv_close((uv_handle_t *)&sv->bound, NULL);
+  uv_close((uv_handle_t *)&sv->late, NULL);
   uv_close((uv_handle_t *)&sv->sig[0], NULL);
   uv_close((uv_handle_t *)&sv->sig[1], NULL);
   uv_close((uv_handle_t *)&sv->sig[2], NULL);
@@ -762,6 +801,8 @@ int mt_serve_main(const mt_opts_t *o) {
   }
   uv_timer_init(&sv.loop, &sv.bound);
   sv.bound.data = &sv;
+  uv_timer_init(&sv.loop, &sv.late);
+  sv.late.data = &sv;
   /* Every attachable process, listed every MT_SERVE_RESCAN_MS (timed for
    * the listing and a new target's first read only: `request` skips the
    * rest), a process that exited dropped at the next listing. */
@@ -786,6 +827,7 @@ int mt_serve_main(const mt_opts_t *o) {
     fprintf(stderr, "memtop: out of memory\n");
     mt_httpd_stop(sv.http);
     uv_close((uv_handle_t *)&sv.bound, NULL);
+    uv_close((uv_handle_t *)&sv.late, NULL);
     uv_run(&sv.loop, UV_RUN_DEFAULT);
     uv_loop_close(&sv.loop);
     mt_webconfig_free(&sv.web);

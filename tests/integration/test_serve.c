@@ -15,10 +15,11 @@
  *   - basic auth from a web config: 401 with WWW-Authenticate without or
  *     with a wrong password, 200 with the right one; TLS: curl gets 200
  *     over https, plain HTTP to the TLS port gets no answer;
- *   - a stopped target (SIGSTOP) does not hold a scrape past the bound:
- *     with MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
+ *   - a stopped target (SIGSTOP) does not hold a scrape: with
+ *     MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
  *     client gives up after one minute), with the stopped target's last
- *     figures, older than the others';
+ *     figures, older than the others', served as late
+ *     (memtop_scrape_late_targets) rather than waited for;
  *   - targets that start while serving appear; targets that exit
  *     disappear (no series for a dead PID);
  *   - Prometheus itself scrapes memtop serve and its query API returns
@@ -977,6 +978,12 @@ static void test_hung_target(void **state) {
     double age_b = sample(body, "memstats_snapshot_age_seconds", b.pid);
     if (!(age_a > age_b))
       fail_msg("stopped target's age %g, running one's %g", age_a, age_b);
+    /* Served at once (MT_SERVE_LATE_MS), not at the scrape's bound: the
+     * scrape says it served a late target's last figures. */
+    const char *late = strstr(body, "\nmemtop_scrape_late_targets ");
+    if (!late || atoi(late + 28) < 1)
+      fail_msg("the stopped target was not served as late: %s",
+               late ? late + 1 : "no memtop_scrape_late_targets");
     /* The first scrape's bound ended its round: the second is a round of
      * its own, which reads the running target again (its figures are
      * younger than the time since the first scrape was answered) and
