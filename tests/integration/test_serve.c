@@ -1537,6 +1537,68 @@ static void test_prometheus_scrapes(void **state) {
   unlink(cfg);
 }
 
+/* contrib/systemd: the unit's ExecStart is a command line this memtop
+ * takes (its flags, in the --flag=value form systemd passes them), with
+ * the address and the web config made the test's own; the drop-in
+ * preloads the library this build installs. */
+static void test_contrib_systemd(void **state) {
+  (void)state;
+  char path[1500];
+  snprintf(path, sizeof path, "%s/../../contrib/systemd/memtop-serve.service",
+           data_dir);
+  char *unit = host_read_all(path, NULL);
+  assert_non_null(unit);
+  const char *exec = strstr(unit, "\nExecStart=");
+  assert_non_null(exec);
+  exec += strlen("\nExecStart=");
+  char line[1024];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(exec, "\n"), exec);
+  free(unit);
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  write_text(cfg, "basic_auth_users:\n  alice: " HASH "\n");
+  /* memtop serve ARGS... */
+  char *words[8] = {NULL}, *save = NULL, args[8][600];
+  int n = 0;
+  for (char *w = strtok_r(line, " ", &save); w && n < 8;
+       w = strtok_r(NULL, " ", &save))
+    words[n++] = w;
+  assert_true(n >= 2);
+  assert_non_null(strstr(words[0], "/memtop"));
+  assert_string_equal(words[1], "serve");
+  const char *a[8] = {NULL};
+  for (int i = 2; i < n; i++) {
+    if (strncmp(words[i], "--web.listen-address=", 21) == 0)
+      snprintf(args[i], sizeof args[i], "--web.listen-address=127.0.0.1:0");
+    else if (strncmp(words[i], "--web.config.file=", 18) == 0)
+      snprintf(args[i], sizeof args[i], "--web.config.file=%s", cfg);
+    else
+      snprintf(args[i], sizeof args[i], "%s", words[i]);
+    a[i - 2] = args[i];
+  }
+  server_t s = start_serve(a[0], a[1], a[2], a[3], a[4], a[5], NULL);
+  reply_t r;
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 401); /* the unit's web config asks for one */
+  reply_free(&r);
+  /* ExecReload's SIGHUP. */
+  assert_int_equal(kill(s.pid, SIGHUP), 0);
+  http(s.port, "GET", "/metrics", "Authorization: Basic YWxpY2U6czNjcmV0\r\n",
+       &r);
+  assert_int_equal(r.status, 200);
+  reply_free(&r);
+  stop_serve(s);
+  unlink(cfg);
+
+  snprintf(path, sizeof path, "%s/../../contrib/systemd/preload.conf",
+           data_dir);
+  char *dropin = host_read_all(path, NULL);
+  assert_non_null(dropin);
+  assert_non_null(strstr(dropin, "\nEnvironment=LD_PRELOAD=" MT_PRELOAD_DIR
+                                 "/libmemstats-preload.so\n"));
+  free(dropin);
+}
+
 /* contrib/prometheus: the scrape example is a valid config, the rules
  * pass their own tests (promtool test rules), and the Grafana dashboard
  * is JSON with the breakdown stacked and the pauses as a heatmap. */
@@ -1627,6 +1689,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_pprof_heap, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
       cmocka_unit_test(test_contrib_prometheus),
+      cmocka_unit_test_teardown(test_contrib_systemd, end_kids),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
