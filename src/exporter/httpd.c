@@ -143,6 +143,7 @@ struct mt_httpd_s {
   web_t *web;     /* the current web config (a reference) */
   web_t *retired; /* replaced ones still referenced or recent */
   int web_bad;    /* the file no longer reads: requests get 500 */
+  int cert_cb;    /* the certificate is given at each handshake */
   char web_err[512];
   mt_httpd_hooks_t hooks;
   const char *metrics_path;
@@ -365,6 +366,15 @@ static web_t *web_current(mt_httpd_t *h) {
     snprintf(err, sizeof err,
              "%s: TLS is turned %s, which takes a restart of memtop serve",
              path, h->tls ? "off" : "on");
+    rc = MS_EINVAL;
+  }
+  if (rc == 0 && h->tls && !h->cert_cb &&
+      (!same_str(n->cfg->cert_pem, h->web->cfg->cert_pem) ||
+       !same_str(n->cfg->key_pem, h->web->cfg->key_pem))) {
+    snprintf(err, sizeof err,
+             "%s: the certificate or key changed, and this libmicrohttpd "
+             "cannot take a new one while it runs: restart memtop serve",
+             path);
     rc = MS_EINVAL;
   }
   if (rc == 0 && !same_str(n->cfg->tls_priority, h->web->cfg->tls_priority)) {
@@ -1375,13 +1385,25 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   /* The versions, suites and curves of the web config (TLS 1.2 and 1.3,
    * ECDHE and AEAD by default: webconfig.h). */
   /* The certificate and key are given at each handshake (cert_cb), so
-   * that a rotated one is served from the next connection. */
-  struct MHD_OptionItem tls_opts[] = {
-      {tls ? MHD_OPTION_HTTPS_CERT_CALLBACK : MHD_OPTION_END, 0,
-       tls ? (void *)(uintptr_t)cert_cb : NULL},
-      {tls && web->tls_priority ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
-       0, tls ? web->tls_priority : NULL},
-      {MHD_OPTION_END, 0, NULL}};
+   * that a rotated one is served from the next connection; a
+   * libmicrohttpd without the callback gets them once. */
+  h->cert_cb = tls && MHD_is_feature_supported(
+                          MHD_FEATURE_HTTPS_CERT_CALLBACK) == MHD_YES;
+  struct MHD_OptionItem tls_opts[4];
+  size_t nopt = 0;
+  if (tls && h->cert_cb) {
+    tls_opts[nopt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK,
+                                               0, (void *)(uintptr_t)cert_cb};
+  } else if (tls) {
+    tls_opts[nopt++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, web->cert_pem};
+    tls_opts[nopt++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, web->key_pem};
+  }
+  if (tls && web->tls_priority)
+    tls_opts[nopt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                               web->tls_priority};
+  tls_opts[nopt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   /* libmicrohttpd's own limit leaves room for the connections the accept
    * policy closes to make room (they close at the next run). */
   h->d = MHD_start_daemon(
