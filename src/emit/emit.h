@@ -148,7 +148,33 @@ typedef struct ms__prom_target_s {
   uint64_t scrape_errors;    /* times memtop failed to read it */
   const char *container;     /* borrowed; NULL or "": not in one */
   const char *pod;           /* borrowed; NULL or "": not in one */
+  const char *group;         /* the `group` label (--group-by); NULL: none */
+  uint64_t read_ns;          /* how long its last read took; 0: unknown */
 } ms__prom_target_t;
+
+/* memtop's own process, as client_golang's process collector serves one
+ * (process_*): each figure served when its have_ flag is set. */
+typedef struct ms__prom_self_s {
+  double cpu_seconds;         /* user + system */
+  double start_time_s;        /* since the epoch */
+  uint64_t resident_bytes;    /* RSS */
+  uint64_t virtual_bytes;     /* VmSize */
+  uint64_t virtual_max_bytes; /* RLIMIT_AS; UINT64_MAX: unlimited */
+  uint64_t open_fds, max_fds;
+  unsigned have_stat : 1; /* cpu, start time, resident, virtual */
+  unsigned have_fds : 1;  /* open_fds, max_fds */
+  unsigned have_vmax : 1;
+} ms__prom_self_t;
+
+/* What an exposition leaves out or adds. */
+typedef struct ms__prom_opts_s {
+  const char *version;         /* memtop_build_info's */
+  int no_size_classes;         /* leave out memstats_size_class_* */
+  const ms__prom_self_t *self; /* NULL: no process_* families */
+  /* memtop_scrape_late_targets: the targets served their last figures
+   * because their read was late (serve.c); -1: not served. */
+  long late_targets;
+} ms__prom_opts_t;
 
 /* The exposition of n processes, appended to *out: the text format 0.0.4,
  * or OpenMetrics 1.0 (openmetrics nonzero: counters' and info metrics'
@@ -163,5 +189,14 @@ typedef struct ms__prom_target_s {
 int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
                         const ms__prom_target_t *targets, size_t n,
                         const char *memtop_version);
+
+/* The same with options: the size classes left out (the largest part of
+ * an exposition, a few hundred series per jemalloc process), memtop's
+ * own process_* families, and per target its `group` label (after pid,
+ * comm and exe) and memtop_scrape_duration_seconds{pid,...}, the time its
+ * last read took. */
+int ms__emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
+                             const ms__prom_target_t *targets, size_t n,
+                             const ms__prom_opts_t *opts);
 
 #endif

@@ -192,6 +192,11 @@ static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
     label_value_to(out, t->pod, strnlen(t->pod, MS_NAME_MAX));
     ms__strbuf_puts(out, "\"");
   }
+  if (t->group) {
+    ms__strbuf_puts(out, ",group=\"");
+    label_value_to(out, t->group, strnlen(t->group, MS__PROM_EXE_MAX));
+    ms__strbuf_puts(out, "\"");
+  }
 }
 
 static void put_target_labels(walk_t *w, const ms__prom_target_t *t) {
@@ -498,7 +503,7 @@ static void age_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
 /* memstats_estimated{metric=...}: one sample per figure served as an
  * estimate (see the opening comment). */
 static void estimated_family(walk_t *w, const ms__prom_target_t *ts, size_t n,
-                             const ms_breakdown_t *bd) {
+                             const ms_breakdown_t *bd, int classes) {
   family_t fam = family_of("memstats_estimated",
                            "1 for each metric of this process whose value "
                            "is an estimate, not an exact figure.",
@@ -518,7 +523,7 @@ static void estimated_family(walk_t *w, const ms__prom_target_t *ts, size_t n,
       snprintf(lab, sizeof lab, ",metric=\"%s\"", fi->prom_name);
       sample_u64(w, "memstats_estimated", "", &ts[i], lab, 1);
     }
-    if (qual(s, MS_F_BY_SIZE) == MS_Q_ESTIMATED) {
+    if (classes && qual(s, MS_F_BY_SIZE) == MS_Q_ESTIMATED) {
       static const char *const cls[] = {"memstats_size_class_mallocs_total",
                                         "memstats_size_class_frees_total"};
       for (size_t c = 0; c < 2; c++) {
@@ -543,6 +548,71 @@ static void estimated_family(walk_t *w, const ms__prom_target_t *ts, size_t n,
 /* ------------------------------------------------------------------------
  * memtop's own families
  * ------------------------------------------------------------------------ */
+
+/* One sample of memtop's own, without labels. */
+static void self_u64(walk_t *w, const char *name, const char *help,
+                     uint64_t v) {
+  family_t f = family_of(name, help, K_GAUGE);
+  header(w, &f);
+  ms__strbuf_printf(w->out, "%s ", name);
+  put_u64(w->out, v);
+  ms__strbuf_puts(w->out, "\n");
+}
+
+static void self_double(walk_t *w, const char *name, const char *help,
+                        kind_t kind, double v) {
+  family_t f = family_of(name, help, kind);
+  header(w, &f);
+  ms__strbuf_printf(w->out, "%s ", name);
+  put_double(w, v);
+  ms__strbuf_puts(w->out, "\n");
+}
+
+/* memtop's own process, named as client_golang's process collector names
+ * it, so that node_exporter's dashboards and alerts apply. */
+static void self_families(walk_t *w, const ms__prom_self_t *p) {
+  if (!p)
+    return;
+  if (p->have_stat) {
+    self_double(w, "process_cpu_seconds_total",
+                "Total user and system CPU time spent in seconds.", K_COUNTER,
+                p->cpu_seconds);
+    self_u64(w, "process_resident_memory_bytes",
+             "Resident memory size in bytes.", p->resident_bytes);
+    self_u64(w, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+             p->virtual_bytes);
+    self_double(w, "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds.",
+                K_GAUGE, p->start_time_s);
+  }
+  if (p->have_vmax)
+    self_double(w, "process_virtual_memory_max_bytes",
+                "Maximum amount of virtual memory available in bytes.", K_GAUGE,
+                p->virtual_max_bytes == UINT64_MAX
+                    ? -1.0
+                    : (double)p->virtual_max_bytes);
+  if (p->have_fds) {
+    self_u64(w, "process_open_fds", "Number of open file descriptors.",
+             p->open_fds);
+    self_u64(w, "process_max_fds", "Maximum number of open file descriptors.",
+             p->max_fds);
+  }
+}
+
+/* How long each target's last read took (asked to answered, on memtop's
+ * loop): the slow ones, which a scrape serves with their last figures. */
+static void duration_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+  family_t fam = family_of("memtop_scrape_duration_seconds",
+                           "How long memtop's last read of this process "
+                           "took (asked to answered).",
+                           K_GAUGE);
+  for (size_t i = 0; i < n; i++) {
+    if (!ts[i].read_ns)
+      continue;
+    header(w, &fam);
+    sample_ns(w, "memtop_scrape_duration_seconds", "", &ts[i], ts[i].read_ns);
+  }
+}
 
 static void memtop_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
                             const char *version) {
@@ -576,8 +646,16 @@ static void memtop_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
 int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
                         const ms__prom_target_t *targets, size_t n,
                         const char *memtop_version) {
-  if (!out || (n && !targets))
+  ms__prom_opts_t o = {memtop_version, 0, NULL, -1};
+  return ms__emit_prometheus_opts(out, openmetrics, targets, n, &o);
+}
+
+int ms__emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
+                             const ms__prom_target_t *targets, size_t n,
+                             const ms__prom_opts_t *opts) {
+  if (!out || (n && !targets) || !opts)
     return MS_EINVAL;
+  const char *memtop_version = opts->version;
   walk_t w = {out, openmetrics != 0, targets, MS_STRBUF_INIT, NULL};
   /* Each target's breakdown and labels once, for all its samples. */
   ms_breakdown_t *bd = NULL;
@@ -606,11 +684,19 @@ int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
   fields_families(&w, targets, n);
   breakdown_families(&w, targets, n, bd);
   pause_family(&w, targets, n);
-  class_families(&w, targets, n);
+  if (!opts->no_size_classes)
+    class_families(&w, targets, n);
   info_family(&w, targets, n);
   age_family(&w, targets, n);
-  estimated_family(&w, targets, n, bd);
+  estimated_family(&w, targets, n, bd, !opts->no_size_classes);
+  duration_family(&w, targets, n);
   memtop_families(&w, targets, n, memtop_version);
+  if (opts->late_targets >= 0)
+    self_u64(&w, "memtop_scrape_late_targets",
+             "Processes served the figures of their last read because this "
+             "scrape's read was late (its answer is kept for the next).",
+             (uint64_t)opts->late_targets);
+  self_families(&w, opts->self);
   if (w.om)
     ms__strbuf_puts(out, "# EOF\n");
   free(bd);

@@ -26,6 +26,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <arpa/inet.h>
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -78,12 +80,36 @@ typedef struct buckets_s {
 
 enum { AUTH_NONE, AUTH_PENDING, AUTH_OK, AUTH_FAILED, AUTH_LIMITED };
 
+/* What a request asks for. */
+enum { REQ_METRICS, REQ_PPROF, REQ_LANDING };
+
+/* A web config as read at one moment, with the certificate chain and key
+ * handed to GnuTLS at handshakes: referenced by the server while it is
+ * current and by each password check running on a worker; once replaced
+ * it is kept MT_HTTPD_HEADERS_S * 2 more (a handshake begun with it has
+ * ended by then: the headers must have come), then freed with its last
+ * reference. The first one is the caller's (borrowed: never freed). */
+#define WEB_CHAIN_MAX 16
+typedef struct web_s {
+  mt_webconfig_t *cfg;
+  mt_webconfig_t own;
+  int borrowed;
+  int refs;
+  struct web_s *next; /* the retired list */
+  uint64_t retired_ns;
+  mt_webstamp_t stamp;
+  gnutls_pcert_st chain[WEB_CHAIN_MAX];
+  unsigned nchain;
+  gnutls_privkey_t key;
+} web_t;
+
 typedef struct auth_job_s auth_job_t;
 
 struct mt_scrape_s {
   mt_httpd_t *h;
   struct MHD_Connection *conn;
   mt_scrape_t *next; /* the server's list of scrapes not yet answered */
+  int kind;          /* REQ_* */
   int openmetrics, gzip;
   int answered;        /* mt_scrape_answer() ran: body holds the answer */
   int suspended;       /* the connection waits for it */
@@ -105,7 +131,7 @@ struct auth_job_s {
   uv_work_t req;
   mt_httpd_t *h;
   mt_scrape_t *s;
-  mt_webconfig_t *web;
+  web_t *web; /* a reference */
   char *user, *pass;
   int full; /* 0: the cache only; 1: bcrypt if need be */
   int ok;
@@ -114,8 +140,13 @@ struct auth_job_s {
 struct mt_httpd_s {
   uv_loop_t *loop;
   struct MHD_Daemon *d;
-  mt_webconfig_t *web;
+  web_t *web;     /* the current web config (a reference) */
+  web_t *retired; /* replaced ones still referenced or recent */
+  int web_bad;    /* the file no longer reads: requests get 500 */
+  int cert_cb;    /* the certificate is given at each handshake */
+  char web_err[512];
   mt_httpd_hooks_t hooks;
+  const char *metrics_path;
   uv_poll_t poll;
   uv_timer_t timer;
   uv_timer_t sweep; /* the connections' deadlines, every second */
@@ -204,6 +235,201 @@ static conn_rec_t *rec_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *i =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return i ? i->socket_context : NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * The web config, read again when it changes
+ * ------------------------------------------------------------------------ */
+
+static void web_free(web_t *w) {
+  for (unsigned i = 0; i < w->nchain; i++)
+    gnutls_pcert_deinit(&w->chain[i]);
+  if (w->key)
+    gnutls_privkey_deinit(w->key);
+  if (!w->borrowed)
+    mt_webconfig_free(&w->own);
+  free(w);
+}
+
+/* The public key of a certificate or a private key, as DER: 0 or a
+ * GnuTLS error. */
+static int pub_der(gnutls_pubkey_t pub, gnutls_datum_t *out) {
+  return gnutls_pubkey_export2(pub, GNUTLS_X509_FMT_DER, out);
+}
+
+/* The chain and key of w's config, made ready for the handshakes, and
+ * checked to belong together (a rotation caught between writing the
+ * certificate and the key is refused rather than served). */
+static int web_load_tls(web_t *w, char *err, size_t errlen) {
+  const mt_webconfig_t *c = w->cfg;
+  if (!c->cert_pem || !c->key_pem)
+    return 0;
+  gnutls_datum_t cert = {(unsigned char *)c->cert_pem,
+                         (unsigned)strlen(c->cert_pem)};
+  gnutls_datum_t key = {(unsigned char *)c->key_pem,
+                        (unsigned)strlen(c->key_pem)};
+  unsigned n = WEB_CHAIN_MAX;
+  int rc = gnutls_pcert_list_import_x509_raw(w->chain, &n, &cert,
+                                             GNUTLS_X509_FMT_PEM, 0);
+  if (rc < 0 || n == 0) {
+    snprintf(err, errlen, "%s: no certificate GnuTLS takes (%s)", c->cert_file,
+             rc < 0 ? gnutls_strerror(rc) : "none found");
+    return MS_EINVAL;
+  }
+  w->nchain = n;
+  rc = gnutls_privkey_init(&w->key);
+  if (rc == 0)
+    rc = gnutls_privkey_import_x509_raw(w->key, &key, GNUTLS_X509_FMT_PEM, NULL,
+                                        0);
+  if (rc < 0) {
+    snprintf(err, errlen, "%s: no private key GnuTLS takes (%s)", c->key_file,
+             gnutls_strerror(rc));
+    return MS_EINVAL;
+  }
+  gnutls_pubkey_t mine = NULL;
+  gnutls_datum_t a = {NULL, 0}, b = {NULL, 0};
+  int same = gnutls_pubkey_init(&mine) == 0 &&
+             gnutls_pubkey_import_privkey(mine, w->key, 0, 0) == 0 &&
+             pub_der(mine, &a) == 0 && pub_der(w->chain[0].pubkey, &b) == 0 &&
+             a.size == b.size && memcmp(a.data, b.data, a.size) == 0;
+  gnutls_free(a.data);
+  gnutls_free(b.data);
+  if (mine)
+    gnutls_pubkey_deinit(mine);
+  if (!same) {
+    snprintf(err, errlen, "%s is not the key of the certificate %s",
+             c->key_file, c->cert_file);
+    return MS_EINVAL;
+  }
+  return 0;
+}
+
+static void web_unref(web_t *w) {
+  if (w)
+    w->refs--;
+}
+
+/* Frees the replaced configs no one uses any more (see web_t); all of
+ * them when the server is freed. */
+static void web_sweep(mt_httpd_t *h, uint64_t now, int all) {
+  for (web_t **p = &h->retired; *p;) {
+    web_t *w = *p;
+    if (all ||
+        (w->refs <= 0 &&
+         now - w->retired_ns > (uint64_t)MT_HTTPD_HEADERS_S * 2 * NS_PER_S)) {
+      *p = w->next;
+      web_free(w);
+    } else {
+      p = &w->next;
+    }
+  }
+}
+
+/* Says on stderr once why the web config no longer serves. */
+static void web_failed(mt_httpd_t *h, const char *why) {
+  if (h->web_bad && strcmp(h->web_err, why) == 0)
+    return;
+  h->web_bad = 1;
+  snprintf(h->web_err, sizeof h->web_err, "%s", why);
+  fprintf(stderr,
+          "memtop: the web config changed and cannot be used: %s; "
+          "requests are refused (500) until it is fixed\n",
+          h->web_err);
+}
+
+static int same_str(const char *a, const char *b) {
+  return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+/* The web config a request or a handshake uses now: read again first if
+ * its file, certificate or key changed. NULL when the file does not read
+ * (or asks what takes a restart): the caller refuses. */
+static web_t *web_current(mt_httpd_t *h) {
+  const char *path = h->hooks.web_path;
+  if (!path)
+    return h->web;
+  mt_webstamp_t before;
+  mt_webconfig_stamp(path, h->web->cfg, &before);
+  if (mt_webstamp_same(&before, &h->web->stamp))
+    return h->web_bad ? NULL : h->web;
+  web_t *n = calloc(1, sizeof *n);
+  char err[512];
+  if (!n) {
+    web_failed(h, "out of memory");
+    return NULL;
+  }
+  n->cfg = &n->own;
+  int rc = mt_webconfig_load(path, &n->own, err, sizeof err);
+  if (rc == 0)
+    rc = web_load_tls(n, err, sizeof err);
+  if (rc == 0 && (n->cfg->cert_pem != NULL) != h->tls) {
+    snprintf(err, sizeof err,
+             "%s: TLS is turned %s, which takes a restart of memtop serve",
+             path, h->tls ? "off" : "on");
+    rc = MS_EINVAL;
+  }
+  if (rc == 0 && h->tls && !h->cert_cb &&
+      (!same_str(n->cfg->cert_pem, h->web->cfg->cert_pem) ||
+       !same_str(n->cfg->key_pem, h->web->cfg->key_pem))) {
+    snprintf(err, sizeof err,
+             "%s: the certificate or key changed, and this libmicrohttpd "
+             "cannot take a new one while it runs: restart memtop serve",
+             path);
+    rc = MS_EINVAL;
+  }
+  if (rc == 0 && !same_str(n->cfg->tls_priority, h->web->cfg->tls_priority)) {
+    snprintf(err, sizeof err,
+             "%s: the TLS versions, suites or curves changed, which takes a "
+             "restart of memtop serve",
+             path);
+    rc = MS_EINVAL;
+  }
+  if (rc != 0) {
+    /* Read again at the next request: it may be in the middle of being
+     * written. */
+    web_free(n);
+    web_failed(h, err);
+    return NULL;
+  }
+  mt_webconfig_stamp(path, n->cfg, &n->stamp);
+  /* Written while it was read: read again next time. */
+  if (memcmp(&n->stamp.f[0], &before.f[0], sizeof before.f[0]) != 0)
+    memset(&n->stamp, 0, sizeof n->stamp);
+  if (h->web_bad)
+    fprintf(stderr, "memtop: the web config reads again: serving\n");
+  h->web_bad = 0;
+  n->refs = 1;
+  web_t *old = h->web;
+  h->web = n;
+  old->refs--;
+  old->retired_ns = now_ns();
+  old->next = h->retired;
+  h->retired = old;
+  return n;
+}
+
+/* The server whose handshakes cert_cb serves: GnuTLS's callback has no
+ * argument of its own, and memtop runs one server. */
+static mt_httpd_t *tls_server;
+
+/* A TLS handshake: the certificate of the web config as it is now (a
+ * rotated one from the first handshake after the rotation). */
+static int cert_cb(gnutls_session_t sess, const gnutls_datum_t *req_ca_dn,
+                   int nreqs, const gnutls_pk_algorithm_t *pk_algos,
+                   int pk_algos_length, gnutls_pcert_st **pcert,
+                   unsigned int *pcert_length, gnutls_privkey_t *pkey) {
+  (void)sess;
+  (void)req_ca_dn;
+  (void)nreqs;
+  (void)pk_algos;
+  (void)pk_algos_length;
+  web_t *w = tls_server ? web_current(tls_server) : NULL;
+  if (!w || w->nchain == 0 || !w->key)
+    return -1;
+  *pcert = w->chain;
+  *pcert_length = w->nchain;
+  *pkey = w->key;
+  return 0;
 }
 
 /* ------------------------------------------------------------------------
@@ -389,6 +615,7 @@ static void sweep_cb(uv_timer_t *t) {
   for (conn_rec_t *r = h->conns; r; r = r->next)
     if (!r->evicted && r->deadline_ns && now >= r->deadline_ns)
       evict(h, r);
+  web_sweep(h, now, 0);
 }
 
 /* ------------------------------------------------------------------------
@@ -398,7 +625,7 @@ static void sweep_cb(uv_timer_t *t) {
 static enum MHD_Result plain(struct MHD_Connection *c, unsigned status,
                              const char *text, const char *allow) {
   struct MHD_Response *r = MHD_create_response_from_buffer(
-      strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_PERSISTENT);
+      strlen(text), (void *)(uintptr_t)text, MHD_RESPMEM_MUST_COPY);
   if (!r)
     return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
@@ -449,6 +676,8 @@ struct mt_answer_s {
   int refs;
   int oom;
   int openmetrics;
+  unsigned status;  /* 0: 200 */
+  int raw;          /* sent as it is: never gzipped */
   const char *data; /* plain's buffer, alive while plain is held */
   size_t len;
   struct MHD_Response *plain, *gz;
@@ -491,6 +720,39 @@ mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics) {
   return a;
 }
 
+void mt_scrape_answer_bytes(mt_scrape_t *s, unsigned status, const char *ctype,
+                            const char *filename, ms__strbuf_t *body) {
+  if (!s || s->answered) {
+    ms__strbuf_free(body);
+    return;
+  }
+  mt_answer_t *a = mt_answer_new(body, 0);
+  if (a) {
+    a->raw = 1;
+    a->status = status;
+    if (a->plain) {
+      /* The metrics' headers replaced: this is no exposition. */
+      MHD_del_response_header(a->plain, MHD_HTTP_HEADER_CONTENT_TYPE, CT_TEXT);
+      MHD_del_response_header(a->plain, MHD_HTTP_HEADER_VARY,
+                              "Accept, Accept-Encoding");
+      MHD_add_response_header(a->plain, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+      if (filename) {
+        char v[160];
+        snprintf(v, sizeof v, "attachment; filename=\"%s\"", filename);
+        MHD_add_response_header(a->plain, "Content-Disposition", v);
+      }
+    }
+  }
+  mt_scrape_answer_with(s, a);
+  mt_answer_release(a);
+}
+
+const char *mt_scrape_arg(const mt_scrape_t *s, const char *name) {
+  if (!s || !s->conn)
+    return NULL;
+  return MHD_lookup_connection_value(s->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
 void mt_answer_release(mt_answer_t *a) {
   if (!a || --a->refs > 0)
     return;
@@ -509,7 +771,7 @@ static enum MHD_Result answer_metrics(mt_scrape_t *s) {
   if (!a || a->oom)
     return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
   struct MHD_Response *r = a->plain;
-  if (s->gzip && a->len > 0) {
+  if (s->gzip && !a->raw && a->len > 0) {
     if (!a->gz_tried) {
       a->gz_tried = 1;
       size_t zn = 0;
@@ -525,7 +787,10 @@ static enum MHD_Result answer_metrics(mt_scrape_t *s) {
     if (a->gz)
       r = a->gz; /* else the body goes uncompressed */
   }
-  enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+  if (a->raw)
+    r = a->plain;
+  enum MHD_Result rc =
+      MHD_queue_response(c, a->status ? a->status : MHD_HTTP_OK, r);
   /* Queued: libmicrohttpd holds the response as long as it sends it. */
   s->answer = NULL;
   mt_answer_release(a);
@@ -549,8 +814,11 @@ static void free_creds(char **user, char **pass) {
 }
 
 static void maybe_free(mt_httpd_t *h) {
-  if (h->stopping && h->handles == 0 && h->jobs == 0)
+  if (h->stopping && h->handles == 0 && h->jobs == 0) {
+    web_sweep(h, 0, 1);
+    web_free(h->web);
     free(h);
+  }
 }
 
 /* The check is over: the connection is served again. */
@@ -595,8 +863,8 @@ static void unqueue_check(mt_httpd_t *h, mt_scrape_t *s) {
 
 static void work_cb(uv_work_t *req) {
   auth_job_t *j = req->data;
-  j->ok = j->full ? mt_webconfig_check(j->web, j->user, j->pass)
-                  : mt_webconfig_check_cached(j->web, j->user, j->pass);
+  j->ok = j->full ? mt_webconfig_check(j->web->cfg, j->user, j->pass)
+                  : mt_webconfig_check_cached(j->web->cfg, j->user, j->pass);
 }
 
 static void after_cb(uv_work_t *req, int status) {
@@ -605,6 +873,7 @@ static void after_cb(uv_work_t *req, int status) {
   mt_scrape_t *s = j->s;
   int ok = status == 0 && j->ok, full = j->full;
   free_creds(&j->user, &j->pass);
+  web_unref(j->web);
   free(j);
   h->jobs--;
   if (full)
@@ -640,6 +909,7 @@ static void start_check(mt_httpd_t *h, mt_scrape_t *s, int full) {
     j->h = h;
     j->s = s;
     j->web = h->web;
+    h->web->refs++;
     j->full = full;
     j->user = strdup(s->user);
     j->pass = strdup(s->pass);
@@ -647,8 +917,10 @@ static void start_check(mt_httpd_t *h, mt_scrape_t *s, int full) {
   }
   if (!j || !j->user || !j->pass ||
       uv_queue_work(h->loop, &j->req, work_cb, after_cb) != 0) {
-    if (j)
+    if (j) {
       free_creds(&j->user, &j->pass);
+      web_unref(j->web);
+    }
     free(j);
     check_done(s, AUTH_FAILED); /* no check, no entry */
     return;
@@ -722,10 +994,43 @@ static void rec_sends(conn_rec_t *r) {
   }
 }
 
-/* The scrape, its password proven (or none needed): handed to the
- * owner. */
+/* The landing page at /, as node_exporter has one: what this is, and
+ * links to the metrics (and the profiles, when served). The metrics path
+ * is --web.telemetry-path's, made of URL-safe characters only (cli.c). */
+static enum MHD_Result landing(mt_httpd_t *h, struct MHD_Connection *c) {
+  char page[2048];
+  snprintf(page, sizeof page,
+           "<!DOCTYPE html>\n<html lang=\"en\">\n<head><meta "
+           "charset=\"utf-8\"><title>memtop exporter</title></head>\n"
+           "<body>\n<h1>memtop exporter</h1>\n"
+           "<p>Where the memory of every attachable process goes "
+           "(libmemstats), for Prometheus. memtop %s.</p>\n<ul>\n"
+           "<li><a href=\"%s\">Metrics</a></li>\n%s</ul>\n</body>\n"
+           "</html>\n",
+           MS_VERSION_STRING, h->metrics_path,
+           h->hooks.pprof ? "<li>Heap profiles: /debug/pprof/heap?pid=PID"
+                            "[&amp;seconds=S], for <code>go tool pprof</code>"
+                            "</li>\n"
+                          : "");
+  struct MHD_Response *r = MHD_create_response_from_buffer(
+      strlen(page), page, MHD_RESPMEM_MUST_COPY);
+  if (!r)
+    return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+                          "text/html; charset=utf-8");
+  enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+  MHD_destroy_response(r);
+  return rc;
+}
+
+/* The request, its password proven (or none needed): the landing page
+ * is answered here; a scrape or a profile is handed to the owner. */
 static enum MHD_Result hand_over(mt_httpd_t *h, mt_scrape_t *s) {
   struct MHD_Connection *c = s->conn;
+  if (s->kind == REQ_LANDING) {
+    rec_sends(s->rec);
+    return landing(h, c);
+  }
   const char *accept =
       MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
   const char *enc = MHD_lookup_connection_value(
@@ -734,7 +1039,10 @@ static enum MHD_Result hand_over(mt_httpd_t *h, mt_scrape_t *s) {
   s->gzip = mt_accept_gzip(enc, MT_HTTPD_HEADER_BYTES);
   s->next = h->waiting;
   h->waiting = s;
-  h->hooks.scrape(h->hooks.arg, s);
+  if (s->kind == REQ_PPROF)
+    h->hooks.pprof(h->hooks.arg, s);
+  else
+    h->hooks.scrape(h->hooks.arg, s);
   if (s->answered) {
     rec_sends(s->rec);
     return answer_metrics(s);
@@ -745,6 +1053,9 @@ static enum MHD_Result hand_over(mt_httpd_t *h, mt_scrape_t *s) {
   return MHD_YES;
 }
 
+/* A request whose headers have come (see access_cb). */
+static char headers_seen;
+
 static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
                                  const char *url, const char *method,
                                  const char *version, const char *upload,
@@ -752,6 +1063,22 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
   mt_httpd_t *h = cls;
   (void)version;
   (void)upload;
+  /* The first call, with the headers only: nothing is answered yet. An
+   * answer queued there makes libmicrohttpd close the connection after
+   * it (it cannot tell that no body follows), and a scraper's
+   * connection is kept alive. A body (on a GET) is read and dropped. */
+  if (*con_cls == NULL) {
+    *con_cls = &headers_seen;
+    rec_sends(rec_of(c));
+    return MHD_YES;
+  }
+  if (*con_cls == &headers_seen) {
+    if (*upload_size) {
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    *con_cls = NULL;
+  }
   mt_scrape_t *s = *con_cls;
   if (s) {
     /* Called again: after a resume, or with upload data (a body on a
@@ -785,13 +1112,34 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
   rec_sends(rec);
   int get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
   int head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-  if (strcmp(url, "/metrics") != 0)
-    return plain(c, MHD_HTTP_NOT_FOUND,
-                 "404 Not Found: memtop serves /metrics\n", NULL);
-  if (!get && !head)
-    return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-                 "405 Method Not Allowed: GET or HEAD /metrics\n", "GET, HEAD");
-  int need_auth = h->web && h->web->nusers > 0;
+  int kind;
+  char text[512];
+  if (strcmp(url, h->metrics_path) == 0)
+    kind = REQ_METRICS;
+  else if (strcmp(url, "/") == 0)
+    kind = REQ_LANDING;
+  else if (h->hooks.pprof && strcmp(url, "/debug/pprof/heap") == 0)
+    kind = REQ_PPROF;
+  else {
+    snprintf(text, sizeof text, "404 Not Found: memtop serves %s\n",
+             h->metrics_path);
+    return plain(c, MHD_HTTP_NOT_FOUND, text, NULL);
+  }
+  if (!get && !head) {
+    snprintf(text, sizeof text, "405 Method Not Allowed: GET or HEAD %s\n",
+             kind == REQ_METRICS ? h->metrics_path
+             : kind == REQ_PPROF ? "/debug/pprof/heap"
+                                 : "/");
+    return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, text, "GET, HEAD");
+  }
+  /* The web config as it is now (read again if it changed). */
+  web_t *web = web_current(h);
+  if (!web)
+    return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                 "500 Internal Server Error: memtop's web config cannot be "
+                 "used (its log says why)\n",
+                 NULL);
+  int need_auth = web->cfg->nusers > 0;
   char *pass = NULL, *user = NULL;
   if (need_auth) {
     user = MHD_basic_auth_get_username_password(c, &pass);
@@ -836,6 +1184,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *c,
   s->h = h;
   s->conn = c;
   s->rec = rec;
+  s->kind = kind;
   *con_cls = s;
   if (!need_auth)
     return hand_over(h, s);
@@ -862,7 +1211,8 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
     rec->checking = NULL;
   }
   mt_scrape_t *s = *con_cls;
-  if (!s)
+  *con_cls = NULL;
+  if (!s || (void *)s == (void *)&headers_seen)
     return;
   forget_check(h, s);
   /* A scrape ends here whether answered or not: the owner may still hold
@@ -975,7 +1325,14 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
                    size_t errlen) {
   if (!loop || !hooks || !hooks->scrape || !out)
     return MS_EINVAL;
+  const char *mpath = hooks->metrics_path ? hooks->metrics_path : "/metrics";
+  if (mpath[0] != '/' || strlen(mpath) > 256)
+    return MS_EINVAL;
   int tls = web && web->cert_pem && web->key_pem;
+  if (tls && tls_server) {
+    snprintf(err, errlen, "one TLS server at a time");
+    return MS_EINVAL;
+  }
   if (tls && MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
     snprintf(err, errlen,
              "this libmicrohttpd was built without TLS: serve plain HTTP "
@@ -986,9 +1343,27 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   if (!h)
     return MS_ENOMEM;
   h->loop = loop;
-  h->web = web;
   h->hooks = *hooks;
+  h->metrics_path = mpath;
   h->tls = tls;
+  /* The config given, as the first of those read (see web_t). */
+  static mt_webconfig_t none;
+  h->web = calloc(1, sizeof *h->web);
+  if (!h->web) {
+    free(h);
+    return MS_ENOMEM;
+  }
+  h->web->cfg = web ? web : &none;
+  h->web->borrowed = 1;
+  h->web->refs = 1;
+  if (hooks->web_path)
+    mt_webconfig_stamp(hooks->web_path, h->web->cfg, &h->web->stamp);
+  int rc0 = web_load_tls(h->web, err, errlen);
+  if (rc0 != 0) {
+    web_free(h->web);
+    free(h);
+    return rc0;
+  }
   h->fails.size = MT_HTTPD_FAILS;
   h->fails.every_s = MT_HTTPD_REFILL_S;
   h->handshakes.size = MT_HTTPD_TLS_CONNS;
@@ -997,24 +1372,38 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   int rc = listen_on(listen ? listen : MT_LISTEN_DEFAULT, &h->listen_fd, where,
                      sizeof where, err, errlen);
   if (rc != 0) {
+    web_free(h->web);
     free(h);
     return rc;
   }
-  snprintf(h->url, sizeof h->url, "%s://%s/metrics", tls ? "https" : "http",
-           where);
+  snprintf(h->url, sizeof h->url, "%s://%s%s", tls ? "https" : "http", where,
+           mpath);
 
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
   if (tls)
     flags |= MHD_USE_TLS;
   /* The versions, suites and curves of the web config (TLS 1.2 and 1.3,
    * ECDHE and AEAD by default: webconfig.h). */
-  struct MHD_OptionItem tls_opts[] = {
-      {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0,
-       tls ? web->cert_pem : NULL},
-      {MHD_OPTION_HTTPS_MEM_KEY, 0, tls ? web->key_pem : NULL},
-      {tls && web->tls_priority ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END,
-       0, tls ? web->tls_priority : NULL},
-      {MHD_OPTION_END, 0, NULL}};
+  /* The certificate and key are given at each handshake (cert_cb), so
+   * that a rotated one is served from the next connection; a
+   * libmicrohttpd without the callback gets them once. */
+  h->cert_cb = tls && MHD_is_feature_supported(
+                          MHD_FEATURE_HTTPS_CERT_CALLBACK) == MHD_YES;
+  struct MHD_OptionItem tls_opts[4];
+  size_t nopt = 0;
+  if (tls && h->cert_cb) {
+    tls_opts[nopt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK,
+                                               0, (void *)(uintptr_t)cert_cb};
+  } else if (tls) {
+    tls_opts[nopt++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, web->cert_pem};
+    tls_opts[nopt++] =
+        (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, web->key_pem};
+  }
+  if (tls && web->tls_priority)
+    tls_opts[nopt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                               web->tls_priority};
+  tls_opts[nopt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
   /* libmicrohttpd's own limit leaves room for the connections the accept
    * policy closes to make room (they close at the next run). */
   h->d = MHD_start_daemon(
@@ -1033,6 +1422,7 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
                    "malformed, or do they not match?)"
                  : "");
     close(h->listen_fd);
+    web_free(h->web);
     free(h);
     return MS_EINVAL;
   }
@@ -1042,6 +1432,7 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
     snprintf(err, errlen, "cannot watch the HTTP server's descriptor");
     MHD_stop_daemon(h->d);
     close(h->listen_fd);
+    web_free(h->web);
     free(h);
     return MS_EINVAL;
   }
@@ -1051,6 +1442,8 @@ int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
   h->handles = 3;
   uv_poll_start(&h->poll, UV_READABLE, poll_cb);
   uv_timer_start(&h->sweep, sweep_cb, 1000, 1000);
+  if (tls)
+    tls_server = h;
   run(h);
   *out = h;
   return 0;
@@ -1070,6 +1463,8 @@ void mt_httpd_stop(mt_httpd_t *h) {
   if (!h)
     return;
   h->stopping = 1;
+  if (tls_server == h)
+    tls_server = NULL;
   if (h->d) {
     /* libmicrohttpd stops only with no connection suspended: those whose
      * password is being checked are refused (their checks run on, their

@@ -1,16 +1,29 @@
 /*
  * httpd.h - the HTTP side of `memtop serve`: libmicrohttpd driven by
  * memtop's libuv loop (its epoll descriptor watched by a uv_poll_t, its
- * timeout by a uv_timer_t; no thread of its own), serving GET and HEAD
- * /metrics and nothing else: 404 for other paths, 405 for other methods,
- * 401 without the right user and password when the web config has users
- * (429 after too many wrong ones), TLS when it has a certificate (the
- * versions and suites of webconfig.h). The exposition format follows the Accept
- * header, gzip the Accept-Encoding (negotiate.h).
+ * timeout by a uv_timer_t; no thread of its own), serving GET and HEAD of
+ * the metrics path (/metrics, or --web.telemetry-path), a landing page at
+ * / linking to it, and /debug/pprof/heap when the owner serves profiles:
+ * 404 for other paths, 405 for other methods, 401 without the right user
+ * and password when the web config has users (429 after too many wrong
+ * ones; every path, the landing page too, as exporter-toolkit does), TLS
+ * when it has a certificate (the versions and suites of webconfig.h).
+ * Connections are kept alive (HTTP/1.1). The exposition format follows the
+ * Accept header, gzip the Accept-Encoding (negotiate.h).
+ *
+ * The web config is read again, as exporter-toolkit reads it, whenever
+ * the file, its certificate or its key changed (mt_webconfig_stamp: three
+ * stat()s per request and per TLS handshake): users and passwords apply
+ * from the next request, a rotated certificate from the next connection.
+ * A file that no longer reads answers 500 (and fails handshakes), saying
+ * why on stderr once; so does one that turns TLS on or off or changes its
+ * versions or suites, which take a restart (libmicrohttpd sets them when
+ * it starts).
  *
  * A scrape is handed to the owner (hooks.scrape), which answers it at
  * once or later, when its targets have answered; the connection waits
- * suspended meanwhile, costing nothing but its memory.
+ * suspended meanwhile, costing nothing but its memory. A profile request
+ * is handed the same way (hooks.pprof).
  */
 #ifndef MS_EXPORTER_HTTPD_H
 #define MS_EXPORTER_HTTPD_H
@@ -65,17 +78,26 @@ typedef struct mt_scrape_s mt_scrape_t;
 typedef struct mt_answer_s mt_answer_t;
 
 typedef struct mt_httpd_hooks_s {
-  /* A GET or HEAD /metrics that passed every check: the owner calls
-   * mt_scrape_answer() exactly once, from this call or later. */
+  /* A GET or HEAD of the metrics path that passed every check: the owner
+   * calls mt_scrape_answer() exactly once, from this call or later. */
   void (*scrape)(void *arg, mt_scrape_t *s);
   void *arg;
+  /* GET /debug/pprof/heap that passed every check (NULL: 404): the owner
+   * calls mt_scrape_answer_bytes() exactly once, now or later. */
+  void (*pprof)(void *arg, mt_scrape_t *s);
+  /* Where the metrics are (NULL: "/metrics"; borrowed). */
+  const char *metrics_path;
+  /* The web config's file, read again when it changes (NULL: the config
+   * given to mt_httpd_start is kept as it is). */
+  const char *web_path;
 } mt_httpd_hooks_t;
 
 /* Listens on `listen` (negotiate.h's forms) with the web config *web
  * (NULL or empty: plain HTTP, no authentication; borrowed until
- * mt_httpd_stop). Returns 0 and the server in *out, or a negative code
- * with the reason and a fix in err (the address in use, TLS not built
- * into libmicrohttpd, a certificate GnuTLS refuses...). */
+ * mt_httpd_stop; read again from hooks->web_path when it changes). Returns 0
+ * and the server in *out, or a negative code with the reason and a fix in err
+ * (the address in use, TLS not built into libmicrohttpd, a certificate GnuTLS
+ * refuses...). */
 int mt_httpd_start(uv_loop_t *loop, const char *listen, mt_webconfig_t *web,
                    const mt_httpd_hooks_t *hooks, mt_httpd_t **out, char *err,
                    size_t errlen);
@@ -85,6 +107,15 @@ void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len);
 
 /* Whether the scraper asked for OpenMetrics (else the text format). */
 int mt_scrape_openmetrics(const mt_scrape_t *s);
+
+/* A query argument of the request ("pid" of ?pid=N); NULL if absent. */
+const char *mt_scrape_arg(const mt_scrape_t *s, const char *name);
+
+/* Answers the request with status and *body (taken over) as it is (no
+ * gzip), of the content type ctype (a string that lives as long as the
+ * server); filename non-NULL adds a Content-Disposition naming it. */
+void mt_scrape_answer_bytes(mt_scrape_t *s, unsigned status, const char *ctype,
+                            const char *filename, ms__strbuf_t *body);
 
 /* Answers the scrape with *body (taken over: *body is left empty), 200,
  * gzipped when the scraper accepts it; s is freed by the server later. */

@@ -808,3 +808,34 @@ void mt_webconfig_free(mt_webconfig_t *w) {
   free(w->users);
   explicit_bzero(w, sizeof *w);
 }
+
+static void stamp_one(const char *path, uint64_t *dev, uint64_t *ino,
+                      uint64_t *size, uint64_t *mtime_ns, uint64_t *ctime_ns,
+                      int *missing) {
+  struct stat st;
+  *dev = *ino = *size = *mtime_ns = *ctime_ns = 0;
+  *missing = !path || stat(path, &st) != 0;
+  if (*missing)
+    return;
+  *dev = (uint64_t)st.st_dev;
+  *ino = (uint64_t)st.st_ino;
+  *size = (uint64_t)st.st_size;
+  *mtime_ns =
+      (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+  *ctime_ns =
+      (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
+}
+
+void mt_webconfig_stamp(const char *path, const mt_webconfig_t *w,
+                        mt_webstamp_t *out) {
+  const char *paths[3] = {path, w ? w->cert_file : NULL,
+                          w ? w->key_file : NULL};
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < 3; i++)
+    stamp_one(paths[i], &out->f[i].dev, &out->f[i].ino, &out->f[i].size,
+              &out->f[i].mtime_ns, &out->f[i].ctime_ns, &out->f[i].missing);
+}
+
+int mt_webstamp_same(const mt_webstamp_t *a, const mt_webstamp_t *b) {
+  return memcmp(a, b, sizeof *a) == 0;
+}

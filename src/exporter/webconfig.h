@@ -32,6 +32,7 @@
 #define MS_EXPORTER_WEBCONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define MT_WEB_USERS_MAX 256
 #define MT_WEB_FILE_MAX (1 << 20) /* the config, a certificate or a key */
@@ -98,5 +99,23 @@ int mt_webconfig_check_cached(mt_webconfig_t *w, const char *user,
                               const char *password);
 
 void mt_webconfig_free(mt_webconfig_t *w);
+
+/* What tells that a web config must be read again, as exporter-toolkit
+ * reads it for every request: the device, inode, size and times of the
+ * file and of the certificate and key it names (a certificate rotated by
+ * writing it anew, or renamed over, changes its stamp). Three stat()s,
+ * no read. */
+typedef struct mt_webstamp_s {
+  struct {
+    uint64_t dev, ino, size, mtime_ns, ctime_ns;
+    int missing;
+  } f[3];
+} mt_webstamp_t;
+
+/* The stamp of the config file `path` and of the certificate and key *w
+ * (read from it) names. */
+void mt_webconfig_stamp(const char *path, const mt_webconfig_t *w,
+                        mt_webstamp_t *out);
+int mt_webstamp_same(const mt_webstamp_t *a, const mt_webstamp_t *b);
 
 #endif

@@ -36,7 +36,10 @@ enum {
   OPT_FOCUS,
   OPT_IGNORE,
   OPT_HIDE,
-  OPT_KEEP_WRAPPERS
+  OPT_KEEP_WRAPPERS,
+  OPT_TELEMETRY_PATH,
+  OPT_NO_SIZE_CLASSES,
+  OPT_GROUP_BY
 };
 
 static const struct option long_options[] = {
@@ -48,10 +51,15 @@ static const struct option long_options[] = {
     {"no-colour", no_argument, NULL, OPT_NO_COLOR},
     {"output", required_argument, NULL, 'o'},
     {"listen", required_argument, NULL, OPT_LISTEN},
+    {"web.listen-address", required_argument, NULL, OPT_LISTEN},
     {"seconds", required_argument, NULL, OPT_SECONDS},
     {"format", required_argument, NULL, OPT_FORMAT},
     {"sites", required_argument, NULL, OPT_SITES},
     {"web-config", required_argument, NULL, OPT_WEB_CONFIG},
+    {"web.config.file", required_argument, NULL, OPT_WEB_CONFIG},
+    {"web.telemetry-path", required_argument, NULL, OPT_TELEMETRY_PATH},
+    {"no-size-classes", no_argument, NULL, OPT_NO_SIZE_CLASSES},
+    {"group-by", required_argument, NULL, OPT_GROUP_BY},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"unsafe-no-auth", no_argument, NULL, OPT_UNSAFE_NO_AUTH},
     {"pid", required_argument, NULL, 'p'},
@@ -344,6 +352,38 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
   case OPT_KEEP_WRAPPERS:
     o->filter.keep_wrappers = 1;
     return 0;
+  case OPT_TELEMETRY_PATH:
+    /* A path of its own: not the landing page, not pprof's, nothing a
+     * URL would have to escape. */
+    if (optarg[0] != '/' || optarg[1] == '\0' ||
+        strlen(optarg) > MT_TELEMETRY_PATH_MAX ||
+        strspn(optarg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                       "0123456789/-._~") != strlen(optarg) ||
+        strncmp(optarg, "/debug/", 7) == 0)
+      return fail(err, errlen,
+                  "invalid --web.telemetry-path '%s': give a path such as "
+                  "/metrics (letters, digits, / - . _ ~; not / itself nor "
+                  "under /debug/)",
+                  optarg);
+    o->telemetry_path = optarg;
+    return 0;
+  case OPT_NO_SIZE_CLASSES:
+    o->no_size_classes = 1;
+    return 0;
+  case OPT_GROUP_BY:
+    if (strcmp(optarg, "comm") == 0)
+      o->group_by = MT_GROUP_COMM;
+    else if (strcmp(optarg, "exe") == 0)
+      o->group_by = MT_GROUP_EXE;
+    else if (strcmp(optarg, "cmdline") == 0)
+      o->group_by = MT_GROUP_CMDLINE;
+    else if (strcmp(optarg, "cgroup") == 0)
+      o->group_by = MT_GROUP_CGROUP;
+    else
+      return fail(err, errlen,
+                  "invalid --group-by '%s': comm, exe, cmdline or cgroup",
+                  optarg);
+    return 0;
   case OPT_ONCE:
     o->once = 1;
     return 0;
@@ -386,6 +426,12 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "-u/--user applies to the live view");
   if (o->unsafe_no_auth && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--unsafe-no-auth only applies to 'serve'");
+  if (o->cmd != MT_CMD_SERVE &&
+      (o->telemetry_path || o->no_size_classes || o->group_by))
+    return fail(err, errlen, "%s only applies to 'serve'",
+                o->telemetry_path    ? "--web.telemetry-path"
+                : o->no_size_classes ? "--no-size-classes"
+                                     : "--group-by");
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
@@ -518,6 +564,11 @@ void mt_cli_usage(FILE *f) {
         "       memtop serve [--listen ADDR] [--web-config FILE] "
         "[--unsafe-no-auth]\n"
         "       memtop attach PID | memtop detach PID\n"
+        "       memtop serve [--web.listen-address ADDR] "
+        "[--web.config.file FILE]\n"
+        "                    [--web.telemetry-path PATH] [--no-size-classes] "
+        "[--group-by RULE]\n"
+        "                    [--unsafe-no-auth]\n"
         "Try 'memtop --help' for more information.\n",
         f);
 }
@@ -545,10 +596,12 @@ void mt_cli_help(FILE *f) {
       "                             file ./memtop-PID.pb.gz; -o - for "
       "stdout),\n"
       "                             or a top list of allocation sites\n"
-      "  memtop serve [--listen ADDR] [--web-config FILE]\n"
+      "  memtop serve [--web.listen-address ADDR] [--web.config.file FILE]\n"
       "                             Prometheus /metrics of every attachable\n"
       "                             process (default 127.0.0.1:9464; :PORT\n"
-      "                             for every interface); FILE in\n"
+      "                             for every interface), a landing page at\n"
+      "                             /, /debug/pprof/heap?pid=N[&seconds=S]\n"
+      "                             for go tool pprof; FILE in\n"
       "                             exporter-toolkit's format: TLS, basic "
       "auth\n"
       "                             (as root it needs basic auth, or\n"
@@ -558,6 +611,12 @@ void mt_cli_help(FILE *f) {
       "                             started without it (ptrace, no debugger;\n"
       "                             its allocator's figures from then on)\n"
       "  memtop detach PID          stop what attach started\n"
+      "auth,\n"
+      "                             re-read when it changes (as root it\n"
+      "                             needs basic auth, or --unsafe-no-auth to\n"
+      "                             show every user's processes to anyone\n"
+      "                             who can connect); --listen and\n"
+      "                             --web-config are the same flags\n"
       "\n"
       "Options:\n"
       "  -d, --delay SECS       refresh interval in seconds, not tenths as\n"
@@ -594,6 +653,14 @@ void mt_cli_help(FILE *f) {
       "                         xmalloc, zmalloc, g_malloc, operator new,\n"
       "                         std::allocator ...), which are otherwise\n"
       "                         skipped: a site is their caller\n"
+      "      --web.telemetry-path PATH\n"
+      "                         serve: where the metrics are (default\n"
+      "                         /metrics)\n"
+      "      --no-size-classes  serve: leave out the size-class series (a\n"
+      "                         few hundred per jemalloc process)\n"
+      "      --group-by RULE    serve: a `group` label that outlives the\n"
+      "                         PID: comm, exe, cmdline (its first 128\n"
+      "                         bytes) or cgroup (e.g. the systemd unit)\n"
       "  -h, --help             this help\n"
       "  -V, --version          the version\n"
       "\n"

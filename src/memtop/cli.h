@@ -40,6 +40,19 @@ typedef enum mt_profile_format_e {
   MT_PROFILE_TEXT       /* a top list for a terminal */
 } mt_profile_format_t;
 
+/* serve --group-by: what the `group` label holds (a process's identity
+ * that outlives its PID). */
+typedef enum mt_group_by_e {
+  MT_GROUP_NONE = 0, /* no group label */
+  MT_GROUP_COMM,     /* the command name (/proc/PID/comm) */
+  MT_GROUP_EXE,      /* the program's path (/proc/PID/exe) */
+  MT_GROUP_CMDLINE,  /* the command line, its first MT_GROUP_MAX bytes */
+  MT_GROUP_CGROUP    /* the cgroup v2 path (a systemd unit, a container) */
+} mt_group_by_t;
+
+#define MT_GROUP_MAX 128          /* bytes of a group label's value */
+#define MT_TELEMETRY_PATH_MAX 256 /* --web.telemetry-path */
+
 typedef struct mt_opts_s {
   mt_cmd_t cmd;
   int once;        /* plain text instead of the live view */
@@ -55,8 +68,8 @@ typedef struct mt_opts_s {
   long seconds;       /* profile: --seconds N, the delta's span; 0: none */
   mt_profile_format_t format; /* profile: --format */
   long sites;                 /* profile --format text: --sites N; 0: default */
-  const char *listen;         /* serve: --listen ADDR */
-  const char *web_config;     /* serve: --web-config FILE */
+  const char *listen;         /* serve: --web.listen-address (--listen) ADDR */
+  const char *web_config;     /* serve: --web.config.file (--web-config) FILE */
   int timeout_ms;             /* --timeout: one request's deadline */
   int timeout_given;          /* --timeout was on the command line */
   int unsafe_no_auth;         /* serve: --unsafe-no-auth (root, no users) */
@@ -66,6 +79,9 @@ typedef struct mt_opts_s {
   /* --focus, --ignore, --hide, --keep-wrappers (checked expressions):
    * the sites of profile --format text, --sites and the live view. */
   mt_heap_filter_t filter;
+  const char *telemetry_path; /* serve: --web.telemetry-path; NULL: /metrics */
+  int no_size_classes;        /* serve: --no-size-classes */
+  mt_group_by_t group_by;     /* serve: --group-by */
 } mt_opts_t;
 
 /* Parses argv into *o. `no_color` is the value of $NO_COLOR (or NULL).

@@ -28,7 +28,10 @@
  */
 #include "memtop/serve.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,23 +40,52 @@
 
 #include "memstats.h"
 #include "client/client.h"
+#include "common/procfs.h"
 #include "common/sanitize.h"
 #include "emit/emit.h"
 #include "exporter/httpd.h"
 #include "exporter/negotiate.h"
+#include "memtop/profile_fetch.h"
 #include "memtop/shell.h"
+#include "pprof/pprof.h"
 #include "targets/targetset.h"
 #include "exporter/webconfig.h"
 
 typedef struct serve_s serve_t;
 
+/* A /debug/pprof/heap request: fetched on the loop (profile_fetch.h),
+ * then built, resolved and encoded on a libuv worker, one at a time (the
+ * resolution reads the target's binaries and debug info: tens to
+ * hundreds of milliseconds the loop does not spend). */
+typedef struct sv_prof_s {
+  serve_t *sv;
+  mt_scrape_t *s; /* NULL once the server has stopped */
+  mt_pfetch_t *f; /* while fetching */
+  uv_work_t work;
+  int on_worker;
+  int pid;
+  ms__profile_decoded_t *p[2];
+  unsigned status;
+  ms__strbuf_t body;
+  char err[640];
+  struct sv_prof_s *next;       /* every request's list */
+  struct sv_prof_s *next_queue; /* waiting for the worker */
+} sv_prof_t;
+
 /* What serve keeps of a target (the set's target's `user`). */
 typedef struct sv_target_s {
-  ms_snapshot_t *snap; /* the latest answer; NULL until the first */
-  uint64_t errors;     /* failed reads */
-  int pending;         /* the current round waits for its answer */
-  uint64_t asked_ns;   /* mt_tset_now_ns() of the request in flight */
+  ms_snapshot_t *snap;  /* the latest answer; NULL until the first */
+  uint64_t errors;      /* failed reads */
+  int pending;          /* the current round waits for its answer */
+  int late;             /* this round served its last figures: its read was
+                         * later than MT_SERVE_LATE_MS */
+  uint64_t answered_hr; /* uv_hrtime() of its last answer */
+  uint64_t asked_ns;    /* mt_tset_now_ns() of the request in flight */
+  uint64_t asked_hr;    /* uv_hrtime() of the same (the loop's clock is
+                         * in milliseconds, a read takes less) */
+  uint64_t read_ns;     /* how long the last answered read took */
   char exe[MS__PROM_EXE_MAX + 1];
+  char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
 } sv_target_t;
 
 struct serve_s {
@@ -68,8 +100,13 @@ struct serve_s {
   mt_scrape_t **waiting; /* scrapes waiting for the round */
   size_t nwaiting, capwaiting;
   uv_timer_t bound;
+  uv_timer_t late; /* MT_SERVE_LATE_MS into a round */
   mt_shell_t *sh;
   int stopping;
+  sv_prof_t *profs; /* the profile requests */
+  size_t nprofs;
+  sv_prof_t *queue_head, *queue_tail; /* fetched, waiting for the worker */
+  int working;                        /* a profile is on the worker */
 };
 
 static void answer_all(serve_t *sv);
@@ -97,8 +134,56 @@ static void round_drop(serve_t *sv, sv_target_t *u) {
   round_check_end(sv);
 }
 
+/* The `group` label of --group-by (cli.h): what names the process
+ * whatever its PID, read once when it is found. A value that cannot be
+ * read stays empty (the label is then served empty, as Prometheus treats
+ * a missing label). */
+static void read_group(int pid, mt_group_by_t rule, char *out, size_t len) {
+  static const char *const files[] = {"", "comm", "exe", "cmdline", "cgroup"};
+  char path[64], buf[4096];
+  out[0] = '\0';
+  if (rule == MT_GROUP_NONE)
+    return;
+  snprintf(path, sizeof path, "/proc/%d/%s", pid, files[rule]);
+  if (rule == MT_GROUP_EXE) {
+    ssize_t n = readlink(path, out, len - 1);
+    out[n > 0 ? (size_t)n : 0] = '\0';
+    return;
+  }
+  ssize_t n = ms__read_small_file(path, buf, sizeof buf);
+  if (n <= 0)
+    return;
+  const char *v = buf;
+  size_t vl = (size_t)n;
+  if (rule == MT_GROUP_CGROUP) {
+    /* cgroup v2's line, "0::/system.slice/nginx.service". */
+    if (strncmp(buf, "0::", 3) == 0) {
+      v = buf + 3;
+    } else {
+      v = strstr(buf, "\n0::");
+      if (!v)
+        return;
+      v += 4;
+    }
+    vl = strcspn(v, "\n");
+  } else if (rule == MT_GROUP_COMM) {
+    vl = strcspn(v, "\n");
+  } else {
+    /* The arguments' NULs as spaces, the last one dropped. */
+    for (size_t i = 0; i < vl; i++)
+      if (buf[i] == '\0')
+        buf[i] = ' ';
+    while (vl > 0 && buf[vl - 1] == ' ')
+      vl--;
+  }
+  if (vl > len - 1)
+    vl = len - 1;
+  memcpy(out, v, vl);
+  out[vl] = '\0';
+}
+
 static int on_added(void *arg, mt_tset_target_t *t) {
-  (void)arg;
+  serve_t *sv = arg;
   sv_target_t *u = calloc(1, sizeof *u);
   if (!u)
     return -1;
@@ -108,6 +193,7 @@ static int on_added(void *arg, mt_tset_target_t *t) {
   snprintf(link, sizeof link, "/proc/%d/exe", t->pid);
   ssize_t n = readlink(link, u->exe, sizeof u->exe - 1);
   u->exe[n > 0 ? (size_t)n : 0] = '\0';
+  read_group(t->pid, sv->o->group_by, u->group, sizeof u->group);
   t->user = u;
   return 0;
 }
@@ -133,6 +219,7 @@ static int on_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   if (!u || u->snap)
     return 1;
   u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
+  u->asked_hr = uv_hrtime();
   return 0;
 }
 
@@ -144,6 +231,10 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
+  uint64_t hr = uv_hrtime();
+  if (u->asked_hr && hr > u->asked_hr)
+    u->read_ns = hr - u->asked_hr;
+  u->answered_hr = hr;
   round_drop(sv, u);
 }
 
@@ -189,10 +280,34 @@ static void on_probed(void *arg) {
   round_check_end(arg);
 }
 
+/* MT_SERVE_LATE_MS into the round: the targets that have figures and
+ * have not answered yet are served their last ones (with their age) and
+ * waited for no more; their reads go on, and their answers are kept for
+ * the next scrape. Only a target with no figures at all (just found)
+ * still holds the round, up to MT_SERVE_WAIT_MS. Under load, out of 200
+ * processes some are always late to be scheduled: the slowest of them
+ * made the tail (issue 24). */
+static void late_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  if (!sv->in_round)
+    return;
+  size_t n = mt_tset_count(sv->set);
+  for (size_t i = 0; i < n; i++) {
+    sv_target_t *u = mt_tset_at(sv->set, i)->user;
+    if (u && u->pending && u->snap) {
+      u->pending = 0;
+      u->late = 1;
+      sv->pending--;
+    }
+  }
+  round_check_end(sv);
+}
+
 static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
+  uv_timer_start(&sv->late, late_cb, MT_SERVE_LATE_MS, 0);
   size_t n = mt_tset_count(sv->set);
   uint64_t now = mt_tset_now_ns(sv->set);
   /* A target still busy with an earlier request is not asked again: the
@@ -203,6 +318,7 @@ static void round_start(serve_t *sv) {
   for (size_t i = 0; i < n; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
     sv_target_t *u = t->user;
+    u->late = 0;
     if (t->gone)
       u->pending = 0;
     else if (!mt_tset_busy(sv->set, t))
@@ -218,6 +334,7 @@ static void round_start(serve_t *sv) {
     if (u->pending == 2) {
       u->pending = mt_tset_busy(sv->set, t);
       u->asked_ns = now;
+      u->asked_hr = uv_hrtime();
     }
     sv->pending += (size_t)u->pending;
   }
@@ -228,6 +345,55 @@ static void round_start(serve_t *sv) {
  * Scrapes
  * ------------------------------------------------------------------------ */
 
+/* memtop's own process now (process_*): /proc/self/stat for the CPU
+ * time, start, sizes; /proc/self/fd and RLIMIT_NOFILE for the
+ * descriptors. */
+static void read_self(ms__prom_self_t *p) {
+  char buf[1024];
+  memset(p, 0, sizeof *p);
+  long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+  ssize_t n = ms__read_small_file("/proc/self/stat", buf, sizeof buf);
+  const char *rp = n > 0 ? strrchr(buf, ')') : NULL;
+  unsigned long long utime, stime, start, vsize;
+  long long rss;
+  /* After "pid (comm)": field 3 on; utime is 14, stime 15, starttime 22,
+   * vsize 23, rss 24. */
+  if (rp && tick > 0 &&
+      sscanf(rp + 2,
+             "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d "
+             "%*d %*d %*d %*d %llu %llu %lld",
+             &utime, &stime, &start, &vsize, &rss) == 5) {
+    char st[8192];
+    ssize_t m = ms__read_small_file("/proc/stat", st, sizeof st);
+    const char *bt = m > 0 ? strstr(st, "\nbtime ") : NULL;
+    if (bt) {
+      p->cpu_seconds = (double)(utime + stime) / (double)tick;
+      p->start_time_s =
+          (double)strtoull(bt + 7, NULL, 10) + (double)start / (double)tick;
+      p->virtual_bytes = vsize;
+      p->resident_bytes = rss > 0 ? (uint64_t)rss * (uint64_t)page : 0;
+      p->have_stat = 1;
+    }
+  }
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) == 0) {
+    p->virtual_max_bytes =
+        rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+    p->have_vmax = 1;
+  }
+  DIR *d = opendir("/proc/self/fd");
+  if (d && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    uint64_t open = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+      open += e->d_name[0] != '.';
+    p->open_fds = open ? open - 1 : 0; /* not opendir's own */
+    p->max_fds = (uint64_t)rl.rlim_cur;
+    p->have_fds = 1;
+  }
+  if (d)
+    closedir(d);
+}
+
 /* The exposition of every target now, in the text format or
  * OpenMetrics, into *body (its oom flag set if memory ran out). */
 static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
@@ -235,6 +401,8 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   size_t count = mt_tset_count(sv->set);
   ms__prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
   size_t n = 0;
+  long late = 0;
+  uint64_t hr_now = uv_hrtime();
   if (!pt) {
     body->oom = 1;
     return;
@@ -244,8 +412,12 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     sv_target_t *u = t->user;
     /* A process that exited since the round is served no more; the
      * round does not wait for it (its failure is not reported, the
-     * set having been told), and the next listing drops it. */
-    if (!t->gone && !target_alive(t))
+     * set having been told), and the next listing drops it. One that
+     * answered a moment ago (MT_SERVE_LATE_MS) is taken as alive: 200
+     * reads of /proc cost the loop some 3 ms a scrape. */
+    if (!t->gone &&
+        hr_now - u->answered_hr > (uint64_t)MT_SERVE_LATE_MS * 1000000u &&
+        !target_alive(t))
       mt_tset_mark_gone(sv->set, t);
     if (t->gone) {
       if (u->pending) {
@@ -262,9 +434,15 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     pt[n].scrape_errors = u->errors;
     if (u->snap)
       pt[n].age_ns = u->snap->age_ns + (now - t->last_ok_ns);
+    pt[n].group = sv->o->group_by != MT_GROUP_NONE ? u->group : NULL;
+    pt[n].read_ns = u->read_ns;
+    late += u->late;
     n++;
   }
-  ms__emit_prometheus(body, openmetrics, pt, n, MS_VERSION_STRING);
+  ms__prom_self_t self;
+  read_self(&self);
+  ms__prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late};
+  ms__emit_prometheus_opts(body, openmetrics, pt, n, &po);
   free(pt);
 }
 
@@ -277,6 +455,7 @@ static void answer(serve_t *sv, mt_scrape_t *s) {
 
 static void answer_all(serve_t *sv) {
   uv_timer_stop(&sv->bound);
+  uv_timer_stop(&sv->late);
   /* The scrapes waiting now are answered with the figures of this
    * moment: rendered once per format, gzipped at most once, and sent to
    * each from the same buffers (memtop's cost does not grow with the
@@ -348,18 +527,203 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
 }
 
 /* ------------------------------------------------------------------------
+ * Heap profiles: /debug/pprof/heap?pid=N[&seconds=S]
+ * ------------------------------------------------------------------------ */
+
+static void prof_start_work(serve_t *sv);
+
+static void prof_answer_text(mt_scrape_t *s, unsigned status,
+                             const char *text) {
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  char safe[4 * 640 + 2];
+  /* The reason may name a target's file: made safe for a terminal. */
+  ms__sanitize(safe, sizeof safe - 1, text, strlen(text), (size_t)-1);
+  ms__strbuf_printf(&b, "%s\n", safe);
+  mt_scrape_answer_bytes(s, status, "text/plain; charset=utf-8", NULL, &b);
+  ms__strbuf_free(&b);
+}
+
+/* The request is over: answered (unless the server stopped) and freed. */
+static void prof_finish(sv_prof_t *j) {
+  serve_t *sv = j->sv;
+  if (j->s) {
+    if (j->status == 200)
+      mt_scrape_answer_bytes(j->s, 200, "application/octet-stream", "heap",
+                             &j->body);
+    else
+      prof_answer_text(j->s, j->status, j->err);
+  }
+  for (sv_prof_t **p = &sv->profs; *p; p = &(*p)->next)
+    if (*p == j) {
+      *p = j->next;
+      break;
+    }
+  sv->nprofs--;
+  ms__strbuf_free(&j->body);
+  ms__profile_decoded_free(j->p[0]);
+  ms__profile_decoded_free(j->p[1]);
+  free(j);
+}
+
+static int to_strbuf(void *ctx, const void *data, size_t len) {
+  ms__strbuf_t *b = ctx;
+  ms__strbuf_append(b, data, len);
+  return b->oom ? MS_ENOMEM : 0;
+}
+
+/* On the worker: what the fetch brought, made a pprof file. */
+static void prof_work(uv_work_t *w) {
+  sv_prof_t *j = w->data;
+  mt_heap_t h;
+  if (mt_profile_resolve(&j->p[0], &j->p[1], j->pid, &h, j->err,
+                         sizeof j->err) != 0) {
+    j->status = 500;
+    return;
+  }
+  int rc = mt_pprof_write(&h, to_strbuf, &j->body);
+  mt_heap_free(&h);
+  if (rc != 0) {
+    snprintf(j->err, sizeof j->err, "PID %d: cannot encode the profile: %s",
+             j->pid, mt_heap_strerror(rc));
+    j->status = 500;
+    return;
+  }
+  j->status = 200;
+}
+
+static void prof_worked(uv_work_t *w, int status) {
+  sv_prof_t *j = w->data;
+  serve_t *sv = j->sv;
+  if (status != 0 && j->status == 0) {
+    j->status = 503;
+    snprintf(j->err, sizeof j->err, "memtop is stopping");
+  }
+  sv->working = 0;
+  prof_finish(j);
+  if (!sv->stopping)
+    prof_start_work(sv);
+}
+
+static void prof_start_work(serve_t *sv) {
+  while (!sv->working && sv->queue_head) {
+    sv_prof_t *j = sv->queue_head;
+    sv->queue_head = j->next_queue;
+    if (!sv->queue_head)
+      sv->queue_tail = NULL;
+    j->work.data = j;
+    if (uv_queue_work(mt_shell_loop(sv->sh), &j->work, prof_work,
+                      prof_worked) == 0) {
+      sv->working = j->on_worker = 1;
+      return;
+    }
+    j->status = 500;
+    snprintf(j->err, sizeof j->err, "cannot start the work");
+    prof_finish(j);
+  }
+}
+
+/* The fetch is over: the profiles go to the worker, in turn. */
+static void prof_fetched(void *arg, mt_pfetch_t *f) {
+  sv_prof_t *j = arg;
+  serve_t *sv = j->sv;
+  int failed = f->failed;
+  j->p[0] = f->prof[0];
+  j->p[1] = f->prof[1];
+  f->prof[0] = f->prof[1] = NULL;
+  snprintf(j->err, sizeof j->err, "%s", f->err);
+  mt_pfetch_release(f);
+  j->f = NULL;
+  /* (A target that does not sample is said by mt_profile_resolve.) */
+  if (failed && (j->p[0] == NULL || j->p[0]->profile.rate != 0)) {
+    j->status = 502;
+    prof_finish(j);
+    return;
+  }
+  if (sv->queue_tail)
+    sv->queue_tail->next_queue = j;
+  else
+    sv->queue_head = j;
+  sv->queue_tail = j;
+  prof_start_work(sv);
+}
+
+static void on_pprof(void *arg, mt_scrape_t *s) {
+  serve_t *sv = arg;
+  const char *ps = mt_scrape_arg(s, "pid"), *ss = mt_scrape_arg(s, "seconds");
+  long pid = 0, secs = 0;
+  char err[512];
+  if (!ps || ms__parse_long(ps, 1, MT_PID_MAX, &pid) != 0 ||
+      (ss && ms__parse_long(ss, 0, MT_SERVE_PROFILE_SECONDS_MAX, &secs) != 0)) {
+    snprintf(err, sizeof err,
+             "400 Bad Request: ask for /debug/pprof/heap?pid=PID, and "
+             "&seconds=S (0 to %d) for the growth over S seconds",
+             MT_SERVE_PROFILE_SECONDS_MAX);
+    prof_answer_text(s, 400, err);
+    return;
+  }
+  if (sv->stopping || sv->nprofs >= MT_SERVE_PROFILES) {
+    prof_answer_text(s, 503,
+                     "503 Service Unavailable: memtop makes so many heap "
+                     "profiles at once; try again when one is done");
+    return;
+  }
+  sv_prof_t *j = calloc(1, sizeof *j);
+  if (!j) {
+    prof_answer_text(s, 503, "503 Service Unavailable: out of memory");
+    return;
+  }
+  j->sv = sv;
+  j->s = s;
+  j->pid = (int)pid;
+  j->f = mt_pfetch_start(mt_shell_loop(sv->sh), (int)pid, secs,
+                         sv->o->timeout_ms, prof_fetched, j, err, sizeof err);
+  if (!j->f) {
+    free(j);
+    prof_answer_text(s, 404, err);
+    return;
+  }
+  j->next = sv->profs;
+  sv->profs = j;
+  sv->nprofs++;
+}
+
+/* The server stops: no request is answered any more (the server answers
+ * them 503); fetches and waits end, the profile on the worker is dropped
+ * when it is done. */
+static void prof_stop(serve_t *sv) {
+  sv->queue_head = sv->queue_tail = NULL;
+  for (sv_prof_t *j = sv->profs, *next; j; j = next) {
+    next = j->next;
+    j->s = NULL;
+    if (j->f) {
+      mt_pfetch_release(j->f);
+      j->f = NULL;
+    }
+  }
+  /* Those not on the worker are freed now. */
+  for (sv_prof_t *j = sv->profs, *next; j; j = next) {
+    next = j->next;
+    if (!j->on_worker)
+      prof_finish(j);
+  }
+}
+
+/* ------------------------------------------------------------------------
  * The command
  * ------------------------------------------------------------------------ */
 
 /* SIGINT or SIGTERM: the scrapes waiting are answered, the server
- * stops, and so does memtop (exit 0). */
+ * stops, and so does memtop (exit 0). SIGHUP, which a service manager or
+ * a closed terminal sends: nothing to do (the web config is read again
+ * whenever it changes); it must only not end memtop, as its default
+ * action would. */
 static void on_signal(void *self, int signum) {
   serve_t *sv = self;
-  (void)signum;
-  if (sv->stopping)
+  if (signum == SIGHUP || sv->stopping)
     return;
   sv->stopping = 1;
   answer_all(sv);
+  prof_stop(sv);
   mt_httpd_stop(sv->http);
   sv->http = NULL;
   /* No round is waited for any more: retiring the targets (the shell
@@ -388,6 +752,8 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   sv->fresh_ns = (uint64_t)(o->delay_s * 1e9);
   uv_timer_init(mt_shell_loop(sh), &sv->bound);
   sv->bound.data = sv;
+  uv_timer_init(mt_shell_loop(sh), &sv->late);
+  sv->late.data = sv;
 
   /* An address that is no address is bad usage (exit 2), as the other
    * options' errors are; one that cannot be had is said below. */
@@ -423,7 +789,11 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
             where);
     return 1;
   }
-  mt_httpd_hooks_t hooks = {on_scrape, sv};
+  mt_httpd_hooks_t hooks = {.scrape = on_scrape,
+                            .arg = sv,
+                            .pprof = on_pprof,
+                            .metrics_path = o->telemetry_path,
+                            .web_path = o->web_config};
   int rc = mt_httpd_start(mt_shell_loop(sh), o->listen, &sv->web, &hooks,
                           &sv->http, err, sizeof err);
   if (rc != 0) {
@@ -443,7 +813,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   su->cbs = &serve_cbs;
   su->arg = sv;
   su->set_out = &sv->set;
-  su->signals = MT_SIG_INT | MT_SIG_TERM;
+  su->signals = MT_SIG_INT | MT_SIG_TERM | MT_SIG_HUP;
   return 0;
 }
 
@@ -469,6 +839,8 @@ static void serve_close(void *self) {
   sv->in_round = 0;
   if (!uv_is_closing((uv_handle_t *)&sv->bound))
     uv_close((uv_handle_t *)&sv->bound, NULL);
+  if (!uv_is_closing((uv_handle_t *)&sv->late))
+    uv_close((uv_handle_t *)&sv->late, NULL);
 }
 
 static void serve_free(void *self) {

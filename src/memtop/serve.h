@@ -12,6 +12,14 @@
 /* How long a scrape waits for the targets' answers before it is served
  * what memtop has, each figure with its age (ms). */
 #define MT_SERVE_WAIT_MS 1000
+/* How long a scrape waits for a target that has figures already: one
+ * later than this is served its last figures (with their age), and its
+ * answer is kept for the next scrape. */
+#define MT_SERVE_LATE_MS 25
+/* Heap profiles (/debug/pprof/heap) being made at once, and the longest
+ * ?seconds= a request may ask for. */
+#define MT_SERVE_PROFILES 4
+#define MT_SERVE_PROFILE_SECONDS_MAX 600
 /* How often the attachable processes are listed again (ms). */
 #define MT_SERVE_RESCAN_MS 5000
 

@@ -59,7 +59,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
           0 ||
       uv_loop_init(&loop) != 0)
     abort();
-  mt_httpd_hooks_t hooks = {on_scrape, NULL};
+  mt_httpd_hooks_t hooks = {.scrape = on_scrape};
   if (mt_httpd_start(&loop, "127.0.0.1:0", &web, &hooks, &server, err,
                      sizeof err) != 0) {
     fprintf(stderr, "fuzz_http_request: %s\n", err);

@@ -15,10 +15,11 @@
  *   - basic auth from a web config: 401 with WWW-Authenticate without or
  *     with a wrong password, 200 with the right one; TLS: curl gets 200
  *     over https, plain HTTP to the TLS port gets no answer;
- *   - a stopped target (SIGSTOP) does not hold a scrape past the bound:
- *     with MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
+ *   - a stopped target (SIGSTOP) does not hold a scrape: with
+ *     MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
  *     client gives up after one minute), with the stopped target's last
- *     figures, older than the others';
+ *     figures, older than the others', served as late
+ *     (memtop_scrape_late_targets) rather than waited for;
  *   - targets that start while serving appear; targets that exit
  *     disappear (no series for a dead PID);
  *   - Prometheus itself scrapes memtop serve and its query API returns
@@ -131,22 +132,27 @@ typedef struct server_s {
 
 /* Starts memtop serve --listen 127.0.0.1:0 with the extra arguments
  * (NULL-terminated; --unsafe-no-auth added unless they give a
- * --web-config) and reads the port from its "serving" line. */
+ * --web-config; no --listen if they give --web.listen-address) and reads
+ * the port from its "serving" line. */
 static server_t start_serve(const char *first, ...) {
-  char *argv[16];
+  char *argv[24];
   int argc = 0;
   argv[argc++] = memtop;
   argv[argc++] = (char *)"serve";
-  argv[argc++] = (char *)"--listen";
-  argv[argc++] = (char *)"127.0.0.1:0";
   va_list ap;
   va_start(ap, first);
-  int web = 0;
-  for (const char *a = first; a && argc < 14; a = va_arg(ap, const char *)) {
-    web |= strcmp(a, "--web-config") == 0;
+  int web = 0, listen = 0;
+  for (const char *a = first; a && argc < 20; a = va_arg(ap, const char *)) {
+    web |=
+        strcmp(a, "--web-config") == 0 || strcmp(a, "--web.config.file") == 0;
+    listen |= strcmp(a, "--web.listen-address") == 0;
     argv[argc++] = (char *)a;
   }
   va_end(ap);
+  if (!listen) {
+    argv[argc++] = (char *)"--listen";
+    argv[argc++] = (char *)"127.0.0.1:0";
+  }
   /* As root, serving without a password takes this flag (the tests'
    * targets are their own). */
   if (!web)
@@ -411,8 +417,10 @@ static void test_http(void **state) {
   reply_t r;
   char v[256];
 
+  /* A landing page at /, as node_exporter has (test_node_exporter_flags
+   * reads it). */
   http(s.port, "GET", "/", NULL, &r);
-  assert_int_equal(r.status, 404);
+  assert_int_equal(r.status, 200);
   reply_free(&r);
   http(s.port, "GET", "/metricsx", NULL, &r);
   assert_int_equal(r.status, 404);
@@ -970,6 +978,12 @@ static void test_hung_target(void **state) {
     double age_b = sample(body, "memstats_snapshot_age_seconds", b.pid);
     if (!(age_a > age_b))
       fail_msg("stopped target's age %g, running one's %g", age_a, age_b);
+    /* Served at once (MT_SERVE_LATE_MS), not at the scrape's bound: the
+     * scrape says it served a late target's last figures. */
+    const char *late = strstr(body, "\nmemtop_scrape_late_targets ");
+    if (!late || atoi(late + 28) < 1)
+      fail_msg("the stopped target was not served as late: %s",
+               late ? late + 1 : "no memtop_scrape_late_targets");
     /* The first scrape's bound ended its round: the second is a round of
      * its own, which reads the running target again (its figures are
      * younger than the time since the first scrape was answered) and
@@ -1040,6 +1054,348 @@ static void test_boehm_pauses(void **state) {
   free(body);
   stop_serve(s);
   stop_prog(g);
+}
+
+/* Sends GET path n times on one connection, each after the answer
+ * before it has been read whole (by its Content-Length): the statuses in
+ * status[] (0: the server had closed); the last body into *last
+ * (malloc'd). Returns how many were answered. */
+static int keepalive(int port, const char *path, int n, int *status,
+                     char **last) {
+  int fd = connect_from(NULL, port), answered = 0;
+  static char buf[1 << 21];
+  *last = NULL;
+  for (int i = 0; i < n; i++) {
+    char req[512];
+    int rl =
+        snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", path);
+    status[i] = 0;
+    if (send(fd, req, (size_t)rl, MSG_NOSIGNAL) != rl)
+      break;
+    size_t len = 0;
+    char *end = NULL;
+    long want = -1;
+    for (;;) {
+      if (end && want >= 0 && len >= (size_t)(end + 4 - buf) + (size_t)want)
+        break;
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, CLIENT_GIVE_UP_MS) <= 0)
+        fail_msg("no answer from memtop serve in %d ms", CLIENT_GIVE_UP_MS);
+      ssize_t k = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+      if (k <= 0)
+        break;
+      len += (size_t)k;
+      buf[len] = '\0';
+      if (!end && (end = strstr(buf, "\r\n\r\n")) != NULL) {
+        const char *cl = strcasestr(buf, "\r\nContent-Length:");
+        want = cl && cl < end ? strtol(cl + 17, NULL, 10) : -1;
+      }
+    }
+    if (!end || want < 0 || strncmp(buf, "HTTP/1.1 ", 9) != 0)
+      break;
+    status[i] = atoi(buf + 9);
+    answered++;
+    free(*last);
+    *last = strndup(end + 4, (size_t)want);
+  }
+  close(fd);
+  return answered;
+}
+
+/* node_exporter's flags and manners: --web.listen-address,
+ * --web.telemetry-path, a landing page at / linking to the metrics,
+ * keep-alive (two scrapes on one connection, the first of them waiting
+ * for the target), SIGHUP survived, memtop's own process_* metrics and a
+ * read duration per target, all valid for promtool; --no-size-classes and
+ * --group-by comm shape the series. */
+static void test_node_exporter_flags(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, NULL, 0);
+  server_t s = start_serve("--web.listen-address", "127.0.0.1:0",
+                           "--web.telemetry-path", "/node/metrics",
+                           "--group-by", "comm", "--no-size-classes", NULL);
+  reply_t r;
+  char v[256];
+  http(s.port, "GET", "/", NULL, &r);
+  assert_int_equal(r.status, 200);
+  assert_non_null(header(&r, "Content-Type", v, sizeof v));
+  assert_string_equal(v, "text/html; charset=utf-8");
+  assert_non_null(strstr(r.body, "<a href=\"/node/metrics\">"));
+  reply_free(&r);
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 404);
+  reply_free(&r);
+
+  /* Keep-alive: both answered on the one connection. */
+  int st[2];
+  char *body = NULL;
+  int answered = keepalive(s.port, "/node/metrics", 2, st, &body);
+  if (answered != 2)
+    fail_msg("%d of 2 scrapes answered on one connection", answered);
+  assert_int_equal(st[0], 200);
+  assert_int_equal(st[1], 200);
+  assert_non_null(body);
+
+  /* SIGHUP, as a closed terminal or a service manager sends: served on. */
+  assert_int_equal(kill(s.pid, SIGHUP), 0);
+  struct timespec ts = {0, 200000000};
+  nanosleep(&ts, NULL);
+  int wst;
+  assert_int_equal(waitpid(s.pid, &wst, WNOHANG), 0);
+  free(body);
+  http(s.port, "GET", "/node/metrics", NULL, &r);
+  assert_int_equal(r.status, 200);
+  body = r.body;
+
+  static const char *const self[] = {"\nprocess_cpu_seconds_total ",
+                                     "\nprocess_resident_memory_bytes ",
+                                     "\nprocess_virtual_memory_bytes ",
+                                     "\nprocess_start_time_seconds ",
+                                     "\nprocess_open_fds ",
+                                     "\nprocess_max_fds "};
+  for (size_t i = 0; i < sizeof self / sizeof self[0]; i++)
+    if (!strstr(body, self[i]))
+      fail_msg("no%s in the exposition", self[i]);
+  const char *rss = strstr(body, "\nprocess_resident_memory_bytes ");
+  assert_true(strtod(rss + 31, NULL) > 0);
+  assert_true(sample(body, "memtop_scrape_duration_seconds", a.pid) >= 0);
+  char want[128];
+  snprintf(want, sizeof want, "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"",
+           a.pid);
+  const char *line = strstr(body, want);
+  assert_non_null(line);
+  assert_non_null(strstr(line, ",group=\"mt_target\"}"));
+  assert_null(strstr(body, "memstats_size_class_"));
+  if (host_have_program("promtool")) {
+    char path[512], cmd[700];
+    snprintf(path, sizeof path, "%s/exposition.txt", dir);
+    write_text(path, body);
+    snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", path);
+    if (system(cmd) != 0)
+      fail_msg("promtool check metrics refused the exposition (%s)", path);
+    unlink(path);
+  } else {
+    print_message("promtool is not installed: its check skipped\n");
+  }
+  reply_free(&r);
+  stop_serve(s);
+  stop_prog(a);
+}
+
+static void copy_file(const char *from, const char *to) {
+  char tmp[600];
+  FILE *in = fopen(from, "r");
+  assert_non_null(in);
+  snprintf(tmp, sizeof tmp, "%s.tmp", to);
+  FILE *out = fopen(tmp, "w");
+  assert_non_null(out);
+  char buf[8192];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    assert_int_equal(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  assert_int_equal(fclose(out), 0);
+  /* Renamed over, as a certificate manager does. */
+  assert_int_equal(rename(tmp, to), 0);
+}
+
+/* curl's status code for GET /metrics over https, trusting the
+ * certificate ca; 0 when no HTTP answer came (the handshake failed). */
+static int curl_code(int port, const char *ca, const char *user) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+           "--cacert %s/serve/%s %s https://127.0.0.1:%d/metrics",
+           data_dir, ca, user, port);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  char out[64] = {0};
+  size_t n = fread(out, 1, sizeof out - 1, p);
+  out[n] = '\0';
+  pclose(p);
+  return atoi(out);
+}
+
+/* The web config read again when it changes, as exporter-toolkit reads
+ * it: a certificate rotated (renamed over) is served from the next
+ * connection, a user removed needs no password from the next request, a
+ * file that no longer parses is refused (and said on stderr) until it is
+ * fixed; memtop never restarts. */
+static void test_web_config_reread(void **state) {
+  (void)state;
+  if (!host_have_program("curl")) {
+    print_message("skipped: curl is not installed (contrib/setup-deps.sh)\n");
+    skip();
+  }
+  char cfg[512], crt[512], key[512], from[1400], text[1024];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(crt, sizeof crt, "%s/server.crt", dir);
+  snprintf(key, sizeof key, "%s/server.key", dir);
+  snprintf(from, sizeof from, "%s/serve/test.crt", data_dir);
+  copy_file(from, crt);
+  snprintf(from, sizeof from, "%s/serve/test.key", data_dir);
+  copy_file(from, key);
+  /* Paths relative to the config's folder. */
+  static const char with_users[] =
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+      "basic_auth_users:\n  alice: " HASH "\n";
+  static const char without_users[] =
+      "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+  write_text(cfg, with_users);
+  server_t s = start_serve("--web.config.file", cfg, NULL);
+  assert_int_equal(curl_code(s.port, "test.crt", "-u alice:s3cret"), 200);
+  assert_int_equal(curl_code(s.port, "test.crt", ""), 401);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 0);
+
+  /* The rotation: key, then certificate. */
+  snprintf(from, sizeof from, "%s/serve/rotated.key", data_dir);
+  copy_file(from, key);
+  snprintf(from, sizeof from, "%s/serve/rotated.crt", data_dir);
+  copy_file(from, crt);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 200);
+  assert_int_equal(curl_code(s.port, "test.crt", "-u alice:s3cret"), 0);
+
+  /* The users: none any more, no password asked. */
+  snprintf(text, sizeof text, "%s", without_users);
+  write_text(cfg, text);
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 200);
+
+  /* A file that no longer parses: refused, said, then fixed. */
+  write_text(cfg, "tls_server_config: [\n");
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 0);
+  write_text(cfg, with_users);
+  assert_int_equal(curl_code(s.port, "rotated.crt", ""), 401);
+  assert_int_equal(curl_code(s.port, "rotated.crt", "-u alice:s3cret"), 200);
+  char err[4096] = {0};
+  struct pollfd p = {s.err, POLLIN, 0};
+  size_t len = 0;
+  while (len < sizeof err - 1 && poll(&p, 1, 0) > 0) {
+    ssize_t n = read(s.err, err + len, sizeof err - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  assert_non_null(strstr(err, "the web config changed and cannot be used"));
+  stop_serve(s);
+  unlink(cfg);
+  unlink(crt);
+  unlink(key);
+}
+
+/* `go tool pprof -top` on URL (SSL_CERT_FILE trusting ca, HOME and
+ * GOCACHE under the test's directory): its output (malloc'd); fails the
+ * test if pprof does. */
+static char *go_pprof_top(const char *url, const char *ca) {
+  char cmd[3000], out[600];
+  snprintf(out, sizeof out, "%s/pprof-top.txt", dir);
+  snprintf(cmd, sizeof cmd,
+           "SSL_CERT_FILE='%s/serve/%s' HOME='%s' GOCACHE='%s/gocache' "
+           "PPROF_TMPDIR='%s' TZ=UTC timeout 120 go tool pprof -top "
+           "-symbolize=none '%s' >'%s' 2>&1",
+           data_dir, ca, dir, dir, dir, url, out);
+  int st = system(cmd);
+  FILE *f = fopen(out, "r");
+  assert_non_null(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  unlink(out);
+  if (st != 0)
+    fail_msg("go tool pprof %s failed: %s", url, buf);
+  return strdup(buf);
+}
+
+/* /debug/pprof/heap?pid=N[&seconds=S] behind the same TLS and basic auth
+ * as the metrics: the real `go tool pprof` reads a profiled program's
+ * heap over https with a user and password in the URL, by function name
+ * (the profile resolved by memtop, as `memtop profile` resolves it), and
+ * its growth over a second; without the password 401, a bad pid 400, a
+ * process that runs no libmemstats an error that says so. */
+static void test_pprof_heap(void **state) {
+  (void)state;
+  if (!host_have_program("go") || !host_have_program("curl")) {
+    print_message("skipped: go (golang-go) or curl is not installed\n");
+    skip();
+  }
+  char prog[1300], ld[1300], line[256] = "";
+  snprintf(prog, sizeof prog, "%s/progs/pl_prof", build_dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  const char *argv[] = {prog, "sites", NULL};
+  const char *env[] = {ld, "MEMSTATS_PROFILE_RATE=1", NULL};
+  target_t t;
+  assert_int_equal(target_launch(&t, argv, NULL, env, NULL, NULL, 0), 0);
+  kid(t.pid);
+  while (strncmp(line, "ready ", 6) != 0)
+    if (target_read_line(t.out, line, sizeof line) != 0)
+      fail_msg("pl_prof did not start");
+  close(t.out);
+  proc_t p = {t.pid, t.in};
+
+  char cfg[512], text[4096];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  snprintf(text, sizeof text,
+           "tls_server_config:\n  cert_file: %s/serve/test.crt\n"
+           "  key_file: %s/serve/test.key\n"
+           "basic_auth_users:\n  alice: " HASH "\n",
+           data_dir, data_dir);
+  write_text(cfg, text);
+  server_t s = start_serve("--web.config.file", cfg, NULL);
+
+  char url[512];
+  snprintf(url, sizeof url,
+           "https://alice:s3cret@127.0.0.1:%d/debug/pprof/heap?pid=%d", s.port,
+           p.pid);
+  char *top = go_pprof_top(url, "test.crt");
+  assert_non_null(strstr(top, "Type: inuse_space"));
+  assert_non_null(strstr(top, " f_big\n"));
+  assert_non_null(strstr(top, " f_small\n"));
+  free(top);
+  snprintf(url, sizeof url,
+           "https://alice:s3cret@127.0.0.1:%d/debug/pprof/heap?pid=%d"
+           "&seconds=1",
+           s.port, p.pid);
+  top = go_pprof_top(url, "test.crt");
+  assert_non_null(strstr(top, "(growth over the interval)"));
+  free(top);
+
+  /* The same door as the metrics: no password, no profile. */
+  char cmd[2048], out[256];
+  static const struct {
+    const char *user, *query;
+    int want;
+  } cases[] = {{"", "?pid=1", 401},
+               {"-u alice:s3cret", "?pid=x", 400},
+               {"-u alice:s3cret", "", 400},
+               {"-u alice:s3cret", "?pid=1&seconds=100000", 400}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    snprintf(cmd, sizeof cmd,
+             "curl -s -o /dev/null -w '%%{http_code}' --max-time 60 "
+             "--cacert %s/serve/test.crt %s "
+             "'https://127.0.0.1:%d/debug/pprof/heap%s'",
+             data_dir, cases[i].user, s.port, cases[i].query);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = '\0';
+    pclose(f);
+    if (atoi(out) != cases[i].want)
+      fail_msg("%s: got '%s', want %d", cmd, out, cases[i].want);
+  }
+  /* This test's own process runs no libmemstats: said, not served. */
+  snprintf(cmd, sizeof cmd,
+           "curl -s --max-time 60 --cacert %s/serve/test.crt -u alice:s3cret "
+           "'https://127.0.0.1:%d/debug/pprof/heap?pid=%d'",
+           data_dir, s.port, (int)getpid());
+  FILE *f = popen(cmd, "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  pclose(f);
+  assert_non_null(strstr(text, "libmemstats"));
+  stop_serve(s);
+  stop_prog(p);
+  unlink(cfg);
 }
 
 /* ------------------------------------------------------------------------
@@ -1181,6 +1537,68 @@ static void test_prometheus_scrapes(void **state) {
   unlink(cfg);
 }
 
+/* contrib/systemd: the unit's ExecStart is a command line this memtop
+ * takes (its flags, in the --flag=value form systemd passes them), with
+ * the address and the web config made the test's own; the drop-in
+ * preloads the library this build installs. */
+static void test_contrib_systemd(void **state) {
+  (void)state;
+  char path[1500];
+  snprintf(path, sizeof path, "%s/../../contrib/systemd/memtop-serve.service",
+           data_dir);
+  char *unit = host_read_all(path, NULL);
+  assert_non_null(unit);
+  const char *exec = strstr(unit, "\nExecStart=");
+  assert_non_null(exec);
+  exec += strlen("\nExecStart=");
+  char line[1024];
+  snprintf(line, sizeof line, "%.*s", (int)strcspn(exec, "\n"), exec);
+  free(unit);
+  char cfg[512];
+  snprintf(cfg, sizeof cfg, "%s/web.yml", dir);
+  write_text(cfg, "basic_auth_users:\n  alice: " HASH "\n");
+  /* memtop serve ARGS... */
+  char *words[8] = {NULL}, *save = NULL, args[8][600];
+  int n = 0;
+  for (char *w = strtok_r(line, " ", &save); w && n < 8;
+       w = strtok_r(NULL, " ", &save))
+    words[n++] = w;
+  assert_true(n >= 2);
+  assert_non_null(strstr(words[0], "/memtop"));
+  assert_string_equal(words[1], "serve");
+  const char *a[8] = {NULL};
+  for (int i = 2; i < n; i++) {
+    if (strncmp(words[i], "--web.listen-address=", 21) == 0)
+      snprintf(args[i], sizeof args[i], "--web.listen-address=127.0.0.1:0");
+    else if (strncmp(words[i], "--web.config.file=", 18) == 0)
+      snprintf(args[i], sizeof args[i], "--web.config.file=%s", cfg);
+    else
+      snprintf(args[i], sizeof args[i], "%s", words[i]);
+    a[i - 2] = args[i];
+  }
+  server_t s = start_serve(a[0], a[1], a[2], a[3], a[4], a[5], NULL);
+  reply_t r;
+  http(s.port, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.status, 401); /* the unit's web config asks for one */
+  reply_free(&r);
+  /* ExecReload's SIGHUP. */
+  assert_int_equal(kill(s.pid, SIGHUP), 0);
+  http(s.port, "GET", "/metrics", "Authorization: Basic YWxpY2U6czNjcmV0\r\n",
+       &r);
+  assert_int_equal(r.status, 200);
+  reply_free(&r);
+  stop_serve(s);
+  unlink(cfg);
+
+  snprintf(path, sizeof path, "%s/../../contrib/systemd/preload.conf",
+           data_dir);
+  char *dropin = host_read_all(path, NULL);
+  assert_non_null(dropin);
+  assert_non_null(strstr(dropin, "\nEnvironment=LD_PRELOAD=" MT_PRELOAD_DIR
+                                 "/libmemstats-preload.so\n"));
+  free(dropin);
+}
+
 /* contrib/prometheus: the scrape example is a valid config, the rules
  * pass their own tests (promtool test rules), and the Grafana dashboard
  * is JSON with the breakdown stacked and the pauses as a heatmap. */
@@ -1266,8 +1684,12 @@ int main(void) {
       cmocka_unit_test_teardown(test_hung_target, end_kids),
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
+      cmocka_unit_test_teardown(test_node_exporter_flags, end_kids),
+      cmocka_unit_test_teardown(test_web_config_reread, end_kids),
+      cmocka_unit_test_teardown(test_pprof_heap, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
       cmocka_unit_test(test_contrib_prometheus),
+      cmocka_unit_test_teardown(test_contrib_systemd, end_kids),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

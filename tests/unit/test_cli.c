@@ -309,6 +309,44 @@ static void test_ps_profile_serve(void **state) {
   assert_int_equal(parse("12", "ps"), MS_EINVAL);
 }
 
+/* serve's node_exporter flags (the old ones their aliases), the
+ * telemetry path, --no-size-classes and --group-by, and where they do
+ * not apply. */
+static void test_serve_flags(void **state) {
+  (void)state;
+  assert_int_equal(parse("serve", "--web.listen-address=:9464",
+                         "--web.config.file", "w.yml",
+                         "--web.telemetry-path=/m", "--no-size-classes",
+                         "--group-by", "cgroup"),
+                   0);
+  assert_string_equal(o.listen, ":9464");
+  assert_string_equal(o.web_config, "w.yml");
+  assert_string_equal(o.telemetry_path, "/m");
+  assert_int_equal(o.no_size_classes, 1);
+  assert_int_equal(o.group_by, MT_GROUP_CGROUP);
+  assert_int_equal(parse("serve", "--web-config", "x.yml", "--listen", ":1"),
+                   0);
+  assert_string_equal(o.web_config, "x.yml");
+  assert_string_equal(o.listen, ":1");
+  assert_null(o.telemetry_path);
+  assert_int_equal(o.group_by, MT_GROUP_NONE);
+  static const char *const rules[] = {"comm", "exe", "cmdline", "cgroup"};
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(parse("serve", "--group-by", rules[i]), 0);
+    assert_int_equal(o.group_by, MT_GROUP_COMM + i);
+  }
+  assert_int_equal(parse("serve", "--group-by", "pid"), MS_EINVAL);
+  static const char *const bad[] = {"metrics", "/",     "/debug/pprof/heap",
+                                    "/a b",    "/a\"b", "/a?x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    if (parse("serve", "--web.telemetry-path", bad[i]) != MS_EINVAL)
+      fail_msg("--web.telemetry-path '%s' taken", bad[i]);
+  assert_int_equal(parse("--no-size-classes"), MS_EINVAL);
+  assert_non_null(strstr(err, "serve"));
+  assert_int_equal(parse("ps", "--group-by", "comm"), MS_EINVAL);
+  assert_int_equal(parse("--web.telemetry-path", "/m", "1"), MS_EINVAL);
+}
+
 /* memtop profile's options: --seconds, --format, --sites, and where
  * they do not apply. */
 static void test_profile_options(void **state) {
@@ -496,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_color),
       cmocka_unit_test(test_run),
       cmocka_unit_test(test_ps_profile_serve),
+      cmocka_unit_test(test_serve_flags),
       cmocka_unit_test(test_profile_options),
       cmocka_unit_test(test_repeatable),
       cmocka_unit_test(test_timeout),

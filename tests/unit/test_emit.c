@@ -466,6 +466,65 @@ static void test_prometheus_linters(void **state) {
   ms__strbuf_free(&om);
 }
 
+/* The exposition's options: --no-size-classes leaves out the size-class
+ * families and their estimate marks, --group-by's label follows pid, comm
+ * and exe, the read duration and memtop's own process_* families are
+ * served as client_golang names them, and the legacy entry point serves
+ * neither. */
+static void test_prometheus_options(void **state) {
+  (void)state;
+  ms_snapshot_t *g = calloc(1, sizeof *g);
+  assert_non_null(g);
+  make_glibc(g);
+  ms__prom_target_t t = {g->pid, g,    "/usr/bin/db", 0,      0,
+                         NULL,   NULL, "db.service",  1500000};
+  ms__prom_self_t self = {.cpu_seconds = 1.25,
+                          .start_time_s = 1700000000.5,
+                          .resident_bytes = 4096,
+                          .virtual_bytes = 8192,
+                          .virtual_max_bytes = UINT64_MAX,
+                          .open_fds = 9,
+                          .max_fds = 1024,
+                          .have_stat = 1,
+                          .have_fds = 1,
+                          .have_vmax = 1};
+  ms__prom_opts_t po = {"1.0", 0, &self, 3};
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(ms__emit_prometheus_opts(&out, 0, &t, 1, &po), 0);
+  const char *o = out.data;
+  assert_non_null(strstr(o, "memstats_heap_alloc_bytes{pid=\"31337\","
+                            "comm=\"db-worker\",exe=\"/usr/bin/db\","
+                            "group=\"db.service\"} 734003200\n"));
+  assert_non_null(strstr(o, "\nmemstats_size_class_mallocs_total{"));
+  assert_non_null(strstr(o, "\nmemtop_scrape_duration_seconds{pid=\"31337\","
+                            "comm=\"db-worker\",exe=\"/usr/bin/db\","
+                            "group=\"db.service\"} 0.0015\n"));
+  assert_non_null(strstr(o, "\nmemtop_scrape_late_targets 3\n"));
+  assert_non_null(strstr(o, "# TYPE process_cpu_seconds_total counter\n"
+                            "process_cpu_seconds_total 1.25\n"));
+  assert_non_null(strstr(o, "\nprocess_resident_memory_bytes 4096\n"));
+  assert_non_null(strstr(o, "\nprocess_virtual_memory_bytes 8192\n"));
+  assert_non_null(strstr(o, "\nprocess_virtual_memory_max_bytes -1\n"));
+  const char *start = strstr(o, "\nprocess_start_time_seconds ");
+  assert_non_null(start);
+  assert_true(strtod(start + 28, NULL) == 1700000000.5);
+  assert_non_null(strstr(o, "\nprocess_open_fds 9\n"));
+  assert_non_null(strstr(o, "\nprocess_max_fds 1024\n"));
+  ms__strbuf_free(&out);
+
+  po.no_size_classes = 1;
+  assert_int_equal(ms__emit_prometheus_opts(&out, 1, &t, 1, &po), 0);
+  assert_null(strstr(out.data, "size_class"));
+  assert_non_null(strstr(out.data, "# TYPE process_cpu_seconds counter\n"));
+  ms__strbuf_free(&out);
+
+  assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "1.0"), 0);
+  assert_null(strstr(out.data, "process_"));
+  assert_null(strstr(out.data, "memtop_scrape_late_targets"));
+  ms__strbuf_free(&out);
+  free(g);
+}
+
 /* What the exposition says, checked on its own: one HELP per family
  * however many processes, an estimate marked and an unavailable figure
  * absent, the histogram cumulative and ending at its count. */
@@ -476,9 +535,10 @@ static void test_prometheus_content(void **state) {
   assert_non_null(c);
   make_glibc(g);
   make_gc(c);
-  ms__prom_target_t t[3] = {{g->pid, g, NULL, 0, 0, NULL, NULL},
-                            {c->pid, c, NULL, 1000000000, 2, NULL, NULL},
-                            {c->pid + 1, c, NULL, 0, 0, NULL, NULL}};
+  ms__prom_target_t t[3] = {
+      {g->pid, g, NULL, 0, 0, NULL, NULL, NULL, 0},
+      {c->pid, c, NULL, 1000000000, 2, NULL, NULL, NULL, 0},
+      {c->pid + 1, c, NULL, 0, 0, NULL, NULL, NULL, 0}};
   ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(ms__emit_prometheus(&out, 0, t, 3, "1.0"), 0);
   const char *o = out.data;
@@ -699,7 +759,7 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   ms__strbuf_free(&out);
 
   /* Prometheus: the families. */
-  ms__prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, NULL};
+  ms__prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, NULL, NULL, 0};
   assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
   double psum = 0;
   for (size_t i = 0; i < 7; i++)
@@ -1330,6 +1390,7 @@ int main(void) {
       cmocka_unit_test(test_golden_prometheus),
       cmocka_unit_test(test_prometheus_linters),
       cmocka_unit_test(test_prometheus_content),
+      cmocka_unit_test(test_prometheus_options),
       cmocka_unit_test(test_json_parses_and_agrees),
       cmocka_unit_test(test_sys_is_the_sum_everywhere),
       cmocka_unit_test(test_report_marks),
