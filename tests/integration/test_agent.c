@@ -618,6 +618,15 @@ static void stop_after_drop(const char *jail, char *err, size_t len) {
     setenv("MEMSTATS_DIR", dir, 1);
     setenv("MEMSTATS_DEBUG", "1", 1);
     setenv("MEMSTATS_PROFILE_RATE", "0", 1);
+    if (jail != NULL) {
+      /* A sanitizer build's leak check at exit reads /proc, which the
+       * chroot has not. */
+      static char asan[512];
+      const char *was = getenv("ASAN_OPTIONS");
+      snprintf(asan, sizeof asan, "%.400s%sdetect_leaks=0",
+               was != NULL ? was : "", was != NULL && was[0] ? ":" : "");
+      setenv("ASAN_OPTIONS", asan, 1);
+    }
     execl(prog, prog, "dropuid", jail, (char *)NULL);
     _exit(127);
   }
@@ -651,8 +660,9 @@ static void stop_after_drop(const char *jail, char *err, size_t len) {
     fail_msg("ms_agent_stop() did not return within 60 s after the program "
              "became nobody; its stderr:\n%s",
              err);
-  assert_true(WIFEXITED(st));
-  assert_int_equal(WEXITSTATUS(st), 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("mt_target dropuid ended with status %#x; its stderr:\n%s", st,
+             err);
   if (strstr(err, "stop could not wake") != NULL ||
       strstr(err, "stop woke the agent thread through") == NULL)
     fail_msg("the stop did not wake the agent thread; its stderr:\n%s", err);
