@@ -1095,12 +1095,12 @@ static int wake_connect(void) {
  * table: a byte into the wake pipe's write end, or, when the program has
  * closed the pipe, the connection. A thread not woken at all still sees
  * the stop flag at its next timeout (stop_locked wakes it again).
- * Returns how it was woken (for MEMSTATS_DEBUG), or NULL if no wake
- * reached it. */
+ * Returns how it was woken (for MEMSTATS_DEBUG; "" the usual way), or
+ * NULL if no wake reached it. */
 static const char *wake_thread(void) {
   if (g_wake_w.private_table) {
     if (wake_connect() == 0)
-      return "a connection to its socket";
+      return ""; /* the usual way */
     if (wake_write(wake_open()) == 0)
       return "its wake pipe opened through /proc";
     if (wake_write(wake_pidfd()) == 0)
@@ -1113,18 +1113,19 @@ static const char *wake_thread(void) {
     woke = w == 1 || (w < 0 && errno == EAGAIN);
   }
   if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
-    return "its wake pipe";
+    return ""; /* the usual way */
   /* Else the thread looks at the stop flag every WAKE_LOST_POLL_MS. */
   if (wake_connect() == 0)
     return "a connection to its socket";
   return woke ? "its wake pipe" : NULL;
 }
 
-/* wake_thread, saying under MEMSTATS_DEBUG=1 how the thread was woken, or
- * that it was not (the first time only: stop_locked tries each second). */
+/* wake_thread, saying under MEMSTATS_DEBUG=1 how the thread was woken
+ * when it was not the usual way, or that it was not (the first time only:
+ * stop_locked tries each second). */
 static void wake_for_stop(int *said) {
   const char *how = wake_thread();
-  if (how != NULL && !(*said & 1)) {
+  if (how != NULL && how[0] != '\0' && !(*said & 1)) {
     ms__debug("agent: stop woke the agent thread through %s", how);
     *said |= 1;
   } else if (how == NULL && !(*said & 2)) {
