@@ -514,7 +514,10 @@ MS_EXTERN void ms_gc_set_enabled(int enabled);
  * the child's agent starts by itself, at the child's first allocation
  * 100 ms or more after the fork. */
 MS_EXTERN int ms_agent_start(void);
-/* Stops the agent and removes its socket. Safe to call if not started. */
+/* Stops the agent and removes its socket. Safe to call if not started.
+ * A program that has become another user since the start (root to
+ * nobody) stops it as well, but may no longer remove the socket from the
+ * first user's directory: memtop removes it once the process is gone. */
 MS_EXTERN int ms_agent_stop(void);
 
 #ifdef __cplusplus

@@ -13,9 +13,11 @@
  * nothing of the program's is held, and the program's table holds none of
  * the agent's. Another thread wakes it (stop, exit) by connecting to its
  * socket, or, failing that, by opening its wake pipe (both ends in the
- * agent's table) again through /proc/self/task/TID/fd/N for one write: a
- * descriptor of its own for that instant, as any libc call that opens a
- * file (wake_thread). Where the table cannot be unshared, every
+ * agent's table) again through /proc/self/task/TID/fd/N, or by copying it
+ * with pidfd_getfd(2), for one write: a descriptor of its own for that
+ * instant, as any libc call that opens a file (wake_thread). A program
+ * that has become another user since the start (root to nobody) still
+ * wakes it so. Where the table cannot be unshared, every
  * descriptor is in the program's table, placed at its top and checked
  * before each use: a descriptor found closed or replaced is
  * abandoned (never closed: the number is the program's now), and the agent
@@ -548,15 +550,64 @@ static int keep_stderr(void) {
 #endif
 }
 
+/* One byte into fd, a descriptor of the caller's own that should be the
+ * wake pipe's write end, which is closed after. The byte goes only if fd is
+ * that pipe (its identity, as ms__own_same checks it): a thread number
+ * used again (the agent's thread gone, another made) names another
+ * file. Returns 0 if the byte was written (or the pipe was full, which
+ * wakes the agent as well), else -1. */
+static int wake_write(int fd) {
+  struct stat st;
+  int r = -1;
+  if (fd < 0)
+    return -1;
+  if (fstat(fd, &st) == 0 && st.st_dev == g_wake_w.dev &&
+      st.st_ino == g_wake_w.ino) {
+    ssize_t w = write(fd, "x", 1);
+    r = w == 1 || (w < 0 && errno == EAGAIN) ? 0 : -1;
+  }
+  close(fd);
+  return r;
+}
+
 /* The wake pipe's write end, opened again through /proc from any thread
  * (the pipe itself, not the agent's descriptor): a descriptor the caller
- * closes, or -1 as open(2) returns it. */
+ * closes, or -1 as open(2) returns it. Opening it checks the pipe's own
+ * mode, which wake_make opened to every user for writing: a program that
+ * drops its privileges (root to nobody) is another user than the pipe's
+ * owner from then on. Only a process allowed to trace this one may follow
+ * the /proc link at all. */
 static int wake_open(void) {
   char p[80];
   if (g_wake_w.fd < 0)
     return -1;
   snprintf(p, sizeof p, "/proc/self/task/%d/fd/%d", g_agent_tid, g_wake_w.fd);
   return open(p, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+/* The wake pipe's write end copied from the agent's own table with
+ * pidfd_getfd(2), through a pidfd of its thread (PIDFD_THREAD, Linux
+ * 6.9): no file is looked up, so it needs neither /proc (a chroot) nor
+ * any right on a file, and the kernel lets a process take its own
+ * threads' descriptors whatever its user. A descriptor the caller closes,
+ * or -1. */
+static int wake_pidfd(void) {
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_getfd)
+  if (g_wake_w.fd < 0 || g_agent_tid <= 0)
+    return -1;
+  int pfd = (int)syscall(SYS_pidfd_open, g_agent_tid, PIDFD_THREAD);
+  if (pfd < 0)
+    return -1;
+  int fd = (int)syscall(SYS_pidfd_getfd, pfd, g_wake_w.fd, 0);
+  close(pfd);
+  return fd;
+#else
+  return -1;
+#endif
 }
 
 /* The wake pipe, made by the thread in its own table (or at the top of the
@@ -590,6 +641,12 @@ static int wake_make(void) {
     close(p[0]);
     return r;
   }
+  /* In its own table the write end is reached from the program's threads
+   * by opening it again (wake_open), which checks the pipe's mode against
+   * the caller's user of the moment: writable by all, so that a program
+   * that becomes another user after the start can still stop the agent. */
+  if (g_private)
+    fchmod(g_wake_w.fd, 0222);
   r = ms__own_take(&g_wake_r, p[0], g_private);
   return r < 0 ? r : 0;
 }
@@ -695,7 +752,16 @@ static void wake_read(short revents) {
   } else if (revents & (POLLHUP | POLLERR)) {
     ms__own_close(&g_wake_r);
   } else {
-    return; /* stop()'s byte: g_stop is set */
+    /* stop()'s byte: g_stop is set. A byte without it came from another
+     * process allowed to trace this one (the pipe is open to every user
+     * through /proc: wake_make): in the agent's own table the pipe is
+     * read empty (it does not block), else it would wake every poll. */
+    if (g_private && !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+      char b[64];
+      while (read(g_wake_r.fd, b, sizeof b) > 0) {
+      }
+    }
+    return;
   }
   ms__debug("agent: the program closed the agent's wake pipe; the agent "
             "now also checks for stop every %d ms",
@@ -1019,25 +1085,27 @@ static int wake_connect(void) {
 }
 
 /* Wakes the thread for stop. With a table of its own: a connection to
- * its socket, or, when that fails (the path removed, its queue full), a
- * byte into the wake pipe opened again through /proc. Not /proc first:
+ * its socket, or, when that fails (the path removed, its queue full, or
+ * the program now another user than the directory's owner), a byte into
+ * the wake pipe opened again through /proc, or else copied from the
+ * agent's table with a pidfd (no /proc: a chroot). Not /proc first:
  * each task entry of /proc looked up costs a walk of /proc's dentries
  * when the thread is reaped, which is most of what a process that runs
  * for a millisecond pays for the agent. In the program's
  * table: a byte into the wake pipe's write end, or, when the program has
  * closed the pipe, the connection. A thread not woken at all still sees
- * the stop flag at its next timeout (stop_locked wakes it again). */
-static void wake_thread(void) {
+ * the stop flag at its next timeout (stop_locked wakes it again).
+ * Returns how it was woken (for MEMSTATS_DEBUG; "" the usual way), or
+ * NULL if no wake reached it. */
+static const char *wake_thread(void) {
   if (g_wake_w.private_table) {
     if (wake_connect() == 0)
-      return;
-    int fd = wake_open();
-    if (fd >= 0) {
-      ssize_t w = write(fd, "x", 1);
-      (void)w;
-      close(fd);
-    }
-    return;
+      return ""; /* the usual way */
+    if (wake_write(wake_open()) == 0)
+      return "its wake pipe opened through /proc";
+    if (wake_write(wake_pidfd()) == 0)
+      return "its wake pipe taken with pidfd_getfd";
+    return NULL;
   }
   int woke = 0;
   if (ms__own_same(&g_wake_w)) {
@@ -1045,9 +1113,26 @@ static void wake_thread(void) {
     woke = w == 1 || (w < 0 && errno == EAGAIN);
   }
   if (woke && !__atomic_load_n(&g_wake_lost, __ATOMIC_ACQUIRE))
-    return;
-  wake_connect(); /* else the thread looks at the stop flag every
-                     WAKE_LOST_POLL_MS */
+    return ""; /* the usual way */
+  /* Else the thread looks at the stop flag every WAKE_LOST_POLL_MS. */
+  if (wake_connect() == 0)
+    return "a connection to its socket";
+  return woke ? "its wake pipe" : NULL;
+}
+
+/* wake_thread, saying under MEMSTATS_DEBUG=1 how the thread was woken
+ * when it was not the usual way, or that it was not (the first time only:
+ * stop_locked tries each second). */
+static void wake_for_stop(int *said) {
+  const char *how = wake_thread();
+  if (how != NULL && how[0] != '\0' && !(*said & 1)) {
+    ms__debug("agent: stop woke the agent thread through %s", how);
+    *said |= 1;
+  } else if (how == NULL && !(*said & 2)) {
+    ms__debug("agent: stop could not wake the agent thread; it stops at its "
+              "next timeout");
+    *said |= 2;
+  }
 }
 
 /* Stops the thread; with a deadline (at exit) it gives up waiting rather
@@ -1055,8 +1140,9 @@ static void wake_thread(void) {
 static void stop_locked(int at_exit) {
   if (!g_running)
     return;
+  int said = 0;
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
-  wake_thread();
+  wake_for_stop(&said);
   if (at_exit) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -1078,7 +1164,7 @@ static void stop_locked(int at_exit) {
       ts.tv_sec += 1;
       if (pthread_timedjoin_np(g_thread, NULL, &ts) != ETIMEDOUT)
         break;
-      wake_thread();
+      wake_for_stop(&said);
     }
   }
   /* The thread closed its own descriptors on its way out. */

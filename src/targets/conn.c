@@ -12,8 +12,15 @@
  *
  * Each pipe is its own allocation, freed in its close callback, so a new
  * connection can start while libuv is still closing the old one. The
- * connection object itself is freed once its timer and any pipe are
- * closed.
+ * connection object itself is freed once its timer, any pipe and any
+ * explanation being made are done.
+ *
+ * Why a target did not answer is found in its /proc files (its descriptor
+ * table counted against its limit: a walk as long as the table, a
+ * million entries for some servers, and one that waits on a hung /proc):
+ * never on the loop. The explanation is made on libuv's pool and the
+ * request ends when it is ready, or EXPLAIN_MS after its deadline with
+ * what the loop knows without it, whichever comes first.
  */
 #include "targets/conn.h"
 
@@ -24,6 +31,8 @@
 #include <string.h>
 
 #define READ_CHUNK 65536
+/* How long after a request's deadline its explanation may take. */
+#define EXPLAIN_MS 1000
 #define REPLY_MAX (8u << 20) /* a reply bigger than this is garbage */
 
 typedef struct mt_pipe_s {
@@ -72,7 +81,22 @@ struct mt_conn_s {
    * mt_conn_fetch_flags(). */
   int early_err;
   char early_msg[512];
+  /* The explanation of a timeout being made on the pool (explain_t), for
+   * request number `seq`; the timer then bounds the wait for it. */
+  int explaining;
+  uint64_t seq;
 };
+
+/* A timeout's explanation, made on libuv's pool from copies (the
+ * connection may be closed meanwhile: it is kept until explain_done). */
+typedef struct explain_s {
+  uv_work_t req;
+  mt_conn_t *conn;
+  uint64_t seq;
+  int pid, timeout_ms;
+  char path[MSC_NSPATH_MAX];
+  char msg[512];
+} explain_t;
 
 static void conn_unref(mt_conn_t *c) {
   if (--c->handles == 0 && c->closing) {
@@ -158,12 +182,72 @@ static void failf(mt_conn_t *c, int status, const char *fmt, ...) {
  * are, so they pass through unchanged. */
 #define from_uv(e) (e)
 
+static void timed_out(uv_timer_t *t);
+
+/* The request's end when nothing came and the explanation is not to be
+ * had (late, or not made): what the loop knows without /proc. */
+static void fail_unexplained(mt_conn_t *c) {
+  failf(c, MS_ETIMEDOUT,
+        "PID %d: no answer within %d ms: the target's agent is hung or the "
+        "process is stopped (SIGSTOP, a debugger)",
+        c->pid, c->timeout_ms);
+}
+
+static void explain_work(uv_work_t *req) {
+  explain_t *e = req->data;
+
+  msc_explain_timeout(e->pid, e->timeout_ms, 1, e->path, e->msg, sizeof e->msg);
+}
+
+static void explain_done(uv_work_t *req, int status) {
+  explain_t *e = req->data;
+  mt_conn_t *c = e->conn;
+
+  (void)status;
+  /* Given up on (EXPLAIN_MS passed, the connection closed) or for an
+   * earlier request: the words are dropped. */
+  if (c->explaining && c->busy && c->seq == e->seq) {
+    c->explaining = 0;
+    finish(c, MS_ETIMEDOUT, e->msg);
+  }
+  free(e);
+  conn_unref(c);
+}
+
+/* A connected request's deadline passed with nothing received: the pipe
+ * goes, and the explanation is made on the pool (see the opening
+ * comment). Returns 0, or nonzero if it could not be queued. */
+static int explain_start(mt_conn_t *c) {
+  explain_t *e = calloc(1, sizeof *e);
+
+  if (e == NULL)
+    return -1;
+  e->req.data = e;
+  e->conn = c;
+  e->seq = c->seq;
+  e->pid = c->pid;
+  e->timeout_ms = c->timeout_ms;
+  memcpy(e->path, c->path, sizeof e->path);
+  if (uv_queue_work(c->loop, &e->req, explain_work, explain_done) != 0) {
+    free(e);
+    return -1;
+  }
+  c->handles++;
+  c->explaining = 1;
+  drop_pipe(c);
+  uv_timer_start(&c->timer, timed_out, EXPLAIN_MS, 0);
+  return 0;
+}
+
 static void timed_out(uv_timer_t *t) {
   mt_conn_t *c = t->data;
   int err = c->early_err;
 
   /* Whether memtop tries again is the caller's to say. */
-  if (err != 0) {
+  if (c->explaining) {
+    c->explaining = 0; /* late: a hung /proc, or a busy pool */
+    fail_unexplained(c);
+  } else if (err != 0) {
     c->early_err = 0;
     failf(c, err, "%s", c->early_msg);
   } else if (c->connected && c->got > 0) {
@@ -175,11 +259,12 @@ static void timed_out(uv_timer_t *t) {
           "purpose; memtop gave up on it (--timeout sets the deadline)",
           c->pid, c->timeout_ms, (unsigned long long)c->got,
           c->have_snap ? ", the heap profile's last frame did not" : "");
-  } else {
-    char msg[512];
-    msc_explain_timeout(c->pid, c->timeout_ms, c->connected, c->path, msg,
-                        sizeof msg);
+  } else if (!c->connected) {
+    char msg[512]; /* not connected: said without reading /proc */
+    msc_explain_timeout(c->pid, c->timeout_ms, 0, c->path, msg, sizeof msg);
     finish(c, MS_ETIMEDOUT, msg);
+  } else if (explain_start(c) != 0) {
+    fail_unexplained(c);
   }
 }
 
@@ -497,6 +582,8 @@ static int fetch(mt_conn_t *c, int timeout_ms, uint64_t flags, int prof) {
   c->have_snap = 0;
   c->timeout_ms = timeout_ms;
   c->got = 0;
+  c->seq++;
+  c->explaining = 0;
   /* One deadline for the whole request, never re-armed. */
   uv_timer_start(&c->timer, timed_out, (uint64_t)timeout_ms, 0);
   if (c->pipe == NULL) {

@@ -43,7 +43,9 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
 /* Asks for one snapshot; the callback runs exactly once, later (never
  * from inside this call), unless the connection is closed first: at the
  * latest timeout_ms after this call (MS_ETIMEDOUT), however the target
- * sends its answer. flags
+ * sends its answer; when a target that accepted the connection sent
+ * nothing, up to a second later, while the reason is read from its /proc
+ * files on libuv's pool (conn.c). flags
  * are request flags (MS__REQ_SMAPS: also the kernel's smaps_rollup
  * figures, which cost the target about 10 ms per GiB resident). Returns
  * 0, MS_EAGAIN if a request is already in flight, or MS_ENOMEM (then the

@@ -593,6 +593,132 @@ static void test_not_dumpable_answers_root_only(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The output on stderr of `mt_target dropuid [JAIL]` (linked with
+ * -lmemstats), started as root with MEMSTATS_DEBUG=1 in a socket directory
+ * of root's, in err: it starts its agent, becomes uid 65534 (after a
+ * chroot to JAIL), and at the end of its stdin calls ms_agent_stop() and
+ * exits. With profiling off, nothing but a wake ends the agent's poll()
+ * before its idle timeout (300 s): a stop that could not wake it would
+ * wait that long, so the program must have exited (status 0) well before
+ * the 60 s after which it is killed and the test fails. */
+static void stop_after_drop(const char *jail, char *err, size_t len) {
+  char prog[4200], dir[128], logp[160], line[128];
+  prog_path(prog, sizeof prog);
+  snprintf(strrchr(prog, '/'), sizeof prog - strlen(prog), "/mt_target");
+  snprintf(dir, sizeof dir, "%s/drop", g_dir);
+  snprintf(logp, sizeof logp, "%s/stderr", g_dir);
+  int in[2], out[2];
+  assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+  assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int e = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (e < 0 || dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(e, 2) < 0)
+      _exit(127);
+    setenv("MEMSTATS_DIR", dir, 1);
+    setenv("MEMSTATS_DEBUG", "1", 1);
+    setenv("MEMSTATS_PROFILE_RATE", "0", 1);
+    if (jail != NULL) {
+      /* A sanitizer build's leak check at exit reads /proc, which the
+       * chroot has not. */
+      static char asan[512];
+      const char *was = getenv("ASAN_OPTIONS");
+      snprintf(asan, sizeof asan, "%.400s%sdetect_leaks=0",
+               was != NULL ? was : "", was != NULL && was[0] ? ":" : "");
+      setenv("ASAN_OPTIONS", asan, 1);
+    }
+    execl(prog, prog, "dropuid", jail, (char *)NULL);
+    _exit(127);
+  }
+  assert_true(pid > 0);
+  close(in[0]);
+  close(out[1]);
+  assert_int_equal(target_read_line(out[0], line, sizeof line), 0);
+  if (strncmp(line, "ready ", 6) != 0)
+    fail_msg("mt_target dropuid: %s", line);
+  close(in[1]); /* its stdin ends: it stops its agent, then exits */
+  int st = 0, done = 0;
+  for (int i = 0; i < 6000 && !done; i++) {
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    done = w == pid;
+    if (!done) {
+      struct timespec ts = {0, 10 * 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+  }
+  close(out[0]);
+  int fd = open(logp, O_RDONLY | O_CLOEXEC);
+  assert_true(fd >= 0);
+  ssize_t n = read(fd, err, len - 1);
+  close(fd);
+  err[n > 0 ? n : 0] = '\0';
+  if (!done)
+    fail_msg("ms_agent_stop() did not return within 60 s after the program "
+             "became nobody; its stderr:\n%s",
+             err);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("mt_target dropuid ended with status %#x; its stderr:\n%s", st,
+             err);
+  if (strstr(err, "stop could not wake") != NULL ||
+      strstr(err, "stop woke the agent thread through") == NULL)
+    fail_msg("the stop did not wake the agent thread; its stderr:\n%s", err);
+}
+
+/* A program that drops its privileges once its agent runs (a server's
+ * workers: root to nobody) can no longer connect to its socket (root's
+ * 0700 directory) nor open the agent's wake pipe, which root made: its
+ * ms_agent_stop() and exit must wake the agent thread all the same, not
+ * wait for the thread's next timeout (up to 300 s; 1 s at exit). */
+static void test_stop_after_privilege_drop(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root, so the target cannot become another "
+                  "user\n");
+    skip();
+  }
+  static char err[8192];
+  stop_after_drop(NULL, err, sizeof err);
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+/* The same in a chroot: neither the socket's path nor /proc is there, and
+ * the wake goes through a pidfd of the agent's thread (Linux 6.9). */
+static void test_stop_after_privilege_drop_chroot(void **state) {
+  (void)state;
+  if (geteuid() != 0) {
+    print_message("skipped: not root, so the target cannot chroot\n");
+    skip();
+  }
+#ifdef SYS_pidfd_open
+  int pfd =
+      (int)syscall(SYS_pidfd_open, (int)syscall(SYS_gettid), PIDFD_THREAD);
+#else
+  int pfd = -1;
+#endif
+  if (pfd < 0) {
+    print_message("skipped: no pidfd of a thread here (Linux 6.9)\n");
+    skip();
+  }
+  close(pfd);
+  char jail[128];
+  snprintf(jail, sizeof jail, "%s/jail", g_dir);
+  assert_int_equal(mkdir(jail, 0755), 0);
+  static char err[8192];
+  stop_after_drop(jail, err, sizeof err);
+  rmdir(jail);
+  if (strstr(err, "pidfd_getfd") == NULL)
+    fail_msg("the stop in a chroot did not wake the agent through a pidfd; "
+             "its stderr:\n%s",
+             err);
+}
+
 static void expect_unsafe(const char *dir) {
   setenv("MEMSTATS_DIR", dir, 1);
   assert_int_equal(ms_agent_start(), MS_EUNSAFE);
@@ -913,6 +1039,8 @@ int main(void) {
       cmocka_unit_test(test_burst),
       cmocka_unit_test(test_other_uid_refused),
       cmocka_unit_test(test_not_dumpable_answers_root_only),
+      cmocka_unit_test(test_stop_after_privilege_drop),
+      cmocka_unit_test(test_stop_after_privilege_drop_chroot),
       cmocka_unit_test(test_unsafe_dirs),
       cmocka_unit_test(test_stale_and_reuse),
       cmocka_unit_test(test_fork_and_exit),

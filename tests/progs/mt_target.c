@@ -14,6 +14,10 @@
  *                        gid 65534 once the agent listens (a server's
  *                        workers after they drop their privileges: the
  *                        socket stays root's)
+ *   mt_target dropuid JAIL the same, after also changing its root to the
+ *                        directory JAIL (a daemon that locks itself in an
+ *                        empty directory: neither its socket nor /proc is
+ *                        there)
  *
  * If ms_agent_start() fails it says "agent-error <code>" and exits 1.
  */
@@ -59,6 +63,11 @@ int main(int argc, char **argv) {
       madvise(p, len, MADV_FREE);
 #endif
     }
+  }
+  if (argc > 2 && strcmp(argv[1], "dropuid") == 0 &&
+      (chroot(argv[2]) != 0 || chdir("/") != 0)) {
+    printf("chroot-error\n");
+    return 1;
   }
   if (argc > 1 && strcmp(argv[1], "dropuid") == 0 &&
       (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||

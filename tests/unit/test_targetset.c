@@ -30,6 +30,7 @@
 #include "tui/model.h"
 #include "memtop/out.h"
 #include "memtop/rounds.h"
+#include "targets/conn.h"
 #include "targets/targetset.h"
 
 /* ---- fake clock and timers -------------------------------------------- */
@@ -1042,6 +1043,149 @@ static void test_stale_off_the_loop(void **state) {
   rmdir(dir);
 }
 
+static int conn_runs, conn_status, conn_seen = -1;
+static char conn_msg[512];
+
+static void conn_done(mt_conn_t *c, int status, const ms_snapshot_t *got,
+                      const char *msg, void *arg) {
+  (void)c;
+  (void)got;
+  (void)arg;
+  conn_runs++;
+  conn_status = status;
+  snprintf(conn_msg, sizeof conn_msg, "%s", msg != NULL ? msg : "");
+}
+
+/* Past the request's deadline, before EXPLAIN_MS has: what the callback
+ * did by then, and the pool let go. */
+static void conn_check(uv_timer_t *t) {
+  conn_seen = conn_runs;
+  uv_sem_post(&hold);
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A target that accepts the connection and never answers: why is read
+ * from its /proc files (its descriptors counted against its limit, a walk
+ * as long as its table, which waits on a hung /proc), on libuv's pool.
+ * With the pool's one thread held, the request's deadline passes and no
+ * callback runs on the loop; once the pool is let go, the callback brings
+ * the explanation. The target is this process, listening on a socket it
+ * never accepts from. */
+static void test_timeout_explained_off_the_loop(void **state) {
+  char dir[] = "/tmp/test_targetset.XXXXXX";
+  struct sockaddr_un sa;
+  uv_loop_t loop;
+  uv_timer_t check;
+  uv_work_t w;
+  mt_conn_t *c;
+  int fd;
+
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  setenv("MEMSTATS_DIR", dir, 1);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.80s/%d.sock", dir,
+           (int)getpid());
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(fd, 4), 0);
+
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(uv_sem_init(&hold, 0), 0);
+  assert_int_equal(uv_queue_work(&loop, &w, hold_work, hold_done), 0);
+  c = mt_conn_new(&loop, (int)getpid(), 0, conn_done, NULL);
+  assert_non_null(c);
+  conn_runs = 0;
+  conn_seen = -1;
+  uv_update_time(&loop);
+  assert_int_equal(mt_conn_fetch_flags(c, 200, 0), 0);
+  /* Due after the deadline (200 ms) and before the explanation's own
+   * (a second after it), timers being run in the order they are due. */
+  assert_int_equal(uv_timer_init(&loop, &check), 0);
+  assert_int_equal(uv_timer_start(&check, conn_check, 700, 0), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  mt_conn_close(c);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  uv_sem_destroy(&hold);
+  close(fd);
+  unlink(sa.sun_path);
+  rmdir(dir);
+  unsetenv("MEMSTATS_DIR");
+  if (conn_seen != 0)
+    fail_msg("the timeout was explained on the loop's thread: %s", conn_msg);
+  assert_int_equal(conn_runs, 1);
+  assert_int_equal(conn_status, MS_ETIMEDOUT);
+  if (strstr(conn_msg, "no answer within 200 ms") == NULL)
+    fail_msg("not the explanation of an accepted, unanswered request: %s",
+             conn_msg);
+}
+
+/* Each 50 ms: once the callback has run (while the pool is held), the
+ * pool is let go; after 30 s, let go all the same (the test then fails). */
+static void conn_wait(uv_timer_t *t) {
+  int *ticks = t->data;
+  if (conn_runs == 0 && ++*ticks < 600)
+    return;
+  conn_seen = conn_runs;
+  uv_sem_post(&hold);
+  uv_close((uv_handle_t *)t, NULL);
+}
+
+/* The explanation's own bound: with the pool held for good (a hung
+ * /proc), the callback still runs, without it, and the explanation that
+ * comes later is dropped (one callback only). */
+static void test_timeout_explanation_late(void **state) {
+  char dir[] = "/tmp/test_targetset.XXXXXX";
+  struct sockaddr_un sa;
+  uv_loop_t loop;
+  uv_timer_t wait;
+  uv_work_t w;
+  mt_conn_t *c;
+  int fd, ticks = 0;
+
+  (void)state;
+  assert_non_null(mkdtemp(dir));
+  setenv("MEMSTATS_DIR", dir, 1);
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%.80s/%d.sock", dir,
+           (int)getpid());
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  assert_int_equal(listen(fd, 4), 0);
+
+  assert_int_equal(uv_loop_init(&loop), 0);
+  assert_int_equal(uv_sem_init(&hold, 0), 0);
+  assert_int_equal(uv_queue_work(&loop, &w, hold_work, hold_done), 0);
+  c = mt_conn_new(&loop, (int)getpid(), 0, conn_done, NULL);
+  assert_non_null(c);
+  conn_runs = 0;
+  conn_seen = -1;
+  conn_msg[0] = '\0';
+  assert_int_equal(mt_conn_fetch_flags(c, 100, 0), 0);
+  assert_int_equal(uv_timer_init(&loop, &wait), 0);
+  wait.data = &ticks;
+  assert_int_equal(uv_timer_start(&wait, conn_wait, 50, 50), 0);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  mt_conn_close(c);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&loop), 0);
+  uv_sem_destroy(&hold);
+  close(fd);
+  unlink(sa.sun_path);
+  rmdir(dir);
+  unsetenv("MEMSTATS_DIR");
+  if (conn_seen != 1)
+    fail_msg("no callback while the explanation was held (30 s)");
+  assert_int_equal(conn_runs, 1);
+  assert_int_equal(conn_status, MS_ETIMEDOUT);
+  assert_non_null(strstr(conn_msg, "no answer within 100 ms"));
+}
+
 /* A tree (tree_root): a listing takes the root's descendants only, at
  * any depth and through processes that are not listed (a shell between),
  * and a daemon re-parented to the root (memtop as a subreaper) is in it;
@@ -1076,7 +1220,8 @@ static void test_tree(void **state) {
 }
 
 int main(void) {
-  /* test_stale_off_the_loop holds the pool's one thread. */
+  /* test_stale_off_the_loop and test_timeout_explained_off_the_loop hold
+   * the pool's one thread. */
   setenv("UV_THREADPOOL_SIZE", "1", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_snapshot_once, reset),
@@ -1093,6 +1238,8 @@ int main(void) {
       cmocka_unit_test_setup(test_profile_request, reset),
       cmocka_unit_test_setup(test_live_detail_asks_both, reset),
       cmocka_unit_test(test_stale_off_the_loop),
+      cmocka_unit_test(test_timeout_explained_off_the_loop),
+      cmocka_unit_test(test_timeout_explanation_late),
       cmocka_unit_test_setup(test_tree, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
