@@ -1,7 +1,7 @@
 /*
  * targetset_uv.c - the target set's real I/O (see targetset.h,
  * mt_tset_io_uv): connections are conn.c's on a libuv loop, timers are
- * uv timers, the clock is uv_hrtime, the listing is msc_list, and
+ * uv timers, the clock is uv_hrtime, the listing is msc_list_reuse, and
  * whether a process is gone is read from /proc/PID/stat.
  */
 #include <errno.h>
@@ -135,7 +135,7 @@ static void timer_close(void *timer) {
 
 static int discover(void *ctx, msc_target_t **out, size_t *n) {
   (void)ctx;
-  return msc_list(out, n);
+  return msc_list_reuse(out, n);
 }
 
 static void stale(void *ctx, const msc_target_t *t) {

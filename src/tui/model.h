@@ -79,6 +79,11 @@ typedef struct mt_target_s {
    * (procinfo.h; uid -1 until known). */
   mt_procinfo_t proc;
   int proc_read; /* 1 once /proc was read for this process */
+  /* The columns its provider list and user name take once sanitised,
+   * measured when they change (mt_model_update), not at every frame:
+   * valid only while widths_known (a target built by hand has not). */
+  int widths_known;
+  int prov_width, user_width;
   /* Its place in the tree view (mt_model_sort): the depth under the
    * nearest shown ancestor (0: none), and a bit per level, from the top,
    * set where that level has siblings below (for the connectors). */
@@ -247,6 +252,16 @@ const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len);
 /* 1 if text is t's PID, or is in its comm, command line or user name
  * (ASCII case ignored); "" matches every target. */
 int mt_target_matches(const mt_target_t *t, const char *text);
+
+/* How many times mt_target_providers() joined a provider list: the
+ * list's column widths are measured when a target's providers change
+ * (mt_model_update), not for every target at every frame; a test counts
+ * these to keep it so. */
+extern unsigned long mt_model_provider_joins;
+/* The columns t's provider list and user name take once sanitised,
+ * measured now. */
+int mt_target_measure_providers(const mt_target_t *t);
+int mt_target_measure_user(const mt_target_t *t);
 
 /* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */
 int mt_target_reserve_history(mt_target_t *t);

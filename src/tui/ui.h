@@ -50,6 +50,11 @@ int mt_ui_start(mt_model_t *m);
  * nothing before mt_ui_start() or after mt_ui_end(). */
 void mt_ui_draw(const mt_model_t *m);
 
+/* How many cells mt_ui_draw() has given curses: only those that changed
+ * since the frame before (all of them after a start, a resize or a new
+ * colour scheme). */
+unsigned long mt_ui_cells_given(void);
+
 /* Reads every pending key and mouse event (non-blocking) and applies each
  * with mt_key_apply() or mt_key_mouse() (keys.h); when the setup screen
  * closed, writes memtoprc (a failure is said on the status line). Returns
