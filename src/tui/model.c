@@ -197,20 +197,45 @@ int mt_target_measure_user(const mt_target_t *t) {
                            (size_t)-1);
 }
 
-/* Who runs the process and its command line, once per process (a new
- * start time is a new process), and the machine's memory at most twice
- * per refresh: /proc, read only when the live view gave its root. */
+/* Whether t is on screen: one of the list's rows as mt_model_sort last
+ * laid them out (m->page_rows of them from first_row), or the process
+ * of the detail view. */
+static int on_screen(const mt_model_t *m, const mt_target_t *t) {
+  if (m->screen == MT_SCREEN_DETAIL)
+    return t->pid == m->detail_pid;
+  return m->screen == MT_SCREEN_LIST && m->page_rows > 0 && t->row >= 0 &&
+         (size_t)t->row >= m->first_row &&
+         (size_t)t->row < m->first_row + (size_t)m->page_rows;
+}
+
+/* Who runs the process, its parent and its command line: once per process
+ * (a new start time is a new process), then again every
+ * MT_PROC_REREAD_NS while it is on screen (what is not shown is not
+ * read: a list of 200 reads some 40); and the machine's memory at most
+ * twice per refresh: /proc, read only when the live view gave its root. */
 static void read_proc(mt_model_t *m, mt_target_t *t) {
   if (m->proc_root == NULL)
     return;
-  if (!t->proc_read) {
-    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
-    t->proc_read = 1;
-    t->user_width = mt_target_measure_user(t);
-  }
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t at = m->now_mono_ns != 0 ? m->now_mono_ns : now;
+  if (!t->proc_read) {
+    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
+    t->proc_read = 1;
+    t->proc_read_ns = at;
+    t->user_width = mt_target_measure_user(t);
+  } else if (at - t->proc_read_ns >= MT_PROC_REREAD_NS && on_screen(m, t)) {
+    /* What cannot be read now (the process is going) stays as it was. */
+    mt_procinfo_t p;
+    t->proc_read_ns = at;
+    if (mt_procinfo_read(m->proc_root, t->pid, t->start_time, &p) == 0) {
+      int user_same = strcmp(p.user, t->proc.user) == 0;
+      t->proc = p;
+      if (!user_same)
+        t->user_width = mt_target_measure_user(t);
+    }
+  }
   if (!m->machine.have ||
       now - m->machine.read_mono_ns >= (uint64_t)(m->delay_s * 0.5e9))
     mt_procinfo_meminfo(m->proc_root, &m->machine);
@@ -521,6 +546,13 @@ void mt_model_sort(mt_model_t *m) {
   size_t nv = mt_model_nvisible(m);
   if (m->selected >= nv)
     m->selected = nv > 0 ? nv - 1 : 0;
+  /* Where each is drawn (the visible ones first), and the list's first
+   * row on screen as view_list.c scrolls: the selection on the last. */
+  for (i = 0; i < m->ntargets; i++)
+    m->targets[i]->row = i < nv ? (long)i : -1;
+  m->first_row = 0;
+  if (m->page_rows > 0 && m->selected >= (size_t)m->page_rows)
+    m->first_row = m->selected - (size_t)m->page_rows + 1;
 }
 
 const char *mt_target_name(const mt_model_t *m, const mt_target_t *t) {

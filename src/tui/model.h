@@ -15,6 +15,11 @@
 #include "memstats.h"
 #include "tui/procinfo.h"
 
+/* Who runs a process, its parent and its command line can change (a
+ * server's workers drop to nobody, set their titles, are re-parented):
+ * read again at most this often, and only for the rows on screen. */
+#define MT_PROC_REREAD_NS (5 * 1000000000ull)
+
 /* The refresh delay in seconds, the same rule on the command line (-d) and
  * at the live view's prompt. */
 #define MT_DELAY_DEFAULT 1.0
@@ -78,7 +83,9 @@ typedef struct mt_target_s {
   /* Who runs it and its command line, read from /proc once per process
    * (procinfo.h; uid -1 until known). */
   mt_procinfo_t proc;
-  int proc_read; /* 1 once /proc was read for this process */
+  int proc_read;         /* 1 once /proc was read for this process */
+  uint64_t proc_read_ns; /* when (the model's clock), to read it again */
+  long row; /* its index among the rows at the last sort; -1: hidden */
   /* The columns its provider list and user name take once sanitised,
    * measured when they change (mt_model_update), not at every frame:
    * valid only while widths_known (a target built by hand has not). */
@@ -173,6 +180,7 @@ typedef struct mt_model_s {
    * build a model by hand); the live view sets "/proc" when it starts. */
   const char *proc_root;
   mt_meminfo_t machine; /* the machine-wide line; have 0 until read */
+  size_t first_row;     /* the list's first row on screen (mt_model_sort) */
 } mt_model_t;
 
 /* The list's columns, a bit each in mt_model_t.columns. */
