@@ -375,7 +375,7 @@ static void remove_dead_bound(const char *dir, const char *name, uid_t owner) {
  * comm) cannot change while its socket is the same. A directory changed
  * within DIRS_RACY_NS before its reading is not kept: the kernel's
  * coarse clock may give a later change the same time. */
-#define DIRS_FRESH_NS (10 * 1000000000ull)
+#define DIRS_FRESH_NS (30 * 1000000000ull)
 #define DIRS_RACY_NS (1000000000ull)
 #define DIRS_MAX 8
 typedef struct dir_seen_s {

@@ -95,7 +95,7 @@ void msc_explain_timeout(int pid, int timeout_ms, int connected,
 int msc_list(msc_target_t **out, size_t *count);
 /* msc_list for a caller that lists again and again (the live view's
  * rescan): a directory whose inode, mtime and ctime are unchanged since
- * it was last read this way, at most 10 s ago, gives the same entries
+ * it was last read this way, at most 30 s ago, gives the same entries
  * again without reading it or /proc (a socket added or removed changes
  * the directory's times). Stale sockets are removed, and a process whose
  * socket stayed behind is dropped, at the next full reading. */

@@ -8,7 +8,10 @@
  *   mt_ui_start(m)        once, before the first frame (never in --once or
  *                         the other plain modes);
  *   mt_ui_draw(m)         after the model changed (a snapshot arrived, a key
- *                         asked for a redraw, the terminal was resized);
+ *                         asked for a redraw, the terminal was resized),
+ *                         with m->now_mono_ns set: the list is drawn at
+ *                         most once per half delay (mt_view_frame_due), so
+ *                         the loop must also ask once per delay (its tick);
  *   mt_ui_keys(m)         when stdin is readable: reads every pending key
  *                         without blocking, applies each to the model and
  *                         says what the loop has to do about it;

@@ -44,6 +44,11 @@ static mt_grid_t grid;
 static mt_cell_t *given;
 static int given_rows, given_cols;
 static unsigned long cells_given; /* mt_ui_cells_given() */
+/* When the last frame was drawn (the model's clock), and whether the next
+ * one must be whatever the time (a key was read, the terminal resized):
+ * mt_view_frame_due(). */
+static uint64_t frame_ns;
+static int frame_forced;
 
 /* The next frame gives curses every cell (a code point no cell holds). */
 static void forget_given(void) {
@@ -226,6 +231,7 @@ int mt_ui_start(mt_model_t *m) {
   }
   m->page_rows = mt_view_list_rows(LINES);
   forget_given(); /* a new screen holds nothing yet */
+  frame_forced = 1;
   active = 1;
   if (!atexit_done) {
     atexit(mt_ui_end);
@@ -237,14 +243,21 @@ int mt_ui_start(mt_model_t *m) {
 void mt_ui_draw(const mt_model_t *m) {
   if (!active)
     return;
-  if (grid.rows != LINES || grid.cols != COLS)
+  if (grid.rows != LINES || grid.cols != COLS) {
     if (mt_grid_resize(&grid, LINES, COLS) != 0)
       return; /* out of memory: keep the last frame on screen */
+    frame_forced = 1;
+  }
   if (m->scheme != styles_for) {
     setup_styles(use_color, m->scheme);
     styles_for = m->scheme;
     forget_given();
+    frame_forced = 1;
   }
+  if (!mt_view_frame_due(m, frame_ns, frame_forced))
+    return;
+  frame_forced = 0;
+  frame_ns = m->now_mono_ns;
   mt_view_render(m, &grid);
   if (given_rows != grid.rows || given_cols != grid.cols) {
     free(given);
@@ -340,6 +353,7 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
     return act;
   int ch;
   while (act != MT_ACT_QUIT && (ch = wgetch(stdscr)) != ERR) {
+    frame_forced = 1; /* what a key changed is shown at once */
     /* KEY_RESIZE means curses has already adopted the new size (its own
      * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
      * Resizing again here would queue another KEY_RESIZE, for ever. */
@@ -365,6 +379,7 @@ void mt_ui_resize(void) {
   /* The old contents are for the old size: repaint everything. */
   clearok(curscr, TRUE);
   forget_given();
+  frame_forced = 1;
 }
 
 void mt_ui_end(void) {

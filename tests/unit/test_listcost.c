@@ -12,7 +12,10 @@
  *     again only when the directory changed (msc_list_reads), and still
  *     finds a new socket at once;
  *   - pause percentiles are the same for a snapshot whose pauses did not
- *     change, and follow a new pause.
+ *     change, and follow a new pause;
+ *   - the list is drawn at most once per half refresh delay, however
+ *     many targets ask for a frame (mt_view_frame_due), and at once after
+ *     a key, on other screens and for the first frame.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -137,6 +140,36 @@ static void test_pauses_follow(void **state) {
   mt_model_free(&m);
 }
 
+/* 200 targets whose reads have drifted apart ask for a frame every 5 ms
+ * over 10 s at -d 1: the list is drawn 20 times at most (it was 2,000);
+ * the detail view, a key and the first frame are drawn at once. */
+static void test_frames_capped(void **state) {
+  mt_model_t m;
+  (void)state;
+  mt_model_init(&m);
+  m.delay_s = 1.0;
+  uint64_t last = 0;
+  int drawn = 0;
+  for (int i = 0; i < 2000; i++) {
+    m.now_mono_ns = 1000000000ull + (uint64_t)i * 5000000u;
+    if (mt_view_frame_due(&m, last, 0)) {
+      last = m.now_mono_ns;
+      drawn++;
+    }
+  }
+  assert_true(drawn >= 10 && drawn <= 20);
+  m.now_mono_ns = last + 1000000u;
+  assert_false(mt_view_frame_due(&m, last, 0));
+  assert_true(mt_view_frame_due(&m, last, 1)); /* a key */
+  assert_true(mt_view_frame_due(&m, 0, 0));    /* the first frame */
+  m.screen = MT_SCREEN_DETAIL;
+  assert_true(mt_view_frame_due(&m, last, 0));
+  m.screen = MT_SCREEN_LIST;
+  m.now_mono_ns = last + 500000000u; /* half the delay */
+  assert_true(mt_view_frame_due(&m, last, 0));
+  mt_model_free(&m);
+}
+
 /* ----------------------------------------------------------- listing -- */
 
 static char dir[] = "/tmp/test_listcost.XXXXXX";
@@ -222,6 +255,7 @@ int main(void) {
       cmocka_unit_test(test_widths_kept),
       cmocka_unit_test(test_widths_unknown_measured),
       cmocka_unit_test(test_pauses_follow),
+      cmocka_unit_test(test_frames_capped),
       cmocka_unit_test(test_listing_reused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
