@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/procfs.h"
@@ -366,8 +368,132 @@ static void remove_dead_bound(const char *dir, const char *name, uid_t owner) {
     unlink(path);
 }
 
-/* Adds dir's candidates to l (see msc_list): nothing is connected to. */
-static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
+/* ---- a directory's last listing, for msc_list_reuse ---- */
+
+/* What a directory held when it was last read: kept while the directory
+ * is unchanged (its inode, mtime and ctime, as lstat says) and for at
+ * most DIRS_FRESH_NS, since a socket added or removed changes the
+ * directory's times, and its process's identity (owner, start time,
+ * comm) cannot change while its socket is the same. A directory changed
+ * within DIRS_RACY_NS before its reading is not kept: the kernel's
+ * coarse clock may give a later change the same time. */
+#define DIRS_FRESH_NS (30 * 1000000000ull)
+#define DIRS_RACY_NS (1000000000ull)
+#define DIRS_MAX 8
+typedef struct dir_seen_s {
+  char dir[MSC_PATH_MAX];
+  dev_t dev;
+  ino_t ino;
+  struct timespec mtim, ctim;
+  uint64_t read_ns; /* CLOCK_MONOTONIC; 0: an empty slot */
+  msc_target_t *v;
+  size_t n;
+} dir_seen_t;
+static dir_seen_t dirs_seen[DIRS_MAX];
+static pthread_mutex_t dirs_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned long long dirs_reads; /* full readings (msc_list_reads) */
+
+static uint64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int same_time(const struct timespec *a, const struct timespec *b) {
+  return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* Adds the kept listing of dir (lstat's dst) to l if it may be reused:
+ * 1 if it was, 0 if dir has to be read, or MS_ENOMEM. */
+static int dir_reuse(const char *dir, const struct stat *dst, list_t *l) {
+  int r = 0;
+  pthread_mutex_lock(&dirs_lock);
+  for (size_t i = 0; i < DIRS_MAX; i++) {
+    dir_seen_t *d = &dirs_seen[i];
+    if (d->read_ns == 0 || strcmp(d->dir, dir) != 0)
+      continue;
+    if (d->dev != dst->st_dev || d->ino != dst->st_ino ||
+        !same_time(&d->mtim, &dst->st_mtim) ||
+        !same_time(&d->ctim, &dst->st_ctim) ||
+        clock_ns(CLOCK_MONOTONIC) - d->read_ns > DIRS_FRESH_NS)
+      break;
+    r = 1;
+    for (size_t k = 0; k < d->n && r == 1; k++) {
+      if (list_has(l, d->v[k].pid))
+        continue;
+      if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        msc_target_t *v = realloc(l->v, cap * sizeof *v);
+        if (v == NULL) {
+          r = MS_ENOMEM;
+          break;
+        }
+        l->v = v;
+        l->cap = cap;
+      }
+      l->v[l->n++] = d->v[k];
+    }
+    break;
+  }
+  pthread_mutex_unlock(&dirs_lock);
+  return r;
+}
+
+/* Keeps what reading dir (lstat's dst, read from real-time started_rt)
+ * added to l, v[from .. l->n), unless the directory changed too
+ * recently to tell a later change apart. */
+static void dir_keep(const char *dir, const struct stat *dst,
+                     uint64_t started_rt, const list_t *l, size_t from) {
+  uint64_t mt = (uint64_t)dst->st_mtim.tv_sec * 1000000000u +
+                (uint64_t)dst->st_mtim.tv_nsec;
+  uint64_t ct = (uint64_t)dst->st_ctim.tv_sec * 1000000000u +
+                (uint64_t)dst->st_ctim.tv_nsec;
+  size_t n = l->n - from;
+  dir_seen_t *d = NULL;
+  if (strlen(dir) >= sizeof d->dir || mt + DIRS_RACY_NS > started_rt ||
+      ct + DIRS_RACY_NS > started_rt)
+    return;
+  msc_target_t *v = malloc(n > 0 ? n * sizeof *v : 1);
+  if (v == NULL)
+    return;
+  if (n > 0)
+    memcpy(v, l->v + from, n * sizeof *v);
+  pthread_mutex_lock(&dirs_lock);
+  /* Its own slot, else an empty one, else the oldest. */
+  for (size_t i = 0; i < DIRS_MAX && d == NULL; i++)
+    if (dirs_seen[i].read_ns != 0 && strcmp(dirs_seen[i].dir, dir) == 0)
+      d = &dirs_seen[i];
+  for (size_t i = 0; i < DIRS_MAX && d == NULL; i++)
+    if (dirs_seen[i].read_ns == 0)
+      d = &dirs_seen[i];
+  if (d == NULL) {
+    d = &dirs_seen[0];
+    for (size_t i = 1; i < DIRS_MAX; i++)
+      if (dirs_seen[i].read_ns < d->read_ns)
+        d = &dirs_seen[i];
+  }
+  free(d->v);
+  snprintf(d->dir, sizeof d->dir, "%s", dir);
+  d->dev = dst->st_dev;
+  d->ino = dst->st_ino;
+  d->mtim = dst->st_mtim;
+  d->ctim = dst->st_ctim;
+  d->read_ns = clock_ns(CLOCK_MONOTONIC);
+  d->v = v;
+  d->n = n;
+  pthread_mutex_unlock(&dirs_lock);
+}
+
+unsigned long long msc_list_reads(void) {
+  pthread_mutex_lock(&dirs_lock);
+  unsigned long long n = dirs_reads;
+  pthread_mutex_unlock(&dirs_lock);
+  return n;
+}
+
+/* Adds dir's candidates to l (see msc_list): nothing is connected to.
+ * With reuse, an unchanged directory's last listing (dir_reuse). */
+static int scan_dir(const char *dir, int must_be_mine, list_t *l, int reuse) {
   struct stat dst;
   const char *why;
   if (lstat(dir, &dst) != 0)
@@ -375,9 +501,17 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
   /* A directory anyone could have planted sockets in is not trusted. */
   if (ms__sockdir_check(dir, must_be_mine ? geteuid() : dst.st_uid, &why))
     return 0;
+  int kept = reuse ? dir_reuse(dir, &dst, l) : 0;
+  if (kept != 0)
+    return kept < 0 ? kept : 0;
+  uint64_t started_rt = clock_ns(CLOCK_REALTIME);
+  size_t from = l->n;
   DIR *d = opendir(dir);
   if (d == NULL)
     return 0;
+  pthread_mutex_lock(&dirs_lock);
+  dirs_reads++;
+  pthread_mutex_unlock(&dirs_lock);
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int pid = parse_sock_name(e->d_name);
@@ -433,6 +567,8 @@ static int scan_dir(const char *dir, int must_be_mine, list_t *l) {
     l->v[l->n++] = t;
   }
   closedir(d);
+  if (reuse)
+    dir_keep(dir, &dst, started_rt, l, from);
   return 0;
 }
 
@@ -445,7 +581,7 @@ static int by_pid(const void *a, const void *b) {
   return (x->pid > y->pid) - (x->pid < y->pid);
 }
 
-int msc_list(msc_target_t **out, size_t *count) {
+static int list_dirs(msc_target_t **out, size_t *count, int reuse) {
   if (out == NULL || count == NULL)
     return MS_EINVAL;
   *out = NULL;
@@ -459,7 +595,7 @@ int msc_list(msc_target_t **out, size_t *count) {
    * processes). */
   const char *only = getenv("MEMSTATS_DIR");
   if (msc_socket_dir(dir, sizeof dir) == 0)
-    r = scan_dir(dir, 1, &l);
+    r = scan_dir(dir, 1, &l, reuse);
   if (r == 0 && geteuid() == 0 && (only == NULL || only[0] == '\0')) {
     static const char *const patterns[] = {"/tmp/memtop-*",
                                            "/run/user/*/memtop"};
@@ -468,7 +604,7 @@ int msc_list(msc_target_t **out, size_t *count) {
       if (glob(patterns[p], GLOB_NOSORT, NULL, &g) != 0)
         continue;
       for (size_t i = 0; r == 0 && i < g.gl_pathc; i++)
-        r = scan_dir(g.gl_pathv[i], 0, &l);
+        r = scan_dir(g.gl_pathv[i], 0, &l, reuse);
       globfree(&g);
     }
   }
@@ -488,6 +624,14 @@ int msc_list(msc_target_t **out, size_t *count) {
   *out = l.v;
   *count = l.n;
   return 0;
+}
+
+int msc_list(msc_target_t **out, size_t *count) {
+  return list_dirs(out, count, 0);
+}
+
+int msc_list_reuse(msc_target_t **out, size_t *count) {
+  return list_dirs(out, count, 1);
 }
 
 int msc_remove_stale(const msc_target_t *t) {

@@ -169,6 +169,16 @@ void msc_explain_timeout(int pid, int timeout_ms, int connected,
  * sockets of PIDs that are gone. *out is malloc'd (caller frees); sorted
  * by pid. Returns 0 or a negative code. */
 int msc_list(msc_target_t **out, size_t *count);
+/* msc_list for a caller that lists again and again (the live view's
+ * rescan): a directory whose inode, mtime and ctime are unchanged since
+ * it was last read this way, at most 30 s ago, gives the same entries
+ * again without reading it or /proc (a socket added or removed changes
+ * the directory's times). Stale sockets are removed, and a process whose
+ * socket stayed behind is dropped, at the next full reading. */
+int msc_list_reuse(msc_target_t **out, size_t *count);
+/* How many times a directory was read (not reused) by either: for the
+ * test that keeps the reuse. */
+unsigned long long msc_list_reads(void);
 
 /* A listed socket (msc_list) refused connections: removes it if it is
  * stale, that is if it is still the socket listed (same inode) and its

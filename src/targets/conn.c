@@ -310,6 +310,19 @@ static int send_request(mt_conn_t *c) {
     if (rc != 0)
       return rc;
   }
+  /* A request of a few dozen bytes nearly always fits the socket's
+   * buffer: written at once, it needs no queued write, no copy and no
+   * change to the poll set (200 targets at 1 Hz: 200 epoll_ctl a second).
+   * What could not be written now is queued as before. */
+  size_t done = 0;
+  if (plen == 0) {
+    buf = uv_buf_init((char *)bytes, (unsigned)len);
+    rc = uv_try_write((uv_stream_t *)&c->pipe->handle, &buf, 1);
+    if (rc == (int)len)
+      return 0;
+    if (rc > 0)
+      done = (size_t)rc;
+  }
   w = calloc(1, sizeof *w);
   if (w == NULL)
     return MS_ENOMEM;
@@ -320,10 +333,10 @@ static int send_request(mt_conn_t *c) {
     free(w);
     return MS_ENOMEM;
   }
-  memcpy(w->bytes, bytes, len);
+  memcpy(w->bytes, bytes + done, len - done);
   if (plen > 0)
     memcpy(w->bytes + len, pbytes, plen);
-  len += plen;
+  len += plen - done;
   w->conn = c;
   buf = uv_buf_init((char *)w->bytes, (unsigned)len);
   rc = uv_write(&w->req, (uv_stream_t *)&c->pipe->handle, &buf, 1, write_done);

@@ -1,9 +1,9 @@
 /*
  * targetset_uv.c - the target set's real I/O (see targetset.h,
  * mt_tset_io_uv): connections are conn.c's on a libuv loop, timers are
- * uv timers, the clock is uv_hrtime, the listing is msc_list, the stale
- * socket check msc_remove_stale on libuv's pool, and whether a process is
- * gone is read from /proc/PID/stat.
+ * uv timers, the clock is uv_hrtime, the listing is msc_list_reuse, the
+ * stale socket check msc_remove_stale on libuv's pool, and whether a
+ * process is gone is read from /proc/PID/stat.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -136,7 +136,7 @@ static void timer_close(void *timer) {
 
 static int discover(void *ctx, msc_target_t **out, size_t *n) {
   (void)ctx;
-  return msc_list(out, n);
+  return msc_list_reuse(out, n);
 }
 
 /* The stale check reads /proc/PID/maps: as long as the process's

@@ -87,6 +87,9 @@ static int inside(const mt_grid_t *g, int row, int col) {
 }
 
 int mt_grid_cp_width(uint32_t cp) {
+  /* Printable ASCII, most of every frame, is one column in any locale. */
+  if (cp >= 0x20 && cp < 0x7f)
+    return 1;
   /* The terminal's own measure where the locale knows the character (the
    * one curses uses), the sanitiser's table where it does not (the C
    * locale). */
@@ -119,7 +122,9 @@ int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
    * frame, bidi controls would reorder it and invisible ones hide in it:
    * none of them reaches a cell (the sanitiser's own list). Nor does a
    * character of no width (a combining mark has no cell of its own). */
-  int w = ch > 0x10ffffu || ms__cp_unsafe(ch) ? 0 : mt_grid_cp_width(ch);
+  int w = ch >= 0x20 && ch < 0x7f ? 1 /* printable ASCII: safe, one column */
+          : ch > 0x10ffffu || ms__cp_unsafe(ch) ? 0
+                                                : mt_grid_cp_width(ch);
   if (w <= 0 || w > 2) {
     ch = '?';
     w = 1;
@@ -178,6 +183,8 @@ static uint32_t utf8_next(const unsigned char **s) {
 
 /* The columns a code point takes once drawn (mt_grid_putc's rule). */
 static int text_width(uint32_t cp) {
+  if (cp >= 0x20 && cp < 0x7f)
+    return 1;
   int w = cp > 0x10ffffu || ms__cp_unsafe(cp) ? 0 : mt_grid_cp_width(cp);
   return w == 2 ? 2 : 1;
 }

@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/sanitize.h"
+
 #include "common/fields.h"
 
 void mt_model_init(mt_model_t *m) {
@@ -180,19 +182,60 @@ static void update_pauses(mt_target_t *t) {
   }
 }
 
-/* Who runs the process and its command line, once per process (a new
- * start time is a new process), and the machine's memory at most twice
- * per refresh: /proc, read only when the live view gave its root. */
+unsigned long mt_model_provider_joins;
+
+int mt_target_measure_providers(const mt_target_t *t) {
+  char prov[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)], buf[1024];
+  return (int)ms__sanitize(buf, sizeof buf,
+                           mt_target_providers(t, prov, sizeof prov),
+                           sizeof prov, (size_t)-1);
+}
+
+int mt_target_measure_user(const mt_target_t *t) {
+  char buf[1024];
+  return (int)ms__sanitize(buf, sizeof buf, t->proc.user, sizeof t->proc.user,
+                           (size_t)-1);
+}
+
+/* Whether t is on screen: one of the list's rows as mt_model_sort last
+ * laid them out (m->page_rows of them from first_row), or the process
+ * of the detail view. */
+static int on_screen(const mt_model_t *m, const mt_target_t *t) {
+  if (m->screen == MT_SCREEN_DETAIL)
+    return t->pid == m->detail_pid;
+  return m->screen == MT_SCREEN_LIST && m->page_rows > 0 && t->row >= 0 &&
+         (size_t)t->row >= m->first_row &&
+         (size_t)t->row < m->first_row + (size_t)m->page_rows;
+}
+
+/* Who runs the process, its parent and its command line: once per process
+ * (a new start time is a new process), then again every
+ * MT_PROC_REREAD_NS while it is on screen (what is not shown is not
+ * read: a list of 200 reads some 40); and the machine's memory at most
+ * twice per refresh: /proc, read only when the live view gave its root. */
 static void read_proc(mt_model_t *m, mt_target_t *t) {
   if (m->proc_root == NULL)
     return;
-  if (!t->proc_read) {
-    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
-    t->proc_read = 1;
-  }
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  uint64_t at = m->now_mono_ns != 0 ? m->now_mono_ns : now;
+  if (!t->proc_read) {
+    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
+    t->proc_read = 1;
+    t->proc_read_ns = at;
+    t->user_width = mt_target_measure_user(t);
+  } else if (at - t->proc_read_ns >= MT_PROC_REREAD_NS && on_screen(m, t)) {
+    /* What cannot be read now (the process is going) stays as it was. */
+    mt_procinfo_t p;
+    t->proc_read_ns = at;
+    if (mt_procinfo_read(m->proc_root, t->pid, t->start_time, &p) == 0) {
+      int user_same = strcmp(p.user, t->proc.user) == 0;
+      t->proc = p;
+      if (!user_same)
+        t->user_width = mt_target_measure_user(t);
+    }
+  }
   if (!m->machine.have ||
       now - m->machine.read_mono_ns >= (uint64_t)(m->delay_s * 0.5e9))
     mt_procinfo_meminfo(m->proc_root, &m->machine);
@@ -208,7 +251,22 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
       s->start_time != t->start_time) {
     t->nhist = 0;
     t->proc_read = 0;
+    memset(&t->proc, 0, sizeof t->proc);
+    t->proc.uid = t->proc.ppid = -1;
   }
+  /* The provider list's width, measured again only when it changes. */
+  int prov_same =
+      t->have_snapshot && t->widths_known &&
+      s->nproviders == t->snap.nproviders &&
+      memcmp(s->providers, t->snap.providers, sizeof s->providers) == 0;
+  /* A histogram that has not changed has the same percentiles: the same
+   * pause count and total (a pause adds to both) and the same buckets'
+   * total is the common case of a program that does not collect. */
+  int pauses_same =
+      t->have_snapshot && s->num_gc == t->snap.num_gc &&
+      s->pause_total_ns == t->snap.pause_total_ns &&
+      memcmp(&s->pause_hist, &t->snap.pause_hist, sizeof s->pause_hist) == 0 &&
+      memcmp(s->quality, t->snap.quality, sizeof s->quality) == 0;
   t->snap = *s;
   t->have_snapshot = 1;
   ms_breakdown(&t->snap, &t->bd);
@@ -221,13 +279,21 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   t->state = MT_LIVE;
   t->error[0] = '\0';
   t->exited_mono_ns = 0;
+  if (!prov_same) {
+    t->prov_width = mt_target_measure_providers(t);
+    /* The user's width: measured with the user, or now. */
+    if (!t->widths_known)
+      t->user_width = mt_target_measure_user(t);
+    t->widths_known = 1;
+  }
   read_proc(m, t);
 
   /* Without memory for a history, the figures still show; trends and
    * rates wait for the next snapshot. */
   if (mt_target_reserve_history(t) != 0) {
     reset_rates(t);
-    update_pauses(t);
+    if (!pauses_same)
+      update_pauses(t);
     return;
   }
   /* A cached snapshot served twice (the agent's rate limit) is one
@@ -249,7 +315,8 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
   smp->pause_total_ns = s->pause_total_ns;
 
   update_rates(t);
-  update_pauses(t);
+  if (!pauses_same)
+    update_pauses(t);
 }
 
 void mt_model_fail(mt_model_t *m, mt_target_t *t, int exited, const char *why) {
@@ -479,6 +546,13 @@ void mt_model_sort(mt_model_t *m) {
   size_t nv = mt_model_nvisible(m);
   if (m->selected >= nv)
     m->selected = nv > 0 ? nv - 1 : 0;
+  /* Where each is drawn (the visible ones first), and the list's first
+   * row on screen as view_list.c scrolls: the selection on the last. */
+  for (i = 0; i < m->ntargets; i++)
+    m->targets[i]->row = i < nv ? (long)i : -1;
+  m->first_row = 0;
+  if (m->page_rows > 0 && m->selected >= (size_t)m->page_rows)
+    m->first_row = m->selected - (size_t)m->page_rows + 1;
 }
 
 const char *mt_target_name(const mt_model_t *m, const mt_target_t *t) {
@@ -489,6 +563,7 @@ const char *mt_target_name(const mt_model_t *m, const mt_target_t *t) {
 
 const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len) {
   size_t n = 0;
+  mt_model_provider_joins++;
   if (len == 0)
     return "";
   buf[0] = '\0';

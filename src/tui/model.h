@@ -15,6 +15,11 @@
 #include "memstats.h"
 #include "tui/procinfo.h"
 
+/* Who runs a process, its parent and its command line can change (a
+ * server's workers drop to nobody, set their titles, are re-parented):
+ * read again at most this often, and only for the rows on screen. */
+#define MT_PROC_REREAD_NS (5 * 1000000000ull)
+
 /* The refresh delay in seconds, the same rule on the command line (-d) and
  * at the live view's prompt. */
 #define MT_DELAY_DEFAULT 1.0
@@ -86,7 +91,14 @@ typedef struct mt_target_s {
   /* Who runs it and its command line, read from /proc once per process
    * (procinfo.h; uid -1 until known). */
   mt_procinfo_t proc;
-  int proc_read; /* 1 once /proc was read for this process */
+  int proc_read;         /* 1 once /proc was read for this process */
+  uint64_t proc_read_ns; /* when (the model's clock), to read it again */
+  long row; /* its index among the rows at the last sort; -1: hidden */
+  /* The columns its provider list and user name take once sanitised,
+   * measured when they change (mt_model_update), not at every frame:
+   * valid only while widths_known (a target built by hand has not). */
+  int widths_known;
+  int prov_width, user_width;
   /* Its place in the tree view (mt_model_sort): the depth under the
    * nearest shown ancestor (0: none), and a bit per level, from the top,
    * set where that level has siblings below (for the connectors). */
@@ -179,6 +191,7 @@ typedef struct mt_model_s {
   int show_classes;     /* the lower panel: size classes even with sites */
   size_t site_sel;      /* the sites panel's selected row (in its order) */
   int site_chain;       /* the selected site's call chain is shown */
+  size_t first_row;     /* the list's first row on screen (mt_model_sort) */
 } mt_model_t;
 
 /* The list's columns, a bit each in mt_model_t.columns. */
@@ -258,6 +271,16 @@ const char *mt_target_providers(const mt_target_t *t, char *buf, size_t len);
 /* 1 if text is t's PID, or is in its comm, command line or user name
  * (ASCII case ignored); "" matches every target. */
 int mt_target_matches(const mt_target_t *t, const char *text);
+
+/* How many times mt_target_providers() joined a provider list: the
+ * list's column widths are measured when a target's providers change
+ * (mt_model_update), not for every target at every frame; a test counts
+ * these to keep it so. */
+extern unsigned long mt_model_provider_joins;
+/* The columns t's provider list and user name take once sanitised,
+ * measured now. */
+int mt_target_measure_providers(const mt_target_t *t);
+int mt_target_measure_user(const mt_target_t *t);
 
 /* Allocates t's history ring if it has none. Returns 0 or MS_ENOMEM. */
 int mt_target_reserve_history(mt_target_t *t);

@@ -4,6 +4,7 @@
  */
 #include "tui/procinfo.h"
 
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,16 +14,46 @@
 #include "common/procfs.h"
 #include "memstats.h"
 
+unsigned long mt_procinfo_reads;
+
+/* The names of the last uids asked for: a list of 200 processes has a
+ * handful of owners, and each lookup reads the password database. */
+#define USERS_KEPT 16
+static struct {
+  int used, uid;
+  char name[33];
+} users[USERS_KEPT];
+static unsigned users_next;
+static pthread_mutex_t users_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void mt_procinfo_user(int uid, char *out, size_t len) {
   struct passwd pw, *res = NULL;
-  char buf[1024];
+  char buf[1024], name[33];
   if (len == 0)
     return;
+  pthread_mutex_lock(&users_lock);
+  for (unsigned i = 0; uid >= 0 && i < USERS_KEPT; i++) {
+    if (users[i].used && users[i].uid == uid) {
+      snprintf(out, len, "%s", users[i].name);
+      pthread_mutex_unlock(&users_lock);
+      return;
+    }
+  }
+  pthread_mutex_unlock(&users_lock);
   if (uid >= 0 && getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &res) == 0 &&
       res != NULL && res->pw_name != NULL && res->pw_name[0] != '\0')
-    snprintf(out, len, "%s", res->pw_name);
+    snprintf(name, sizeof name, "%s", res->pw_name);
   else
-    snprintf(out, len, "%d", uid);
+    snprintf(name, sizeof name, "%d", uid);
+  snprintf(out, len, "%s", name);
+  if (uid < 0)
+    return;
+  pthread_mutex_lock(&users_lock);
+  users[users_next % USERS_KEPT].used = 1;
+  users[users_next % USERS_KEPT].uid = uid;
+  memcpy(users[users_next % USERS_KEPT].name, name, sizeof name);
+  users_next++;
+  pthread_mutex_unlock(&users_lock);
 }
 
 /* The real uid: the first number of the "Uid:" line. -1 if none. */
@@ -67,6 +98,7 @@ int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
   uint64_t st = 0;
   ssize_t n;
 
+  mt_procinfo_reads++;
   out->uid = -1;
   out->ppid = -1;
   out->user[0] = '\0';

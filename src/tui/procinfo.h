@@ -26,8 +26,12 @@ typedef struct mt_procinfo_s {
  * the process hides (a kernel thread, a zombie) is "" with 0. */
 int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
                      mt_procinfo_t *out);
+/* How many times mt_procinfo_read() ran: the count a test keeps down (the
+ * model reads a process once, then only while it is on screen). */
+extern unsigned long mt_procinfo_reads;
 
-/* The name of uid (the password database), or its number. */
+/* The name of uid (the password database, the last 16 uids' kept), or
+ * its number. */
 void mt_procinfo_user(int uid, char *out, size_t len);
 
 typedef struct mt_meminfo_s {

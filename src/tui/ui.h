@@ -8,7 +8,10 @@
  *   mt_ui_start(m)        once, before the first frame (never in --once or
  *                         the other plain modes);
  *   mt_ui_draw(m)         after the model changed (a snapshot arrived, a key
- *                         asked for a redraw, the terminal was resized);
+ *                         asked for a redraw, the terminal was resized),
+ *                         with m->now_mono_ns set: the list is drawn at
+ *                         most once per half delay (mt_view_frame_due), so
+ *                         the loop must also ask once per delay (its tick);
  *   mt_ui_keys(m)         when stdin is readable: reads every pending key
  *                         without blocking, applies each to the model and
  *                         says what the loop has to do about it;
@@ -49,6 +52,11 @@ int mt_ui_start(mt_model_t *m);
 /* Builds the whole frame from the model and puts it on screen once. Does
  * nothing before mt_ui_start() or after mt_ui_end(). */
 void mt_ui_draw(const mt_model_t *m);
+
+/* How many cells mt_ui_draw() has given curses: only those that changed
+ * since the frame before (all of them after a start, a resize or a new
+ * colour scheme). */
+unsigned long mt_ui_cells_given(void);
 
 /* Reads every pending key and mouse event (non-blocking) and applies each
  * with mt_key_apply() or mt_key_mouse() (keys.h); when the setup screen

@@ -170,3 +170,10 @@ void mt_view_render(const mt_model_t *m, mt_grid_t *g) {
     break;
   }
 }
+
+int mt_view_frame_due(const mt_model_t *m, uint64_t last_ns, int forced) {
+  if (forced || last_ns == 0 || m->screen != MT_SCREEN_LIST ||
+      m->now_mono_ns < last_ns)
+    return 1;
+  return (double)(m->now_mono_ns - last_ns) >= m->delay_s * 0.5e9;
+}

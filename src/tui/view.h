@@ -22,4 +22,14 @@
  * Draws nothing outside the grid, whatever its size. */
 void mt_view_render(const mt_model_t *m, mt_grid_t *g);
 
+/* Whether a frame asked for at m->now_mono_ns is to be drawn, the last
+ * one having been drawn at last_ns (0: none yet). The list is drawn at
+ * most once per half refresh delay: its targets answer one at a time,
+ * each asking for a frame, and the tick asks for one more, so that 200
+ * targets whose reads have drifted apart would have it drawn dozens of
+ * times a second for figures that change once; what a frame left out is
+ * drawn by the next (the tick's, at the latest). Other screens, and a
+ * frame `forced` (a key, a resize, a first frame), are always drawn. */
+int mt_view_frame_due(const mt_model_t *m, uint64_t last_ns, int forced);
+
 #endif

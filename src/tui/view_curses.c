@@ -37,6 +37,28 @@
 static volatile sig_atomic_t active;
 static SCREEN *screen;
 static mt_grid_t grid;
+/* What curses was last given, cell for cell (the grid's size): a frame
+ * passes only the cells that changed (a list of 200 processes at 1 Hz
+ * changes a few figures a second). NULL, or a size that is not the
+ * grid's: everything is given again. */
+static mt_cell_t *given;
+static int given_rows, given_cols;
+static unsigned long cells_given; /* mt_ui_cells_given() */
+/* When the last frame was drawn (the model's clock), and whether the next
+ * one must be whatever the time (a key was read, the terminal resized):
+ * mt_view_frame_due(). */
+static uint64_t frame_ns;
+static int frame_forced;
+
+/* The next frame gives curses every cell (a code point no cell holds). */
+static void forget_given(void) {
+  for (size_t i = 0; given != NULL && i < (size_t)given_rows * given_cols; i++)
+    given[i].ch = UINT32_MAX;
+}
+
+unsigned long mt_ui_cells_given(void) {
+  return cells_given;
+}
 static int use_color;
 static int atexit_done;
 static mt_scheme_t styles_for; /* the scheme the colour pairs are for */
@@ -208,6 +230,8 @@ int mt_ui_start(mt_model_t *m) {
     return MS_ENOMEM;
   }
   m->page_rows = mt_view_list_rows(LINES);
+  forget_given(); /* a new screen holds nothing yet */
+  frame_forced = 1;
   active = 1;
   if (!atexit_done) {
     atexit(mt_ui_end);
@@ -219,19 +243,41 @@ int mt_ui_start(mt_model_t *m) {
 void mt_ui_draw(const mt_model_t *m) {
   if (!active)
     return;
-  if (grid.rows != LINES || grid.cols != COLS)
+  if (grid.rows != LINES || grid.cols != COLS) {
     if (mt_grid_resize(&grid, LINES, COLS) != 0)
       return; /* out of memory: keep the last frame on screen */
+    frame_forced = 1;
+  }
   if (m->scheme != styles_for) {
     setup_styles(use_color, m->scheme);
     styles_for = m->scheme;
+    forget_given();
+    frame_forced = 1;
   }
+  if (!mt_view_frame_due(m, frame_ns, frame_forced))
+    return;
+  frame_forced = 0;
+  frame_ns = m->now_mono_ns;
   mt_view_render(m, &grid);
+  if (given_rows != grid.rows || given_cols != grid.cols) {
+    free(given);
+    given = calloc((size_t)grid.rows * (size_t)grid.cols + 1, sizeof *given);
+    given_rows = given != NULL ? grid.rows : 0;
+    given_cols = given != NULL ? grid.cols : 0;
+    forget_given();
+  }
   for (int r = 0; r < grid.rows; r++) {
     for (int c = 0; c < grid.cols; c++) {
       const mt_cell_t *cell = mt_grid_at(&grid, r, c);
+      if (given != NULL) {
+        mt_cell_t *was = &given[(size_t)r * (size_t)grid.cols + (size_t)c];
+        if (was->ch == cell->ch && was->style == cell->style)
+          continue;
+        *was = *cell;
+      }
       if (cell->ch == MT_CELL_CONT)
         continue; /* drawn with the wide character before it */
+      cells_given++;
       wchar_t wc[2] = {(wchar_t)cell->ch, L'\0'};
       cchar_t cc;
       mt_style_t st = (mt_style_t)cell->style;
@@ -307,6 +353,7 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
     return act;
   int ch;
   while (act != MT_ACT_QUIT && (ch = wgetch(stdscr)) != ERR) {
+    frame_forced = 1; /* what a key changed is shown at once */
     /* KEY_RESIZE means curses has already adopted the new size (its own
      * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
      * Resizing again here would queue another KEY_RESIZE, for ever. */
@@ -331,6 +378,8 @@ void mt_ui_resize(void) {
     resizeterm(ws.ws_row, ws.ws_col);
   /* The old contents are for the old size: repaint everything. */
   clearok(curscr, TRUE);
+  forget_given();
+  frame_forced = 1;
 }
 
 void mt_ui_end(void) {

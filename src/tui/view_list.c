@@ -46,23 +46,18 @@ const char *mt_view_list_title(mt_column_t c) {
   return c < MT_COL__COUNT ? columns[c].title : "";
 }
 
-/* The columns a string from outside takes once sanitised. */
-static int safe_width(const char *s, size_t n) {
-  char buf[1024];
-  return (int)ms__sanitize(buf, sizeof buf, s, n, (size_t)-1);
-}
-
 /* The widest provider list and user name among the visible targets: the
- * provider column is as wide as its widest entry or left out, never cut. */
+ * provider column is as wide as its widest entry or left out, never cut.
+ * Each target's widths are measured when they change (model.c), not
+ * here at every frame. */
 static void content_widths(const mt_model_t *m, int width[MT_COL__COUNT]) {
   size_t nv = mt_model_nvisible(m);
   for (size_t i = 0; i < nv; i++) {
     const mt_target_t *t = m->targets[i];
-    char prov[MS_MAX_PROVIDERS * (MS_NAME_MAX + 1)];
-    int w = safe_width(mt_target_providers(t, prov, sizeof prov), sizeof prov);
+    int w = t->widths_known ? t->prov_width : mt_target_measure_providers(t);
     if (w > width[MT_COL_PROVIDER])
       width[MT_COL_PROVIDER] = w;
-    w = safe_width(t->proc.user, sizeof t->proc.user);
+    w = t->widths_known ? t->user_width : mt_target_measure_user(t);
     if (w > USER_MAX_WIDTH)
       w = USER_MAX_WIDTH;
     if (w > width[MT_COL_USER])

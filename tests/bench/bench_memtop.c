@@ -26,7 +26,8 @@
  * BENCH_WINDOW_S sets the measuring window (default 10 s); BENCH_SITES_S
  * the sites case's (default the same, at least 30 s: six refreshes; its
  * baseline is measured for at most 60 s); BENCH_TARGETS the number of
- * targets of the list case (default 200).
+ * targets of the list case (default 200); BENCH_CASES the cases to run, a
+ * comma-separated subset of one,sites,list,once (default all).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -384,6 +385,18 @@ static void bench_sites(const char *dir, double window) {
   target_stop(&t, SIGTERM);
 }
 
+/* Whether BENCH_CASES names the case (no BENCH_CASES: every case). */
+static int want_case(const char *name) {
+  const char *c = getenv("BENCH_CASES");
+  size_t n = strlen(name);
+  if (c == NULL || c[0] == '\0')
+    return 1;
+  for (const char *p = c; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == c || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+      return 1;
+  return 0;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -457,35 +470,37 @@ int main(void) {
   snprintf(pidbuf, sizeof pidbuf, "%d", (int)t[0].pid);
 
   /* ---- 1 target ---- */
-  {
+  if (want_case("one")) {
     char *args[] = {memtop, (char *)"-d", (char *)"1", pidbuf, NULL};
     measure_live("memtop PID, 1 target", args, window, &pct1, NULL, NULL);
+    bare1 = measure_bare(t, 1, window);
+    printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s, 1 target",
+           bare1);
+    printf("  ratio %.2fx the baseline; goal under 0.5%% of a core: %s\n",
+           bare1 > 0 ? pct1 / bare1 : 0.0, pct1 < 0.5 ? "met" : "NOT met");
   }
-  bare1 = measure_bare(t, 1, window);
-  printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s, 1 target", bare1);
-  printf("  ratio %.2fx the baseline; goal under 0.5%% of a core: %s\n",
-         bare1 > 0 ? pct1 / bare1 : 0.0, pct1 < 0.5 ? "met" : "NOT met");
 
   /* ---- 1 target, detail view with its allocation sites ---- */
-  bench_sites(dir, window);
+  if (want_case("sites"))
+    bench_sites(dir, window);
 
   /* ---- n targets ---- */
-  for (i = 1; i < n; i++, started++)
-    if (target_launch_ready(&t[i], target, dir) != 0)
-      break;
-  {
+  if (want_case("list")) {
     char *args[] = {memtop, (char *)"-d", (char *)"1", NULL};
     char what[64];
+    for (i = 1; i < n; i++, started++)
+      if (target_launch_ready(&t[i], target, dir) != 0)
+        break;
     snprintf(what, sizeof what, "memtop (list), %zu targets", started);
     measure_live(what, args, window, &pctn, NULL, NULL);
+    baren = measure_bare(t, started, window);
+    printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s each", baren);
+    printf("  ratio %.2fx the baseline; goal under 0.5%% of a core: %s\n",
+           baren > 0 ? pctn / baren : 0.0, pctn < 0.5 ? "met" : "NOT met");
   }
-  baren = measure_bare(t, started, window);
-  printf("  %-34s %7.3f%% of a core\n", "baseline: fetch 1/s each", baren);
-  printf("  ratio %.2fx the baseline; goal under 0.5%% of a core: %s\n",
-         baren > 0 ? pctn / baren : 0.0, pctn < 0.5 ? "met" : "NOT met");
 
   /* ---- --once wall time ---- */
-  {
+  if (want_case("once")) {
     char *once[] = {memtop, (char *)"--once", pidbuf, NULL};
     char *ver[] = {memtop, (char *)"-V", NULL};
     char *tru[] = {(char *)"/bin/true", NULL};

@@ -4,7 +4,8 @@
  * real owner (not the effective one, not the socket's), the command line
  * with its NULs as blanks and cut at its buffer, a PID reused by another
  * process read as nothing, the machine's memory; and the model reading
- * them once per process (mt_model_update with proc_root).
+ * them once per process (mt_model_update with proc_root), and again only
+ * for the rows on screen.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -167,12 +168,80 @@ static void test_model_reads_once(void **state) {
   mt_model_free(&m);
 }
 
+/* Read again every MT_PROC_REREAD_NS, and only the rows on screen: of
+ * 40 processes on a 10-row list, the first refreshes read each once,
+ * refreshes within the interval read none, and one after it reads the
+ * 10 shown (a changed command line is seen there, not on a hidden row);
+ * the detail view's process alone when it is open. */
+static void test_model_rereads_shown(void **state) {
+  (void)state;
+  static ms_snapshot_t s;
+  char rel[64], stat[128];
+  mt_model_t m;
+  mt_model_init(&m);
+  m.proc_root = root;
+  m.sort = MT_SORT_PID;
+  m.page_rows = 10;
+  for (int pid = 200; pid < 240; pid++) {
+    snprintf(rel, sizeof rel, "%d/stat", pid);
+    int n = snprintf(stat, sizeof stat,
+                     "%d (w) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 %d 0 0\n",
+                     pid, 1000 + pid);
+    put(rel, stat, (size_t)n);
+    snprintf(rel, sizeof rel, "%d/status", pid);
+    PUT(rel, "Name:\tw\nUid:\t0\t0\t0\t0\n");
+    snprintf(rel, sizeof rel, "%d/cmdline", pid);
+    PUT(rel, "worker\0");
+  }
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  m.now_mono_ns = 1000000000u;
+  unsigned long r0 = mt_procinfo_reads;
+  for (int round = 0; round < 3; round++) {
+    for (int pid = 200; pid < 240; pid++) {
+      s.pid = pid;
+      s.start_time = (uint64_t)(1000 + pid);
+      mt_model_update(&m, mt_model_target(&m, pid), &s);
+    }
+    mt_model_sort(&m);
+    m.now_mono_ns += 1000000000u; /* 1 s a refresh */
+  }
+  assert_int_equal(mt_procinfo_reads - r0, 40);
+  PUT("201/cmdline", "worker: busy\0");
+  PUT("235/cmdline", "worker: busy\0");
+  m.now_mono_ns += MT_PROC_REREAD_NS;
+  r0 = mt_procinfo_reads;
+  for (int pid = 200; pid < 240; pid++) {
+    s.pid = pid;
+    s.start_time = (uint64_t)(1000 + pid);
+    mt_model_update(&m, mt_model_find(&m, pid), &s);
+  }
+  assert_int_equal(mt_procinfo_reads - r0, 10);
+  assert_string_equal(mt_model_find(&m, 201)->proc.cmdline, "worker: busy");
+  assert_string_equal(mt_model_find(&m, 235)->proc.cmdline, "worker");
+
+  /* The detail view: its process only. */
+  m.screen = MT_SCREEN_DETAIL;
+  m.detail_pid = 235;
+  m.now_mono_ns += MT_PROC_REREAD_NS;
+  r0 = mt_procinfo_reads;
+  for (int pid = 200; pid < 240; pid++) {
+    s.pid = pid;
+    s.start_time = (uint64_t)(1000 + pid);
+    mt_model_update(&m, mt_model_find(&m, pid), &s);
+  }
+  assert_int_equal(mt_procinfo_reads - r0, 1);
+  assert_string_equal(mt_model_find(&m, 235)->proc.cmdline, "worker: busy");
+  mt_model_free(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_owner_and_cmdline),
       cmocka_unit_test(test_long_cmdline),
       cmocka_unit_test(test_meminfo),
       cmocka_unit_test(test_model_reads_once),
+      cmocka_unit_test(test_model_rereads_shown),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
