@@ -604,6 +604,8 @@ void mt_cli_help(FILE *f) {
       "  F5,t tree   F6,<,> sort   M by memory   N by PID   I invert   u user\n"
       "  p command line   space pause   d delay   arrows, mouse move\n"
       "  Enter open a process   Esc back\n"
+      "  run: q asks: y stops CMD, d detaches and leaves it running; a\n"
+      "  closed terminal detaches too\n"
       "Settings: $XDG_CONFIG_HOME/memtop/memtoprc, written by F2.\n"
       "\n"
       "A process is attachable when it runs libmemstats: linked with\n"

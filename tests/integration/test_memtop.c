@@ -974,6 +974,50 @@ static void test_run_cannot_start(void **state) {
   setenv("MEMTOP_PRELOAD", run_preload, 1);
 }
 
+/* A socket directory the command's library would refuse (open to
+ * others, another user's, a symbolic link): `memtop run` says why and
+ * what to do before it starts the command, instead of waiting for a
+ * socket that never comes; on screen too (the check comes before the
+ * terminal's). */
+static void test_run_unsafe_dir(void **state) {
+  char unsafe[64], link[80], mark[96], script[160];
+  struct stat st;
+
+  (void)state;
+  snprintf(unsafe, sizeof unsafe, "/tmp/memtop-unsafe-XXXXXX");
+  assert_non_null(mkdtemp(unsafe));
+  assert_int_equal(chmod(unsafe, 0777), 0);
+  snprintf(mark, sizeof mark, "%s/started", dir);
+  snprintf(script, sizeof script, "touch '%s'", mark);
+  setenv("MEMSTATS_DIR", unsafe, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, unsafe));
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_non_null(strstr(res.err, "chmod 700"));
+  assert_int_equal(mt("run", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_int_equal(stat(mark, &st), -1); /* never started */
+
+  snprintf(link, sizeof link, "%s.link", unsafe);
+  assert_int_equal(chmod(unsafe, 0700), 0);
+  assert_int_equal(symlink(unsafe, link), 0);
+  setenv("MEMSTATS_DIR", link, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, "is a symbolic link"));
+  unlink(link);
+
+  if (geteuid() == 0) {
+    assert_int_equal(chown(unsafe, 65534, 65534), 0);
+    setenv("MEMSTATS_DIR", unsafe, 1);
+    assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL),
+                     1);
+    assert_non_null(strstr(res.err, "owned by another user"));
+  }
+  setenv("MEMSTATS_DIR", dir, 1);
+  assert_int_equal(stat(mark, &st), -1);
+  rmdir(unsafe);
+}
+
 /* ---- run: the final snapshot ---- */
 
 #define PL_FINAL_BLOCKS 20000     /* tests/progs/pl_final.c */
@@ -1546,6 +1590,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_unsafe_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),
