@@ -34,6 +34,7 @@
 
 #include "support/host.h"
 #include "support/run.h"
+#include "support/tmux.h"
 
 #define WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
 #define COLS 100
@@ -316,49 +317,12 @@ static void kill_server(void) {
   run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
 }
 
-/* 1 if pid's environment holds `want` (its environment at exec). */
-static int environ_has(long pid, const char *want) {
-  char path[64], env[32 * 1024];
-  snprintf(path, sizeof path, "/proc/%ld/environ", pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return 0;
-  size_t n = fread(env, 1, sizeof env - 1, f);
-  fclose(f);
-  env[n] = '\0';
-  for (size_t i = 0; i < n; i += strlen(env + i) + 1)
-    if (strcmp(env + i, want) == 0)
-      return 1;
-  return 0;
-}
-
-/* Kills what the session left running (`run`'s command outlives a closed
- * terminal): every process started with the session's MEMSTATS_DIR, this
- * test's own directory. Again until none is left: memtop, killed, starts
- * nothing more, and what it started before is found next time. */
+/* Kills what the session left running (`run`'s command outlives a
+ * closed terminal): what was started with this test's MEMSTATS_DIR. */
 static void kill_left_running(void) {
   char want[128];
   snprintf(want, sizeof want, "MEMSTATS_DIR=%s/sock", tmp_dir);
-  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
-    int found = 0;
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    if (d == NULL)
-      return;
-    while ((e = readdir(d)) != NULL) {
-      char *end;
-      long pid = strtol(e->d_name, &end, 10);
-      if (pid > 0 && *end == '\0' && pid != (long)getpid() &&
-          proc_running((int)pid) && environ_has(pid, want)) {
-        kill((pid_t)pid, SIGKILL);
-        found = 1;
-      }
-    }
-    closedir(d);
-    if (!found)
-      return;
-    sleep_ms(100);
-  }
+  tmux_kill_left(want);
 }
 
 static int session_teardown(void **state) {
