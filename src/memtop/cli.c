@@ -422,8 +422,9 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "--web-config only applies to 'serve'");
   if (seen->pid_option && o->cmd != MT_CMD_WATCH)
     return fail(err, errlen, "-p/--pid applies to the live view and --once");
-  if (seen->user && (o->cmd != MT_CMD_WATCH || o->once))
-    return fail(err, errlen, "-u/--user applies to the live view");
+  if (seen->user && o->cmd != MT_CMD_WATCH && o->cmd != MT_CMD_PS)
+    return fail(err, errlen,
+                "-u/--user applies to the live view, --once, --json and ps");
   if (o->unsafe_no_auth && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--unsafe-no-auth only applies to 'serve'");
   if (o->cmd != MT_CMD_SERVE &&
@@ -623,7 +624,8 @@ void mt_cli_help(FILE *f) {
       "                         in htop (default 1, at least 0.1)\n"
       "  -p, --pid PID,...      watch these processes (as top -p; the same\n"
       "                         as naming them)\n"
-      "  -u, --user USER        the live view shows USER's processes only\n"
+      "  -u, --user USER        only USER's processes (the owner's real uid),\n"
+      "                         in the live view, --once, --json and ps\n"
       "                         (a name or a uid; the key u changes it)\n"
       "      --no-mouse         the live view leaves the mouse to the\n"
       "                         terminal (to select text)\n"
@@ -669,6 +671,8 @@ void mt_cli_help(FILE *f) {
       "  F5,t tree   F6,<,> sort   M by memory   N by PID   I invert   u user\n"
       "  p command line   space pause   d delay   arrows, mouse move\n"
       "  Enter open a process   Esc back\n"
+      "  run: q asks: y stops CMD, d detaches and leaves it running; a\n"
+      "  closed terminal detaches too\n"
       "Settings: $XDG_CONFIG_HOME/memtop/memtoprc, written by F2.\n"
       "\n"
       "A process is attachable when it runs libmemstats: linked with\n"

@@ -8,6 +8,12 @@
  * shows at the end is the command's last state, not a poll up to -d old.
  * A command killed by a signal (or ending with _exit) cannot write it:
  * then the last poll stands, and memtop says so.
+ *
+ * On screen, quitting while the command runs asks (keys.c): stop it, or
+ * detach and leave it running, as a tmux session is left. The command
+ * then runs in a session of its own: the terminal's keys and hangup reach
+ * memtop only, which passes on the signals it means for the command, and
+ * a closed terminal (SIGHUP) detaches rather than kills.
  */
 #include "memtop/command.h"
 
@@ -22,6 +28,7 @@
 
 #include "memstats.h"
 #include "client/client.h"
+#include "common/sockdir.h"
 #include "memtop/live.h"
 #include "memtop/run.h"
 #include "targets/final_recv.h"
@@ -48,6 +55,7 @@ struct mt_command_s {
   mt_live_t poll; /* `run --once`: the live owner, without a screen */
   int ending;     /* quitting while the command ran: its end is under way */
   int signalled;  /* quitting because of a signal */
+  int detached;   /* memtop leaves and the command keeps running */
   char err[512];  /* the words being made */
   uv_process_t child;
   int closing; /* cmd_close() ran: the owner hears nothing more */
@@ -233,6 +241,7 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
   c->exited = 1;
   c->exit_ns = uv_hrtime();
   c->status = mt_run_exit_status((long)exit_status, term_signal);
+  c->cfg.model->run_pid = 0; /* nothing left to ask about at quit */
   uv_close((uv_handle_t *)p, NULL);
   uv_timer_stop(&c->grace);
   if (c->target != NULL) {
@@ -367,6 +376,11 @@ static int spawn(mt_command_t *c, char **env, int child_fd,
   opts.exit_cb = child_exited;
   opts.stdio = stdio;
   opts.stdio_count = 3;
+  /* On screen the command has a session of its own (setsid): it reads
+   * and writes no terminal, and the terminal's hangup must not kill it
+   * behind memtop's back (run_signal says what does). */
+  if (c->screen)
+    opts.flags |= UV_PROCESS_DETACHED;
   if (child_fd >= 0) {
     /* uv_spawn maps descriptors by index: entry 3 becomes the command's
      * fd 3, inherited across its exec (and its own execs). */
@@ -401,9 +415,11 @@ static int watch_command(mt_command_t *c) {
   t = command_target(c);
   if (t != NULL)
     snprintf(t->comm, sizeof t->comm, "%s", cmd_name(c));
-  if (c->screen)
+  if (c->screen) {
+    c->cfg.model->run_pid = pid;
     snprintf(c->cfg.model->status, sizeof c->cfg.model->status,
              "%s (PID %d) output: %.160s", cmd_name(c), pid, c->log);
+  }
   mt_tset_schedule(c->set, c->target, RUN_FAST_RETRY_MS);
   return 0;
 }
@@ -459,6 +475,17 @@ out:
 static void cmd_say_log(mt_command_t *c) {
   struct stat st;
 
+  if (c->detached) {
+    /* Its output is still to come: the file stays, even empty. */
+    mt_warn("left %s (PID %d) running: its output goes to %s; stop it with "
+            "`kill %d`",
+            cmd_name(c), c->child.pid, c->log_fd >= 0 ? c->log : "its terminal",
+            c->child.pid);
+    if (c->log_fd >= 0)
+      close(c->log_fd);
+    c->log_fd = -1;
+    return;
+  }
   if (c->log_fd < 0)
     return;
   if (fstat(c->log_fd, &st) == 0 && st.st_size == 0)
@@ -484,7 +511,12 @@ static void cmd_close(mt_command_t *c) {
   close_if_open((uv_handle_t *)&c->grace);
   close_if_open((uv_handle_t *)&c->final_wait);
   close_channel(c);
-  if (c->running) {
+  if (c->running && c->detached) {
+    /* Left running: memtop stops watching for its end, so that the loop
+     * can close. Its library sees another parent by the time it ends,
+     * and writes no final snapshot (final_send.c). */
+    close_if_open((uv_handle_t *)&c->child);
+  } else if (c->running) {
     /* Only on an error path: the command would outlive memtop. */
     uv_process_kill(&c->child, SIGKILL);
   }
@@ -632,6 +664,25 @@ static const mt_tset_cbs_t run_cbs = {
     .quiet = run_quiet,
 };
 
+/* The command's library refuses to serve from a socket directory that
+ * is not safe (sockdir.h), and memtop would wait for a socket that never
+ * comes: the same rule, checked before the command starts. A directory
+ * not there yet is the library's to make. Returns 0, or 1 after saying
+ * why and what to do. */
+static int check_sockdir(mt_command_t *c, mt_shell_t *sh) {
+  const char *dir = mt_shell_sockdir(sh), *why = NULL;
+  char fix[512];
+
+  if (dir[0] != '/' || ms__sockdir_check(dir, geteuid(), &why) != MS_EUNSAFE)
+    return 0;
+  ms__sockdir_fix(dir, geteuid(), fix, sizeof fix);
+  mt_warn("not starting %s: %s: %s, so its library would refuse to serve "
+          "there and memtop could never read it; %s",
+          cmd_name(c), dir,
+          why != NULL ? why : "the socket directory is not safe", fix);
+  return 1;
+}
+
 static int run_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   mt_command_t *c = self;
   int rc;
@@ -641,6 +692,8 @@ static int run_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   uv_timer_init(c->loop, &c->grace);
   uv_timer_init(c->loop, &c->final_wait);
   c->grace.data = c->final_wait.data = c;
+  if (check_sockdir(c, sh) != 0)
+    return 1;
   rc = c->cfg.inner->setup(c->cfg.inner_self, sh, su);
   if (rc != 0)
     return rc;
@@ -669,11 +722,22 @@ static void run_signal(void *self, int signum) {
       c->cfg.inner->signal(c->cfg.inner_self, signum);
     return;
   }
+  if (signum == SIGHUP && c->screen && cmd_running(c) && !c->ending) {
+    /* The terminal closed: there is nobody left to ask, and the command
+     * is left running as `d` leaves it (its own session kept the hangup
+     * from it). */
+    c->cfg.model->detach = 1;
+    mt_shell_exit(c->sh, 128 + signum);
+    mt_shell_quit(c->sh);
+    return;
+  }
   if (cmd_running(c)) {
-    /* A Ctrl-C on the terminal reached the command too (same process
-     * group); any other signal is passed on. Then memtop waits for the
-     * command, to report its end and return its status. */
-    if (!(signum == SIGINT && isatty(STDIN_FILENO)))
+    /* Without a screen the command shares memtop's terminal: a Ctrl-C
+     * there reached it too (same process group). Any other signal, and
+     * every one on screen (the command has a session of its own), is
+     * passed on. Then memtop waits for the command, to report its end
+     * and return its status. */
+    if (!(signum == SIGINT && !c->screen && isatty(STDIN_FILENO)))
       cmd_kill(c, signum);
     if (!c->screen)
       return;
@@ -687,7 +751,9 @@ static void run_signal(void *self, int signum) {
 /* While the command runs, memtop sees to its end first; the loop stops
  * once that end is settled. Leaving the view of a running command ends
  * the command, as quitting `watch` or `perf top` ends what they
- * started. */
+ * started, unless the user chose to detach (the model's `detach`, from
+ * the quit prompt or a closed terminal): then memtop leaves at once and
+ * the command runs on. */
 static void run_quit(void *self) {
   mt_command_t *c = self;
 
@@ -697,6 +763,11 @@ static void run_quit(void *self) {
   }
   if (c->ending)
     return;
+  if (c->screen && c->cfg.model->detach) {
+    c->detached = 1;
+    mt_shell_stop(c->sh);
+    return;
+  }
   c->ending = 1;
   mt_tset_stop(c->set);
   cmd_end(c, c->screen && !c->signalled);

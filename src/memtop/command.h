@@ -28,8 +28,10 @@ typedef struct mt_command_s mt_command_t;
 
 /* `run` as a mode of the shell (shell.h): it wraps the owner it watches
  * through. With `inner` (the live view: mt_liveview_mode and its
- * mt_liveview_t, whose live owner is `live`) the command's output goes to a
- * file and quitting the view ends the command; with inner NULL (`run
+ * mt_liveview_t, whose live owner is `live`) the command runs in a session
+ * of its own, its output goes to a file, and quitting the view asks (the
+ * model's run_pid): stop the command, or detach (the model's `detach`) and
+ * leave it running, as a closed terminal (SIGHUP) does; with inner NULL (`run
  * --once`) the command's own live owner polls it without a screen, and at
  * its end its final (or last) snapshot is printed into `out`.
  *
@@ -37,7 +39,9 @@ typedef struct mt_command_s mt_command_t;
  * except a failure of the command's PID while its socket is not there
  * yet: that is a short wait (RUN_FAST_RETRY_MS), said after
  * RUN_WAIT_NOTE_S. Signals are passed on to the running command, and
- * memtop waits for its end; the exit status is the command's. */
+ * memtop waits for its end; the exit status is the command's. A socket
+ * directory the command's library would refuse (sockdir.h) is refused in
+ * setup, before the command starts (exit status 1). */
 typedef struct mt_command_cfg_s {
   const mt_opts_t *o; /* o->run_argv: the command */
   mt_model_t *model;

@@ -127,6 +127,22 @@ static int owner_name(const mt_tset_target_t *st, char *user, size_t len) {
   return pw != NULL;
 }
 
+/* -u USER: is st USER's? A process of another user, or one whose owner
+ * is not known, is left out as top -u leaves it: not printed, and its
+ * failure is not memtop's. */
+static int of_user(const mt_rounds_t *r, const mt_tset_target_t *st) {
+  return r->o->uid < 0 || (st->have_uid && st->uid == (uid_t)r->o->uid);
+}
+
+/* How many targets of the round -u lets through. */
+static size_t count_of_user(const mt_rounds_t *r) {
+  size_t i, n = 0;
+
+  for (i = 0; i < mt_tset_count(r->set); i++)
+    n += of_user(r, mt_tset_at(r->set, i));
+  return n;
+}
+
 static void emit_ps(mt_rounds_t *r) {
   char user[32];
   const mt_target_t *t;
@@ -137,7 +153,7 @@ static void emit_ps(mt_rounds_t *r) {
   for (i = 0; i < mt_tset_count(r->set); i++) {
     st = mt_tset_at(r->set, i);
     t = mt_model_find(r->model, st->pid);
-    if (st->gone || t == NULL)
+    if (st->gone || t == NULL || !of_user(r, st))
       continue;
     owner_name(st, user, sizeof user);
     /* The name, the user and the providers are a stranger's: the emitter
@@ -163,6 +179,8 @@ static size_t print_round(mt_rounds_t *r) {
     st = mt_tset_at(r->set, i);
     rt = st->user;
     left += !st->gone;
+    if (!of_user(r, st))
+      continue;
     t = mt_model_find(r->model, st->pid);
     if (st->ok && t != NULL && t->have_snapshot) {
       if (!ps) {
@@ -211,6 +229,14 @@ static void round_end(mt_rounds_t *r) {
     mt_warn("no attachable processes in %s (start a program with "
             "`memtop run -- CMD`, or link it with -lmemstats)",
             r->sockdir);
+    r->exit_code = 1;
+  } else if (r->o->uid >= 0 && count_of_user(r) == 0 &&
+             r->o->cmd != MT_CMD_PS && r->rounds == 0) {
+    const struct passwd *pw = getpwuid((uid_t)r->o->uid);
+    mt_warn("none of the %zu attachable processes in %s is %s's (uid %d, "
+            "-u)",
+            mt_tset_count(r->set), r->sockdir, pw != NULL ? pw->pw_name : "?",
+            r->o->uid);
     r->exit_code = 1;
   }
   r->rounds++;

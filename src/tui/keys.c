@@ -5,7 +5,9 @@
  * The keys follow htop where they mean the same thing (F1 help, F2 setup,
  * F3 and / search, F4 and \ filter, F5 t tree, F6 < > sort, M N I direct
  * sorts, u by user, p command line, F10 q quit), and keep memtop's own where
- * htop has none (a allocation sites, d delay, r reverse).
+ * htop has none (a allocation sites, d delay, r reverse). Quitting the view
+ * of `memtop run`'s running command asks first: y stops the command, d
+ * detaches and leaves it running (tmux's habit).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +154,26 @@ static mt_action_t prompt_key(mt_model_t *m, int key) {
     return MT_ACT_REDRAW;
   }
   return MT_ACT_NONE;
+}
+
+/* The answer to "Stop CMD?" (q or F10 while `memtop run`'s command
+ * runs): y stops it, d leaves it running (memtop detaches, as from a
+ * tmux session), any other key stays. */
+static mt_action_t quit_key(mt_model_t *m, int key) {
+  m->input_mode = MT_INPUT_NONE;
+  switch (key) {
+  case 'y':
+  case 'Y':
+    m->detach = 0;
+    return MT_ACT_QUIT;
+  case 'd':
+  case 'D':
+    m->detach = 1;
+    return MT_ACT_QUIT;
+  default:
+    m->status[0] = '\0';
+    return MT_ACT_REDRAW;
+  }
 }
 
 static mt_action_t start_prompt(mt_model_t *m, mt_input_t mode) {
@@ -444,6 +466,8 @@ static mt_action_t list_key(mt_model_t *m, int key) {
 static mt_action_t apply_key(mt_model_t *m, int key) {
   mt_action_t a;
 
+  if (m->input_mode == MT_INPUT_QUIT)
+    return key == MT_KEY_RESIZE ? MT_ACT_REDRAW : quit_key(m, key);
   if (m->input_mode != MT_INPUT_NONE)
     return prompt_key(m, key);
   if (key == MT_KEY_RESIZE)
@@ -452,8 +476,12 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
     m->status[0] = '\0';
     return setup_key(m, key);
   }
-  if (key == 'q' || key == 'Q' || key == MT_KEY_F(10))
+  if (key == 'q' || key == 'Q' || key == MT_KEY_F(10)) {
+    /* Quitting memtop need not end what `memtop run` started: ask. */
+    if (m->run_pid > 0)
+      return start_prompt(m, MT_INPUT_QUIT);
     return MT_ACT_QUIT;
+  }
 
   /* Any other key replaces the last message: it has been seen. */
   m->status[0] = '\0';

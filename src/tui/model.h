@@ -138,7 +138,8 @@ typedef enum mt_input_e {
   MT_INPUT_NONE = 0,
   MT_INPUT_DELAY,  /* d: the refresh delay */
   MT_INPUT_SEARCH, /* / or F3: jump to a process whose name has the text */
-  MT_INPUT_FILTER  /* \ or F4: show only processes that match the text */
+  MT_INPUT_FILTER, /* \ or F4: show only processes that match the text */
+  MT_INPUT_QUIT    /* q or F10 while `run`'s command runs: stop it, detach? */
 } mt_input_t;
 
 /* The colour schemes (memtoprc's scheme=). */
@@ -192,6 +193,11 @@ typedef struct mt_model_s {
   size_t site_sel;      /* the sites panel's selected row (in its order) */
   int site_chain;       /* the selected site's call chain is shown */
   size_t first_row;     /* the list's first row on screen (mt_model_sort) */
+  /* `memtop run`'s command while it runs on screen (0: none, or it has
+   * ended; command.c keeps it): q and F10 then ask whether to stop it or
+   * leave it running (keys.c), and `detach` says which was chosen. */
+  int run_pid;
+  int detach;
 } mt_model_t;
 
 /* The list's columns, a bit each in mt_model_t.columns. */

@@ -92,12 +92,33 @@ static void draw_title(const mt_model_t *m, mt_grid_t *g) {
   }
 }
 
+/* "Stop CMD (PID n)?": the command's name shortened so that the keys
+ * that answer stay on the line. */
+static void draw_quit_prompt(const mt_model_t *m, mt_grid_t *g, int row) {
+  static const char keys[] =
+      "? y: stop  d: detach (keeps running)  other: stay";
+  const mt_target_t *t = mt_model_find(m, m->run_pid);
+  char name[4 * MS_NAME_MAX + 1], head[4 * MS_NAME_MAX + 32];
+  int room, n;
+
+  mt_draw_safe_name(name, sizeof name,
+                    t != NULL && t->comm[0] ? t->comm : "the command");
+  n = snprintf(head, sizeof head, "Stop  (PID %d)", m->run_pid);
+  room = g->cols - (int)(sizeof keys - 1) - n;
+  snprintf(head, sizeof head, "Stop %.*s (PID %d)", room > 4 ? room : 4, name,
+           m->run_pid);
+  n = mt_grid_puts(g, row, 0, head, -1, MT_ST_STATUS);
+  mt_grid_puts(g, row, n, keys, -1, MT_ST_STATUS);
+}
+
 static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   const mt_target_t *t = mt_model_find(m, m->detail_pid);
   /* Messages quote targets' reasons and names: drawn in their safe form. */
   char safe[4 * sizeof t->error + 1];
   mt_grid_fill(g, row, 0, g->cols, ' ', MT_ST_STATUS);
-  if (m->input_mode != MT_INPUT_NONE) {
+  if (m->input_mode == MT_INPUT_QUIT) {
+    draw_quit_prompt(m, g, row);
+  } else if (m->input_mode != MT_INPUT_NONE) {
     static const char *const ask[] = {
         [MT_INPUT_DELAY] = "Delay in seconds (at least 0.1): ",
         [MT_INPUT_SEARCH] = "Search (F3 next, Enter done, Esc cancel): ",

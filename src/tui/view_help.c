@@ -21,7 +21,7 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"[  ]  e", "select a site; e: its call chain / all sites"},
       {"space  d", "pause; refresh delay in seconds (at least 0.1)"},
       {"F2 S", "setup: sort, delay, columns, colours (memtoprc)"},
-      {"F1 h ?  F10 q", "this help; quit"},
+      {"F1 h ?  F10 q", "this help; quit (run: y stops CMD, d detaches)"},
   };
 
   static const char *const parts[4][2] = {
@@ -37,6 +37,11 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
     mt_grid_puts(g, r, 2, keys[i][0], -1, MT_ST_NORMAL);
     mt_grid_puts(g, r, 24, keys[i][1], -1, MT_ST_DIM);
   }
+  /* What becomes of `memtop run`'s command when memtop goes. */
+  mt_grid_puts(
+      g, r++, 2,
+      "memtop run: a closed terminal (SIGHUP) detaches too: CMD runs on", -1,
+      MT_ST_DIM);
   r++;
   mt_grid_puts(g, r++, 0,
                "TOTAL = Ready+Prepared: everything the allocator mapped", -1,
@@ -49,7 +54,6 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
     mt_grid_puts(g, r, 5, parts[i][0], -1, MT_ST_NORMAL);
     mt_grid_puts(g, r, 19, parts[i][1], -1, MT_ST_DIM);
   }
-  r++;
   mt_grid_puts(g, r++, 0,
                "~ estimated figure   - not available from the "
                "provider",

@@ -532,6 +532,48 @@ static void test_other_users_unseen(void **state) {
              (int)foreign.t.pid, foreign.sock, res.out);
 }
 
+/* -u USER filters --once, --json and ps by the process's real owner, as
+ * top -u does: another user's process is left out, and a filter that
+ * leaves none says so. As root without MEMSTATS_DIR (every user's
+ * directory), -u nobody shows nobody's process and not root's. */
+static void test_user_filter(void **state) {
+  proc_t a = start_target(NULL);
+  char me[32], other[32];
+
+  (void)state;
+  snprintf(me, sizeof me, "%u", (unsigned)getuid());
+  snprintf(other, sizeof other, "%u", (unsigned)getuid() + 4321);
+  assert_int_equal(mt("--once", "--json", "-u", me, NULL), 0);
+  assert_true(lists_pid(a.pid));
+  assert_int_equal(mt("--once", "-u", me, NULL), 0);
+  assert_true(lists_pid(a.pid));
+  assert_int_equal(mt("ps", "-u", me, NULL), 0);
+  assert_true(lists_pid(a.pid));
+
+  assert_int_equal(mt("ps", "-u", other, NULL), 0);
+  assert_false(lists_pid(a.pid));
+  assert_int_equal(mt("--once", "--json", "-u", other, NULL), 1);
+  assert_false(lists_pid(a.pid));
+  assert_non_null(strstr(res.err, "none of the 1 attachable processes"));
+
+  if (foreign.t.pid > 0) {
+    unsetenv("MEMSTATS_DIR");
+    unsetenv("XDG_RUNTIME_DIR");
+    mt("--once", "--json", "-u", "nobody", NULL);
+    int seen = lists_pid(foreign.t.pid), ours = lists_pid(a.pid);
+    mt("ps", "-u", "nobody", NULL);
+    int seen_ps = lists_pid(foreign.t.pid);
+    mt("ps", "-u", "root", NULL);
+    int hidden_ps = !lists_pid(foreign.t.pid);
+    setenv("MEMSTATS_DIR", dir, 1);
+    assert_true(seen && seen_ps && hidden_ps);
+    assert_false(ours);
+  } else {
+    print_message("part skipped: %s\n", foreign.why);
+  }
+  stop_target(a);
+}
+
 static void test_not_attachable(void **state) {
   pid_t plain;
   char want[64];
@@ -930,6 +972,50 @@ static void test_run_cannot_start(void **state) {
   assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
   assert_non_null(strstr(res.err, "MEMTOP_PRELOAD"));
   setenv("MEMTOP_PRELOAD", run_preload, 1);
+}
+
+/* A socket directory the command's library would refuse (open to
+ * others, another user's, a symbolic link): `memtop run` says why and
+ * what to do before it starts the command, instead of waiting for a
+ * socket that never comes; on screen too (the check comes before the
+ * terminal's). */
+static void test_run_unsafe_dir(void **state) {
+  char unsafe[64], link[80], mark[96], script[160];
+  struct stat st;
+
+  (void)state;
+  snprintf(unsafe, sizeof unsafe, "/tmp/memtop-unsafe-XXXXXX");
+  assert_non_null(mkdtemp(unsafe));
+  assert_int_equal(chmod(unsafe, 0777), 0);
+  snprintf(mark, sizeof mark, "%s/started", dir);
+  snprintf(script, sizeof script, "touch '%s'", mark);
+  setenv("MEMSTATS_DIR", unsafe, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, unsafe));
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_non_null(strstr(res.err, "chmod 700"));
+  assert_int_equal(mt("run", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_int_equal(stat(mark, &st), -1); /* never started */
+
+  snprintf(link, sizeof link, "%s.link", unsafe);
+  assert_int_equal(chmod(unsafe, 0700), 0);
+  assert_int_equal(symlink(unsafe, link), 0);
+  setenv("MEMSTATS_DIR", link, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL), 1);
+  assert_non_null(strstr(res.err, "is a symbolic link"));
+  unlink(link);
+
+  if (geteuid() == 0) {
+    assert_int_equal(chown(unsafe, 65534, 65534), 0);
+    setenv("MEMSTATS_DIR", unsafe, 1);
+    assert_int_equal(mt("run", "--once", "--", "/bin/sh", "-c", script, NULL),
+                     1);
+    assert_non_null(strstr(res.err, "owned by another user"));
+  }
+  setenv("MEMSTATS_DIR", dir, 1);
+  assert_int_equal(stat(mark, &st), -1);
+  rmdir(unsafe);
 }
 
 /* ---- run: the final snapshot ---- */
@@ -1486,6 +1572,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_other_users_unseen, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_user_filter, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rounds_target_exits, setup,
                                       teardown),
@@ -1503,6 +1590,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_unsafe_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
                                       teardown),

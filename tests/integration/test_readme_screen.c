@@ -431,8 +431,14 @@ static int session_setup(void **state) {
 
 static int session_teardown(void **state) {
   (void)state;
-  if (skip_reason == NULL)
+  if (skip_reason == NULL) {
+    /* `memtop run`'s command outlives a closed terminal: kill what the
+     * session started with its MEMSTATS_DIR. */
+    char want[128];
     tmux_stop(&term);
+    snprintf(want, sizeof want, "MEMSTATS_DIR=%s/sock", tmp_dir);
+    tmux_kill_left(want);
+  }
   return 0;
 }
 

@@ -14,6 +14,7 @@
  * Waits are "until the screen shows X", bounded by a generous limit so a
  * broken memtop fails instead of hanging; nothing asserts a duration.
  */
+#include <dirent.h>
 #include <limits.h>
 #include <pwd.h>
 #include <setjmp.h>
@@ -33,6 +34,7 @@
 
 #include "support/host.h"
 #include "support/run.h"
+#include "support/tmux.h"
 
 #define WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
 #define COLS 100
@@ -145,6 +147,55 @@ static int target_row(const char *screen, char *row, size_t len) {
     }
   }
   return -1;
+}
+
+/* Quits a `memtop run` view with `key` (q or F10), answering y to the
+ * question whether to stop the command. */
+static void quit_stop(const char *key) {
+  keys(key);
+  WAIT_FOR("? y: stop  d: detach (keeps running)  other: stay");
+  keys("y");
+}
+
+/* A field of /proc/PID/stat after the name: 3 the state, 4 the parent, 6
+ * the session. 0 when the process is gone. */
+static long proc_stat_field(int pid, int field) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (p == NULL)
+    return 0;
+  p += 2;
+  for (int i = 3; i < field && p != NULL; i++) {
+    p = strchr(p, ' ');
+    if (p != NULL)
+      p++;
+  }
+  if (p == NULL)
+    return 0;
+  return field == 3 ? (long)*p : strtol(p, NULL, 10);
+}
+
+/* Running: there, and not a zombie. */
+static int proc_running(int pid) {
+  long st = proc_stat_field(pid, 3);
+  return st != 0 && st != 'Z' && st != 'X';
+}
+
+/* Waits until pid no longer runs; returns 1, or 0 after the limit. */
+static int wait_ended(int pid) {
+  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
+    if (!proc_running(pid))
+      return 1;
+    sleep_ms(100);
+  }
+  return 0;
 }
 
 /* ============================================================== fixtures */
@@ -260,10 +311,26 @@ static int plain_session_setup(void **state) {
   return rc;
 }
 
+/* Closes the session's terminal: memtop gets SIGHUP, and leaves `run`'s
+ * command running. */
+static void kill_server(void) {
+  run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+}
+
+/* Kills what the session left running (`run`'s command outlives a
+ * closed terminal): what was started with this test's MEMSTATS_DIR. */
+static void kill_left_running(void) {
+  char want[128];
+  snprintf(want, sizeof want, "MEMSTATS_DIR=%s/sock", tmp_dir);
+  tmux_kill_left(want);
+}
+
 static int session_teardown(void **state) {
   (void)state;
-  if (skip_reason == NULL)
-    run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+  if (skip_reason == NULL) {
+    kill_server();
+    kill_left_running();
+  }
   return 0;
 }
 
@@ -385,7 +452,7 @@ static void test_alloc_sites(void **state) {
   WAIT_FOR(" by main ");
   keys("e");
   WAIT_FOR("Alloc sites in use (a: by rate)");
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
@@ -439,7 +506,7 @@ static void test_quit_restores(void **state) {
   SKIP_IF_NEEDED();
   char row[512], path[128];
   wait_target(row, sizeof row);
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=");
   /* The alternate screen is gone: only the shell's own output remains. */
   assert_null(strstr(screen_buf, "READY"));
@@ -466,6 +533,94 @@ static void test_quit_restores(void **state) {
     print_error("tty modes after memtop: %s\n", modes);
   assert_non_null(strstr(modes, " icanon "));
   assert_non_null(strstr(modes, " echo "));
+}
+
+/* q on `memtop run`'s view asks: another key stays, y stops the command
+ * (memtop waits for its end and returns its status). */
+static void test_quit_run_stop(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512], ask[64];
+  int pid = wait_target(row, sizeof row);
+  keys("q");
+  WAIT_FOR("? y: stop  d: detach (keeps running)  other: stay");
+  snprintf(ask, sizeof ask, "Stop demo (PID %d)?", pid);
+  assert_non_null(strstr(screen_buf, ask));
+  /* Any other key: the view stays, the command runs. */
+  keys("x");
+  WAIT_GONE("? y: stop");
+  WAIT_FOR("F10 quit");
+  assert_null(strstr(screen_buf, "MEMTOP-EXIT="));
+  assert_true(proc_running(pid));
+  /* F10 asks the same; y stops it. */
+  keys("F10");
+  WAIT_FOR("? y: stop  d: detach (keeps running)  other: stay");
+  keys("y");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  assert_true(wait_ended(pid));
+}
+
+/* d leaves the command running: memtop exits 0 and says where its output
+ * goes; the command has a session of its own, so that no hangup of the
+ * terminal reaches it; killing the session's terminal leaves it running. */
+static void test_quit_run_detach(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512], said[64];
+  int pid = wait_target(row, sizeof row);
+  int memtop_pid = (int)proc_stat_field(pid, 4);
+  assert_true(memtop_pid > 0);
+  assert_int_equal(proc_stat_field(pid, 6), pid); /* its own session */
+  keys("q");
+  WAIT_FOR("? y: stop  d: detach (keeps running)  other: stay");
+  keys("d");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  snprintf(said, sizeof said, "left demo (PID %d) running", pid);
+  assert_non_null(strstr(screen_buf, said));
+  assert_non_null(strstr(screen_buf, "kill"));
+  assert_true(wait_ended(memtop_pid));
+  assert_true(proc_running(pid));
+  /* The terminal goes: the command still runs. */
+  kill_server();
+  assert_true(proc_running(pid));
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  assert_true(wait_ended(pid));
+  assert_int_equal(session_setup(state), 0); /* for the teardown */
+}
+
+/* A closed terminal (the tmux server killed: SIGHUP) never kills the
+ * command silently: memtop leaves it running, detached, as d does. */
+static void test_hangup_detaches(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  int pid = wait_target(row, sizeof row);
+  int memtop_pid = (int)proc_stat_field(pid, 4);
+  assert_true(memtop_pid > 0);
+  kill_server();
+  assert_true(wait_ended(memtop_pid));
+  assert_true(proc_running(pid));
+  assert_int_equal(kill(pid, SIGKILL), 0);
+  assert_true(wait_ended(pid));
+  assert_int_equal(session_setup(state), 0); /* for the teardown */
+}
+
+/* An unsafe socket directory is said at once, before the screen: the
+ * command's library would refuse to serve there. */
+static void test_run_unsafe_dir(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  session_teardown(state);
+  session_env = "export MEMSTATS_DIR=\"$TMPDIR/unsafe\"\n"
+                "mkdir -p \"$MEMSTATS_DIR\" && chmod 777 \"$MEMSTATS_DIR\"\n";
+  int rc = session_setup(state);
+  session_env = "";
+  assert_int_equal(rc, 0);
+  WAIT_FOR("MEMTOP-EXIT=1");
+  capture_pane("-J"); /* the message, its wrapped lines joined */
+  assert_non_null(strstr(screen_buf, "not starting demo"));
+  assert_non_null(strstr(screen_buf, "open to group or others"));
+  assert_non_null(strstr(screen_buf, "chmod 700"));
 }
 
 /* The pane with its attributes, as escape sequences (capture-pane -e). */
@@ -603,10 +758,11 @@ static void test_htop_keys(void **state) {
   WAIT_FOR("Filter \"demo\": 1 of 1 shown");
   keys("F3");
   WAIT_FOR("Search (F3 next");
-  keys("q Enter"); /* in a prompt q is text, not quit */
-  WAIT_FOR("No process matches \"q\"");
+  /* In a prompt q is text, not quit (after a z: no path has "zq"). */
+  keys("z q Enter");
+  WAIT_FOR("No process matches \"zq\"");
 
-  keys("F10");
+  quit_stop("F10");
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
@@ -625,7 +781,7 @@ static void test_mouse(void **state) {
   WAIT_GONE("TOTAL*");
   mouse_click(4, 3, 2);
   WAIT_FOR("Sys by class");
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=0");
   /* The terminal no longer reports the mouse to the shell. */
   assert_false(mouse_tracking());
@@ -646,7 +802,7 @@ static void test_no_mouse(void **state) {
   wait_target(row, sizeof row);
   WAIT_FOR("TOTAL*");
   assert_false(mouse_tracking());
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
@@ -729,7 +885,7 @@ static void test_setup_config(void **state) {
   fclose(f);
   assert_non_null(strstr(text, "sort=user\n"));
   assert_non_null(strstr(text, "scheme=light\n"));
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=0");
 
   /* A new memtop reads it: it opens sorted by USER. */
@@ -738,7 +894,7 @@ static void test_setup_config(void **state) {
   wait_target(row, sizeof row);
   WAIT_FOR("USER*");
   assert_true(wait_title_blue());
-  keys("q");
+  quit_stop("q");
   WAIT_FOR("MEMTOP-EXIT=0");
   unlink(path);
 }
@@ -793,6 +949,14 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_exited_marked, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_quit_restores, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_quit_run_stop, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_quit_run_detach, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_hangup_detaches, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_run_unsafe_dir, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_colour_utf8, session_setup,
                                       session_teardown),

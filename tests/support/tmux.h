@@ -11,9 +11,13 @@
 #ifndef MS_TESTS_SUPPORT_TMUX_H
 #define MS_TESTS_SUPPORT_TMUX_H
 
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "support/run.h"
 
@@ -61,6 +65,48 @@ static inline const char *tmux_capture(tmux_t *t) {
   t->screen[n] = '\0';
   pclose(p);
   return t->screen;
+}
+
+/* 1 if pid's environment (as it was at its exec) holds the entry `want`. */
+static inline int tmux_environ_has(long pid, const char *want) {
+  char path[64], env[32 * 1024];
+  snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(env, 1, sizeof env - 1, f);
+  fclose(f);
+  env[n] = '\0';
+  for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+    if (strcmp(env + i, want) == 0)
+      return 1;
+  return 0;
+}
+
+/* Kills what a session left running once its server is gone (`memtop
+ * run`'s command outlives a closed terminal): every process other than
+ * this one whose environment holds `entry`, e.g. the session's own
+ * "MEMSTATS_DIR=...". Again until none is left: a memtop killed starts
+ * nothing more, and what it started before is found the next time. */
+static inline void tmux_kill_left(const char *entry) {
+  for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS; waited += 100) {
+    int found = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    if (d == NULL)
+      return;
+    while ((e = readdir(d)) != NULL) {
+      char *end;
+      long pid = strtol(e->d_name, &end, 10);
+      if (pid > 0 && *end == '\0' && pid != (long)getpid() &&
+          tmux_environ_has(pid, entry) && kill((pid_t)pid, SIGKILL) == 0)
+        found = 1;
+    }
+    closedir(d);
+    if (!found)
+      return;
+    tmux_sleep_ms(100);
+  }
 }
 
 /* send-keys with `k` as its arguments (tmux key names). */

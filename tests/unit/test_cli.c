@@ -179,8 +179,17 @@ static void test_top_options(void **state) {
   assert_int_equal(o.uid, 4321);
   assert_int_equal(parse("-u", "no-such-user-memtop"), MS_EINVAL);
   assert_non_null(strstr(err, "unknown user 'no-such-user-memtop'"));
-  /* -u filters the live view; --once lists what it was asked for. */
-  assert_int_equal(parse("-u", "root", "--once"), MS_EINVAL);
+  /* -u filters the live view, --once, --json and ps by owner; a command
+   * memtop starts or serves has no user to choose. */
+  assert_int_equal(parse("-u", "root", "--once"), 0);
+  assert_int_equal(o.uid, 0);
+  assert_int_equal(parse("-u", "4321", "--json"), 0);
+  assert_int_equal(o.uid, 4321);
+  assert_int_equal(parse("ps", "-u", "root"), 0);
+  assert_int_equal(o.uid, 0);
+  assert_int_equal(parse("run", "-u", "root", "--", "true"), MS_EINVAL);
+  assert_non_null(strstr(err, "-u/--user applies to"));
+  assert_int_equal(parse("serve", "-u", "root"), MS_EINVAL);
   assert_int_equal(parse("--no-mouse", "-d", "2"), 0);
   assert_int_equal(o.mouse, 0);
   assert_int_equal(o.delay_given, 1);

@@ -841,6 +841,7 @@ static void test_rounds_count(void **state) {
   assert_non_null(null);
   memset(&opts, 0, sizeof opts);
   opts.cmd = MT_CMD_WATCH;
+  opts.uid = -1; /* no -u, as the command line leaves it */
   opts.once = opts.json = 1;
   opts.iterations = 3;
   opts.delay_s = 0.1;

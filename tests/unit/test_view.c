@@ -901,6 +901,65 @@ static void test_keys_help_pause_quit(void **state) {
   mt_model_free(&m);
 }
 
+/* q and F10 while `memtop run`'s command runs ask first: y stops it, d
+ * detaches and leaves it running, any other key stays. The question
+ * names the command and its PID and fits on 80 columns, and once the
+ * command has ended q quits at once again. */
+static void test_keys_quit_run(void **state) {
+  (void)state;
+  mt_model_t m;
+  char *txt;
+  detail_model(&m);
+  m.run_pid = 1234;
+
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_QUIT);
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "Stop server (PID 1234)? y: stop  d: detach "
+                            "(keeps running)  other: stay"));
+  free(txt);
+  /* Another key stays, and the prompt goes. */
+  assert_int_equal(mt_key_apply(&m, 'x'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.screen, MT_SCREEN_DETAIL);
+  txt = render_text(&m, 24, 80);
+  assert_false(contains(txt, "Stop server"));
+  free(txt);
+  /* Even q again, or Esc. */
+  mt_key_apply(&m, 'q');
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_REDRAW);
+  mt_key_apply(&m, MT_KEY_F(10));
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ESC), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* A resize leaves the question up. */
+  mt_key_apply(&m, 'q');
+  assert_int_equal(mt_key_apply(&m, MT_KEY_RESIZE), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_QUIT);
+  /* y: quit, stopping it. */
+  assert_int_equal(mt_key_apply(&m, 'y'), MT_ACT_QUIT);
+  assert_false(m.detach);
+  /* d (from the help screen, with F10): quit, leaving it running. */
+  mt_key_apply(&m, 'h');
+  assert_int_equal(mt_key_apply(&m, MT_KEY_F(10)), MT_ACT_REDRAW);
+  assert_int_equal(mt_key_apply(&m, 'd'), MT_ACT_QUIT);
+  assert_true(m.detach);
+  /* A long name is cut, the keys stay on the line. */
+  snprintf(mt_model_find(&m, 1234)->comm, MS_NAME_MAX, "%s",
+           "a-very-long-command-name-indeed-it-is");
+  m.run_pid = 4194304;
+  mt_model_find(&m, 1234)->pid = 4194304;
+  mt_key_apply(&m, 'q');
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "(PID 4194304)? y: stop  d: detach (keeps "
+                            "running)  other: stay"));
+  free(txt);
+  mt_key_apply(&m, 'n');
+  /* The command has ended: nothing to ask. */
+  m.run_pid = 0;
+  assert_int_equal(mt_key_apply(&m, 'q'), MT_ACT_QUIT);
+  mt_model_free(&m);
+}
+
 static void type(mt_model_t *m, const char *s) {
   for (; *s; s++)
     mt_key_apply(m, (unsigned char)*s);
@@ -1302,6 +1361,7 @@ int main(void) {
       cmocka_unit_test(test_keys_sort),
       cmocka_unit_test(test_keys_move),
       cmocka_unit_test(test_keys_help_pause_quit),
+      cmocka_unit_test(test_keys_quit_run),
       cmocka_unit_test(test_keys_delay),
       cmocka_unit_test(test_sites_panel),
       cmocka_unit_test(test_keys_htop),
