@@ -29,10 +29,10 @@ struct mt_pfetch_s {
   long seconds;
   int want, got;                  /* profiles wanted (1 or 2), received */
   ms__profile_decoded_t *prof[2]; /* the caller may take them (NULL them) */
-  int failed;
+  int failed;   /* no profile to resolve (one that did not sample is one) */
   int profiled; /* the read being answered brought its profile */
   int over;
-  int verbose; /* say on stderr that it waits `seconds` */
+  int verbose; /* say on stderr that it waits `seconds` (set after start) */
   mt_pfetch_done_fn done;
   void *arg;
   char err[512]; /* why, when failed */

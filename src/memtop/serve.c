@@ -47,6 +47,7 @@
 #include "exporter/negotiate.h"
 #include "memtop/profile_fetch.h"
 #include "memtop/shell.h"
+#include "pprof/debuginfod.h"
 #include "pprof/pprof.h"
 #include "targets/targetset.h"
 #include "exporter/webconfig.h"
@@ -633,8 +634,7 @@ static void prof_fetched(void *arg, mt_pfetch_t *f) {
   snprintf(j->err, sizeof j->err, "%s", f->err);
   mt_pfetch_release(f);
   j->f = NULL;
-  /* (A target that does not sample is said by mt_profile_resolve.) */
-  if (failed && (j->p[0] == NULL || j->p[0]->profile.rate != 0)) {
+  if (failed) {
     j->status = 502;
     prof_finish(j);
     return;
@@ -754,6 +754,9 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   sv->bound.data = sv;
   uv_timer_init(mt_shell_loop(sh), &sv->late);
   sv->late.data = sv;
+  /* Debug files from debuginfod within --timeout, said on no stderr: not
+   * a line per request. */
+  mt_debuginfod_configure(o->timeout_ms, 0);
 
   /* An address that is no address is bad usage (exit 2), as the other
    * options' errors are; one that cannot be had is said below. */
