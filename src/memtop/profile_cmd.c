@@ -97,12 +97,7 @@ typedef struct pc_run_s {
 static void pc_fetched(void *arg, mt_pfetch_t *pf) {
   pc_run_t *r = arg;
 
-  r->prof[0] = pf->prof[0];
-  r->prof[1] = pf->prof[1];
-  pf->prof[0] = pf->prof[1] = NULL;
-  r->failed = pf->failed;
-  snprintf(r->err, sizeof r->err, "%s", pf->err);
-  mt_pfetch_release(pf);
+  r->failed = mt_pfetch_take(pf, r->prof, r->err, sizeof r->err);
   r->fetch = NULL;
   mt_shell_stop(r->sh);
 }

@@ -176,6 +176,17 @@ void mt_pfetch_release(mt_pfetch_t *f) {
   uv_close((uv_handle_t *)&f->wait, pf_closed);
 }
 
+int mt_pfetch_take(mt_pfetch_t *f, ms__profile_decoded_t *prof[2], char *err,
+                   size_t errlen) {
+  int failed = f->failed;
+  prof[0] = f->prof[0];
+  prof[1] = f->prof[1];
+  f->prof[0] = f->prof[1] = NULL;
+  snprintf(err, errlen, "%s", f->err);
+  mt_pfetch_release(f);
+  return failed;
+}
+
 int mt_profile_resolve(ms__profile_decoded_t **first,
                        ms__profile_decoded_t **second, int pid, mt_heap_t *h,
                        char *err, size_t errlen) {

@@ -52,6 +52,12 @@ mt_pfetch_t *mt_pfetch_start(uv_loop_t *loop, int pid, long seconds,
  * target-set callbacks: from `done` itself, or any loop callback. */
 void mt_pfetch_release(mt_pfetch_t *f);
 
+/* From `done`: hands what the fetch brought to the caller, its profiles
+ * in prof[0] and prof[1] (NULL when not brought; the caller frees them)
+ * and why it failed in err, then releases f. Returns f's `failed`. */
+int mt_pfetch_take(mt_pfetch_t *f, ms__profile_decoded_t *prof[2], char *err,
+                   size_t errlen);
+
 /* What the fetch brought, made a heap profile *h of pid: the growth from
  * first to second when there are two, else first; both taken over and
  * freed (NULLed). Names resolved from the target's binaries (through

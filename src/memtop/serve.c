@@ -627,12 +627,7 @@ static void prof_start_work(serve_t *sv) {
 static void prof_fetched(void *arg, mt_pfetch_t *f) {
   sv_prof_t *j = arg;
   serve_t *sv = j->sv;
-  int failed = f->failed;
-  j->p[0] = f->prof[0];
-  j->p[1] = f->prof[1];
-  f->prof[0] = f->prof[1] = NULL;
-  snprintf(j->err, sizeof j->err, "%s", f->err);
-  mt_pfetch_release(f);
+  int failed = mt_pfetch_take(f, j->p, j->err, sizeof j->err);
   j->f = NULL;
   if (failed) {
     j->status = 502;
