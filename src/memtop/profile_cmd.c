@@ -1,11 +1,11 @@
 /*
  * profile_cmd.c - `memtop profile` (see profile_cmd.h): the profile is
- * fetched through the target set (targetset.h: one PID, not timed, a read
- * asking for the profile on memtop's libuv connection, conn.c), in the
- * shell (shell.h) as its one mode without a screen or a signal, twice
- * --seconds apart for a delta (the second on a loop timer), built and
- * resolved into names, files and lines (src/pprof), and written as
- * pprof's gzipped profile.proto or as a top list.
+ * fetched, twice --seconds apart for a delta, and built and resolved into
+ * names, files and lines by profile_fetch.h, the one path `memtop serve`'s
+ * /debug/pprof/heap takes too; the fetch runs on the loop of the shell
+ * (shell.h), whose one mode this is, without a screen, a signal or a set
+ * of the shell's. What is left unresolved is said, and the profile is
+ * written as pprof's gzipped profile.proto or as a top list.
  *
  * The target's files are read through /proc/PID/root when the process is
  * still there, so that a process in another mount namespace (a
@@ -18,17 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
-#include <uv.h>
 
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/out.h"
 #include "memtop/outfile.h"
+#include "memtop/profile_fetch.h"
 #include "memtop/shell.h"
-#include "targets/targetset.h"
-#include "client/client.h"
 #include "pprof/debuginfod.h"
 #include "pprof/filter.h"
 #include "pprof/heap.h"
@@ -87,164 +83,58 @@ static void put_filters(ms__strbuf_t *b, const mt_heap_filter_t *f) {
   }
 }
 
-/* The fetches: the target set's owner for `memtop profile`, a mode of
- * the shell (shell.h: the loop, the set with the PID named, no signal of
- * its own). */
-typedef struct pc_fetch_s {
+/* `memtop profile` as a mode of the shell (shell.h: its loop only, no
+ * set, no signal): the fetch (profile_fetch.h, with its own set) runs on
+ * the shell's loop, and stops it when it is over. */
+typedef struct pc_run_s {
   mt_shell_t *sh;
-  uv_timer_t wait; /* --seconds between the two profiles */
-  mt_tset_t *set;
-  int pid;
-  long seconds;
-  int want, got; /* profiles wanted (1 or 2), received */
-  ms__profile_decoded_t *prof[2];
+  mt_pfetch_t *fetch;             /* while fetching */
+  ms__profile_decoded_t *prof[2]; /* what it brought */
   int failed;
-  int profiled; /* the read being answered brought its profile */
   char err[512];
-} pc_fetch_t;
+} pc_run_t;
 
-/* The profile comes just before its read's snapshot. */
-static void pc_profile(void *arg, mt_tset_target_t *t, mt_tset_profile_t *p) {
-  pc_fetch_t *f = arg;
+static void pc_fetched(void *arg, mt_pfetch_t *pf) {
+  pc_run_t *r = arg;
 
-  (void)t;
-  f->profiled = 1;
-  if (p->prof == NULL) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "%s", p->msg);
-    return;
-  }
-  if (f->got < 2) {
-    f->prof[f->got++] = p->prof;
-    p->prof = NULL;
-  }
+  r->failed = mt_pfetch_take(pf, r->prof, r->err, sizeof r->err);
+  r->fetch = NULL;
+  mt_shell_stop(r->sh);
 }
 
-static void pc_snapshot(void *arg, mt_tset_target_t *t,
-                        const ms_snapshot_t *snap) {
-  pc_fetch_t *f = arg;
-
-  (void)t;
-  (void)snap;
-  if (!f->profiled) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "%s", "the target sent no profile");
-  }
-  f->profiled = 0;
-}
-
-static uint64_t pc_failure(void *arg, mt_tset_target_t *t, int status,
-                           const char *msg) {
-  pc_fetch_t *f = arg;
-
-  (void)t;
-  (void)status;
-  f->failed = 1;
-  snprintf(f->err, sizeof f->err, "%s", msg);
-  return MT_TSET_BACKOFF;
-}
-
-static void pc_gone(void *arg, mt_tset_target_t *t, int status,
-                    const char *msg) {
-  pc_fetch_t *f = arg;
-
-  (void)status;
-  f->failed = 1;
-  if (msg != NULL)
-    snprintf(f->err, sizeof f->err, "%s", msg);
-  else
-    snprintf(f->err, sizeof f->err, "PID %d has exited", t->pid);
-}
-
-/* Every read here asks for the profile. */
-static const mt_tset_req_t pc_req = {.profile = 1};
-
-static void pc_second(uv_timer_t *h) {
-  pc_fetch_t *f = h->data;
-
-  if (mt_tset_fetch_all(f->set, &pc_req) == 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: cannot ask for the profile",
-             f->pid);
-    mt_shell_stop(f->sh);
-  }
-}
-
-/* The read has reported: wait for the second, or stop. */
-static void pc_quiet(void *arg) {
-  pc_fetch_t *f = arg;
-
-  if (f->failed || f->got >= f->want) {
-    mt_shell_stop(f->sh);
-    return;
-  }
-  if (f->got == 1 && f->prof[0]->profile.rate == 0) {
-    mt_shell_stop(f->sh); /* said by the caller: no second read */
-    return;
-  }
-  fprintf(stderr, "memtop: PID %d: profiling for %ld s...\n", f->pid,
-          f->seconds);
-  uv_timer_start(&f->wait, pc_second, (uint64_t)f->seconds * 1000, 0);
-}
-
-static const mt_tset_cbs_t pc_cbs = {
-    .profile = pc_profile,
-    .snapshot = pc_snapshot,
-    .failure = pc_failure,
-    .gone = pc_gone,
-    .quiet = pc_quiet,
-};
-
-/* One PID (the shell adds it), not timed, no discovery. */
+/* The fetch makes its own set (one PID, not timed): the shell makes none. */
 static int pc_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
-  pc_fetch_t *f = self;
-  const mt_opts_t *o = mt_shell_opts(sh);
-  uint64_t st = 0;
+  pc_run_t *r = self;
 
-  f->sh = sh;
-  f->pid = o->pids[0];
-  f->seconds = o->seconds;
-  f->want = o->seconds > 0 ? 2 : 1;
-  uv_timer_init(mt_shell_loop(sh), &f->wait);
-  f->wait.data = f;
-  if (msc_proc_start_time(f->pid, &st) != 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: no such process", f->pid);
-    return 1;
-  }
-  su->set = (mt_tset_opts_t){.timeout_ms = su->set.timeout_ms};
-  su->cbs = &pc_cbs;
-  su->arg = f;
-  su->set_out = &f->set;
+  r->sh = sh;
+  su->cbs = NULL;
   return 0;
 }
 
 static int pc_start(void *self) {
-  pc_fetch_t *f = self;
+  pc_run_t *r = self;
+  const mt_opts_t *o = mt_shell_opts(r->sh);
 
-  if (mt_tset_fetch_all(f->set, &pc_req) == 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: out of memory", f->pid);
+  r->fetch =
+      mt_pfetch_start(mt_shell_loop(r->sh), o->pids[0], o->seconds,
+                      o->timeout_ms, pc_fetched, r, r->err, sizeof r->err);
+  if (r->fetch == NULL) {
+    r->failed = 1;
     return 1;
   }
+  r->fetch->verbose = 1; /* "profiling for N s..." */
   return 0;
 }
 
 static int pc_status(void *self) {
-  pc_fetch_t *f = self;
-
-  if (!f->failed && f->got == 0) {
-    f->failed = 1;
-    snprintf(f->err, sizeof f->err, "PID %d: no profile came", f->pid);
-  }
-  return f->failed;
+  return ((pc_run_t *)self)->failed;
 }
 
 static void pc_close(void *self) {
-  pc_fetch_t *f = self;
+  pc_run_t *r = self;
 
-  if (!uv_is_closing((uv_handle_t *)&f->wait))
-    uv_close((uv_handle_t *)&f->wait, NULL);
+  mt_pfetch_release(r->fetch);
+  r->fetch = NULL;
 }
 
 static const mt_mode_t pc_mode = {
@@ -269,56 +159,30 @@ static int to_outfile(void *ctx, const void *data, size_t len) {
 }
 
 int mt_profile_main(const mt_opts_t *o) {
-  ms__profile_decoded_t *first = NULL, *second = NULL;
-  const ms__profile_decoded_t *last;
   mt_heap_t h;
-  char path[64];
+  char path[64], err[640];
   const char *out, *why = "";
   pc_outfile_t of = {.why = ""};
   int pid = o->pids[0], rc, status = 1, built = 0;
-  uint64_t start_time;
-  pc_fetch_t f;
+  pc_run_t r;
 
-  memset(&f, 0, sizeof f);
-  if (mt_shell_run(o, &pc_mode, &f) != 0 && f.got == 0) {
-    if (f.err[0] != '\0') /* else the shell has said why */
-      mt_warn("%s", f.err);
-    return 1;
-  }
-  first = f.prof[0];
-  second = f.prof[1];
-  if (first->profile.rate == 0) {
-    mt_warn("PID %d does not sample its allocations (MEMSTATS_PROFILE_RATE=0 "
-            "in its environment): start it without that setting for a heap "
-            "profile",
-            pid);
+  memset(&r, 0, sizeof r);
+  /* Its status is r.failed's, or the shell's own failure (said), r empty. */
+  (void)mt_shell_run(o, &pc_mode, &r);
+  if (r.failed || r.prof[0] == NULL) {
+    if (r.err[0] != '\0') /* else the shell has said why */
+      mt_warn("%s", r.err);
     goto out;
   }
-  if (f.failed) {
-    mt_warn("%s", f.err);
-    goto out;
-  }
-  last = second != NULL ? second : first;
-  start_time = last->profile.start_time;
-  rc = mt_heap_build(&last->profile, second != NULL ? &first->profile : NULL,
-                     &h);
-  /* What was received is in h now: freed before the larger steps. */
-  ms__profile_decoded_free(first);
-  ms__profile_decoded_free(second);
-  first = second = NULL;
-  if (rc != 0) {
-    mt_warn("PID %d: cannot build the profile: %s", pid, mt_heap_strerror(rc));
-    goto out;
-  }
-  built = 1;
   /* Debug files fetched from debuginfod (DEBUGINFOD_URLS) within the
    * request's deadline, each fetch said on stderr. */
   mt_debuginfod_configure(o->timeout_ms, 1);
-  rc = mt_heap_symbolize(&h, pid, start_time);
-  if (rc != 0) {
-    mt_warn("PID %d: resolving names: %s", pid, ms_strerror(rc));
+  if (mt_profile_resolve(&r.prof[0], &r.prof[1], pid, &h, err, sizeof err) !=
+      0) {
+    mt_warn("%s", err);
     goto out;
   }
+  built = 1;
   report_unresolved(&h);
 
   if (o->format == MT_PROFILE_TEXT) {
@@ -394,7 +258,7 @@ int mt_profile_main(const mt_opts_t *o) {
 out:
   if (built)
     mt_heap_free(&h);
-  ms__profile_decoded_free(first);
-  ms__profile_decoded_free(second);
+  ms__profile_decoded_free(r.prof[0]);
+  ms__profile_decoded_free(r.prof[1]);
   return status;
 }

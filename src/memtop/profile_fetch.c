@@ -29,6 +29,10 @@ static void pf_over(mt_pfetch_t *f) {
   if (f->over)
     return;
   f->over = 1;
+  /* A target that does not sample is no failure here: its profile came,
+   * and mt_profile_resolve() says why it is empty. */
+  if (f->got > 0 && f->prof[0]->profile.rate == 0)
+    f->failed = 0;
   if (!f->failed && f->got == 0) {
     f->failed = 1;
     snprintf(f->err, sizeof f->err, "PID %d: no profile came", f->pid);
@@ -100,8 +104,7 @@ static void pf_quiet(void *arg) {
   mt_pfetch_t *f = arg;
   if (f->failed || f->got >= f->want ||
       (f->got == 1 && f->prof[0]->profile.rate == 0)) {
-    /* (A target that does not sample is said by the caller: no second
-     * read.) */
+    /* (A target that does not sample: no second read.) */
     pf_over(f);
     return;
   }
@@ -171,6 +174,17 @@ void mt_pfetch_release(mt_pfetch_t *f) {
   f->set = NULL;
   uv_timer_stop(&f->wait);
   uv_close((uv_handle_t *)&f->wait, pf_closed);
+}
+
+int mt_pfetch_take(mt_pfetch_t *f, ms__profile_decoded_t *prof[2], char *err,
+                   size_t errlen) {
+  int failed = f->failed;
+  prof[0] = f->prof[0];
+  prof[1] = f->prof[1];
+  f->prof[0] = f->prof[1] = NULL;
+  snprintf(err, errlen, "%s", f->err);
+  mt_pfetch_release(f);
+  return failed;
 }
 
 int mt_profile_resolve(ms__profile_decoded_t **first,

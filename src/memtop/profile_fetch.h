@@ -29,10 +29,10 @@ struct mt_pfetch_s {
   long seconds;
   int want, got;                  /* profiles wanted (1 or 2), received */
   ms__profile_decoded_t *prof[2]; /* the caller may take them (NULL them) */
-  int failed;
+  int failed;   /* no profile to resolve (one that did not sample is one) */
   int profiled; /* the read being answered brought its profile */
   int over;
-  int verbose; /* say on stderr that it waits `seconds` */
+  int verbose; /* say on stderr that it waits `seconds` (set after start) */
   mt_pfetch_done_fn done;
   void *arg;
   char err[512]; /* why, when failed */
@@ -51,6 +51,12 @@ mt_pfetch_t *mt_pfetch_start(uv_loop_t *loop, int pid, long seconds,
  * (the loop must run on for that). Not from inside `done`'s caller's
  * target-set callbacks: from `done` itself, or any loop callback. */
 void mt_pfetch_release(mt_pfetch_t *f);
+
+/* From `done`: hands what the fetch brought to the caller, its profiles
+ * in prof[0] and prof[1] (NULL when not brought; the caller frees them)
+ * and why it failed in err, then releases f. Returns f's `failed`. */
+int mt_pfetch_take(mt_pfetch_t *f, ms__profile_decoded_t *prof[2], char *err,
+                   size_t errlen);
 
 /* What the fetch brought, made a heap profile *h of pid: the growth from
  * first to second when there are two, else first; both taken over and

@@ -47,6 +47,7 @@
 #include "exporter/negotiate.h"
 #include "memtop/profile_fetch.h"
 #include "memtop/shell.h"
+#include "pprof/debuginfod.h"
 #include "pprof/pprof.h"
 #include "targets/targetset.h"
 #include "exporter/webconfig.h"
@@ -626,15 +627,9 @@ static void prof_start_work(serve_t *sv) {
 static void prof_fetched(void *arg, mt_pfetch_t *f) {
   sv_prof_t *j = arg;
   serve_t *sv = j->sv;
-  int failed = f->failed;
-  j->p[0] = f->prof[0];
-  j->p[1] = f->prof[1];
-  f->prof[0] = f->prof[1] = NULL;
-  snprintf(j->err, sizeof j->err, "%s", f->err);
-  mt_pfetch_release(f);
+  int failed = mt_pfetch_take(f, j->p, j->err, sizeof j->err);
   j->f = NULL;
-  /* (A target that does not sample is said by mt_profile_resolve.) */
-  if (failed && (j->p[0] == NULL || j->p[0]->profile.rate != 0)) {
+  if (failed) {
     j->status = 502;
     prof_finish(j);
     return;
@@ -754,6 +749,9 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   sv->bound.data = sv;
   uv_timer_init(mt_shell_loop(sh), &sv->late);
   sv->late.data = sv;
+  /* Debug files from debuginfod within --timeout, said on no stderr: not
+   * a line per request. */
+  mt_debuginfod_configure(o->timeout_ms, 0);
 
   /* An address that is no address is bad usage (exit 2), as the other
    * options' errors are; one that cannot be had is said below. */

@@ -89,14 +89,16 @@ static void defaults(const mt_shell_t *sh, mt_shell_setup_t *su) {
   su->set.keep_gone_ms = (uint64_t)(MT_EXITED_KEEP_S * 1000);
 }
 
-/* The set, with the PIDs named on the command line. Returns 0 or 1 (out
- * of memory, said). */
+/* The set, with the PIDs named on the command line; none for a mode that
+ * wants none. Returns 0 or 1 (out of memory, said). */
 static int make_set(mt_shell_t *sh, const mt_shell_setup_t *su) {
   const mt_opts_t *o = sh->o;
   mt_tset_io_t io;
   uint64_t st;
   size_t i;
 
+  if (su->cbs == NULL)
+    return 0;
   mt_tset_io_uv(&io, &sh->loop);
   sh->set = mt_tset_new(&io, &su->set, su->cbs, su->arg);
   if (su->set_out != NULL)

@@ -22,7 +22,7 @@
  *             its callbacks and the signals it wants; nothing is running
  *             yet, and a refusal (bad usage, no terminal) returns here;
  *   the set   made, *set_out written, the named PIDs added (`added`
- *             runs for each);
+ *             runs for each), unless the mode asked for none;
  *   start     the signals are on; the mode starts what it runs;
  *   the loop  until mt_shell_stop();
  *   status    the exit status, if start succeeded (one set with
@@ -62,10 +62,12 @@ typedef struct mt_shell_s mt_shell_t;
 /* What a mode's `setup` fills. On entry `set` holds the shell's defaults:
  * timed 0, interval_ms the -d, backoff_max_ms MT_BACKOFF_MAX_S,
  * timeout_ms the one policy (o->timeout_ms), keep_gone_ms
- * MT_EXITED_KEEP_S; a mode changes what it must and leaves timeout_ms. */
+ * MT_EXITED_KEEP_S; a mode changes what it must and leaves timeout_ms.
+ * A mode that needs no set (profile: profile_fetch.h makes its own)
+ * leaves cbs NULL: none is made, and the named PIDs are not added. */
 typedef struct mt_shell_setup_s {
   mt_tset_opts_t set;
-  const mt_tset_cbs_t *cbs; /* the set's owner (required) */
+  const mt_tset_cbs_t *cbs; /* the set's owner; NULL: no set (above) */
   void *arg;                /* cbs' argument */
   mt_tset_t **set_out;      /* written once the set is made (may be NULL) */
   unsigned signals;         /* MT_SIG_*: 0 leaves every signal as it is */
@@ -105,7 +107,8 @@ const mt_opts_t *mt_shell_opts(const mt_shell_t *sh);
 /* The socket directory, for messages ("the socket directory" if it has
  * no name). */
 const char *mt_shell_sockdir(const mt_shell_t *sh);
-/* The set: NULL before it is made (during setup) and after close. */
+/* The set: NULL before it is made (during setup), after close, and for a
+ * mode that wants none. */
 mt_tset_t *mt_shell_set(const mt_shell_t *sh);
 
 /* Asks memtop to end: through the mode's `quit`. */

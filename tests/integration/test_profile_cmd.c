@@ -368,6 +368,47 @@ static void test_error_answer(void **state) {
   server_stop(&s);
 }
 
+/* A target that does not sample (rate 0 in its profile): said, exit
+ * status 1, no file, and with --seconds no second read (the fake target
+ * answers once: a second read would fail on its own words). */
+static void not_sampling(int n, ms__profile_t *p) {
+  (void)n;
+  p->rate = 0;
+  p->nrecords = 0;
+}
+
+static void test_not_sampling(void **state) {
+  char file[PATH_MAX], errfile[PATH_MAX], *err;
+  server_t s;
+  int saved, fd, rc;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/rate0.pb.gz", dir);
+  snprintf(errfile, sizeof errfile, "%s/rate0.err", dir);
+  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  saved = dup(2);
+  assert_int_equal(dup2(fd, 2), 2);
+  g_make = not_sampling;
+  server_start(&s, 1, 0);
+  rc = run_profile("--seconds", "1", "-o", file, NULL);
+  server_stop(&s);
+  g_make = NULL;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  assert_int_equal(rc, 1);
+  assert_int_equal(access(file, F_OK), -1);
+  err = host_read_all(errfile, NULL);
+  assert_non_null(err);
+  assert_non_null(strstr(err, "does not sample its allocations "
+                              "(MEMSTATS_PROFILE_RATE=0 in its environment)"));
+  assert_null(strstr(err, "profiling for"));
+  free(err);
+}
+
 /* ---- what a stranger plants at the output's name ------------------------ */
 
 static void put_file(const char *path, const char *text) {
@@ -1132,6 +1173,7 @@ int main(void) {
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_seconds_delta),
       cmocka_unit_test(test_error_answer),
+      cmocka_unit_test(test_not_sampling),
       cmocka_unit_test(test_symlink_not_followed),
       cmocka_unit_test(test_fifo_and_directory_refused),
       cmocka_unit_test(test_regular_file_replaced),
