@@ -82,8 +82,6 @@ typedef struct sv_target_s {
                          * later than MT_SERVE_LATE_MS */
   uint64_t answered_hr; /* uv_hrtime() of its last answer */
   uint64_t asked_ns;    /* mt_tset_now_ns() of the request in flight */
-  uint64_t asked_hr;    /* uv_hrtime() of the same (the loop's clock is
-                         * in milliseconds, a read takes less) */
   uint64_t read_ns;     /* how long the last answered read took */
   char exe[MS__PROM_EXE_MAX + 1];
   char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
@@ -220,7 +218,6 @@ static int on_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   if (!u || u->snap)
     return 1;
   u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
-  u->asked_hr = uv_hrtime();
   return 0;
 }
 
@@ -232,9 +229,11 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
-  uint64_t hr = uv_hrtime();
-  if (u->asked_hr && hr > u->asked_hr)
-    u->read_ns = hr - u->asked_hr;
+  uint64_t hr = uv_hrtime(), now = mt_tset_now_ns(sv->set);
+  /* Whoever asked: a round, or the listing that found it (its first read,
+   * which no round asked for: its duration is known all the same). */
+  if (t->asked_ns && now > t->asked_ns)
+    u->read_ns = now - t->asked_ns;
   u->answered_hr = hr;
   round_drop(sv, u);
 }
@@ -335,7 +334,6 @@ static void round_start(serve_t *sv) {
     if (u->pending == 2) {
       u->pending = mt_tset_busy(sv->set, t);
       u->asked_ns = now;
-      u->asked_hr = uv_hrtime();
     }
     sv->pending += (size_t)u->pending;
   }

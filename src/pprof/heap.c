@@ -159,6 +159,8 @@ uint32_t mt_heap_function(mt_heap_t *h, const char *name,
   uint64_t hv;
   size_t j;
 
+  /* Compared whole (memcmp) below: its padding must be zero too. */
+  memset(&f, 0, sizeof f);
   f.name = mt_heap_string(h, name);
   f.system_name = mt_heap_string(h, system_name);
   f.filename = mt_heap_string(h, file);

@@ -128,6 +128,7 @@ static int start_read(mt_tset_t *s, mt_tset_target_t *t,
                        req != NULL ? req : &plain_read) != 0)
     return 0;
   t->inflight = 1;
+  t->asked_ns = mt_tset_now_ns(s);
   s->inflight++;
   return 1;
 }

@@ -79,6 +79,8 @@ typedef struct mt_tset_target_s {
   int gone;               /* the process ended: no more reads */
   uint64_t last_ok_ns;    /* mt_tset_now_ns() at the last snapshot, or 0 */
   uint64_t gone_ns;       /* mt_tset_now_ns() when it was found gone */
+  uint64_t asked_ns;      /* mt_tset_now_ns() when the last read was asked
+                           * (whoever asked: a listing's first read too) */
   void *user;             /* the owner's */
   /* The set's own: */
   void *conn;

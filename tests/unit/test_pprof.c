@@ -993,8 +993,43 @@ static void test_absurd_counts_capped(void **state) {
   assert_int_equal(mt_heap_build(&p, NULL, &h), MS_EINVAL);
 }
 
+/* Dirties the stack below the caller with byte b, where the next call's
+ * locals will be. */
+static __attribute__((noinline)) void dirty_stack(int b) {
+  volatile unsigned char junk[4096];
+  memset((void *)junk, b, sizeof junk);
+  __asm__ volatile("" : : "r"(junk) : "memory");
+}
+
+/* The same function asked for twice is one function, whatever the stack
+ * held before: mt_heap_function_t has 4 bytes of padding (three uint32_t
+ * then an int64_t), which the lookup compares (memcmp). Without zeroing,
+ * a second entry for the same function is made when the padding differs,
+ * and the profile has duplicate functions (valgrind: "depends on
+ * uninitialised value" in mt_heap_function). */
+static void test_function_dedup_ignores_padding(void **state) {
+  mt_heap_t h;
+  ms__profile_t p;
+  uint32_t a, b;
+  (void)state;
+  memset(&p, 0, sizeof p);
+  p.rate = 1;
+  assert_int_equal(mt_heap_build(&p, NULL, &h), 0);
+  dirty_stack(0x00);
+  a = mt_heap_function(&h, "f", "f", "f.c", 7);
+  dirty_stack(0xa5);
+  b = mt_heap_function(&h, "f", "f", "f.c", 7);
+  assert_int_equal(a, b);
+  dirty_stack(0x5a);
+  b = mt_heap_function(&h, "f", "f", "f.c", 7);
+  assert_int_equal(a, b);
+  assert_int_equal(h.nfunctions, a + 1);
+  mt_heap_free(&h);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_function_dedup_ignores_padding),
       cmocka_unit_test(test_scale_as_go),
       cmocka_unit_test(test_symbolize_own_functions),
       cmocka_unit_test(test_symbolize_inline_chain),
