@@ -17,7 +17,7 @@
 /* IEC units with one decimal and no space: "1.2GiB", "612.0MiB", "512.0B".
  * Negative values keep their sign. Writes at most len bytes (NUL included);
  * returns buf. */
-char *ms__fmt_iec(char *buf, size_t len, int64_t bytes);
+char *mt_fmt_iec(char *buf, size_t len, int64_t bytes);
 
 /* The mark a figure carries before it for its quality: "~" for an
  * estimate, "" otherwise (an unavailable figure is shown as "-" in place
@@ -26,46 +26,45 @@ const char *mt_quality_mark(ms_quality_t q);
 
 /* A figure as shown to people: "~" before an estimate, "-" when
  * unavailable, else the IEC form. */
-char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q);
+char *mt_fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q);
 
 /* A duration for people, unit chosen so the figure stays below 1000:
  * "850ns", "1.5us", "12.0ms", "2.5s", "3m05s", "2h07m", "4d03h". Negative
  * durations keep their sign. Returns buf. */
-char *ms__fmt_duration(char *buf, size_t len, int64_t ns);
+char *mt_fmt_duration(char *buf, size_t len, int64_t ns);
 
 /* One scalar field of *s as shown to people, by its unit in the field table
  * (bytes in IEC, counts as integers, durations, ratios in percent,
  * booleans as yes/no), with "~" before an estimate and "-" when
  * unavailable. Unix times are shown relative to the snapshot's time ("1.2s
  * ago", "never" for 0). Compound fields give "". Returns buf. */
-char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
-                    ms_field_t f);
+char *mt_fmt_field(char *buf, size_t len, const ms_snapshot_t *s, ms_field_t f);
 
 /* The unbacked part of MSpanSys: what of OffHeapReleased the stacks and the
  * mappings outside the allocator (StackReleased, OtherReleased) do not hold,
  * the allocator's untouched metadata (jemalloc's). Sets *v and returns the
  * worst quality of the three, or MS_Q_UNAVAILABLE (and *v = 0) when one is
  * unknown or they do not add up. */
-ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v);
+ms_quality_t mt_mspan_released(const ms_snapshot_t *s, uint64_t *v);
 
 /* Whether s keeps OffHeapReleased outside its classes, a term of Sys of its
  * own, as a target of 0.2 as it first shipped did (it sends no per-class
  * parts): its classes then hold only their backed bytes. */
-int ms__off_heap_outside(const ms_snapshot_t *s);
+int mt_off_heap_outside(const ms_snapshot_t *s);
 
 /* The resident bytes libmemstats itself holds outside every class
  * (MemstatsSelf less its profile table, BuckHashSys, which is in Sys): a
  * part of the kernel's anonymous RSS that Ready does not hold. 0 when
  * unknown. */
-int64_t ms__self_outside(const ms_snapshot_t *s);
+int64_t mt_self_outside(const ms_snapshot_t *s);
 
 /* A float64 exactly as Go's encoding/json writes it: the shortest digits
  * that read back as the same double, in 'f' form unless |v| < 1e-6 or
  * |v| >= 1e21, where it is 'e' form with Go's exponent ("1e-7", "1e+21").
  * Non-finite values, which Go refuses to encode, give "null". A buffer of
- * MS__GO_FLOAT_MAX bytes always suffices. Returns buf. */
-#define MS__GO_FLOAT_MAX 32
-char *ms__fmt_go_float(char *buf, size_t len, double v);
+ * MT_GO_FLOAT_MAX bytes always suffices. Returns buf. */
+#define MT_GO_FLOAT_MAX 32
+char *mt_fmt_go_float(char *buf, size_t len, double v);
 
 /* Appends n bytes of s as a quoted JSON string: quote, backslash and control
  * characters escaped, invalid UTF-8 replaced by U+FFFD (as Go does), so the
@@ -74,21 +73,21 @@ char *ms__fmt_go_float(char *buf, size_t len, double v);
  * other characters common/sanitize.h calls unsafe are written as \uXXXX
  * (the same string to a reader, no raw control to a terminal). Returns 0
  * or MS_ENOMEM. */
-int ms__json_string(ms__strbuf_t *out, const char *s, size_t n);
+int mt_json_string(ms__strbuf_t *out, const char *s, size_t n);
 
 /* The seed-format line, without pid and name, appended to *out:
  * "Ready+Prepared=1.2GiB (Ready=1.0GiB (data:612.0MiB + fragOverhead:180.0MiB
  *  + idle:232.0MiB) ; Prepared=205.0MiB)". Figures come from
  * ms_breakdown(); Ready+Prepared is Sys and carries Sys's quality. Returns
  * 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_line(ms__strbuf_t *out, const ms_snapshot_t *s);
+int mt_emit_line(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* The whole --once report for one process: "PID COMM: <line>\n" followed by
  * Sys by class, heap, GC, size classes, kernel view and providers,
  * estimates marked "~", unavailable figures "-". Every figure is labelled
  * with its Go field name so it can be traced to a field and its quality.
  * Ends with a newline. Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
+int mt_emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* One JSON object, no newline: pid, comm, start_time, time_unix_ns,
  * age_ms, providers, memstats (Go's MemStats layout: field order, names and
@@ -100,20 +99,20 @@ int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s);
  * (every field by name), kernel (rss, vsz, lazyfree, anonhuge, swap;
  * unavailable ones left out). Always valid JSON, whatever bytes comm holds.
  * Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
+int mt_emit_json(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* The same object with who the process is after "comm" (id NULL: as
- * ms__emit_json): "user" (user, the name of its real owner, when not
+ * mt_emit_json): "user" (user, the name of its real owner, when not
  * NULL), "uid" (its real owner, when known), "ppid" (its parent, when
  * memtop sees one), "ns_pid" (its PID inside its
  * own PID namespace, when that is another), and where known "container",
  * "engine", "pod" and "unit" (its systemd service). Returns as
- * ms__emit_json. */
+ * mt_emit_json. */
 int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
                      const msc_ident_t *id, const char *user);
 
 /* `memtop ps`: the column header line. Returns 0 or MS_ENOMEM. */
-int ms__emit_ps_header(ms__strbuf_t *out);
+int mt_emit_ps_header(ms__strbuf_t *out);
 
 /* One line of `memtop ps`: PID, USER, COMM, CONTAINER, READY+PREPARED,
  * PROVIDERS. user and comm come from outside (the password database, the
@@ -124,23 +123,23 @@ int ms__emit_ps_header(ms__strbuf_t *out);
  * or NULL or "" for none ("-"). s NULL:
  * the process did not answer ("?", and a pointer to the reason, which the
  * caller prints below the table). Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
-                     const char *comm, const char *container,
-                     const ms_snapshot_t *s);
+int mt_emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
+                    const char *comm, const char *container,
+                    const ms_snapshot_t *s);
 
 /* Only the "memstats" object, exactly as Go's encoding/json writes a
  * runtime.MemStats (all fields, compact, whatever their quality; BySize has
  * nsize_classes entries). Returns 0, MS_EINVAL or MS_ENOMEM. */
-int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s);
+int mt_emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s);
 
 /* ---- Prometheus (prometheus.c) ---- */
 
 /* The longest exe label value read (bytes of the path). */
-#define MS__PROM_EXE_MAX 1024
+#define MT_PROM_EXE_MAX 1024
 
 /* One process as a scrape serves it. snap NULL: memtop knows the process
  * but has no figures for it (only its scrape errors are served). */
-typedef struct ms__prom_target_s {
+typedef struct mt_prom_target_s {
   int32_t pid;
   const ms_snapshot_t *snap; /* borrowed; NULL: none */
   const char *exe;           /* borrowed, NUL-terminated; NULL: unknown */
@@ -150,11 +149,11 @@ typedef struct ms__prom_target_s {
   const char *pod;           /* borrowed; NULL or "": not in one */
   const char *group;         /* the `group` label (--group-by); NULL: none */
   uint64_t read_ns;          /* how long its last read took; 0: unknown */
-} ms__prom_target_t;
+} mt_prom_target_t;
 
 /* memtop's own process, as client_golang's process collector serves one
  * (process_*): each figure served when its have_ flag is set. */
-typedef struct ms__prom_self_s {
+typedef struct mt_prom_self_s {
   double cpu_seconds;         /* user + system */
   double start_time_s;        /* since the epoch */
   uint64_t resident_bytes;    /* RSS */
@@ -164,17 +163,17 @@ typedef struct ms__prom_self_s {
   unsigned have_stat : 1; /* cpu, start time, resident, virtual */
   unsigned have_fds : 1;  /* open_fds, max_fds */
   unsigned have_vmax : 1;
-} ms__prom_self_t;
+} mt_prom_self_t;
 
 /* What an exposition leaves out or adds. */
-typedef struct ms__prom_opts_s {
-  const char *version;         /* memtop_build_info's */
-  int no_size_classes;         /* leave out memstats_size_class_* */
-  const ms__prom_self_t *self; /* NULL: no process_* families */
+typedef struct mt_prom_opts_s {
+  const char *version;        /* memtop_build_info's */
+  int no_size_classes;        /* leave out memstats_size_class_* */
+  const mt_prom_self_t *self; /* NULL: no process_* families */
   /* memtop_scrape_late_targets: the targets served their last figures
    * because their read was late (serve.c); -1: not served. */
   long late_targets;
-} ms__prom_opts_t;
+} mt_prom_opts_t;
 
 /* The exposition of n processes, appended to *out: the text format 0.0.4,
  * or OpenMetrics 1.0 (openmetrics nonzero: counters' and info metrics'
@@ -186,17 +185,17 @@ typedef struct ms__prom_opts_s {
  * out; memtop's own families (memtop_targets, memtop_scrape_errors_total,
  * memtop_build_info{version=memtop_version}) at the end. Returns 0,
  * MS_EINVAL or MS_ENOMEM. */
-int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
-                        const ms__prom_target_t *targets, size_t n,
-                        const char *memtop_version);
+int mt_emit_prometheus(ms__strbuf_t *out, int openmetrics,
+                       const mt_prom_target_t *targets, size_t n,
+                       const char *memtop_version);
 
 /* The same with options: the size classes left out (the largest part of
  * an exposition, a few hundred series per jemalloc process), memtop's
  * own process_* families, and per target its `group` label (after pid,
  * comm and exe) and memtop_scrape_duration_seconds{pid,...}, the time its
  * last read took. */
-int ms__emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
-                             const ms__prom_target_t *targets, size_t n,
-                             const ms__prom_opts_t *opts);
+int mt_emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
+                            const mt_prom_target_t *targets, size_t n,
+                            const mt_prom_opts_t *opts);
 
 #endif

@@ -40,7 +40,7 @@ static uint64_t tenths_of(uint64_t n, unsigned shift) {
   return (uint64_t)q;
 }
 
-char *ms__fmt_iec(char *buf, size_t len, int64_t bytes) {
+char *mt_fmt_iec(char *buf, size_t len, int64_t bytes) {
   if (!buf || len == 0)
     return buf;
   uint64_t n = magnitude(bytes);
@@ -64,15 +64,15 @@ const char *mt_quality_mark(ms_quality_t q) {
   return q == MS_Q_ESTIMATED ? "~" : "";
 }
 
-char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
+char *mt_fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
   if (!buf || len == 0)
     return buf;
   if (q == MS_Q_EXACT)
-    return ms__fmt_iec(buf, len, bytes);
+    return mt_fmt_iec(buf, len, bytes);
   if (q == MS_Q_ESTIMATED && len > 1) {
     char num[48];
     snprintf(buf, len, "%s%s", mt_quality_mark(q),
-             ms__fmt_iec(num, sizeof num, bytes));
+             mt_fmt_iec(num, sizeof num, bytes));
     return buf;
   }
   /* Unavailable, or a quality we do not know: show no number. */
@@ -84,7 +84,7 @@ char *ms__fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
  * Durations
  * ------------------------------------------------------------------------ */
 
-char *ms__fmt_duration(char *buf, size_t len, int64_t ns) {
+char *mt_fmt_duration(char *buf, size_t len, int64_t ns) {
   if (!buf || len == 0)
     return buf;
   const char *sign = ns < 0 ? "-" : "";
@@ -125,8 +125,8 @@ char *ms__fmt_duration(char *buf, size_t len, int64_t ns) {
  * A field as shown to people
  * ------------------------------------------------------------------------ */
 
-char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
-                    ms_field_t f) {
+char *mt_fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
+                   ms_field_t f) {
   if (!buf || len == 0)
     return buf;
   buf[0] = '\0';
@@ -147,15 +147,15 @@ char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
   case MS__UNIT_BYTES:
     snprintf(
         buf, len, "%s%s", mark,
-        ms__fmt_iec(tmp, sizeof tmp, u > INT64_MAX ? INT64_MAX : (int64_t)u));
+        mt_fmt_iec(tmp, sizeof tmp, u > INT64_MAX ? INT64_MAX : (int64_t)u));
     break;
   case MS__UNIT_COUNT:
     snprintf(buf, len, "%s%" PRIu64, mark, u);
     break;
   case MS__UNIT_NS:
     snprintf(buf, len, "%s%s", mark,
-             ms__fmt_duration(tmp, sizeof tmp,
-                              u > INT64_MAX ? INT64_MAX : (int64_t)u));
+             mt_fmt_duration(tmp, sizeof tmp,
+                             u > INT64_MAX ? INT64_MAX : (int64_t)u));
     break;
   case MS__UNIT_UNIX_NS:
     /* Relative to the snapshot, not to "now", so that a report says the
@@ -164,16 +164,16 @@ char *ms__fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
       snprintf(buf, len, "%snever", mark);
     else if (s->time_unix_ns >= u)
       snprintf(buf, len, "%s%s ago", mark,
-               ms__fmt_duration(tmp, sizeof tmp,
-                                (int64_t)(s->time_unix_ns - u > INT64_MAX
-                                              ? INT64_MAX
-                                              : s->time_unix_ns - u)));
+               mt_fmt_duration(tmp, sizeof tmp,
+                               (int64_t)(s->time_unix_ns - u > INT64_MAX
+                                             ? INT64_MAX
+                                             : s->time_unix_ns - u)));
     else
       snprintf(buf, len, "%s%s after", mark,
-               ms__fmt_duration(tmp, sizeof tmp,
-                                (int64_t)(u - s->time_unix_ns > INT64_MAX
-                                              ? INT64_MAX
-                                              : u - s->time_unix_ns)));
+               mt_fmt_duration(tmp, sizeof tmp,
+                               (int64_t)(u - s->time_unix_ns > INT64_MAX
+                                             ? INT64_MAX
+                                             : u - s->time_unix_ns)));
     break;
   case MS__UNIT_RATIO:
     snprintf(buf, len, "%s%.2f%%", mark, ms__field_double(s, f) * 100.0);
@@ -237,14 +237,14 @@ static void shortest_digits(double v, char digits[24], int *exp10) {
   *exp10 = *c == 'e' ? atoi(c + 1) : 0;
 }
 
-char *ms__fmt_go_float(char *buf, size_t len, double v) {
+char *mt_fmt_go_float(char *buf, size_t len, double v) {
   if (!buf || len == 0)
     return buf;
   if (isnan(v) || isinf(v)) {
     snprintf(buf, len, "null");
     return buf;
   }
-  char out[MS__GO_FLOAT_MAX + 16];
+  char out[MT_GO_FLOAT_MAX + 16];
   size_t o = 0;
   if (__builtin_signbit(v)) {
     out[o++] = '-';
@@ -302,7 +302,7 @@ char *ms__fmt_go_float(char *buf, size_t len, double v) {
  * JSON strings
  * ------------------------------------------------------------------------ */
 
-int ms__json_string(ms__strbuf_t *out, const char *s, size_t n) {
+int mt_json_string(ms__strbuf_t *out, const char *s, size_t n) {
   if (!out || (!s && n))
     return MS_EINVAL;
   const unsigned char *p = (const unsigned char *)s;
@@ -367,7 +367,7 @@ int ms__json_string(ms__strbuf_t *out, const char *s, size_t n) {
  * The unbacked parts of the off-heap classes
  * ------------------------------------------------------------------------ */
 
-ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v) {
+ms_quality_t mt_mspan_released(const ms_snapshot_t *s, uint64_t *v) {
   ms_quality_t q = ms__quality_worst(
       ms__field_quality(s, MS_F_OFF_HEAP_RELEASED),
       ms__quality_worst(ms__field_quality(s, MS_F_STACK_RELEASED),
@@ -381,12 +381,12 @@ ms_quality_t ms__mspan_released(const ms_snapshot_t *s, uint64_t *v) {
   return q;
 }
 
-int ms__off_heap_outside(const ms_snapshot_t *s) {
+int mt_off_heap_outside(const ms_snapshot_t *s) {
   return ms__field_known(s, MS_F_OFF_HEAP_RELEASED) &&
          !ms__field_known(s, MS_F_OTHER_RELEASED);
 }
 
-int64_t ms__self_outside(const ms_snapshot_t *s) {
+int64_t mt_self_outside(const ms_snapshot_t *s) {
   if (!ms__field_known(s, MS_F_MEMSTATS_SELF))
     return 0;
   uint64_t buck = ms__field_known(s, MS_F_BUCK_HASH_SYS) ? s->buck_hash_sys : 0;

@@ -58,9 +58,9 @@ static void go_member(ms__strbuf_t *out, int *first, const ms_snapshot_t *s,
   }
   switch (fi->ctype) {
   case MS__CT_DOUBLE: {
-    char f[MS__GO_FLOAT_MAX];
+    char f[MT_GO_FLOAT_MAX];
     ms__strbuf_puts(out,
-                    ms__fmt_go_float(f, sizeof f, ms__field_double(s, fi->id)));
+                    mt_fmt_go_float(f, sizeof f, ms__field_double(s, fi->id)));
     break;
   }
   case MS__CT_INT:
@@ -97,14 +97,14 @@ static void go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s, int all) {
   ms__strbuf_append(out, "}", 1);
 }
 
-int ms__emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s) {
+int mt_emit_go_memstats(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   go_memstats(out, s, 1);
   return out->oom ? MS_ENOMEM : 0;
 }
 
-int ms__emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
+int mt_emit_json(ms__strbuf_t *out, const ms_snapshot_t *s) {
   return mt_emit_json_who(out, s, NULL, NULL);
 }
 
@@ -114,7 +114,7 @@ static void json_opt(ms__strbuf_t *out, const char *name, const char *v,
   if (v == NULL || v[0] == '\0')
     return;
   ms__strbuf_printf(out, ",\"%s\":", name);
-  ms__json_string(out, v, strnlen(v, max));
+  mt_json_string(out, v, strnlen(v, max));
 }
 
 int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
@@ -125,7 +125,7 @@ int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
   ms_breakdown(s, &b);
 
   ms__strbuf_printf(out, "{\"pid\":%" PRId32 ",\"comm\":", s->pid);
-  ms__json_string(out, s->comm, strnlen(s->comm, sizeof s->comm));
+  mt_json_string(out, s->comm, strnlen(s->comm, sizeof s->comm));
   if (id != NULL) {
     json_opt(out, "user", user, MS_NAME_MAX);
     if (id->have_uid)
@@ -148,8 +148,7 @@ int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
   for (uint32_t i = 0; i < np; i++) {
     if (i)
       ms__strbuf_append(out, ",", 1);
-    ms__json_string(out, s->providers[i],
-                    strnlen(s->providers[i], MS_NAME_MAX));
+    mt_json_string(out, s->providers[i], strnlen(s->providers[i], MS_NAME_MAX));
   }
   ms__strbuf_puts(out, "],\"memstats\":");
   go_memstats(out, s, 0);
@@ -211,7 +210,7 @@ int mt_emit_json_who(ms__strbuf_t *out, const ms_snapshot_t *s,
                         s->off_heap_released);
     /* Of the gap, what libmemstats itself holds outside the classes. */
     if (ms__field_known(s, MS_F_MEMSTATS_SELF))
-      ms__strbuf_printf(out, ",\"Self\":%" PRId64, ms__self_outside(s));
+      ms__strbuf_printf(out, ",\"Self\":%" PRId64, mt_self_outside(s));
     ms__strbuf_puts(out, "}");
   }
   /* Shared memory the program mapped itself (beyond Go; the kernel's

@@ -70,7 +70,7 @@ typedef struct walk_s {
   int om; /* OpenMetrics 1.0 */
   /* Each target's labels, made once per exposition (a process has a few
    * hundred samples): target i's are labels.data[at[i] .. at[i + 1]). */
-  const ms__prom_target_t *targets;
+  const mt_prom_target_t *targets;
   ms__strbuf_t labels;
   size_t *at;
 } walk_t;
@@ -149,7 +149,7 @@ static void header(walk_t *w, family_t *f) {
  * escapes, so the value is valid UTF-8 as both formats require), then
  * escaped as a label value (backslash, double quote, newline). */
 static void label_value_to(ms__strbuf_t *out, const char *s, size_t n) {
-  char safe[MS__PROM_EXE_MAX * MS__SAFE_UNIT_MAX + 1];
+  char safe[MT_PROM_EXE_MAX * MS__SAFE_UNIT_MAX + 1];
   ms__sanitize(safe, sizeof safe, s, n, (size_t)-1);
   for (const char *c = safe; *c; c++) {
     if (*c == '\\')
@@ -169,7 +169,7 @@ static void put_label_value(walk_t *w, const char *s, size_t n) {
 
 /* pid, comm and, where known, exe, container and pod: the labels of every
  * per-process sample, without the closing brace. */
-static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
+static void make_target_labels(ms__strbuf_t *out, const mt_prom_target_t *t) {
   const ms_snapshot_t *s = t->snap;
   ms__strbuf_printf(out, "{pid=\"%" PRId32 "\",comm=\"", t->pid);
   if (s)
@@ -177,7 +177,7 @@ static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
   ms__strbuf_puts(out, "\"");
   if (t->exe && t->exe[0]) {
     ms__strbuf_puts(out, ",exe=\"");
-    label_value_to(out, t->exe, strnlen(t->exe, MS__PROM_EXE_MAX));
+    label_value_to(out, t->exe, strnlen(t->exe, MT_PROM_EXE_MAX));
     ms__strbuf_puts(out, "\"");
   }
   /* As cAdvisor and kube-state-metrics name them, so that a query can
@@ -194,12 +194,12 @@ static void make_target_labels(ms__strbuf_t *out, const ms__prom_target_t *t) {
   }
   if (t->group) {
     ms__strbuf_puts(out, ",group=\"");
-    label_value_to(out, t->group, strnlen(t->group, MS__PROM_EXE_MAX));
+    label_value_to(out, t->group, strnlen(t->group, MT_PROM_EXE_MAX));
     ms__strbuf_puts(out, "\"");
   }
 }
 
-static void put_target_labels(walk_t *w, const ms__prom_target_t *t) {
+static void put_target_labels(walk_t *w, const mt_prom_target_t *t) {
   size_t i = (size_t)(t - w->targets);
   if (w->labels.data)
     ms__strbuf_append(w->out, w->labels.data + w->at[i],
@@ -212,8 +212,8 @@ static void put_double(walk_t *w, double v) {
   } else if (isinf(v)) {
     ms__strbuf_puts(w->out, v > 0 ? "+Inf" : "-Inf");
   } else {
-    char f[MS__GO_FLOAT_MAX];
-    ms__strbuf_puts(w->out, ms__fmt_go_float(f, sizeof f, v));
+    char f[MT_GO_FLOAT_MAX];
+    ms__strbuf_puts(w->out, mt_fmt_go_float(f, sizeof f, v));
   }
 }
 
@@ -232,7 +232,7 @@ static void put_u64(ms__strbuf_t *out, uint64_t v) {
 /* One sample: name, the target's labels, extra labels (", already
  * formatted" or ""), a value. */
 static void sample_u64(walk_t *w, const char *name, const char *suffix,
-                       const ms__prom_target_t *t, const char *extra,
+                       const mt_prom_target_t *t, const char *extra,
                        uint64_t v) {
   ms__strbuf_puts(w->out, name);
   ms__strbuf_puts(w->out, suffix);
@@ -243,7 +243,7 @@ static void sample_u64(walk_t *w, const char *name, const char *suffix,
   ms__strbuf_append(w->out, "\n", 1);
 }
 
-static void sample_i64(walk_t *w, const char *name, const ms__prom_target_t *t,
+static void sample_i64(walk_t *w, const char *name, const mt_prom_target_t *t,
                        int64_t v) {
   ms__strbuf_puts(w->out, name);
   put_target_labels(w, t);
@@ -251,7 +251,7 @@ static void sample_i64(walk_t *w, const char *name, const ms__prom_target_t *t,
 }
 
 static void sample_double(walk_t *w, const char *name, const char *suffix,
-                          const ms__prom_target_t *t, double v) {
+                          const mt_prom_target_t *t, double v) {
   ms__strbuf_printf(w->out, "%s%s", name, suffix);
   put_target_labels(w, t);
   ms__strbuf_puts(w->out, "} ");
@@ -263,7 +263,7 @@ static void sample_double(walk_t *w, const char *name, const char *suffix,
  * "0.000000001", "0" (no rounding through a double, and no printf: every
  * duration and time goes through here). */
 static void sample_ns(walk_t *w, const char *name, const char *suffix,
-                      const ms__prom_target_t *t, uint64_t ns) {
+                      const mt_prom_target_t *t, uint64_t ns) {
   ms__strbuf_puts(w->out, name);
   ms__strbuf_puts(w->out, suffix);
   put_target_labels(w, t);
@@ -290,7 +290,7 @@ static void sample_ns(walk_t *w, const char *name, const char *suffix,
 /* A field of the table as one sample: in its unit scaled to the base unit
  * (ns to seconds), integers written exactly. */
 static void field_sample(walk_t *w, const ms__field_info_t *fi,
-                         const ms__prom_target_t *t) {
+                         const mt_prom_target_t *t) {
   const ms_snapshot_t *s = t->snap;
   if (fi->unit == MS__UNIT_NS || fi->unit == MS__UNIT_UNIX_NS)
     sample_ns(w, fi->prom_name, "", t, ms__field_u64(s, fi->id));
@@ -300,7 +300,7 @@ static void field_sample(walk_t *w, const ms__field_info_t *fi,
     sample_u64(w, fi->prom_name, "", t, "", ms__field_u64(s, fi->id));
 }
 
-static void fields_families(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void fields_families(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   for (int f = 0; f < MS_F__COUNT; f++) {
     const ms__field_info_t *fi = &ms__fields[f];
     if (!fi->prom_name || fi->ctype == MS__CT_NONE)
@@ -351,7 +351,7 @@ static void part_of(const ms_breakdown_t *b, size_t p, int64_t *v,
   memcpy(q, (const char *)b + breakdown_parts[p].quality, sizeof *q);
 }
 
-static void breakdown_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
+static void breakdown_families(walk_t *w, const mt_prom_target_t *ts, size_t n,
                                const ms_breakdown_t *bd) {
   for (size_t p = 0; p < NPARTS; p++) {
     family_t fam =
@@ -385,15 +385,15 @@ static int has_pauses(const ms_snapshot_t *s) {
 
 #define LE_COUNT (LE_LAST_BIT - LE_FIRST_BIT + 1)
 
-static void pause_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void pause_family(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   const ms__field_info_t *fi = &ms__fields[MS_F_PAUSE_HIST];
   family_t fam = family_of(fi->prom_name, fi->help, K_HISTOGRAM);
   /* The le labels, written once for all the processes. */
   char les[LE_COUNT][48];
   for (int bit = LE_FIRST_BIT; bit <= LE_LAST_BIT; bit++) {
-    char f[MS__GO_FLOAT_MAX];
+    char f[MT_GO_FLOAT_MAX];
     snprintf(les[bit - LE_FIRST_BIT], sizeof les[0], ",le=\"%s\"",
-             ms__fmt_go_float(f, sizeof f, (double)((int64_t)1 << bit) / 1e9));
+             mt_fmt_go_float(f, sizeof f, (double)((int64_t)1 << bit) / 1e9));
   }
   for (size_t i = 0; i < n; i++) {
     const ms_snapshot_t *s = ts[i].snap;
@@ -422,7 +422,7 @@ static void pause_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
  * the class's largest object size in bytes. Classes that never held an
  * object are left out, to keep a jemalloc process from serving hundreds
  * of zero series. */
-static void class_families(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void class_families(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   static const struct {
     const char *name, *help;
     size_t off;
@@ -459,7 +459,7 @@ static void class_families(walk_t *w, const ms__prom_target_t *ts, size_t n) {
   }
 }
 
-static void info_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void info_family(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   family_t fam = family_of("memstats_target_info",
                            "The process's libmemstats: its version and the "
                            "providers its figures come from.",
@@ -487,7 +487,7 @@ static void info_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
   }
 }
 
-static void age_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void age_family(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   family_t fam = family_of("memstats_snapshot_age_seconds",
                            "How old the figures served for this process "
                            "are: the time since the target computed them.",
@@ -502,7 +502,7 @@ static void age_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
 
 /* memstats_estimated{metric=...}: one sample per figure served as an
  * estimate (see the opening comment). */
-static void estimated_family(walk_t *w, const ms__prom_target_t *ts, size_t n,
+static void estimated_family(walk_t *w, const mt_prom_target_t *ts, size_t n,
                              const ms_breakdown_t *bd, int classes) {
   family_t fam = family_of("memstats_estimated",
                            "1 for each metric of this process whose value "
@@ -570,7 +570,7 @@ static void self_double(walk_t *w, const char *name, const char *help,
 
 /* memtop's own process, named as client_golang's process collector names
  * it, so that node_exporter's dashboards and alerts apply. */
-static void self_families(walk_t *w, const ms__prom_self_t *p) {
+static void self_families(walk_t *w, const mt_prom_self_t *p) {
   if (!p)
     return;
   if (p->have_stat) {
@@ -601,7 +601,7 @@ static void self_families(walk_t *w, const ms__prom_self_t *p) {
 
 /* How long each target's last read took (asked to answered, on memtop's
  * loop): the slow ones, which a scrape serves with their last figures. */
-static void duration_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
+static void duration_family(walk_t *w, const mt_prom_target_t *ts, size_t n) {
   family_t fam = family_of("memtop_scrape_duration_seconds",
                            "How long memtop's last read of this process "
                            "took (asked to answered).",
@@ -614,7 +614,7 @@ static void duration_family(walk_t *w, const ms__prom_target_t *ts, size_t n) {
   }
 }
 
-static void memtop_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
+static void memtop_families(walk_t *w, const mt_prom_target_t *ts, size_t n,
                             const char *version) {
   size_t live = 0;
   for (size_t i = 0; i < n; i++)
@@ -643,16 +643,16 @@ static void memtop_families(walk_t *w, const ms__prom_target_t *ts, size_t n,
   ms__strbuf_puts(w->out, "\"} 1\n");
 }
 
-int ms__emit_prometheus(ms__strbuf_t *out, int openmetrics,
-                        const ms__prom_target_t *targets, size_t n,
-                        const char *memtop_version) {
-  ms__prom_opts_t o = {memtop_version, 0, NULL, -1};
-  return ms__emit_prometheus_opts(out, openmetrics, targets, n, &o);
+int mt_emit_prometheus(ms__strbuf_t *out, int openmetrics,
+                       const mt_prom_target_t *targets, size_t n,
+                       const char *memtop_version) {
+  mt_prom_opts_t o = {memtop_version, 0, NULL, -1};
+  return mt_emit_prometheus_opts(out, openmetrics, targets, n, &o);
 }
 
-int ms__emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
-                             const ms__prom_target_t *targets, size_t n,
-                             const ms__prom_opts_t *opts) {
+int mt_emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
+                            const mt_prom_target_t *targets, size_t n,
+                            const mt_prom_opts_t *opts) {
   if (!out || (n && !targets) || !opts)
     return MS_EINVAL;
   const char *memtop_version = opts->version;

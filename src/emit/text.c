@@ -24,7 +24,7 @@ static int finish(ms__strbuf_t *out) {
  * The one-line summary
  * ------------------------------------------------------------------------ */
 
-int ms__emit_line(ms__strbuf_t *out, const ms_snapshot_t *s) {
+int mt_emit_line(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
@@ -36,12 +36,12 @@ int ms__emit_line(ms__strbuf_t *out, const ms_snapshot_t *s) {
       out,
       "Ready+Prepared=%s (Ready=%s (data:%s + fragOverhead:%s + idle:%s) ; "
       "Prepared=%s)",
-      ms__fmt_bytes_q(total, sizeof total, sum, q_total),
-      ms__fmt_bytes_q(ready, sizeof ready, b.ready, b.q_ready),
-      ms__fmt_bytes_q(data, sizeof data, b.data, b.q_data),
-      ms__fmt_bytes_q(frag, sizeof frag, b.frag_overhead, b.q_frag_overhead),
-      ms__fmt_bytes_q(idle, sizeof idle, b.idle, b.q_idle),
-      ms__fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared));
+      mt_fmt_bytes_q(total, sizeof total, sum, q_total),
+      mt_fmt_bytes_q(ready, sizeof ready, b.ready, b.q_ready),
+      mt_fmt_bytes_q(data, sizeof data, b.data, b.q_data),
+      mt_fmt_bytes_q(frag, sizeof frag, b.frag_overhead, b.q_frag_overhead),
+      mt_fmt_bytes_q(idle, sizeof idle, b.idle, b.q_idle),
+      mt_fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared));
   return finish(out);
 }
 
@@ -68,7 +68,7 @@ static void put_cells(ms__strbuf_t *out, const cell_t *cells, size_t n) {
 
 static void field_cell(cell_t *c, const ms_snapshot_t *s, ms_field_t f) {
   c->label = ms__fields[f].go_name;
-  ms__fmt_field(c->value, sizeof c->value, s, f);
+  mt_fmt_field(c->value, sizeof c->value, s, f);
 }
 
 /* Appends words, wrapping before column 78 with a hanging indent. */
@@ -105,8 +105,8 @@ static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
       strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
   }
   char age[FIG];
-  ms__fmt_duration(age, sizeof age,
-                   s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
+  mt_fmt_duration(age, sizeof age,
+                  s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
   ms__strbuf_printf(out,
                     "  snapshot %" PRIu64 " taken %s, age %s, libmemstats "
                     "%u.%u.%u\n",
@@ -137,25 +137,25 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
   };
   /* A snapshot of 0.2 as it first shipped (an older target's) keeps
    * OffHeapReleased outside its classes, a row of its own. */
-  int ohr_row = ms__off_heap_outside(s);
+  int ohr_row = mt_off_heap_outside(s);
   ms__strbuf_printf(out, "Sys by class  %10s %10s %10s %7s\n", "Sys", "Inuse",
                     "Released", "of Sys");
   ms_quality_t q_sys = ms__field_quality(s, MS_F_SYS);
   uint64_t sum = 0;
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     char sys[FIG], inuse[FIG] = "", rel[FIG] = "", share[FIG] = "-";
-    ms__fmt_field(sys, sizeof sys, s, rows[i].sys);
+    mt_fmt_field(sys, sizeof sys, s, rows[i].sys);
     if (rows[i].inuse >= 0)
-      ms__fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
+      mt_fmt_field(inuse, sizeof inuse, s, (ms_field_t)rows[i].inuse);
     if (rows[i].released == MS_F_HEAP_RELEASED ||
         (rows[i].released >= 0 && !ohr_row)) {
-      ms__fmt_field(rel, sizeof rel, s, (ms_field_t)rows[i].released);
+      mt_fmt_field(rel, sizeof rel, s, (ms_field_t)rows[i].released);
     } else if (rows[i].released == MSPAN_REST && !ohr_row) {
       uint64_t v = 0;
-      ms_quality_t q = ms__mspan_released(s, &v);
+      ms_quality_t q = mt_mspan_released(s, &v);
       if (q != MS_Q_UNAVAILABLE || ms__field_known(s, MS_F_MSPAN_SYS))
-        ms__fmt_bytes_q(rel, sizeof rel, v > INT64_MAX ? INT64_MAX : (int64_t)v,
-                        q);
+        mt_fmt_bytes_q(rel, sizeof rel, v > INT64_MAX ? INT64_MAX : (int64_t)v,
+                       q);
     }
     uint64_t v = ms__field_u64(s, rows[i].sys);
     sum += v;
@@ -175,13 +175,13 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
     char v[FIG];
     sum += s->off_heap_released;
     ms__strbuf_printf(out, "  %-11s %10s\n", "OffHeapRel",
-                      ms__fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
+                      mt_fmt_field(v, sizeof v, s, MS_F_OFF_HEAP_RELEASED));
   }
   char total[FIG], prep[FIG];
   ms__strbuf_printf(
       out, "  %-11s %10s %10s %10s\n", "total",
-      ms__fmt_field(total, sizeof total, s, MS_F_SYS), "",
-      ms__fmt_bytes_q(prep, sizeof prep, b->prepared, b->q_prepared));
+      mt_fmt_field(total, sizeof total, s, MS_F_SYS), "",
+      mt_fmt_bytes_q(prep, sizeof prep, b->prepared, b->q_prepared));
   /* Beyond Go: what libmemstats itself holds, apart from the classes (its
    * profile table excepted: BuckHashSys). */
   if (ms__field_known(s, MS_F_MEMSTATS_SELF)) {
@@ -190,8 +190,8 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
         out,
         "  libmemstats itself %s resident, %s mapped (in no class but "
         "BuckHash)\n",
-        ms__fmt_field(res, sizeof res, s, MS_F_MEMSTATS_SELF),
-        ms__fmt_field(mapped, sizeof mapped, s, MS_F_MEMSTATS_SELF_SYS));
+        mt_fmt_field(res, sizeof res, s, MS_F_MEMSTATS_SELF),
+        mt_fmt_field(mapped, sizeof mapped, s, MS_F_MEMSTATS_SELF_SYS));
   }
   /* Beyond Go: Python's object allocator, a heap of its own inside
    * OtherSys. */
@@ -199,17 +199,17 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
     char n[FIG], mapped[FIG], res[FIG];
     ms__strbuf_printf(
         out, "  python arenas %s: %s mapped, %s resident (in OtherSys)\n",
-        ms__fmt_field(n, sizeof n, s, MS_F_PYTHON_ARENAS),
-        ms__fmt_field(mapped, sizeof mapped, s, MS_F_PYTHON_ARENA_SYS),
-        ms__fmt_field(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT));
+        mt_fmt_field(n, sizeof n, s, MS_F_PYTHON_ARENAS),
+        mt_fmt_field(mapped, sizeof mapped, s, MS_F_PYTHON_ARENA_SYS),
+        mt_fmt_field(res, sizeof res, s, MS_F_PYTHON_ARENA_RESIDENT));
     /* ... of which pools in use and allocated blocks, as the pool headers
      * say (data has the blocks, fragOverhead the rest of those pools). */
     if (ms__field_known(s, MS_F_PYTHON_ARENA_INUSE)) {
       char inuse[FIG], alloc[FIG];
       ms__strbuf_printf(
           out, "  python pools in use %s, allocated blocks %s\n",
-          ms__fmt_field(inuse, sizeof inuse, s, MS_F_PYTHON_ARENA_INUSE),
-          ms__fmt_field(alloc, sizeof alloc, s, MS_F_PYTHON_ARENA_ALLOC));
+          mt_fmt_field(inuse, sizeof inuse, s, MS_F_PYTHON_ARENA_INUSE),
+          mt_fmt_field(alloc, sizeof alloc, s, MS_F_PYTHON_ARENA_ALLOC));
     }
   }
   if (b->sys_mismatch) {
@@ -221,7 +221,7 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
         "  warning: Sys %" PRIu64 " != sum of the classes %" PRIu64
         " (%s %s): the provider breaks Sys == sum(*Sys)\n",
         s->sys, sum,
-        ms__fmt_iec(diff, sizeof diff, d > INT64_MAX ? INT64_MAX : (int64_t)d),
+        mt_fmt_iec(diff, sizeof diff, d > INT64_MAX ? INT64_MAX : (int64_t)d),
         s->sys > sum ? "more" : "less");
   }
 }
@@ -253,7 +253,7 @@ static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
    * but an honest one (within 25%), so it is marked only if the histogram
    * itself is an estimate. */
   snprintf(c->value, sizeof c->value, "%s%s", mt_quality_mark(hq),
-           ms__fmt_duration(d, sizeof d, v));
+           mt_fmt_duration(d, sizeof d, v));
 }
 
 static void put_gc(ms__strbuf_t *out, const ms_snapshot_t *s) {
@@ -327,9 +327,9 @@ static void put_classes(ms__strbuf_t *out, const ms_snapshot_t *s) {
     char objs[FIG], bytes[FIG], iec[FIG], mallocs[FIG], frees[FIG];
     snprintf(objs, sizeof objs, "%s%" PRIu64, m, live[i].objects);
     snprintf(bytes, sizeof bytes, "%s%s", m,
-             ms__fmt_iec(iec, sizeof iec,
-                         live[i].bytes > INT64_MAX ? INT64_MAX
-                                                   : (int64_t)live[i].bytes));
+             mt_fmt_iec(iec, sizeof iec,
+                        live[i].bytes > INT64_MAX ? INT64_MAX
+                                                  : (int64_t)live[i].bytes));
     snprintf(mallocs, sizeof mallocs, "%s%" PRIu64, m, c->mallocs);
     snprintf(frees, sizeof frees, "%s%" PRIu64, m, c->frees);
     ms__strbuf_printf(out, "  %10" PRIu64 " %12s %10s %14s %14s\n", c->size,
@@ -371,16 +371,16 @@ static void put_shared(ms__strbuf_t *out, const ms_snapshot_t *s) {
   char shmem[FIG], file[FIG], mine[FIG], mapped[FIG];
   ms__strbuf_printf(
       out, "  and outside it: shared %s",
-      ms__fmt_field(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM));
+      mt_fmt_field(shmem, sizeof shmem, s, MS_F_KERNEL_RSS_SHMEM));
   if (ms__field_known(s, MS_F_SHARED_ANON) && s->shared_anon > 0)
     ms__strbuf_printf(
         out,
         " (the program's own shared anonymous mappings: %s mapped, %s of "
         "them in memory, touched by this process or another)",
-        ms__fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON),
-        ms__fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT));
+        mt_fmt_field(mapped, sizeof mapped, s, MS_F_SHARED_ANON),
+        mt_fmt_field(mine, sizeof mine, s, MS_F_SHARED_ANON_RESIDENT));
   ms__strbuf_printf(out, ", file-backed %s\n",
-                    ms__fmt_field(file, sizeof file, s, MS_F_KERNEL_RSS_FILE));
+                    mt_fmt_field(file, sizeof file, s, MS_F_KERNEL_RSS_FILE));
 }
 
 /* What the classes account for against the kernel's anonymous RSS: Ready
@@ -401,14 +401,14 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
       (uint64_t)a;
   ms__strbuf_printf(out,
                     "Accounted: Ready %s%s of anonymous RSS %s (%s%u.%u%%)", m,
-                    ms__fmt_iec(ready, sizeof ready, b->ready),
-                    ms__fmt_iec(anon, sizeof anon, a), m,
+                    mt_fmt_iec(ready, sizeof ready, b->ready),
+                    mt_fmt_iec(anon, sizeof anon, a), m,
                     (unsigned)(permille / 10), (unsigned)(permille % 10));
   /* libmemstats's own resident memory outside the classes is part of the
    * gap: said apart, so that what is left is the program's. It is
    * MemstatsSelf less BuckHashSys (in a class), at most the gap: worded
    * so as not to read as a second MemstatsSelf. */
-  int64_t self = ms__self_outside(s);
+  int64_t self = mt_self_outside(s);
   if (d >= 0 && self > 0) {
     char own[FIG];
     if (self > d)
@@ -417,18 +417,18 @@ static void put_accounted(ms__strbuf_t *out, const ms_snapshot_t *s,
     ms__strbuf_printf(
         out, "; of the rest, libmemstats itself outside the classes %s%s",
         mt_quality_mark(ms__field_quality(s, MS_F_MEMSTATS_SELF)),
-        ms__fmt_iec(own, sizeof own, self));
+        mt_fmt_iec(own, sizeof own, self));
   }
   if (d >= 0)
     ms__strbuf_printf(out,
                       "; %s%s in no class (program and library data, "
                       "mappings made without mmap)\n",
-                      m, ms__fmt_iec(gap, sizeof gap, d));
+                      m, mt_fmt_iec(gap, sizeof gap, d));
   else
     ms__strbuf_printf(out,
                       "; %s%s counted as backed that the kernel does "
                       "not hold\n",
-                      m, ms__fmt_iec(gap, sizeof gap, -d));
+                      m, mt_fmt_iec(gap, sizeof gap, -d));
   put_shared(out, s);
 }
 
@@ -484,7 +484,7 @@ static void put_providers(ms__strbuf_t *out, const ms_snapshot_t *s) {
 #define PS_COMM 16
 #define PS_CONTAINER 12 /* a container id's first 12, as docker ps shows */
 
-int ms__emit_ps_header(ms__strbuf_t *out) {
+int mt_emit_ps_header(ms__strbuf_t *out) {
   if (!out)
     return MS_EINVAL;
   ms__strbuf_printf(out, "%7s %-*s %-*s %-*s %14s  %s\n", "PID", PS_USER,
@@ -493,9 +493,9 @@ int ms__emit_ps_header(ms__strbuf_t *out) {
   return finish(out);
 }
 
-int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
-                     const char *comm, const char *container,
-                     const ms_snapshot_t *s) {
+int mt_emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
+                    const char *comm, const char *container,
+                    const ms_snapshot_t *s) {
   if (!out || !user || !comm)
     return MS_EINVAL;
   /* Every piece goes into the string buffer, which grows as needed: no
@@ -516,7 +516,7 @@ int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
   char rp[FIG];
   ms_breakdown(s, &b);
   ms__strbuf_printf(out, " %14s  ",
-                    ms__fmt_bytes_q(rp, sizeof rp, b.total, b.q_total));
+                    mt_fmt_bytes_q(rp, sizeof rp, b.total, b.q_total));
   uint32_t np =
       s->nproviders > MS_MAX_PROVIDERS ? MS_MAX_PROVIDERS : s->nproviders;
   for (uint32_t k = 0; k < np; k++) {
@@ -530,7 +530,7 @@ int ms__emit_ps_line(ms__strbuf_t *out, int32_t pid, const char *user,
   return finish(out);
 }
 
-int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s) {
+int mt_emit_report(ms__strbuf_t *out, const ms_snapshot_t *s) {
   if (!out || !s)
     return MS_EINVAL;
   ms_breakdown_t b;
@@ -538,7 +538,7 @@ int ms__emit_report(ms__strbuf_t *out, const ms_snapshot_t *s) {
   ms__strbuf_printf(out, "%" PRId32 " ", s->pid);
   ms__strbuf_put_safe(out, s->comm, sizeof s->comm);
   ms__strbuf_puts(out, ": ");
-  ms__emit_line(out, s);
+  mt_emit_line(out, s);
   ms__strbuf_puts(out, "\n");
   put_identity(out, s);
   put_sys(out, s, &b);

@@ -72,7 +72,7 @@ void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
   /* Reports are paragraphs: a blank line between processes and rounds. */
   if (out->nemitted++ > 0)
     ms__strbuf_puts(&out->buf, "\n");
-  ms__emit_report(&out->buf, s);
+  mt_emit_report(&out->buf, s);
   if (out->sites > 0)
     mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0, out->filter);
 }

@@ -149,7 +149,7 @@ static void emit_ps(mt_rounds_t *r) {
   const mt_tset_target_t *st;
   size_t i;
 
-  ms__emit_ps_header(&r->out->buf);
+  mt_emit_ps_header(&r->out->buf);
   for (i = 0; i < mt_tset_count(r->set); i++) {
     st = mt_tset_at(r->set, i);
     t = mt_model_find(r->model, st->pid);
@@ -158,9 +158,9 @@ static void emit_ps(mt_rounds_t *r) {
     owner_name(st, user, sizeof user);
     /* The name, the user and the providers are a stranger's: the emitter
      * makes them safe and keeps them in their columns. */
-    ms__emit_ps_line(&r->out->buf, st->pid, user,
-                     t->comm[0] ? t->comm : st->comm, st->id.container,
-                     st->ok && t->have_snapshot ? &t->snap : NULL);
+    mt_emit_ps_line(&r->out->buf, st->pid, user,
+                    t->comm[0] ? t->comm : st->comm, st->id.container,
+                    st->ok && t->have_snapshot ? &t->snap : NULL);
   }
 }
 

@@ -83,7 +83,7 @@ typedef struct sv_target_s {
   uint64_t answered_hr; /* uv_hrtime() of its last answer */
   uint64_t asked_ns;    /* mt_tset_now_ns() of the request in flight */
   uint64_t read_ns;     /* how long the last answered read took */
-  char exe[MS__PROM_EXE_MAX + 1];
+  char exe[MT_PROM_EXE_MAX + 1];
   char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
 } sv_target_t;
 
@@ -347,7 +347,7 @@ static void round_start(serve_t *sv) {
 /* memtop's own process now (process_*): /proc/self/stat for the CPU
  * time, start, sizes; /proc/self/fd and RLIMIT_NOFILE for the
  * descriptors. */
-static void read_self(ms__prom_self_t *p) {
+static void read_self(mt_prom_self_t *p) {
   char buf[1024];
   memset(p, 0, sizeof *p);
   long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
@@ -398,7 +398,7 @@ static void read_self(ms__prom_self_t *p) {
 static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   uint64_t now = mt_tset_now_ns(sv->set);
   size_t count = mt_tset_count(sv->set);
-  ms__prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
+  mt_prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
   size_t n = 0;
   long late = 0;
   uint64_t hr_now = uv_hrtime();
@@ -438,10 +438,10 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
     late += u->late;
     n++;
   }
-  ms__prom_self_t self;
+  mt_prom_self_t self;
   read_self(&self);
-  ms__prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late};
-  ms__emit_prometheus_opts(body, openmetrics, pt, n, &po);
+  mt_prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late};
+  mt_emit_prometheus_opts(body, openmetrics, pt, n, &po);
   free(pt);
 }
 

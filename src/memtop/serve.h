@@ -2,7 +2,7 @@
  * serve.h - `memtop serve`: the Prometheus exporter. Every attachable
  * process (listed again every MT_SERVE_RESCAN_MS), its latest snapshot kept
  * with its age, served on /metrics by httpd.h in the exposition of
- * emit/emit.h's ms__emit_prometheus().
+ * emit/emit.h's mt_emit_prometheus().
  */
 #ifndef MS_MEMTOP_SERVE_H
 #define MS_MEMTOP_SERVE_H

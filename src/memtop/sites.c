@@ -21,15 +21,15 @@
 static void json_site(ms__strbuf_t *out, const mt_top_site_t *s) {
   ms__strbuf_puts(out, "{\"function\":");
   if (s->function != NULL) {
-    ms__json_string(out, s->function, strlen(s->function));
+    mt_json_string(out, s->function, strlen(s->function));
     ms__strbuf_puts(out, ",\"file\":");
-    ms__json_string(out, s->file, strlen(s->file));
+    mt_json_string(out, s->file, strlen(s->file));
     ms__strbuf_printf(out, ",\"line\":%" PRId64, s->line);
   } else {
     ms__strbuf_printf(out, "null,\"address\":\"0x%" PRIx64 "\"", s->address);
     if (s->module != NULL && s->module[0] != '\0') {
       ms__strbuf_puts(out, ",\"module\":");
-      ms__json_string(out, s->module, strlen(s->module));
+      mt_json_string(out, s->module, strlen(s->module));
       ms__strbuf_printf(out, ",\"module_offset\":%" PRIu64, s->module_offset);
     }
   }
@@ -45,7 +45,7 @@ static void json_site(ms__strbuf_t *out, const mt_top_site_t *s) {
 
 static void json_error(ms__strbuf_t *out, const char *msg) {
   ms__strbuf_puts(out, ",\"profile\":{\"error\":");
-  ms__json_string(out, msg, strlen(msg));
+  mt_json_string(out, msg, strlen(msg));
   ms__strbuf_puts(out, "}}");
 }
 

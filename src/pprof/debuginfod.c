@@ -110,8 +110,8 @@ static int on_progress(debuginfod_client *c, long done, long total) {
     char a[32], b[32];
 
     cur.last_ns = now;
-    ms__fmt_iec(a, sizeof a, (int64_t)done);
-    ms__fmt_iec(b, sizeof b, total > 0 ? (int64_t)total : 0);
+    mt_fmt_iec(a, sizeof a, (int64_t)done);
+    mt_fmt_iec(b, sizeof b, total > 0 ? (int64_t)total : 0);
     fprintf(stderr,
             "\rmemtop: fetching debug info for %s from debuginfod: %s%s%s",
             cur.name, a, total > 0 ? " of " : "", total > 0 ? b : "");

@@ -207,7 +207,7 @@ static void put_bytes(ms__strbuf_t *out, int64_t v, int estimated, int w) {
   char num[40], cell[48];
 
   estimated = estimated && v != 0;
-  ms__fmt_iec(num, sizeof num, v);
+  mt_fmt_iec(num, sizeof num, v);
   snprintf(cell, sizeof cell, "%s%s",
            mt_quality_mark(estimated ? MS_Q_ESTIMATED : MS_Q_EXACT), num);
   ms__strbuf_printf(out, "%*s", w, cell);
@@ -254,7 +254,7 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
   if (h->delta)
     ms__strbuf_printf(out, " over %.1f s", (double)h->duration_nanos / 1e9);
   if (est) {
-    ms__fmt_iec(num, sizeof num, (int64_t)h->rate);
+    mt_fmt_iec(num, sizeof num, (int64_t)h->rate);
     ms__strbuf_printf(out,
                       "\nSampled every %s on average: figures are "
                       "estimates (~), unsampled as Go does\n",

@@ -11,7 +11,7 @@
 
 char *mt_draw_fmt_bytes(char *buf, size_t len, int64_t bytes, ms_quality_t q,
                         int width) {
-  ms__fmt_bytes_q(buf, len, bytes, q);
+  mt_fmt_bytes_q(buf, len, bytes, q);
   /* "~1023.9MiB" is ten columns: in a narrow column, give up the decimal
    * rather than cut the unit off. */
   char *dot = strchr(buf, '.');

@@ -73,7 +73,7 @@ static char *quality_count(char *buf, size_t len, double v, ms_quality_t q) {
 
 static char *quality_dur(char *buf, size_t len, int64_t ns, ms_quality_t q) {
   char d[24];
-  ms__fmt_duration(d, sizeof d, ns < 0 ? 0 : ns);
+  mt_fmt_duration(d, sizeof d, ns < 0 ? 0 : ns);
   return marked(buf, len, ns >= 0, q, d);
 }
 
@@ -326,7 +326,7 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
   char fig[32];
   int with_inuse = width >= 36;
   int with_released = width >= 46;
-  int outside = ms__off_heap_outside(s);
+  int outside = mt_off_heap_outside(s);
   int vw = 12 + 10; /* label and Sys figure */
   mt_grid_clip(g, row, col, 8, width);
   field_bytes(fig, sizeof fig, s, MS_F_SYS);
@@ -350,7 +350,7 @@ static void draw_sys(const mt_target_t *t, mt_grid_t *g, int row, int col,
       field_bytes(fig, sizeof fig, s, (ms_field_t)released[i]);
     } else {
       uint64_t v = 0;
-      ms_quality_t q = ms__mspan_released(s, &v);
+      ms_quality_t q = mt_mspan_released(s, &v);
       mt_draw_fmt_bytes(fig, sizeof fig, v > INT64_MAX ? INT64_MAX : (int64_t)v,
                         q, 0);
     }
@@ -501,7 +501,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
      * thing on a paused screen. */
     int64_t ago = (int64_t)(s->time_unix_ns - s->last_gc);
     char d[32];
-    ms__fmt_duration(d, sizeof d, ago < 0 ? 0 : ago);
+    mt_fmt_duration(d, sizeof d, ago < 0 ? 0 : ago);
     snprintf(last, sizeof last, "%s ago", d);
   }
   ms_quality_t qc = ms__field_quality(s, MS_F_GC_CPU_FRACTION);
@@ -566,8 +566,8 @@ static void draw_trend(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   }
   char fig[32], span[32];
   mt_draw_fmt_bytes(fig, sizeof fig, max, MS_Q_EXACT, 0);
-  ms__fmt_duration(span, sizeof span,
-                   (int64_t)(SAMPLE(0)->mono_ns - SAMPLE(n - 1)->mono_ns));
+  mt_fmt_duration(span, sizeof span,
+                  (int64_t)(SAMPLE(0)->mono_ns - SAMPLE(n - 1)->mono_ns));
   piece_t p[] = {{"", "Trend data/frag/idle", MT_ST_HEADER},
                  {"max", fig, MT_ST_NORMAL},
                  {"over", span, MT_ST_NORMAL}};

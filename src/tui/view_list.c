@@ -229,7 +229,7 @@ static void cell_text(const mt_model_t *m, const mt_target_t *t, int col,
     if (t->pause_p99_ns < 0 || !ms__field_known(s, MS_F_PAUSE_HIST))
       snprintf(buf, len, "-");
     else
-      ms__fmt_duration(buf, len, t->pause_p99_ns);
+      mt_fmt_duration(buf, len, t->pause_p99_ns);
     return;
   default:
     return;

@@ -96,20 +96,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   ms__strbuf_t out = MS_STRBUF_INIT;
-  ms__emit_report(&out, &g_snap);
+  mt_emit_report(&out, &g_snap);
   check_text(&out, 1);
   ms__strbuf_reset(&out);
-  ms__emit_line(&out, &g_snap);
+  mt_emit_line(&out, &g_snap);
   check_text(&out, 0);
   ms__strbuf_reset(&out);
-  ms__emit_ps_header(&out);
-  ms__emit_ps_line(&out, g_snap.pid, g_snap.providers[0], g_snap.comm,
-                   g_snap.providers[1], &g_snap);
-  ms__emit_ps_line(&out, g_snap.pid, "?", g_snap.comm, NULL, NULL);
+  mt_emit_ps_header(&out);
+  mt_emit_ps_line(&out, g_snap.pid, g_snap.providers[0], g_snap.comm,
+                  g_snap.providers[1], &g_snap);
+  mt_emit_ps_line(&out, g_snap.pid, "?", g_snap.comm, NULL, NULL);
   check_text(&out, 1);
   ms__strbuf_reset(&out);
   /* JSON: one line, nothing raw that a terminal would act on. */
-  ms__emit_json(&out, &g_snap);
+  mt_emit_json(&out, &g_snap);
   check_text(&out, 0);
   ms__strbuf_free(&out);
 

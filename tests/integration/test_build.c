@@ -134,7 +134,7 @@ static void test_preload_hardened(void **state) {
   "^(ms__(shard|engine|providers?_|preload|track|agent|tls|gc_|map_|mappings|" \
   "final_|boehm|pv_|snapshot_|read_(try)?lock|read_unlock|pause_read|"         \
   "sys_read|class_)|ms_snapshot_read$|engine_init$)"
-#define EMIT_SYMS "^ms__(emit|fmt)_"
+#define EMIT_SYMS "^mt_(emit|fmt)_"
 
 /* The names in product `name` that match the extended regex re, one a line
  * into out; returns how many. */

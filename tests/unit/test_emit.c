@@ -341,7 +341,7 @@ static void test_golden_lines(void **state) {
   ms__strbuf_t all = MS_STRBUF_INIT;
   for (size_t i = 0; i < n; i++) {
     ms__strbuf_printf(&all, "%s: ", fx[i].name);
-    assert_int_equal(ms__emit_line(&all, fx[i].snap), 0);
+    assert_int_equal(mt_emit_line(&all, fx[i].snap), 0);
     ms__strbuf_puts(&all, "\n");
   }
   golden_check("lines.txt", all.data, all.len);
@@ -355,7 +355,7 @@ static void test_golden_reports(void **state) {
   size_t n = load_fixtures(fx);
   for (size_t i = 0; i < n; i++) {
     ms__strbuf_t out = MS_STRBUF_INIT;
-    assert_int_equal(ms__emit_report(&out, fx[i].snap), 0);
+    assert_int_equal(mt_emit_report(&out, fx[i].snap), 0);
     char name[96];
     snprintf(name, sizeof name, "%.60s.report.txt", fx[i].name);
     golden_check(name, out.data, out.len);
@@ -370,7 +370,7 @@ static void test_golden_json(void **state) {
   size_t n = load_fixtures(fx);
   for (size_t i = 0; i < n; i++) {
     ms__strbuf_t out = MS_STRBUF_INIT;
-    assert_int_equal(ms__emit_json(&out, fx[i].snap), 0);
+    assert_int_equal(mt_emit_json(&out, fx[i].snap), 0);
     ms__strbuf_puts(&out, "\n");
     char name[96];
     snprintf(name, sizeof name, "%.60s.json", fx[i].name);
@@ -387,7 +387,7 @@ static void test_golden_json(void **state) {
 static void prometheus_of(ms__strbuf_t *out, int om) {
   fixture_t fx[MAX_FIXTURES];
   size_t n = load_fixtures(fx);
-  ms__prom_target_t t[MAX_FIXTURES + 1];
+  mt_prom_target_t t[MAX_FIXTURES + 1];
   memset(t, 0, sizeof t);
   for (size_t i = 0; i < n; i++) {
     t[i].pid = fx[i].snap->pid;
@@ -399,7 +399,7 @@ static void prometheus_of(ms__strbuf_t *out, int om) {
   t[n - 1].exe = "/opt/vm \"x\"\\\n\x1b[31m";
   t[n].pid = 99999;
   t[n].scrape_errors = 4;
-  assert_int_equal(ms__emit_prometheus(out, om, t, n + 1, "9.9.9"), 0);
+  assert_int_equal(mt_emit_prometheus(out, om, t, n + 1, "9.9.9"), 0);
   free_fixtures(fx, n);
 }
 
@@ -476,21 +476,21 @@ static void test_prometheus_options(void **state) {
   ms_snapshot_t *g = calloc(1, sizeof *g);
   assert_non_null(g);
   make_glibc(g);
-  ms__prom_target_t t = {g->pid, g,    "/usr/bin/db", 0,      0,
-                         NULL,   NULL, "db.service",  1500000};
-  ms__prom_self_t self = {.cpu_seconds = 1.25,
-                          .start_time_s = 1700000000.5,
-                          .resident_bytes = 4096,
-                          .virtual_bytes = 8192,
-                          .virtual_max_bytes = UINT64_MAX,
-                          .open_fds = 9,
-                          .max_fds = 1024,
-                          .have_stat = 1,
-                          .have_fds = 1,
-                          .have_vmax = 1};
-  ms__prom_opts_t po = {"1.0", 0, &self, 3};
+  mt_prom_target_t t = {g->pid, g,    "/usr/bin/db", 0,      0,
+                        NULL,   NULL, "db.service",  1500000};
+  mt_prom_self_t self = {.cpu_seconds = 1.25,
+                         .start_time_s = 1700000000.5,
+                         .resident_bytes = 4096,
+                         .virtual_bytes = 8192,
+                         .virtual_max_bytes = UINT64_MAX,
+                         .open_fds = 9,
+                         .max_fds = 1024,
+                         .have_stat = 1,
+                         .have_fds = 1,
+                         .have_vmax = 1};
+  mt_prom_opts_t po = {"1.0", 0, &self, 3};
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_prometheus_opts(&out, 0, &t, 1, &po), 0);
+  assert_int_equal(mt_emit_prometheus_opts(&out, 0, &t, 1, &po), 0);
   const char *o = out.data;
   assert_non_null(strstr(o, "memstats_heap_alloc_bytes{pid=\"31337\","
                             "comm=\"db-worker\",exe=\"/usr/bin/db\","
@@ -513,12 +513,12 @@ static void test_prometheus_options(void **state) {
   ms__strbuf_free(&out);
 
   po.no_size_classes = 1;
-  assert_int_equal(ms__emit_prometheus_opts(&out, 1, &t, 1, &po), 0);
+  assert_int_equal(mt_emit_prometheus_opts(&out, 1, &t, 1, &po), 0);
   assert_null(strstr(out.data, "size_class"));
   assert_non_null(strstr(out.data, "# TYPE process_cpu_seconds counter\n"));
   ms__strbuf_free(&out);
 
-  assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "1.0"), 0);
+  assert_int_equal(mt_emit_prometheus(&out, 0, &t, 1, "1.0"), 0);
   assert_null(strstr(out.data, "process_"));
   assert_null(strstr(out.data, "memtop_scrape_late_targets"));
   ms__strbuf_free(&out);
@@ -535,12 +535,12 @@ static void test_prometheus_content(void **state) {
   assert_non_null(c);
   make_glibc(g);
   make_gc(c);
-  ms__prom_target_t t[3] = {
+  mt_prom_target_t t[3] = {
       {g->pid, g, NULL, 0, 0, NULL, NULL, NULL, 0},
       {c->pid, c, NULL, 1000000000, 2, NULL, NULL, NULL, 0},
       {c->pid + 1, c, NULL, 0, 0, NULL, NULL, NULL, 0}};
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_prometheus(&out, 0, t, 3, "1.0"), 0);
+  assert_int_equal(mt_emit_prometheus(&out, 0, t, 3, "1.0"), 0);
   const char *o = out.data;
   /* One header for three processes. */
   const char *h = strstr(o, "# HELP memstats_heap_alloc_bytes ");
@@ -598,7 +598,7 @@ static void test_prometheus_content(void **state) {
   ms__strbuf_free(&out);
 
   /* OpenMetrics: counters' families without _total, units, EOF last. */
-  assert_int_equal(ms__emit_prometheus(&out, 1, t, 3, "1.0"), 0);
+  assert_int_equal(mt_emit_prometheus(&out, 1, t, 3, "1.0"), 0);
   o = out.data;
   assert_non_null(strstr(o, "# TYPE memstats_mallocs counter\n"));
   assert_non_null(strstr(o, "\nmemstats_mallocs_total{pid=\"31337\""));
@@ -612,10 +612,10 @@ static void test_prometheus_content(void **state) {
   ms__strbuf_free(&out);
 
   /* Nothing to serve: memtop's own families, still valid. */
-  assert_int_equal(ms__emit_prometheus(&out, 1, NULL, 0, "1.0"), 0);
+  assert_int_equal(mt_emit_prometheus(&out, 1, NULL, 0, "1.0"), 0);
   assert_non_null(strstr(out.data, "memtop_targets 0\n"));
-  assert_int_equal(ms__emit_prometheus(NULL, 1, NULL, 0, "1.0"), MS_EINVAL);
-  assert_int_equal(ms__emit_prometheus(&out, 1, NULL, 1, "1.0"), MS_EINVAL);
+  assert_int_equal(mt_emit_prometheus(NULL, 1, NULL, 0, "1.0"), MS_EINVAL);
+  assert_int_equal(mt_emit_prometheus(&out, 1, NULL, 1, "1.0"), MS_EINVAL);
   ms__strbuf_free(&out);
   free(g);
   free(c);
@@ -632,7 +632,7 @@ static void test_json_parses_and_agrees(void **state) {
   for (size_t i = 0; i < n; i++) {
     const ms_snapshot_t *s = fx[i].snap;
     ms__strbuf_t out = MS_STRBUF_INIT;
-    assert_int_equal(ms__emit_json(&out, s), 0);
+    assert_int_equal(mt_emit_json(&out, s), 0);
     assert_null(strchr(out.data, '\n'));
     json_error_t je;
     json_t *j = json_loads(out.data, 0, &je);
@@ -736,7 +736,7 @@ static void test_sys_is_the_sum_everywhere(void **state) {
 
   /* JSON: the memstats object alone. */
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(mt_emit_json(&out, s), 0);
   json_error_t je;
   json_t *j = json_loads(out.data, 0, &je);
   assert_non_null(j);
@@ -759,8 +759,8 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   ms__strbuf_free(&out);
 
   /* Prometheus: the families. */
-  ms__prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, NULL, NULL, 0};
-  assert_int_equal(ms__emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
+  mt_prom_target_t t = {s->pid, s, NULL, 0, 0, NULL, NULL, NULL, 0};
+  assert_int_equal(mt_emit_prometheus(&out, 0, &t, 1, "9.9.9"), 0);
   double psum = 0;
   for (size_t i = 0; i < 7; i++)
     psum += prom_value(out.data, sys_families[i], s->pid);
@@ -773,12 +773,12 @@ static void test_sys_is_the_sum_everywhere(void **state) {
 
   /* The report: no row outside the classes, no warning, and the Released
    * column's total is Prepared. */
-  assert_int_equal(ms__emit_report(&out, s), 0);
+  assert_int_equal(mt_emit_report(&out, s), 0);
   assert_null(strstr(out.data, "\n  OffHeapRel "));
   assert_null(strstr(out.data, "warning"));
   char sys[48], prep[48], want[160];
-  ms__fmt_field(sys, sizeof sys, s, MS_F_SYS);
-  ms__fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared);
+  mt_fmt_field(sys, sizeof sys, s, MS_F_SYS);
+  mt_fmt_bytes_q(prep, sizeof prep, b.prepared, b.q_prepared);
   snprintf(want, sizeof want, "  %-11s %10s %10s %10s\n", "total", sys, "",
            prep);
   assert_non_null(strstr(out.data, want));
@@ -798,7 +798,7 @@ static void test_sys_is_the_sum_everywhere(void **state) {
   assert_int_equal(ob.inuse, b.inuse);
   assert_int_equal(ob.idle, b.idle);
   assert_int_equal(ob.data, b.data);
-  assert_int_equal(ms__emit_report(&out, old), 0);
+  assert_int_equal(mt_emit_report(&out, old), 0);
   assert_non_null(strstr(out.data, "\n  OffHeapRel "));
   assert_null(strstr(out.data, "warning"));
   ms__strbuf_free(&out);
@@ -813,7 +813,7 @@ static void test_report_marks(void **state) {
   ms__strbuf_t out = MS_STRBUF_INIT;
 
   make_glibc(s);
-  ms__emit_report(&out, s);
+  mt_emit_report(&out, s);
   /* No collector; the estimate marked; the unknown shown as unknown. */
   assert_non_null(strstr(out.data, "GC\n  no collector\n"));
   assert_non_null(strstr(out.data, "Prepared=~100.0MiB)"));
@@ -827,7 +827,7 @@ static void test_report_marks(void **state) {
 
   ms__strbuf_reset(&out);
   make_gc(s);
-  ms__emit_report(&out, s);
+  mt_emit_report(&out, s);
   assert_non_null(strstr(out.data, "warning: Sys 87101440 != sum of the "
                                    "classes 87097344 (4.0KiB more)"));
   /* Control characters never reach the terminal. */
@@ -838,13 +838,13 @@ static void test_report_marks(void **state) {
   /* EnableGC unavailable counts as no collector too. */
   ms__strbuf_reset(&out);
   ms__set_quality(s, MS_F_ENABLE_GC, MS_Q_UNAVAILABLE, -1);
-  ms__emit_report(&out, s);
+  mt_emit_report(&out, s);
   assert_non_null(strstr(out.data, "no collector"));
 
-  assert_int_equal(ms__emit_report(NULL, s), MS_EINVAL);
-  assert_int_equal(ms__emit_report(&out, NULL), MS_EINVAL);
-  assert_int_equal(ms__emit_line(&out, NULL), MS_EINVAL);
-  assert_int_equal(ms__emit_json(&out, NULL), MS_EINVAL);
+  assert_int_equal(mt_emit_report(NULL, s), MS_EINVAL);
+  assert_int_equal(mt_emit_report(&out, NULL), MS_EINVAL);
+  assert_int_equal(mt_emit_line(&out, NULL), MS_EINVAL);
+  assert_int_equal(mt_emit_json(&out, NULL), MS_EINVAL);
   ms__strbuf_free(&out);
   free(s);
 }
@@ -883,33 +883,32 @@ static void test_iec(void **state) {
   };
   char buf[32];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ms__fmt_iec(buf, sizeof buf, cases[i].v);
+    mt_fmt_iec(buf, sizeof buf, cases[i].v);
     if (strcmp(buf, cases[i].want) != 0)
       fail_msg("%lld: want %s, got %s", (long long)cases[i].v, cases[i].want,
                buf);
   }
   /* A short buffer is truncated, terminated, never overrun. */
   char tiny[6] = "zzzzz";
-  ms__fmt_iec(tiny, 4, 1536);
+  mt_fmt_iec(tiny, 4, 1536);
   assert_string_equal(tiny, "1.5");
   assert_int_equal(tiny[4], 'z');
 
-  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_EXACT),
+  assert_string_equal(mt_fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_EXACT),
                       "1.5KiB");
-  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_ESTIMATED),
+  assert_string_equal(mt_fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_ESTIMATED),
                       "~1.5KiB");
-  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_UNAVAILABLE),
+  assert_string_equal(mt_fmt_bytes_q(buf, sizeof buf, 1536, MS_Q_UNAVAILABLE),
                       "-");
-  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, -1, MS_Q_ESTIMATED),
+  assert_string_equal(mt_fmt_bytes_q(buf, sizeof buf, -1, MS_Q_ESTIMATED),
                       "~-1.0B");
   /* Truncated as before the mark had its helper: the mark first. */
-  assert_string_equal(ms__fmt_bytes_q(tiny, 4, 1536, MS_Q_ESTIMATED), "~1.");
+  assert_string_equal(mt_fmt_bytes_q(tiny, 4, 1536, MS_Q_ESTIMATED), "~1.");
   /* The one spelling of the mark. */
   assert_string_equal(mt_quality_mark(MS_Q_ESTIMATED), "~");
   assert_string_equal(mt_quality_mark(MS_Q_EXACT), "");
   assert_string_equal(mt_quality_mark(MS_Q_UNAVAILABLE), "");
-  assert_string_equal(ms__fmt_bytes_q(buf, sizeof buf, 1, (ms_quality_t)9),
-                      "-");
+  assert_string_equal(mt_fmt_bytes_q(buf, sizeof buf, 1, (ms_quality_t)9), "-");
 }
 
 static void test_duration(void **state) {
@@ -937,7 +936,7 @@ static void test_duration(void **state) {
   };
   char buf[32];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ms__fmt_duration(buf, sizeof buf, cases[i].v);
+    mt_fmt_duration(buf, sizeof buf, cases[i].v);
     if (strcmp(buf, cases[i].want) != 0)
       fail_msg("%lld ns: want %s, got %s", (long long)cases[i].v, cases[i].want,
                buf);
@@ -956,27 +955,26 @@ static void test_fmt_field(void **state) {
   s->pause_total_ns = 1030618;
   s->time_unix_ns = 10000000000;
   s->last_gc = 8500000000;
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC), "-");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC), "-");
   for (int f = 0; f < MS_F__COUNT; f++)
     ms__set_quality(s, (ms_field_t)f, MS_Q_EXACT, 0);
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC),
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_HEAP_ALLOC),
                       "1.5KiB");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS), "12345");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_GC_CPU_FRACTION),
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_MALLOCS), "12345");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_GC_CPU_FRACTION),
                       "8.01%");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_ENABLE_GC), "yes");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_DEBUG_GC), "no");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_PAUSE_TOTAL_NS),
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_ENABLE_GC), "yes");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_DEBUG_GC), "no");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_PAUSE_TOTAL_NS),
                       "1.0ms");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC),
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_LAST_GC),
                       "1.5s ago");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_BY_SIZE), "");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_BY_SIZE), "");
   s->last_gc = 0;
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_LAST_GC), "never");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_LAST_GC), "never");
   ms__set_quality(s, MS_F_MALLOCS, MS_Q_ESTIMATED, 0);
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F_MALLOCS),
-                      "~12345");
-  assert_string_equal(ms__fmt_field(buf, sizeof buf, s, MS_F__COUNT), "");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F_MALLOCS), "~12345");
+  assert_string_equal(mt_fmt_field(buf, sizeof buf, s, MS_F__COUNT), "");
   free(s);
 }
 
@@ -988,7 +986,7 @@ static void test_json_escaping(void **state) {
   (void)state;
   ms__strbuf_t out = MS_STRBUF_INIT;
   const char raw[] = "a\"b\\c\n\t\r\b\f\x01\x1f\x7f/\xc3\xa9\xff\xe2\x82";
-  assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
+  assert_int_equal(mt_json_string(&out, raw, sizeof raw - 1), 0);
   assert_string_equal(out.data,
                       "\"a\\\"b\\\\c\\n\\t\\r\\b\\f\\u0001\\u001f\\u007f/"
                       "\xc3\xa9\\ufffd\\ufffd\\ufffd\"");
@@ -1003,11 +1001,11 @@ static void test_json_escaping(void **state) {
    * four-byte sequence passes. */
   ms__strbuf_reset(&out);
   const char odd[] = "\xc0\xaf\xed\xa0\x80\xf0\x9f\x98\x80";
-  ms__json_string(&out, odd, sizeof odd - 1);
+  mt_json_string(&out, odd, sizeof odd - 1);
   assert_string_equal(out.data, "\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd"
                                 "\xf0\x9f\x98\x80\"");
   ms__strbuf_reset(&out);
-  ms__json_string(&out, "", 0);
+  mt_json_string(&out, "", 0);
   assert_string_equal(out.data, "\"\"");
 
   /* A comm that fills the whole array, without a NUL, stops at its end. */
@@ -1016,7 +1014,7 @@ static void test_json_escaping(void **state) {
   memset(s->comm, 'x', sizeof s->comm);
   s->comm[0] = '"';
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(mt_emit_json(&out, s), 0);
   j = json_loads(out.data, 0, NULL);
   assert_non_null(j);
   assert_int_equal(strlen(json_string_value(json_object_get(j, "comm"))),
@@ -1035,7 +1033,7 @@ static void check_hostile(const ms_snapshot_t *s) {
   size_t bad;
 
   /* The report: lines of safe text. */
-  assert_int_equal(ms__emit_report(&out, s), 0);
+  assert_int_equal(mt_emit_report(&out, s), 0);
   bad = terminal_unsafe_at(out.data, out.len, 1);
   if (bad != out.len)
     fail_msg("report: unsafe byte 0x%02x at %zu: %.40s",
@@ -1044,11 +1042,11 @@ static void check_hostile(const ms_snapshot_t *s) {
   /* The ps line: one line, safe, the name cut whole to its column, and
    * every provider there (none overruns a buffer on the way). */
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_ps_header(&out), 0);
+  assert_int_equal(mt_emit_ps_header(&out), 0);
   size_t header = out.len;
-  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", s->comm, NULL, s), 0);
-  assert_int_equal(ms__emit_ps_line(&out, s->pid, s->providers[1], s->comm,
-                                    s->providers[2], NULL),
+  assert_int_equal(mt_emit_ps_line(&out, s->pid, "root", s->comm, NULL, s), 0);
+  assert_int_equal(mt_emit_ps_line(&out, s->pid, s->providers[1], s->comm,
+                                   s->providers[2], NULL),
                    0);
   bad = terminal_unsafe_at(out.data, out.len, 1);
   if (bad != out.len)
@@ -1072,7 +1070,7 @@ static void check_hostile(const ms_snapshot_t *s) {
   /* JSON: valid, every byte a terminal could act on escaped, and the
    * names the same strings to a reader (invalid UTF-8 aside). */
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(mt_emit_json(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
   json_error_t je;
   json_t *j = json_loads(out.data, 0, &je);
@@ -1118,13 +1116,13 @@ static void test_hostile_snapshot(void **state) {
     memset(s->providers[i], 0x9b, sizeof s->providers[i]);
   s->nproviders = 1000;
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_report(&out, s), 0);
+  assert_int_equal(mt_emit_report(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_ps_line(&out, 1, "u", "c", "k", s), 0);
+  assert_int_equal(mt_emit_ps_line(&out, 1, "u", "c", "k", s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 1), out.len);
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_json(&out, s), 0);
+  assert_int_equal(mt_emit_json(&out, s), 0);
   assert_int_equal(terminal_unsafe_at(out.data, out.len, 0), out.len);
   json_t *j = json_loads(out.data, 0, NULL);
   assert_non_null(j);
@@ -1142,7 +1140,7 @@ static void test_json_escapes_controls(void **state) {
   const char raw[] = "\xc2\x9b\xe2\x80\xae\xe2\x81\xa6\xef\xbb\xbf"
                      "\xf3\xa0\x81\x81ok\xc3\xa9";
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__json_string(&out, raw, sizeof raw - 1), 0);
+  assert_int_equal(mt_json_string(&out, raw, sizeof raw - 1), 0);
   assert_string_equal(out.data, "\"\\u009b\\u202e\\u2066\\ufeff"
                                 "\\udb40\\udc41ok\xc3\xa9\"");
   json_t *j = json_loads(out.data, JSON_DECODE_ANY, NULL);
@@ -1334,7 +1332,7 @@ static void test_who(void **state) {
   assert_string_equal(json_string_value(json_object_get(j, "unit")),
                       "nginx.service");
   json_decref(j);
-  /* Nothing known, nothing said; no id: ms__emit_json's object. */
+  /* Nothing known, nothing said; no id: mt_emit_json's object. */
   msc_ident_t none;
   memset(&none, 0, sizeof none);
   none.nspid = s->pid;
@@ -1344,20 +1342,20 @@ static void test_who(void **state) {
   assert_null(strstr(out.data, "ns_pid"));
   assert_null(strstr(out.data, "container"));
   ms__strbuf_t plain = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_json(&plain, s), 0);
+  assert_int_equal(mt_emit_json(&plain, s), 0);
   assert_string_equal(out.data, plain.data);
   ms__strbuf_free(&plain);
 
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_ps_header(&out), 0);
+  assert_int_equal(mt_emit_ps_header(&out), 0);
   assert_non_null(strstr(out.data, " CONTAINER "));
   assert_int_equal(
-      ms__emit_ps_line(&out, s->pid, "nobody", "nginx", id.container, s), 0);
-  assert_int_equal(ms__emit_ps_line(&out, s->pid, "root", "nginx", NULL, s), 0);
+      mt_emit_ps_line(&out, s->pid, "nobody", "nginx", id.container, s), 0);
+  assert_int_equal(mt_emit_ps_line(&out, s->pid, "root", "nginx", NULL, s), 0);
   assert_non_null(strstr(out.data, " nginx            0123456789ab "));
   assert_non_null(strstr(out.data, " nginx            -            "));
 
-  ms__prom_target_t t[2];
+  mt_prom_target_t t[2];
   memset(t, 0, sizeof t);
   t[0].pid = s->pid;
   t[0].snap = s;
@@ -1366,7 +1364,7 @@ static void test_who(void **state) {
   t[1].pid = s->pid + 1;
   t[1].snap = s;
   ms__strbuf_reset(&out);
-  assert_int_equal(ms__emit_prometheus(&out, 0, t, 2, "1.0"), 0);
+  assert_int_equal(mt_emit_prometheus(&out, 0, t, 2, "1.0"), 0);
   char want[256];
   snprintf(want, sizeof want,
            "memstats_heap_alloc_bytes{pid=\"%d\",comm=\"%s\",container=\"%s\","

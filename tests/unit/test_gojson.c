@@ -3,7 +3,7 @@
  *
  * The Go vectors hold runtime.MemStats exactly as Go's encoding/json wrote
  * it. Each is loaded into a snapshot and written back with
- * ms__emit_go_memstats(): the result must parse to the same JSON value, and
+ * mt_emit_go_memstats(): the result must parse to the same JSON value, and
  * for memstats_snapshots.jsonl, whose lines are Go's own bytes, it must be
  * the same text byte for byte (field order, integer forms, Go's float64
  * form, true/false).
@@ -57,7 +57,7 @@ static void test_vectors_round_trip(void **state) {
     if (govec_load(g.gl_pathv[i], s, &v, err, sizeof err) != 0)
       fail_msg("%s", err);
     ms__strbuf_t out = MS_STRBUF_INIT;
-    assert_int_equal(ms__emit_go_memstats(&out, s), 0);
+    assert_int_equal(mt_emit_go_memstats(&out, s), 0);
     json_error_t je;
     json_t *got = json_loads(out.data, 0, &je);
     if (!got)
@@ -120,7 +120,7 @@ static void test_jsonl_byte_for_byte(void **state) {
     if (govec_fill(root, s, err, sizeof err) != 0)
       fail_msg("%s:%d: %s", path, lines + 1, err);
     ms__strbuf_t out = MS_STRBUF_INIT;
-    assert_int_equal(ms__emit_go_memstats(&out, s), 0);
+    assert_int_equal(mt_emit_go_memstats(&out, s), 0);
 
     json_t *got = json_loads(out.data, 0, &je);
     assert_non_null(got);
@@ -190,24 +190,24 @@ static void test_go_float_form(void **state) {
       {0.059104009503332465, "0.059104009503332465"},
       {0.060015767551177907, "0.060015767551177907"},
   };
-  char buf[MS__GO_FLOAT_MAX];
+  char buf[MT_GO_FLOAT_MAX];
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ms__fmt_go_float(buf, sizeof buf, cases[i].v);
+    mt_fmt_go_float(buf, sizeof buf, cases[i].v);
     if (strcmp(buf, cases[i].want) != 0)
       fail_msg("%.17g: want %s, got %s", cases[i].v, cases[i].want, buf);
     /* And the text reads back as the same double. */
     assert_true(strtod(buf, NULL) == cases[i].v);
   }
   /* Go refuses NaN and infinities; we keep the JSON valid. */
-  assert_string_equal(ms__fmt_go_float(buf, sizeof buf, __builtin_nan("")),
+  assert_string_equal(mt_fmt_go_float(buf, sizeof buf, __builtin_nan("")),
                       "null");
-  assert_string_equal(ms__fmt_go_float(buf, sizeof buf, __builtin_inf()),
+  assert_string_equal(mt_fmt_go_float(buf, sizeof buf, __builtin_inf()),
                       "null");
-  assert_string_equal(ms__fmt_go_float(buf, sizeof buf, -__builtin_inf()),
+  assert_string_equal(mt_fmt_go_float(buf, sizeof buf, -__builtin_inf()),
                       "null");
   /* A short buffer is truncated and terminated, never overrun. */
   char tiny[4] = {'x', 'x', 'x', 'x'};
-  ms__fmt_go_float(tiny, 3, 0.125);
+  mt_fmt_go_float(tiny, 3, 0.125);
   assert_string_equal(tiny, "0.");
   assert_int_equal(tiny[3], 'x');
 }
@@ -228,7 +228,7 @@ static void test_go_layout_details(void **state) {
   s->pause_ns[255] = 77;
   s->pause_end[0] = 88;
   ms__strbuf_t out = MS_STRBUF_INIT;
-  assert_int_equal(ms__emit_go_memstats(&out, s), 0);
+  assert_int_equal(mt_emit_go_memstats(&out, s), 0);
   assert_non_null(strstr(out.data, ",\"EnableGC\":false,\"DebugGC\":true,"));
   assert_non_null(strstr(out.data, "\"GCCPUFraction\":1e-9,"));
   assert_non_null(strstr(out.data, "\"NumGC\":4294967295,"));
@@ -245,19 +245,19 @@ static void test_go_layout_details(void **state) {
   s->last_gc = 1;
   ms__strbuf_reset(&out);
   s->nsize_classes = 0;
-  ms__emit_go_memstats(&out, s);
+  mt_emit_go_memstats(&out, s);
   assert_non_null(strstr(out.data, "\"BySize\":[]}"));
   ms__strbuf_reset(&out);
   s->nsize_classes = 100000;
-  ms__emit_go_memstats(&out, s);
+  mt_emit_go_memstats(&out, s);
   json_t *j = json_loads(out.data, 0, NULL);
   assert_non_null(j);
   assert_int_equal(json_array_size(json_object_get(j, "BySize")),
                    MS_MAX_SIZE_CLASSES);
   json_decref(j);
 
-  assert_int_equal(ms__emit_go_memstats(NULL, s), MS_EINVAL);
-  assert_int_equal(ms__emit_go_memstats(&out, NULL), MS_EINVAL);
+  assert_int_equal(mt_emit_go_memstats(NULL, s), MS_EINVAL);
+  assert_int_equal(mt_emit_go_memstats(&out, NULL), MS_EINVAL);
   ms__strbuf_free(&out);
   free(s);
 }
