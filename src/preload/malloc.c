@@ -21,10 +21,6 @@
 #include "core/util.h"
 #include "preload/preload.h"
 
-#if MS__PRELOAD_FLOOR == 3
-__thread ms__naive_t ms__naive __attribute__((tls_model("initial-exec")));
-#endif
-
 /* The exported names, declared here once (glibc's headers declare most of
  * them without our visibility attribute). */
 MS__PRELOAD_API void *malloc(size_t size);
@@ -54,22 +50,12 @@ MS__FORK_TEXT static void *boot(size_t size, size_t align) {
  * MEMSTATS_PROFILE_RATE=0 the plain copy runs, which has no profiler in
  * it; the profiling copy samples and unsamples. */
 
-/* glibc's blocks are measured by their header (MS__USABLE_GLIBC): malloc
- * and free take that path first and ask nothing else (not jemalloc's
- * modes), which the common case pays for on every call otherwise. */
-static inline int glibc_first(void) {
-  return MS__PRELOAD_FLOOR != 1 &&
-         __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
-                                          __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
-                          1);
-}
-
 static inline __attribute__((always_inline)) void *malloc_in(size_t size,
                                                              int prof) {
   void *p = ms__real.malloc(size);
-  if (glibc_first()) {
+  if (ms__preload_glibc_kind()) {
     ms__tls_t *t = &ms__tls;
-    if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
+    if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
     return p;
   }
@@ -111,7 +97,7 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
 static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
                                                                      int prof) {
   ms__tls_t *t = &ms__tls;
-  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p, prof))
+  if (ms__preload_counts(t) && ms__preload_free_by_counter(t, p, prof))
     return;
   ms__preload_count_free(p, prof);
   ms__real.free(p);
@@ -146,9 +132,9 @@ free_glibc_sampled(ms__tls_t *t, void *p) {
 }
 
 static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
-  if (glibc_first()) {
+  if (ms__preload_glibc_kind()) {
     ms__tls_t *t = &ms__tls;
-    if (!ms__pl(t)->guard) {
+    if (ms__preload_counts(t)) {
       /* While sampled blocks are live a block the profile's filter
        * holds goes the long way, out of line: the common path then keeps
        * no register across a call and needs no stack frame (with it
@@ -174,8 +160,7 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
     ms__real.free(p);
     return;
   }
-  if (MS__PRELOAD_FLOOR != 1 &&
-      __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
+  if (ms__preload_by_counter()) {
     if (prof)
       free_by_counter_prof(p);
     else
@@ -273,7 +258,7 @@ MS__FORK_TEXT static void *realloc_bootstrap(void *p, size_t size) {
 static inline __attribute__((always_inline)) void *
 realloc_in(void *p, size_t size, int prof) {
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1 || ms__pl(t)->guard)
+  if (!ms__preload_counts(t))
     return ms__real.realloc(p, size);
   if (ms__preload_glibc_kind()) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is

@@ -77,7 +77,7 @@
 #define MAX_RUNS 15
 
 /* Which build of the preload a run gets: none, one of its floors (make
- * bench builds them, src/preload/preload.h, MS__PRELOAD_FLOOR), the
+ * bench builds them, tests/bench/floor/preload/record.h), the
  * preload itself, or the preload without the heap profiler's hooks
  * (MS__PRELOAD_PROFILER=0: the preload as it was before the profiler). */
 enum { SO_NONE, SO_FLOOR1, SO_FLOOR2, SO_FLOOR3, SO_PRELOAD, SO_NOPROF, NSO };
