@@ -248,9 +248,8 @@ new_other(int nt_index, size_t n, size_t al) {
   void *f = sym(nt_index);
   if (__builtin_expect(!f, 0))
     return new_fallback(n, al);
-  if (__builtin_expect(ms__preload_profiling(), 1))
-    return new_call(f, n, al, 1);
-  return new_call(f, n, al, 0);
+  return MS__PL_COPIES(__builtin_expect(ms__preload_profiling(), 1), new_call,
+                       f, n, al);
 }
 typedef void *(*new_other_fn)(size_t, size_t);
 #define NEW_OTHER(idx)                                                         \
@@ -389,10 +388,9 @@ delete_other(int idx, void *p, size_t n, size_t al, ms__nothrow_ref nt) {
   void *f = sym(idx);
   if (__builtin_expect(!f, 0))
     ms__preload_free(p);
-  else if (__builtin_expect(ms__preload_profiling(), 1))
-    delete_in(idx, f, p, n, al, nt, 1);
   else
-    delete_in(idx, f, p, n, al, nt, 0);
+    MS__PL_COPIES(__builtin_expect(ms__preload_profiling(), 1), delete_in, idx,
+                  f, p, n, al, nt);
 }
 
 /* One function each (idx a constant in it), so that the profiling copy

@@ -46,7 +46,7 @@ MS__FORK_TEXT static void *boot(size_t size, size_t align) {
 /* ---- malloc, free, calloc ------------------------------------------------*/
 
 /* Each entry point is an always-inline body with a constant last argument
- * prof, instantiated twice by ms__preload_mode (preload.h): with
+ * prof, instantiated twice (MS__PL_COPIES, preload.h): with
  * MEMSTATS_PROFILE_RATE=0 the plain copy runs, which has no profiler in
  * it; the profiling copy samples and unsamples. */
 
@@ -67,11 +67,9 @@ static inline __attribute__((always_inline)) void *malloc_in(size_t size,
  * looked up (and the state read again), or the bootstrap buffer serves. */
 MS__FORK_TEXT static __attribute__((noinline)) void *malloc_other(size_t size) {
   int m = ms__preload_mode();
-  if (m == MS__PL_PROF)
-    return malloc_in(size, 1);
-  if (m == MS__PL_PLAIN)
-    return malloc_in(size, 0);
-  return boot(size, 16);
+  if (m == MS__PL_BOOT)
+    return boot(size, 16);
+  return MS__PL_COPIES(m == MS__PL_PROF, malloc_in, size);
 }
 
 /* The body of malloc, inlined both into the exported function (the
@@ -102,25 +100,16 @@ static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
   ms__preload_count_free(p, prof);
   ms__real.free(p);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void free_by_counter(void *p) {
-  free_by_counter_in(p, 0);
-}
-MS__FORK_TEXT static __attribute__((noinline)) void
-free_by_counter_prof(void *p) {
-  free_by_counter_in(p, 1);
-}
+MS__PL_OUT_OF_LINE(free_by_counter, free_by_counter_in)
 
 /* free on any other allocator: measured, counted, freed; out of line for
  * the same reason. */
-MS__FORK_TEXT static __attribute__((noinline)) void free_measured(void *p) {
-  ms__preload_count_free(p, 0);
+static inline __attribute__((always_inline)) void free_measured_in(void *p,
+                                                                   int prof) {
+  ms__preload_count_free(p, prof);
   ms__real.free(p);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void
-free_measured_prof(void *p) {
-  ms__preload_count_free(p, 1);
-  ms__real.free(p);
-}
+MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
 
 /* free() on glibc of a block the profile's filter holds while sampled
  * blocks are live: the block is matched against the profile's table
@@ -176,10 +165,8 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
 /* free when the gate says neither of its two cases (see malloc_other). */
 MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
   int m = ms__preload_mode();
-  if (m == MS__PL_PROF)
-    free_in(p, 1);
-  else if (m == MS__PL_PLAIN)
-    free_in(p, 0);
+  if (m != MS__PL_BOOT)
+    MS__PL_COPIES(m == MS__PL_PROF, free_in, p);
 }
 
 static inline __attribute__((always_inline)) void free_body(void *p) {
@@ -227,10 +214,8 @@ calloc_in(size_t n, size_t size, int prof) {
 
 MS__FORK_TEXT void *calloc(size_t n, size_t size) {
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_PLAIN, 1))
-    return calloc_in(n, size, 0);
-  if (m == MS__PL_PROF)
-    return calloc_in(n, size, 1);
+  if (__builtin_expect(m != MS__PL_BOOT, 1))
+    return MS__PL_COPIES(m == MS__PL_PROF, calloc_in, n, size);
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -293,11 +278,9 @@ MS__FORK_TEXT static void *realloc_impl(void *p, size_t size) {
   if (__builtin_expect(ms__bootstrap_owns(p), 0))
     return realloc_bootstrap(p, size);
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_PLAIN, 1))
-    return realloc_in(p, size, 0);
-  if (m == MS__PL_PROF)
-    return realloc_in(p, size, 1);
-  return NULL;
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
+    return NULL;
+  return MS__PL_COPIES(m == MS__PL_PROF, realloc_in, p, size);
 }
 
 MS__FORK_TEXT void *realloc(void *p, size_t size) {
@@ -331,12 +314,8 @@ MS__FORK_TEXT int ms__preload_posix_memalign(void **out, size_t align,
     return 0;
   }
   int r = ms__real.posix_memalign(out, align, size);
-  if (r == 0) {
-    if (m == MS__PL_PROF)
-      ms__preload_count_alloc(*out, 1);
-    else
-      ms__preload_count_alloc(*out, 0);
-  }
+  if (r == 0)
+    MS__PL_COPIES(m == MS__PL_PROF, ms__preload_count_alloc, *out);
   return r;
 }
 
@@ -362,10 +341,7 @@ static void *aligned_fallback(size_t align, size_t size) {
 /* A block from one of the next allocator's aligned functions, counted by
  * the copy m says. */
 static void *count_aligned(void *p, int m) {
-  if (m == MS__PL_PROF)
-    ms__preload_count_alloc(p, 1);
-  else
-    ms__preload_count_alloc(p, 0);
+  MS__PL_COPIES(m == MS__PL_PROF, ms__preload_count_alloc, p);
   return p;
 }
 

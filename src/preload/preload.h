@@ -171,13 +171,30 @@ int ms__preload_forked(int st);
 /* What an entry point runs: the bootstrap buffer (no next allocator yet,
  * or none), its plain copy, or its profiling copy. An entry point is
  *     int m = ms__preload_mode();
- *     if (m == MS__PL_PLAIN) return body(..., 0);
- *     if (m == MS__PL_PROF) return body(..., 1);
- *     return <bootstrap>;
- * with body always inline and its last argument a constant: the plain
- * copy is the code of the preload without a profiler, reached by the one
- * compare and branch the entry point paid before the profiler existed. */
+ *     if (m == MS__PL_BOOT) return <bootstrap>;
+ *     return MS__PL_COPIES(m == MS__PL_PROF, body, ...);
+ * with body always inline and its last argument prof: the plain copy is
+ * the code of the preload without a profiler, reached by the one compare
+ * and branch the entry point paid before the profiler existed. */
 enum { MS__PL_BOOT = -1, MS__PL_PLAIN = 0, MS__PL_PROF = 1 };
+
+/* The two copies of body, written once: body(args..., 1) where prof is
+ * true, body(args..., 0) where it is not, each with its last argument a
+ * constant that the compiler folds (an always-inline body then has no
+ * profiler in its plain copy at all). */
+#define MS__PL_COPIES(prof, body, ...)                                         \
+  ((prof) ? body(__VA_ARGS__, 1) : body(__VA_ARGS__, 0))
+
+/* The same out of line: defines name(p), body(p, 0), and name##_prof(p),
+ * body(p, 1), each a function of its own so that the registers one copy
+ * needs are not saved on the way into the other (a tail call away). */
+#define MS__PL_OUT_OF_LINE(name, body)                                         \
+  MS__FORK_TEXT static __attribute__((noinline)) void name(void *p) {          \
+    body(p, 0);                                                                \
+  }                                                                            \
+  MS__FORK_TEXT static __attribute__((noinline)) void name##_prof(void *p) {   \
+    body(p, 1);                                                                \
+  }
 int ms__preload_mode_slow(void);
 static inline __attribute__((always_inline)) int ms__preload_mode(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
