@@ -249,8 +249,9 @@ realloc_in(void *p, size_t size, int prof) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is
      * counted out and in like any block's. */
     ms__glibc_block_t ob = ms__glibc_block(p);
-    ms__preload_unsample(p, prof); /* before its address can be reused */
+    uint64_t taken = ms__preload_realloc_begin(p, prof);
     void *q = ms__real.realloc(p, size);
+    ms__preload_realloced(p, taken, q != NULL || size == 0);
     if (q) {
       ms__preload_record_glibc(t, NULL, ob, 1, prof);
       ms__preload_record_glibc(t, q, ms__glibc_block(q), 0, prof);
@@ -261,8 +262,9 @@ realloc_in(void *p, size_t size, int prof) {
     return q;
   }
   size_t old = ms__preload_usable(t, p);
-  ms__preload_unsample(p, prof); /* before its address can be reused */
+  uint64_t taken = ms__preload_realloc_begin(p, prof);
   void *q = ms__real.realloc(p, size);
+  ms__preload_realloced(p, taken, q != NULL || size == 0);
   if (q) {
     ms__preload_record(t, NULL, old, 1, prof);
     ms__preload_record(t, q, ms__preload_usable(t, q), 0, prof);

@@ -381,6 +381,30 @@ ms__preload_unsample(void *p, int prof) {
     ms__prof_freed(p);
 }
 
+/* realloc's part, in the profiling copies: the sample of p, if p is one,
+ * leaves the profile's table of addresses before the realloc (once the
+ * block has moved, its old address can be handed out and sampled again by
+ * another thread), and ms__preload_realloced then counts it freed if the
+ * realloc gave the block up, or puts it back if not: a realloc that fails
+ * leaves its block, and the block's sample, where they were. */
+static inline __attribute__((always_inline)) uint64_t
+ms__preload_realloc_begin(void *p, int prof) {
+  if (MS__PRELOAD_PROFILER && prof &&
+      __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
+                       0) &&
+      __atomic_load_n(
+          &__atomic_load_n(&ms__prof_filter,
+                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+          __ATOMIC_RELAXED) != 0)
+    return ms__prof_realloc_begin(p);
+  return 0;
+}
+static inline __attribute__((always_inline)) void
+ms__preload_realloced(void *p, uint64_t taken, int freed) {
+  if (__builtin_expect(taken != 0, 0))
+    ms__prof_realloced(p, taken, freed);
+}
+
 /* Counts and samples the block p of size bytes, which ran this thread's
  * countdown out (resolve.c). */
 void ms__preload_alloc_sampled(ms__tls_t *t, void *p, uint64_t size);
