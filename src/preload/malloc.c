@@ -377,17 +377,19 @@ void *valloc(size_t size) {
 void *pvalloc(size_t size) {
   size_t ps = ms__page_size();
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_BOOT, 0))
-    return boot((size + ps - 1) & ~(ps - 1), ps);
-  if (!ms__real.pvalloc) {
-    size_t rounded;
-    if (__builtin_add_overflow(size, ps - 1, &rounded)) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    return aligned_fallback(ps, rounded & ~(ps - 1));
+  if (m != MS__PL_BOOT && ms__real.pvalloc)
+    return count_aligned(ms__real.pvalloc(size), m);
+  /* Rounded up to whole pages here: a size within a page of SIZE_MAX would
+   * wrap to a block of 0 bytes. */
+  size_t rounded;
+  if (__builtin_add_overflow(size, ps - 1, &rounded)) {
+    errno = ENOMEM;
+    return NULL;
   }
-  return count_aligned(ms__real.pvalloc(size), m);
+  rounded &= ~(ps - 1);
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
+    return boot(rounded, ps);
+  return aligned_fallback(ps, rounded);
 }
 
 MS__FORK_TEXT size_t malloc_usable_size(void *p) {
