@@ -123,6 +123,11 @@ static void use_malloc(void);
  * profiler off the operators test nothing more than they did before it. */
 static void *plain[NSYMS];
 
+/* The same for the profiling copy: syms[i] once it is there and the
+ * profiler is on (which it never turns off), else NULL: the other path
+ * then takes it without looking the operator up again nor the state. */
+static void *prof_op[NSYMS];
+
 /* Publishes a looked-up f to plain[i] unless the profiler is on. The
  * profiler is turned on by storing the state and then clearing plain[];
  * this stores plain[i] and then reads the state (both sequentially
@@ -133,13 +138,20 @@ static void publish(int i, void *f) {
     return;
   __atomic_store_n(&plain[i], f, __ATOMIC_SEQ_CST);
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_SEQ_CST);
-  if (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF)
+  if (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF) {
     __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&prof_op[i], f, __ATOMIC_RELEASE);
+  }
 }
 
 void ms__preload_cxx_profile_on(void) {
-  for (int i = 0; i < NSYMS; i++)
+  for (int i = 0; i < NSYMS; i++) {
     __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+    void *f = __atomic_load_n(&syms[i], __ATOMIC_ACQUIRE);
+    if (f != NULL && f != MISSING && i != THROW_BAD_ALLOC &&
+        i != THROW_BAD_ALLOC_LIBCXX)
+      __atomic_store_n(&prof_op[i], f, __ATOMIC_RELEASE);
+  }
 }
 
 /* Looks operator i up (see sym). */
@@ -283,7 +295,10 @@ new_call(void *f, size_t n, size_t al, int prof) {
  * (clang: 10 instructions a new/delete pair, test_hotpath_cost). */
 static inline __attribute__((always_inline)) void *
 new_other(int nt_index, size_t n, size_t al) {
-  void *f = sym(nt_index);
+  void *f = __atomic_load_n(&prof_op[nt_index], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(f != NULL, 1))
+    return new_call(f, n, al, 1);
+  f = sym(nt_index);
   if (__builtin_expect(!f, 0))
     return new_fallback(n, al);
   return MS__PL_COPIES(__builtin_expect(ms__preload_profiling(), 1), new_call,
@@ -425,7 +440,12 @@ delete_in(int idx, void *f, void *p, size_t n, size_t al, ms__nothrow_ref nt,
  * from new_fallback: free. */
 static inline __attribute__((always_inline)) void
 delete_other(int idx, void *p, size_t n, size_t al, ms__nothrow_ref nt) {
-  void *f = sym(idx);
+  void *f = __atomic_load_n(&prof_op[idx], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(f != NULL, 1)) {
+    delete_in(idx, f, p, n, al, nt, 1);
+    return;
+  }
+  f = sym(idx);
   if (__builtin_expect(!f, 0))
     ms__preload_free(p);
   else
