@@ -371,17 +371,20 @@ $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -O2 $(TOOL_CFLAGS) -Itests -o $@ $< $(TEST_LINK) $(BASE_LDFLAGS) $(TOOL_LIBS) -ldl
 
-# The preload built as its own floors (MS__PRELOAD_FLOOR in
-# src/preload/preload.h): forwarding only (1), forwarding and measuring
-# each block (2), and the naive exact counter (3: forward, measure, add to
-# plain per-thread counters, no consistency), which the preload's goal is
-# set against. bench_preload runs the same loop on them.
+# The preload built as its own floors: forwarding only (1), forwarding
+# and measuring each block (2), and the naive exact counter (3: forward,
+# measure, add to plain per-thread counters, no consistency), which the
+# preload's goal is set against. Their src/preload/record.h is
+# tests/bench/floor/preload/record.h (found first: -iquote), so the
+# product's source has no floor in it. bench_preload runs the same loops
+# on them.
 BENCH_FLOORS := $(BUILD)/bench/floor1/libmemstats-preload.so \
                 $(BUILD)/bench/floor2/libmemstats-preload.so \
                 $(BUILD)/bench/floor3/libmemstats-preload.so
 $(BUILD)/bench/floor%/libmemstats-preload.so: $(LIB_SRCS) $(PRELOAD_SRCS) \
-    $(wildcard src/*/*.h) include/memstats.h
-	$(MAKE) BUILD=$(BUILD)/bench/floor$* SAN= OPT='-O2 -g -DMS__PRELOAD_FLOOR=$*' $@
+    $(wildcard src/*/*.h) include/memstats.h tests/bench/floor/preload/record.h
+	$(MAKE) BUILD=$(BUILD)/bench/floor$* SAN= \
+	  OPT='-O2 -g -DMS__PRELOAD_FLOOR=$* -iquote tests/bench/floor' $@
 
 # And without the heap profiler's hooks (MS__PRELOAD_PROFILER=0): the
 # preload as it was before the profiler, the baseline of what

@@ -20,10 +20,19 @@
  *
  * Where no C++ runtime defines an operator (a C program calling
  * _Znwm by hand), the hooks fall back to malloc/posix_memalign and free.
+ *
+ * Where the next operators are the C++ runtime's own (libstdc++'s or
+ * libc++'s), which allocate with malloc and free with free, the unaligned
+ * ones go to this library's malloc and free directly (via_malloc): the
+ * same blocks the runtime's operators would get from the same malloc,
+ * counted once, without the guarded round trip through the runtime and
+ * back into our malloc. Only a failed allocation takes the runtime's own
+ * operator, for its new_handler loop and its std::bad_alloc.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "preload/preload.h"
 
@@ -101,11 +110,23 @@ static const char *const sym_names[NSYMS] = {
 #define MISSING ((void *)1)
 static void *syms[NSYMS];
 
+/* Nonzero when the next unaligned operators new and delete are the C++
+ * runtime's (libstdc++'s or libc++'s), which are malloc and free with a
+ * new_handler loop around malloc: set once by ms__preload_cxx_resolve,
+ * from the constructor, and never cleared. */
+static int via_malloc;
+static void use_malloc(void);
+
 /* What the operators load first: syms[i] when it is there and the plain
  * copy may run (the profiler off), else NULL, and the operator takes its
  * other path (looking up, falling back, or the profiling copy): with the
  * profiler off the operators test nothing more than they did before it. */
 static void *plain[NSYMS];
+
+/* The same for the profiling copy: syms[i] once it is there and the
+ * profiler is on (which it never turns off), else NULL: the other path
+ * then takes it without looking the operator up again nor the state. */
+static void *prof_op[NSYMS];
 
 /* Publishes a looked-up f to plain[i] unless the profiler is on. The
  * profiler is turned on by storing the state and then clearing plain[];
@@ -117,13 +138,20 @@ static void publish(int i, void *f) {
     return;
   __atomic_store_n(&plain[i], f, __ATOMIC_SEQ_CST);
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_SEQ_CST);
-  if (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF)
+  if (st == MS__REAL_PROF || st == MS__REAL_FORKED_PROF) {
     __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&prof_op[i], f, __ATOMIC_RELEASE);
+  }
 }
 
 void ms__preload_cxx_profile_on(void) {
-  for (int i = 0; i < NSYMS; i++)
+  for (int i = 0; i < NSYMS; i++) {
     __atomic_store_n(&plain[i], NULL, __ATOMIC_SEQ_CST);
+    void *f = __atomic_load_n(&syms[i], __ATOMIC_ACQUIRE);
+    if (f != NULL && f != MISSING && i != THROW_BAD_ALLOC &&
+        i != THROW_BAD_ALLOC_LIBCXX)
+      __atomic_store_n(&prof_op[i], f, __ATOMIC_RELEASE);
+  }
 }
 
 /* Looks operator i up (see sym). */
@@ -154,6 +182,18 @@ static inline __attribute__((always_inline)) void *sym(int i) {
   return f == MISSING ? NULL : f;
 }
 
+/* Whether f is defined by the C++ runtime (libstdc++ or libc++): its file
+ * name. dladdr takes the loader lock but does not allocate. */
+static int in_cxx_runtime(void *f) {
+  Dl_info d;
+  if (f == NULL || f == MISSING || !dladdr(f, &d) || d.dli_fname == NULL)
+    return 0;
+  const char *name = strrchr(d.dli_fname, '/');
+  name = name ? name + 1 : d.dli_fname;
+  return strncmp(name, "libstdc++.so", 12) == 0 ||
+         strncmp(name, "libc++.so", 9) == 0;
+}
+
 /* Called by the constructor: looks up every operator the C++ runtimes
  * already loaded define, so that dlsym's own allocations happen at load
  * time and not inside the program's first new. What is not found yet is
@@ -175,6 +215,16 @@ void ms__preload_cxx_resolve(void) {
        * runtime loaded later. */
       return;
     }
+  }
+  static const int unaligned[] = {NEW,   NEW_A,  NEW_NT,   NEW_A_NT, DEL,
+                                  DEL_A, DEL_SZ, DEL_A_SZ, DEL_NT,   DEL_A_NT};
+  int all = 1;
+  for (size_t k = 0; k < sizeof unaligned / sizeof unaligned[0]; k++)
+    all &=
+        in_cxx_runtime(__atomic_load_n(&syms[unaligned[k]], __ATOMIC_ACQUIRE));
+  if (all) {
+    __atomic_store_n(&via_malloc, 1, __ATOMIC_RELEASE);
+    use_malloc();
   }
 }
 
@@ -251,12 +301,14 @@ new_call(void *f, size_t n, size_t al, int prof) {
  * (clang: 10 instructions a new/delete pair, test_hotpath_cost). */
 static inline __attribute__((always_inline)) void *
 new_other(int nt_index, size_t n, size_t al) {
-  void *f = sym(nt_index);
+  void *f = __atomic_load_n(&prof_op[nt_index], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(f != NULL, 1))
+    return new_call(f, n, al, 1);
+  f = sym(nt_index);
   if (__builtin_expect(!f, 0))
     return new_fallback(n, al);
-  if (__builtin_expect(ms__preload_profiling(), 1))
-    return new_call(f, n, al, 1);
-  return new_call(f, n, al, 0);
+  return MS__PL_COPIES(__builtin_expect(ms__preload_profiling(), 1), new_call,
+                       f, n, al);
 }
 typedef void *(*new_other_fn)(size_t, size_t);
 #define NEW_OTHER(idx)                                                         \
@@ -289,13 +341,13 @@ new_counted(int nt_index, new_other_fn other, size_t n, size_t al) {
     }                                                                          \
   } while (0)
 
-void *_Znwm(size_t n) {
+static __attribute__((noinline)) void *next_Znwm(size_t n) {
   NEW_PASSTHROUGH(NEW, ((new_fn)f_)(n));
   void *p = new_counted(NEW_NT, other_NEW_NT, n, 0);
   return p ? p : new_failed(NEW, n, 0);
 }
 
-void *_Znam(size_t n) {
+static __attribute__((noinline)) void *next_Znam(size_t n) {
   NEW_PASSTHROUGH(NEW_A, ((new_fn)f_)(n));
   void *p = new_counted(NEW_A_NT, other_NEW_A_NT, n, 0);
   return p ? p : new_failed(NEW_A, n, 0);
@@ -313,12 +365,14 @@ void *_ZnamSt11align_val_t(size_t n, size_t al) {
   return p ? p : new_failed(NEW_A_AL, n, al);
 }
 
-void *_ZnwmRKSt9nothrow_t(size_t n, ms__nothrow_ref nt) {
+static __attribute__((noinline)) void *
+next_ZnwmRKSt9nothrow_t(size_t n, ms__nothrow_ref nt) {
   NEW_PASSTHROUGH(NEW_NT, ((new_nt_fn)f_)(n, nt));
   return new_counted(NEW_NT, other_NEW_NT, n, 0);
 }
 
-void *_ZnamRKSt9nothrow_t(size_t n, ms__nothrow_ref nt) {
+static __attribute__((noinline)) void *
+next_ZnamRKSt9nothrow_t(size_t n, ms__nothrow_ref nt) {
   NEW_PASSTHROUGH(NEW_A_NT, ((new_nt_fn)f_)(n, nt));
   return new_counted(NEW_A_NT, other_NEW_A_NT, n, 0);
 }
@@ -392,13 +446,17 @@ delete_in(int idx, void *f, void *p, size_t n, size_t al, ms__nothrow_ref nt,
  * from new_fallback: free. */
 static inline __attribute__((always_inline)) void
 delete_other(int idx, void *p, size_t n, size_t al, ms__nothrow_ref nt) {
-  void *f = sym(idx);
+  void *f = __atomic_load_n(&prof_op[idx], __ATOMIC_ACQUIRE);
+  if (__builtin_expect(f != NULL, 1)) {
+    delete_in(idx, f, p, n, al, nt, 1);
+    return;
+  }
+  f = sym(idx);
   if (__builtin_expect(!f, 0))
     ms__preload_free(p);
-  else if (__builtin_expect(ms__preload_profiling(), 1))
-    delete_in(idx, f, p, n, al, nt, 1);
   else
-    delete_in(idx, f, p, n, al, nt, 0);
+    MS__PL_COPIES(__builtin_expect(ms__preload_profiling(), 1), delete_in, idx,
+                  f, p, n, al, nt);
 }
 
 /* One function each (idx a constant in it), so that the profiling copy
@@ -433,20 +491,20 @@ delete_op(int idx, delete_other_fn other, void *p, size_t n, size_t al,
     delete_in(idx, f, p, n, al, nt, 0);
 }
 
-void _ZdlPv(void *p) {
+static __attribute__((noinline)) void next_ZdlPv(void *p) {
   delete_op(DEL, other_DEL, p, 0, 0, NULL);
 }
 
-void _ZdaPv(void *p) {
+static __attribute__((noinline)) void next_ZdaPv(void *p) {
   delete_op(DEL_A, other_DEL_A, p, 0, 0, NULL);
 }
 
 /* Sized: the size tells the usable size where the classes are known. */
-void _ZdlPvm(void *p, size_t n) {
+static __attribute__((noinline)) void next_ZdlPvm(void *p, size_t n) {
   delete_op(DEL_SZ, other_DEL_SZ, p, n, 0, NULL);
 }
 
-void _ZdaPvm(void *p, size_t n) {
+static __attribute__((noinline)) void next_ZdaPvm(void *p, size_t n) {
   delete_op(DEL_A_SZ, other_DEL_A_SZ, p, n, 0, NULL);
 }
 
@@ -466,11 +524,13 @@ void _ZdaPvmSt11align_val_t(void *p, size_t n, size_t al) {
   delete_op(DEL_A_SZ_AL, other_DEL_A_SZ_AL, p, n, al, NULL);
 }
 
-void _ZdlPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
+static __attribute__((noinline)) void
+next_ZdlPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
   delete_op(DEL_NT, other_DEL_NT, p, 0, 0, nt);
 }
 
-void _ZdaPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
+static __attribute__((noinline)) void
+next_ZdaPvRKSt9nothrow_t(void *p, ms__nothrow_ref nt) {
   delete_op(DEL_A_NT, other_DEL_A_NT, p, 0, 0, nt);
 }
 
@@ -482,4 +542,65 @@ void _ZdlPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al,
 void _ZdaPvSt11align_val_tRKSt9nothrow_t(void *p, size_t al,
                                          ms__nothrow_ref nt) {
   delete_op(DEL_A_AL_NT, other_DEL_A_AL_NT, p, 0, al, nt);
+}
+
+/* ---- the unaligned operators on the C++ runtime --------------------------
+ * Each unaligned operator is an indirect tail call of what impl_<name>
+ * holds: next_<name> above (the operator on any runtime), or via_<name>
+ * once use_malloc has found the runtime's own operators next (via_malloc):
+ * the runtime's operator new is malloc(n ? n : 1) with a new_handler loop
+ * around it, its delete free(p), so our malloc and free serve them,
+ * guard and all, and only a failed malloc goes on to next_<name> (the
+ * runtime's handler loop, its std::bad_alloc). One load and a jump either
+ * way: the other runtimes' operators pay no test for this one's. */
+#define CXX_NEW_VIA_MALLOC(name, params, args)                                 \
+  static __attribute__((noinline)) void *via##name params {                    \
+    void *p = ms__preload_malloc(n + (n == 0));                                \
+    if (__builtin_expect(p != NULL, 1))                                        \
+      return p;                                                                \
+    return next##name args;                                                    \
+  }                                                                            \
+  static void *(*impl##name)params = next##name;                               \
+  void *name params {                                                          \
+    return __atomic_load_n(&impl##name, __ATOMIC_RELAXED) args;                \
+  }
+/* (Its other arguments are named, never read: free needs p only.) */
+#define CXX_DELETE_VIA_MALLOC(name, params, args)                              \
+  static __attribute__((noinline)) void via##name params {                     \
+    (void)(0 && (next##name args, 0));                                         \
+    ms__preload_free(p);                                                       \
+  }                                                                            \
+  static void(*impl##name) params = next##name;                                \
+  void name params {                                                           \
+    __atomic_load_n(&impl##name, __ATOMIC_RELAXED) args;                       \
+  }
+
+CXX_NEW_VIA_MALLOC(_Znwm, (size_t n), (n))
+CXX_NEW_VIA_MALLOC(_Znam, (size_t n), (n))
+CXX_NEW_VIA_MALLOC(_ZnwmRKSt9nothrow_t, (size_t n, ms__nothrow_ref nt), (n, nt))
+CXX_NEW_VIA_MALLOC(_ZnamRKSt9nothrow_t, (size_t n, ms__nothrow_ref nt), (n, nt))
+CXX_DELETE_VIA_MALLOC(_ZdlPv, (void *p), (p))
+CXX_DELETE_VIA_MALLOC(_ZdaPv, (void *p), (p))
+CXX_DELETE_VIA_MALLOC(_ZdlPvm, (void *p, size_t n), (p, n))
+CXX_DELETE_VIA_MALLOC(_ZdaPvm, (void *p, size_t n), (p, n))
+CXX_DELETE_VIA_MALLOC(_ZdlPvRKSt9nothrow_t, (void *p, ms__nothrow_ref nt),
+                      (p, nt))
+CXX_DELETE_VIA_MALLOC(_ZdaPvRKSt9nothrow_t, (void *p, ms__nothrow_ref nt),
+                      (p, nt))
+
+static void use_malloc(void) {
+  __atomic_store_n(&impl_Znwm, via_Znwm, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_Znam, via_Znam, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZnwmRKSt9nothrow_t, via_ZnwmRKSt9nothrow_t,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZnamRKSt9nothrow_t, via_ZnamRKSt9nothrow_t,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdlPv, via_ZdlPv, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdaPv, via_ZdaPv, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdlPvm, via_ZdlPvm, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdaPvm, via_ZdaPvm, __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdlPvRKSt9nothrow_t, via_ZdlPvRKSt9nothrow_t,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&impl_ZdaPvRKSt9nothrow_t, via_ZdaPvRKSt9nothrow_t,
+                   __ATOMIC_RELAXED);
 }

@@ -21,10 +21,6 @@
 #include "core/util.h"
 #include "preload/preload.h"
 
-#if MS__PRELOAD_FLOOR == 3
-__thread ms__naive_t ms__naive __attribute__((tls_model("initial-exec")));
-#endif
-
 /* The exported names, declared here once (glibc's headers declare most of
  * them without our visibility attribute). */
 MS__PRELOAD_API void *malloc(size_t size);
@@ -50,26 +46,16 @@ MS__FORK_TEXT static void *boot(size_t size, size_t align) {
 /* ---- malloc, free, calloc ------------------------------------------------*/
 
 /* Each entry point is an always-inline body with a constant last argument
- * prof, instantiated twice by ms__preload_mode (preload.h): with
+ * prof, instantiated twice (MS__PL_COPIES, preload.h): with
  * MEMSTATS_PROFILE_RATE=0 the plain copy runs, which has no profiler in
  * it; the profiling copy samples and unsamples. */
-
-/* glibc's blocks are measured by their header (MS__USABLE_GLIBC): malloc
- * and free take that path first and ask nothing else (not jemalloc's
- * modes), which the common case pays for on every call otherwise. */
-static inline int glibc_first(void) {
-  return MS__PRELOAD_FLOOR != 1 &&
-         __builtin_expect(__atomic_load_n(&ms__real.usable_kind,
-                                          __ATOMIC_RELAXED) == MS__USABLE_GLIBC,
-                          1);
-}
 
 static inline __attribute__((always_inline)) void *malloc_in(size_t size,
                                                              int prof) {
   void *p = ms__real.malloc(size);
-  if (glibc_first()) {
+  if (ms__preload_glibc_kind()) {
     ms__tls_t *t = &ms__tls;
-    if (__builtin_expect(p != NULL, 1) && !ms__pl(t)->guard)
+    if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
     return p;
   }
@@ -81,11 +67,9 @@ static inline __attribute__((always_inline)) void *malloc_in(size_t size,
  * looked up (and the state read again), or the bootstrap buffer serves. */
 MS__FORK_TEXT static __attribute__((noinline)) void *malloc_other(size_t size) {
   int m = ms__preload_mode();
-  if (m == MS__PL_PROF)
-    return malloc_in(size, 1);
-  if (m == MS__PL_PLAIN)
-    return malloc_in(size, 0);
-  return boot(size, 16);
+  if (m == MS__PL_BOOT)
+    return boot(size, 16);
+  return MS__PL_COPIES(m == MS__PL_PROF, malloc_in, size);
 }
 
 /* The body of malloc, inlined both into the exported function (the
@@ -111,30 +95,21 @@ static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
 static inline __attribute__((always_inline)) void free_by_counter_in(void *p,
                                                                      int prof) {
   ms__tls_t *t = &ms__tls;
-  if (!ms__pl(t)->guard && ms__preload_free_by_counter(t, p, prof))
+  if (ms__preload_counts(t) && ms__preload_free_by_counter(t, p, prof))
     return;
   ms__preload_count_free(p, prof);
   ms__real.free(p);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void free_by_counter(void *p) {
-  free_by_counter_in(p, 0);
-}
-MS__FORK_TEXT static __attribute__((noinline)) void
-free_by_counter_prof(void *p) {
-  free_by_counter_in(p, 1);
-}
+MS__PL_OUT_OF_LINE(free_by_counter, free_by_counter_in)
 
 /* free on any other allocator: measured, counted, freed; out of line for
  * the same reason. */
-MS__FORK_TEXT static __attribute__((noinline)) void free_measured(void *p) {
-  ms__preload_count_free(p, 0);
+static inline __attribute__((always_inline)) void free_measured_in(void *p,
+                                                                   int prof) {
+  ms__preload_count_free(p, prof);
   ms__real.free(p);
 }
-MS__FORK_TEXT static __attribute__((noinline)) void
-free_measured_prof(void *p) {
-  ms__preload_count_free(p, 1);
-  ms__real.free(p);
-}
+MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
 
 /* free() on glibc of a block the profile's filter holds while sampled
  * blocks are live: the block is matched against the profile's table
@@ -146,9 +121,9 @@ free_glibc_sampled(ms__tls_t *t, void *p) {
 }
 
 static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
-  if (glibc_first()) {
+  if (ms__preload_glibc_kind()) {
     ms__tls_t *t = &ms__tls;
-    if (!ms__pl(t)->guard) {
+    if (ms__preload_counts(t)) {
       /* While sampled blocks are live a block the profile's filter
        * holds goes the long way, out of line: the common path then keeps
        * no register across a call and needs no stack frame (with it
@@ -174,8 +149,7 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
     ms__real.free(p);
     return;
   }
-  if (MS__PRELOAD_FLOOR != 1 &&
-      __atomic_load_n(&ms__real.free_by_counter, __ATOMIC_RELAXED)) {
+  if (ms__preload_by_counter()) {
     if (prof)
       free_by_counter_prof(p);
     else
@@ -191,10 +165,8 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
 /* free when the gate says neither of its two cases (see malloc_other). */
 MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
   int m = ms__preload_mode();
-  if (m == MS__PL_PROF)
-    free_in(p, 1);
-  else if (m == MS__PL_PLAIN)
-    free_in(p, 0);
+  if (m != MS__PL_BOOT)
+    MS__PL_COPIES(m == MS__PL_PROF, free_in, p);
 }
 
 static inline __attribute__((always_inline)) void free_body(void *p) {
@@ -242,10 +214,8 @@ calloc_in(size_t n, size_t size, int prof) {
 
 MS__FORK_TEXT void *calloc(size_t n, size_t size) {
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_PLAIN, 1))
-    return calloc_in(n, size, 0);
-  if (m == MS__PL_PROF)
-    return calloc_in(n, size, 1);
+  if (__builtin_expect(m != MS__PL_BOOT, 1))
+    return MS__PL_COPIES(m == MS__PL_PROF, calloc_in, n, size);
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -273,14 +243,15 @@ MS__FORK_TEXT static void *realloc_bootstrap(void *p, size_t size) {
 static inline __attribute__((always_inline)) void *
 realloc_in(void *p, size_t size, int prof) {
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1 || ms__pl(t)->guard)
+  if (!ms__preload_counts(t))
     return ms__real.realloc(p, size);
   if (ms__preload_glibc_kind()) {
     /* A mmapped chunk may be moved or resized by mremap: its mapping is
      * counted out and in like any block's. */
     ms__glibc_block_t ob = ms__glibc_block(p);
-    ms__preload_unsample(p, prof); /* before its address can be reused */
+    uint64_t taken = ms__preload_realloc_begin(p, prof);
     void *q = ms__real.realloc(p, size);
+    ms__preload_realloced(p, taken, q != NULL || size == 0);
     if (q) {
       ms__preload_record_glibc(t, NULL, ob, 1, prof);
       ms__preload_record_glibc(t, q, ms__glibc_block(q), 0, prof);
@@ -291,8 +262,9 @@ realloc_in(void *p, size_t size, int prof) {
     return q;
   }
   size_t old = ms__preload_usable(t, p);
-  ms__preload_unsample(p, prof); /* before its address can be reused */
+  uint64_t taken = ms__preload_realloc_begin(p, prof);
   void *q = ms__real.realloc(p, size);
+  ms__preload_realloced(p, taken, q != NULL || size == 0);
   if (q) {
     ms__preload_record(t, NULL, old, 1, prof);
     ms__preload_record(t, q, ms__preload_usable(t, q), 0, prof);
@@ -308,11 +280,9 @@ MS__FORK_TEXT static void *realloc_impl(void *p, size_t size) {
   if (__builtin_expect(ms__bootstrap_owns(p), 0))
     return realloc_bootstrap(p, size);
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_PLAIN, 1))
-    return realloc_in(p, size, 0);
-  if (m == MS__PL_PROF)
-    return realloc_in(p, size, 1);
-  return NULL;
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
+    return NULL;
+  return MS__PL_COPIES(m == MS__PL_PROF, realloc_in, p, size);
 }
 
 MS__FORK_TEXT void *realloc(void *p, size_t size) {
@@ -346,12 +316,8 @@ MS__FORK_TEXT int ms__preload_posix_memalign(void **out, size_t align,
     return 0;
   }
   int r = ms__real.posix_memalign(out, align, size);
-  if (r == 0) {
-    if (m == MS__PL_PROF)
-      ms__preload_count_alloc(*out, 1);
-    else
-      ms__preload_count_alloc(*out, 0);
-  }
+  if (r == 0)
+    MS__PL_COPIES(m == MS__PL_PROF, ms__preload_count_alloc, *out);
   return r;
 }
 
@@ -377,10 +343,7 @@ static void *aligned_fallback(size_t align, size_t size) {
 /* A block from one of the next allocator's aligned functions, counted by
  * the copy m says. */
 static void *count_aligned(void *p, int m) {
-  if (m == MS__PL_PROF)
-    ms__preload_count_alloc(p, 1);
-  else
-    ms__preload_count_alloc(p, 0);
+  MS__PL_COPIES(m == MS__PL_PROF, ms__preload_count_alloc, p);
   return p;
 }
 
@@ -414,17 +377,19 @@ void *valloc(size_t size) {
 void *pvalloc(size_t size) {
   size_t ps = ms__page_size();
   int m = ms__preload_mode();
-  if (__builtin_expect(m == MS__PL_BOOT, 0))
-    return boot((size + ps - 1) & ~(ps - 1), ps);
-  if (!ms__real.pvalloc) {
-    size_t rounded;
-    if (__builtin_add_overflow(size, ps - 1, &rounded)) {
-      errno = ENOMEM;
-      return NULL;
-    }
-    return aligned_fallback(ps, rounded & ~(ps - 1));
+  if (m != MS__PL_BOOT && ms__real.pvalloc)
+    return count_aligned(ms__real.pvalloc(size), m);
+  /* Rounded up to whole pages here: a size within a page of SIZE_MAX would
+   * wrap to a block of 0 bytes. */
+  size_t rounded;
+  if (__builtin_add_overflow(size, ps - 1, &rounded)) {
+    errno = ENOMEM;
+    return NULL;
   }
-  return count_aligned(ms__real.pvalloc(size), m);
+  rounded &= ~(ps - 1);
+  if (__builtin_expect(m == MS__PL_BOOT, 0))
+    return boot(rounded, ps);
+  return aligned_fallback(ps, rounded);
 }
 
 MS__FORK_TEXT size_t malloc_usable_size(void *p) {

@@ -15,6 +15,7 @@
  *            allocations from a static bootstrap buffer meanwhile;
  * malloc.c   the C allocation functions;
  * cxx.c      the C++ operators, written in C under their mangled names;
+ * record.h   what is done with each block measured (a part of this file);
  * preload.c  the constructor (agent start) and the opt-in exit report.
  */
 #ifndef MS_PRELOAD_PRELOAD_H
@@ -170,13 +171,30 @@ int ms__preload_forked(int st);
 /* What an entry point runs: the bootstrap buffer (no next allocator yet,
  * or none), its plain copy, or its profiling copy. An entry point is
  *     int m = ms__preload_mode();
- *     if (m == MS__PL_PLAIN) return body(..., 0);
- *     if (m == MS__PL_PROF) return body(..., 1);
- *     return <bootstrap>;
- * with body always inline and its last argument a constant: the plain
- * copy is the code of the preload without a profiler, reached by the one
- * compare and branch the entry point paid before the profiler existed. */
+ *     if (m == MS__PL_BOOT) return <bootstrap>;
+ *     return MS__PL_COPIES(m == MS__PL_PROF, body, ...);
+ * with body always inline and its last argument prof: the plain copy is
+ * the code of the preload without a profiler, reached by the one compare
+ * and branch the entry point paid before the profiler existed. */
 enum { MS__PL_BOOT = -1, MS__PL_PLAIN = 0, MS__PL_PROF = 1 };
+
+/* The two copies of body, written once: body(args..., 1) where prof is
+ * true, body(args..., 0) where it is not, each with its last argument a
+ * constant that the compiler folds (an always-inline body then has no
+ * profiler in its plain copy at all). */
+#define MS__PL_COPIES(prof, body, ...)                                         \
+  ((prof) ? body(__VA_ARGS__, 1) : body(__VA_ARGS__, 0))
+
+/* The same out of line: defines name(p), body(p, 0), and name##_prof(p),
+ * body(p, 1), each a function of its own so that the registers one copy
+ * needs are not saved on the way into the other (a tail call away). */
+#define MS__PL_OUT_OF_LINE(name, body)                                         \
+  MS__FORK_TEXT static __attribute__((noinline)) void name(void *p) {          \
+    body(p, 0);                                                                \
+  }                                                                            \
+  MS__FORK_TEXT static __attribute__((noinline)) void name##_prof(void *p) {   \
+    body(p, 1);                                                                \
+  }
 int ms__preload_mode_slow(void);
 static inline __attribute__((always_inline)) int ms__preload_mode(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
@@ -335,31 +353,6 @@ static inline size_t ms__request_round(size_t n, size_t max) {
   return ms__request_round_other(n);
 }
 
-/* ---- floors, for make bench only ------------------------------------------
- * make bench also builds this preload with MS__PRELOAD_FLOOR set, to show
- * what part of its cost any interposer pays (tests/bench/bench_preload.c):
- *   1  forwarding only: every call goes through these functions to the
- *      next allocator, and nothing is measured or counted;
- *   2  forwarding and measuring: each block's usable size is found exactly
- *      as below, and then dropped instead of recorded;
- *   3  the naive exact counter: forwarding, measuring each block as below,
- *      and adding its size and one object to plain per-thread counters
- *      (ms__naive: no size classes, no sequence bracket, so no consistent
- *      cut; the counters are never read). The preload's goal is set
- *      against this one: at most 1.25x its malloc/free loop.
- * The product is built with 0: everything is counted. */
-#ifndef MS__PRELOAD_FLOOR
-#define MS__PRELOAD_FLOOR 0
-#endif
-
-#if MS__PRELOAD_FLOOR == 3
-typedef struct ms__naive_s {
-  uint64_t bytes[2], objects[2]; /* [0] allocated, [1] freed */
-} ms__naive_t;
-extern __thread ms__naive_t ms__naive
-    __attribute__((tls_model("initial-exec")));
-#endif
-
 /* The heap profiler's part of the hot path (src/profile/sampler.c), in
  * the profiling copies only (prof 1; with MEMSTATS_PROFILE_RATE=0 the
  * plain copies run, which have none of it: ms__preload_mode). An
@@ -388,51 +381,33 @@ ms__preload_unsample(void *p, int prof) {
     ms__prof_freed(p);
 }
 
+/* realloc's part, in the profiling copies: the sample of p, if p is one,
+ * leaves the profile's table of addresses before the realloc (once the
+ * block has moved, its old address can be handed out and sampled again by
+ * another thread), and ms__preload_realloced then counts it freed if the
+ * realloc gave the block up, or puts it back if not: a realloc that fails
+ * leaves its block, and the block's sample, where they were. */
+static inline __attribute__((always_inline)) uint64_t
+ms__preload_realloc_begin(void *p, int prof) {
+  if (MS__PRELOAD_PROFILER && prof &&
+      __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
+                       0) &&
+      __atomic_load_n(
+          &__atomic_load_n(&ms__prof_filter,
+                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+          __ATOMIC_RELAXED) != 0)
+    return ms__prof_realloc_begin(p);
+  return 0;
+}
+static inline __attribute__((always_inline)) void
+ms__preload_realloced(void *p, uint64_t taken, int freed) {
+  if (__builtin_expect(taken != 0, 0))
+    ms__prof_realloced(p, taken, freed);
+}
+
 /* Counts and samples the block p of size bytes, which ran this thread's
  * countdown out (resolve.c). */
 void ms__preload_alloc_sampled(ms__tls_t *t, void *p, uint64_t size);
-
-/* Records one tracked block p of size bytes (is_free: about to be given
- * back; p NULL when the caller has unsampled it already). This is the one
- * place every counted allocation and free passes: malloc, calloc,
- * realloc, the aligned forms and every C++ operator. */
-static inline __attribute__((always_inline)) void
-ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free,
-                   int prof) {
-#if MS__PRELOAD_FLOOR == 2
-  (void)t;
-  (void)p;
-  (void)is_free;
-  (void)prof;
-  __asm__ volatile("" ::"r"(size)); /* measured, not recorded */
-#elif MS__PRELOAD_FLOOR == 3
-  (void)t;
-  (void)p;
-  (void)prof;
-  ms__naive.bytes[is_free] += size; /* counted, naively */
-  ms__naive.objects[is_free] += 1;
-#else
-  if (is_free) {
-    if (p != NULL)
-      ms__preload_unsample(p, prof);
-    ms__track_free_in(t, size);
-  } else if (MS__PRELOAD_PROFILER && prof) {
-    /* An allocation that runs the countdown out is counted and sampled in
-     * one call out of line, and the others counted as in the plain copy:
-     * nothing but p lives across a call here, as in the plain copy (with
-     * the count and then the sample, clang kept the size and the thread's
-     * state across the engine's slow path in two more saved registers,
-     * which the plain copy in the same function paid for:
-     * test_hotpath_cost). */
-    if (__builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
-      ms__preload_alloc_sampled(t, p, size);
-    else
-      ms__track_alloc_in(t, size);
-  } else {
-    ms__track_alloc_in(t, size);
-  }
-#endif
-}
 
 /* A glibc block that is a mapping of its own, in a profiling copy:
  * unsampled, counted, sampled, in one call out of line (resolve.c), so
@@ -442,37 +417,12 @@ ms__preload_record(ms__tls_t *t, void *p, uint64_t size, int is_free,
 void ms__preload_mapped_prof(ms__tls_t *t, void *p, ms__glibc_block_t b,
                              int is_free);
 
-/* Records one glibc block (ms__glibc_block): a mmapped one apart, on the
- * engine's slow path (it is large anyway), so that the OS's part of the
- * heap is known (registry.c); the others as any block. */
-static inline __attribute__((always_inline)) void
-ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
-                         int is_free, int prof) {
-#if MS__PRELOAD_FLOOR == 2
-  (void)t;
-  (void)p;
-  (void)is_free;
-  (void)prof;
-  __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
-#elif MS__PRELOAD_FLOOR == 3
-  ms__preload_record(t, p, b.usable, is_free, prof); /* no mapped split */
-#else
-  if (__builtin_expect(b.mapped != 0, 0)) {
-    if (MS__PRELOAD_PROFILER && prof)
-      ms__preload_mapped_prof(t, p, b, is_free);
-    else
-      ms__track_mapped(b.usable, b.mapped, is_free);
-  } else {
-    ms__preload_record(t, p, b.usable, is_free, prof);
-  }
-#endif
-}
-
-/* Whether blocks are measured by glibc's chunk header. */
-static inline int ms__preload_glibc_kind(void) {
-  return __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED) ==
-         MS__USABLE_GLIBC;
-}
+/* What is done with each block the entry points measure: counted into the
+ * engine, sampled, unsampled (ms__preload_counts, ms__preload_record,
+ * ms__preload_record_glibc). make bench's floor builds put their own
+ * header of that name ahead of this one (tests/bench/floor/preload/
+ * record.h), so this file and the entry points hold no bench variant. */
+#include "preload/record.h"
 
 /* Counting, shared by malloc.c and cxx.c: one object of the block's
  * usable size, unless this thread is nested inside a real C++ operator or
@@ -481,9 +431,7 @@ static inline int ms__preload_glibc_kind(void) {
 static inline __attribute__((always_inline)) void
 ms__preload_count_alloc(void *p, int prof) {
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1)
-    return;
-  if (p && !ms__pl(t)->guard) {
+  if (p && ms__preload_counts(t)) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
@@ -496,9 +444,7 @@ ms__preload_count_alloc(void *p, int prof) {
 static inline __attribute__((always_inline)) void
 ms__preload_count_n(void *p, size_t n, int is_free, int prof) {
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1)
-    return;
-  if (!ms__pl(t)->guard) {
+  if (ms__preload_counts(t)) {
     size_t max = __atomic_load_n(&ms__preload_by_request_max, __ATOMIC_ACQUIRE);
     if (n <= max) {
       ms__preload_record(t, p, ms__request_round(n, max), is_free, prof);
@@ -520,9 +466,7 @@ ms__preload_count_alloc_n(void *p, size_t n, int prof) {
 static inline __attribute__((always_inline)) void
 ms__preload_count_free(void *p, int prof) {
   ms__tls_t *t = &ms__tls;
-  if (MS__PRELOAD_FLOOR == 1)
-    return;
-  if (!ms__pl(t)->guard) {
+  if (ms__preload_counts(t)) {
     int kind = __atomic_load_n(&ms__real.usable_kind, __ATOMIC_RELAXED);
     if (kind == MS__USABLE_GLIBC)
       ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, prof);

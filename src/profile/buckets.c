@@ -237,7 +237,7 @@ full:
   return MS_ENOSPC;
 }
 
-int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
+uint64_t ms__prof_table_take(ms__prof_table_t *t, const void *p) {
   if (!ms__prof_table_maybe(t, p))
     return 0;
   uint64_t key = (uint64_t)(uintptr_t)p;
@@ -248,10 +248,7 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
       return 0;
     i = (i + 1) & mask;
   }
-  ms__prof_bucket_t *b = &t->buckets[t->addrs[i].bucket];
-  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
-  c->frees++;
-  c->free_bytes += b->size;
+  uint64_t bucket = t->addrs[i].bucket;
   /* Backward-shift deletion: move up every later entry of the run whose
    * home slot is not between the hole and it. */
   uint32_t hole = i;
@@ -272,7 +269,47 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
     __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
   if (t->gate != NULL && t->naddr == 0)
     __atomic_fetch_and(t->gate, ~t->gate_bit, __ATOMIC_RELEASE);
-  return 1;
+  return bucket + 1;
+}
+
+void ms__prof_table_put(ms__prof_table_t *t, const void *p, uint64_t taken) {
+  if (p == NULL || taken == 0 || taken > t->nbuckets)
+    return;
+  /* Samples taken meanwhile may have filled the room it left: then the
+   * block is counted freed rather than kept in use for ever. */
+  if (t->naddr + 1 > t->cap_addr / 4 * 3) {
+    ms__prof_table_count_free(t, taken);
+    t->dropped++;
+    return;
+  }
+  uint32_t i = addr_slot(t, p);
+  while (t->addrs[i].p != 0)
+    i = (i + 1) & (t->cap_addr - 1);
+  t->addrs[i].p = (uint64_t)(uintptr_t)p;
+  t->addrs[i].bucket = taken - 1;
+  t->naddr++;
+  uint8_t *f = &t->filter[filter_index(p)];
+  if (*f != 0xff)
+    __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
+  if (t->live != NULL)
+    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  if (t->gate != NULL && t->naddr == 1)
+    __atomic_fetch_or(t->gate, t->gate_bit, __ATOMIC_RELEASE);
+}
+
+void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken) {
+  if (taken == 0 || taken > t->nbuckets)
+    return;
+  ms__prof_bucket_t *b = &t->buckets[taken - 1];
+  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  c->frees++;
+  c->free_bytes += b->size;
+}
+
+int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
+  uint64_t taken = ms__prof_table_take(t, p);
+  ms__prof_table_count_free(t, taken);
+  return taken != 0;
 }
 
 void ms__prof_table_cut(ms__prof_table_t *t) {

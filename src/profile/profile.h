@@ -90,6 +90,15 @@ void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
 
+/* A block about to be realloc'ed while ms__prof_live != 0: if it was
+ * sampled, its address leaves the table (so that, once realloc has moved
+ * it, the address can be handed out and sampled again meanwhile) and a
+ * nonzero word is returned for ms__prof_realloced, which says whether the
+ * realloc gave the block back: then its bucket counts it freed; if not
+ * (a realloc that failed keeps the block), its address goes back. */
+uint64_t ms__prof_realloc_begin(void *p);
+void ms__prof_realloced(void *p, uint64_t taken, int freed);
+
 /* Frees of sampled blocks that could not be recorded (see sampler.c),
  * since the process started: sent with each profile (frees_lost,
  * agent/profile_reply.c), and said in the pprof file's comment and the
@@ -172,6 +181,14 @@ int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
 /* With the lock held: if p was sampled, counts it freed and forgets it.
  * Returns 1 if it was, 0 if not. */
 int ms__prof_table_free(ms__prof_table_t *t, const void *p);
+/* With the lock held, the two halves of ms__prof_table_free, for a block
+ * that realloc may move or keep: take p's address out of the table
+ * (returns what ms__prof_table_put and _count_free take, 0 if p was not
+ * sampled), then either count the block freed or put its address back
+ * into the same bucket. Both do nothing with 0. */
+uint64_t ms__prof_table_take(ms__prof_table_t *t, const void *p);
+void ms__prof_table_put(ms__prof_table_t *t, const void *p, uint64_t taken);
+void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken);
 /* With the lock held: the profile cut. Counts of the cycle that ends are
  * folded into each bucket's active record, and a new cycle begins. */
 void ms__prof_table_cut(ms__prof_table_t *t);

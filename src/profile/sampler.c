@@ -330,6 +330,37 @@ void ms__prof_freed(void *p) {
   busy_leave();
 }
 
+uint64_t ms__prof_realloc_begin(void *p) {
+  if (p == NULL || !__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE) ||
+      g_rate == 0 ||
+      __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_READY ||
+      !ms__prof_table_maybe(&g_table, p))
+    return 0;
+  if (g_th.busy) {
+    __atomic_fetch_add(&g_lost, 1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  busy_enter();
+  ms__prof_table_lock(&g_table);
+  uint64_t taken = ms__prof_table_take(&g_table, p);
+  ms__prof_table_unlock(&g_table);
+  busy_leave();
+  return taken;
+}
+
+void ms__prof_realloced(void *p, uint64_t taken, int freed) {
+  if (taken == 0)
+    return;
+  busy_enter();
+  ms__prof_table_lock(&g_table);
+  if (freed)
+    ms__prof_table_count_free(&g_table, taken);
+  else
+    ms__prof_table_put(&g_table, p, taken);
+  ms__prof_table_unlock(&g_table);
+  busy_leave();
+}
+
 void ms__prof_exclude_thread(void) {
   busy_enter(); /* and never left */
 }

@@ -169,6 +169,43 @@ static void test_unsampled_free_inline(void **state) {
   assert_true(out_of_line <= unsampled);
 }
 
+/* On libstdc++ (glibc), the unaligned operators new and delete are
+ * served by the preload's malloc and free (src/preload/cxx.c, via_malloc):
+ * libstdc++'s operators are malloc and free, and going through them cost
+ * a guarded round trip into our malloc again, 390 instructions a
+ * new/delete pair at rate 0 against 256.5 for malloc/free. Counted by
+ * callgrind, in calls: every operator of pl_newdel goes the via_ way,
+ * none the next_ way (the runtime's own operator). */
+static void test_cxx_via_malloc(void **state) {
+  char dir[] = "/tmp/test_hotpath_cost.XXXXXX", out[64], ld[1300], why[512];
+  char prog[1300];
+  unsigned long long total = 0;
+
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+  assert_non_null(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/cg.out", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  snprintf(prog, sizeof prog, "%s/progs/pl_newdel", g_build);
+  const char *argv[] = {prog, "20000", NULL};
+  const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  long long via = cg_calls(out, "via_Z");
+  long long next = cg_calls(out, "next_Z");
+  unlink(out);
+  rmdir(dir);
+  if (rc != 0)
+    fail_msg("pl_newdel under callgrind: %s", why);
+  print_message("pl_newdel, 20,000 pairs: %lld operators served by malloc "
+                "and free, %lld by libstdc++'s\n",
+                via, next);
+  assert_true(via >= 2 * 20000);
+  assert_int_equal(next, 0);
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -192,6 +229,7 @@ int main(void) {
       cmocka_unit_test(test_jemalloc_malloc_free),
       cmocka_unit_test(test_cxx_new_delete),
       cmocka_unit_test(test_unsampled_free_inline),
+      cmocka_unit_test(test_cxx_via_malloc),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }

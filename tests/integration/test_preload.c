@@ -297,6 +297,35 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
   return run_prog_env(prog, extra, err, NULL);
 }
 
+/* The bootstrap buffer serves what the preload's own lookup allocates
+ * (tests/progs/pl_bootstrap.c asks it from inside the lookup): pvalloc of
+ * a size within a page of SIZE_MAX fails there with ENOMEM. The old
+ * rounding wrapped to a block of 0 bytes. */
+static void test_bootstrap_pvalloc_overflow(void **state) {
+  (void)state;
+  char exe[PATH_MAX], out[PATH_MAX], errf[PATH_MAX + 8];
+  snprintf(exe, sizeof exe, "%s/progs/pl_bootstrap", build_dir);
+  path_in_tmp(out, sizeof out, "pl_bootstrap");
+  snprintf(errf, sizeof errf, "%s.err", out);
+  run_t r = {.preload = preload_path,
+             .out = out,
+             .err = errf,
+             .env = {"MEMSTATS_AGENT=0", NULL}};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  char *text = read_file(out, NULL);
+  char *err = read_file(errf, NULL);
+  assert_non_null(text);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("pl_bootstrap under the preload: wait status %d, output:\n%s%s",
+             st, text, err ? err : "");
+  assert_kv(text, "boot", 1);
+  assert_kv(text, "huge_null", 1);
+  assert_kv(text, "huge_errno", ENOMEM);
+  free(text);
+  free(err);
+}
+
 /* The real jemalloc: the counter is used, and so are its size classes for
  * mallocs (ms__class_round agreed with its nallocx at every class), and
  * the pattern counts exactly (check_pattern: HeapAlloc = the live blocks'
@@ -1041,6 +1070,7 @@ static void test_setuid_ignores_environment(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pattern_glibc),
+      cmocka_unit_test(test_bootstrap_pvalloc_overflow),
       cmocka_unit_test(test_pattern_jemalloc_linked),
       cmocka_unit_test(test_pattern_jemalloc_preloaded),
       cmocka_unit_test(test_pattern_bare),

@@ -4,7 +4,8 @@
  * profiled at MEMSTATS_PROFILE_RATE=1 (or a small rate), and its profile
  * fetched over the real socket (tests/support/profile_fetch.h). The
  * program names its functions' address ranges, so a stack is checked
- * against them: known sites with exact in-use counts, a freed site, threads,
+ * against them: known sites with exact in-use counts, a freed site, a
+ * realloc that failed and one that moved its block, threads,
  * recursion past the depth limit, fork, a full bucket table, profiling
  * off, and python3 (a Debian binary without frame pointers).
  */
@@ -200,6 +201,44 @@ static void test_sites(void **state) {
   assert_true(found);
   ms__profile_decoded_free(d);
   stop(&p);
+}
+
+/* A realloc that fails keeps its block, so the block stays its sample
+ * (it was unsampled before the realloc, and lost when that failed); a
+ * realloc that moves it counts the old block freed and samples the new
+ * one. On glibc and, preloaded after us, on jemalloc (its blocks are
+ * measured another way: realloc's other path). */
+static void check_realloc(const char *alloc) {
+  char ld[1500];
+  proc_t p;
+  const char *argv[] = {prog(), "realloc", NULL};
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s%s%s", g_preload, alloc ? ":" : "",
+           alloc ? alloc : "");
+  const char *env[] = {"MEMSTATS_PROFILE_RATE=1", ld, NULL};
+  start(&p, argv, env, 1);
+  ms__profile_decoded_t *d = fetch(p.ready[0], NULL);
+  site_t kept = site(&d->profile, fn(&p, "f_realloc_kept"));
+  site_t moved = site(&d->profile, fn(&p, "f_realloc_moved"));
+  assert_int_equal(kept.alloc_objects, 16);
+  assert_int_equal(kept.inuse_objects, 16);
+  assert_true(kept.inuse_bytes >= 16 * 1000);
+  assert_int_equal(moved.alloc_objects, 32);
+  assert_int_equal(moved.inuse_objects, 16);
+  assert_true(moved.inuse_bytes >= 16 * 65536);
+  ms__profile_decoded_free(d);
+  stop(&p);
+}
+
+static void test_realloc_failed(void **state) {
+  (void)state;
+  check_realloc(NULL);
+}
+
+static void test_realloc_failed_jemalloc(void **state) {
+  (void)state;
+  if (!host_have_library("libjemalloc.so.2"))
+    skip();
+  check_realloc("libjemalloc.so.2");
 }
 
 static void test_threads(void **state) {
@@ -483,6 +522,8 @@ static void test_client_fetch(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sites),
+      cmocka_unit_test(test_realloc_failed),
+      cmocka_unit_test(test_realloc_failed_jemalloc),
       cmocka_unit_test(test_threads),
       cmocka_unit_test(test_deep_recursion),
       cmocka_unit_test(test_fork),

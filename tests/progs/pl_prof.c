@@ -16,6 +16,10 @@
  *   pl_prof full     f_many allocates blocks of 64 different sizes
  *   pl_prof wide     f_wide allocates 100 sizes at each of 200 recursion
  *                    depths: 20,000 buckets, a profile of several frames
+ *   pl_prof realloc  f_realloc_kept holds N blocks whose realloc to
+ *                    SIZE_MAX / 4 bytes failed (ENOMEM: each block is kept,
+ *                    and is still its sample), f_realloc_moved holds N
+ *                    blocks it grew by realloc to 64 KiB
  *   pl_prof signals  a timer signal's handler allocates and frees while
  *                    the main thread does (and is sampled), 1,000 times
  *   pl_prof large    for the default rate: f_large_a holds 1,200 blocks of
@@ -35,6 +39,7 @@
  * Each prints "fn NAME START END" for its functions, then "ready PID"
  * (every process that stays), and waits for stdin to close.
  */
+#include <errno.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <malloc.h>
@@ -96,6 +101,8 @@ void f_large_freed(void);
 void f_churn_32(void);
 void f_churn_mixed(void);
 void f_hold(void);
+void f_realloc_kept(void);
+void f_realloc_moved(void);
 
 NOINLINE void f_big(void) {
   for (int i = 0; i < 3 * N; i++)
@@ -118,6 +125,31 @@ NOINLINE void f_freed(void) {
   }
   for (int i = 0; i < N; i++)
     free(p[i]);
+  __asm__ volatile("");
+}
+
+NOINLINE void f_realloc_kept(void) {
+  for (int i = 0; i < N; i++) {
+    void *p = malloc(SIZE);
+    keep(p);
+    errno = 0;
+    /* Volatile: the compiler may not assume what realloc returns. */
+    size_t huge = SIZE_MAX / 4;
+    void *volatile q = realloc(p, *(volatile size_t *)&huge);
+    if (q != NULL || errno != ENOMEM) {
+      prog_say("realloc of %zu bytes did not fail with ENOMEM", huge);
+      exit(1);
+    }
+  }
+  __asm__ volatile("");
+}
+
+NOINLINE void f_realloc_moved(void) {
+  for (int i = 0; i < N; i++) {
+    void *p = malloc(SIZE);
+    memset(p, 3, 16);
+    keep(realloc(p, 65536));
+  }
   __asm__ volatile("");
 }
 
@@ -319,6 +351,8 @@ int main(int argc, char **argv) {
   say_fn("f_many", (void *)f_many);
   say_fn("f_wide", (void *)f_wide);
   say_fn("f_signal", (void *)f_signal);
+  say_fn("f_realloc_kept", (void *)f_realloc_kept);
+  say_fn("f_realloc_moved", (void *)f_realloc_moved);
   if (strcmp(mode, "sites") == 0) {
     f_big();
     f_small();
@@ -329,6 +363,9 @@ int main(int argc, char **argv) {
       pthread_create(&t[i], NULL, thread_main, NULL);
     for (int i = 0; i < 4; i++)
       pthread_join(t[i], NULL);
+  } else if (strcmp(mode, "realloc") == 0) {
+    f_realloc_kept();
+    f_realloc_moved();
   } else if (strcmp(mode, "deep") == 0) {
     f_deep(300);
   } else if (strcmp(mode, "fork") == 0) {

@@ -116,6 +116,34 @@ static void test_table_insert_free(void **state) {
     assert_false(ms__prof_table_maybe(&g_t, &blocks[i]));
 }
 
+/* realloc's two halves: a block taken out and put back (the realloc
+ * failed) is in the table again, in its bucket, not counted freed; one
+ * taken out and counted freed is gone, counted once. */
+static void test_table_take_put(void **state) {
+  (void)state;
+  uint64_t s1[1] = {0x1000};
+  static char blocks[4];
+  assert_int_equal(ms__prof_table_alloc(&g_t, s1, 1, 0, 32, &blocks[0]), 0);
+  assert_int_equal(ms__prof_table_alloc(&g_t, s1, 1, 0, 32, &blocks[1]), 0);
+  assert_int_equal(ms__prof_table_take(&g_t, &blocks[2]), 0); /* never */
+  uint64_t k0 = ms__prof_table_take(&g_t, &blocks[0]);
+  uint64_t k1 = ms__prof_table_take(&g_t, &blocks[1]);
+  assert_true(k0 != 0 && k1 != 0);
+  assert_int_equal(g_live, 0);
+  assert_int_equal(ms__prof_table_take(&g_t, &blocks[0]), 0); /* out */
+  ms__prof_table_put(&g_t, &blocks[0], k0);
+  ms__prof_table_count_free(&g_t, k1);
+  assert_int_equal(g_live, 1);
+  assert_true(ms__prof_table_maybe(&g_t, &blocks[0]));
+  ms__prof_table_cut(&g_t);
+  const ms__prof_bucket_t *b = bucket_of(32, 0x1000);
+  assert_non_null(b);
+  assert_int_equal(b->active.allocs, 2);
+  assert_int_equal(b->active.frees, 1);
+  assert_int_equal(ms__prof_table_free(&g_t, &blocks[0]), 1);
+  assert_int_equal(g_live, 0);
+}
+
 static void test_table_full(void **state) {
   (void)state;
   static char blocks[64];
@@ -182,6 +210,8 @@ int main(void) {
       cmocka_unit_test(test_interval_mean),
       cmocka_unit_test(test_interval_edges),
       cmocka_unit_test_setup_teardown(test_table_insert_free, setup_table,
+                                      teardown_table),
+      cmocka_unit_test_setup_teardown(test_table_take_put, setup_table,
                                       teardown_table),
       cmocka_unit_test_setup_teardown(test_table_full, setup_table,
                                       teardown_table),

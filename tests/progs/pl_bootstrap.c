@@ -1,0 +1,70 @@
+/*
+ * pl_bootstrap.c - the preload's bootstrap buffer, reached from a program:
+ * the allocation functions the preload serves from its static buffer while
+ * it looks up the next allocator (tests/integration/test_preload.c).
+ *
+ * The program defines malloc itself (forwarding to glibc's __libc_malloc),
+ * so the preload calls it while it resolves, on the thread that resolves
+ * (its probe of whose malloc the program calls: malloc(16)), where the
+ * preload's own entry points answer from the bootstrap buffer. On each of
+ * its first calls of 16 bytes this malloc asks pvalloc(1) until the
+ * bootstrap serves it (its block lies in the preload's own image:
+ * dladdr); there it asks pvalloc of a size within a page of SIZE_MAX,
+ * which must fail with ENOMEM rather than wrap to 0 bytes.
+ * Prints "boot=B", "huge_null=N" and "huge_errno=E" lines, and exits 0.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern void *__libc_malloc(size_t n);
+extern void __libc_free(void *p);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t size);
+
+/* The rest of a replacement malloc (glibc asks for the four): glibc's. */
+void free(void *p) {
+  __libc_free(p);
+}
+void *calloc(size_t n, size_t size) {
+  return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t size) {
+  return __libc_realloc(p, size);
+}
+
+static int g_tries = 64, g_boot, g_huge_null = -1, g_huge_errno = -1;
+
+void *malloc(size_t n) {
+  if (n == 16 && !g_boot && g_tries > 0) {
+    g_tries--;
+    int saved = errno;
+    void *small = pvalloc(1);
+    Dl_info d;
+    g_boot = small && dladdr(small, &d) && d.dli_fname &&
+             strstr(d.dli_fname, "libmemstats-preload") != NULL;
+    if (!g_boot) {
+      __libc_free(small);
+      errno = saved;
+      return __libc_malloc(n);
+    }
+    errno = 0;
+    /* Volatile: the compiler may not assume what pvalloc does with it. */
+    volatile size_t huge = SIZE_MAX - 100;
+    void *p = pvalloc(huge);
+    g_huge_null = p == NULL;
+    g_huge_errno = errno;
+    errno = saved;
+  }
+  return __libc_malloc(n);
+}
+
+int main(void) {
+  printf("boot=%d\nhuge_null=%d\nhuge_errno=%d\n", g_boot, g_huge_null,
+         g_huge_errno);
+  return 0;
+}
