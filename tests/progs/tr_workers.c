@@ -3,8 +3,8 @@
  * does (issue 21: process trees): the parent allocates, forks
  * argv[1] workers (3 by default) that each allocate 8 MiB in 64 KiB
  * blocks, touched, and keep it; every one then allocates a little every
- * 20 ms (see hold) until standard input reaches its end (the test closes its end of the pipe), and the
- * parent waits for its workers before it returns.
+ * 20 ms (see hold) until standard input reaches its end (the test closes its
+ * end of the pipe), and the parent waits for its workers before it returns.
  */
 #include <poll.h>
 #include <stdlib.h>
