@@ -225,7 +225,8 @@ static int zombie_children(pid_t pid) {
       buf[n] = '\0';
       fclose(s);
       const char *close_paren = strrchr(buf, ')');
-      z += close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z';
+      z +=
+          close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z';
     }
     fclose(f);
   }
@@ -326,8 +327,8 @@ static void test_run_workers(void **state) {
   (void)state;
   if (!have_preload())
     skip();
-  const char *argv[] = {memtop,  "run",   "--once", "--json", "-d",
-                        "0.2",   "--",    workers,  NULL};
+  const char *argv[] = {memtop, "run", "--once", "--json", "-d",
+                        "0.2",  "--",  workers,  NULL};
   mt_start(p, argv);
   wait_sockets(4);
   usleep(SEE_US);
@@ -344,8 +345,8 @@ static void test_run_workers(void **state) {
   assert_tree_order(v, n);
 
   /* The text report: each names its parent on its second line. */
-  const char *targv[] = {memtop, "run", "--once", "-d", "0.2", "--", workers,
-                         NULL};
+  const char *targv[] = {memtop, "run", "--once", "-d",
+                         "0.2",  "--",  workers,  NULL};
   mt_start(p, targv);
   wait_sockets(4);
   usleep(SEE_US);
@@ -445,8 +446,9 @@ static void test_run_python_pool(void **state) {
       "        r.get()\n";
   char stop[256];
   snprintf(stop, sizeof stop, "%s/stop", dir);
-  const char *argv[] = {memtop,  "run", "--once", "--json", "-d", "0.2", "--",
-                        "/usr/bin/python3", "-c",  script,   stop,  NULL};
+  const char *argv[] = {memtop, "run",  "--once", "--json",
+                        "-d",   "0.2",  "--",     "/usr/bin/python3",
+                        "-c",   script, stop,     NULL};
   mt_start(p, argv);
   wait_sockets(4);
   usleep(SEE_US);
@@ -507,8 +509,8 @@ static void test_run_nginx(void **state) {
   static line_t v[16];
   mt_proc_t *p = calloc(1, sizeof *p);
   char conf[256], pidfile[256], prefix[128];
-  const char *nginx = access("/usr/sbin/nginx", X_OK) == 0 ? "/usr/sbin/nginx"
-                                                           : NULL;
+  const char *nginx =
+      access("/usr/sbin/nginx", X_OK) == 0 ? "/usr/sbin/nginx" : NULL;
   FILE *f;
   size_t n;
   int port;
@@ -546,7 +548,7 @@ static void test_run_nginx(void **state) {
           "  server { listen 127.0.0.1:%d reuseport; root %s; } }\n",
           pidfile, prefix, port, prefix);
   fclose(f);
-  const char *argv[] = {memtop, "run", "--once", "--json", "-d",   "0.2", "--",
+  const char *argv[] = {memtop, "run", "--once", "--json", "-d", "0.2", "--",
                         nginx,  "-p",  prefix,   "-c",     conf, NULL};
   mt_start(p, argv);
   int master = wait_pid_file(pidfile);
@@ -601,12 +603,11 @@ static void test_run_redis(void **state) {
   }
   snprintf(pidfile, sizeof pidfile, "%s/redis.pid", dir);
   snprintf(sock, sizeof sock, "%s/redis.sock", dir);
-  const char *argv[] = {memtop,       "run",       "--once",  "--json",
-                        "-d",         "0.2",       "--",      redis,
-                        "--daemonize", "yes",      "--port",  "0",
-                        "--unixsocket", sock,      "--pidfile", pidfile,
-                        "--dir",      dir,         "--save",  "",
-                        NULL};
+  const char *argv[] = {
+      memtop,         "run", "--once",      "--json", "-d",     "0.2",
+      "--",           redis, "--daemonize", "yes",    "--port", "0",
+      "--unixsocket", sock,  "--pidfile",   pidfile,  "--dir",  dir,
+      "--save",       "",    NULL};
   mt_start(p, argv);
   int dpid = wait_pid_file(pidfile);
   usleep(SEE_US);
