@@ -666,7 +666,7 @@ void mt_command_free(mt_command_t *c) {
 /* `run --once`: once the command's end is settled, print it and quit. */
 static void poll_check(mt_command_t *c) {
   if (!mt_shell_quitting(c->sh) && cmd_exited(c) && !c->printed &&
-      !tree_alive(c) && cmd_poll_finish(c, c->cfg.out))
+      (c->signalled || !tree_alive(c)) && cmd_poll_finish(c, c->cfg.out))
     mt_shell_quit(c->sh);
 }
 
@@ -854,8 +854,11 @@ static void run_signal(void *self, int signum) {
      * command, to report its end and return its status. */
     if (!(signum == SIGINT && isatty(STDIN_FILENO)))
       cmd_kill(c, signum);
-    if (!c->screen)
+    if (!c->screen) {
+      /* ... and not for its daemons, which the signal did not reach. */
+      c->signalled = 1;
       return;
+    }
   }
   if (!cmd_running(c) && !cmd_exited(c))
     mt_shell_exit(c->sh, c->screen && signum == SIGINT ? 0 : 128 + signum);

@@ -419,6 +419,39 @@ static void test_run_daemon(void **state) {
   free(p);
 }
 
+/* A signal to memtop while its command runs and a daemon it started is
+ * followed: passed to the command, and memtop ends when the command does
+ * (after the report, with the command's status 128+15), leaving the
+ * daemon, which the signal did not reach, running. */
+static void test_run_signal_leaves_daemon(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  char stop[256], pidfile[256], script[2048];
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  snprintf(stop, sizeof stop, "%s/stop", dir);
+  snprintf(pidfile, sizeof pidfile, "%s/daemon.pid", dir);
+  /* The shell starts the daemon, then waits in sleep: it is still
+   * running when memtop is signalled. */
+  snprintf(script, sizeof script, "'%s' '%s' '%s'; exec sleep 60", daemon_prog,
+           stop, pidfile);
+  const char *argv[] = {memtop, "run",     "--once", "--json", "-d", "0.2",
+                        "--",   "/bin/sh", "-c",     script,   NULL};
+  mt_start(p, argv);
+  int dpid = wait_pid_file(pidfile);
+  wait_sockets(1);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  kill(p->pid, SIGTERM);
+  assert_int_equal(mt_wait(p), 128 + SIGTERM);
+  assert_int_equal(kill(dpid, 0), 0); /* the daemon runs on */
+  size_t n = parse_lines(p->text, v, 16);
+  assert_true(n >= 1);
+  free(p);
+}
+
 /* python3's multiprocessing.Pool(3) (fork): the workers appear. */
 static void test_run_python_pool(void **state) {
   static line_t v[16];
@@ -680,6 +713,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_run_workers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_daemon, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_signal_leaves_daemon, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_run_python_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_nginx, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_redis, setup, teardown),
