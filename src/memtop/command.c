@@ -215,26 +215,44 @@ static int runs_library(const mt_command_t *c, int pid) {
   return found;
 }
 
+/* Whether a child of memtop other than the command has the preload
+ * mapped: an orphan re-parented to memtop (a daemon) whose socket is not
+ * there yet. The children are found by each process's PPid (every PID
+ * of /proc read), not by /proc/self/task/TID/children, whose walk may
+ * skip a child while children come and go (proc(5)): this decides the
+ * end, and runs only when no target of the tree is left. */
+static int library_child(const mt_command_t *c) {
+  int self = (int)getpid(), found = 0;
+  struct dirent *e;
+  DIR *d = opendir("/proc");
+
+  if (d == NULL)
+    return 0;
+  while (!found && (e = readdir(d)) != NULL) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid > 0x3fffffff ||
+        (c->running && pid == c->child.pid))
+      continue;
+    if (msc_proc_ppid((int)pid) == self && runs_library(c, (int)pid))
+      found = 1;
+  }
+  closedir(d);
+  return found;
+}
+
 /* Whether the command's tree still runs the library, the command aside:
  * a target of the set not gone, a listed process being probed, or a
- * child of memtop (an orphan re-parented: a daemon) with the preload
- * mapped whose socket is not there yet. */
+ * child of memtop with the preload mapped (library_child). */
 static int tree_alive(const mt_command_t *c) {
-  int pids[RUN_CHILDREN_MAX];
-  size_t i, n;
-
-  for (i = 0; i < mt_tset_count(c->set); i++) {
+  for (size_t i = 0; i < mt_tset_count(c->set); i++) {
     const mt_tset_target_t *st = mt_tset_at(c->set, i);
     if (st != c->target && !st->gone)
       return 1;
   }
   if (mt_tset_probing(c->set) > 0)
     return 1;
-  n = own_children(pids, RUN_CHILDREN_MAX);
-  for (i = 0; i < n; i++)
-    if (!(c->running && pids[i] == c->child.pid) && runs_library(c, pids[i]))
-      return 1;
-  return 0;
+  return library_child(c);
 }
 
 /* `run --once`: every process of the tree memtop read, in tree order,
