@@ -39,7 +39,8 @@ enum {
   OPT_KEEP_WRAPPERS,
   OPT_TELEMETRY_PATH,
   OPT_NO_SIZE_CLASSES,
-  OPT_GROUP_BY
+  OPT_GROUP_BY,
+  OPT_TREE
 };
 
 static const struct option long_options[] = {
@@ -69,6 +70,7 @@ static const struct option long_options[] = {
     {"ignore", required_argument, NULL, OPT_IGNORE},
     {"hide", required_argument, NULL, OPT_HIDE},
     {"keep-wrappers", no_argument, NULL, OPT_KEEP_WRAPPERS},
+    {"tree", no_argument, NULL, OPT_TREE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -384,6 +386,9 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
                   "invalid --group-by '%s': comm, exe, cmdline or cgroup",
                   optarg);
     return 0;
+  case OPT_TREE:
+    o->tree = 1;
+    return 0;
   case OPT_ONCE:
     o->once = 1;
     return 0;
@@ -450,6 +455,11 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
                 "sites of 'profile --format text', of --sites and of the "
                 "live view (a pprof file holds every sample: give pprof "
                 "its own -focus, -ignore, -hide)");
+  if (o->tree && (o->cmd != MT_CMD_WATCH || o->npids != 1))
+    return fail(err, errlen,
+                "--tree watches one process and its descendants: memtop "
+                "PID --tree [--once [--json]] ('run' follows its command's "
+                "tree without it)");
   if (o->sites != 0 && o->cmd == MT_CMD_PROFILE && o->format != MT_PROFILE_TEXT)
     return fail(err, errlen,
                 "--sites applies to '--format text' (a pprof file holds "
@@ -558,6 +568,7 @@ int mt_cli_timeout(mt_opts_t *o, const char *env, char *err, size_t errlen) {
 void mt_cli_usage(FILE *f) {
   fputs("Usage: memtop [OPTIONS] [PID...]\n"
         "       memtop --once [--json] [-n N] [-d SECS] [PID...]\n"
+        "       memtop PID --tree [--once [--json]]\n"
         "       memtop run [OPTIONS] -- CMD [ARGS...]\n"
         "       memtop ps\n"
         "       memtop profile PID [-o FILE] [--seconds N] "
@@ -633,6 +644,8 @@ void mt_cli_help(FILE *f) {
       "                         reports SECS apart (like top -b -n N)\n"
       "      --once             plain text on stdout instead of the live view\n"
       "      --json             JSON lines instead of text (implies --once)\n"
+      "      --tree             with one PID: it and its descendants, as they\n"
+      "                         start, in tree order with their parent PID\n"
       "      --no-color         no colours (also when NO_COLOR is set)\n"
       "      --timeout SECS     give up on a process whose answer is not\n"
       "                         whole after SECS (default 10), so that one\n"

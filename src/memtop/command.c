@@ -14,15 +14,27 @@
  * then runs in a session of its own: the terminal's keys and hangup reach
  * memtop only, which passes on the signals it means for the command, and
  * a closed terminal (SIGHUP) detaches rather than kills.
+ *
+ * The command's whole process tree is followed (issue 21): memtop is a
+ * child subreaper (PR_SET_CHILD_SUBREAPER), so a daemon that double-forks
+ * is re-parented to memtop rather than to init, and the set takes every
+ * attachable process below memtop (tree_root), listed every
+ * RUN_RESCAN_MS whatever the -d. memtop reaps what is re-parented to it
+ * (SIGCHLD). The command's exit is not the end while a descendant that
+ * loaded the library lives: `run` ends when the command and all of those
+ * have ended, with the command's exit status.
  */
 #include "memtop/command.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -31,6 +43,7 @@
 #include "common/sockdir.h"
 #include "memtop/live.h"
 #include "memtop/run.h"
+#include "memtop/tree.h"
 #include "targets/final_recv.h"
 #include "tui/model.h"
 
@@ -45,6 +58,13 @@ extern char **environ;
  * only stays open past the exit when a child of the command still holds
  * the inherited descriptor. */
 #define RUN_FINAL_WAIT_MS 300
+/* How often the command's tree is listed (new workers, a daemon) and
+ * what was re-parented to memtop reaped: a worker that lives a few
+ * tenths of a second is seen, whatever the -d. One listing is a readdir
+ * of the socket directory and a /proc read per socket. */
+#define RUN_RESCAN_MS 250
+/* The most children of memtop looked at per pass (re-parented orphans). */
+#define RUN_CHILDREN_MAX 4096
 
 struct mt_command_s {
   mt_command_cfg_t cfg;
@@ -74,9 +94,16 @@ struct mt_command_s {
   char final_env[2][64];
   char log[4096];
   int log_fd;
+  /* The tree (issue 21). */
+  uv_timer_t tree_timer;  /* lists the tree, reaps orphans */
+  uv_signal_t chld;       /* SIGCHLD: an orphan ended */
+  int subreaper;          /* prctl(PR_SET_CHILD_SUBREAPER) took */
+  int printed;            /* `run --once`: the end was printed */
+  char preload_name[256]; /* the preload's file name, as in /proc maps */
 };
 
 static void settled(mt_command_t *c);
+static void poll_check(mt_command_t *c);
 static const mt_mode_t poll_mode;
 static void cmd_end(mt_command_t *c, int terminate);
 
@@ -129,6 +156,152 @@ static double last_poll_before_exit(const mt_command_t *c,
              : 0;
 }
 
+/* ---- the tree --------------------------------------------------------- */
+
+/* memtop's children (the command, and what was re-parented to memtop
+ * since it became a subreaper), from /proc/self/task/TID/children: an
+ * orphan is re-parented to one of memtop's threads. Returns how many
+ * PIDs were put in out (at most cap). */
+static size_t own_children(int *out, size_t cap) {
+  char path[64], buf[4096];
+  struct dirent *e;
+  size_t n = 0;
+  DIR *d = opendir("/proc/self/task");
+
+  if (d == NULL)
+    return 0;
+  while (n < cap && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || strlen(e->d_name) > 12)
+      continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/children", e->d_name);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+      continue;
+    /* "PID PID ... ": read a word at a time, bounded by cap. */
+    while (n < cap && fscanf(f, "%4095s", buf) == 1) {
+      char *end;
+      long pid = strtol(buf, &end, 10);
+      if (*end == '\0' && pid > 0 && pid <= 0x3fffffff)
+        out[n++] = (int)pid;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Reaps the children that ended, but the command while libuv has not
+ * reaped it (its exit callback needs its status): the others are orphans
+ * re-parented to memtop, whose status is no one's. */
+static void reap_orphans(mt_command_t *c) {
+  int pids[RUN_CHILDREN_MAX], st;
+  size_t n = own_children(pids, RUN_CHILDREN_MAX);
+
+  for (size_t i = 0; i < n; i++)
+    if (!(c->running && pids[i] == c->child.pid))
+      waitpid(pids[i], &st, WNOHANG);
+}
+
+/* Whether pid has the preload mapped (its /proc/PID/maps names it): a
+ * process forked by the command, whose socket may not be listed yet. */
+static int runs_library(const mt_command_t *c, int pid) {
+  char path[64], line[1024];
+  int found = 0;
+  long lines = 0;
+  FILE *f;
+
+  if (c->preload_name[0] == '\0')
+    return 0;
+  snprintf(path, sizeof path, "/proc/%d/maps", pid);
+  f = fopen(path, "re");
+  if (f == NULL)
+    return 0;
+  /* Bounded: a process with millions of mappings costs a few reads. */
+  while (!found && lines++ < 100000 && fgets(line, sizeof line, f) != NULL)
+    found = strstr(line, c->preload_name) != NULL;
+  fclose(f);
+  return found;
+}
+
+/* Whether a child of memtop other than the command has the preload
+ * mapped: an orphan re-parented to memtop (a daemon) whose socket is not
+ * there yet. The children are found by each process's PPid (every PID
+ * of /proc read), not by /proc/self/task/TID/children, whose walk may
+ * skip a child while children come and go (proc(5)): this decides the
+ * end, and runs only when no target of the tree is left. */
+static int library_child(const mt_command_t *c) {
+  int self = (int)getpid(), found = 0;
+  struct dirent *e;
+  DIR *d = opendir("/proc");
+
+  if (d == NULL)
+    return 0;
+  while (!found && (e = readdir(d)) != NULL) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid > 0x3fffffff ||
+        (c->running && pid == c->child.pid))
+      continue;
+    if (msc_proc_ppid((int)pid) == self && runs_library(c, (int)pid))
+      found = 1;
+  }
+  closedir(d);
+  return found;
+}
+
+/* Whether the command's tree still runs the library, the command aside:
+ * a target of the set not gone, a listed process being probed, or a
+ * child of memtop with the preload mapped (library_child). */
+static int tree_alive(const mt_command_t *c) {
+  for (size_t i = 0; i < mt_tset_count(c->set); i++) {
+    const mt_tset_target_t *st = mt_tset_at(c->set, i);
+    if (st != c->target && !st->gone)
+      return 1;
+  }
+  if (mt_tset_probing(c->set) > 0)
+    return 1;
+  return library_child(c);
+}
+
+/* `run --once`: every process of the tree memtop read, in tree order,
+ * each with its parent (JSON "ppid"); the command's figures are its
+ * final ones, the others' their last poll's. */
+static void print_tree(mt_command_t *c, mt_out_t *out) {
+  size_t n = mt_tset_count(c->set), k = 0;
+  mt_tset_target_t **v = calloc(n + 1, sizeof *v);
+
+  if (v == NULL) {
+    out->buf.oom = 1;
+    return;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const mt_target_t *t =
+        mt_model_find(c->cfg.model, mt_tset_at(c->set, i)->pid);
+    if (t != NULL && t->have_snapshot)
+      v[k++] = mt_tset_at(c->set, i);
+  }
+  mt_tree_order(v, k, NULL);
+  for (size_t i = 0; i < k; i++)
+    mt_out_snapshot_who(out, &mt_model_find(c->cfg.model, v[i]->pid)->snap,
+                        &v[i]->id, NULL, NULL, NULL);
+  free(v);
+}
+
+static void tree_cb(uv_timer_t *timer) {
+  mt_command_t *c = timer->data;
+
+  reap_orphans(c);
+  if (!mt_shell_quitting(c->sh))
+    mt_tset_rescan(c->set);
+  if (!c->screen)
+    poll_check(c);
+}
+
+static void chld_cb(uv_signal_t *h, int signum) {
+  (void)signum;
+  reap_orphans(h->data);
+}
+
 /* ---- its end --------------------------------------------------------- */
 
 static int cmd_poll_finish(mt_command_t *c, mt_out_t *out) {
@@ -147,14 +320,15 @@ static int cmd_poll_finish(mt_command_t *c, mt_out_t *out) {
               "%.1f s before it ended",
               c->target->pid, t->comm[0] ? t->comm : cmd_name(c),
               last_poll_before_exit(c, t));
-    mt_out_snapshot(out, &t->snap);
-    mt_out_flush(out);
   } else {
     mt_warn("PID %d (%s) exited before memtop could read its "
             "statistics%s%s",
             c->target->pid, cmd_name(c), t != NULL && t->error[0] ? ": " : "",
             t != NULL && t->error[0] ? t->error : "");
   }
+  print_tree(c, out);
+  mt_out_flush(out);
+  c->printed = 1;
   return 1;
 }
 
@@ -439,6 +613,11 @@ static int cmd_start(mt_command_t *c) {
     rc = 1;
     goto out;
   }
+  {
+    const char *slash = strrchr(preload, '/');
+    snprintf(c->preload_name, sizeof c->preload_name, "%.255s",
+             slash != NULL ? slash + 1 : preload);
+  }
   env = mt_run_env(environ, preload);
   if (env == NULL) {
     fprintf(stderr, "memtop: out of memory\n");
@@ -510,6 +689,8 @@ static void cmd_close(mt_command_t *c) {
   c->target = NULL;
   close_if_open((uv_handle_t *)&c->grace);
   close_if_open((uv_handle_t *)&c->final_wait);
+  close_if_open((uv_handle_t *)&c->tree_timer);
+  close_if_open((uv_handle_t *)&c->chld);
   close_channel(c);
   if (c->running && c->detached) {
     /* Left running: memtop stops watching for its end, so that the loop
@@ -534,8 +715,8 @@ void mt_command_free(mt_command_t *c) {
 
 /* `run --once`: once the command's end is settled, print it and quit. */
 static void poll_check(mt_command_t *c) {
-  if (!mt_shell_quitting(c->sh) && cmd_exited(c) &&
-      cmd_poll_finish(c, c->cfg.out))
+  if (!mt_shell_quitting(c->sh) && cmd_exited(c) && !c->printed &&
+      (c->signalled || !tree_alive(c)) && cmd_poll_finish(c, c->cfg.out))
     mt_shell_quit(c->sh);
 }
 
@@ -691,12 +872,19 @@ static int run_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   c->loop = mt_shell_loop(sh);
   uv_timer_init(c->loop, &c->grace);
   uv_timer_init(c->loop, &c->final_wait);
-  c->grace.data = c->final_wait.data = c;
+  uv_timer_init(c->loop, &c->tree_timer);
+  uv_signal_init(c->loop, &c->chld);
+  c->grace.data = c->final_wait.data = c->tree_timer.data = c;
+  c->chld.data = c;
   if (check_sockdir(c, sh) != 0)
     return 1;
   rc = c->cfg.inner->setup(c->cfg.inner_self, sh, su);
   if (rc != 0)
     return rc;
+  /* The tree: every attachable process below memtop, which the command
+   * and (memtop being their subreaper) its daemons are. */
+  su->set.tree_root = (int)getpid();
+  c->cfg.model->tree = 1;
   /* The inner owner's table, wrapped. */
   su->cbs = &run_cbs;
   su->arg = c;
@@ -711,6 +899,15 @@ static int run_start(void *self) {
   if (rc != 0)
     return rc;
   c->set = mt_shell_set(c->sh);
+  /* A daemon's double fork re-parents it to memtop, not to init: it
+   * stays in the tree, and its end is reaped here. */
+  c->subreaper = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0;
+  if (!c->subreaper)
+    mt_warn("cannot follow daemons the command starts (prctl "
+            "PR_SET_CHILD_SUBREAPER: %s): its forked workers are followed",
+            strerror(errno));
+  uv_signal_start(&c->chld, chld_cb, SIGCHLD);
+  uv_timer_start(&c->tree_timer, tree_cb, RUN_RESCAN_MS, RUN_RESCAN_MS);
   return cmd_start(c);
 }
 
@@ -739,8 +936,11 @@ static void run_signal(void *self, int signum) {
      * and return its status. */
     if (!(signum == SIGINT && !c->screen && isatty(STDIN_FILENO)))
       cmd_kill(c, signum);
-    if (!c->screen)
+    if (!c->screen) {
+      /* ... and not for its daemons, which the signal did not reach. */
+      c->signalled = 1;
       return;
+    }
   }
   if (!cmd_running(c) && !cmd_exited(c))
     mt_shell_exit(c->sh, c->screen && signum == SIGINT ? 0 : 128 + signum);
@@ -758,6 +958,10 @@ static void run_quit(void *self) {
   mt_command_t *c = self;
 
   if (!cmd_running(c)) {
+    /* `run --once` stopped while following the command's daemons: what
+     * was read is printed all the same. */
+    if (!c->screen && cmd_exited(c) && !c->printed)
+      cmd_poll_finish(c, c->cfg.out);
     mt_shell_stop(c->sh);
     return;
   }

@@ -87,6 +87,11 @@ void mt_live_record(mt_model_t *m, const mt_tset_t *set,
   m->now_mono_ns = mt_tset_now_ns(set);
   if (t != NULL && !(t->state == MT_EXITED && st->gone))
     mt_model_update(m, t, s);
+  /* The tree view's parent: the set's record, read again at each
+   * listing (a daemon re-parented after the model first read /proc
+   * moves under its new parent). */
+  if (t != NULL && st->id.ppid > 0)
+    t->proc.ppid = st->id.ppid;
 }
 
 void mt_live_ended(mt_model_t *m, const mt_tset_t *set,

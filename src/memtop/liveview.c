@@ -196,6 +196,10 @@ static int view_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
                          .arg = sc};
   su->set.timed = 1;
   su->set.rescan_min_ms = sc->model->watch_all ? RESCAN_MIN_MS : 0;
+  /* --tree: the PID named and its descendants (the one PID cli.c let
+   * through). */
+  if (mt_shell_opts(sh)->tree)
+    su->set.tree_root = mt_shell_opts(sh)->pids[0];
   su->cbs = &mt_live_cbs;
   su->arg = &sc->live;
   su->set_out = &sc->live.set;
@@ -249,7 +253,7 @@ static int start_watching(mt_liveview_t *sc) {
   int rc;
 
   /* One PID named opens its detail view straight away (Esc: the list). */
-  if (o->npids == 1)
+  if (o->npids == 1 && !o->tree)
     mt_open_detail(sc->model, o->pids[0]);
   if (sc->model->watch_all) {
     rc = mt_tset_rescan(sc->live.set);

@@ -65,7 +65,11 @@ int mt_loop_main(const mt_opts_t *o) {
   app.model.delay_given = o->delay_given;
   app.model.filter_uid = o->uid;
   app.model.mouse = o->mouse;
-  app.model.watch_all = o->npids == 0 && o->cmd != MT_CMD_RUN;
+  /* --tree lists the processes like the whole view, and keeps the named
+   * one's descendants (the set's tree_root). */
+  app.model.watch_all = (o->npids == 0 || o->tree) && o->cmd != MT_CMD_RUN;
+  app.model.tree = o->tree;
+  app.out.tree = o->tree || o->cmd == MT_CMD_RUN;
   app.out.json = o->json;
   app.out.sites = o->sites > 0 ? (size_t)o->sites : 0;
   app.out.filter = &o->filter;

@@ -50,6 +50,24 @@ void mt_out_flush(mt_out_t *out) {
   ms__strbuf_reset(&out->buf);
 }
 
+/* A tree's report says its parent on its second line, after the first
+ * (whose format is the seed program's). */
+static void put_parent(mt_out_t *out, size_t at, int ppid) {
+  char line[48];
+  const char *nl = memchr(out->buf.data + at, '\n', out->buf.len - at);
+  size_t n, pos;
+
+  if (nl == NULL)
+    return;
+  pos = (size_t)(nl - out->buf.data) + 1;
+  n = (size_t)snprintf(line, sizeof line, "  parent PID %d\n", ppid);
+  ms__strbuf_puts(&out->buf, line); /* room for it */
+  if (out->buf.oom)
+    return;
+  memmove(out->buf.data + pos + n, out->buf.data + pos, out->buf.len - n - pos);
+  memcpy(out->buf.data + pos, line, n);
+}
+
 void mt_out_snapshot(mt_out_t *out, const ms_snapshot_t *s) {
   mt_out_snapshot_sites(out, s, NULL, NULL);
 }
@@ -72,7 +90,10 @@ void mt_out_snapshot_who(mt_out_t *out, const ms_snapshot_t *s,
   /* Reports are paragraphs: a blank line between processes and rounds. */
   if (out->nemitted++ > 0)
     ms__strbuf_puts(&out->buf, "\n");
+  size_t at = out->buf.len;
   mt_emit_report(&out->buf, s);
+  if (out->tree && id != NULL && id->ppid > 0 && !out->buf.oom)
+    put_parent(out, at, id->ppid);
   if (out->sites > 0)
     mt_sites_append(&out->buf, s->pid, prof, err, out->sites, 0, out->filter);
 }

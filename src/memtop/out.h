@@ -19,6 +19,7 @@ typedef struct mt_out_s {
   int failed;   /* a write failed or memory ran out: memtop exits 1 */
   size_t sites; /* --sites N: each snapshot's top N allocation sites */
   const struct mt_heap_filter_s *filter; /* --focus ...: what they are of */
+  int tree; /* a process tree (run, --tree): reports name the parent */
 } mt_out_t;
 
 /* Adds one snapshot to the output, as a report or a JSON line. */

@@ -14,6 +14,7 @@
 #include "memstats.h"
 #include "emit/emit.h"
 #include "memtop/live.h"
+#include "memtop/tree.h"
 #include "wire/wire.h"
 
 /* What a round keeps per target (the set target's `user`). */
@@ -170,13 +171,20 @@ static size_t print_round(mt_rounds_t *r) {
   const mt_target_t *t;
   mt_tset_target_t *st;
   round_target_t *rt;
-  size_t i, left = 0;
+  size_t i, left = 0, n = mt_tset_count(r->set);
   int ps = r->o->cmd == MT_CMD_PS;
+  /* --tree: in tree order, each after its parent. */
+  mt_tset_target_t **order = r->o->tree ? calloc(n + 1, sizeof *order) : NULL;
 
+  if (order != NULL) {
+    for (i = 0; i < n; i++)
+      order[i] = mt_tset_at(r->set, i);
+    mt_tree_order(order, n, NULL);
+  }
   if (ps)
     emit_ps(r);
-  for (i = 0; i < mt_tset_count(r->set); i++) {
-    st = mt_tset_at(r->set, i);
+  for (i = 0; i < n; i++) {
+    st = order != NULL ? order[i] : mt_tset_at(r->set, i);
     rt = st->user;
     left += !st->gone;
     if (!of_user(r, st))
@@ -195,7 +203,7 @@ static size_t print_round(mt_rounds_t *r) {
     }
     /* A process found by listing that exited before it answered is not
      * a failure: it is simply not there any more. */
-    if (st->gone && r->o->npids == 0)
+    if (st->gone && (r->o->npids == 0 || r->o->tree))
       continue;
     /* A process that exited is said once, not every round after. */
     if (st->gone && rt->said_gone)
@@ -206,6 +214,7 @@ static size_t print_round(mt_rounds_t *r) {
     if (!ps)
       r->exit_code = 1;
   }
+  free(order);
   mt_out_flush(r->out);
   return left;
 }
@@ -237,6 +246,12 @@ static void round_end(mt_rounds_t *r) {
             "-u)",
             mt_tset_count(r->set), r->sockdir, pw != NULL ? pw->pw_name : "?",
             r->o->uid);
+    r->exit_code = 1;
+  }
+  if (r->o->tree && mt_tset_count(r->set) == 0 && r->rounds == 0) {
+    mt_warn("neither PID %d nor a process below it runs libmemstats (in "
+            "%s): `memtop ps` lists the processes memtop can attach to",
+            r->o->pids[0], r->sockdir);
     r->exit_code = 1;
   }
   r->rounds++;
@@ -275,7 +290,7 @@ void mt_rounds_start(mt_rounds_t *r) {
   size_t i;
 
   r->round_start_ns = mt_tset_now_ns(r->set);
-  if (r->o->npids == 0 && relist(r) != 0)
+  if ((r->o->npids == 0 || r->o->tree) && relist(r) != 0)
     return;
   r->in_round = 1;
   if (r->o->cmd != MT_CMD_PS) {
@@ -323,6 +338,9 @@ static int rounds_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
     r->sockdir = mt_shell_sockdir(sh);
   /* Each round lists the processes there are now and asks them all. */
   su->set.retire_unlisted = 1;
+  /* --tree: the PID named and its descendants, listed each round. */
+  if (r->o->tree)
+    su->set.tree_root = r->o->pids[0];
   su->cbs = &mt_rounds_cbs;
   su->arg = r;
   su->set_out = &r->set;

@@ -500,8 +500,11 @@ static void unlisted(mt_tset_t *s, mt_tset_target_t *t, uint64_t now) {
     if (s->cb.gone != NULL)
       s->cb.gone(s->arg, t, 0, NULL);
   }
-  if (t->gone && (s->o.keep_gone_ms == 0 ||
-                  now - t->gone_ns > s->o.keep_gone_ms * 1000000u))
+  /* now was read before this listing: a target marked gone by it has a
+   * later gone_ns, and has been gone for no time at all. */
+  if (t->gone &&
+      (s->o.keep_gone_ms == 0 ||
+       (now > t->gone_ns && now - t->gone_ns > s->o.keep_gone_ms * 1000000u)))
     mt_tset_remove(s, t);
 }
 

@@ -613,6 +613,46 @@ size_t mt_model_nvisible(const mt_model_t *m) {
   return n;
 }
 
+size_t mt_model_tree_total(const mt_model_t *m, size_t root,
+                           mt_tree_total_t *out) {
+  size_t nv = mt_model_nvisible(m), i;
+  int64_t shmem = 0, file = 0;
+
+  memset(out, 0, sizeof *out);
+  out->q_total = MS_Q_EXACT;
+  out->have_rss = 1;
+  if (root >= nv)
+    return 0;
+  for (i = root; i < nv; i++) {
+    const mt_target_t *t = m->targets[i];
+    if (i > root && t->tree_depth <= m->targets[root]->tree_depth)
+      break;
+    if (!t->have_snapshot || t->state == MT_EXITED)
+      continue;
+    const ms_snapshot_t *s = &t->snap;
+    out->members++;
+    out->total += t->bd.total;
+    if (t->bd.q_total < out->q_total)
+      out->q_total = t->bd.q_total;
+    if (!ms__field_known(s, MS_F_KERNEL_ANON_RSS) ||
+        !ms__field_known(s, MS_F_KERNEL_RSS_SHMEM) ||
+        !ms__field_known(s, MS_F_KERNEL_RSS_FILE)) {
+      out->have_rss = 0;
+      continue;
+    }
+    out->rss += (int64_t)s->kernel_anon_rss;
+    if ((int64_t)s->kernel_rss_shmem > shmem)
+      shmem = (int64_t)s->kernel_rss_shmem;
+    if ((int64_t)s->kernel_rss_file > file)
+      file = (int64_t)s->kernel_rss_file;
+  }
+  out->shared = shmem + file;
+  out->rss += out->shared;
+  if (out->members == 0)
+    out->have_rss = 0;
+  return i - root;
+}
+
 /* ---- allocation sites ------------------------------------------------ */
 
 void mt_sites_free(mt_site_t *sites, size_t n) {

@@ -267,6 +267,30 @@ void mt_sites_free(mt_site_t *sites, size_t n);
 void mt_model_sort(mt_model_t *m);
 /* How many targets pass the filters (the first ones after a sort). */
 size_t mt_model_nvisible(const mt_model_t *m);
+
+/* A process tree's total (the tree view's total row, issue 21), over the
+ * members that run and have figures. Ready+Prepared is the allocator's
+ * and the mappings' private memory (shared anonymous mappings are not in
+ * Sys): summed. RSS is not: forked workers share their parent's shared
+ * memory (RssShmem: MAP_SHARED anonymous, System V and POSIX shm) and
+ * its program's and libraries' file pages (RssFile), which each one's RSS
+ * counts again. The tree's RSS is the sum of the members' private
+ * anonymous RSS (RssAnon) plus the largest member's RssShmem and the
+ * largest member's RssFile, each counted once; `shared` is those two. */
+typedef struct mt_tree_total_s {
+  size_t members; /* summed: running, with figures */
+  int64_t total;  /* Ready+Prepared */
+  ms_quality_t q_total;
+  int have_rss;   /* every member summed had RssAnon, RssShmem, RssFile */
+  int64_t rss;    /* RssAnon summed + max RssShmem + max RssFile */
+  int64_t shared; /* max RssShmem + max RssFile */
+} mt_tree_total_t;
+
+/* The total of the subtree rooted at targets[root] in the tree view's
+ * order (root, then the targets after it deeper than it). Returns how
+ * many targets the subtree holds, root included (exited ones too). */
+size_t mt_model_tree_total(const mt_model_t *m, size_t root,
+                           mt_tree_total_t *out);
 /* The name to show and search: the command line when m->show_cmdline
  * and it is known, else the comm. Raw bytes: sanitise to draw. */
 const char *mt_target_name(const mt_model_t *m, const mt_target_t *t);

@@ -5,6 +5,7 @@
  * is left.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/fields.h"
@@ -344,6 +345,93 @@ static void draw_totals(const mt_model_t *m, mt_grid_t *g, int row) {
   }
 }
 
+/* ---- the tree view's total rows ---- */
+
+/* One row of the list: targets[idx], or (the tree view) the total of
+ * the tree rooted at targets[idx], after the tree's last member. */
+typedef struct list_row_s {
+  size_t idx;
+  int total;
+} list_row_t;
+
+/* The list's rows into *out (freed by the caller; NULL and the plain
+ * rows when memory runs out): a total row after each tree of two or
+ * more processes in the tree view. Returns how many. */
+static size_t list_rows(const mt_model_t *m, list_row_t **out) {
+  size_t nv = mt_model_nvisible(m), n = 0;
+  list_row_t *r = m->tree ? malloc((2 * nv + 1) * sizeof *r) : NULL;
+
+  *out = r;
+  if (r == NULL)
+    return nv;
+  for (size_t i = 0; i < nv;) {
+    mt_tree_total_t tt;
+    size_t k = mt_model_tree_total(m, i, &tt);
+    if (k == 0)
+      k = 1;
+    for (size_t j = i; j < i + k && j < nv; j++)
+      r[n++] = (list_row_t){j, 0};
+    if (k >= 2)
+      r[n++] = (list_row_t){i, 1};
+    i += k;
+  }
+  return n;
+}
+
+static list_row_t row_at(const list_row_t *rows, size_t i) {
+  return rows != NULL ? rows[i] : (list_row_t){i, 0};
+}
+
+/* The first row drawn, so that the selection's row is on screen. */
+static size_t first_row(const list_row_t *rows, size_t n, size_t sel,
+                        int nrows) {
+  size_t at = sel;
+  for (size_t i = 0; rows != NULL && i < n; i++)
+    if (rows[i].idx == sel && !rows[i].total) {
+      at = i;
+      break;
+    }
+  return nrows > 0 && at >= (size_t)nrows ? at - (size_t)nrows + 1 : 0;
+}
+
+/* A tree's total row: the figures under TOTAL and RSS, and in the name's
+ * place what they are. */
+static void draw_total_row(const mt_model_t *m, mt_grid_t *g, int row,
+                           size_t root, const int shown[MT_COL__COUNT],
+                           const int width[MT_COL__COUNT],
+                           const int x[MT_COL__COUNT]) {
+  mt_tree_total_t tt;
+  char text[256], fig[32], shared[64];
+
+  mt_model_tree_total(m, root, &tt);
+  if (shown[MT_COL_TOTAL] && tt.members > 0) {
+    mt_draw_fmt_bytes(text, sizeof text, tt.total, tt.q_total,
+                      width[MT_COL_TOTAL]);
+    put_cell(g, row, x[MT_COL_TOTAL], width[MT_COL_TOTAL], 1, text,
+             MT_ST_HEADER);
+  }
+  if (shown[MT_COL_RSS]) {
+    if (tt.have_rss)
+      mt_draw_fmt_bytes(text, sizeof text, tt.rss, MS_Q_EXACT,
+                        width[MT_COL_RSS]);
+    else
+      snprintf(text, sizeof text, "-");
+    put_cell(g, row, x[MT_COL_RSS], width[MT_COL_RSS], 1, text, MT_ST_HEADER);
+  }
+  if (shown[MT_COL_NAME]) {
+    if (tt.have_rss) {
+      mt_draw_fmt_bytes(fig, sizeof fig, tt.shared, MS_Q_EXACT, 0);
+      snprintf(shared, sizeof shared, ", shared %s once", fig);
+    } else {
+      shared[0] = '\0';
+    }
+    snprintf(text, sizeof text, "%s tree of %d (%zu)%s",
+             m->utf8 ? "\u03a3" : "=", m->targets[root]->pid, tt.members,
+             shared);
+    put_cell(g, row, x[MT_COL_NAME], width[MT_COL_NAME], 0, text, MT_ST_DIM);
+  }
+}
+
 void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
   if (bottom <= top)
@@ -391,13 +479,18 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   }
   /* Scroll so that the selection is on screen. */
   size_t sel = m->selected < nv ? m->selected : nv - 1;
-  size_t from = 0;
-  if (nrows > 0 && sel >= (size_t)nrows)
-    from = sel - (size_t)nrows + 1;
-  for (int r = 0; r < nrows && from + (size_t)r < nv; r++) {
-    size_t idx = from + (size_t)r;
+  list_row_t *rows;
+  size_t nr = list_rows(m, &rows);
+  size_t from = first_row(rows, nr, sel, nrows);
+  for (int r = 0; r < nrows && from + (size_t)r < nr; r++) {
+    list_row_t lr = row_at(rows, from + (size_t)r);
+    size_t idx = lr.idx;
     const mt_target_t *t = m->targets[idx];
     int row = first + r;
+    if (lr.total) {
+      draw_total_row(m, g, row, idx, shown, width, x);
+      continue;
+    }
     mt_style_t st = idx == sel            ? MT_ST_SELECTED
                     : t->state != MT_LIVE ? MT_ST_EXITED
                                           : MT_ST_NORMAL;
@@ -411,6 +504,7 @@ void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       put_cell(g, row, x[i], width[i], columns[i].right, text, st);
     }
   }
+  free(rows);
   mt_grid_unclip(g);
 }
 
@@ -442,12 +536,15 @@ int mt_view_list_at(const mt_model_t *m, int rows, int cols, int row, int col,
   if (row <= hrow || row > hrow + nrows || nv == 0)
     return MT_LIST_AT_NONE;
   size_t sel = m->selected < nv ? m->selected : nv - 1;
-  size_t from = 0;
-  if (nrows > 0 && sel >= (size_t)nrows)
-    from = sel - (size_t)nrows + 1;
-  size_t idx = from + (size_t)(row - hrow - 1);
-  if (idx >= nv)
+  list_row_t *lrows;
+  size_t nr = list_rows(m, &lrows);
+  size_t from = first_row(lrows, nr, sel, nrows);
+  size_t at = from + (size_t)(row - hrow - 1);
+  list_row_t lr = at < nr ? row_at(lrows, at) : (list_row_t){nv, 0};
+  free(lrows);
+  /* A tree's total row selects its root. */
+  if (lr.idx >= nv)
     return MT_LIST_AT_NONE;
-  *index = idx;
+  *index = lr.idx;
   return MT_LIST_AT_ROW;
 }

@@ -90,6 +90,24 @@ static void test_once_json(void **state) {
   assert_int_equal(o.iterations, 3);
 }
 
+/* --tree: one PID and its descendants, live or --once/--json; anything
+ * else is refused with the form that works. */
+static void test_tree(void **state) {
+  (void)state;
+  assert_int_equal(parse("1234", "--tree"), 0);
+  assert_int_equal(o.tree, 1);
+  assert_int_equal(o.npids, 1);
+  assert_int_equal(parse("--tree", "--json", "1234"), 0);
+  assert_int_equal(o.once, 1);
+  assert_int_equal(parse("--tree", "--once"), MS_EINVAL);
+  assert_non_null(strstr(err, "memtop PID --tree"));
+  assert_int_equal(parse("--tree", "1", "2"), MS_EINVAL);
+  assert_int_equal(parse("--tree", "run", "--", "true"), MS_EINVAL);
+  assert_int_equal(parse("--tree", "ps"), MS_EINVAL);
+  assert_int_equal(parse("1234"), 0);
+  assert_int_equal(o.tree, 0);
+}
+
 static void test_delay_limits(void **state) {
   static const char *bad[] = {"0.09", "0",   "-1",    "abc",   "",
                               "1x",   "nan", "inf",   " 1",    "1e9",
@@ -534,6 +552,7 @@ int main(void) {
       cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_pids_and_options_interleaved),
       cmocka_unit_test(test_once_json),
+      cmocka_unit_test(test_tree),
       cmocka_unit_test(test_delay_limits),
       cmocka_unit_test(test_iterations_limits),
       cmocka_unit_test(test_top_options),

@@ -62,9 +62,14 @@ static size_t nlisting;
 static int dead[MAX_FAKES]; /* PIDs whose process is gone */
 static size_t ndead;
 
+/* A real clock moves between two reads of it: each read is step_ns
+ * later than the one before (0: time stands still between advances). */
+static uint64_t step_ns, stepped_ns;
+
 static uint64_t f_now_ns(void *ctx) {
   (void)ctx;
-  return now_ms * 1000000u;
+  stepped_ns += step_ns;
+  return now_ms * 1000000u + stepped_ns;
 }
 
 static void *f_timer_new(void *ctx, mt_tset_timer_fn fn, void *target) {
@@ -394,6 +399,7 @@ static mt_tset_io_t fake_io = {
 static int reset(void **state) {
   (void)state;
   now_ms = 5000;
+  step_ns = stepped_ns = 0;
   memset(timers, 0, sizeof timers);
   memset(conns, 0, sizeof conns);
   nlisting = ndead = nparents = 0;
@@ -1220,6 +1226,34 @@ static void test_tree(void **state) {
   mt_tset_free(s);
 }
 
+/* A listing that finds a target's process gone keeps it keep_gone_ms,
+ * though the clock moved on between the listing's start and the moment
+ * it marked it gone (the kept time was then negative, wrapped round to
+ * a huge one, and an exited worker of `memtop run` vanished at once). */
+static void test_gone_kept_on_a_moving_clock(void **state) {
+  static const int one[] = {10};
+  mt_tset_opts_t o = timed_opts();
+  mt_tset_t *s;
+
+  (void)state;
+  s = new_set(&o);
+  list(1, one);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  reply_ok(10);
+  assert_int_equal(own.added, 1);
+  step_ns = 1000; /* a microsecond per read */
+  list(0, one);
+  dead[ndead++] = 10;
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(own.gone, 1);
+  assert_int_equal(own.retired, 0);
+  assert_non_null(mt_tset_find(s, 10)); /* kept, marked gone */
+  advance(2000);
+  assert_int_equal(mt_tset_rescan(s), 0);
+  assert_int_equal(own.retired, 1); /* 2 s > keep_gone_ms */
+  mt_tset_free(s);
+}
+
 int main(void) {
   /* test_stale_off_the_loop and test_timeout_explained_off_the_loop hold
    * the pool's one thread. */
@@ -1242,6 +1276,7 @@ int main(void) {
       cmocka_unit_test(test_timeout_explained_off_the_loop),
       cmocka_unit_test(test_timeout_explanation_late),
       cmocka_unit_test_setup(test_tree, reset),
+      cmocka_unit_test_setup(test_gone_kept_on_a_moving_clock, reset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,6 +26,7 @@
 #include "tui/model.h"
 #include "tui/keys.h"
 #include "tui/view.h"
+#include "tui/view_list.h"
 #include "support/golden.h"
 #include "support/govec.h"
 #include "support/hostile.h"
@@ -1187,6 +1188,63 @@ static void test_tree(void **state) {
   mt_model_free(&m);
 }
 
+/* Sets t's kernel figures, in MiB: RssAnon, RssShmem, RssFile. */
+static void set_rss(mt_target_t *t, uint64_t anon, uint64_t shmem,
+                    uint64_t file) {
+  t->snap.kernel_anon_rss = anon << 20;
+  t->snap.kernel_rss_shmem = shmem << 20;
+  t->snap.kernel_rss_file = file << 20;
+  t->snap.kernel_rss = (anon + shmem + file) << 20;
+  t->snap.quality[MS_F_KERNEL_ANON_RSS] = MS_Q_EXACT;
+  t->snap.quality[MS_F_KERNEL_RSS_SHMEM] = MS_Q_EXACT;
+  t->snap.quality[MS_F_KERNEL_RSS_FILE] = MS_Q_EXACT;
+  t->snap.quality[MS_F_KERNEL_RSS] = MS_Q_EXACT;
+}
+
+/* The tree view's total row per tree (issue 21): Ready+Prepared summed,
+ * RSS with the shared memory and the file pages the members share
+ * counted once (the largest member's), the exited members left out; a
+ * process alone has none. */
+static void test_tree_total(void **state) {
+  (void)state;
+  mt_model_t m;
+  list_model(&m);
+  mt_target_t *srv = mt_model_find(&m, 1234), *w = mt_model_find(&m, 42);
+  mt_model_find(&m, 777)->proc.ppid = 1234; /* exited: not summed */
+  set_rss(srv, 10, 4, 3);
+  set_rss(w, 2, 4, 2);
+  mt_key_apply(&m, 't');
+  mt_key_apply(&m, 'N');
+  assert_int_equal(m.targets[0]->pid, 1234);
+  mt_tree_total_t tt;
+  assert_int_equal(mt_model_tree_total(&m, 0, &tt), 3);
+  assert_int_equal(tt.members, 2);
+  assert_int_equal(tt.total, srv->bd.total + w->bd.total);
+  assert_true(tt.have_rss);
+  assert_int_equal(tt.shared, (4 + 3) << 20);
+  assert_int_equal(tt.rss, (10 + 2 + 4 + 3) << 20); /* not 10+4+3 + 2+4+2 */
+  assert_int_equal(mt_model_tree_total(&m, 1, &tt), 1);
+  m.utf8 = 0;
+  char *txt = render_text(&m, 24, 160);
+  assert_true(contains(txt, "= tree of 1234 (2), shared 7.0MiB once"));
+  assert_true(contains(txt, "19.0MiB"));
+  free(txt);
+  /* A total row is not a process: a click on it selects the tree's root;
+   * the rows after it are the processes after the tree. */
+  size_t idx = 99;
+  mt_sort_t sort;
+  int hrow = MT_LIST_TOP + MT_LIST_HEAD - 1;
+  assert_int_equal(mt_view_list_at(&m, 24, 160, hrow + 4, 5, &idx, &sort),
+                   MT_LIST_AT_ROW);
+  assert_int_equal(idx, 0);
+  /* Without the tree view: no total row. */
+  mt_key_apply(&m, 't');
+  txt = render_text(&m, 24, 140);
+  assert_false(contains(txt, "tree of"));
+  free(txt);
+  mt_model_free(&m);
+}
+
 /* / and F3 search, \ and F4 filter by name, user or PID, u by user. */
 static void test_search_filter(void **state) {
   (void)state;
@@ -1367,6 +1425,7 @@ int main(void) {
       cmocka_unit_test(test_keys_htop),
       cmocka_unit_test(test_search_filter),
       cmocka_unit_test(test_tree),
+      cmocka_unit_test(test_tree_total),
       cmocka_unit_test(test_accounted),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),

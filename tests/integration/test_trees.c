@@ -1,0 +1,742 @@
+/*
+ * test_trees.c - process trees (issue 21 item 3): `memtop run` follows
+ * its command's whole tree (forked workers, a daemon that double-forks,
+ * a Python Pool, nginx's master and workers, redis-server --daemonize
+ * yes), reaps what is re-parented to it, ends when the command and its
+ * library-running descendants have ended, with the command's status;
+ * `memtop PID --tree --once --json` lists a running parent and its
+ * descendants with their parent PIDs, in tree order.
+ *
+ * Each test has its own MEMSTATS_DIR. A worker is attachable once its
+ * agent runs (started at an allocation of the child's after the fork's
+ * grace): the test programs allocate a little every 20-50 ms, as servers
+ * do. The tests wait for sockets and files, with deadlines; the one
+ * wait they cannot turn into an event is memtop's first read of a
+ * worker, given a few of its 250 ms listings (a worker never read is
+ * then not reported, and the test says so).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <netinet/in.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "support/host.h"
+#include "support/run.h"
+
+static char build[1024], memtop[1200], workers[1200], daemon_prog[1200];
+static char preload[1300];
+static char dir[64];
+
+/* How long memtop is given to see a new process and read it: a few of
+ * its 250 ms listings and -d 0.2 reads (not a threshold: a wait). */
+#define SEE_US 2000000
+
+/* ---- running memtop with a pipe as its stdin ---- */
+
+typedef struct mt_proc_s {
+  pid_t pid;
+  int in;             /* memtop's (and so the command's) stdin */
+  char out[128];      /* its stdout, a file in dir */
+  char err[128];      /* its stderr */
+  char text[1 << 18]; /* stdout once it ended */
+  int status;
+} mt_proc_t;
+
+static void mt_start(mt_proc_t *p, const char *const argv[]) {
+  int pi[2];
+
+  snprintf(p->out, sizeof p->out, "%s.out", dir);
+  snprintf(p->err, sizeof p->err, "%s.err", dir);
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  p->pid = fork();
+  assert_true(p->pid >= 0);
+  if (p->pid == 0) {
+    int o = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int e = open(p->err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(pi[0], 0);
+    dup2(o, 1);
+    dup2(e, 2);
+    execv(argv[0], (char *const *)argv);
+    _exit(126);
+  }
+  close(pi[0]);
+  p->in = pi[1];
+}
+
+/* Whether memtop still runs (not reaped). */
+static int mt_running(mt_proc_t *p) {
+  int st;
+  pid_t r = waitpid(p->pid, &st, WNOHANG);
+
+  if (r == 0)
+    return 1;
+  p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  p->pid = -1;
+  return 0;
+}
+
+/* Waits for memtop's end (RUN_LIMIT_S at most: then it is killed and the
+ * test fails) and reads its stdout. Returns its status. */
+static int mt_wait(mt_proc_t *p) {
+  time_t start = time(NULL);
+  FILE *f;
+  size_t n;
+
+  if (p->in >= 0)
+    close(p->in);
+  p->in = -1;
+  while (p->pid > 0 && mt_running(p)) {
+    if (time(NULL) - start > RUN_LIMIT_S) {
+      kill(p->pid, SIGKILL);
+      waitpid(p->pid, NULL, 0);
+      fail_msg("memtop did not end within %d s", RUN_LIMIT_S);
+    }
+    usleep(20000);
+  }
+  f = fopen(p->out, "r");
+  assert_non_null(f);
+  n = fread(p->text, 1, sizeof p->text - 1, f);
+  p->text[n] = '\0';
+  fclose(f);
+  return p->status;
+}
+
+/* ---- what is in the socket directory ---- */
+
+/* How many sockets dir holds. */
+static int sockets(void) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  int n = 0;
+
+  assert_non_null(d);
+  while ((e = readdir(d)) != NULL)
+    n += strstr(e->d_name, ".sock") != NULL;
+  closedir(d);
+  return n;
+}
+
+/* Waits until dir holds at least n sockets (RUN_LIMIT_S at most). */
+static void wait_sockets(int n) {
+  time_t start = time(NULL);
+
+  while (sockets() < n) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("%d sockets in %s after %d s, wanted %d", sockets(), dir,
+               RUN_LIMIT_S, n);
+    usleep(20000);
+  }
+}
+
+/* ---- the JSON lines ---- */
+
+typedef struct line_s {
+  int pid, ppid;
+  char comm[32];
+} line_t;
+
+/* Parses memtop's JSON lines into v (at most cap). Returns how many. */
+static size_t parse_lines(const char *text, line_t *v, size_t cap) {
+  size_t n = 0;
+  const char *s = text;
+
+  while (*s != '\0' && n < cap) {
+    const char *nl = strchr(s, '\n');
+    size_t len = nl != NULL ? (size_t)(nl - s) : strlen(s);
+    json_error_t jerr;
+    json_t *j = json_loadb(s, len, 0, &jerr);
+    if (j == NULL)
+      fail_msg("not a JSON line (%s): %.*s", jerr.text, (int)len, s);
+    v[n].pid = (int)json_integer_value(json_object_get(j, "pid"));
+    v[n].ppid = (int)json_integer_value(json_object_get(j, "ppid"));
+    snprintf(v[n].comm, sizeof v[n].comm, "%s",
+             json_string_value(json_object_get(j, "comm")) != NULL
+                 ? json_string_value(json_object_get(j, "comm"))
+                 : "");
+    json_decref(j);
+    n++;
+    s = nl != NULL ? nl + 1 : s + len;
+  }
+  return n;
+}
+
+/* How many lines have ppid. */
+static int children_of(const line_t *v, size_t n, int ppid) {
+  int k = 0;
+
+  for (size_t i = 0; i < n; i++)
+    k += v[i].ppid == ppid;
+  return k;
+}
+
+/* Each line's parent, when it is listed, comes before it. */
+static void assert_tree_order(const line_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (v[j].pid == v[i].ppid)
+        fail_msg("PID %d is listed before its parent %d", v[i].pid, v[j].pid);
+}
+
+/* ---- memtop's children ---- */
+
+/* How many children of pid are zombies (from /proc/PID/task/T/children
+ * and each one's state). */
+static int zombie_children(pid_t pid) {
+  char path[96], buf[4096];
+  int z = 0;
+  DIR *d;
+  struct dirent *e;
+
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  d = opendir(path);
+  if (d == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%.20s/children", (int)pid,
+             e->d_name);
+    FILE *f = fopen(path, "r");
+    int c;
+    if (f == NULL)
+      continue;
+    while (fscanf(f, "%d", &c) == 1) {
+      snprintf(path, sizeof path, "/proc/%d/stat", c);
+      FILE *s = fopen(path, "r");
+      if (s == NULL)
+        continue;
+      size_t n = fread(buf, 1, sizeof buf - 1, s);
+      buf[n] = '\0';
+      fclose(s);
+      const char *close_paren = strrchr(buf, ')');
+      z +=
+          close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'Z';
+    }
+    fclose(f);
+  }
+  closedir(d);
+  return z;
+}
+
+static int ppid_of(int pid) {
+  char path[64], buf[4096];
+  FILE *f;
+  size_t n;
+  const char *p;
+
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  p = strstr(buf, "\nPPid:");
+  return p != NULL ? atoi(p + 6) : -1;
+}
+
+/* Reads a PID from a file the program writes (RUN_LIMIT_S at most): a
+ * daemon may create the file before it writes its PID (redis does). */
+static int wait_pid_file(const char *path) {
+  time_t start = time(NULL);
+
+  for (;;) {
+    FILE *f = fopen(path, "r");
+    int pid = 0;
+    if (f != NULL) {
+      int ok = fscanf(f, "%d\n", &pid) == 1 && pid > 0;
+      fclose(f);
+      if (ok)
+        return pid;
+    }
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("%s has no PID after %d s", path, RUN_LIMIT_S);
+    usleep(20000);
+  }
+}
+
+static int have_preload(void) {
+  return preload[0] != '\0' && access(preload, R_OK) == 0;
+}
+
+/* ---- fixtures ---- */
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/test_trees.XXXXXX");
+  if (mkdtemp(dir) == NULL)
+    return -1;
+  setenv("MEMSTATS_DIR", dir, 1);
+  return 0;
+}
+
+/* Kills what a failed test left running: the daemons by their PID files,
+ * tr_daemon by its stop file. */
+static void stop_left(const char *name, int sig) {
+  char path[256];
+  FILE *f;
+  int pid;
+
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return;
+  if (fscanf(f, "%d", &pid) == 1 && pid > 1)
+    kill(pid, sig);
+  fclose(f);
+}
+
+static int teardown(void **state) {
+  char cmd[256];
+  int fd;
+
+  (void)state;
+  stop_left("nginx/nginx.pid", SIGTERM);
+  stop_left("redis.pid", SIGTERM);
+  snprintf(cmd, sizeof cmd, "%s/stop", dir);
+  fd = open(cmd, O_WRONLY | O_CREAT, 0600);
+  if (fd >= 0)
+    close(fd);
+  usleep(200000); /* tr_daemon looks every 50 ms */
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'.*", dir, dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- the tests ---- */
+
+/* A server that forks 3 workers that allocate: all 4 are reported by
+ * `run --once --json`, the workers under the command, the command under
+ * memtop, in tree order; the text report names each one's parent. */
+static void test_run_workers(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  size_t n;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  const char *argv[] = {memtop, "run", "--once", "--json", "-d",
+                        "0.2",  "--",  workers,  NULL};
+  mt_start(p, argv);
+  wait_sockets(4);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  pid_t mpid = p->pid;
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  if (n != 4)
+    fail_msg("%zu JSON lines, wanted the command and 3 workers:\n%s", n,
+             p->text);
+  assert_int_equal(v[0].ppid, mpid); /* the command, first */
+  assert_string_equal(v[0].comm, "tr_workers");
+  assert_int_equal(children_of(v, n, v[0].pid), 3);
+  assert_tree_order(v, n);
+
+  /* The text report: each names its parent on its second line. */
+  const char *targv[] = {memtop, "run", "--once", "-d",
+                         "0.2",  "--",  workers,  NULL};
+  mt_start(p, targv);
+  wait_sockets(4);
+  usleep(SEE_US);
+  mpid = p->pid;
+  assert_int_equal(mt_wait(p), 0);
+  char want[64];
+  snprintf(want, sizeof want, "\n  parent PID %d\n", (int)mpid);
+  assert_non_null(strstr(p->text, want));
+  const char *c = strstr(p->text, " tr_workers: Ready+Prepared=");
+  assert_non_null(c);
+  while (c > p->text && c[-1] != '\n')
+    c--;
+  snprintf(want, sizeof want, "\n  parent PID %d\n", atoi(c));
+  const char *w = p->text;
+  int k = 0;
+  while ((w = strstr(w, want)) != NULL) {
+    k++;
+    w++;
+  }
+  assert_int_equal(k, 3);
+  free(p);
+}
+
+/* A server that daemonizes (fork, setsid, fork; the command exits at
+ * once): run goes on while the daemon lives, the daemon is re-parented
+ * to memtop (its subreaper), the middle process is reaped (no zombie
+ * child of memtop), and when the daemon ends run ends with the command's
+ * status, reporting both. */
+static void test_run_daemon(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  char stop[256], pidfile[256];
+  size_t n;
+  time_t start;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  snprintf(stop, sizeof stop, "%s/stop", dir);
+  snprintf(pidfile, sizeof pidfile, "%s/daemon.pid", dir);
+  const char *argv[] = {memtop, "run",       "--once", "--json", "-d", "0.2",
+                        "--",   daemon_prog, stop,     pidfile,  NULL};
+  mt_start(p, argv);
+  int dpid = wait_pid_file(pidfile);
+  assert_int_equal(ppid_of(dpid), p->pid); /* re-parented to memtop */
+  /* The command and the middle process have ended: reaped, not left as
+   * zombies (memtop reaps on SIGCHLD: wait for it, with a deadline). */
+  start = time(NULL);
+  while (zombie_children(p->pid) > 0) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("memtop leaves %d zombie children", zombie_children(p->pid));
+    usleep(20000);
+  }
+  usleep(SEE_US);
+  /* The command's exit was not the end. */
+  assert_true(mt_running(p));
+  assert_int_equal(zombie_children(p->pid), 0);
+  pid_t mpid = p->pid;
+  int fd = open(stop, O_WRONLY | O_CREAT, 0600);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  if (n != 2)
+    fail_msg("%zu JSON lines, wanted the command and its daemon:\n%s", n,
+             p->text);
+  assert_int_equal(v[0].ppid, mpid);
+  assert_int_equal(v[1].pid, dpid);
+  assert_int_equal(v[1].ppid, mpid);
+  free(p);
+}
+
+/* A signal to memtop while its command runs and a daemon it started is
+ * followed: passed to the command, and memtop ends when the command does
+ * (after the report, with the command's status 128+15), leaving the
+ * daemon, which the signal did not reach, running. */
+static void test_run_signal_leaves_daemon(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  char stop[256], pidfile[256], script[2048];
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  snprintf(stop, sizeof stop, "%s/stop", dir);
+  snprintf(pidfile, sizeof pidfile, "%s/daemon.pid", dir);
+  /* The shell starts the daemon, then waits in sleep: it is still
+   * running when memtop is signalled. */
+  snprintf(script, sizeof script, "'%s' '%s' '%s'; exec sleep 60", daemon_prog,
+           stop, pidfile);
+  const char *argv[] = {memtop, "run",     "--once", "--json", "-d", "0.2",
+                        "--",   "/bin/sh", "-c",     script,   NULL};
+  mt_start(p, argv);
+  int dpid = wait_pid_file(pidfile);
+  wait_sockets(1);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  kill(p->pid, SIGTERM);
+  assert_int_equal(mt_wait(p), 128 + SIGTERM);
+  assert_int_equal(kill(dpid, 0), 0); /* the daemon runs on */
+  size_t n = parse_lines(p->text, v, 16);
+  assert_true(n >= 1);
+  free(p);
+}
+
+/* python3's multiprocessing.Pool(3) (fork): the workers appear. */
+static void test_run_python_pool(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  size_t n;
+
+  (void)state;
+  if (!have_preload() || access("/usr/bin/python3", X_OK) != 0)
+    skip();
+  /* Each worker allocates until the test closes stdin (the parent then
+   * ends the pool). */
+  const char *script =
+      "import multiprocessing as mp, os, sys, time, threading\n"
+      "def work(i):\n"
+      "    while not os.path.exists(sys.argv[1]):\n"
+      "        x = [bytearray(1000) for _ in range(100)]\n"
+      "        time.sleep(0.02)\n"
+      "    return i\n"
+      "if __name__ == '__main__':\n"
+      "    mp.set_start_method('fork')\n"
+      "    with mp.Pool(3) as pool:\n"
+      "        r = pool.map_async(work, range(3))\n"
+      "        sys.stdin.read()\n"
+      "        open(sys.argv[1], 'w').close()\n"
+      "        r.get()\n";
+  char stop[256];
+  snprintf(stop, sizeof stop, "%s/stop", dir);
+  const char *argv[] = {memtop, "run",  "--once", "--json",
+                        "-d",   "0.2",  "--",     "/usr/bin/python3",
+                        "-c",   script, stop,     NULL};
+  mt_start(p, argv);
+  wait_sockets(4);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  if (n < 4)
+    fail_msg("%zu JSON lines, wanted python3 and its 3 workers:\n%s", n,
+             p->text);
+  assert_true(children_of(v, n, v[0].pid) >= 3);
+  assert_tree_order(v, n);
+  free(p);
+}
+
+/* A port nothing listens on now (bound to port 0, then closed). */
+static int free_port(void) {
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  socklen_t len = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_true(fd >= 0);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+  port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+/* One HTTP request to 127.0.0.1:port, its answer read and dropped. */
+static void http_get(int port) {
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+  static const char req[] = "GET / HTTP/1.0\r\n\r\n";
+  char buf[4096];
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0)
+    return;
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      write(fd, req, sizeof req - 1) > 0)
+    while (read(fd, buf, sizeof buf) > 0)
+      ;
+  close(fd);
+  usleep(5000);
+}
+
+/* Stops a daemon from its PID file (RUN_LIMIT_S at most). */
+static void stop_daemon(const char *pidfile, int sig) {
+  int pid = wait_pid_file(pidfile);
+  kill(pid, sig);
+}
+
+/* nginx with `daemon on; master_process on; worker_processes 3;`: the
+ * command (nginx) exits at once; run follows the master, re-parented to
+ * memtop, and its 3 workers under it; it ends when nginx is stopped. */
+static void test_run_nginx(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  char conf[256], pidfile[256], prefix[128];
+  const char *nginx =
+      access("/usr/sbin/nginx", X_OK) == 0 ? "/usr/sbin/nginx" : NULL;
+  FILE *f;
+  size_t n;
+  int port;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  if (nginx == NULL) {
+    fprintf(stderr, "test_trees: skipped: nginx is not installed "
+                    "(apt-get install nginx-light)\n");
+    skip();
+  }
+  if (geteuid() != 0) {
+    fprintf(stderr, "test_trees: skipped: nginx's workers switch user "
+                    "(root only)\n");
+    skip();
+  }
+  snprintf(prefix, sizeof prefix, "%s/nginx", dir);
+  mkdir(prefix, 0700);
+  snprintf(conf, sizeof conf, "%s/nginx.conf", prefix);
+  snprintf(pidfile, sizeof pidfile, "%s/nginx.pid", prefix);
+  f = fopen(conf, "w");
+  assert_non_null(f);
+  /* user root: the workers' sockets go in this test's directory, which
+   * is root's and 0700 (another user's agent would refuse it). env
+   * MEMSTATS_DIR: nginx clears its environment but for what `env`
+   * names, and the agent of each forked process reads it then. */
+  port = free_port();
+  fprintf(f,
+          "daemon on; master_process on; worker_processes 3; user root;\n"
+          "env MEMSTATS_DIR;\n"
+          "pid %s; error_log %s/error.log;\n"
+          "events { worker_connections 64; }\n"
+          "http { access_log off;\n"
+          "  server { listen 127.0.0.1:%d reuseport; root %s; } }\n",
+          pidfile, prefix, port, prefix);
+  fclose(f);
+  const char *argv[] = {memtop, "run", "--once", "--json", "-d", "0.2", "--",
+                        nginx,  "-p",  prefix,   "-c",     conf, NULL};
+  mt_start(p, argv);
+  int master = wait_pid_file(pidfile);
+  /* An idle worker waits in epoll_wait and allocates nothing, so its
+   * agent (started at an allocation after the fork's grace) waits too:
+   * requests until the 3 workers are attachable (reuseport spreads them
+   * over the workers). The master, in sigsuspend, allocates nothing
+   * after its fork: it gets no agent (and is not reported), but as a
+   * child of memtop with the preload mapped it keeps run going. */
+  time_t start = time(NULL);
+  while (sockets() < 3) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("%d sockets in %s after %d s of requests, wanted nginx's "
+               "3 workers",
+               sockets(), dir, RUN_LIMIT_S);
+    http_get(port);
+  }
+  usleep(SEE_US);
+  assert_true(mt_running(p)); /* nginx itself exited at once */
+  assert_int_equal(ppid_of(master), p->pid);
+  pid_t mpid = p->pid;
+  stop_daemon(pidfile, SIGQUIT); /* nginx's graceful stop */
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  for (size_t i = 0; i < n; i++)
+    if (v[i].pid == master)
+      assert_int_equal(v[i].ppid, mpid);
+  if (children_of(v, n, master) != 3)
+    fail_msg("wanted the master %d's 3 workers:\n%s", master, p->text);
+  assert_tree_order(v, n);
+  free(p);
+}
+
+/* redis-server --daemonize yes: the command exits at once, run follows
+ * the daemon and ends when it is shut down. */
+static void test_run_redis(void **state) {
+  static line_t v[16];
+  mt_proc_t *p = calloc(1, sizeof *p);
+  char pidfile[256], sock[256];
+  const char *redis = access("/usr/bin/redis-server", X_OK) == 0
+                          ? "/usr/bin/redis-server"
+                          : NULL;
+  size_t n;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  if (redis == NULL) {
+    fprintf(stderr, "test_trees: skipped: redis-server is not installed "
+                    "(apt-get install redis-server)\n");
+    skip();
+  }
+  snprintf(pidfile, sizeof pidfile, "%s/redis.pid", dir);
+  snprintf(sock, sizeof sock, "%s/redis.sock", dir);
+  const char *argv[] = {
+      memtop,         "run", "--once",      "--json", "-d",     "0.2",
+      "--",           redis, "--daemonize", "yes",    "--port", "0",
+      "--unixsocket", sock,  "--pidfile",   pidfile,  "--dir",  dir,
+      "--save",       "",    NULL};
+  mt_start(p, argv);
+  int dpid = wait_pid_file(pidfile);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  assert_int_equal(ppid_of(dpid), p->pid);
+  pid_t mpid = p->pid;
+  stop_daemon(pidfile, SIGTERM);
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  int seen = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i].pid == dpid) {
+      seen = 1;
+      assert_int_equal(v[i].ppid, mpid);
+    }
+  if (!seen)
+    fail_msg("the daemon %d is not reported:\n%s", dpid, p->text);
+  free(p);
+}
+
+/* memtop PID --tree --once --json: a running parent and its 3 workers,
+ * in tree order with their parent PIDs; --tree needs one PID. */
+static void test_pid_tree(void **state) {
+  static line_t v[16];
+  static run_result_t res;
+  char env[1400], pidstr[16];
+  int pi[2];
+  size_t n;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    snprintf(env, sizeof env, "%s", preload);
+    setenv("LD_PRELOAD", env, 1);
+    dup2(pi[0], 0);
+    execl(workers, workers, (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  wait_sockets(4);
+  snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+  char tree[] = "--tree", json[] = "--json", once[] = "--once";
+  char *argv[] = {memtop, pidstr, tree, json, NULL};
+  assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
+  n = parse_lines(res.out, v, 16);
+  if (n != 4)
+    fail_msg("%zu JSON lines, wanted the parent and 3 workers:\n%s", n,
+             res.out);
+  assert_int_equal(v[0].pid, pid);
+  assert_int_equal(children_of(v, n, pid), 3);
+  assert_tree_order(v, n);
+  /* A worker alone: itself only. */
+  snprintf(pidstr, sizeof pidstr, "%d", v[1].pid);
+  assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
+  assert_int_equal(parse_lines(res.out, v, 16), 1);
+  close(pi[1]);
+  waitpid(pid, NULL, 0);
+  /* --tree needs one PID. */
+  char *none[] = {memtop, tree, once, NULL};
+  assert_int_equal(run_capture_as(&res, none, -1, NULL), 2);
+  assert_non_null(strstr(res.err, "--tree"));
+}
+
+int main(void) {
+  const char *b = getenv("BUILD");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_run_workers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_daemon, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_signal_leaves_daemon, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_run_python_pool, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_nginx, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_redis, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pid_tree, setup, teardown),
+  };
+
+  snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(workers, sizeof workers, "%s/progs/tr_workers", build);
+  snprintf(daemon_prog, sizeof daemon_prog, "%s/progs/tr_daemon", build);
+  if (access(memtop, X_OK) != 0 || access(workers, X_OK) != 0 ||
+      access(daemon_prog, X_OK) != 0) {
+    fprintf(stderr, "test_trees: %s, %s or %s is missing (make test-build)\n",
+            memtop, workers, daemon_prog);
+    return 1;
+  }
+  (void)host_preload_path(build, preload, sizeof preload);
+  setenv("MEMTOP_PRELOAD", preload, 1);
+  signal(SIGPIPE, SIG_IGN);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
