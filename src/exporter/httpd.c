@@ -413,7 +413,9 @@ static web_t *web_current(mt_httpd_t *h) {
 static mt_httpd_t *tls_server;
 
 /* A TLS handshake: the certificate of the web config as it is now (a
- * rotated one from the first handshake after the rotation). */
+ * rotated one from the first handshake after the rotation). Returns 0,
+ * or -1 when there is none: GnuTLS's contract for the retrieve
+ * callback, not an MS_E* code. */
 static int cert_cb(gnutls_session_t sess, const gnutls_datum_t *req_ca_dn,
                    int nreqs, const gnutls_pk_algorithm_t *pk_algos,
                    int pk_algos_length, gnutls_pcert_st **pcert,

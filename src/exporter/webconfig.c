@@ -192,7 +192,8 @@ typedef struct tls_want_s {
   const yaml_node_t *suites_at; /* for the errors */
 } tls_want_t;
 
-/* "TLS10".."TLS13" -> 0..3; -1 if none. */
+/* "TLS10".."TLS13" -> 0..3; -1 if none (a value the text does not
+ * hold, not an MS_E* code: the caller words the error). */
 static int tls_version(const char *v) {
   if (v && strlen(v) == 5 && strncmp(v, "TLS1", 4) == 0 && v[4] >= '0' &&
       v[4] <= '3')
@@ -200,7 +201,8 @@ static int tls_version(const char *v) {
   return -1;
 }
 
-/* YAML 1.1's booleans, as Go's yaml.v2 reads them; -1 if none. */
+/* YAML 1.1's booleans, as Go's yaml.v2 reads them; -1 if none (a value
+ * the text does not hold, not an MS_E* code: the caller words it). */
 static int yaml_bool(const char *v) {
   static const char *const yes[] = {"true", "True", "TRUE", "yes", "Yes", "YES",
                                     "on",   "On",   "ON",   "y",   "Y"};
@@ -706,8 +708,10 @@ static int same(const char *got, const char *want) {
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The cache's digest of a password: SHA-512-crypt, 1000 rounds, under
- * this process's random salt (made on first use). Returns 0, or -1 if no
- * digest could be made (the cache is then not used). */
+ * this process's random salt (made on first use). Returns 0, or, when no
+ * digest could be made (the cache is then not used), MS_EAGAIN (no
+ * random salt yet: getrandom failed, the next check tries again) or
+ * MS_ENOSYS (crypt_r has no SHA-512-crypt here). */
 static int cache_digest(mt_webconfig_t *w, const char *password,
                         struct crypt_data *cd, char out[128]) {
   char salt_spec[sizeof w->cache_salt];
@@ -727,10 +731,10 @@ static int cache_digest(mt_webconfig_t *w, const char *password,
   memcpy(salt_spec, w->cache_salt, sizeof salt_spec);
   pthread_mutex_unlock(&cache_lock);
   if (!salt_spec[0])
-    return -1;
+    return MS_EAGAIN;
   const char *d = crypt_r(password, salt_spec, cd);
   if (!d || d[0] == '*' || strlen(d) >= 128)
-    return -1;
+    return MS_ENOSYS;
   memcpy(out, d, strlen(d) + 1);
   return 0;
 }

@@ -66,7 +66,7 @@ int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size) {
   if (t == NULL) {
     free(st->user);
     st->user = NULL;
-    return -1;
+    return MS_ENOMEM;
   }
   t->start_time = st->start_time;
   if (t->comm[0] == '\0')
@@ -110,8 +110,10 @@ void mt_live_ended(mt_model_t *m, const mt_tset_t *set,
 static int live_added(void *arg, mt_tset_target_t *st) {
   mt_live_t *l = arg;
 
-  if (mt_live_adopt(l->model, st, sizeof(live_target_t)) != 0)
-    return -1;
+  int rc = mt_live_adopt(l->model, st, sizeof(live_target_t));
+
+  if (rc != 0)
+    return rc; /* MS_ENOMEM: the set drops it */
   if (l->changed != NULL)
     l->changed(l->arg);
   return 0;

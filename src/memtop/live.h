@@ -42,8 +42,8 @@ void mt_open_detail(mt_model_t *m, int pid);
 /* ---- what every owner that keeps its targets in the model does ---- */
 
 /* st joins: its model target (start time, the listing's name), and
- * st->user a zeroed block of user_size bytes. Returns 0, or -1 when out
- * of memory (nothing kept). */
+ * st->user a zeroed block of user_size bytes. Returns 0, or MS_ENOMEM
+ * (nothing kept). */
 int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size);
 
 /* st leaves: its model target and st->user go. */

@@ -38,18 +38,21 @@
  * libuv aborts when it finds one of them at a standard number. So each
  * closed one is opened on /dev/null first of all, stdout read-only: the
  * report then fails to be written (EBADF), which mt_out_flush() says on
- * stderr, and memtop exits 1, as `ls >&-` does. Returns 0, or -1 if
- * /dev/null cannot be opened (nothing is safe to open then). */
+ * stderr, and memtop exits 1, as `ls >&-` does. Returns 0, or, when
+ * /dev/null cannot be opened (nothing is safe to open then), open(2)'s
+ * -errno, or MS_EINVAL if it came at another number than the closed
+ * one. */
 static int standard_fds(void) {
   static const int modes[3] = {O_RDONLY, O_RDONLY, O_WRONLY};
   for (int fd = 0; fd <= 2; fd++) {
     if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
       continue;
     int got = open("/dev/null", modes[fd]);
+    if (got < 0)
+      return -errno;
     if (got != fd) {
-      if (got >= 0)
-        close(got);
-      return -1;
+      close(got);
+      return MS_EINVAL;
     }
   }
   return 0;

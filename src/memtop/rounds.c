@@ -269,8 +269,9 @@ static void round_end(mt_rounds_t *r) {
 
 /* ---- starting a round ------------------------------------------------ */
 
-/* Lists the targets again (no PID named). Returns 0, or -1 when the
- * listing failed (said, and the rounds are done). */
+/* Lists the targets again (no PID named). Returns 0, or
+ * mt_tset_rescan()'s MS_E* code when the listing failed (said, and the
+ * rounds are done). */
 static int relist(mt_rounds_t *r) {
   int rc = mt_tset_rescan(r->set);
 
@@ -280,7 +281,7 @@ static int relist(mt_rounds_t *r) {
             r->sockdir, ms_strerror(rc));
     r->exit_code = 1;
     r->done(r->arg);
-    return -1;
+    return rc;
   }
   return 0;
 }

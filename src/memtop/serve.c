@@ -185,7 +185,7 @@ static int on_added(void *arg, mt_tset_target_t *t) {
   serve_t *sv = arg;
   sv_target_t *u = calloc(1, sizeof *u);
   if (!u)
-    return -1;
+    return MS_ENOMEM; /* refused: the set drops it (targetset.h) */
   /* The program's path, where /proc lets us read it (another user's
    * process, as a user, does not): a label, so made safe when written. */
   char link[64];

@@ -75,7 +75,7 @@ static char *frame_text(const mt_heap_t *h, const mt_heap_location_t *loc,
 }
 
 /* The frames of sample i, innermost first (inlined calls each a frame),
- * at most MT_SITE_CHAIN_MAX. Returns 0 or -1 (ENOMEM). */
+ * at most MT_SITE_CHAIN_MAX. Returns 0 or MS_ENOMEM. */
 static int copy_chain(mt_site_t *d, const mt_heap_t *h, size_t i) {
   const mt_heap_sample_t *hs;
   size_t j;
@@ -85,14 +85,14 @@ static int copy_chain(mt_site_t *d, const mt_heap_t *h, size_t i) {
   hs = &h->samples[i];
   d->chain = calloc(MT_SITE_CHAIN_MAX, sizeof *d->chain);
   if (d->chain == NULL)
-    return -1;
+    return MS_ENOMEM;
   for (j = 0; j < hs->nlocations && d->nchain < MT_SITE_CHAIN_MAX; j++) {
     const mt_heap_location_t *loc = &h->locations[hs->locations[j]];
     uint32_t l = 0;
 
     do {
       if ((d->chain[d->nchain] = frame_text(h, loc, l)) == NULL)
-        return -1;
+        return MS_ENOMEM;
       d->nchain++;
     } while (++l < loc->nlines && d->nchain < MT_SITE_CHAIN_MAX);
   }
@@ -105,10 +105,12 @@ static int copy_chain(mt_site_t *d, const mt_heap_t *h, size_t i) {
   return 0;
 }
 
+/* d as the model keeps site s of h (its strings copied). Returns 0 or
+ * MS_ENOMEM. */
 static int copy_site(mt_site_t *d, const mt_top_site_t *s, const mt_heap_t *h) {
   memset(d, 0, sizeof *d);
   if (copy_chain(d, h, s->heaviest) != 0)
-    return -1;
+    return MS_ENOMEM;
   d->function = s->function != NULL ? strdup(s->function) : NULL;
   d->file = dup_or_empty(s->file);
   d->module = dup_or_empty(s->module);
@@ -121,7 +123,7 @@ static int copy_site(mt_site_t *d, const mt_top_site_t *s, const mt_heap_t *h) {
   d->alloc_rate = -1;
   return (s->function != NULL && d->function == NULL) || d->file == NULL ||
                  d->module == NULL
-             ? -1
+             ? MS_ENOMEM
              : 0;
 }
 
@@ -310,8 +312,12 @@ void mt_sites_live_rest(mt_sites_live_t *s) {
 }
 
 int mt_sites_live_stats(const mt_sites_live_t *s, mt_sym_stats_t *out) {
-  if (s == NULL || s->busy || s->cache == NULL)
-    return -1;
+  if (s == NULL)
+    return MS_EINVAL;
+  if (s->busy)
+    return MS_EAGAIN;
+  if (s->cache == NULL)
+    return MS_ENOENT;
   mt_sym_cache_stats(s->cache, out);
   return 0;
 }

@@ -62,8 +62,9 @@ void mt_sites_live_close(mt_sites_live_t *s);
 void mt_sites_live_rest(mt_sites_live_t *s);
 
 /* What the symbolisation cache has done and holds, when no profile is
- * being resolved (for the tests and the bench). Returns 0, or -1 (busy,
- * or nothing resolved yet). */
+ * being resolved (for the tests and the bench). Returns 0, MS_EAGAIN
+ * while a profile is being resolved, MS_ENOENT when nothing was resolved
+ * yet, or MS_EINVAL (s NULL). */
 int mt_sites_live_stats(const mt_sites_live_t *s, mt_sym_stats_t *out);
 
 /* The top sites of a resolved profile as the model keeps them (exposed

@@ -104,7 +104,8 @@ static int same_build_id(int fd, const void *id, size_t len) {
 }
 
 /* The debug file /usr/lib/debug/.build-id/xx/rest.debug for a build id:
- * a descriptor, or -1. */
+ * a descriptor, or -1 for none (open(2)'s contract, what find_debuginfo
+ * hands libdwfl; not an MS_E* code). */
 static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
   char path[sizeof "/usr/lib/debug/.build-id/" + 2 * 64 + 8];
   const char *why;
@@ -124,7 +125,8 @@ static int by_build_id(sym_file_t *sm, const unsigned char *id, size_t len) {
 
 /* The debug file named by a .gnu_debuglink (a plain name), looked for
  * where GDB looks: the binary's directory, its .debug, /usr/lib/debug/DIR;
- * checked against the build id (id, len). A descriptor, or -1. */
+ * checked against the build id (id, len). A descriptor, or -1 for none
+ * (open(2)'s contract, as by_build_id). */
 static int by_debuglink(sym_file_t *sm, const char *debuglink_file,
                         const unsigned char *id, int len) {
   const char *slash, *why;

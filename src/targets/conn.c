@@ -216,21 +216,24 @@ static void explain_done(uv_work_t *req, int status) {
 
 /* A connected request's deadline passed with nothing received: the pipe
  * goes, and the explanation is made on the pool (see the opening
- * comment). Returns 0, or nonzero if it could not be queued. */
+ * comment). Returns 0, or, if it could not be queued, MS_ENOMEM or
+ * uv_queue_work()'s code (libuv's are -errno on Unix). */
 static int explain_start(mt_conn_t *c) {
   explain_t *e = calloc(1, sizeof *e);
+  int rc;
 
   if (e == NULL)
-    return -1;
+    return MS_ENOMEM;
   e->req.data = e;
   e->conn = c;
   e->seq = c->seq;
   e->pid = c->pid;
   e->timeout_ms = c->timeout_ms;
   memcpy(e->path, c->path, sizeof e->path);
-  if (uv_queue_work(c->loop, &e->req, explain_work, explain_done) != 0) {
+  rc = uv_queue_work(c->loop, &e->req, explain_work, explain_done);
+  if (rc != 0) {
     free(e);
-    return -1;
+    return rc;
   }
   c->handles++;
   c->explaining = 1;

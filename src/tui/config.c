@@ -29,7 +29,8 @@ int mt_config_path(char *buf, size_t len) {
   return n < 0 || (size_t)n >= len ? MS_ENOSPC : 0;
 }
 
-/* The index of word in names[0..n), or -1. */
+/* The index of word in names[0..n), or -1 when it is none of them (a
+ * not-found index, no error: the setting is skipped). */
 static int lookup(const char *word, const char *(*name)(int), int n) {
   for (int i = 0; i < n; i++)
     if (strcmp(word, name(i)) == 0)
@@ -47,7 +48,8 @@ static const char *column_name(int i) {
   return mt_setup_column_name((mt_column_t)i);
 }
 
-/* "0" / "1" (also "no" / "yes"); -1 otherwise. */
+/* "0" / "1" (also "no" / "yes"); -1 otherwise (no boolean in the text,
+ * no error: the setting is skipped). */
 static int boolean(const char *v) {
   if (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
     return 1;

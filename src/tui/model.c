@@ -122,7 +122,8 @@ const mt_sample_t *mt_target_sample(const mt_target_t *t, size_t i) {
 }
 
 /* A per-second rate of a cumulative counter between two samples; -1 when
- * it cannot be told (the counter went back, e.g. a provider restarted). */
+ * it cannot be told (the counter went back, e.g. a provider restarted):
+ * a value shown as "-", no error, not an MS_E* code. */
 static double rate(uint64_t now, uint64_t then, double dt_s) {
   if (now < then || dt_s <= 0)
     return -1;

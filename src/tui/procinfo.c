@@ -56,7 +56,8 @@ void mt_procinfo_user(int uid, char *out, size_t len) {
   pthread_mutex_unlock(&users_lock);
 }
 
-/* The real uid: the first number of the "Uid:" line. -1 if none. */
+/* The real uid: the first number of the "Uid:" line. -1 if none (a
+ * value the text does not hold, not an MS_E* code). */
 static int status_uid(const char *status) {
   const char *p = strstr(status, "\nUid:");
   unsigned long v = 0;
@@ -73,7 +74,8 @@ static int status_uid(const char *status) {
   return (int)v;
 }
 
-/* The parent: field 4 of a stat line, after the comm's last ')'. */
+/* The parent: field 4 of a stat line, after the comm's last ')'; -1 if
+ * the text does not hold one (a value, not an MS_E* code). */
 static int stat_ppid(const char *stat) {
   const char *p = strrchr(stat, ')');
   long v = 0;

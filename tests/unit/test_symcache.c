@@ -548,6 +548,9 @@ static void test_live_keeps_cache(void **state) {
   assert_int_equal(uv_loop_init(&loop), 0);
   s = mt_sites_live_new(&loop, sites_cb, NULL);
   assert_non_null(s);
+  /* No figures yet, and none while busy: each says why (was -1 both). */
+  assert_int_equal(mt_sites_live_stats(s, &s1), MS_ENOENT);
+  assert_int_equal(mt_sites_live_stats(NULL, &s1), MS_EINVAL);
   got = chained = 0;
   for (int round = 1; round <= 2; round++) {
     mt_tset_profile_t tp;
@@ -556,6 +559,7 @@ static void test_live_keeps_cache(void **state) {
     tp.prof = decoded(&fx.p);
     assert_int_equal(mt_sites_live_take(s, pid, &tp), 1);
     assert_null(tp.prof);
+    assert_int_equal(mt_sites_live_stats(s, &s1), MS_EAGAIN);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(got, round);
     assert_int_equal(mt_sites_live_stats(s, round == 1 ? &s1 : &s2), 0);
