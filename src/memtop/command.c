@@ -481,7 +481,8 @@ mt_command_t *mt_command_new(const mt_command_cfg_t *cfg) {
 
 /* The final-snapshot channel, its variables added to env. Without it (no
  * descriptors left) the command still runs, and the end shows the last
- * poll. Returns the command's end, or -1. */
+ * poll. Returns the command's end, a descriptor, or -1 as open(2) does
+ * when there is none (not an error: the command runs without it). */
 static int open_channel(mt_command_t *c, char **env) {
   int rc, child_fd = -1;
 
@@ -507,7 +508,8 @@ static int open_channel(mt_command_t *c, char **env) {
 
 /* The command's standard descriptors. The live view owns the terminal:
  * the command reads nothing from it and writes its output to a file that
- * memtop names at exit. Returns 0, or -1 after saying why. */
+ * memtop names at exit. Returns 0, or the -errno of the log file's
+ * creation after saying why. */
 static int set_stdio(mt_command_t *c, uv_stdio_container_t *stdio) {
   const char *tmp = getenv("TMPDIR");
   int i;
@@ -523,10 +525,11 @@ static int set_stdio(mt_command_t *c, uv_stdio_container_t *stdio) {
            tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
   c->log_fd = mkstemps(c->log, 4);
   if (c->log_fd < 0) {
+    int e = errno;
     mt_warn("cannot create %s for the command's output: "
             "%s (set TMPDIR to a writable directory)",
-            c->log, strerror(errno));
-    return -1;
+            c->log, strerror(e));
+    return -e;
   }
   stdio[0].flags = UV_IGNORE;
   stdio[1].flags = UV_INHERIT_FD;

@@ -391,24 +391,26 @@ static void drop_candidate(mt_tset_t *s, mt_tset_target_t *t) {
 
 /* A candidate answered: it joins the targets (in PID order among the
  * listed ones, as a listing has them) and the owner hears of it. Its read
- * is still counted: the reply that promoted it ends it. Returns 0, or
- * nonzero if it cannot be kept (out of memory, `added` refused it). */
+ * is still counted: the reply that promoted it ends it. Returns 0,
+ * MS_ENOMEM (no room for it, or for its timer), or the nonzero `added`
+ * returned when the owner refused it. */
 static int promote(mt_tset_t *s, mt_tset_target_t *t) {
   size_t i;
+  int rc;
 
   if (s->n == s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 16;
     mt_tset_target_t **grown = realloc(s->t, cap * sizeof *grown);
     if (grown == NULL)
-      return -1;
+      return MS_ENOMEM;
     s->t = grown;
     s->cap = cap;
   }
   if (s->o.timed && t->timer == NULL &&
       (t->timer = s->io.timer_new(s->io.ctx, timer_fired, t)) == NULL)
-    return -1;
-  if (s->cb.added != NULL && s->cb.added(s->arg, t) != 0)
-    return -1;
+    return MS_ENOMEM;
+  if (s->cb.added != NULL && (rc = s->cb.added(s->arg, t)) != 0)
+    return rc;
   /* Still counted in flight: taken out of the candidates without it. */
   int inflight = t->inflight;
   t->inflight = 0;
