@@ -119,7 +119,10 @@ static inline int nst_launch(nst_t *n, int kinds, const char *const argv[],
   int in[2], out[2], up[2], down[2], report[2];
   char build[PATH_MAX];
 
-  /* The build: the parent of the directory argv[0] is in ($BUILD/progs). */
+  /* The build: the parent of the directory argv[0] is in ($BUILD/progs);
+   * for another program (a shell that starts one of the build's), $BUILD
+   * itself, so that what it starts from there is not hidden by the tmpfs
+   * when the checkout is under /tmp. */
   if (realpath(argv[0], build) == NULL)
     return -1;
   for (int i = 0; i < 2; i++) {
@@ -127,6 +130,12 @@ static inline int nst_launch(nst_t *n, int kinds, const char *const argv[],
     if (slash == NULL)
       return -1;
     *slash = '\0';
+    if (i == 1 && strcmp(slash + 1, "progs") != 0) {
+      const char *b = getenv("BUILD");
+      if (realpath(b != NULL && b[0] != '\0' ? b : "build", build) == NULL)
+        return -1;
+      break;
+    }
   }
   if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(up, O_CLOEXEC) ||
       pipe2(down, O_CLOEXEC) || pipe2(report, O_CLOEXEC))
