@@ -369,15 +369,20 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
       __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
+/* Whether p may be a sampled block: some sample is live, and the filter's
+ * byte for p's slot is set (a free or realloc asks before the table). */
+static inline __attribute__((always_inline)) int
+ms__preload_maybe_sampled(const void *p) {
+  return __builtin_expect(
+             __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0) &&
+         __atomic_load_n(
+             &__atomic_load_n(&ms__prof_filter,
+                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+             __ATOMIC_RELAXED) != 0;
+}
 static inline __attribute__((always_inline)) void
 ms__preload_unsample(void *p, int prof) {
-  if (MS__PRELOAD_PROFILER && prof &&
-      __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
-                       0) &&
-      __atomic_load_n(
-          &__atomic_load_n(&ms__prof_filter,
-                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-          __ATOMIC_RELAXED) != 0)
+  if (MS__PRELOAD_PROFILER && prof && ms__preload_maybe_sampled(p))
     ms__prof_freed(p);
 }
 
@@ -389,13 +394,7 @@ ms__preload_unsample(void *p, int prof) {
  * leaves its block, and the block's sample, where they were. */
 static inline __attribute__((always_inline)) uint64_t
 ms__preload_realloc_begin(void *p, int prof) {
-  if (MS__PRELOAD_PROFILER && prof &&
-      __builtin_expect(__atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0,
-                       0) &&
-      __atomic_load_n(
-          &__atomic_load_n(&ms__prof_filter,
-                           __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-          __ATOMIC_RELAXED) != 0)
+  if (MS__PRELOAD_PROFILER && prof && ms__preload_maybe_sampled(p))
     return ms__prof_realloc_begin(p);
   return 0;
 }

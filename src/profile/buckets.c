@@ -200,6 +200,25 @@ static uint32_t addr_slot(const ms__prof_table_t *t, const void *p) {
   return (uint32_t)(mix((uint64_t)(uintptr_t)p) & (t->cap_addr - 1));
 }
 
+/* Enters p, sampled in bucket index `bucket`, in the address table (which
+ * has room: the callers check), and tells the filter, the live count and
+ * the gate. */
+static void addr_insert(ms__prof_table_t *t, const void *p, uint64_t bucket) {
+  uint32_t i = addr_slot(t, p);
+  while (t->addrs[i].p != 0)
+    i = (i + 1) & (t->cap_addr - 1);
+  t->addrs[i].p = (uint64_t)(uintptr_t)p;
+  t->addrs[i].bucket = bucket;
+  t->naddr++;
+  uint8_t *f = &t->filter[filter_index(p)];
+  if (*f != 0xff)
+    __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
+  if (t->live != NULL)
+    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
+  if (t->gate != NULL && t->naddr == 1)
+    __atomic_fetch_or(t->gate, t->gate_bit, __ATOMIC_RELEASE);
+}
+
 int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
                          uint32_t depth, int truncated, uint64_t size,
                          const void *p) {
@@ -218,19 +237,7 @@ int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
   ms__prof_cycle_t *c = &b->future[t->cycle % 3];
   c->allocs++;
   c->alloc_bytes += size;
-  uint32_t i = addr_slot(t, p);
-  while (t->addrs[i].p != 0)
-    i = (i + 1) & (t->cap_addr - 1);
-  t->addrs[i].p = (uint64_t)(uintptr_t)p;
-  t->addrs[i].bucket = (uint64_t)(b - t->buckets);
-  t->naddr++;
-  uint8_t *f = &t->filter[filter_index(p)];
-  if (*f != 0xff)
-    __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
-  if (t->live != NULL)
-    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
-  if (t->gate != NULL && t->naddr == 1)
-    __atomic_fetch_or(t->gate, t->gate_bit, __ATOMIC_RELEASE);
+  addr_insert(t, p, (uint64_t)(b - t->buckets));
   return 0;
 full:
   t->dropped++;
@@ -282,19 +289,7 @@ void ms__prof_table_put(ms__prof_table_t *t, const void *p, uint64_t taken) {
     t->dropped++;
     return;
   }
-  uint32_t i = addr_slot(t, p);
-  while (t->addrs[i].p != 0)
-    i = (i + 1) & (t->cap_addr - 1);
-  t->addrs[i].p = (uint64_t)(uintptr_t)p;
-  t->addrs[i].bucket = taken - 1;
-  t->naddr++;
-  uint8_t *f = &t->filter[filter_index(p)];
-  if (*f != 0xff)
-    __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
-  if (t->live != NULL)
-    __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
-  if (t->gate != NULL && t->naddr == 1)
-    __atomic_fetch_or(t->gate, t->gate_bit, __ATOMIC_RELEASE);
+  addr_insert(t, p, taken - 1);
 }
 
 void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken) {
