@@ -36,7 +36,8 @@ enum {
   OPT_FOCUS,
   OPT_IGNORE,
   OPT_HIDE,
-  OPT_KEEP_WRAPPERS
+  OPT_KEEP_WRAPPERS,
+  OPT_TRACK
 };
 
 static const struct option long_options[] = {
@@ -61,6 +62,7 @@ static const struct option long_options[] = {
     {"ignore", required_argument, NULL, OPT_IGNORE},
     {"hide", required_argument, NULL, OPT_HIDE},
     {"keep-wrappers", no_argument, NULL, OPT_KEEP_WRAPPERS},
+    {"track", no_argument, NULL, OPT_TRACK},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -252,6 +254,9 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     seen->delay = 1;
     o->delay_given = 1;
     return 0;
+  case OPT_TRACK:
+    o->track = 1;
+    return 0;
   case 'p':
     seen->pid_option = 1;
     return add_pid_list(o, optarg, err, errlen);
@@ -386,6 +391,8 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
     return fail(err, errlen, "-u/--user applies to the live view");
   if (o->unsafe_no_auth && o->cmd != MT_CMD_SERVE)
     return fail(err, errlen, "--unsafe-no-auth only applies to 'serve'");
+  if (o->track && o->cmd != MT_CMD_ATTACH)
+    return fail(err, errlen, "--track only applies to 'attach'");
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
@@ -517,7 +524,7 @@ void mt_cli_usage(FILE *f) {
         "[--format pprof|text]\n"
         "       memtop serve [--listen ADDR] [--web-config FILE] "
         "[--unsafe-no-auth]\n"
-        "       memtop attach PID | memtop detach PID\n"
+        "       memtop attach [--track] PID | memtop detach PID\n"
         "Try 'memtop --help' for more information.\n",
         f);
 }
@@ -557,6 +564,8 @@ void mt_cli_help(FILE *f) {
       "  memtop attach PID          load libmemstats into PID, a process\n"
       "                             started without it (ptrace, no debugger;\n"
       "                             its allocator's figures from then on)\n"
+      "  memtop attach --track PID  also count its mallocs and frees from\n"
+      "                             then on (its GOT entries rewritten)\n"
       "  memtop detach PID          stop what attach started\n"
       "\n"
       "Options:\n"

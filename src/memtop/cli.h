@@ -63,6 +63,7 @@ typedef struct mt_opts_s {
   int delay_given;            /* -d was on the command line */
   int uid;                    /* -u: the live view's user, -1 all */
   int mouse;                  /* 0 with --no-mouse */
+  int track;                  /* attach: --track, count from now on */
   /* --focus, --ignore, --hide, --keep-wrappers (checked expressions):
    * the sites of profile --format text, --sites and the live view. */
   mt_heap_filter_t filter;
