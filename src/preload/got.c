@@ -21,7 +21,15 @@
  *
  * Modules loaded later: dlopen's entries point at ms__got_dlopen, which
  * calls the real dlopen and then walks the modules again (an entry that
- * holds this library's function already is left alone).
+ * holds this library's function already is left alone). dlopen looks at
+ * its return address: a name without a '/' is searched along the
+ * caller's RUNPATH, "$ORIGIN" is the caller's directory, and the caller's
+ * namespace is the new module's. So ms__got_dlopen is a stub that calls
+ * the real dlopen itself only for a path with a '/' and no '$', and
+ * otherwise jumps to it (the caller's return address untouched): such a
+ * module is rewritten at the next dlopen by path, not at once. (A module
+ * of a dlmopen namespace other than the first opening a path through
+ * this stub would load it into the first: not handled.)
  *
  * Every rewrite is kept in a table (slot, value before, value written);
  * ms__got_restore() writes the old values back where the slot still holds
@@ -275,14 +283,49 @@ static int restore_module(struct dl_phdr_info *info, size_t size, void *arg) {
   return 0;
 }
 
-/* The real dlopen, then the modules it loaded are rewritten too. Only the
- * GOT entries of dlopen point here, after ms__got_hook found the real one. */
-void *ms__got_dlopen(const char *file, int mode) {
+/* The real dlopen, then the modules it loaded are rewritten too: for a
+ * path, whose caller does not matter (see the head of this file). */
+void *ms__got_dlopen_path(const char *file, int mode);
+void *ms__got_dlopen_path(const char *file, int mode) {
   void *h = g_dlopen(file, mode);
   if (h && __atomic_load_n(&g_active, __ATOMIC_ACQUIRE))
     dl_iterate_phdr(hook_module, NULL);
   return h;
 }
+
+/* Where ms__got_dlopen goes for file: ms__got_dlopen_path, or the real
+ * dlopen when the caller's identity matters. */
+void *ms__got_dlopen_where(const char *file);
+void *ms__got_dlopen_where(const char *file) {
+  if (file && strchr(file, '/') && !strchr(file, '$'))
+    return (void *)ms__got_dlopen_path;
+  return (void *)g_dlopen;
+}
+
+#if HAVE_GOT
+/* The stub dlopen's entries point at: the arguments kept, the choice
+ * made, and a jump (not a call) to it, so that the real dlopen sees the
+ * program's return address. */
+__asm__(".text\n"
+        ".globl ms__got_dlopen\n"
+        ".hidden ms__got_dlopen\n"
+        ".type ms__got_dlopen, @function\n"
+        "ms__got_dlopen:\n"
+        "  endbr64\n"
+        "  push %rdi\n"
+        "  push %rsi\n"
+        "  sub $8, %rsp\n"
+        "  call ms__got_dlopen_where\n"
+        "  add $8, %rsp\n"
+        "  pop %rsi\n"
+        "  pop %rdi\n"
+        "  jmp *%rax\n"
+        ".size ms__got_dlopen, .-ms__got_dlopen\n");
+#else
+void *ms__got_dlopen(const char *file, int mode) {
+  return ms__got_dlopen_path(file, mode);
+}
+#endif
 
 int ms__got_hook(void) {
   if (!HAVE_GOT)
