@@ -71,7 +71,10 @@ int main(int argc, char **argv) {
   }
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
-  char line[4200];
+  /* Static, not on the stack: memtop attach looks at the top of each
+   * thread's stack for return addresses into the allocator, and a large
+   * buffer there keeps stale ones from earlier calls. */
+  static char line[4200];
   while (fgets(line, sizeof line, stdin)) {
     if (strncmp(line, "pause", 5) == 0) {
       pthread_mutex_lock(&g_lock);
