@@ -14,9 +14,15 @@
  * without having seen the allocations made so far (the allocator's own
  * figures, the mappings, the kernel's); the tracked fields stay
  * unavailable, and the provider list says why ("tracked(off: attached
- * late)"). ms__attach_stop() (memtop detach) stops the agent and removes
- * its socket; the library stays mapped, inert, and a later attach finds
- * it (dlopen returns the same handle) and calls ms__attach_start again.
+ * late)"). With MS__ATTACH_TRACK (memtop attach --track) it also counts
+ * from then on: the allocator is found as the program is bound
+ * (resolve.c), the modules' GOT entries are pointed at this library
+ * (got.c), and the engine counts since the attach, HeapAlloc estimated
+ * from the allocator's in-use bytes at the attach (ms__track_since).
+ * ms__attach_stop() (memtop detach) writes the GOT entries back, stops the
+ * agent and removes its socket; the library stays mapped, inert, and a later
+ * attach finds it (dlopen returns the same handle) and calls ms__attach_start
+ * again.
  *
  * Started with the program (LD_PRELOAD, memtop run), the library finds its
  * own entry point in the global scope (the program's handle, dlopen(NULL));

@@ -15,7 +15,9 @@
  *            allocations from a static bootstrap buffer meanwhile;
  * malloc.c   the C allocation functions;
  * cxx.c      the C++ operators, written in C under their mangled names;
- * preload.c  the constructor (agent start) and the opt-in exit report.
+ * preload.c  the constructor (agent start) and the opt-in exit report;
+ * attach.c   loaded late by memtop attach: inert until told to start;
+ * got.c      memtop attach --track: the modules' GOT entries rewritten.
  */
 #ifndef MS_PRELOAD_PRELOAD_H
 #define MS_PRELOAD_PRELOAD_H

@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -434,14 +435,13 @@ static void test_sqlite_transaction(void **state) {
 
 /* ---- attach --track ------------------------------------------------------*/
 
-/* A snapshot of pid, read again (up to 20 s: the agent samples mallinfo2
- * less often the longer it took, and with 8 threads holding the arenas'
- * locks it takes long) until ok(s, arg) holds. */
+/* A snapshot of pid, read again (every 100 ms, up to 90 s) until ok(s,
+ * arg) holds. */
 static int snapshot_until(pid_t pid, ms_snapshot_t *s,
                           int (*ok)(const ms_snapshot_t *, const void *),
                           const void *arg) {
   char err[256];
-  for (int k = 0; k < 200; k++) {
+  for (int k = 0; k < 900; k++) {
     if (k)
       usleep(100 * 1000);
     if (fetch_snapshot(pid, s, 10000, err, sizeof err) != 0)
@@ -450,6 +450,12 @@ static int snapshot_until(pid_t pid, ms_snapshot_t *s,
       return 1;
   }
   return 0;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static int mallocs_above(const ms_snapshot_t *s, const void *arg) {
@@ -467,10 +473,20 @@ static int mallocs_above(const ms_snapshot_t *s, const void *arg) {
  * exactly where the base plays no part: Mallocs (test_track_dlopen). A
  * base lost or a free of an earlier block counted against nothing would
  * put it near 0 or past the in-use bytes. */
+typedef struct near_s {
+  uint64_t inuse;     /* mallinfo2's, read in-process, workers parked */
+  uint64_t paused_ns; /* when they were (CLOCK_MONOTONIC) */
+} near_t;
+
 static int alloc_near(const ms_snapshot_t *s, const void *arg) {
-  uint64_t inuse = *(const uint64_t *)arg;
-  /* HeapInuse is glibc's mallinfo2, sampled by the agent at most once a
-   * second: read until a sample taken with the workers parked is there. */
+  const near_t *n = arg;
+  uint64_t inuse = n->inuse;
+  /* HeapInuse is glibc's mallinfo2, sampled by the agent at most every 100
+   * times what the last sample cost (seconds, with 8 threads holding the
+   * arenas' locks on a loaded machine): only a sample taken since the
+   * workers parked can be held to 1%. */
+  if (s->heap_sample_age_ns >= mono_ns() - n->paused_ns)
+    return 0;
   return within_1pct(s->heap_inuse, inuse) &&
          s->quality[MS_F_HEAP_ALLOC] == MS_Q_ESTIMATED &&
          s->heap_alloc * 4 >= inuse * 3 && s->heap_alloc <= inuse + inuse / 10;
@@ -526,6 +542,7 @@ static void test_track_alloc8(void **state) {
                (unsigned long long)m0);
     /* The workers parked (mallinfo2 takes every arena's lock): the
      * estimate against the allocator's own figure, read in-process. */
+    near_t want = {.paused_ns = mono_ns()};
     say_line(&t, "pause\n", ans, sizeof ans);
     assert_string_equal(ans, "paused");
     unsigned long long inuse = 0, sys = 0;
@@ -533,7 +550,7 @@ static void test_track_alloc8(void **state) {
     say_line(&t, "info\n", ans, sizeof ans);
     assert_int_equal(
         sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
-    uint64_t want = inuse;
+    want.inuse = inuse;
     if (!snapshot_until(t.pid, &s, alloc_near, &want))
       fail_msg("cycle %d: HeapAlloc %llu (quality %d) HeapInuse %llu "
                "(quality %d), mallinfo2 in-use %llu",
