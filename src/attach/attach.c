@@ -520,6 +520,15 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
     fprintf(out,
             "memtop: process %d serves already; `memtop %d` watches it (%s)\n",
             (int)req->pid, (int)req->pid, held);
+  else if (req->flags & MT_ATTACH_TRACK)
+    fprintf(out,
+            "memtop: attached to process %d with --track: its allocator's "
+            "figures, and its mallocs and frees counted from now on "
+            "(HeapAlloc estimated: its blocks from before are not known "
+            "one by one); `memtop %d` watches it, `memtop detach %d` "
+            "restores its GOT entries (%s; %d stop%s)\n",
+            (int)req->pid, (int)req->pid, (int)req->pid, held, res.tries,
+            res.tries == 1 ? "" : "s");
   else
     fprintf(out,
             "memtop: attached to process %d: it serves its allocator's "

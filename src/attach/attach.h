@@ -20,10 +20,15 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+/* attach --track: the library counts from now on, through the program's
+ * rewritten GOT entries (the same bit as MS__ATTACH_TRACK in
+ * src/preload/preload.h, the library's side). */
+#define MT_ATTACH_TRACK 0x1u
+
 typedef struct mt_attach_req_s {
   pid_t pid;
   int detach;      /* 1: memtop detach */
-  unsigned flags;  /* ms__attach_start's (0) */
+  unsigned flags;  /* ms__attach_start's: 0 or MT_ATTACH_TRACK */
   const char *lib; /* the preload library's absolute path */
 } mt_attach_req_t;
 

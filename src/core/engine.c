@@ -73,6 +73,25 @@ void ms__engine_last_mapped(ms__mapped_t *out) {
   *out = g_last_mapped;
 }
 
+/* ms__track_since: 1 once called; the base HeapAlloc's estimate adds the
+ * counted delta to (INT64_MIN: unknown). Written under the reader lock,
+ * read by ms__engine_read under it. */
+static int g_since;
+static int64_t g_since_base;
+
+void ms__track_since(int64_t inuse) {
+  ms__shard_totals_t t;
+  ms__read_lock();
+  ms__shards_read(&t);
+  /* A second attach finds the counts of the first: the base is what
+   * makes the estimate equal the allocator's figure now. */
+  g_since_base =
+      inuse < 0 ? INT64_MIN : inuse - (int64_t)(t.alloc_bytes - t.free_bytes);
+  g_since = 1;
+  ms__read_unlock();
+  ms__feed(MS__FEED_OBJECTS | MS__FEED_TRACKED);
+}
+
 void ms__engine_read(ms_snapshot_t *s) {
   unsigned fed = ms__engine_fed();
   ms__shard_totals_t t;
@@ -87,7 +106,8 @@ void ms__engine_read(ms_snapshot_t *s) {
    * preload when it is there (a runtime may report pauses beside it). */
   int src = -1, osrc = -1;
   if (fed & MS__FEED_TRACKED)
-    osrc = ms__snapshot_add_provider(s, "tracked");
+    osrc = ms__snapshot_add_provider(s, g_since ? "tracked(since attach)"
+                                                : "tracked");
   else if (ms__track_off_reason())
     ms__snapshot_add_provider(s, ms__track_off_reason());
   if (fed & MS__FEED_API)
@@ -114,6 +134,20 @@ void ms__engine_read(ms_snapshot_t *s) {
     set_exact(s, MS_F_BY_SIZE, osrc);
     s->lookups = 0; /* nothing here looks up pointers, as in Go >= 1.x */
     set_exact(s, MS_F_LOOKUPS, osrc);
+    if (g_since && (fed & MS__FEED_TRACKED)) {
+      /* Since the attach only (ms__track_since). */
+      int64_t est =
+          g_since_base == INT64_MIN
+              ? -1
+              : g_since_base + (int64_t)(t.alloc_bytes - t.free_bytes);
+      s->heap_alloc = est > 0 ? (uint64_t)est : 0;
+      ms__set_quality(s, MS_F_HEAP_ALLOC,
+                      est < 0 ? MS_Q_UNAVAILABLE : MS_Q_ESTIMATED, osrc);
+      s->heap_objects = 0;
+      ms__set_quality(s, MS_F_HEAP_OBJECTS, MS_Q_UNAVAILABLE, -1);
+      s->nsize_classes = 0;
+      ms__set_quality(s, MS_F_BY_SIZE, MS_Q_UNAVAILABLE, -1);
+    }
   }
   if (fed & MS__FEED_HEAP) {
     s->heap_inuse = (uint64_t)t.heap[MS_SPAN_INUSE];

@@ -48,6 +48,16 @@ void ms__read_lock(void);
 int ms__read_trylock(void);
 void ms__read_unlock(void);
 
+/* memtop attach --track: the preload counts from now on, in a process
+ * whose earlier blocks it never saw. Mallocs, Frees and TotalAlloc count
+ * from the first such attach; HeapAlloc is estimated as inuse (the
+ * allocator's in-use bytes now, -1 unknown: HeapAlloc unavailable) plus
+ * what was allocated minus what was freed since, which a free of an
+ * earlier block brings down as it should; HeapObjects and the size
+ * classes, which need every block's allocation, are unavailable. The
+ * provider is named "tracked(since attach)". Takes the reader lock. */
+void ms__track_since(int64_t inuse);
+
 /* Appends a provider name to snap->providers (once) and returns its index,
  * or -1 if the list is full: -1 is the "no provider" index every caller
  * already passes for a figure with no source, not an error code. */

@@ -40,7 +40,8 @@ enum {
   OPT_TELEMETRY_PATH,
   OPT_NO_SIZE_CLASSES,
   OPT_GROUP_BY,
-  OPT_TREE
+  OPT_TREE,
+  OPT_TRACK
 };
 
 static const struct option long_options[] = {
@@ -71,6 +72,7 @@ static const struct option long_options[] = {
     {"hide", required_argument, NULL, OPT_HIDE},
     {"keep-wrappers", no_argument, NULL, OPT_KEEP_WRAPPERS},
     {"tree", no_argument, NULL, OPT_TREE},
+    {"track", no_argument, NULL, OPT_TRACK},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0}};
@@ -262,6 +264,9 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     seen->delay = 1;
     o->delay_given = 1;
     return 0;
+  case OPT_TRACK:
+    o->track = 1;
+    return 0;
   case 'p':
     seen->pid_option = 1;
     return add_pid_list(o, optarg, err, errlen);
@@ -438,6 +443,8 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
                 o->telemetry_path    ? "--web.telemetry-path"
                 : o->no_size_classes ? "--no-size-classes"
                                      : "--group-by");
+  if (o->track && o->cmd != MT_CMD_ATTACH)
+    return fail(err, errlen, "--track only applies to 'attach'");
   if (o->cmd != MT_CMD_PROFILE && (o->seconds != 0 || seen->format))
     return fail(err, errlen, "%s only applies to 'profile'",
                 o->seconds != 0 ? "--seconds" : "--format");
@@ -575,7 +582,7 @@ void mt_cli_usage(FILE *f) {
         "[--format pprof|text]\n"
         "       memtop serve [--listen ADDR] [--web-config FILE] "
         "[--unsafe-no-auth]\n"
-        "       memtop attach PID | memtop detach PID\n"
+        "       memtop attach [--track] PID | memtop detach PID\n"
         "       memtop serve [--web.listen-address ADDR] "
         "[--web.config.file FILE]\n"
         "                    [--web.telemetry-path PATH] [--no-size-classes] "
@@ -622,6 +629,8 @@ void mt_cli_help(FILE *f) {
       "  memtop attach PID          load libmemstats into PID, a process\n"
       "                             started without it (ptrace, no debugger;\n"
       "                             its allocator's figures from then on)\n"
+      "  memtop attach --track PID  also count its mallocs and frees from\n"
+      "                             then on (its GOT entries rewritten)\n"
       "  memtop detach PID          stop what attach started\n"
       "auth,\n"
       "                             re-read when it changes (as root it\n"

@@ -76,7 +76,8 @@ typedef struct mt_opts_s {
   int delay_given;            /* -d was on the command line */
   int uid;                    /* -u: the live view's user, -1 all */
   int mouse;                  /* 0 with --no-mouse */
-  int tree; /* --tree: the PID named and its descendants (issue 21) */
+  int tree;  /* --tree: the PID named and its descendants (issue 21) */
+  int track; /* attach: --track, count from now on */
   /* --focus, --ignore, --hide, --keep-wrappers (checked expressions):
    * the sites of profile --format text, --sites and the live view. */
   mt_heap_filter_t filter;

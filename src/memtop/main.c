@@ -122,7 +122,7 @@ static int attach_main(const mt_opts_t *o) {
   }
   mt_attach_req_t req = {.pid = o->pids[0],
                          .detach = o->cmd == MT_CMD_DETACH,
-                         .flags = 0,
+                         .flags = o->track ? MT_ATTACH_TRACK : 0,
                          .lib = lib};
   return mt_attach_main(&req, stdout, stderr) || flush_stdout();
 }

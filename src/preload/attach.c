@@ -14,15 +14,22 @@
  * without having seen the allocations made so far (the allocator's own
  * figures, the mappings, the kernel's); the tracked fields stay
  * unavailable, and the provider list says why ("tracked(off: attached
- * late)"). ms__attach_stop() (memtop detach) stops the agent and removes
- * its socket; the library stays mapped, inert, and a later attach finds
- * it (dlopen returns the same handle) and calls ms__attach_start again.
+ * late)"). With MS__ATTACH_TRACK (memtop attach --track) it also counts
+ * from then on: the allocator is found as the program is bound
+ * (resolve.c), the modules' GOT entries are pointed at this library
+ * (got.c), and the engine counts since the attach, HeapAlloc estimated
+ * from the allocator's in-use bytes at the attach (ms__track_since).
+ * ms__attach_stop() (memtop detach) writes the GOT entries back, stops the
+ * agent and removes its socket; the library stays mapped, inert, and a later
+ * attach finds it (dlopen returns the same handle) and calls ms__attach_start
+ * again.
  *
  * Started with the program (LD_PRELOAD, memtop run), the library finds its
  * own entry point in the global scope (the program's handle, dlopen(NULL));
  * loaded late with RTLD_LOCAL, it does not.
  */
 #include <dlfcn.h>
+#include <stdint.h>
 
 #include "agent/agent.h"
 #include "core/engine.h"
@@ -45,20 +52,77 @@ int ms__preload_loaded_late(void) {
   return g_late;
 }
 
+/* glibc's struct mallinfo2 (2.33+), as src/providers/glibc.c has it. */
+struct ms__pl_mallinfo2 {
+  size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks,
+      fordblks, keepcost;
+};
+
+/* The allocator's in-use bytes now (glibc: uordblks + hblkhd, what its
+ * provider calls HeapAlloc's base), or -1 if it cannot say. */
+static int64_t allocator_inuse(void) {
+  if (!ms__real.is_glibc)
+    return -1;
+  struct ms__pl_mallinfo2 (*mi)(void);
+  *(void **)&mi = ms__preload_next("mallinfo2");
+  if (!mi)
+    return -1;
+  struct ms__pl_mallinfo2 m = mi();
+  return (int64_t)(m.uordblks + m.hblkhd);
+}
+
+/* 1 while the GOT entries are ours (between a --track start and the
+ * stop). Only memtop's calls touch it, one at a time (ptrace). */
+static int g_tracking;
+
+/* --track: the allocator found as the program is bound, the GOT entries
+ * rewritten (got.c), then the estimate's base taken. Any thread may run
+ * our entry points from the first rewritten entry on: ms__real is
+ * complete before. The base is read after the rewrite, so that what the
+ * other threads allocate and free while the modules are walked is in the
+ * counts and in the allocator's figure both (ms__track_since takes the
+ * counts made until then off the base); only mallinfo2's own walk, arena
+ * after arena, is left between the two views. */
+static int track_start(void) {
+  int r = ms__preload_resolve_late();
+  if (r != 0)
+    return r;
+  r = ms__got_hook();
+  if (r < 0)
+    return r;
+  ms__track_since(allocator_inuse());
+  g_tracking = 1;
+  return 0;
+}
+
 MS__PRELOAD_API int ms__attach_start(unsigned flags) {
-  /* No flag is known yet (counting from the attach on, --track, would be
-   * one): a newer memtop's request is refused, not half done. */
-  if (flags != 0)
+  /* An unknown flag (a newer memtop's) is refused, not half done. */
+  if (flags & ~MS__ATTACH_TRACK)
     return MS_ENOSYS;
   if (!g_late)
     return MS_EEXIST; /* started with the program: it serves already */
-  ms__track_off("attached late");
+  if (!g_tracking)
+    ms__track_off("attached late");
   ms__agent_mark_attached();
-  return ms_agent_start();
+  int tracked_now = 0;
+  if ((flags & MS__ATTACH_TRACK) && !g_tracking) {
+    int r = track_start();
+    if (r != 0)
+      return r;
+    tracked_now = 1;
+  }
+  int r = ms_agent_start();
+  /* Serving already, the agent now reads the counts too. */
+  return r == MS_EEXIST && tracked_now ? 0 : r;
 }
 
 MS__PRELOAD_API int ms__attach_stop(void) {
   if (!g_late)
     return MS_EINVAL; /* started with the program: not memtop's to stop */
+  /* The entries first: no call reaches the library's counters after. */
+  if (g_tracking) {
+    ms__got_restore();
+    g_tracking = 0;
+  }
   return ms_agent_stop();
 }

@@ -166,7 +166,7 @@ static __attribute__((noinline)) void *sym_lookup(int i) {
   if (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
     f = dlsym(RTLD_DEFAULT, sym_names[i]);
   else
-    f = dlsym(RTLD_NEXT, sym_names[i]);
+    f = ms__preload_next(sym_names[i]);
   if (!f)
     f = MISSING;
   __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
@@ -204,7 +204,7 @@ void ms__preload_cxx_resolve(void) {
       continue;
     void *f = (i == THROW_BAD_ALLOC || i == THROW_BAD_ALLOC_LIBCXX)
                   ? dlsym(RTLD_DEFAULT, sym_names[i])
-                  : dlsym(RTLD_NEXT, sym_names[i]);
+                  : ms__preload_next(sym_names[i]);
     if (f) {
       __atomic_store_n(&syms[i], f, __ATOMIC_RELEASE);
       publish(i, f);

@@ -16,7 +16,9 @@
  * malloc.c   the C allocation functions;
  * cxx.c      the C++ operators, written in C under their mangled names;
  * record.h   what is done with each block measured (a part of this file);
- * preload.c  the constructor (agent start) and the opt-in exit report.
+ * preload.c  the constructor (agent start) and the opt-in exit report;
+ * attach.c   loaded late by memtop attach: inert until told to start;
+ * got.c      memtop attach --track: the modules' GOT entries rewritten.
  */
 #ifndef MS_PRELOAD_PRELOAD_H
 #define MS_PRELOAD_PRELOAD_H
@@ -561,10 +563,35 @@ void ms__preload_cxx_profile_on(void);
  * which then does nothing. */
 int ms__preload_loaded_late(void);
 /* What memtop attach and detach call in the program: start the agent,
- * serving the allocator's figures only (flags: 0; anything else
- * MS_ENOSYS), or stop it. 0 or a negative MS_E* code; MS_EEXIST from
+ * serving the allocator's figures (flags 0) and with MS__ATTACH_TRACK
+ * counting from now on (other bits: MS_ENOSYS), or stop it (and restore
+ * the GOT entries). 0 or a negative MS_E* code; MS_EEXIST from
  * start if it runs already or the library was not loaded late. */
 MS__PRELOAD_API int ms__attach_start(unsigned flags);
 MS__PRELOAD_API int ms__attach_stop(void);
+/* ms__attach_start's flag: count from now on (memtop attach --track), by
+ * the rewritten GOT entries (got.c). The tool's side names the same bit
+ * MT_ATTACH_TRACK (src/attach/attach.h). */
+#define MS__ATTACH_TRACK 0x1u
+
+/* The next definition of name: dlsym(RTLD_NEXT) when started with the
+ * program; loaded late, the definition the global scope bound the program
+ * to, never an executable's PLT stub nor this library's (resolve.c). */
+void *ms__preload_next(const char *name);
+/* Loaded late: finds the allocator the program runs on (as the GOT
+ * entries are bound) and makes the entry points forward to it, without
+ * counting yet. 0, MS_EAGAIN (a lookup under way), MS_ENOENT (none). */
+int ms__preload_resolve_late(void);
+
+/* ---- the GOT entries, rewritten (got.c) -----------------------------------*/
+
+/* Points every loaded module's GOT entries of the malloc family, the C++
+ * operators and dlopen at this library, and keeps each old value. Returns
+ * how many entries it rewrote, or MS_ENOSYS (no GOT to rewrite on this
+ * machine, or no dlopen), MS_ENOENT (this library not found). */
+int ms__got_hook(void);
+/* Writes back every entry that still holds ours, in modules still loaded;
+ * returns how many. After it, modules dlopen'ed later are not rewritten. */
+int ms__got_restore(void);
 
 #endif

@@ -9,6 +9,7 @@
  * so nothing ever waits for the lookup and nothing recurses into it.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -75,6 +76,71 @@ static void *object_base(void *addr) {
   return dladdr(addr, &fi) ? fi.dli_fbase : NULL;
 }
 
+/* 1 once the library, loaded late, has been told to track (attach.c):
+ * the next definitions are then looked up as the loader bound the
+ * program, not by RTLD_NEXT (ms__preload_next). */
+static int g_late_next;
+
+/* Whether p is the start of a symbol a module defines: not an
+ * executable's PLT stub, which an executable that takes a function's
+ * address makes its canonical address (dladdr knows defined symbols
+ * only), and not one of this library's. */
+static int real_definition(void *p) {
+  Dl_info d, self;
+  if (!p || !dladdr(p, &d) || d.dli_saddr != p)
+    return 0;
+  return !dladdr((void *)real_definition, &self) ||
+         self.dli_fbase != d.dli_fbase;
+}
+
+void *ms__preload_next(const char *name) {
+  if (!__atomic_load_n(&g_late_next, __ATOMIC_ACQUIRE))
+    return dlsym(RTLD_NEXT, name);
+  /* The global scope's definition, which every module was bound to; if
+   * that is the executable's PLT stub, the first module in load order
+   * that defines the name (the one the stub's own entry holds). */
+  void *prog = dlopen(NULL, RTLD_NOW);
+  if (!prog)
+    return NULL;
+  void *f = dlsym(prog, name);
+  struct link_map *lm = NULL;
+  if (!real_definition(f)) {
+    f = NULL;
+    if (dlinfo(prog, RTLD_DI_LINKMAP, &lm) == 0 && lm)
+      lm = lm->l_next;
+    for (; lm && !f; lm = lm->l_next) {
+      if (!lm->l_name || !lm->l_name[0])
+        continue;
+      void *h = dlopen(lm->l_name, RTLD_NOLOAD | RTLD_LAZY);
+      if (!h)
+        continue;
+      void *g = dlsym(h, name);
+      if (real_definition(g))
+        f = g;
+      dlclose(h);
+    }
+  }
+  dlclose(prog);
+  return f;
+}
+
+static int resolve_with(int probe);
+
+int ms__preload_resolve_late(void) {
+  __atomic_store_n(&g_late_next, 1, __ATOMIC_RELEASE);
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (st == MS__REAL_READY || st >= MS__REAL_PROF)
+    return 0; /* a second attach: as the first left it */
+  if (st != MS__REAL_NONE)
+    return MS_EAGAIN;
+  int r = resolve_with(0);
+  if (r != 1)
+    return MS_ENOENT;
+  ms__preload_size_init();
+  ms__preload_cxx_resolve();
+  return 0;
+}
+
 static void keep_if_same_object(void *base, void **fn) {
   if (*fn && object_base(*fn) != base)
     *fn = NULL;
@@ -82,7 +148,7 @@ static void keep_if_same_object(void *base, void **fn) {
 
 /* Whether the object at base (the next malloc's) defines name. */
 static int object_defines(void *base, const char *name) {
-  void *f = dlsym(RTLD_NEXT, name);
+  void *f = ms__preload_next(name);
   keep_if_same_object(base, &f);
   return f != NULL;
 }
@@ -140,7 +206,7 @@ static int calls_reach_us(void *(*def_malloc)(size_t),
   return 0;
 }
 
-int ms__preload_resolve(void) {
+static int resolve_with(int probe) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (st == MS__REAL_READY || st >= MS__REAL_PROF)
     return 1;
@@ -154,21 +220,21 @@ int ms__preload_resolve(void) {
   ms__real_t r;
   memset(&r, 0, sizeof r);
   /* Casting void * to a function pointer is what dlsym's interface asks. */
-  *(void **)&r.malloc = dlsym(RTLD_NEXT, "malloc");
-  *(void **)&r.free = dlsym(RTLD_NEXT, "free");
-  *(void **)&r.calloc = dlsym(RTLD_NEXT, "calloc");
-  *(void **)&r.realloc = dlsym(RTLD_NEXT, "realloc");
-  *(void **)&r.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
-  *(void **)&r.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
-  *(void **)&r.memalign = dlsym(RTLD_NEXT, "memalign");
-  *(void **)&r.valloc = dlsym(RTLD_NEXT, "valloc");
-  *(void **)&r.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-  *(void **)&r.usable = dlsym(RTLD_NEXT, "malloc_usable_size");
+  *(void **)&r.malloc = ms__preload_next("malloc");
+  *(void **)&r.free = ms__preload_next("free");
+  *(void **)&r.calloc = ms__preload_next("calloc");
+  *(void **)&r.realloc = ms__preload_next("realloc");
+  *(void **)&r.posix_memalign = ms__preload_next("posix_memalign");
+  *(void **)&r.aligned_alloc = ms__preload_next("aligned_alloc");
+  *(void **)&r.memalign = ms__preload_next("memalign");
+  *(void **)&r.valloc = ms__preload_next("valloc");
+  *(void **)&r.pvalloc = ms__preload_next("pvalloc");
+  *(void **)&r.usable = ms__preload_next("malloc_usable_size");
   void *tc_size =
-      dlsym(RTLD_NEXT, "_ZN22TCMallocImplementation16GetAllocatedSizeEPKv");
+      ms__preload_next("_ZN22TCMallocImplementation16GetAllocatedSizeEPKv");
   void *tc_debug =
-      tc_size ? dlsym(RTLD_NEXT,
-                      "_ZN25DebugMallocImplementation16GetAllocatedSizeEPKv")
+      tc_size ? ms__preload_next(
+                    "_ZN25DebugMallocImplementation16GetAllocatedSizeEPKv")
               : NULL;
   /* Whether the malloc the program calls is this one (calls_reach_us),
    * probed while this thread's calls still go to the bootstrap buffer. */
@@ -176,7 +242,9 @@ int ms__preload_resolve(void) {
   void (*def_free)(void *);
   *(void **)&def_malloc = dlsym(RTLD_DEFAULT, "malloc");
   *(void **)&def_free = dlsym(RTLD_DEFAULT, "free");
-  int reach_us = calls_reach_us(def_malloc, def_free);
+  /* Loaded late (attach --track), the program's malloc is the one
+   * these entries held, which the GOT now sends here: nothing to probe. */
+  int reach_us = probe ? calls_reach_us(def_malloc, def_free) : 1;
   tls_resolving = 0;
   if (!r.malloc || !r.free || !r.calloc || !r.realloc || !r.posix_memalign) {
     /* A static program or a broken search order: nothing to forward to.
@@ -215,9 +283,13 @@ int ms__preload_resolve(void) {
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
   __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_READY,
                      __ATOMIC_RELEASE);
-  if (exact && reach_us)
+  if (exact && reach_us && probe)
     ms__track_enable();
-  return 1;
+  return exact ? 1 : 2;
+}
+
+int ms__preload_resolve(void) {
+  return resolve_with(1) != 0;
 }
 
 /* ---- sizes by request ---------------------------------------------------*/
@@ -356,7 +428,7 @@ void ms__preload_je_free_nested(ms__tls_t *t, void *p) {
  * exactly what malloc_usable_size says, on this thread (the constructor's).
  * The probes go straight to jemalloc, uncounted. */
 static void je_counter_init(void *base) {
-  void *fn = dlsym(RTLD_NEXT, "mallctl");
+  void *fn = ms__preload_next("mallctl");
   keep_if_same_object(base, &fn);
   if (!fn)
     return;
@@ -437,7 +509,7 @@ static int mi_classes_match(size_t (*good)(size_t), int min_shift) {
 }
 
 static void mi_classes_init(void *base) {
-  void *fn = dlsym(RTLD_NEXT, "mi_good_size");
+  void *fn = ms__preload_next("mi_good_size");
   keep_if_same_object(base, &fn);
   if (!fn)
     return;
@@ -499,7 +571,7 @@ void ms__preload_size_init(void) {
     return;
   }
   size_t (*nallocx)(size_t, int);
-  *(void **)&nallocx = dlsym(RTLD_NEXT, "nallocx");
+  *(void **)&nallocx = ms__preload_next("nallocx");
   void *base = object_base(*(void **)&ms__real.malloc);
   if (base == NULL)
     return;

@@ -521,6 +521,13 @@ static void inuse_at_least_alloc(ms_snapshot_t *snap) {
       !ms__field_known(snap, MS_F_HEAP_ALLOC) ||
       snap->heap_inuse >= snap->heap_alloc)
     return;
+  /* HeapAlloc estimated (counted since memtop attach --track, from the
+   * allocator's in-use at the attach): the estimate gives way to the
+   * allocator's figure, not the other way round. */
+  if (snap->quality[MS_F_HEAP_ALLOC] == MS_Q_ESTIMATED) {
+    snap->heap_alloc = snap->heap_inuse;
+    return;
+  }
   uint64_t d = snap->heap_alloc - snap->heap_inuse, grow = d;
   snap->heap_inuse += d;
   if (ms__field_known(snap, MS_F_HEAP_IDLE)) {

@@ -33,6 +33,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -112,6 +113,14 @@ static int memtop_cmd(run_result_t *res, const char *cmd, pid_t pid,
   snprintf(p, sizeof p, "%d", (int)pid);
   char *argv[] = {memtop, (char *)cmd, p, NULL};
   return run_capture_as(res, argv, -1, as);
+}
+
+/* memtop attach --track PID. */
+static int memtop_track(run_result_t *res, pid_t pid) {
+  char p[32];
+  snprintf(p, sizeof p, "%d", (int)pid);
+  char *argv[] = {memtop, (char *)"attach", (char *)"--track", p, NULL};
+  return run_capture(res, argv, -1);
 }
 
 static void say_line(target_t *t, const char *cmd, char *ans, size_t len) {
@@ -280,8 +289,9 @@ static void *client(void *arg) {
   return NULL;
 }
 
-static void test_http_server(void **state) {
-  (void)state;
+/* Five cycles of attach (with --track: track 1) and detach, a client
+ * requesting all the time. */
+static void http_cycles(int track) {
   SKIP_IF_NO_PTRACE();
   if (run_sh("python3 -c 'import http.server' >/dev/null 2>&1 && "
              "setpriv --pdeathsig KILL true") != 0) {
@@ -316,13 +326,26 @@ static void test_http_server(void **state) {
   static run_result_t res;
   for (int i = 0; i < 5; i++) {
     unsigned long before = c.ok;
-    if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+    if ((track ? memtop_track(&res, t.pid)
+               : memtop_cmd(&res, "attach", t.pid, NULL)) != 0)
       fail_msg("cycle %d: memtop attach exited %d: %s", i, res.status, res.err);
     static ms_snapshot_t s;
     char err[256];
     if (fetch_snapshot(t.pid, &s, 5000, err, sizeof err) != 0)
       fail_msg("cycle %d: no snapshot: %s", i, err);
     assert_true(s.sys > 0);
+    if (track) {
+      /* Python's requests counted: a later snapshot has more. */
+      uint64_t m0 = s.mallocs;
+      assert_int_equal(s.quality[MS_F_MALLOCS], MS_Q_EXACT);
+      for (int k = 0; k < 50 && s.mallocs <= m0; k++) {
+        usleep(100 * 1000);
+        if (fetch_snapshot(t.pid, &s, 5000, err, sizeof err) != 0)
+          fail_msg("cycle %d: no snapshot: %s", i, err);
+      }
+      if (s.mallocs <= m0)
+        fail_msg("cycle %d: Mallocs stayed at %llu", i, (unsigned long long)m0);
+    }
     if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
       fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
     /* Served on meanwhile. */
@@ -335,6 +358,16 @@ static void test_http_server(void **state) {
   assert_true(c.ok > 0);
   assert_int_equal(c.failed, 0);
   target_kill(&t);
+}
+
+static void test_http_server(void **state) {
+  (void)state;
+  http_cycles(0);
+}
+
+static void test_http_server_track(void **state) {
+  (void)state;
+  http_cycles(1);
 }
 
 /* ---- sqlite3 in the middle of a transaction ------------------------------*/
@@ -398,6 +431,218 @@ static void test_sqlite_transaction(void **state) {
   snprintf(want, sizeof want, "rows|%d\n", rows);
   assert_string_equal(out, want);
   assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* ---- attach --track ------------------------------------------------------*/
+
+/* A snapshot of pid, read again (every 100 ms, up to 90 s) until ok(s,
+ * arg) holds. */
+static int snapshot_until(pid_t pid, ms_snapshot_t *s,
+                          int (*ok)(const ms_snapshot_t *, const void *),
+                          const void *arg) {
+  char err[256];
+  for (int k = 0; k < 900; k++) {
+    if (k)
+      usleep(100 * 1000);
+    if (fetch_snapshot(pid, s, 10000, err, sizeof err) != 0)
+      fail_msg("no snapshot: %s", err);
+    if (ok(s, arg))
+      return 1;
+  }
+  return 0;
+}
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int mallocs_above(const ms_snapshot_t *s, const void *arg) {
+  return s->mallocs > *(const uint64_t *)arg;
+}
+
+/* HeapAlloc's estimate beside mallinfo2's in-use bytes (uordblks +
+ * hblkhd) read in-process: never above them by more than 10%, never
+ * under three quarters. It cannot be held to 1%: its base is mallinfo2
+ * at the attach, which counts the chunks the threads' tcaches hold
+ * (freed, but not in glibc's bins) and each chunk's header, and the
+ * tcaches of at_alloc's workers fill over minutes; read in the same
+ * instant by mallinfo2 and by counting, the two differ by what the
+ * tcaches took or gave back since. The counting itself is checked
+ * exactly where the base plays no part: Mallocs (test_track_dlopen). A
+ * base lost or a free of an earlier block counted against nothing would
+ * put it near 0 or past the in-use bytes. */
+typedef struct near_s {
+  uint64_t inuse;     /* mallinfo2's, read in-process, workers parked */
+  uint64_t paused_ns; /* when they were (CLOCK_MONOTONIC) */
+} near_t;
+
+static int alloc_near(const ms_snapshot_t *s, const void *arg) {
+  const near_t *n = arg;
+  uint64_t inuse = n->inuse;
+  /* HeapInuse is glibc's mallinfo2, sampled by the agent at most every 100
+   * times what the last sample cost (seconds, with 8 threads holding the
+   * arenas' locks on a loaded machine): only a sample taken since the
+   * workers parked can be held to 1%. */
+  if (s->heap_sample_age_ns >= mono_ns() - n->paused_ns)
+    return 0;
+  return within_1pct(s->heap_inuse, inuse) &&
+         s->quality[MS_F_HEAP_ALLOC] == MS_Q_ESTIMATED &&
+         s->heap_alloc * 4 >= inuse * 3 && s->heap_alloc <= inuse + inuse / 10;
+}
+
+static int has_provider(const ms_snapshot_t *s, const char *name) {
+  for (uint32_t i = 0; i < s->nproviders && i < MS_MAX_PROVIDERS; i++)
+    if (strcmp(s->providers[i], name) == 0)
+      return 1;
+  return 0;
+}
+
+/* Where at_alloc's GOT entry for malloc points ("libc.so.6", ...). */
+static void where(target_t *t, char *ans, size_t len) {
+  say_line(t, "where\n", ans, len);
+  assert_int_equal(strncmp(ans, "malloc ", 7), 0);
+}
+
+/* at_alloc on 8 threads whose blocks from before the attach are freed
+ * all the time after it: Mallocs counted from the attach and growing,
+ * HeapInuse within 1% of mallinfo2 read in-process and HeapAlloc
+ * estimated near it (alloc_near), HeapObjects
+ * unavailable (never a negative count), and the GOT entry of malloc the
+ * program's own back on libc after the detach; twice (a second attach
+ * reuses the loaded library). */
+static void test_track_alloc8(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  static run_result_t res;
+  target_t t;
+  char ans[256];
+  assert_int_equal(start_alloc(&t, prog, "8"), 0);
+  where(&t, ans, sizeof ans);
+  assert_string_equal(ans, "malloc libc.so.6");
+  for (int cycle = 0; cycle < 2; cycle++) {
+    if (memtop_track(&res, t.pid) != 0)
+      fail_msg("cycle %d: memtop attach --track exited %d: %s", cycle,
+               res.status, res.err);
+    assert_non_null(strstr(res.out, "with --track"));
+    where(&t, ans, sizeof ans);
+    if (!strstr(ans, "libmemstats"))
+      fail_msg("cycle %d: malloc's GOT entry after attach --track: %s", cycle,
+               ans);
+    static ms_snapshot_t s;
+    uint64_t zero = 0;
+    assert_true(snapshot_until(t.pid, &s, mallocs_above, &zero));
+    assert_true(has_provider(&s, "tracked(since attach)"));
+    assert_int_equal(s.quality[MS_F_MALLOCS], MS_Q_EXACT);
+    assert_int_equal(s.quality[MS_F_HEAP_OBJECTS], MS_Q_UNAVAILABLE);
+    uint64_t m0 = s.mallocs;
+    if (!snapshot_until(t.pid, &s, mallocs_above, &m0))
+      fail_msg("cycle %d: Mallocs stayed at %llu", cycle,
+               (unsigned long long)m0);
+    /* The workers parked (mallinfo2 takes every arena's lock): the
+     * estimate against the allocator's own figure, read in-process. */
+    near_t want = {.paused_ns = mono_ns()};
+    say_line(&t, "pause\n", ans, sizeof ans);
+    assert_string_equal(ans, "paused");
+    unsigned long long inuse = 0, sys = 0;
+    unsigned long count = 0;
+    say_line(&t, "info\n", ans, sizeof ans);
+    assert_int_equal(
+        sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
+    want.inuse = inuse;
+    if (!snapshot_until(t.pid, &s, alloc_near, &want))
+      fail_msg("cycle %d: HeapAlloc %llu (quality %d) HeapInuse %llu "
+               "(quality %d), mallinfo2 in-use %llu",
+               cycle, (unsigned long long)s.heap_alloc,
+               (int)s.quality[MS_F_HEAP_ALLOC],
+               (unsigned long long)s.heap_inuse,
+               (int)s.quality[MS_F_HEAP_INUSE], inuse);
+    assert_true(within_1pct(s.heap_inuse, inuse));
+    print_message("cycle %d: HeapAlloc ~%llu, mallinfo2 in-use %llu, Mallocs "
+                  "%llu Frees %llu since the attach\n",
+                  cycle, (unsigned long long)s.heap_alloc, inuse,
+                  (unsigned long long)s.mallocs, (unsigned long long)s.frees);
+    say_line(&t, "resume\n", ans, sizeof ans);
+    assert_string_equal(ans, "resumed");
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", cycle, res.status,
+               res.err);
+    where(&t, ans, sizeof ans);
+    assert_string_equal(ans, "malloc libc.so.6");
+  }
+  say_line(&t, "info\n", ans, sizeof ans);
+  assert_int_equal(target_wait(&t), 0);
+}
+
+static int mallocs_past(const ms_snapshot_t *s, const void *arg) {
+  return s->mallocs >= *(const uint64_t *)arg;
+}
+
+/* A module dlopen'ed after attach --track has its GOT rewritten too: its
+ * 100000 malloc/free pairs are counted (the workers parked meanwhile). */
+static void test_track_dlopen(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  static run_result_t res;
+  target_t t;
+  char ans[256];
+  assert_int_equal(start_alloc(&t, prog, "2"), 0);
+  say_line(&t, "pause\n", ans, sizeof ans);
+  assert_string_equal(ans, "paused");
+  if (memtop_track(&res, t.pid) != 0)
+    fail_msg("memtop attach --track exited %d: %s", res.status, res.err);
+  static ms_snapshot_t s;
+  char err[256];
+  if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+    fail_msg("no snapshot: %s", err);
+  uint64_t want = s.mallocs + 100000;
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "dlopen %s/progs/libatmod.so\n", build_dir);
+  say_line(&t, cmd, ans, sizeof ans);
+  assert_string_equal(ans, "churned 100000");
+  if (!snapshot_until(t.pid, &s, mallocs_past, &want))
+    fail_msg("Mallocs %llu, wanted at least %llu: the module's calls were "
+             "not counted",
+             (unsigned long long)s.mallocs, (unsigned long long)want);
+  say_line(&t, "resume\n", ans, sizeof ans);
+  if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+    fail_msg("memtop detach exited %d: %s", res.status, res.err);
+  assert_int_equal(target_wait(&t), 0);
+}
+
+/* A C++ program's new and delete (array, scalar, sized, aligned) counted
+ * after attach --track, and the program ends normally after the detach,
+ * deleting what it made while tracked. */
+static void test_track_cxx(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  char path[1300];
+  snprintf(path, sizeof path, "%s/progs/at_cxx", build_dir);
+  static run_result_t res;
+  target_t t;
+  char ans[256];
+  assert_int_equal(start_alloc(&t, path, "2"), 0);
+  if (memtop_track(&res, t.pid) != 0)
+    fail_msg("memtop attach --track exited %d: %s", res.status, res.err);
+  static ms_snapshot_t s;
+  uint64_t zero = 0;
+  assert_true(snapshot_until(t.pid, &s, mallocs_above, &zero));
+  uint64_t m0 = s.mallocs;
+  assert_true(snapshot_until(t.pid, &s, mallocs_above, &m0));
+  assert_true(s.frees > 0);
+  if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+    fail_msg("memtop detach exited %d: %s", res.status, res.err);
+  unsigned long c0 = 0, c1 = 0;
+  say_line(&t, "info\n", ans, sizeof ans);
+  assert_int_equal(sscanf(ans, "count %lu", &c0), 1);
+  for (int k = 0; k < 100 && c1 <= c0; k++) {
+    usleep(20 * 1000);
+    say_line(&t, "info\n", ans, sizeof ans);
+    assert_int_equal(sscanf(ans, "count %lu", &c1), 1);
+  }
+  assert_true(c1 > c0);
+  assert_int_equal(target_wait(&t), 0);
 }
 
 /* ---- refusals -----------------------------------------------------------*/
@@ -483,6 +728,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc8_cycles),
       cmocka_unit_test(test_http_server),
+      cmocka_unit_test(test_http_server_track),
+      cmocka_unit_test(test_track_alloc8),
+      cmocka_unit_test(test_track_dlopen),
+      cmocka_unit_test(test_track_cxx),
       cmocka_unit_test(test_sqlite_transaction),
       cmocka_unit_test(test_refuses_static),
       cmocka_unit_test(test_refuses_traced),

@@ -9,11 +9,18 @@
  *   resume  they go on; "resumed"
  *   info    "inuse N sys N count N": glibc's mallinfo2 read in-process
  *           (uordblks + hblkhd, arena + hblkhd) and the workers' rounds
+ *   where   "malloc OBJECT": the file name of the object its GOT entry
+ *           for malloc points into (libc.so.6, or libmemstats-preload.so
+ *           while memtop attach --track has rewritten it)
+ *   dlopen PATH  loads PATH (tests/progs/libatmod.c) and runs its
+ *           at_mod_churn(100000): "churned N", N malloc/free pairs made
+ *           through the module's own GOT
  *
  * Starts with "ready PID"; EOF ends it with status 0. Built without
  * libmemstats (tests/progs/progs.mk), and with -static as at_static where
  * the C library's archive is installed.
  */
+#include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -64,7 +71,10 @@ int main(int argc, char **argv) {
   }
   printf("ready %d\n", (int)getpid());
   fflush(stdout);
-  char line[64];
+  /* Static, not on the stack: memtop attach looks at the top of each
+   * thread's stack for return addresses into the allocator, and a large
+   * buffer there keeps stale ones from earlier calls. */
+  static char line[4200];
   while (fgets(line, sizeof line, stdin)) {
     if (strncmp(line, "pause", 5) == 0) {
       pthread_mutex_lock(&g_lock);
@@ -86,6 +96,23 @@ int main(int argc, char **argv) {
       pthread_mutex_unlock(&g_lock);
       printf("inuse %zu sys %zu count %lu\n", m.uordblks + m.hblkhd,
              m.arena + m.hblkhd, c);
+    } else if (strncmp(line, "where", 5) == 0) {
+      /* Taking malloc's address loads its GOT entry (a PIE). */
+      void *(*volatile fp)(size_t) = malloc;
+      Dl_info d;
+      const char *name = "?";
+      if (dladdr(*(void **)&fp, &d) && d.dli_fname) {
+        name = strrchr(d.dli_fname, '/');
+        name = name ? name + 1 : d.dli_fname;
+      }
+      printf("malloc %s\n", name);
+    } else if (strncmp(line, "dlopen ", 7) == 0) {
+      line[strcspn(line, "\n")] = '\0';
+      void *h = dlopen(line + 7, RTLD_NOW);
+      long (*churn)(long) = NULL;
+      if (h)
+        *(void **)&churn = dlsym(h, "at_mod_churn");
+      printf("churned %ld\n", churn ? churn(100000) : -1L);
     } else
       printf("?\n");
     fflush(stdout);

@@ -125,6 +125,9 @@ $(BUILD)/progs/su_%: tests/progs/su_%.c $(PRELOAD_SO) $(PL_PRELOAD)
 $(BUILD)/progs/at_alloc: tests/progs/at_alloc.c $(PL_PRELOAD)
 	@mkdir -p $(@D)
 	$(CC) $(PL_CFLAGS) -o $@ $< -pthread
+$(BUILD)/progs/at_cxx: tests/progs/at_cxx.cc $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(PL_CFLAGS)) $(CXX_STD) -o $@ $< -pthread
 TEST_PROGS += $(BUILD)/progs/at_static
 $(BUILD)/progs/at_static: tests/progs/at_alloc.c
 	@mkdir -p $(@D)

@@ -328,6 +328,25 @@ static void test_fresh_sample_not_shifted(void **state) {
   assert_int_equal(g_snap.quality[MS_F_HEAP_INUSE], MS_Q_EXACT);
 }
 
+/* memtop attach --track: HeapAlloc is an estimate (the allocator's in-use
+ * at the attach plus the counted delta, since the attach). Above the
+ * allocator's own HeapInuse, the estimate gives way: HeapAlloc comes down
+ * to HeapInuse, which stays the allocator's exact figure. */
+static void test_estimated_alloc_yields_to_inuse(void **state) {
+  (void)state;
+  int t = ms__snapshot_add_provider(&g_snap, "tracked(since attach)");
+  g_snap.heap_alloc = 5100; /* HeapInuse is 5000 */
+  ms__set_quality(&g_snap, MS_F_HEAP_ALLOC, MS_Q_ESTIMATED, t);
+  malloc_sample();
+  ms__providers_merge(&g_snap, MS__FEED_OBJECTS | MS__FEED_TRACKED,
+                      &fake_malloc, &g_ms, NULL, NULL);
+  assert_int_equal(g_snap.heap_inuse, 5000);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_INUSE], MS_Q_EXACT);
+  assert_int_equal(g_snap.heap_alloc, 5000);
+  assert_int_equal(g_snap.quality[MS_F_HEAP_ALLOC], MS_Q_ESTIMATED);
+  assert_int_equal(g_snap.heap_sys, 8000);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_malloc_owns_heap_tracking_kept, setup),
@@ -345,6 +364,7 @@ int main(void) {
       cmocka_unit_test_setup(test_cached_sample_mapped_frees, setup),
       cmocka_unit_test_setup(test_fresh_sample_not_shifted, setup),
       cmocka_unit_test_setup(test_shift_never_below_heap_alloc, setup),
+      cmocka_unit_test_setup(test_estimated_alloc_yields_to_inuse, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
