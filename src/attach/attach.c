@@ -46,6 +46,8 @@ static int fail(char *err, size_t errlen, int code, const char *fmt, ...) {
 
 typedef mt_attach_facts_t proc_info_t;
 
+/* The nth number after `name` in text, or -1 when there is none (a value
+ * the text does not hold, not an error). */
 static long field(const char *text, const char *name, int nth) {
   const char *p = strstr(text, name);
   if (!p)
@@ -62,11 +64,13 @@ static long field(const char *text, const char *name, int nth) {
   return v;
 }
 
+/* What /proc/PID/status says of pid into *pi. Returns 0, or MS_ESRCH
+ * when it cannot be read (the process is gone, or not ours to read). */
 static int read_status(pid_t pid, proc_info_t *pi) {
   char path[64], text[8192];
   snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
   if (ms__read_small_file(path, text, sizeof text) <= 0)
-    return -1;
+    return MS_ESRCH;
   memset(pi, 0, sizeof *pi);
   const char *n = strstr(text, "Name:");
   if (n) {

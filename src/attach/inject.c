@@ -74,8 +74,9 @@ void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
  * that a stop can be waited for with a deadline (sigtimedwait) rather than
  * a blocking waitpid. */
 
-/* Waits for tid to change state; *st gets waitpid's status. Returns 0, or
- * -1 on timeout or if tid is no child of ours any more (errno). */
+/* Waits for tid to change state; *st gets waitpid's status. Returns 0,
+ * MS_ETIMEDOUT, or waitpid's -errno (ECHILD: tid is no child of ours any
+ * more). */
 static int wait_tid(pid_t tid, int *st, int timeout_ms) {
   uint64_t end = now_ns() + (uint64_t)timeout_ms * 1000000ull;
   sigset_t chld;
@@ -86,12 +87,10 @@ static int wait_tid(pid_t tid, int *st, int timeout_ms) {
     if (r == tid)
       return 0;
     if (r < 0 && errno != EINTR)
-      return -1;
+      return -errno;
     uint64_t t = now_ns();
-    if (t >= end) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
+    if (t >= end)
+      return MS_ETIMEDOUT;
     /* At most a millisecond at a time: a SIGCHLD another child's change
      * took is not waited for long. */
     uint64_t left = end - t;
@@ -130,11 +129,11 @@ static void keep_sig(mt_inj_thread_t *t, int sig) {
 
 /* Takes one stop status of a held thread: its interrupt, or a signal it
  * was about to get (kept for the resume; the interrupt's stop follows
- * later and is dropped by the detach). Returns 0 if it is stopped, -1 if
- * it is gone. */
+ * later and is dropped by the detach). Returns 0 if it is stopped,
+ * MS_ESRCH if it is gone. */
 static int took_stop(mt_inj_thread_t *t, int st) {
   if (WIFEXITED(st) || WIFSIGNALED(st))
-    return -1;
+    return MS_ESRCH;
   if (WIFSTOPPED(st)) {
     int sig = WSTOPSIG(st);
     if ((st >> 16) != PTRACE_EVENT_STOP && sig != SIGTRAP)
@@ -392,18 +391,18 @@ static int write_mem(mt_inj_t *inj, uint64_t addr, const void *buf,
     word = ptrace(PTRACE_PEEKDATA, inj->th[inj->call_th].tid,
                   (void *)(addr + off), NULL);
     if (errno != 0)
-      return -1;
+      return -errno;
     memcpy(&word, p + off, k);
     if (ptrace(PTRACE_POKEDATA, inj->th[inj->call_th].tid, (void *)(addr + off),
                (void *)word) != 0)
-      return -1;
+      return -errno;
   }
   return 0;
 }
 
 int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
   if (len == 0)
-    return -1;
+    return MS_EINVAL;
   buf[0] = '\0';
   /* A page at a time: the string may end just before an unmapped one. */
   size_t got = 0;
@@ -414,15 +413,18 @@ int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
       n = len - 1 - got;
     struct iovec local = {buf + got, n}, remote = {(void *)a, n};
     ssize_t r = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
-    if (r <= 0)
+    if (r <= 0) {
+      if (got == 0)
+        return r < 0 ? -errno : MS_EPROTO;
       break;
+    }
     void *nul = memchr(buf + got, '\0', (size_t)r);
     got += (size_t)r;
     if (nul)
       return 0;
   }
   buf[got] = '\0';
-  return got > 0 ? 0 : -1;
+  return 0;
 }
 
 int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr) {
@@ -604,7 +606,7 @@ int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr) {
 }
 int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len) {
   (void)inj, (void)addr, (void)buf, (void)len;
-  return -1;
+  return MS_ENOSYS;
 }
 int mt_inj_resume(mt_inj_t *inj) {
   (void)inj;

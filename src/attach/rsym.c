@@ -264,7 +264,7 @@ int mt_rsym_around(const mt_rsyms_t *s, const char *const *names, uint64_t *lo,
     }
   }
   if (b == 0)
-    return -1;
+    return MS_ENOENT;
   /* The nearest other functions on either side. */
   uint64_t below = 0, above = UINT64_MAX;
   for (size_t i = 0; i < s->nsym; i++) {

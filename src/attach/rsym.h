@@ -56,7 +56,8 @@ uint64_t mt_rsym_find(const mt_rsyms_t *s, const char *name);
  * from the end of the nearest other function below the lowest of them to
  * the start of the nearest other one above the highest, so that the
  * static functions among them (glibc's _int_malloc, sysmalloc ...) are
- * inside. Returns 0 and sets [*lo, *hi), or -1 if none is defined. */
+ * inside. Returns 0 and sets [*lo, *hi), or MS_ENOENT if none is
+ * defined. */
 int mt_rsym_around(const mt_rsyms_t *s, const char *const *names, uint64_t *lo,
                    uint64_t *hi);
 

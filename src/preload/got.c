@@ -46,6 +46,7 @@
  */
 #include <dlfcn.h>
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <stdint.h>
 #include <string.h>
@@ -134,7 +135,8 @@ static int in_module(const struct dl_phdr_info *info, uintptr_t addr) {
   return 0;
 }
 
-/* Writes v into slot, making a RELRO page writable around the write. */
+/* Writes v into slot, making a RELRO page writable around the write.
+ * Returns 0, or mprotect's -errno. */
 static int write_slot(const struct dl_phdr_info *info, void **slot, void *v) {
   long ps = sysconf(_SC_PAGESIZE);
   uintptr_t a = (uintptr_t)slot;
@@ -151,7 +153,7 @@ static int write_slot(const struct dl_phdr_info *info, void **slot, void *v) {
       continue;
     void *page = (void *)(a & ~(uintptr_t)(ps - 1));
     if (mprotect(page, (size_t)ps, PROT_READ | PROT_WRITE) != 0)
-      return -1;
+      return -errno;
     __atomic_store_n(slot, v, __ATOMIC_RELEASE);
     mprotect(page, (size_t)ps, PROT_READ);
     return 0;
