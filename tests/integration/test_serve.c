@@ -1457,7 +1457,11 @@ static void test_prometheus_scrapes(void **state) {
   proc_t g = {0, -1};
   if (have_gc)
     g = start_prog(gc_prog, NULL, 1);
-  server_t s = start_serve(NULL);
+  /* With node_exporter's flags (issue 23): Prometheus scrapes the
+   * telemetry path it is given, and the stable `group` label is there. */
+  server_t s =
+      start_serve("--web.listen-address", "127.0.0.1:0", "--web.telemetry-path",
+                  "/node/metrics", "--group-by", "comm", NULL);
   int pport = free_port();
   char cfg[512], tsdb[512], addr[64], flag_cfg[600], flag_tsdb[600],
       flag_addr[128];
@@ -1466,7 +1470,8 @@ static void test_prometheus_scrapes(void **state) {
   char text[1024];
   snprintf(text, sizeof text,
            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-           "scrape_configs:\n  - job_name: memtop\n    static_configs:\n"
+           "scrape_configs:\n  - job_name: memtop\n"
+           "    metrics_path: /node/metrics\n    static_configs:\n"
            "      - targets: ['127.0.0.1:%d']\n",
            s.port);
   write_text(cfg, text);
@@ -1487,7 +1492,8 @@ static void test_prometheus_scrapes(void **state) {
   kid(prom);
   double want = json_field(a.pid, "HeapAlloc");
   char q[128];
-  snprintf(q, sizeof q, "memstats_heap_alloc_bytes{pid=\"%d\"}", a.pid);
+  snprintf(q, sizeof q,
+           "memstats_heap_alloc_bytes{pid=\"%d\",group=\"mt_target\"}", a.pid);
   /* Prometheus starts, scrapes every second, and answers: wait for the
    * first sample (a minute at most, then the test fails). */
   double got = -1;
