@@ -61,7 +61,7 @@ static char *marked(char *buf, size_t len, int have, ms_quality_t q,
   if (q == MS_Q_UNAVAILABLE || !have)
     snprintf(buf, len, "-");
   else
-    snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", fig);
+    snprintf(buf, len, "%s%s", mt_quality_mark(q), fig);
   return buf;
 }
 
@@ -187,8 +187,7 @@ static piece_t accounted_piece(const ms_breakdown_t *bd, const ms_snapshot_t *s,
   int64_t gap = bd->ready > anon ? bd->ready - anon : anon - bd->ready;
   char fig[32];
   mt_draw_fmt_bytes(fig, sizeof fig, gap, bd->q_ready, 0);
-  snprintf(buf, len, "%s%.1f%% (%s %s)",
-           bd->q_ready == MS_Q_ESTIMATED ? "~" : "",
+  snprintf(buf, len, "%s%.1f%% (%s %s)", mt_quality_mark(bd->q_ready),
            pct < 0       ? 0.0
            : pct > 999.9 ? 999.9
                          : pct,
@@ -508,7 +507,7 @@ static void draw_gc(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   if (qc == MS_Q_UNAVAILABLE)
     snprintf(cpu, sizeof cpu, "-");
   else
-    snprintf(cpu, sizeof cpu, "%s%.2f%%", qc == MS_Q_ESTIMATED ? "~" : "",
+    snprintf(cpu, sizeof cpu, "%s%.2f%%", mt_quality_mark(qc),
              s->gc_cpu_fraction * 100.0);
   field_bytes(next, sizeof next, s, MS_F_NEXT_GC);
   piece_t p1[] = {
@@ -630,7 +629,7 @@ static void draw_classes(const mt_target_t *t, mt_grid_t *g, int row, int col,
     n++;
   }
   qsort(rows, n, sizeof rows[0], by_live_desc);
-  const char *mark = q == MS_Q_ESTIMATED ? "~" : "";
+  const char *mark = mt_quality_mark(q);
   mt_grid_printf(g, row + 1, col, MT_ST_DIM, "%9s %9s %10s", "Size", "objects",
                  "live");
   if (n == 0)
@@ -740,7 +739,7 @@ static void site_figures(const mt_site_t *st, ms_quality_t q, int by_rate,
   } else {
     mt_draw_fmt_bytes(a, alen, st->inuse_space, q, 9);
     mt_draw_fmt_count(c, sizeof c, (double)st->inuse_objects);
-    snprintf(b, blen, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", c);
+    snprintf(b, blen, "%s%s", mt_quality_mark(q), c);
   }
 }
 

@@ -223,7 +223,7 @@ static void cell_text(const mt_model_t *m, const mt_target_t *t, int col,
       return;
     }
     mt_draw_fmt_count(num, sizeof num, (double)s->heap_objects);
-    snprintf(buf, len, "%s%s", q == MS_Q_ESTIMATED ? "~" : "", num);
+    snprintf(buf, len, "%s%s", mt_quality_mark(q), num);
     return;
   }
   case MT_COL_P99:
