@@ -36,13 +36,12 @@
 #include "support/run.h"
 #include "support/tmux.h"
 
-#define WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
+#define WAIT_LIMIT_MS TMUX_WAIT_LIMIT_MS
 #define COLS 100
 #define ROWS 30
 
 static char build_dir[1024];
 static char tmp_dir[64];
-static char tmux_sock[128];
 static char target_cmd[2200];
 static char preload_env[1300];
 static const char *skip_reason;
@@ -53,7 +52,6 @@ static const char *session_env = "";
 static const char *session_cmd;
 /* Options of `memtop run` in the next default session, before "--". */
 static const char *run_opts = "";
-static char screen_buf[64 * 1024];
 
 /* ================================================================ helpers */
 
@@ -61,46 +59,29 @@ static void find_build_dir(void) {
   assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
+/* The session's terminal (tests/support/tmux.h): its server's socket and
+ * the last capture. */
+static tmux_t tm;
+#define screen_buf tm.screen
+#define sleep_ms tmux_sleep_ms
 
 /* The pane's text, one line per row; with attributes as escape
  * sequences when flags is "-e". */
 static const char *capture_pane(const char *flags) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "tmux -S %s capture-pane %s -p -t v 2>/dev/null",
-           tmux_sock, flags);
-  FILE *p = popen(cmd, "r");
-  size_t n = 0;
-  screen_buf[0] = '\0';
-  if (p == NULL)
-    return screen_buf;
-  n = fread(screen_buf, 1, sizeof screen_buf - 1, p);
-  screen_buf[n] = '\0';
-  pclose(p);
-  return screen_buf;
+  return tmux_capture_flags(&tm, flags);
 }
 
 static const char *capture(void) {
-  return capture_pane("");
+  return tmux_capture(&tm);
 }
 
 static void keys(const char *k) {
-  assert_int_equal(run_sh("tmux -S %s send-keys -t v %s", tmux_sock, k), 0);
+  assert_int_equal(tmux_keys(&tm, k), 0);
 }
 
 /* Waits until the screen contains (or, with want == 0, lacks) `text`. */
 static int wait_screen(const char *text, int want) {
-  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
-    if ((strstr(capture(), text) != NULL) == want)
-      return 1;
-    sleep_ms(100);
-  }
-  print_error("the screen never %s \"%s\"; it shows:\n%s\n",
-              want ? "showed" : "lost", text, screen_buf);
-  return 0;
+  return tmux_wait_screen(&tm, text, want);
 }
 
 #define WAIT_FOR(text) assert_true(wait_screen((text), 1))
@@ -295,10 +276,9 @@ static int session_setup(void **state) {
    * last one may still be on its way out after kill-server, and a new
    * session on its socket would die with it. */
   static int sessions;
-  snprintf(tmux_sock, sizeof tmux_sock, "%s/tmux-%d", tmp_dir, ++sessions);
-  if (run_sh("tmux -S %s -f /dev/null new-session -d -s v -x %d -y %d "
-             "\"sh '%s'\"",
-             tmux_sock, COLS, ROWS, script) != 0)
+  char sock[128];
+  snprintf(sock, sizeof sock, "%s/tmux-%d", tmp_dir, ++sessions);
+  if (tmux_start(&tm, sock, COLS, ROWS, script) != 0)
     return -1;
   return 0;
 }
@@ -314,7 +294,7 @@ static int plain_session_setup(void **state) {
 /* Closes the session's terminal: memtop gets SIGHUP, and leaves `run`'s
  * command running. */
 static void kill_server(void) {
-  run_sh("tmux -S %s kill-server >/dev/null 2>&1", tmux_sock);
+  tmux_stop(&tm);
 }
 
 /* Kills what the session left running (`run`'s command outlives a
@@ -464,8 +444,7 @@ static void test_resize(void **state) {
   WAIT_FOR("FRAG");
   /* Narrower: the list keeps the breakdown's first figures and drops what
    * does not fit. */
-  assert_int_equal(
-      run_sh("tmux -S %s resize-window -t v -x 60 -y 15", tmux_sock), 0);
+  assert_int_equal(tmux_resize(&tm, 60, 15), 0);
   WAIT_GONE("FRAG");
   WAIT_FOR("READY");
   for (int i = 0; i < 15; i++)
@@ -473,16 +452,14 @@ static void test_resize(void **state) {
   /* The status line follows to the new last row. */
   assert_true(strlen(line_of(screen_buf, 14, line, sizeof line)) > 0);
   /* Wider: every column, the provider included. */
-  assert_int_equal(
-      run_sh("tmux -S %s resize-window -t v -x 180 -y 40", tmux_sock), 0);
+  assert_int_equal(tmux_resize(&tm, 180, 40), 0);
   WAIT_FOR("PROVIDER");
   WAIT_FOR("OBJECTS");
   assert_true(strlen(line_of(screen_buf, 39, line, sizeof line)) > 0);
   /* The detail view at a small size drops sections but keeps the bar. */
   keys("Enter");
   WAIT_FOR("Sys by class");
-  assert_int_equal(
-      run_sh("tmux -S %s resize-window -t v -x 40 -y 12", tmux_sock), 0);
+  assert_int_equal(tmux_resize(&tm, 40, 12), 0);
   WAIT_GONE("Sys by class");
   WAIT_FOR("Ready+Prepared");
 }
@@ -693,17 +670,17 @@ static void mouse_click(int row, int col, int times) {
     for (int b = 0; b <= 3; b += 3)
       n += (size_t)snprintf(hex + n, sizeof hex - n, " 1b 5b 4d %02x %02x %02x",
                             32 + b, 33 + col, 33 + row);
-  assert_int_equal(run_sh("tmux -S %s send-keys -t v -H%s", tmux_sock, hex), 0);
+  assert_int_equal(run_sh("tmux -S %s send-keys -t v -H%s", tm.sock, hex), 0);
 }
 
 /* Whether the program in the pane asked the terminal to report the
  * mouse (tmux knows the pane's modes). */
 static int mouse_tracking(void) {
-  char cmd[256], out[64] = "";
+  char cmd[512], out[64] = "";
   snprintf(cmd, sizeof cmd,
            "tmux -S %s display-message -p -t v "
            "'#{mouse_standard_flag}#{mouse_button_flag}#{mouse_any_flag}'",
-           tmux_sock);
+           tm.sock);
   FILE *p = popen(cmd, "r");
   if (p == NULL)
     return -1;

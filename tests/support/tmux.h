@@ -52,11 +52,13 @@ static inline void tmux_stop(tmux_t *t) {
     run_sh("tmux -S '%s' kill-server >/dev/null 2>&1", t->sock);
 }
 
-/* The pane's text, one line per row (tmux drops trailing blanks). */
-static inline const char *tmux_capture(tmux_t *t) {
+/* The pane's text, one line per row (tmux drops trailing blanks), with
+ * capture-pane's `flags` too ("-e": attributes as escape sequences; "-J":
+ * wrapped lines joined; "": neither). */
+static inline const char *tmux_capture_flags(tmux_t *t, const char *flags) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "tmux -S '%s' capture-pane -p -t v 2>/dev/null",
-           t->sock);
+  snprintf(cmd, sizeof cmd, "tmux -S '%s' capture-pane %s -p -t v 2>/dev/null",
+           t->sock, flags);
   FILE *p = popen(cmd, "r");
   t->screen[0] = '\0';
   if (p == NULL)
@@ -65,6 +67,10 @@ static inline const char *tmux_capture(tmux_t *t) {
   t->screen[n] = '\0';
   pclose(p);
   return t->screen;
+}
+
+static inline const char *tmux_capture(tmux_t *t) {
+  return tmux_capture_flags(t, "");
 }
 
 /* 1 if pid's environment (as it was at its exec) holds the entry `want`. */
