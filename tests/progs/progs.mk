@@ -132,3 +132,11 @@ TEST_PROGS += $(BUILD)/progs/at_static
 $(BUILD)/progs/at_static: tests/progs/at_alloc.c
 	@mkdir -p $(@D)
 	-$(CC) $(PL_CFLAGS) -static -o $@ $< -pthread
+
+# ---- the process trees' targets (tr_*) ----------------------------------------
+# Run under `memtop run`'s preload (tests/integration/test_trees.c), so built
+# as the pl_* programs are: never linked with libmemstats, never sanitized
+# (under make asan the tests give them the plain preload).
+$(BUILD)/progs/tr_%: tests/progs/tr_%.c $(PL_PRELOAD)
+	@mkdir -p $(@D)
+	$(CC) $(PL_CFLAGS) -o $@ $< -pthread
