@@ -75,14 +75,12 @@ typedef struct sv_prof_s {
 
 /* What serve keeps of a target (the set's target's `user`). */
 typedef struct sv_target_s {
-  ms_snapshot_t *snap;  /* the latest answer; NULL until the first */
-  uint64_t errors;      /* failed reads */
-  int pending;          /* the current round waits for its answer */
-  int late;             /* this round served its last figures: its read was
-                         * later than MT_SERVE_LATE_MS */
-  uint64_t answered_hr; /* uv_hrtime() of its last answer */
-  uint64_t asked_ns;    /* mt_tset_now_ns() of the request in flight */
-  uint64_t read_ns;     /* how long the last answered read took */
+  ms_snapshot_t *snap; /* the latest answer; NULL until the first */
+  uint64_t errors;     /* failed reads */
+  int pending;         /* the current round waits for its answer */
+  int late;            /* this round served its last figures: its read was
+                        * later than MT_SERVE_LATE_MS */
+  uint64_t read_ns;    /* how long the last answered read took */
   char exe[MT_PROM_EXE_MAX + 1];
   char group[MT_GROUP_MAX + 1]; /* --group-by's label; "" without */
 } sv_target_t;
@@ -214,11 +212,9 @@ static void on_retired(void *arg, mt_tset_target_t *t) {
  * scrapes (a new one, so that the next scrape has its figures). */
 static int on_request(void *arg, mt_tset_target_t *t, mt_tset_req_t *req) {
   sv_target_t *u = t->user;
+  (void)arg;
   (void)req;
-  if (!u || u->snap)
-    return 1;
-  u->asked_ns = mt_tset_now_ns(((serve_t *)arg)->set);
-  return 0;
+  return u == NULL || u->snap != NULL;
 }
 
 static void on_snapshot(void *arg, mt_tset_target_t *t,
@@ -229,12 +225,11 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
     u->snap = malloc(sizeof *u->snap);
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
-  uint64_t hr = uv_hrtime(), now = mt_tset_now_ns(sv->set);
+  uint64_t now = mt_tset_now_ns(sv->set);
   /* Whoever asked: a round, or the listing that found it (its first read,
    * which no round asked for: its duration is known all the same). */
   if (t->asked_ns && now > t->asked_ns)
     u->read_ns = now - t->asked_ns;
-  u->answered_hr = hr;
   round_drop(sv, u);
 }
 
@@ -324,17 +319,15 @@ static void round_start(serve_t *sv) {
     else if (!mt_tset_busy(sv->set, t))
       u->pending = 2;
     else
-      u->pending = now - u->asked_ns < (uint64_t)MT_SERVE_WAIT_MS * 1000000u;
+      u->pending = now - t->asked_ns < (uint64_t)MT_SERVE_WAIT_MS * 1000000u;
   }
   /* No reply runs inside this call, no target joins or leaves. */
   mt_tset_fetch_all(sv->set, NULL);
   for (size_t i = 0; i < n; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
     sv_target_t *u = t->user;
-    if (u->pending == 2) {
+    if (u->pending == 2)
       u->pending = mt_tset_busy(sv->set, t);
-      u->asked_ns = now;
-    }
     sv->pending += (size_t)u->pending;
   }
   round_check_end(sv);
@@ -401,7 +394,6 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   mt_prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
   size_t n = 0;
   long late = 0;
-  uint64_t hr_now = uv_hrtime();
   if (!pt) {
     body->oom = 1;
     return;
@@ -415,7 +407,7 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
      * answered a moment ago (MT_SERVE_LATE_MS) is taken as alive: 200
      * reads of /proc cost the loop some 3 ms a scrape. */
     if (!t->gone &&
-        hr_now - u->answered_hr > (uint64_t)MT_SERVE_LATE_MS * 1000000u &&
+        now - t->last_ok_ns > (uint64_t)MT_SERVE_LATE_MS * 1000000u &&
         !target_alive(t))
       mt_tset_mark_gone(sv->set, t);
     if (t->gone) {
