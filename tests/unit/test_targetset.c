@@ -1071,6 +1071,46 @@ static void conn_check(uv_timer_t *t) {
   uv_close((uv_handle_t *)t, NULL);
 }
 
+/* A socket of our own PID in a fresh MEMSTATS_DIR `dir` (a mkdtemp
+ * template) that listens and never accepts, a loop whose pool's one
+ * thread is held (hold), and a connection to that socket on it: a read
+ * that times out, connected, with its explanation to come from the pool. */
+static mt_conn_t *unanswered_start(char *dir, struct sockaddr_un *sa, int *fd,
+                                   uv_loop_t *loop, uv_work_t *w) {
+  assert_non_null(mkdtemp(dir));
+  setenv("MEMSTATS_DIR", dir, 1);
+  memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  snprintf(sa->sun_path, sizeof sa->sun_path, "%.80s/%d.sock", dir,
+           (int)getpid());
+  *fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(*fd >= 0);
+  assert_int_equal(bind(*fd, (struct sockaddr *)sa, sizeof *sa), 0);
+  assert_int_equal(listen(*fd, 4), 0);
+  assert_int_equal(uv_loop_init(loop), 0);
+  assert_int_equal(uv_sem_init(&hold, 0), 0);
+  assert_int_equal(uv_queue_work(loop, w, hold_work, hold_done), 0);
+  mt_conn_t *c = mt_conn_new(loop, (int)getpid(), 0, conn_done, NULL);
+  assert_non_null(c);
+  conn_runs = 0;
+  conn_seen = -1;
+  return c;
+}
+
+/* Closes what unanswered_start() made, once the loop has run. */
+static void unanswered_end(mt_conn_t *c, const char *dir,
+                           const struct sockaddr_un *sa, int fd,
+                           uv_loop_t *loop) {
+  mt_conn_close(c);
+  uv_run(loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(loop), 0);
+  uv_sem_destroy(&hold);
+  close(fd);
+  unlink(sa->sun_path);
+  rmdir(dir);
+  unsetenv("MEMSTATS_DIR");
+}
+
 /* A target that accepts the connection and never answers: why is read
  * from its /proc files (its descriptors counted against its limit, a walk
  * as long as its table, which waits on a hung /proc), on libuv's pool.
@@ -1088,24 +1128,7 @@ static void test_timeout_explained_off_the_loop(void **state) {
   int fd;
 
   (void)state;
-  assert_non_null(mkdtemp(dir));
-  setenv("MEMSTATS_DIR", dir, 1);
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%.80s/%d.sock", dir,
-           (int)getpid());
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(fd, 4), 0);
-
-  assert_int_equal(uv_loop_init(&loop), 0);
-  assert_int_equal(uv_sem_init(&hold, 0), 0);
-  assert_int_equal(uv_queue_work(&loop, &w, hold_work, hold_done), 0);
-  c = mt_conn_new(&loop, (int)getpid(), 0, conn_done, NULL);
-  assert_non_null(c);
-  conn_runs = 0;
-  conn_seen = -1;
+  c = unanswered_start(dir, &sa, &fd, &loop, &w);
   uv_update_time(&loop);
   assert_int_equal(mt_conn_fetch_flags(c, 200, 0), 0);
   /* Due after the deadline (200 ms) and before the explanation's own
@@ -1113,14 +1136,7 @@ static void test_timeout_explained_off_the_loop(void **state) {
   assert_int_equal(uv_timer_init(&loop, &check), 0);
   assert_int_equal(uv_timer_start(&check, conn_check, 700, 0), 0);
   uv_run(&loop, UV_RUN_DEFAULT);
-  mt_conn_close(c);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  uv_sem_destroy(&hold);
-  close(fd);
-  unlink(sa.sun_path);
-  rmdir(dir);
-  unsetenv("MEMSTATS_DIR");
+  unanswered_end(c, dir, &sa, fd, &loop);
   if (conn_seen != 0)
     fail_msg("the timeout was explained on the loop's thread: %s", conn_msg);
   assert_int_equal(conn_runs, 1);
@@ -1154,38 +1170,14 @@ static void test_timeout_explanation_late(void **state) {
   int fd, ticks = 0;
 
   (void)state;
-  assert_non_null(mkdtemp(dir));
-  setenv("MEMSTATS_DIR", dir, 1);
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  snprintf(sa.sun_path, sizeof sa.sun_path, "%.80s/%d.sock", dir,
-           (int)getpid());
-  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  assert_true(fd >= 0);
-  assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  assert_int_equal(listen(fd, 4), 0);
-
-  assert_int_equal(uv_loop_init(&loop), 0);
-  assert_int_equal(uv_sem_init(&hold, 0), 0);
-  assert_int_equal(uv_queue_work(&loop, &w, hold_work, hold_done), 0);
-  c = mt_conn_new(&loop, (int)getpid(), 0, conn_done, NULL);
-  assert_non_null(c);
-  conn_runs = 0;
-  conn_seen = -1;
+  c = unanswered_start(dir, &sa, &fd, &loop, &w);
   conn_msg[0] = '\0';
   assert_int_equal(mt_conn_fetch_flags(c, 100, 0), 0);
   assert_int_equal(uv_timer_init(&loop, &wait), 0);
   wait.data = &ticks;
   assert_int_equal(uv_timer_start(&wait, conn_wait, 50, 50), 0);
   uv_run(&loop, UV_RUN_DEFAULT);
-  mt_conn_close(c);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  assert_int_equal(uv_loop_close(&loop), 0);
-  uv_sem_destroy(&hold);
-  close(fd);
-  unlink(sa.sun_path);
-  rmdir(dir);
-  unsetenv("MEMSTATS_DIR");
+  unanswered_end(c, dir, &sa, fd, &loop);
   if (conn_seen != 1)
     fail_msg("no callback while the explanation was held (30 s)");
   assert_int_equal(conn_runs, 1);
