@@ -37,10 +37,19 @@ static void check_grid(const mt_model_t *m, int rows, int cols) {
   if (mt_grid_init(&g, rows, cols) != 0)
     return;
   mt_view_render(m, &g);
+  /* Every cell holds a safe character, or is the right half
+   * (MT_CELL_CONT) of a two-column one just before it, which is never
+   * sent to the terminal. */
   for (int r = 0; r < g.rows; r++)
-    for (int c = 0; c < g.cols; c++)
-      if (ms__cp_unsafe(mt_grid_at(&g, r, c)->ch))
+    for (int c = 0; c < g.cols; c++) {
+      uint32_t ch = mt_grid_at(&g, r, c)->ch;
+      if (ch == MT_CELL_CONT) {
+        if (c == 0 || mt_grid_cp_width(mt_grid_at(&g, r, c - 1)->ch) != 2)
+          abort();
+      } else if (ms__cp_unsafe(ch)) {
         abort();
+      }
+    }
   ms__strbuf_t text = MS_STRBUF_INIT;
   if (mt_grid_text(&g, &text) == 0)
     check_text(&text, 1);
