@@ -44,8 +44,72 @@ const char MT_HEAP_WRAPPERS[] =
     "__rust_(alloc|alloc_zeroed|realloc)|__rdl_(alloc|alloc_zeroed|realloc)|"
     "alloc::alloc::.*|alloc::raw_vec::.*";
 
+/* Why re is refused before regcomp sees it, or NULL. glibc's regcomp
+ * copies the tree under a repetition (x+ becomes xx*, x{n} n copies), so
+ * stacked or nested repetitions grow it exponentially: "t" and a hundred
+ * '+' took over 2 GB (fuzz_options). A filter names functions, files and
+ * objects: it is bounded as RE2, which pprof uses, would have it (no
+ * repetition of a repetition), and in size. */
+static const char *too_costly(const char *re) {
+  size_t n = strlen(re);
+  int plus = 0, braces = 0, prev_rep = 0;
+
+  if (n > MT_HEAP_FILTER_MAX)
+    return "longer than 256 bytes";
+  for (size_t i = 0; i < n; i++) {
+    char ch = re[i];
+    int rep = ch == '*' || ch == '+' || ch == '?' || ch == '{';
+    if (ch == '\\' && i + 1 < n) {
+      i++;
+      prev_rep = 0;
+      continue;
+    }
+    if (ch == '[') {
+      /* A bracket expression: its characters are literal ("[]...]" and
+       * "[^]...]" hold a ']'). */
+      size_t j = i + 1;
+      if (j < n && re[j] == '^')
+        j++;
+      if (j < n && re[j] == ']')
+        j++;
+      while (j < n && re[j] != ']')
+        j++;
+      i = j;
+      prev_rep = 0;
+      continue;
+    }
+    if (rep && prev_rep)
+      return "a repetition of a repetition (as \"a++\" or \"a{2}*\")";
+    if (ch == '+' && ++plus > MT_HEAP_FILTER_PLUS_MAX)
+      return "more than 8 '+' repetitions";
+    if (ch == '{') {
+      if (++braces > 1)
+        return "more than one {n,m} repetition";
+      unsigned long v = 0;
+      for (size_t j = i + 1; j < n && re[j] != '}'; j++)
+        if (re[j] >= '0' && re[j] <= '9') {
+          v = v * 10 + (unsigned long)(re[j] - '0');
+          if (v > MT_HEAP_FILTER_COUNT_MAX)
+            return "a {n,m} count over 100";
+        } else {
+          v = 0;
+        }
+      while (i < n && re[i] != '}')
+        i++;
+    }
+    prev_rep = rep;
+  }
+  return NULL;
+}
+
 int mt_heap_filter_check(const char *re, char *err, size_t errlen) {
   regex_t rx;
+  const char *why = too_costly(re);
+  if (why != NULL) {
+    if (err != NULL && errlen > 0)
+      snprintf(err, errlen, "%s: too costly to compile", why);
+    return MS_EINVAL;
+  }
   int rc = regcomp(&rx, re, REG_EXTENDED | REG_NOSUB);
 
   if (rc != 0) {

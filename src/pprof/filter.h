@@ -44,8 +44,16 @@ typedef struct mt_heap_filter_s {
  * whole against a function's name without its argument list. */
 extern const char MT_HEAP_WRAPPERS[];
 
-/* Whether re compiles (what the command line checks). Returns 0, or
- * MS_EINVAL with regerror's words in err. */
+/* The bounds of a filter expression (mt_heap_filter_check): its length,
+ * its '+' repetitions, one {n,m} with counts up to 100, and no repetition
+ * of a repetition, so that compiling it stays small. */
+#define MT_HEAP_FILTER_MAX 256
+#define MT_HEAP_FILTER_PLUS_MAX 8
+#define MT_HEAP_FILTER_COUNT_MAX 100
+
+/* Whether re is within those bounds and compiles (what the command line
+ * checks). Returns 0, or MS_EINVAL with the reason (or regerror's words)
+ * in err. */
 int mt_heap_filter_check(const char *re, char *err, size_t errlen);
 
 /* Applies f (NULL: the wrappers only) to h, after mt_heap_symbolize.

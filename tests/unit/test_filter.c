@@ -191,8 +191,40 @@ static void test_bad_expression(void **state) {
   mt_heap_free(&h);
 }
 
+/* An expression whose compiled form would grow without bound (glibc's
+ * regcomp copies what a repetition repeats) is refused before it is
+ * compiled, with the reason; the everyday ones still pass. "t" and a
+ * hundred '+' took over 2 GB before (fuzz_options). */
+static void test_costly_expression(void **state) {
+  static const char *const bad[] = {
+      "a++",   "a{2}*", "x+?", "(a{50}){50}", "(((((((((a+)+)+)+)+)+)+)+)+)+",
+      "a{101}"};
+  static const char *const good[] = {"zmalloc|sds",   "^std::.*alloc",
+                                     "[+*?]+x",       "a\\+\\+b",
+                                     "(ab){2,3}c+d?", "^x(y|z)$"};
+  char err[160], re[512];
+  (void)state;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    err[0] = '\0';
+    if (mt_heap_filter_check(bad[i], err, sizeof err) != MS_EINVAL)
+      fail_msg("\"%s\" was taken", bad[i]);
+    assert_non_null(strstr(err, "too costly"));
+  }
+  memset(re, 0, sizeof re);
+  re[0] = 't';
+  memset(re + 1, '+', 100);
+  assert_int_equal(mt_heap_filter_check(re, err, sizeof err), MS_EINVAL);
+  memset(re, 'a', MT_HEAP_FILTER_MAX + 1);
+  re[MT_HEAP_FILTER_MAX + 1] = '\0';
+  assert_int_equal(mt_heap_filter_check(re, err, sizeof err), MS_EINVAL);
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+    if (mt_heap_filter_check(good[i], err, sizeof err) != 0)
+      fail_msg("\"%s\" was refused: %s", good[i], err);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_costly_expression),
       cmocka_unit_test(test_wrappers),
       cmocka_unit_test(test_cut_from_root),
       cmocka_unit_test(test_focus_ignore_hide),
