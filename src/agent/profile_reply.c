@@ -188,6 +188,8 @@ int ms__agent_profile_build(int32_t pid, uint64_t start_time, uint8_t **out,
    * handler's) could not record, whose blocks stay in use in the profile
    * until their address is sampled again. */
   p.frees_lost = ms__prof_lost_frees();
+  /* Loaded by memtop attach --track: samples since then only. */
+  p.since_unix_ns = ms__prof_since_unix_ns();
   ms__debug("agent: heap profile of %u buckets; %llu samples dropped "
             "(bucket table full), %llu frees of sampled blocks not "
             "recorded",

@@ -150,8 +150,9 @@ static void profile_request(ms__wire_writer_t *out) {
     ms__wire_encode_error(out, MS__MSG_ERROR, r,
                           "no heap profile: libmemstats was loaded by "
                           "memtop attach, after the program's allocations "
-                          "began, and samples none (start the program with "
-                          "`memtop run` for one)");
+                          "began, and samples none without --track (`memtop "
+                          "attach --track` samples from then on; `memtop "
+                          "run` from the start)");
   else if (r == MS_ENOSYS)
     ms__wire_encode_error(out, MS__MSG_ERROR, r,
                           "heap profiling is off in this process "

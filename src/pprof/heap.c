@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "memstats.h"
 
@@ -404,6 +405,26 @@ static int add_sample(mt_heap_t *h, const ms__profile_record_t *r,
   return 0;
 }
 
+int mt_heap_since_text(const mt_heap_t *h, char *buf, size_t len) {
+  if (len > 0)
+    buf[0] = '\0';
+  if (h->since_nanos == 0 || len == 0)
+    return 0;
+  /* The target's figure, in UTC; one gmtime_r cannot place (a stranger's
+   * year past 9999) is said in seconds. */
+  time_t secs = (time_t)(h->since_nanos / 1000000000u);
+  struct tm tm;
+  char at[40];
+  if (gmtime_r(&secs, &tm) == NULL || tm.tm_year > 9999 - 1900 ||
+      strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
+    snprintf(at, sizeof at, "%llu s after the epoch", (unsigned long long)secs);
+  snprintf(buf, len,
+           "samples since memtop attach --track at %s; blocks allocated "
+           "before are not in the profile",
+           at);
+  return 1;
+}
+
 int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
                   mt_heap_t *h) {
   heap_int_t *in;
@@ -436,6 +457,7 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
   h->rate = p->rate;
   h->buckets_dropped = p->buckets_dropped;
   h->frees_lost = p->frees_lost;
+  h->since_nanos = p->since_unix_ns;
   if (base != NULL) {
     h->delta = 1;
     h->duration_nanos = p->time_unix_ns > base->time_unix_ns

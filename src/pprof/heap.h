@@ -81,6 +81,9 @@ typedef struct mt_heap_s {
   uint64_t buckets_dropped;
   uint64_t frees_lost; /* the target's count since it started (a delta's
                           too): those blocks show as in use */
+  /* When the target's sampling began (ns since the epoch), where it began
+   * after the process's start (memtop attach --track); 0: with it. */
+  uint64_t since_nanos;
   int delta;
 
   mt_heap_sample_t *samples;
@@ -127,6 +130,13 @@ void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
  * MT_HEAP_MAX_LOCATIONS distinct addresses). */
 int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
                   mt_heap_t *h);
+
+/* What a profile whose sampling began late (since_nanos, memtop attach
+ * --track) says of it: "samples since memtop attach --track at
+ * 2026-11-27 14:08:39 UTC; blocks allocated before are not in the
+ * profile", into buf (len bytes). Returns 1, or 0 (buf empty) for a
+ * profile sampled from the process's start. */
+int mt_heap_since_text(const mt_heap_t *h, char *buf, size_t len);
 
 /* ms_strerror() for what mt_heap_build, mt_heap_symbolize and the outputs
  * return, MS_ENOSPC said as a profile too large, with what to do. */

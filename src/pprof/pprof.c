@@ -379,7 +379,7 @@ static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
 }
 
 int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
-  char comment_text[320];
+  char comment_text[480];
   gz_t *g;
   int rc;
 
@@ -397,18 +397,21 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
     free(g);
     return MS_ENOMEM;
   }
-  /* A comment says what pprof cannot know: whether it is a delta, what
-   * the sampler dropped (its bucket table full), frees the target could
-   * not record, and whether memtop cut impossible figures. */
-  char lost[96] = "";
+  /* A comment says what pprof cannot know: whether it is a delta, since
+   * when the target samples (memtop attach --track), what the sampler
+   * dropped (its bucket table full), frees the target could not record,
+   * and whether memtop cut impossible figures. */
+  char lost[96] = "", since[160] = "";
   if (h->frees_lost > 0)
     snprintf(lost, sizeof lost,
              "; %llu frees of sampled blocks not recorded (shown in use)",
              (unsigned long long)h->frees_lost);
+  if (mt_heap_since_text(h, since + 2, sizeof since - 2))
+    memcpy(since, "; ", 2);
   snprintf(comment_text, sizeof comment_text,
-           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s%s%s",
+           "memtop heap profile of PID %d%s; sampling rate %llu bytes%s%s%s%s",
            (int)h->pid, h->delta ? " (growth over the interval)" : "",
-           (unsigned long long)h->rate,
+           (unsigned long long)h->rate, since,
            h->buckets_dropped ? "; samples dropped: bucket table full" : "",
            lost,
            h->capped ? "; impossible figures cut to keep sums in range" : "");

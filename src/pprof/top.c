@@ -262,6 +262,11 @@ int mt_top_text(ms__strbuf_t *out, const mt_heap_t *h, int by, size_t max) {
   } else {
     ms__strbuf_puts(out, "\nEvery allocation recorded: figures are exact\n");
   }
+  char since[160];
+  if (mt_heap_since_text(h, since, sizeof since)) {
+    since[0] = 'S';
+    ms__strbuf_printf(out, "%s\n", since);
+  }
   if (h->buckets_dropped > 0)
     ms__strbuf_printf(out,
                       "The sampler's bucket table was full: %" PRIu64

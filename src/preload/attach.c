@@ -16,13 +16,14 @@
  * unavailable, and the provider list says why ("tracked(off: attached
  * late)"). With MS__ATTACH_TRACK (memtop attach --track) it also counts
  * from then on: the allocator is found as the program is bound
- * (resolve.c), the modules' GOT entries are pointed at this library
+ * (resolve.c), the heap profiler samples from the attach on (its profile
+ * says since when), the modules' GOT entries are pointed at this library
  * (got.c), and the engine counts since the attach, HeapAlloc estimated
  * from the allocator's in-use bytes at the attach (ms__track_since).
- * ms__attach_stop() (memtop detach) writes the GOT entries back, stops the
- * agent and removes its socket; the library stays mapped, inert, and a later
- * attach finds it (dlopen returns the same handle) and calls ms__attach_start
- * again.
+ * ms__attach_stop() (memtop detach) writes the GOT entries back, ends the
+ * profile, stops the agent and removes its socket; the library stays
+ * mapped, inert, and a later attach finds it (dlopen returns the same
+ * handle) and calls ms__attach_start again.
  *
  * Started with the program (LD_PRELOAD, memtop run), the library finds its
  * own entry point in the global scope (the program's handle, dlopen(NULL));
@@ -87,9 +88,20 @@ static int track_start(void) {
   int r = ms__preload_resolve_late();
   if (r != 0)
     return r;
+  /* The heap profiler as the constructor sets it up at a program's start
+   * (the same sampler, at this process's MEMSTATS_PROFILE_RATE), sampling
+   * from here on: the entry points run their profiling copies before the
+   * first entry is ours. A free of an earlier block finds no sample of
+   * its address (the table forgets an earlier attach's), so it leaves the
+   * profile as it was. */
+  ms__prof_begin_late();
+  if (MS__PRELOAD_PROFILER && ms__prof_rate() != 0)
+    ms__preload_profile_on();
   r = ms__got_hook();
-  if (r < 0)
+  if (r < 0) {
+    ms__prof_end_late();
     return r;
+  }
   ms__track_since(allocator_inuse());
   g_tracking = 1;
   return 0;
@@ -122,6 +134,7 @@ MS__PRELOAD_API int ms__attach_stop(void) {
   /* The entries first: no call reaches the library's counters after. */
   if (g_tracking) {
     ms__got_restore();
+    ms__prof_end_late();
     g_tracking = 0;
   }
   return ms_agent_stop();

@@ -307,6 +307,26 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
   return taken != 0;
 }
 
+void ms__prof_table_forget(ms__prof_table_t *t) {
+  if (t->map == NULL)
+    return;
+  /* The filter is read without the lock by every free: byte by byte,
+   * with the stores its readers' loads pair with. */
+  for (uint32_t i = 0; i < FILTER_SIZE; i++)
+    if (t->filter[i] != 0)
+      __atomic_store_n(&t->filter[i], (uint8_t)0, __ATOMIC_RELAXED);
+  memset(t->heads, 0, (size_t)t->nheads * sizeof *t->heads);
+  memset(t->addrs, 0, (size_t)t->cap_addr * sizeof *t->addrs);
+  t->nbuckets = 0;
+  t->stack_used = 0;
+  t->naddr = 0;
+  t->dropped = 0;
+  if (t->live != NULL)
+    __atomic_store_n(t->live, 0, __ATOMIC_RELAXED);
+  if (t->gate != NULL)
+    __atomic_fetch_and(t->gate, ~t->gate_bit, __ATOMIC_RELEASE);
+}
+
 void ms__prof_table_cut(ms__prof_table_t *t) {
   unsigned done = (unsigned)(t->cycle % 3);
   t->cycle++;

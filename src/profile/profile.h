@@ -73,8 +73,22 @@ static inline uint32_t ms__prof_filter_index(const void *p) {
  * ever runs a first-use initialisation from inside an allocation).
  * Idempotent. */
 void ms__prof_init(void);
-/* The rate in effect (0: off). */
+/* The rate in effect (0: off, or detached: ms__prof_end_late). */
 uint64_t ms__prof_rate(void);
+/* memtop attach --track (src/preload/attach.c): sampling starts now,
+ * in a library loaded after the program's start. Sets the sampler up as
+ * ms__prof_init does (the rate is this process's MEMSTATS_PROFILE_RATE,
+ * read once), records the time (ms__prof_since_unix_ns), and has the
+ * table forget what an earlier attach sampled: while detached, the frees
+ * of those blocks went unseen, and their addresses may now be other
+ * blocks'. ms__prof_end_late (memtop detach) makes the rate read 0 until
+ * the next ms__prof_begin_late: no profile is served meanwhile. Neither
+ * takes a lock. */
+void ms__prof_begin_late(void);
+void ms__prof_end_late(void);
+/* When sampling began by the wall clock (ns since the epoch), if after
+ * the program's start (ms__prof_begin_late); 0: with the process. */
+uint64_t ms__prof_since_unix_ns(void);
 /* A malloc'd block p of size bytes whose countdown ran out (the preload's
  * slow path): draws the next interval and records p with this stack. */
 void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size);
@@ -192,6 +206,10 @@ void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken);
 /* With the lock held: the profile cut. Counts of the cycle that ends are
  * folded into each bucket's active record, and a new cycle begins. */
 void ms__prof_table_cut(ms__prof_table_t *t);
+/* With the lock held: every bucket, stack and sampled address dropped,
+ * the filter cleared (the table's mapping and its size kept): a profile
+ * that starts again, as memtop attach --track's second attach does. */
+void ms__prof_table_forget(ms__prof_table_t *t);
 /* After fork, in the child: the lock is free again (the table itself was
  * copied with the address space, live samples and all). */
 void ms__prof_table_after_fork(ms__prof_table_t *t);

@@ -57,6 +57,12 @@ static int g_ready; /* ms__prof_init() has run (acquire/release) */
 static uint64_t g_rate = MS__PROFILE_DEFAULT_RATE;
 static uint32_t g_depth = MS__PROFILE_DEFAULT_DEPTH;
 static uint64_t g_lost; /* atomic: frees a busy thread could not record */
+/* memtop attach --track (ms__prof_begin_late): when sampling began, by
+ * the wall clock (0: with the process); whether the table is to forget
+ * what it holds, done by the next thread that takes its lock; and 1 while
+ * a late-loaded library is detached (no profile then). Atomics. */
+static uint64_t g_since_unix_ns;
+static int g_forget, g_late_off;
 
 /* ---- the PRNG and the exponential draw ---------------------------------- */
 
@@ -239,7 +245,44 @@ static int table_ready(void) {
 }
 
 uint64_t ms__prof_rate(void) {
-  return __atomic_load_n(&g_ready, __ATOMIC_ACQUIRE) ? g_rate : 0;
+  return __atomic_load_n(&g_ready, __ATOMIC_ACQUIRE) &&
+                 !__atomic_load_n(&g_late_off, __ATOMIC_ACQUIRE)
+             ? g_rate
+             : 0;
+}
+
+/* Takes the table's lock, and does first a forget that
+ * ms__prof_begin_late asked for. A table being made (TABLE_MAKING, by a
+ * thread that does not hold the lock) is left alone: it is new, it holds
+ * nothing. */
+static void lock_table(void) {
+  ms__prof_table_lock(&g_table);
+  if (__builtin_expect(__atomic_load_n(&g_forget, __ATOMIC_ACQUIRE) != 0, 0) &&
+      __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_MAKING) {
+    __atomic_store_n(&g_forget, 0, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY)
+      ms__prof_table_forget(&g_table);
+  }
+}
+
+/* Called on the thread memtop's ptrace call runs on, while the other
+ * threads are stopped, one of which may hold the table's lock (a sample
+ * of an earlier attach caught mid-way): so no lock here, the forget is
+ * left to the next thread that takes it (lock_table), before anything it
+ * records. */
+void ms__prof_begin_late(void) {
+  ms__prof_init();
+  __atomic_store_n(&g_since_unix_ns, ms__now_unix_ns(), __ATOMIC_RELAXED);
+  __atomic_store_n(&g_forget, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_late_off, 0, __ATOMIC_RELEASE);
+}
+
+void ms__prof_end_late(void) {
+  __atomic_store_n(&g_late_off, 1, __ATOMIC_RELEASE);
+}
+
+uint64_t ms__prof_since_unix_ns(void) {
+  return __atomic_load_n(&g_since_unix_ns, __ATOMIC_RELAXED);
 }
 
 uint32_t ms__prof_depth(void) {
@@ -307,7 +350,7 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size) {
   uint64_t stack[MS__PROFILE_MAX_DEPTH];
   int truncated = 0;
   uint32_t depth = ms__prof_backtrace(stack, g_depth, &truncated);
-  ms__prof_table_lock(&g_table);
+  lock_table();
   ms__prof_table_alloc(&g_table, stack, depth, truncated, size, p);
   ms__prof_table_unlock(&g_table);
   busy_leave();
@@ -324,7 +367,7 @@ void ms__prof_freed(void *p) {
     return;
   }
   busy_enter();
-  ms__prof_table_lock(&g_table);
+  lock_table();
   ms__prof_table_free(&g_table, p);
   ms__prof_table_unlock(&g_table);
   busy_leave();
@@ -341,7 +384,7 @@ uint64_t ms__prof_realloc_begin(void *p) {
     return 0;
   }
   busy_enter();
-  ms__prof_table_lock(&g_table);
+  lock_table();
   uint64_t taken = ms__prof_table_take(&g_table, p);
   ms__prof_table_unlock(&g_table);
   busy_leave();
@@ -352,7 +395,7 @@ void ms__prof_realloced(void *p, uint64_t taken, int freed) {
   if (taken == 0)
     return;
   busy_enter();
-  ms__prof_table_lock(&g_table);
+  lock_table();
   if (freed)
     ms__prof_table_count_free(&g_table, taken);
   else
@@ -369,7 +412,7 @@ void ms__prof_exclude_thread(void) {
  * handler's malloc on it then skips its sample instead of waiting on the
  * lock this thread holds). */
 void ms__prof_hold(void) {
-  ms__prof_table_lock(&g_table);
+  lock_table();
 }
 
 void ms__prof_release(void) {

@@ -50,7 +50,7 @@ static size_t map_size(const ms__profile_mapping_t *m) {
 /* What every frame may carry besides its records: the header, the chunk
  * and last markers, and the first frame's identity. */
 #define FRAME_OVERHEAD (MS__WIRE_HEADER + 2 * (6 + 8))
-#define FIRST_EXTRA(unw) (6 * (6 + 8) + 6 + ((unw) ? strnlen(unw, 64) : 0))
+#define FIRST_EXTRA(unw) (7 * (6 + 8) + 6 + ((unw) ? strnlen(unw, 64) : 0))
 
 size_t ms__profile_encoded_bound(const ms__profile_t *p, const char *unwinder,
                                  size_t max_payload) {
@@ -134,6 +134,8 @@ int ms__profile_encode(const ms__profile_t *p, const char *unwinder,
       ms__wire_put_u64(&w, MS__TAG_PROF_RATE, p->rate);
       ms__wire_put_u64(&w, MS__TAG_PROF_DROPPED, p->buckets_dropped);
       ms__wire_put_u64(&w, MS__TAG_PROF_FREES_LOST, p->frees_lost);
+      if (p->since_unix_ns != 0)
+        ms__wire_put_u64(&w, MS__TAG_PROF_SINCE, p->since_unix_ns);
       if (unwinder != NULL)
         ms__wire_put_str(&w, MS__TAG_PROF_UNWINDER, unwinder, 64);
     }
@@ -549,6 +551,10 @@ static int decode_frame(ms__profile_decoded_t *d, const uint8_t *p, size_t len,
       break;
     case MS__TAG_PROF_FREES_LOST:
       if (get_u64(v, n, &x, why) || header_u64(s, &pf->frees_lost, x, why))
+        return MS_EPROTO;
+      break;
+    case MS__TAG_PROF_SINCE:
+      if (get_u64(v, n, &x, why) || header_u64(s, &pf->since_unix_ns, x, why))
         return MS_EPROTO;
       break;
     case MS__TAG_PROF_UNWINDER: {

@@ -54,6 +54,10 @@ typedef struct ms__profile_s {
    * handler's, while its thread was sampling), since it started: those
    * blocks stay in use in the profile. 0 from an older agent. */
   uint64_t frees_lost;
+  /* When sampling began (ns since the epoch), where it began after the
+   * process's start (memtop attach --track): blocks allocated before it
+   * are in no record. 0: with the process, or an older agent. */
+  uint64_t since_unix_ns;
   uint32_t nrecords;
   const ms__profile_record_t *records;
   uint32_t nmappings;
@@ -70,8 +74,9 @@ typedef struct ms__profile_s {
  * as tagged records (wire.h's rules: unknown tags are skipped):
  *   MS__TAG_PROF_CHUNK   u64, 0 for the first frame, then 1, 2, ...
  *   MS__TAG_PID, MS__TAG_START_TIME, MS__TAG_TIME_UNIX, MS__TAG_PROF_RATE,
- *   MS__TAG_PROF_DROPPED, MS__TAG_PROF_FREES_LOST
- *                        u64 each, in the first frame (a later frame that
+ *   MS__TAG_PROF_DROPPED, MS__TAG_PROF_FREES_LOST, MS__TAG_PROF_SINCE
+ *                        u64 each, in the first frame (SINCE only when
+ *                        not 0) (a later frame that
  *                        repeats one must agree with the first)
  *   MS__TAG_PROF_UNWINDER  string: which unwinder captured the stacks
  *   MS__TAG_PROF_RECORD  u32 fixed (bytes of the fixed part that follows,
@@ -100,7 +105,8 @@ enum {
   MS__TAG_PROF_RECORD = 68,
   MS__TAG_PROF_MAPPING = 69,
   MS__TAG_PROF_UNWINDER = 70,
-  MS__TAG_PROF_FREES_LOST = 71
+  MS__TAG_PROF_FREES_LOST = 71,
+  MS__TAG_PROF_SINCE = 72
 };
 
 /* Profile request flags: none yet (a reader ignores those it does not

@@ -40,6 +40,7 @@
 
 #include "support/fetch.h"
 #include "support/host.h"
+#include "support/pprof_top.h"
 #include "support/run.h"
 #include "support/target.h"
 
@@ -128,11 +129,14 @@ static void say_line(target_t *t, const char *cmd, char *ans, size_t len) {
   assert_int_equal(target_read_line(t->out, ans, len), 0);
 }
 
-static int start_alloc(target_t *t, const char *path, const char *threads) {
+/* path THREADS started bare, with env2's changes to its environment
+ * (NULL: none; see target_launch), until it says "ready". */
+static int start_alloc_env(target_t *t, const char *path, const char *threads,
+                           const char *const *env2) {
   const char *argv[] = {path, threads, NULL};
   static const char *const env[] = {"LD_PRELOAD", NULL};
   char line[64];
-  if (target_launch(t, argv, dir, env, NULL, NULL, 0) != 0)
+  if (target_launch(t, argv, dir, env, env2, NULL, 0) != 0)
     return -1;
   if (target_read_line(t->out, line, sizeof line) != 0 ||
       strncmp(line, "ready ", 6) != 0) {
@@ -140,6 +144,10 @@ static int start_alloc(target_t *t, const char *path, const char *threads) {
     return -1;
   }
   return 0;
+}
+
+static int start_alloc(target_t *t, const char *path, const char *threads) {
+  return start_alloc_env(t, path, threads, NULL);
 }
 
 static int within_1pct(uint64_t a, uint64_t b) {
@@ -645,6 +653,120 @@ static void test_track_cxx(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* ---- the heap profile after attach --track --------------------------------*/
+
+/* Whether text names one of the seconds in [from, to] as the heap
+ * profile's "since" does ("2026-11-27 14:08:39 UTC"). */
+static int names_second(const char *text, time_t from, time_t to) {
+  for (time_t s = from; s <= to; s++) {
+    struct tm tm;
+    char at[40];
+    gmtime_r(&s, &tm);
+    strftime(at, sizeof at, "at %Y-%m-%d %H:%M:%S UTC", &tm);
+    if (strstr(text, at))
+      return 1;
+  }
+  return 0;
+}
+
+/* memtop profile ARGS... PID, which must succeed. */
+static void memtop_profile(run_result_t *res, pid_t pid, const char *a,
+                           const char *b) {
+  char p[32];
+  snprintf(p, sizeof p, "%d", (int)pid);
+  char *argv[] = {memtop, (char *)"profile", (char *)a, (char *)b, p, NULL};
+  if (run_capture(res, argv, -1) != 0)
+    fail_msg("memtop profile %s %s exited %d: %s", a, b, res->status, res->err);
+}
+
+/* `go tool pprof -top` of file for sample type si: fn's flat bytes (0
+ * where pprof lists no line for it). */
+static long long pprof_flat(const char *file, const char *si, const char *fn) {
+  static char top[65536];
+  if (pprof_top(file, si, dir, top, sizeof top) != 0)
+    fail_msg("go tool pprof -top -sample_index=%s %s failed: %s", si, file,
+             top);
+  long long flat = 0, cum = 0;
+  if (pprof_top_values(top, fn, &flat, &cum) != 0)
+    return 0;
+  return flat;
+}
+
+/* at_alloc with no workers, at MEMSTATS_PROFILE_RATE=1 (every allocation
+ * sampled, so the figures are exact), whose `sites` command allocates at
+ * known call sites and first frees what the last one kept. Twice: attach
+ * --track, `sites` (freeing blocks made before the attach, or while
+ * detached), the profile; detach, `sites` again while detached. Each
+ * profile holds what was allocated since its attach, exactly: at_big 48
+ * blocks of 1000 bytes in use, at_small 16, at_freed 16 allocated and
+ * none in use, as the real `go tool pprof -top` reads them; its comment
+ * and memtop's own top list say since when it samples; the frees of the
+ * earlier blocks changed nothing (the second attach's at_big allocated
+ * 48,000 bytes, not the first's too). */
+static void test_track_profile(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  static run_result_t res;
+  static const char *const rate1[] = {"MEMSTATS_PROFILE_RATE=1", NULL};
+  target_t t;
+  char ans[256];
+  assert_int_equal(start_alloc_env(&t, prog, "0", rate1), 0);
+  int go = host_have_program("go");
+  if (!go)
+    print_message("go (golang-go) is not installed: memtop's own top list "
+                  "only\n");
+  say_line(&t, "sites\n", ans, sizeof ans);
+  assert_string_equal(ans, "sites");
+  for (int cycle = 0; cycle < 2; cycle++) {
+    time_t t0 = time(NULL);
+    if (memtop_track(&res, t.pid) != 0)
+      fail_msg("cycle %d: memtop attach --track exited %d: %s", cycle,
+               res.status, res.err);
+    time_t t1 = time(NULL);
+    say_line(&t, "sites\n", ans, sizeof ans);
+    assert_string_equal(ans, "sites");
+    /* memtop's own top list (as the live view's sites panel reads it). */
+    memtop_profile(&res, t.pid, "--format", "text");
+    if (!strstr(res.out, "Samples since memtop attach --track") ||
+        !names_second(res.out, t0, t1) || !strstr(res.out, "at_big") ||
+        !strstr(res.out, "at_small"))
+      fail_msg("cycle %d: memtop profile --format text:\n%s", cycle, res.out);
+    char file[128];
+    snprintf(file, sizeof file, "%s/track%d.pb.gz", dir, cycle);
+    memtop_profile(&res, t.pid, "-o", file);
+    if (go) {
+      assert_int_equal(pprof_flat(file, "inuse_space", "at_big"), 48000);
+      assert_int_equal(pprof_flat(file, "inuse_space", "at_small"), 16000);
+      assert_int_equal(pprof_flat(file, "inuse_space", "at_freed"), 0);
+      assert_int_equal(pprof_flat(file, "alloc_space", "at_big"), 48000);
+      assert_int_equal(pprof_flat(file, "alloc_space", "at_freed"), 16000);
+      assert_int_equal(pprof_flat(file, "alloc_objects", "at_small"), 16);
+      /* The comment, as pprof reads it. */
+      char cmd[1400];
+      snprintf(cmd, sizeof cmd,
+               "HOME='%s' GOCACHE='%s/gocache' go tool pprof -comments '%s' "
+               "2>&1",
+               dir, dir, file);
+      FILE *pp = popen(cmd, "r");
+      assert_non_null(pp);
+      static char comments[4096];
+      size_t n = fread(comments, 1, sizeof comments - 1, pp);
+      comments[n] = '\0';
+      assert_int_equal(pclose(pp), 0);
+      if (!strstr(comments, "samples since memtop attach --track") ||
+          !names_second(comments, t0, t1))
+        fail_msg("cycle %d: the profile's comments: %s", cycle, comments);
+    }
+    if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
+      fail_msg("cycle %d: memtop detach exited %d: %s", cycle, res.status,
+               res.err);
+    /* Detached: these frees and blocks are never seen. */
+    say_line(&t, "sites\n", ans, sizeof ans);
+    assert_string_equal(ans, "sites");
+  }
+  assert_int_equal(target_wait(&t), 0);
+}
+
 /* ---- refusals -----------------------------------------------------------*/
 
 static void test_refuses_static(void **state) {
@@ -732,6 +854,7 @@ int main(void) {
       cmocka_unit_test(test_track_alloc8),
       cmocka_unit_test(test_track_dlopen),
       cmocka_unit_test(test_track_cxx),
+      cmocka_unit_test(test_track_profile),
       cmocka_unit_test(test_sqlite_transaction),
       cmocka_unit_test(test_refuses_static),
       cmocka_unit_test(test_refuses_traced),

@@ -15,6 +15,10 @@
  *   dlopen PATH  loads PATH (tests/progs/libatmod.c) and runs its
  *           at_mod_churn(100000): "churned N", N malloc/free pairs made
  *           through the module's own GOT
+ *   sites   frees the blocks the last `sites` kept (made before an attach,
+ *           or while detached, for the heap profile's test), then: at_big
+ *           keeps 48 blocks of 1000 bytes, at_small 16, at_freed makes 16
+ *           and frees them; "sites"
  *
  * Starts with "ready PID"; EOF ends it with status 0. Built without
  * libmemstats (tests/progs/progs.mk), and with -static as at_static where
@@ -28,6 +32,57 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* gcc could clone a function for a constant argument (a new symbol):
+ * noclone, which clang does not know (nor does it clone). */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline, used))
+#else
+#define NOINLINE __attribute__((noinline, noclone, used))
+#endif
+
+#define SITE_N 16
+#define SITE_SIZE 1000
+
+/* The blocks `sites` keeps. Exported and volatile: the compiler may not
+ * drop a block it keeps. */
+extern void *volatile at_kept[4 * SITE_N];
+void *volatile at_kept[4 * SITE_N];
+static int at_nkept;
+
+static void keep(void *p) {
+  memset(p, 1, 16);
+  at_kept[at_nkept++] = p;
+}
+
+/* The known call sites (external: named in the heap profile). */
+void at_big(void);
+void at_small(void);
+void at_freed(void);
+
+NOINLINE void at_big(void) {
+  for (int i = 0; i < 3 * SITE_N; i++)
+    keep(malloc(SITE_SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void at_small(void) {
+  for (int i = 0; i < SITE_N; i++)
+    keep(malloc(SITE_SIZE));
+  __asm__ volatile("");
+}
+
+NOINLINE void at_freed(void) {
+  /* Volatile: clang -O2 deletes a malloc/free pair it can see whole. */
+  void *volatile p[SITE_N];
+  for (int i = 0; i < SITE_N; i++) {
+    p[i] = malloc(SITE_SIZE);
+    memset(p[i], 2, 16);
+  }
+  for (int i = 0; i < SITE_N; i++)
+    free(p[i]);
+  __asm__ volatile("");
+}
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;
@@ -113,6 +168,14 @@ int main(int argc, char **argv) {
       if (h)
         *(void **)&churn = dlsym(h, "at_mod_churn");
       printf("churned %ld\n", churn ? churn(100000) : -1L);
+    } else if (strncmp(line, "sites", 5) == 0) {
+      for (int i = 0; i < at_nkept; i++)
+        free(at_kept[i]);
+      at_nkept = 0;
+      at_big();
+      at_small();
+      at_freed();
+      printf("sites\n");
     } else
       printf("?\n");
     fflush(stdout);

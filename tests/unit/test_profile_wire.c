@@ -67,6 +67,7 @@ static ms__profile_t make(uint32_t nrec) {
       .rate = 524288,
       .buckets_dropped = 7,
       .frees_lost = 3,
+      .since_unix_ns = 1699999999000000001ull,
       .nrecords = nrec,
       .records = g_recs,
       .nmappings = NMAP,
@@ -81,6 +82,7 @@ static void same(const ms__profile_t *a, const ms__profile_t *b) {
   assert_int_equal(a->rate, b->rate);
   assert_int_equal(a->buckets_dropped, b->buckets_dropped);
   assert_int_equal(a->frees_lost, b->frees_lost);
+  assert_int_equal(a->since_unix_ns, b->since_unix_ns);
   assert_int_equal(a->nrecords, b->nrecords);
   assert_int_equal(a->nmappings, b->nmappings);
   for (uint32_t i = 0; i < a->nrecords; i++) {
