@@ -8,6 +8,18 @@
  * memtop's own measure, from the calling thread's interrupt to its
  * registers put back, as it prints it. On a loaded machine the calling
  * thread waits for a CPU at each of its calls, so the load is printed too.
+ *
+ * And what a program attached with --track pays afterwards (issue 22 item
+ * 5: the same overhead as the preload), in instructions per malloc/free
+ * pair under valgrind's callgrind, as bench_preload counts the preload's:
+ * (I(300,000 pairs) - I(100,000)) / 200,000 of bench_preload's loop
+ * (tests/progs/pl_loop 1, glibc), bare, under the preload, and attached
+ * with --track, each at the heap profiler's default rate and each as a
+ * ratio to this run's bare figure. ptrace cannot reach a program under
+ * valgrind, so the attached program makes memtop's calls itself
+ * (pl_loop's PL_LOOP_ATTACH: the same dlopen and ms__attach_start(TRACK)),
+ * before its loop. `bench_attach stops` or `bench_attach overhead` runs
+ * one half.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/callgrind.h"
 #include "support/host.h"
 #include "support/target_proc.h"
 
@@ -82,13 +95,78 @@ static int run(const char *build, const char *dir, const char *threads,
   return ok ? 0 : 1;
 }
 
-int main(void) {
+/* ---- the overhead of --track, in instructions ---------------------------*/
+
+/* Instructions per pair of pl_loop 1 run with env (cg_count's form), by
+ * the difference of two lengths; -1 if a run failed (said on stderr). */
+static double per_pair(const char *loop, const char *const env[]) {
+  const long lo = 100000, hi = 300000;
+  unsigned long long ir[2];
+  for (int i = 0; i < 2; i++) {
+    char pairs[32], why[512];
+    snprintf(pairs, sizeof pairs, "%ld", i ? hi : lo);
+    const char *argv[] = {loop, "1", pairs, NULL};
+    if (cg_count(argv, env, &ir[i], why, sizeof why) != 0) {
+      fprintf(stderr, "bench_attach: %s\n", why);
+      return -1;
+    }
+  }
+  return ((double)ir[1] - (double)ir[0]) / (double)(hi - lo);
+}
+
+static int overhead(const char *build, const char *dir, const char *preload) {
+  if (!host_have_program("valgrind")) {
+    printf("memtop attach --track's overhead: valgrind not installed, "
+           "skipped\n");
+    return 0;
+  }
+  char loop[1200], ld[1300], self[1300], sockdir[128];
+  snprintf(loop, sizeof loop, "%s/progs/pl_loop", build);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  snprintf(self, sizeof self, "PL_LOOP_ATTACH=%s", preload);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  /* The heap profiler at its default rate in both, the agent on in both
+   * (in its own socket directory). */
+  const char *bare[] = {"LD_PRELOAD", "PL_LOOP_ATTACH", NULL};
+  const char *pre[] = {ld, "PL_LOOP_ATTACH", sockdir, "MEMSTATS_PROFILE_RATE",
+                       NULL};
+  const char *att[] = {"LD_PRELOAD", self, sockdir, "MEMSTATS_PROFILE_RATE",
+                       NULL};
+  double b = per_pair(loop, bare), p = per_pair(loop, pre),
+         a = per_pair(loop, att);
+  printf("memtop attach --track's overhead: instructions per malloc/free "
+         "pair (callgrind, pl_loop 1, glibc, (I(300,000 pairs) - "
+         "I(100,000)) / 200,000; default profile rate):\n");
+  if (b <= 0 || p <= 0 || a <= 0) {
+    printf("  failed (bare %.2f, preload %.2f, attached %.2f)\n", b, p, a);
+    return 1;
+  }
+  printf("  %-34s %8.2f\n", "bare", b);
+  printf("  %-34s %8.2f   %.3fx bare, %+.2f\n", "preload (LD_PRELOAD)", p,
+         p / b, p - b);
+  printf("  %-34s %8.2f   %.3fx bare, %+.2f\n",
+         "attached (memtop attach --track)", a, a / b, a - b);
+  /* The same overhead: what it adds to the bare pair, within 5%. */
+  double ratio = (a - b) / (p - b);
+  printf("  attached vs preload: %.3fx the pair, %.3fx the overhead (goal: "
+         "the same overhead as the preload, <= 1.05x: %s)\n",
+         a / p, ratio, ratio <= 1.05 ? "met" : "MISSED");
+  return 0;
+}
+
+int main(int argc, char **argv) {
   char build[1024], dir[64] = "/tmp/bench_attach.XXXXXX";
   if (host_build_dir(build, sizeof build) != 0 || mkdtemp(dir) == NULL)
     return 1;
+  const char *only = argc > 1 ? argv[1] : "";
   char preload[1200];
   if (host_preload_path(build, preload, sizeof preload) == 0)
     setenv("MEMTOP_PRELOAD", preload, 1);
+  if (strcmp(only, "overhead") == 0) {
+    int r = overhead(build, dir, preload);
+    rmdir(dir);
+    return r;
+  }
   int n = getenv("BENCH_ATTACH_N") ? atoi(getenv("BENCH_ATTACH_N")) : 100;
   if (n < 1)
     n = 100;
@@ -105,6 +183,8 @@ int main(void) {
   int r = run(build, dir, "0", "idle program,", n);
   if (r == 0)
     r = run(build, dir, "8", "8 threads allocating,", n);
+  if (r == 0 && strcmp(only, "stops") != 0)
+    r = overhead(build, dir, preload);
   rmdir(dir);
   return r;
 }

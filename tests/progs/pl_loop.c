@@ -13,7 +13,15 @@
  * 24's loop, where the heap profiler samples every 256th pair or so at
  * its default rate, so what a sample costs shows). Prints the median
  * thread's nanoseconds per malloc/free pair: "ns_per_pair=12.34".
+ *
+ * PL_LOOP_ATTACH=LIB (tests/bench/bench_attach.c): before the threads
+ * start, the program makes itself the calls memtop attach --track makes
+ * in a running program (src/attach/attach.c's calls(): dlopen(LIB,
+ * RTLD_NOW | RTLD_LOCAL), dlsym "ms__attach_start", called with
+ * MS__ATTACH_TRACK), so that the loop runs as an attached program's does
+ * where ptrace cannot reach it: under valgrind.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +65,20 @@ static void *loop(void *arg) {
   return NULL;
 }
 
+/* memtop attach --track's calls, made by the program itself. Returns 0,
+ * or -1 (said on stderr). */
+static int self_attach(const char *lib) {
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  int (*start)(unsigned) = NULL;
+  if (h)
+    *(void **)&start = dlsym(h, "ms__attach_start");
+  int r = start ? start(1u) : -1;
+  if (r != 0)
+    fprintf(stderr, "pl_loop: attaching %s: %s (%d)\n", lib,
+            h ? "ms__attach_start failed" : dlerror(), r);
+  return r == 0 ? 0 : -1;
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -82,6 +104,9 @@ int main(int argc, char **argv) {
     /* Mostly small: three in four under 128 bytes. */
     sizes[i] = random ? 16 + x % 4081 : (x & 3) ? 16 + x % 112 : 128 + x % 385;
   }
+  const char *attach = getenv("PL_LOOP_ATTACH");
+  if (attach && attach[0] && self_attach(attach) != 0)
+    return 1;
   pthread_t t[MAX_THREADS];
   pthread_barrier_init(&go, NULL, (unsigned)threads);
   for (int i = 0; i < threads; i++)
