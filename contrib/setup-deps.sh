@@ -51,6 +51,7 @@ clang-format
 cppcheck
 tmux
 sqlite3
+redis-server
 git
 python3
 heaptrack
@@ -107,6 +108,7 @@ cmd:tmux|tmux|tmux|tmux|tmux (the live-view tests)
 cmd:python3|python3|python3|python|python3 (a preload test, make bench)
 cmd:sqlite3|sqlite3|sqlite|sqlite|sqlite3 (a preload test, make bench)
 cmd:git|git|git|git|git (a preload test)
+cmd:redis-server|redis-server|redis|redis|redis-server and redis-benchmark (memtop attach's and memtop run's tests)
 cmd:heaptrack|heaptrack|heaptrack|heaptrack|heaptrack (make bench)
 cmd:g++|g++|gcc-c++|gcc|g++ (make bench: the compiler workload)
 cmd:curl|curl|curl|curl|curl (memtop serve's TLS and auth tests)
