@@ -410,12 +410,12 @@ int mt_heap_since_text(const mt_heap_t *h, char *buf, size_t len) {
     buf[0] = '\0';
   if (h->since_nanos == 0 || len == 0)
     return 0;
-  /* The target's figure, in UTC; one gmtime_r cannot place (a stranger's
-   * year past 9999) is said in seconds. */
+  /* The target's figure, in UTC: any u64 of nanoseconds is a date before
+   * 2555, which gmtime_r places; in seconds should it not. */
   time_t secs = (time_t)(h->since_nanos / 1000000000u);
   struct tm tm;
   char at[40];
-  if (gmtime_r(&secs, &tm) == NULL || tm.tm_year > 9999 - 1900 ||
+  if (gmtime_r(&secs, &tm) == NULL ||
       strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S UTC", &tm) == 0)
     snprintf(at, sizeof at, "%llu s after the epoch", (unsigned long long)secs);
   snprintf(buf, len,

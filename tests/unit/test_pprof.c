@@ -863,7 +863,41 @@ static void test_comment_says_losses(void **state) {
   const char *c = pb->string_table[pb->comment[0]];
   assert_non_null(strstr(c, "samples dropped: bucket table full"));
   assert_non_null(strstr(c, "; 2 frees of sampled blocks not recorded"));
+  /* Sampled from the process's start: no "since". */
+  assert_null(strstr(c, "since"));
   perftools__profiles__profile__free_unpacked(pb, NULL);
+  mt_heap_free(&h);
+}
+
+/* A profile whose sampling began at memtop attach --track says since
+ * when, in UTC, in its comment and in the top list, a stranger's largest
+ * figure too. */
+static void test_comment_says_since(void **state) {
+  Perftools__Profiles__Profile *pb;
+  mt_heap_t h;
+  ms__strbuf_t top = MS_STRBUF_INIT;
+  char buf[160];
+
+  (void)state;
+  top_fixture(&h, 524288);
+  h.since_nanos = 1700000000123456789ull;
+  pb = unpack_written(&h);
+  assert_int_equal(pb->n_comment, 1);
+  assert_non_null(strstr(pb->string_table[pb->comment[0]],
+                         "; samples since memtop attach --track at "
+                         "2023-11-14 22:13:20 UTC; blocks allocated before "
+                         "are not in the profile"));
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+  assert_int_equal(mt_top_text(&top, &h, MT_HEAP_INUSE_SPACE, 5), 0);
+  assert_non_null(strstr(top.data, "\nSamples since memtop attach --track at "
+                                   "2023-11-14 22:13:20 UTC;"));
+  ms__strbuf_free(&top);
+  h.since_nanos = UINT64_MAX;
+  assert_int_equal(mt_heap_since_text(&h, buf, sizeof buf), 1);
+  assert_non_null(strstr(buf, "at 2554-07-21 23:34:33 UTC;"));
+  h.since_nanos = 0;
+  assert_int_equal(mt_heap_since_text(&h, buf, sizeof buf), 0);
+  assert_string_equal(buf, "");
   mt_heap_free(&h);
 }
 
@@ -1043,6 +1077,7 @@ int main(void) {
       cmocka_unit_test(test_hostile_records),
       cmocka_unit_test(test_top_text_golden),
       cmocka_unit_test(test_comment_says_losses),
+      cmocka_unit_test(test_comment_says_since),
       cmocka_unit_test(test_written_strings_safe),
       cmocka_unit_test(test_absurd_counts_capped),
   };
