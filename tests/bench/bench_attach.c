@@ -18,8 +18,11 @@
  * ratio to this run's bare figure. ptrace cannot reach a program under
  * valgrind, so the attached program makes memtop's calls itself
  * (pl_loop's PL_LOOP_ATTACH: the same dlopen and ms__attach_start(TRACK)),
- * before its loop. `bench_attach stops` or `bench_attach overhead` runs
- * one half.
+ * before its loop. Beside it, timed (for information: a shared machine's
+ * timings move by more than the difference), the same loop attached by
+ * the real memtop attach --track before it starts, bare and under the
+ * preload, interleaved, the median of BENCH_RUNS (default 5) of 10M pairs
+ * each. `bench_attach stops` or `bench_attach overhead` runs one half.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +100,65 @@ static int run(const char *build, const char *dir, const char *threads,
 
 /* ---- the overhead of --track, in instructions ---------------------------*/
 
+/* One timed run of pl_loop 1 10000000: how 0 bare, 1 under the preload,
+ * 2 attached by memtop attach --track once it waits. Its ns per pair, or
+ * -1. */
+static double timed(const char *build, const char *dir, const char *preload,
+                    int how) {
+  char loop[1200], memtop[1200], ld[1300], line[128];
+  snprintf(loop, sizeof loop, "%s/progs/pl_loop", build);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
+  const char *argv[] = {loop, "1", "10000000", NULL};
+  const char *env[] = {how == 1 ? ld : "LD_PRELOAD", "PL_LOOP_WAIT=1",
+                       "PL_LOOP_ATTACH", "MEMSTATS_PROFILE_RATE", NULL};
+  target_t t;
+  if (target_launch(&t, argv, dir, env, NULL, NULL, 0) != 0)
+    return -1;
+  double ns = -1;
+  int ok = target_read_line(t.out, line, sizeof line) == 0 &&
+           strncmp(line, "ready ", 6) == 0;
+  if (ok && how == 2) {
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "%s attach --track %d >/dev/null", memtop,
+             (int)t.pid);
+    ok = system(cmd) == 0;
+  }
+  if (ok && write(t.in, "go\n", 3) == 3 &&
+      target_read_line(t.out, line, sizeof line) == 0 &&
+      strncmp(line, "ns_per_pair=", 12) == 0)
+    ns = atof(line + 12);
+  target_wait(&t);
+  return ns;
+}
+
+static void timed_rows(const char *build, const char *dir,
+                       const char *preload) {
+  int runs = getenv("BENCH_RUNS") ? atoi(getenv("BENCH_RUNS")) : 5;
+  if (runs < 1 || runs > 101)
+    runs = 5;
+  double v[3][101];
+  for (int r = 0; r < runs; r++)
+    for (int how = 0; how < 3; how++)
+      v[how][r] = timed(build, dir, preload, how);
+  double med[3];
+  for (int how = 0; how < 3; how++) {
+    qsort(v[how], (size_t)runs, sizeof v[how][0], cmp_d);
+    med[how] = v[how][0] < 0 ? -1 : v[how][runs / 2];
+  }
+  printf("  timed, the real memtop attach --track (pl_loop 1, 10M pairs, "
+         "median of %d, for information):\n",
+         runs);
+  if (med[0] <= 0 || med[1] <= 0 || med[2] <= 0) {
+    printf("    failed\n");
+    return;
+  }
+  printf("    bare %.2f ns, preload %.2f ns (%.3fx), attached %.2f ns "
+         "(%.3fx bare, %.3fx the preload)\n",
+         med[0], med[1], med[1] / med[0], med[2], med[2] / med[0],
+         med[2] / med[1]);
+}
+
 /* Instructions per pair of pl_loop 1 run with env (cg_count's form), by
  * the difference of two lengths; -1 if a run failed (said on stderr). */
 static double per_pair(const char *loop, const char *const env[]) {
@@ -151,6 +213,7 @@ static int overhead(const char *build, const char *dir, const char *preload) {
   printf("  attached vs preload: %.3fx the pair, %.3fx the overhead (goal: "
          "the same overhead as the preload, <= 1.05x: %s)\n",
          a / p, ratio, ratio <= 1.05 ? "met" : "MISSED");
+  timed_rows(build, dir, preload);
   return 0;
 }
 

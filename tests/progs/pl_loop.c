@@ -19,7 +19,9 @@
  * in a running program (src/attach/attach.c's calls(): dlopen(LIB,
  * RTLD_NOW | RTLD_LOCAL), dlsym "ms__attach_start", called with
  * MS__ATTACH_TRACK), so that the loop runs as an attached program's does
- * where ptrace cannot reach it: under valgrind.
+ * where ptrace cannot reach it: under valgrind. PL_LOOP_WAIT=1: says
+ * "ready PID" and waits for a line on stdin before the threads start
+ * (the real memtop attach --track in between).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RING_MAX 256
 #define NSIZES 256
@@ -103,6 +106,14 @@ int main(int argc, char **argv) {
     x ^= x << 5;
     /* Mostly small: three in four under 128 bytes. */
     sizes[i] = random ? 16 + x % 4081 : (x & 3) ? 16 + x % 112 : 128 + x % 385;
+  }
+  const char *wait = getenv("PL_LOOP_WAIT");
+  if (wait && strcmp(wait, "1") == 0) {
+    char line[16];
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin))
+      return 1;
   }
   const char *attach = getenv("PL_LOOP_ATTACH");
   if (attach && attach[0] && self_attach(attach) != 0)
