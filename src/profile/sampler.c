@@ -265,11 +265,10 @@ static void lock_table(void) {
   }
 }
 
-/* Called on the thread memtop's ptrace call runs on, while the other
- * threads are stopped, one of which may hold the table's lock (a sample
- * of an earlier attach caught mid-way): so no lock here, the forget is
- * left to the next thread that takes it (lock_table), before anything it
- * records. */
+/* Called on the thread memtop's ptrace call runs on, interrupted
+ * wherever it was: perhaps inside a sample of an earlier attach's, holding
+ * the table's lock. So no lock here: the forget is left to the next
+ * thread that takes it (lock_table), before anything it records. */
 void ms__prof_begin_late(void) {
   ms__prof_init();
   __atomic_store_n(&g_since_unix_ns, ms__now_unix_ns(), __ATOMIC_RELAXED);
