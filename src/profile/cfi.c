@@ -68,12 +68,13 @@
  * 0 is "not yet": a slot whose address is claimed but whose rule is not
  * yet stored reads as a miss. The CFA's offset, which every frame needs,
  * is the top half, a shift away. */
-enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 3 };
+/* Only a SIMPLE rule has bit 0, so that the walk tells it from the
+ * others, and from a miss, in one test. */
+enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 4 };
 /* An address in no object (code made at run time, or garbage): the end
  * of the stack as for libgcc, but not kept, since an object may be
  * loaded there later. */
 #define RULE_NONE ((uint64_t)RULE_END | (1u << 4))
-#define RULE_KIND(r) ((r)&3u)
 #define RULE_CFA_RBP(r) (((r) >> 2) & 1u)
 #define RULE_RBP_SAVED(r) (((r) >> 3) & 1u)
 #define RULE_CFA_OFF(r) ((r) >> 32)
@@ -579,43 +580,46 @@ static __attribute__((noinline)) uint64_t rule_slow(uint64_t pc) {
   return r;
 }
 
-/* What step() returns when the walk must give up (no return address is
- * this). */
-#define STEP_GIVEUP (~(uintptr_t)0)
-
 /* One frame up: from the frame at *look (its stack pointer *sp, RBP *bp)
  * to its caller's. Returns the return address found (and moves the three
- * to the caller's frame), 0 where the stack ends, or STEP_GIVEUP. */
+ * to the caller's frame), or 0 where the walk ends: at the end of the
+ * stack, or where it must give up, which sets *gaveup (the common path
+ * then tests one value). */
 static inline __attribute__((always_inline)) uintptr_t
-step(uint64_t *look, uintptr_t *sp, uintptr_t *bp, uintptr_t hi) {
+step(uint64_t *look, uintptr_t *sp, uintptr_t *bp, uintptr_t hi, int *gaveup) {
   const rule_slot_t *e = &g_rules[slot_of(*look)];
   uint64_t r = 0;
   if (__builtin_expect(__atomic_load_n(&e->pc, __ATOMIC_ACQUIRE) == *look, 1))
     r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
   /* One test for a miss (0) and a rule that is not SIMPLE (the stack's
    * end, kept like any rule). */
-  if (__builtin_expect(RULE_KIND(r) != RULE_SIMPLE, 0)) {
+  if (__builtin_expect(!(r & RULE_SIMPLE), 0)) {
     if (r == 0)
       r = rule_slow(*look);
-    if (RULE_KIND(r) != RULE_SIMPLE)
-      return RULE_KIND(r) == RULE_END ? 0 : STEP_GIVEUP;
+    if (!(r & RULE_SIMPLE)) {
+      *gaveup = !(r & RULE_END);
+      return 0;
+    }
   }
   uintptr_t cfa = (RULE_CFA_RBP(r) ? *bp : *sp) + RULE_CFA_OFF(r);
   /* The CFA is the caller's stack pointer: at least a word above this
    * frame's and inside the stack, so the return address below it is
    * inside too, and the walk only climbs. */
   if (cfa > hi || cfa < *sp + 8)
-    return STEP_GIVEUP;
+    goto giveup;
   uintptr_t ra = *(const uintptr_t *)(cfa - 8);
   if (RULE_RBP_SAVED(r)) {
     uintptr_t at = cfa - RULE_RBP_OFF(r); /* at + 8 <= cfa: rule_make */
     if (at < *sp)
-      return STEP_GIVEUP;
+      goto giveup;
     *bp = *(const uintptr_t *)at;
   }
   *sp = cfa;
   *look = ra - 1;
   return ra;
+giveup:
+  *gaveup = 1;
+  return 0;
 }
 
 /* The walk from the frame of the function it is inlined into (which must
@@ -652,12 +656,11 @@ walk(uint64_t *out, uint32_t max, uintptr_t skip_lo, uintptr_t skip_len,
     return 0;
   uint64_t look = pc; /* the rule's address: exact here, ra - 1 above */
   uintptr_t ra;
+  int gaveup = 0;
   for (uint32_t skipped = 0;; skipped++) {
-    ra = step(&look, &sp, &bp, hi);
-    if (__builtin_expect(ra == STEP_GIVEUP, 0))
-      return MS_ENOSYS;
+    ra = step(&look, &sp, &bp, hi, &gaveup);
     if (ra == 0)
-      return 0;
+      return gaveup ? MS_ENOSYS : 0;
     if (ra - skip_lo >= skip_len || skipped == 16)
       break;
   }
@@ -667,16 +670,13 @@ walk(uint64_t *out, uint32_t max, uintptr_t skip_lo, uintptr_t skip_len,
     if (n == max) {
       if (deeper == NULL)
         return (int)n;
-      ra = step(&look, &sp, &bp, hi);
       /* A frame above that cannot be walked is a frame too. */
-      *deeper = ra != 0;
+      *deeper = step(&look, &sp, &bp, hi, &gaveup) != 0 || gaveup;
       return (int)n;
     }
-    ra = step(&look, &sp, &bp, hi);
-    if (__builtin_expect(ra == STEP_GIVEUP, 0))
-      return MS_ENOSYS;
+    ra = step(&look, &sp, &bp, hi, &gaveup);
     if (ra == 0)
-      return (int)n;
+      return gaveup ? MS_ENOSYS : (int)n;
   }
 }
 
