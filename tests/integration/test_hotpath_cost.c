@@ -221,7 +221,7 @@ static void test_cxx_via_malloc(void **state) {
  * walked straight into the sample (cfi.c's own frames walked into a
  * buffer, then copied) and the table's lock was inline (glibc's
  * pthread_mutex_lock and unlock), a sample cost 1,088 instructions on
- * glibc and 1,068 on jemalloc, which this test fails on; 798 and 778
+ * glibc and 1,068 on jemalloc, which this test fails on; 775 and 755
  * after. */
 static void sample_cost(const char *after) {
   char pre[2600];
