@@ -116,7 +116,8 @@ MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
  * before it goes back to glibc. */
 MS__FORK_TEXT static __attribute__((noinline)) void
 free_glibc_sampled(ms__tls_t *t, void *p) {
-  ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
+  ms__prof_freed(p); /* the filter was read: straight to the table */
+  ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
 

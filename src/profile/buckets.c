@@ -250,7 +250,7 @@ int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
   ms__prof_bucket_t *b = bucket_for(t, stack, depth, truncated, size);
   if (b == NULL)
     goto full;
-  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  ms__prof_cycle_t *c = &b->future[t->slot];
   c->allocs++;
   c->alloc_bytes += size;
   addr_insert(t, p, (uint64_t)(b - t->buckets));
@@ -312,7 +312,7 @@ void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken) {
   if (taken == 0 || taken > t->nbuckets)
     return;
   ms__prof_bucket_t *b = &t->buckets[taken - 1];
-  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  ms__prof_cycle_t *c = &b->future[t->slot];
   c->frees++;
   c->free_bytes += b->size;
 }
@@ -324,8 +324,9 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
 }
 
 void ms__prof_table_cut(ms__prof_table_t *t) {
-  unsigned done = (unsigned)(t->cycle % 3);
+  unsigned done = t->slot;
   t->cycle++;
+  t->slot = (uint32_t)(t->cycle % 3);
   /* The slot after the new cycle's was folded at an earlier cut and is
    * zero already; the one that ended is folded now. */
   for (uint32_t i = 0; i < t->nbuckets; i++) {

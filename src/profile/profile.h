@@ -146,6 +146,7 @@ typedef struct ms__prof_table_s {
    * ms__prof_table_lock). 0 is free, so a zeroed table is unlocked. */
   uint32_t lock;
   uint64_t cycle;
+  uint32_t slot; /* cycle % 3, kept by the cut: the future[] events go to */
   uint32_t nbuckets, cap_buckets;
   uint32_t nheads; /* power of two */
   uint32_t stack_used, stack_cap;
