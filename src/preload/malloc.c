@@ -116,7 +116,8 @@ MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
  * before it goes back to glibc. */
 MS__FORK_TEXT static __attribute__((noinline)) void
 free_glibc_sampled(ms__tls_t *t, void *p) {
-  ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
+  ms__prof_freed(p); /* the filter was read: straight to the table */
+  ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
 
@@ -133,14 +134,11 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
        * calling out for each of them cost the default rate on pl_loop
        * random 15.1 instructions a pair instead of 7.4, 1.063x rate 0
        * instead of 1.043x (bench_preload random; test_hotpath_cost
-       * counts the calls out). */
+       * counts the calls out). The profiling copy runs only when the
+       * free gate says a sampled block is live, so the filter alone is
+       * asked (ms__preload_unsample_gated). */
       if (MS__PRELOAD_PROFILER && prof &&
-          __builtin_expect(
-              __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0) &&
-          __atomic_load_n(
-              &__atomic_load_n(&ms__prof_filter,
-                               __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-              __ATOMIC_RELAXED) != 0) {
+          __builtin_expect(ms__preload_filter_holds(p), 0)) {
         free_glibc_sampled(t, p);
         return;
       }

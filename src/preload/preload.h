@@ -371,20 +371,36 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
       __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
+/* Whether the profile's filter holds p's slot: p may be a sampled block
+ * (the filter is all zero while no table exists). */
+static inline __attribute__((always_inline)) int
+ms__preload_filter_holds(const void *p) {
+  return __atomic_load_n(
+             &__atomic_load_n(&ms__prof_filter,
+                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+             __ATOMIC_RELAXED) != 0;
+}
 /* Whether p may be a sampled block: some sample is live, and the filter's
  * byte for p's slot is set (a free or realloc asks before the table). */
 static inline __attribute__((always_inline)) int
 ms__preload_maybe_sampled(const void *p) {
   return __builtin_expect(
              __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0) &&
-         __atomic_load_n(
-             &__atomic_load_n(&ms__prof_filter,
-                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-             __ATOMIC_RELAXED) != 0;
+         ms__preload_filter_holds(p);
 }
 static inline __attribute__((always_inline)) void
 ms__preload_unsample(void *p, int prof) {
   if (MS__PRELOAD_PROFILER && prof && ms__preload_maybe_sampled(p))
+    ms__prof_freed(p);
+}
+/* The same for a free that the free gate (ms__free_gate) sent to its
+ * profiling copy: the gate said a sampled block is live, so the filter is
+ * asked at once (ms__prof_live read again would be three instructions
+ * more on every such free; a free_other that takes this copy while none
+ * is live finds the filter's byte clear, or asks the table for nothing). */
+static inline __attribute__((always_inline)) void
+ms__preload_unsample_gated(void *p, int prof) {
+  if (MS__PRELOAD_PROFILER && prof && ms__preload_filter_holds(p))
     ms__prof_freed(p);
 }
 
@@ -533,7 +549,7 @@ ms__preload_free_by_counter(ms__tls_t *t, void *p, int prof) {
     ms__preload_je_free_nested(t, p);
     return 1;
   }
-  ms__preload_unsample(p, prof);
+  ms__preload_unsample_gated(p, prof); /* reached by the free gate only */
   ms__pl(t)->je_window = 1;
   __atomic_signal_fence(__ATOMIC_SEQ_CST);
   uint64_t n0, n1;

@@ -33,6 +33,7 @@
  * full the sample is dropped and counted (`dropped`, sent as the profile's
  * buckets_dropped): a bounded table, a known loss.
  */
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -137,32 +138,47 @@ void ms__prof_table_destroy(ms__prof_table_t *t) {
   memset(t, 0, sizeof *t);
 }
 
-void ms__prof_table_lock(ms__prof_table_t *t) {
-  pthread_mutex_lock(&t->lock);
+/* The lock's waits (Drepper's "Futexes Are Tricky", mutex 2): a thread
+ * that finds it held marks it 2 (held, someone waits) and sleeps until it
+ * changes; the holder that gives up a 2 wakes one sleeper, which takes
+ * it as 2 again (others may sleep still). */
+void ms__prof_table_lock_wait(ms__prof_table_t *t) {
+  while (__atomic_exchange_n(&t->lock, 2, __ATOMIC_ACQUIRE) != 0)
+    syscall(SYS_futex, &t->lock, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
 }
 
-void ms__prof_table_unlock(ms__prof_table_t *t) {
-  pthread_mutex_unlock(&t->lock);
+void ms__prof_table_wake(ms__prof_table_t *t) {
+  syscall(SYS_futex, &t->lock, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* In a fork's child, where the forking thread held the lock across the
  * fork (sampler.c): a new, unlocked one. */
 MS__FORK_TEXT void ms__prof_table_after_fork(ms__prof_table_t *t) {
-  /* A plain store: a fork child's handlers may only do async-signal-safe
-   * work (pthread_mutex_init is not). */
-  t->lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+  /* A plain store: the child has one thread, this one. */
+  t->lock = 0;
 }
 
 int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p) {
   return __atomic_load_n(&t->filter[filter_index(p)], __ATOMIC_RELAXED) != 0;
 }
 
+/* One multiply a frame and one mix at the end: the hash picks a chain
+ * and tells most buckets apart before their stacks are compared. */
 static uint64_t stack_hash(const uint64_t *stack, uint32_t depth, uint64_t size,
                            int truncated) {
-  uint64_t h = mix(size ^ ((uint64_t)depth << 32) ^ (uint64_t)truncated);
+  uint64_t h = size ^ ((uint64_t)depth << 32) ^ ((uint64_t)truncated << 63);
   for (uint32_t i = 0; i < depth; i++)
-    h = mix(h ^ stack[i]);
-  return h;
+    h = (h ^ stack[i]) * 0x9e3779b97f4a7c15ull;
+  return mix(h);
+}
+
+/* Whether two stacks of depth frames are the same: a loop, inline (the
+ * stacks are short, and memcmp's call cost more than the loop). */
+static int same_stack(const uint64_t *a, const uint64_t *b, uint32_t depth) {
+  for (uint32_t i = 0; i < depth; i++)
+    if (a[i] != b[i])
+      return 0;
+  return 1;
 }
 
 /* The bucket of (stack, size), made if missing; NULL when full. */
@@ -175,7 +191,7 @@ static ms__prof_bucket_t *bucket_for(ms__prof_table_t *t, const uint64_t *stack,
     ms__prof_bucket_t *b = &t->buckets[i - 1];
     if (b->hash == h && b->size == size && b->depth == depth &&
         b->truncated == (uint32_t)truncated &&
-        memcmp(&t->stacks[b->stack_off], stack, (size_t)depth * 8) == 0)
+        same_stack(&t->stacks[b->stack_off], stack, depth))
       return b;
     i = b->next;
   }
@@ -234,7 +250,7 @@ int ms__prof_table_alloc(ms__prof_table_t *t, const uint64_t *stack,
   ms__prof_bucket_t *b = bucket_for(t, stack, depth, truncated, size);
   if (b == NULL)
     goto full;
-  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  ms__prof_cycle_t *c = &b->future[t->slot];
   c->allocs++;
   c->alloc_bytes += size;
   addr_insert(t, p, (uint64_t)(b - t->buckets));
@@ -296,7 +312,7 @@ void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken) {
   if (taken == 0 || taken > t->nbuckets)
     return;
   ms__prof_bucket_t *b = &t->buckets[taken - 1];
-  ms__prof_cycle_t *c = &b->future[t->cycle % 3];
+  ms__prof_cycle_t *c = &b->future[t->slot];
   c->frees++;
   c->free_bytes += b->size;
 }
@@ -328,8 +344,9 @@ void ms__prof_table_forget(ms__prof_table_t *t) {
 }
 
 void ms__prof_table_cut(ms__prof_table_t *t) {
-  unsigned done = (unsigned)(t->cycle % 3);
+  unsigned done = t->slot;
   t->cycle++;
+  t->slot = (uint32_t)(t->cycle % 3);
   /* The slot after the new cycle's was folded at an earlier cut and is
    * zero already; the one that ended is folded now. */
   for (uint32_t i = 0; i < t->nbuckets; i++) {

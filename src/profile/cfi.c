@@ -66,17 +66,20 @@
 
 /* A rule in one word: kind, CFA register and offset, where RBP is saved.
  * 0 is "not yet": a slot whose address is claimed but whose rule is not
- * yet stored reads as a miss. */
-enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 3 };
+ * yet stored reads as a miss. The CFA's offset, which every frame needs,
+ * is the top half, a shift away. */
+/* Only a SIMPLE rule has bit 0, so that the walk tells it from the
+ * others, and from a miss, in one test. */
+enum { RULE_SIMPLE = 1, RULE_END = 2, RULE_GIVEUP = 4 };
 /* An address in no object (code made at run time, or garbage): the end
  * of the stack as for libgcc, but not kept, since an object may be
  * loaded there later. */
 #define RULE_NONE ((uint64_t)RULE_END | (1u << 4))
-#define RULE_KIND(r) ((r)&3u)
 #define RULE_CFA_RBP(r) (((r) >> 2) & 1u)
 #define RULE_RBP_SAVED(r) (((r) >> 3) & 1u)
-#define RULE_CFA_OFF(r) (((r) >> 8) & 0xffffffu)
-#define RULE_RBP_OFF(r) ((r) >> 32) /* RBP is at CFA minus this */
+#define RULE_CFA_OFF(r) ((r) >> 32)
+/* RBP is at CFA minus this. */
+#define RULE_RBP_OFF(r) (((r) >> 8) & 0xffffffu)
 
 #define RULES_BITS 13
 #define RULES (1u << RULES_BITS)
@@ -536,14 +539,14 @@ static uint64_t rule_make(uint64_t pc) {
   if (s.row.ra_how != HOW_OFFSET || s.row.ra_off != -8 || s.row.cfa_off < 8 ||
       s.row.cfa_off >= (1 << 24) || s.row.rbp_how == HOW_UNDEF)
     return RULE_GIVEUP;
-  uint64_t rule = RULE_SIMPLE | ((uint64_t)s.row.cfa_off << 8);
+  uint64_t rule = RULE_SIMPLE | ((uint64_t)s.row.cfa_off << 32);
   if (s.row.cfa_reg == REG_RBP)
     rule |= 1u << 2;
   if (s.row.rbp_how == HOW_OFFSET) {
     if (s.row.rbp_off > -8 || -s.row.rbp_off > s.row.cfa_off ||
         -s.row.rbp_off >= (1 << 24))
       return RULE_GIVEUP;
-    rule |= (1u << 3) | ((uint64_t)-s.row.rbp_off << 32);
+    rule |= (1u << 3) | ((uint64_t)-s.row.rbp_off << 8);
   }
   return rule;
 }
@@ -577,8 +580,59 @@ static __attribute__((noinline)) uint64_t rule_slow(uint64_t pc) {
   return r;
 }
 
-__attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
-                                                  uint32_t max) {
+/* One frame up: from the frame at *look (its stack pointer *sp, RBP *bp)
+ * to its caller's. Returns the return address found (and moves the three
+ * to the caller's frame), or 0 where the walk ends: at the end of the
+ * stack, or where it must give up, which sets *gaveup (the common path
+ * then tests one value). */
+static inline __attribute__((always_inline)) uintptr_t
+step(uint64_t *look, uintptr_t *sp, uintptr_t *bp, uintptr_t hi, int *gaveup) {
+  const rule_slot_t *e = &g_rules[slot_of(*look)];
+  uint64_t r = 0;
+  if (__builtin_expect(__atomic_load_n(&e->pc, __ATOMIC_ACQUIRE) == *look, 1))
+    r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
+  /* One test for a miss (0) and a rule that is not SIMPLE (the stack's
+   * end, kept like any rule). */
+  if (__builtin_expect(!(r & RULE_SIMPLE), 0)) {
+    if (r == 0)
+      r = rule_slow(*look);
+    if (!(r & RULE_SIMPLE)) {
+      *gaveup = !(r & RULE_END);
+      return 0;
+    }
+  }
+  uintptr_t cfa = (RULE_CFA_RBP(r) ? *bp : *sp) + RULE_CFA_OFF(r);
+  /* The CFA is the caller's stack pointer: at least a word above this
+   * frame's and inside the stack, so the return address below it is
+   * inside too, and the walk only climbs. */
+  if (cfa > hi || cfa < *sp + 8)
+    goto giveup;
+  uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+  if (RULE_RBP_SAVED(r)) {
+    uintptr_t at = cfa - RULE_RBP_OFF(r); /* at + 8 <= cfa: rule_make */
+    if (at < *sp)
+      goto giveup;
+    *bp = *(const uintptr_t *)at;
+  }
+  *sp = cfa;
+  *look = ra - 1;
+  return ra;
+giveup:
+  *gaveup = 1;
+  return 0;
+}
+
+/* The walk from the frame of the function it is inlined into (which must
+ * not be inlined itself: its own address and stack pointer start it).
+ * The return addresses in [skip_lo, skip_lo + skip_len) at the start of
+ * the stack, at most 16, are left out (the sampler's and malloc's frames:
+ * they are walked, not stored); then at most max are stored in out.
+ * *deeper (unless NULL, then the walk stops at max) says whether a
+ * return address was left above them. Returns how many were stored, or
+ * MS_ENOSYS. */
+static inline __attribute__((always_inline)) int
+walk(uint64_t *out, uint32_t max, uintptr_t skip_lo, uintptr_t skip_len,
+     int *deeper) {
   if (!g_on)
     return MS_ENOSYS;
   uintptr_t pc, sp, bp, tp;
@@ -596,37 +650,47 @@ __attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
     hi = g_main_top;
   else
     return MS_ENOSYS;
+  if (deeper != NULL)
+    *deeper = 0;
+  if (max == 0)
+    return 0;
   uint64_t look = pc; /* the rule's address: exact here, ra - 1 above */
-  uint32_t n = 0;
-  while (n < max) {
-    const rule_slot_t *e = &g_rules[slot_of(look)];
-    uint64_t r = 0;
-    if (__builtin_expect(__atomic_load_n(&e->pc, __ATOMIC_ACQUIRE) == look, 1))
-      r = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(r == 0, 0))
-      r = rule_slow(look);
-    if (__builtin_expect(RULE_KIND(r) != RULE_SIMPLE, 0))
-      return RULE_KIND(r) == RULE_END ? (int)n : MS_ENOSYS;
-    uintptr_t cfa = (RULE_CFA_RBP(r) ? bp : sp) + RULE_CFA_OFF(r);
-    /* The CFA is the caller's stack pointer: at least a word above this
-     * frame's and inside the stack, so the return address below it is
-     * inside too, and the walk only climbs. */
-    if (cfa > hi || cfa < sp + 8)
-      return MS_ENOSYS;
-    uintptr_t ra = *(const uintptr_t *)(cfa - 8);
-    if (RULE_RBP_SAVED(r)) {
-      uintptr_t at = cfa - RULE_RBP_OFF(r); /* at + 8 <= cfa: rule_make */
-      if (at < sp)
-        return MS_ENOSYS;
-      bp = *(const uintptr_t *)at;
-    }
+  uintptr_t ra;
+  int gaveup = 0;
+  for (uint32_t skipped = 0;; skipped++) {
+    ra = step(&look, &sp, &bp, hi, &gaveup);
     if (ra == 0)
-      return (int)n;
-    out[n++] = ra;
-    sp = cfa;
-    look = ra - 1;
+      return gaveup ? MS_ENOSYS : 0;
+    if (ra - skip_lo >= skip_len || skipped == 16)
+      break;
   }
-  return (int)n;
+  uint32_t n = 0;
+  for (;;) {
+    out[n++] = ra;
+    if (n == max) {
+      if (deeper == NULL)
+        return (int)n;
+      /* A frame above that cannot be walked is a frame too. */
+      *deeper = step(&look, &sp, &bp, hi, &gaveup) != 0 || gaveup;
+      return (int)n;
+    }
+    ra = step(&look, &sp, &bp, hi, &gaveup);
+    if (ra == 0)
+      return gaveup ? MS_ENOSYS : (int)n;
+  }
+}
+
+__attribute__((noinline)) int ms__prof_cfi_unwind(uintptr_t *out,
+                                                  uint32_t max) {
+  /* uintptr_t is uint64_t where this unwinder is built (x86-64). */
+  return walk((uint64_t *)out, max, 0, 0, NULL);
+}
+
+__attribute__((noinline)) int ms__prof_cfi_capture(uint64_t *out, uint32_t max,
+                                                   uintptr_t skip_lo,
+                                                   uintptr_t skip_len,
+                                                   int *truncated) {
+  return walk(out, max, skip_lo, skip_len, truncated);
 }
 
 #else /* !MS__CFI */
@@ -638,6 +702,16 @@ int ms__prof_cfi_init(void) {
 int ms__prof_cfi_unwind(uintptr_t *out, uint32_t max) {
   (void)out;
   (void)max;
+  return MS_ENOSYS;
+}
+
+int ms__prof_cfi_capture(uint64_t *out, uint32_t max, uintptr_t skip_lo,
+                         uintptr_t skip_len, int *truncated) {
+  (void)out;
+  (void)max;
+  (void)skip_lo;
+  (void)skip_len;
+  (void)truncated;
   return MS_ENOSYS;
 }
 

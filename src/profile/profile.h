@@ -60,9 +60,11 @@ extern uint64_t ms__prof_live __attribute__((visibility("hidden")));
  * until the table exists, so the free path may read it unconditionally. */
 #define MS__PROF_FILTER_BITS 16
 extern uint8_t *ms__prof_filter __attribute__((visibility("hidden")));
+/* Fibonacci hashing of the address's low 32 bits: two instructions on
+ * every free while a sample is live (blocks 4 GiB apart share a byte, and
+ * then cost the table's lookup, never a wrong answer). */
 static inline uint32_t ms__prof_filter_index(const void *p) {
-  return (uint32_t)(((uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ull) >>
-                    (64 - MS__PROF_FILTER_BITS));
+  return ((uint32_t)(uintptr_t)p * 0x9e3779b1u) >> (32 - MS__PROF_FILTER_BITS);
 }
 
 /* Reads MEMSTATS_PROFILE_RATE, _DEPTH, _BUCKETS (the table's size: it is
@@ -153,9 +155,12 @@ typedef struct ms__prof_addr_s {
 typedef struct ms__prof_table_s {
   /* Held for a sample or an unsample (a few hundred instructions) and by
    * the agent for the cut and its copy (a bounded table, ~1 ms at 20,000
-   * buckets): a mutex, so that a waiting thread sleeps rather than spins. */
-  pthread_mutex_t lock;
+   * buckets): a lock whose waiter sleeps in the kernel rather than spins
+   * (a futex word: 0 free, 1 held, 2 held with waiters; see
+   * ms__prof_table_lock). 0 is free, so a zeroed table is unlocked. */
+  uint32_t lock;
   uint64_t cycle;
+  uint32_t slot; /* cycle % 3, kept by the cut: the future[] events go to */
   uint32_t nbuckets, cap_buckets;
   uint32_t nheads; /* power of two */
   uint32_t stack_used, stack_cap;
@@ -182,8 +187,26 @@ typedef struct ms__prof_table_s {
 int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
                         uint32_t addr_slots, uint32_t stack_words);
 void ms__prof_table_destroy(ms__prof_table_t *t);
-void ms__prof_table_lock(ms__prof_table_t *t);
-void ms__prof_table_unlock(ms__prof_table_t *t);
+/* The table's lock, taken twice for every sample (its record and its
+ * free), inline: one compare-and-swap to take it and one exchange to
+ * give it back while no one waits (glibc's pthread_mutex_lock and unlock
+ * cost some 110 instructions a pair of calls: callgrind); the waits go
+ * through the kernel (futex), out of line. */
+void ms__prof_table_lock_wait(ms__prof_table_t *t);
+void ms__prof_table_wake(ms__prof_table_t *t);
+static inline void ms__prof_table_lock(ms__prof_table_t *t) {
+  uint32_t free_ = 0;
+  if (!__builtin_expect(__atomic_compare_exchange_n(&t->lock, &free_, 1, 0,
+                                                    __ATOMIC_ACQUIRE,
+                                                    __ATOMIC_RELAXED),
+                        1))
+    ms__prof_table_lock_wait(t);
+}
+static inline void ms__prof_table_unlock(ms__prof_table_t *t) {
+  if (__builtin_expect(__atomic_exchange_n(&t->lock, 0, __ATOMIC_RELEASE) == 2,
+                       0))
+    ms__prof_table_wake(t);
+}
 /* Whether p may be in the table (the filter; no lock). */
 int ms__prof_table_maybe(const ms__prof_table_t *t, const void *p);
 /* With the lock held: records p as a sampled block of size bytes from
@@ -238,10 +261,6 @@ int ms__prof_unwind_pending(void);
  * up on is recorded empty, truncated), "glibc-backtrace", or "none" (no
  * stacks: records of depth 0). */
 const char *ms__prof_unwinder(void);
-/* Captures the calling thread's return addresses, innermost first, with
- * the library's own frames left out. Returns the number stored (at most
- * max); *truncated is set when the stack was deeper. */
-uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated);
 
 /* ---- the cached CFI unwinder (cfi.c) ---- */
 
@@ -258,5 +277,38 @@ int ms__prof_cfi_init(void);
  * Takes no lock, allocates nothing, loads only inside the thread's
  * stack. */
 int ms__prof_cfi_unwind(uintptr_t *out, uint32_t max);
+/* The sampler's capture by the same walk: the return addresses in
+ * [skip_lo, skip_lo + skip_len) at the start of the stack (this library's
+ * frames, at most 16) are walked but not stored, then at most max are
+ * stored in out, and *truncated says whether the stack went on above
+ * them. Returns how many were stored, or MS_ENOSYS as
+ * ms__prof_cfi_unwind. */
+int ms__prof_cfi_capture(uint64_t *out, uint32_t max, uintptr_t skip_lo,
+                         uintptr_t skip_len, int *truncated);
+
+/* ---- the capture (unwind.c, cfi.c) ---- */
+
+/* cfi.c's unwinder is tried first (ms__prof_unwind_init), and this
+ * library's text, whose frames a capture leaves out. */
+extern int ms__prof_cfi_first __attribute__((visibility("hidden")));
+extern uintptr_t ms__prof_self_lo __attribute__((visibility("hidden")));
+extern uintptr_t ms__prof_self_len __attribute__((visibility("hidden")));
+/* libgcc's capture (unwind.c): where cfi.c's gives up or is not built. */
+uint32_t ms__prof_backtrace_libgcc(uint64_t *out, uint32_t max, int *truncated);
+/* Captures the calling thread's return addresses, innermost first, with
+ * the library's own frames left out. Returns the number stored (at most
+ * max); *truncated is set when the stack was deeper. Inline, so that the
+ * sampler's call is the walk's first frame (every frame of this library
+ * the walk climbs costs it a rule's lookup). */
+static inline uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max,
+                                          int *truncated) {
+  if (__builtin_expect(ms__prof_cfi_first, 1)) {
+    int n = ms__prof_cfi_capture(out, max, ms__prof_self_lo, ms__prof_self_len,
+                                 truncated);
+    if (__builtin_expect(n >= 0, 1))
+      return (uint32_t)n;
+  }
+  return ms__prof_backtrace_libgcc(out, max, truncated);
+}
 
 #endif

@@ -356,10 +356,14 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size) {
 }
 
 void ms__prof_freed(void *p) {
-  if (p == NULL || !__atomic_load_n(&g_ready, __ATOMIC_ACQUIRE) ||
-      g_rate == 0 ||
-      __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_READY ||
-      !ms__prof_table_maybe(&g_table, p))
+  /* The published filter is all zero until the table is ready (and
+   * stays so at rate 0): one load says both that there is a table and
+   * that p may be in it. */
+  if (p == NULL ||
+      __atomic_load_n(
+          &__atomic_load_n(&ms__prof_filter,
+                           __ATOMIC_ACQUIRE)[ms__prof_filter_index(p)],
+          __ATOMIC_RELAXED) == 0)
     return;
   if (g_th.busy) {
     __atomic_fetch_add(&g_lost, 1, __ATOMIC_RELAXED);

@@ -57,9 +57,10 @@
 static int g_kind;
 static int g_loading; /* atomic: a thread is loading it */
 static int g_init;    /* ms__prof_unwind_init() has run */
-static int g_cfi;     /* cfi.c's unwinder first */
-/* This library's text: frames in it (the sampler, malloc) are left out. */
-static uintptr_t g_self_lo, g_self_hi;
+/* Whether cfi.c's unwinder goes first, and this library's text: frames
+ * in it (the sampler, malloc) are left out (profile.h). */
+int ms__prof_cfi_first;
+uintptr_t ms__prof_self_lo, ms__prof_self_len;
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
   (void)size;
@@ -71,8 +72,8 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data) {
     uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
     uintptr_t hi = lo + ph->p_memsz;
     if (me >= lo && me < hi) {
-      g_self_lo = lo;
-      g_self_hi = hi;
+      ms__prof_self_lo = lo;
+      ms__prof_self_len = hi - lo;
       return 1;
     }
   }
@@ -84,8 +85,8 @@ void ms__prof_unwind_init(void) {
     return;
   g_init = 1;
   dl_iterate_phdr(find_self, (void *)(uintptr_t)&ms__prof_unwind_init);
-  g_cfi = ms__prof_cfi_init() == 0;
-  if (!g_cfi)
+  ms__prof_cfi_first = ms__prof_cfi_init() == 0;
+  if (!ms__prof_cfi_first)
     ms__prof_unwind_load(); /* the only unwinder: now, not inside malloc */
   ms__debug("profile: stacks unwound by %s%s", ms__prof_unwinder(),
             ms__prof_unwind_pending() ? " (libgcc's, its fallback, loaded "
@@ -111,7 +112,8 @@ int ms__prof_unwind_pending(void) {
 
 const char *ms__prof_unwinder(void) {
   int libgcc = __atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) == 2;
-  return g_cfi    ? (libgcc ? "cached-cfi+glibc-backtrace" : "cached-cfi")
+  return ms__prof_cfi_first
+             ? (libgcc ? "cached-cfi+glibc-backtrace" : "cached-cfi")
          : libgcc ? "glibc-backtrace"
                   : "none";
 }
@@ -126,35 +128,32 @@ const char *ms__prof_unwinder(void) {
 static int self_frames(const uintptr_t *pcs, int n) {
   int i = 0;
   for (int j = 0; j < n && j < 16; j++)
-    if (pcs[j] - g_self_lo < g_self_hi - g_self_lo)
+    if (pcs[j] - ms__prof_self_lo < ms__prof_self_len)
       i = j + 1;
   return i;
 }
 
-uint32_t ms__prof_backtrace(uint64_t *out, uint32_t max, int *truncated) {
-  /* Room for this library's own frames (a few) and one past the limit,
-   * which tells a deeper stack apart. */
+/* libgcc's capture, where cfi.c's gave up or is not built: backtrace()
+ * into a buffer with room for this library's own frames (a few) and one
+ * past the limit, which tells a deeper stack apart. Out of line
+ * (ms__prof_backtrace, profile.h, tries cfi.c's first), so that cfi.c's
+ * capture pays for neither the buffer nor the copy. */
+uint32_t ms__prof_backtrace_libgcc(uint64_t *out, uint32_t max,
+                                   int *truncated) {
   union {
     void *p[MS__PROFILE_MAX_DEPTH + 16];
     uintptr_t a[MS__PROFILE_MAX_DEPTH + 16];
   } u;
-  void **pcs = u.p;
+  if (__atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) != 2) {
+    /* No stack: cfi.c gave up and libgcc's is not loaded (yet). */
+    *truncated = ms__prof_cfi_first;
+    return 0;
+  }
   int want =
       (int)(max + 16 > MS__PROFILE_MAX_DEPTH + 16 ? MS__PROFILE_MAX_DEPTH + 16
                                                   : max + 16);
-  int n = -1, i = 0;
-  if (g_cfi && (n = ms__prof_cfi_unwind(u.a, (uint32_t)want)) >= 0) {
-    /* No one wraps this unwinder: the library's frames are the first. */
-    while (i < n && i < 16 && u.a[i] - g_self_lo < g_self_hi - g_self_lo)
-      i++;
-  } else if (__atomic_load_n(&g_kind, __ATOMIC_ACQUIRE) == 2) {
-    n = backtrace(pcs, want);
-    i = self_frames(u.a, n);
-  } else {
-    /* No stack: cfi.c gave up and libgcc's is not loaded (yet). */
-    *truncated = g_cfi;
-    return 0;
-  }
+  int n = backtrace(u.p, want);
+  int i = self_frames(u.a, n);
   uint32_t left = (uint32_t)(n - i);
   uint32_t k = left < max ? left : max;
 #if UINTPTR_MAX == UINT64_MAX

@@ -559,11 +559,16 @@ static void bench_random_sizes(void) {
   };
   static const char *const allocs[] = {NULL, JEMALLOC};
   const long lo = 100000, hi = 300000;
+  /* The default rate draws its samples at random (each run its own
+   * seed): over 200,000 pairs the count moved by several instructions a
+   * pair from run to run, which is the size of what is measured. Over a
+   * million pairs (some 4,000 samples) it moves by a few tenths. */
+  const long def_hi = 1100000;
   setenv("MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1", 1);
   printf("heap profiler on random sizes (pl_loop random: 16..4096 bytes, a "
          "ring of 256; callgrind, 1 thread, instructions per pair, "
-         "(I(%ld) - I(%ld)) / %ld):\n",
-         hi, lo, hi - lo);
+         "(I(%ld) - I(%ld)) / %ld; the default rate's over %ld pairs):\n",
+         hi, lo, hi - lo, def_hi - lo);
   for (size_t k = 0; k < sizeof allocs / sizeof allocs[0]; k++) {
     const char *alloc = allocs[k] ? "jemalloc" : "glibc";
     if (allocs[k] && !host_have_library(allocs[k])) {
@@ -573,10 +578,11 @@ static void bench_random_sizes(void) {
     double per[NR];
     for (int i = 0; i < NR; i++) {
       how_t how = {rc[i].so, allocs[k], rc[i].rate};
+      long top = i == R_DEF ? def_hi : hi;
       double lo_ir = random_instructions(&how, lo);
-      double hi_ir = random_instructions(&how, hi);
+      double hi_ir = random_instructions(&how, top);
       per[i] =
-          lo_ir > 0 && hi_ir > 0 ? (hi_ir - lo_ir) / (double)(hi - lo) : -1;
+          lo_ir > 0 && hi_ir > 0 ? (hi_ir - lo_ir) / (double)(top - lo) : -1;
     }
     for (int i = 0; i < NR; i++) {
       printf("  %-8s %-26s ", alloc, rc[i].name);

@@ -176,6 +176,69 @@ static void test_shared_cxx(void **state) {
   run_lib("libuw_cxx.so", "uwx_recurse");
 }
 
+/* The sampler's capture (ms__prof_cfi_capture) is the same walk, with
+ * the first return addresses in a range left out and the rest cut at a
+ * limit, truncation said: against the full walk from the same frame
+ * (whose first entries are the two calls' own return addresses). */
+typedef struct capture_check_s {
+  int calls, bad;
+  char why[160];
+} capture_check_t;
+
+static void capture_bad(capture_check_t *c, const char *what, int depth) {
+  if (c->bad++ == 0)
+    snprintf(c->why, sizeof c->why, "%s (stack of %d frames)", what, depth);
+}
+
+__attribute__((noinline)) static void check_capture(void *arg) {
+  capture_check_t *c = arg;
+  uintptr_t full[MAXF];
+  uint64_t cap[MAXF];
+  int trunc = -1;
+  int nf = ms__prof_cfi_unwind(full, MAXF);
+  int nc = ms__prof_cfi_capture(cap, MAXF, 0, 0, &trunc);
+  c->calls++;
+  if (nf < 4 || nc != nf || trunc != 0) {
+    capture_bad(c, "whole: not as many frames as the walk's", nf);
+    return;
+  }
+  for (int i = 1; i < nf; i++)
+    if (cap[i] != full[i]) {
+      capture_bad(c, "whole: another frame than the walk's", nf);
+      return;
+    }
+  /* The first frame left out (the range holds this function, where its
+   * return address is, and none of libuw.so's), then cut three frames
+   * short of the stack: the rest is the walk's, truncated. */
+  uintptr_t self = (uintptr_t)&check_capture, len = 65536;
+  nc = ms__prof_cfi_capture(cap, (uint32_t)(nf - 4), self, len, &trunc);
+  if (nc != nf - 4 || trunc != 1) {
+    capture_bad(c, "cut: not truncated at the limit", nf);
+    return;
+  }
+  for (int i = 0; i < nc; i++)
+    if (cap[i] != full[i + 1]) {
+      capture_bad(c, "cut: another frame than the walk's", nf);
+      return;
+    }
+  /* Exactly as deep as the limit: whole, not truncated. */
+  nc = ms__prof_cfi_capture(cap, (uint32_t)(nf - 1), self, len, &trunc);
+  if (nc != nf - 1 || trunc != 0)
+    capture_bad(c, "at the limit: said truncated", nf);
+}
+
+static void test_capture_skips_and_cuts(void **state) {
+  (void)state;
+  NEED_CFI();
+  recurse_fn f = load("libuw.so", "uw_recurse");
+  capture_check_t c = {0};
+  for (int d = 0; d < 20; d++)
+    f(d, check_capture, &c);
+  if (c.bad)
+    fail_msg("%d of %d captures wrong; first: %s", c.bad, c.calls, c.why);
+  assert_int_equal(c.calls, 20);
+}
+
 static void *thread_body(void *arg) {
   check_t *c = arg;
   recurse_fn a = load("libuw.so", "uw_recurse");
@@ -362,6 +425,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_shared_frame_pointers),
       cmocka_unit_test(test_shared_cxx),
       cmocka_unit_test(test_other_thread),
+      cmocka_unit_test(test_capture_skips_and_cuts),
       cmocka_unit_test(test_signal_frame_gives_up),
       cmocka_unit_test(test_warm_capture_cost),
   };
