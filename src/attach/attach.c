@@ -31,6 +31,17 @@
 #define MAX_TRIES 100
 /* A call's longest wait (dlopen reads and maps the library). */
 #define CALL_MS 10000
+/* A wake's search of the calling thread's stack for return addresses into
+ * the loader, the allocator or libmemstats (inject.h): the innermost
+ * frames only. A wake loads nothing, and the locks its call takes
+ * (pthread_create's, the arenas', the library's own) are held by the
+ * frames just above a system call or a lock wait. An idle process waits
+ * deep in its own frames, whose locals keep stale return addresses from
+ * its start: PostgreSQL's background writer, in epoll_wait, had
+ * libmemstats' mmap bookkeeping 432 bytes up and the loader's
+ * _dl_map_object 1672 bytes up, and attach's 2048 found it busy at
+ * every stop. */
+#define WAKE_SCAN_BYTES 256
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -179,7 +190,7 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 (int)pid, pi->name);
   /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0: ssh-agent,
    * gpg-agent) has its /proc files owned by root. */
-  if (pi->uid[0] > 0 && pi->proc_owner == 0)
+  if (pi->uid[0] > 0 && pi->proc_owner == 0 && !(pi->waking && cap))
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) made itself non-dumpable (PR_SET_DUMPABLE "
                 "0) to keep debuggers out; memtop respects that. Start it "
@@ -353,6 +364,24 @@ static int find_entries(const mt_attach_req_t *req, const proc_info_t *pi,
   return 0;
 }
 
+/* What ms__attach_start said (code): 0, or a refusal in err. */
+static int started(const mt_attach_req_t *req, const char *sym, int code,
+                   mt_attach_res_t *res, char *err, size_t errlen) {
+  if (code == MS_EEXIST && !req->detach) {
+    res->already = 1;
+    return 0;
+  }
+  if (code == MS_EINVAL && req->detach)
+    return fail(err, errlen, MS_EINVAL,
+                "process %d runs libmemstats from its start (linked, or "
+                "memtop run): not memtop attach's to detach",
+                (int)req->pid);
+  if (code != 0)
+    return fail(err, errlen, code, "%s in process %d: %s", sym, (int)req->pid,
+                ms_strerror(code));
+  return 0;
+}
+
 /* The calls, with the process stopped. */
 static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
                  mt_attach_res_t *res, char *err, size_t errlen) {
@@ -397,19 +426,74 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
   if ((r = mt_inj_call(inj, fn, req->flags, 0, &ret, CALL_MS)) != 0)
     return fail(err, errlen, r, "%s in process %d failed: %s", sym,
                 (int)req->pid, inj->why);
+  return started(req, sym, (int)(int32_t)ret, res, err, errlen);
+}
+
+/* ---- waking a library that is there ---------------------------------------*/
+
+typedef struct wake_s {
+  uint64_t wake, start; /* ms__attach_wake, ms__attach_start; 0: none */
+} wake_t;
+
+/* The entry points of the libmemstats process pid maps (m->memstats),
+ * read from its memory. Returns 0 (w->wake 0: an older library, which has
+ * none), or a refusal. */
+static int find_wake(const mt_attach_req_t *req, const proc_info_t *pi,
+                     const mt_rmaps_t *m, wake_t *w, char *err, size_t errlen) {
+  mt_rsyms_t lib;
+  memset(w, 0, sizeof *w);
+  int r = mt_rsym_load(req->pid, m->memstats.base, &lib);
+  if (r != 0)
+    return fail(err, errlen, r,
+                "cannot read the symbols of %s in process %d (%s): %s",
+                m->memstats.path, (int)req->pid, pi->name, ms_strerror(r));
+  w->wake = mt_rsym_find(&lib, "ms__attach_wake");
+  w->start = mt_rsym_find(&lib, "ms__attach_start");
+  mt_rsym_free(&lib);
+  return 0;
+}
+
+/* The wake, with the process stopped: ms__attach_wake(0), or for a
+ * library attach loaded (not for the tree's waker) ms__attach_start. */
+static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
+                      mt_inj_t *inj, const wake_t *w, mt_attach_res_t *res,
+                      char *err, size_t errlen) {
+  uint64_t ret = 0;
+  int r = mt_inj_call(inj, w->wake, 0, 0, &ret, CALL_MS);
+  if (r != 0)
+    return fail(err, errlen, r, "ms__attach_wake in process %d failed: %s",
+                (int)req->pid, inj->why);
   int code = (int)(int32_t)ret;
-  if (code == MS_EEXIST && !req->detach) {
+  if (code == MS_EINVAL && !req->wake_only && w->start != 0) {
+    if ((r = mt_inj_call(inj, w->start, req->flags, 0, &ret, CALL_MS)) != 0)
+      return fail(err, errlen, r, "ms__attach_start in process %d failed: %s",
+                  (int)req->pid, inj->why);
+    return started(req, "ms__attach_start", (int)(int32_t)ret, res, err,
+                   errlen);
+  }
+  if (code == MS_EINVAL)
+    return fail(err, errlen, code,
+                "process %d (%s) runs the libmemstats that memtop attach "
+                "loaded, detached since: `memtop attach %d` starts it again",
+                (int)req->pid, pi->name, (int)req->pid);
+  if (code == MS_EEXIST) {
     res->already = 1;
     return 0;
   }
-  if (code == MS_EINVAL && req->detach)
-    return fail(err, errlen, MS_EINVAL,
-                "process %d runs libmemstats from its start (linked, or "
-                "memtop run): not memtop attach's to detach",
-                (int)req->pid);
+  if (code == MS_EACCES)
+    return fail(err, errlen, code,
+                "process %d (%s) was started with MEMSTATS_AGENT=0: its "
+                "library keeps statistics but opens no socket, as asked",
+                (int)req->pid, pi->name);
   if (code != 0)
-    return fail(err, errlen, code, "%s in process %d: %s", sym, (int)req->pid,
-                ms_strerror(code));
+    return fail(err, errlen, code,
+                "process %d (%s) maps libmemstats, but its agent did not "
+                "start: %s%s",
+                (int)req->pid, pi->name, ms_strerror(code),
+                code == MS_EUNSAFE ? " (MEMSTATS_DEBUG=1 in its environment "
+                                     "says why)"
+                                   : "");
+  res->woke = 1;
   return 0;
 }
 
@@ -422,7 +506,7 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
               "memtop attach is written for x86-64 only; start the program "
               "with `memtop run -- CMD`");
 #endif
-  if (req->lib == NULL || req->lib[0] != '/')
+  if (!req->wake_only && (req->lib == NULL || req->lib[0] != '/'))
     return fail(err, errlen, MS_EINVAL, "the library's path must be absolute");
   proc_info_t pi;
   if (req->pid <= 0 || read_status(req->pid, &pi) != 0)
@@ -430,10 +514,12 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
   if (req->pid == getpid())
     return fail(err, errlen, MS_EINVAL, "memtop does not attach to itself");
   gather(req->pid, &pi);
+  mt_rmaps_t m;
+  pi.waking =
+      !req->detach && mt_rsym_maps(req->pid, &m) == 0 && m.memstats.found;
   int r = mt_attach_refusal(req->pid, &pi, err, errlen);
   if (r != 0)
     return r;
-  mt_rmaps_t m;
   /* A process that has only just started may still be in the dynamic
    * loader, its C library not mapped yet: a moment is given to it. */
   for (int i = 0;; i++) {
@@ -445,34 +531,57 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
   }
-  if (m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
+  wake_t w = {0, 0};
+  if (!req->detach && m.memstats.found &&
+      (r = find_wake(req, &pi, &m, &w, err, errlen)) != 0)
+    return r;
+  int waking = w.wake != 0;
+  if (req->wake_only && !waking)
+    return fail(
+        err, errlen, m.memstats.found ? MS_ENOSYS : MS_ENOENT,
+        m.memstats.found ? "process %d (%s) runs a libmemstats too old to be "
+                           "woken (%s has no ms__attach_wake)"
+                         : "process %d (%s) does not run libmemstats%s",
+        (int)req->pid, pi.name, m.memstats.found ? m.memstats.path : "");
+  if (!waking && m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) runs libmemstats already (%s)%s",
                 (int)req->pid, pi.name, m.memstats.path,
                 req->detach ? ": not memtop attach's to detach"
                             : ": watch it with `memtop PID`");
   /* The process must see the library memtop sees, at the same path (not
-   * so across mount namespaces: a container). */
-  char there[MT_RSYM_PATH_MAX + 64];
-  struct stat a, b;
-  snprintf(there, sizeof there, "/proc/%d/root%s", (int)req->pid, req->lib);
-  if (stat(req->lib, &a) != 0)
-    return fail(err, errlen, MS_ENOENT, "no library %s: %s", req->lib,
-                strerror(errno));
-  if (stat(there, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
-    return fail(err, errlen, MS_ENOENT,
-                "process %d sees another file at %s (another mount "
-                "namespace: a container?); install memtop inside it",
-                (int)req->pid, req->lib);
+   * so across mount namespaces: a container). A wake loads nothing. */
+  if (!waking) {
+    char there[MT_RSYM_PATH_MAX + 64];
+    struct stat a, b;
+    snprintf(there, sizeof there, "/proc/%d/root%s", (int)req->pid, req->lib);
+    if (stat(req->lib, &a) != 0)
+      return fail(err, errlen, MS_ENOENT, "no library %s: %s", req->lib,
+                  strerror(errno));
+    if (stat(there, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+      return fail(err, errlen, MS_ENOENT,
+                  "process %d sees another file at %s (another mount "
+                  "namespace: a container?); install memtop inside it",
+                  (int)req->pid, req->lib);
+  }
   entry_t e;
   mt_inj_range_t busy[MT_INJ_MAX_RANGES];
   size_t nbusy;
   if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
     return r;
+  /* A wake's call runs the library's agent start, which takes its lock and
+   * allocates through its own entry points: the calling thread must be in
+   * none of its code (an allocation half counted, a start of its own). */
+  if (waking && m.memstats.text_hi > m.memstats.text_lo) {
+    busy[nbusy].lo = m.memstats.text_lo;
+    busy[nbusy++].hi = m.memstats.text_hi;
+  }
 
   mt_inj_t inj;
   mt_inj_init(&inj, req->pid, busy, nbusy);
-  r = mt_inj_stop(&inj, MAX_TRIES);
+  if (waking)
+    inj.scan_bytes = WAKE_SCAN_BYTES;
+  r = mt_inj_stop(&inj, req->max_tries > 0 ? req->max_tries : MAX_TRIES);
   if (r != 0)
     mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
   if (r == MS_EACCES)
@@ -495,7 +604,8 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                 inj.why[0] ? inj.why : ms_strerror(r));
   r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
   if (r == 0)
-    r = calls(req, &inj, &e, res, err, errlen);
+    r = waking ? wake_calls(req, &pi, &inj, &w, res, err, errlen)
+               : calls(req, &inj, &e, res, err, errlen);
   int rr = mt_inj_resume(&inj);
   res->stop_ns = inj.stop_ns;
   res->tries = inj.tries;
@@ -520,6 +630,14 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
             "memtop: detached from process %d: its agent stopped and its "
             "socket is gone; the library stays loaded, inert (%s)\n",
             (int)req->pid, held);
+  else if (res.woke)
+    fprintf(out,
+            "memtop: woke process %d: it had libmemstats preloaded but no "
+            "agent (a forked child that has not allocated since the fork), "
+            "which now serves with the preload's full counting; `memtop %d` "
+            "watches it (%s; %d stop%s)\n",
+            (int)req->pid, (int)req->pid, held, res.tries,
+            res.tries == 1 ? "" : "s");
   else if (res.already)
     fprintf(out,
             "memtop: process %d serves already; `memtop %d` watches it (%s)\n",

@@ -101,6 +101,12 @@ static void test_not_dumpable(void **state) {
   assert_int_equal(refuse(&f), MS_EACCES);
   assert_non_null(strstr(err, "non-dumpable"));
   assert_non_null(strstr(err, "memtop run"));
+  /* One that runs the preload already (a server's worker that switched
+   * user) is woken by root, no code loaded; not by its own user. */
+  f.waking = 1;
+  assert_int_equal(refuse(&f), 0);
+  f.cap_ptrace = 0;
+  assert_int_equal(refuse(&f), MS_EACCES);
 }
 
 static void test_traced(void **state) {
