@@ -141,6 +141,23 @@ static void tick_cb(uv_timer_t *t) {
     mt_shell_quit(sc->sh);
 }
 
+/* `a`, confirmed (keys.c): memtop attach on the process, the outcome on
+ * the status line, and its next read at once. The calls hold the loop a
+ * millisecond or so (up to the attach's bounds), as the user asked. */
+static void attach_asked(mt_liveview_t *sc) {
+  mt_model_t *m = sc->model;
+  int pid = m->attach_pid;
+  mt_tset_target_t *st;
+
+  m->attach_pid = 0;
+  if (pid <= 0)
+    return;
+  if (mt_wake_attach(pid, m->status, sizeof m->status) == 0 &&
+      (st = mt_tset_find(sc->live.set, pid)) != NULL && !st->gone)
+    mt_tset_schedule(sc->live.set, st, 0);
+  draw_now(sc);
+}
+
 static void keys_cb(uv_poll_t *h, int status, int events) {
   mt_liveview_t *sc = h->data;
 
@@ -152,6 +169,9 @@ static void keys_cb(uv_poll_t *h, int status, int events) {
   switch (mt_ui_keys(sc->model)) {
   case MT_ACT_QUIT:
     mt_shell_quit(sc->sh);
+    break;
+  case MT_ACT_ATTACH:
+    attach_asked(sc);
     break;
   case MT_ACT_DELAY:
     if (sc->model->delay_s < MT_DELAY_MIN)

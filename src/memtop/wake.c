@@ -4,6 +4,7 @@
 #include "memtop/wake.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "attach/attach.h"
 #include "client/client.h"
 #include "memstats.h"
+#include "memtop/run.h"
 
 /* The most processes of a tree looked at per pass, and the most
  * processes remembered as tried (then the ones gone are forgotten). */
@@ -193,4 +195,38 @@ int mt_wake_pass(mt_wake_t *w, const mt_tset_t *set) {
   if (traced)
     kill(getpid(), SIGCHLD);
   return woken;
+}
+
+/* ---- one process, asked for --------------------------------------------*/
+
+int mt_wake_attach(int pid, char *words, size_t len) {
+  char exe[4096], found[4096], lib[PATH_MAX], err[1024];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  mt_attach_res_t res;
+  int r;
+
+  exe[n > 0 ? n : 0] = '\0';
+  r = mt_run_find_preload(exe, getenv("MEMTOP_PRELOAD"), found, sizeof found,
+                          err, sizeof err);
+  if (r == 0 && realpath(found, lib) == NULL)
+    r = MS_ENOENT;
+  if (r != 0) {
+    snprintf(words, len, "Not attached: %.400s", err);
+    return r;
+  }
+  mt_attach_req_t req = {.pid = pid, .lib = lib};
+  r = mt_attach_run(&req, &res, err, sizeof err);
+  /* As after a pass: a SIGCHLD taken while the stops were waited for. */
+  kill(getpid(), SIGCHLD);
+  if (r != 0)
+    snprintf(words, len, "Not attached: %.400s", err);
+  else if (res.already)
+    snprintf(words, len, "PID %d serves already", pid);
+  else
+    snprintf(words, len, "%s PID %d (one thread held %.2f ms): %s",
+             res.woke ? "Woke" : "Attached to", pid, (double)res.stop_ns / 1e6,
+             res.woke ? "its preload serves with full counting"
+                      : "its allocator's figures from now on (memtop detach "
+                        "undoes it)");
+  return r;
 }

@@ -39,6 +39,12 @@ typedef void (*mt_wake_say_fn)(void *arg, int pid, const char *words);
 mt_wake_t *mt_wake_new(int root, mt_wake_say_fn say, void *arg);
 void mt_wake_free(mt_wake_t *w);
 
+/* The live view's `a` (keys.c), confirmed: memtop attach on pid, the
+ * preload found as `memtop attach` finds it, with the outcome worded for
+ * the status line in words. Returns 0 when pid serves now (attached,
+ * woken, or serving already), else the attach's MS_E* code. */
+int mt_wake_attach(int pid, char *words, size_t len);
+
 /* One pass (see above): the processes that are targets of set (NULL:
  * none) are left alone. Returns how many processes it woke (the owner
  * then lists the set again, which finds their sockets). */
