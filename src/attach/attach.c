@@ -432,7 +432,7 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
 /* ---- waking a library that is there ---------------------------------------*/
 
 typedef struct wake_s {
-  uint64_t wake, start; /* ms__attach_wake, ms__attach_start; 0: none */
+  uint64_t wake; /* ms__attach_wake; 0: none (an older library) */
 } wake_t;
 
 /* The entry points of the libmemstats process pid maps (m->memstats),
@@ -448,13 +448,13 @@ static int find_wake(const mt_attach_req_t *req, const proc_info_t *pi,
                 "cannot read the symbols of %s in process %d (%s): %s",
                 m->memstats.path, (int)req->pid, pi->name, ms_strerror(r));
   w->wake = mt_rsym_find(&lib, "ms__attach_wake");
-  w->start = mt_rsym_find(&lib, "ms__attach_start");
   mt_rsym_free(&lib);
   return 0;
 }
 
-/* The wake, with the process stopped: ms__attach_wake(0), or for a
- * library attach loaded (not for the tree's waker) ms__attach_start. */
+/* The wake, with the process stopped: ms__attach_wake(0). A library that
+ * an earlier attach loaded does nothing and answers MS_EINVAL (res->late):
+ * its start is attach's (mt_attach_run). */
 static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
                       mt_inj_t *inj, const wake_t *w, mt_attach_res_t *res,
                       char *err, size_t errlen) {
@@ -464,18 +464,13 @@ static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
     return fail(err, errlen, r, "ms__attach_wake in process %d failed: %s",
                 (int)req->pid, inj->why);
   int code = (int)(int32_t)ret;
-  if (code == MS_EINVAL && !req->wake_only && w->start != 0) {
-    if ((r = mt_inj_call(inj, w->start, req->flags, 0, &ret, CALL_MS)) != 0)
-      return fail(err, errlen, r, "ms__attach_start in process %d failed: %s",
-                  (int)req->pid, inj->why);
-    return started(req, "ms__attach_start", (int)(int32_t)ret, res, err,
-                   errlen);
-  }
-  if (code == MS_EINVAL)
+  if (code == MS_EINVAL) {
+    res->late = 1;
     return fail(err, errlen, code,
                 "process %d (%s) runs the libmemstats that memtop attach "
                 "loaded, detached since: `memtop attach %d` starts it again",
                 (int)req->pid, pi->name, (int)req->pid);
+  }
   if (code == MS_EEXIST) {
     res->already = 1;
     return 0;
@@ -495,6 +490,49 @@ static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
                                    : "");
   res->woke = 1;
   return 0;
+}
+
+/* Holds the process (one thread stopped, clear of busy[0..nbusy) down to
+ * scan bytes of its stack: inject.h) and makes the calls on it: the wake's
+ * (w not NULL) or attach's. */
+static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
+                      const mt_inj_range_t *busy, size_t nbusy, size_t scan,
+                      const wake_t *w, const entry_t *e, mt_attach_res_t *res,
+                      char *err, size_t errlen) {
+  mt_inj_t inj;
+  mt_inj_init(&inj, req->pid, busy, nbusy);
+  inj.scan_bytes = scan;
+  int r = mt_inj_stop(&inj, req->max_tries > 0 ? req->max_tries : MAX_TRIES);
+  if (r != 0)
+    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
+  if (r == MS_EACCES)
+    return fail(err, errlen, r,
+                "the kernel refused to trace process %d (%s): %s.%s",
+                (int)req->pid, pi->name, inj.why,
+                yama_scope() == 1 && !have_cap_ptrace()
+                    ? " Yama's ptrace_scope is 1: only a parent may trace "
+                      "its children. Run memtop attach as root, or set the "
+                      "scope to 0 (sysctl kernel.yama.ptrace_scope=0)"
+                    : " A container or a security module may forbid "
+                      "ptrace here");
+  if (r == MS_EAGAIN)
+    return fail(err, errlen, r,
+                "every thread of process %d (%s) was inside the dynamic "
+                "loader or the allocator at each of %d stops; try again",
+                (int)req->pid, pi->name, inj.tries);
+  if (r != 0)
+    return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
+                inj.why[0] ? inj.why : ms_strerror(r));
+  r = seccomp_check(req, inj.th[inj.call_th].tid, pi, err, errlen);
+  if (r == 0)
+    r = w != NULL ? wake_calls(req, pi, &inj, w, res, err, errlen)
+                  : calls(req, &inj, e, res, err, errlen);
+  int rr = mt_inj_resume(&inj);
+  res->stop_ns += inj.stop_ns;
+  res->tries += inj.tries;
+  if (r == 0 && rr != 0)
+    return fail(err, errlen, rr, "%s", inj.why);
+  return r;
 }
 
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
@@ -531,87 +569,60 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
   }
-  wake_t w = {0, 0};
+  wake_t w = {0};
   if (!req->detach && m.memstats.found &&
       (r = find_wake(req, &pi, &m, &w, err, errlen)) != 0)
     return r;
-  int waking = w.wake != 0;
-  if (req->wake_only && !waking)
+  if (req->wake_only && w.wake == 0)
     return fail(
         err, errlen, m.memstats.found ? MS_ENOSYS : MS_ENOENT,
         m.memstats.found ? "process %d (%s) runs a libmemstats too old to be "
                            "woken (%s has no ms__attach_wake)"
                          : "process %d (%s) does not run libmemstats%s",
         (int)req->pid, pi.name, m.memstats.found ? m.memstats.path : "");
-  if (!waking && m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
+  entry_t e;
+  mt_inj_range_t busy[MT_INJ_MAX_RANGES];
+  size_t nbusy;
+  if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
+    return r;
+  if (w.wake != 0) {
+    /* The wake's call runs the library's agent start, which takes its
+     * lock and allocates through its own entry points: the calling
+     * thread must be in none of its code (an allocation half counted, a
+     * start of its own). */
+    size_t nb = nbusy;
+    if (m.memstats.text_hi > m.memstats.text_lo) {
+      busy[nb].lo = m.memstats.text_lo;
+      busy[nb++].hi = m.memstats.text_hi;
+    }
+    r = held_calls(req, &pi, busy, nb, WAKE_SCAN_BYTES, &w, NULL, res, err,
+                   errlen);
+    /* The library an earlier attach loaded answers that it is attach's
+     * (nothing done): then attach's own path, its checks and its calls. */
+    if (!(r == MS_EINVAL && res->late && !req->wake_only))
+      return r;
+    err[0] = '\0';
+  }
+  if (m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) runs libmemstats already (%s)%s",
                 (int)req->pid, pi.name, m.memstats.path,
                 req->detach ? ": not memtop attach's to detach"
                             : ": watch it with `memtop PID`");
   /* The process must see the library memtop sees, at the same path (not
-   * so across mount namespaces: a container). A wake loads nothing. */
-  if (!waking) {
-    char there[MT_RSYM_PATH_MAX + 64];
-    struct stat a, b;
-    snprintf(there, sizeof there, "/proc/%d/root%s", (int)req->pid, req->lib);
-    if (stat(req->lib, &a) != 0)
-      return fail(err, errlen, MS_ENOENT, "no library %s: %s", req->lib,
-                  strerror(errno));
-    if (stat(there, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
-      return fail(err, errlen, MS_ENOENT,
-                  "process %d sees another file at %s (another mount "
-                  "namespace: a container?); install memtop inside it",
-                  (int)req->pid, req->lib);
-  }
-  entry_t e;
-  mt_inj_range_t busy[MT_INJ_MAX_RANGES];
-  size_t nbusy;
-  if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
-    return r;
-  /* A wake's call runs the library's agent start, which takes its lock and
-   * allocates through its own entry points: the calling thread must be in
-   * none of its code (an allocation half counted, a start of its own). */
-  if (waking && m.memstats.text_hi > m.memstats.text_lo) {
-    busy[nbusy].lo = m.memstats.text_lo;
-    busy[nbusy++].hi = m.memstats.text_hi;
-  }
-
-  mt_inj_t inj;
-  mt_inj_init(&inj, req->pid, busy, nbusy);
-  if (waking)
-    inj.scan_bytes = WAKE_SCAN_BYTES;
-  r = mt_inj_stop(&inj, req->max_tries > 0 ? req->max_tries : MAX_TRIES);
-  if (r != 0)
-    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
-  if (r == MS_EACCES)
-    return fail(err, errlen, r,
-                "the kernel refused to trace process %d (%s): %s.%s",
-                (int)req->pid, pi.name, inj.why,
-                yama_scope() == 1 && !have_cap_ptrace()
-                    ? " Yama's ptrace_scope is 1: only a parent may trace "
-                      "its children. Run memtop attach as root, or set the "
-                      "scope to 0 (sysctl kernel.yama.ptrace_scope=0)"
-                    : " A container or a security module may forbid "
-                      "ptrace here");
-  if (r == MS_EAGAIN)
-    return fail(err, errlen, r,
-                "every thread of process %d (%s) was inside the dynamic "
-                "loader or the allocator at each of %d stops; try again",
-                (int)req->pid, pi.name, inj.tries);
-  if (r != 0)
-    return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
-                inj.why[0] ? inj.why : ms_strerror(r));
-  r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
-  if (r == 0)
-    r = waking ? wake_calls(req, &pi, &inj, &w, res, err, errlen)
-               : calls(req, &inj, &e, res, err, errlen);
-  int rr = mt_inj_resume(&inj);
-  res->stop_ns = inj.stop_ns;
-  res->tries = inj.tries;
-  if (r == 0 && rr != 0)
-    return fail(err, errlen, rr, "%s", inj.why);
-  return r;
+   * so across mount namespaces: a container). */
+  char there[MT_RSYM_PATH_MAX + 64];
+  struct stat a, b;
+  snprintf(there, sizeof there, "/proc/%d/root%s", (int)req->pid, req->lib);
+  if (stat(req->lib, &a) != 0)
+    return fail(err, errlen, MS_ENOENT, "no library %s: %s", req->lib,
+                strerror(errno));
+  if (stat(there, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+    return fail(err, errlen, MS_ENOENT,
+                "process %d sees another file at %s (another mount "
+                "namespace: a container?); install memtop inside it",
+                (int)req->pid, req->lib);
+  return held_calls(req, &pi, busy, nbusy, 0, NULL, &e, res, err, errlen);
 }
 
 int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {

@@ -19,7 +19,7 @@
  * among the symbols of the mapped library, is called with no dlopen: the
  * agent starts as in any preloaded process, with the preload's counting.
  * The library loaded by an earlier attach answers that it is attach's
- * (MS_EINVAL), and its ms__attach_start is called, found the same way.
+ * (MS_EINVAL, having done nothing), and attach's own calls follow.
  */
 #ifndef MT_ATTACH_ATTACH_H
 #define MT_ATTACH_ATTACH_H
@@ -50,6 +50,7 @@ typedef struct mt_attach_res_s {
   int tries;        /* stops it took (a thread was busy in the others) */
   int already;      /* attach: it served already; detach: nothing to do */
   int woke;         /* its preloaded library's agent was started */
+  int late;         /* the library mapped is one an attach loaded */
 } mt_attach_res_t;
 
 /* What memtop attach knows of a process and of itself before any ptrace

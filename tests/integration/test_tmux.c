@@ -825,9 +825,12 @@ static void test_tree(void **state) {
 static void test_attach_key(void **state) {
   (void)state;
   SKIP_IF_NEEDED();
-  char env[512], cmd[512], pidfile[128], sock[160];
+  char env[2048], cmd[512], pidfile[128], sock[160];
   snprintf(pidfile, sizeof pidfile, "%s/bare.pid", tmp_dir);
-  snprintf(env, sizeof env, "sleep 600 & echo $! > '%s'\n", pidfile);
+  /* preload_env: under a sanitizer, the plain preload is the one memtop
+   * attach loads into the bare program. */
+  snprintf(env, sizeof env, "%ssleep 600 & echo $! > '%s'\n", preload_env,
+           pidfile);
   snprintf(cmd, sizeof cmd, "-d 0.2 \"$(cat '%s')\"", pidfile);
   session_teardown(state);
   session_env = env;
