@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,9 @@
 #include "common/sanitize.h"
 #include "memstats.h"
 
+#ifndef KCMP_VM
+#define KCMP_VM 1
+#endif
 #ifndef PTRACE_SECCOMP_GET_FILTER
 #define PTRACE_SECCOMP_GET_FILTER 0x420c
 #endif
@@ -153,6 +157,15 @@ static void gather(pid_t pid, mt_attach_facts_t *f) {
   struct stat st;
   snprintf(path, sizeof path, "/proc/%d", (int)pid);
   f->proc_owner = stat(path, &st) == 0 ? (long)st.st_uid : -1;
+  /* A vfork child: the same memory as its parent (kcmp needs the right
+   * to read both; without it, or without kcmp, it is not known). */
+  char text[8192];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  long ppid = ms__read_small_file(path, text, sizeof text) > 0
+                  ? field(text, "\nPPid:", 0)
+                  : -1;
+  f->shares_vm = ppid > 0 && syscall(SYS_kcmp, (pid_t)pid, (pid_t)ppid, KCMP_VM,
+                                     0UL, 0UL) == 0;
   f->tracer_name[0] = '\0';
   proc_info_t tp;
   if (f->tracer > 0 && read_status((pid_t)f->tracer, &tp) == 0)
@@ -202,6 +215,12 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 "may hold locks a load needs. Continue it first (kill -CONT "
                 "%d)",
                 (int)pid, pi->name, (int)pid);
+  if (pi->shares_vm)
+    return fail(err, errlen, MS_EAGAIN,
+                "process %d (%s) is a vfork() child (posix_spawn's), sharing "
+                "its parent's memory until it runs its program: nothing may "
+                "be started in it. Try again once it has",
+                (int)pid, pi->name);
   if (pi->tracer > 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) is being traced by process %ld (%s: a "

@@ -71,6 +71,10 @@ typedef struct mt_attach_facts_s {
    * with CAP_SYS_PTRACE, one that is not dumpable (a server's worker that
    * switched user) is woken, as the kernel allows root. */
   int waking;
+  /* It shares its memory with its parent (kcmp KCMP_VM): a vfork() or
+   * posix_spawn() child before it runs its program, whose every write
+   * (a library's state, a thread) would be its parent's. */
+  int shares_vm;
 } mt_attach_facts_t;
 
 /* Whether memtop attach refuses process pid on these facts: 0, or a

@@ -149,12 +149,10 @@ MS__PRELOAD_API int ms__attach_wake(unsigned flags) {
   if (agent && strcmp(agent, "0") == 0)
     return MS_EACCES;
   int r = ms_agent_start();
-  /* A fork child that has not allocated since the fork: what its next
-   * allocation would do is done now (its PID is noted, so that its _exit
-   * removes the socket; the entry points leave their slow path). The
-   * agent runs already, so no grace is waited for. */
-  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (r == 0 && (st == MS__REAL_FORKED || st == MS__REAL_FORKED_PROF))
-    (void)ms__preload_forked(st);
+  /* A fork child that has not allocated since the fork: what its agent's
+   * start from an allocation does beside the start is done now (its PID
+   * noted, so that its _exit removes the socket). */
+  if (r == 0)
+    ms__preload_woken();
   return r;
 }

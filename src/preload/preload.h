@@ -580,6 +580,9 @@ MS__PRELOAD_API int ms__attach_stop(void);
  * late (ms__attach_start's), MS_EACCES if MEMSTATS_AGENT=0 says not to,
  * or ms_agent_start()'s code. */
 MS__PRELOAD_API int ms__attach_wake(unsigned flags);
+/* After a wake's start (preload.c): the fork child's state put back and
+ * its PID noted, as its agent's start from an allocation would. */
+void ms__preload_woken(void);
 
 /* The next definition of name: dlsym(RTLD_NEXT) when started with the
  * program; loaded late, the definition the global scope bound the program
