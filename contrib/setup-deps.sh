@@ -62,6 +62,7 @@ python3-prometheus-client
 curl
 openssl
 valgrind
+postgresql
 "
 
 PACKAGES=$BUILD_PACKAGES
@@ -116,6 +117,7 @@ cmd:valgrind|valgrind|valgrind|valgrind|valgrind (the hot path's instruction cou
 cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-node-exporter|node_exporter (make bench: bench_serve's comparison)
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in the tests)
+cmd:postgres/initdb|postgresql|postgresql-server|postgresql|PostgreSQL (test_trees: memtop run follows the postmaster and its backends)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +23,9 @@
 #include "common/sanitize.h"
 #include "memstats.h"
 
+#ifndef KCMP_VM
+#define KCMP_VM 1
+#endif
 #ifndef PTRACE_SECCOMP_GET_FILTER
 #define PTRACE_SECCOMP_GET_FILTER 0x420c
 #endif
@@ -31,6 +35,17 @@
 #define MAX_TRIES 100
 /* A call's longest wait (dlopen reads and maps the library). */
 #define CALL_MS 10000
+/* A wake's search of the calling thread's stack for return addresses into
+ * the loader, the allocator or libmemstats (inject.h): the innermost
+ * frames only. A wake loads nothing, and the locks its call takes
+ * (pthread_create's, the arenas', the library's own) are held by the
+ * frames just above a system call or a lock wait. An idle process waits
+ * deep in its own frames, whose locals keep stale return addresses from
+ * its start: PostgreSQL's background writer, in epoll_wait, had
+ * libmemstats' mmap bookkeeping 432 bytes up and the loader's
+ * _dl_map_object 1672 bytes up, and attach's 2048 found it busy at
+ * every stop. */
+#define WAKE_SCAN_BYTES 256
 
 static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -142,6 +157,15 @@ static void gather(pid_t pid, mt_attach_facts_t *f) {
   struct stat st;
   snprintf(path, sizeof path, "/proc/%d", (int)pid);
   f->proc_owner = stat(path, &st) == 0 ? (long)st.st_uid : -1;
+  /* A vfork child: the same memory as its parent (kcmp needs the right
+   * to read both; without it, or without kcmp, it is not known). */
+  char text[8192];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  long ppid = ms__read_small_file(path, text, sizeof text) > 0
+                  ? field(text, "\nPPid:", 0)
+                  : -1;
+  f->shares_vm = ppid > 0 && syscall(SYS_kcmp, (pid_t)pid, (pid_t)ppid, KCMP_VM,
+                                     0UL, 0UL) == 0;
   f->tracer_name[0] = '\0';
   proc_info_t tp;
   if (f->tracer > 0 && read_status((pid_t)f->tracer, &tp) == 0)
@@ -179,7 +203,7 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 (int)pid, pi->name);
   /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0: ssh-agent,
    * gpg-agent) has its /proc files owned by root. */
-  if (pi->uid[0] > 0 && pi->proc_owner == 0)
+  if (pi->uid[0] > 0 && pi->proc_owner == 0 && !(pi->waking && cap))
     return fail(err, errlen, MS_EACCES,
                 "process %d (%s) made itself non-dumpable (PR_SET_DUMPABLE "
                 "0) to keep debuggers out; memtop respects that. Start it "
@@ -191,6 +215,12 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 "may hold locks a load needs. Continue it first (kill -CONT "
                 "%d)",
                 (int)pid, pi->name, (int)pid);
+  if (pi->shares_vm)
+    return fail(err, errlen, MS_EAGAIN,
+                "process %d (%s) is a vfork() child (posix_spawn's), sharing "
+                "its parent's memory until it runs its program: nothing may "
+                "be started in it. Try again once it has",
+                (int)pid, pi->name);
   if (pi->tracer > 0)
     return fail(err, errlen, MS_EEXIST,
                 "process %d (%s) is being traced by process %ld (%s: a "
@@ -353,6 +383,24 @@ static int find_entries(const mt_attach_req_t *req, const proc_info_t *pi,
   return 0;
 }
 
+/* What ms__attach_start said (code): 0, or a refusal in err. */
+static int started(const mt_attach_req_t *req, const char *sym, int code,
+                   mt_attach_res_t *res, char *err, size_t errlen) {
+  if (code == MS_EEXIST && !req->detach) {
+    res->already = 1;
+    return 0;
+  }
+  if (code == MS_EINVAL && req->detach)
+    return fail(err, errlen, MS_EINVAL,
+                "process %d runs libmemstats from its start (linked, or "
+                "memtop run): not memtop attach's to detach",
+                (int)req->pid);
+  if (code != 0)
+    return fail(err, errlen, code, "%s in process %d: %s", sym, (int)req->pid,
+                ms_strerror(code));
+  return 0;
+}
+
 /* The calls, with the process stopped. */
 static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
                  mt_attach_res_t *res, char *err, size_t errlen) {
@@ -397,20 +445,113 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
   if ((r = mt_inj_call(inj, fn, req->flags, 0, &ret, CALL_MS)) != 0)
     return fail(err, errlen, r, "%s in process %d failed: %s", sym,
                 (int)req->pid, inj->why);
+  return started(req, sym, (int)(int32_t)ret, res, err, errlen);
+}
+
+/* ---- waking a library that is there ---------------------------------------*/
+
+typedef struct wake_s {
+  uint64_t wake; /* ms__attach_wake; 0: none (an older library) */
+} wake_t;
+
+/* The entry points of the libmemstats process pid maps (m->memstats),
+ * read from its memory. Returns 0 (w->wake 0: an older library, which has
+ * none), or a refusal. */
+static int find_wake(const mt_attach_req_t *req, const proc_info_t *pi,
+                     const mt_rmaps_t *m, wake_t *w, char *err, size_t errlen) {
+  mt_rsyms_t lib;
+  memset(w, 0, sizeof *w);
+  int r = mt_rsym_load(req->pid, m->memstats.base, &lib);
+  if (r != 0)
+    return fail(err, errlen, r,
+                "cannot read the symbols of %s in process %d (%s): %s",
+                m->memstats.path, (int)req->pid, pi->name, ms_strerror(r));
+  w->wake = mt_rsym_find(&lib, "ms__attach_wake");
+  mt_rsym_free(&lib);
+  return 0;
+}
+
+/* The wake, with the process stopped: ms__attach_wake(0). A library that
+ * an earlier attach loaded does nothing and answers MS_EINVAL (res->late):
+ * its start is attach's (mt_attach_run). */
+static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
+                      mt_inj_t *inj, const wake_t *w, mt_attach_res_t *res,
+                      char *err, size_t errlen) {
+  uint64_t ret = 0;
+  int r = mt_inj_call(inj, w->wake, 0, 0, &ret, CALL_MS);
+  if (r != 0)
+    return fail(err, errlen, r, "ms__attach_wake in process %d failed: %s",
+                (int)req->pid, inj->why);
   int code = (int)(int32_t)ret;
-  if (code == MS_EEXIST && !req->detach) {
+  if (code == MS_EINVAL) {
+    res->late = 1;
+    return fail(err, errlen, code,
+                "process %d (%s) runs the libmemstats that memtop attach "
+                "loaded, detached since: `memtop attach %d` starts it again",
+                (int)req->pid, pi->name, (int)req->pid);
+  }
+  if (code == MS_EEXIST) {
     res->already = 1;
     return 0;
   }
-  if (code == MS_EINVAL && req->detach)
-    return fail(err, errlen, MS_EINVAL,
-                "process %d runs libmemstats from its start (linked, or "
-                "memtop run): not memtop attach's to detach",
-                (int)req->pid);
+  if (code == MS_EACCES)
+    return fail(err, errlen, code,
+                "process %d (%s) was started with MEMSTATS_AGENT=0: its "
+                "library keeps statistics but opens no socket, as asked",
+                (int)req->pid, pi->name);
   if (code != 0)
-    return fail(err, errlen, code, "%s in process %d: %s", sym, (int)req->pid,
-                ms_strerror(code));
+    return fail(err, errlen, code,
+                "process %d (%s) maps libmemstats, but its agent did not "
+                "start: %s%s",
+                (int)req->pid, pi->name, ms_strerror(code),
+                code == MS_EUNSAFE ? " (MEMSTATS_DEBUG=1 in its environment "
+                                     "says why)"
+                                   : "");
+  res->woke = 1;
   return 0;
+}
+
+/* Holds the process (one thread stopped, clear of busy[0..nbusy) down to
+ * scan bytes of its stack: inject.h) and makes the calls on it: the wake's
+ * (w not NULL) or attach's. */
+static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
+                      const mt_inj_range_t *busy, size_t nbusy, size_t scan,
+                      const wake_t *w, const entry_t *e, mt_attach_res_t *res,
+                      char *err, size_t errlen) {
+  mt_inj_t inj;
+  mt_inj_init(&inj, req->pid, busy, nbusy);
+  inj.scan_bytes = scan;
+  int r = mt_inj_stop(&inj, req->max_tries > 0 ? req->max_tries : MAX_TRIES);
+  if (r != 0)
+    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
+  if (r == MS_EACCES)
+    return fail(err, errlen, r,
+                "the kernel refused to trace process %d (%s): %s.%s",
+                (int)req->pid, pi->name, inj.why,
+                yama_scope() == 1 && !have_cap_ptrace()
+                    ? " Yama's ptrace_scope is 1: only a parent may trace "
+                      "its children. Run memtop attach as root, or set the "
+                      "scope to 0 (sysctl kernel.yama.ptrace_scope=0)"
+                    : " A container or a security module may forbid "
+                      "ptrace here");
+  if (r == MS_EAGAIN)
+    return fail(err, errlen, r,
+                "every thread of process %d (%s) was inside the dynamic "
+                "loader or the allocator at each of %d stops; try again",
+                (int)req->pid, pi->name, inj.tries);
+  if (r != 0)
+    return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
+                inj.why[0] ? inj.why : ms_strerror(r));
+  r = seccomp_check(req, inj.th[inj.call_th].tid, pi, err, errlen);
+  if (r == 0)
+    r = w != NULL ? wake_calls(req, pi, &inj, w, res, err, errlen)
+                  : calls(req, &inj, e, res, err, errlen);
+  int rr = mt_inj_resume(&inj);
+  res->stop_ns += inj.stop_ns;
+  res->tries += inj.tries;
+  if (r == 0 && rr != 0)
+    return fail(err, errlen, rr, "%s", inj.why);
+  return r;
 }
 
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
@@ -422,7 +563,7 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
               "memtop attach is written for x86-64 only; start the program "
               "with `memtop run -- CMD`");
 #endif
-  if (req->lib == NULL || req->lib[0] != '/')
+  if (!req->wake_only && (req->lib == NULL || req->lib[0] != '/'))
     return fail(err, errlen, MS_EINVAL, "the library's path must be absolute");
   proc_info_t pi;
   if (req->pid <= 0 || read_status(req->pid, &pi) != 0)
@@ -430,10 +571,12 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
   if (req->pid == getpid())
     return fail(err, errlen, MS_EINVAL, "memtop does not attach to itself");
   gather(req->pid, &pi);
+  mt_rmaps_t m;
+  pi.waking =
+      !req->detach && mt_rsym_maps(req->pid, &m) == 0 && m.memstats.found;
   int r = mt_attach_refusal(req->pid, &pi, err, errlen);
   if (r != 0)
     return r;
-  mt_rmaps_t m;
   /* A process that has only just started may still be in the dynamic
    * loader, its C library not mapped yet: a moment is given to it. */
   for (int i = 0;; i++) {
@@ -444,6 +587,40 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
       break;
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
+  }
+  wake_t w = {0};
+  if (!req->detach && m.memstats.found &&
+      (r = find_wake(req, &pi, &m, &w, err, errlen)) != 0)
+    return r;
+  if (req->wake_only && w.wake == 0)
+    return fail(
+        err, errlen, m.memstats.found ? MS_ENOSYS : MS_ENOENT,
+        m.memstats.found ? "process %d (%s) runs a libmemstats too old to be "
+                           "woken (%s has no ms__attach_wake)"
+                         : "process %d (%s) does not run libmemstats%s",
+        (int)req->pid, pi.name, m.memstats.found ? m.memstats.path : "");
+  entry_t e;
+  mt_inj_range_t busy[MT_INJ_MAX_RANGES];
+  size_t nbusy;
+  if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
+    return r;
+  if (w.wake != 0) {
+    /* The wake's call runs the library's agent start, which takes its
+     * lock and allocates through its own entry points: the calling
+     * thread must be in none of its code (an allocation half counted, a
+     * start of its own). */
+    size_t nb = nbusy;
+    if (m.memstats.text_hi > m.memstats.text_lo) {
+      busy[nb].lo = m.memstats.text_lo;
+      busy[nb++].hi = m.memstats.text_hi;
+    }
+    r = held_calls(req, &pi, busy, nb, WAKE_SCAN_BYTES, &w, NULL, res, err,
+                   errlen);
+    /* The library an earlier attach loaded answers that it is attach's
+     * (nothing done): then attach's own path, its checks and its calls. */
+    if (!(r == MS_EINVAL && res->late && !req->wake_only))
+      return r;
+    err[0] = '\0';
   }
   if (m.memstats.found && strcmp(m.memstats.path, req->lib) != 0)
     return fail(err, errlen, MS_EEXIST,
@@ -464,44 +641,7 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                 "process %d sees another file at %s (another mount "
                 "namespace: a container?); install memtop inside it",
                 (int)req->pid, req->lib);
-  entry_t e;
-  mt_inj_range_t busy[MT_INJ_MAX_RANGES];
-  size_t nbusy;
-  if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
-    return r;
-
-  mt_inj_t inj;
-  mt_inj_init(&inj, req->pid, busy, nbusy);
-  r = mt_inj_stop(&inj, MAX_TRIES);
-  if (r != 0)
-    mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
-  if (r == MS_EACCES)
-    return fail(err, errlen, r,
-                "the kernel refused to trace process %d (%s): %s.%s",
-                (int)req->pid, pi.name, inj.why,
-                yama_scope() == 1 && !have_cap_ptrace()
-                    ? " Yama's ptrace_scope is 1: only a parent may trace "
-                      "its children. Run memtop attach as root, or set the "
-                      "scope to 0 (sysctl kernel.yama.ptrace_scope=0)"
-                    : " A container or a security module may forbid "
-                      "ptrace here");
-  if (r == MS_EAGAIN)
-    return fail(err, errlen, r,
-                "every thread of process %d (%s) was inside the dynamic "
-                "loader or the allocator at each of %d stops; try again",
-                (int)req->pid, pi.name, inj.tries);
-  if (r != 0)
-    return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
-                inj.why[0] ? inj.why : ms_strerror(r));
-  r = seccomp_check(req, inj.th[inj.call_th].tid, &pi, err, errlen);
-  if (r == 0)
-    r = calls(req, &inj, &e, res, err, errlen);
-  int rr = mt_inj_resume(&inj);
-  res->stop_ns = inj.stop_ns;
-  res->tries = inj.tries;
-  if (r == 0 && rr != 0)
-    return fail(err, errlen, rr, "%s", inj.why);
-  return r;
+  return held_calls(req, &pi, busy, nbusy, 0, NULL, &e, res, err, errlen);
 }
 
 int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
@@ -520,6 +660,14 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
             "memtop: detached from process %d: its agent stopped and its "
             "socket is gone; the library stays loaded, inert (%s)\n",
             (int)req->pid, held);
+  else if (res.woke)
+    fprintf(out,
+            "memtop: woke process %d: it had libmemstats preloaded but no "
+            "agent (a forked child that has not allocated since the fork), "
+            "which now serves with the preload's full counting; `memtop %d` "
+            "watches it (%s; %d stop%s)\n",
+            (int)req->pid, (int)req->pid, held, res.tries,
+            res.tries == 1 ? "" : "s");
   else if (res.already)
     fprintf(out,
             "memtop: process %d serves already; `memtop %d` watches it (%s)\n",

@@ -12,6 +12,14 @@
  * nothing when loaded so (src/preload/attach.c) and ms__attach_start
  * starts the agent. detach: dlopen(LIB, RTLD_NOLOAD), dlsym
  * "ms__attach_stop", the call; the library stays mapped, inert.
+ *
+ * A process that maps libmemstats already is woken instead (issue 21): a
+ * preloaded fork() child that has not allocated since the fork has no
+ * agent yet (src/preload/attach.c). Its library's ms__attach_wake, found
+ * among the symbols of the mapped library, is called with no dlopen: the
+ * agent starts as in any preloaded process, with the preload's counting.
+ * The library loaded by an earlier attach answers that it is attach's
+ * (MS_EINVAL, having done nothing), and attach's own calls follow.
  */
 #ifndef MT_ATTACH_ATTACH_H
 #define MT_ATTACH_ATTACH_H
@@ -29,13 +37,20 @@ typedef struct mt_attach_req_s {
   pid_t pid;
   int detach;      /* 1: memtop detach */
   unsigned flags;  /* ms__attach_start's: 0 or MT_ATTACH_TRACK */
-  const char *lib; /* the preload library's absolute path */
+  const char *lib; /* the preload library's absolute path (unused by a wake) */
+  /* 1: wake only (memtop following a tree): a process that maps no
+   * libmemstats, or one that memtop attach loaded, is refused, never
+   * loaded into. */
+  int wake_only;
+  int max_tries; /* stops tried while threads are busy; 0: attach's 100 */
 } mt_attach_req_t;
 
 typedef struct mt_attach_res_s {
   uint64_t stop_ns; /* how long the thread that made the calls was held */
   int tries;        /* stops it took (a thread was busy in the others) */
   int already;      /* attach: it served already; detach: nothing to do */
+  int woke;         /* its preloaded library's agent was started */
+  int late;         /* the library mapped is one an attach loaded */
 } mt_attach_res_t;
 
 /* What memtop attach knows of a process and of itself before any ptrace
@@ -52,6 +67,14 @@ typedef struct mt_attach_facts_s {
   int yama_scope;  /* 0 without Yama */
   int cap_ptrace;  /* memtop has CAP_SYS_PTRACE */
   long me;         /* memtop's effective uid */
+  /* It maps libmemstats (its preload: a wake, with no new code loaded):
+   * with CAP_SYS_PTRACE, one that is not dumpable (a server's worker that
+   * switched user) is woken, as the kernel allows root. */
+  int waking;
+  /* It shares its memory with its parent (kcmp KCMP_VM): a vfork() or
+   * posix_spawn() child before it runs its program, whose every write
+   * (a library's state, a thread) would be its parent's. */
+  int shares_vm;
 } mt_attach_facts_t;
 
 /* Whether memtop attach refuses process pid on these facts: 0, or a

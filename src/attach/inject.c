@@ -270,8 +270,10 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
   if (in_busy(inj, r.rip))
     return 0;
   uint64_t words[STACK_SCAN / 8];
-  struct iovec local = {words, sizeof words},
-               remote = {(void *)r.rsp, sizeof words};
+  size_t scan = inj->scan_bytes > 0 && inj->scan_bytes < sizeof words
+                    ? inj->scan_bytes & ~(size_t)7
+                    : sizeof words;
+  struct iovec local = {words, scan}, remote = {(void *)r.rsp, scan};
   ssize_t n = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
   for (ssize_t i = 0; n > 0 && i < n / 8; i++)
     if (in_busy(inj, words[i]))

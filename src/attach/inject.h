@@ -46,7 +46,7 @@ typedef struct mt_inj_range_s {
   uint64_t lo, hi;
 } mt_inj_range_t;
 
-#define MT_INJ_MAX_RANGES 4
+#define MT_INJ_MAX_RANGES 6
 
 typedef struct mt_inj_thread_s {
   pid_t tid;
@@ -61,6 +61,10 @@ typedef struct mt_inj_s {
   size_t nth, cap;
   mt_inj_range_t busy[MT_INJ_MAX_RANGES]; /* no PC nor return address here */
   size_t nbusy;
+  /* How much of the top of each thread's stack is searched for return
+   * addresses into the busy ranges (0: 2048 bytes, attach's). Set after
+   * mt_inj_init(). */
+  size_t scan_bytes;
   /* The thread the calls run on, its saved registers (user_regs_struct)
    * and FP state (NT_X86_XSTATE or NT_PRFPREG), while saved. */
   size_t call_th;

@@ -55,9 +55,10 @@ void msc_explain_connect(int pid, int err, const char *path, char *buf,
       msc_proc_maps_libmemstats(pid)) {
     snprintf(buf, len,
              "PID %d runs libmemstats but does not accept connections on %s "
-             "yet: its agent is starting, it was started with "
+             "yet: its agent is starting, it is a forked child that has "
+             "allocated nothing since the fork, it was started with "
              "MEMSTATS_AGENT=0 or another MEMSTATS_DIR, or `memtop detach` "
-             "stopped it (`memtop attach %d` starts it again)",
+             "stopped it (`memtop attach %d` starts it)",
              pid, path, pid);
     return;
   }

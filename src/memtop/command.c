@@ -22,7 +22,10 @@
  * RUN_RESCAN_MS whatever the -d. memtop reaps what is re-parented to it
  * (SIGCHLD). The command's exit is not the end while a descendant that
  * loaded the library lives: `run` ends when the command and all of those
- * have ended, with the command's exit status.
+ * have ended, with the command's exit status. A process of the tree that
+ * maps the preload but has no agent (a forked child that has not allocated
+ * since the fork: nginx's master and idle workers) is woken, once
+ * (wake.h).
  */
 #include "memtop/command.h"
 
@@ -44,6 +47,7 @@
 #include "memtop/live.h"
 #include "memtop/run.h"
 #include "memtop/tree.h"
+#include "memtop/wake.h"
 #include "targets/final_recv.h"
 #include "tui/model.h"
 
@@ -100,6 +104,7 @@ struct mt_command_s {
   int subreaper;          /* prctl(PR_SET_CHILD_SUBREAPER) took */
   int printed;            /* `run --once`: the end was printed */
   char preload_name[256]; /* the preload's file name, as in /proc maps */
+  mt_wake_t *wake;        /* wakes its idle processes (NULL: ENOMEM) */
 };
 
 static void settled(mt_command_t *c);
@@ -291,10 +296,27 @@ static void tree_cb(uv_timer_t *timer) {
   mt_command_t *c = timer->data;
 
   reap_orphans(c);
-  if (!mt_shell_quitting(c->sh))
+  if (!mt_shell_quitting(c->sh)) {
+    /* Woken first: the listing then finds their sockets. */
+    if (c->wake != NULL)
+      mt_wake_pass(c->wake, c->set);
     mt_tset_rescan(c->set);
+  }
   if (!c->screen)
     poll_check(c);
+}
+
+/* A process of the tree that could not be woken: said once, on the
+ * status line or on stderr. */
+static void wake_say(void *arg, int pid, const char *words) {
+  mt_command_t *c = arg;
+
+  if (c->screen)
+    snprintf(c->cfg.model->status, sizeof c->cfg.model->status,
+             "PID %d not woken: %.200s", pid, words);
+  else
+    mt_warn("PID %d of the tree has no agent and was not woken: %s", pid,
+            words);
 }
 
 static void chld_cb(uv_signal_t *h, int signum) {
@@ -711,6 +733,7 @@ void mt_command_free(mt_command_t *c) {
     return;
   /* The poll handle is closed: the descriptor may go now. */
   mt_final_close(&c->final);
+  mt_wake_free(c->wake);
   free(c);
 }
 
@@ -910,6 +933,7 @@ static int run_start(void *self) {
             "PR_SET_CHILD_SUBREAPER: %s): its forked workers are followed",
             strerror(errno));
   uv_signal_start(&c->chld, chld_cb, SIGCHLD);
+  c->wake = mt_wake_new((int)getpid(), wake_say, c);
   uv_timer_start(&c->tree_timer, tree_cb, RUN_RESCAN_MS, RUN_RESCAN_MS);
   return cmd_start(c);
 }

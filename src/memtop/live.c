@@ -11,6 +11,7 @@
 
 #include "memstats.h"
 #include "common/fields.h"
+#include "common/procfs.h"
 #include "wire/wire.h"
 
 /* smaps_rollup costs the target about 10 ms per GiB resident and holds its
@@ -213,9 +214,20 @@ static uint64_t live_failure(void *arg, mt_tset_target_t *st, int status,
   mt_live_t *l = arg;
   mt_target_t *t = mt_model_find(l->model, st->pid);
 
-  (void)status;
   l->model->now_mono_ns = mt_tset_now_ns(l->set);
   if (t != NULL) {
+    /* No socket, or nobody listening on it: no agent runs there, and
+     * memtop attach may start one (the live view's `a`). */
+    t->no_agent = status == MS_ENOENT || status == MS_ECONNREFUSED;
+    /* Named by PID, it has no name until a snapshot: its own, from
+     * /proc, for the row and the question `a` asks. */
+    if (t->no_agent && t->comm[0] == '\0') {
+      char path[64], text[1024];
+      uint64_t start;
+      snprintf(path, sizeof path, "/proc/%d/stat", st->pid);
+      if (ms__read_small_file(path, text, sizeof text) > 0)
+        (void)ms__parse_proc_stat(text, t->comm, sizeof t->comm, &start);
+    }
     /* The live view and `run` try again. */
     snprintf(l->err, sizeof l->err, "%s; retrying", msg);
     mt_model_fail(l->model, t, 0, l->err);

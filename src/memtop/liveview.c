@@ -16,6 +16,7 @@
 
 #include "memstats.h"
 #include "memtop/out.h"
+#include "memtop/wake.h"
 #include "tui/ui.h"
 
 /* Listing the directory costs a readdir and a /proc read per process:
@@ -113,13 +114,48 @@ static void sites_got(void *arg, int pid, mt_tset_profile_t *p) {
 
 /* ---- keys, signals, ticks -------------------------------------------- */
 
+/* --tree: the tree's idle processes woken (wake.h), and listed at once. */
+static void wake_tree(mt_liveview_t *sc) {
+  if (sc->wake != NULL && !mt_shell_quitting(sc->sh) &&
+      mt_wake_pass(sc->wake, sc->live.set) > 0)
+    mt_tset_rescan(sc->live.set);
+}
+
+/* A process of the tree that could not be woken: said once, on the
+ * status line. */
+static void wake_say(void *arg, int pid, const char *words) {
+  mt_liveview_t *sc = arg;
+
+  snprintf(sc->model->status, sizeof sc->model->status,
+           "PID %d not woken: %.200s", pid, words);
+  request_draw(sc);
+}
+
 static void tick_cb(uv_timer_t *t) {
   mt_liveview_t *sc = t->data;
   const mt_opts_t *o = mt_shell_opts(sc->sh);
 
+  wake_tree(sc);
   request_draw(sc);
   if (o->iterations > 0 && ++sc->ticks >= o->iterations)
     mt_shell_quit(sc->sh);
+}
+
+/* `a`, confirmed (keys.c): memtop attach on the process, the outcome on
+ * the status line, and its next read at once. The calls hold the loop a
+ * millisecond or so (up to the attach's bounds), as the user asked. */
+static void attach_asked(mt_liveview_t *sc) {
+  mt_model_t *m = sc->model;
+  int pid = m->attach_pid;
+  mt_tset_target_t *st;
+
+  m->attach_pid = 0;
+  if (pid <= 0)
+    return;
+  if (mt_wake_attach(pid, m->status, sizeof m->status) == 0 &&
+      (st = mt_tset_find(sc->live.set, pid)) != NULL && !st->gone)
+    mt_tset_schedule(sc->live.set, st, 0);
+  draw_now(sc);
 }
 
 static void keys_cb(uv_poll_t *h, int status, int events) {
@@ -133,6 +169,9 @@ static void keys_cb(uv_poll_t *h, int status, int events) {
   switch (mt_ui_keys(sc->model)) {
   case MT_ACT_QUIT:
     mt_shell_quit(sc->sh);
+    break;
+  case MT_ACT_ATTACH:
+    attach_asked(sc);
     break;
   case MT_ACT_DELAY:
     if (sc->model->delay_s < MT_DELAY_MIN)
@@ -255,6 +294,11 @@ static int start_watching(mt_liveview_t *sc) {
   /* One PID named opens its detail view straight away (Esc: the list). */
   if (o->npids == 1 && !o->tree)
     mt_open_detail(sc->model, o->pids[0]);
+  if (o->tree) {
+    sc->wake = mt_wake_new(o->pids[0], wake_say, sc);
+    if (sc->wake != NULL)
+      mt_wake_pass(sc->wake, sc->live.set);
+  }
   if (sc->model->watch_all) {
     rc = mt_tset_rescan(sc->live.set);
     if (rc != 0) {
@@ -328,6 +372,8 @@ static void view_close(void *self) {
    * closes; its result is then dropped. */
   mt_sites_live_close(sc->sites_live);
   sc->sites_live = NULL;
+  mt_wake_free(sc->wake);
+  sc->wake = NULL;
   close_if_open((uv_handle_t *)&sc->frame);
   close_if_open((uv_handle_t *)&sc->tick);
   if (sc->have_keys)

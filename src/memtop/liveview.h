@@ -36,6 +36,7 @@ typedef struct mt_liveview_s {
   int have_keys;
   long ticks;
   mt_sites_live_t *sites_live; /* the detail view's allocation sites */
+  struct mt_wake_s *wake;      /* --tree: wakes its idle processes (wake.h) */
 } mt_liveview_t;
 
 /* The mode, `self` a mt_liveview_t (zeroed, then the caller's members). Its

@@ -15,6 +15,7 @@
 #include "emit/emit.h"
 #include "memtop/live.h"
 #include "memtop/tree.h"
+#include "memtop/wake.h"
 #include "wire/wire.h"
 
 /* What a round keeps per target (the set target's `user`). */
@@ -291,6 +292,10 @@ void mt_rounds_start(mt_rounds_t *r) {
   size_t i;
 
   r->round_start_ns = mt_tset_now_ns(r->set);
+  /* --tree: the idle processes of the tree are woken before the listing
+   * that then finds them. */
+  if (r->wake != NULL)
+    mt_wake_pass(r->wake, r->set);
   if ((r->o->npids == 0 || r->o->tree) && relist(r) != 0)
     return;
   r->in_round = 1;
@@ -319,9 +324,17 @@ void mt_rounds_init(mt_rounds_t *r, uv_loop_t *loop) {
 void mt_rounds_close(mt_rounds_t *r) {
   if (!uv_is_closing((uv_handle_t *)&r->next))
     uv_close((uv_handle_t *)&r->next, NULL);
+  mt_wake_free(r->wake);
+  r->wake = NULL;
 }
 
 /* ---- the mode -------------------------------------------------------- */
+
+/* --tree: a process of the tree that could not be woken, said once. */
+static void wake_say(void *arg, int pid, const char *words) {
+  (void)arg;
+  mt_warn("PID %d of the tree has no agent and was not woken: %s", pid, words);
+}
 
 static void rounds_done(void *arg) {
   mt_shell_quit(arg);
@@ -340,8 +353,10 @@ static int rounds_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   /* Each round lists the processes there are now and asks them all. */
   su->set.retire_unlisted = 1;
   /* --tree: the PID named and its descendants, listed each round. */
-  if (r->o->tree)
+  if (r->o->tree) {
     su->set.tree_root = r->o->pids[0];
+    r->wake = mt_wake_new(r->o->pids[0], wake_say, r);
+  }
   su->cbs = &mt_rounds_cbs;
   su->arg = r;
   su->set_out = &r->set;

@@ -37,6 +37,9 @@ typedef struct mt_rounds_s {
   void (*done)(void *arg);
   void *arg;
   char err[512]; /* the words being made */
+  /* --tree: wakes the tree's idle processes before each listing
+   * (wake.h; NULL: none). */
+  struct mt_wake_s *wake;
 } mt_rounds_t;
 
 /* The table to give mt_tset_new(), with a mt_rounds_t as its argument. */

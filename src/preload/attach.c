@@ -28,11 +28,22 @@
  * Started with the program (LD_PRELOAD, memtop run), the library finds its
  * own entry point in the global scope (the program's handle, dlopen(NULL));
  * loaded late with RTLD_LOCAL, it does not.
+ *
+ * ms__attach_wake() is memtop's call in a process that was started with the
+ * preload but serves nothing (issue 21): a fork() child that has not
+ * allocated since the fork, whose agent starts at an allocation only
+ * (preload.c), such as nginx's master in sigsuspend or an idle worker.
+ * memtop calls it through the same ptrace injection, with no dlopen (the
+ * library is mapped already): the agent starts as in any preloaded
+ * process, with the preload's full counting.
  */
 #include <dlfcn.h>
 #include <stdint.h>
 
+#include <string.h>
+
 #include "agent/agent.h"
+#include "common/env.h"
 #include "core/engine.h"
 #include "memstats.h"
 #include "preload/preload.h"
@@ -138,4 +149,23 @@ MS__PRELOAD_API int ms__attach_stop(void) {
     g_tracking = 0;
   }
   return ms_agent_stop();
+}
+
+MS__PRELOAD_API int ms__attach_wake(unsigned flags) {
+  if (flags != 0)
+    return MS_ENOSYS; /* a newer memtop's: refused, not half done */
+  if (g_late)
+    return MS_EINVAL; /* loaded by memtop attach: ms__attach_start's */
+  /* The program's own choice stands (ms_agent_start would do nothing and
+   * say 0). */
+  const char *agent = ms__env("MEMSTATS_AGENT");
+  if (agent && strcmp(agent, "0") == 0)
+    return MS_EACCES;
+  int r = ms_agent_start();
+  /* A fork child that has not allocated since the fork: what its agent's
+   * start from an allocation does beside the start is done now (its PID
+   * noted, so that its _exit removes the socket). */
+  if (r == 0)
+    ms__preload_woken();
+  return r;
 }

@@ -256,3 +256,18 @@ __attribute__((constructor)) static void preload_init(void) {
 MS__FORK_TEXT __attribute__((destructor)) static void preload_fini(void) {
   write_exit_report();
 }
+
+/* memtop woke this process's agent (attach.c, ms__attach_wake): a fork
+ * child that had not allocated since the fork is put where its agent's
+ * start from an allocation puts it, its PID noted (its _exit removes the
+ * socket), its entry points off their slow path. Not from a handler. */
+void ms__preload_woken(void) {
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  int expect = st;
+  if (st == MS__REAL_FORKED || st == MS__REAL_FORKED_PROF)
+    (void)__atomic_compare_exchange_n(
+        &ms__real_state, &expect,
+        st == MS__REAL_FORKED_PROF ? MS__REAL_PROF : MS__REAL_READY, 0,
+        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+}

@@ -589,6 +589,16 @@ MS__PRELOAD_API int ms__attach_stop(void);
  * the rewritten GOT entries (got.c). The tool's side names the same bit
  * MT_ATTACH_TRACK (src/attach/attach.h). */
 #define MS__ATTACH_TRACK 0x1u
+/* What memtop calls in a process started with the preload whose agent is
+ * not running (a fork() child that has not allocated since: issue 21):
+ * starts it, with the preload's counting (flags 0; others MS_ENOSYS).
+ * 0, MS_EEXIST if it runs already, MS_EINVAL if the library was loaded
+ * late (ms__attach_start's), MS_EACCES if MEMSTATS_AGENT=0 says not to,
+ * or ms_agent_start()'s code. */
+MS__PRELOAD_API int ms__attach_wake(unsigned flags);
+/* After a wake's start (preload.c): the fork child's state put back and
+ * its PID noted, as its agent's start from an allocation would. */
+void ms__preload_woken(void);
 
 /* The next definition of name: dlsym(RTLD_NEXT) when started with the
  * program; loaded late, the definition the global scope bound the program

@@ -7,7 +7,8 @@
  * sorts, u by user, p command line, F10 q quit), and keep memtop's own where
  * htop has none (a allocation sites, d delay, r reverse). Quitting the view
  * of `memtop run`'s running command asks first: y stops the command, d
- * detaches and leaves it running (tmux's habit).
+ * detaches and leaves it running (tmux's habit). On a process that runs no
+ * agent, a offers memtop attach, and asks first: y attaches.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,28 @@ static mt_action_t quit_key(mt_model_t *m, int key) {
     m->status[0] = '\0';
     return MT_ACT_REDRAW;
   }
+}
+
+/* The answer to "Attach memtop to NAME (PID n)?" (a on a process with
+ * no agent): y attaches (the loop's), any other key does not. */
+static mt_action_t attach_key(mt_model_t *m, int key) {
+  m->input_mode = MT_INPUT_NONE;
+  if (key == 'y' || key == 'Y')
+    return MT_ACT_ATTACH;
+  m->attach_pid = 0;
+  m->status[0] = '\0';
+  return MT_ACT_REDRAW;
+}
+
+/* a on target t: if it runs no agent, asks whether to attach to it.
+ * Returns MT_ACT_NONE when a means something else here. */
+static mt_action_t offer_attach(mt_model_t *m, const mt_target_t *t) {
+  if (t == NULL || !t->no_agent || t->state == MT_EXITED)
+    return MT_ACT_NONE;
+  m->attach_pid = t->pid;
+  m->input_mode = MT_INPUT_ATTACH;
+  m->input[0] = '\0';
+  return MT_ACT_REDRAW;
 }
 
 static mt_action_t start_prompt(mt_model_t *m, mt_input_t mode) {
@@ -361,6 +384,9 @@ static mt_action_t detail_key(mt_model_t *m, int key) {
   switch (key) {
   case 'a':
   case 'A':
+    /* A process with no agent: memtop attach, asked first. */
+    if (offer_attach(m, mt_model_find(m, m->detail_pid)) != MT_ACT_NONE)
+      return MT_ACT_REDRAW;
     /* The allocation sites' panel: in use, or allocation rate. */
     m->sites_by_rate = !m->sites_by_rate;
     return MT_ACT_REDRAW;
@@ -455,6 +481,12 @@ static mt_action_t list_key(mt_model_t *m, int key) {
                "Processes of %.32s only (u: the next user)", name);
     }
     break;
+  case 'a':
+  case 'A':
+    /* The selected process, if it runs no agent: memtop attach. */
+    return mt_model_nvisible(m) > 0 && m->selected < mt_model_nvisible(m)
+               ? offer_attach(m, m->targets[m->selected])
+               : MT_ACT_NONE;
   case MT_KEY_ESC:
     break; /* clears the message, above */
   default:
@@ -468,6 +500,8 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
 
   if (m->input_mode == MT_INPUT_QUIT)
     return key == MT_KEY_RESIZE ? MT_ACT_REDRAW : quit_key(m, key);
+  if (m->input_mode == MT_INPUT_ATTACH)
+    return key == MT_KEY_RESIZE ? MT_ACT_REDRAW : attach_key(m, key);
   if (m->input_mode != MT_INPUT_NONE)
     return prompt_key(m, key);
   if (key == MT_KEY_RESIZE)

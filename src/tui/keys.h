@@ -36,7 +36,10 @@ enum {
  * search, filter) and validates the delay with the command line's own rule
  * (model.h: MT_DELAY_MIN..MT_DELAY_MAX seconds). While m->run_pid is set
  * (`memtop run`'s command runs), q and F10 ask first (MT_INPUT_QUIT): y
- * quits, d quits with m->detach set, any other key stays. The keys are htop's
+ * quits, d quits with m->detach set, any other key stays. a on a process
+ * that runs no agent (mt_target_t.no_agent) asks whether to attach
+ * memtop to it (MT_INPUT_ATTACH, m->attach_pid): y returns MT_ACT_ATTACH,
+ * any other key gives up. The keys are htop's
  * where they mean the same (the help screen, view_help.c, lists them). Pure: no
  * I/O, no terminal. Returns what the loop has to do. */
 mt_action_t mt_key_apply(mt_model_t *m, int key);

@@ -278,6 +278,7 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
     t->comm[sizeof t->comm - 1] = '\0';
   }
   t->state = MT_LIVE;
+  t->no_agent = 0;
   t->error[0] = '\0';
   t->exited_mono_ns = 0;
   if (!prov_same) {

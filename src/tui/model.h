@@ -104,6 +104,11 @@ typedef struct mt_target_s {
    * set where that level has siblings below (for the connectors). */
   int tree_depth;
   unsigned tree_more;
+  /* Its reads find no agent (no socket, or one nobody listens on): a
+   * process started without the library, or an idle fork child of a
+   * preloaded one; `a` offers memtop attach (keys.c). Cleared by a
+   * snapshot. */
+  int no_agent;
   int seen;                /* mark-and-sweep helper for rescans */
   uint64_t exited_mono_ns; /* when it was seen gone (0 while not exited) */
 } mt_target_t;
@@ -139,7 +144,8 @@ typedef enum mt_input_e {
   MT_INPUT_DELAY,  /* d: the refresh delay */
   MT_INPUT_SEARCH, /* / or F3: jump to a process whose name has the text */
   MT_INPUT_FILTER, /* \ or F4: show only processes that match the text */
-  MT_INPUT_QUIT    /* q or F10 while `run`'s command runs: stop it, detach? */
+  MT_INPUT_QUIT,   /* q or F10 while `run`'s command runs: stop it, detach? */
+  MT_INPUT_ATTACH  /* a on a process with no agent: attach memtop to it? */
 } mt_input_t;
 
 /* The colour schemes (memtoprc's scheme=). */
@@ -198,6 +204,9 @@ typedef struct mt_model_s {
    * leave it running (keys.c), and `detach` says which was chosen. */
   int run_pid;
   int detach;
+  /* The process `a` asked about (MT_INPUT_ATTACH), and once confirmed
+   * (MT_ACT_ATTACH) the one the loop attaches to. */
+  int attach_pid;
 } mt_model_t;
 
 /* The list's columns, a bit each in mt_model_t.columns. */

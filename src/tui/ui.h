@@ -32,6 +32,8 @@ typedef enum mt_action_e {
   MT_ACT_NONE = 0, /* nothing changed */
   MT_ACT_REDRAW,   /* the model's view state changed: call mt_ui_draw() */
   MT_ACT_DELAY,    /* m->delay_s changed: re-arm the timers, then redraw */
+  MT_ACT_ATTACH,   /* the user confirmed memtop attach on m->attach_pid: the
+                    * loop runs it, says the outcome in m->status, redraws */
   MT_ACT_QUIT      /* the user asked to quit: stop the loop, mt_ui_end() */
 } mt_action_t;
 

@@ -111,6 +111,23 @@ static void draw_quit_prompt(const mt_model_t *m, mt_grid_t *g, int row) {
   mt_grid_puts(g, row, n, keys, -1, MT_ST_STATUS);
 }
 
+/* "Attach memtop to NAME (PID n)?": what it does, and the keys. */
+static void draw_attach_prompt(const mt_model_t *m, mt_grid_t *g, int row) {
+  static const char keys[] = "? ptrace, ~1 ms  y: attach  other: no";
+  const mt_target_t *t = mt_model_find(m, m->attach_pid);
+  char name[4 * MS_NAME_MAX + 1], head[4 * MS_NAME_MAX + 48];
+  int room, n;
+
+  mt_draw_safe_name(name, sizeof name,
+                    t != NULL && t->comm[0] ? t->comm : "the process");
+  n = snprintf(head, sizeof head, "Attach memtop to  (PID %d)", m->attach_pid);
+  room = g->cols - (int)(sizeof keys - 1) - n;
+  snprintf(head, sizeof head, "Attach memtop to %.*s (PID %d)",
+           room > 4 ? room : 4, name, m->attach_pid);
+  n = mt_grid_puts(g, row, 0, head, -1, MT_ST_STATUS);
+  mt_grid_puts(g, row, n, keys, -1, MT_ST_STATUS);
+}
+
 static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   const mt_target_t *t = mt_model_find(m, m->detail_pid);
   /* Messages quote targets' reasons and names: drawn in their safe form. */
@@ -118,6 +135,8 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
   mt_grid_fill(g, row, 0, g->cols, ' ', MT_ST_STATUS);
   if (m->input_mode == MT_INPUT_QUIT) {
     draw_quit_prompt(m, g, row);
+  } else if (m->input_mode == MT_INPUT_ATTACH) {
+    draw_attach_prompt(m, g, row);
   } else if (m->input_mode != MT_INPUT_NONE) {
     static const char *const ask[] = {
         [MT_INPUT_DELAY] = "Delay in seconds (at least 0.1): ",
@@ -150,6 +169,14 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
     mt_grid_puts(g, row, 0,
                  "Esc back  Up/Down other  a sites  space pause  F1 help  "
                  "F2 setup  F10 quit",
+                 -1, MT_ST_STATUS);
+  } else if (m->selected < mt_model_nvisible(m) &&
+             m->targets[m->selected]->no_agent &&
+             m->targets[m->selected]->state != MT_EXITED) {
+    /* The selected process runs no agent: how to attach to it. */
+    mt_grid_puts(g, row, 0,
+                 "a attach (no agent)  Enter open  F3 search  F4 filter  "
+                 "F6 sort  F1 help  F10 quit",
                  -1, MT_ST_STATUS);
   } else {
     mt_grid_puts(g, row, 0,

@@ -947,6 +947,12 @@ void mt_view_draw_detail(const mt_model_t *m, const mt_target_t *t,
                  t->state == MT_CONNECTING ? "Waiting for the first snapshot"
                                            : "No figures from this process",
                  -1, MT_ST_DIM);
+    if (t->no_agent && t->state != MT_EXITED && avail > 2)
+      mt_grid_puts(g, top + 2, 0,
+                   "It runs no agent. Press a to attach memtop to it "
+                   "(memtop attach: ptrace, one thread held about a "
+                   "millisecond; asks first).",
+                   -1, MT_ST_NORMAL);
     return;
   }
   layout_t l;

@@ -818,6 +818,49 @@ static void test_tree(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* memtop PID on a process started without the library (issue 22's key
+ * where memtop meets one): its detail view says it runs no agent and
+ * that a attaches; a asks first, any other key gives up (nothing loaded:
+ * no socket), y attaches, and its figures come. */
+static void test_attach_key(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[2048], cmd[512], pidfile[128], sock[160];
+  snprintf(pidfile, sizeof pidfile, "%s/bare.pid", tmp_dir);
+  /* preload_env: under a sanitizer, the plain preload is the one memtop
+   * attach loads into the bare program. */
+  snprintf(env, sizeof env, "%ssleep 600 & echo $! > '%s'\n", preload_env,
+           pidfile);
+  snprintf(cmd, sizeof cmd, "-d 0.2 \"$(cat '%s')\"", pidfile);
+  session_teardown(state);
+  session_env = env;
+  session_cmd = cmd;
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
+  WAIT_FOR("Press a to attach");
+  FILE *f = fopen(pidfile, "r");
+  int pid = 0;
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%d", &pid), 1);
+  fclose(f);
+  snprintf(sock, sizeof sock, "%s/sock/%d.sock", tmp_dir, pid);
+  keys("a");
+  WAIT_FOR("y: attach");
+  assert_non_null(strstr(screen_buf, "Attach memtop to sleep (PID"));
+  keys("n");
+  WAIT_GONE("y: attach");
+  assert_int_not_equal(access(sock, F_OK), 0); /* nothing loaded */
+  keys("a");
+  WAIT_FOR("y: attach");
+  keys("y");
+  WAIT_FOR("Ready+Prepared");
+  assert_int_equal(access(sock, F_OK), 0);
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 /* Waits for the light scheme's title line (white on blue). */
 static int wait_title_blue(void) {
   for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
@@ -948,6 +991,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_setup_config, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_tree, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_attach_key, session_setup,
                                       session_teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);

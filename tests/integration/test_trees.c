@@ -5,7 +5,12 @@
  * yes), reaps what is re-parented to it, ends when the command and its
  * library-running descendants have ended, with the command's status;
  * `memtop PID --tree --once --json` lists a running parent and its
- * descendants with their parent PIDs, in tree order.
+ * descendants with their parent PIDs, in tree order. Idle processes
+ * (issue 21's leftover): a forked child that allocates nothing after the
+ * fork has the preload mapped but no agent; memtop following a tree wakes
+ * it (src/memtop/wake.c), as `memtop attach PID` does, so nginx's master
+ * in sigsuspend, its idle workers, PostgreSQL's idle backends and
+ * tr_workers' idle workers are all reported.
  *
  * Each test has its own MEMSTATS_DIR. A worker is attachable once its
  * agent runs (started at an allocation of the child's after the fork's
@@ -18,6 +23,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -275,6 +283,85 @@ static int have_preload(void) {
   return preload[0] != '\0' && access(preload, R_OK) == 0;
 }
 
+/* Whether this process may ptrace a child of its own (Yama's scope, a
+ * container without CAP_SYS_PTRACE): the kernel is asked. memtop may
+ * then wake its own descendants. */
+static int ptrace_ok(void) {
+  pid_t c = fork();
+  int ok;
+
+  if (c == 0) {
+    pause();
+    _exit(0);
+  }
+  if (c < 0)
+    return 0;
+  ok = ptrace(PTRACE_SEIZE, c, NULL, NULL) == 0;
+  if (ok)
+    ptrace(PTRACE_DETACH, c, NULL, NULL);
+  kill(c, SIGKILL);
+  waitpid(c, NULL, 0);
+  if (!ok)
+    fprintf(stderr, "test_trees: skipped: ptrace is not permitted here (Yama's "
+                    "ptrace_scope 3, or a container without "
+                    "CAP_SYS_PTRACE): memtop cannot wake idle processes\n");
+  return ok;
+}
+
+/* Whether pid has its socket in dir. */
+static int has_socket(int pid) {
+  char path[128];
+
+  snprintf(path, sizeof path, "%s/%d.sock", dir, pid);
+  return access(path, F_OK) == 0;
+}
+
+/* pid's children (its main thread's), at most cap. Returns how many. */
+static size_t children(int pid, int *v, size_t cap) {
+  char path[96];
+  size_t n = 0;
+  FILE *f;
+
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", pid, pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  while (n < cap && fscanf(f, "%d", &v[n]) == 1)
+    n++;
+  fclose(f);
+  return n;
+}
+
+/* tr_workers with n idle workers (they allocate nothing after the fork),
+ * under the preload, its stdin a pipe whose end is *in. Returns its PID
+ * once its own socket is there and its n workers are forked. */
+static pid_t start_idle(int n, int *in) {
+  char env[1400], count[16];
+  int pi[2], kids[16];
+  time_t start = time(NULL);
+
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  snprintf(count, sizeof count, "%d", n);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    snprintf(env, sizeof env, "%s", preload);
+    setenv("LD_PRELOAD", env, 1);
+    dup2(pi[0], 0);
+    execl(workers, workers, count, "idle", (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  *in = pi[1];
+  while (!has_socket(pid) || children(pid, kids, 16) < (size_t)n) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("tr_workers %d idle: no socket or workers after %d s", n,
+               RUN_LIMIT_S);
+    usleep(20000);
+  }
+  return pid;
+}
+
 /* ---- fixtures ---- */
 
 static int setup(void **state) {
@@ -309,6 +396,7 @@ static int teardown(void **state) {
   (void)state;
   stop_left("nginx/nginx.pid", SIGTERM);
   stop_left("redis.pid", SIGTERM);
+  stop_left("pg/postmaster.pid", SIGINT);
   snprintf(cmd, sizeof cmd, "%s/stop", dir);
   fd = open(cmd, O_WRONLY | O_CREAT, 0600);
   if (fd >= 0)
@@ -543,24 +631,12 @@ static void stop_daemon(const char *pidfile, int sig) {
   kill(pid, sig);
 }
 
-/* nginx with `daemon on; master_process on; worker_processes 3;`: the
- * command (nginx) exits at once; run follows the master, re-parented to
- * memtop, and its 3 workers under it; it ends when nginx is stopped. */
-static void test_run_nginx(void **state) {
-  static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
-  char conf[256], pidfile[256], prefix[128];
+/* nginx, if it can run here (root: its workers switch user); else the
+ * test is skipped, with the reason. */
+static const char *nginx_or_skip(void) {
   const char *nginx =
       access("/usr/sbin/nginx", X_OK) == 0 ? "/usr/sbin/nginx" : NULL;
-  FILE *f;
-  size_t n;
-  int port;
 
-  (void)state;
-  if (!have_preload())
-    skip();
   if (nginx == NULL) {
     fprintf(stderr, "test_trees: skipped: nginx is not installed "
                     "(apt-get install nginx-light)\n");
@@ -571,10 +647,21 @@ static void test_run_nginx(void **state) {
                     "(root only)\n");
     skip();
   }
-  snprintf(prefix, sizeof prefix, "%s/nginx", dir);
+  return nginx;
+}
+
+/* nginx's configuration in dir/nginx (the prefix): `daemon on;
+ * master_process on; worker_processes 3;`, listening on a free port of
+ * 127.0.0.1 (returned). */
+static int nginx_conf(char *prefix, size_t plen, char *conf, size_t clen,
+                      char *pidfile, size_t pidlen) {
+  FILE *f;
+  int port;
+
+  snprintf(prefix, plen, "%s/nginx", dir);
   mkdir(prefix, 0700);
-  snprintf(conf, sizeof conf, "%s/nginx.conf", prefix);
-  snprintf(pidfile, sizeof pidfile, "%s/nginx.pid", prefix);
+  snprintf(conf, clen, "%s/nginx.conf", prefix);
+  snprintf(pidfile, pidlen, "%s/nginx.pid", prefix);
   f = fopen(conf, "w");
   assert_non_null(f);
   /* user root: the workers' sockets go in this test's directory, which
@@ -591,6 +678,28 @@ static void test_run_nginx(void **state) {
           "  server { listen 127.0.0.1:%d reuseport; root %s; } }\n",
           pidfile, prefix, port, prefix);
   fclose(f);
+  return port;
+}
+
+/* nginx with `daemon on; master_process on; worker_processes 3;`: the
+ * command (nginx) exits at once; run follows the master, re-parented to
+ * memtop, and its 3 workers under it; it ends when nginx is stopped. */
+static void test_run_nginx(void **state) {
+  static line_t v[16];
+  /* Static: a failed or skipped test leaves nothing behind. */
+  static mt_proc_t proc;
+  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  char conf[256], pidfile[256], prefix[128];
+  const char *nginx;
+  size_t n;
+  int port;
+
+  (void)state;
+  if (!have_preload())
+    skip();
+  nginx = nginx_or_skip();
+  port = nginx_conf(prefix, sizeof prefix, conf, sizeof conf, pidfile,
+                    sizeof pidfile);
   const char *argv[] = {memtop, "run", "--once", "--json", "-d", "0.2", "--",
                         nginx,  "-p",  prefix,   "-c",     conf, NULL};
   mt_start(p, argv);
@@ -621,6 +730,308 @@ static void test_run_nginx(void **state) {
       assert_int_equal(v[i].ppid, mpid);
   if (children_of(v, n, master) != 3)
     fail_msg("wanted the master %d's 3 workers:\n%s", master, p->text);
+  assert_tree_order(v, n);
+}
+
+/* nginx with `daemon on` and 3 workers, and not one request: the master
+ * waits in sigsuspend and the workers in epoll_wait, none allocating
+ * after its fork, so none starts an agent itself. memtop wakes each one
+ * (issue 21): the master is reported under memtop, its 3 workers under
+ * it. */
+static void test_run_nginx_idle(void **state) {
+  static line_t v[16];
+  /* Static: a failed or skipped test leaves nothing behind. */
+  static mt_proc_t proc;
+  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  char conf[256], pidfile[256], prefix[128];
+  const char *nginx;
+  size_t n;
+
+  (void)state;
+  if (!have_preload() || !ptrace_ok())
+    skip();
+  nginx = nginx_or_skip();
+  (void)nginx_conf(prefix, sizeof prefix, conf, sizeof conf, pidfile,
+                   sizeof pidfile);
+  const char *argv[] = {memtop, "run", "--once", "--json", "-d", "0.2", "--",
+                        nginx,  "-p",  prefix,   "-c",     conf, NULL};
+  mt_start(p, argv);
+  int master = wait_pid_file(pidfile);
+  wait_sockets(4); /* the master and its 3 workers, woken */
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  pid_t mpid = p->pid;
+  stop_daemon(pidfile, SIGQUIT);
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  int seen = 0;
+  for (size_t i = 0; i < n; i++)
+    if (v[i].pid == master) {
+      seen = 1;
+      assert_int_equal(v[i].ppid, mpid);
+    }
+  if (!seen || children_of(v, n, master) != 3)
+    fail_msg("wanted the master %d and its 3 idle workers:\n%s", master,
+             p->text);
+  assert_tree_order(v, n);
+}
+
+/* ---- PostgreSQL ---- */
+
+/* The newest PostgreSQL's bin directory (Debian's
+ * /usr/lib/postgresql/N/bin), or "" if none is installed. */
+static void pg_bindir(char *buf, size_t len) {
+  static const char base[] = "/usr/lib/postgresql/";
+  glob_t g;
+  long best = -1;
+
+  buf[0] = '\0';
+  if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0)
+    return;
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    long v = strtol(g.gl_pathv[i] + sizeof base - 1, NULL, 10);
+    if (v > best && access(g.gl_pathv[i], X_OK) == 0) {
+      best = v;
+      snprintf(buf, len, "%s%ld/bin", base, v);
+    }
+  }
+  globfree(&g);
+}
+
+/* A directory of uid's, mode 0700. */
+static void own_dir(const char *path, uid_t uid, gid_t gid) {
+  assert_int_equal(mkdir(path, 0700), 0);
+  assert_int_equal(chown(path, uid, gid), 0);
+}
+
+/* Runs argv (the first element a path) with stdout and stderr to log,
+ * stdin from /dev/null, in /; returns its exit status. */
+static int run_logged(const char *const argv[], const char *log) {
+  pid_t pid = fork();
+  int st;
+
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int o = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    dup2(in, 0);
+    dup2(o, 1);
+    dup2(o, 2);
+    if (chdir("/") != 0)
+      _exit(126);
+    execv(argv[0], (char *const *)argv);
+    _exit(126);
+  }
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Whether the file at path holds the text want. */
+static int file_has(const char *path, const char *want) {
+  char buf[4096];
+  FILE *f = fopen(path, "r");
+  size_t n;
+
+  if (f == NULL)
+    return 0;
+  n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return strstr(buf, want) != NULL;
+}
+
+/* A psql session to the server's socket in sockdir, kept open (an idle
+ * backend waits for its next query): its PID; *in is its stdin. */
+static pid_t psql_session(const char *bindir, const char *sockdir, int *in) {
+  char psql[1200];
+  int pi[2];
+
+  snprintf(psql, sizeof psql, "%s/psql", bindir);
+  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(pi[0], 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    unsetenv("LD_PRELOAD");
+    execl(psql, psql, "-X", "-q", "-h", sockdir, "-p", "5432", "-U", "postgres",
+          "-d", "postgres", (char *)NULL);
+    _exit(126);
+  }
+  close(pi[0]);
+  *in = pi[1];
+  /* One query: the backend is made and has answered by the time psql
+   * reads the next line. */
+  assert_true(write(*in, "select 1;\n", 10) == 10);
+  return pid;
+}
+
+/* The postmaster's children that serve a client ("postgres: USER DB
+ * [local] ..." in their command line), at most cap. */
+static size_t pg_backends(int postmaster, int *v, size_t cap) {
+  int kids[64];
+  size_t n = children(postmaster, kids, 64), k = 0;
+
+  for (size_t i = 0; i < n && k < cap; i++) {
+    char path[64], cmd[256] = "";
+    snprintf(path, sizeof path, "/proc/%d/cmdline", kids[i]);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+      continue;
+    size_t len = fread(cmd, 1, sizeof cmd - 1, f);
+    cmd[len] = '\0';
+    fclose(f);
+    if (strstr(cmd, "[local]") != NULL)
+      v[k++] = kids[i];
+  }
+  return k;
+}
+
+/* Whether pid has its socket in the directory sdir. */
+static int socket_in(const char *sdir, int pid) {
+  char path[256];
+
+  snprintf(path, sizeof path, "%s/%d.sock", sdir, pid);
+  return access(path, F_OK) == 0;
+}
+
+/* PostgreSQL, for real: initdb in this test's directory, then `memtop
+ * run` of the postmaster (as nobody, memtop included: PostgreSQL refuses
+ * root, and the socket directory must be its user's), on a Unix socket
+ * in the test's directory and no TCP port; two psql sessions make two
+ * backends, which answer a query and then wait idle, as the postmaster's
+ * own helpers (checkpointer, background writer, walwriter ...) do:
+ * memtop wakes those that allocate nothing after their fork, and every
+ * backend is reported under the postmaster, the postmaster under memtop
+ * (JSON ppid). */
+static void test_run_postgres(void **state) {
+  static line_t v[32];
+  /* Static: a failed or skipped test leaves nothing behind. */
+  static mt_proc_t proc;
+  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  char bindir[1024], postgres[1200], initdb[1200], pg[128], ms[128], run[128];
+  char log[160], pidfile[160], ruid[32], rgid[32];
+  int in[2], back[8];
+  pid_t psql[2];
+
+  (void)state;
+  if (!have_preload() || !ptrace_ok())
+    skip();
+  pg_bindir(bindir, sizeof bindir);
+  if (bindir[0] == '\0') {
+    fprintf(stderr, "test_trees: skipped: PostgreSQL is not installed "
+                    "(apt-get install postgresql)\n");
+    skip();
+  }
+  const struct passwd *pw = getpwnam("nobody");
+  if (geteuid() != 0 || pw == NULL || access("/usr/bin/setpriv", X_OK) != 0) {
+    fprintf(stderr, "test_trees: skipped: PostgreSQL is run as nobody, "
+                    "which needs root, a user nobody and setpriv\n");
+    skip();
+  }
+  snprintf(postgres, sizeof postgres, "%s/postgres", bindir);
+  snprintf(initdb, sizeof initdb, "%s/initdb", bindir);
+  snprintf(ruid, sizeof ruid, "--reuid=%u", (unsigned)pw->pw_uid);
+  snprintf(rgid, sizeof rgid, "--regid=%u", (unsigned)pw->pw_gid);
+  /* nobody goes through this test's directory to its own three: the
+   * cluster, the socket directory (MEMSTATS_DIR) and PostgreSQL's. */
+  assert_int_equal(chmod(dir, 0711), 0);
+  snprintf(pg, sizeof pg, "%s/pg", dir);
+  snprintf(ms, sizeof ms, "%s/ms", dir);
+  snprintf(run, sizeof run, "%s/run", dir);
+  own_dir(pg, pw->pw_uid, pw->pw_gid);
+  own_dir(ms, pw->pw_uid, pw->pw_gid);
+  own_dir(run, pw->pw_uid, pw->pw_gid);
+  snprintf(log, sizeof log, "%s/initdb.log", dir);
+  setenv("LC_ALL", "C", 1);
+  const char *init[] = {"/usr/bin/setpriv",
+                        ruid,
+                        rgid,
+                        "--clear-groups",
+                        initdb,
+                        "-D",
+                        pg,
+                        "-U",
+                        "postgres",
+                        "--auth=trust",
+                        "--no-sync",
+                        NULL};
+  if (run_logged(init, log) != 0)
+    fail_msg("initdb failed: see %s", log);
+  const char *argv[] = {"/usr/bin/setpriv",
+                        ruid,
+                        rgid,
+                        "--clear-groups",
+                        memtop,
+                        "run",
+                        "--once",
+                        "--json",
+                        "-d",
+                        "0.2",
+                        "--",
+                        postgres,
+                        "-D",
+                        pg,
+                        "-k",
+                        run,
+                        "-c",
+                        "listen_addresses=",
+                        "-c",
+                        "port=5432",
+                        NULL};
+  setenv("MEMSTATS_DIR", ms, 1);
+  mt_start(p, argv);
+  setenv("MEMSTATS_DIR", dir, 1);
+  snprintf(pidfile, sizeof pidfile, "%s/postmaster.pid", pg);
+  int postmaster = wait_pid_file(pidfile);
+  time_t start = time(NULL);
+  while (!file_has(pidfile, "ready")) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("the postmaster is not ready after %d s", RUN_LIMIT_S);
+    usleep(20000);
+  }
+  psql[0] = psql_session(bindir, run, &in[0]);
+  psql[1] = psql_session(bindir, run, &in[1]);
+  start = time(NULL);
+  size_t nb;
+  while ((nb = pg_backends(postmaster, back, 8)) < 2 ||
+         !socket_in(ms, postmaster) || !socket_in(ms, back[0]) ||
+         !socket_in(ms, back[1])) {
+    if (time(NULL) - start > RUN_LIMIT_S)
+      fail_msg("after %d s: %zu backends; sockets: postmaster %d, "
+               "backends %d %d",
+               RUN_LIMIT_S, nb, socket_in(ms, postmaster),
+               nb > 0 && socket_in(ms, back[0]),
+               nb > 1 && socket_in(ms, back[1]));
+    usleep(20000);
+  }
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  pid_t mpid = p->pid;
+  close(in[0]);
+  close(in[1]);
+  waitpid(psql[0], NULL, 0);
+  waitpid(psql[1], NULL, 0);
+  kill(postmaster, SIGINT); /* the fast shutdown */
+  assert_int_equal(mt_wait(p), 0);
+  size_t n = parse_lines(p->text, v, 32);
+  int seen[3] = {0, 0, 0};
+  for (size_t i = 0; i < n; i++) {
+    if (v[i].pid == postmaster) {
+      seen[0] = 1;
+      assert_int_equal(v[i].ppid, mpid);
+    }
+    for (int b = 0; b < 2; b++)
+      if (v[i].pid == back[b]) {
+        seen[1 + b] = 1;
+        assert_int_equal(v[i].ppid, postmaster);
+      }
+  }
+  if (!seen[0] || !seen[1] || !seen[2])
+    fail_msg("wanted the postmaster %d and its backends %d %d:\n%s", postmaster,
+             back[0], back[1], p->text);
   assert_tree_order(v, n);
 }
 
@@ -718,6 +1129,108 @@ static void test_pid_tree(void **state) {
   assert_non_null(strstr(res.err, "--tree"));
 }
 
+/* `memtop attach PID` on a preloaded fork child that has allocated
+ * nothing since the fork (no agent, no socket): the library it maps is
+ * woken, with no dlopen, in the preload's full counting ("tracked", not
+ * "tracked(off: attached late)"); a second attach finds it serving, and
+ * so does one on its parent. */
+static void test_attach_wakes_idle_child(void **state) {
+  static run_result_t res;
+  char cpid[16], ppid_s[16];
+  int in, kid;
+
+  (void)state;
+  if (!have_preload() || !ptrace_ok())
+    skip();
+  pid_t pid = start_idle(1, &in);
+  assert_int_equal(children(pid, &kid, 1), 1);
+  assert_false(has_socket(kid)); /* it never allocates: no agent */
+  snprintf(cpid, sizeof cpid, "%d", kid);
+  char attach[] = "attach", once[] = "--once", json[] = "--json";
+  char *argv[] = {memtop, attach, cpid, NULL};
+  if (run_capture_as(&res, argv, -1, NULL) != 0)
+    fail_msg("memtop attach %d: %s", kid, res.err);
+  assert_non_null(strstr(res.out, "woke process"));
+  assert_true(has_socket(kid));
+  /* Serving now, as any preloaded process. */
+  char *watch[] = {memtop, cpid, once, json, NULL};
+  assert_int_equal(run_capture_as(&res, watch, -1, NULL), 0);
+  assert_non_null(strstr(res.out, "\"providers\":[\"tracked\","));
+  assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
+  assert_non_null(strstr(res.out, "serves already"));
+  snprintf(ppid_s, sizeof ppid_s, "%d", (int)pid);
+  char *parent[] = {memtop, attach, ppid_s, NULL};
+  assert_int_equal(run_capture_as(&res, parent, -1, NULL), 0);
+  assert_non_null(strstr(res.out, "serves already"));
+  close(in);
+  assert_int_equal(waitpid(pid, NULL, 0), pid);
+  /* Woken, its _exit took its socket away as any agent's. */
+  assert_false(has_socket(kid));
+}
+
+/* `memtop run` of a server whose 3 workers allocate nothing after the
+ * fork: memtop wakes them, and all 4 are reported in tree order. */
+static void test_run_idle_workers(void **state) {
+  static line_t v[16];
+  /* Static: a failed or skipped test leaves nothing behind. */
+  static mt_proc_t proc;
+  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  size_t n;
+
+  (void)state;
+  if (!have_preload() || !ptrace_ok())
+    skip();
+  const char *argv[] = {memtop, "run",   "--once", "--json", "-d", "0.2",
+                        "--",   workers, "3",      "idle",   NULL};
+  mt_start(p, argv);
+  wait_sockets(4);
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  pid_t mpid = p->pid;
+  assert_int_equal(mt_wait(p), 0);
+  n = parse_lines(p->text, v, 16);
+  if (n != 4)
+    fail_msg("%zu JSON lines, wanted the command and its 3 idle workers:\n%s",
+             n, p->text);
+  assert_int_equal(v[0].ppid, mpid);
+  assert_int_equal(children_of(v, n, v[0].pid), 3);
+  assert_tree_order(v, n);
+}
+
+/* memtop PID --tree --once --json on a running server whose 3 workers
+ * are idle: woken at once (they are older than the grace), all 4
+ * reported; a second look finds them serving. */
+static void test_pid_tree_idle(void **state) {
+  static line_t v[16];
+  static run_result_t res;
+  char pidstr[16];
+  int in;
+  size_t n;
+
+  (void)state;
+  if (!have_preload() || !ptrace_ok())
+    skip();
+  pid_t pid = start_idle(3, &in);
+  /* The workers may still start an agent themselves while younger than
+   * memtop's grace (MT_WAKE_GRACE_MS, 750 ms): it is waited out. */
+  usleep(1000000);
+  snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
+  char tree[] = "--tree", json[] = "--json";
+  char *argv[] = {memtop, pidstr, tree, json, NULL};
+  for (int round = 0; round < 2; round++) {
+    assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
+    n = parse_lines(res.out, v, 16);
+    if (n != 4)
+      fail_msg("%zu JSON lines, wanted the parent and 3 idle workers:\n%s%s", n,
+               res.out, res.err);
+    assert_int_equal(v[0].pid, pid);
+    assert_int_equal(children_of(v, n, pid), 3);
+    assert_tree_order(v, n);
+  }
+  close(in);
+  waitpid(pid, NULL, 0);
+}
+
 int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
@@ -727,8 +1240,14 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_python_pool, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_nginx, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_nginx_idle, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_redis, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_postgres, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pid_tree, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_attach_wakes_idle_child, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_run_idle_workers, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pid_tree_idle, setup, teardown),
   };
 
   snprintf(build, sizeof build, "%s", b != NULL && b[0] ? b : "build");

@@ -5,6 +5,10 @@
  * blocks, touched, and keep it; every one then allocates a little every
  * 20 ms (see hold) until standard input reaches its end (the test closes its
  * end of the pipe), and the parent waits for its workers before it returns.
+ * With argv[2] "idle", the workers allocate nothing after the fork: they
+ * wait for the end of standard input in poll, as an idle server's worker
+ * waits in epoll_wait, so their preload never starts an agent of its own
+ * (memtop wakes them: issue 21).
  */
 #include <poll.h>
 #include <stdlib.h>
@@ -32,8 +36,19 @@ static void hold(void) {
   }
 }
 
+/* Until standard input ends, nothing but the wait: no allocation. */
+static void idle(void) {
+  struct pollfd pfd = {.fd = 0, .events = POLLIN};
+  char c;
+
+  for (;;)
+    if (poll(&pfd, 1, -1) > 0 && read(0, &c, 1) <= 0)
+      return;
+}
+
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 3;
+  int idle_workers = argc > 2 && strcmp(argv[2], "idle") == 0;
   static void *keep[BLOCKS];
   void *p = malloc(BLOCK);
 
@@ -42,6 +57,10 @@ int main(int argc, char **argv) {
     pid_t c = fork();
     if (c < 0)
       return 1;
+    if (c == 0 && idle_workers) {
+      idle();
+      _exit(0);
+    }
     if (c == 0) {
       for (int b = 0; b < BLOCKS; b++) {
         keep[b] = malloc(BLOCK);

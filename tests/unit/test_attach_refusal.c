@@ -101,6 +101,24 @@ static void test_not_dumpable(void **state) {
   assert_int_equal(refuse(&f), MS_EACCES);
   assert_non_null(strstr(err, "non-dumpable"));
   assert_non_null(strstr(err, "memtop run"));
+  /* One that runs the preload already (a server's worker that switched
+   * user) is woken by root, no code loaded; not by its own user. */
+  f.waking = 1;
+  assert_int_equal(refuse(&f), 0);
+  f.cap_ptrace = 0;
+  assert_int_equal(refuse(&f), MS_EACCES);
+}
+
+/* A vfork() child shares its parent's memory until its exec: a wake's
+ * agent (or a load) there would be the parent's. */
+static void test_vfork_child(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.shares_vm = 1;
+  f.waking = 1;
+  assert_int_equal(refuse(&f), MS_EAGAIN);
+  assert_non_null(strstr(err, "vfork() child"));
+  assert_non_null(strstr(err, "Try again"));
 }
 
 static void test_traced(void **state) {
@@ -136,6 +154,7 @@ int main(void) {
       cmocka_unit_test(test_yama),
       cmocka_unit_test(test_other_user),
       cmocka_unit_test(test_privileged),
+      cmocka_unit_test(test_vfork_child),
       cmocka_unit_test(test_not_dumpable),
       cmocka_unit_test(test_traced),
       cmocka_unit_test(test_stopped),

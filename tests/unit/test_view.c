@@ -961,6 +961,66 @@ static void test_keys_quit_run(void **state) {
   mt_model_free(&m);
 }
 
+/* a on a process that runs no agent (issue 22's key where memtop meets
+ * one): its detail view says so; a asks, naming it and its PID on 80
+ * columns; any other key gives up; y asks the loop to attach
+ * (MT_ACT_ATTACH, m.attach_pid). On the list, a on such a row asks the
+ * same, and the bottom line shows the key. A process with an agent keeps
+ * a for its sites panel. */
+static void test_keys_attach(void **state) {
+  (void)state;
+  mt_model_t m;
+  char *txt;
+  detail_model(&m);
+  mt_target_t *t = mt_model_target(&m, 4321);
+  snprintf(t->comm, MS_NAME_MAX, "%s", "sleep");
+  mt_model_fail(&m, t, 0, "PID 4321: no memstats socket; retrying");
+  t->no_agent = 1;
+  m.detail_pid = 4321;
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "It runs no agent. Press a to attach memtop"));
+  free(txt);
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_ATTACH);
+  assert_int_equal(m.attach_pid, 4321);
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "Attach memtop to sleep (PID 4321)? ptrace, ~1 "
+                            "ms  y: attach  other: no"));
+  free(txt);
+  assert_int_equal(mt_key_apply(&m, 'n'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.attach_pid, 0);
+  mt_key_apply(&m, 'a');
+  assert_int_equal(mt_key_apply(&m, 'y'), MT_ACT_ATTACH);
+  assert_int_equal(m.attach_pid, 4321);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* A process with an agent: a is the sites panel's. */
+  m.attach_pid = 0;
+  m.detail_pid = 1234;
+  int by_rate = m.sites_by_rate;
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_not_equal(m.sites_by_rate, by_rate);
+  /* The list: the row with no agent selected. */
+  m.screen = MT_SCREEN_LIST;
+  mt_model_sort(&m);
+  for (size_t i = 0; i < mt_model_nvisible(&m); i++)
+    if (m.targets[i]->pid == 4321)
+      m.selected = i;
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "a attach (no agent)"));
+  free(txt);
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_ATTACH);
+  assert_int_equal(mt_key_apply(&m, 'Y'), MT_ACT_ATTACH);
+  /* A snapshot: it serves, nothing to offer. */
+  mt_model_update(&m, t, &mt_model_find(&m, 1234)->snap);
+  assert_false(t->no_agent);
+  m.attach_pid = 0;
+  assert_int_equal(mt_key_apply(&m, 'a'), MT_ACT_NONE);
+  mt_model_free(&m);
+}
+
 static void type(mt_model_t *m, const char *s) {
   for (; *s; s++)
     mt_key_apply(m, (unsigned char)*s);
@@ -1420,6 +1480,7 @@ int main(void) {
       cmocka_unit_test(test_keys_move),
       cmocka_unit_test(test_keys_help_pause_quit),
       cmocka_unit_test(test_keys_quit_run),
+      cmocka_unit_test(test_keys_attach),
       cmocka_unit_test(test_keys_delay),
       cmocka_unit_test(test_sites_panel),
       cmocka_unit_test(test_keys_htop),
