@@ -12,6 +12,7 @@
  * which hands its output to the caller's sink: writing a profile of a
  * million locations and sixteen million stack entries costs a few MiB
  * beside the heap model, not the hundreds a whole message would.
+ * protobuf-c and zlib are loaded by the first write (libs.h).
  *
  * Every string is the heap's made safe (common/sanitize.h): function
  * names, files and mapping paths come from a stranger's process and
@@ -27,6 +28,8 @@
 
 #include "common/strbuf.h"
 #include "memstats.h"
+#include "pprof/libs.h"
+#include "pprof/pb_dl.h"
 #include "pprof/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile_t;
@@ -78,7 +81,7 @@ static void gz_run(gz_t *g, int flush) {
   do {
     g->z.next_out = g->out;
     g->z.avail_out = sizeof g->out;
-    rc = deflate(&g->z, flush);
+    rc = mt_z.deflate(&g->z, flush);
     if (rc == Z_STREAM_ERROR) {
       g->err = MS_ENOMEM;
       return;
@@ -385,6 +388,8 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
 
   if (h == NULL || sink == NULL || h->nstrings == 0)
     return MS_EINVAL;
+  if ((rc = mt_libs_pb()) != 0)
+    return rc;
   g = calloc(1, sizeof *g);
   if (g == NULL)
     return MS_ENOMEM;
@@ -392,8 +397,9 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
   g->sink = sink;
   g->ctx = ctx;
   /* 15 + 16: a gzip header and trailer, as pprof expects on disk. */
-  if (deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (mt_z.deflateInit2_(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                         Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                         (int)sizeof(z_stream)) != Z_OK) {
     free(g);
     return MS_ENOMEM;
   }
@@ -418,7 +424,7 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
   put_header(g, h, h->nstrings);
   if (g->err == 0)
     gz_run(g, Z_FINISH);
-  deflateEnd(&g->z);
+  mt_z.deflateEnd(&g->z);
   rc = g->err;
   free(g);
   return rc;

@@ -206,6 +206,37 @@ static void test_memtop_without_exporter_libs(void **state) {
     fail_msg("memtop loads the exporter's libraries at start:\n%s", out);
 }
 
+/* ---- nor the symboliser's -------------------------------------------------
+ * libdw and libelf (with the liblzma, libbz2 and libz they bring),
+ * protobuf-c and zlib serve profiles only: memtop loads them when it
+ * first resolves names or writes a profile.proto file (pprof/libs.h),
+ * never at start. Read from NEEDED, and from what the loader says it
+ * loaded for `memtop -V` (LD_DEBUG=files); test_memtop checks --once. */
+#define SYMBOLISER_LIBS                                                        \
+  "libdw\\.|libelf\\.|libprotobuf-c|liblzma|libbz2|libz\\."
+
+static void test_memtop_without_symboliser_libs(void **state) {
+  char cmd[1600];
+
+  (void)state;
+  /* The pattern finds them where they are (else it could never fail):
+   * memtop-serve's exporter gzips its answers with zlib. */
+  assert_int_equal(needed_matching("memtop-serve", SYMBOLISER_LIBS), 1);
+  if (needed_matching("memtop", SYMBOLISER_LIBS) != 0)
+    fail_msg("memtop loads the symboliser's libraries at start:\n%s", out);
+  snprintf(cmd, sizeof cmd,
+           "LD_DEBUG=files '%s/memtop' -V 2>&1 >/dev/null | grep 'file='",
+           build_dir);
+  assert_int_equal(sh(cmd), 0);
+  assert_non_null(strstr(out, "file=libuv.so.1"));
+  snprintf(cmd, sizeof cmd,
+           "LD_DEBUG=files '%s/memtop' -V 2>&1 >/dev/null | grep 'file=' | "
+           "grep -E '%s'",
+           build_dir, SYMBOLISER_LIBS);
+  if (sh(cmd) != 1)
+    fail_msg("memtop -V loads the symboliser's libraries:\n%s", out);
+}
+
 /* ---- setup-deps.sh off Debian ---------------------------------------------
  */
 
@@ -348,6 +379,7 @@ int main(void) {
       cmocka_unit_test(test_memtop_hardened),
       cmocka_unit_test(test_memtop_serve_hardened),
       cmocka_unit_test(test_memtop_without_exporter_libs),
+      cmocka_unit_test(test_memtop_without_symboliser_libs),
       cmocka_unit_test(test_library_hardened),
       cmocka_unit_test(test_preload_hardened),
       cmocka_unit_test(test_memtop_without_engine),

@@ -860,6 +860,59 @@ static void test_stdout_reader_gone(void **state) {
   assert_int_equal(rc, 0);
 }
 
+/* memtop loads libdw and libelf when it first resolves names, protobuf-c
+ * and zlib when it first writes a profile.proto file (pprof/libs.h): a
+ * library that is not installed makes `memtop profile` fail, naming the
+ * library and its package. The real memtop, with libnodlopen.so refusing
+ * that library's dlopen as if it were missing. */
+static void test_library_missing(void **state) {
+  static const struct {
+    const char *soname, *package, *format;
+  } cases[] = {
+      {"libdw.so.1", "libdw1", "text"},
+      {"libelf.so.1", "libelf1", "text"},
+      {"libprotobuf-c.so.1", "libprotobuf-c1", "pprof"},
+      {"libz.so.1", "zlib1g", "pprof"},
+  };
+  static run_result_t res;
+  char build[PATH_MAX], memtop[PATH_MAX + 16], shim[PATH_MAX + 32];
+  char pid[16], file[PATH_MAX];
+  server_t s;
+  size_t i;
+
+  (void)state;
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(shim, sizeof shim, "%s/progs/libnodlopen.so", build);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  snprintf(file, sizeof file, "%s/missing.out", dir);
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    server_start(&s, 1, 0);
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    setenv("MT_TEST_NO_DLOPEN", cases[i].soname, 1);
+    char *argv[] = {memtop,
+                    (char *)"profile",
+                    pid,
+                    (char *)"--format",
+                    (char *)cases[i].format,
+                    (char *)"-o",
+                    file,
+                    NULL};
+    run_capture(&res, argv, -1);
+    unsetenv("LD_PRELOAD");
+    unsetenv("ASAN_OPTIONS");
+    unsetenv("MT_TEST_NO_DLOPEN");
+    server_stop(&s);
+    if (res.status != 1 || strstr(res.err, cases[i].soname) == NULL ||
+        strstr(res.err, cases[i].package) == NULL)
+      fail_msg("without %s, memtop profile --format %s: status %d, "
+               "stderr:\n%s",
+               cases[i].soname, cases[i].format, res.status, res.err);
+    assert_int_equal(access(file, F_OK), -1); /* nothing written */
+  }
+}
+
 /* Under a sanitizer, instructions are not counted (valgrind cannot run
  * an instrumented binary) and memory is the sanitizer's: those checks are
  * the plain build's. */
@@ -1182,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(test_wrapper_skipped),
       cmocka_unit_test(test_focus_ignore_hide),
       cmocka_unit_test(test_debuginfod),
+      cmocka_unit_test(test_library_missing),
       cmocka_unit_test(test_peak_memory_bounded),
       cmocka_unit_test(test_many_mappings_linear),
   };
