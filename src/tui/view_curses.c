@@ -271,14 +271,19 @@ void mt_ui_draw(const mt_model_t *m) {
       const mt_cell_t *cell = mt_grid_at(&grid, r, c);
       if (given != NULL) {
         mt_cell_t *was = &given[(size_t)r * (size_t)grid.cols + (size_t)c];
-        if (was->ch == cell->ch && was->style == cell->style)
+        if (was->ch == cell->ch && was->style == cell->style &&
+            memcmp(was->mark, cell->mark, sizeof was->mark) == 0)
           continue;
         *was = *cell;
       }
       if (cell->ch == MT_CELL_CONT)
         continue; /* drawn with the wide character before it */
       cells_given++;
-      wchar_t wc[2] = {(wchar_t)cell->ch, L'\0'};
+      /* The character and the marks that combine with it (curses keeps
+       * up to CCHARW_MAX - 1 of them). */
+      wchar_t wc[MT_CELL_MARKS + 2] = {(wchar_t)cell->ch};
+      for (int k = 0; k < MT_CELL_MARKS && k + 1 < CCHARW_MAX; k++)
+        wc[k + 1] = (wchar_t)cell->mark[k];
       cchar_t cc;
       mt_style_t st = (mt_style_t)cell->style;
       if (st >= MT_ST__COUNT)

@@ -693,13 +693,14 @@ static void test_hostile_strings(void **state) {
   assert_non_null(strstr(text, "66 \\x1b[2J\\x1b]2;pwned\\x07"));
   free(text);
   /* A wide character is shown, in two cells (issue 23: names in CJK read
-   * "??" before); a combining mark, which has no cell of its own, is
-   * still drawn as '?'. */
+   * "??" before), and a combining mark over the character before it
+   * (it read '?'). */
   snprintf(t->comm, sizeof t->comm,
            "\xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
            "caf\xc3\xa9");
   text = render_text(&m, 30, 200);
-  assert_non_null(strstr(text, "66 \xe4\xb8\xad\xe6\x96\x87 e? caf\xc3\xa9"));
+  assert_non_null(strstr(text, "66 \xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
+                               "caf\xc3\xa9"));
   free(text);
   mt_model_free(&m);
 }
@@ -1398,6 +1399,81 @@ static void test_wide_chars(void **state) {
   mt_model_free(&m);
 }
 
+/* A character of no width (a combining mark) combines with the cell
+ * before it, as a terminal draws it, and takes no column (issue 23: it
+ * read '?'); the columns after it stay in line. */
+static void test_combining_marks(void **state) {
+  (void)state;
+  mt_grid_t g;
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(mt_grid_init(&g, 3, 10), 0);
+  /* "e" U+0301 "x": 2 columns, the accent in the e's cell. */
+  assert_int_equal(mt_grid_text_width("e\xcc\x81x"), 2);
+  assert_int_equal(mt_grid_puts(&g, 0, 0, "e\xcc\x81x", -1, MT_ST_NORMAL), 2);
+  assert_int_equal(mt_grid_at(&g, 0, 0)->ch, 'e');
+  assert_int_equal(mt_grid_at(&g, 0, 0)->mark[0], 0x301);
+  assert_int_equal(mt_grid_at(&g, 0, 0)->mark[1], 0);
+  assert_int_equal(mt_grid_at(&g, 0, 1)->ch, 'x');
+  /* Over a wide character: on its left half. Marks past MT_CELL_MARKS
+   * are dropped. */
+  assert_int_equal(mt_grid_puts(&g, 1, 0,
+                                "\xe4\xb8\xad\xcc\x81\xcc\x82\xcc\x83"
+                                "\xcc\x84y",
+                                -1, MT_ST_NORMAL),
+                   3);
+  assert_int_equal(mt_grid_at(&g, 1, 0)->mark[0], 0x301);
+  assert_int_equal(mt_grid_at(&g, 1, 0)->mark[2], 0x303);
+  assert_int_equal(mt_grid_at(&g, 1, 1)->ch, MT_CELL_CONT);
+  assert_int_equal(mt_grid_at(&g, 1, 2)->ch, 'y');
+  /* A mark that begins the text has a blank of its own, never the cell
+   * of what was drawn before; so has one after the clip's left edge. */
+  mt_grid_puts(&g, 2, 0, "ab", -1, MT_ST_NORMAL);
+  assert_int_equal(mt_grid_text_width("\xcc\x81z"), 2);
+  assert_int_equal(mt_grid_puts(&g, 2, 2, "\xcc\x81z", -1, MT_ST_NORMAL), 2);
+  assert_int_equal(mt_grid_at(&g, 2, 1)->mark[0], 0);
+  assert_int_equal(mt_grid_at(&g, 2, 2)->ch, ' ');
+  assert_int_equal(mt_grid_at(&g, 2, 2)->mark[0], 0x301);
+  mt_grid_clip(&g, 2, 5, 1, 5);
+  assert_int_equal(mt_grid_putc(&g, 2, 5, 0x301, MT_ST_NORMAL), 1);
+  assert_int_equal(mt_grid_at(&g, 2, 4)->mark[0], 0);
+  assert_int_equal(mt_grid_putc(&g, 2, 6, 0x302, MT_ST_NORMAL), 0);
+  assert_int_equal(mt_grid_at(&g, 2, 5)->mark[1], 0x302);
+  mt_grid_unclip(&g);
+  /* A character written over a cell takes its marks away. */
+  mt_grid_putc(&g, 2, 5, 'w', MT_ST_NORMAL);
+  assert_int_equal(mt_grid_at(&g, 2, 5)->mark[0], 0);
+  /* Control and invisible characters are still '?', never marks. */
+  assert_int_equal(mt_grid_putc(&g, 2, 7, 0x200b, MT_ST_NORMAL), 1);
+  assert_int_equal(mt_grid_at(&g, 2, 7)->ch, '?');
+  assert_int_equal(mt_grid_text(&g, &out), 0);
+  assert_string_equal(out.data, "e\xcc\x81x\n"
+                                "\xe4\xb8\xad\xcc\x81\xcc\x82\xcc\x83y\n"
+                                "ab \xcc\x81z w ?\n");
+  ms__strbuf_free(&out);
+  mt_grid_free(&g);
+
+  /* In the list, a name with marks keeps the columns after it in line:
+   * the same as its precomposed form. */
+  mt_model_t m;
+  list_model(&m);
+  snprintf(m.targets[0]->proc.cmdline, sizeof m.targets[0]->proc.cmdline,
+           "cafe\xcc\x81 --port 80");
+  char *decomposed = render_text(&m, 24, 100);
+  snprintf(m.targets[0]->proc.cmdline, sizeof m.targets[0]->proc.cmdline,
+           "caf\xc3\xa9 --port 80");
+  char *composed = render_text(&m, 24, 100);
+  assert_true(contains(decomposed, "cafe\xcc\x81 --port 80"));
+  const char *a = strstr(decomposed, "cafe\xcc\x81"),
+             *b = strstr(composed, "caf\xc3\xa9");
+  assert_non_null(b);
+  /* The rest of the line alike, after the name. */
+  assert_int_equal(strcspn(a + 6, "\n"), strcspn(b + 5, "\n"));
+  assert_memory_equal(a + 6, b + 5, strcspn(b + 5, "\n"));
+  free(decomposed);
+  free(composed);
+  mt_model_free(&m);
+}
+
 int main(void) {
   /* Golden files hold times in UTC. */
   setenv("TZ", "UTC", 1);
@@ -1429,6 +1505,7 @@ int main(void) {
       cmocka_unit_test(test_accounted),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
+      cmocka_unit_test(test_combining_marks),
       cmocka_unit_test(test_sites_chain_and_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
