@@ -28,6 +28,7 @@
 
 #include "common/strbuf.h"
 #include "memstats.h"
+#include "pprof/filter.h"
 #include "pprof/libs.h"
 #include "pprof/pb_dl.h"
 #include "pprof/profile.pb-c.h"
@@ -51,6 +52,7 @@ enum {
   S_BYTES,
   S_SPACE,
   S_COMMENT,
+  S_DROP_FRAMES,
   S__N
 };
 
@@ -133,7 +135,8 @@ static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
                                           [S_COUNT] = "count",
                                           [S_BYTES] = "bytes",
                                           [S_SPACE] = "space",
-                                          [S_COMMENT] = NULL};
+                                          [S_COMMENT] = NULL,
+                                          [S_DROP_FRAMES] = MT_HEAP_WRAPPERS};
   size_t s0 = h->nstrings, i;
 
   for (i = 0; i < s0; i++) {
@@ -378,6 +381,11 @@ static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
   comment[0] = (int64_t)(s0 + S_COMMENT);
   part.n_comment = 1;
   part.comment = comment;
+  /* The allocation wrappers, which pprof cuts from every stack as it
+   * reads the file (Profile.RemoveUninteresting) as memtop's own lists
+   * do (filter.h): its sites are theirs, while the file keeps every
+   * frame. */
+  part.drop_frames = (int64_t)(s0 + S_DROP_FRAMES);
   put_part(g, &part);
 }
 

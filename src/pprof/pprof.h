@@ -8,7 +8,9 @@
  * period the sampling rate; each sample labelled with its objects' size
  * ("bytes"); and, beyond what Go writes, the functions, files and lines
  * memtop resolved (the mappings say so), so that pprof needs neither the
- * target's binaries nor network.
+ * target's binaries nor network; and the allocation wrappers memtop's
+ * own lists skip (filter.h's MT_HEAP_WRAPPERS) as its drop_frames, which
+ * pprof cuts from the stacks it reads, while the file keeps every frame.
  */
 #ifndef MT_PPROF_PPROF_H
 #define MT_PPROF_PPROF_H

@@ -40,13 +40,16 @@
 #include <link.h>
 #include <signal.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "client/client.h"
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/cli.h"
 #include "memtop/profile_cmd.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
+#include "pprof/profile.pb-c.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
 #include "support/callgrind.h"
@@ -598,6 +601,76 @@ static void test_wrapper_skipped(void **state) {
   text = wrapped_text("--keep-wrappers", NULL);
   assert_non_null(strstr(text, "         50  xmalloc "));
   free(text);
+}
+
+/* The pprof file names the wrappers in its drop_frames: the real pprof
+ * shows the wrapper's caller as the site, as memtop's lists do, while the
+ * file still holds every frame (the wrapper's location in the sample). */
+static void test_pprof_drop_frames(void **state) {
+  server_t s;
+  char file[PATH_MAX], *top;
+  uint8_t *raw;
+  size_t cap = 1 << 20, len = 0;
+  gzFile gz;
+  int n;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/wrapped.pb.gz", dir);
+  session_create(g_wstack);
+  g_make = make_wrapped;
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("-o", file, NULL), 0);
+  server_stop(&s);
+  g_make = NULL;
+
+  /* The file: drop_frames is the built-in list, and the 50 blocks'
+   * sample still goes through xmalloc to session_create. */
+  raw = malloc(cap);
+  assert_non_null(raw);
+  gz = gzopen(file, "rb");
+  assert_non_null(gz);
+  while ((n = gzread(gz, raw + len, (unsigned)(cap - len))) > 0)
+    len += (size_t)n;
+  gzclose(gz);
+  assert_true(len > 0 && len < cap);
+  Perftools__Profiles__Profile *pb =
+      perftools__profiles__profile__unpack(NULL, len, raw);
+  assert_non_null(pb);
+  assert_true(pb->drop_frames > 0 &&
+              (size_t)pb->drop_frames < pb->n_string_table);
+  assert_string_equal(pb->string_table[pb->drop_frames], MT_HEAP_WRAPPERS);
+  int through = 0;
+  for (size_t i = 0; i < pb->n_sample; i++) {
+    const Perftools__Profiles__Sample *sm = pb->sample[i];
+    const char *names[2] = {NULL, NULL};
+    for (size_t j = 0; j < sm->n_location_id && j < 2; j++)
+      for (size_t k = 0; k < pb->n_location; k++)
+        if (pb->location[k]->id == sm->location_id[j] &&
+            pb->location[k]->n_line > 0)
+          for (size_t f = 0; f < pb->n_function; f++)
+            if (pb->function[f]->id ==
+                pb->location[k]->line[pb->location[k]->n_line - 1]->function_id)
+              names[j] = pb->string_table[pb->function[f]->name];
+    through |= names[0] != NULL && names[1] != NULL &&
+               strcmp(names[0], "xmalloc") == 0 &&
+               strcmp(names[1], "session_create") == 0;
+  }
+  assert_true(through);
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+  free(raw);
+
+  /* pprof: the site is session_create, xmalloc is nowhere. */
+  if (system("command -v go >/dev/null 2>&1") != 0) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    unlink(file);
+    return;
+  }
+  top = pprof_top("-nodefraction=0", file);
+  if (strstr(top, "50kB  3.99%") == NULL ||
+      strstr(top, "session_create\n") == NULL || strstr(top, "xmalloc"))
+    fail_msg("go tool pprof -top:\n%s", top);
+  free(top);
+  unlink(file);
 }
 
 /* pprof's -focus: only the samples with a frame matching (and the
@@ -1233,6 +1306,7 @@ int main(void) {
       cmocka_unit_test(test_stdout),
       cmocka_unit_test(test_stdout_reader_gone),
       cmocka_unit_test(test_wrapper_skipped),
+      cmocka_unit_test(test_pprof_drop_frames),
       cmocka_unit_test(test_focus_ignore_hide),
       cmocka_unit_test(test_debuginfod),
       cmocka_unit_test(test_library_missing),
