@@ -343,12 +343,13 @@ static void test_once_text(void **state) {
 }
 
 /* --once loads none of the libraries only profiles need (libdw, libelf
- * and what they bring, protobuf-c, zlib: pprof/libs.h), at start or
- * later: the loader names every object it loads (LD_DEBUG=files). */
+ * and what they bring, protobuf-c, zlib: pprof/libs.h) nor the live
+ * view's (ncursesw, libtinfo), at start or later: the loader names every
+ * object it loads (LD_DEBUG=files). */
 static void test_once_loads_no_symboliser(void **state) {
-  static const char *const libs[] = {"file=libdw.",        "file=libelf.",
-                                     "file=libprotobuf-c", "file=liblzma",
-                                     "file=libbz2",        "file=libz."};
+  static const char *const libs[] = {
+      "file=libdw.", "file=libelf.", "file=libprotobuf-c", "file=liblzma",
+      "file=libbz2", "file=libz.",   "file=libncurses",    "file=libtinfo"};
   proc_t p = start_target(NULL);
   size_t i;
 
