@@ -14,7 +14,7 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
       {"F3 /", "search by name, user or PID (F3 again: next)"},
       {"F4 \\", "filter by name, user or PID"},
       {"u", "one user's processes (again: the next user)"},
-      {"F6 > s  <", "sort by the next / previous column, or click it"},
+      {"F6  > s  <", "pick the sort column; the next / previous; click"},
       {"M  N  I r", "sort by Ready+Prepared / by PID; invert"},
       {"F5 t  p", "tree view; NAME: the command line / short name"},
       {"a  c", "sites: in use / by rate; c: size classes / sites"},

@@ -764,6 +764,37 @@ static void test_mouse(void **state) {
   assert_false(mouse_tracking());
 }
 
+/* F6: htop's sort picker over the left of the list ("Sort by" on the
+ * titles' row, one key a row from row 4: PID, USER, TOTAL, READY ...):
+ * Down and Enter sort by the next key, Esc leaves the sort alone, a
+ * click on an entry sorts by it. */
+static void test_sort_picker(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  WAIT_FOR("TOTAL*");
+  keys("F6");
+  WAIT_FOR("Sort by: Up/Down choose");
+  WAIT_FOR("*TOTAL");
+  keys("Down Enter");
+  WAIT_FOR("READY*");
+  WAIT_GONE("Sort by");
+  keys("F6");
+  WAIT_FOR("Sort by");
+  keys("Up Up Escape");
+  WAIT_GONE("Sort by");
+  WAIT_FOR("READY*");
+  /* RSS is the ninth key: row 4 + 8. */
+  keys("F6");
+  WAIT_FOR("*READY");
+  mouse_click(12, 3, 1);
+  WAIT_FOR("RSS*");
+  WAIT_GONE("Sort by");
+  quit_stop("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 /* --no-mouse leaves the mouse alone: a click changes nothing. */
 static int no_mouse_setup(void **state) {
   run_opts = "--no-mouse ";
@@ -952,6 +983,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_colour_ascii, plain_session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_htop_keys, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_sort_picker, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_mouse, session_setup,
                                       session_teardown),

@@ -780,7 +780,7 @@ static void test_keys_sort(void **state) {
   assert_int_equal(m.sort, MT_SORT_READY);
   mt_key_apply(&m, '<');
   assert_int_equal(m.sort, MT_SORT_TOTAL);
-  mt_key_apply(&m, MT_KEY_F(6)); /* htop's sort key steps too */
+  mt_key_apply(&m, '>');
   assert_int_equal(m.sort, MT_SORT_READY);
   /* Sorting by Ready puts the largest first, and the header marks it. */
   for (size_t i = 1; i < m.ntargets; i++)
@@ -1399,6 +1399,98 @@ static void test_wide_chars(void **state) {
   mt_model_free(&m);
 }
 
+/* F6 opens htop's sort picker on the list: the keys by their column
+ * titles, the current one highlighted and marked; arrows move, Enter
+ * sorts, Esc leaves the sort as it was; a click on an entry sorts by it,
+ * one elsewhere closes it. The detail view still steps. */
+static void test_sort_picker(void **state) {
+  (void)state;
+  mt_model_t m;
+  size_t index;
+  mt_sort_t sort;
+  list_model(&m);
+  assert_int_equal(m.sort, MT_SORT_TOTAL);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_F(6)), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_SORT);
+  assert_int_equal(m.sort_pick, MT_SORT_TOTAL);
+  char *txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, " Sort by"));
+  assert_true(contains(txt, "\n*TOTAL"));
+  assert_true(contains(txt, "\n PID"));
+  assert_true(contains(txt, "\n GC P99"));
+  assert_true(contains(txt, "Sort by: Up/Down choose  Enter sort  Esc cancel"));
+  free(txt);
+  /* The highlighted entry is drawn selected. */
+  mt_grid_t g;
+  assert_int_equal(mt_grid_init(&g, 24, 100), 0);
+  mt_view_render(&m, &g);
+  int row0 = MT_LIST_TOP + MT_LIST_HEAD;
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_TOTAL, 1)->ch, 'T');
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_TOTAL, 1)->style,
+                   MT_ST_SELECTED);
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_PID, 1)->style, MT_ST_NORMAL);
+  mt_grid_free(&g);
+  /* Down, Enter: by READY; the picker closes. */
+  mt_key_apply(&m, MT_KEY_DOWN);
+  assert_int_equal(m.sort_pick, MT_SORT_READY);
+  assert_int_equal(m.sort, MT_SORT_TOTAL); /* not before Enter */
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_READY);
+  txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "READY*"));
+  assert_false(contains(txt, "Sort by"));
+  free(txt);
+  /* Up past the top stays there; Esc changes nothing. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  for (int i = 0; i < 5; i++)
+    mt_key_apply(&m, MT_KEY_UP);
+  assert_int_equal(m.sort_pick, MT_SORT_PID);
+  mt_key_apply(&m, MT_KEY_ESC);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_READY);
+  /* End, then F6 again: by NAME. A key the picker does not know does
+   * nothing else (q does not quit). */
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(mt_key_apply(&m, 'x'), MT_ACT_NONE);
+  mt_key_apply(&m, MT_KEY_END);
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(m.sort, MT_SORT_NAME);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* The mouse: a click on RSS's entry sorts by it. */
+  m.mouse = 1;
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(
+      mt_view_list_at(&m, 24, 100, row0 + MT_SORT_RSS, 3, &index, &sort),
+      MT_LIST_AT_PICKER);
+  assert_int_equal(sort, MT_SORT_RSS);
+  assert_int_equal(
+      mt_key_mouse(&m, MT_MOUSE_CLICK, row0 + MT_SORT_RSS, 3, 24, 100),
+      MT_ACT_REDRAW);
+  assert_int_equal(m.sort, MT_SORT_RSS);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* A click beside the picker closes it, the sort as it was. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  mt_key_mouse(&m, MT_MOUSE_CLICK, row0 + 1, 60, 24, 100);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_RSS);
+  /* On a short screen the highlighted entry scrolls into sight. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  mt_key_apply(&m, MT_KEY_END);
+  txt = render_text(&m, 10, 100);
+  assert_true(contains(txt, "\n NAME"));
+  assert_false(contains(txt, "\n PID"));
+  free(txt);
+  mt_key_apply(&m, MT_KEY_ESC);
+  /* The detail view: F6 steps, as before. */
+  m.screen = MT_SCREEN_DETAIL;
+  m.detail_pid = m.targets[0]->pid;
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_OBJECTS);
+  mt_model_free(&m);
+}
+
 /* A character of no width (a combining mark) combines with the cell
  * before it, as a terminal draws it, and takes no column (issue 23: it
  * read '?'); the columns after it stay in line. */
@@ -1506,6 +1598,7 @@ int main(void) {
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
       cmocka_unit_test(test_combining_marks),
+      cmocka_unit_test(test_sort_picker),
       cmocka_unit_test(test_sites_chain_and_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
