@@ -849,6 +849,43 @@ static void test_tree(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* A name with a combining mark ("cafe" and U+0301, as a decomposed
+ * "caf\u00e9" is written) reaches the terminal whole, the accent over its
+ * e, never as '?' (issue 23): in the list's NAME (the command line) and,
+ * with p, as the short name. */
+static void test_combining_name(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[6000], preload[1200], demo[1200], link[1200];
+  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
+           build_dir);
+  if (access(preload, R_OK) != 0)
+    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  /* target_cmd is the demo's path in quotes. */
+  snprintf(demo, sizeof demo, "%.*s", (int)strlen(target_cmd) - 2,
+           target_cmd + 1);
+  snprintf(link, sizeof link, "%s/cafe\xcc\x81", tmp_dir);
+  unlink(link);
+  assert_int_equal(symlink(demo, link), 0);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' '%s' >/dev/null 2>&1 &\n", preload,
+           link);
+  session_teardown(state);
+  session_env = env;
+  session_cmd = "-d 0.2";
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
+  WAIT_FOR("/cafe\xcc\x81");
+  assert_null(strstr(screen_buf, "cafe?"));
+  keys("p");
+  WAIT_FOR(" cafe\xcc\x81");
+  assert_null(strstr(screen_buf, "cafe?"));
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  unlink(link);
+}
+
 /* Waits for the light scheme's title line (white on blue). */
 static int wait_title_blue(void) {
   for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
@@ -985,6 +1022,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_htop_keys, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_sort_picker, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_combining_name, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_mouse, session_setup,
                                       session_teardown),
