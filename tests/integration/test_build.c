@@ -223,8 +223,10 @@ static void test_memtop_without_symboliser_libs(void **state) {
 
   (void)state;
   /* The pattern finds them where they are (else it could never fail):
-   * memtop-serve's exporter gzips its answers with zlib. */
-  assert_int_equal(needed_matching("memtop-serve", SYMBOLISER_LIBS), 1);
+   * memtop-serve's exporter gzips its answers with zlib (and memtop-serve,
+   * linked without --as-needed, may name the others too: gcc's default on
+   * Debian drops them, clang's keeps them). */
+  assert_true(needed_matching("memtop-serve", SYMBOLISER_LIBS) >= 1);
   if (needed_matching("memtop", SYMBOLISER_LIBS) != 0)
     fail_msg("memtop loads a mode's libraries at start:\n%s", out);
   snprintf(cmd, sizeof cmd,
