@@ -126,8 +126,9 @@ static void put_part(gz_t *g, const pb_profile_t *part) {
  * change is the model's own; the copies made are listed in safe[], for
  * the caller to free), then the profile's own names and the comment.
  * Returns 0 or MS_ENOMEM. */
-static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
-                        char **safe, size_t *nsafe) {
+static int fill_strings(const mt_heap_t *h, char *comment_text,
+                        char *drop_frames, char **strings, char **safe,
+                        size_t *nsafe) {
   static const char *const names[S__N] = {[S_ALLOC_OBJECTS] = "alloc_objects",
                                           [S_ALLOC_SPACE] = "alloc_space",
                                           [S_INUSE_OBJECTS] = "inuse_objects",
@@ -136,7 +137,7 @@ static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
                                           [S_BYTES] = "bytes",
                                           [S_SPACE] = "space",
                                           [S_COMMENT] = NULL,
-                                          [S_DROP_FRAMES] = MT_HEAP_WRAPPERS};
+                                          [S_DROP_FRAMES] = NULL};
   size_t s0 = h->nstrings, i;
 
   for (i = 0; i < s0; i++) {
@@ -156,6 +157,7 @@ static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
   for (i = 0; i < S__N; i++)
     strings[s0 + i] = (char *)(uintptr_t)names[i];
   strings[s0 + S_COMMENT] = comment_text;
+  strings[s0 + S_DROP_FRAMES] = drop_frames;
   return 0;
 }
 
@@ -203,7 +205,8 @@ static void fill_functions(const mt_heap_t *h, pb_function_t *funcs,
 }
 
 /* The string table, the mappings and the functions, in one part. */
-static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
+static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text,
+                       char *drop_frames) {
   pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
   size_t s0 = h->nstrings, i, nsafe = 0;
   char **strings = calloc(s0 + S__N, sizeof *strings);
@@ -215,7 +218,7 @@ static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
   int rc = MS_ENOMEM;
 
   if (strings && safe && maps && mapp && funcs && funcp)
-    rc = fill_strings(h, comment_text, strings, safe, &nsafe);
+    rc = fill_strings(h, comment_text, drop_frames, strings, safe, &nsafe);
   if (rc != 0) {
     g->err = rc;
     goto out;
@@ -391,6 +394,8 @@ static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
 
 int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
   char comment_text[320];
+  char *drop_frames;
+  size_t drop_len;
   gz_t *g;
   int rc;
 
@@ -398,9 +403,20 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
     return MS_EINVAL;
   if ((rc = mt_libs_pb()) != 0)
     return rc;
-  g = calloc(1, sizeof *g);
-  if (g == NULL)
+  /* The wrappers as the filter matches them: pprof matches names whole
+   * and as they are, so a clone's suffix ("xmalloc.constprop.0") is part
+   * of the expression. */
+  drop_len = strlen(MT_HEAP_WRAPPERS) + strlen(MT_HEAP_CLONE_SUFFIX) + 8;
+  drop_frames = malloc(drop_len);
+  if (drop_frames == NULL)
     return MS_ENOMEM;
+  snprintf(drop_frames, drop_len, "(%s)(%s)?", MT_HEAP_WRAPPERS,
+           MT_HEAP_CLONE_SUFFIX);
+  g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    free(drop_frames);
+    return MS_ENOMEM;
+  }
   g->base.append = gz_append;
   g->sink = sink;
   g->ctx = ctx;
@@ -409,6 +425,7 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
                          Z_DEFAULT_STRATEGY, ZLIB_VERSION,
                          (int)sizeof(z_stream)) != Z_OK) {
     free(g);
+    free(drop_frames);
     return MS_ENOMEM;
   }
   /* A comment says what pprof cannot know: whether it is a delta, what
@@ -426,7 +443,7 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
            h->buckets_dropped ? "; samples dropped: bucket table full" : "",
            lost,
            h->capped ? "; impossible figures cut to keep sums in range" : "");
-  put_tables(g, h, comment_text);
+  put_tables(g, h, comment_text, drop_frames);
   put_samples(g, h, (int64_t)(h->nstrings + S_BYTES));
   put_locations(g, h);
   put_header(g, h, h->nstrings);
@@ -435,6 +452,7 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
   mt_z.deflateEnd(&g->z);
   rc = g->err;
   free(g);
+  free(drop_frames);
   return rc;
 }
 
