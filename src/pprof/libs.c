@@ -102,8 +102,8 @@ int mt_libs_dw(void) {
     return state > 0 ? 0 : MS_ENOSYS;
   pthread_mutex_lock(&lock);
   if (dw_state == 0) {
-    /* libdw needs libelf: its own NEEDED loads it, and libelf's
-     * functions are then found in it by name. */
+    /* libelf first, though libdw's NEEDED would load it: where it is
+     * missing, the error names it, not libdw. */
     if ((elf = open_lib(&LIB_ELF)) == NULL || (dw = open_lib(&LIB_DW)) == NULL)
       rc = -1;
     else {
