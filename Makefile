@@ -235,9 +235,11 @@ $(BUILD)/gen/pprof/profile.pb-c.c: src/pprof/profile.proto
 	cd src/pprof && $(PROTOC_C) --c_out=$(abspath $(BUILD)/gen/pprof) profile.proto
 $(BUILD)/gen/pprof/profile.pb-c.h: $(BUILD)/gen/pprof/profile.pb-c.c
 	@test -f $@ || { rm -f $<; $(MAKE) --no-print-directory $<; }
-$(BUILD)/obj/gen/pprof/profile.pb-c.o: $(BUILD)/gen/pprof/profile.pb-c.c
+# It calls protobuf-c through memtop's names (src/pprof/pb_dl.h), so that
+# memtop loads the library only when it writes a profile (pprof/libs.h).
+$(BUILD)/obj/gen/pprof/profile.pb-c.o: $(BUILD)/gen/pprof/profile.pb-c.c src/pprof/pb_dl.h
 	@mkdir -p $(@D)
-	$(CC) $(filter-out -Werror -Wmissing-prototypes,$(BASE_CFLAGS)) $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen/pprof -c $< -o $@
+	$(CC) $(filter-out -Werror -Wmissing-prototypes,$(BASE_CFLAGS)) $(PROTOBUF_C_CFLAGS) -I$(BUILD)/gen/pprof -include src/pprof/pb_dl.h -c $< -o $@
 $(call obj,$(wildcard src/pprof/*.c)): $(BUILD)/gen/pprof/profile.pb-c.h
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

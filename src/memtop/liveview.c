@@ -267,6 +267,10 @@ static int ui_start(mt_liveview_t *sc) {
     return 2;
   }
   rc = mt_ui_start(sc->model);
+  if (rc == MS_ENOSYS && mt_ui_load_error() != NULL) {
+    mt_warn("%s; or use --once for a plain-text report", mt_ui_load_error());
+    return 2;
+  }
   if (rc == MS_ENOSYS) {
     mt_warn("the terminal type TERM=%s is unknown to this system's terminfo: "
             "install its entry (Debian: ncurses-term) or set TERM to a known "

@@ -217,7 +217,8 @@ int mt_profile_resolve(ms__profile_decoded_t **first,
   }
   rc = mt_heap_symbolize(h, pid, start_time);
   if (rc != 0) {
-    snprintf(err, errlen, "PID %d: resolving names: %s", pid, ms_strerror(rc));
+    snprintf(err, errlen, "PID %d: resolving names: %s", pid,
+             mt_heap_strerror(rc));
     mt_heap_free(h);
     memset(h, 0, sizeof *h);
   }

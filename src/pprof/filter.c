@@ -126,7 +126,11 @@ int mt_heap_filter_check(const char *re, char *err, size_t errlen) {
  * without the suffix GCC gives a function's clones and parts
  * ("xmalloc.constprop.0", "zmalloc.cold"), which pprof's Go names never
  * have. */
+const char MT_HEAP_CLONE_SUFFIX[] = "(\\.constprop\\.|\\.isra\\.|\\.part\\.|\\."
+                                    "cold|\\.lto_priv\\.|\\.llvm\\.).*";
+
 static const char *simple_name(const char *name, char *buf, size_t len) {
+  /* MT_HEAP_CLONE_SUFFIX's. */
   static const char *const clone[] = {".constprop.", ".isra.",     ".part.",
                                       ".cold",       ".lto_priv.", ".llvm."};
   const char *p = name;

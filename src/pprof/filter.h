@@ -44,6 +44,13 @@ typedef struct mt_heap_filter_s {
  * whole against a function's name without its argument list. */
 extern const char MT_HEAP_WRAPPERS[];
 
+/* The suffixes GCC and LLVM give a function's clones and parts
+ * ("xmalloc.constprop.0", "zmalloc.cold"), which the filter takes off a
+ * name before matching it, as a regular expression that matches one and
+ * what follows it (for a pprof file's drop_frames, where pprof matches
+ * names as they are). */
+extern const char MT_HEAP_CLONE_SUFFIX[];
+
 /* The bounds of a filter expression (mt_heap_filter_check): its length,
  * its '+' repetitions, one {n,m} with counts up to 100, and no repetition
  * of a repetition, so that compiling it stays small. */

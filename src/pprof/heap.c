@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "memstats.h"
+#include "pprof/libs.h"
 
 typedef struct index_s {
   uint32_t *slot;
@@ -601,5 +602,7 @@ const char *mt_heap_strerror(int rc) {
     return "profile too large (more records, stack frames, mappings or "
            "distinct addresses than memtop reads): lower the target's "
            "MEMSTATS_PROFILE_BUCKETS or MEMSTATS_PROFILE_DEPTH";
+  if (rc == MS_ENOSYS && mt_libs_error() != NULL)
+    return mt_libs_error();
   return ms_strerror(rc);
 }

@@ -139,7 +139,9 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
 int mt_heap_since_text(const mt_heap_t *h, char *buf, size_t len);
 
 /* ms_strerror() for what mt_heap_build, mt_heap_symbolize and the outputs
- * return, MS_ENOSPC said as a profile too large, with what to do. */
+ * return, MS_ENOSPC said as a profile too large, with what to do, and
+ * MS_ENOSYS as the library that could not be loaded, with its package
+ * (pprof/libs.h). */
 const char *mt_heap_strerror(int rc);
 
 /* Resolves functions, files and lines from the binaries named by the
@@ -151,7 +153,7 @@ const char *mt_heap_strerror(int rc);
  * mapping whose file cannot be read so, or whose build id differs from
  * the one the profile carries, is left unresolved with the reason in its
  * `unresolved` (so is every mapping of a process that has gone). Returns
- * 0 or MS_ENOMEM. */
+ * 0, MS_ENOMEM or MS_ENOSYS (libdw or libelf cannot be loaded). */
 int mt_heap_symbolize(mt_heap_t *h, int pid, uint64_t start_time);
 
 /* Adds s to the string table (once): its index, or 0 on ENOMEM (which

@@ -12,6 +12,7 @@
  * which hands its output to the caller's sink: writing a profile of a
  * million locations and sixteen million stack entries costs a few MiB
  * beside the heap model, not the hundreds a whole message would.
+ * protobuf-c and zlib are loaded by the first write (libs.h).
  *
  * Every string is the heap's made safe (common/sanitize.h): function
  * names, files and mapping paths come from a stranger's process and
@@ -27,6 +28,9 @@
 
 #include "common/strbuf.h"
 #include "memstats.h"
+#include "pprof/filter.h"
+#include "pprof/libs.h"
+#include "pprof/pb_dl.h"
 #include "pprof/profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile_t;
@@ -48,6 +52,7 @@ enum {
   S_BYTES,
   S_SPACE,
   S_COMMENT,
+  S_DROP_FRAMES,
   S__N
 };
 
@@ -78,7 +83,7 @@ static void gz_run(gz_t *g, int flush) {
   do {
     g->z.next_out = g->out;
     g->z.avail_out = sizeof g->out;
-    rc = deflate(&g->z, flush);
+    rc = mt_z.deflate(&g->z, flush);
     if (rc == Z_STREAM_ERROR) {
       g->err = MS_ENOMEM;
       return;
@@ -121,8 +126,9 @@ static void put_part(gz_t *g, const pb_profile_t *part) {
  * change is the model's own; the copies made are listed in safe[], for
  * the caller to free), then the profile's own names and the comment.
  * Returns 0 or MS_ENOMEM. */
-static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
-                        char **safe, size_t *nsafe) {
+static int fill_strings(const mt_heap_t *h, char *comment_text,
+                        char *drop_frames, char **strings, char **safe,
+                        size_t *nsafe) {
   static const char *const names[S__N] = {[S_ALLOC_OBJECTS] = "alloc_objects",
                                           [S_ALLOC_SPACE] = "alloc_space",
                                           [S_INUSE_OBJECTS] = "inuse_objects",
@@ -130,7 +136,8 @@ static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
                                           [S_COUNT] = "count",
                                           [S_BYTES] = "bytes",
                                           [S_SPACE] = "space",
-                                          [S_COMMENT] = NULL};
+                                          [S_COMMENT] = NULL,
+                                          [S_DROP_FRAMES] = NULL};
   size_t s0 = h->nstrings, i;
 
   for (i = 0; i < s0; i++) {
@@ -150,6 +157,7 @@ static int fill_strings(const mt_heap_t *h, char *comment_text, char **strings,
   for (i = 0; i < S__N; i++)
     strings[s0 + i] = (char *)(uintptr_t)names[i];
   strings[s0 + S_COMMENT] = comment_text;
+  strings[s0 + S_DROP_FRAMES] = drop_frames;
   return 0;
 }
 
@@ -197,7 +205,8 @@ static void fill_functions(const mt_heap_t *h, pb_function_t *funcs,
 }
 
 /* The string table, the mappings and the functions, in one part. */
-static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
+static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text,
+                       char *drop_frames) {
   pb_profile_t part = PERFTOOLS__PROFILES__PROFILE__INIT;
   size_t s0 = h->nstrings, i, nsafe = 0;
   char **strings = calloc(s0 + S__N, sizeof *strings);
@@ -209,7 +218,7 @@ static void put_tables(gz_t *g, const mt_heap_t *h, char *comment_text) {
   int rc = MS_ENOMEM;
 
   if (strings && safe && maps && mapp && funcs && funcp)
-    rc = fill_strings(h, comment_text, strings, safe, &nsafe);
+    rc = fill_strings(h, comment_text, drop_frames, strings, safe, &nsafe);
   if (rc != 0) {
     g->err = rc;
     goto out;
@@ -375,26 +384,48 @@ static void put_header(gz_t *g, const mt_heap_t *h, size_t s0) {
   comment[0] = (int64_t)(s0 + S_COMMENT);
   part.n_comment = 1;
   part.comment = comment;
+  /* The allocation wrappers, which pprof cuts from every stack as it
+   * reads the file (Profile.RemoveUninteresting) as memtop's own lists
+   * do (filter.h): its sites are theirs, while the file keeps every
+   * frame. */
+  part.drop_frames = (int64_t)(s0 + S_DROP_FRAMES);
   put_part(g, &part);
 }
 
 int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
   char comment_text[480];
+  char *drop_frames;
+  size_t drop_len;
   gz_t *g;
   int rc;
 
   if (h == NULL || sink == NULL || h->nstrings == 0)
     return MS_EINVAL;
-  g = calloc(1, sizeof *g);
-  if (g == NULL)
+  if ((rc = mt_libs_pb()) != 0)
+    return rc;
+  /* The wrappers as the filter matches them: pprof matches names whole
+   * and as they are, so a clone's suffix ("xmalloc.constprop.0") is part
+   * of the expression. */
+  drop_len = strlen(MT_HEAP_WRAPPERS) + strlen(MT_HEAP_CLONE_SUFFIX) + 8;
+  drop_frames = malloc(drop_len);
+  if (drop_frames == NULL)
     return MS_ENOMEM;
+  snprintf(drop_frames, drop_len, "(%s)(%s)?", MT_HEAP_WRAPPERS,
+           MT_HEAP_CLONE_SUFFIX);
+  g = calloc(1, sizeof *g);
+  if (g == NULL) {
+    free(drop_frames);
+    return MS_ENOMEM;
+  }
   g->base.append = gz_append;
   g->sink = sink;
   g->ctx = ctx;
   /* 15 + 16: a gzip header and trailer, as pprof expects on disk. */
-  if (deflateInit2(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
-                   Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (mt_z.deflateInit2_(&g->z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+                         Z_DEFAULT_STRATEGY, ZLIB_VERSION,
+                         (int)sizeof(z_stream)) != Z_OK) {
     free(g);
+    free(drop_frames);
     return MS_ENOMEM;
   }
   /* A comment says what pprof cannot know: whether it is a delta, since
@@ -415,15 +446,16 @@ int mt_pprof_write(const mt_heap_t *h, mt_pprof_sink_fn sink, void *ctx) {
            h->buckets_dropped ? "; samples dropped: bucket table full" : "",
            lost,
            h->capped ? "; impossible figures cut to keep sums in range" : "");
-  put_tables(g, h, comment_text);
+  put_tables(g, h, comment_text, drop_frames);
   put_samples(g, h, (int64_t)(h->nstrings + S_BYTES));
   put_locations(g, h);
   put_header(g, h, h->nstrings);
   if (g->err == 0)
     gz_run(g, Z_FINISH);
-  deflateEnd(&g->z);
+  mt_z.deflateEnd(&g->z);
   rc = g->err;
   free(g);
+  free(drop_frames);
   return rc;
 }
 

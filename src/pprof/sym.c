@@ -25,6 +25,9 @@
  * files to libdwfl and asks this file for each address not known yet):
  * mt_heap_symbolize is a cache used once; the live view keeps one
  * between its profiles.
+ *
+ * libdw and libelf are loaded when the first cache symbolises (libs.h):
+ * every call into them goes through mt_dw.
  */
 #include <dlfcn.h>
 #include <dwarf.h>
@@ -34,6 +37,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,7 @@
 #include "memstats.h"
 #include "pprof/debuginfod.h"
 #include "pprof/heap.h"
+#include "pprof/libs.h"
 #include "pprof/sym_int.h"
 #include "pprof/tfiles.h"
 
@@ -89,13 +94,13 @@ static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname,
 /* fd if the ELF file in it has build id (id, len); else closes it, -1
  * (a descriptor or -1: what find_debuginfo hands libdwfl). */
 static int same_build_id(int fd, const void *id, size_t len) {
-  Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  Elf *elf = mt_dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
   const void *have = NULL;
-  ssize_t n = elf != NULL ? dwelf_elf_gnu_build_id(elf, &have) : -1;
+  ssize_t n = elf != NULL ? mt_dw.dwelf_elf_gnu_build_id(elf, &have) : -1;
   int same = n > 0 && (size_t)n == len && memcmp(have, id, len) == 0;
 
   if (elf != NULL)
-    elf_end(elf);
+    mt_dw.elf_end(elf);
   if (!same) {
     close(fd);
     return -1;
@@ -177,18 +182,19 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
   *debuginfo_file_name = NULL;
   if (sm == NULL)
     return -1;
-  main_elf = dwfl_module_getelf(mod, &loadbase);
+  main_elf = mt_dw.dwfl_module_getelf(mod, &loadbase);
   if (main_elf != NULL)
-    own_link = dwelf_elf_gnu_debuglink(main_elf, &crc);
+    own_link = mt_dw.dwelf_elf_gnu_debuglink(main_elf, &crc);
   if (debuglink_file != NULL && debuglink_file != own_link) {
     /* Not the main file's debug link: the dwz file (libdwfl has the
      * module's DWARF already, so this returns it without a search). */
     const void *alt_id;
     const char *alt_name;
     Dwarf_Addr bias;
-    Dwarf *dw = dwfl_module_getdwarf(mod, &bias);
-    ssize_t n =
-        dw != NULL ? dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id) : -1;
+    Dwarf *dw = mt_dw.dwfl_module_getdwarf(mod, &bias);
+    ssize_t n = dw != NULL
+                    ? mt_dw.dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id)
+                    : -1;
 
     if (n <= 0)
       return -1;
@@ -198,7 +204,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
     sm->alt_given = fd >= 0;
     return fd;
   }
-  len = dwfl_module_build_id(mod, &id, &vaddr);
+  len = mt_dw.dwfl_module_build_id(mod, &id, &vaddr);
   if (len <= 0)
     return -1; /* a debug link alone is checked by CRC: not done here */
   fd = by_build_id(sm, id, (size_t)len);
@@ -227,20 +233,20 @@ static int dwarf_usable(Dwfl_Module *mod) {
   Dwarf *dw;
   uint8_t type;
 
-  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+  mt_dw.dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
   sm = userdata != NULL ? *userdata : NULL;
   if (sm == NULL)
     return 0;
   if (sm->dwarf >= 0)
     return sm->dwarf;
   sm->dwarf = 0;
-  dw = dwfl_module_getdwarf(mod, &bias);
+  dw = mt_dw.dwfl_module_getdwarf(mod, &bias);
   if (dw == NULL)
     return 0;
-  if (dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id) > 0 &&
+  if (mt_dw.dwelf_dwarf_gnu_debugaltlink(dw, &alt_name, &alt_id) > 0 &&
       !sm->alt_given)
     return 0;
-  while (dwarf_get_units(dw, cu, &cu, NULL, &type, NULL, NULL) == 0)
+  while (mt_dw.dwarf_get_units(dw, cu, &cu, NULL, &type, NULL, NULL) == 0)
     if (type == DW_UT_skeleton)
       return 0;
   sm->dwarf = 1;
@@ -254,14 +260,14 @@ static const char *die_name(Dwarf_Die *die) {
   Dwarf_Attribute a;
   const char *s;
 
-  if (dwarf_attr_integrate(die, DW_AT_linkage_name, &a) != NULL &&
-      (s = dwarf_formstring(&a)) != NULL)
+  if (mt_dw.dwarf_attr_integrate(die, DW_AT_linkage_name, &a) != NULL &&
+      (s = mt_dw.dwarf_formstring(&a)) != NULL)
     return s;
-  if (dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a) != NULL &&
-      (s = dwarf_formstring(&a)) != NULL)
+  if (mt_dw.dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a) != NULL &&
+      (s = mt_dw.dwarf_formstring(&a)) != NULL)
     return s;
-  if (dwarf_attr_integrate(die, DW_AT_name, &a) != NULL &&
-      (s = dwarf_formstring(&a)) != NULL)
+  if (mt_dw.dwarf_attr_integrate(die, DW_AT_name, &a) != NULL &&
+      (s = mt_dw.dwarf_formstring(&a)) != NULL)
     return s;
   return NULL;
 }
@@ -269,7 +275,7 @@ static const char *die_name(Dwarf_Die *die) {
 static int64_t die_decl_line(Dwarf_Die *die) {
   int line = 0;
 
-  return dwarf_decl_line(die, &line) == 0 ? line : 0;
+  return mt_dw.dwarf_decl_line(die, &line) == 0 ? line : 0;
 }
 
 /* The compilation unit holding addr. libdw finds it through
@@ -277,12 +283,12 @@ static int64_t die_decl_line(Dwarf_Die *die) {
  * does not make up from the units' ranges): then each unit's ranges are
  * asked in turn. */
 static Dwarf_Die *unit_of(Dwfl_Module *mod, Dwarf_Addr addr, Dwarf_Addr *bias) {
-  Dwarf_Die *cu = dwfl_module_addrdie(mod, addr, bias);
+  Dwarf_Die *cu = mt_dw.dwfl_module_addrdie(mod, addr, bias);
 
   if (cu != NULL)
     return cu;
-  while ((cu = dwfl_module_nextcu(mod, cu, bias)) != NULL)
-    if (dwarf_haspc(cu, addr - *bias) > 0)
+  while ((cu = mt_dw.dwfl_module_nextcu(mod, cu, bias)) != NULL)
+    if (mt_dw.dwarf_haspc(cu, addr - *bias) > 0)
       return cu;
   return NULL;
 }
@@ -304,23 +310,23 @@ uint32_t mt__sym_resolve(Dwfl_Module *mod, Dwarf_Addr addr,
   int nscopes = 0, nchain = 0, i, dwarf;
   int64_t line;
 
-  sym = dwfl_module_addrinfo(mod, addr, &off, &esym, NULL, NULL, NULL);
+  sym = mt_dw.dwfl_module_addrinfo(mod, addr, &off, &esym, NULL, NULL, NULL);
   dwarf = dwarf_usable(mod);
-  dl = dwarf ? dwfl_module_getsrc(mod, addr) : NULL;
+  dl = dwarf ? mt_dw.dwfl_module_getsrc(mod, addr) : NULL;
   if (dl != NULL)
-    file = dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
+    file = mt_dw.dwfl_lineinfo(dl, &la, &lineno, NULL, NULL, NULL);
 
   cu = dwarf ? unit_of(mod, addr, &bias) : NULL;
   if (cu != NULL && dl == NULL) {
     /* The unit found without aranges: its own line table. */
-    Dwarf_Line *ln = dwarf_getsrc_die(cu, addr - bias);
-    if (ln != NULL && dwarf_lineno(ln, &lineno) == 0)
-      file = dwarf_linesrc(ln, NULL, NULL);
+    Dwarf_Line *ln = mt_dw.dwarf_getsrc_die(cu, addr - bias);
+    if (ln != NULL && mt_dw.dwarf_lineno(ln, &lineno) == 0)
+      file = mt_dw.dwarf_linesrc(ln, NULL, NULL);
   }
   line = lineno;
   if (cu != NULL) {
-    nscopes = dwarf_getscopes(cu, addr - bias, &scopes);
-    if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
+    nscopes = mt_dw.dwarf_getscopes(cu, addr - bias, &scopes);
+    if (mt_dw.dwarf_getsrcfiles(cu, &files, NULL) != 0)
       files = NULL;
   }
   /* Past an inlined function, dwarf_getscopes goes on with the scopes of
@@ -329,15 +335,15 @@ uint32_t mt__sym_resolve(Dwfl_Module *mod, Dwarf_Addr addr,
    * DIE's own parents, which dwarf_getscopes_die gives. So the innermost
    * function's scope is found first, and its parents followed. */
   for (i = 0; i < nscopes; i++) {
-    int tag = dwarf_tag(&scopes[i]);
+    int tag = mt_dw.dwarf_tag(&scopes[i]);
 
     if (tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram) {
-      nchain = dwarf_getscopes_die(&scopes[i], &chain);
+      nchain = mt_dw.dwarf_getscopes_die(&scopes[i], &chain);
       break;
     }
   }
   for (i = 0; i < nchain && n < MAX_INLINE; i++) {
-    int tag = dwarf_tag(&chain[i]);
+    int tag = mt_dw.dwarf_tag(&chain[i]);
     const char *name, *decl_file;
     Dwarf_Attribute a;
     Dwarf_Word w;
@@ -351,7 +357,7 @@ uint32_t mt__sym_resolve(Dwfl_Module *mod, Dwarf_Addr addr,
       name = sym;
     if (name == NULL)
       name = "??";
-    decl_file = dwarf_decl_file(&chain[i]);
+    decl_file = mt_dw.dwarf_decl_file(&chain[i]);
     if (decl_file == NULL)
       decl_file = file;
     lines[n] = (sym_frame_t){NULL, name, decl_file ? decl_file : "",
@@ -362,11 +368,13 @@ uint32_t mt__sym_resolve(Dwfl_Module *mod, Dwarf_Addr addr,
     /* The caller of an inlined call is at the call's line and file. */
     line = 0;
     call_file = NULL;
-    if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &a), &w) == 0)
+    if (mt_dw.dwarf_formudata(mt_dw.dwarf_attr(&chain[i], DW_AT_call_line, &a),
+                              &w) == 0)
       line = (int64_t)w;
     if (files != NULL &&
-        dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &w) == 0)
-      call_file = dwarf_filesrc(files, (size_t)w, NULL, NULL);
+        mt_dw.dwarf_formudata(mt_dw.dwarf_attr(&chain[i], DW_AT_call_file, &a),
+                              &w) == 0)
+      call_file = mt_dw.dwarf_filesrc(files, (size_t)w, NULL, NULL);
     file = call_file;
   }
   free(chain);
@@ -411,8 +419,18 @@ const char *mt__sym_plain_name(const char *sys, char *buf, size_t len,
 
 /* ---- What the cache calls ---- */
 
-const Dwfl_Callbacks mt__sym_callbacks = {
+static Dwfl_Callbacks callbacks = {
     .find_elf = find_elf_none,
     .find_debuginfo = find_debuginfo,
-    .section_address = dwfl_offline_section_address,
 };
+static pthread_once_t callbacks_once = PTHREAD_ONCE_INIT;
+
+/* libdw's own function, known once the library is loaded. */
+static void callbacks_init(void) {
+  callbacks.section_address = mt_dw.dwfl_offline_section_address;
+}
+
+const Dwfl_Callbacks *mt__sym_callbacks(void) {
+  pthread_once(&callbacks_once, callbacks_init);
+  return &callbacks;
+}

@@ -73,8 +73,9 @@ struct mt_sym_cache_s {
 };
 
 /* The callbacks of every Dwfl the cache makes: no file opened by name,
- * debug files found as the target could find them (sym.c). */
-extern const Dwfl_Callbacks mt__sym_callbacks;
+ * debug files found as the target could find them (sym.c). Only once
+ * mt_libs_dw() returned 0. */
+const Dwfl_Callbacks *mt__sym_callbacks(void);
 
 /* The frames at address addr of mod, the innermost first, into
  * lines[MAX_INLINE + 1]: names as the symbol table and the DWARF give

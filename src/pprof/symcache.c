@@ -13,6 +13,7 @@
 
 #include "memstats.h"
 #include "pprof/heap.h"
+#include "pprof/libs.h"
 #include "pprof/sym_int.h"
 #include "pprof/tfiles.h"
 
@@ -255,7 +256,7 @@ static void dwfl_drop(mt_sym_cache_t *c) {
 
   if (c->dwfl == NULL)
     return;
-  dwfl_end(c->dwfl);
+  mt_dw.dwfl_end(c->dwfl);
   c->dwfl = NULL;
   for (f = c->files; f != NULL; f = f->next) {
     if (f->mod != NULL)
@@ -285,21 +286,21 @@ static void modules_let_go(mt_sym_cache_t *c, int (*gone)(const sym_file_t *)) {
     dwfl_drop(c);
     return;
   }
-  dwfl_report_begin(c->dwfl);
+  mt_dw.dwfl_report_begin(c->dwfl);
   for (f = c->files; f != NULL; f = f->next) {
     Dwarf_Addr low, high;
 
     if (f->mod == NULL || gone(f))
       continue;
-    dwfl_module_info(f->mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
-    if (dwfl_report_module(c->dwfl, f->path, low, high) != f->mod) {
+    mt_dw.dwfl_module_info(f->mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    if (mt_dw.dwfl_report_module(c->dwfl, f->path, low, high) != f->mod) {
       /* Not the module it had (none fails so): start over. */
-      dwfl_report_end(c->dwfl, NULL, NULL);
+      mt_dw.dwfl_report_end(c->dwfl, NULL, NULL);
       dwfl_drop(c);
       return;
     }
   }
-  dwfl_report_end(c->dwfl, NULL, NULL);
+  mt_dw.dwfl_report_end(c->dwfl, NULL, NULL);
   for (f = c->files; f != NULL; f = f->next)
     if (f->mod != NULL && gone(f)) {
       c->st.drops++;
@@ -352,21 +353,21 @@ static sym_file_t *file_read(mt_sym_cache_t *c, const char *path,
   f->size = st2.st_size;
   f->mtime = st2.st_mtim;
   m->unresolved = "the file does not match the mapping";
-  elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-  if (elf == NULL || gelf_getehdr(elf, &eh) == NULL ||
-      elf_getphdrnum(elf, &n) != 0)
+  elf = mt_dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (elf == NULL || mt_dw.gelf_getehdr(elf, &eh) == NULL ||
+      mt_dw.elf_getphdrnum(elf, &n) != 0)
     goto fail;
   f->is_exec = eh.e_type == ET_EXEC;
   for (i = 0; i < n && f->nload < SYM_MAX_LOAD; i++) {
-    if (gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD)
+    if (mt_dw.gelf_getphdr(elf, (int)i, &ph) == NULL || ph.p_type != PT_LOAD)
       continue;
     f->load[f->nload++] =
         (sym_load_t){ph.p_offset, ph.p_vaddr, ph.p_filesz, ph.p_align};
   }
-  idlen = dwelf_elf_gnu_build_id(elf, &id);
+  idlen = mt_dw.dwelf_elf_gnu_build_id(elf, &id);
   mt__sym_hex_id(id, idlen > 0 && idlen <= 64 ? (int)idlen : 0, f->build_id,
                  sizeof f->build_id);
-  elf_end(elf);
+  mt_dw.elf_end(elf);
   elf = NULL;
   close(fd);
   fd = -1;
@@ -390,7 +391,7 @@ static sym_file_t *file_read(mt_sym_cache_t *c, const char *path,
   return f;
 fail:
   if (elf != NULL)
-    elf_end(elf);
+    mt_dw.elf_end(elf);
   if (fd >= 0)
     close(fd);
   if (f != NULL)
@@ -473,7 +474,8 @@ static Dwfl_Module *module_of(mt_sym_cache_t *c, sym_file_t *f, int *rc) {
   if (f->mod != NULL || f->reported)
     return f->mod;
   f->reported = 1;
-  if (c->dwfl == NULL && (c->dwfl = dwfl_begin(&mt__sym_callbacks)) == NULL) {
+  if (c->dwfl == NULL &&
+      (c->dwfl = mt_dw.dwfl_begin(mt__sym_callbacks())) == NULL) {
     *rc = MS_ENOMEM;
     return NULL;
   }
@@ -485,18 +487,18 @@ static Dwfl_Module *module_of(mt_sym_cache_t *c, sym_file_t *f, int *rc) {
     f->unresolved = "the file changed while it was opened";
     return NULL;
   }
-  dwfl_report_begin_add(c->dwfl);
+  mt_dw.dwfl_report_begin_add(c->dwfl);
   /* On success libdwfl owns fd (and never opens the name itself). */
-  mod = dwfl_report_elf(c->dwfl, f->path, f->path, fd, f->is_exec ? 0 : f->bias,
-                        true);
-  dwfl_report_end(c->dwfl, NULL, NULL);
+  mod = mt_dw.dwfl_report_elf(c->dwfl, f->path, f->path, fd,
+                              f->is_exec ? 0 : f->bias, true);
+  mt_dw.dwfl_report_end(c->dwfl, NULL, NULL);
   if (mod == NULL) {
     close(fd);
     f->unresolved = "not an ELF file libdwfl can read";
     return NULL;
   }
   c->st.reports++;
-  dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
+  mt_dw.dwfl_module_info(mod, &userdata, NULL, NULL, NULL, NULL, NULL, NULL);
   if (userdata != NULL && *userdata == NULL)
     *userdata = f;
   f->mod = mod;
@@ -568,6 +570,8 @@ int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
 
   if (h->nmappings == 0)
     return 0;
+  if ((rc = mt_libs_dw()) != 0)
+    return rc;
   rc = mt_tfiles_init(&files, pid, start_time, &why);
   if (rc == 0 && (rc = mt_tfiles_enter(&files, &why)) != 0)
     mt_tfiles_free(&files);
@@ -591,7 +595,7 @@ int mt_sym_cache_symbolize(mt_sym_cache_t *c, mt_heap_t *h, int pid,
     c->start_time = start_time;
   }
   c->tf = &files;
-  elf_version(EV_CURRENT);
+  mt_dw.elf_version(EV_CURRENT);
   map = calloc(h->nmappings, sizeof *map);
   if (map == NULL) {
     rc = MS_ENOMEM;

@@ -18,7 +18,7 @@
 static void grid_blank(mt_grid_t *g) {
   size_t n = (size_t)g->rows * (size_t)g->cols;
   for (size_t i = 0; i < n; i++) {
-    g->cells[i].ch = ' ';
+    g->cells[i] = (mt_cell_t){.ch = ' '};
     g->cells[i].style = MT_ST_NORMAL;
   }
 }
@@ -105,27 +105,70 @@ static mt_cell_t *cell(mt_grid_t *g, int row, int col) {
 
 /* Writes one cell, keeping wide characters whole: a cell written over
  * half of one blanks the other half. */
+/* Makes a cell hold ch alone, its marks gone. */
+static void cell_set(mt_cell_t *c, uint32_t ch) {
+  c->ch = ch;
+  memset(c->mark, 0, sizeof c->mark);
+}
+
 static void set_cell(mt_grid_t *g, int row, int col, uint32_t ch,
                      mt_style_t st) {
   mt_cell_t *c = cell(g, row, col);
   if (c->ch == MT_CELL_CONT && col > 0)
-    cell(g, row, col - 1)->ch = ' ';
+    cell_set(cell(g, row, col - 1), ' ');
   if (col + 1 < g->cols && cell(g, row, col + 1)->ch == MT_CELL_CONT &&
       ch != MT_CELL_CONT)
-    cell(g, row, col + 1)->ch = ' ';
-  c->ch = ch;
+    cell_set(cell(g, row, col + 1), ' ');
+  cell_set(c, ch);
   c->style = (uint8_t)st;
 }
 
-int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
-  /* Control characters would move the terminal's cursor and wreck the
-   * frame, bidi controls would reorder it and invisible ones hide in it:
-   * none of them reaches a cell (the sanitiser's own list). Nor does a
-   * character of no width (a combining mark has no cell of its own). */
-  int w = ch >= 0x20 && ch < 0x7f ? 1 /* printable ASCII: safe, one column */
-          : ch > 0x10ffffu || ms__cp_unsafe(ch) ? 0
-                                                : mt_grid_cp_width(ch);
-  if (w <= 0 || w > 2) {
+/* The columns ch takes in a cell: 1 or 2, 0 for a character of no width
+ * that may combine with the one before it, -1 for one never drawn as it
+ * is. Control characters would move the terminal's cursor and wreck the
+ * frame, bidi controls would reorder it and invisible ones hide in it:
+ * none of them reaches a cell (the sanitiser's own list). */
+static int drawn_width(uint32_t ch) {
+  if (ch >= 0x20 && ch < 0x7f)
+    return 1; /* printable ASCII: safe, one column */
+  if (ch > 0x10ffffu || ch < 0x20 || ms__cp_unsafe(ch))
+    return -1;
+  int w = mt_grid_cp_width(ch);
+  return w >= 0 && w <= 2 ? w : -1;
+}
+
+/* Adds the mark ch to the character at (row, col) (the left half of a
+ * wide one), after the marks it has; beyond MT_CELL_MARKS it is
+ * dropped. */
+static void add_mark(mt_grid_t *g, int row, int col, uint32_t ch) {
+  mt_cell_t *c = cell(g, row, col);
+  if (c->ch == MT_CELL_CONT && col > 0)
+    c = cell(g, row, col - 1);
+  for (int i = 0; i < MT_CELL_MARKS; i++)
+    if (c->mark[i] == 0) {
+      c->mark[i] = ch;
+      return;
+    }
+}
+
+/* mt_grid_putc, where joins says whether a combining mark may join the
+ * cell before col. */
+static int put(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st,
+               int joins) {
+  int w = drawn_width(ch);
+  if (w == 0 && joins && col > g->c0 && inside(g, row, col - 1)) {
+    add_mark(g, row, col - 1, ch);
+    return 0;
+  }
+  if (w == 0) {
+    /* Nothing to combine with: over a blank of its own. */
+    if (inside(g, row, col)) {
+      set_cell(g, row, col, ' ', st);
+      add_mark(g, row, col, ch);
+    }
+    return 1;
+  }
+  if (w < 0) {
     ch = '?';
     w = 1;
   }
@@ -141,6 +184,10 @@ int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
   if (w == 2)
     set_cell(g, row, col + 1, MT_CELL_CONT, st);
   return w;
+}
+
+int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st) {
+  return put(g, row, col, ch, st, 1);
 }
 
 /* Decodes one UTF-8 sequence at *s; on malformed input consumes one byte
@@ -181,12 +228,11 @@ static uint32_t utf8_next(const unsigned char **s) {
   return cp;
 }
 
-/* The columns a code point takes once drawn (mt_grid_putc's rule). */
-static int text_width(uint32_t cp) {
-  if (cp >= 0x20 && cp < 0x7f)
-    return 1;
-  int w = cp > 0x10ffffu || ms__cp_unsafe(cp) ? 0 : mt_grid_cp_width(cp);
-  return w == 2 ? 2 : 1;
+/* The columns a code point takes once drawn by mt_grid_puts(); first:
+ * it begins the text. */
+static int text_width(uint32_t cp, int first) {
+  int w = drawn_width(cp);
+  return w == 0 ? first : w < 0 ? 1 : w;
 }
 
 int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
@@ -196,11 +242,12 @@ int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
   while (*p != '\0') {
     const unsigned char *q = p;
     uint32_t cp = utf8_next(&q);
-    int w = text_width(cp);
+    int first = p == (const unsigned char *)s;
+    int w = text_width(cp, first);
     if (max >= 0 && n + w > max)
       break;
     p = q;
-    n += mt_grid_putc(g, row, col + n, cp, st);
+    n += put(g, row, col + n, cp, st, !first);
   }
   return n;
 }
@@ -208,8 +255,10 @@ int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
 int mt_grid_text_width(const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   int n = 0;
-  while (*p != '\0')
-    n += text_width(utf8_next(&p));
+  while (*p != '\0') {
+    int first = p == (const unsigned char *)s;
+    n += text_width(utf8_next(&p), first);
+  }
   return n;
 }
 
@@ -260,7 +309,7 @@ int mt_grid_text(const mt_grid_t *g, ms__strbuf_t *out) {
   for (int r = 0; r < g->rows; r++) {
     const mt_cell_t *row = &g->cells[(size_t)r * (size_t)g->cols];
     int end = g->cols;
-    while (end > 0 && row[end - 1].ch == ' ')
+    while (end > 0 && row[end - 1].ch == ' ' && row[end - 1].mark[0] == 0)
       end--;
     for (int c = 0; c < end; c++) {
       char b[4];
@@ -269,6 +318,11 @@ int mt_grid_text(const mt_grid_t *g, ms__strbuf_t *out) {
       size_t n = utf8_encode(b, row[c].ch);
       if (ms__strbuf_append(out, b, n) != 0)
         return MS_ENOMEM;
+      for (int m = 0; m < MT_CELL_MARKS && row[c].mark[m] != 0; m++) {
+        n = utf8_encode(b, row[c].mark[m]);
+        if (ms__strbuf_append(out, b, n) != 0)
+          return MS_ENOMEM;
+      }
     }
     if (ms__strbuf_append(out, "\n", 1) != 0)
       return MS_ENOMEM;

@@ -37,8 +37,15 @@ typedef enum mt_style_e {
  * character, which takes both columns on the terminal. */
 #define MT_CELL_CONT 0u
 
+/* The combining marks a cell keeps after its character (accents written
+ * apart, as in a decomposed "e\u0301"); more are dropped, so a name of a
+ * thousand marks costs nothing. curses keeps four (CCHARW_MAX 5). */
+#define MT_CELL_MARKS 3
+
 typedef struct mt_cell_s {
-  uint32_t ch;   /* a Unicode code point, or MT_CELL_CONT */
+  uint32_t ch; /* a Unicode code point, or MT_CELL_CONT */
+  /* Characters of no width drawn over ch, in order; 0 ends them. */
+  uint32_t mark[MT_CELL_MARKS];
   uint8_t style; /* an mt_style_t */
 } mt_cell_t;
 
@@ -68,14 +75,20 @@ void mt_grid_unclip(mt_grid_t *g);
 int mt_grid_cp_width(uint32_t cp);
 /* Writes one code point, a wide one (CJK, most emoji) into two cells (the
  * second MT_CELL_CONT); nothing outside the clip rectangle, and a wide one
- * that does not fit whole leaves a blank. Control characters, characters
- * the sanitiser refuses and characters of no width (combining marks) are
- * drawn as '?'. Returns the columns it takes (1 or 2). */
+ * that does not fit whole leaves a blank. A character of no width (a
+ * combining mark) combines with the cell before it, as a terminal draws
+ * it, and takes no column (returns 0); where no cell before it is inside
+ * the clip rectangle it is drawn over a blank of its own (returns 1).
+ * Control characters and characters the sanitiser refuses (invisible,
+ * bidirectional) are drawn as '?'. Returns the columns it takes (0, 1 or
+ * 2). */
 int mt_grid_putc(mt_grid_t *g, int row, int col, uint32_t ch, mt_style_t st);
 /* Writes UTF-8 text from (row, col) on one line, at most `max` columns
  * (< 0: no limit; a wide character that would cross it is left out).
  * Malformed bytes are drawn as '?', and characters as mt_grid_putc()
- * draws them. Returns the columns the text takes (drawn or clipped). */
+ * draws them, but for a combining mark that begins the text: it has a
+ * blank of its own, never the cell of the text before. Returns the
+ * columns the text takes (drawn or clipped). */
 int mt_grid_puts(mt_grid_t *g, int row, int col, const char *s, int max,
                  mt_style_t st);
 int mt_grid_printf(mt_grid_t *g, int row, int col, mt_style_t st,

@@ -3,8 +3,9 @@
  * terminal, so tests press keys the way the user does.
  *
  * The keys follow htop where they mean the same thing (F1 help, F2 setup,
- * F3 and / search, F4 and \ filter, F5 t tree, F6 < > sort, M N I direct
- * sorts, u by user, p command line, F10 q quit), and keep memtop's own where
+ * F3 and / search, F4 and \ filter, F5 t tree, F6 the sort column's
+ * picker, < > sort, M N I direct sorts, u by user, p command line, F10 q
+ * quit), and keep memtop's own where
  * htop has none (a allocation sites, d delay, r reverse). Quitting the view
  * of `memtop run`'s running command asks first: y stops the command, d
  * detaches and leaves it running (tmux's habit). On a process that runs no
@@ -199,6 +200,66 @@ static mt_action_t offer_attach(mt_model_t *m, const mt_target_t *t) {
   return MT_ACT_REDRAW;
 }
 
+/* ======================================================= sort picker === */
+
+/* F6 on the list, as htop's: a list of the sort keys, the current one
+ * highlighted. */
+static mt_action_t open_picker(mt_model_t *m) {
+  m->input_mode = MT_INPUT_SORT;
+  m->sort_pick = m->sort;
+  return MT_ACT_REDRAW;
+}
+
+/* Sorts by the key picked and closes the picker. */
+static mt_action_t pick_sort(mt_model_t *m, mt_sort_t s) {
+  m->input_mode = MT_INPUT_NONE;
+  resort(m, (int)s);
+  return MT_ACT_REDRAW;
+}
+
+static void pick_move(mt_model_t *m, int to) {
+  if (to < 0)
+    to = 0;
+  if (to >= MT_SORT__COUNT)
+    to = MT_SORT__COUNT - 1;
+  m->sort_pick = (mt_sort_t)to;
+}
+
+/* The picker's keys: arrows, Home/End and PgUp/PgDn move, Enter (or F6
+ * again) sorts, Esc (or q, F10) leaves the sort as it was. */
+static mt_action_t picker_key(mt_model_t *m, int key) {
+  switch (key) {
+  case MT_KEY_UP:
+    pick_move(m, (int)m->sort_pick - 1);
+    return MT_ACT_REDRAW;
+  case MT_KEY_DOWN:
+    pick_move(m, (int)m->sort_pick + 1);
+    return MT_ACT_REDRAW;
+  case MT_KEY_HOME:
+  case MT_KEY_PGUP:
+    pick_move(m, 0);
+    return MT_ACT_REDRAW;
+  case MT_KEY_END:
+  case MT_KEY_PGDN:
+    pick_move(m, MT_SORT__COUNT - 1);
+    return MT_ACT_REDRAW;
+  case MT_KEY_ENTER:
+  case '\r':
+  case MT_KEY_F(6):
+    return pick_sort(m, m->sort_pick);
+  case MT_KEY_ESC:
+  case MT_KEY_F(10):
+  case 'q':
+  case 'Q':
+    m->input_mode = MT_INPUT_NONE;
+    return MT_ACT_REDRAW;
+  case MT_KEY_RESIZE:
+    return MT_ACT_REDRAW;
+  default:
+    return MT_ACT_NONE;
+  }
+}
+
 static mt_action_t start_prompt(mt_model_t *m, mt_input_t mode) {
   m->input_mode = mode;
   m->input[0] = '\0';
@@ -332,10 +393,16 @@ static mt_action_t common_key(mt_model_t *m, int key) {
   case 'd':
   case 'D':
     return start_prompt(m, MT_INPUT_DELAY);
+  case MT_KEY_F(6):
+    /* The list opens htop's picker; the detail view, whose list is not
+     * on screen, steps. */
+    if (m->screen == MT_SCREEN_LIST)
+      return open_picker(m);
+    resort(m, (int)m->sort + 1);
+    return MT_ACT_REDRAW;
   case 's':
   case '>':
   case '.':
-  case MT_KEY_F(6):
     resort(m, (int)m->sort + 1);
     return MT_ACT_REDRAW;
   case '<':
@@ -502,6 +569,8 @@ static mt_action_t apply_key(mt_model_t *m, int key) {
     return key == MT_KEY_RESIZE ? MT_ACT_REDRAW : quit_key(m, key);
   if (m->input_mode == MT_INPUT_ATTACH)
     return key == MT_KEY_RESIZE ? MT_ACT_REDRAW : attach_key(m, key);
+  if (m->input_mode == MT_INPUT_SORT)
+    return picker_key(m, key);
   if (m->input_mode != MT_INPUT_NONE)
     return prompt_key(m, key);
   if (key == MT_KEY_RESIZE)
@@ -546,7 +615,22 @@ mt_action_t mt_key_mouse(mt_model_t *m, mt_mouse_t ev, int row, int col,
   size_t index;
   mt_sort_t sort;
 
-  if (!m->mouse || m->input_mode != MT_INPUT_NONE)
+  if (!m->mouse)
+    return MT_ACT_NONE;
+  if (m->input_mode == MT_INPUT_SORT) {
+    /* A click on an entry sorts by it, one elsewhere closes the picker;
+     * the wheel moves the highlight. */
+    if (ev == MT_MOUSE_WHEEL_UP || ev == MT_MOUSE_WHEEL_DOWN) {
+      pick_move(m, (int)m->sort_pick + (ev == MT_MOUSE_WHEEL_UP ? -1 : 1));
+      return MT_ACT_REDRAW;
+    }
+    if (mt_view_list_at(m, rows, cols, row, col, &index, &sort) ==
+        MT_LIST_AT_PICKER)
+      return pick_sort(m, sort);
+    m->input_mode = MT_INPUT_NONE;
+    return MT_ACT_REDRAW;
+  }
+  if (m->input_mode != MT_INPUT_NONE)
     return MT_ACT_NONE;
   if (m->screen == MT_SCREEN_HELP)
     return ev == MT_MOUSE_CLICK ? help_key(m) : MT_ACT_NONE;

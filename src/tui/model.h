@@ -145,7 +145,8 @@ typedef enum mt_input_e {
   MT_INPUT_SEARCH, /* / or F3: jump to a process whose name has the text */
   MT_INPUT_FILTER, /* \ or F4: show only processes that match the text */
   MT_INPUT_QUIT,   /* q or F10 while `run`'s command runs: stop it, detach? */
-  MT_INPUT_ATTACH  /* a on a process with no agent: attach memtop to it? */
+  MT_INPUT_ATTACH, /* a on a process with no agent: attach memtop to it? */
+  MT_INPUT_SORT    /* F6 on the list: htop's picker of the sort column */
 } mt_input_t;
 
 /* The colour schemes (memtoprc's scheme=). */
@@ -176,7 +177,8 @@ typedef struct mt_model_s {
   mt_input_t input_mode;
   char input[64];
   int page_rows;
-  int sites_by_rate; /* the sites panel: by allocation rate, not in use */
+  mt_sort_t sort_pick; /* MT_INPUT_SORT: the picker's highlighted key */
+  int sites_by_rate;   /* the sites panel: by allocation rate, not in use */
   /* What the list shows (keys.c, memtoprc): processes whose name, command
    * line, user or PID has `filter` ("" all), of user `filter_uid` only
    * (-1 all: -u, u), the command line or the comm in NAME (p), and which

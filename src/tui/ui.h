@@ -47,9 +47,14 @@ typedef enum mt_action_e {
  * unless m->mouse is 0. LC_NUMERIC stays "C", so
  * figures and the delay prompt use a decimal point in every locale. Returns 0,
  * MS_EINVAL when stdin or stdout is not a terminal, or MS_ENOSYS when curses
- * cannot start on this terminal (TERM unknown). On failure the terminal is left
- * as it was. */
+ * cannot start on this terminal (TERM unknown) or cannot be loaded
+ * (mt_ui_load_error()). On failure the terminal is left as it was. */
 int mt_ui_start(mt_model_t *m);
+
+/* Why the curses library, loaded by the first mt_ui_start() (memtop does
+ * not link it), could not be: the library, its package and the loader's
+ * words; NULL when it was loaded or never tried. */
+const char *mt_ui_load_error(void);
 
 /* Builds the whole frame from the model and puts it on screen once. Does
  * nothing before mt_ui_start() or after mt_ui_end(). */

@@ -137,6 +137,11 @@ static void draw_status(const mt_model_t *m, mt_grid_t *g, int row) {
     draw_quit_prompt(m, g, row);
   } else if (m->input_mode == MT_INPUT_ATTACH) {
     draw_attach_prompt(m, g, row);
+  } else if (m->input_mode == MT_INPUT_SORT) {
+    mt_grid_puts(g, row, 0,
+                 "Sort by: Up/Down choose  Enter sort  Esc cancel  "
+                 "(or click one)",
+                 -1, MT_ST_STATUS);
   } else if (m->input_mode != MT_INPUT_NONE) {
     static const char *const ask[] = {
         [MT_INPUT_DELAY] = "Delay in seconds (at least 0.1): ",

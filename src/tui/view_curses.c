@@ -6,11 +6,19 @@
  * what changed, so the terminal never shows a half-drawn frame. Keys are
  * read without blocking when the loop says stdin is readable, mapped to
  * keys.h's codes and applied by mt_key_apply().
+ *
+ * Only the live view needs curses, so memtop does not link it: the
+ * library is loaded when the live view starts (load_curses), and every
+ * call goes through `cu`, whose members have the types curses.h declares.
+ * `memtop --once`, ps, run --once and profile start without mapping it
+ * (libncursesw and libtinfo: a third of the symbols the loader would
+ * bind at every start).
  */
 #ifndef NCURSES_WIDECHAR
 #define NCURSES_WIDECHAR 1 /* add_wch, setcchar: block elements in UTF-8 */
 #endif
 #include <curses.h>
+#include <dlfcn.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <signal.h>
@@ -29,6 +37,94 @@
 #include "tui/view.h"
 #include "tui/procinfo.h"
 #include "tui/view_list.h"
+
+/* ncursesw's functions this module calls, and its variables. */
+#define CURSES_FUNCS(X)                                                        \
+  X(cbreak)                                                                    \
+  X(clearok)                                                                   \
+  X(curs_set)                                                                  \
+  X(delscreen)                                                                 \
+  X(doupdate)                                                                  \
+  X(endwin)                                                                    \
+  X(getmouse)                                                                  \
+  X(has_colors)                                                                \
+  X(init_pair)                                                                 \
+  X(intrflush)                                                                 \
+  X(is_term_resized)                                                           \
+  X(keypad)                                                                    \
+  X(mouseinterval)                                                             \
+  X(mousemask)                                                                 \
+  X(newterm)                                                                   \
+  X(nodelay)                                                                   \
+  X(noecho)                                                                    \
+  X(nonl)                                                                      \
+  X(resizeterm)                                                                \
+  X(set_escdelay)                                                              \
+  X(set_term)                                                                  \
+  X(setcchar)                                                                  \
+  X(start_color)                                                               \
+  X(use_default_colors)                                                        \
+  X(wadd_wch)                                                                  \
+  X(wgetch)                                                                    \
+  X(wmove)                                                                     \
+  X(wnoutrefresh)
+#define CURSES_VARS(X)                                                         \
+  X(COLOR_PAIRS)                                                               \
+  X(COLS)                                                                      \
+  X(LINES)                                                                     \
+  X(curscr)                                                                    \
+  X(stdscr)
+
+#define CURSES_PTR(f) __typeof__(f) *f;
+static struct {
+  CURSES_FUNCS(CURSES_PTR)
+  CURSES_VARS(CURSES_PTR)
+} cu;
+
+/* The library's soname, and what to install where it is missing. */
+#define CURSES_LIB "libncursesw.so.6"
+#define CURSES_PACKAGE                                                         \
+  "ncurses; Debian and Ubuntu: libncursesw6, Fedora: ncurses-libs"
+
+static int cu_state; /* 1 loaded, -1 failed, 0 not tried (main thread) */
+static char cu_error[400];
+
+/* Loads curses (once). Returns 1, or 0 with cu_error set. */
+static int load_curses(void) {
+  void *h;
+  const char *why, *missing = NULL;
+
+  if (cu_state != 0)
+    return cu_state > 0;
+  cu_state = -1;
+  h = dlopen(CURSES_LIB, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    why = dlerror();
+    snprintf(cu_error, sizeof cu_error,
+             "the live view needs " CURSES_LIB " (" CURSES_PACKAGE
+             "), which cannot be loaded: %s",
+             why != NULL ? why : "not found");
+    return 0;
+  }
+#define CURSES_FIND(f)                                                         \
+  if (missing == NULL && (*(void **)&cu.f = dlsym(h, #f)) == NULL)             \
+    missing = #f;
+  CURSES_FUNCS(CURSES_FIND)
+  CURSES_VARS(CURSES_FIND)
+  if (missing != NULL) {
+    snprintf(cu_error, sizeof cu_error,
+             "the live view needs " CURSES_LIB " (" CURSES_PACKAGE
+             "), and the one installed has no %s",
+             missing);
+    return 0;
+  }
+  cu_state = 1; /* kept loaded: the terminal is restored through it */
+  return 1;
+}
+
+const char *mt_ui_load_error(void) {
+  return cu_state < 0 ? cu_error : NULL;
+}
 
 /* One terminal per process, so the state is the module's. `active` is
  * what makes mt_ui_end() idempotent, and it is cleared before the terminal
@@ -71,7 +167,7 @@ static void sync_mouse(const mt_model_t *m) {
   mmask_t want = m->mouse ? BUTTON1_CLICKED | BUTTON1_DOUBLE_CLICKED |
                                 BUTTON4_PRESSED | BUTTON5_PRESSED
                           : 0;
-  mousemask(want, NULL);
+  cu.mousemask(want, NULL);
   mouse_on = m->mouse;
 }
 
@@ -169,9 +265,9 @@ static void setup_styles(int color, mt_scheme_t scheme) {
                                              : sizeof dark / sizeof dark[0];
   for (size_t i = 0; i < ncolors; i++) {
     short pair = (short)(i + 1);
-    if (pair >= COLOR_PAIRS)
+    if (pair >= *cu.COLOR_PAIRS)
       break;
-    if (init_pair(pair, colors[i].fg, colors[i].bg) == ERR)
+    if (cu.init_pair(pair, colors[i].fg, colors[i].bg) == ERR)
       continue;
     pair_of[colors[i].st] = pair;
     attr_of[colors[i].st] = colors[i].attr;
@@ -198,38 +294,40 @@ int mt_ui_start(mt_model_t *m) {
   mt_procinfo_meminfo(m->proc_root, &m->machine);
   mt_model_sort(m);
 
+  if (!load_curses())
+    return MS_ENOSYS; /* mt_ui_load_error() says why */
   /* newterm, not initscr: initscr exits the program when the terminal is
    * unknown, and memtop has to say why and restore things itself. */
-  screen = newterm(NULL, stdout, stdin);
+  screen = cu.newterm(NULL, stdout, stdin);
   if (screen == NULL)
     return MS_ENOSYS;
-  set_term(screen);
-  cbreak();
-  noecho();
-  nonl();
-  keypad(stdscr, TRUE);
-  nodelay(stdscr, TRUE);
-  intrflush(stdscr, FALSE);
-  set_escdelay(25); /* Esc alone should not wait a second */
-  curs_set(0);
+  cu.set_term(screen);
+  cu.cbreak();
+  cu.noecho();
+  cu.nonl();
+  cu.keypad(*cu.stdscr, TRUE);
+  cu.nodelay(*cu.stdscr, TRUE);
+  cu.intrflush(*cu.stdscr, FALSE);
+  cu.set_escdelay(25); /* Esc alone should not wait a second */
+  cu.curs_set(0);
   use_color = 0;
-  if (m->color && has_colors() && start_color() != ERR) {
-    use_default_colors();
+  if (m->color && cu.has_colors() && cu.start_color() != ERR) {
+    cu.use_default_colors();
     use_color = 1;
   }
   m->color = use_color;
   setup_styles(use_color, m->scheme);
   styles_for = m->scheme;
   mouse_on = 0;
-  mouseinterval(250); /* a double click is two clicks this close */
+  cu.mouseinterval(250); /* a double click is two clicks this close */
   sync_mouse(m);
-  if (mt_grid_init(&grid, LINES, COLS) != 0) {
-    endwin();
-    delscreen(screen);
+  if (mt_grid_init(&grid, *cu.LINES, *cu.COLS) != 0) {
+    cu.endwin();
+    cu.delscreen(screen);
     screen = NULL;
     return MS_ENOMEM;
   }
-  m->page_rows = mt_view_list_rows(LINES);
+  m->page_rows = mt_view_list_rows(*cu.LINES);
   forget_given(); /* a new screen holds nothing yet */
   frame_forced = 1;
   active = 1;
@@ -243,8 +341,8 @@ int mt_ui_start(mt_model_t *m) {
 void mt_ui_draw(const mt_model_t *m) {
   if (!active)
     return;
-  if (grid.rows != LINES || grid.cols != COLS) {
-    if (mt_grid_resize(&grid, LINES, COLS) != 0)
+  if (grid.rows != *cu.LINES || grid.cols != *cu.COLS) {
+    if (mt_grid_resize(&grid, *cu.LINES, *cu.COLS) != 0)
       return; /* out of memory: keep the last frame on screen */
     frame_forced = 1;
   }
@@ -271,26 +369,32 @@ void mt_ui_draw(const mt_model_t *m) {
       const mt_cell_t *cell = mt_grid_at(&grid, r, c);
       if (given != NULL) {
         mt_cell_t *was = &given[(size_t)r * (size_t)grid.cols + (size_t)c];
-        if (was->ch == cell->ch && was->style == cell->style)
+        if (was->ch == cell->ch && was->style == cell->style &&
+            memcmp(was->mark, cell->mark, sizeof was->mark) == 0)
           continue;
         *was = *cell;
       }
       if (cell->ch == MT_CELL_CONT)
         continue; /* drawn with the wide character before it */
       cells_given++;
-      wchar_t wc[2] = {(wchar_t)cell->ch, L'\0'};
+      /* The character and the marks that combine with it (curses keeps
+       * up to CCHARW_MAX - 1 of them). */
+      wchar_t wc[MT_CELL_MARKS + 2] = {(wchar_t)cell->ch};
+      for (int k = 0; k < MT_CELL_MARKS && k + 1 < CCHARW_MAX; k++)
+        wc[k + 1] = (wchar_t)cell->mark[k];
       cchar_t cc;
       mt_style_t st = (mt_style_t)cell->style;
       if (st >= MT_ST__COUNT)
         st = MT_ST_NORMAL;
-      setcchar(&cc, wc, attr_of[st], pair_of[st], NULL);
+      cu.setcchar(&cc, wc, attr_of[st], pair_of[st], NULL);
       /* The bottom-right cell makes add_wch report ERR (the cursor cannot
        * move past it) after drawing it: nothing to do about that. */
-      mvadd_wch(r, c, &cc);
+      if (cu.wmove(*cu.stdscr, r, c) != ERR)
+        cu.wadd_wch(*cu.stdscr, &cc);
     }
   }
-  wnoutrefresh(stdscr);
-  doupdate();
+  cu.wnoutrefresh(*cu.stdscr);
+  cu.doupdate();
 }
 
 static int map_key(int ch) {
@@ -332,7 +436,7 @@ static int map_key(int ch) {
 static mt_action_t mouse_event(mt_model_t *m) {
   MEVENT ev;
   mt_mouse_t kind;
-  if (getmouse(&ev) != OK)
+  if (cu.getmouse(&ev) != OK)
     return MT_ACT_NONE;
   if (ev.bstate & BUTTON4_PRESSED)
     kind = MT_MOUSE_WHEEL_UP;
@@ -344,7 +448,7 @@ static mt_action_t mouse_event(mt_model_t *m) {
     kind = MT_MOUSE_CLICK;
   else
     return MT_ACT_NONE;
-  return mt_key_mouse(m, kind, ev.y, ev.x, LINES, COLS);
+  return mt_key_mouse(m, kind, ev.y, ev.x, *cu.LINES, *cu.COLS);
 }
 
 mt_action_t mt_ui_keys(mt_model_t *m) {
@@ -352,12 +456,12 @@ mt_action_t mt_ui_keys(mt_model_t *m) {
   if (!active)
     return act;
   int ch;
-  while (act != MT_ACT_QUIT && (ch = wgetch(stdscr)) != ERR) {
+  while (act != MT_ACT_QUIT && (ch = cu.wgetch(*cu.stdscr)) != ERR) {
     frame_forced = 1; /* what a key changed is shown at once */
     /* KEY_RESIZE means curses has already adopted the new size (its own
      * SIGWINCH handler, or mt_ui_resize()): only a redraw is left to do.
      * Resizing again here would queue another KEY_RESIZE, for ever. */
-    m->page_rows = mt_view_list_rows(LINES);
+    m->page_rows = mt_view_list_rows(*cu.LINES);
     mt_action_t a =
         ch == KEY_MOUSE ? mouse_event(m) : mt_key_apply(m, map_key(ch));
     if (a > act)
@@ -374,10 +478,10 @@ void mt_ui_resize(void) {
   if (!active)
     return;
   if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 &&
-      ws.ws_col > 0 && is_term_resized(ws.ws_row, ws.ws_col))
-    resizeterm(ws.ws_row, ws.ws_col);
+      ws.ws_col > 0 && cu.is_term_resized(ws.ws_row, ws.ws_col))
+    cu.resizeterm(ws.ws_row, ws.ws_col);
   /* The old contents are for the old size: repaint everything. */
-  clearok(curscr, TRUE);
+  cu.clearok(*cu.curscr, TRUE);
   forget_given();
   frame_forced = 1;
 }
@@ -387,8 +491,8 @@ void mt_ui_end(void) {
     return;
   active = 0;
   if (mouse_on)
-    mousemask(0, NULL); /* the terminal stops reporting the mouse */
+    cu.mousemask(0, NULL); /* the terminal stops reporting the mouse */
   mouse_on = 0;
-  endwin(); /* leaves the alternate screen, restores the tty modes */
+  cu.endwin(); /* leaves the alternate screen, restores the tty modes */
   fflush(stdout);
 }

@@ -47,6 +47,13 @@ const char *mt_view_list_title(mt_column_t c) {
   return c < MT_COL__COUNT ? columns[c].title : "";
 }
 
+const char *mt_view_sort_title(mt_sort_t s) {
+  for (int i = 0; i < MT_COL__COUNT; i++)
+    if (columns[i].sort == (int)s)
+      return columns[i].title;
+  return "";
+}
+
 /* The widest provider list and user name among the visible targets: the
  * provider column is as wide as its widest entry or left out, never cut.
  * Each target's widths are measured when they change (model.c), not
@@ -432,7 +439,50 @@ static void draw_total_row(const mt_model_t *m, mt_grid_t *g, int row,
   }
 }
 
-void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
+/* ========================================================= sort picker ===
+ * F6, as htop's: a panel over the left of the list, "Sort by" on the
+ * column titles' row and one entry per sort key below, the highlighted
+ * one (m->sort_pick) selected, the current one marked; scrolled so that
+ * the highlighted entry shows when the screen is short. */
+
+#define PICKER_WIDTH 12
+
+/* The picker on a list drawn in rows [top, bottom): its entries' first
+ * row, the first key shown there, and how many show. */
+static void picker_plan(const mt_model_t *m, int top, int bottom, int *row0,
+                        int *from, int *n) {
+  int avail;
+  *row0 = top + MT_LIST_HEAD;
+  avail = bottom - *row0;
+  *n = avail < 0 ? 0 : avail < MT_SORT__COUNT ? avail : MT_SORT__COUNT;
+  *from = (int)m->sort_pick >= *n ? (int)m->sort_pick - *n + 1 : 0;
+}
+
+static void draw_picker(const mt_model_t *m, mt_grid_t *g, int top,
+                        int bottom) {
+  int row0, from, n;
+
+  if (m->input_mode != MT_INPUT_SORT || bottom - top < MT_LIST_HEAD)
+    return;
+  picker_plan(m, top, bottom, &row0, &from, &n);
+  mt_grid_clip(g, top, 0, bottom - top, PICKER_WIDTH + 1);
+  mt_grid_fill(g, row0 - 1, 0, PICKER_WIDTH, ' ', MT_ST_SORT);
+  mt_grid_puts(g, row0 - 1, 1, "Sort by", -1, MT_ST_SORT);
+  for (int r = row0; r < bottom; r++) {
+    int key = from + (r - row0);
+    mt_style_t st = key == (int)m->sort_pick ? MT_ST_SELECTED : MT_ST_NORMAL;
+
+    mt_grid_fill(g, r, 0, PICKER_WIDTH + 1, ' ', MT_ST_NORMAL);
+    if (r - row0 >= n)
+      continue;
+    mt_grid_fill(g, r, 0, PICKER_WIDTH, ' ', st);
+    mt_grid_printf(g, r, 0, st, "%c%s", key == (int)m->sort ? '*' : ' ',
+                   mt_view_sort_title((mt_sort_t)key));
+  }
+  mt_grid_unclip(g);
+}
+
+static void draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
   if (bottom <= top)
     return;
@@ -514,6 +564,11 @@ int mt_view_list_rows(int rows) {
   return n > 0 ? n : 0;
 }
 
+void mt_view_draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
+  draw_list(m, g, top, bottom);
+  draw_picker(m, g, top, bottom);
+}
+
 int mt_view_list_at(const mt_model_t *m, int rows, int cols, int row, int col,
                     size_t *index, mt_sort_t *sort) {
   int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
@@ -521,6 +576,16 @@ int mt_view_list_at(const mt_model_t *m, int rows, int cols, int row, int col,
   int nrows = mt_view_list_rows(rows);
   if (col < 0 || col >= cols)
     return MT_LIST_AT_NONE;
+  if (m->input_mode == MT_INPUT_SORT) {
+    /* The list's rows end above the status line (view.c). */
+    int row0, from, n;
+
+    picker_plan(m, MT_LIST_TOP, rows - 1, &row0, &from, &n);
+    if (col >= PICKER_WIDTH || row < row0 || row >= row0 + n)
+      return MT_LIST_AT_NONE;
+    *sort = (mt_sort_t)(from + (row - row0));
+    return MT_LIST_AT_PICKER;
+  }
   if (row == hrow) {
     plan_columns(m, cols, shown, width, x);
     for (int i = 0; i < MT_COL__COUNT; i++) {

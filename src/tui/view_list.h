@@ -25,11 +25,20 @@ int mt_view_list_rows(int rows);
 /* The list's column titles and what each sorts by (-1: nothing). */
 const char *mt_view_list_title(mt_column_t c);
 
+/* The title of the column sort key s sorts (what the sort picker lists). */
+const char *mt_view_sort_title(mt_sort_t s);
+
 /* What is at (row, col) of a list drawn on a whole screen rows x cols
  * (the frame of view.h around it): a process's row (*index, into
  * m->targets), a column's title (*sort, the key it sorts by), or
- * nothing. */
-enum { MT_LIST_AT_NONE = 0, MT_LIST_AT_ROW, MT_LIST_AT_HEADER };
+ * nothing; while the sort picker is open (MT_INPUT_SORT), one of its
+ * entries (*sort) or nothing. */
+enum {
+  MT_LIST_AT_NONE = 0,
+  MT_LIST_AT_ROW,
+  MT_LIST_AT_HEADER,
+  MT_LIST_AT_PICKER
+};
 int mt_view_list_at(const mt_model_t *m, int rows, int cols, int row, int col,
                     size_t *index, mt_sort_t *sort);
 

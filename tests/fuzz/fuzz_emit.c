@@ -39,16 +39,22 @@ static void check_grid(const mt_model_t *m, int rows, int cols) {
   mt_view_render(m, &g);
   /* Every cell holds a safe character, or is the right half
    * (MT_CELL_CONT) of a two-column one just before it, which is never
-   * sent to the terminal. */
+   * sent to the terminal; the marks over a character are safe characters
+   * of no width. */
   for (int r = 0; r < g.rows; r++)
     for (int c = 0; c < g.cols; c++) {
-      uint32_t ch = mt_grid_at(&g, r, c)->ch;
+      const mt_cell_t *cell = mt_grid_at(&g, r, c);
+      uint32_t ch = cell->ch;
       if (ch == MT_CELL_CONT) {
         if (c == 0 || mt_grid_cp_width(mt_grid_at(&g, r, c - 1)->ch) != 2)
           abort();
       } else if (ms__cp_unsafe(ch)) {
         abort();
       }
+      for (int k = 0; k < MT_CELL_MARKS && cell->mark[k] != 0; k++)
+        if (ms__cp_unsafe(cell->mark[k]) || cell->mark[k] < 0x20 ||
+            mt_grid_cp_width(cell->mark[k]) != 0)
+          abort();
     }
   ms__strbuf_t text = MS_STRBUF_INIT;
   if (mt_grid_text(&g, &text) == 0)

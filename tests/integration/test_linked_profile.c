@@ -161,6 +161,31 @@ static void test_rate1_sites(void **state) {
   assert_int_equal(site_field(root, "f_small", "cum_inuse_space"), 16000);
   if (site(root, "f_freed") != NULL)
     assert_int_equal(site_field(root, "f_freed", "cum_inuse_space"), 0);
+  /* The call chain of the stack that holds most there, innermost first:
+   * the allocator's function, f_big that called it, then main. */
+  json_t *chain = json_object_get(site(root, "arena_alloc"), "chain");
+  assert_true(json_is_array(chain));
+  assert_true(json_array_size(chain) >= 3);
+  const char *want[] = {"arena_alloc", "f_big"};
+  for (size_t i = 0; i < 2; i++) {
+    json_t *fr = json_array_get(chain, i);
+    const char *f = json_string_value(json_object_get(fr, "function"));
+    if (f == NULL || strcmp(f, want[i]) != 0)
+      fail_msg("frame %zu of arena_alloc's chain is %s, not %s", i,
+               f != NULL ? f : "null", want[i]);
+    assert_non_null(
+        strstr(json_string_value(json_object_get(fr, "file")), "rt_prof.c"));
+    assert_true(json_integer_value(json_object_get(fr, "line")) > 0);
+  }
+  int has_main = 0;
+  for (size_t i = 2; i < json_array_size(chain); i++) {
+    const char *f = json_string_value(
+        json_object_get(json_array_get(chain, i), "function"));
+    has_main |= f != NULL && strcmp(f, "main") == 0;
+  }
+  assert_true(has_main);
+  assert_true(json_is_false(
+      json_object_get(site(root, "arena_alloc"), "chain_truncated")));
   json_decref(root);
 
   assert_non_null(strstr(g_res.out, "Every allocation recorded: figures are "

@@ -342,6 +342,31 @@ static void test_once_text(void **state) {
   stop_target(p);
 }
 
+/* --once loads none of the libraries only profiles need (libdw, libelf
+ * and what they bring, protobuf-c, zlib: pprof/libs.h) nor the live
+ * view's (ncursesw, libtinfo), at start or later: the loader names every
+ * object it loads (LD_DEBUG=files). */
+static void test_once_loads_no_symboliser(void **state) {
+  static const char *const libs[] = {
+      "file=libdw.", "file=libelf.", "file=libprotobuf-c", "file=liblzma",
+      "file=libbz2", "file=libz.",   "file=libncurses",    "file=libtinfo"};
+  proc_t p = start_target(NULL);
+  size_t i;
+
+  (void)state;
+  setenv("LD_DEBUG", "files", 1);
+  int st = mt("--once", run_pidstr(p.pid), NULL);
+  unsetenv("LD_DEBUG");
+  stop_target(p);
+  assert_int_equal(st, 0);
+  /* The loader spoke (else this could never fail). */
+  assert_non_null(strstr(res.err, "file=libuv.so.1"));
+  for (i = 0; i < sizeof libs / sizeof libs[0]; i++)
+    if (strstr(res.err, libs[i]) != NULL)
+      fail_msg("memtop --once loaded %s* (LD_DEBUG=files):\n%s", libs[i] + 5,
+               res.err);
+}
+
 static void test_once_json(void **state) {
   proc_t p = start_target(NULL);
   json_error_t jerr;
@@ -1566,6 +1591,8 @@ int main(void) {
   const char *b = getenv("BUILD");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_once_text, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_once_loads_no_symboliser, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_once_json, setup, teardown),
       cmocka_unit_test_setup_teardown(test_once_json_smaps, setup, teardown),
       cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,

@@ -40,13 +40,16 @@
 #include <link.h>
 #include <signal.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "client/client.h"
 #include "common/strbuf.h"
 #include "memstats.h"
 #include "memtop/cli.h"
 #include "memtop/profile_cmd.h"
+#include "pprof/filter.h"
 #include "pprof/heap.h"
+#include "pprof/profile.pb-c.h"
 #include "wire/profile.h"
 #include "wire/wire.h"
 #include "support/callgrind.h"
@@ -600,6 +603,82 @@ static void test_wrapper_skipped(void **state) {
   free(text);
 }
 
+/* The pprof file names the wrappers in its drop_frames: the real pprof
+ * shows the wrapper's caller as the site, as memtop's lists do, while the
+ * file still holds every frame (the wrapper's location in the sample). */
+static void test_pprof_drop_frames(void **state) {
+  server_t s;
+  char file[PATH_MAX], *top;
+  uint8_t *raw;
+  size_t cap = 1 << 20, len = 0;
+  gzFile gz;
+  int n;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/wrapped.pb.gz", dir);
+  session_create(g_wstack);
+  g_make = make_wrapped;
+  server_start(&s, 1, 0);
+  assert_int_equal(run_profile("-o", file, NULL), 0);
+  server_stop(&s);
+  g_make = NULL;
+
+  /* The file: drop_frames is the built-in list, and the 50 blocks'
+   * sample still goes through xmalloc to session_create. */
+  raw = malloc(cap);
+  assert_non_null(raw);
+  gz = gzopen(file, "rb");
+  assert_non_null(gz);
+  while ((n = gzread(gz, raw + len, (unsigned)(cap - len))) > 0)
+    len += (size_t)n;
+  gzclose(gz);
+  assert_true(len > 0 && len < cap);
+  Perftools__Profiles__Profile *pb =
+      perftools__profiles__profile__unpack(NULL, len, raw);
+  assert_non_null(pb);
+  assert_true(pb->drop_frames > 0 &&
+              (size_t)pb->drop_frames < pb->n_string_table);
+  /* The list, and the suffixes of a function's clones after it, which
+   * the filter takes off a name ("xmalloc.constprop.0"). */
+  char want[4096];
+  snprintf(want, sizeof want, "(%s)(%s)?", MT_HEAP_WRAPPERS,
+           MT_HEAP_CLONE_SUFFIX);
+  assert_string_equal(pb->string_table[pb->drop_frames], want);
+  assert_non_null(strstr(want, "\\.constprop\\."));
+  int through = 0;
+  for (size_t i = 0; i < pb->n_sample; i++) {
+    const Perftools__Profiles__Sample *sm = pb->sample[i];
+    const char *names[2] = {NULL, NULL};
+    for (size_t j = 0; j < sm->n_location_id && j < 2; j++)
+      for (size_t k = 0; k < pb->n_location; k++)
+        if (pb->location[k]->id == sm->location_id[j] &&
+            pb->location[k]->n_line > 0)
+          for (size_t f = 0; f < pb->n_function; f++)
+            if (pb->function[f]->id ==
+                pb->location[k]->line[pb->location[k]->n_line - 1]->function_id)
+              names[j] = pb->string_table[pb->function[f]->name];
+    through |= names[0] != NULL && names[1] != NULL &&
+               strcmp(names[0], "xmalloc") == 0 &&
+               strcmp(names[1], "session_create") == 0;
+  }
+  assert_true(through);
+  perftools__profiles__profile__free_unpacked(pb, NULL);
+  free(raw);
+
+  /* pprof: the site is session_create, xmalloc is nowhere. */
+  if (system("command -v go >/dev/null 2>&1") != 0) {
+    print_message("skipped: go (golang-go) is not installed\n");
+    unlink(file);
+    return;
+  }
+  top = pprof_top("-nodefraction=0", file);
+  if (strstr(top, "50kB  3.99%") == NULL ||
+      strstr(top, "session_create\n") == NULL || strstr(top, "xmalloc"))
+    fail_msg("go tool pprof -top:\n%s", top);
+  free(top);
+  unlink(file);
+}
+
 /* pprof's -focus: only the samples with a frame matching (and the
  * total is theirs); -ignore: without them; -hide: the frame goes, its
  * caller takes the figures. */
@@ -858,6 +937,68 @@ static void test_stdout_reader_gone(void **state) {
   dup2(saved, 1);
   close(saved);
   assert_int_equal(rc, 0);
+}
+
+/* memtop loads libdw and libelf when it first resolves names, protobuf-c
+ * and zlib when it first writes a profile.proto file (pprof/libs.h): a
+ * library that is not installed makes `memtop profile` fail, naming the
+ * library and its package. The real memtop, with libnodlopen.so refusing
+ * that library's dlopen as if it were missing. */
+static void test_library_missing(void **state) {
+  static const struct {
+    const char *soname, *package, *format;
+  } cases[] = {
+      {"libdw.so.1", "libdw1", "text"},
+      {"libelf.so.1", "libelf1", "text"},
+      {"libprotobuf-c.so.1", "libprotobuf-c1", "pprof"},
+      {"libz.so.1", "zlib1g", "pprof"},
+  };
+  static run_result_t res;
+  char build[PATH_MAX], memtop[PATH_MAX + 16], shim[PATH_MAX + 32];
+  char pid[16], file[PATH_MAX];
+  server_t s;
+  size_t i;
+
+  (void)state;
+  assert_int_equal(host_build_dir(build, sizeof build), 0);
+  snprintf(memtop, sizeof memtop, "%s/memtop", build);
+  snprintf(shim, sizeof shim, "%s/progs/libnodlopen.so", build);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  snprintf(file, sizeof file, "%s/missing.out", dir);
+  /* Under AddressSanitizer its runtime need not come first. */
+  const char *asan = getenv("ASAN_OPTIONS");
+  char asan_was[512], asan_now[600];
+  snprintf(asan_was, sizeof asan_was, "%s", asan != NULL ? asan : "");
+  snprintf(asan_now, sizeof asan_now, "%s%sverify_asan_link_order=0", asan_was,
+           asan_was[0] ? ":" : "");
+  for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    server_start(&s, 1, 0);
+    setenv("LD_PRELOAD", shim, 1);
+    setenv("ASAN_OPTIONS", asan_now, 1);
+    setenv("MT_TEST_NO_DLOPEN", cases[i].soname, 1);
+    char *argv[] = {memtop,
+                    (char *)"profile",
+                    pid,
+                    (char *)"--format",
+                    (char *)cases[i].format,
+                    (char *)"-o",
+                    file,
+                    NULL};
+    run_capture(&res, argv, -1);
+    unsetenv("LD_PRELOAD");
+    if (asan != NULL)
+      setenv("ASAN_OPTIONS", asan_was, 1);
+    else
+      unsetenv("ASAN_OPTIONS");
+    unsetenv("MT_TEST_NO_DLOPEN");
+    server_stop(&s);
+    if (res.status != 1 || strstr(res.err, cases[i].soname) == NULL ||
+        strstr(res.err, cases[i].package) == NULL)
+      fail_msg("without %s, memtop profile --format %s: status %d, "
+               "stderr:\n%s",
+               cases[i].soname, cases[i].format, res.status, res.err);
+    assert_int_equal(access(file, F_OK), -1); /* nothing written */
+  }
 }
 
 /* Under a sanitizer, instructions are not counted (valgrind cannot run
@@ -1180,8 +1321,10 @@ int main(void) {
       cmocka_unit_test(test_stdout),
       cmocka_unit_test(test_stdout_reader_gone),
       cmocka_unit_test(test_wrapper_skipped),
+      cmocka_unit_test(test_pprof_drop_frames),
       cmocka_unit_test(test_focus_ignore_hide),
       cmocka_unit_test(test_debuginfod),
+      cmocka_unit_test(test_library_missing),
       cmocka_unit_test(test_peak_memory_bounded),
       cmocka_unit_test(test_many_mappings_linear),
   };

@@ -764,6 +764,37 @@ static void test_mouse(void **state) {
   assert_false(mouse_tracking());
 }
 
+/* F6: htop's sort picker over the left of the list ("Sort by" on the
+ * titles' row, one key a row from row 4: PID, USER, TOTAL, READY ...):
+ * Down and Enter sort by the next key, Esc leaves the sort alone, a
+ * click on an entry sorts by it. */
+static void test_sort_picker(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char row[512];
+  wait_target(row, sizeof row);
+  WAIT_FOR("TOTAL*");
+  keys("F6");
+  WAIT_FOR("Sort by: Up/Down choose");
+  WAIT_FOR("*TOTAL");
+  keys("Down Enter");
+  WAIT_FOR("READY*");
+  WAIT_GONE("Sort by");
+  keys("F6");
+  WAIT_FOR("Sort by");
+  keys("Up Up Escape");
+  WAIT_GONE("Sort by");
+  WAIT_FOR("READY*");
+  /* RSS is the ninth key: row 4 + 8. */
+  keys("F6");
+  WAIT_FOR("*READY");
+  mouse_click(12, 3, 1);
+  WAIT_FOR("RSS*");
+  WAIT_GONE("Sort by");
+  quit_stop("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 /* --no-mouse leaves the mouse alone: a click changes nothing. */
 static int no_mouse_setup(void **state) {
   run_opts = "--no-mouse ";
@@ -861,6 +892,43 @@ static void test_attach_key(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* A name with a combining mark ("cafe" and U+0301, as a decomposed
+ * "caf\u00e9" is written) reaches the terminal whole, the accent over its
+ * e, never as '?' (issue 23): in the list's NAME (the command line) and,
+ * with p, as the short name. */
+static void test_combining_name(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[6000], preload[1200], demo[1200], link[1200];
+  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
+           build_dir);
+  if (access(preload, R_OK) != 0)
+    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  /* target_cmd is the demo's path in quotes. */
+  snprintf(demo, sizeof demo, "%.*s", (int)strlen(target_cmd) - 2,
+           target_cmd + 1);
+  snprintf(link, sizeof link, "%s/cafe\xcc\x81", tmp_dir);
+  unlink(link);
+  assert_int_equal(symlink(demo, link), 0);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' '%s' >/dev/null 2>&1 &\n", preload,
+           link);
+  session_teardown(state);
+  session_env = env;
+  session_cmd = "-d 0.2";
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
+  WAIT_FOR("/cafe\xcc\x81");
+  assert_null(strstr(screen_buf, "cafe?"));
+  keys("p");
+  WAIT_FOR(" cafe\xcc\x81");
+  assert_null(strstr(screen_buf, "cafe?"));
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+  unlink(link);
+}
+
 /* Waits for the light scheme's title line (white on blue). */
 static int wait_title_blue(void) {
   for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
@@ -933,12 +1001,23 @@ static void test_term_unusable(void **state) {
        "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"\n",
        "memtop: the terminal type TERM=nosuchterm-xyz is unknown"},
       {"export TERM=dumb\n", "memtop: the live view cannot draw on TERM=dumb"},
+      /* curses is loaded by the live view alone (view_curses.c): where it
+       * cannot be (tests/progs/libnodlopen.so refuses it), the library
+       * and its package are named. */
+      {NULL, "memtop: the live view needs libncursesw.so.6 (ncurses;"},
   };
+  static char no_curses[1600];
 
   SKIP_IF_NEEDED();
+  snprintf(no_curses, sizeof no_curses,
+           "export LD_PRELOAD='%s/progs/libnodlopen.so' "
+           "MT_TEST_NO_DLOPEN=libncursesw.so.6 "
+           "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+           "verify_asan_link_order=0\"\n",
+           build_dir);
   session_teardown(state); /* this test makes its own sessions */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    session_env = cases[i].env;
+    session_env = cases[i].env != NULL ? cases[i].env : no_curses;
     session_cmd = "";
     assert_int_equal(session_setup(state), 0);
     session_env = "";
@@ -947,7 +1026,8 @@ static void test_term_unusable(void **state) {
     if (strstr(screen_buf, cases[i].said) == NULL ||
         strstr(screen_buf, "MEMTOP-EXIT=2") == NULL)
       fail_msg("with %s want \"%s\" and exit 2; the screen shows:\n%s",
-               cases[i].env, cases[i].said, screen_buf);
+               cases[i].env != NULL ? cases[i].env : no_curses, cases[i].said,
+               screen_buf);
     assert_null(strstr(screen_buf, "not available from this provider"));
     session_teardown(state);
   }
@@ -983,6 +1063,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_colour_ascii, plain_session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_htop_keys, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_sort_picker, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_combining_name, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_mouse, session_setup,
                                       session_teardown),

@@ -693,13 +693,14 @@ static void test_hostile_strings(void **state) {
   assert_non_null(strstr(text, "66 \\x1b[2J\\x1b]2;pwned\\x07"));
   free(text);
   /* A wide character is shown, in two cells (issue 23: names in CJK read
-   * "??" before); a combining mark, which has no cell of its own, is
-   * still drawn as '?'. */
+   * "??" before), and a combining mark over the character before it
+   * (it read '?'). */
   snprintf(t->comm, sizeof t->comm,
            "\xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
            "caf\xc3\xa9");
   text = render_text(&m, 30, 200);
-  assert_non_null(strstr(text, "66 \xe4\xb8\xad\xe6\x96\x87 e? caf\xc3\xa9"));
+  assert_non_null(strstr(text, "66 \xe4\xb8\xad\xe6\x96\x87 e\xcc\x81 "
+                               "caf\xc3\xa9"));
   free(text);
   mt_model_free(&m);
 }
@@ -779,7 +780,7 @@ static void test_keys_sort(void **state) {
   assert_int_equal(m.sort, MT_SORT_READY);
   mt_key_apply(&m, '<');
   assert_int_equal(m.sort, MT_SORT_TOTAL);
-  mt_key_apply(&m, MT_KEY_F(6)); /* htop's sort key steps too */
+  mt_key_apply(&m, '>');
   assert_int_equal(m.sort, MT_SORT_READY);
   /* Sorting by Ready puts the largest first, and the header marks it. */
   for (size_t i = 1; i < m.ntargets; i++)
@@ -1458,6 +1459,173 @@ static void test_wide_chars(void **state) {
   mt_model_free(&m);
 }
 
+/* F6 opens htop's sort picker on the list: the keys by their column
+ * titles, the current one highlighted and marked; arrows move, Enter
+ * sorts, Esc leaves the sort as it was; a click on an entry sorts by it,
+ * one elsewhere closes it. The detail view still steps. */
+static void test_sort_picker(void **state) {
+  (void)state;
+  mt_model_t m;
+  size_t index;
+  mt_sort_t sort;
+  list_model(&m);
+  assert_int_equal(m.sort, MT_SORT_TOTAL);
+  assert_int_equal(mt_key_apply(&m, MT_KEY_F(6)), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_SORT);
+  assert_int_equal(m.sort_pick, MT_SORT_TOTAL);
+  char *txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, " Sort by"));
+  assert_true(contains(txt, "\n*TOTAL"));
+  assert_true(contains(txt, "\n PID"));
+  assert_true(contains(txt, "\n GC P99"));
+  assert_true(contains(txt, "Sort by: Up/Down choose  Enter sort  Esc cancel"));
+  free(txt);
+  /* The highlighted entry is drawn selected. */
+  mt_grid_t g;
+  assert_int_equal(mt_grid_init(&g, 24, 100), 0);
+  mt_view_render(&m, &g);
+  int row0 = MT_LIST_TOP + MT_LIST_HEAD;
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_TOTAL, 1)->ch, 'T');
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_TOTAL, 1)->style,
+                   MT_ST_SELECTED);
+  assert_int_equal(mt_grid_at(&g, row0 + MT_SORT_PID, 1)->style, MT_ST_NORMAL);
+  mt_grid_free(&g);
+  /* Down, Enter: by READY; the picker closes. */
+  mt_key_apply(&m, MT_KEY_DOWN);
+  assert_int_equal(m.sort_pick, MT_SORT_READY);
+  assert_int_equal(m.sort, MT_SORT_TOTAL); /* not before Enter */
+  assert_int_equal(mt_key_apply(&m, MT_KEY_ENTER), MT_ACT_REDRAW);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_READY);
+  txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "READY*"));
+  assert_false(contains(txt, "Sort by"));
+  free(txt);
+  /* Up past the top stays there; Esc changes nothing. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  for (int i = 0; i < 5; i++)
+    mt_key_apply(&m, MT_KEY_UP);
+  assert_int_equal(m.sort_pick, MT_SORT_PID);
+  mt_key_apply(&m, MT_KEY_ESC);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_READY);
+  /* End, then F6 again: by NAME. A key the picker does not know does
+   * nothing else (q does not quit). */
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(mt_key_apply(&m, 'x'), MT_ACT_NONE);
+  mt_key_apply(&m, MT_KEY_END);
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(m.sort, MT_SORT_NAME);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* The mouse: a click on RSS's entry sorts by it. */
+  m.mouse = 1;
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(
+      mt_view_list_at(&m, 24, 100, row0 + MT_SORT_RSS, 3, &index, &sort),
+      MT_LIST_AT_PICKER);
+  assert_int_equal(sort, MT_SORT_RSS);
+  assert_int_equal(
+      mt_key_mouse(&m, MT_MOUSE_CLICK, row0 + MT_SORT_RSS, 3, 24, 100),
+      MT_ACT_REDRAW);
+  assert_int_equal(m.sort, MT_SORT_RSS);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  /* A click beside the picker closes it, the sort as it was. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  mt_key_mouse(&m, MT_MOUSE_CLICK, row0 + 1, 60, 24, 100);
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_RSS);
+  /* On a short screen the highlighted entry scrolls into sight. */
+  mt_key_apply(&m, MT_KEY_F(6));
+  mt_key_apply(&m, MT_KEY_END);
+  txt = render_text(&m, 10, 100);
+  assert_true(contains(txt, "\n NAME"));
+  assert_false(contains(txt, "\n PID"));
+  free(txt);
+  mt_key_apply(&m, MT_KEY_ESC);
+  /* The detail view: F6 steps, as before. */
+  m.screen = MT_SCREEN_DETAIL;
+  m.detail_pid = m.targets[0]->pid;
+  mt_key_apply(&m, MT_KEY_F(6));
+  assert_int_equal(m.input_mode, MT_INPUT_NONE);
+  assert_int_equal(m.sort, MT_SORT_OBJECTS);
+  mt_model_free(&m);
+}
+
+/* A character of no width (a combining mark) combines with the cell
+ * before it, as a terminal draws it, and takes no column (issue 23: it
+ * read '?'); the columns after it stay in line. */
+static void test_combining_marks(void **state) {
+  (void)state;
+  mt_grid_t g;
+  ms__strbuf_t out = MS_STRBUF_INIT;
+  assert_int_equal(mt_grid_init(&g, 3, 10), 0);
+  /* "e" U+0301 "x": 2 columns, the accent in the e's cell. */
+  assert_int_equal(mt_grid_text_width("e\xcc\x81x"), 2);
+  assert_int_equal(mt_grid_puts(&g, 0, 0, "e\xcc\x81x", -1, MT_ST_NORMAL), 2);
+  assert_int_equal(mt_grid_at(&g, 0, 0)->ch, 'e');
+  assert_int_equal(mt_grid_at(&g, 0, 0)->mark[0], 0x301);
+  assert_int_equal(mt_grid_at(&g, 0, 0)->mark[1], 0);
+  assert_int_equal(mt_grid_at(&g, 0, 1)->ch, 'x');
+  /* Over a wide character: on its left half. Marks past MT_CELL_MARKS
+   * are dropped. */
+  assert_int_equal(mt_grid_puts(&g, 1, 0,
+                                "\xe4\xb8\xad\xcc\x81\xcc\x82\xcc\x83"
+                                "\xcc\x84y",
+                                -1, MT_ST_NORMAL),
+                   3);
+  assert_int_equal(mt_grid_at(&g, 1, 0)->mark[0], 0x301);
+  assert_int_equal(mt_grid_at(&g, 1, 0)->mark[2], 0x303);
+  assert_int_equal(mt_grid_at(&g, 1, 1)->ch, MT_CELL_CONT);
+  assert_int_equal(mt_grid_at(&g, 1, 2)->ch, 'y');
+  /* A mark that begins the text has a blank of its own, never the cell
+   * of what was drawn before; so has one after the clip's left edge. */
+  mt_grid_puts(&g, 2, 0, "ab", -1, MT_ST_NORMAL);
+  assert_int_equal(mt_grid_text_width("\xcc\x81z"), 2);
+  assert_int_equal(mt_grid_puts(&g, 2, 2, "\xcc\x81z", -1, MT_ST_NORMAL), 2);
+  assert_int_equal(mt_grid_at(&g, 2, 1)->mark[0], 0);
+  assert_int_equal(mt_grid_at(&g, 2, 2)->ch, ' ');
+  assert_int_equal(mt_grid_at(&g, 2, 2)->mark[0], 0x301);
+  mt_grid_clip(&g, 2, 5, 1, 5);
+  assert_int_equal(mt_grid_putc(&g, 2, 5, 0x301, MT_ST_NORMAL), 1);
+  assert_int_equal(mt_grid_at(&g, 2, 4)->mark[0], 0);
+  assert_int_equal(mt_grid_putc(&g, 2, 6, 0x302, MT_ST_NORMAL), 0);
+  assert_int_equal(mt_grid_at(&g, 2, 5)->mark[1], 0x302);
+  mt_grid_unclip(&g);
+  /* A character written over a cell takes its marks away. */
+  mt_grid_putc(&g, 2, 5, 'w', MT_ST_NORMAL);
+  assert_int_equal(mt_grid_at(&g, 2, 5)->mark[0], 0);
+  /* Control and invisible characters are still '?', never marks. */
+  assert_int_equal(mt_grid_putc(&g, 2, 7, 0x200b, MT_ST_NORMAL), 1);
+  assert_int_equal(mt_grid_at(&g, 2, 7)->ch, '?');
+  assert_int_equal(mt_grid_text(&g, &out), 0);
+  assert_string_equal(out.data, "e\xcc\x81x\n"
+                                "\xe4\xb8\xad\xcc\x81\xcc\x82\xcc\x83y\n"
+                                "ab \xcc\x81z w ?\n");
+  ms__strbuf_free(&out);
+  mt_grid_free(&g);
+
+  /* In the list, a name with marks keeps the columns after it in line:
+   * the same as its precomposed form. */
+  mt_model_t m;
+  list_model(&m);
+  snprintf(m.targets[0]->proc.cmdline, sizeof m.targets[0]->proc.cmdline,
+           "cafe\xcc\x81 --port 80");
+  char *decomposed = render_text(&m, 24, 100);
+  snprintf(m.targets[0]->proc.cmdline, sizeof m.targets[0]->proc.cmdline,
+           "caf\xc3\xa9 --port 80");
+  char *composed = render_text(&m, 24, 100);
+  assert_true(contains(decomposed, "cafe\xcc\x81 --port 80"));
+  const char *a = strstr(decomposed, "cafe\xcc\x81"),
+             *b = strstr(composed, "caf\xc3\xa9");
+  assert_non_null(b);
+  /* The rest of the line alike, after the name. */
+  assert_int_equal(strcspn(a + 6, "\n"), strcspn(b + 5, "\n"));
+  assert_memory_equal(a + 6, b + 5, strcspn(b + 5, "\n"));
+  free(decomposed);
+  free(composed);
+  mt_model_free(&m);
+}
+
 int main(void) {
   /* Golden files hold times in UTC. */
   setenv("TZ", "UTC", 1);
@@ -1490,6 +1658,8 @@ int main(void) {
       cmocka_unit_test(test_accounted),
       cmocka_unit_test(test_mouse),
       cmocka_unit_test(test_wide_chars),
+      cmocka_unit_test(test_combining_marks),
+      cmocka_unit_test(test_sort_picker),
       cmocka_unit_test(test_sites_chain_and_classes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
