@@ -24,7 +24,9 @@
  *     disappear (no series for a dead PID);
  *   - Prometheus itself scrapes memtop serve and its query API returns
  *     memstats_heap_alloc_bytes equal to the target's figure, and the
- *     Boehm target's memstats_gc_pause_seconds_count equal to its NumGC.
+ *     Boehm target's memstats_gc_pause_seconds_count equal to its NumGC;
+ *     a target in a cgroup named as Docker names a container's is found
+ *     by its container label (memstats_ready_bytes{container="<id>"}).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1415,10 +1417,14 @@ static int free_port(void) {
 }
 
 /* Asks Prometheus's query API for `query`; the first result's value, or
- * -1 while there is none. */
-static double prom_query(int port, const char *query) {
+ * -1 while there is none; its label `label` into lab (when both are
+ * given; "" if absent). */
+static double prom_query_label(int port, const char *query, const char *label,
+                               char *lab, size_t lablen) {
   char path[512], enc[400];
   size_t o = 0;
+  if (lab)
+    lab[0] = '\0';
   for (const char *c = query; *c && o + 4 < sizeof enc; c++) {
     if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
         (*c >= '0' && *c <= '9') || *c == '_')
@@ -1439,10 +1445,89 @@ static double prom_query(int port, const char *query) {
     json_t *value = json_array_get(json_object_get(first, "value"), 1);
     if (json_is_string(value))
       v = strtod(json_string_value(value), NULL);
+    json_t *l =
+        label ? json_object_get(json_object_get(first, "metric"), label) : NULL;
+    if (lab && json_is_string(l))
+      snprintf(lab, lablen, "%s", json_string_value(l));
     json_decref(root);
   }
   reply_free(&r);
   return v;
+}
+
+static double prom_query(int port, const char *query) {
+  return prom_query_label(port, query, NULL, NULL, 0);
+}
+
+/* A real Prometheus scraping memtop serve on serve_port every second at
+ * metrics_path, its API on a free port (*pport), its files in dir. */
+static pid_t prom_start(int serve_port, const char *metrics_path, int *pport) {
+  *pport = free_port();
+  char cfg[512], tsdb[512], addr[64], flag_cfg[600], flag_tsdb[600],
+      flag_addr[128];
+  snprintf(cfg, sizeof cfg, "%s/prometheus.yml", dir);
+  snprintf(tsdb, sizeof tsdb, "%s/tsdb", dir);
+  char text[1024];
+  snprintf(text, sizeof text,
+           "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+           "scrape_configs:\n  - job_name: memtop\n"
+           "    metrics_path: %s\n    static_configs:\n"
+           "      - targets: ['127.0.0.1:%d']\n",
+           metrics_path, serve_port);
+  write_text(cfg, text);
+  snprintf(addr, sizeof addr, "127.0.0.1:%d", *pport);
+  snprintf(flag_cfg, sizeof flag_cfg, "--config.file=%s", cfg);
+  snprintf(flag_tsdb, sizeof flag_tsdb, "--storage.tsdb.path=%s", tsdb);
+  snprintf(flag_addr, sizeof flag_addr, "--web.listen-address=%s", addr);
+  pid_t prom = fork();
+  assert_true(prom >= 0);
+  if (prom == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execlp("prometheus", "prometheus", flag_cfg, flag_tsdb, flag_addr,
+           (char *)NULL);
+    _exit(126);
+  }
+  kid(prom);
+  return prom;
+}
+
+/* Prometheus starts, scrapes every second, and answers: the first value
+ * of `query` (a minute at most, then the test fails), its label `label`
+ * into lab. */
+static double prom_wait(pid_t prom, int pport, const char *query,
+                        const char *label, char *lab, size_t lablen) {
+  double got = -1;
+  for (int i = 0; i < 600 && got < 0; i++) {
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    int st;
+    if (waitpid(prom, &st, WNOHANG) == prom)
+      fail_msg("prometheus exited (status %d)", st);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {0};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)pport);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int up = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    if (up)
+      got = prom_query_label(pport, query, label, lab, lablen);
+  }
+  return got;
+}
+
+static void prom_stop(pid_t prom) {
+  int st;
+  kill(prom, SIGTERM);
+  waitpid(prom, &st, 0);
+  reaped(prom);
+  char rm[700], cfg[512];
+  snprintf(rm, sizeof rm, "rm -rf '%s/tsdb'", dir);
+  assert_int_equal(system(rm), 0);
+  snprintf(cfg, sizeof cfg, "%s/prometheus.yml", dir);
+  unlink(cfg);
 }
 
 static void test_prometheus_scrapes(void **state) {
@@ -1462,57 +1547,13 @@ static void test_prometheus_scrapes(void **state) {
   server_t s =
       start_serve("--web.listen-address", "127.0.0.1:0", "--web.telemetry-path",
                   "/node/metrics", "--group-by", "comm", NULL);
-  int pport = free_port();
-  char cfg[512], tsdb[512], addr[64], flag_cfg[600], flag_tsdb[600],
-      flag_addr[128];
-  snprintf(cfg, sizeof cfg, "%s/prometheus.yml", dir);
-  snprintf(tsdb, sizeof tsdb, "%s/tsdb", dir);
-  char text[1024];
-  snprintf(text, sizeof text,
-           "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-           "scrape_configs:\n  - job_name: memtop\n"
-           "    metrics_path: /node/metrics\n    static_configs:\n"
-           "      - targets: ['127.0.0.1:%d']\n",
-           s.port);
-  write_text(cfg, text);
-  snprintf(addr, sizeof addr, "127.0.0.1:%d", pport);
-  snprintf(flag_cfg, sizeof flag_cfg, "--config.file=%s", cfg);
-  snprintf(flag_tsdb, sizeof flag_tsdb, "--storage.tsdb.path=%s", tsdb);
-  snprintf(flag_addr, sizeof flag_addr, "--web.listen-address=%s", addr);
-  pid_t prom = fork();
-  assert_true(prom >= 0);
-  if (prom == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execlp("prometheus", "prometheus", flag_cfg, flag_tsdb, flag_addr,
-           (char *)NULL);
-    _exit(126);
-  }
-  kid(prom);
+  int pport;
+  pid_t prom = prom_start(s.port, "/node/metrics", &pport);
   double want = json_field(a.pid, "HeapAlloc");
   char q[128];
   snprintf(q, sizeof q,
            "memstats_heap_alloc_bytes{pid=\"%d\",group=\"mt_target\"}", a.pid);
-  /* Prometheus starts, scrapes every second, and answers: wait for the
-   * first sample (a minute at most, then the test fails). */
-  double got = -1;
-  for (int i = 0; i < 600 && got < 0; i++) {
-    struct timespec ts = {0, 100000000};
-    nanosleep(&ts, NULL);
-    int st;
-    if (waitpid(prom, &st, WNOHANG) == prom)
-      fail_msg("prometheus exited (status %d)", st);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {0};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons((uint16_t)pport);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int up = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
-    close(fd);
-    if (up)
-      got = prom_query(pport, q);
-  }
+  double got = prom_wait(prom, pport, q, NULL, NULL, 0);
   /* The scrape was OpenMetrics (Prometheus asks for it) and healthy. */
   double healthy = prom_query(pport, "up{job=\"memtop\"}");
   /* The Boehm target's pause histogram counts its collections. */
@@ -1522,10 +1563,7 @@ static void test_prometheus_scrapes(void **state) {
     snprintf(q, sizeof q, "memstats_gc_pause_seconds_count{pid=\"%d\"}", g.pid);
     gc_count = prom_query(pport, q);
   }
-  kill(prom, SIGTERM);
-  int st;
-  waitpid(prom, &st, 0);
-  reaped(prom);
+  prom_stop(prom);
   if (got != want)
     fail_msg("Prometheus has %.0f, the target says %.0f", got, want);
   assert_true(healthy == 1);
@@ -1537,10 +1575,120 @@ static void test_prometheus_scrapes(void **state) {
   }
   stop_serve(s);
   stop_prog(a);
-  char rm[700];
-  snprintf(rm, sizeof rm, "rm -rf '%s'", tsdb);
-  assert_int_equal(system(rm), 0);
-  unlink(cfg);
+}
+
+/* A container as Docker names its cgroup (systemd driver:
+ * docker-<64 hex>.scope), made under a slice of this test's in the
+ * cgroup2 hierarchy, without a container engine. */
+#define DOCKER_ID                                                              \
+  "d0c4e4a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d"
+static char cg_top[300], cg_leaf[400];
+
+/* Makes the cgroup; NULL, or why it cannot be made here. */
+static const char *make_docker_cgroup(void) {
+  static const char *const roots[] = {"/sys/fs/cgroup/unified",
+                                      "/sys/fs/cgroup"};
+  for (size_t i = 0; i < 2; i++) {
+    char probe[128];
+    snprintf(probe, sizeof probe, "%s/cgroup.controllers", roots[i]);
+    if (access(probe, F_OK) != 0)
+      continue;
+    snprintf(cg_top, sizeof cg_top, "%s/memtop-test-serve-%d.slice", roots[i],
+             (int)getpid());
+    snprintf(cg_leaf, sizeof cg_leaf, "%s/docker-" DOCKER_ID ".scope", cg_top);
+    if (mkdir(cg_top, 0755) != 0) {
+      cg_top[0] = '\0';
+      return "cannot make a cgroup here (not root, or a read-only cgroupfs)";
+    }
+    if (mkdir(cg_leaf, 0755) != 0)
+      return "cannot make a cgroup in our own slice";
+    return NULL;
+  }
+  return "no cgroup2 hierarchy mounted";
+}
+
+/* pid moved into the cgroup at path (its cgroup.procs); 0 or -1. */
+static int cgroup_move(const char *path, pid_t pid) {
+  char procs[512], text[16];
+  snprintf(procs, sizeof procs, "%s/cgroup.procs", path);
+  snprintf(text, sizeof text, "%d", (int)pid);
+  int fd = open(procs, O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Ends what is left in the cgroup (the teardown has killed the target if
+ * the test failed) and removes it. */
+static int end_docker_cgroup(void **state) {
+  end_kids(state);
+  if (cg_top[0]) {
+    char parent[300];
+    snprintf(parent, sizeof parent, "%s", cg_top);
+    *strrchr(parent, '/') = '\0';
+    for (int i = 0; i < 50 && rmdir(cg_leaf) != 0 && errno == EBUSY; i++) {
+      struct timespec ts = {0, 20000000};
+      nanosleep(&ts, NULL);
+    }
+    rmdir(cg_top);
+    cg_top[0] = cg_leaf[0] = '\0';
+  }
+  return 0;
+}
+
+/* Issue 21: a target in a container is served with its `container`
+ * label, and a real Prometheus, scraping memtop serve, finds it by that
+ * label: memstats_ready_bytes{container="<id>"} through its query API is
+ * the target's, under its pid. The container is its cgroup alone, named
+ * as Docker names it (memtop reads the id from /proc/PID/cgroup). */
+static void test_prometheus_container_labels(void **state) {
+  (void)state;
+  if (!host_have_program("prometheus")) {
+    print_message("skipped: prometheus is not installed "
+                  "(contrib/setup-deps.sh)\n");
+    skip();
+  }
+  const char *why = make_docker_cgroup();
+  if (why) {
+    print_message("skipped: %s\n", why);
+    skip();
+  }
+  proc_t a = start_prog(target, NULL, 0), b = start_prog(target, NULL, 0);
+  if (cgroup_move(cg_leaf, a.pid) != 0) {
+    print_message("skipped: cannot move a process into %s: %s\n", cg_leaf,
+                  strerror(errno));
+    skip();
+  }
+  server_t s = start_serve(NULL);
+  int pport;
+  pid_t prom = prom_start(s.port, "/metrics", &pport);
+  char pid_label[32], other[32];
+  double ready = prom_wait(prom, pport,
+                           "memstats_ready_bytes{container=\"" DOCKER_ID "\"}",
+                           "pid", pid_label, sizeof pid_label);
+  /* The target outside the container has no such label. */
+  char q[160];
+  snprintf(q, sizeof q, "memstats_ready_bytes{pid=\"%d\",container=\"\"}",
+           b.pid);
+  double outside = prom_query_label(pport, q, "pid", other, sizeof other);
+  prom_stop(prom);
+  if (!(ready > 0))
+    fail_msg("Prometheus has no memstats_ready_bytes with container "
+             "\"%s\" (got %g)",
+             DOCKER_ID, ready);
+  if (atoi(pid_label) != a.pid)
+    fail_msg("the container's series is pid \"%s\", the target is %d",
+             pid_label, a.pid);
+  if (!(outside > 0) || atoi(other) != b.pid)
+    fail_msg("the target outside the container: %g (pid \"%s\")", outside,
+             other);
+  print_message("memstats_ready_bytes{container=\"%.12s...\"} = %.0f, pid %s\n",
+                DOCKER_ID, ready, pid_label);
+  stop_serve(s);
+  stop_prog(a);
+  stop_prog(b);
 }
 
 /* contrib/systemd: the unit's ExecStart is a command line this memtop
@@ -1694,6 +1842,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_web_config_reread, end_kids),
       cmocka_unit_test_teardown(test_pprof_heap, end_kids),
       cmocka_unit_test_teardown(test_prometheus_scrapes, end_kids),
+      cmocka_unit_test_teardown(test_prometheus_container_labels,
+                                end_docker_cgroup),
       cmocka_unit_test(test_contrib_prometheus),
       cmocka_unit_test_teardown(test_contrib_systemd, end_kids),
   };
