@@ -108,6 +108,9 @@ void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len);
 /* Whether the scraper asked for OpenMetrics (else the text format). */
 int mt_scrape_openmetrics(const mt_scrape_t *s);
 
+/* Whether the scraper accepts gzip (its answer is then gzipped). */
+int mt_scrape_gzip(const mt_scrape_t *s);
+
 /* A query argument of the request ("pid" of ?pid=N); NULL if absent. */
 const char *mt_scrape_arg(const mt_scrape_t *s, const char *name);
 
@@ -129,6 +132,10 @@ void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body);
 mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics);
 void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a);
 void mt_answer_release(mt_answer_t *a);
+/* Gzips the answer now, once (its first gzipped send would otherwise do
+ * it): the owner decides when that work is done. A no-op for an answer
+ * gzipped already, empty or out of memory. */
+void mt_answer_gzip(mt_answer_t *a);
 
 /* Stops listening, answers scrapes still waiting with 503, and frees the
  * server once libuv has closed its handles. */

@@ -16,6 +16,14 @@
  * later than this is served its last figures (with their age), and its
  * answer is kept for the next scrape. */
 #define MT_SERVE_LATE_MS 25
+/* A scrape is answered with the answer the last round prepared; one
+ * that finds it older than -d asks for the next round, started this long
+ * (or four times the last round's length) before the next scrape is due
+ * (ms). */
+#define MT_SERVE_LEAD_MS 100
+/* A target that joins or leaves between rounds has the answers made
+ * again this long after (ms), together with others found with it. */
+#define MT_SERVE_PREP_MS 10
 /* Heap profiles (/debug/pprof/heap) being made at once, and the longest
  * ?seconds= a request may ask for. */
 #define MT_SERVE_PROFILES 4

@@ -16,10 +16,13 @@
  *     with a wrong password, 200 with the right one; TLS: curl gets 200
  *     over https, plain HTTP to the TLS port gets no answer;
  *   - a stopped target (SIGSTOP) does not hold a scrape: with
- *     MEMTOP_TIMEOUT_MS at two minutes, a scrape still returns (the
+ *     MEMTOP_TIMEOUT_MS at two minutes, every scrape still returns (the
  *     client gives up after one minute), with the stopped target's last
  *     figures, older than the others', served as late
  *     (memtop_scrape_late_targets) rather than waited for;
+ *   - a scrape waits for no target: it is answered with the answer the
+ *     last round prepared (the same bytes, though a target's figures
+ *     have moved since), and the round it asks for serves later ones;
  *   - targets that start while serving appear; targets that exit
  *     disappear (no series for a dead PID);
  *   - Prometheus itself scrapes memtop serve and its query API returns
@@ -950,12 +953,19 @@ static void test_slowloris(void **state) {
   stop_prog(a);
 }
 
+/* The figures of memtop_figures_timestamp_seconds; -1 if absent. */
+static double figures_time(const char *body) {
+  const char *l = strstr(body, "\nmemtop_figures_timestamp_seconds ");
+  return l ? strtod(l + strlen("\nmemtop_figures_timestamp_seconds "), NULL)
+           : -1;
+}
+
 static void test_hung_target(void **state) {
   (void)state;
   proc_t a = start_prog(target, NULL, 0), b = start_prog(target, NULL, 0);
-  /* A request to a hung target would wait two minutes: only the scrape's
-   * own bound can end the scrape before the client gives up. -d 0.1: a
-   * new round for each scrape below. */
+  /* A request to a hung target would wait two minutes: only the round's
+   * own bound can end it before the client gives up. -d 0.1: every
+   * scrape below asks for a new round. */
   setenv("MEMTOP_TIMEOUT_MS", "120000", 1);
   server_t s = start_serve("-d", "0.1", NULL);
   unsetenv("MEMTOP_TIMEOUT_MS");
@@ -965,41 +975,87 @@ static void test_hung_target(void **state) {
   free(body);
 
   kill(a.pid, SIGSTOP);
-  double answered = 0;
-  for (int i = 0; i < 2; i++) {
+  double stopped = mono_s();
+  /* Every scrape is answered (the client gives up after a minute), with
+   * the stopped target's last figures and the other's; the first ones
+   * may be those of a round made before the stop, then a round made
+   * since serves the stopped target late, its figures older than the
+   * running one's, which were read after the stop. */
+  int late = 0;
+  for (int i = 0; i < 100 && !late; i++) {
     struct timespec ts = {0, 200000000};
     nanosleep(&ts, NULL);
     body = scrape(s.port, NULL);
-    double prev = answered;
-    answered = mono_s();
-    /* The stopped target's last figures, still served, with their age;
-     * the other's fresh ones. */
     assert_true(sample(body, "memstats_heap_alloc_bytes", a.pid) == before);
     assert_true(sample(body, "memstats_heap_alloc_bytes", b.pid) > 0);
-    double age_a = sample(body, "memstats_snapshot_age_seconds", a.pid);
-    double age_b = sample(body, "memstats_snapshot_age_seconds", b.pid);
-    if (!(age_a > age_b))
-      fail_msg("stopped target's age %g, running one's %g", age_a, age_b);
-    /* Served at once (MT_SERVE_LATE_MS), not at the scrape's bound: the
-     * scrape says it served a late target's last figures. */
-    const char *late = strstr(body, "\nmemtop_scrape_late_targets ");
-    if (!late || atoi(late + 28) < 1)
-      fail_msg("the stopped target was not served as late: %s",
-               late ? late + 1 : "no memtop_scrape_late_targets");
-    /* The first scrape's bound ended its round: the second is a round of
-     * its own, which reads the running target again (its figures are
-     * younger than the time since the first scrape was answered) and
-     * does not wait for the stopped one, still asked from before. */
-    if (i == 1 && !(age_b < answered - prev))
-      fail_msg("running target's figures %g s old, but the first scrape "
-               "was answered %g s before the second",
-               age_b, answered - prev);
+    const char *l = strstr(body, "\nmemtop_scrape_late_targets ");
+    assert_non_null(l);
+    late = atoi(l + 28);
+    if (late) {
+      double age_a = sample(body, "memstats_snapshot_age_seconds", a.pid);
+      double age_b = sample(body, "memstats_snapshot_age_seconds", b.pid);
+      if (!(age_a > age_b))
+        fail_msg("stopped target's age %g, running one's %g", age_a, age_b);
+      /* The running target was read again after the stop; the stopped
+       * one, still asked from before, was not waited for. */
+      if (!(age_b < mono_s() - stopped))
+        fail_msg("running target's figures %g s old, but the stop was %g s "
+                 "ago",
+                 age_b, mono_s() - stopped);
+    }
     free(body);
   }
+  if (!late)
+    fail_msg("the stopped target was never served as late");
   kill(a.pid, SIGCONT);
   stop_serve(s);
   stop_prog(a);
   stop_prog(b);
+}
+
+/* A scrape waits for no target (issue 24): once a round has been made,
+ * it is answered with the answer that round prepared, the same bytes for
+ * every scrape until the next round ends, and a scrape that finds them
+ * older than -d starts that next round, served to the scrapes after it.
+ * A target that allocates all the time (mt_target churn) shows it: the
+ * scrape after the first, more than -d later, has the same figures
+ * (memstats_mallocs_total, and memtop_figures_timestamp_seconds: when
+ * they were gathered), where a scrape that read the targets would have
+ * new ones; a later scrape has the next round's. */
+static void test_scrape_waits_for_no_target(void **state) {
+  (void)state;
+  proc_t a = start_prog(target, "churn", 0);
+  server_t s = start_serve("-d", "0.1", NULL);
+  char *first = scrape(s.port, NULL);
+  double m0 = sample(first, "memstats_mallocs_total", a.pid);
+  double t0 = figures_time(first);
+  assert_true(m0 > 0);
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  char *second = scrape(s.port, NULL);
+  if (strcmp(first, second) != 0)
+    fail_msg("the second scrape was not the first round's answer: mallocs "
+             "%.0f then %.0f, figures of %.6f then %.6f",
+             m0, sample(second, "memstats_mallocs_total", a.pid), t0,
+             figures_time(second));
+  free(second);
+  assert_true(t0 > 0);
+  /* The next round, which that scrape asked for, is served later. */
+  double m = m0, t = t0;
+  for (int i = 0; i < 300 && m == m0; i++) {
+    nanosleep(&ts, NULL);
+    char *body = scrape(s.port, NULL);
+    m = sample(body, "memstats_mallocs_total", a.pid);
+    t = figures_time(body);
+    free(body);
+  }
+  if (!(m > m0 && t > t0))
+    fail_msg("no later round served: mallocs %.0f then %.0f, figures of "
+             "%.6f then %.6f",
+             m0, m, t0, t);
+  free(first);
+  stop_serve(s);
+  stop_prog(a);
 }
 
 static void test_targets_come_and_go(void **state) {
@@ -1836,6 +1892,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_wrong_password_flood, end_kids),
       cmocka_unit_test_teardown(test_slowloris, end_kids),
       cmocka_unit_test_teardown(test_hung_target, end_kids),
+      cmocka_unit_test_teardown(test_scrape_waits_for_no_target, end_kids),
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
       cmocka_unit_test_teardown(test_node_exporter_flags, end_kids),
