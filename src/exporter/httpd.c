@@ -1238,6 +1238,16 @@ int mt_scrape_gzip(const mt_scrape_t *s) {
   return s && s->gzip;
 }
 
+uint64_t mt_scrape_client(const mt_scrape_t *s) {
+  /* FNV-1a over the address key. */
+  uint64_t h = 14695981039346656037ull;
+  if (!s || !s->rec)
+    return 0;
+  for (size_t i = 0; i < sizeof s->rec->addr.b; i++)
+    h = (h ^ s->rec->addr.b[i]) * 1099511628211ull;
+  return h;
+}
+
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body) {
   if (!s || s->answered) {
     ms__strbuf_free(body);

@@ -29,6 +29,7 @@
 #define MS_EXPORTER_HTTPD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "common/strbuf.h"
@@ -110,6 +111,10 @@ int mt_scrape_openmetrics(const mt_scrape_t *s);
 
 /* Whether the scraper accepts gzip (its answer is then gzipped). */
 int mt_scrape_gzip(const mt_scrape_t *s);
+
+/* A number standing for the scraper's address (an IPv4 address, an IPv6
+ * /64), the same for every request from there; 0 if unknown. */
+uint64_t mt_scrape_client(const mt_scrape_t *s);
 
 /* A query argument of the request ("pid" of ?pid=N); NULL if absent. */
 const char *mt_scrape_arg(const mt_scrape_t *s, const char *name);

@@ -64,6 +64,13 @@
 
 typedef struct serve_s serve_t;
 
+/* A scraper (its address, httpd.h's mt_scrape_client) and the interval
+ * its scrapes come at, to time the rounds before its next one. */
+typedef struct sv_scraper_s {
+  uint64_t client;
+  uint64_t last_ns, period_ns; /* 0: not known yet */
+} sv_scraper_t;
+
 /* MEMTOP_SERVE_TRACE=1, a switch for bench_serve: where each answered
  * round's time went, one line on stderr ("memtop-trace: ..."): from the
  * first scrape's arrival to its answer, the wait for the targets, the
@@ -138,11 +145,12 @@ struct serve_s {
   unsigned asked, asked_gz;
   uint64_t ready_ns;
   long ready_late;
-  int changed;        /* a target joined or left since they were made */
-  uv_timer_t prep;    /* makes them again after such a change */
-  uv_timer_t refresh; /* starts the next round (refresh_soon) */
-  uint64_t last_scrape_ns, period_ns; /* the scrapes' interval */
-  uint64_t round_start_ns, round_ns;  /* the last round's length */
+  int changed;         /* a target joined or left since they were made */
+  uv_timer_t prep;     /* makes them again after such a change */
+  uv_timer_t refresh;  /* starts the next round (refresh_soon) */
+  uint64_t refresh_ns; /* when it is due, while armed */
+  sv_scraper_t scrapers[MT_SERVE_SCRAPERS];
+  uint64_t round_start_ns, round_ns; /* the last round's length */
   int closed;
   sv_trace_t tr;
 };
@@ -627,38 +635,82 @@ static void set_changed(serve_t *sv) {
 static void drop_exited(serve_t *sv) {
   size_t n = mt_tset_count(sv->set);
   int exited = 0;
+  uint64_t made = sv->ready_ns;
   for (size_t i = 0; i < n; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
     if (!t->gone && kill(t->pid, 0) != 0 && errno == ESRCH) {
       mt_tset_mark_gone(sv->set, t);
       exited = 1;
+      /* A round no longer waits for it (and may end here, making the
+       * answers). */
+      if (t->user)
+        round_drop(sv, t->user);
     }
   }
-  if (exited)
+  if (exited && sv->ready_ns == made)
     prepare(sv);
 }
 
 /* The next round, timed to end before the next scrape is due: a scrape
  * answered with figures older than -d asks for it. It starts `lead`
- * before the time the last two scrapes were apart (the scraper's
- * interval), lead being MT_SERVE_LEAD_MS or four times the last round,
- * whichever is longer; at once if the interval is not known yet, or
- * shorter than that. A scraper at a steady interval then gets figures
- * about `lead` old, at once. */
+ * before the earliest next scrape of the scrapers seen (each at the
+ * interval of its last two scrapes; one silent for two of its intervals
+ * is not waited for), lead being MT_SERVE_LEAD_MS or four times the last
+ * round, whichever is longer; at once if no interval is known yet. A
+ * scraper at a steady interval then gets figures about `lead` old, at
+ * once; a second one at another phase (Prometheus in pairs) those of the
+ * round made for the first. */
 static void refresh_cb(uv_timer_t *timer) {
   serve_t *sv = timer->data;
   if (!sv->stopping)
     round_start(sv);
 }
 
-static void refresh_soon(serve_t *sv) {
-  if (sv->in_round || sv->stopping || uv_is_active((uv_handle_t *)&sv->refresh))
+static void refresh_soon(serve_t *sv, uint64_t now) {
+  if (sv->in_round || sv->stopping)
     return;
   uint64_t lead = (uint64_t)MT_SERVE_LEAD_MS * 1000000u;
   if (lead < 4 * sv->round_ns)
     lead = 4 * sv->round_ns;
-  uint64_t wait = sv->period_ns > lead ? sv->period_ns - lead : 0;
-  uv_timer_start(&sv->refresh, refresh_cb, wait / 1000000u, 0);
+  uint64_t next = 0;
+  for (size_t i = 0; i < MT_SERVE_SCRAPERS; i++) {
+    const sv_scraper_t *c = &sv->scrapers[i];
+    if (c->period_ns == 0 || now - c->last_ns > 2 * c->period_ns)
+      continue;
+    uint64_t due = c->last_ns + c->period_ns;
+    if (due > now && (next == 0 || due < next))
+      next = due;
+  }
+  uint64_t at = next > now + lead ? next - lead : now;
+  /* Armed for later already: earlier only (a scraper back after a pause
+   * must not wait for the round timed by its long interval). */
+  if (uv_is_active((uv_handle_t *)&sv->refresh) && sv->refresh_ns <= at)
+    return;
+  sv->refresh_ns = at;
+  uv_timer_start(&sv->refresh, refresh_cb, (at - now) / 1000000u, 0);
+}
+
+/* The scraper of s seen now: its interval learnt. A new one takes the
+ * place of the one seen least lately. */
+static void scraper_seen(serve_t *sv, const mt_scrape_t *s, uint64_t now) {
+  uint64_t client = mt_scrape_client(s);
+  sv_scraper_t *c = &sv->scrapers[0];
+  for (size_t i = 0; i < MT_SERVE_SCRAPERS; i++) {
+    sv_scraper_t *x = &sv->scrapers[i];
+    if (x->last_ns && x->client == client) {
+      c = x;
+      break;
+    }
+    if (x->last_ns < c->last_ns)
+      c = x;
+  }
+  if (c->client != client || c->last_ns == 0) {
+    c->client = client;
+    c->period_ns = 0;
+  } else {
+    c->period_ns = now - c->last_ns;
+  }
+  c->last_ns = now;
 }
 
 /* s answered with the prepared answer of its format, made now if there
@@ -735,15 +787,13 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
   sv->asked |= 1u << om;
   if (mt_scrape_gzip(s))
     sv->asked_gz |= 1u << om;
-  if (sv->last_scrape_ns)
-    sv->period_ns = now - sv->last_scrape_ns;
-  sv->last_scrape_ns = now;
+  scraper_seen(sv, s, now);
   if (sv->ready_ns) {
     trace_arrive(sv);
     drop_exited(sv);
     answer(sv, s);
     if (now - sv->ready_ns >= sv->fresh_ns)
-      refresh_soon(sv);
+      refresh_soon(sv, now);
     return;
   }
   if (sv->nwaiting == sv->capwaiting) {

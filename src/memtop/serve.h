@@ -21,6 +21,8 @@
  * (or four times the last round's length) before the next scrape is due
  * (ms). */
 #define MT_SERVE_LEAD_MS 100
+/* Scrapers (addresses) whose intervals time the rounds. */
+#define MT_SERVE_SCRAPERS 8
 /* A target that joins or leaves between rounds has the answers made
  * again this long after (ms), together with others found with it. */
 #define MT_SERVE_PREP_MS 10
