@@ -77,12 +77,17 @@ typedef struct sv_scraper_s {
  * rendering, the gzip, the listings run meanwhile, the rest of the loop's
  * work (libuv's idle time subtracted) and how long the loop's thread
  * waited for a CPU (its run_delay in /proc/thread-self/schedstat), and
- * the age of the figures served (since their round ended). */
+ * the age of the figures served (since their round ended); and, so that
+ * a client can tell what the loop was doing before the scrape reached
+ * serve (uv_hrtime is CLOCK_MONOTONIC, the client's clock), when the
+ * scrape arrived and the spans of the last round and the last prepare. */
 typedef struct sv_trace_s {
   int on;
   uint64_t arrive_ns, start_ns, end_ns; /* first scrape; round's ends */
   uint64_t idle0_ns, delay0_ns;         /* at the first scrape */
   uint64_t render_ns, gzip_ns, listing_ns;
+  uint64_t round_from_ns, round_to_ns; /* the last round (to: 0 running) */
+  uint64_t prep_from_ns, prep_to_ns;   /* the last prepare */
 } sv_trace_t;
 
 /* A /debug/pprof/heap request: fetched on the loop (profile_fetch.h),
@@ -201,12 +206,17 @@ static void trace_answered(serve_t *sv, size_t scrapes, long late) {
   fprintf(stderr,
           "memtop-trace: scrapes=%zu targets=%zu total=%.3f wait=%.3f "
           "render=%.3f gzip=%.3f listing=%.3f loop_other=%.3f "
-          "sched=%.3f late=%ld age=%.3f\n",
+          "sched=%.3f late=%ld age=%.3f arrive=%llu round=%llu-%llu "
+          "prep=%llu-%llu\n",
           scrapes, mt_tset_count(sv->set), ms_of(total), ms_of(wait),
           ms_of(sv->tr.render_ns), ms_of(sv->tr.gzip_ns),
           ms_of(sv->tr.listing_ns), ms_of(busy > own ? busy - own : 0),
           ms_of(run_delay_ns() - sv->tr.delay0_ns), late,
-          ms_of(now - sv->ready_ns));
+          ms_of(now - sv->ready_ns), (unsigned long long)sv->tr.arrive_ns,
+          (unsigned long long)sv->tr.round_from_ns,
+          (unsigned long long)sv->tr.round_to_ns,
+          (unsigned long long)sv->tr.prep_from_ns,
+          (unsigned long long)sv->tr.prep_to_ns);
   sv->tr.arrive_ns = 0;
 }
 
@@ -411,7 +421,8 @@ static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
-  sv->round_start_ns = sv->tr.start_ns = uv_hrtime();
+  sv->round_start_ns = sv->tr.start_ns = sv->tr.round_from_ns = uv_hrtime();
+  sv->tr.round_to_ns = 0;
   uv_timer_start(&sv->late, late_cb, MT_SERVE_LATE_MS, 0);
   uv_timer_start(&sv->bound, bound_cb, MT_SERVE_WAIT_MS, 0);
   size_t n = mt_tset_count(sv->set);
@@ -600,6 +611,7 @@ static mt_answer_t *answer_new(serve_t *sv, int om, int gzip, long *late) {
  * leaves between rounds. */
 static void prepare(serve_t *sv) {
   uv_timer_stop(&sv->prep);
+  sv->tr.prep_from_ns = uv_hrtime();
   for (int om = 0; om < 2; om++) {
     mt_answer_release(sv->ready[om]);
     sv->ready[om] = NULL;
@@ -607,7 +619,7 @@ static void prepare(serve_t *sv) {
       sv->ready[om] =
           answer_new(sv, om, (sv->asked_gz >> om) & 1u, &sv->ready_late);
   }
-  sv->ready_ns = uv_hrtime();
+  sv->ready_ns = sv->tr.prep_to_ns = uv_hrtime();
   sv->changed = 0;
 }
 
@@ -735,6 +747,7 @@ static void answer_all(serve_t *sv) {
   if (sv->round_start_ns)
     sv->round_ns = uv_hrtime() - sv->round_start_ns;
   sv->round_start_ns = 0;
+  sv->tr.round_to_ns = uv_hrtime();
   for (size_t i = 0; i < sv->nwaiting; i++)
     mt_scrape_answer_with(
         sv->waiting[i], sv->ready[mt_scrape_openmetrics(sv->waiting[i]) != 0]);

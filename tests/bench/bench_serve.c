@@ -52,7 +52,19 @@ static double load1(void) {
 /* One scrape as serve's trace saw it (ms), and as the client did. */
 typedef struct trace_s {
   double client, total, wait, render, gzip, listing, other, sched, late, age;
+  /* CLOCK_MONOTONIC ns: the client's connect and end, serve's arrival,
+   * the last round's and prepare's spans (round_to 0: running). */
+  unsigned long long t0, t1, arrive, round_from, round_to, prep_from, prep_to;
 } trace_t;
+
+static unsigned long long last_t0, last_t1; /* the last scrape's */
+
+static unsigned long long now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000000ull +
+         (unsigned long long)ts.tv_nsec;
+}
 enum { TR_FIELDS = 9 };
 static const char *const tr_names[TR_FIELDS] = {
     "total",      "wait",  "render", "gzip",       "listing",
@@ -134,6 +146,7 @@ static double scrape(int port) {
       "application/openmetrics-text;version=1.0.0\r\n"
       "Accept-Encoding: gzip\r\nConnection: close\r\n\r\n";
   double t0 = now_s();
+  last_t0 = now_ns();
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {0};
   sa.sin_family = AF_INET;
@@ -153,6 +166,7 @@ static double scrape(int port) {
     total += (size_t)n;
   }
   close(fd);
+  last_t1 = now_ns();
   if (strncmp(first, "HTTP/1.1 200", 12) != 0)
     return -1;
   return now_s() - t0;
@@ -172,13 +186,15 @@ static int read_trace(int fd, trace_t *t) {
     if (nl) {
       *nl = '\0';
       const char *m = strstr(buf, "memtop-trace: ");
-      int ok =
-          m && sscanf(m,
-                      "memtop-trace: scrapes=%*u targets=%*u total=%lf "
-                      "wait=%lf render=%lf gzip=%lf listing=%lf "
-                      "loop_other=%lf sched=%lf late=%lf age=%lf",
-                      &t->total, &t->wait, &t->render, &t->gzip, &t->listing,
-                      &t->other, &t->sched, &t->late, &t->age) == 9;
+      int ok = m && sscanf(m,
+                           "memtop-trace: scrapes=%*u targets=%*u total=%lf "
+                           "wait=%lf render=%lf gzip=%lf listing=%lf "
+                           "loop_other=%lf sched=%lf late=%lf age=%lf "
+                           "arrive=%llu round=%llu-%llu prep=%llu-%llu",
+                           &t->total, &t->wait, &t->render, &t->gzip,
+                           &t->listing, &t->other, &t->sched, &t->late, &t->age,
+                           &t->arrive, &t->round_from, &t->round_to,
+                           &t->prep_from, &t->prep_to) == 14;
       size_t used = (size_t)(nl + 1 - buf);
       memmove(buf, nl + 1, len - used);
       len -= used;
@@ -190,6 +206,13 @@ static int read_trace(int fd, trace_t *t) {
     sleep_s(0.001);
   }
   return -1;
+}
+
+/* How much of [a, b) falls in [from, to), in ms. */
+static double overlap_ms(unsigned long long a, unsigned long long b,
+                         unsigned long long from, unsigned long long to) {
+  unsigned long long lo = a > from ? a : from, hi = b < to ? b : to;
+  return hi > lo ? (double)(hi - lo) / 1e6 : 0;
 }
 
 static int cmp_client(const void *a, const void *b) {
@@ -214,11 +237,26 @@ static void attribute(trace_t *tr, int n) {
         sum[j] += f[j];
       sum[TR_FIELDS] += from[i].client - from[i].total;
     }
-    double c = 0;
-    for (int i = 0; i < k; i++)
-      c += from[i].client;
-    printf("    %s: client %.1f ms = outside serve %.1f + serve",
-           part ? "slowest 2% (mean)" : "median", c / k, sum[TR_FIELDS] / k);
+    double c = 0, before = 0, in_prep = 0, in_round = 0;
+    for (int i = 0; i < k; i++) {
+      const trace_t *x = &from[i];
+      c += x->client;
+      if (x->arrive <= x->t0)
+        continue;
+      before += (double)(x->arrive - x->t0) / 1e6;
+      double p = overlap_ms(x->t0, x->arrive, x->prep_from, x->prep_to);
+      double r = x->round_from
+                     ? overlap_ms(x->t0, x->arrive, x->round_from,
+                                  x->round_to ? x->round_to : x->arrive)
+                     : 0;
+      in_prep += p;
+      /* A round ends with its prepare: counted once, as the prepare. */
+      in_round += r > p ? r - p : 0;
+    }
+    printf("    %s: client %.1f ms = outside serve %.1f (before it reached "
+           "serve %.1f: the loop in a prepare %.1f, in a round %.1f) + serve",
+           part ? "slowest 2% (mean)" : "median", c / k, sum[TR_FIELDS] / k,
+           before / k, in_prep / k, in_round / k);
     for (int j = 0; j < TR_FIELDS; j++)
       printf(" %s %.1f", tr_names[j], sum[j] / k);
     printf("\n");
@@ -370,8 +408,11 @@ int main(void) {
       double l = scrape(port);
       if (l >= 0)
         lat[ok++] = l;
-      if (trace && l >= 0 && read_trace(err_fd, &tr[traced]) == 0)
+      if (trace && l >= 0 && read_trace(err_fd, &tr[traced]) == 0) {
+        tr[traced].t0 = last_t0;
+        tr[traced].t1 = last_t1;
         tr[traced++].client = l * 1e3;
+      }
     }
     double load_to = load1();
     double serial[5];
