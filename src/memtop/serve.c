@@ -397,7 +397,7 @@ static void on_probed(void *arg) {
 /* MT_SERVE_LATE_MS into the round: the targets that have figures and
  * have not answered yet are served their last ones (with their age) and
  * waited for no more; their reads go on, and their answers are kept for
- * the next scrape. Only a target with no figures at all (just found)
+ * the next round. Only a target with no figures at all (just found)
  * still holds the round, up to MT_SERVE_WAIT_MS. Under load, out of 200
  * processes some are always late to be scheduled: the slowest of them
  * made the tail (issue 24). */
@@ -457,9 +457,10 @@ static void round_start(serve_t *sv) {
 
 /* The listing (every MT_SERVE_RESCAN_MS: new processes, and those
  * that exited dropped) is serve's to time, not the set's: one that
- * falls due while a scrape waits would add its readdir and /proc reads
- * (milliseconds for 200 processes) to that scrape, so it waits until the
- * scrape is answered. */
+ * falls due during a round would add its readdir and /proc reads
+ * (milliseconds for 200 processes) to the round (and to the first
+ * scrape, which waits for it), so it waits until the round's answers are
+ * made. */
 static void rescan_cb(uv_timer_t *timer) {
   serve_t *sv = timer->data;
   if (sv->stopping)

@@ -9,12 +9,13 @@
 
 #include "memtop/cli.h"
 
-/* How long a scrape waits for the targets' answers before it is served
- * what memtop has, each figure with its age (ms). */
+/* How long a round of reads waits for the targets' answers before its
+ * answers are made of what memtop has, each figure with its age (ms); the
+ * first scrape, before any round, waits as long. */
 #define MT_SERVE_WAIT_MS 1000
-/* How long a scrape waits for a target that has figures already: one
+/* How long a round waits for a target that has figures already: one
  * later than this is served its last figures (with their age), and its
- * answer is kept for the next scrape. */
+ * answer is kept for the next round. */
 #define MT_SERVE_LATE_MS 25
 /* A scrape is answered with the answer the last round prepared; one
  * that finds it older than -d asks for the next round, started this long
