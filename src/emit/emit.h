@@ -173,6 +173,10 @@ typedef struct mt_prom_opts_s {
   /* memtop_scrape_late_targets: the targets served their last figures
    * because their read was late (serve.c); -1: not served. */
   long late_targets;
+  /* memtop_figures_timestamp_seconds: when the figures served were
+   * gathered (the end of the round of reads that made them), ns since
+   * the epoch; 0: not served. */
+  uint64_t figures_unix_ns;
 } mt_prom_opts_t;
 
 /* The exposition of n processes, appended to *out: the text format 0.0.4,

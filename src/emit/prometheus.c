@@ -646,7 +646,7 @@ static void memtop_families(walk_t *w, const mt_prom_target_t *ts, size_t n,
 int mt_emit_prometheus(ms__strbuf_t *out, int openmetrics,
                        const mt_prom_target_t *targets, size_t n,
                        const char *memtop_version) {
-  mt_prom_opts_t o = {memtop_version, 0, NULL, -1};
+  mt_prom_opts_t o = {memtop_version, 0, NULL, -1, 0};
   return mt_emit_prometheus_opts(out, openmetrics, targets, n, &o);
 }
 
@@ -696,6 +696,11 @@ int mt_emit_prometheus_opts(ms__strbuf_t *out, int openmetrics,
              "Processes served the figures of their last read because this "
              "scrape's read was late (its answer is kept for the next).",
              (uint64_t)opts->late_targets);
+  if (opts->figures_unix_ns)
+    self_double(&w, "memtop_figures_timestamp_seconds",
+                "When memtop gathered the figures served, in seconds since "
+                "the epoch: a scrape is answered with the last round's.",
+                K_GAUGE, (double)opts->figures_unix_ns / 1e9);
   self_families(&w, opts->self);
   if (w.om)
     ms__strbuf_puts(out, "# EOF\n");

@@ -765,6 +765,21 @@ void mt_answer_release(mt_answer_t *a) {
   free(a);
 }
 
+void mt_answer_gzip(mt_answer_t *a) {
+  if (!a || a->oom || a->raw || a->len == 0 || a->gz_tried)
+    return;
+  a->gz_tried = 1;
+  size_t zn = 0;
+  unsigned char *z = gzip_of(a->data, a->len, &zn);
+  if (z) {
+    a->gz = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
+    if (a->gz)
+      add_headers(a->gz, a->openmetrics, 1);
+    else
+      free(z);
+  }
+}
+
 static enum MHD_Result answer_metrics(mt_scrape_t *s) {
   struct MHD_Connection *c = s->conn;
   mt_answer_t *a = s->answer;
@@ -774,18 +789,7 @@ static enum MHD_Result answer_metrics(mt_scrape_t *s) {
     return plain(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n", NULL);
   struct MHD_Response *r = a->plain;
   if (s->gzip && !a->raw && a->len > 0) {
-    if (!a->gz_tried) {
-      a->gz_tried = 1;
-      size_t zn = 0;
-      unsigned char *z = gzip_of(a->data, a->len, &zn);
-      if (z) {
-        a->gz = MHD_create_response_from_buffer(zn, z, MHD_RESPMEM_MUST_FREE);
-        if (a->gz)
-          add_headers(a->gz, a->openmetrics, 1);
-        else
-          free(z);
-      }
-    }
+    mt_answer_gzip(a);
     if (a->gz)
       r = a->gz; /* else the body goes uncompressed */
   }
@@ -1228,6 +1232,20 @@ static void completed_cb(void *cls, struct MHD_Connection *c, void **con_cls,
 
 int mt_scrape_openmetrics(const mt_scrape_t *s) {
   return s && s->openmetrics;
+}
+
+int mt_scrape_gzip(const mt_scrape_t *s) {
+  return s && s->gzip;
+}
+
+uint64_t mt_scrape_client(const mt_scrape_t *s) {
+  /* FNV-1a over the address key. */
+  uint64_t h = 14695981039346656037ull;
+  if (!s || !s->rec)
+    return 0;
+  for (size_t i = 0; i < sizeof s->rec->addr.b; i++)
+    h = (h ^ s->rec->addr.b[i]) * 1099511628211ull;
+  return h;
 }
 
 void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body) {

@@ -29,6 +29,7 @@
 #define MS_EXPORTER_HTTPD_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "common/strbuf.h"
@@ -108,6 +109,13 @@ void mt_httpd_url(const mt_httpd_t *h, char *buf, size_t len);
 /* Whether the scraper asked for OpenMetrics (else the text format). */
 int mt_scrape_openmetrics(const mt_scrape_t *s);
 
+/* Whether the scraper accepts gzip (its answer is then gzipped). */
+int mt_scrape_gzip(const mt_scrape_t *s);
+
+/* A number standing for the scraper's address (an IPv4 address, an IPv6
+ * /64), the same for every request from there; 0 if unknown. */
+uint64_t mt_scrape_client(const mt_scrape_t *s);
+
 /* A query argument of the request ("pid" of ?pid=N); NULL if absent. */
 const char *mt_scrape_arg(const mt_scrape_t *s, const char *name);
 
@@ -129,6 +137,10 @@ void mt_scrape_answer(mt_scrape_t *s, ms__strbuf_t *body);
 mt_answer_t *mt_answer_new(ms__strbuf_t *body, int openmetrics);
 void mt_scrape_answer_with(mt_scrape_t *s, mt_answer_t *a);
 void mt_answer_release(mt_answer_t *a);
+/* Gzips the answer now, once (its first gzipped send would otherwise do
+ * it): the owner decides when that work is done. A no-op for an answer
+ * gzipped already, empty or out of memory. */
+void mt_answer_gzip(mt_answer_t *a);
 
 /* Stops listening, answers scrapes still waiting with 503, and frees the
  * server once libuv has closed its handles. */

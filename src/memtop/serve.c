@@ -1,30 +1,39 @@
 /*
  * serve.c - `memtop serve` (see serve.h): one more owner of the target set
- * (targetset.h), the rounds that read it, and the scrapes that wait for a
- * round.
+ * (targetset.h), the rounds that read it, and the answers they prepare
+ * for the scrapes.
  *
- * The set discovers continuously: it lists the attachable processes every
+ * The set discovers: serve lists the attachable processes every
  * MT_SERVE_RESCAN_MS (new ones join and are read at once, those that
- * exited are marked gone and dropped at the next listing, keep_gone_ms 0).
- * Each target keeps its latest snapshot (the `snapshot` callback), served
- * with its age. A scrape asks every target at once for a snapshot
- * (mt_tset_fetch_all), on memtop's libuv loop, and no process that has
- * exited since is served (each is checked against /proc when the answer is
- * written). The scrape is answered when every target asked has answered or
- * failed, or after MT_SERVE_WAIT_MS, whichever comes first: a target that
- * hangs (stopped, deadlocked, hostile) costs a scrape that bound and no
- * more, and its last snapshot is served with its age (its request goes on
- * in the background, bounded by --timeout). Scrapes closer together
- * than -d share one round's figures.
+ * exited are marked gone and dropped at the next listing, keep_gone_ms 0),
+ * never while a round runs. Each target keeps its latest snapshot (the
+ * `snapshot` callback), served with its age. A round asks every target at
+ * once for a snapshot (mt_tset_fetch_all), on memtop's libuv loop; it ends
+ * when every target asked has answered or failed, MT_SERVE_LATE_MS in for
+ * the targets that have figures already (a late one is served its last
+ * snapshot, its read goes on in the background, bounded by --timeout), or
+ * after MT_SERVE_WAIT_MS. Its figures are then rendered and gzipped once
+ * per format into the answer every scrape gets until the next round ends
+ * (prepare); a target that joins or leaves between rounds has them made
+ * again.
+ *
+ * A scrape waits for none of it: it is answered at once with the prepared
+ * answer, after a check that no process it names has exited (kill(pid,
+ * 0)); one that finds it older than -d starts the next round, timed to end
+ * just before the next scrape is due (refresh_soon). Where a scrape of 200
+ * processes spent its time when it waited for its round (bench_serve's
+ * BENCH_TRACE, MEMTOP_SERVE_TRACE here): the round's wait for the targets,
+ * mostly the loop's own work on their 200 answers and its thread's wait
+ * for a CPU, then the rendering and the gzip. Only the first scrape, before
+ * any round, waits for one.
  *
  * It is a mode of the shell (shell.h): the shell makes the loop, the set
  * and the signals (SIGINT, SIGTERM: stop, exit 0); this file the server
  * and the rounds.
  *
- * Reads happen at scrapes, not on a cadence of their own: the set is timed
- * only for its listing, and its per-target timers read a target only until
- * it has a first snapshot (`request` skips the rest), so 200 processes
- * scraped every 15 s are read every 15 s.
+ * Reads happen for the scrapes, not on a cadence of their own: the set is
+ * timed only for a new target's first read (`request` skips the rest), so
+ * 200 processes scraped every 15 s are read every 15 s.
  */
 #include "memtop/serve.h"
 
@@ -35,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -53,6 +63,32 @@
 #include "exporter/webconfig.h"
 
 typedef struct serve_s serve_t;
+
+/* A scraper (its address, httpd.h's mt_scrape_client) and the interval
+ * its scrapes come at, to time the rounds before its next one. */
+typedef struct sv_scraper_s {
+  uint64_t client;
+  uint64_t last_ns, period_ns; /* 0: not known yet */
+} sv_scraper_t;
+
+/* MEMTOP_SERVE_TRACE=1, a switch for bench_serve: where each answered
+ * round's time went, one line on stderr ("memtop-trace: ..."): from the
+ * first scrape's arrival to its answer, the wait for the targets, the
+ * rendering, the gzip, the listings run meanwhile, the rest of the loop's
+ * work (libuv's idle time subtracted) and how long the loop's thread
+ * waited for a CPU (its run_delay in /proc/thread-self/schedstat), and
+ * the age of the figures served (since their round ended); and, so that
+ * a client can tell what the loop was doing before the scrape reached
+ * serve (uv_hrtime is CLOCK_MONOTONIC, the client's clock), when the
+ * scrape arrived and the spans of the last round and the last prepare. */
+typedef struct sv_trace_s {
+  int on;
+  uint64_t arrive_ns, start_ns, end_ns; /* first scrape; round's ends */
+  uint64_t idle0_ns, delay0_ns;         /* at the first scrape */
+  uint64_t render_ns, gzip_ns, listing_ns;
+  uint64_t round_from_ns, round_to_ns; /* the last round (to: 0 running) */
+  uint64_t prep_from_ns, prep_to_ns;   /* the last prepare */
+} sv_trace_t;
 
 /* A /debug/pprof/heap request: fetched on the loop (profile_fetch.h),
  * then built, resolved and encoded on a libuv worker, one at a time (the
@@ -104,10 +140,85 @@ struct serve_s {
   size_t nprofs;
   sv_prof_t *queue_head, *queue_tail; /* fetched, waiting for the worker */
   int working;                        /* a profile is on the worker */
+  uv_timer_t rescan;                  /* the listing, serve's to time */
+  int rescan_due;                     /* due during a round */
+  /* The answers prepared from the last round's figures (prepare), one
+   * per format (0 text, 1 OpenMetrics) asked for so far (bits of asked;
+   * of asked_gz, those asked gzipped), served to every scrape until the
+   * next round ends: when they were made, how many targets were late. */
+  mt_answer_t *ready[2];
+  unsigned asked, asked_gz;
+  uint64_t ready_ns;
+  long ready_late;
+  int changed;         /* a target joined or left since they were made */
+  uv_timer_t prep;     /* makes them again after such a change */
+  uv_timer_t refresh;  /* starts the next round (refresh_soon) */
+  uint64_t refresh_ns; /* when it is due, while armed */
+  sv_scraper_t scrapers[MT_SERVE_SCRAPERS];
+  uint64_t round_start_ns, round_ns; /* the last round's length */
+  int closed;
+  sv_trace_t tr;
 };
 
 static void answer_all(serve_t *sv);
+static void bound_cb(uv_timer_t *timer);
 static void round_check_end(serve_t *sv);
+static void set_changed(serve_t *sv);
+
+/* The loop's thread's wait for a CPU so far (ns); 0 if unknown. */
+static uint64_t run_delay_ns(void) {
+  char buf[128];
+  unsigned long long run = 0, delay = 0;
+  if (ms__read_small_file("/proc/thread-self/schedstat", buf, sizeof buf) <=
+          0 ||
+      sscanf(buf, "%llu %llu", &run, &delay) != 2)
+    return 0;
+  return delay;
+}
+
+static double ms_of(uint64_t ns) {
+  return (double)ns / 1e6;
+}
+
+/* The first scrape of a round (or of a fresh answer) arrived. */
+static void trace_arrive(serve_t *sv) {
+  if (!sv->tr.on)
+    return;
+  sv->tr.arrive_ns = uv_hrtime();
+  sv->tr.start_ns = sv->tr.end_ns = 0;
+  sv->tr.idle0_ns = uv_metrics_idle_time(mt_shell_loop(sv->sh));
+  sv->tr.delay0_ns = run_delay_ns();
+  sv->tr.render_ns = sv->tr.gzip_ns = sv->tr.listing_ns = 0;
+}
+
+/* The scrapes waiting were answered (`late` targets served late). */
+static void trace_answered(serve_t *sv, size_t scrapes, long late) {
+  if (!sv->tr.on || sv->tr.arrive_ns == 0)
+    return;
+  uint64_t now = uv_hrtime();
+  uint64_t total = now - sv->tr.arrive_ns;
+  uint64_t idle = uv_metrics_idle_time(mt_shell_loop(sv->sh)) - sv->tr.idle0_ns;
+  uint64_t busy = total > idle ? total - idle : 0;
+  uint64_t own = sv->tr.render_ns + sv->tr.gzip_ns + sv->tr.listing_ns;
+  uint64_t wait = sv->tr.start_ns && sv->tr.end_ns > sv->tr.start_ns
+                      ? sv->tr.end_ns - sv->tr.start_ns
+                      : 0;
+  fprintf(stderr,
+          "memtop-trace: scrapes=%zu targets=%zu total=%.3f wait=%.3f "
+          "render=%.3f gzip=%.3f listing=%.3f loop_other=%.3f "
+          "sched=%.3f late=%ld age=%.3f arrive=%llu round=%llu-%llu "
+          "prep=%llu-%llu\n",
+          scrapes, mt_tset_count(sv->set), ms_of(total), ms_of(wait),
+          ms_of(sv->tr.render_ns), ms_of(sv->tr.gzip_ns),
+          ms_of(sv->tr.listing_ns), ms_of(busy > own ? busy - own : 0),
+          ms_of(run_delay_ns() - sv->tr.delay0_ns), late,
+          ms_of(now - sv->ready_ns), (unsigned long long)sv->tr.arrive_ns,
+          (unsigned long long)sv->tr.round_from_ns,
+          (unsigned long long)sv->tr.round_to_ns,
+          (unsigned long long)sv->tr.prep_from_ns,
+          (unsigned long long)sv->tr.prep_to_ns);
+  sv->tr.arrive_ns = 0;
+}
 
 /* ------------------------------------------------------------------------
  * The target set's callbacks
@@ -204,6 +315,8 @@ static void on_retired(void *arg, mt_tset_target_t *t) {
   /* A target dropped while the round waited for it no longer holds the
    * round open (its reply will not come). */
   round_drop(sv, u);
+  if (u->snap)
+    set_changed(sv);
   free(u->snap);
   free(u);
 }
@@ -221,8 +334,10 @@ static void on_snapshot(void *arg, mt_tset_target_t *t,
                         const ms_snapshot_t *s) {
   serve_t *sv = arg;
   sv_target_t *u = t->user;
-  if (!u->snap)
+  if (!u->snap) {
     u->snap = malloc(sizeof *u->snap);
+    set_changed(sv); /* a new target's first figures */
+  }
   if (u->snap)
     memcpy(u->snap, s, sizeof *u->snap);
   uint64_t now = mt_tset_now_ns(sv->set);
@@ -239,8 +354,10 @@ static uint64_t on_failure(void *arg, mt_tset_target_t *t, int status,
   sv_target_t *u = t->user;
   (void)msg;
   /* Replaced by a new process under its PID: served no more. */
-  if (status == MS_ESTALE)
+  if (status == MS_ESTALE) {
     mt_tset_mark_gone(sv->set, t);
+    set_changed(sv);
+  }
   u->errors++;
   round_drop(sv, u);
   return MT_TSET_BACKOFF;
@@ -253,6 +370,7 @@ static void on_gone(void *arg, mt_tset_target_t *t, int status,
   (void)msg;
   if (status != 0)
     u->errors++;
+  set_changed(sv);
   round_drop(sv, u);
 }
 
@@ -268,6 +386,7 @@ static void round_check_end(serve_t *sv) {
     return;
   sv->in_round = 0;
   sv->round_end_ns = uv_hrtime();
+  sv->tr.end_ns = sv->round_end_ns;
   answer_all(sv);
 }
 
@@ -278,7 +397,7 @@ static void on_probed(void *arg) {
 /* MT_SERVE_LATE_MS into the round: the targets that have figures and
  * have not answered yet are served their last ones (with their age) and
  * waited for no more; their reads go on, and their answers are kept for
- * the next scrape. Only a target with no figures at all (just found)
+ * the next round. Only a target with no figures at all (just found)
  * still holds the round, up to MT_SERVE_WAIT_MS. Under load, out of 200
  * processes some are always late to be scheduled: the slowest of them
  * made the tail (issue 24). */
@@ -302,7 +421,10 @@ static void round_start(serve_t *sv) {
   if (sv->in_round)
     return;
   sv->in_round = 1;
+  sv->round_start_ns = sv->tr.start_ns = sv->tr.round_from_ns = uv_hrtime();
+  sv->tr.round_to_ns = 0;
   uv_timer_start(&sv->late, late_cb, MT_SERVE_LATE_MS, 0);
+  uv_timer_start(&sv->bound, bound_cb, MT_SERVE_WAIT_MS, 0);
   size_t n = mt_tset_count(sv->set);
   uint64_t now = mt_tset_now_ns(sv->set);
   /* A target still busy with an earlier request is not asked again: the
@@ -331,6 +453,27 @@ static void round_start(serve_t *sv) {
     sv->pending += (size_t)u->pending;
   }
   round_check_end(sv);
+}
+
+/* The listing (every MT_SERVE_RESCAN_MS: new processes, and those
+ * that exited dropped) is serve's to time, not the set's: one that
+ * falls due during a round would add its readdir and /proc reads
+ * (milliseconds for 200 processes) to the round (and to the first
+ * scrape, which waits for it), so it waits until the round's answers are
+ * made. */
+static void rescan_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  if (sv->stopping)
+    return;
+  if (sv->in_round || sv->nwaiting > 0) {
+    sv->rescan_due = 1;
+    return;
+  }
+  sv->rescan_due = 0;
+  uint64_t t0 = uv_hrtime();
+  mt_tset_rescan(sv->set);
+  if (sv->tr.on)
+    sv->tr.listing_ns += uv_hrtime() - t0;
 }
 
 /* ------------------------------------------------------------------------
@@ -387,8 +530,10 @@ static void read_self(mt_prom_self_t *p) {
 }
 
 /* The exposition of every target now, in the text format or
- * OpenMetrics, into *body (its oom flag set if memory ran out). */
-static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
+ * OpenMetrics, into *body (its oom flag set if memory ran out). Returns
+ * how many targets were served late. */
+static long render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
+  uint64_t t0 = sv->tr.on ? uv_hrtime() : 0;
   uint64_t now = mt_tset_now_ns(sv->set);
   size_t count = mt_tset_count(sv->set);
   mt_prom_target_t *pt = calloc(count ? count : 1, sizeof *pt);
@@ -396,7 +541,7 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   long late = 0;
   if (!pt) {
     body->oom = 1;
-    return;
+    return 0;
   }
   for (size_t i = 0; i < count; i++) {
     mt_tset_target_t *t = mt_tset_at(sv->set, i);
@@ -432,41 +577,182 @@ static void render(serve_t *sv, int openmetrics, ms__strbuf_t *body) {
   }
   mt_prom_self_t self;
   read_self(&self);
-  mt_prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late};
+  /* When these figures were gathered: now, the end of their round (or
+   * of the change in the targets that made them again). */
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  mt_prom_opts_t po = {MS_VERSION_STRING, sv->o->no_size_classes, &self, late,
+                       (uint64_t)wall.tv_sec * 1000000000u +
+                           (uint64_t)wall.tv_nsec};
   mt_emit_prometheus_opts(body, openmetrics, pt, n, &po);
   free(pt);
+  if (sv->tr.on)
+    sv->tr.render_ns += uv_hrtime() - t0;
+  return late;
 }
 
-static void answer(serve_t *sv, mt_scrape_t *s) {
+/* One answer of the figures now in one format, gzipped here if a
+ * scraper of that format takes gzip (NULL when out of memory). */
+static mt_answer_t *answer_new(serve_t *sv, int om, int gzip, long *late) {
   ms__strbuf_t body = MS_STRBUF_INIT;
-  render(sv, mt_scrape_openmetrics(s), &body);
-  mt_scrape_answer(s, &body);
-  ms__strbuf_free(&body);
+  *late = render(sv, om, &body);
+  mt_answer_t *a = mt_answer_new(&body, om);
+  if (gzip) {
+    uint64_t t0 = sv->tr.on ? uv_hrtime() : 0;
+    mt_answer_gzip(a);
+    if (sv->tr.on)
+      sv->tr.gzip_ns += uv_hrtime() - t0;
+  }
+  return a;
+}
+
+/* The answers of the figures memtop has now, one per format a scraper
+ * has asked for (rendered and gzipped once, whatever the scrapes they
+ * answer): made when a round ends, and again when a target joins or
+ * leaves between rounds. */
+static void prepare(serve_t *sv) {
+  uv_timer_stop(&sv->prep);
+  sv->tr.prep_from_ns = uv_hrtime();
+  for (int om = 0; om < 2; om++) {
+    mt_answer_release(sv->ready[om]);
+    sv->ready[om] = NULL;
+    if (sv->asked & (1u << om))
+      sv->ready[om] =
+          answer_new(sv, om, (sv->asked_gz >> om) & 1u, &sv->ready_late);
+  }
+  sv->ready_ns = sv->tr.prep_to_ns = uv_hrtime();
+  sv->changed = 0;
+}
+
+static void prep_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  if (!sv->in_round && sv->changed && !sv->stopping)
+    prepare(sv);
+}
+
+/* A target joined (its first figures) or left between rounds: the
+ * answers are made again soon (MT_SERVE_PREP_MS, so that the targets a
+ * listing finds are taken together), not on a scrape's path. */
+static void set_changed(serve_t *sv) {
+  sv->changed = 1;
+  if (!sv->in_round && sv->ready_ns && !sv->stopping && !sv->closed &&
+      !uv_is_active((uv_handle_t *)&sv->prep))
+    uv_timer_start(&sv->prep, prep_cb, MT_SERVE_PREP_MS, 0);
+}
+
+/* Before a prepared answer is served: the processes it names that have
+ * exited since are served no more (kill(pid, 0), not a read of /proc:
+ * some microseconds for 200 processes); if there are any, the answer is
+ * made again from the figures memtop has, without them. A PID reused
+ * meanwhile is told by the next round (its start time). */
+static void drop_exited(serve_t *sv) {
+  size_t n = mt_tset_count(sv->set);
+  int exited = 0;
+  uint64_t made = sv->ready_ns;
+  for (size_t i = 0; i < n; i++) {
+    mt_tset_target_t *t = mt_tset_at(sv->set, i);
+    if (!t->gone && kill(t->pid, 0) != 0 && errno == ESRCH) {
+      mt_tset_mark_gone(sv->set, t);
+      exited = 1;
+      /* A round no longer waits for it (and may end here, making the
+       * answers). */
+      if (t->user)
+        round_drop(sv, t->user);
+    }
+  }
+  if (exited && sv->ready_ns == made)
+    prepare(sv);
+}
+
+/* The next round, timed to end before the next scrape is due: a scrape
+ * answered with figures older than -d asks for it. It starts `lead`
+ * before the earliest next scrape of the scrapers seen (each at the
+ * interval of its last two scrapes; one silent for two of its intervals
+ * is not waited for), lead being MT_SERVE_LEAD_MS or four times the last
+ * round, whichever is longer; at once if no interval is known yet. A
+ * scraper at a steady interval then gets figures about `lead` old, at
+ * once; a second one at another phase (Prometheus in pairs) those of the
+ * round made for the first. */
+static void refresh_cb(uv_timer_t *timer) {
+  serve_t *sv = timer->data;
+  if (!sv->stopping)
+    round_start(sv);
+}
+
+static void refresh_soon(serve_t *sv, uint64_t now) {
+  if (sv->in_round || sv->stopping)
+    return;
+  uint64_t lead = (uint64_t)MT_SERVE_LEAD_MS * 1000000u;
+  if (lead < 4 * sv->round_ns)
+    lead = 4 * sv->round_ns;
+  uint64_t next = 0;
+  for (size_t i = 0; i < MT_SERVE_SCRAPERS; i++) {
+    const sv_scraper_t *c = &sv->scrapers[i];
+    if (c->period_ns == 0 || now - c->last_ns > 2 * c->period_ns)
+      continue;
+    uint64_t due = c->last_ns + c->period_ns;
+    if (due > now && (next == 0 || due < next))
+      next = due;
+  }
+  uint64_t at = next > now + lead ? next - lead : now;
+  /* Armed for later already: earlier only (a scraper back after a pause
+   * must not wait for the round timed by its long interval). */
+  if (uv_is_active((uv_handle_t *)&sv->refresh) && sv->refresh_ns <= at)
+    return;
+  sv->refresh_ns = at;
+  uv_timer_start(&sv->refresh, refresh_cb, (at - now) / 1000000u, 0);
+}
+
+/* The scraper of s seen now: its interval learnt. A new one takes the
+ * place of the one seen least lately. */
+static void scraper_seen(serve_t *sv, const mt_scrape_t *s, uint64_t now) {
+  uint64_t client = mt_scrape_client(s);
+  sv_scraper_t *c = &sv->scrapers[0];
+  for (size_t i = 0; i < MT_SERVE_SCRAPERS; i++) {
+    sv_scraper_t *x = &sv->scrapers[i];
+    if (x->last_ns && x->client == client) {
+      c = x;
+      break;
+    }
+    if (x->last_ns < c->last_ns)
+      c = x;
+  }
+  if (c->client != client || c->last_ns == 0) {
+    c->client = client;
+    c->period_ns = 0;
+  } else {
+    c->period_ns = now - c->last_ns;
+  }
+  c->last_ns = now;
+}
+
+/* s answered with the prepared answer of its format, made now if there
+ * is none (a format not asked for before, or memory short then). */
+static void answer(serve_t *sv, mt_scrape_t *s) {
+  int om = mt_scrape_openmetrics(s) != 0;
+  if (!sv->ready[om])
+    prepare(sv);
+  mt_scrape_answer_with(s, sv->ready[om]);
+  trace_answered(sv, 1, sv->ready_late);
 }
 
 static void answer_all(serve_t *sv) {
   uv_timer_stop(&sv->bound);
   uv_timer_stop(&sv->late);
-  /* The scrapes waiting now are answered with the figures of this
-   * moment: rendered once per format, gzipped at most once, and sent to
-   * each from the same buffers (memtop's cost does not grow with the
-   * scrapers but with the formats). Answering may not add scrapes (the
-   * server calls the hook from its own run only), so the list is stable
-   * here. */
-  mt_answer_t *shared[2] = {NULL, NULL};
-  int made[2] = {0, 0};
-  for (size_t i = 0; i < sv->nwaiting; i++) {
-    int om = mt_scrape_openmetrics(sv->waiting[i]) != 0;
-    if (!made[om]) {
-      ms__strbuf_t body = MS_STRBUF_INIT;
-      render(sv, om, &body);
-      shared[om] = mt_answer_new(&body, om);
-      made[om] = 1;
-    }
-    mt_scrape_answer_with(sv->waiting[i], shared[om]);
-  }
-  mt_answer_release(shared[0]);
-  mt_answer_release(shared[1]);
+  /* The round's figures made into answers, once per format, and the
+   * scrapes waiting answered with them (memtop's cost does not grow with
+   * the scrapers but with the formats). Answering may not add scrapes
+   * (the server calls the hook from its own run only), so the list is
+   * stable here. */
+  prepare(sv);
+  if (sv->round_start_ns)
+    sv->round_ns = uv_hrtime() - sv->round_start_ns;
+  sv->round_start_ns = 0;
+  sv->tr.round_to_ns = uv_hrtime();
+  for (size_t i = 0; i < sv->nwaiting; i++)
+    mt_scrape_answer_with(
+        sv->waiting[i], sv->ready[mt_scrape_openmetrics(sv->waiting[i]) != 0]);
+  trace_answered(sv, sv->nwaiting, sv->ready_late);
   sv->nwaiting = 0;
   /* The answers may have let the round's last waits go (processes that
    * exited): it ends here then, with no one left to answer. */
@@ -474,11 +760,16 @@ static void answer_all(serve_t *sv) {
     sv->in_round = 0;
     sv->round_end_ns = uv_hrtime();
   }
+  /* A listing that fell due during the round runs now, after the
+   * answers have gone (the server sends them first: its timer was
+   * started before this one). */
+  if (sv->rescan_due && !sv->stopping)
+    uv_timer_start(&sv->rescan, rescan_cb, 0, MT_SERVE_RESCAN_MS);
 }
 
 /* The bound: the scrapes are answered with what memtop has, and the
  * round ends here. The reads still on their way go on in the background
- * (their answers are kept when they come); the next scrape's round asks
+ * (their answers are kept when they come); the next round asks
  * everyone else again and does not wait for them (asked longer ago than
  * the bound). Were the round left open until they end, every scrape would
  * wait the bound again and serve the others' figures of the first one,
@@ -494,11 +785,29 @@ static void bound_cb(uv_timer_t *timer) {
   sv->round_end_ns = uv_hrtime();
 }
 
+/* A scrape. Once a round has been made, it is answered at once with the
+ * answer that round prepared (or the one made since a target joined or
+ * left), whatever the targets are doing now: it never waits for a
+ * target, a round or a rendering. If those figures are older than -d,
+ * it asks for the next round (refresh_soon), whose answer the next
+ * scrape gets; memtop_figures_timestamp_seconds says when they were
+ * gathered, memstats_snapshot_age_seconds how old each target's figures
+ * were then. Only the first scrape, before any round, waits for one (up
+ * to MT_SERVE_WAIT_MS, MT_SERVE_LATE_MS for a target with figures). */
 static void on_scrape(void *arg, mt_scrape_t *s) {
   serve_t *sv = arg;
-  if (!sv->in_round && sv->round_end_ns &&
-      uv_hrtime() - sv->round_end_ns < sv->fresh_ns) {
+  int om = mt_scrape_openmetrics(s) != 0;
+  uint64_t now = uv_hrtime();
+  sv->asked |= 1u << om;
+  if (mt_scrape_gzip(s))
+    sv->asked_gz |= 1u << om;
+  scraper_seen(sv, s, now);
+  if (sv->ready_ns) {
+    trace_arrive(sv);
+    drop_exited(sv);
     answer(sv, s);
+    if (now - sv->ready_ns >= sv->fresh_ns)
+      refresh_soon(sv, now);
     return;
   }
   if (sv->nwaiting == sv->capwaiting) {
@@ -511,9 +820,9 @@ static void on_scrape(void *arg, mt_scrape_t *s) {
     sv->waiting = w;
     sv->capwaiting = cap;
   }
+  if (sv->nwaiting == 0 && !sv->in_round)
+    trace_arrive(sv);
   sv->waiting[sv->nwaiting++] = s;
-  if (sv->nwaiting == 1)
-    uv_timer_start(&sv->bound, bound_cb, MT_SERVE_WAIT_MS, 0);
   round_start(sv);
 }
 
@@ -739,6 +1048,16 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   sv->bound.data = sv;
   uv_timer_init(mt_shell_loop(sh), &sv->late);
   sv->late.data = sv;
+  uv_timer_init(mt_shell_loop(sh), &sv->rescan);
+  sv->rescan.data = sv;
+  uv_timer_init(mt_shell_loop(sh), &sv->prep);
+  sv->prep.data = sv;
+  uv_timer_init(mt_shell_loop(sh), &sv->refresh);
+  sv->refresh.data = sv;
+  const char *trace = getenv("MEMTOP_SERVE_TRACE");
+  if (trace && trace[0] == '1' &&
+      uv_loop_configure(mt_shell_loop(sh), UV_METRICS_IDLE_TIME) == 0)
+    sv->tr.on = 1;
   /* Debug files from debuginfod within --timeout, said on no stderr: not
    * a line per request. */
   mt_debuginfod_configure(o->timeout_ms, 0);
@@ -795,7 +1114,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   su->set.timed = 1;
   su->set.interval_ms = MT_SERVE_RESCAN_MS;
   su->set.backoff_max_ms = MT_SERVE_RESCAN_MS;
-  su->set.rescan_min_ms = MT_SERVE_RESCAN_MS;
+  su->set.rescan_min_ms = 0; /* serve's own timer (rescan_cb) */
   su->set.retire_unlisted = 0;
   su->set.keep_gone_ms = 0;
   su->cbs = &serve_cbs;
@@ -811,6 +1130,8 @@ static int serve_start(void *self) {
    * them. */
   mt_tset_rescan(sv->set);
   mt_tset_start(sv->set);
+  uv_timer_start(&sv->rescan, rescan_cb, MT_SERVE_RESCAN_MS,
+                 MT_SERVE_RESCAN_MS);
   char url[160];
   mt_httpd_url(sv->http, url, sizeof url);
   fprintf(stderr, "memtop: serving %s%s\n", url,
@@ -829,6 +1150,14 @@ static void serve_close(void *self) {
     uv_close((uv_handle_t *)&sv->bound, NULL);
   if (!uv_is_closing((uv_handle_t *)&sv->late))
     uv_close((uv_handle_t *)&sv->late, NULL);
+  uv_timer_t *timers[] = {&sv->rescan, &sv->prep, &sv->refresh};
+  for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++)
+    if (!uv_is_closing((uv_handle_t *)timers[i]))
+      uv_close((uv_handle_t *)timers[i], NULL);
+  sv->closed = 1;
+  mt_answer_release(sv->ready[0]);
+  mt_answer_release(sv->ready[1]);
+  sv->ready[0] = sv->ready[1] = NULL;
 }
 
 static void serve_free(void *self) {

@@ -9,13 +9,24 @@
 
 #include "memtop/cli.h"
 
-/* How long a scrape waits for the targets' answers before it is served
- * what memtop has, each figure with its age (ms). */
+/* How long a round of reads waits for the targets' answers before its
+ * answers are made of what memtop has, each figure with its age (ms); the
+ * first scrape, before any round, waits as long. */
 #define MT_SERVE_WAIT_MS 1000
-/* How long a scrape waits for a target that has figures already: one
+/* How long a round waits for a target that has figures already: one
  * later than this is served its last figures (with their age), and its
- * answer is kept for the next scrape. */
+ * answer is kept for the next round. */
 #define MT_SERVE_LATE_MS 25
+/* A scrape is answered with the answer the last round prepared; one
+ * that finds it older than -d asks for the next round, started this long
+ * (or four times the last round's length) before the next scrape is due
+ * (ms). */
+#define MT_SERVE_LEAD_MS 100
+/* Scrapers (addresses) whose intervals time the rounds. */
+#define MT_SERVE_SCRAPERS 8
+/* A target that joins or leaves between rounds has the answers made
+ * again this long after (ms), together with others found with it. */
+#define MT_SERVE_PREP_MS 10
 /* Heap profiles (/debug/pprof/heap) being made at once, and the longest
  * ?seconds= a request may ask for. */
 #define MT_SERVE_PROFILES 4

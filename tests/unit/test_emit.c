@@ -488,7 +488,7 @@ static void test_prometheus_options(void **state) {
                          .have_stat = 1,
                          .have_fds = 1,
                          .have_vmax = 1};
-  mt_prom_opts_t po = {"1.0", 0, &self, 3};
+  mt_prom_opts_t po = {"1.0", 0, &self, 3, 0};
   ms__strbuf_t out = MS_STRBUF_INIT;
   assert_int_equal(mt_emit_prometheus_opts(&out, 0, &t, 1, &po), 0);
   const char *o = out.data;
