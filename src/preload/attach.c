@@ -72,17 +72,29 @@ static int64_t allocator_inuse(void) {
 }
 
 /* 1 while the GOT entries are ours (between a --track start and the
- * stop). Only memtop's calls touch it, one at a time (ptrace). */
+ * stop). Written by memtop's calls only, one at a time (ptrace); read by
+ * the agent's thread (track_base). */
 static int g_tracking;
 
+/* The estimate's base, on the agent's thread before its first snapshot
+ * (ms__agent_defer), with the program running: mallinfo2 takes each
+ * arena's lock in turn, and in a program whose threads allocate all the
+ * time on every CPU it waited tens of milliseconds for them (hundreds,
+ * unraised), with memtop's thread held stopped. The snapshot reads
+ * mallinfo2 anyway (the glibc provider). What the program allocated and
+ * freed since the rewrite is in the counts and in the allocator's figure
+ * both (ms__track_since takes the counts made until then off the base);
+ * no snapshot is made before, so none shows the tracked fields without
+ * it. A detach first makes it nothing (g_tracking). */
+static void track_base(void) {
+  if (__atomic_load_n(&g_tracking, __ATOMIC_ACQUIRE))
+    ms__track_since(allocator_inuse());
+}
+
 /* --track: the allocator found as the program is bound, the GOT entries
- * rewritten (got.c), then the estimate's base taken. Any thread may run
- * our entry points from the first rewritten entry on: ms__real is
- * complete before. The base is read after the rewrite, so that what the
- * other threads allocate and free while the modules are walked is in the
- * counts and in the allocator's figure both (ms__track_since takes the
- * counts made until then off the base); only mallinfo2's own walk, arena
- * after arena, is left between the two views. */
+ * rewritten (got.c), the estimate's base left to the agent's thread. Any
+ * thread may run our entry points from the first rewritten entry on:
+ * ms__real is complete before. */
 static int track_start(void) {
   int r = ms__preload_resolve_late();
   if (r != 0)
@@ -90,8 +102,8 @@ static int track_start(void) {
   r = ms__got_hook();
   if (r < 0)
     return r;
-  ms__track_since(allocator_inuse());
-  g_tracking = 1;
+  __atomic_store_n(&g_tracking, 1, __ATOMIC_RELEASE);
+  ms__agent_defer(track_base);
   return 0;
 }
 
@@ -121,8 +133,8 @@ MS__PRELOAD_API int ms__attach_stop(void) {
     return MS_EINVAL; /* started with the program: not memtop's to stop */
   /* The entries first: no call reaches the library's counters after. */
   if (g_tracking) {
+    __atomic_store_n(&g_tracking, 0, __ATOMIC_RELEASE);
     ms__got_restore();
-    g_tracking = 0;
   }
   return ms_agent_stop();
 }
