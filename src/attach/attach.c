@@ -521,6 +521,9 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
 
   mt_inj_t inj;
   mt_inj_init(&inj, req->pid, busy, nbusy);
+  /* MEMTOP_ATTACH_NOBOOST=1: the calls at the program's own priority. */
+  const char *nb = getenv("MEMTOP_ATTACH_NOBOOST");
+  inj.no_boost = nb && nb[0] == '1';
   r = mt_inj_stop(&inj, MAX_TRIES);
   if (r != 0)
     mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
