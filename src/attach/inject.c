@@ -208,6 +208,15 @@ static void unboost_calls(mt_inj_t *inj) {
   if (!t->boosted)
     return;
   unboost_th(t);
+  /* What a child of the thread gets from the kernel: its attributes, but
+   * where it asked for reset-on-fork, the flag cleared and a negative
+   * nice value made 0 (sched_fork). */
+  mt_inj_sched_t child = t->sched;
+  if (child.flags & SCHED_FLAG_RESET_ON_FORK_) {
+    child.flags &= ~(uint64_t)SCHED_FLAG_RESET_ON_FORK_;
+    if (child.nice < 0)
+      child.nice = 0;
+  }
   pid_t *now = malloc(MAX_THREADS * sizeof *now);
   size_t n = now ? list_threads(inj->pid, now, MAX_THREADS) : 0;
   for (size_t i = 0; i < n; i++) {
@@ -217,7 +226,7 @@ static void unboost_calls(mt_inj_t *inj) {
     mt_inj_sched_t a;
     if (!old && sched_get(now[i], &a) == 0 && a.policy == SCHED_FIFO &&
         a.prio == BOOST_PRIO)
-      (void)sched_put(now[i], &t->sched);
+      (void)sched_put(now[i], &child);
   }
   free(now);
 }
