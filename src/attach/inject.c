@@ -450,6 +450,11 @@ static int try_stop(mt_inj_t *inj) {
     release_all(inj, 0);
   }
   free(tids);
+  /* A try that kept none held its threads until here (one at a time). */
+  if (r != 0 && inj->stop_ns != 0) {
+    inj->held_ns += now_ns() - inj->stop_ns;
+    inj->stop_ns = 0;
+  }
   if (r == 1)
     say(inj, "no thread was outside the dynamic loader and the allocator");
   return r;
@@ -733,7 +738,10 @@ int mt_inj_resume(mt_inj_t *inj) {
     unboost_calls(inj);
   release_all(inj, 0);
   if (inj->stop_ns != 0)
-    inj->stop_ns = now_ns() - inj->stop_ns;
+    inj->stop_ns = now_ns() - inj->stop_ns + inj->held_ns;
+  else
+    inj->stop_ns = inj->held_ns;
+  inj->held_ns = 0;
   if (inj->self_boosted)
     (void)sched_put(0, &inj->self_sched);
   inj->self_boosted = 0;

@@ -46,7 +46,8 @@
  * mt_inj_resume() restores the registers exactly and lets every thread go,
  * with any signal that arrived meanwhile delivered then. stop_ns counts
  * from the first thread interrupted in the try that found the thread (each
- * before it was let go first) to the last one let go.
+ * before it was let go first) to the last one let go, plus the same span
+ * of each try before that kept none (not the pauses between tries).
  *
  * Not thread-safe: one mt_inj_t per process, on one thread of memtop.
  */
@@ -113,10 +114,11 @@ typedef struct mt_inj_s {
   pid_t helper[4];
   mt_inj_sched_t helper_sched[4];
   size_t nhelper;
-  /* The stop's figures: CLOCK_MONOTONIC ns at the interrupt of the
-   * calling thread, then (after mt_inj_resume) how long it was held; the
-   * tries it took and how many threads were found busy in all. */
+  /* The stop's figures: CLOCK_MONOTONIC ns at the first interrupt of the
+   * try, then (after mt_inj_resume) how long the process was held (see
+   * above); the tries it took and how many threads were found busy. */
   uint64_t stop_ns;
+  uint64_t held_ns; /* what the tries that kept none held, in all */
   int tries;
   size_t busy_seen;
   int calls;     /* the functions called (mt_inj_call) */
