@@ -422,8 +422,6 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
                 "process %d loaded %s, which has no %s: a libmemstats "
                 "older than this memtop?",
                 (int)req->pid, req->lib, sym);
-  /* The call waits for the agent's thread (its start, its end). */
-  (void)mt_inj_boost_named(inj, "memstats-agent");
   if ((r = mt_inj_call(inj, fn, req->flags, 0, &ret, CALL_MS)) != 0)
     return fail(err, errlen, r, "%s in process %d failed: %s", sym,
                 (int)req->pid, inj->why);
@@ -524,6 +522,9 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
   /* MEMTOP_ATTACH_NOBOOST=1: the calls at the program's own priority. */
   const char *nb = getenv("MEMTOP_ATTACH_NOBOOST");
   inj.no_boost = nb && nb[0] == '1';
+  /* The entry point's call waits for the agent's thread (its end). */
+  if (m.memstats.found)
+    (void)mt_inj_boost_named(&inj, "memstats-agent");
   r = mt_inj_stop(&inj, MAX_TRIES);
   if (r != 0)
     mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */

@@ -197,13 +197,50 @@ static void unboost_th(mt_inj_thread_t *t) {
 static size_t list_threads(pid_t pid, pid_t *out, size_t max);
 static int thread_dead(pid_t pid, pid_t tid);
 
+/* The ids in /proc/PID/task (at most max), sorted: one directory read,
+ * none of each thread's files (a program of thousands of threads is held
+ * while this runs). */
+static int cmp_tid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+  return (x > y) - (x < y);
+}
+
+static size_t task_ids(pid_t pid, pid_t *out, size_t max) {
+  char path[64];
+  size_t n = 0;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < max) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0)
+      out[n++] = (pid_t)tid;
+  }
+  closedir(d);
+  qsort(out, n, sizeof *out, cmp_tid);
+  return n;
+}
+
+/* Raises the threads mt_inj_boost_named found, with the calling thread. */
+static void boost_helpers(mt_inj_t *inj) {
+  for (size_t i = 0; i < inj->nhelper; i++)
+    if (!inj->helper_boosted[i])
+      inj->helper_boosted[i] = boost_tid(inj->helper[i], &inj->helper_sched[i]);
+}
+
 /* The calling thread back to its own attributes, and so is any thread the
  * calls made (the agent's, made raised as its creator was): a thread of
  * the process not there before the calls and at the boost's priority. */
 static void unboost_calls(mt_inj_t *inj) {
   mt_inj_thread_t *t = &inj->th[inj->call_th];
-  for (size_t i = 0; i < inj->nhelper; i++)
-    (void)sched_put(inj->helper[i], &inj->helper_sched[i]);
+  for (size_t i = 0; i < inj->nhelper; i++) {
+    if (inj->helper_boosted[i])
+      (void)sched_put(inj->helper[i], &inj->helper_sched[i]);
+    inj->helper_boosted[i] = 0;
+  }
   inj->nhelper = 0;
   if (!t->boosted)
     return;
@@ -218,11 +255,10 @@ static void unboost_calls(mt_inj_t *inj) {
       child.nice = 0;
   }
   pid_t *now = malloc(MAX_THREADS * sizeof *now);
-  size_t n = now ? list_threads(inj->pid, now, MAX_THREADS) : 0;
+  size_t n = now ? task_ids(inj->pid, now, MAX_THREADS) : 0;
   for (size_t i = 0; i < n; i++) {
-    int old = 0;
-    for (size_t k = 0; k < inj->nbefore && !old; k++)
-      old = inj->before[k] == now[i];
+    int old = bsearch(&now[i], inj->before, inj->nbefore, sizeof now[i],
+                      cmp_tid) != NULL;
     mt_inj_sched_t a;
     if (!old && sched_get(now[i], &a) == 0 && a.policy == SCHED_FIFO &&
         a.prio == BOOST_PRIO)
@@ -232,8 +268,6 @@ static void unboost_calls(mt_inj_t *inj) {
 }
 
 int mt_inj_boost_named(mt_inj_t *inj, const char *name) {
-  if (inj->nth == 0 || !inj->th[inj->call_th].boosted)
-    return 0;
   pid_t *tids = malloc(MAX_THREADS * sizeof *tids);
   if (!tids)
     return 0;
@@ -250,9 +284,9 @@ int mt_inj_boost_named(mt_inj_t *inj, const char *name) {
     fclose(f);
     comm[k] = '\0';
     comm[strcspn(comm, "\n")] = '\0';
-    if (strcmp(comm, name) != 0 ||
-        !boost_tid(tids[i], &inj->helper_sched[inj->nhelper]))
+    if (strcmp(comm, name) != 0)
       continue;
+    inj->helper_boosted[inj->nhelper] = 0;
     inj->helper[inj->nhelper++] = tids[i];
     raised++;
   }
@@ -608,8 +642,10 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
     if (!inj->before) {
       unboost_th(t);
     } else
-      inj->nbefore = list_threads(inj->pid, inj->before, MAX_THREADS);
+      inj->nbefore = task_ids(inj->pid, inj->before, MAX_THREADS);
   }
+  if (t->boosted)
+    boost_helpers(inj);
   inj->calls++;
   if (t->boosted)
     inj->boosted = 1;

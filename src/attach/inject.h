@@ -112,6 +112,7 @@ typedef struct mt_inj_s {
   /* Threads of the process the calls wait for, raised with the calling
    * thread (mt_inj_boost_named), and their own attributes. */
   pid_t helper[4];
+  int helper_boosted[4];
   mt_inj_sched_t helper_sched[4];
   size_t nhelper;
   /* The stop's figures: CLOCK_MONOTONIC ns at the first interrupt of the
@@ -146,10 +147,11 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
                 uint64_t *ret, int timeout_ms);
 int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr);
 
-/* Raises, for the calls, the threads of the process named name (the
- * library's agent thread, which a call waits for), if the calling thread
- * is raised (see above); each gets its own attributes back with it.
- * Returns how many were raised. */
+/* Notes the threads of the process named name (the library's agent
+ * thread, which a call waits for), before mt_inj_stop: reading each
+ * thread's name then holds nothing. They are raised with the calling
+ * thread for the calls (see above) and get their own attributes back with
+ * it. Returns how many were found (at most 4). */
 int mt_inj_boost_named(mt_inj_t *inj, const char *name);
 
 /* Reads up to len - 1 bytes of a NUL-terminated string at addr in the
