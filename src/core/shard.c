@@ -60,10 +60,11 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#if defined(__has_include)
-#if __has_include(<sys/single_threaded.h>)
+/* glibc 2.32's __libc_single_threaded. */
+#if defined(__GLIBC__) &&                                                      \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
 #include <sys/single_threaded.h>
-#endif
+#define MS_HAVE_SINGLE_THREADED 1
 #endif
 
 #include "core/feed.h"
@@ -172,12 +173,11 @@ static void thread_exit(void *arg) {
 static int g_register_at_cut;
 
 static int single_threaded(void) {
-#if defined(__has_include)
-#if __has_include(<sys/single_threaded.h>)
+#ifdef MS_HAVE_SINGLE_THREADED
   return __libc_single_threaded;
-#endif
-#endif
+#else
   return 1;
+#endif
 }
 
 static void engine_init(void) {
