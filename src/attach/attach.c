@@ -14,6 +14,7 @@
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -401,42 +402,69 @@ static int started(const mt_attach_req_t *req, const char *sym, int code,
   return 0;
 }
 
-/* The calls, with the process stopped. */
+/* The address of sym in the library mapped at base in process pid, from
+ * its own dynamic symbols in the process's memory (rsym.h): what dlsym
+ * would say, with no call. 0 if it cannot be read or has none. */
+static uint64_t lib_entry(pid_t pid, uint64_t base, const char *sym) {
+  mt_rsyms_t s;
+  if (base == 0 || (base & 4095) != 0 || mt_rsym_load(pid, base, &s) != 0)
+    return 0;
+  uint64_t a = mt_rsym_find(&s, sym);
+  mt_rsym_free(&s);
+  return a;
+}
+
+/* The entry point of the library dlopen returned handle for: a handle is
+ * glibc's struct link_map, whose first member (l_addr, <link.h>) is where
+ * the library is mapped. 0 if it cannot be read. */
+static uint64_t handle_entry(pid_t pid, uint64_t handle, const char *sym) {
+  uint64_t base = 0;
+  struct iovec local = {&base, sizeof base},
+               remote = {(void *)(uintptr_t)handle, sizeof base};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof base)
+    return 0;
+  return lib_entry(pid, base, sym);
+}
+
+/* The calls, with the process stopped: the library's entry point only, fn,
+ * when it is mapped already (a second attach, a detach); else dlopen
+ * first, and the entry point found in what it loaded (dlsym only if that
+ * cannot be read). Each call waits for the thread to be given a CPU. */
 static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
-                 mt_attach_res_t *res, char *err, size_t errlen) {
-  uint64_t path, name, handle = 0, fn = 0, ret = 0;
+                 uint64_t fn, mt_attach_res_t *res, char *err, size_t errlen) {
+  uint64_t ret = 0;
   int r;
   const char *sym = req->detach ? "ms__attach_stop" : "ms__attach_start";
-  if ((r = mt_inj_push_str(inj, req->lib, &path)) != 0 ||
-      (r = mt_inj_push_str(inj, sym, &name)) != 0)
-    return fail(err, errlen, r, "cannot set the call up: %s", inj->why);
-  int mode = RTLD_NOW | RTLD_LOCAL | (req->detach ? RTLD_NOLOAD : 0);
-  if ((r = mt_inj_call(inj, e->dlopen, path, (uint64_t)mode, &handle,
-                       CALL_MS)) != 0)
-    return fail(err, errlen, r, "dlopen in process %d failed: %s",
-                (int)req->pid, inj->why);
-  if (handle == 0) {
-    if (req->detach) {
-      res->already = 1;
-      return fail(err, errlen, MS_ENOENT,
-                  "process %d has no libmemstats that memtop attach loaded "
-                  "(%s): nothing to detach",
-                  (int)req->pid, req->lib);
+  if (fn == 0 && !req->detach) {
+    uint64_t path, name, handle = 0;
+    if ((r = mt_inj_push_str(inj, req->lib, &path)) != 0)
+      return fail(err, errlen, r, "cannot set the call up: %s", inj->why);
+    if ((r = mt_inj_call(inj, e->dlopen, path, RTLD_NOW | RTLD_LOCAL, &handle,
+                         CALL_MS)) != 0)
+      return fail(err, errlen, r, "dlopen in process %d failed: %s",
+                  (int)req->pid, inj->why);
+    if (handle == 0) {
+      char why[512] = "";
+      uint64_t msg = 0;
+      if (e->dlerror &&
+          mt_inj_call(inj, e->dlerror, 0, 0, &msg, CALL_MS) == 0 && msg != 0) {
+        char raw[512];
+        if (mt_inj_read_str(inj, msg, raw, sizeof raw) == 0)
+          ms__sanitize(why, sizeof why, raw, strlen(raw), (size_t)-1);
+      }
+      return fail(err, errlen, MS_ENOENT, "process %d could not load %s: %s",
+                  (int)req->pid, req->lib,
+                  why[0] ? why : "dlopen returned NULL");
     }
-    char why[512] = "";
-    uint64_t msg = 0;
-    if (e->dlerror && mt_inj_call(inj, e->dlerror, 0, 0, &msg, CALL_MS) == 0 &&
-        msg != 0) {
-      char raw[512];
-      if (mt_inj_read_str(inj, msg, raw, sizeof raw) == 0)
-        ms__sanitize(why, sizeof why, raw, strlen(raw), (size_t)-1);
+    fn = handle_entry(req->pid, handle, sym);
+    if (fn == 0) {
+      if ((r = mt_inj_push_str(inj, sym, &name)) != 0)
+        return fail(err, errlen, r, "cannot set the call up: %s", inj->why);
+      if ((r = mt_inj_call(inj, e->dlsym, handle, name, &fn, CALL_MS)) != 0)
+        return fail(err, errlen, r, "dlsym in process %d failed: %s",
+                    (int)req->pid, inj->why);
     }
-    return fail(err, errlen, MS_ENOENT, "process %d could not load %s: %s",
-                (int)req->pid, req->lib, why[0] ? why : "dlopen returned NULL");
   }
-  if ((r = mt_inj_call(inj, e->dlsym, handle, name, &fn, CALL_MS)) != 0)
-    return fail(err, errlen, r, "dlsym in process %d failed: %s", (int)req->pid,
-                inj->why);
   if (fn == 0)
     return fail(err, errlen, MS_EPROTO,
                 "process %d loaded %s, which has no %s: a libmemstats "
@@ -452,6 +480,7 @@ static int calls(const mt_attach_req_t *req, mt_inj_t *inj, const entry_t *e,
 
 typedef struct wake_s {
   uint64_t wake; /* ms__attach_wake; 0: none (an older library) */
+  int late;      /* ms__attach_late: 1 loaded by an attach, 0 not, -1 unknown */
 } wake_t;
 
 /* The entry points of the libmemstats process pid maps (m->memstats),
@@ -467,6 +496,16 @@ static int find_wake(const mt_attach_req_t *req, const proc_info_t *pi,
                 "cannot read the symbols of %s in process %d (%s): %s",
                 m->memstats.path, (int)req->pid, pi->name, ms_strerror(r));
   w->wake = mt_rsym_find(&lib, "ms__attach_wake");
+  /* Whether an attach loaded it, read now (process_vm_readv, no stop): a
+   * library attach loaded gets attach's one call, not a wake first. */
+  w->late = -1;
+  uint64_t at = mt_rsym_find(&lib, "ms__attach_late");
+  int late = 0;
+  struct iovec local = {&late, sizeof late},
+               remote = {(void *)(uintptr_t)at, sizeof late};
+  if (at != 0 &&
+      process_vm_readv(req->pid, &local, 1, &remote, 1, 0) == sizeof late)
+    w->late = late != 0;
   mt_rsym_free(&lib);
   return 0;
 }
@@ -516,11 +555,19 @@ static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
  * (w not NULL) or attach's. */
 static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
                       const mt_inj_range_t *busy, size_t nbusy, size_t scan,
-                      const wake_t *w, const entry_t *e, mt_attach_res_t *res,
-                      char *err, size_t errlen) {
+                      const wake_t *w, const entry_t *e, uint64_t fn,
+                      int lib_mapped, mt_attach_res_t *res, char *err,
+                      size_t errlen) {
   mt_inj_t inj;
   mt_inj_init(&inj, req->pid, busy, nbusy);
   inj.scan_bytes = scan;
+  /* MEMTOP_ATTACH_NOBOOST=1: the calls at the program's own priority. */
+  const char *nb = getenv("MEMTOP_ATTACH_NOBOOST");
+  inj.no_boost = nb && nb[0] == '1';
+  /* A call into a library mapped already may wait for its agent's thread
+   * (its start or its end). */
+  if (lib_mapped)
+    (void)mt_inj_boost_named(&inj, "memstats-agent");
   int r = mt_inj_stop(&inj, req->max_tries > 0 ? req->max_tries : MAX_TRIES);
   if (r != 0)
     mt_inj_resume(&inj); /* nothing is held: this frees and unblocks */
@@ -545,10 +592,12 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
   r = seccomp_check(req, inj.th[inj.call_th].tid, pi, err, errlen);
   if (r == 0)
     r = w != NULL ? wake_calls(req, pi, &inj, w, res, err, errlen)
-                  : calls(req, &inj, e, res, err, errlen);
+                  : calls(req, &inj, e, fn, res, err, errlen);
   int rr = mt_inj_resume(&inj);
   res->stop_ns += inj.stop_ns;
   res->tries += inj.tries;
+  res->calls += inj.calls;
+  res->boosted |= inj.boosted;
   if (r == 0 && rr != 0)
     return fail(err, errlen, rr, "%s", inj.why);
   return r;
@@ -599,12 +648,19 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                            "woken (%s has no ms__attach_wake)"
                          : "process %d (%s) does not run libmemstats%s",
         (int)req->pid, pi.name, m.memstats.found ? m.memstats.path : "");
+  if (req->wake_only && w.late == 1) {
+    res->late = 1;
+    return fail(err, errlen, MS_EINVAL,
+                "process %d (%s) runs the libmemstats that memtop attach "
+                "loaded, detached since: `memtop attach %d` starts it again",
+                (int)req->pid, pi.name, (int)req->pid);
+  }
   entry_t e;
   mt_inj_range_t busy[MT_INJ_MAX_RANGES];
   size_t nbusy;
   if ((r = find_entries(req, &pi, &m, &e, busy, &nbusy, err, errlen)) != 0)
     return r;
-  if (w.wake != 0) {
+  if (w.wake != 0 && w.late != 1) {
     /* The wake's call runs the library's agent start, which takes its
      * lock and allocates through its own entry points: the calling
      * thread must be in none of its code (an allocation half counted, a
@@ -614,8 +670,8 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
       busy[nb].lo = m.memstats.text_lo;
       busy[nb++].hi = m.memstats.text_hi;
     }
-    r = held_calls(req, &pi, busy, nb, WAKE_SCAN_BYTES, &w, NULL, res, err,
-                   errlen);
+    r = held_calls(req, &pi, busy, nb, WAKE_SCAN_BYTES, &w, NULL, 0, 1, res,
+                   err, errlen);
     /* The library an earlier attach loaded answers that it is attach's
      * (nothing done): then attach's own path, its checks and its calls. */
     if (!(r == MS_EINVAL && res->late && !req->wake_only))
@@ -641,7 +697,27 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                 "process %d sees another file at %s (another mount "
                 "namespace: a container?); install memtop inside it",
                 (int)req->pid, req->lib);
-  return held_calls(req, &pi, busy, nbusy, 0, NULL, &e, res, err, errlen);
+  /* The library mapped already: its entry point is read now, before any
+   * thread is stopped, and the stop makes that one call only. */
+  uint64_t fn = 0;
+  if (m.memstats.found)
+    fn = lib_entry(req->pid, m.memstats.base,
+                   req->detach ? "ms__attach_stop" : "ms__attach_start");
+  else if (req->detach) {
+    res->already = 1;
+    return fail(err, errlen, MS_ENOENT,
+                "process %d has no libmemstats that memtop attach loaded "
+                "(%s): nothing to detach",
+                (int)req->pid, req->lib);
+  }
+  if (m.memstats.found && fn == 0)
+    return fail(err, errlen, MS_EPROTO,
+                "process %d has %s loaded, which has no %s: a libmemstats "
+                "older than this memtop?",
+                (int)req->pid, req->lib,
+                req->detach ? "ms__attach_stop" : "ms__attach_start");
+  return held_calls(req, &pi, busy, nbusy, 0, NULL, &e, fn, m.memstats.found,
+                    res, err, errlen);
 }
 
 int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
@@ -653,8 +729,10 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
     return 1;
   }
   char held[160];
-  snprintf(held, sizeof held, "one thread stopped %.2f ms, the others ran on",
-           (double)res.stop_ns / 1e6);
+  snprintf(held, sizeof held,
+           "one thread stopped %.2f ms for %d call%s%s, the others ran on",
+           (double)res.stop_ns / 1e6, res.calls, res.calls == 1 ? "" : "s",
+           res.boosted ? " at real-time priority" : "");
   if (req->detach)
     fprintf(out,
             "memtop: detached from process %d: its agent stopped and its "

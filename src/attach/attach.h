@@ -6,12 +6,14 @@
  * Yama, its user, privileges, dumpability, a tracer, seccomp's strict
  * mode, the library there already, the library's path seen from the
  * process, a static program, and with the thread stopped a seccomp filter
- * that kills), then three calls on one of its threads, stopped
- * (inject.h): dlopen(LIB, RTLD_NOW | RTLD_LOCAL), dlsym(handle,
- * "ms__attach_start"), and that function; the library's constructor does
- * nothing when loaded so (src/preload/attach.c) and ms__attach_start
- * starts the agent. detach: dlopen(LIB, RTLD_NOLOAD), dlsym
- * "ms__attach_stop", the call; the library stays mapped, inert.
+ * that kills), then two calls on one of its threads, stopped
+ * (inject.h): dlopen(LIB, RTLD_NOW | RTLD_LOCAL) and ms__attach_start,
+ * whose address is read from the loaded library's own symbols in the
+ * process's memory (rsym.h; dlsym only if they cannot be read); the
+ * library's constructor does nothing when loaded so (src/preload/attach.c)
+ * and ms__attach_start starts the agent. Once the library is mapped (a
+ * second attach, a detach) its entry point is read before the stop and
+ * called alone. detach: ms__attach_stop; the library stays mapped, inert.
  *
  * A process that maps libmemstats already is woken instead (issue 21): a
  * preloaded fork() child that has not allocated since the fork has no
@@ -46,11 +48,13 @@ typedef struct mt_attach_req_s {
 } mt_attach_req_t;
 
 typedef struct mt_attach_res_s {
-  uint64_t stop_ns; /* how long the thread that made the calls was held */
+  uint64_t stop_ns; /* held: first thread interrupted to last let go */
   int tries;        /* stops it took (a thread was busy in the others) */
   int already;      /* attach: it served already; detach: nothing to do */
   int woke;         /* its preloaded library's agent was started */
   int late;         /* the library mapped is one an attach loaded */
+  int calls;        /* functions called in it while it was stopped */
+  int boosted;      /* 1 if they ran at real-time priority (inject.h) */
 } mt_attach_res_t;
 
 /* What memtop attach knows of a process and of itself before any ptrace

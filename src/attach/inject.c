@@ -9,6 +9,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +44,12 @@
 #define STOP_WAIT_MS 2000
 
 #define ERESTART_RESTARTBLOCK_ 516
+
+/* The boost (inject.h): SCHED_FIFO at this priority, the lowest, for at
+ * most BOOST_MS of one call. */
+#define BOOST_PRIO 1
+#define BOOST_MS 20
+#define SCHED_FLAG_RESET_ON_FORK_ 0x01
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -143,15 +150,162 @@ static int took_stop(mt_inj_thread_t *t, int st) {
   return 0;
 }
 
+/* ---- the boost
+ * -------------------------------------------------------------*/
+
+static int sched_get(pid_t tid, mt_inj_sched_t *a) {
+  memset(a, 0, sizeof *a);
+  return syscall(SYS_sched_getattr, (int)tid, a, (unsigned)sizeof *a, 0u) == 0
+             ? 0
+             : -errno;
+}
+
+/* Puts back attributes sched_get read: the policy, its priority or nice
+ * value, and whether children start afresh; never the utilisation clamps
+ * (not asked for, so left as they are). */
+static int sched_put(pid_t tid, const mt_inj_sched_t *a) {
+  mt_inj_sched_t b = *a;
+  b.size = sizeof b;
+  b.flags &= SCHED_FLAG_RESET_ON_FORK_;
+  return syscall(SYS_sched_setattr, (int)tid, &b, 0u) == 0 ? 0 : -errno;
+}
+
+/* Raises tid to the boost's priority if it runs under the fair scheduler
+ * (one that runs real-time already is left as it is), its own attributes
+ * kept in *saved. Returns 1 if raised. Its nice value stays in the kernel's
+ * record meanwhile (a real-time policy does not use it): what a thread
+ * that it creates while raised inherits. */
+static int boost_tid(pid_t tid, mt_inj_sched_t *saved) {
+  if (sched_get(tid, saved) != 0 ||
+      (saved->policy != SCHED_OTHER && saved->policy != SCHED_BATCH &&
+       saved->policy != SCHED_IDLE))
+    return 0;
+  mt_inj_sched_t b;
+  memset(&b, 0, sizeof b);
+  b.size = sizeof b;
+  b.policy = SCHED_FIFO;
+  b.prio = BOOST_PRIO;
+  return syscall(SYS_sched_setattr, (int)tid, &b, 0u) == 0;
+}
+
+static void unboost_th(mt_inj_thread_t *t) {
+  if (t->boosted && t->tid != 0)
+    (void)sched_put(t->tid, &t->sched);
+  t->boosted = 0;
+}
+
+static size_t list_threads(pid_t pid, pid_t *out, size_t max);
+static int thread_dead(pid_t pid, pid_t tid);
+
+/* The ids in /proc/PID/task (at most max), sorted: one directory read,
+ * none of each thread's files (a program of thousands of threads is held
+ * while this runs). */
+static int cmp_tid(const void *a, const void *b) {
+  pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+  return (x > y) - (x < y);
+}
+
+static size_t task_ids(pid_t pid, pid_t *out, size_t max) {
+  char path[64];
+  size_t n = 0;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (!d)
+    return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < max) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0)
+      out[n++] = (pid_t)tid;
+  }
+  closedir(d);
+  qsort(out, n, sizeof *out, cmp_tid);
+  return n;
+}
+
+/* Raises the threads mt_inj_boost_named found, with the calling thread. */
+static void boost_helpers(mt_inj_t *inj) {
+  for (size_t i = 0; i < inj->nhelper; i++)
+    if (!inj->helper_boosted[i])
+      inj->helper_boosted[i] = boost_tid(inj->helper[i], &inj->helper_sched[i]);
+}
+
+/* The calling thread back to its own attributes, and so is any thread the
+ * calls made (the agent's, made raised as its creator was): a thread of
+ * the process not there before the calls and at the boost's priority. */
+static void unboost_calls(mt_inj_t *inj) {
+  mt_inj_thread_t *t = &inj->th[inj->call_th];
+  for (size_t i = 0; i < inj->nhelper; i++) {
+    if (inj->helper_boosted[i])
+      (void)sched_put(inj->helper[i], &inj->helper_sched[i]);
+    inj->helper_boosted[i] = 0;
+  }
+  inj->nhelper = 0;
+  if (!t->boosted)
+    return;
+  unboost_th(t);
+  /* What a child of the thread gets from the kernel: its attributes, but
+   * where it asked for reset-on-fork, the flag cleared and a negative
+   * nice value made 0 (sched_fork). */
+  mt_inj_sched_t child = t->sched;
+  if (child.flags & SCHED_FLAG_RESET_ON_FORK_) {
+    child.flags &= ~(uint64_t)SCHED_FLAG_RESET_ON_FORK_;
+    if (child.nice < 0)
+      child.nice = 0;
+  }
+  pid_t *now = malloc(MAX_THREADS * sizeof *now);
+  size_t n = now ? task_ids(inj->pid, now, MAX_THREADS) : 0;
+  for (size_t i = 0; i < n; i++) {
+    int old = bsearch(&now[i], inj->before, inj->nbefore, sizeof now[i],
+                      cmp_tid) != NULL;
+    mt_inj_sched_t a;
+    if (!old && sched_get(now[i], &a) == 0 && a.policy == SCHED_FIFO &&
+        a.prio == BOOST_PRIO)
+      (void)sched_put(now[i], &child);
+  }
+  free(now);
+}
+
+int mt_inj_boost_named(mt_inj_t *inj, const char *name) {
+  pid_t *tids = malloc(MAX_THREADS * sizeof *tids);
+  if (!tids)
+    return 0;
+  size_t n = list_threads(inj->pid, tids, MAX_THREADS);
+  int raised = 0;
+  for (size_t i = 0; i < n && inj->nhelper < 4; i++) {
+    char path[64], comm[32];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)inj->pid,
+             (int)tids[i]);
+    FILE *f = fopen(path, "re");
+    if (!f)
+      continue;
+    size_t k = fread(comm, 1, sizeof comm - 1, f);
+    fclose(f);
+    comm[k] = '\0';
+    comm[strcspn(comm, "\n")] = '\0';
+    if (strcmp(comm, name) != 0)
+      continue;
+    inj->helper_boosted[inj->nhelper] = 0;
+    inj->helper[inj->nhelper++] = tids[i];
+    raised++;
+  }
+  free(tids);
+  return raised;
+}
+
 /* Seizes and interrupts thread tid and waits for its stop; it is then
  * the one held thread (inj->th[0]). Returns 0, 1 if it is gone, or a
  * negative code (MS_EACCES: ptrace refused, the reason in inj->why). */
 static int hold_one(mt_inj_t *inj, pid_t tid) {
   if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) != 0) {
-    if (errno == ESRCH)
-      return 1; /* it exited meanwhile */
-    say(inj, "ptrace(PTRACE_SEIZE, %d): %s", (int)tid, strerror(errno));
-    return errno == EPERM ? MS_EACCES : -errno;
+    /* It exited meanwhile: gone, or a zombie (EPERM, as for a thread
+     * another tracer has: told apart by its state). */
+    int e = errno;
+    if (e == ESRCH || (e == EPERM && thread_dead(inj->pid, tid)))
+      return 1;
+    say(inj, "ptrace(PTRACE_SEIZE, %d): %s", (int)tid, strerror(e));
+    return e == EPERM ? MS_EACCES : -e;
   }
   int r = add_th(inj, tid);
   if (r != 0) {
@@ -159,8 +313,12 @@ static int hold_one(mt_inj_t *inj, pid_t tid) {
     return r;
   }
   mt_inj_thread_t *t = &inj->th[inj->nth - 1];
-  inj->stop_ns = now_ns();
   (void)ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+  /* Raised after the interrupt: until its stop it runs the kernel's way
+   * to it only, never its own code; and at once, not when the fair
+   * scheduler gives it a turn among the process's busy threads. */
+  if (inj->self_boosted)
+    t->boosted = boost_tid(tid, &t->sched);
   int st;
   if (wait_tid(tid, &st, STOP_WAIT_MS) != 0) {
     if (errno == ECHILD || errno == ESRCH) {
@@ -223,6 +381,7 @@ static void release_all(mt_inj_t *inj, pid_t except) {
     mt_inj_thread_t *t = &inj->th[i];
     if (t->tid == 0 || t->tid == except)
       continue;
+    unboost_th(t);
     if (!t->stopped) {
       /* Still running (traced): stop it to detach it. */
       int st;
@@ -295,8 +454,13 @@ static int try_stop(mt_inj_t *inj) {
     return MS_ESRCH;
   }
   int r = 1;
+  /* The stop's time counts from the first thread interrupted in this try
+   * (each one before the one kept was let go before the next). */
+  inj->stop_ns = 0;
   for (size_t i = 0; i < n; i++) {
     inj->nth = 0;
+    if (inj->stop_ns == 0)
+      inj->stop_ns = now_ns();
     int h = hold_one(inj, tids[i]);
     if (h == 1)
       continue;
@@ -322,6 +486,11 @@ static int try_stop(mt_inj_t *inj) {
     release_all(inj, 0);
   }
   free(tids);
+  /* A try that kept none held its threads until here (one at a time). */
+  if (r != 0 && inj->stop_ns != 0) {
+    inj->held_ns += now_ns() - inj->stop_ns;
+    inj->stop_ns = 0;
+  }
   if (r == 1)
     say(inj, "no thread was outside the dynamic loader and the allocator");
   return r;
@@ -332,6 +501,18 @@ int mt_inj_stop(mt_inj_t *inj, int max_tries) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &chld, NULL);
+  /* memtop itself raised first: each stop it waits for and each call's
+   * end is then seen at once (mt_inj_resume lowers it again). */
+  if (!inj->no_boost && sched_get(0, &inj->self_sched) == 0 &&
+      (inj->self_sched.policy == SCHED_OTHER ||
+       inj->self_sched.policy == SCHED_BATCH)) {
+    mt_inj_sched_t b;
+    memset(&b, 0, sizeof b);
+    b.size = sizeof b;
+    b.policy = SCHED_FIFO;
+    b.prio = BOOST_PRIO;
+    inj->self_boosted = syscall(SYS_sched_setattr, 0, &b, 0u) == 0;
+  }
   for (inj->tries = 1;; inj->tries++) {
     int r = try_stop(inj);
     if (r <= 0)
@@ -456,6 +637,20 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
       return r;
   }
   mt_inj_thread_t *t = &inj->th[inj->call_th];
+  /* The threads there before the calls: any other one found raised after
+   * them is one they made (unboost_calls). */
+  if (t->boosted && inj->before == NULL) {
+    inj->before = malloc(MAX_THREADS * sizeof *inj->before);
+    if (!inj->before) {
+      unboost_th(t);
+    } else
+      inj->nbefore = task_ids(inj->pid, inj->before, MAX_THREADS);
+  }
+  if (t->boosted)
+    boost_helpers(inj);
+  inj->calls++;
+  if (t->boosted)
+    inj->boosted = 1;
   struct user_regs_struct r;
   memcpy(&r, inj->regs, sizeof r);
   /* The return address 0, where the call's return faults: the fault is
@@ -491,12 +686,23 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
     int slice = released ? timeout_ms - waited : 1000 - waited;
     if (slice < 1)
       slice = 1;
-    if (wait_tid(t->tid, &st, slice) != 0) {
-      if (errno != ETIMEDOUT) {
+    /* A raised call that has not returned in BOOST_MS (it waits on a
+     * thread of the process, say) goes on at its own priority. */
+    if (t->boosted) {
+      if (waited >= BOOST_MS)
+        unboost_calls(inj);
+      else if (slice > BOOST_MS - waited)
+        slice = BOOST_MS - waited;
+    }
+    int w = wait_tid(t->tid, &st, slice);
+    if (w != 0) {
+      if (w != MS_ETIMEDOUT) {
         say(inj, "thread %d is gone", (int)t->tid);
         t->tid = 0;
         return MS_ESRCH;
       }
+      if (t->boosted)
+        continue;
       if (!released) {
         released = 1; /* the whole deadline now */
         continue;
@@ -566,11 +772,22 @@ int mt_inj_resume(mt_inj_t *inj) {
       }
     }
   }
+  if (inj->nth > 0)
+    unboost_calls(inj);
   release_all(inj, 0);
   if (inj->stop_ns != 0)
-    inj->stop_ns = now_ns() - inj->stop_ns;
+    inj->stop_ns = now_ns() - inj->stop_ns + inj->held_ns;
+  else
+    inj->stop_ns = inj->held_ns;
+  inj->held_ns = 0;
+  if (inj->self_boosted)
+    (void)sched_put(0, &inj->self_sched);
+  inj->self_boosted = 0;
   free(inj->th);
   free(inj->fp);
+  free(inj->before);
+  inj->before = NULL;
+  inj->nbefore = 0;
   inj->th = NULL;
   inj->fp = NULL;
   inj->nth = inj->cap = 0;

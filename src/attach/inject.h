@@ -21,6 +21,20 @@
  * stops: one thread does, for as long as the library takes to load
  * (stop_ns).
  *
+ * The boost: memtop's thread, and the chosen thread from its interrupt on,
+ * run SCHED_FIFO at the lowest real-time priority while it is held, where
+ * the kernel allows it (root: CAP_SYS_NICE). Without it, a thread whose
+ * process keeps every CPU busy waits for the fair scheduler's turn at
+ * each step (its stop, each call, memtop's seeing the call end): with 8
+ * threads allocating on 2 CPUs, tens of milliseconds per step, on the
+ * scheduler's tick. Raised, each step is taken at once; a thread the
+ * calls make (the agent's) is made raised as its creator and wait for
+ * (mt_inj_boost_named raises the agent's thread that runs already). Every
+ * thread raised gets back its own attributes (sched_getattr's policy,
+ * priority, nice value, reset-on-fork) at the resume, a thread the calls
+ * made its creator's; a call not back in BOOST_MS goes on unraised. A
+ * thread that runs real-time already is left as it is.
+ *
  * mt_inj_call() then runs one function on one stopped thread: its
  * registers (general and the whole FP/vector state) are saved once, the
  * call is set up on the thread's own stack below the red zone, returns to
@@ -30,7 +44,10 @@
  * registers gives the kernel back the interrupted call's number and its
  * -ERESTART* value, which it restarts as it would have (as gdb does).
  * mt_inj_resume() restores the registers exactly and lets every thread go,
- * with any signal that arrived meanwhile delivered then.
+ * with any signal that arrived meanwhile delivered then. stop_ns counts
+ * from the first thread interrupted in the try that found the thread (each
+ * before it was let go first) to the last one let go, plus the same span
+ * of each try before that kept none (not the pauses between tries).
  *
  * Not thread-safe: one mt_inj_t per process, on one thread of memtop.
  */
@@ -48,11 +65,24 @@ typedef struct mt_inj_range_s {
 
 #define MT_INJ_MAX_RANGES 6
 
+/* A thread's scheduling attributes (the kernel's struct sched_attr, as
+ * sched_getattr(2) gives them). */
+typedef struct mt_inj_sched_s {
+  uint32_t size, policy;
+  uint64_t flags;
+  int32_t nice;
+  uint32_t prio;
+  uint64_t runtime, deadline, period;
+  uint32_t util_min, util_max;
+} mt_inj_sched_t;
+
 typedef struct mt_inj_thread_s {
   pid_t tid;
-  int stopped;   /* 1 while we hold it stopped */
-  int sig;       /* a signal it stopped for, delivered at the resume */
-  uint64_t more; /* more signals (bit n-1: signal n), sent after it */
+  int stopped;          /* 1 while we hold it stopped */
+  int sig;              /* a signal it stopped for, delivered at the resume */
+  uint64_t more;        /* more signals (bit n-1: signal n), sent after it */
+  int boosted;          /* 1 while it runs at the boost's priority */
+  mt_inj_sched_t sched; /* its own attributes, put back at the resume */
 } mt_inj_thread_t;
 
 typedef struct mt_inj_s {
@@ -74,12 +104,30 @@ typedef struct mt_inj_s {
   size_t fp_len;
   unsigned fp_type;
   uint64_t sp_top, sp_cur; /* the room below the red zone; used down to */
-  /* The stop's figures: CLOCK_MONOTONIC ns at the interrupt of the
-   * calling thread, then (after mt_inj_resume) how long it was held; the
-   * tries it took and how many threads were found busy in all. */
+  /* The boost (see above): memtop's own attributes while it is raised,
+   * and the process's threads before the first call (any other thread of
+   * it found at the boost's priority after the calls is one the calls
+   * made: it gets the calling thread's own attributes). */
+  int no_boost; /* 1: not even tried */
+  int self_boosted;
+  mt_inj_sched_t self_sched;
+  pid_t *before;
+  size_t nbefore;
+  /* Threads of the process the calls wait for, raised with the calling
+   * thread (mt_inj_boost_named), and their own attributes. */
+  pid_t helper[4];
+  int helper_boosted[4];
+  mt_inj_sched_t helper_sched[4];
+  size_t nhelper;
+  /* The stop's figures: CLOCK_MONOTONIC ns at the first interrupt of the
+   * try, then (after mt_inj_resume) how long the process was held (see
+   * above); the tries it took and how many threads were found busy. */
   uint64_t stop_ns;
+  uint64_t held_ns; /* what the tries that kept none held, in all */
   int tries;
   size_t busy_seen;
+  int calls;     /* the functions called (mt_inj_call) */
+  int boosted;   /* 1 if the calls ran raised (root; see above) */
   char why[256]; /* why the last step failed, for the user */
 } mt_inj_t;
 
@@ -102,6 +150,13 @@ int mt_inj_stop(mt_inj_t *inj, int max_tries);
 int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
                 uint64_t *ret, int timeout_ms);
 int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr);
+
+/* Notes the threads of the process named name (the library's agent
+ * thread, which a call waits for), before mt_inj_stop: reading each
+ * thread's name then holds nothing. They are raised with the calling
+ * thread for the calls (see above) and get their own attributes back with
+ * it. Returns how many were found (at most 4). */
+int mt_inj_boost_named(mt_inj_t *inj, const char *name);
 
 /* Reads up to len - 1 bytes of a NUL-terminated string at addr in the
  * target into buf (always terminated). Returns 0, MS_EINVAL (len 0), or

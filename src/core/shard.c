@@ -60,6 +60,12 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+/* glibc 2.32's __libc_single_threaded. */
+#if defined(__GLIBC__) &&                                                      \
+    (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+#include <sys/single_threaded.h>
+#define MS_HAVE_SINGLE_THREADED 1
+#endif
 
 #include "core/feed.h"
 #include "core/shard.h"
@@ -158,9 +164,27 @@ static void thread_exit(void *arg) {
     __atomic_store_n(&s->state, SHARD_DEAD, REL);
 }
 
+/* 1 when engine_init left membarrier's registration to the first cut:
+ * in a process with threads already (the library dlopen'ed late, by
+ * memtop attach with one of the program's threads held stopped for it) the
+ * kernel waits for an RCU grace period to register, 7 to 12 ms with 8
+ * threads busy on 2 CPUs; the first cut is the agent's thread's, the
+ * program running. Writers fence until then. */
+static int g_register_at_cut;
+
+static int single_threaded(void) {
+#ifdef MS_HAVE_SINGLE_THREADED
+  return __libc_single_threaded;
+#else
+  return 1;
+#endif
+}
+
 static void engine_init(void) {
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
-              0) == 0)
+  if (!single_threaded())
+    g_register_at_cut = 1;
+  else if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                   0) == 0)
     __atomic_fetch_and(&ms__gen_word, ~(uint64_t)MS__GEN_FENCE, REL);
   if (pthread_key_create(&g_key, thread_exit) == 0)
     g_key_ok = 1;
@@ -450,6 +474,15 @@ static void take_cut(ms__delta_t *out) {
   /* Readers are serialised and the only writers of the word (but for
    * engine_init, done by now, and the fork child, single-threaded). */
   uint64_t w = __atomic_load_n(&ms__gen_word, RLX);
+  /* Registered now (engine_init left it here): this cut is the first
+   * without the fence flag, its heavy barrier the first membarrier. A
+   * writer that still saw the flag fences as well, which is only more. */
+  if ((w & MS__GEN_FENCE) && g_register_at_cut) {
+    g_register_at_cut = 0;
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0,
+                0) == 0)
+      w &= ~(uint64_t)MS__GEN_FENCE;
+  }
   uint64_t fence = w & MS__GEN_FENCE;
   uint32_t cur = gen_index(w);
   uint32_t next = (cur + 1) % 3, prev = (cur + 2) % 3;

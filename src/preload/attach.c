@@ -49,8 +49,11 @@
 #include "preload/preload.h"
 
 /* 1 once the constructor found the library loaded late. Written by the
- * constructor only (dlopen runs it once, before any call of memtop's). */
-static int g_late;
+ * constructor only (dlopen runs it once, before any call of memtop's);
+ * exported so that memtop reads it before it stops the process
+ * (src/attach/attach.c): a library an attach loaded gets attach's one
+ * call, a preloaded one the wake's. */
+MS__PRELOAD_API int ms__attach_late;
 
 int ms__preload_loaded_late(void) {
   /* dlsym(RTLD_DEFAULT) would search this library's own scope, which
@@ -59,9 +62,9 @@ int ms__preload_loaded_late(void) {
   void *prog = dlopen(NULL, RTLD_NOW);
   if (!prog)
     return 0; /* cannot tell: as at start */
-  g_late = dlsym(prog, "ms__attach_start") != (void *)ms__attach_start;
+  ms__attach_late = dlsym(prog, "ms__attach_start") != (void *)ms__attach_start;
   dlclose(prog);
-  return g_late;
+  return ms__attach_late;
 }
 
 /* glibc's struct mallinfo2 (2.33+), as src/providers/glibc.c has it. */
@@ -84,17 +87,29 @@ static int64_t allocator_inuse(void) {
 }
 
 /* 1 while the GOT entries are ours (between a --track start and the
- * stop). Only memtop's calls touch it, one at a time (ptrace). */
+ * stop). Written by memtop's calls only, one at a time (ptrace); read by
+ * the agent's thread (track_base). */
 static int g_tracking;
 
+/* The estimate's base, on the agent's thread before its first snapshot
+ * (ms__agent_defer), with the program running: mallinfo2 takes each
+ * arena's lock in turn, and in a program whose threads allocate all the
+ * time on every CPU it waited tens of milliseconds for them (hundreds,
+ * unraised), with memtop's thread held stopped. The snapshot reads
+ * mallinfo2 anyway (the glibc provider). What the program allocated and
+ * freed since the rewrite is in the counts and in the allocator's figure
+ * both (ms__track_since takes the counts made until then off the base);
+ * no snapshot is made before, so none shows the tracked fields without
+ * it. A detach first makes it nothing (g_tracking). */
+static void track_base(void) {
+  if (__atomic_load_n(&g_tracking, __ATOMIC_ACQUIRE))
+    ms__track_since(allocator_inuse());
+}
+
 /* --track: the allocator found as the program is bound, the GOT entries
- * rewritten (got.c), then the estimate's base taken. Any thread may run
- * our entry points from the first rewritten entry on: ms__real is
- * complete before. The base is read after the rewrite, so that what the
- * other threads allocate and free while the modules are walked is in the
- * counts and in the allocator's figure both (ms__track_since takes the
- * counts made until then off the base); only mallinfo2's own walk, arena
- * after arena, is left between the two views. */
+ * rewritten (got.c), the estimate's base left to the agent's thread. Any
+ * thread may run our entry points from the first rewritten entry on:
+ * ms__real is complete before. */
 static int track_start(void) {
   int r = ms__preload_resolve_late();
   if (r != 0)
@@ -113,8 +128,8 @@ static int track_start(void) {
     ms__prof_end_late();
     return r;
   }
-  ms__track_since(allocator_inuse());
-  g_tracking = 1;
+  __atomic_store_n(&g_tracking, 1, __ATOMIC_RELEASE);
+  ms__agent_defer(track_base);
   return 0;
 }
 
@@ -122,7 +137,7 @@ MS__PRELOAD_API int ms__attach_start(unsigned flags) {
   /* An unknown flag (a newer memtop's) is refused, not half done. */
   if (flags & ~MS__ATTACH_TRACK)
     return MS_ENOSYS;
-  if (!g_late)
+  if (!ms__attach_late)
     return MS_EEXIST; /* started with the program: it serves already */
   if (!g_tracking)
     ms__track_off("attached late");
@@ -140,13 +155,13 @@ MS__PRELOAD_API int ms__attach_start(unsigned flags) {
 }
 
 MS__PRELOAD_API int ms__attach_stop(void) {
-  if (!g_late)
+  if (!ms__attach_late)
     return MS_EINVAL; /* started with the program: not memtop's to stop */
   /* The entries first: no call reaches the library's counters after. */
   if (g_tracking) {
+    __atomic_store_n(&g_tracking, 0, __ATOMIC_RELEASE);
     ms__got_restore();
     ms__prof_end_late();
-    g_tracking = 0;
   }
   return ms_agent_stop();
 }
@@ -154,7 +169,7 @@ MS__PRELOAD_API int ms__attach_stop(void) {
 MS__PRELOAD_API int ms__attach_wake(unsigned flags) {
   if (flags != 0)
     return MS_ENOSYS; /* a newer memtop's: refused, not half done */
-  if (g_late)
+  if (ms__attach_late)
     return MS_EINVAL; /* loaded by memtop attach: ms__attach_start's */
   /* The program's own choice stands (ms_agent_start would do nothing and
    * say 0). */

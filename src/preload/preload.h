@@ -584,6 +584,7 @@ int ms__preload_loaded_late(void);
  * the GOT entries). 0 or a negative MS_E* code; MS_EEXIST from
  * start if it runs already or the library was not loaded late. */
 MS__PRELOAD_API int ms__attach_start(unsigned flags);
+MS__PRELOAD_API extern int ms__attach_late; /* loaded by memtop attach */
 MS__PRELOAD_API int ms__attach_stop(void);
 /* ms__attach_start's flag: count from now on (memtop attach --track), by
  * the rewritten GOT entries (got.c). The tool's side names the same bit

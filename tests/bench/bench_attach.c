@@ -1,13 +1,16 @@
 /*
  * bench_attach.c - how long memtop attach and memtop detach hold the
- * thread they make their calls on (issue 22 item 5: at most 50 ms at
- * attach), p50/p99/max over BENCH_ATTACH_N cycles (default 100), on
- * tests/progs/at_alloc started bare: idle (its main thread waiting in
- * read, no other thread), and with 8 threads allocating all the time. The
- * other threads are never stopped (src/attach/inject.h); the figure is
- * memtop's own measure, from the calling thread's interrupt to its
- * registers put back, as it prints it. On a loaded machine the calling
- * thread waits for a CPU at each of its calls, so the load is printed too.
+ * program (issue 22 item 5: at most 50 ms at attach), p50/p99/max over
+ * BENCH_ATTACH_N cycles (default 100), on tests/progs/at_alloc started
+ * bare: idle (its main thread waiting in read, no other thread), and with
+ * 8 threads allocating all the time. The figure is memtop's own measure,
+ * as it prints it: from the first thread interrupted (in the stop that
+ * kept one: each thread found busy before was let go before the next) to
+ * the last let go, the calling thread's registers put back; any thread of
+ * the program is held only within it (the others are never stopped
+ * together, src/attach/inject.h). Unraised (not root, or
+ * MEMTOP_ATTACH_NOBOOST=1) the calling thread waits for a CPU at each
+ * step on a loaded machine, so the load is printed too.
  *
  * And what a program attached with --track pays afterwards (issue 22 item
  * 5: the same overhead as the preload), in instructions per malloc/free

@@ -15,7 +15,10 @@
  * same data as a redis never attached. The heap profile after attach
  * --track, read by the real go tool pprof. sqlite3 inside one
  * transaction through cycles, inserting between them: its commit holds
- * every row, and it said nothing else. The refusals: a
+ * every row, and it said nothing else. The calls made while a thread is
+ * stopped, counted: dlopen and the entry point at the first attach, the
+ * entry point alone once the library is mapped; every thread's
+ * scheduling policy and nice value as they were. The refusals: a
  * static program, a process another tracer holds, another user's process
  * (memtop as nobody).
  *
@@ -23,6 +26,7 @@
  * (Yama's scope, a container without CAP_SYS_PTRACE).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -35,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1154,6 +1159,109 @@ static void test_refuses_other_user(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* ---- what is done while a thread is stopped ------------------------------*/
+
+/* Asserts that memtop's line says its thread was stopped for n calls. */
+static void assert_calls(const run_result_t *res, int n) {
+  char want[64];
+  snprintf(want, sizeof want, "ms for %d call%s", n, n == 1 ? "" : "s");
+  if (!strstr(res->out, want))
+    fail_msg("expected \"%s\" in: %s%s", want, res->out, res->err);
+}
+
+/* Every thread of pid: the policy (SCHED_OTHER, 0) and nice value in
+ * /proc/PID/task/TID/stat, and how many are named memstats-agent. */
+static void assert_sched(pid_t pid, int nice, int agents) {
+  char path[320], text[1024];
+  DIR *d;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  assert_non_null(d = opendir(path));
+  struct dirent *e;
+  int seen = 0, named = 0;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+    FILE *f = fopen(path, "re");
+    if (!f)
+      continue;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    const char *close = strrchr(text, ')');
+    assert_non_null(close);
+    named += strstr(text, "(memstats-agent)") != NULL;
+    /* After the name: field 3 (state) ... 19 nice ... 41 policy. */
+    long v[40];
+    const char *p = close + 2;
+    int k = 0;
+    for (; k < 40 && *p; k++) {
+      if (k == 0) {
+        v[k] = 0;
+        p += 1;
+      } else {
+        char *end;
+        v[k] = strtol(p, &end, 10);
+        p = end;
+      }
+      while (*p == ' ')
+        p++;
+    }
+    assert_true(k >= 39);
+    if (v[16] != nice || v[38] != 0)
+      fail_msg("thread %s: nice %ld policy %ld, expected nice %d policy 0",
+               e->d_name, v[16], v[38], nice);
+    seen++;
+  }
+  closedir(d);
+  assert_true(seen >= 2);
+  assert_int_equal(named, agents);
+}
+
+/* Sets every thread of pid to nice value nice. */
+static void renice_all(pid_t pid, int nice) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+      assert_int_equal(setpriority(PRIO_PROCESS, (id_t)atoi(e->d_name), nice),
+                       0);
+  closedir(d);
+}
+
+/* The first attach makes two calls while its thread is stopped (dlopen
+ * and ms__attach_start, found in the library's own symbols: no dlsym);
+ * once the library is mapped, attach and detach make one. The boost of
+ * the calls (root) leaves every thread's scheduling as it was, the agent's
+ * thread too, made as its creator was: nice 7, SCHED_OTHER. */
+static void test_calls_counted(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  target_t t;
+  assert_int_equal(start_alloc(&t, prog, "2"), 0);
+  renice_all(t.pid, 7);
+  static run_result_t res;
+  assert_int_equal(memtop_cmd(&res, "attach", t.pid, NULL), 0);
+  assert_calls(&res, 2);
+  assert_sched(t.pid, 7, 1);
+  assert_int_equal(memtop_cmd(&res, "attach", t.pid, NULL), 0);
+  assert_non_null(strstr(res.out, "serves already"));
+  assert_calls(&res, 1);
+  assert_int_equal(memtop_cmd(&res, "detach", t.pid, NULL), 0);
+  assert_calls(&res, 1);
+  assert_sched(t.pid, 7, 0);
+  assert_int_equal(memtop_track(&res, t.pid), 0);
+  assert_calls(&res, 1);
+  assert_sched(t.pid, 7, 1);
+  assert_int_equal(memtop_cmd(&res, "detach", t.pid, NULL), 0);
+  assert_calls(&res, 1);
+  assert_sched(t.pid, 7, 0);
+  assert_int_equal(target_wait(&t), 0);
+}
+
 static void test_detach_without_attach(void **state) {
   (void)state;
   SKIP_IF_NO_PTRACE();
@@ -1180,6 +1288,7 @@ int main(void) {
       cmocka_unit_test(test_refuses_traced),
       cmocka_unit_test(test_refuses_other_user),
       cmocka_unit_test(test_detach_without_attach),
+      cmocka_unit_test(test_calls_counted),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
