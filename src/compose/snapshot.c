@@ -57,10 +57,13 @@ MS__FORK_TEXT static void atfork_prepare(void) {
 MS__FORK_TEXT static void atfork_parent(void) {
   pthread_mutex_unlock(&g_smaps_lock);
 }
+/* A plain store, not pthread_mutex_unlock: a fork child's handlers may
+ * only do async-signal-safe work, and the page of libc's code the unlock
+ * is on is one more fault in every child. */
 MS__FORK_TEXT static void atfork_child(void) {
   g_ident.pid = 0;
   g_smaps.pid = 0;
-  pthread_mutex_unlock(&g_smaps_lock);
+  g_smaps_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 __attribute__((constructor)) static void snapshot_init(void) {

@@ -50,10 +50,14 @@ MS__PRELOAD_API void _exit(int status);
 MS__PRELOAD_API void _Exit(int status);
 
 /* This process's PID, set at load, and in a fork() child (not a vfork()
- * one) at its first allocation (ms__preload_forked): 0 until then. A
- * child that ends before it allocates has started no agent and is not the
- * process a final snapshot is meant for (its PID is new), so its _exit()
- * has nothing to do, and its fork handler makes no system call. */
+ * one) at its first allocation (ms__preload_forked) if its parent ran the
+ * agent: 0 until then. A child that ends before it allocates, or whose
+ * parent ran no agent, has started no agent (unless it called
+ * ms_agent_start itself, whose exit() still takes the socket away) and is
+ * not the process a final snapshot is meant for (its PID is new), so its
+ * _exit() has nothing to do, and neither its fork handler nor its first
+ * allocation makes a system call (syscall()'s page of libc's code is one
+ * more fault in a child). */
 static pid_t g_pid MS__FORK_DATA;
 
 /* ---- the child of a fork ---------------------------------------------------
@@ -97,9 +101,9 @@ MS__FORK_TEXT int ms__preload_forked(int st) {
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
   /* Threads the child made may race here: they store the same PID, and
    * the first clock read wins. */
-  if (__atomic_load_n(&g_pid, __ATOMIC_RELAXED) == 0)
-    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
   if (ms__agent_fork_pending()) {
+    if (__atomic_load_n(&g_pid, __ATOMIC_RELAXED) == 0)
+      __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
     uint64_t now = coarse_ns();
     uint64_t at = __atomic_load_n(&g_fork_ns, __ATOMIC_RELAXED);
     /* This read starts the grace, or another thread's did (a failed

@@ -150,6 +150,94 @@ static void test_fork_child_quiet(void **state) {
   }
 }
 
+/* Runs tests/progs/pl_forkfaults with one child under callgrind, its
+ * costs zeroed at each fork (--zero-before=_Fork), so that the child's
+ * profile counts what the child ran from the fork on and nothing of its
+ * parent's; the child's profile's path into child (the profile that
+ * counts no waitpid). preload NULL: bare. */
+static void run_fork_child(const char *dir, const char *preload,
+                           char child[320], unsigned long long *instr) {
+  char out[64], ld[1300], why[512], prog[1300];
+  unsigned long long total = 0;
+  snprintf(out, sizeof out, "%s/cg.%%p", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload ? preload : "");
+  snprintf(prog, sizeof prog, "%s/progs/pl_forkfaults", g_build);
+  const char *argv[] = {prog, "1", NULL};
+  const char *env[] = {preload ? ld : "LD_PRELOAD", "MEMSTATS_AGENT=0",
+                       "MEMSTATS_PROFILE_RATE",
+                       "VALGRIND_OPTS=--zero-before=_Fork", NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  cg_files_t f;
+  cg_files(dir, &f);
+  child[0] = '\0';
+  for (int i = 0; i < f.n; i++) {
+    if (child[0] == '\0' && cg_calls(f.path[i], "waitpid") == 0 &&
+        cg_calls(f.path[i], "exit") > 0)
+      snprintf(child, 320, "%s", f.path[i]);
+    else
+      unlink(f.path[i]);
+  }
+  if (rc != 0)
+    fail_msg("pl_forkfaults under callgrind: %s", why);
+  if (child[0] == '\0')
+    fail_msg("pl_forkfaults under callgrind: no profile of its child");
+  FILE *c = fopen(child, "r");
+  char line[256];
+  *instr = 0;
+  while (c != NULL && fgets(line, sizeof line, c) != NULL)
+    if (strncmp(line, "summary: ", 9) == 0)
+      *instr = strtoull(line + 9, NULL, 10);
+  if (c != NULL)
+    fclose(c);
+}
+
+/* A fork child that allocates and ends with exit(), as a subshell does,
+ * runs nothing of the preload's that touches a page of code the bare
+ * child does not (each such page is a fault in every child: a fork does
+ * not copy the page table entries of code): no syscall() (the PID is
+ * asked for only when the child's agent is to start), no
+ * pthread_mutex_unlock() (the fork handlers reset their locks with
+ * stores), and the preload's DT_FINI is not crti's _fini, alone on the
+ * last page of its code, but a function of the fork text (ms__fini). */
+static void test_fork_child_pages_of_code(void **state) {
+  char dir[] = "/tmp/test_start_cost.XXXXXX", bare[320], pre[320];
+  char dir2[] = "/tmp/test_start_cost.XXXXXX";
+  unsigned long long ib = 0, ip = 0;
+
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: valgrind cannot run a sanitized preload\n");
+  skip();
+#endif
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(mkdtemp(dir2));
+  run_fork_child(dir, NULL, bare, &ib);
+  run_fork_child(dir2, g_preload, pre, &ip);
+  const char *fns[] = {"syscall", "pthread_mutex_unlock", "_fini"};
+  long long nb[3], np[3];
+  for (int i = 0; i < 3; i++) {
+    nb[i] = cg_calls(bare, fns[i]);
+    np[i] = cg_calls(pre, fns[i]);
+  }
+  unlink(bare);
+  unlink(pre);
+  rmdir(dir);
+  rmdir(dir2);
+  print_message("a fork child that allocates and calls exit(): %llu "
+                "instructions bare, %llu under the preload (agent off)\n",
+                ib, ip);
+  for (int i = 0; i < 3; i++) {
+    print_message("  calls of %s: %lld bare, %lld under the preload\n", fns[i],
+                  nb[i], np[i]);
+    assert_true(nb[i] >= 0 && np[i] >= 0);
+    assert_int_equal(np[i], nb[i]);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -162,6 +250,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_start_lookups),
       cmocka_unit_test(test_fork_child_quiet),
+      cmocka_unit_test(test_fork_child_pages_of_code),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
