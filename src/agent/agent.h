@@ -107,6 +107,17 @@ void ms__agent_quick_exit(void);
 int ms__agent_fork_pending(void);
 void ms__agent_after_fork(void);
 
+/* ms_agent_start() as the preload does it at a program's start: the
+ * thread is created, but makes its socket (and maps its buffers) only
+ * MS__AGENT_DEFER_NS (MEMSTATS_AGENT_DELAY_MS) later, unless stopped
+ * first; the call does not wait for it, and ms_agent_start() in the
+ * program makes the socket at once. A program that ends sooner (a
+ * compiler's passes, a shell's commands) never binds a socket nor unlinks
+ * one, and its exit does not wait for the thread. Returns as
+ * ms_agent_start(). */
+#define MS__AGENT_DEFER_NS (50ull * 1000000ull)
+int ms__agent_start_deferred(void);
+
 /* ---- the agent's own descriptors (fds.c) ---- */
 
 /* A descriptor the agent made, with the identity it had then (device and

@@ -252,7 +252,7 @@ __attribute__((constructor)) static void preload_init(void) {
   const char *agent = ms__env("MEMSTATS_AGENT");
   if (agent && strcmp(agent, "0") == 0)
     return;
-  int r = ms_agent_start();
+  int r = ms__agent_start_deferred();
   if (r != 0 && r != MS_EEXIST)
     ms__debug("preload: the agent did not start: %s", ms_strerror(r));
 }

@@ -238,6 +238,61 @@ static void test_fork_child_pages_of_code(void **state) {
   }
 }
 
+/* A program that ends before its agent's delay (MEMSTATS_AGENT_DELAY_MS,
+ * made long here so that valgrind's slowness cannot outlast it) has
+ * created the agent's thread and nothing more: no socket made, bound,
+ * listened on or unlinked, and its exit does not wait
+ * for the thread (a compiler's passes, a shell's commands: each paid
+ * some 40 system calls for a socket nobody read, and on a disk
+ * filesystem an inode a bind()). */
+static void test_short_process_makes_no_socket(void **state) {
+  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
+  char sockdir[64];
+  unsigned long long total = 0;
+
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: valgrind cannot run a sanitized preload\n");
+  skip();
+#endif
+  assert_non_null(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/cg.out", dir);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  const char *argv[] = {"/bin/true", NULL};
+  const char *env[] = {ld,
+                       sockdir,
+                       "MEMSTATS_AGENT",
+                       "MEMSTATS_AGENT_DELAY_MS=600000",
+                       "MEMSTATS_PROFILE_RATE",
+                       NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  /* Prefixes: "listen" counts listen_open too (and "unlink" would count
+   * glibc malloc's unlink_chunk). */
+  const char *fns[] = {"bind", "listen", "rename", "pthread_join",
+                       "pthread_timedjoin_np"};
+  long long n[5];
+  for (int i = 0; i < 5; i++)
+    n[i] = cg_calls(out, fns[i]);
+  long long threads = cg_calls(out, "pthread_create");
+  unlink(out);
+  rmdir(dir);
+  if (rc != 0)
+    fail_msg("/bin/true under callgrind: %s", why);
+  print_message("/bin/true, agent on, ended before its agent's delay: %llu "
+                "instructions\n",
+                total);
+  assert_true(threads >= 1); /* the agent's thread was made */
+  for (int i = 0; i < 5; i++) {
+    print_message("  calls of %s: %lld\n", fns[i], n[i]);
+    assert_int_equal(n[i], 0);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -251,6 +306,7 @@ int main(void) {
       cmocka_unit_test(test_start_lookups),
       cmocka_unit_test(test_fork_child_quiet),
       cmocka_unit_test(test_fork_child_pages_of_code),
+      cmocka_unit_test(test_short_process_makes_no_socket),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
