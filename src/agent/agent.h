@@ -97,9 +97,9 @@ void ms__agent_quick_exit(void);
 /* After fork(), in a child whose parent ran the agent: whether the
  * child's agent is still to be started. The fork handler only notes it
  * (it may do nothing but async-signal-safe work); ms__agent_after_fork()
- * starts it, outside any handler: the preload calls it from the child's
- * first allocation MS__FORK_GRACE_NS or more after its first allocation
- * since the fork, and
+ * starts it, outside any handler: the preload calls it from an allocation
+ * of the child's MS__FORK_GRACE_NS or more after it first looked at the
+ * clock (from its 64th allocation on: preload.c), and
  * ms_agent_start() in the child starts it too. A child that ends sooner
  * costs no agent. ms__agent_after_fork() may be called from inside
  * malloc (before the next allocator is): what it calls may allocate. */

@@ -155,17 +155,21 @@ static void test_fork_child_quiet(void **state) {
  * profile counts what the child ran from the fork on and nothing of its
  * parent's; the child's profile's path into child (the profile that
  * counts no waitpid). preload NULL: bare. */
-static void run_fork_child(const char *dir, const char *preload,
+static void run_fork_child(const char *dir, const char *preload, int agent,
                            char child[320], unsigned long long *instr) {
-  char out[64], ld[1300], why[512], prog[1300];
+  char out[64], ld[1300], why[512], prog[1300], sockdir[64];
   unsigned long long total = 0;
   snprintf(out, sizeof out, "%s/cg.%%p", dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload ? preload : "");
   snprintf(prog, sizeof prog, "%s/progs/pl_forkfaults", g_build);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
   const char *argv[] = {prog, "1", NULL};
-  const char *env[] = {preload ? ld : "LD_PRELOAD", "MEMSTATS_AGENT=0",
+  const char *env[] = {preload ? ld : "LD_PRELOAD",
+                       agent ? "MEMSTATS_AGENT" : "MEMSTATS_AGENT=0",
+                       sockdir,
                        "MEMSTATS_PROFILE_RATE",
-                       "VALGRIND_OPTS=--zero-before=_Fork", NULL};
+                       "VALGRIND_OPTS=--zero-before=_Fork",
+                       NULL};
   int rc = cg_run(argv, env, out, &total, why, sizeof why);
   cg_files_t f;
   cg_files(dir, &f);
@@ -199,11 +203,41 @@ static void run_fork_child(const char *dir, const char *preload,
  * pthread_mutex_unlock() (the fork handlers reset their locks with
  * stores), and the preload's DT_FINI is not crti's _fini, alone on the
  * last page of its code, but a function of the fork text (ms__fini). */
-static void test_fork_child_pages_of_code(void **state) {
+static void check_fork_child_code(int agent) {
   char dir[] = "/tmp/test_start_cost.XXXXXX", bare[320], pre[320];
   char dir2[] = "/tmp/test_start_cost.XXXXXX";
   unsigned long long ib = 0, ip = 0;
 
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(mkdtemp(dir2));
+  run_fork_child(dir, NULL, agent, bare, &ib);
+  run_fork_child(dir2, g_preload, agent, pre, &ip);
+  const char *fns[] = {"syscall", "pthread_mutex_unlock", "_fini",
+                       "clock_gettime"};
+  long long nb[4], np[4];
+  for (int i = 0; i < 4; i++) {
+    nb[i] = cg_calls(bare, fns[i]);
+    np[i] = cg_calls(pre, fns[i]);
+  }
+  unlink(bare);
+  unlink(pre);
+  rmdir(dir);
+  rmdir(dir2);
+  print_message("a fork child that allocates and calls exit(): %llu "
+                "instructions bare, %llu under the preload (agent %s)\n",
+                ib, ip, agent ? "on" : "off");
+  for (int i = 0; i < 4; i++) {
+    print_message("  calls of %s: %lld bare, %lld under the preload\n", fns[i],
+                  nb[i], np[i]);
+    assert_true(nb[i] >= 0 && np[i] >= 0);
+    assert_int_equal(np[i], nb[i]);
+  }
+}
+
+/* ... and with the agent on in its parent, no clock read either: before
+ * its agent starts the child looks at the clock from its 64th allocation
+ * on only (src/preload/preload.c). */
+static void test_fork_child_pages_of_code(void **state) {
   (void)state;
   if (!host_have_program("valgrind")) {
     print_message("skipped: valgrind is not installed\n");
@@ -213,29 +247,8 @@ static void test_fork_child_pages_of_code(void **state) {
   print_message("skipped: valgrind cannot run a sanitized preload\n");
   skip();
 #endif
-  assert_non_null(mkdtemp(dir));
-  assert_non_null(mkdtemp(dir2));
-  run_fork_child(dir, NULL, bare, &ib);
-  run_fork_child(dir2, g_preload, pre, &ip);
-  const char *fns[] = {"syscall", "pthread_mutex_unlock", "_fini"};
-  long long nb[3], np[3];
-  for (int i = 0; i < 3; i++) {
-    nb[i] = cg_calls(bare, fns[i]);
-    np[i] = cg_calls(pre, fns[i]);
-  }
-  unlink(bare);
-  unlink(pre);
-  rmdir(dir);
-  rmdir(dir2);
-  print_message("a fork child that allocates and calls exit(): %llu "
-                "instructions bare, %llu under the preload (agent off)\n",
-                ib, ip);
-  for (int i = 0; i < 3; i++) {
-    print_message("  calls of %s: %lld bare, %lld under the preload\n", fns[i],
-                  nb[i], np[i]);
-    assert_true(nb[i] >= 0 && np[i] >= 0);
-    assert_int_equal(np[i], nb[i]);
-  }
+  check_fork_child_code(0);
+  check_fork_child_code(1);
 }
 
 /* A program that ends before its agent's delay (MEMSTATS_AGENT_DELAY_MS,
