@@ -1339,8 +1339,9 @@ MS__FORK_TEXT static void fork_child(void) {
   /* The numbers of the agent's own table are not the child's, but nothing
    * reads them before a start sets them again: left as they are, their
    * page is not copied. Those in the program's table are closed. */
-  if (!g_private)
-    child_drop_agent_fds();
+  if (!g_private &&
+      __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) != PHASE_DEFERRING)
+    child_drop_agent_fds(); /* a deferred start has taken none yet */
   /* Not in the child (MADV_DONTFORK): its agent maps its own. The cached
    * snapshot, the parent's, is never served here (request.c checks its
    * PID), and a start forgets it. */
