@@ -252,14 +252,14 @@ $(LIB_A): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(LIB_SO): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
+	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) -Wl,-fini=ms__fini $(BASE_LDFLAGS) -o $@ $^ -ldl
 	ln -sf libmemstats.so $(BUILD)/libmemstats.so.$(SOVERSION)
 
 # The preload carries libmemstats' soname: a program linked with -lmemstats
 # and started under the preload (memtop run) then gets one engine, not two,
 # since the loader sees libmemstats.so.0 already loaded.
 $(PRELOAD_SO): $(LIB_OBJS) $(PRELOAD_OBJS)
-	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) $(BASE_LDFLAGS) -o $@ $^ -ldl
+	$(CC) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) -Wl,-fini=ms__fini $(BASE_LDFLAGS) -o $@ $^ -ldl
 
 $(TOOL_A): $(TOOL_OBJS) $(SHARED_OBJS)
 	@mkdir -p $(@D)

@@ -51,6 +51,8 @@
  * memtop then shows the last snapshot it polled, and says so.
  */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -142,6 +144,17 @@ static struct {
 #define g_bufs g_fork.bufs
 #define g_path g_fork.path
 static int g_stop; /* read by the thread, set by stop: atomics */
+/* A deferred start's phase (ms__agent_start_deferred), atomic: the
+ * thread and stop race for DEFERRING, and whoever moves it first decides
+ * whether the socket is ever made. */
+enum { PHASE_NOW, PHASE_DEFERRING, PHASE_SETTING, PHASE_STOPPED };
+static int g_phase;
+/* The futex a deferred start's thread sleeps on: set (and woken) by stop,
+ * and by ms_agent_start(), which wants the socket now. */
+static int g_wakeup;
+/* How long a deferred start waits (MEMSTATS_AGENT_DELAY_MS, read at each
+ * start). */
+static uint64_t g_defer_ns = MS__AGENT_DEFER_NS;
 static pthread_t g_thread;
 /* The agent's descriptors: in its own table when g_private, else in the
  * program's (the wake pipe's too: see wake_thread). */
@@ -769,6 +782,30 @@ static void wake_read(short revents) {
   __atomic_store_n(&g_wake_lost, 1, __ATOMIC_RELEASE);
 }
 
+static int bufs_map(void);
+
+/* A deferred start's wait, on the thread: g_defer_ns, or less if stop or
+ * ms_agent_start() comes first (each sets g_wakeup and wakes this futex).
+ * Returns 1 if the thread is to make its socket now, 0 if stop took the
+ * start back. */
+static int deferred_wait(void) {
+  uint64_t end = ms__now_mono_ns() + g_defer_ns;
+  for (;;) {
+    if (__atomic_load_n(&g_wakeup, __ATOMIC_ACQUIRE))
+      break;
+    uint64_t now = ms__now_mono_ns();
+    if (now >= end)
+      break;
+    struct timespec ts = {(time_t)((end - now) / 1000000000ull),
+                          (long)((end - now) % 1000000000ull)};
+    syscall(SYS_futex, &g_wakeup, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
+  }
+  int expect = PHASE_DEFERRING;
+  return __atomic_compare_exchange_n(&g_phase, &expect, PHASE_SETTING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE);
+}
+
 /* ------------------------------------------------------------------------
  * The loop
  * ------------------------------------------------------------------------ */
@@ -780,11 +817,27 @@ static void *agent_main(void *arg) {
   /* Named by itself (prctl), not by its creator (pthread_setname_np
    * writes /proc/self/task/TID/comm): see wake_thread on /proc. */
   prctl(PR_SET_NAME, "memstats-agent", 0, 0, 0);
-  g_setup_err = agent_setup();
-  sem_post(&g_ready);
-  if (g_setup_err != 0) {
-    agent_teardown();
-    return NULL;
+  if (__atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) != PHASE_NOW) {
+    if (!deferred_wait())
+      return NULL;
+    int r = bufs_map();
+    if (r == 0)
+      r = agent_setup();
+    /* Set up (or failed): a start waiting for it goes on. */
+    __atomic_store_n(&g_phase, PHASE_NOW, __ATOMIC_RELEASE);
+    syscall(SYS_futex, &g_phase, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    if (r != 0) {
+      ms__debug("agent not started: %s", ms_strerror(r));
+      agent_teardown();
+      return NULL;
+    }
+  } else {
+    g_setup_err = agent_setup();
+    sem_post(&g_ready);
+    if (g_setup_err != 0) {
+      agent_teardown();
+      return NULL;
+    }
   }
   /* libgcc's unwinder, the profiler's fallback, is loaded here, off the
    * program's threads, once the process has lived on a while: a
@@ -937,7 +990,8 @@ static void unsafe_once(const char *dir, const char *why) {
 
 /* The environment's word on the agent: 0 if MEMSTATS_AGENT=0 says not to
  * start it, else 1, with the minimum interval between two reads
- * (MEMSTATS_MIN_INTERVAL_MS) set and the cached snapshot dropped. */
+ * (MEMSTATS_MIN_INTERVAL_MS) and a deferred start's delay
+ * (MEMSTATS_AGENT_DELAY_MS) set and the cached snapshot dropped. */
 static int settings_read(void) {
   const char *env = ms__env("MEMSTATS_AGENT");
   uint64_t v;
@@ -955,6 +1009,15 @@ static int settings_read(void) {
   }
   ms__agent_set_interval(v * 1000000ull);
   ms__agent_cache_reset();
+  env = ms__env("MEMSTATS_AGENT_DELAY_MS");
+  v = MS__AGENT_DEFER_NS / 1000000ull;
+  if (env != NULL && ms__parse_uint(env, 3600ull * 1000, &v) != 0) {
+    ms__debug("MEMSTATS_AGENT_DELAY_MS=%.32s is not a number of "
+              "milliseconds up to an hour; using %llu",
+              env, (unsigned long long)(MS__AGENT_DEFER_NS / 1000000ull));
+    v = MS__AGENT_DEFER_NS / 1000000ull;
+  }
+  g_defer_ns = v * 1000000ull;
   return 1;
 }
 
@@ -982,8 +1045,7 @@ static int socket_path_make(void) {
   return 0;
 }
 
-/* The clients' buffers, mapped, and every descriptor slot empty. Returns
- * 0 or MS_ENOMEM. */
+/* The clients' buffers, mapped. Returns 0 or MS_ENOMEM. */
 static int bufs_map(void) {
   g_bufs_len = (size_t)MAX_CLIENTS * (IN_CAP + OUT_CAP);
   g_bufs = mmap(NULL, g_bufs_len, PROT_READ | PROT_WRITE,
@@ -996,14 +1058,20 @@ static int bufs_map(void) {
    * copied, fork has fewer pages to share. */
   madvise(g_bufs, g_bufs_len, MADV_DONTFORK);
   for (int i = 0; i < MAX_CLIENTS; i++) {
-    g_clients[i].fd.fd = -1;
     g_clients[i].in = g_bufs + (size_t)i * (IN_CAP + OUT_CAP);
     g_clients[i].out = g_clients[i].in + IN_CAP;
   }
+  return 0;
+}
+
+/* Every descriptor slot empty, before the thread starts (a fork child's
+ * handler reads them, a deferred start's included). */
+static void slots_reset(void) {
+  for (int i = 0; i < MAX_CLIENTS; i++)
+    g_clients[i].fd.fd = -1;
   g_listen.fd = g_wake_r.fd = g_wake_w.fd = g_reserve.fd = -1;
   g_accept_resume = g_accept_backoff = 0;
   __atomic_store_n(&g_wake_lost, 0, __ATOMIC_RELEASE);
-  return 0;
 }
 
 /* Creates the thread and waits until it has made its socket. Returns 0,
@@ -1011,7 +1079,8 @@ static int bufs_map(void) {
  * MS_ENOMEM where a limit leaves no room for a thread, or another
  * failure's -errno. */
 static int thread_start(void) {
-  if (sem_init(&g_ready, 0, 0) != 0)
+  int deferred = __atomic_load_n(&g_phase, __ATOMIC_RELAXED) != PHASE_NOW;
+  if (!deferred && sem_init(&g_ready, 0, 0) != 0)
     return -errno;
   /* The thread inherits the creator's signal mask: block everything so
    * the program's signals keep going to the program's threads. */
@@ -1027,13 +1096,17 @@ static int thread_start(void) {
               "address-space limit (RLIMIT_AS, ulimit -v) has no room for "
               "its stack, or its user is at the thread limit "
               "(RLIMIT_NPROC, ulimit -u)");
-    sem_destroy(&g_ready);
+    if (!deferred)
+      sem_destroy(&g_ready);
     return MS_ENOMEM;
   }
   if (r != 0) {
-    sem_destroy(&g_ready);
+    if (!deferred)
+      sem_destroy(&g_ready);
     return -r;
   }
+  if (deferred)
+    return 0;
   while (sem_wait(&g_ready) != 0 && errno == EINTR) {
   }
   sem_destroy(&g_ready);
@@ -1045,18 +1118,26 @@ static int thread_start(void) {
 
 /* Starts the agent, under g_lock. Returns 0 (also when the environment
  * says not to start it), or a negative code with nothing left behind. */
-static int start_locked(void) {
+static int start_locked(int deferred) {
   __atomic_store_n(&g_fork_pending, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_phase, PHASE_NOW, __ATOMIC_RELAXED);
   if (!settings_read())
     return 0;
+  if (g_defer_ns == 0)
+    deferred = 0; /* MEMSTATS_AGENT_DELAY_MS=0: the socket before main() */
   int r = socket_path_make();
   if (r != 0)
     return r;
-  r = bufs_map();
+  slots_reset();
+  /* Deferred: the thread maps its buffers when it makes its socket. */
+  r = deferred ? 0 : bufs_map();
   if (r != 0) {
     g_path[0] = '\0';
     return r;
   }
+  __atomic_store_n(&g_wakeup, 0, __ATOMIC_RELAXED);
+  if (deferred)
+    __atomic_store_n(&g_phase, PHASE_DEFERRING, __ATOMIC_RELEASE);
   r = thread_start();
   if (r != 0) {
     forget_after_join();
@@ -1142,6 +1223,22 @@ static void stop_locked(int at_exit) {
     return;
   int said = 0;
   __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+  int expect = PHASE_DEFERRING;
+  if (__atomic_compare_exchange_n(&g_phase, &expect, PHASE_STOPPED, 0,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    /* A deferred start not yet begun: no socket, no buffers. At exit the
+     * thread, asleep, ends with the process; else it is woken and
+     * joined (it returns at once). */
+    g_path[0] = '\0';
+    if (!at_exit) {
+      __atomic_store_n(&g_wakeup, 1, __ATOMIC_RELEASE);
+      syscall(SYS_futex, &g_wakeup, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+      pthread_join(g_thread, NULL);
+      forget_after_join();
+    }
+    g_running = 0;
+    return;
+  }
   wake_for_stop(&said);
   if (at_exit) {
     struct timespec ts;
@@ -1205,7 +1302,8 @@ MS__FORK_TEXT static void at_exit(void) {
 
 MS__FORK_TEXT void ms__agent_quick_exit(void) {
   if (pthread_mutex_trylock(&g_lock) == 0) {
-    if (g_running && g_path[0] != '\0')
+    if (g_running && g_path[0] != '\0' &&
+        __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) != PHASE_DEFERRING)
       unlink(g_path);
     pthread_mutex_unlock(&g_lock);
   } else if (g_path[0] != '\0') {
@@ -1241,8 +1339,9 @@ MS__FORK_TEXT static void fork_child(void) {
   /* The numbers of the agent's own table are not the child's, but nothing
    * reads them before a start sets them again: left as they are, their
    * page is not copied. Those in the program's table are closed. */
-  if (!g_private)
-    child_drop_agent_fds();
+  if (!g_private &&
+      __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE) != PHASE_DEFERRING)
+    child_drop_agent_fds(); /* a deferred start has taken none yet */
   /* Not in the child (MADV_DONTFORK): its agent maps its own. The cached
    * snapshot, the parent's, is never served here (request.c checks its
    * PID), and a start forgets it. */
@@ -1259,17 +1358,36 @@ void ms__agent_after_fork(void) {
     return;
   pthread_mutex_lock(&g_lock);
   if (__atomic_exchange_n(&g_fork_pending, 0, __ATOMIC_RELAXED) && !g_running) {
-    int r = start_locked();
+    int r = start_locked(0);
     if (r != 0)
       ms__debug("agent: the child's agent did not start: %s", ms_strerror(r));
   }
   pthread_mutex_unlock(&g_lock);
 }
 
-int ms_agent_start(void) {
+/* A deferred start asked for now (ms_agent_start() while the thread
+ * waits): woken, and waited for until its socket is made, or for 5 s. */
+static void deferred_hurry(void) {
+  __atomic_store_n(&g_wakeup, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &g_wakeup, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+  uint64_t end = ms__now_mono_ns() + 5000000000ull;
+  for (;;) {
+    int ph = __atomic_load_n(&g_phase, __ATOMIC_ACQUIRE);
+    uint64_t now = ms__now_mono_ns();
+    if ((ph != PHASE_DEFERRING && ph != PHASE_SETTING) || now >= end)
+      return;
+    struct timespec ts = {(time_t)((end - now) / 1000000000ull),
+                          (long)((end - now) % 1000000000ull)};
+    syscall(SYS_futex, &g_phase, FUTEX_WAIT_PRIVATE, ph, &ts, NULL, 0);
+  }
+}
+
+static int agent_start(int deferred) {
   pthread_mutex_lock(&g_lock);
   int r;
   if (g_running) {
+    if (!deferred)
+      deferred_hurry();
     r = MS_EEXIST;
     goto out;
   }
@@ -1283,10 +1401,18 @@ int ms_agent_start(void) {
     }
     g_hooks_installed = 1;
   }
-  r = start_locked();
+  r = start_locked(deferred);
 out:
   pthread_mutex_unlock(&g_lock);
   return r;
+}
+
+int ms_agent_start(void) {
+  return agent_start(0);
+}
+
+int ms__agent_start_deferred(void) {
+  return agent_start(1);
 }
 
 int ms_agent_stop(void) {

@@ -97,15 +97,26 @@ void ms__agent_quick_exit(void);
 /* After fork(), in a child whose parent ran the agent: whether the
  * child's agent is still to be started. The fork handler only notes it
  * (it may do nothing but async-signal-safe work); ms__agent_after_fork()
- * starts it, outside any handler: the preload calls it from the child's
- * first allocation MS__FORK_GRACE_NS or more after its first allocation
- * since the fork, and
+ * starts it, outside any handler: the preload calls it from an allocation
+ * of the child's MS__FORK_GRACE_NS or more after it first looked at the
+ * clock (from its 64th allocation on: preload.c), and
  * ms_agent_start() in the child starts it too. A child that ends sooner
  * costs no agent. ms__agent_after_fork() may be called from inside
  * malloc (before the next allocator is): what it calls may allocate. */
 #define MS__FORK_GRACE_NS (100ull * 1000000ull)
 int ms__agent_fork_pending(void);
 void ms__agent_after_fork(void);
+
+/* ms_agent_start() as the preload does it at a program's start: the
+ * thread is created, but makes its socket (and maps its buffers) only
+ * MS__AGENT_DEFER_NS (MEMSTATS_AGENT_DELAY_MS) later, unless stopped
+ * first; the call does not wait for it, and ms_agent_start() in the
+ * program makes the socket at once. A program that ends sooner (a
+ * compiler's passes, a shell's commands) never binds a socket nor unlinks
+ * one, and its exit does not wait for the thread. Returns as
+ * ms_agent_start(). */
+#define MS__AGENT_DEFER_NS (50ull * 1000000ull)
+int ms__agent_start_deferred(void);
 
 /* ---- the agent's own descriptors (fds.c) ---- */
 

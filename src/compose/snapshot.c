@@ -26,13 +26,23 @@
 /* Snapshots taken in this process, under the reader lock. */
 static uint64_t g_seq;
 
-/* Identity changes only with fork: cached per PID, under the reader
- * lock. */
+/* Forks this process's image has been through (counted by the child
+ * handler): the caches below hold the count they were filled at, so that
+ * a child never takes its parent's for its own (a PID alone could be an
+ * ancestor's that was reused), and the child handler writes nothing but
+ * this count and its lock, on the fork section's page: the caches are
+ * not in that section, and a child that takes no snapshot never copies
+ * their pages. */
+static unsigned g_forks MS__FORK_DATA;
+
+/* Identity changes only with fork: cached per PID and fork, under the
+ * reader lock. */
 static struct {
   int pid;
+  unsigned forks;
   uint64_t start_time;
   char comm[MS_NAME_MAX];
-} g_ident MS__FORK_DATA;
+} g_ident;
 
 /* The smaps_rollup cache: its own lock, because a read can take tens of
  * milliseconds (10 ms per GiB resident) and must not hold up the rest of a
@@ -41,12 +51,13 @@ static struct {
 static pthread_mutex_t g_smaps_lock MS__FORK_DATA = PTHREAD_MUTEX_INITIALIZER;
 static struct {
   int pid;          /* whose figures these are; 0: none yet */
+  unsigned forks;   /* g_forks when they were read */
   uint64_t read_at; /* CLOCK_MONOTONIC of the last read */
   uint64_t cost_ns; /* how long it took */
   uint64_t floor_ns;
   uint64_t reads;
   ms__smaps_t figures;
-} g_smaps MS__FORK_DATA = {0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
+} g_smaps = {0, 0, 0, 0, 1000000000ull, 0, {0, 0, 0, 0, 0}};
 
 /* The reader lock's fork handlers are the engine's (core/engine.c); the
  * smaps cache's lock is never held with it, so the order in which the two
@@ -57,10 +68,12 @@ MS__FORK_TEXT static void atfork_prepare(void) {
 MS__FORK_TEXT static void atfork_parent(void) {
   pthread_mutex_unlock(&g_smaps_lock);
 }
+/* A plain store, not pthread_mutex_unlock: a fork child's handlers may
+ * only do async-signal-safe work, and the page of libc's code the unlock
+ * is on is one more fault in every child. */
 MS__FORK_TEXT static void atfork_child(void) {
-  g_ident.pid = 0;
-  g_smaps.pid = 0;
-  pthread_mutex_unlock(&g_smaps_lock);
+  g_forks++;
+  g_smaps_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
 __attribute__((constructor)) static void snapshot_init(void) {
@@ -69,7 +82,7 @@ __attribute__((constructor)) static void snapshot_init(void) {
 
 static void fill_identity(ms_snapshot_t *s) {
   int pid = (int)getpid();
-  if (g_ident.pid != pid) {
+  if (g_ident.pid != pid || g_ident.forks != g_forks) {
     char buf[1024];
     g_ident.start_time = 0;
     g_ident.comm[0] = '\0';
@@ -77,6 +90,7 @@ static void fill_identity(ms_snapshot_t *s) {
       ms__parse_proc_stat(buf, g_ident.comm, sizeof g_ident.comm,
                           &g_ident.start_time);
     g_ident.pid = pid;
+    g_ident.forks = g_forks;
   }
   s->pid = pid;
   s->start_time = g_ident.start_time;
@@ -148,7 +162,7 @@ static void fill_smaps(ms_snapshot_t *s) {
   int pid = (int)getpid();
   uint64_t now = ms__now_mono_ns();
   int fresh = 0;
-  if (g_smaps.pid != pid ||
+  if (g_smaps.pid != pid || g_smaps.forks != g_forks ||
       now - g_smaps.read_at >= ms__smaps_interval_ns(g_smaps.cost_ns)) {
     /* About 25 lines of at most 40 bytes: 4 KiB leaves room for kernels
      * that add lines. Reading it whole keeps the kernel's walk to one. */
@@ -163,6 +177,7 @@ static void fill_smaps(ms_snapshot_t *s) {
     g_smaps.cost_ns = done - now;
     g_smaps.read_at = now;
     g_smaps.pid = pid;
+    g_smaps.forks = g_forks;
     g_smaps.reads++;
     fresh = 1;
   }

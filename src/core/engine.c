@@ -45,6 +45,8 @@ MS__FORK_TEXT static void atfork_child(void) {
   g_read_lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 }
 
+MS__FORK_TEXT void ms__fini(void) {}
+
 __attribute__((constructor)) static void engine_start(void) {
   ms__engine_init();
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);

@@ -43,5 +43,10 @@ static inline void ms__feed(unsigned flags) {
  * is a fault (with fault-around) in every child; spread over the library
  * they cost a subshell four or five. */
 #define MS__FORK_TEXT __attribute__((section(".text.hot.ms_fork")))
+/* The library's DT_FINI (-Wl,-fini in the Makefile): nothing to do, in
+ * the fork text. The default, crti's _fini, is alone on the last page of
+ * the code, one more fault in every process as it ends, fork children
+ * included; the destructors run from .fini_array all the same. */
+void ms__fini(void);
 
 #endif

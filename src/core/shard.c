@@ -123,7 +123,15 @@ static inline ms__delta_t *slot_at(ms__shard_t *s, uint64_t w) {
 
 static ms__shard_t g_global;
 static ms__shard_t *g_shards; /* every shard ever made (a list) */
-unsigned ms__fed;             /* MS__FEED_* flags (engine.h) */
+/* The first shard made (the main thread's, nearly always: the preload's
+ * first allocations are the loader's and the constructors'), in the fork
+ * section (core/feed.h) rather than mapped: the page a fork child writes
+ * in its fork handlers is then the page its first malloc writes, and the
+ * one a parent writes in its handlers the one its next malloc writes: a
+ * copy-on-write fault fewer in each, every fork. The others are mapped. */
+static ms__shard_t g_first MS__FORK_DATA;
+static int g_first_taken;
+unsigned ms__fed; /* MS__FEED_* flags (engine.h) */
 static pthread_key_t g_key;
 static int g_key_ok;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -208,10 +216,15 @@ static ms__shard_t *shard_acquire(void) {
                                     RLX))
       return s;
   }
-  void *mem = mmap(NULL, sizeof(ms__shard_t), PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED)
-    return NULL;
+  int taken = 0;
+  void *mem = &g_first; /* zeroes, as a mapping */
+  if (__atomic_load_n(&g_first_taken, RLX) ||
+      !__atomic_compare_exchange_n(&g_first_taken, &taken, 1, 0, ACQ, RLX)) {
+    mem = mmap(NULL, sizeof(ms__shard_t), PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+      return NULL;
+  }
   ms__shard_t *s = mem; /* mmap gives zeroes */
   s->state = SHARD_LIVE;
   ms__shard_t *head = __atomic_load_n(&g_shards, RLX);

@@ -50,30 +50,39 @@ MS__PRELOAD_API void _exit(int status);
 MS__PRELOAD_API void _Exit(int status);
 
 /* This process's PID, set at load, and in a fork() child (not a vfork()
- * one) at its first allocation (ms__preload_forked): 0 until then. A
- * child that ends before it allocates has started no agent and is not the
- * process a final snapshot is meant for (its PID is new), so its _exit()
- * has nothing to do, and its fork handler makes no system call. */
+ * one) as its agent starts (ms__preload_forked): 0 until then. A child
+ * that ends before, or whose parent ran no agent, has started no agent
+ * (unless it called ms_agent_start itself, whose exit() still takes the
+ * socket away) and is not the process a final snapshot is meant for (its
+ * PID is new), so its _exit() has nothing to do, and neither its fork
+ * handler nor its allocations make a system call (syscall()'s page of
+ * libc's code is one more fault in a child). */
 static pid_t g_pid MS__FORK_DATA;
 
 /* ---- the child of a fork ---------------------------------------------------
  * The child's agent is started outside the fork handlers (agent.h,
- * ms__agent_after_fork): from an allocation of the child's, the first one
- * MS__FORK_GRACE_NS or more after its first allocation since the fork. The
- * handler below only stores the state FORKED (or FORKED_PROF), so that
- * every allocation entry point takes its slow path (ms__preload_forked),
- * and the hot path stays what it was: one compare of the state. Most
- * children of a shell or of make exec or exit within a millisecond: they
- * never pay for an agent, and those that live on get theirs at their next
- * allocation. A child that never allocates again gets none. */
-/* CLOCK_MONOTONIC_COARSE at the child's first allocation after the fork
- * (0: none yet): the grace runs from there, so that a child that execs or
- * exits without allocating never reads the clock (the vDSO's data page is
- * one more page it faults in). */
+ * ms__agent_after_fork): from an allocation of the child's, once it has
+ * lived a while. The handler below only stores the state FORKED (or
+ * FORKED_PROF), so that every allocation entry point takes its slow path
+ * (ms__preload_forked), and the hot path stays what it was: one compare
+ * of the state. The slow path counts the child's first FORK_FIRST_LOOK
+ * allocations and only then looks at the coarse clock, at each of its
+ * allocations until the agent starts: the first look starts the grace,
+ * and the first allocation MS__FORK_GRACE_NS or more later starts the
+ * agent. Most children of a shell or of make exec or exit within a
+ * millisecond and a few dozen allocations: they never read the clock
+ * (the vDSO's data page is one more page a child faults in) nor pay for
+ * an agent. One that lives on gets its agent at an allocation; one that
+ * allocates less than that gets none (memtop can start it:
+ * ms_agent_start). */
+#define FORK_FIRST_LOOK 64u
+/* The child's allocations since the fork, and CLOCK_MONOTONIC_COARSE at
+ * its first look at the clock (0: none yet). */
+static uint32_t g_fork_allocs MS__FORK_DATA;
 static uint64_t g_fork_ns MS__FORK_DATA;
 
 /* The coarse clock (a few ms of resolution, plenty for the grace): a read
- * of the vDSO's page, cheap enough for every allocation of the grace. */
+ * of the vDSO's page. */
 MS__FORK_TEXT static uint64_t coarse_ns(void) {
   struct timespec ts;
   if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) != 0)
@@ -84,6 +93,7 @@ MS__FORK_TEXT static uint64_t coarse_ns(void) {
 MS__FORK_TEXT static void fork_child(void) {
   /* Async-signal-safe: plain stores. */
   g_pid = 0;
+  g_fork_allocs = 0;
   g_fork_ns = 0;
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_RELAXED);
   if (st == MS__REAL_READY)
@@ -95,11 +105,13 @@ MS__FORK_TEXT static void fork_child(void) {
 MS__FORK_TEXT int ms__preload_forked(int st) {
   int prof = st == MS__REAL_FORKED_PROF;
   int m = prof ? MS__PL_PROF : MS__PL_PLAIN;
-  /* Threads the child made may race here: they store the same PID, and
-   * the first clock read wins. */
-  if (__atomic_load_n(&g_pid, __ATOMIC_RELAXED) == 0)
-    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+  /* Threads the child made may race here: they count together, and the
+   * first clock read wins. */
   if (ms__agent_fork_pending()) {
+    if (__atomic_load_n(&g_fork_allocs, __ATOMIC_RELAXED) < FORK_FIRST_LOOK &&
+        __atomic_add_fetch(&g_fork_allocs, 1, __ATOMIC_RELAXED) <
+            FORK_FIRST_LOOK)
+      return m;
     uint64_t now = coarse_ns();
     uint64_t at = __atomic_load_n(&g_fork_ns, __ATOMIC_RELAXED);
     /* This read starts the grace, or another thread's did (a failed
@@ -116,8 +128,11 @@ MS__FORK_TEXT int ms__preload_forked(int st) {
   int expect = st;
   if (__atomic_compare_exchange_n(&ms__real_state, &expect,
                                   prof ? MS__REAL_PROF : MS__REAL_READY, 0,
-                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
+      ms__agent_fork_pending()) {
+    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
     ms__agent_after_fork();
+  }
   return m;
 }
 
@@ -248,7 +263,7 @@ __attribute__((constructor)) static void preload_init(void) {
   const char *agent = ms__env("MEMSTATS_AGENT");
   if (agent && strcmp(agent, "0") == 0)
     return;
-  int r = ms_agent_start();
+  int r = ms__agent_start_deferred();
   if (r != 0 && r != MS_EEXIST)
     ms__debug("preload: the agent did not start: %s", ms_strerror(r));
 }

@@ -951,6 +951,26 @@ static void test_fork_handler_starts_no_thread(void **state) {
   }
 }
 
+/* Under the preload the agent makes its socket a while after the start
+ * (MEMSTATS_AGENT_DELAY_MS; here far longer than the test), so that a
+ * program that ends at once never makes one; a program that calls
+ * ms_agent_start() itself (the target does, before it says it is ready)
+ * gets it at once. */
+static void test_start_call_does_not_wait_for_delay(void **state) {
+  (void)state;
+  const char *pre = preload_env();
+  if (pre == NULL) {
+    print_message("skipped: sanitizer build: no preload in its target\n");
+    skip();
+  }
+  const char *const under[] = {pre, "MEMSTATS_AGENT_DELAY_MS=600000", NULL};
+  target_t t;
+  target_start(&t, under);
+  static ms_snapshot_t snap;
+  good_fetch(t.pid, &snap);
+  target_kill(&t);
+}
+
 /* Under the preload, a fork child that lives and allocates gets its own
  * agent and socket, started by an allocation of its own outside the fork
  * handler (a while after the fork: src/preload/preload.c), and serves its
@@ -1045,6 +1065,7 @@ int main(void) {
       cmocka_unit_test(test_stale_and_reuse),
       cmocka_unit_test(test_fork_and_exit),
       cmocka_unit_test(test_fork_handler_starts_no_thread),
+      cmocka_unit_test(test_start_call_does_not_wait_for_delay),
       cmocka_unit_test(test_fork_child_allocates_gets_agent),
       cmocka_unit_test(test_env),
   };

@@ -36,6 +36,7 @@
 
 #include "support/callgrind.h"
 #include "support/host.h"
+#include "support/run.h"
 
 static char g_build[1024], g_preload[1200];
 
@@ -150,6 +151,218 @@ static void test_fork_child_quiet(void **state) {
   }
 }
 
+/* Runs tests/progs/pl_forkfaults with one child under callgrind, its
+ * costs zeroed at each fork (--zero-before=_Fork), so that the child's
+ * profile counts what the child ran from the fork on and nothing of its
+ * parent's; the child's profile's path into child (the profile that
+ * counts no waitpid). preload NULL: bare. */
+static void run_fork_child(const char *dir, const char *preload, int agent,
+                           char child[320], unsigned long long *instr) {
+  char out[64], ld[1300], why[512], prog[1300], sockdir[64];
+  unsigned long long total = 0;
+  snprintf(out, sizeof out, "%s/cg.%%p", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload ? preload : "");
+  snprintf(prog, sizeof prog, "%s/progs/pl_forkfaults", g_build);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  const char *argv[] = {prog, "1", NULL};
+  const char *env[] = {preload ? ld : "LD_PRELOAD",
+                       agent ? "MEMSTATS_AGENT" : "MEMSTATS_AGENT=0",
+                       sockdir,
+                       "MEMSTATS_PROFILE_RATE",
+                       "VALGRIND_OPTS=--zero-before=_Fork",
+                       NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  cg_files_t f;
+  cg_files(dir, &f);
+  child[0] = '\0';
+  for (int i = 0; i < f.n; i++) {
+    if (child[0] == '\0' && cg_calls(f.path[i], "waitpid") == 0 &&
+        cg_calls(f.path[i], "exit") > 0)
+      snprintf(child, 320, "%s", f.path[i]);
+    else
+      unlink(f.path[i]);
+  }
+  if (rc != 0)
+    fail_msg("pl_forkfaults under callgrind: %s", why);
+  if (child[0] == '\0')
+    fail_msg("pl_forkfaults under callgrind: no profile of its child");
+  FILE *c = fopen(child, "r");
+  char line[256];
+  *instr = 0;
+  while (c != NULL && fgets(line, sizeof line, c) != NULL)
+    if (strncmp(line, "summary: ", 9) == 0)
+      *instr = strtoull(line + 9, NULL, 10);
+  if (c != NULL)
+    fclose(c);
+}
+
+/* A fork child that allocates and ends with exit(), as a subshell does,
+ * runs nothing of the preload's that touches a page of code the bare
+ * child does not (each such page is a fault in every child: a fork does
+ * not copy the page table entries of code): no syscall() (the PID is
+ * asked for only when the child's agent is to start), no
+ * pthread_mutex_unlock() (the fork handlers reset their locks with
+ * stores), and the preload's DT_FINI is not crti's _fini, alone on the
+ * last page of its code, but a function of the fork text (ms__fini). */
+static void check_fork_child_code(int agent) {
+  char dir[] = "/tmp/test_start_cost.XXXXXX", bare[320], pre[320];
+  char dir2[] = "/tmp/test_start_cost.XXXXXX";
+  unsigned long long ib = 0, ip = 0;
+
+  assert_non_null(mkdtemp(dir));
+  assert_non_null(mkdtemp(dir2));
+  run_fork_child(dir, NULL, agent, bare, &ib);
+  run_fork_child(dir2, g_preload, agent, pre, &ip);
+  const char *fns[] = {"syscall", "pthread_mutex_unlock", "_fini",
+                       "clock_gettime"};
+  long long nb[4], np[4];
+  for (int i = 0; i < 4; i++) {
+    nb[i] = cg_calls(bare, fns[i]);
+    np[i] = cg_calls(pre, fns[i]);
+  }
+  unlink(bare);
+  unlink(pre);
+  rmdir(dir);
+  rmdir(dir2);
+  print_message("a fork child that allocates and calls exit(): %llu "
+                "instructions bare, %llu under the preload (agent %s)\n",
+                ib, ip, agent ? "on" : "off");
+  for (int i = 0; i < 4; i++) {
+    print_message("  calls of %s: %lld bare, %lld under the preload\n", fns[i],
+                  nb[i], np[i]);
+    assert_true(nb[i] >= 0 && np[i] >= 0);
+    assert_int_equal(np[i], nb[i]);
+  }
+}
+
+/* ... and with the agent on in its parent, no clock read either: before
+ * its agent starts the child looks at the clock from its 64th allocation
+ * on only (src/preload/preload.c). */
+static void test_fork_child_pages_of_code(void **state) {
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: valgrind cannot run a sanitized preload\n");
+  skip();
+#endif
+  check_fork_child_code(0);
+  check_fork_child_code(1);
+}
+
+/* A program that ends before its agent's delay (MEMSTATS_AGENT_DELAY_MS,
+ * made long here so that valgrind's slowness cannot outlast it) has
+ * created the agent's thread and nothing more: no socket made, bound,
+ * listened on or unlinked, and its exit does not wait
+ * for the thread (a compiler's passes, a shell's commands: each paid
+ * some 40 system calls for a socket nobody read, and on a disk
+ * filesystem an inode a bind()). */
+static void test_short_process_makes_no_socket(void **state) {
+  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
+  char sockdir[64];
+  unsigned long long total = 0;
+
+  (void)state;
+  if (!host_have_program("valgrind")) {
+    print_message("skipped: valgrind is not installed\n");
+    skip();
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: valgrind cannot run a sanitized preload\n");
+  skip();
+#endif
+  assert_non_null(mkdtemp(dir));
+  snprintf(out, sizeof out, "%s/cg.out", dir);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  const char *argv[] = {"/bin/true", NULL};
+  const char *env[] = {ld,
+                       sockdir,
+                       "MEMSTATS_AGENT",
+                       "MEMSTATS_AGENT_DELAY_MS=600000",
+                       "MEMSTATS_PROFILE_RATE",
+                       NULL};
+  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  /* Prefixes: "listen" counts listen_open too (and "unlink" would count
+   * glibc malloc's unlink_chunk). */
+  const char *fns[] = {"bind", "listen", "rename", "pthread_join",
+                       "pthread_timedjoin_np"};
+  long long n[5];
+  for (int i = 0; i < 5; i++)
+    n[i] = cg_calls(out, fns[i]);
+  long long threads = cg_calls(out, "pthread_create");
+  unlink(out);
+  rmdir(dir);
+  if (rc != 0)
+    fail_msg("/bin/true under callgrind: %s", why);
+  print_message("/bin/true, agent on, ended before its agent's delay: %llu "
+                "instructions\n",
+                total);
+  assert_true(threads >= 1); /* the agent's thread was made */
+  for (int i = 0; i < 5; i++) {
+    print_message("  calls of %s: %lld\n", fns[i], n[i]);
+    assert_int_equal(n[i], 0);
+  }
+}
+
+/* tests/progs/pl_forkfaults' 40 children's page faults and its own over
+ * the same loop, with address-space randomization off (setarch -R: where
+ * the stack and the heap fall against page boundaries moves a run's
+ * count by one a child), the fewest of three runs; preload NULL: bare,
+ * else with the agent off. */
+static void fork_faults(const char *preload, long *child, long *parent) {
+  char cmd[3000], out[512];
+  *child = *parent = -1;
+  for (int run = 0; run < 3; run++) {
+    snprintf(cmd, sizeof cmd,
+             "setarch -R env -u LD_PRELOAD %s%s%s %s/progs/pl_forkfaults",
+             preload ? "MEMSTATS_AGENT=0 MEMSTATS_PROFILE_RATE=524288 " : "",
+             preload ? "LD_PRELOAD=" : "", preload ? preload : "", g_build);
+    if (run_output(cmd, out, sizeof out) != 0)
+      fail_msg("%s: %s", cmd, out);
+    const char *c = strstr(out, "fork.child_faults=");
+    const char *p = strstr(out, "fork.parent_faults=");
+    if (c == NULL || p == NULL || strstr(out, "fork.children=40") == NULL)
+      fail_msg("%s: %s", cmd, out);
+    long nc = strtol(c + 18, NULL, 10), np = strtol(p + 19, NULL, 10);
+    if (*child < 0 || nc < *child)
+      *child = nc;
+    if (*parent < 0 || np < *parent)
+      *parent = np;
+  }
+}
+
+/* The copy-on-write faults a fork costs under the preload (agent off),
+ * counted by the kernel (the same under any load). What every layer's
+ * fork handlers write is on one page (core/feed.h, MS__FORK_DATA), and
+ * the first shard, which the main thread's allocations write, is on that
+ * page too: a parent that forks and allocates writes one page of the
+ * preload's between two forks, not two. A child that allocates and exits
+ * faults in a page of the fork text, the fork section's, the loader's
+ * page with the preload's link map (which exit writes) and, depending on
+ * the layout, one or two more (on this machine 4; 7 before). */
+static void test_fork_faults(void **state) {
+  long bc, bp, pc, pp;
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: the plain programs take no sanitized preload\n");
+  skip();
+#endif
+  if (!host_have_program("setarch")) {
+    print_message("skipped: setarch (util-linux) is not installed\n");
+    skip();
+  }
+  fork_faults(NULL, &bc, &bp);
+  fork_faults(g_preload, &pc, &pp);
+  print_message("40 forks: the children's page faults %ld bare, %ld under "
+                "the preload; the parent's %ld bare, %ld under the preload\n",
+                bc, pc, bp, pp);
+  assert_true(pc <= bc + 40 * 5);
+  assert_true(pp <= bp + 40 * 1);
+}
+
 static int setup(void **state) {
   (void)state;
   if (host_build_dir(g_build, sizeof g_build) != 0 ||
@@ -162,6 +375,9 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_start_lookups),
       cmocka_unit_test(test_fork_child_quiet),
+      cmocka_unit_test(test_fork_child_pages_of_code),
+      cmocka_unit_test(test_short_process_makes_no_socket),
+      cmocka_unit_test(test_fork_faults),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
