@@ -1,6 +1,6 @@
 /*
  * inject.h - calling functions inside another running process with
- * ptrace, no debugger (memtop side; x86-64).
+ * ptrace, no debugger (memtop side; x86-64 and aarch64: arch.h).
  *
  * mt_inj_stop() stops the process's threads one at a time
  * (PTRACE_SEIZE, PTRACE_INTERRUPT), the main thread first, until one is
@@ -61,11 +61,13 @@ typedef struct mt_inj_s {
   size_t nth, cap;
   mt_inj_range_t busy[MT_INJ_MAX_RANGES]; /* no PC nor return address here */
   size_t nbusy;
-  /* The thread the calls run on, its saved registers (user_regs_struct)
-   * and FP state (NT_X86_XSTATE or NT_PRFPREG), while saved. */
+  /* The thread the calls run on, its saved registers (NT_PRSTATUS), FP
+   * state (arch.h's fp regsets) and, on aarch64, system call number
+   * (NT_ARM_SYSTEM_CALL), while saved. */
   size_t call_th;
   int saved;
-  unsigned char regs[27 * 8];
+  unsigned char regs[34 * 8]; /* arch.h's MT_ARCH_REGS_MAX */
+  int32_t sysno;
   unsigned char *fp;
   size_t fp_len;
   unsigned fp_type;
