@@ -8,16 +8,20 @@
  * src/attach and got.c for it against its own headers): the call's frame
  * (pc, x0, x1, the return address 0 in x30, sp 16-aligned in the room,
  * every other register as saved), its end, the registers that hold code
- * addresses, the restart decision and the regsets saved.
+ * addresses, the restart decision and the regsets saved. And that
+ * rsym.c reads no object built for another processor than memtop's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "attach/arch.h"
+#include "attach/rsym.h"
+#include "memstats.h"
 #include "preload/got_reloc.h"
 
 /* Registers no call would leave as they are: each word its own. */
@@ -190,6 +194,69 @@ static void test_got_relocs(void **state) {
 #endif
 }
 
+/* An ELF object in this process's memory, as rsym.c reads one from
+ * another's: its header, PT_DYNAMIC, a hash table and one function. */
+static struct {
+  Elf64_Ehdr eh;
+  Elf64_Phdr ph;
+  Elf64_Dyn dyn[5];
+  uint32_t hash[5];
+  Elf64_Sym sym[2];
+  char str[16];
+} img;
+
+static int load_img(unsigned machine, uint64_t *dlopen_at) {
+  memset(&img, 0, sizeof img);
+  memcpy(img.eh.e_ident, ELFMAG, SELFMAG);
+  img.eh.e_ident[EI_CLASS] = ELFCLASS64;
+  img.eh.e_machine = (Elf64_Half)machine;
+  img.eh.e_phoff = offsetof(__typeof__(img), ph);
+  img.eh.e_phentsize = sizeof(Elf64_Phdr);
+  img.eh.e_phnum = 1;
+  img.ph.p_type = PT_DYNAMIC;
+  img.ph.p_vaddr = offsetof(__typeof__(img), dyn);
+  img.ph.p_memsz = sizeof img.dyn;
+  img.dyn[0].d_tag = DT_SYMTAB;
+  img.dyn[0].d_un.d_ptr = (uintptr_t)img.sym;
+  img.dyn[1].d_tag = DT_STRTAB;
+  img.dyn[1].d_un.d_ptr = (uintptr_t)img.str;
+  img.dyn[2].d_tag = DT_STRSZ;
+  img.dyn[2].d_un.d_val = sizeof img.str;
+  img.dyn[3].d_tag = DT_HASH;
+  img.dyn[3].d_un.d_ptr = (uintptr_t)img.hash;
+  img.hash[0] = 1; /* buckets */
+  img.hash[1] = 2; /* symbols */
+  strcpy(img.str + 1, "dlopen");
+  img.sym[1].st_name = 1;
+  img.sym[1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+  img.sym[1].st_shndx = 1;
+  img.sym[1].st_value = 0x1000;
+  img.sym[1].st_size = 16;
+  mt_rsyms_t rs;
+  int r = mt_rsym_load(getpid(), (uintptr_t)&img, &rs);
+  if (r == 0) {
+    *dlopen_at = mt_rsym_find(&rs, "dlopen");
+    mt_rsym_free(&rs);
+  }
+  return r;
+}
+
+/* A C library for another processor (a program qemu-user runs) is not
+ * one to call into: rsym refuses it, and attach says it found no
+ * symbols. */
+static void test_rsym_machine(void **state) {
+  (void)state;
+#if defined(MT_ARCH_HOST)
+  uint64_t at = 0;
+  assert_int_equal(load_img(MT_ARCH_HOST->machine, &at), 0);
+  assert_int_equal(at, (uintptr_t)&img + 0x1000);
+  unsigned other = MT_ARCH_HOST->machine == EM_X86_64 ? EM_AARCH64 : EM_X86_64;
+  assert_int_equal(load_img(other, &at), MS_EPROTO);
+#else
+  skip();
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_aarch64_layout),
@@ -199,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_aarch64_restart),
       cmocka_unit_test(test_x86_64),
       cmocka_unit_test(test_got_relocs),
+      cmocka_unit_test(test_rsym_machine),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
