@@ -372,7 +372,8 @@ tsan:
 # compiler's headers, every warning an error (src/attach, whose arch.h
 # tables check their register layouts against the kernel's there), the
 # whole target side into an aarch64 preload (got.c's GOT rewrite and its
-# dlopen stub among it), and tests/cross/at_got.c, which
+# dlopen stub among it), and tests/cross/at_got.c and at_call.c (the
+# attach's call made with arch_aarch64.c from a signal handler), which
 # tests/integration/test_cross_aarch64.c runs under qemu-aarch64 (it
 # skips, saying why, without the compiler or the emulator); test-build
 # builds it where the compiler is. Debian:
@@ -395,9 +396,12 @@ $(CROSS_A64)/libmemstats-preload.so: $(CROSS_A64_LIB)
 $(CROSS_A64)/at_got: tests/cross/at_got.c include/memstats.h
 	@mkdir -p $(@D)
 	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -Wl,-z,relro -Wl,-z,now -o $@ $< -ldl
+$(CROSS_A64)/at_call: tests/cross/at_call.c $(CROSS_A64)/obj/src/attach/arch_aarch64.o
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $^
 -include $(shell find $(CROSS_A64)/obj -name '*.d' 2>/dev/null)
 .PHONY: cross-aarch64
-cross-aarch64: $(CROSS_A64_TOOL) $(CROSS_A64)/libmemstats-preload.so $(CROSS_A64)/at_got
+cross-aarch64: $(CROSS_A64_TOOL) $(CROSS_A64)/libmemstats-preload.so $(CROSS_A64)/at_got \
+               $(CROSS_A64)/at_call
 # make check builds it where the compiler is (its test then runs it).
 test-build: $(if $(shell command -v $(CROSS_AARCH64) 2>/dev/null),cross-aarch64)
 

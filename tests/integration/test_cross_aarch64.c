@@ -10,10 +10,14 @@
  *     qemu-aarch64: memtop attach --track's calls made by the program
  *     itself (qemu-user has no ptrace), the GOT entries rewritten
  *     (R_AARCH64_JUMP_SLOT and GLOB_DAT), malloc/free counted through
- *     them, dlopen through the aarch64 stub both ways, all put back.
+ *     them, dlopen through the aarch64 stub both ways, all put back;
+ *   - tests/cross/at_call.c under qemu-aarch64: the call inject.c makes,
+ *     with arch_aarch64.c's frame, in a thread stopped in read(2) (a
+ *     signal handler stands for the ptrace stop): its result, its end
+ *     at address 0, the registers put back and the read issued again.
  * Each case skips, saying why, without the compiler (or the emulator).
- * The ptrace calls themselves (inject.c with arch_aarch64.c) are not run
- * anywhere here: test_attach_arch checks their arithmetic.
+ * The ptrace calls themselves (inject.c's regsets on aarch64) are not run
+ * anywhere here.
  */
 #include <elf.h>
 #include <setjmp.h>
@@ -105,11 +109,10 @@ static void test_attach_built(void **state) {
   assert_int_equal(machine_of(so), EM_AARCH64);
 }
 
-static void test_got_under_qemu(void **state) {
-  (void)state;
+static void need_qemu(void) {
   need_compiler();
   if (!have("qemu-aarch64")) {
-    print_message("skipped: no qemu-aarch64 to run the aarch64 preload "
+    print_message("skipped: no qemu-aarch64 to run the aarch64 programs "
                   "(Debian: apt-get install qemu-user)\n");
     skip();
   }
@@ -119,6 +122,11 @@ static void test_got_under_qemu(void **state) {
                   sysroot);
     skip();
   }
+}
+
+static void test_got_under_qemu(void **state) {
+  (void)state;
+  need_qemu();
   char cmd[6144];
   snprintf(cmd, sizeof cmd,
            "MEMSTATS_DIR='%s' timeout 120 qemu-aarch64 -L '%s' '%s/at_got' "
@@ -130,10 +138,26 @@ static void test_got_under_qemu(void **state) {
   assert_non_null(strstr(out, "mallocs +"));
 }
 
+/* The call inject.c makes, with arch_aarch64.c's frame, from a signal
+ * handler in a thread interrupted in read(2) (see tests/cross/at_call.c):
+ * the result comes back, the read is issued again and gets its bytes. */
+static void test_call_under_qemu(void **state) {
+  (void)state;
+  need_qemu();
+  char cmd[6144];
+  snprintf(cmd, sizeof cmd, "timeout 60 qemu-aarch64 -L '%s' '%s/at_call'",
+           sysroot, dir);
+  int rc = run_output(cmd, out, sizeof out);
+  if (rc != 0 || strstr(out, "\nok\n") == NULL)
+    fail_msg("%s: exit %d\n%s", cmd, rc, out);
+  assert_non_null(strstr(out, "-> 11022"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attach_built),
       cmocka_unit_test(test_got_under_qemu),
+      cmocka_unit_test(test_call_under_qemu),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
