@@ -103,7 +103,7 @@ int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr);
 
 /* Reads up to len - 1 bytes of a NUL-terminated string at addr in the
  * target into buf (always terminated). Returns 0, MS_EINVAL (len 0), or
- * the -errno of the read (MS_ENOSYS off x86-64). */
+ * the -errno of the read (MS_ENOSYS where arch.h has no table). */
 int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len);
 
 /* Restores the calling thread's registers, lets every thread go and frees
