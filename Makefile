@@ -381,9 +381,11 @@ tsan:
 # setup-deps.sh: about 270 MB).
 CROSS_AARCH64 ?= aarch64-linux-gnu-gcc
 CROSS_A64 := $(BUILD)/cross-aarch64
+# A packager's CPPFLAGS reach these compiles too (test_install); their
+# CFLAGS, for the host's processor, do not.
 CROSS_A64_CFLAGS := -std=gnu11 -O2 -g $(WARN) -Werror -fPIC -D_GNU_SOURCE \
                     -pthread -Iinclude -Isrc -mbranch-protection=standard \
-                    -fstack-protector-strong
+                    -fstack-protector-strong $(CPPFLAGS)
 CROSS_A64_TOOL := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(sort $(wildcard src/attach/*.c)))
 CROSS_A64_LIB := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(LIB_SRCS) $(PRELOAD_SRCS))
 $(CROSS_A64_LIB): CROSS_A64_OBJ = -fvisibility=hidden -DMS_BUILDING_LIBRARY -ftls-model=initial-exec
