@@ -368,6 +368,47 @@ asan:
 tsan:
 	TSAN_OPTIONS="die_after_fork=0 $(TSAN_OPTIONS)" $(MAKE) BUILD=build/tsan SAN=thread OPT='-O1 -g' TSAN_ONLY=1 check
 
+# ---- aarch64, cross-built -----------------------------------------------------
+# memtop attach's aarch64 side has no aarch64 machine to run on here:
+# `make cross-aarch64` builds it with an aarch64 compiler and that
+# compiler's headers, every warning an error (src/attach, whose arch.h
+# tables check their register layouts against the kernel's there), the
+# whole target side into an aarch64 preload (got.c's GOT rewrite and its
+# dlopen stub among it), and tests/cross/at_got.c and at_call.c (the
+# attach's call made with arch_aarch64.c from a signal handler), which
+# tests/integration/test_cross_aarch64.c runs under qemu-aarch64 (it
+# skips, saying why, without the compiler or the emulator); test-build
+# builds it where the compiler is. Debian:
+# gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (not in
+# setup-deps.sh: about 270 MB).
+CROSS_AARCH64 ?= aarch64-linux-gnu-gcc
+CROSS_A64 := $(BUILD)/cross-aarch64
+# A packager's CPPFLAGS reach these compiles too (test_install); their
+# CFLAGS, for the host's processor, do not.
+CROSS_A64_CFLAGS := -std=gnu11 -O2 -g $(WARN) -Werror -fPIC -D_GNU_SOURCE \
+                    -pthread -Iinclude -Isrc -mbranch-protection=standard \
+                    -fstack-protector-strong $(CPPFLAGS)
+CROSS_A64_TOOL := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(sort $(wildcard src/attach/*.c)))
+CROSS_A64_LIB := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(LIB_SRCS) $(PRELOAD_SRCS))
+$(CROSS_A64_LIB): CROSS_A64_OBJ = -fvisibility=hidden -DMS_BUILDING_LIBRARY -ftls-model=initial-exec
+$(CROSS_A64)/obj/%.o: %.c $(CFLAGS_STAMP)
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) $(CROSS_A64_OBJ) -MMD -MP -c $< -o $@
+$(CROSS_A64)/libmemstats-preload.so: $(CROSS_A64_LIB)
+	$(CROSS_AARCH64) -shared -Wl,-soname,libmemstats.so.$(SOVERSION) -pthread \
+	  -Wl,-z,relro -Wl,-z,now -o $@ $^ -ldl
+$(CROSS_A64)/at_got: tests/cross/at_got.c include/memstats.h
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -Wl,-z,relro -Wl,-z,now -o $@ $< -ldl
+$(CROSS_A64)/at_call: tests/cross/at_call.c $(CROSS_A64)/obj/src/attach/arch_aarch64.o
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $^
+-include $(shell find $(CROSS_A64)/obj -name '*.d' 2>/dev/null)
+.PHONY: cross-aarch64
+cross-aarch64: $(CROSS_A64_TOOL) $(CROSS_A64)/libmemstats-preload.so $(CROSS_A64)/at_got \
+               $(CROSS_A64)/at_call
+# make check builds it where the compiler is (its test then runs it).
+test-build: $(if $(shell command -v $(CROSS_AARCH64) 2>/dev/null),cross-aarch64)
+
 # ---- benchmarks and fuzzing -----------------------------------------------
 $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)
 	@mkdir -p $(@D)

@@ -118,6 +118,8 @@ cmd:prometheus-node-exporter|prometheus-node-exporter|node_exporter|prometheus-n
 cmd:promtool|prometheus|golang-github-prometheus-prometheus|prometheus|promtool and prometheus (the exposition's lint, the scrape test)
 cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in the tests)
 cmd:postgres/initdb|postgresql|postgresql-server|postgresql|PostgreSQL (test_trees: memtop run follows the postmaster and its backends)
+cmd:aarch64-linux-gnu-gcc|gcc-aarch64-linux-gnu libc6-dev-arm64-cross|gcc-aarch64-linux-gnu|aarch64-linux-gnu-gcc|an aarch64 cross compiler (make cross-aarch64, test_cross_aarch64; never installed by this script: about 270 MB with qemu-user)
+cmd:qemu-aarch64|qemu-user|qemu-user|qemu-user|qemu-aarch64 (test_cross_aarch64 runs the aarch64 preload under it)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.

@@ -48,11 +48,8 @@ void ms__agent_cache_reset(void) {
   g_cache.valid = 0;
 }
 
-/* ms__agent_defer's work, taken before a snapshot is computed. */
-static void (*g_deferred)(void);
-
 void ms__agent_defer(void (*fn)(void)) {
-  __atomic_store_n(&g_deferred, fn, __ATOMIC_RELEASE);
+  ms__snapshot_defer(fn);
 }
 
 /* Brings the cache up to date if it is older than the interval or lacks
@@ -63,10 +60,6 @@ static int refresh(uint64_t now, unsigned flags) {
       now - g_cache.computed < g_cache.interval_ns &&
       (g_cache.flags & flags) == flags)
     return 0;
-  void (*deferred)(void) =
-      __atomic_exchange_n(&g_deferred, NULL, __ATOMIC_ACQ_REL);
-  if (deferred)
-    deferred();
   int r = ms__snapshot_read_opts(&g_cache.snap, sizeof g_cache.snap, flags);
   if (r != 0)
     return r;

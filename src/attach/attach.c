@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach/arch.h"
 #include "attach/inject.h"
 #include "attach/rsym.h"
 #include "common/procfs.h"
@@ -607,10 +608,10 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                   size_t errlen) {
   memset(res, 0, sizeof *res);
   err[0] = '\0';
-#if !defined(__x86_64__)
+#if !defined(MT_ARCH_HOST)
   return fail(err, errlen, MS_ENOSYS,
-              "memtop attach is written for x86-64 only; start the program "
-              "with `memtop run -- CMD`");
+              "memtop attach is written for x86-64 and aarch64 only; start "
+              "the program with `memtop run -- CMD`");
 #endif
   if (!req->wake_only && (req->lib == NULL || req->lib[0] != '/'))
     return fail(err, errlen, MS_EINVAL, "the library's path must be absolute");

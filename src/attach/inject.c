@@ -1,7 +1,8 @@
 /*
  * inject.c - calling functions inside another running process with ptrace
- * (see inject.h). x86-64 only: elsewhere every entry point says so
- * (MS_ENOSYS) and memtop attach refuses.
+ * (see inject.h). What is the processor's (the registers, the call's
+ * frame) is in arch.h: x86-64 and aarch64. Elsewhere every entry point
+ * says so (MS_ENOSYS) and memtop attach refuses.
  */
 #include "attach/inject.h"
 
@@ -22,10 +23,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach/arch.h"
 #include "memstats.h"
 
-#if defined(__x86_64__)
+#if defined(MT_ARCH_HOST)
 #include <sys/user.h>
+
+#define ARCH MT_ARCH_HOST
+_Static_assert(sizeof(struct user_regs_struct) == sizeof(MT_ARCH_HOST_REGS) &&
+                   sizeof(struct user_regs_struct) <= MT_ARCH_REGS_MAX &&
+                   MT_ARCH_REGS_MAX <= sizeof(((mt_inj_t *)0)->regs),
+               "arch.h's NT_PRSTATUS is the host's, and inject.h holds it");
 
 /* How much of the top of each thread's stack is searched for return
  * addresses into the loader or the allocator: the frames of a call made
@@ -42,8 +50,6 @@
 #define MAX_THREADS 65536
 /* A thread's stop, waited for this long. */
 #define STOP_WAIT_MS 2000
-
-#define ERESTART_RESTARTBLOCK_ 516
 
 /* The boost (inject.h): SCHED_FIFO at this priority, the lowest, for at
  * most BOOST_MS of one call. */
@@ -401,13 +407,21 @@ static void release_all(mt_inj_t *inj, pid_t except) {
 
 static int get_regs(pid_t tid, struct user_regs_struct *r) {
   memset(r, 0, sizeof *r);
-  struct iovec io = {r, sizeof *r};
+  struct iovec io = {r, ARCH->regs_size};
   return ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &io) == 0 ? 0 : -1;
 }
 
 static int set_regs(pid_t tid, const struct user_regs_struct *r) {
-  struct iovec io = {(void *)r, sizeof *r};
+  struct iovec io = {(void *)r, ARCH->regs_size};
   return ptrace(PTRACE_SETREGSET, tid, (void *)NT_PRSTATUS, &io) == 0 ? 0 : -1;
+}
+
+/* The system call's number where it is a regset of its own (arch.h's
+ * sysno_type): read into *nr, or written. Returns 0 or -1 (errno). */
+static int sysno_io(pid_t tid, int req, int32_t *nr) {
+  struct iovec io = {nr, sizeof *nr};
+  return ptrace(req, tid, (void *)(uintptr_t)ARCH->sysno_type, &io) == 0 ? 0
+                                                                         : -1;
 }
 
 static int in_busy(const mt_inj_t *inj, uint64_t a) {
@@ -426,13 +440,15 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
     return 0; /* gone meanwhile: not one to call on */
   if (out)
     *out = r;
-  if (in_busy(inj, r.rip))
-    return 0;
+  uint64_t code[2];
+  for (size_t i = ARCH->code_addrs(&r, code); i-- > 0;)
+    if (in_busy(inj, code[i]))
+      return 0;
   uint64_t words[STACK_SCAN / 8];
   size_t scan = inj->scan_bytes > 0 && inj->scan_bytes < sizeof words
                     ? inj->scan_bytes & ~(size_t)7
                     : sizeof words;
-  struct iovec local = {words, scan}, remote = {(void *)r.rsp, scan};
+  struct iovec local = {words, scan}, remote = {(void *)ARCH->sp(&r), scan};
   ssize_t n = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
   for (ssize_t i = 0; n > 0 && i < n / 8; i++)
     if (in_busy(inj, words[i]))
@@ -476,8 +492,7 @@ static int try_stop(mt_inj_t *inj) {
      * tries: a call of ours that a signal interrupts inside such a call
      * would overwrite it. */
     if (t->sig == 0 && thread_clear(inj, t->tid, &regs) &&
-        (inj->tries > 2 || !((long long)regs.orig_rax >= 0 &&
-                             (long long)regs.rax == -ERESTART_RESTARTBLOCK_))) {
+        (inj->tries > 2 || !ARCH->restart_block(&regs))) {
       inj->call_th = 0;
       r = 0;
       break;
@@ -537,15 +552,25 @@ static int save_regs(mt_inj_t *inj) {
     return MS_ESRCH;
   }
   memcpy(inj->regs, &r, sizeof r);
+  if (ARCH->sysno_type != 0 &&
+      sysno_io(tid, PTRACE_GETREGSET, &inj->sysno) != 0) {
+    say(inj, "cannot read thread %d's system call: %s", (int)tid,
+        strerror(errno));
+    return MS_EPROTO;
+  }
   inj->fp = malloc(FP_MAX);
   if (!inj->fp)
     return MS_ENOMEM;
-  struct iovec io = {inj->fp, FP_MAX};
-  inj->fp_type = NT_X86_XSTATE;
-  if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &io) != 0) {
-    io.iov_len = sizeof(struct user_fpregs_struct);
-    inj->fp_type = NT_PRFPREG;
-    if (ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRFPREG, &io) != 0) {
+  /* The whole state where the kernel gives it, else the plain one. */
+  struct iovec io;
+  for (size_t k = 0;; k++) {
+    io.iov_base = inj->fp;
+    io.iov_len = ARCH->fp[k].size ? ARCH->fp[k].size : FP_MAX;
+    inj->fp_type = ARCH->fp[k].type;
+    if (ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)inj->fp_type, &io) ==
+        0)
+      break;
+    if (k + 1 == sizeof ARCH->fp / sizeof ARCH->fp[0]) {
       say(inj, "cannot read thread %d's FP state: %s", (int)tid,
           strerror(errno));
       return MS_EPROTO;
@@ -553,7 +578,7 @@ static int save_regs(mt_inj_t *inj) {
   }
   inj->fp_len = io.iov_len;
   /* Strings and calls go below the red zone, 16-aligned. */
-  inj->sp_top = (r.rsp - STACK_GAP) & ~(uint64_t)15;
+  inj->sp_top = (ARCH->sp(&r) - STACK_GAP) & ~(uint64_t)15;
   inj->sp_cur = inj->sp_top;
   inj->saved = 1;
   return 0;
@@ -654,23 +679,19 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
   struct user_regs_struct r;
   memcpy(&r, inj->regs, sizeof r);
   /* The return address 0, where the call's return faults: the fault is
-   * the end of the call. At the entry rsp is 8 past a 16-byte boundary. */
-  uint64_t sp = ((inj->sp_cur - 64) & ~(uint64_t)15) - 8;
+   * the end of the call (arch.h: the frame, and no system call restart
+   * for the call, the interrupted one's coming back with the saved
+   * registers). */
+  uint64_t push = ARCH->call_frame(&r, fn, a0, a1, inj->sp_cur - 64);
   uint64_t zero = 0;
-  if (write_mem(inj, sp, &zero, sizeof zero) != 0) {
+  int32_t no_call = -1;
+  if (push != 0 && write_mem(inj, push, &zero, sizeof zero) != 0) {
     say(inj, "cannot write into the process's stack: %s", strerror(errno));
     return MS_EACCES;
   }
-  r.rip = fn;
-  r.rdi = a0;
-  r.rsi = a1;
-  r.rax = 0;
-  r.rsp = sp;
-  /* No syscall restart for the call: the interrupted one's comes back
-   * with the saved registers. */
-  r.orig_rax = (unsigned long long)-1;
-  r.eflags &= ~(0x400ull | 0x100ull); /* DF (the ABI's), TF */
-  if (set_regs(t->tid, &r) != 0) {
+  if (set_regs(t->tid, &r) != 0 ||
+      (ARCH->sysno_type != 0 &&
+       sysno_io(t->tid, PTRACE_SETREGSET, &no_call) != 0)) {
     say(inj, "cannot set thread %d's registers: %s", (int)t->tid,
         strerror(errno));
     return MS_ESRCH;
@@ -720,13 +741,14 @@ int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,
     int sig = WSTOPSIG(st);
     if ((st >> 16) == 0 && sig == SIGSEGV) {
       struct user_regs_struct now;
-      if (get_regs(t->tid, &now) == 0 && now.rip == 0) {
+      uint64_t pc[2] = {0, 0};
+      if (get_regs(t->tid, &now) == 0 && ARCH->returned(&now, ret)) {
         t->stopped = 1;
-        *ret = now.rax;
         return 0;
       }
       t->stopped = 1;
-      say(inj, "the call faulted at %#llx", (unsigned long long)now.rip);
+      ARCH->code_addrs(&now, pc);
+      say(inj, "the call faulted at %#llx", (unsigned long long)pc[0]);
       return MS_EPROTO;
     }
     /* Any other signal waits for the resume; stops of ours are passed. */
@@ -765,7 +787,9 @@ int mt_inj_resume(mt_inj_t *inj) {
       struct iovec io = {inj->fp, inj->fp_len};
       if (set_regs(t->tid, &regs) != 0 ||
           ptrace(PTRACE_SETREGSET, t->tid, (void *)(uintptr_t)inj->fp_type,
-                 &io) != 0) {
+                 &io) != 0 ||
+          (ARCH->sysno_type != 0 &&
+           sysno_io(t->tid, PTRACE_SETREGSET, &inj->sysno) != 0)) {
         say(inj, "cannot restore thread %d's registers: %s", (int)t->tid,
             strerror(errno));
         r = MS_EPROTO;
@@ -799,7 +823,7 @@ int mt_inj_resume(mt_inj_t *inj) {
   return r;
 }
 
-#else /* not x86-64 */
+#else /* no arch.h table for this processor */
 
 void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
                  size_t nbusy) {
@@ -811,7 +835,7 @@ void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
 int mt_inj_stop(mt_inj_t *inj, int max_tries) {
   (void)max_tries;
   snprintf(inj->why, sizeof inj->why,
-           "memtop attach is written for x86-64 only");
+           "memtop attach is written for x86-64 and aarch64 only");
   return MS_ENOSYS;
 }
 int mt_inj_call(mt_inj_t *inj, uint64_t fn, uint64_t a0, uint64_t a1,

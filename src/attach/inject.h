@@ -1,6 +1,6 @@
 /*
  * inject.h - calling functions inside another running process with
- * ptrace, no debugger (memtop side; x86-64).
+ * ptrace, no debugger (memtop side; x86-64 and aarch64: arch.h).
  *
  * mt_inj_stop() stops the process's threads one at a time
  * (PTRACE_SEIZE, PTRACE_INTERRUPT), the main thread first, until one is
@@ -95,11 +95,13 @@ typedef struct mt_inj_s {
    * addresses into the busy ranges (0: 2048 bytes, attach's). Set after
    * mt_inj_init(). */
   size_t scan_bytes;
-  /* The thread the calls run on, its saved registers (user_regs_struct)
-   * and FP state (NT_X86_XSTATE or NT_PRFPREG), while saved. */
+  /* The thread the calls run on, its saved registers (NT_PRSTATUS), FP
+   * state (arch.h's fp regsets) and, on aarch64, system call number
+   * (NT_ARM_SYSTEM_CALL), while saved. */
   size_t call_th;
   int saved;
-  unsigned char regs[27 * 8];
+  unsigned char regs[34 * 8]; /* arch.h's MT_ARCH_REGS_MAX */
+  int32_t sysno;
   unsigned char *fp;
   size_t fp_len;
   unsigned fp_type;
@@ -160,7 +162,7 @@ int mt_inj_boost_named(mt_inj_t *inj, const char *name);
 
 /* Reads up to len - 1 bytes of a NUL-terminated string at addr in the
  * target into buf (always terminated). Returns 0, MS_EINVAL (len 0), or
- * the -errno of the read (MS_ENOSYS off x86-64). */
+ * the -errno of the read (MS_ENOSYS where arch.h has no table). */
 int mt_inj_read_str(mt_inj_t *inj, uint64_t addr, char *buf, size_t len);
 
 /* Restores the calling thread's registers, lets every thread go and frees

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "attach/arch.h"
 #include "memstats.h"
 
 /* Bounds on what a process's memory may make us read. */
@@ -138,6 +139,12 @@ int mt_rsym_load(pid_t pid, uint64_t base, mt_rsyms_t *out) {
       eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
       eh.e_phnum > MAX_PHDR)
     return MS_EPROTO;
+#if defined(MT_ARCH_HOST)
+  /* Code for another processor (a program qemu-user runs, whose maps
+   * show its own C library): never one to call into with our registers. */
+  if (eh.e_machine != MT_ARCH_HOST->machine)
+    return MS_EPROTO;
+#endif
   Elf64_Phdr ph[MAX_PHDR];
   if ((r = rd(pid, base + eh.e_phoff, ph, eh.e_phnum * sizeof ph[0])) != 0)
     return r;

@@ -45,7 +45,9 @@ typedef struct mt_rsyms_s {
 } mt_rsyms_t;
 
 /* Reads the object mapped at base. Returns 0, or MS_EPROTO (not an ELF
- * object as expected), MS_ENOMEM, MS_EACCES. mt_rsym_free after 0. */
+ * object as expected, or one for another processor than memtop's: a
+ * program an emulator runs), MS_ENOMEM, MS_EACCES. mt_rsym_free after
+ * 0. */
 int mt_rsym_load(pid_t pid, uint64_t base, mt_rsyms_t *out);
 void mt_rsym_free(mt_rsyms_t *s);
 

@@ -424,9 +424,25 @@ static void to_0_1(const ms_snapshot_t *full, void *dst) {
   memcpy(d + head + MS__F_COUNT_0_1, full->source, MS__F_COUNT_0_1);
 }
 
+/* ms__snapshot_defer's work, taken before the next snapshot is read. */
+static void (*g_deferred)(void);
+
+void ms__snapshot_defer(void (*fn)(void)) {
+  __atomic_store_n(&g_deferred, fn, __ATOMIC_RELEASE);
+}
+
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags) {
   if (!s)
     return MS_EINVAL;
+  /* Whichever thread reads first (the agent's, or the program's own
+   * ms_snapshot_read) does the work handed over, once; never the _exit
+   * path's cached read, which may run inside the allocator. */
+  if (!(flags & MS__READ_CACHED)) {
+    void (*deferred)(void) =
+        __atomic_exchange_n(&g_deferred, NULL, __ATOMIC_ACQ_REL);
+    if (deferred)
+      deferred();
+  }
   if (size < sizeof(ms_snapshot_t)) {
     /* An older caller: fill a whole snapshot on this thread's stack (no
      * allocation: this may be a preloaded malloc's process), then give it

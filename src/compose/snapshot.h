@@ -32,6 +32,13 @@
  * ms_snapshot_read() returns. */
 int ms__snapshot_read_opts(ms_snapshot_t *s, size_t size, unsigned flags);
 
+/* Runs fn once, before the next snapshot is read (on whichever thread
+ * reads it: the agent's, or the program's own through ms_snapshot_read),
+ * never in the _exit path's cached read: work memtop attach's call leaves
+ * until after the program's thread is let go (the --track estimate's
+ * base). A second hand-over before any read replaces the first. */
+void ms__snapshot_defer(void (*fn)(void));
+
 /* The smaps cadence: the shortest interval between two reads after one
  * that cost last_cost_ns, max(floor, 100 x last_cost_ns); the floor is
  * 1 s unless a test changed it with ms__smaps_set_floor(). */

@@ -5,8 +5,9 @@
  * Loaded late (attach.c), the library's malloc is nobody's: every call
  * site is bound already. ms__got_hook() walks the loaded modules
  * (dl_iterate_phdr), reads each one's PT_DYNAMIC (DT_JMPREL/DT_PLTRELSZ:
- * R_X86_64_JUMP_SLOT; DT_RELA/DT_RELASZ: R_X86_64_GLOB_DAT), names each
- * relocation's symbol from .dynsym, and points the entries of the malloc
+ * JUMP_SLOT; DT_RELA/DT_RELASZ: GLOB_DAT, x86-64's and aarch64's:
+ * got_reloc.h), names each relocation's symbol from .dynsym, and points
+ * the entries of the malloc
  * family, of every C++ operator new/delete and of dlopen at this
  * library's functions. The interposers forward to the allocator the
  * entries held (ms__preload_resolve_late, resolve.c), so nothing recurses.
@@ -39,8 +40,9 @@
  * against dlclose.
  *
  * Not reached: function pointers copied before the attach (a table the
- * program filled with &malloc), R_X86_64_64 relocations naming malloc in
- * data, calls inside a module bound without the GOT (a static allocator,
+ * program filled with &malloc), R_X86_64_64 or R_AARCH64_ABS64
+ * relocations naming malloc in data, calls inside a module bound without
+ * the GOT (a static allocator,
  * -fvisibility protected), and a lazy JUMP_SLOT the loader resolves in
  * the very instant it is rewritten (its resolver writes the slot last).
  */
@@ -54,15 +56,10 @@
 #include <unistd.h>
 
 #include "memstats.h"
+#include "preload/got_reloc.h"
 #include "preload/preload.h"
 
-#if defined(__x86_64__)
-#define JUMP_SLOT R_X86_64_JUMP_SLOT
-#define GLOB_DAT R_X86_64_GLOB_DAT
-#define HAVE_GOT 1
-#else
-#define HAVE_GOT 0
-#endif
+#define HAVE_GOT (MS__GOT_MACHINE != 0)
 
 /* The names rewritten. The last is dlopen, sent to ms__got_dlopen. */
 static const char *const hooked[] = {"malloc",
@@ -182,7 +179,7 @@ static void hook_relocs(const struct dl_phdr_info *info, const ElfW(Rela) * r,
 #if HAVE_GOT
   for (size_t i = 0; i < n; i++) {
     unsigned type = (unsigned)ELF64_R_TYPE(r[i].r_info);
-    if (type != JUMP_SLOT && type != GLOB_DAT)
+    if (!ms__got_slot_reloc(MS__GOT_MACHINE, type))
       continue;
     size_t si = (size_t)ELF64_R_SYM(r[i].r_info);
     if (si == 0 || symtab[si].st_name >= strsz)
@@ -304,7 +301,7 @@ void *ms__got_dlopen_where(const char *file) {
   return (void *)g_dlopen;
 }
 
-#if HAVE_GOT
+#if defined(__x86_64__)
 /* The stub dlopen's entries point at: the arguments kept, the choice
  * made, and a jump (not a call) to it, so that the real dlopen sees the
  * program's return address. */
@@ -322,6 +319,26 @@ __asm__(".text\n"
         "  pop %rsi\n"
         "  pop %rdi\n"
         "  jmp *%rax\n"
+        ".size ms__got_dlopen, .-ms__got_dlopen\n");
+#elif defined(__aarch64__)
+/* The same on aarch64: the program's return address is in x30, put back
+ * before the jump. A BTI landing pad first (a hint, a no-op where there
+ * is no BTI), and the jump through x16, which a callee's own landing pad
+ * (bti c, paciasp) accepts. */
+__asm__(".text\n"
+        ".globl ms__got_dlopen\n"
+        ".hidden ms__got_dlopen\n"
+        ".type ms__got_dlopen, %function\n"
+        "ms__got_dlopen:\n"
+        "  hint #34\n"
+        "  stp x29, x30, [sp, #-32]!\n"
+        "  mov x29, sp\n"
+        "  stp x0, x1, [sp, #16]\n"
+        "  bl ms__got_dlopen_where\n"
+        "  mov x16, x0\n"
+        "  ldp x0, x1, [sp, #16]\n"
+        "  ldp x29, x30, [sp], #32\n"
+        "  br x16\n"
         ".size ms__got_dlopen, .-ms__got_dlopen\n");
 #else
 void *ms__got_dlopen(const char *file, int mode) {

@@ -1,0 +1,113 @@
+/*
+ * arch_aarch64.c - memtop attach's calls on aarch64 (see arch.h). Written
+ * and checked by its unit test (tests/unit/test_attach_arch.c, on any
+ * host) and by a cross build; not yet run on an aarch64 machine.
+ */
+#include <elf.h>
+#include <string.h>
+
+#include "attach/arch.h"
+
+#ifndef EM_AARCH64
+#define EM_AARCH64 183
+#endif
+#ifndef NT_ARM_SYSTEM_CALL
+#define NT_ARM_SYSTEM_CALL 0x404
+#endif
+#ifndef NT_ARM_SVE
+#define NT_ARM_SVE 0x405
+#endif
+
+/* The calls whose restart goes through the restart block, by their
+ * numbers in x8 (asm-generic/unistd.h, which aarch64 uses). */
+#define NR_NANOSLEEP 101
+#define NR_CLOCK_NANOSLEEP 115
+/* PSTATE's software step bit and branch type (BTI): neither is carried
+ * into the call, whose first instruction is then never checked as a
+ * branch target. */
+#define PSTATE_SS (1ull << 21)
+#define PSTATE_BTYPE (3ull << 10)
+/* The FP/SIMD registers as NT_PRFPREG gives them (struct
+ * user_fpsimd_state: 32 128-bit registers, fpsr, fpcr, 8 reserved). */
+#define FPSIMD_SIZE (32 * 16 + 16)
+#define LR 30
+
+#if defined(__aarch64__)
+/* Built for aarch64 (memtop's own build there, make cross-aarch64): the
+ * layout above is the kernel's. */
+#include <asm/ptrace.h>
+#include <stddef.h>
+_Static_assert(sizeof(struct user_pt_regs) == sizeof(mt_arch_aarch64_regs_t) &&
+                   offsetof(struct user_pt_regs, sp) ==
+                       offsetof(mt_arch_aarch64_regs_t, sp) &&
+                   offsetof(struct user_pt_regs, pc) ==
+                       offsetof(mt_arch_aarch64_regs_t, pc) &&
+                   sizeof(struct user_fpsimd_state) == FPSIMD_SIZE,
+               "arch.h's aarch64 registers are the kernel's");
+#endif
+
+static mt_arch_aarch64_regs_t get(const void *regs) {
+  mt_arch_aarch64_regs_t r;
+  memcpy(&r, regs, sizeof r);
+  return r;
+}
+
+/* pc, and the link register: a leaf function (a lock's wait, a system
+ * call's wrapper) keeps its caller there, never on the stack. */
+static size_t code_addrs(const void *regs, uint64_t *out) {
+  mt_arch_aarch64_regs_t r = get(regs);
+  out[0] = r.pc;
+  out[1] = r.x[LR];
+  return 2;
+}
+
+static uint64_t sp(const void *regs) {
+  return get(regs).sp;
+}
+
+/* The kernel has put x0 back before the stop, so the call's return value
+ * is gone: x8 naming a sleep is all there is (x8 is a scratch register
+ * elsewhere, so this may be a coincidence: it only makes another thread
+ * preferred, for a try or two). */
+static int restart_block(const void *regs) {
+  uint64_t nr = get(regs).x[8];
+  return nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP;
+}
+
+/* The return address 0 is in x30; the stack pointer 16-aligned (checked
+ * by the processor at every use), with no red zone to keep. */
+static uint64_t call_frame(void *regs, uint64_t fn, uint64_t a0, uint64_t a1,
+                           uint64_t room) {
+  mt_arch_aarch64_regs_t r = get(regs);
+  r.pc = fn;
+  r.x[0] = a0;
+  r.x[1] = a1;
+  r.x[LR] = 0;
+  r.sp = room & ~(uint64_t)15;
+  r.pstate &= ~(PSTATE_SS | PSTATE_BTYPE);
+  memcpy(regs, &r, sizeof r);
+  return 0;
+}
+
+static int returned(const void *regs, uint64_t *ret) {
+  mt_arch_aarch64_regs_t r = get(regs);
+  if (r.pc != 0)
+    return 0;
+  *ret = r.x[0];
+  return 1;
+}
+
+const mt_arch_t mt_arch_aarch64 = {
+    .name = "aarch64",
+    .machine = EM_AARCH64,
+    .regs_size = sizeof(mt_arch_aarch64_regs_t),
+    /* SVE's registers whole where the thread has them (NT_ARM_SVE gives
+     * the FP/SIMD layout otherwise, with its header), else FP/SIMD. */
+    .fp = {{NT_ARM_SVE, 0}, {NT_PRFPREG, FPSIMD_SIZE}},
+    .sysno_type = NT_ARM_SYSTEM_CALL,
+    .code_addrs = code_addrs,
+    .sp = sp,
+    .restart_block = restart_block,
+    .call_frame = call_frame,
+    .returned = returned,
+};
