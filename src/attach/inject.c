@@ -361,24 +361,20 @@ static int thread_dead(pid_t pid, pid_t tid) {
  * often the one waiting in a system call, outside everything. Exited
  * threads are left out. */
 static size_t list_threads(pid_t pid, pid_t *out, size_t max) {
-  char path[64];
-  size_t n = 0;
-  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(path);
-  if (!d)
-    return 0;
-  if (!thread_dead(pid, pid))
-    out[n++] = pid;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL && n < max) {
-    char *end;
-    long tid = strtol(e->d_name, &end, 10);
-    if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !*end && tid > 0 &&
-        (pid_t)tid != pid && !thread_dead(pid, (pid_t)tid))
-      out[n++] = (pid_t)tid;
+  size_t n = task_ids(pid, out, max), k = 0;
+  /* The others alive, in place (k never passes i), then the main thread
+   * in front. */
+  for (size_t i = 0; i < n; i++)
+    if (out[i] != pid && !thread_dead(pid, out[i]))
+      out[k++] = out[i];
+  if (max > 0 && !thread_dead(pid, pid)) {
+    if (k == max)
+      k--;
+    memmove(out + 1, out, k * sizeof *out);
+    out[0] = pid;
+    k++;
   }
-  closedir(d);
-  return n;
+  return k;
 }
 
 /* Lets every held thread go, each with the signal it stopped for. */
