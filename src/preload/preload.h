@@ -139,16 +139,18 @@ ms__pl(ms__tls_t *t) {
   return (ms__pl_tls_t *)(void *)t->preload;
 }
 
-/* What free tests first, one word for two questions: 0 while ms__real is
- * complete and no sampled block is live, so that the plain copy is right
- * (the profiler off, or on with nothing sampled alive: there is nothing to
- * unsample); MS__GATE_LIVE while sampled blocks are live (the profiling
- * copy); anything else while ms__real is not complete. The profile's
- * table keeps the LIVE bit (ms__prof_set_gate), resolve.c the other. With
- * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare, as the
- * state's was. */
+/* What free tests first, one word for three questions: whether ms__real
+ * is complete (MS__GATE_NOT_READY clear), whether a sampled block is live
+ * (MS__GATE_LIVE: the profiling copy must run; clear, the plain copy is
+ * right: the profiler off, or on with nothing sampled alive, so nothing
+ * to unsample) and whether blocks are measured by glibc's chunk header
+ * (MS__GATE_NOT_GLIBC clear: ms__real.usable_kind is MS__USABLE_GLIBC,
+ * which then need not be loaded). The profile's table keeps the LIVE bit
+ * (ms__prof_set_gate), resolve.c the others. On glibc with
+ * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare. */
 #define MS__GATE_NOT_READY 1u
 #define MS__GATE_LIVE 2u
+#define MS__GATE_NOT_GLIBC 4u
 extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
 
 /* Whether ms__real is complete, the profiler on or off. */
@@ -371,16 +373,22 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
       __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
+/* Whether the profile's filter holds p's slot: an all-zero array until
+ * the table exists, so it may be read at any time. */
+static inline __attribute__((always_inline)) int
+ms__preload_filter_holds(const void *p) {
+  return __atomic_load_n(
+             &__atomic_load_n(&ms__prof_filter,
+                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
+             __ATOMIC_RELAXED) != 0;
+}
 /* Whether p may be a sampled block: some sample is live, and the filter's
  * byte for p's slot is set (a free or realloc asks before the table). */
 static inline __attribute__((always_inline)) int
 ms__preload_maybe_sampled(const void *p) {
   return __builtin_expect(
              __atomic_load_n(&ms__prof_live, __ATOMIC_RELAXED) != 0, 0) &&
-         __atomic_load_n(
-             &__atomic_load_n(&ms__prof_filter,
-                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-             __ATOMIC_RELAXED) != 0;
+         ms__preload_filter_holds(p);
 }
 static inline __attribute__((always_inline)) void
 ms__preload_unsample(void *p, int prof) {

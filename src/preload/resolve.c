@@ -21,7 +21,7 @@ ms__real_t ms__real;
  * FORKED): in the fork section (core/engine.h), on a cache line of its
  * own. */
 int ms__real_state MS__FORK_DATA __attribute__((aligned(64)));
-uint64_t ms__free_gate = MS__GATE_NOT_READY;
+uint64_t ms__free_gate = MS__GATE_NOT_READY | MS__GATE_NOT_GLIBC;
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the
  * bootstrap buffer. */
@@ -348,8 +348,13 @@ static void glibc_header_init(void) {
       return;
   }
   /* The mmapped branch was checked too (mmap may be turned off). */
-  if (mmapped)
+  if (mmapped) {
     __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC, __ATOMIC_RELAXED);
+    /* free's gate says so from now on (after the kind: a free that finds
+     * the bit clear may measure by the header without reading it). */
+    __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_GLIBC,
+                       __ATOMIC_RELEASE);
+  }
 }
 
 /* Not READY nor PROF: looks the next allocator up, then says which copy
