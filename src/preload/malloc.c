@@ -154,17 +154,30 @@ MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
  * before it goes back to glibc. */
 MS__FORK_TEXT static __attribute__((noinline)) void
 free_glibc_sampled(ms__tls_t *t, void *p) {
+  if (ms__bootstrap_owns(p))
+    return;
   ms__preload_record_glibc(t, p, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
 
 /* free() on glibc of a block its fast path did not record (a mapped
- * chunk, a large block, a shard this thread cannot write now): recorded
- * here, out of line, and freed. */
+ * chunk, a large block, a shard this thread cannot write now, a block of
+ * the bootstrap buffer, whose header says mapped): recorded here, out of
+ * line, and freed. */
 MS__FORK_TEXT static __attribute__((noinline)) void
 free_glibc_slow(ms__tls_t *t, void *p, ms__glibc_block_t b, int prof) {
+  if (ms__bootstrap_owns(p))
+    return;
   MS__PL_COPIES(prof, ms__preload_record_glibc, t, NULL, b, 1);
   ms__real.free(p);
+}
+
+/* free() on glibc from inside a real C++ operator or a size lookup (the
+ * guard set): passed on uncounted, unless it is a bootstrap block. */
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_glibc_guarded(void *p) {
+  if (!ms__bootstrap_owns(p))
+    ms__real.free(p);
 }
 
 /* free on glibc (the gate's NOT_GLIBC bit clear). Every call out of it is
@@ -173,21 +186,25 @@ free_glibc_slow(ms__tls_t *t, void *p, ms__glibc_block_t b, int prof) {
  * profile's filter holds goes the long way, out of line; the filter is
  * read here, before the call, so that the other blocks freed meanwhile
  * (nearly all) take the plain path (test_hotpath_cost counts the calls
- * out). */
+ * out). A bootstrap block is told apart on the way out of line only: its
+ * header says a mapped chunk (resolve.c), which the fast path leaves to
+ * free_glibc_slow. */
 static inline __attribute__((always_inline)) void free_glibc_in(void *p,
                                                                 int prof) {
   ms__tls_t *t = &ms__tls;
-  if (ms__preload_counts(t)) {
-    if (MS__PRELOAD_PROFILER && prof &&
-        __builtin_expect(ms__preload_filter_holds(p), 0)) {
-      free_glibc_sampled(t, p);
-      return;
-    }
-    ms__glibc_block_t b = ms__glibc_block(p);
-    if (__builtin_expect(!ms__preload_free_glibc_fast(t, b), 0)) {
-      free_glibc_slow(t, p, b, prof);
-      return;
-    }
+  if (__builtin_expect(!ms__preload_counts(t), 0)) {
+    free_glibc_guarded(p);
+    return;
+  }
+  if (MS__PRELOAD_PROFILER && prof &&
+      __builtin_expect(ms__preload_filter_holds(p), 0)) {
+    free_glibc_sampled(t, p);
+    return;
+  }
+  ms__glibc_block_t b = ms__glibc_block(p);
+  if (__builtin_expect(!ms__preload_free_glibc_fast(t, b), 0)) {
+    free_glibc_slow(t, p, b, prof);
+    return;
   }
   ms__real.free(p);
 }
@@ -195,6 +212,9 @@ static inline __attribute__((always_inline)) void free_glibc_in(void *p,
 /* free on an allocator whose blocks glibc's header does not measure. */
 static inline __attribute__((always_inline)) void free_by_kind_in(void *p,
                                                                   int prof) {
+  /* Bootstrap blocks are never given back; nor are they counted. */
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return;
   if (ms__preload_by_counter()) {
     if (prof)
       free_by_counter_prof(p);
@@ -219,6 +239,8 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
 
 /* free when the gate says none of its cases (see malloc_other). */
 MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
+  if (ms__bootstrap_owns(p))
+    return;
   int m = ms__preload_mode();
   if (m != MS__PL_BOOT)
     MS__PL_COPIES(m == MS__PL_PROF, free_in, p);
@@ -227,11 +249,10 @@ MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
 static inline __attribute__((always_inline)) void free_body(void *p) {
   if (!p)
     return;
-  /* Bootstrap blocks are never given back; nor are they counted. A block
+  /* Bootstrap blocks are never given back; nor are they counted: each
+   * copy below tells them apart (on glibc, off the fast path). A block
    * that is not one was allocated by the next allocator, so ms__real is
    * ready. */
-  if (__builtin_expect(ms__bootstrap_owns(p), 0))
-    return;
   /* One word says whether the next allocator is known, whether a sampled
    * block is live and whether it is glibc's (ms__free_gate): with none
    * live, even with the profiler on, nothing is to be unsampled and the

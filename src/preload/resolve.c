@@ -609,7 +609,11 @@ void ms__preload_size_init(void) {
 /* ---- the bootstrap buffer --------------------------------------------------
  * Every block is preceded by a 16-byte header holding its size, so realloc
  * and malloc_usable_size work on it. 64 KiB is far more than dlsym needs
- * (a few hundred bytes for its error state). */
+ * (a few hundred bytes for its error state). The size is kept as a glibc
+ * chunk header that says "a mapped chunk of (size + 1) * 8 bytes" (the
+ * word before it zero): free's fast path on glibc reads that header
+ * before it asks whether the block is a bootstrap one, and a mapped chunk
+ * sends it to the slow path (malloc.c, free_glibc_in), which asks. */
 #define BOOT_SIZE MS__BOOT_SIZE
 #define BOOT_HDR 16
 
@@ -627,14 +631,15 @@ void *ms__bootstrap_alloc(size_t size, size_t align) {
     return NULL;
   uintptr_t base = (uintptr_t)ms__boot_buf + start + BOOT_HDR;
   uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
-  memcpy((void *)(p - sizeof(size_t)), &size, sizeof size);
+  size_t h = ((size + 1) << 3) | 2; /* IS_MMAPPED, never 0 bytes */
+  memcpy((void *)(p - sizeof(size_t)), &h, sizeof h);
   /* The buffer is static (zeroed) and never reused, so the block is
    * zeroed too: calloc needs nothing more. */
   return (void *)p;
 }
 
 size_t ms__bootstrap_size(const void *p) {
-  size_t size;
-  memcpy(&size, (const unsigned char *)p - sizeof(size_t), sizeof size);
-  return size;
+  size_t h;
+  memcpy(&h, (const unsigned char *)p - sizeof(size_t), sizeof h);
+  return (h >> 3) - 1;
 }

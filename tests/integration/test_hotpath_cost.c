@@ -134,13 +134,15 @@ static void test_cxx_new_delete(void **state) {
  * glibc's loop): the preload's instructions a pair less glibc's bare, in
  * the same run of this test. malloc keeps nothing but the block across
  * glibc's malloc (one register saved, or a stack slot), free keeps nothing
- * across a call of its own (every call it makes is a tail call) and reads
- * from its gate that glibc's chunk header measures the block: 86.0 with
- * gcc, 84.0 with clang. Before, malloc saved three registers, free one,
- * and both loaded the allocator's kind: 100.0 with gcc, 101.0 with clang.
- * These are the instructions a real program pays for each of its pairs
- * (sqlite3 runs 21 a row it inserts). */
-#define GLIBC_PAIR_OVER_BARE_MAX 90.0
+ * across a call of its own (every call it makes is a tail call), reads
+ * from its gate that glibc's chunk header measures the block, and leaves
+ * bootstrap blocks to its slow path (their header says mapped): 81.00
+ * with gcc and with clang. Before, malloc saved three registers, free
+ * one, both loaded the allocator's kind and free compared every block
+ * with the bootstrap buffer: 100.00 with gcc, 104.00 with clang (86.00
+ * while free still made that compare). These are the instructions a real
+ * program pays for each of its pairs (sqlite3 runs 21 a row it inserts). */
+#define GLIBC_PAIR_OVER_BARE_MAX 85.0
 
 static void test_glibc_pair_over_bare(void **state) {
   loop_t prog;

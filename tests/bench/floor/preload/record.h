@@ -80,9 +80,12 @@ ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
 }
 
 /* free's fast path on glibc: measured (and counted naively in floor 3)
- * as ms__preload_record_glibc does, never sent out of line. */
+ * as ms__preload_record_glibc does; a mapped chunk (a bootstrap block's
+ * header says one) goes out of line, as in the product. */
 static inline __attribute__((always_inline)) int
 ms__preload_free_glibc_fast(ms__tls_t *t, ms__glibc_block_t b) {
+  if (__builtin_expect(b.mapped != 0, 0))
+    return 0;
   ms__preload_record_glibc(t, NULL, b, 1, 0);
   return 1;
 }
