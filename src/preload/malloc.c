@@ -295,7 +295,29 @@ calloc_in(size_t n, size_t size, int prof) {
   return p;
 }
 
-MS__FORK_TEXT void *calloc(size_t n, size_t size) {
+/* calloc on glibc, as malloc: its two copies each a function of its own,
+ * keeping nothing but the block across glibc's calloc, reached by a tail
+ * call before anything is saved. */
+static inline __attribute__((always_inline)) void *
+calloc_glibc_in(size_t n, size_t size, int prof) {
+  void *p = ms__real.calloc(n, size);
+  ms__tls_t *t = &ms__tls;
+  if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
+    ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
+  return p;
+}
+MS__FORK_TEXT static __attribute__((noinline)) void *calloc_glibc(size_t n,
+                                                                  size_t size) {
+  return calloc_glibc_in(n, size, 0);
+}
+MS__FORK_TEXT static __attribute__((noinline)) void *
+calloc_glibc_prof(size_t n, size_t size) {
+  return calloc_glibc_in(n, size, 1);
+}
+
+/* calloc on any other allocator, or before the next one is known. */
+MS__FORK_TEXT static __attribute__((noinline)) void *calloc_other(size_t n,
+                                                                  size_t size) {
   int m = ms__preload_mode();
   if (__builtin_expect(m != MS__PL_BOOT, 1))
     return MS__PL_COPIES(m == MS__PL_PROF, calloc_in, n, size);
@@ -305,6 +327,17 @@ MS__FORK_TEXT void *calloc(size_t n, size_t size) {
     return NULL;
   }
   return boot(total, 16); /* zeroed: see ms__bootstrap_alloc */
+}
+
+MS__FORK_TEXT void *calloc(size_t n, size_t size) {
+  if (__builtin_expect(ms__preload_glibc_kind(), 1)) {
+    int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(st == MS__REAL_READY, 1))
+      return calloc_glibc(n, size);
+    if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+      return calloc_glibc_prof(n, size);
+  }
+  return calloc_other(n, size);
 }
 
 /* ---- realloc

@@ -46,6 +46,7 @@ static char g_build[1024], g_preload[1200], g_noprof[1200];
 typedef struct loop_s {
   char path[1300];
   const char *arg;
+  const char *mode; /* an argument after PAIRS, or NULL */
 } loop_t;
 
 /* The instructions `valgrind --tool=callgrind PROG [ARG] PAIRS` counts,
@@ -60,7 +61,8 @@ static unsigned long long collected(const char *preload, const char *rate,
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload);
   snprintf(r, sizeof r, "MEMSTATS_PROFILE_RATE=%s", rate != NULL ? rate : "");
   const char *argv[] = {prog->path, prog->arg != NULL ? prog->arg : n,
-                        prog->arg != NULL ? n : NULL, NULL};
+                        prog->arg != NULL ? n : NULL,
+                        prog->arg != NULL ? prog->mode : NULL, NULL};
   /* jemalloc purges on a clock: its instructions would vary with time. */
   const char *env[] = {ld, "MEMSTATS_AGENT=0",
                        "MALLOC_CONF=dirty_decay_ms:-1,muzzy_decay_ms:-1",
@@ -96,6 +98,7 @@ static void check(const char *prog_name, const char *arg, const char *after) {
   }
   snprintf(prog->path, sizeof prog->path, "%s/progs/%s", g_build, prog_name);
   prog->arg = arg;
+  prog->mode = NULL;
   snprintf(pre, sizeof pre, "%s%s%s", g_preload, *after ? " " : "", after);
   snprintf(noprof, sizeof noprof, "%s%s%s", g_noprof, *after ? " " : "", after);
   off = per_pair(noprof, "0", prog);
@@ -144,11 +147,12 @@ static void test_cxx_new_delete(void **state) {
  * program pays for each of its pairs (sqlite3 runs 21 a row it inserts). */
 #define GLIBC_PAIR_OVER_BARE_MAX 85.0
 
-static void test_glibc_pair_over_bare(void **state) {
+/* pl_loop 1 [mode] on glibc: the preload's instructions a pair at rate 0
+ * less glibc's bare, at most GLIBC_PAIR_OVER_BARE_MAX. */
+static void check_over_bare(const char *mode) {
   loop_t prog;
   double bare, pre;
 
-  (void)state;
   if (!host_have_program("valgrind")) {
     print_message("skipped: valgrind is not installed\n");
     skip();
@@ -160,16 +164,32 @@ static void test_glibc_pair_over_bare(void **state) {
   skip();
 #endif
   snprintf(prog.path, sizeof prog.path, "%s/progs/pl_loop", g_build);
-  prog.arg = "1";
+  prog.arg = "1"; /* pl_loop 1 PAIRS [mode] */
+  prog.mode = mode;
   bare = per_pair("", "0", &prog);
   pre = per_pair(g_preload, "0", &prog);
-  print_message("pl_loop on glibc: %.2f instructions a pair bare, %.2f "
+  print_message("pl_loop%s%s on glibc: %.2f instructions a pair bare, %.2f "
                 "under the preload at rate 0: %.2f more (at most %.0f)\n",
-                bare, pre, pre - bare, GLIBC_PAIR_OVER_BARE_MAX);
+                mode ? " " : "", mode ? mode : "", bare, pre, pre - bare,
+                GLIBC_PAIR_OVER_BARE_MAX);
   if (pre - bare > GLIBC_PAIR_OVER_BARE_MAX)
-    fail_msg("the preload adds %.2f instructions to a malloc/free pair on "
+    fail_msg("the preload adds %.2f instructions to a %s/free pair on "
              "glibc, more than %.0f",
-             pre - bare, GLIBC_PAIR_OVER_BARE_MAX);
+             pre - bare, mode ? mode : "malloc", GLIBC_PAIR_OVER_BARE_MAX);
+}
+
+static void test_glibc_pair_over_bare(void **state) {
+  (void)state;
+  check_over_bare(NULL);
+}
+
+/* The same with calloc(1, n) for malloc(n): calloc is built as malloc
+ * (two copies reached by a tail call, the kind asked first): 81.00 with
+ * gcc, where it saved two registers and a stack slot and asked the kind
+ * after glibc's calloc (99.00, and 87.00 with free's cuts alone). */
+static void test_glibc_calloc_pair_over_bare(void **state) {
+  (void)state;
+  check_over_bare("calloc");
 }
 
 /* At the default rate on glibc, while a sampled block is live, free()
@@ -273,6 +293,7 @@ int main(void) {
       cmocka_unit_test(test_unsampled_free_inline),
       cmocka_unit_test(test_cxx_via_malloc),
       cmocka_unit_test(test_glibc_pair_over_bare),
+      cmocka_unit_test(test_glibc_calloc_pair_over_bare),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
