@@ -226,8 +226,10 @@ int ms__preload_resolve(void);
 extern unsigned char ms__boot_buf[MS__BOOT_SIZE] MS__PRELOAD_HIDDEN;
 void *ms__bootstrap_alloc(size_t size, size_t align);
 size_t ms__bootstrap_size(const void *p);
-/* Inline: every free asks. One compare (the subtraction wraps for
- * addresses below the buffer). */
+/* Inline: realloc, malloc_usable_size and free's slow paths ask (free's
+ * fast path on glibc leaves a bootstrap block to them by its header:
+ * resolve.c). One compare (the subtraction wraps for addresses below the
+ * buffer). */
 static inline int ms__bootstrap_owns(const void *p) {
   return (uintptr_t)p - (uintptr_t)ms__boot_buf < MS__BOOT_SIZE;
 }
