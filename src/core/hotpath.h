@@ -99,11 +99,11 @@ static inline int ms__track_fast(ms__tls_t *t, uint64_t size, int is_free) {
    * to 1 KiB then pays one size test; with the class worked out after the
    * bracket opens it would pay a second (test_hotpath_cost's loops count
    * them). */
-  unsigned c;
+  uint64_t c; /* a word: indexes the counters with no widening */
   if (__builtin_expect(size > MS__CLASS_TABLE_MAX, 0)) {
     if (size > MS__MAX_SMALL)
       return 0;
-    c = (unsigned)ms__size_class_log(size);
+    c = (uint64_t)ms__size_class_log(size);
   } else {
     c = ms__class_by8[(size + 7) >> 3];
   }

@@ -50,17 +50,30 @@ MS__FORK_TEXT static void *boot(size_t size, size_t align) {
  * MEMSTATS_PROFILE_RATE=0 the plain copy runs, which has no profiler in
  * it; the profiling copy samples and unsamples. */
 
-static inline __attribute__((always_inline)) void *malloc_in(size_t size,
-                                                             int prof) {
+/* malloc on glibc: nothing but the block lives across the real call. */
+static inline __attribute__((always_inline)) void *malloc_glibc_in(size_t size,
+                                                                   int prof) {
   void *p = ms__real.malloc(size);
-  if (ms__preload_glibc_kind()) {
-    ms__tls_t *t = &ms__tls;
-    if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
-      ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
-    return p;
-  }
+  ms__tls_t *t = &ms__tls;
+  if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
+    ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
+  return p;
+}
+
+/* malloc on an allocator whose blocks glibc's chunk header does not
+ * measure. */
+static inline __attribute__((always_inline)) void *
+malloc_measured_in(size_t size, int prof) {
+  void *p = ms__real.malloc(size);
   ms__preload_count_alloc_n(p, size, prof);
   return p;
+}
+
+static inline __attribute__((always_inline)) void *malloc_in(size_t size,
+                                                             int prof) {
+  if (ms__preload_glibc_kind())
+    return malloc_glibc_in(size, prof);
+  return malloc_measured_in(size, prof);
 }
 
 /* malloc when the state is neither READY nor PROF: the next allocator is
@@ -72,20 +85,45 @@ MS__FORK_TEXT static __attribute__((noinline)) void *malloc_other(size_t size) {
   return MS__PL_COPIES(m == MS__PL_PROF, malloc_in, size);
 }
 
-/* The body of malloc, inlined both into the exported function (the
- * program's hot path: no extra call) and into the internal one that the
- * rest of the preload calls without going through the PLT. Both copies
- * are in it: in neither does anything but the block live across a call
- * (preload.h: ms__preload_record), so the plain copy saves no register
- * for the profiling one, with gcc or clang (test_hotpath_cost); reached by
- * a tail call instead, the profiling copy paid the plain one's register
- * saves and then its own (1.10x rate 0 on the loop instead of 1.03x). */
-static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
+/* malloc on an allocator whose blocks glibc's chunk header does not
+ * measure: its own function, so that the registers it keeps across the
+ * real call (the size among them) are not saved on glibc's path. */
+MS__FORK_TEXT static __attribute__((noinline)) void *
+malloc_by_kind(size_t size) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (__builtin_expect(st == MS__REAL_READY, 1))
-    return malloc_in(size, 0);
+    return malloc_measured_in(size, 0);
   if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
-    return malloc_in(size, 1);
+    return malloc_measured_in(size, 1);
+  return malloc_other(size);
+}
+
+/* The two copies of malloc on glibc, each a function of its own, reached
+ * by a tail call before anything is saved: each saves what it needs and
+ * no more (inline in one function, clang's profiling copy took two more
+ * registers than the plain one, and the plain copy saved them too:
+ * test_hotpath_cost). */
+MS__FORK_TEXT static __attribute__((noinline)) void *malloc_glibc(size_t size) {
+  return malloc_glibc_in(size, 0);
+}
+MS__FORK_TEXT static __attribute__((noinline)) void *
+malloc_glibc_prof(size_t size) {
+  return malloc_glibc_in(size, 1);
+}
+
+/* The body of malloc, inlined both into the exported function and into
+ * the internal one that the rest of the preload calls without going
+ * through the PLT: it only chooses a copy. The kind is asked first (it is
+ * glibc's only once ms__real is complete; the state is then read as
+ * ever). */
+static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
+  if (__builtin_expect(!ms__preload_glibc_kind(), 0))
+    return malloc_by_kind(size);
+  int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+  if (__builtin_expect(st == MS__REAL_READY, 1))
+    return malloc_glibc(size);
+  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+    return malloc_glibc_prof(size);
   return malloc_other(size);
 }
 
@@ -116,37 +154,68 @@ MS__PL_OUT_OF_LINE(free_measured, free_measured_in)
  * before it goes back to glibc. */
 MS__FORK_TEXT static __attribute__((noinline)) void
 free_glibc_sampled(ms__tls_t *t, void *p) {
+  if (ms__bootstrap_owns(p))
+    return;
   ms__prof_freed(p); /* the filter was read: straight to the table */
   ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1, 1);
   ms__real.free(p);
 }
 
-static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
-  if (ms__preload_glibc_kind()) {
-    ms__tls_t *t = &ms__tls;
-    if (ms__preload_counts(t)) {
-      /* While sampled blocks are live a block the profile's filter
-       * holds goes the long way, out of line: the common path then keeps
-       * no register across a call and needs no stack frame (with it
-       * inline, every free paid 12 instructions more: callgrind on
-       * pl_loop). The filter is read here, before the call, so that the
-       * other blocks freed meanwhile (nearly all) take the plain path:
-       * calling out for each of them cost the default rate on pl_loop
-       * random 15.1 instructions a pair instead of 7.4, 1.063x rate 0
-       * instead of 1.043x (bench_preload random; test_hotpath_cost
-       * counts the calls out). The profiling copy runs only when the
-       * free gate says a sampled block is live, so the filter alone is
-       * asked (ms__preload_unsample_gated). */
-      if (MS__PRELOAD_PROFILER && prof &&
-          __builtin_expect(ms__preload_filter_holds(p), 0)) {
-        free_glibc_sampled(t, p);
-        return;
-      }
-      ms__preload_record_glibc(t, NULL, ms__glibc_block(p), 1, prof);
-    }
+/* free() on glibc of a block its fast path did not record (a mapped
+ * chunk, a large block, a shard this thread cannot write now, a block of
+ * the bootstrap buffer, whose header says mapped): recorded here, out of
+ * line, and freed. */
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_glibc_slow(ms__tls_t *t, void *p, ms__glibc_block_t b, int prof) {
+  if (ms__bootstrap_owns(p))
+    return;
+  MS__PL_COPIES(prof, ms__preload_record_glibc, t, NULL, b, 1);
+  ms__real.free(p);
+}
+
+/* free() on glibc from inside a real C++ operator or a size lookup (the
+ * guard set): passed on uncounted, unless it is a bootstrap block. */
+MS__FORK_TEXT static __attribute__((noinline)) void
+free_glibc_guarded(void *p) {
+  if (!ms__bootstrap_owns(p))
     ms__real.free(p);
+}
+
+/* free on glibc (the gate's NOT_GLIBC bit clear). Every call out of it is
+ * a tail call, so it keeps nothing across one and saves no register. In
+ * the profiling copy (the gate said sampled blocks are live) a block the
+ * profile's filter holds goes the long way, out of line; the filter is
+ * read here, before the call, so that the other blocks freed meanwhile
+ * (nearly all) take the plain path (test_hotpath_cost counts the calls
+ * out). A bootstrap block is told apart on the way out of line only: its
+ * header says a mapped chunk (resolve.c), which the fast path leaves to
+ * free_glibc_slow. */
+static inline __attribute__((always_inline)) void free_glibc_in(void *p,
+                                                                int prof) {
+  ms__tls_t *t = &ms__tls;
+  if (__builtin_expect(!ms__preload_counts(t), 0)) {
+    free_glibc_guarded(p);
     return;
   }
+  if (MS__PRELOAD_PROFILER && prof &&
+      __builtin_expect(ms__preload_filter_holds(p), 0)) {
+    free_glibc_sampled(t, p);
+    return;
+  }
+  ms__glibc_block_t b = ms__glibc_block(p);
+  if (__builtin_expect(!ms__preload_free_glibc_fast(t, b), 0)) {
+    free_glibc_slow(t, p, b, prof);
+    return;
+  }
+  ms__real.free(p);
+}
+
+/* free on an allocator whose blocks glibc's header does not measure. */
+static inline __attribute__((always_inline)) void free_by_kind_in(void *p,
+                                                                  int prof) {
+  /* Bootstrap blocks are never given back; nor are they counted. */
+  if (__builtin_expect(ms__bootstrap_owns(p), 0))
+    return;
   if (ms__preload_by_counter()) {
     if (prof)
       free_by_counter_prof(p);
@@ -160,8 +229,19 @@ static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
     free_measured(p);
 }
 
-/* free when the gate says neither of its two cases (see malloc_other). */
+/* free on any allocator, the kind read here (free_other's case). */
+static inline __attribute__((always_inline)) void free_in(void *p, int prof) {
+  if (ms__preload_glibc_kind()) {
+    free_glibc_in(p, prof);
+    return;
+  }
+  free_by_kind_in(p, prof);
+}
+
+/* free when the gate says none of its cases (see malloc_other). */
 MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
+  if (ms__bootstrap_owns(p))
+    return;
   int m = ms__preload_mode();
   if (m != MS__PL_BOOT)
     MS__PL_COPIES(m == MS__PL_PROF, free_in, p);
@@ -170,19 +250,25 @@ MS__FORK_TEXT static __attribute__((noinline)) void free_other(void *p) {
 static inline __attribute__((always_inline)) void free_body(void *p) {
   if (!p)
     return;
-  /* Bootstrap blocks are never given back; nor are they counted. A block
+  /* Bootstrap blocks are never given back; nor are they counted: each
+   * copy below tells them apart (on glibc, off the fast path). A block
    * that is not one was allocated by the next allocator, so ms__real is
    * ready. */
-  if (__builtin_expect(ms__bootstrap_owns(p), 0))
-    return;
-  /* One word says both whether the next allocator is known and whether a
-   * sampled block is live (ms__free_gate): with none live, even with the
-   * profiler on, nothing is to be unsampled and the plain copy runs. */
+  /* One word says whether the next allocator is known, whether a sampled
+   * block is live and whether it is glibc's (ms__free_gate): with none
+   * live, even with the profiler on, nothing is to be unsampled and the
+   * plain copy runs. The plain copies first, so that
+   * MEMSTATS_PROFILE_RATE=0 runs the compares the preload without the
+   * profiler runs, on any allocator. */
   uint64_t g = __atomic_load_n(&ms__free_gate, __ATOMIC_ACQUIRE);
   if (__builtin_expect(g == 0, 1))
-    free_in(p, 0);
+    free_glibc_in(p, 0);
+  else if (g == MS__GATE_NOT_GLIBC)
+    free_by_kind_in(p, 0);
   else if (MS__PRELOAD_PROFILER && __builtin_expect(g == MS__GATE_LIVE, 1))
-    free_in(p, 1);
+    free_glibc_in(p, 1);
+  else if (MS__PRELOAD_PROFILER && g == (MS__GATE_NOT_GLIBC | MS__GATE_LIVE))
+    free_by_kind_in(p, 1);
   else
     free_other(p);
 }
@@ -210,7 +296,29 @@ calloc_in(size_t n, size_t size, int prof) {
   return p;
 }
 
-MS__FORK_TEXT void *calloc(size_t n, size_t size) {
+/* calloc on glibc, as malloc: its two copies each a function of its own,
+ * keeping nothing but the block across glibc's calloc, reached by a tail
+ * call before anything is saved. */
+static inline __attribute__((always_inline)) void *
+calloc_glibc_in(size_t n, size_t size, int prof) {
+  void *p = ms__real.calloc(n, size);
+  ms__tls_t *t = &ms__tls;
+  if (__builtin_expect(p != NULL, 1) && ms__preload_counts(t))
+    ms__preload_record_glibc(t, p, ms__glibc_block(p), 0, prof);
+  return p;
+}
+MS__FORK_TEXT static __attribute__((noinline)) void *calloc_glibc(size_t n,
+                                                                  size_t size) {
+  return calloc_glibc_in(n, size, 0);
+}
+MS__FORK_TEXT static __attribute__((noinline)) void *
+calloc_glibc_prof(size_t n, size_t size) {
+  return calloc_glibc_in(n, size, 1);
+}
+
+/* calloc on any other allocator, or before the next one is known. */
+MS__FORK_TEXT static __attribute__((noinline)) void *calloc_other(size_t n,
+                                                                  size_t size) {
   int m = ms__preload_mode();
   if (__builtin_expect(m != MS__PL_BOOT, 1))
     return MS__PL_COPIES(m == MS__PL_PROF, calloc_in, n, size);
@@ -220,6 +328,17 @@ MS__FORK_TEXT void *calloc(size_t n, size_t size) {
     return NULL;
   }
   return boot(total, 16); /* zeroed: see ms__bootstrap_alloc */
+}
+
+MS__FORK_TEXT void *calloc(size_t n, size_t size) {
+  if (__builtin_expect(ms__preload_glibc_kind(), 1)) {
+    int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
+    if (__builtin_expect(st == MS__REAL_READY, 1))
+      return calloc_glibc(n, size);
+    if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+      return calloc_glibc_prof(n, size);
+  }
+  return calloc_other(n, size);
 }
 
 /* ---- realloc

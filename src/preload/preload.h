@@ -139,16 +139,18 @@ ms__pl(ms__tls_t *t) {
   return (ms__pl_tls_t *)(void *)t->preload;
 }
 
-/* What free tests first, one word for two questions: 0 while ms__real is
- * complete and no sampled block is live, so that the plain copy is right
- * (the profiler off, or on with nothing sampled alive: there is nothing to
- * unsample); MS__GATE_LIVE while sampled blocks are live (the profiling
- * copy); anything else while ms__real is not complete. The profile's
- * table keeps the LIVE bit (ms__prof_set_gate), resolve.c the other. With
- * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare, as the
- * state's was. */
+/* What free tests first, one word for three questions: whether ms__real
+ * is complete (MS__GATE_NOT_READY clear), whether a sampled block is live
+ * (MS__GATE_LIVE: the profiling copy must run; clear, the plain copy is
+ * right: the profiler off, or on with nothing sampled alive, so nothing
+ * to unsample) and whether blocks are measured by glibc's chunk header
+ * (MS__GATE_NOT_GLIBC clear: ms__real.usable_kind is MS__USABLE_GLIBC,
+ * which then need not be loaded). The profile's table keeps the LIVE bit
+ * (ms__prof_set_gate), resolve.c the others. On glibc with
+ * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare. */
 #define MS__GATE_NOT_READY 1u
 #define MS__GATE_LIVE 2u
+#define MS__GATE_NOT_GLIBC 4u
 extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
 
 /* Whether ms__real is complete, the profiler on or off. */
@@ -224,8 +226,10 @@ int ms__preload_resolve(void);
 extern unsigned char ms__boot_buf[MS__BOOT_SIZE] MS__PRELOAD_HIDDEN;
 void *ms__bootstrap_alloc(size_t size, size_t align);
 size_t ms__bootstrap_size(const void *p);
-/* Inline: every free asks. One compare (the subtraction wraps for
- * addresses below the buffer). */
+/* Inline: realloc, malloc_usable_size and free's slow paths ask (free's
+ * fast path on glibc leaves a bootstrap block to them by its header:
+ * resolve.c). One compare (the subtraction wraps for addresses below the
+ * buffer). */
 static inline int ms__bootstrap_owns(const void *p) {
   return (uintptr_t)p - (uintptr_t)ms__boot_buf < MS__BOOT_SIZE;
 }
@@ -371,8 +375,8 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
       __builtin_expect((t->prof_left -= (int64_t)size) < 0, 0))
     ms__prof_sampled(t, p, size);
 }
-/* Whether the profile's filter holds p's slot: p may be a sampled block
- * (the filter is all zero while no table exists). */
+/* Whether the profile's filter holds p's slot: an all-zero array until
+ * the table exists, so it may be read at any time. */
 static inline __attribute__((always_inline)) int
 ms__preload_filter_holds(const void *p) {
   return __atomic_load_n(

@@ -7,7 +7,8 @@
  * ms__preload_counts() whether a call is counted at all,
  * ms__preload_glibc_kind() and ms__preload_by_counter() how the block is
  * measured, measure it, and hand it to ms__preload_record() or
- * ms__preload_record_glibc(). These five are the whole difference
+ * ms__preload_record_glibc() (free's fast path on glibc:
+ * ms__preload_free_glibc_fast()). These six are the whole difference
  * between the product and make bench's floors: the floor builds find
  * their own header of this name first (tests/bench/floor/preload/
  * record.h, by -iquote), so neither this file nor the entry points carry
@@ -82,6 +83,17 @@ ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
   } else {
     ms__preload_record(t, p, b.usable, is_free, prof);
   }
+}
+
+/* The free of glibc block b on free's fast path: recorded, returning 1;
+ * or nothing done, returning 0, and then the caller records it with
+ * ms__preload_record_glibc, out of line (a mapped chunk, a large block, a
+ * shard this thread cannot write now). Nothing here calls out, so free
+ * keeps nothing across a call of its own: every call it makes is a tail
+ * call, and it saves no register. */
+static inline __attribute__((always_inline)) int
+ms__preload_free_glibc_fast(ms__tls_t *t, ms__glibc_block_t b) {
+  return __builtin_expect(b.mapped == 0, 1) && ms__track_fast(t, b.usable, 1);
 }
 
 #endif

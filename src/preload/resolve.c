@@ -21,7 +21,7 @@ ms__real_t ms__real;
  * FORKED): in the fork section (core/engine.h), on a cache line of its
  * own. */
 int ms__real_state MS__FORK_DATA __attribute__((aligned(64)));
-uint64_t ms__free_gate = MS__GATE_NOT_READY;
+uint64_t ms__free_gate = MS__GATE_NOT_READY | MS__GATE_NOT_GLIBC;
 
 /* Set on the thread that is inside dlsym, so its nested calls go to the
  * bootstrap buffer. */
@@ -348,8 +348,13 @@ static void glibc_header_init(void) {
       return;
   }
   /* The mmapped branch was checked too (mmap may be turned off). */
-  if (mmapped)
+  if (mmapped) {
     __atomic_store_n(&ms__real.usable_kind, MS__USABLE_GLIBC, __ATOMIC_RELAXED);
+    /* free's gate says so from now on (after the kind: a free that finds
+     * the bit clear may measure by the header without reading it). */
+    __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_GLIBC,
+                       __ATOMIC_RELEASE);
+  }
 }
 
 /* Not READY nor PROF: looks the next allocator up, then says which copy
@@ -604,7 +609,11 @@ void ms__preload_size_init(void) {
 /* ---- the bootstrap buffer --------------------------------------------------
  * Every block is preceded by a 16-byte header holding its size, so realloc
  * and malloc_usable_size work on it. 64 KiB is far more than dlsym needs
- * (a few hundred bytes for its error state). */
+ * (a few hundred bytes for its error state). The size is kept as a glibc
+ * chunk header that says "a mapped chunk of (size + 1) * 8 bytes" (the
+ * word before it zero): free's fast path on glibc reads that header
+ * before it asks whether the block is a bootstrap one, and a mapped chunk
+ * sends it to the slow path (malloc.c, free_glibc_in), which asks. */
 #define BOOT_SIZE MS__BOOT_SIZE
 #define BOOT_HDR 16
 
@@ -622,14 +631,15 @@ void *ms__bootstrap_alloc(size_t size, size_t align) {
     return NULL;
   uintptr_t base = (uintptr_t)ms__boot_buf + start + BOOT_HDR;
   uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
-  memcpy((void *)(p - sizeof(size_t)), &size, sizeof size);
+  size_t h = ((size + 1) << 3) | 2; /* IS_MMAPPED, never 0 bytes */
+  memcpy((void *)(p - sizeof(size_t)), &h, sizeof h);
   /* The buffer is static (zeroed) and never reused, so the block is
    * zeroed too: calloc needs nothing more. */
   return (void *)p;
 }
 
 size_t ms__bootstrap_size(const void *p) {
-  size_t size;
-  memcpy(&size, (const unsigned char *)p - sizeof(size_t), sizeof size);
-  return size;
+  size_t h;
+  memcpy(&h, (const unsigned char *)p - sizeof(size_t), sizeof h);
+  return (h >> 3) - 1;
 }

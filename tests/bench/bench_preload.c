@@ -51,9 +51,9 @@
  *    and said so. BENCH_CALLGRIND=1 adds each workload's instructions
  *    under callgrind (bare, rate 0, default rate; about 50 times its run
  *    time), and issue 24's real programs, in instructions only: sqlite3
- *    running a script of 1,000,000 INSERTs and g++ -O2 -c of a
- *    <regex>-heavy file (tests/bench/workload_regex.cc); `bench_preload
- *    real` runs these alone.
+ *    running a script of 1,000,000 INSERTs, g++ -O2 -c of a
+ *    <regex>-heavy file (tests/bench/workload_regex.cc) and python3
+ *    running workload_alloc.py; `bench_preload real` runs these alone.
  * 5. Fork-heavy scripts, CPU time as in 4: bash running 300 subshells, and
  *    make -j1 building 50 small C files (each a make child, a compiler
  *    driver, cc1 and as: fork and exec all along), bare, under the preload
@@ -882,8 +882,9 @@ static void bench_python(void) {
  * timing on a shared machine cannot tell at 2%), on workloads written for
  * it and not tuned to the preload: sqlite3 running a script of 1,000,000
  * INSERTs in one transaction (as a .dump restores), then an index and two
- * queries; and g++ -O2 -c of a file that leans on <regex>
- * (tests/bench/workload_regex.cc). Bare, rate 0 and the default rate;
+ * queries; g++ -O2 -c of a file that leans on <regex>
+ * (tests/bench/workload_regex.cc); and python3 running
+ * tests/bench/workload_alloc.py. Bare, rate 0 and the default rate;
  * the goal: the default rate at most 1.02x bare. Run with
  * BENCH_CALLGRIND=1, or alone by `bench_preload real` (a quarter of an
  * hour: callgrind runs each program about 50 times slower). */
@@ -934,6 +935,22 @@ static void bench_real_instructions(void) {
     printf("g++ <regex> workload: g++ or %s missing (run from the source "
            "tree), skipped\n",
            REGEX_SRC);
+  }
+  /* Debian's own python3, as bench_python runs it; the same hashes in
+   * every run. */
+  const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
+                   : host_have_program("python3")        ? "python3"
+                                                         : NULL;
+  if (py && access(PY_SRC, R_OK) == 0) {
+    setenv("PYTHONHASHSEED", "0", 1);
+    const char *argv[] = {py, PY_SRC, NULL};
+    workload_t w = {"python3 " PY_SRC, argv, NULL, NULL};
+    printf("%s:\n", w.title);
+    workload_instructions(&w);
+  } else {
+    printf("python3 workload: python3 or %s missing (run from the source "
+           "tree), skipped\n",
+           PY_SRC);
   }
 }
 

@@ -300,7 +300,8 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
 /* The bootstrap buffer serves what the preload's own lookup allocates
  * (tests/progs/pl_bootstrap.c asks it from inside the lookup): pvalloc of
  * a size within a page of SIZE_MAX fails there with ENOMEM. The old
- * rounding wrapped to a block of 0 bytes. */
+ * rounding wrapped to a block of 0 bytes. Its blocks keep their size and
+ * are never given to the next allocator's free. */
 static void test_bootstrap_pvalloc_overflow(void **state) {
   (void)state;
   char exe[PATH_MAX], out[PATH_MAX], errf[PATH_MAX + 8];
@@ -322,6 +323,10 @@ static void test_bootstrap_pvalloc_overflow(void **state) {
   assert_kv(text, "boot", 1);
   assert_kv(text, "huge_null", 1);
   assert_kv(text, "huge_errno", ENOMEM);
+  /* Its size read back, and its free (twice) left alone: on glibc free's
+   * fast path tells it apart by its header only (resolve.c). */
+  assert_kv(text, "boot_usable", 4096);
+  assert_kv(text, "boot_freed", 1);
   free(text);
   free(err);
 }

@@ -11,7 +11,10 @@
  * bootstrap serves it (its block lies in the preload's own image:
  * dladdr); there it asks pvalloc of a size within a page of SIZE_MAX,
  * which must fail with ENOMEM rather than wrap to 0 bytes.
- * Prints "boot=B", "huge_null=N" and "huge_errno=E" lines, and exits 0.
+ * Then, from main, the preload's malloc_usable_size and free (twice) of
+ * that block: 4096 (pvalloc's page), and a free that leaves it alone.
+ * Prints "boot=B", "huge_null=N", "huge_errno=E", "boot_usable=U" and
+ * "boot_freed=1" lines, and exits 0.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -38,6 +41,7 @@ void *realloc(void *p, size_t size) {
 }
 
 static int g_tries = 64, g_boot, g_huge_null = -1, g_huge_errno = -1;
+static void *g_small; /* the bootstrap block, once served */
 
 void *malloc(size_t n) {
   if (n == 16 && !g_boot && g_tries > 0) {
@@ -52,6 +56,7 @@ void *malloc(size_t n) {
       errno = saved;
       return __libc_malloc(n);
     }
+    g_small = small;
     errno = 0;
     /* Volatile: the compiler may not assume what pvalloc does with it. */
     volatile size_t huge = SIZE_MAX - 100;
@@ -66,5 +71,17 @@ void *malloc(size_t n) {
 int main(void) {
   printf("boot=%d\nhuge_null=%d\nhuge_errno=%d\n", g_boot, g_huge_null,
          g_huge_errno);
+  /* The preload's own functions (next after this program's) on the
+   * bootstrap block, once the next allocator is known: its size, and a
+   * free that must leave it alone (never give it to glibc). */
+  size_t (*usable)(void *) =
+      (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+  void (*pfree)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "free");
+  if (g_small && usable && pfree) {
+    printf("boot_usable=%zu\n", usable(g_small));
+    pfree(g_small);
+    pfree(g_small);
+    printf("boot_freed=1\n");
+  }
   return 0;
 }

@@ -3,7 +3,7 @@
  * tests/bench/bench_preload.c under each configuration (bare, preloaded,
  * jemalloc, heaptrack).
  *
- *   pl_loop THREADS PAIRS [random]
+ *   pl_loop THREADS PAIRS [random|calloc]
  *
  * Each thread keeps a ring of 64 live blocks and, PAIRS times, frees the
  * oldest and allocates a new one of a mixed small size (16..512 bytes, a
@@ -11,7 +11,8 @@
  * rather than one size bouncing on its fastest path. With "random": a
  * ring of 256 blocks of sizes spread evenly over 16..4096 bytes (issue
  * 24's loop, where the heap profiler samples every 256th pair or so at
- * its default rate, so what a sample costs shows). Prints the median
+ * its default rate, so what a sample costs shows). With "calloc": the
+ * small loop, each block from calloc(1, n). Prints the median
  * thread's nanoseconds per malloc/free pair: "ns_per_pair=12.34".
  *
  * PL_LOOP_ATTACH=LIB (tests/bench/bench_attach.c): before the threads
@@ -38,6 +39,7 @@
 
 static size_t sizes[NSIZES];
 static long pairs;
+static int use_calloc; /* "calloc": calloc(1, n) instead of malloc(n) */
 static unsigned ring_len = 64;
 static pthread_barrier_t go;
 static double thread_ns[MAX_THREADS];
@@ -57,10 +59,19 @@ static void *loop(void *arg) {
     ring[i] = malloc(sizes[i]);
   pthread_barrier_wait(&go);
   double t0 = now_ns();
-  for (long i = 0; i < pairs; i++) {
-    unsigned slot = (unsigned)i % ring_len;
-    free(ring[slot]);
-    ring[slot] = malloc(sizes[(unsigned)i % NSIZES]);
+  /* Two loops, so that malloc's pays no test for calloc's. */
+  if (use_calloc) {
+    for (long i = 0; i < pairs; i++) {
+      unsigned slot = (unsigned)i % ring_len;
+      free(ring[slot]);
+      ring[slot] = calloc(1, sizes[(unsigned)i % NSIZES]);
+    }
+  } else {
+    for (long i = 0; i < pairs; i++) {
+      unsigned slot = (unsigned)i % ring_len;
+      free(ring[slot]);
+      ring[slot] = malloc(sizes[(unsigned)i % NSIZES]);
+    }
   }
   thread_ns[me] = (now_ns() - t0) / (double)pairs;
   for (unsigned i = 0; i < ring_len; i++)
@@ -91,9 +102,10 @@ int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 1;
   pairs = argc > 2 ? atol(argv[2]) : 10000000;
   int random = argc > 3 && strcmp(argv[3], "random") == 0;
+  use_calloc = argc > 3 && strcmp(argv[3], "calloc") == 0;
   if (threads < 1 || threads > MAX_THREADS || pairs < 1 ||
-      (argc > 3 && !random)) {
-    fprintf(stderr, "usage: pl_loop THREADS(1..%d) PAIRS [random]\n",
+      (argc > 3 && !random && !use_calloc)) {
+    fprintf(stderr, "usage: pl_loop THREADS(1..%d) PAIRS [random|calloc]\n",
             MAX_THREADS);
     return 2;
   }

@@ -3,7 +3,7 @@
  * (tests/bench/bench_preload.c). The floor builds compile src/preload with
  * -iquote tests/bench/floor and MS__PRELOAD_FLOOR set, so that preload.h's
  * #include "preload/record.h" finds this header instead of
- * src/preload/record.h; it defines the same five functions:
+ * src/preload/record.h; it defines the same six functions:
  *   1  forwarding only: every call goes through the preload's functions to
  *      the next allocator, as a call nested in a real C++ operator does,
  *      and nothing is measured or counted;
@@ -77,6 +77,17 @@ ms__preload_record_glibc(ms__tls_t *t, void *p, ms__glibc_block_t b,
   (void)prof;
   __asm__ volatile("" ::"r"(b.usable), "r"(b.mapped)); /* measured only */
 #endif
+}
+
+/* free's fast path on glibc: measured (and counted naively in floor 3)
+ * as ms__preload_record_glibc does; a mapped chunk (a bootstrap block's
+ * header says one) goes out of line, as in the product. */
+static inline __attribute__((always_inline)) int
+ms__preload_free_glibc_fast(ms__tls_t *t, ms__glibc_block_t b) {
+  if (__builtin_expect(b.mapped != 0, 0))
+    return 0;
+  ms__preload_record_glibc(t, NULL, b, 1, 0);
+  return 1;
 }
 
 #endif
