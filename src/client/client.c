@@ -461,7 +461,7 @@ static int list_dirs(msc_target_t **out, size_t *count, int reuse) {
    * MEMSTATS_DIR set, that directory's path in each root only. */
   if (r == 0)
     r = msc_list_namespaces(&l.v, &l.n, &l.cap,
-                            only != NULL && only[0] != '\0' ? dir : NULL,
+                            only != NULL && only[0] != '\0' ? dir : NULL, reuse,
                             list_has_cb, &l);
   if (r != 0) {
     free(l.v);

@@ -111,9 +111,17 @@ void msc_sockref_close(msc_sockref_t *ref);
  * found in other mount or PID namespaces (a socket found as msc_locate
  * does; only in the directory named `only` inside each root when it is
  * not NULL), skipping PIDs has(arg, pid) says are listed already.
- * Connects to nothing, removes nothing. Returns 0 or MS_ENOMEM. */
+ * With reuse, a process the last listing found in memtop's own
+ * namespaces, less than 30 s ago and in the same /proc directory, is not
+ * asked again. Connects to nothing, removes nothing. Returns 0 or
+ * MS_ENOMEM. */
 int msc_list_namespaces(msc_target_t **v, size_t *n, size_t *cap,
-                        const char *only, int (*has)(void *, int), void *arg);
+                        const char *only, int reuse, int (*has)(void *, int),
+                        void *arg);
+/* How many times listings read pid's namespaces while it stayed in
+ * memtop's (0: not in the last listing, or in another namespace): for
+ * the test that keeps the reuse. */
+unsigned msc_ns_checks(int pid);
 
 /* Field 22 of /proc/PID/stat. Returns 0, MS_ESRCH (no such process). */
 int msc_proc_start_time(int pid, uint64_t *start_time);

@@ -23,11 +23,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/client.h"
@@ -478,21 +480,95 @@ int msc_locate(int pid, msc_sockref_t *ref, const char **why) {
   return locate_ns(pid, euid, NULL, ref, why);
 }
 
+/* The processes a listing found in memtop's own namespaces, so that the
+ * live view's listing every 2 s does not ask each of the machine's
+ * processes again (two readlinks each: most of that listing's system
+ * time). A process is known by its PID and the inode number of its
+ * /proc/PID directory, which readdir gives for nothing: a new process on
+ * a reused PID gets a new directory and inode (as does one whose entry
+ * the kernel evicted, asked again then). A verdict is kept NS_FRESH_NS at
+ * most: a process that moves into another namespace later (unshare,
+ * setns) is found at the first listing after that. Sorted by PID. */
+#define NS_FRESH_NS (30 * 1000000000ull)
+typedef struct ns_seen_s {
+  int pid;
+  unsigned checks; /* how many times its namespaces were read */
+  uint64_t ino;
+  uint64_t read_ns; /* CLOCK_MONOTONIC */
+} ns_seen_t;
+static ns_seen_t *ns_seen;
+static size_t ns_nseen;
+static pthread_mutex_t ns_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int ns_by_pid(const void *a, const void *b) {
+  const ns_seen_t *x = a, *y = b;
+  return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* pid's entry in the kept table (ns_lock held), or NULL. */
+static const ns_seen_t *ns_find(int pid) {
+  ns_seen_t key = {.pid = pid};
+  return ns_nseen == 0
+             ? NULL
+             : bsearch(&key, ns_seen, ns_nseen, sizeof key, ns_by_pid);
+}
+
+unsigned msc_ns_checks(int pid) {
+  pthread_mutex_lock(&ns_lock);
+  const ns_seen_t *k = ns_find(pid);
+  unsigned c = k != NULL ? k->checks : 0;
+  pthread_mutex_unlock(&ns_lock);
+  return c;
+}
+
 int msc_list_namespaces(msc_target_t **v, size_t *n, size_t *cap,
-                        const char *only, int (*has)(void *, int), void *arg) {
+                        const char *only, int reuse, int (*has)(void *, int),
+                        void *arg) {
   DIR *d = opendir("/proc");
   struct dirent *e;
+  ns_seen_t *kept = NULL;
+  size_t nkept = 0, capkept = 0;
+  int lost = 0;
+  struct timespec ts;
 
   if (d == NULL)
     return 0;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+  pthread_mutex_lock(&ns_lock);
   while ((e = readdir(d)) != NULL) {
     char *end;
     long pid = strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0 || pid > 0x3fffffff || has(arg, (int)pid))
       continue;
     /* Two readlinks tell most processes apart: only those in another
-     * namespace go further. */
-    if (foreign_ns((int)pid) != 1)
+     * namespace go further. One found in ours at a listing less than
+     * NS_FRESH_NS ago, in the same /proc directory, is not asked again. */
+    const ns_seen_t *k = ns_find((int)pid);
+    uint64_t ino = (uint64_t)e->d_ino;
+    int same = k != NULL && k->ino == ino;
+    int foreign = 0;
+    if (!(reuse && same && now - k->read_ns < NS_FRESH_NS))
+      foreign = foreign_ns((int)pid);
+    if (foreign == 0) {
+      if (nkept == capkept) {
+        size_t c = capkept ? capkept * 2 : 256;
+        ns_seen_t *grown = realloc(kept, c * sizeof *grown);
+        if (grown == NULL) {
+          lost = 1; /* nothing kept: the next listing asks them all */
+          continue;
+        }
+        kept = grown;
+        capkept = c;
+      }
+      if (reuse && same && now - k->read_ns < NS_FRESH_NS)
+        kept[nkept++] = *k;
+      else
+        kept[nkept++] =
+            (ns_seen_t){(int)pid, same ? k->checks + 1 : 1, ino, now};
+      continue;
+    }
+    if (foreign != 1)
       continue;
     msc_target_t t;
     uid_t euid;
@@ -521,6 +597,8 @@ int msc_list_namespaces(msc_target_t **v, size_t *n, size_t *cap,
       size_t c = *cap ? *cap * 2 : 16;
       msc_target_t *grown = realloc(*v, c * sizeof *grown);
       if (grown == NULL) {
+        pthread_mutex_unlock(&ns_lock);
+        free(kept);
         closedir(d);
         return MS_ENOMEM;
       }
@@ -530,5 +608,18 @@ int msc_list_namespaces(msc_target_t **v, size_t *n, size_t *cap,
     (*v)[(*n)++] = t;
   }
   closedir(d);
+  /* The processes of this listing replace the last one's (those gone
+   * are forgotten); readdir gives /proc in PID order, sorted anyway. */
+  if (lost) {
+    free(kept);
+    kept = NULL;
+    nkept = 0;
+  }
+  if (nkept > 1)
+    qsort(kept, nkept, sizeof *kept, ns_by_pid);
+  free(ns_seen);
+  ns_seen = kept;
+  ns_nseen = nkept;
+  pthread_mutex_unlock(&ns_lock);
   return 0;
 }

@@ -70,6 +70,8 @@ int mt_live_adopt(mt_model_t *m, mt_tset_target_t *st, size_t user_size) {
     return MS_ENOMEM;
   }
   t->start_time = st->start_time;
+  t->ident_uid = st->id.have_uid ? (int)st->id.uid : -1;
+  t->ident_ppid = st->id.ppid > 0 ? st->id.ppid : -1;
   if (t->comm[0] == '\0')
     snprintf(t->comm, sizeof t->comm, "%s", st->comm);
   return 0;

@@ -80,6 +80,7 @@ mt_target_t *mt_model_target(mt_model_t *m, int pid) {
   t->state = MT_CONNECTING;
   t->proc.uid = -1;
   t->proc.ppid = -1;
+  t->ident_uid = t->ident_ppid = -1;
   reset_rates(t);
   t->pause_p50_ns = t->pause_p99_ns = t->pause_max_ns = -1;
   /* New targets go to the end; the caller sorts when it wants order. */
@@ -213,7 +214,13 @@ static int on_screen(const mt_model_t *m, const mt_target_t *t) {
  * (a new start time is a new process), then again every
  * MT_PROC_REREAD_NS while it is on screen (what is not shown is not
  * read: a list of 200 reads some 40); and the machine's memory at most
- * twice per refresh: /proc, read only when the live view gave its root. */
+ * twice per refresh: /proc, read only when the live view gave its root.
+ * Read as a snapshot comes, from the process's own connection: it is the
+ * process the target set verified, so no start time is compared. The
+ * first read takes the owner's record of uid and parent (read at the
+ * listing, moments before) and reads only the command line; a later one
+ * reads the status again, as a process may change its uid (a server
+ * dropping its privileges after its agent started). */
 static void read_proc(mt_model_t *m, mt_target_t *t) {
   if (m->proc_root == NULL)
     return;
@@ -222,7 +229,8 @@ static void read_proc(mt_model_t *m, mt_target_t *t) {
   uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
   uint64_t at = m->now_mono_ns != 0 ? m->now_mono_ns : now;
   if (!t->proc_read) {
-    mt_procinfo_read(m->proc_root, t->pid, t->start_time, &t->proc);
+    mt_procinfo_reread(m->proc_root, t->pid, t->ident_uid, t->ident_ppid,
+                       &t->proc);
     t->proc_read = 1;
     t->proc_read_ns = at;
     t->user_width = mt_target_measure_user(t);
@@ -230,7 +238,7 @@ static void read_proc(mt_model_t *m, mt_target_t *t) {
     /* What cannot be read now (the process is going) stays as it was. */
     mt_procinfo_t p;
     t->proc_read_ns = at;
-    if (mt_procinfo_read(m->proc_root, t->pid, t->start_time, &p) == 0) {
+    if (mt_procinfo_reread(m->proc_root, t->pid, -1, -1, &p) == 0) {
       int user_same = strcmp(p.user, t->proc.user) == 0;
       t->proc = p;
       if (!user_same)
@@ -254,6 +262,7 @@ void mt_model_update(mt_model_t *m, mt_target_t *t, const ms_snapshot_t *s) {
     t->proc_read = 0;
     memset(&t->proc, 0, sizeof t->proc);
     t->proc.uid = t->proc.ppid = -1;
+    t->ident_uid = t->ident_ppid = -1; /* the record was the other's */
   }
   /* The provider list's width, measured again only when it changes. */
   int prov_same =

@@ -91,6 +91,10 @@ typedef struct mt_target_s {
   /* Who runs it and its command line, read from /proc once per process
    * (procinfo.h; uid -1 until known). */
   mt_procinfo_t proc;
+  /* Its real uid and parent as its owner found them (the target set's
+   * record, read at its listing; -1 unknown): the first read of /proc
+   * takes them instead of reading its status. */
+  int ident_uid, ident_ppid;
   int proc_read;         /* 1 once /proc was read for this process */
   uint64_t proc_read_ns; /* when (the model's clock), to read it again */
   long row; /* its index among the rows at the last sort; -1: hidden */

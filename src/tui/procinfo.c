@@ -14,7 +14,7 @@
 #include "common/procfs.h"
 #include "memstats.h"
 
-unsigned long mt_procinfo_reads;
+unsigned long mt_procinfo_reads, mt_procinfo_files;
 
 /* The names of the last uids asked for: a list of 200 processes has a
  * handful of owners, and each lookup reads the password database. */
@@ -74,6 +74,22 @@ static int status_uid(const char *status) {
   return (int)v;
 }
 
+/* The parent: the number of the "PPid:" line; -1 if none (a value, not
+ * an MS_E* code). */
+static int status_ppid(const char *status) {
+  const char *p = strstr(status, "\nPPid:");
+  long v = 0;
+  int digits = 0;
+  if (p == NULL)
+    return -1;
+  p += 6;
+  while (*p == ' ' || *p == '\t')
+    p++;
+  for (; *p >= '0' && *p <= '9' && digits < 10; p++, digits++)
+    v = v * 10 + (*p - '0');
+  return digits == 0 || digits == 10 || v > 0x7fffffffL ? -1 : (int)v;
+}
+
 /* The parent: field 4 of a stat line, after the comm's last ')'; -1 if
  * the text does not hold one (a value, not an MS_E* code). */
 static int stat_ppid(const char *stat) {
@@ -94,45 +110,79 @@ static int stat_ppid(const char *stat) {
   return digits == 0 || digits == 10 || v > 0x7fffffffL ? -1 : (int)v;
 }
 
-int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
-                     mt_procinfo_t *out) {
-  char path[512], buf[4096], comm[64];
-  uint64_t st = 0;
-  ssize_t n;
+/* One of pid's files under root into buf: ms__read_small_file's result. */
+static ssize_t read_file(const char *root, int pid, const char *name, char *buf,
+                         size_t len) {
+  char path[512];
+  mt_procinfo_files++;
+  snprintf(path, sizeof path, "%s/%d/%s", root, pid, name);
+  return ms__read_small_file(path, buf, len);
+}
 
-  mt_procinfo_reads++;
-  out->uid = -1;
-  out->ppid = -1;
-  out->user[0] = '\0';
-  out->cmdline[0] = '\0';
-  snprintf(path, sizeof path, "%s/%d/stat", root, pid);
-  if (ms__read_small_file(path, buf, sizeof buf) < 0)
-    return MS_ENOENT;
-  if (start_time != 0 &&
-      (ms__parse_proc_stat(buf, comm, sizeof comm, &st) != 0 ||
-       st != start_time))
-    return MS_ESTALE;
-  int ppid = stat_ppid(buf);
-  snprintf(path, sizeof path, "%s/%d/status", root, pid);
-  if (ms__read_small_file(path, buf, sizeof buf) < 0)
-    return MS_ENOENT;
-  out->uid = status_uid(buf);
-  out->ppid = ppid;
-  if (out->uid >= 0)
-    mt_procinfo_user(out->uid, out->user, sizeof out->user);
-
+/* The command line into out->cmdline, its NULs as blanks. */
+static void read_cmdline(const char *root, int pid, mt_procinfo_t *out) {
   /* The arguments, NUL-separated; a longer line is cut at the buffer. */
-  snprintf(path, sizeof path, "%s/%d/cmdline", root, pid);
-  n = ms__read_small_file(path, out->cmdline, sizeof out->cmdline);
+  ssize_t n =
+      read_file(root, pid, "cmdline", out->cmdline, sizeof out->cmdline);
   if (n < 0) {
     out->cmdline[0] = '\0';
-    return 0;
+    return;
   }
   for (ssize_t i = 0; i < n; i++)
     if (out->cmdline[i] == '\0')
       out->cmdline[i] = ' ';
   while (n > 0 && out->cmdline[n - 1] == ' ')
     out->cmdline[--n] = '\0';
+}
+
+static void clear(mt_procinfo_t *out) {
+  out->uid = -1;
+  out->ppid = -1;
+  out->user[0] = '\0';
+  out->cmdline[0] = '\0';
+}
+
+int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
+                     mt_procinfo_t *out) {
+  char buf[4096], comm[64];
+  uint64_t st = 0;
+
+  mt_procinfo_reads++;
+  clear(out);
+  if (read_file(root, pid, "stat", buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  if (start_time != 0 &&
+      (ms__parse_proc_stat(buf, comm, sizeof comm, &st) != 0 ||
+       st != start_time))
+    return MS_ESTALE;
+  int ppid = stat_ppid(buf);
+  if (read_file(root, pid, "status", buf, sizeof buf) < 0)
+    return MS_ENOENT;
+  out->uid = status_uid(buf);
+  out->ppid = ppid;
+  if (out->uid >= 0)
+    mt_procinfo_user(out->uid, out->user, sizeof out->user);
+  read_cmdline(root, pid, out);
+  return 0;
+}
+
+int mt_procinfo_reread(const char *root, int pid, int uid, int ppid,
+                       mt_procinfo_t *out) {
+  char buf[4096];
+
+  mt_procinfo_reads++;
+  clear(out);
+  if (uid < 0) {
+    if (read_file(root, pid, "status", buf, sizeof buf) < 0)
+      return MS_ENOENT;
+    uid = status_uid(buf);
+    ppid = status_ppid(buf);
+  }
+  out->uid = uid;
+  out->ppid = ppid;
+  if (out->uid >= 0)
+    mt_procinfo_user(out->uid, out->user, sizeof out->user);
+  read_cmdline(root, pid, out);
   return 0;
 }
 

@@ -26,9 +26,20 @@ typedef struct mt_procinfo_s {
  * the process hides (a kernel thread, a zombie) is "" with 0. */
 int mt_procinfo_read(const char *root, int pid, uint64_t start_time,
                      mt_procinfo_t *out);
-/* How many times mt_procinfo_read() ran: the count a test keeps down (the
- * model reads a process once, then only while it is on screen). */
-extern unsigned long mt_procinfo_reads;
+/* How many times mt_procinfo_read() or mt_procinfo_reread() ran, and
+ * how many files they read: the counts a test keeps down (the model
+ * reads a process once, then only while it is on screen). */
+extern unsigned long mt_procinfo_reads, mt_procinfo_files;
+
+/* Reads pid under root into *out for a process whose identity the caller
+ * has just checked (a snapshot from its connection, whose start time the
+ * target set verified), so no start time is compared: when uid >= 0 (the
+ * target set's record of the process, read at its listing) that uid and
+ * ppid are taken and only the command line is read; otherwise the real
+ * uid and the parent come from /proc/PID/status. Returns 0 or MS_ENOENT,
+ * as mt_procinfo_read(). */
+int mt_procinfo_reread(const char *root, int pid, int uid, int ppid,
+                       mt_procinfo_t *out);
 
 /* The name of uid (the password database, the last 16 uids' kept), or
  * its number. */

@@ -127,16 +127,23 @@ static void encode_field(ms__wire_writer_t *w, const ms_snapshot_t *s,
   uint16_t tag = (uint16_t)(MS__TAG_FIELD + f);
   uint8_t *p;
   switch (f) {
-  case MS_F_PAUSE_NS:
-    p = put_record(w, tag, 2 + 4 + MS_PAUSE_RING * 16);
+  case MS_F_PAUSE_NS: {
+    /* Up to the last slot written: the reader zero-fills the rest (wire.h),
+     * so the ring of a program that never paused costs nothing, where it
+     * was half of every snapshot. */
+    uint32_t n = MS_PAUSE_RING;
+    while (n > 0 && s->pause_ns[n - 1] == 0 && s->pause_end[n - 1] == 0)
+      n--;
+    p = put_record(w, tag, 2 + 4 + (size_t)n * 16);
     if (p == NULL)
       return;
-    put32(p + 2, MS_PAUSE_RING);
-    for (int i = 0; i < MS_PAUSE_RING; i++) {
+    put32(p + 2, n);
+    for (uint32_t i = 0; i < n; i++) {
       put64(p + 6 + i * 16, s->pause_ns[i]);
       put64(p + 6 + i * 16 + 8, s->pause_end[i]);
     }
     break;
+  }
   case MS_F_BY_SIZE: {
     uint32_t n = s->nsize_classes;
     if (n > MS_MAX_SIZE_CLASSES)

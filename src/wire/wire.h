@@ -23,7 +23,10 @@
  * A snapshot field travels as one record per ms_field_t, tag
  * MS__TAG_FIELD + id, value = quality u8, source u8, then the figure: a
  * u64 (or a double's bits) for scalars, a counted array for the compound
- * fields (pause ring, size classes, histogram).
+ * fields (pause ring, size classes, histogram). A reader zero-fills what a
+ * shorter array than its own does not hold (every reader since the first
+ * has), so the pause ring travels without its trailing empty slots: a
+ * program with no collector sends none of its 4 KiB.
  */
 #ifndef MS_WIRE_WIRE_H
 #define MS_WIRE_WIRE_H

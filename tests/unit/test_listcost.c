@@ -11,6 +11,9 @@
  *     discover: msc_list_reuse) reads the socket directory and /proc
  *     again only when the directory changed (msc_list_reads), and still
  *     finds a new socket at once;
+ *   - that listing's look through /proc for processes in other
+ *     namespaces asks a process of memtop's own namespaces once, not at
+ *     every listing (msc_ns_checks), and a new process at once;
  *   - pause percentiles are the same for a snapshot whose pauses did not
  *     change, and follow a new pause;
  *   - the list is drawn at most once per half refresh delay, however
@@ -250,6 +253,61 @@ static void test_listing_reused(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* The live view's listing (msc_list_reuse) asks a process of memtop's
+ * own namespaces which they are once (two readlinks), not at every
+ * listing; a one-off listing asks again, a new process is asked at once. */
+static void test_namespaces_asked_once(void **state) {
+  msc_target_t *v = NULL;
+  size_t n = 0;
+  char own[] = "/tmp/test_listcost_ns.XXXXXX";
+  (void)state;
+  assert_non_null(mkdtemp(own));
+  setenv("MEMSTATS_DIR", own, 1);
+  pid_t a = fork();
+  assert_true(a >= 0);
+  if (a == 0) {
+    pause();
+    _exit(0);
+  }
+  assert_int_equal(msc_list_reuse(&v, &n), 0);
+  free(v);
+  assert_int_equal(msc_ns_checks((int)a), 1);
+  for (int i = 0; i < 5; i++) {
+    assert_int_equal(msc_list_reuse(&v, &n), 0);
+    free(v);
+  }
+  assert_int_equal(msc_ns_checks((int)a), 1);
+
+  /* A one-off listing (--once, ps) asks every process. */
+  assert_int_equal(msc_list(&v, &n), 0);
+  free(v);
+  assert_int_equal(msc_ns_checks((int)a), 2);
+
+  /* A new process is asked at the next listing. */
+  pid_t b = fork();
+  assert_true(b >= 0);
+  if (b == 0) {
+    pause();
+    _exit(0);
+  }
+  assert_int_equal(msc_ns_checks((int)b), 0);
+  assert_int_equal(msc_list_reuse(&v, &n), 0);
+  free(v);
+  assert_int_equal(msc_ns_checks((int)b), 1);
+  assert_int_equal(msc_ns_checks((int)a), 2);
+
+  /* One gone is forgotten. */
+  kill(a, SIGKILL);
+  waitpid(a, NULL, 0);
+  assert_int_equal(msc_list_reuse(&v, &n), 0);
+  free(v);
+  assert_int_equal(msc_ns_checks((int)a), 0);
+
+  kill(b, SIGKILL);
+  waitpid(b, NULL, 0);
+  assert_int_equal(rmdir(own), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_widths_kept),
@@ -257,6 +315,7 @@ int main(void) {
       cmocka_unit_test(test_pauses_follow),
       cmocka_unit_test(test_frames_capped),
       cmocka_unit_test(test_listing_reused),
+      cmocka_unit_test(test_namespaces_asked_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,9 @@
  * with its NULs as blanks and cut at its buffer, a PID reused by another
  * process read as nothing, the machine's memory; and the model reading
  * them once per process (mt_model_update with proc_root), and again only
- * for the rows on screen.
+ * for the rows on screen; the first read taking uid and parent from the
+ * owner's record (one file, the command line), a later one the status
+ * and the command line (two files, not three).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -235,6 +237,60 @@ static void test_model_rereads_shown(void **state) {
   mt_model_free(&m);
 }
 
+/* The model's reads of a process it has a snapshot of: the first takes
+ * the uid and parent the target set recorded and reads the command line
+ * alone; one MT_PROC_REREAD_NS later it reads the status (a uid changed
+ * since is seen) and the command line; no stat file, no start time. */
+static void test_model_reads_few_files(void **state) {
+  (void)state;
+  static ms_snapshot_t s;
+  char root_name[64];
+  mt_model_t m;
+  mt_model_init(&m);
+  m.proc_root = root;
+  m.page_rows = 10;
+  /* Its stat file says nothing the model may take. */
+  PUT("125/stat", "garbage");
+  PUT("125/status", "Name:\tsrv\nPPid:\t1\nUid:\t0\t0\t0\t0\n");
+  PUT("125/cmdline", "srv\0--port\0"
+                     "80\0");
+  memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  s.pid = 125;
+  s.start_time = 55555;
+  m.now_mono_ns = 1000000000u;
+  mt_target_t *t = mt_model_target(&m, 125);
+  t->ident_uid = 3999999;
+  t->ident_ppid = 7;
+  unsigned long f0 = mt_procinfo_files;
+  mt_model_update(&m, t, &s);
+  assert_int_equal(mt_procinfo_files - f0, 1);
+  assert_int_equal(t->proc.uid, 3999999);
+  assert_int_equal(t->proc.ppid, 7);
+  assert_string_equal(t->proc.user, "3999999");
+  assert_string_equal(t->proc.cmdline, "srv --port 80");
+  mt_model_sort(&m);
+  m.now_mono_ns += MT_PROC_REREAD_NS;
+  f0 = mt_procinfo_files;
+  mt_model_update(&m, t, &s);
+  assert_int_equal(mt_procinfo_files - f0, 2);
+  assert_int_equal(t->proc.uid, 0); /* the status's real uid */
+  assert_int_equal(t->proc.ppid, 1);
+  mt_procinfo_user(0, root_name, sizeof root_name);
+  assert_string_equal(t->proc.user, root_name);
+
+  /* Without a record, the status gives them (PPid:), the stat is not
+   * read. */
+  mt_procinfo_t p;
+  f0 = mt_procinfo_files;
+  assert_int_equal(mt_procinfo_reread(root, 124, -1, -1, &p), 0);
+  assert_int_equal(mt_procinfo_files - f0, 2);
+  assert_int_equal(p.uid, 3999999);
+  assert_int_equal(p.ppid, -1); /* 124's status has no PPid: line */
+  assert_int_equal(mt_procinfo_reread(root, 999, -1, -1, &p), MS_ENOENT);
+  mt_model_free(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_owner_and_cmdline),
@@ -242,6 +298,7 @@ int main(void) {
       cmocka_unit_test(test_meminfo),
       cmocka_unit_test(test_model_reads_once),
       cmocka_unit_test(test_model_rereads_shown),
+      cmocka_unit_test(test_model_reads_few_files),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

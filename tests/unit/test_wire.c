@@ -89,6 +89,36 @@ static void test_snapshot_round_trip(void **state) {
   assert_memory_equal(&in, &out, sizeof in);
 }
 
+/* The pause ring travels up to its last slot written: none for a program
+ * that never paused (a snapshot half the size), three for three pauses,
+ * all of it once it wrapped; each decodes to the same snapshot. */
+static void test_pause_ring_trimmed(void **state) {
+  (void)state;
+  static ms_snapshot_t in, out;
+  fill(&in);
+  size_t full = encode(&in);
+  const uint32_t counts[] = {0, 3, MS_PAUSE_RING - 1, MS_PAUSE_RING};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    uint32_t c = counts[k];
+    fill(&in);
+    for (uint32_t i = c; i < MS_PAUSE_RING; i++)
+      in.pause_ns[i] = in.pause_end[i] = 0;
+    size_t n = encode(&in);
+    assert_int_equal(n, full - (MS_PAUSE_RING - c) * 16);
+    const char *why = NULL;
+    assert_int_equal(ms__wire_decode_snapshot(g_buf + MS__WIRE_HEADER,
+                                              n - MS__WIRE_HEADER, &out, &why),
+                     0);
+    assert_memory_equal(&in, &out, sizeof in);
+  }
+  /* A pause of 0 ns ended at a known time is a slot written. */
+  fill(&in);
+  for (uint32_t i = 5; i < MS_PAUSE_RING; i++)
+    in.pause_ns[i] = in.pause_end[i] = 0;
+  in.pause_ns[4] = 0;
+  assert_int_equal(encode(&in), full - (MS_PAUSE_RING - 5) * 16);
+}
+
 static void test_age_patch(void **state) {
   (void)state;
   static ms_snapshot_t in, out;
@@ -442,6 +472,7 @@ static void test_session_errors(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_snapshot_round_trip),
+      cmocka_unit_test(test_pause_ring_trimmed),
       cmocka_unit_test(test_age_patch),
       cmocka_unit_test(test_forward_compat),
       cmocka_unit_test(test_frame_checks),
