@@ -25,8 +25,8 @@
 #include "agent/thread.h"
 #include "core/self.h"
 
-typedef int (*create_fn)(pthread_t *, const pthread_attr_t *,
-                         void *(*)(void *), void *);
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
+                         void *);
 
 static int g_hold;      /* the creator waits for the thread's look */
 static sem_t g_looked;  /* posted by the thread once it has looked */
