@@ -274,8 +274,8 @@ typedef struct ms_snapshot_s {
   uint64_t python_arena_alloc;
   /* The age, in nanoseconds, of the allocator's sample that the heap
    * figures come from (0: taken for this snapshot). glibc's is taken at
-   * most once a second, and less often on a large heap (100 times what a
-   * sample costs); in between its figures are moved by what the preload
+   * most once a second, and less often on a large heap (100 times the CPU
+   * a sample costs); in between its figures are moved by what the preload
    * counted, and bounded by the kernel's view of its heaps, as estimates.
    * Unavailable where no allocator's sample owns the heap figures. */
   uint64_t heap_sample_age_ns;

@@ -20,8 +20,9 @@
 /* pthread_create(t, attr, fn, arg) with a stack of MS__AGENT_STACK bytes
  * (at least the system's minimum) instead of the stack rlimit's size
  * (8 MiB, all of it Prepared in the program's figures), and tells the
- * mappings that the thread's stack is the library's own. Returns 0 or
- * pthread_create's error number. */
+ * mappings that the thread's stack is the library's own (the thread
+ * itself, before it runs fn). One at a time. Returns 0 or pthread_create's
+ * error number. */
 int ms__agent_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

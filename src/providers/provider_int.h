@@ -109,10 +109,14 @@ void ms__providers_merge(ms_snapshot_t *snap, unsigned engine_fed,
  * may be NULL), as if detection had chosen them, with nothing cached;
  * ms__providers_clock_for_test() replaces the cadence's monotonic clock
  * (NULL restores the real one), so a fake provider's sample() can "cost"
- * a chosen time by advancing it, without sleeping. */
+ * a chosen time by advancing it, without sleeping; the sample's cost is
+ * read on the same clock unless ms__providers_cpu_clock_for_test() gives
+ * it one of its own (the CPU time, which a sample that waits does not
+ * spend; NULL: the cadence's clock again, or the real thread CPU clock). */
 void ms__providers_set_for_test(const ms__provider_t *mpv,
                                 const ms__provider_t *gpv);
 void ms__providers_clock_for_test(uint64_t (*now)(void));
+void ms__providers_cpu_clock_for_test(uint64_t (*cpu)(void));
 /* Makes detection start over with list[0..n-1] (n at least 1, at most the
  * four real ones; the last fills the rest) as the malloc providers to
  * look for, in order; NULL restores the real ones. */

@@ -617,9 +617,12 @@ static int bench_runs(bench_t *b) {
 }
 
 /* Whether the allocator's figures in s were sampled since *arg (a
- * CLOCK_MONOTONIC time). */
+ * CLOCK_MONOTONIC time): the snapshot's time less the sample's age, not
+ * the time of the reading (a cached snapshot is older than that). */
 static int sampled_since(const ms_snapshot_t *s, const void *arg) {
-  return s->heap_sample_age_ns < mono_ns() - *(const uint64_t *)arg;
+  uint64_t since = *(const uint64_t *)arg;
+  return s->time_mono_ns >= since &&
+         s->time_mono_ns - s->heap_sample_age_ns >= since;
 }
 
 /* redis-server (on jemalloc, Debian's) under redis-benchmark run again
@@ -807,17 +810,19 @@ static int mallocs_above(const ms_snapshot_t *s, const void *arg) {
  * put it near 0 or past the in-use bytes. */
 typedef struct near_s {
   uint64_t inuse;     /* mallinfo2's, read in-process, workers parked */
-  uint64_t paused_ns; /* when they were (CLOCK_MONOTONIC) */
+  uint64_t paused_ns; /* a time they were all parked (CLOCK_MONOTONIC) */
 } near_t;
 
 static int alloc_near(const ms_snapshot_t *s, const void *arg) {
   const near_t *n = arg;
   uint64_t inuse = n->inuse;
-  /* HeapInuse is glibc's mallinfo2, sampled by the agent at most every 100
-   * times what the last sample cost (seconds, with 8 threads holding the
-   * arenas' locks on a loaded machine): only a sample taken since the
-   * workers parked can be held to 1%. */
-  if (s->heap_sample_age_ns >= mono_ns() - n->paused_ns)
+  /* HeapInuse is glibc's mallinfo2, sampled by the agent at most once a
+   * second (or every 100 times the CPU the last sample cost): only a
+   * sample begun after the workers parked can be held to 1%. Its start is
+   * the snapshot's own time less the sample's age (a snapshot the agent
+   * computed earlier and serves from its cache is as old as it is). */
+  if (s->time_mono_ns < n->paused_ns ||
+      s->time_mono_ns - s->heap_sample_age_ns < n->paused_ns)
     return 0;
   return within_1pct(s->heap_inuse, inuse) &&
          s->quality[MS_F_HEAP_ALLOC] == MS_Q_ESTIMATED &&
@@ -874,9 +879,10 @@ static void test_track_alloc8(void **state) {
                (unsigned long long)m0);
     /* The workers parked (mallinfo2 takes every arena's lock): the
      * estimate against the allocator's own figure, read in-process. */
-    near_t want = {.paused_ns = mono_ns()};
+    near_t want = {0};
     say_line(&t, "pause\n", ans, sizeof ans);
     assert_string_equal(ans, "paused");
+    want.paused_ns = mono_ns(); /* all parked by now */
     unsigned long long inuse = 0, sys = 0;
     unsigned long count = 0;
     say_line(&t, "info\n", ans, sizeof ans);

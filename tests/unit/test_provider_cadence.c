@@ -28,10 +28,16 @@
 #define MS_ 1000000ull
 #define US_ 1000ull
 
-static uint64_t g_clock; /* the fake monotonic clock, ns */
-static uint64_t g_cost;  /* what the next sample() costs, ns */
-static int g_rc;         /* what the next sample() returns */
-static unsigned g_calls; /* sample() calls so far */
+static uint64_t g_clock;    /* the fake monotonic clock, ns */
+static uint64_t g_cost;     /* what the next sample() costs, ns */
+static int g_rc;            /* what the next sample() returns */
+static unsigned g_calls;    /* sample() calls so far */
+static uint64_t g_cpu;      /* the fake thread CPU clock, ns */
+static uint64_t g_cpu_cost; /* the CPU the next sample() spends, ns */
+
+static uint64_t fake_cpu(void) {
+  return g_cpu;
+}
 
 static uint64_t fake_now(void) {
   return g_clock;
@@ -43,6 +49,7 @@ static int fake_sample(ms__pv_sample_t *out, unsigned flags) {
   (void)flags;
   g_calls++;
   g_clock += g_cost;
+  g_cpu += g_cpu_cost;
   if (g_rc != 0)
     return g_rc;
   ms__pv_set(out, MS_F_HEAP_SYS, g_calls, MS_Q_EXACT);
@@ -70,6 +77,8 @@ static int setup(void **state) {
   g_cost = 0;
   g_rc = 0;
   g_calls = 0;
+  g_cpu = 0;
+  g_cpu_cost = 0;
   ms__providers_clock_for_test(fake_now);
   ms__providers_set_for_test(&fake_malloc, NULL);
   return 0;
@@ -139,6 +148,35 @@ static void test_slow_sample_backs_off(void **state) {
   g_clock = end + 10 * MS_;
   assert_int_equal(fill(), 3);
   assert_int_equal(g_calls, 3);
+}
+
+/* A sample that took long but spent little CPU (on a loaded machine,
+ * mallinfo2 waits for a CPU and for arena locks whose holders wait for
+ * one): its cost is the CPU it spent, so the next is due after the
+ * minimum, not 100 times the wait (a 1 s wait put the next sample 100 s
+ * away: test_attach test_track_alloc8 then read figures from before its
+ * workers parked for 90 s). Its age is counted from when it began. */
+static void test_waiting_sample_costs_its_cpu(void **state) {
+  (void)state;
+  static ms_snapshot_t snap;
+  ms__providers_cpu_clock_for_test(fake_cpu);
+  g_cost = 1000 * MS_;   /* it waited a second */
+  g_cpu_cost = 50 * US_; /* x100 = 5 ms < 10 ms */
+  uint64_t begin = g_clock;
+  assert_int_equal(fill(), 1);
+  uint64_t end = g_clock;
+  g_clock = end + 10 * MS_ - 1;
+  memset(&snap, 0, sizeof snap);
+  memset(snap.source, 0xff, sizeof snap.source);
+  ms__providers_fill(&snap, 0);
+  assert_int_equal(snap.heap_sys, 1); /* served from the cache */
+  assert_int_equal(snap.quality[MS_F_HEAP_SAMPLE_AGE], MS_Q_EXACT);
+  assert_int_equal(snap.heap_sample_age_ns, g_clock - begin);
+  g_cost = 0;
+  g_clock = end + 10 * MS_;
+  assert_int_equal(fill(), 2); /* fresh */
+  assert_int_equal(g_calls, 2);
+  ms__providers_cpu_clock_for_test(NULL);
 }
 
 /* The interval is 100 times the cost exactly at the boundary where it
@@ -386,6 +424,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_slow_sample_backs_off, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_backoff_boundary, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_waiting_sample_costs_its_cpu, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_failed_sample_caches_nothing, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_slow_failure_waits_cadence, setup,
