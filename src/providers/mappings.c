@@ -61,6 +61,7 @@
  */
 #include <dlfcn.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/maptable.h"
 #include "core/ranges.h"
@@ -281,12 +282,30 @@ static void read_stacks(ms__maps_figures_t *f) {
 static int g_py_walk = 1;     /* read the pool headers in this read */
 static uint64_t g_py_walk_ns; /* what reading them cost in this read */
 
+/* The CPU time of the calling thread, ns: what a read costs is the work
+ * it did, not the time it took. On a loaded machine the read of
+ * /proc/self/maps waits for a CPU (and for the mmap lock, whose holder
+ * may wait for one too); a second so spent would put the next read 100 s
+ * away, every snapshot until then on figures from before (as glibc's
+ * sample did: registry.c). */
+static uint64_t thread_cpu_ns(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+    return 0;
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+static uint64_t (*g_cost_clock)(void) = thread_cpu_ns;
+
+void ms__mappings_cost_clock_for_test(uint64_t (*cpu)(void)) {
+  g_cost_clock = cpu ? cpu : thread_cpu_ns;
+}
+
 static void python_arena(ms__maps_figures_t *f, uintptr_t st, uintptr_t en) {
   ms__pyarena_t a;
   if (g_py_walk && f->python_arenas < MS__PY_ARENAS_READ) {
-    uint64_t t0 = ms__now_mono_ns();
+    uint64_t t0 = g_cost_clock();
     ms__pyarena_read(st, en, &a);
-    g_py_walk_ns += ms__now_mono_ns() - t0;
+    g_py_walk_ns += g_cost_clock() - t0;
     f->python_walked++;
   } else {
     memset(&a, 0, sizeof a);
@@ -440,9 +459,11 @@ int ms__mappings_update(int cached_only, uint64_t now) {
     walk_interval = MS__MAPS_MIN_INTERVAL_NS;
   g_py_walk = !g_walk.have || now - g_walk.last_ns >= walk_interval;
   g_py_walk_ns = 0;
+  uint64_t cpu0 = g_cost_clock();
   ms__mappings_read(&g_cache.fig);
+  uint64_t spent = g_cost_clock() - cpu0;
   uint64_t done = ms__now_mono_ns();
-  g_cache.cost_ns = done - now - g_py_walk_ns;
+  g_cache.cost_ns = spent > g_py_walk_ns ? spent - g_py_walk_ns : 0;
   g_cache.last_ns = done;
   g_cache.have = 1;
   python_walked(&g_cache.fig, done);

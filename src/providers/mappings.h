@@ -10,12 +10,16 @@
 #include <stdint.h>
 
 /* Reads /proc/self/maps and mincore() at most once per
- * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the cost of the last read), Python's
+ * max(MS__MAPS_MIN_INTERVAL_NS, 100 x the CPU the last read cost), Python's
  * pool headers on their own cadence of the same rule; with cached_only
  * nothing is read. now: the caller's CLOCK_MONOTONIC time. Returns 1 if
  * it read now (the figures are then ms__mappings_cached()'s), else 0.
  * Under the reader lock. */
 int ms__mappings_update(int cached_only, uint64_t now);
+
+/* The clock a read's cost is measured on (the reading thread's CPU time;
+ * NULL puts it back); only the unit tests replace it. */
+void ms__mappings_cost_clock_for_test(uint64_t (*cpu)(void));
 
 #define MS__MAPS_MIN_INTERVAL_NS 250000000ull
 /* Cached figures younger than this are still exact: 100 ms, the default
