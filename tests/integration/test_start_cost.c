@@ -38,6 +38,24 @@
 #include "support/host.h"
 #include "support/run.h"
 
+/* Skips the test where its counts cannot be taken: no valgrind, or a
+ * sanitized build (valgrind cannot run a sanitized preload). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SKIP_UNLESS_CALLGRIND()                                                \
+  do {                                                                         \
+    print_message("skipped: valgrind cannot run a sanitized preload\n");       \
+    skip();                                                                    \
+  } while (0)
+#else
+#define SKIP_UNLESS_CALLGRIND()                                                \
+  do {                                                                         \
+    if (!host_have_program("valgrind")) {                                      \
+      print_message("skipped: valgrind is not installed\n");                   \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+#endif
+
 static char g_build[1024], g_preload[1200];
 
 static void test_start_lookups(void **state) {
@@ -45,14 +63,7 @@ static void test_start_lookups(void **state) {
   unsigned long long total = 0;
 
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: valgrind cannot run a sanitized preload\n");
-  skip();
-#endif
+  SKIP_UNLESS_CALLGRIND();
   assert_non_null(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/cg.out", dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
@@ -112,14 +123,7 @@ static void test_fork_child_quiet(void **state) {
   unsigned long long total = 0;
 
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: valgrind cannot run a sanitized preload\n");
-  skip();
-#endif
+  SKIP_UNLESS_CALLGRIND();
   assert_non_null(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/cg.%%p", dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
@@ -240,14 +244,7 @@ static void check_fork_child_code(int agent) {
  * on only (src/preload/preload.c). */
 static void test_fork_child_pages_of_code(void **state) {
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: valgrind cannot run a sanitized preload\n");
-  skip();
-#endif
+  SKIP_UNLESS_CALLGRIND();
   check_fork_child_code(0);
   check_fork_child_code(1);
 }
@@ -265,14 +262,7 @@ static void test_short_process_makes_no_socket(void **state) {
   unsigned long long total = 0;
 
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: valgrind cannot run a sanitized preload\n");
-  skip();
-#endif
+  SKIP_UNLESS_CALLGRIND();
   assert_non_null(mkdtemp(dir));
   snprintf(out, sizeof out, "%s/cg.out", dir);
   snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
