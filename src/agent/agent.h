@@ -167,12 +167,4 @@ uint64_t ms__agent_cpu_ns(void);
  * profile. */
 void ms__agent_mark_attached(void);
 
-/* Runs fn once before the next snapshot is computed (on the agent's
- * thread, or the program's own if it reads one first:
- * ms__snapshot_defer): work memtop attach's call leaves, so that the
- * program's thread that memtop holds stopped for the call is let go
- * sooner. Until then no snapshot is computed (one cached before may be
- * served). */
-void ms__agent_defer(void (*fn)(void));
-
 #endif

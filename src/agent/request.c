@@ -48,10 +48,6 @@ void ms__agent_cache_reset(void) {
   g_cache.valid = 0;
 }
 
-void ms__agent_defer(void (*fn)(void)) {
-  ms__snapshot_defer(fn);
-}
-
 /* Brings the cache up to date if it is older than the interval or lacks
  * what `flags` (MS__READ_*) asks for. Returns 0 or the error of
  * ms_snapshot_read(). */

@@ -44,6 +44,7 @@
 
 #include "agent/agent.h"
 #include "common/env.h"
+#include "compose/snapshot.h"
 #include "core/engine.h"
 #include "memstats.h"
 #include "preload/preload.h"
@@ -92,7 +93,7 @@ static int64_t allocator_inuse(void) {
 static int g_tracking;
 
 /* The estimate's base, on the agent's thread before its first snapshot
- * (ms__agent_defer), with the program running: mallinfo2 takes each
+ * (ms__snapshot_defer), with the program running: mallinfo2 takes each
  * arena's lock in turn, and in a program whose threads allocate all the
  * time on every CPU it waited tens of milliseconds for them (hundreds,
  * unraised), with memtop's thread held stopped. The snapshot reads
@@ -129,7 +130,7 @@ static int track_start(void) {
     return r;
   }
   __atomic_store_n(&g_tracking, 1, __ATOMIC_RELEASE);
-  ms__agent_defer(track_base);
+  ms__snapshot_defer(track_base);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_agent_defer.c - ms__agent_defer (src/agent/request.c): work that
+ * test_agent_defer.c - ms__snapshot_defer (src/compose/snapshot.c): work that
  * memtop attach's call leaves to the agent's thread (the --track
  * estimate's base, a mallinfo2 read that waits for every arena's lock) is
  * done once, before the next snapshot is computed, never in the call.
@@ -33,7 +33,7 @@ static void snapshot(void) {
 static void test_runs_once_before_snapshot(void **state) {
   (void)state;
   g_ran = 0;
-  ms__agent_defer(work);
+  ms__snapshot_defer(work);
   assert_int_equal(g_ran, 0); /* not where it was handed over */
   ms__agent_cache_reset();
   snapshot();
@@ -48,8 +48,8 @@ static void test_runs_once_before_snapshot(void **state) {
 static void test_latest_kept(void **state) {
   (void)state;
   g_ran = 0;
-  ms__agent_defer(work);
-  ms__agent_defer(work);
+  ms__snapshot_defer(work);
+  ms__snapshot_defer(work);
   ms__agent_cache_reset();
   snapshot();
   assert_int_equal(g_ran, 1);
@@ -63,7 +63,7 @@ static void test_program_read_runs_it(void **state) {
   (void)state;
   static ms_snapshot_t s;
   g_ran = 0;
-  ms__agent_defer(work);
+  ms__snapshot_defer(work);
   assert_int_equal(ms__snapshot_read_opts(&s, sizeof s, MS__READ_CACHED), 0);
   assert_int_equal(g_ran, 0);
   assert_int_equal(ms_snapshot_read(&s, sizeof s), 0);
