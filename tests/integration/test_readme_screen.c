@@ -339,8 +339,11 @@ static void check_or_update(const char *name, int (*ready)(const char *),
                 "MS_UPDATE_README=1 %s/tests/test_readme_screen):\n%s\n"
                 "the last screen:\n",
                 README, name, build_dir, why);
-    for (const char *l = shot; *l != '\0'; l += strcspn(l, "\n") + 1)
-      print_error("%.*s\n", (int)strcspn(l, "\n"), l);
+    for (const char *l = shot; *l != '\0';) {
+      size_t k = strcspn(l, "\n");
+      print_error("%.*s\n", (int)k, l);
+      l += k + (l[k] == '\n');
+    }
   }
   free(want);
   free(readme);
