@@ -126,17 +126,45 @@ static inline int tmux_resize(tmux_t *t, int cols, int rows) {
                 rows);
 }
 
-/* Waits until the screen contains (or, with want == 0, lacks) `text`;
- * returns 1, or 0 after TMUX_WAIT_LIMIT_MS, printing the screen. */
-static inline int tmux_wait_screen(tmux_t *t, const char *text, int want) {
+/* Waits until the screen, captured with `flags` (tmux_capture_flags),
+ * contains (or, with want == 0, lacks) `text`; returns 1, or 0 after
+ * TMUX_WAIT_LIMIT_MS, printing the screen. */
+static inline int tmux_wait_screen_flags(tmux_t *t, const char *flags,
+                                         const char *text, int want) {
   for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS; waited += 100) {
-    if ((strstr(tmux_capture(t), text) != NULL) == want)
+    if ((strstr(tmux_capture_flags(t, flags), text) != NULL) == want)
       return 1;
     tmux_sleep_ms(100);
   }
   print_error("the screen never %s \"%s\"; it shows:\n%s\n",
               want ? "showed" : "lost", text, t->screen);
   return 0;
+}
+
+static inline int tmux_wait_screen(tmux_t *t, const char *text, int want) {
+  return tmux_wait_screen_flags(t, "", text, want);
+}
+
+/* Waits until the file at path can be opened (one the session's shell
+ * writes: whole once it is there, written beside and renamed) and reads
+ * it into buf (len bytes, NUL-terminated, what does not fit left out);
+ * returns 1, or 0 after TMUX_WAIT_LIMIT_MS. */
+static inline int tmux_wait_file(const char *path, char *buf, size_t len) {
+  FILE *f = NULL;
+  for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS && f == NULL;
+       waited += 100) {
+    f = fopen(path, "r");
+    if (f == NULL)
+      tmux_sleep_ms(100);
+  }
+  if (f == NULL) {
+    print_error("no file %s after %d ms\n", path, TMUX_WAIT_LIMIT_MS);
+    return 0;
+  }
+  size_t n = fread(buf, 1, len - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return 1;
 }
 
 #endif
