@@ -186,31 +186,14 @@ static int wait_ended(int pid) {
 static int group_setup(void **state) {
   (void)state;
   find_build_dir();
-  char memtop[1200];
-  snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
-  if (!host_have_program("tmux")) {
-    skip_reason = "tmux is not installed (apt-get install tmux)";
+  /* The demo workload. */
+  char demo[1200];
+  skip_reason = tmux_demo_needs(build_dir, demo, sizeof demo);
+  if (skip_reason != NULL)
     return 0;
-  }
-  if (access(memtop, X_OK) != 0) {
-    skip_reason = "memtop is not built in this build directory (make)";
-    return 0;
-  }
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/memtop-tmux-XXXXXX");
   if (mkdtemp(tmp_dir) == NULL)
     return -1;
-
-  /* The demo workload. A sanitizer build's own demo cannot take the plain
-   * preload (the sanitizer's runtime must come first): such a build keeps
-   * a plain demo beside the plain preload (tests/progs/progs.mk). */
-  char demo[1200];
-  snprintf(demo, sizeof demo, "%s/plain/contrib/demo", build_dir);
-  if (access(demo, X_OK) != 0)
-    snprintf(demo, sizeof demo, "%s/contrib/demo", build_dir);
-  if (access(demo, X_OK) != 0) {
-    skip_reason = "contrib/demo is not built in this build directory (make)";
-    return 0;
-  }
   snprintf(target_cmd, sizeof target_cmd, "'%s'", demo);
   /* (When it is missing, the path it names: the test fails there.) */
   (void)host_preload_path(build_dir, target_preload, sizeof target_preload);

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/host.h"
 #include "support/run.h"
 
 #define TMUX_WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
@@ -27,6 +28,27 @@ typedef struct tmux_s {
   char sock[256];         /* the server's socket */
   char screen[64 * 1024]; /* the last capture */
 } tmux_t;
+
+/* What a test of memtop's live view on the demo needs of the build
+ * directory build: tmux, memtop, and the demo, whose path goes into demo
+ * (a sanitizer build's own demo cannot take the plain preload, the
+ * sanitizer's runtime must come first: such a build keeps a plain demo
+ * beside the plain preload, tests/progs/progs.mk). Returns NULL, or why
+ * the test is skipped. */
+static inline const char *tmux_demo_needs(const char *build, char *demo,
+                                          size_t len) {
+  snprintf(demo, len, "%s/memtop", build);
+  if (!host_have_program("tmux"))
+    return "tmux is not installed (apt-get install tmux)";
+  if (access(demo, X_OK) != 0)
+    return "memtop is not built in this build directory (make)";
+  snprintf(demo, len, "%s/plain/contrib/demo", build);
+  if (access(demo, X_OK) != 0)
+    snprintf(demo, len, "%s/contrib/demo", build);
+  if (access(demo, X_OK) != 0)
+    return "contrib/demo is not built in this build directory (make)";
+  return NULL;
+}
 
 static inline void tmux_sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
