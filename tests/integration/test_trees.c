@@ -361,26 +361,37 @@ static size_t children(int pid, int *v, size_t cap) {
   return n;
 }
 
-/* tr_workers with n idle workers (they allocate nothing after the fork),
- * under the preload, its stdin a pipe whose end is *in. Returns its PID
- * once its own socket is there and its n workers are forked. */
-static pid_t start_idle(int n, int *in) {
-  char env[1400], count[16];
-  int pi[2], kids[16];
+/* tr_workers with the arguments count and mode (NULL: none from there
+ * on) under the preload, its stdin a pipe whose end is *in. Returns its
+ * PID. */
+static pid_t spawn_workers(const char *count, const char *mode, int *in) {
+  char env[1400];
+  int pi[2];
 
   assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
-  snprintf(count, sizeof count, "%d", n);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     snprintf(env, sizeof env, "%s", preload);
     setenv("LD_PRELOAD", env, 1);
     dup2(pi[0], 0);
-    execl(workers, workers, count, "idle", (char *)NULL);
+    execl(workers, workers, count, mode, (char *)NULL);
     _exit(126);
   }
   close(pi[0]);
   *in = pi[1];
+  return pid;
+}
+
+/* tr_workers with n idle workers (they allocate nothing after the fork),
+ * as spawn_workers starts it. Returns its PID once its own socket is
+ * there and its n workers are forked. */
+static pid_t start_idle(int n, int *in) {
+  char count[16];
+  int kids[16];
+
+  snprintf(count, sizeof count, "%d", n);
+  pid_t pid = spawn_workers(count, "idle", in);
   RUN_WAIT_UNTIL(has_socket(pid) && children(pid, kids, 16) >= (size_t)n,
                  "tr_workers %d idle: no socket or workers after %d s", n,
                  RUN_LIMIT_S);
@@ -1090,24 +1101,14 @@ static void test_run_redis(void **state) {
 static void test_pid_tree(void **state) {
   static line_t v[16];
   static run_result_t res;
-  char env[1400], pidstr[16];
-  int pi[2];
+  char pidstr[16];
+  int in;
   size_t n;
 
   (void)state;
   if (!have_preload())
     skip();
-  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    snprintf(env, sizeof env, "%s", preload);
-    setenv("LD_PRELOAD", env, 1);
-    dup2(pi[0], 0);
-    execl(workers, workers, (char *)NULL);
-    _exit(126);
-  }
-  close(pi[0]);
+  pid_t pid = spawn_workers(NULL, NULL, &in);
   wait_sockets(4);
   snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
   char tree[] = "--tree", json[] = "--json", once[] = "--once";
@@ -1124,7 +1125,7 @@ static void test_pid_tree(void **state) {
   snprintf(pidstr, sizeof pidstr, "%d", v[1].pid);
   assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
   assert_int_equal(parse_lines(res.out, v, 16), 1);
-  close(pi[1]);
+  close(in);
   waitpid(pid, NULL, 0);
   /* --tree needs one PID. */
   char *none[] = {memtop, tree, once, NULL};
