@@ -447,7 +447,7 @@ fuzz:
 	$(MAKE) BUILD=$(FUZZ_BUILD) CC=$(CLANG) SAN=fuzzer-no-link,address,undefined OPT='-O1 -g' $(FUZZ_BUILD)/libmemstats.a $(FUZZ_BUILD)/libmemtop.a
 	@mkdir -p $(FUZZ_BUILD)/fuzzers
 	@set -e; for f in $(FUZZ_SRCS); do n=$$(basename $$f .c); \
-	  $(CLANG) -std=gnu11 -O1 -g -D_GNU_SOURCE -Iinclude -Isrc -Itests -I$(FUZZ_BUILD)/gen $(TOOL_CFLAGS) \
+	  $(CLANG) -std=gnu11 -O1 -g $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -Itests -I$(FUZZ_BUILD)/gen $(TOOL_CFLAGS) \
 	    -fsanitize=fuzzer,address,undefined \
 	    -o $(FUZZ_BUILD)/fuzzers/$$n $$f $(FUZZ_BUILD)/libmemtop.a $(FUZZ_BUILD)/libmemstats.a -pthread -ldl $(TOOL_LIBS); \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$n; \

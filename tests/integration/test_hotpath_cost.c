@@ -94,10 +94,7 @@ static void check(const char *prog_name, const char *arg, const char *after) {
   loop_t prog_, *prog = &prog_;
   double off, zero, on;
 
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
+  CG_SKIP_UNLESS_VALGRIND();
   snprintf(prog->path, sizeof prog->path, "%s/progs/%s", g_build, prog_name);
   prog->arg = arg;
   prog->tail = NULL;
@@ -155,16 +152,10 @@ static void check_over_bare(const char *mode) {
   loop_t prog;
   double bare, pre;
 
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  CG_SKIP_UNLESS_VALGRIND();
   /* The bound is the optimised build's: a sanitizer build compiles the
    * preload at -O1. */
-  print_message("skipped: the preload of a sanitizer build is built -O1\n");
-  skip();
-#endif
+  CG_SKIP_IF_SANITIZED("the preload of a sanitizer build is built -O1");
   snprintf(prog.path, sizeof prog.path, "%s/progs/pl_loop", g_build);
   prog.arg = "1"; /* pl_loop 1 PAIRS [mode] */
   prog.tail = mode;
@@ -194,6 +185,22 @@ static void test_glibc_calloc_pair_over_bare(void **state) {
   check_over_bare("calloc");
 }
 
+/* The calls of fns[0..n) (name prefixes) in a run of argv under callgrind
+ * with the preload at the default rate, its agent off. Fails the test if
+ * the run fails. */
+static void calls_at_default_rate(const char *const argv[],
+                                  const char *const fns[], long long calls[],
+                                  size_t n) {
+  char ld[1300], why[512];
+  unsigned long long total = 0;
+
+  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
+  if (cg_run_calls("test_hotpath_cost", argv, env, fns, calls, n, &total, why,
+                   sizeof why) != 0)
+    fail_msg("%s under callgrind: %s", argv[0], why);
+}
+
 /* At the default rate on glibc, while a sampled block is live, free()
  * calls out of line (free_glibc_sampled, src/preload/malloc.c) only for a
  * block the profile's filter holds: each such call reaches the table
@@ -204,28 +211,16 @@ static void test_glibc_calloc_pair_over_bare(void **state) {
  * Counted by callgrind, in calls: the same in every run whatever the
  * samples drawn. */
 static void test_unsampled_free_inline(void **state) {
-  char dir[] = "/tmp/test_hotpath_cost.XXXXXX", out[64], ld[1300], why[512];
   char loop[1300];
-  unsigned long long total = 0;
+  long long n[2];
 
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-  assert_non_null(mkdtemp(dir));
-  snprintf(out, sizeof out, "%s/cg.out", dir);
-  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  CG_SKIP_UNLESS_VALGRIND();
   snprintf(loop, sizeof loop, "%s/progs/pl_loop", g_build);
   const char *argv[] = {loop, "1", "20000", "random", NULL};
-  const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
-  long long out_of_line = cg_calls(out, "free_glibc_sampled");
-  long long unsampled = cg_calls(out, "ms__prof_freed");
-  unlink(out);
-  rmdir(dir);
-  if (rc != 0)
-    fail_msg("pl_loop random under callgrind: %s", why);
+  const char *fns[] = {"free_glibc_sampled", "ms__prof_freed"};
+  calls_at_default_rate(argv, fns, n, 2);
+  long long out_of_line = n[0], unsampled = n[1];
   print_message("pl_loop random at the default rate: %lld frees called out "
                 "of line, %lld reached the profile's table\n",
                 out_of_line, unsampled);
@@ -241,28 +236,16 @@ static void test_unsampled_free_inline(void **state) {
  * callgrind, in calls: every operator of pl_newdel goes the via_ way,
  * none the next_ way (the runtime's own operator). */
 static void test_cxx_via_malloc(void **state) {
-  char dir[] = "/tmp/test_hotpath_cost.XXXXXX", out[64], ld[1300], why[512];
   char prog[1300];
-  unsigned long long total = 0;
+  long long n[2];
 
   (void)state;
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-  assert_non_null(mkdtemp(dir));
-  snprintf(out, sizeof out, "%s/cg.out", dir);
-  snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
+  CG_SKIP_UNLESS_VALGRIND();
   snprintf(prog, sizeof prog, "%s/progs/pl_newdel", g_build);
   const char *argv[] = {prog, "20000", NULL};
-  const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
-  long long via = cg_calls(out, "via_Z");
-  long long next = cg_calls(out, "next_Z");
-  unlink(out);
-  rmdir(dir);
-  if (rc != 0)
-    fail_msg("pl_newdel under callgrind: %s", why);
+  const char *fns[] = {"via_Z", "next_Z"};
+  calls_at_default_rate(argv, fns, n, 2);
+  long long via = n[0], next = n[1];
   print_message("pl_newdel, 20,000 pairs: %lld operators served by malloc "
                 "and free, %lld by libstdc++'s\n",
                 via, next);
@@ -286,16 +269,10 @@ static void sample_cost(const char *after) {
   char pre[2600];
   loop_t prog;
 
-  if (!host_have_program("valgrind")) {
-    print_message("skipped: valgrind is not installed\n");
-    skip();
-  }
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  CG_SKIP_UNLESS_VALGRIND();
   /* The bound is the optimised build's: a sanitizer build compiles the
    * preload at -O1 (make asan: 957 on glibc). */
-  print_message("skipped: the preload of a sanitizer build is built -O1\n");
-  skip();
-#endif
+  CG_SKIP_IF_SANITIZED("the preload of a sanitizer build is built -O1");
   snprintf(prog.path, sizeof prog.path, "%s/progs/pl_loop", g_build);
   prog.arg = "1";
   prog.tail = "random";

@@ -339,8 +339,11 @@ static void check_or_update(const char *name, int (*ready)(const char *),
                 "MS_UPDATE_README=1 %s/tests/test_readme_screen):\n%s\n"
                 "the last screen:\n",
                 README, name, build_dir, why);
-    for (const char *l = shot; *l != '\0'; l += strcspn(l, "\n") + 1)
-      print_error("%.*s\n", (int)strcspn(l, "\n"), l);
+    for (const char *l = shot; *l != '\0';) {
+      size_t k = strcspn(l, "\n");
+      print_error("%.*s\n", (int)k, l);
+      l += k + (l[k] == '\n');
+    }
   }
   free(want);
   free(readme);
@@ -352,29 +355,12 @@ static void check_or_update(const char *name, int (*ready)(const char *),
 static int group_setup(void **state) {
   (void)state;
   assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
-  char path[1200];
-  snprintf(path, sizeof path, "%s/memtop", build_dir);
-  if (!host_have_program("tmux")) {
-    skip_reason = "tmux is not installed (apt-get install tmux)";
-    return 0;
-  }
-  if (access(path, X_OK) != 0) {
-    skip_reason = "memtop is not built in this build directory (make)";
-    return 0;
-  }
-  if (access(README, R_OK) != 0) {
+  char path[1200]; /* the demo's */
+  skip_reason = tmux_demo_needs(build_dir, path, sizeof path);
+  if (skip_reason == NULL && access(README, R_OK) != 0)
     skip_reason = "not run from the source tree (no " README " here)";
+  if (skip_reason != NULL)
     return 0;
-  }
-  /* A sanitizer build keeps a plain demo beside the plain preload
-   * (tests/progs/progs.mk), as test_tmux does. */
-  snprintf(path, sizeof path, "%s/plain/contrib/demo", build_dir);
-  if (access(path, X_OK) != 0)
-    snprintf(path, sizeof path, "%s/contrib/demo", build_dir);
-  if (access(path, X_OK) != 0) {
-    skip_reason = "contrib/demo is not built in this build directory (make)";
-    return 0;
-  }
   /* Run as the README says, `build/contrib/demo`, from build's parent. */
   const char *slash = strrchr(build_dir, '/');
   snprintf(demo_rel, sizeof demo_rel, "%s",

@@ -38,45 +38,32 @@
 #include "support/host.h"
 #include "support/run.h"
 
-/* Skips the test where its counts cannot be taken: no valgrind, or a
- * sanitized build (valgrind cannot run a sanitized preload). */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* Skips the test where its counts cannot be taken: a sanitized build
+ * (valgrind cannot run a sanitized preload), or no valgrind. */
 #define SKIP_UNLESS_CALLGRIND()                                                \
   do {                                                                         \
-    print_message("skipped: valgrind cannot run a sanitized preload\n");       \
-    skip();                                                                    \
+    CG_SKIP_IF_SANITIZED("valgrind cannot run a sanitized preload");           \
+    CG_SKIP_UNLESS_VALGRIND();                                                 \
   } while (0)
-#else
-#define SKIP_UNLESS_CALLGRIND()                                                \
-  do {                                                                         \
-    if (!host_have_program("valgrind")) {                                      \
-      print_message("skipped: valgrind is not installed\n");                   \
-      skip();                                                                  \
-    }                                                                          \
-  } while (0)
-#endif
 
 static char g_build[1024], g_preload[1200];
 
 static void test_start_lookups(void **state) {
-  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
+  char ld[1300], why[512];
   unsigned long long total = 0;
+  long long n[3];
 
   (void)state;
   SKIP_UNLESS_CALLGRIND();
-  assert_non_null(mkdtemp(dir));
-  snprintf(out, sizeof out, "%s/cg.out", dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
   const char *argv[] = {"/bin/true", NULL};
   const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
-  long long addr = cg_calls(out, "_dl_addr");
-  long long failed = cg_calls(out, "_dl_exception_create_format");
-  long long unwinder = cg_calls(out, "__libc_unwind_link_get");
-  unlink(out);
-  rmdir(dir);
-  if (rc != 0)
+  const char *fns[] = {"_dl_addr", "_dl_exception_create_format",
+                       "__libc_unwind_link_get"};
+  if (cg_run_calls("test_start_cost", argv, env, fns, n, 3, &total, why,
+                   sizeof why) != 0)
     fail_msg("/bin/true under callgrind: %s", why);
+  long long addr = n[0], failed = n[1], unwinder = n[2];
   print_message("/bin/true under the preload: %llu instructions, %lld "
                 "dladdr searches, %lld failed symbol lookups, %lld loads "
                 "of libgcc's unwinder\n",
@@ -118,30 +105,27 @@ static void cg_files(const char *dir, cg_files_t *f) {
 }
 
 static void test_fork_child_quiet(void **state) {
-  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
-  char prog[1300];
-  unsigned long long total = 0;
+  char ld[1300], prog[1300];
+  cg_profile_t cg;
 
   (void)state;
   SKIP_UNLESS_CALLGRIND();
-  assert_non_null(mkdtemp(dir));
-  snprintf(out, sizeof out, "%s/cg.%%p", dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
   snprintf(prog, sizeof prog, "%s/progs/pl_forkexit", g_build);
   const char *argv[] = {prog, NULL};
   const char *env[] = {ld, "MEMSTATS_AGENT=0", "MEMSTATS_PROFILE_RATE", NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  assert_int_equal(cg_profile_begin(&cg, "test_start_cost"), 0);
+  int rc = cg_profile_run(&cg, argv, env, 1);
   cg_files_t f;
-  cg_files(dir, &f);
+  cg_files(cg.dir, &f);
   long long sys[8], clk[8];
   for (int i = 0; i < f.n; i++) {
     sys[i] = cg_calls(f.path[i], "syscall");
     clk[i] = cg_calls(f.path[i], "clock_gettime");
-    unlink(f.path[i]);
   }
-  rmdir(dir);
+  cg_profile_end(&cg);
   if (rc != 0)
-    fail_msg("pl_forkexit under callgrind: %s", why);
+    fail_msg("pl_forkexit under callgrind: %s", cg.why);
   assert_int_equal(f.n, 3);
   assert_true(f.parent >= 0);
   for (int i = 0; i < f.n; i++) {
@@ -159,15 +143,15 @@ static void test_fork_child_quiet(void **state) {
  * costs zeroed at each fork (--zero-before=_Fork), so that the child's
  * profile counts what the child ran from the fork on and nothing of its
  * parent's; the child's profile's path into child (the profile that
- * counts no waitpid). preload NULL: bare. */
-static void run_fork_child(const char *dir, const char *preload, int agent,
+ * counts no waitpid), in cg's directory (the socket directory too), which
+ * the caller removes with cg_profile_end. preload NULL: bare. */
+static void run_fork_child(cg_profile_t *cg, const char *preload, int agent,
                            char child[320], unsigned long long *instr) {
-  char out[64], ld[1300], why[512], prog[1300], sockdir[64];
-  unsigned long long total = 0;
-  snprintf(out, sizeof out, "%s/cg.%%p", dir);
+  char ld[1300], prog[1300], sockdir[100];
+  assert_int_equal(cg_profile_begin(cg, "test_start_cost"), 0);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", preload ? preload : "");
   snprintf(prog, sizeof prog, "%s/progs/pl_forkfaults", g_build);
-  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", cg->dir);
   const char *argv[] = {prog, "1", NULL};
   const char *env[] = {preload ? ld : "LD_PRELOAD",
                        agent ? "MEMSTATS_AGENT" : "MEMSTATS_AGENT=0",
@@ -175,19 +159,15 @@ static void run_fork_child(const char *dir, const char *preload, int agent,
                        "MEMSTATS_PROFILE_RATE",
                        "VALGRIND_OPTS=--zero-before=_Fork",
                        NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  int rc = cg_profile_run(cg, argv, env, 1);
   cg_files_t f;
-  cg_files(dir, &f);
+  cg_files(cg->dir, &f);
   child[0] = '\0';
-  for (int i = 0; i < f.n; i++) {
-    if (child[0] == '\0' && cg_calls(f.path[i], "waitpid") == 0 &&
-        cg_calls(f.path[i], "exit") > 0)
+  for (int i = 0; i < f.n && child[0] == '\0'; i++)
+    if (cg_calls(f.path[i], "waitpid") == 0 && cg_calls(f.path[i], "exit") > 0)
       snprintf(child, 320, "%s", f.path[i]);
-    else
-      unlink(f.path[i]);
-  }
   if (rc != 0)
-    fail_msg("pl_forkfaults under callgrind: %s", why);
+    fail_msg("pl_forkfaults under callgrind: %s", cg->why);
   if (child[0] == '\0')
     fail_msg("pl_forkfaults under callgrind: no profile of its child");
   FILE *c = fopen(child, "r");
@@ -209,14 +189,12 @@ static void run_fork_child(const char *dir, const char *preload, int agent,
  * stores), and the preload's DT_FINI is not crti's _fini, alone on the
  * last page of its code, but a function of the fork text (ms__fini). */
 static void check_fork_child_code(int agent) {
-  char dir[] = "/tmp/test_start_cost.XXXXXX", bare[320], pre[320];
-  char dir2[] = "/tmp/test_start_cost.XXXXXX";
+  char bare[320], pre[320];
   unsigned long long ib = 0, ip = 0;
+  cg_profile_t cb, cp;
 
-  assert_non_null(mkdtemp(dir));
-  assert_non_null(mkdtemp(dir2));
-  run_fork_child(dir, NULL, agent, bare, &ib);
-  run_fork_child(dir2, g_preload, agent, pre, &ip);
+  run_fork_child(&cb, NULL, agent, bare, &ib);
+  run_fork_child(&cp, g_preload, agent, pre, &ip);
   const char *fns[] = {"syscall", "pthread_mutex_unlock", "_fini",
                        "clock_gettime"};
   long long nb[4], np[4];
@@ -224,10 +202,8 @@ static void check_fork_child_code(int agent) {
     nb[i] = cg_calls(bare, fns[i]);
     np[i] = cg_calls(pre, fns[i]);
   }
-  unlink(bare);
-  unlink(pre);
-  rmdir(dir);
-  rmdir(dir2);
+  cg_profile_end(&cb);
+  cg_profile_end(&cp);
   print_message("a fork child that allocates and calls exit(): %llu "
                 "instructions bare, %llu under the preload (agent %s)\n",
                 ib, ip, agent ? "on" : "off");
@@ -257,15 +233,13 @@ static void test_fork_child_pages_of_code(void **state) {
  * some 40 system calls for a socket nobody read, and on a disk
  * filesystem an inode a bind()). */
 static void test_short_process_makes_no_socket(void **state) {
-  char dir[] = "/tmp/test_start_cost.XXXXXX", out[64], ld[1300], why[512];
-  char sockdir[64];
-  unsigned long long total = 0;
+  char ld[1300], sockdir[100];
+  cg_profile_t cg;
 
   (void)state;
   SKIP_UNLESS_CALLGRIND();
-  assert_non_null(mkdtemp(dir));
-  snprintf(out, sizeof out, "%s/cg.out", dir);
-  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", dir);
+  assert_int_equal(cg_profile_begin(&cg, "test_start_cost"), 0);
+  snprintf(sockdir, sizeof sockdir, "MEMSTATS_DIR=%s", cg.dir);
   snprintf(ld, sizeof ld, "LD_PRELOAD=%s", g_preload);
   const char *argv[] = {"/bin/true", NULL};
   const char *env[] = {ld,
@@ -274,22 +248,21 @@ static void test_short_process_makes_no_socket(void **state) {
                        "MEMSTATS_AGENT_DELAY_MS=600000",
                        "MEMSTATS_PROFILE_RATE",
                        NULL};
-  int rc = cg_run(argv, env, out, &total, why, sizeof why);
+  int rc = cg_profile_run(&cg, argv, env, 0);
   /* Prefixes: "listen" counts listen_open too (and "unlink" would count
    * glibc malloc's unlink_chunk). */
   const char *fns[] = {"bind", "listen", "rename", "pthread_join",
                        "pthread_timedjoin_np"};
   long long n[5];
   for (int i = 0; i < 5; i++)
-    n[i] = cg_calls(out, fns[i]);
-  long long threads = cg_calls(out, "pthread_create");
-  unlink(out);
-  rmdir(dir);
+    n[i] = cg_calls(cg.out, fns[i]);
+  long long threads = cg_calls(cg.out, "pthread_create");
+  cg_profile_end(&cg);
   if (rc != 0)
-    fail_msg("/bin/true under callgrind: %s", why);
+    fail_msg("/bin/true under callgrind: %s", cg.why);
   print_message("/bin/true, agent on, ended before its agent's delay: %llu "
                 "instructions\n",
-                total);
+                cg.total);
   assert_true(threads >= 1); /* the agent's thread was made */
   for (int i = 0; i < 5; i++) {
     print_message("  calls of %s: %lld\n", fns[i], n[i]);

@@ -44,6 +44,8 @@ static char build_dir[1024];
 static char tmp_dir[64];
 static char target_cmd[2200];
 static char preload_env[1300];
+/* The preload of the sessions' own targets (host_preload_path). */
+static char target_preload[1200];
 static const char *skip_reason;
 /* Extra shell lines for the next session (the colour and locale tests). */
 static const char *session_env = "";
@@ -184,32 +186,17 @@ static int wait_ended(int pid) {
 static int group_setup(void **state) {
   (void)state;
   find_build_dir();
-  char memtop[1200];
-  snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
-  if (!host_have_program("tmux")) {
-    skip_reason = "tmux is not installed (apt-get install tmux)";
+  /* The demo workload. */
+  char demo[1200];
+  skip_reason = tmux_demo_needs(build_dir, demo, sizeof demo);
+  if (skip_reason != NULL)
     return 0;
-  }
-  if (access(memtop, X_OK) != 0) {
-    skip_reason = "memtop is not built in this build directory (make)";
-    return 0;
-  }
   snprintf(tmp_dir, sizeof tmp_dir, "/tmp/memtop-tmux-XXXXXX");
   if (mkdtemp(tmp_dir) == NULL)
     return -1;
-
-  /* The demo workload. A sanitizer build's own demo cannot take the plain
-   * preload (the sanitizer's runtime must come first): such a build keeps
-   * a plain demo beside the plain preload (tests/progs/progs.mk). */
-  char demo[1200];
-  snprintf(demo, sizeof demo, "%s/plain/contrib/demo", build_dir);
-  if (access(demo, X_OK) != 0)
-    snprintf(demo, sizeof demo, "%s/contrib/demo", build_dir);
-  if (access(demo, X_OK) != 0) {
-    skip_reason = "contrib/demo is not built in this build directory (make)";
-    return 0;
-  }
   snprintf(target_cmd, sizeof target_cmd, "'%s'", demo);
+  /* (When it is missing, the path it names: the test fails there.) */
+  (void)host_preload_path(build_dir, target_preload, sizeof target_preload);
   /* A sanitizer-built preload cannot go into an uninstrumented program;
    * the build keeps a plain one for that (tests/progs/progs.mk). */
   preload_env[0] = '\0';
@@ -312,6 +299,18 @@ static int session_teardown(void **state) {
     kill_left_running();
   }
   return 0;
+}
+
+/* This test's session replaced by one with the shell lines env run before
+ * memtop and memtop's arguments cmd (NULL: `run -d 0.2 -- TARGET`). */
+static void new_session(void **state, const char *env, const char *cmd) {
+  session_teardown(state);
+  session_env = env;
+  session_cmd = cmd;
+  int rc = session_setup(state);
+  session_env = "";
+  session_cmd = NULL;
+  assert_int_equal(rc, 0);
 }
 
 #define SKIP_IF_NEEDED()                                                       \
@@ -492,17 +491,8 @@ static void test_quit_restores(void **state) {
    * stty's output to a temporary file and renames it: the file is whole
    * once it exists.) */
   snprintf(path, sizeof path, "%s/stty.txt", tmp_dir);
-  FILE *f = NULL;
-  for (long waited = 0; waited < WAIT_LIMIT_MS && f == NULL; waited += 100) {
-    f = fopen(path, "r");
-    if (f == NULL)
-      sleep_ms(100);
-  }
-  assert_non_null(f);
   char modes[4096];
-  size_t n = fread(modes, 1, sizeof modes - 1, f);
-  modes[n] = '\0';
-  fclose(f);
+  assert_true(tmux_wait_file(path, modes, sizeof modes));
   for (char *p = modes; *p; p++)
     if (*p == '\n' || *p == ';')
       *p = ' ';
@@ -587,12 +577,10 @@ static void test_hangup_detaches(void **state) {
 static void test_run_unsafe_dir(void **state) {
   (void)state;
   SKIP_IF_NEEDED();
-  session_teardown(state);
-  session_env = "export MEMSTATS_DIR=\"$TMPDIR/unsafe\"\n"
-                "mkdir -p \"$MEMSTATS_DIR\" && chmod 777 \"$MEMSTATS_DIR\"\n";
-  int rc = session_setup(state);
-  session_env = "";
-  assert_int_equal(rc, 0);
+  new_session(state,
+              "export MEMSTATS_DIR=\"$TMPDIR/unsafe\"\n"
+              "mkdir -p \"$MEMSTATS_DIR\" && chmod 777 \"$MEMSTATS_DIR\"\n",
+              NULL);
   WAIT_FOR("MEMTOP-EXIT=1");
   capture_pane("-J"); /* the message, its wrapped lines joined */
   assert_non_null(strstr(screen_buf, "not starting demo"));
@@ -820,21 +808,11 @@ static void test_no_mouse(void **state) {
 static void test_tree(void **state) {
   (void)state;
   SKIP_IF_NEEDED();
-  char env[6000], preload[1200];
-  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
-           build_dir);
-  if (access(preload, R_OK) != 0)
-    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  char env[6000];
   snprintf(env, sizeof env,
            "LD_PRELOAD='%s' sh -c \"%s & %s & wait\" >/dev/null 2>&1 &\n",
-           preload, target_cmd, target_cmd);
-  session_teardown(state);
-  session_env = env;
-  session_cmd = "-d 0.2";
-  int rc = session_setup(state);
-  session_env = "";
-  session_cmd = NULL;
-  assert_int_equal(rc, 0);
+           target_preload, target_cmd, target_cmd);
+  new_session(state, env, "-d 0.2");
   WAIT_FOR("3 processes");
   keys("t");
   WAIT_FOR("\xe2\x94\x9c\xe2\x94\x80 "); /* the first worker: a sibling below */
@@ -863,13 +841,7 @@ static void test_attach_key(void **state) {
   snprintf(env, sizeof env, "%ssleep 600 & echo $! > '%s'\n", preload_env,
            pidfile);
   snprintf(cmd, sizeof cmd, "-d 0.2 \"$(cat '%s')\"", pidfile);
-  session_teardown(state);
-  session_env = env;
-  session_cmd = cmd;
-  int rc = session_setup(state);
-  session_env = "";
-  session_cmd = NULL;
-  assert_int_equal(rc, 0);
+  new_session(state, env, cmd);
   WAIT_FOR("Press a to attach");
   FILE *f = fopen(pidfile, "r");
   int pid = 0;
@@ -899,26 +871,16 @@ static void test_attach_key(void **state) {
 static void test_combining_name(void **state) {
   (void)state;
   SKIP_IF_NEEDED();
-  char env[6000], preload[1200], demo[1200], link[1200];
-  snprintf(preload, sizeof preload, "%s/plain/libmemstats-preload.so",
-           build_dir);
-  if (access(preload, R_OK) != 0)
-    snprintf(preload, sizeof preload, "%s/libmemstats-preload.so", build_dir);
+  char env[6000], demo[1200], link[1200];
   /* target_cmd is the demo's path in quotes. */
   snprintf(demo, sizeof demo, "%.*s", (int)strlen(target_cmd) - 2,
            target_cmd + 1);
   snprintf(link, sizeof link, "%s/cafe\xcc\x81", tmp_dir);
   unlink(link);
   assert_int_equal(symlink(demo, link), 0);
-  snprintf(env, sizeof env, "LD_PRELOAD='%s' '%s' >/dev/null 2>&1 &\n", preload,
-           link);
-  session_teardown(state);
-  session_env = env;
-  session_cmd = "-d 0.2";
-  int rc = session_setup(state);
-  session_env = "";
-  session_cmd = NULL;
-  assert_int_equal(rc, 0);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' '%s' >/dev/null 2>&1 &\n",
+           target_preload, link);
+  new_session(state, env, "-d 0.2");
   WAIT_FOR("/cafe\xcc\x81");
   assert_null(strstr(screen_buf, "cafe?"));
   keys("p");
@@ -931,13 +893,7 @@ static void test_combining_name(void **state) {
 
 /* Waits for the light scheme's title line (white on blue). */
 static int wait_title_blue(void) {
-  for (long waited = 0; waited < WAIT_LIMIT_MS; waited += 100) {
-    if (strstr(capture_pane("-e"), "\033[44mmemtop") != NULL)
-      return 1;
-    sleep_ms(100);
-  }
-  print_error("no white-on-blue title; the screen shows:\n%s\n", screen_buf);
-  return 0;
+  return tmux_wait_screen_flags(&tm, "-e", "\033[44mmemtop", 1);
 }
 
 /* F2's settings go to $XDG_CONFIG_HOME/memtop/memtoprc and come back on
@@ -961,16 +917,7 @@ static void test_setup_config(void **state) {
   /* The light scheme: the title white on blue (the default's is black on
    * cyan). */
   assert_true(wait_title_blue());
-  FILE *f = NULL;
-  for (long waited = 0; waited < WAIT_LIMIT_MS && f == NULL; waited += 100) {
-    f = fopen(path, "r");
-    if (f == NULL)
-      sleep_ms(100);
-  }
-  assert_non_null(f);
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  text[n] = '\0';
-  fclose(f);
+  assert_true(tmux_wait_file(path, text, sizeof text));
   assert_non_null(strstr(text, "sort=user\n"));
   assert_non_null(strstr(text, "scheme=light\n"));
   quit_stop("q");
@@ -1015,13 +962,10 @@ static void test_term_unusable(void **state) {
            "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
            "verify_asan_link_order=0\"\n",
            build_dir);
-  session_teardown(state); /* this test makes its own sessions */
+  /* This test makes its own sessions; the last is left for the
+   * teardown. */
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    session_env = cases[i].env != NULL ? cases[i].env : no_curses;
-    session_cmd = "";
-    assert_int_equal(session_setup(state), 0);
-    session_env = "";
-    session_cmd = NULL;
+    new_session(state, cases[i].env != NULL ? cases[i].env : no_curses, "");
     WAIT_FOR("MEMTOP-EXIT=");
     if (strstr(screen_buf, cases[i].said) == NULL ||
         strstr(screen_buf, "MEMTOP-EXIT=2") == NULL)
@@ -1029,9 +973,7 @@ static void test_term_unusable(void **state) {
                cases[i].env != NULL ? cases[i].env : no_curses, cases[i].said,
                screen_buf);
     assert_null(strstr(screen_buf, "not available from this provider"));
-    session_teardown(state);
   }
-  assert_int_equal(session_setup(state), 0); /* for the teardown */
 }
 
 int main(void) {

@@ -125,6 +125,21 @@ static int mt_wait(mt_proc_t *p) {
   return p->status;
 }
 
+/* The one mt_proc_t, cleared for a test (static: a failed or skipped
+ * test leaves nothing behind, and its 256 KiB are no stack's). */
+static mt_proc_t *mt_new(void) {
+  static mt_proc_t proc;
+  return memset(&proc, 0, sizeof proc);
+}
+
+/* Gives memtop SEE_US to see and read what runs, then checks that it
+ * still runs. Returns its PID. */
+static pid_t mt_seen(mt_proc_t *p) {
+  usleep(SEE_US);
+  assert_true(mt_running(p));
+  return p->pid;
+}
+
 /* ---- what is in the socket directory ---- */
 
 /* How many sockets dir holds. */
@@ -142,14 +157,8 @@ static int sockets(void) {
 
 /* Waits until dir holds at least n sockets (RUN_LIMIT_S at most). */
 static void wait_sockets(int n) {
-  time_t start = time(NULL);
-
-  while (sockets() < n) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("%d sockets in %s after %d s, wanted %d", sockets(), dir,
-               RUN_LIMIT_S, n);
-    usleep(20000);
-  }
+  RUN_WAIT_UNTIL(sockets() >= n, "%d sockets in %s after %d s, wanted %d",
+                 sockets(), dir, RUN_LIMIT_S, n);
 }
 
 /* ---- the JSON lines ---- */
@@ -182,6 +191,26 @@ static size_t parse_lines(const char *text, line_t *v, size_t cap) {
     s = nl != NULL ? nl + 1 : s + len;
   }
   return n;
+}
+
+/* Waits for memtop's end, which must be status 0, and parses its JSON
+ * lines into v (at most cap). Returns how many. */
+static size_t mt_lines(mt_proc_t *p, line_t *v, size_t cap) {
+  assert_int_equal(mt_wait(p), 0);
+  return parse_lines(p->text, v, cap);
+}
+
+/* Whether pid is listed; fails the test if it is listed under another
+ * parent than ppid. */
+static int listed_under(const line_t *v, size_t n, int pid, int ppid) {
+  int seen = 0;
+
+  for (size_t i = 0; i < n; i++)
+    if (v[i].pid == pid) {
+      seen = 1;
+      assert_int_equal(v[i].ppid, ppid);
+    }
+  return seen;
 }
 
 /* How many lines have ppid. */
@@ -332,33 +361,40 @@ static size_t children(int pid, int *v, size_t cap) {
   return n;
 }
 
-/* tr_workers with n idle workers (they allocate nothing after the fork),
- * under the preload, its stdin a pipe whose end is *in. Returns its PID
- * once its own socket is there and its n workers are forked. */
-static pid_t start_idle(int n, int *in) {
-  char env[1400], count[16];
-  int pi[2], kids[16];
-  time_t start = time(NULL);
+/* tr_workers with the arguments count and mode (NULL: none from there
+ * on) under the preload, its stdin a pipe whose end is *in. Returns its
+ * PID. */
+static pid_t spawn_workers(const char *count, const char *mode, int *in) {
+  char env[1400];
+  int pi[2];
 
   assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
-  snprintf(count, sizeof count, "%d", n);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
     snprintf(env, sizeof env, "%s", preload);
     setenv("LD_PRELOAD", env, 1);
     dup2(pi[0], 0);
-    execl(workers, workers, count, "idle", (char *)NULL);
+    execl(workers, workers, count, mode, (char *)NULL);
     _exit(126);
   }
   close(pi[0]);
   *in = pi[1];
-  while (!has_socket(pid) || children(pid, kids, 16) < (size_t)n) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("tr_workers %d idle: no socket or workers after %d s", n,
-               RUN_LIMIT_S);
-    usleep(20000);
-  }
+  return pid;
+}
+
+/* tr_workers with n idle workers (they allocate nothing after the fork),
+ * as spawn_workers starts it. Returns its PID once its own socket is
+ * there and its n workers are forked. */
+static pid_t start_idle(int n, int *in) {
+  char count[16];
+  int kids[16];
+
+  snprintf(count, sizeof count, "%d", n);
+  pid_t pid = spawn_workers(count, "idle", in);
+  RUN_WAIT_UNTIL(has_socket(pid) && children(pid, kids, 16) >= (size_t)n,
+                 "tr_workers %d idle: no socket or workers after %d s", n,
+                 RUN_LIMIT_S);
   return pid;
 }
 
@@ -417,9 +453,7 @@ static int teardown(void **state) {
  * memtop, in tree order; the text report names each one's parent. */
 static void test_run_workers(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   size_t n;
 
   (void)state;
@@ -429,11 +463,8 @@ static void test_run_workers(void **state) {
                         "0.2",  "--",  workers,  NULL};
   mt_start(p, argv);
   wait_sockets(4);
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  pid_t mpid = p->pid;
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
+  pid_t mpid = mt_seen(p);
+  n = mt_lines(p, v, 16);
   if (n != 4)
     fail_msg("%zu JSON lines, wanted the command and 3 workers:\n%s", n,
              p->text);
@@ -488,12 +519,9 @@ static int middle_of(const char *path) {
  * status, reporting both. mode is tr_daemon's third argument, or NULL. */
 static void run_daemon(const char *mode) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char stop[256], pidfile[256];
   size_t n;
-  time_t start;
 
   if (!have_preload())
     skip();
@@ -509,8 +537,7 @@ static void run_daemon(const char *mode) {
     /* The middle process ends its main thread and waits for the file
      * STOP.middle: memtop, whose command has ended, waits too. */
     char release[300];
-    usleep(SEE_US);
-    assert_true(mt_running(p));
+    mt_seen(p);
     snprintf(release, sizeof release, "%s.middle", stop);
     int rfd = open(release, O_WRONLY | O_CREAT, 0600);
     assert_true(rfd >= 0);
@@ -518,31 +545,20 @@ static void run_daemon(const char *mode) {
   }
   /* The daemon may write its file before the middle process has ended:
    * its parent is read once that one has (RUN_LIMIT_S at most). */
-  start = time(NULL);
-  while (ppid_of(dpid) == mid) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("the middle process %d did not end", mid);
-    usleep(20000);
-  }
+  RUN_WAIT_UNTIL(ppid_of(dpid) != mid, "the middle process %d did not end",
+                 mid);
   assert_int_equal(ppid_of(dpid), p->pid); /* re-parented to memtop */
   /* The command and the middle process have ended: reaped, not left as
    * zombies (memtop reaps on SIGCHLD: wait for it, with a deadline). */
-  start = time(NULL);
-  while (zombie_children(p->pid) > 0) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("memtop leaves %d zombie children", zombie_children(p->pid));
-    usleep(20000);
-  }
-  usleep(SEE_US);
+  RUN_WAIT_UNTIL(zombie_children(p->pid) == 0,
+                 "memtop leaves %d zombie children", zombie_children(p->pid));
   /* The command's exit was not the end. */
-  assert_true(mt_running(p));
+  pid_t mpid = mt_seen(p);
   assert_int_equal(zombie_children(p->pid), 0);
-  pid_t mpid = p->pid;
   int fd = open(stop, O_WRONLY | O_CREAT, 0600);
   assert_true(fd >= 0);
   close(fd);
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
+  n = mt_lines(p, v, 16);
   if (n != 2)
     fail_msg("%zu JSON lines, wanted the command and its daemon:\n%s", n,
              p->text);
@@ -574,9 +590,7 @@ static void test_run_daemon_slow_middle(void **state) {
  * daemon, which the signal did not reach, running. */
 static void test_run_signal_leaves_daemon(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char stop[256], pidfile[256], script[2048];
 
   (void)state;
@@ -593,8 +607,7 @@ static void test_run_signal_leaves_daemon(void **state) {
   mt_start(p, argv);
   int dpid = wait_pid_file(pidfile);
   wait_sockets(1);
-  usleep(SEE_US);
-  assert_true(mt_running(p));
+  mt_seen(p);
   kill(p->pid, SIGTERM);
   assert_int_equal(mt_wait(p), 128 + SIGTERM);
   assert_int_equal(kill(dpid, 0), 0); /* the daemon runs on */
@@ -605,9 +618,7 @@ static void test_run_signal_leaves_daemon(void **state) {
 /* python3's multiprocessing.Pool(3) (fork): the workers appear. */
 static void test_run_python_pool(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   size_t n;
 
   (void)state;
@@ -636,10 +647,8 @@ static void test_run_python_pool(void **state) {
                         "-c",   script, stop,     NULL};
   mt_start(p, argv);
   wait_sockets(4);
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
+  mt_seen(p);
+  n = mt_lines(p, v, 16);
   if (n < 4)
     fail_msg("%zu JSON lines, wanted python3 and its 3 workers:\n%s", n,
              p->text);
@@ -741,9 +750,7 @@ static int nginx_conf(char *prefix, size_t plen, char *conf, size_t clen,
  * memtop, and its 3 workers under it; it ends when nginx is stopped. */
 static void test_run_nginx(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char conf[256], pidfile[256], prefix[128];
   const char *nginx;
   size_t n;
@@ -773,16 +780,11 @@ static void test_run_nginx(void **state) {
                sockets(), dir, RUN_LIMIT_S);
     http_get(port);
   }
-  usleep(SEE_US);
-  assert_true(mt_running(p)); /* nginx itself exited at once */
-  assert_int_equal(ppid_of(master), p->pid);
-  pid_t mpid = p->pid;
+  pid_t mpid = mt_seen(p); /* nginx itself exited at once */
+  assert_int_equal(ppid_of(master), mpid);
   stop_daemon(pidfile, SIGQUIT); /* nginx's graceful stop */
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
-  for (size_t i = 0; i < n; i++)
-    if (v[i].pid == master)
-      assert_int_equal(v[i].ppid, mpid);
+  n = mt_lines(p, v, 16);
+  listed_under(v, n, master, mpid);
   if (children_of(v, n, master) != 3)
     fail_msg("wanted the master %d's 3 workers:\n%s", master, p->text);
   assert_tree_order(v, n);
@@ -795,9 +797,7 @@ static void test_run_nginx(void **state) {
  * it. */
 static void test_run_nginx_idle(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char conf[256], pidfile[256], prefix[128];
   const char *nginx;
   size_t n;
@@ -813,18 +813,10 @@ static void test_run_nginx_idle(void **state) {
   mt_start(p, argv);
   int master = wait_pid_file(pidfile);
   wait_sockets(4); /* the master and its 3 workers, woken */
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  pid_t mpid = p->pid;
+  pid_t mpid = mt_seen(p);
   stop_daemon(pidfile, SIGQUIT);
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
-  int seen = 0;
-  for (size_t i = 0; i < n; i++)
-    if (v[i].pid == master) {
-      seen = 1;
-      assert_int_equal(v[i].ppid, mpid);
-    }
+  n = mt_lines(p, v, 16);
+  int seen = listed_under(v, n, master, mpid);
   if (!seen || children_of(v, n, master) != 3)
     fail_msg("wanted the master %d and its 3 idle workers:\n%s", master,
              p->text);
@@ -963,9 +955,7 @@ static int socket_in(const char *sdir, int pid) {
  * (JSON ppid). */
 static void test_run_postgres(void **state) {
   static line_t v[32];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char bindir[1024], postgres[1200], initdb[1200], pg[128], ms[128], run[128];
   char log[160], pidfile[160], ruid[32], rgid[32];
   int in[2], back[8];
@@ -1041,49 +1031,29 @@ static void test_run_postgres(void **state) {
   setenv("MEMSTATS_DIR", dir, 1);
   snprintf(pidfile, sizeof pidfile, "%s/postmaster.pid", pg);
   int postmaster = wait_pid_file(pidfile);
-  time_t start = time(NULL);
-  while (!file_has(pidfile, "ready")) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("the postmaster is not ready after %d s", RUN_LIMIT_S);
-    usleep(20000);
-  }
+  RUN_WAIT_UNTIL(file_has(pidfile, "ready"),
+                 "the postmaster is not ready after %d s", RUN_LIMIT_S);
   psql[0] = psql_session(bindir, run, &in[0]);
   psql[1] = psql_session(bindir, run, &in[1]);
-  start = time(NULL);
   size_t nb;
-  while ((nb = pg_backends(postmaster, back, 8)) < 2 ||
-         !socket_in(ms, postmaster) || !socket_in(ms, back[0]) ||
-         !socket_in(ms, back[1])) {
-    if (time(NULL) - start > RUN_LIMIT_S)
-      fail_msg("after %d s: %zu backends; sockets: postmaster %d, "
-               "backends %d %d",
-               RUN_LIMIT_S, nb, socket_in(ms, postmaster),
-               nb > 0 && socket_in(ms, back[0]),
-               nb > 1 && socket_in(ms, back[1]));
-    usleep(20000);
-  }
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  pid_t mpid = p->pid;
+  RUN_WAIT_UNTIL((nb = pg_backends(postmaster, back, 8)) >= 2 &&
+                     socket_in(ms, postmaster) && socket_in(ms, back[0]) &&
+                     socket_in(ms, back[1]),
+                 "after %d s: %zu backends; sockets: postmaster %d, "
+                 "backends %d %d",
+                 RUN_LIMIT_S, nb, socket_in(ms, postmaster),
+                 nb > 0 && socket_in(ms, back[0]),
+                 nb > 1 && socket_in(ms, back[1]));
+  pid_t mpid = mt_seen(p);
   close(in[0]);
   close(in[1]);
   waitpid(psql[0], NULL, 0);
   waitpid(psql[1], NULL, 0);
   kill(postmaster, SIGINT); /* the fast shutdown */
-  assert_int_equal(mt_wait(p), 0);
-  size_t n = parse_lines(p->text, v, 32);
-  int seen[3] = {0, 0, 0};
-  for (size_t i = 0; i < n; i++) {
-    if (v[i].pid == postmaster) {
-      seen[0] = 1;
-      assert_int_equal(v[i].ppid, mpid);
-    }
-    for (int b = 0; b < 2; b++)
-      if (v[i].pid == back[b]) {
-        seen[1 + b] = 1;
-        assert_int_equal(v[i].ppid, postmaster);
-      }
-  }
+  size_t n = mt_lines(p, v, 32);
+  int seen[3] = {listed_under(v, n, postmaster, mpid),
+                 listed_under(v, n, back[0], postmaster),
+                 listed_under(v, n, back[1], postmaster)};
   if (!seen[0] || !seen[1] || !seen[2])
     fail_msg("wanted the postmaster %d and its backends %d %d:\n%s", postmaster,
              back[0], back[1], p->text);
@@ -1094,9 +1064,7 @@ static void test_run_postgres(void **state) {
  * the daemon and ends when it is shut down. */
 static void test_run_redis(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   char pidfile[256], sock[256];
   const char *redis = access("/usr/bin/redis-server", X_OK) == 0
                           ? "/usr/bin/redis-server"
@@ -1120,20 +1088,11 @@ static void test_run_redis(void **state) {
       "--save",       "",    NULL};
   mt_start(p, argv);
   int dpid = wait_pid_file(pidfile);
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  assert_int_equal(ppid_of(dpid), p->pid);
-  pid_t mpid = p->pid;
+  pid_t mpid = mt_seen(p);
+  assert_int_equal(ppid_of(dpid), mpid);
   stop_daemon(pidfile, SIGTERM);
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
-  int seen = 0;
-  for (size_t i = 0; i < n; i++)
-    if (v[i].pid == dpid) {
-      seen = 1;
-      assert_int_equal(v[i].ppid, mpid);
-    }
-  if (!seen)
+  n = mt_lines(p, v, 16);
+  if (!listed_under(v, n, dpid, mpid))
     fail_msg("the daemon %d is not reported:\n%s", dpid, p->text);
 }
 
@@ -1142,24 +1101,14 @@ static void test_run_redis(void **state) {
 static void test_pid_tree(void **state) {
   static line_t v[16];
   static run_result_t res;
-  char env[1400], pidstr[16];
-  int pi[2];
+  char pidstr[16];
+  int in;
   size_t n;
 
   (void)state;
   if (!have_preload())
     skip();
-  assert_int_equal(pipe2(pi, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    snprintf(env, sizeof env, "%s", preload);
-    setenv("LD_PRELOAD", env, 1);
-    dup2(pi[0], 0);
-    execl(workers, workers, (char *)NULL);
-    _exit(126);
-  }
-  close(pi[0]);
+  pid_t pid = spawn_workers(NULL, NULL, &in);
   wait_sockets(4);
   snprintf(pidstr, sizeof pidstr, "%d", (int)pid);
   char tree[] = "--tree", json[] = "--json", once[] = "--once";
@@ -1176,7 +1125,7 @@ static void test_pid_tree(void **state) {
   snprintf(pidstr, sizeof pidstr, "%d", v[1].pid);
   assert_int_equal(run_capture_as(&res, argv, -1, NULL), 0);
   assert_int_equal(parse_lines(res.out, v, 16), 1);
-  close(pi[1]);
+  close(in);
   waitpid(pid, NULL, 0);
   /* --tree needs one PID. */
   char *none[] = {memtop, tree, once, NULL};
@@ -1227,9 +1176,7 @@ static void test_attach_wakes_idle_child(void **state) {
  * fork: memtop wakes them, and all 4 are reported in tree order. */
 static void test_run_idle_workers(void **state) {
   static line_t v[16];
-  /* Static: a failed or skipped test leaves nothing behind. */
-  static mt_proc_t proc;
-  mt_proc_t *p = memset(&proc, 0, sizeof proc);
+  mt_proc_t *p = mt_new();
   size_t n;
 
   (void)state;
@@ -1239,11 +1186,8 @@ static void test_run_idle_workers(void **state) {
                         "--",   workers, "3",      "idle",   NULL};
   mt_start(p, argv);
   wait_sockets(4);
-  usleep(SEE_US);
-  assert_true(mt_running(p));
-  pid_t mpid = p->pid;
-  assert_int_equal(mt_wait(p), 0);
-  n = parse_lines(p->text, v, 16);
+  pid_t mpid = mt_seen(p);
+  n = mt_lines(p, v, 16);
   if (n != 4)
     fail_msg("%zu JSON lines, wanted the command and its 3 idle workers:\n%s",
              n, p->text);

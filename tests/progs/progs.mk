@@ -131,7 +131,7 @@ $(BUILD)/progs/at_cxx: tests/progs/at_cxx.cc $(PL_PRELOAD)
 TEST_PROGS += $(BUILD)/progs/at_static
 $(BUILD)/progs/at_static: tests/progs/at_alloc.c
 	@mkdir -p $(@D)
-	-$(CC) $(PL_CFLAGS) -static -o $@ $< -pthread
+	-$(CC) $(PL_CFLAGS) -static -DAT_STATIC -o $@ $< -pthread
 
 # ---- the process trees' targets (tr_*) ----------------------------------------
 # Run under `memtop run`'s preload (tests/integration/test_trees.c), so built

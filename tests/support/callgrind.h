@@ -3,13 +3,15 @@
  * valgrind's callgrind, the same on a loaded machine as on a quiet one
  * (which a timing is not). What one operation costs is the difference of
  * two runs of different lengths divided by the difference of lengths:
- * start-up and exit cancel out. Used by test_hotpath_cost and
- * test_linked_profile; no cmocka here. Header only, like the other
- * helpers here.
+ * start-up and exit cancel out. Used by test_hotpath_cost,
+ * test_start_cost and test_linked_profile; no cmocka here but in the skip
+ * macros, which expand in a test. Header only, like the other helpers
+ * here.
  */
 #ifndef MS_TESTS_SUPPORT_CALLGRIND_H
 #define MS_TESTS_SUPPORT_CALLGRIND_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,7 +20,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "support/host.h"
 #include "support/target_proc.h"
+
+/* In a cmocka test: skips it, saying so, where valgrind is not
+ * installed. */
+#define CG_SKIP_UNLESS_VALGRIND()                                              \
+  do {                                                                         \
+    if (!host_have_program("valgrind")) {                                      \
+      print_message("skipped: valgrind is not installed\n");                   \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* In a cmocka test: skips it in a sanitizer build, saying why (a string
+ * literal): what it counts is the plain build's, or valgrind cannot run
+ * what the sanitizer built. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CG_SKIP_IF_SANITIZED(why)                                              \
+  do {                                                                         \
+    print_message("skipped: " why "\n");                                       \
+    skip();                                                                    \
+  } while (0)
+#else
+#define CG_SKIP_IF_SANITIZED(why)                                              \
+  do {                                                                         \
+  } while (0)
+#endif
 
 /* Runs argv (at most 16 words) under `valgrind --tool=callgrind`, its
  * stdin and stdout /dev/null, after the environment changes env
@@ -105,6 +133,83 @@ static inline int cg_run(const char *const argv[], const char *const env[],
              WIFEXITED(st) ? WEXITSTATUS(st) : -1,
              found ? "counted" : "no \"Collected\" line");
   return -1;
+}
+
+/* A run under callgrind whose profiles are kept to be read (cg_calls):
+ * in a directory of its own, one profile a process with per_process
+ * (callgrind's %p: a fork child's starts with its parent's counts at the
+ * fork, unless VALGRIND_OPTS says otherwise), else the one at out. */
+typedef struct cg_profile_s {
+  char dir[64];             /* its own directory, "" until made */
+  char out[96];             /* dir/cg.out, or dir/cg.%p */
+  unsigned long long total; /* the instructions counted */
+  char why[512];            /* why the run failed */
+} cg_profile_t;
+
+/* Makes p's directory, under /tmp and named after name. Returns 0, or
+ * -1 (then p->why says why and cg_profile_run fails). */
+static inline int cg_profile_begin(cg_profile_t *p, const char *name) {
+  p->total = 0;
+  p->why[0] = '\0';
+  p->out[0] = '\0';
+  snprintf(p->dir, sizeof p->dir, "/tmp/%.32s.XXXXXX", name);
+  if (mkdtemp(p->dir) != NULL)
+    return 0;
+  snprintf(p->why, sizeof p->why, "mkdtemp %s: %s", p->dir, strerror(errno));
+  p->dir[0] = '\0';
+  return -1;
+}
+
+/* Runs argv with env as cg_run does, its profile(s) in p's directory.
+ * Returns 0, or -1 with the cause in p->why. */
+static inline int cg_profile_run(cg_profile_t *p, const char *const argv[],
+                                 const char *const env[], int per_process) {
+  if (p->dir[0] == '\0')
+    return -1;
+  snprintf(p->out, sizeof p->out, "%s/%s", p->dir,
+           per_process ? "cg.%p" : "cg.out");
+  return cg_run(argv, env, p->out, &p->total, p->why, sizeof p->why);
+}
+
+/* Removes p's directory and what is in it (the profiles, and whatever
+ * else the run left there). */
+static inline void cg_profile_end(cg_profile_t *p) {
+  DIR *d = p->dir[0] != '\0' ? opendir(p->dir) : NULL;
+  struct dirent *e;
+  char path[400];
+  while (d != NULL && (e = readdir(d)) != NULL)
+    if (e->d_name[0] != '.') {
+      snprintf(path, sizeof path, "%s/%.255s", p->dir, e->d_name);
+      unlink(path);
+    }
+  if (d != NULL) {
+    closedir(d);
+    rmdir(p->dir);
+  }
+  p->dir[0] = '\0';
+}
+
+static inline long long cg_calls(const char *path, const char *prefix);
+
+/* Runs argv with env under callgrind (cg_run) in a directory of its own
+ * under /tmp named after name, and counts the calls of fns[0..n) (name
+ * prefixes, as cg_calls) into calls[], the instructions into *total;
+ * removes its profile. Returns 0, or -1 with the cause in why. */
+static inline int cg_run_calls(const char *name, const char *const argv[],
+                               const char *const env[], const char *const fns[],
+                               long long calls[], size_t n,
+                               unsigned long long *total, char *why,
+                               size_t whylen) {
+  cg_profile_t p;
+  int rc = cg_profile_begin(&p, name);
+  if (rc == 0)
+    rc = cg_profile_run(&p, argv, env, 0);
+  for (size_t i = 0; i < n; i++)
+    calls[i] = rc == 0 ? cg_calls(p.out, fns[i]) : -1;
+  cg_profile_end(&p);
+  *total = p.total;
+  snprintf(why, whylen, "%s", p.why);
+  return rc;
 }
 
 /* The calls a callgrind profile (cg_run's out) counts to the functions

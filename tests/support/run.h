@@ -26,6 +26,18 @@
  * fails instead of waiting for the suite's own limit. */
 #define RUN_LIMIT_S 30
 
+/* Waits until cond holds, looking every 20 ms; after RUN_LIMIT_S fails
+ * the test with the message (fail_msg's printf form, evaluated then). */
+#define RUN_WAIT_UNTIL(cond, ...)                                              \
+  do {                                                                         \
+    time_t run_wait_start_ = time(NULL);                                       \
+    while (!(cond)) {                                                          \
+      if (time(NULL) - run_wait_start_ > RUN_LIMIT_S)                          \
+        fail_msg(__VA_ARGS__);                                                 \
+      usleep(20000);                                                           \
+    }                                                                          \
+  } while (0)
+
 typedef struct run_result_s {
   int status; /* exit status, or 128+signal */
   char out[256 * 1024];

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/host.h"
 #include "support/run.h"
 
 #define TMUX_WAIT_LIMIT_MS 20000 /* far beyond what a working memtop needs */
@@ -27,6 +28,27 @@ typedef struct tmux_s {
   char sock[256];         /* the server's socket */
   char screen[64 * 1024]; /* the last capture */
 } tmux_t;
+
+/* What a test of memtop's live view on the demo needs of the build
+ * directory build: tmux, memtop, and the demo, whose path goes into demo
+ * (a sanitizer build's own demo cannot take the plain preload, the
+ * sanitizer's runtime must come first: such a build keeps a plain demo
+ * beside the plain preload, tests/progs/progs.mk). Returns NULL, or why
+ * the test is skipped. */
+static inline const char *tmux_demo_needs(const char *build, char *demo,
+                                          size_t len) {
+  snprintf(demo, len, "%s/memtop", build);
+  if (!host_have_program("tmux"))
+    return "tmux is not installed (apt-get install tmux)";
+  if (access(demo, X_OK) != 0)
+    return "memtop is not built in this build directory (make)";
+  snprintf(demo, len, "%s/plain/contrib/demo", build);
+  if (access(demo, X_OK) != 0)
+    snprintf(demo, len, "%s/contrib/demo", build);
+  if (access(demo, X_OK) != 0)
+    return "contrib/demo is not built in this build directory (make)";
+  return NULL;
+}
 
 static inline void tmux_sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -126,17 +148,45 @@ static inline int tmux_resize(tmux_t *t, int cols, int rows) {
                 rows);
 }
 
-/* Waits until the screen contains (or, with want == 0, lacks) `text`;
- * returns 1, or 0 after TMUX_WAIT_LIMIT_MS, printing the screen. */
-static inline int tmux_wait_screen(tmux_t *t, const char *text, int want) {
+/* Waits until the screen, captured with `flags` (tmux_capture_flags),
+ * contains (or, with want == 0, lacks) `text`; returns 1, or 0 after
+ * TMUX_WAIT_LIMIT_MS, printing the screen. */
+static inline int tmux_wait_screen_flags(tmux_t *t, const char *flags,
+                                         const char *text, int want) {
   for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS; waited += 100) {
-    if ((strstr(tmux_capture(t), text) != NULL) == want)
+    if ((strstr(tmux_capture_flags(t, flags), text) != NULL) == want)
       return 1;
     tmux_sleep_ms(100);
   }
   print_error("the screen never %s \"%s\"; it shows:\n%s\n",
               want ? "showed" : "lost", text, t->screen);
   return 0;
+}
+
+static inline int tmux_wait_screen(tmux_t *t, const char *text, int want) {
+  return tmux_wait_screen_flags(t, "", text, want);
+}
+
+/* Waits until the file at path can be opened (one the session's shell
+ * writes: whole once it is there, written beside and renamed) and reads
+ * it into buf (len bytes, NUL-terminated, what does not fit left out);
+ * returns 1, or 0 after TMUX_WAIT_LIMIT_MS. */
+static inline int tmux_wait_file(const char *path, char *buf, size_t len) {
+  FILE *f = NULL;
+  for (long waited = 0; waited < TMUX_WAIT_LIMIT_MS && f == NULL;
+       waited += 100) {
+    f = fopen(path, "r");
+    if (f == NULL)
+      tmux_sleep_ms(100);
+  }
+  if (f == NULL) {
+    print_error("no file %s after %d ms\n", path, TMUX_WAIT_LIMIT_MS);
+    return 0;
+  }
+  size_t n = fread(buf, 1, len - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return 1;
 }
 
 #endif
