@@ -27,9 +27,18 @@
  * preload's mmap interposer would list it among the program's own
  * mappings (OtherSys, OffHeapReleased), and it is BuckHashSys alone. The
  * fixed parts (filter, hash heads, address table: written anywhere) are
- * touched whole when it is made, so they are backed; the bucket array and the
- * stack words are filled from their start, so only their used prefix is
- * ever touched. BuckHashSys counts exactly those backed pages. When a part is
+ * backed page by page as they are first written, each page noted in a
+ * bitmap on the mapping's first page (`seen`, written when the table is
+ * made) and counted then; a page only read (every free reads the filter)
+ * is the kernel's zero page, backed by nothing. The
+ * bucket array and the stack words are filled from their start, so only
+ * their used prefix is ever touched. BuckHashSys counts exactly those
+ * backed pages. A process with a few live samples (a shell, make, a
+ * short program: issue 18 item 12) backs a few pages of the 352 KiB of
+ * fixed parts at the default size, not all 88: its RSS is that much
+ * smaller, and each fork copies that many fewer page table entries and
+ * its child's exit frees them (88 written pages cost a fork about 10 us,
+ * parent and child, in a process of 30 pages otherwise). When a part is
  * full the sample is dropped and counted (`dropped`, sent as the profile's
  * buckets_dropped): a bounded table, a known loss.
  */
@@ -70,18 +79,37 @@ static uint32_t filter_index(const void *p) {
   return ms__prof_filter_index(p);
 }
 
-/* Counts the pages of the table that are backed now in BuckHashSys. */
+/* Counts the used prefixes of the bucket array and the stack words that
+ * are backed now in BuckHashSys. */
 static void account(ms__prof_table_t *t) {
   size_t fixed = (size_t)((uint8_t *)t->buckets - (uint8_t *)t->map);
-  size_t used = fixed +
-                round_page((size_t)t->nbuckets * sizeof(ms__prof_bucket_t)) +
+  size_t used = round_page((size_t)t->nbuckets * sizeof(ms__prof_bucket_t)) +
                 round_page((size_t)t->stack_used * 8);
-  if (used > t->map_len)
-    used = t->map_len;
-  if (used > t->touched) {
-    ms__sys_add_internal(MS_SYS_BUCKHASH, (int64_t)(used - t->touched));
-    t->touched = used;
+  if (used > t->map_len - fixed)
+    used = t->map_len - fixed;
+  if (used > t->prefix) {
+    ms__sys_add_internal(MS_SYS_BUCKHASH, (int64_t)(used - t->prefix));
+    t->touched += used - t->prefix;
+    t->prefix = used;
   }
+}
+
+/* Whether page `page` of the fixed parts (from the filter on) has been
+ * written since the table was made. */
+static int page_seen(const ms__prof_table_t *t, size_t page) {
+  return (t->seen[page >> 3] & (1u << (page & 7))) != 0;
+}
+
+/* Before a write at w, in the fixed parts (the lock held): its page
+ * counted in BuckHashSys the first time. */
+static void touch(ms__prof_table_t *t, const void *w) {
+  size_t page =
+      (size_t)((const uint8_t *)w - (const uint8_t *)t->filter) / PAGE;
+  if (page >= t->fixed_pages || page_seen(t, page))
+    return;
+  t->seen[page >> 3] |= (uint8_t)(1u << (page & 7));
+  t->touched += PAGE;
+  ms__sys_add_internal(MS_SYS_BUCKHASH, PAGE);
 }
 
 /* Everything but the lock: a table in static storage has a ready one,
@@ -101,9 +129,13 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
   t->nheads = pow2_at_least(buckets * 2);
   t->cap_addr = pow2_at_least(addr_slots < 16 ? 16 : addr_slots);
   t->stack_cap = stack_words;
-  /* Laid out: filter, heads, addresses (the fixed parts, touched
-   * anywhere), then buckets and stacks (filled from their start). */
-  size_t off_heads = round_page(FILTER_SIZE);
+  /* Laid out: the bitmap of the fixed parts' written pages, filter,
+   * heads, addresses (the fixed parts, touched anywhere), then buckets
+   * and stacks (filled from their start). */
+  size_t fixed = round_page(FILTER_SIZE) + round_page((size_t)t->nheads * 4) +
+                 round_page((size_t)t->cap_addr * sizeof(ms__prof_addr_t));
+  size_t off_filter = round_page(fixed / PAGE / 8 + 1);
+  size_t off_heads = off_filter + round_page(FILTER_SIZE);
   size_t off_addrs = off_heads + round_page((size_t)t->nheads * 4);
   size_t off_buckets =
       off_addrs + round_page((size_t)t->cap_addr * sizeof(ms__prof_addr_t));
@@ -116,12 +148,17 @@ int ms__prof_table_init(ms__prof_table_t *t, uint32_t buckets,
     clear_but_lock(t);
     return MS_ENOMEM;
   }
-  /* Backed from the start: one write per page of the fixed parts. */
-  for (size_t off = 0; off < off_buckets; off += PAGE)
+  /* The bitmap is backed now; the fixed parts as they are written
+   * (touch). */
+  t->fixed_pages = (uint32_t)(fixed / PAGE);
+  for (size_t off = 0; off < off_filter; off += PAGE)
     ((volatile uint8_t *)m)[off] = 0;
+  t->touched = off_filter;
+  ms__sys_add_internal(MS_SYS_BUCKHASH, (int64_t)off_filter);
   t->map = m;
   t->map_len = len;
-  t->filter = m;
+  t->seen = m;
+  t->filter = (uint8_t *)m + off_filter;
   t->heads = (uint32_t *)((uint8_t *)m + off_heads);
   t->addrs = (ms__prof_addr_t *)((uint8_t *)m + off_addrs);
   t->buckets = (ms__prof_bucket_t *)((uint8_t *)m + off_buckets);
@@ -207,6 +244,7 @@ static ms__prof_bucket_t *bucket_for(ms__prof_table_t *t, const uint64_t *stack,
   memcpy(&t->stacks[t->stack_used], stack, (size_t)depth * 8);
   t->stack_used += depth;
   b->next = *head;
+  touch(t, head);
   *head = ++t->nbuckets;
   account(t);
   return b;
@@ -223,12 +261,15 @@ static void addr_insert(ms__prof_table_t *t, const void *p, uint64_t bucket) {
   uint32_t i = addr_slot(t, p);
   while (t->addrs[i].p != 0)
     i = (i + 1) & (t->cap_addr - 1);
+  touch(t, &t->addrs[i]); /* a slot never straddles two pages */
   t->addrs[i].p = (uint64_t)(uintptr_t)p;
   t->addrs[i].bucket = bucket;
   t->naddr++;
   uint8_t *f = &t->filter[filter_index(p)];
-  if (*f != 0xff)
+  if (*f != 0xff) {
+    touch(t, f);
     __atomic_store_n(f, (uint8_t)(*f + 1), __ATOMIC_RELAXED);
+  }
   if (t->live != NULL)
     __atomic_store_n(t->live, t->naddr, __ATOMIC_RELAXED);
   if (t->gate != NULL && t->naddr == 1)
@@ -273,7 +314,9 @@ uint64_t ms__prof_table_take(ms__prof_table_t *t, const void *p) {
   }
   uint64_t bucket = t->addrs[i].bucket;
   /* Backward-shift deletion: move up every later entry of the run whose
-   * home slot is not between the hole and it. */
+   * home slot is not between the hole and it. Every slot written here
+   * held an entry, and the filter's byte counted one: their pages are
+   * backed already. */
   uint32_t hole = i;
   for (uint32_t j = (i + 1) & mask; t->addrs[j].p != 0; j = (j + 1) & mask) {
     uint32_t home = addr_slot(t, (const void *)(uintptr_t)t->addrs[j].p);
@@ -326,13 +369,22 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
 void ms__prof_table_forget(ms__prof_table_t *t) {
   if (t->map == NULL)
     return;
-  /* The filter is read without the lock by every free: byte by byte,
-   * with the stores its readers' loads pair with. */
-  for (uint32_t i = 0; i < FILTER_SIZE; i++)
-    if (t->filter[i] != 0)
-      __atomic_store_n(&t->filter[i], (uint8_t)0, __ATOMIC_RELAXED);
-  memset(t->heads, 0, (size_t)t->nheads * sizeof *t->heads);
-  memset(t->addrs, 0, (size_t)t->cap_addr * sizeof *t->addrs);
+  /* The backed pages of the fixed parts only (the others hold zeros and
+   * are left unbacked). The filter is read without the lock by every
+   * free: byte by byte, with the stores its readers' loads pair with. */
+  size_t filter_pages = round_page(FILTER_SIZE) / PAGE;
+  for (size_t page = 0; page < t->fixed_pages; page++) {
+    if (!page_seen(t, page))
+      continue;
+    uint8_t *m = t->filter + page * PAGE;
+    if (page < filter_pages) {
+      for (uint32_t i = 0; i < PAGE; i++)
+        if (m[i] != 0)
+          __atomic_store_n(&m[i], (uint8_t)0, __ATOMIC_RELAXED);
+    } else {
+      memset(m, 0, PAGE);
+    }
+  }
   t->nbuckets = 0;
   t->stack_used = 0;
   t->naddr = 0;

@@ -179,6 +179,13 @@ typedef struct ms__prof_table_s {
   void *map;
   size_t map_len;
   size_t touched; /* bytes of the mapping counted in BuckHashSys */
+  size_t prefix;  /* of which the buckets' and stacks' used prefixes */
+  /* Pages of the filter, the heads and the address table, and which of
+   * them have been written (counted in BuckHashSys; one only read is the
+   * kernel's zero page, backed by nothing): a bit a page, at the start
+   * of the mapping (the table itself is in the fork section's page). */
+  uint8_t *seen;
+  uint32_t fixed_pages;
 } ms__prof_table_t;
 
 /* Maps the table's memory (one anonymous mapping, never malloc). Returns 0

@@ -61,7 +61,14 @@
  *    a directory of the bench's own). The goal: at most 1.05x bare with
  *    the agent on (issue 18: a fork child's agent starts outside the fork
  *    handler, and only in a child that lives on). BENCH_ONLY=forks runs
- *    this part alone.
+ *    this part alone. Beside them the floor the goal meets with the agent
+ *    on: tests/progs/pl_forkfaults' loop of 2,000 forks (the parent
+ *    allocates, forks and waits, the child allocates and exits), CPU per
+ *    fork, bare, bare with an idle thread of its own (glibc's fork takes
+ *    its multi-threaded path in any process that has made a thread: every
+ *    arena and stdio lock taken and reset, the thread's stack reclaimed
+ *    in the child), and under the preload with the agent off and on. The
+ *    agent on costs what the agent off costs plus what any thread costs.
  *
  * Figures only: nothing here fails on a slow machine.
  */
@@ -999,6 +1006,57 @@ static void bench_fork_workload(const char *title, const char *const argv[],
   }
 }
 
+/* pl_forkfaults n=2000 (thread: with an idle thread of its own), CPU time
+ * per fork, median of BENCH_RUNS, the four interleaved. */
+static void bench_fork_floor(const char *dir) {
+  enum { FL_BARE, FL_THREAD, FL_NOAGENT, FL_AGENT, NFL };
+  static const char *const name[NFL] = {
+      [FL_BARE] = "bare",
+      [FL_THREAD] = "bare, an idle thread",
+      [FL_NOAGENT] = "preload, MEMSTATS_AGENT=0",
+      [FL_AGENT] = "preload, agent on",
+  };
+  const int forks = 2000;
+  char exe[1200];
+  snprintf(exe, sizeof exe, "%s/progs/pl_forkfaults", build_dir);
+  if (access(exe, X_OK) != 0) {
+    printf("fork floor: %s missing, skipped\n", exe);
+    return;
+  }
+  double cpu[NFL][MAX_RUNS];
+  int n[NFL] = {0};
+  for (int r = 0; r < runs; r++) {
+    for (int c = 0; c < NFL; c++) {
+      const char *argv[] = {exe, "n=2000", c == FL_THREAD ? "thread" : NULL,
+                            NULL};
+      how_t how = {c == FL_BARE || c == FL_THREAD ? SO_NONE : SO_PRELOAD, NULL,
+                   NULL};
+      run_agent_dir = c == FL_AGENT ? dir : NULL;
+      double t = run(&how, argv, NULL, NULL, NULL, &cpu[c][n[c]]);
+      run_agent_dir = NULL;
+      if (t > 0)
+        n[c]++;
+    }
+  }
+  double mid[NFL];
+  for (int c = 0; c < NFL; c++) {
+    if (!n[c]) {
+      printf("fork floor: failed (%s)\n", name[c]);
+      return;
+    }
+    mid[c] = median(cpu[c], n[c]);
+  }
+  printf("a fork, tests/progs/pl_forkfaults n=%d (CPU per fork, parent and "
+         "child, median of %d, interleaved):\n",
+         forks, runs);
+  for (int c = 0; c < NFL; c++)
+    printf("  %-26s %8.1f us   %6.3fx bare\n", name[c], mid[c] / forks * 1e6,
+           mid[c] / mid[FL_BARE]);
+  printf("  (the agent on against the agent off: %.3fx; an idle thread "
+         "against bare: %.3fx, glibc's own)\n",
+         mid[FL_AGENT] / mid[FL_NOAGENT], mid[FL_THREAD] / mid[FL_BARE]);
+}
+
 static void bench_forks(void) {
   /* In $TMPDIR when set, as the compiler's own temporary files are: the
    * agents' sockets are made there, and where that is a disk filesystem
@@ -1055,6 +1113,7 @@ static void bench_forks(void) {
   } else {
     printf("make workload: make or cc not installed, skipped\n");
   }
+  bench_fork_floor(sock);
   char cmd[320];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0)

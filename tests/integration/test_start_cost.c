@@ -274,22 +274,32 @@ static void test_short_process_makes_no_socket(void **state) {
  * the same loop, with address-space randomization off (setarch -R: where
  * the stack and the heap fall against page boundaries moves a run's
  * count by one a child), the fewest of three runs; bare, or with the
- * preload and the agent off. The bare run is given variables of the same
- * lengths under names nothing reads, so that both start with the same
- * environment's size and their stacks fall alike against page
- * boundaries: a CI's environment once put the preloaded run's stack
- * where its loop wrote two pages a fork and the bare run's one (+40
- * faults in the parent, failing the bound by the layout alone). */
-static void fork_faults(const char *preload, int bare, long *child,
-                        long *parent) {
-  char cmd[3000], out[512];
+ * preload (its agent off, or on and started: no delay, its socket in
+ * dir). The bare run is given variables of the same lengths under names
+ * nothing reads, so that both start with the same environment's size and
+ * their stacks fall alike against page boundaries: a CI's environment
+ * once put the preloaded run's stack where its loop wrote two pages a
+ * fork and the bare run's one (+40 faults in the parent, failing the
+ * bound by the layout alone). thread: the program makes an idle thread of
+ * its own first (pl_forkfaults thread). */
+static void fork_faults(const char *preload, int bare, const char *dir,
+                        int thread, long *child, long *parent) {
+  char cmd[4096], out[512], env[600];
   *child = *parent = -1;
+  if (dir != NULL)
+    snprintf(env, sizeof env,
+             "%cEMSTATS_AGENT=1 %cEMSTATS_AGENT_DELAY_MS=0 %cEMSTATS_DIR=%s "
+             "%cEMSTATS_PROFILE_RATE=524288 %cD_PRELOAD=",
+             bare ? 'X' : 'M', bare ? 'X' : 'M', bare ? 'X' : 'M', dir,
+             bare ? 'X' : 'M', bare ? 'X' : 'L');
+  else
+    snprintf(env, sizeof env,
+             "%cEMSTATS_AGENT=0 %cEMSTATS_PROFILE_RATE=524288 %cD_PRELOAD=",
+             bare ? 'X' : 'M', bare ? 'X' : 'M', bare ? 'X' : 'L');
   for (int run = 0; run < 3; run++) {
     snprintf(cmd, sizeof cmd,
-             "setarch -R env -u LD_PRELOAD %s%s %s/progs/pl_forkfaults",
-             bare ? "XEMSTATS_AGENT=0 XEMSTATS_PROFILE_RATE=524288 XD_PRELOAD="
-                  : "MEMSTATS_AGENT=0 MEMSTATS_PROFILE_RATE=524288 LD_PRELOAD=",
-             preload, g_build);
+             "setarch -R env -u LD_PRELOAD %s%s %s/progs/pl_forkfaults%s", env,
+             preload, g_build, thread ? " thread" : "");
     if (run_output(cmd, out, sizeof out) != 0)
       fail_msg("%s: %s", cmd, out);
     const char *c = strstr(out, "fork.child_faults=");
@@ -303,6 +313,14 @@ static void fork_faults(const char *preload, int bare, long *child,
       *parent = np;
   }
 }
+
+#define SKIP_UNLESS_FAULTS()                                                   \
+  do {                                                                         \
+    if (!host_have_program("setarch")) {                                       \
+      print_message("skipped: setarch (util-linux) is not installed\n");       \
+      skip();                                                                  \
+    }                                                                          \
+  } while (0)
 
 /* The copy-on-write faults a fork costs under the preload (agent off),
  * counted by the kernel (the same under any load). What every layer's
@@ -320,12 +338,9 @@ static void test_fork_faults(void **state) {
   print_message("skipped: the plain programs take no sanitized preload\n");
   skip();
 #endif
-  if (!host_have_program("setarch")) {
-    print_message("skipped: setarch (util-linux) is not installed\n");
-    skip();
-  }
-  fork_faults(g_preload, 1, &bc, &bp);
-  fork_faults(g_preload, 0, &pc, &pp);
+  SKIP_UNLESS_FAULTS();
+  fork_faults(g_preload, 1, NULL, 0, &bc, &bp);
+  fork_faults(g_preload, 0, NULL, 0, &pc, &pp);
   print_message("40 forks: the children's page faults %ld bare, %ld under "
                 "the preload; the parent's %ld bare, %ld under the preload\n",
                 bc, pc, bp, pp);
@@ -336,6 +351,40 @@ static void test_fork_faults(void **state) {
    * environment, a tmux test beside it: 200 each time). Two is what the
    * fork handlers' page and the first shard's cost apart, as before they
    * shared one: more is a regression. */
+  assert_true(pp <= bp + 40 * 2);
+}
+
+/* With the agent on (started, its socket made), a fork costs what it
+ * costs with the agent off plus what any second thread costs: glibc's
+ * fork takes its multi-threaded path in a process that has ever made a
+ * thread (every malloc arena's and stdio's locks taken and reset, the
+ * other threads' stacks reclaimed in the child, the thread library's
+ * state reset): on this machine 4 more faults a child and 3 a parent,
+ * bare, for an idle thread of the program's own (pl_forkfaults thread:
+ * 30 and 7 a fork against 26 and 4), the agent on 32 and 8. The bound is
+ * the agent-off test's over the bare program with its idle thread: the
+ * agent's thread may cost a fork what a thread costs, nothing of its
+ * own (issue 18 item 12: what is left of the 1.05x goal with the agent
+ * on is this floor of glibc's; see tests/bench/bench_preload.c). */
+static void test_fork_faults_agent(void **state) {
+  long bc, bp, pc, pp;
+  char dir[] = "/tmp/test_start_cost_XXXXXX";
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  print_message("skipped: the plain programs take no sanitized preload\n");
+  skip();
+#endif
+  SKIP_UNLESS_FAULTS();
+  assert_non_null(mkdtemp(dir));
+  fork_faults(g_preload, 1, dir, 1, &bc, &bp);
+  fork_faults(g_preload, 0, dir, 0, &pc, &pp);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  print_message("40 forks: the children's page faults %ld bare with an idle "
+                "thread, %ld with the agent on; the parent's %ld and %ld\n",
+                bc, pc, bp, pp);
+  assert_true(pc <= bc + 40 * 5);
   assert_true(pp <= bp + 40 * 2);
 }
 
@@ -354,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_fork_child_pages_of_code),
       cmocka_unit_test(test_short_process_makes_no_socket),
       cmocka_unit_test(test_fork_faults),
+      cmocka_unit_test(test_fork_faults_agent),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
