@@ -98,12 +98,8 @@ static void wrap_word(wrap_t *w, const char *mark, const char *word) {
 
 static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
   char when[40] = "-";
-  if (s->time_unix_ns) {
-    time_t t = (time_t)(s->time_unix_ns / 1000000000u);
-    struct tm tm;
-    if (gmtime_r(&t, &tm))
-      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  }
+  if (s->time_unix_ns)
+    mt_fmt_utc(when, sizeof when, s->time_unix_ns);
   char age[FIG];
   mt_fmt_duration(age, sizeof age,
                   s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
