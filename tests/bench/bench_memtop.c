@@ -428,11 +428,11 @@ static double exec_ms(char *const argv[]) {
  * 10th percentile, into p10[]. */
 static void median_exec_ms(char *const *argvs[], int n, int runs, double med[],
                            double p10[]) {
-  double t[8][64];
+  double t[8][128];
   int i, k;
 
-  if (runs > 64)
-    runs = 64;
+  if (runs > 128)
+    runs = 128;
   for (i = 0; i < 3; i++)
     for (k = 0; k < n && k < 8; k++)
       (void)exec_ms(argvs[k]);
@@ -527,7 +527,9 @@ int main(void) {
     char *tru[] = {(char *)"/bin/true", NULL};
     char *const *cmds[] = {once, ver, tru};
     double med[3], p10[3], ver_ms;
-    median_exec_ms(cmds, 3, 31, med, p10);
+    /* 101 rounds (a third of a second): a burst of another process's
+     * work then moves the medians less than it did 31 runs. */
+    median_exec_ms(cmds, 3, 101, med, p10);
     once_ms = med[0];
     ver_ms = med[1];
     true_ms = med[2];
@@ -537,7 +539,7 @@ int main(void) {
       fetch[i] = (now_s() - t0) * 1000;
     }
     qsort(fetch, 31, sizeof fetch[0], cmp_double);
-    printf("memtop --once PID wall time (median of 31, in turns with the "
+    printf("memtop --once PID wall time (median of 101, in turns with the "
            "others; 10th percentile)\n");
     printf("  %-34s %7.2f ms  (%.2f)\n", "memtop --once PID", once_ms, p10[0]);
     printf("  %-34s %7.2f ms  (%.2f)\n", "memtop -V (start-up alone)", ver_ms,
@@ -545,10 +547,10 @@ int main(void) {
     printf("  %-34s %7.2f ms  (%.2f)\n", "baseline: exec /bin/true", true_ms,
            p10[2]);
     printf("  %-34s %7.2f ms\n", "baseline: one blocking fetch", fetch[15]);
-    printf("  --once %.2f ms over /bin/true (-V %.2f ms); goal within 1 ms: "
-           "%s\n",
-           once_ms - true_ms, ver_ms - true_ms,
-           once_ms - true_ms <= 1.0 ? "met" : "NOT met");
+    printf("  --once %.2f ms over /bin/true (-V %.2f ms; 10th percentiles: "
+           "%.2f, %.2f); goal within 1 ms: %s\n",
+           once_ms - true_ms, ver_ms - true_ms, p10[0] - p10[2],
+           p10[1] - p10[2], once_ms - true_ms <= 1.0 ? "met" : "NOT met");
     printf("  memtop --once costs %.2f ms over exec+fetch; goal under 20 "
            "ms: %s\n",
            once_ms - true_ms - fetch[15], once_ms < 20 ? "met" : "NOT met");
