@@ -97,8 +97,17 @@ BASE_CFLAGS := -std=gnu11 $(OPT) $(DWARF) $(WARN) -fPIC -D_GNU_SOURCE -pthread \
 BASE_LDFLAGS := -pthread $(SANFLAGS) $(HARDEN_LDFLAGS) $(LDFLAGS)
 
 # memtop's libraries, through pkg-config (ncursesw first, then ncurses).
+# libuv is linked statically where its archive is installed (Debian's
+# libuv1-dev: libuv_a.a, pkg-config's libuv-static), named by its path so
+# that a shared libuv beside it is not taken instead: loaded as a shared
+# library it was the most of what the loader did before memtop's main
+# (295 of the 564 symbol relocations of `memtop -V`, and a library to map).
+# UV_STATIC=0 links the shared library.
+UV_STATIC ?= 1
 UV_CFLAGS := $(shell $(PKG_CONFIG) --cflags libuv 2>/dev/null)
-UV_LIBS := $(shell $(PKG_CONFIG) --libs libuv 2>/dev/null || echo -luv)
+UV_A := $(if $(filter 1,$(UV_STATIC)),$(firstword $(wildcard $(addprefix $(shell $(PKG_CONFIG) --variable=libdir libuv-static 2>/dev/null)/,libuv_a.a libuv.a))))
+UV_LIBS_STATIC := $(if $(UV_A),$(UV_A) $(filter-out -luv_a -luv -L%,$(shell $(PKG_CONFIG) --libs --static libuv-static 2>/dev/null)))
+UV_LIBS := $(or $(UV_LIBS_STATIC),$(shell $(PKG_CONFIG) --libs libuv 2>/dev/null || echo -luv))
 CURSES_PC := $(shell $(PKG_CONFIG) --exists ncursesw && echo ncursesw || echo ncurses)
 CURSES_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(CURSES_PC) 2>/dev/null)
 CURSES_LIBS := $(shell $(PKG_CONFIG) --libs $(CURSES_PC) 2>/dev/null || echo -lncursesw)
@@ -292,6 +301,7 @@ TEST_LDLIBS := $(CMOCKA_LIBS) $(JANSSON_LIBS) $(TOOL_LIBS) -ldl
 TEST_CFLAGS = $(BASE_CFLAGS) $(TOOL_CFLAGS) $(CMOCKA_CFLAGS) \
               -DMT_PRELOAD_DIR='"$(PRELOADDIR)"' -DMS_TEST_VERSION='"$(VERSION)"' \
               -DMS_TEST_HARDEN=$(if $(HARDEN_LDFLAGS),1,0) \
+              -DMT_TEST_UV_STATIC=$(if $(UV_LIBS_STATIC),1,0) \
               -DMS_TEST_FORTIFY=$(if $(FORTIFY),1,0) -Itests
 $(BUILD)/tests/%: tests/unit/%.c $(TEST_LINK)
 	@mkdir -p $(@D)

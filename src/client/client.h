@@ -105,6 +105,11 @@ typedef struct msc_sockref_s {
  * connected. Returns 0, MS_ENOENT, MS_EACCES, MS_ESRCH or MS_EUNSAFE
  * (*why says why), with ref->path saying where it looked. */
 int msc_locate(int pid, msc_sockref_t *ref, const char **why);
+/* msc_locate for a caller that has just read who pid is (id from
+ * msc_proc_ident(), or NULL when that failed), rather than reading it
+ * again. */
+int msc_locate_ident(int pid, const msc_ident_t *id, msc_sockref_t *ref,
+                     const char **why);
 void msc_sockref_close(msc_sockref_t *ref);
 
 /* Adds to *v (*n of *cap, grown with realloc) the attachable processes

@@ -456,6 +456,15 @@ void msc_sockref_close(msc_sockref_t *ref) {
 
 int msc_locate(int pid, msc_sockref_t *ref, const char **why) {
   msc_ident_t id;
+
+  if (ref == NULL || why == NULL)
+    return MS_EINVAL;
+  return msc_locate_ident(pid, msc_proc_ident(pid, &id) == 0 ? &id : NULL, ref,
+                          why);
+}
+
+int msc_locate_ident(int pid, const msc_ident_t *id, msc_sockref_t *ref,
+                     const char **why) {
   uid_t euid;
   struct stat st;
 
@@ -463,7 +472,7 @@ int msc_locate(int pid, msc_sockref_t *ref, const char **why) {
     return MS_EINVAL;
   sockref_init(ref);
   ref->nspid = pid;
-  if (msc_proc_ident(pid, &id) != 0 || !id.foreign) {
+  if (id == NULL || !id->foreign) {
     char path[MSC_PATH_MAX];
     int r = msc_find_socket(pid, path, sizeof path, why);
     snprintf(ref->path, sizeof ref->path, "%s", path);
@@ -474,7 +483,7 @@ int msc_locate(int pid, msc_sockref_t *ref, const char **why) {
     }
     return r;
   }
-  ref->nspid = id.nspid;
+  ref->nspid = id->nspid;
   if (msc_proc_uid(pid, &euid) != 0)
     return MS_ESRCH;
   return locate_ns(pid, euid, NULL, ref, why);

@@ -33,6 +33,12 @@ char *mt_fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q);
  * durations keep their sign. Returns buf. */
 char *mt_fmt_duration(char *buf, size_t len, int64_t ns);
 
+/* A Unix time in nanoseconds as "2026-11-27 14:08:39 UTC" (strftime's
+ * "%Y-%m-%d %H:%M:%S UTC" of gmtime_r), computed here: glibc's gmtime_r
+ * reads the time zone (/etc/localtime) at its first call, for a time it
+ * gives in UTC. Returns buf. */
+char *mt_fmt_utc(char *buf, size_t len, uint64_t unix_ns);
+
 /* One scalar field of *s as shown to people, by its unit in the field table
  * (bytes in IEC, counts as integers, durations, ratios in percent,
  * booleans as yes/no), with "~" before an estimate and "-" when

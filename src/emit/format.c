@@ -21,6 +21,28 @@
 static const char *const iec_units[] = {"B",   "KiB", "MiB", "GiB",
                                         "TiB", "PiB", "EiB"};
 
+/* snprintf(buf, len, "%s%s", a, b) (len > 0), and u's decimal digits
+ * into d (21 bytes): without printf's machinery, as a report formats a
+ * hundred figures and these were half of `memtop --once`'s formatting
+ * instructions. */
+static void cat2(char *buf, size_t len, const char *a, const char *b) {
+  size_t n = 0;
+  for (; *a != '\0' && n + 1 < len; a++)
+    buf[n++] = *a;
+  for (; *b != '\0' && n + 1 < len; b++)
+    buf[n++] = *b;
+  buf[n] = '\0';
+}
+
+static const char *digits_of(char d[21], uint64_t u) {
+  char *p = d + 20;
+  *p = '\0';
+  do
+    *--p = (char)('0' + u % 10);
+  while ((u /= 10) != 0);
+  return p;
+}
+
 /* The magnitude of a signed value, defined for INT64_MIN too. */
 static uint64_t magnitude(int64_t v) {
   return v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -55,8 +77,17 @@ char *mt_fmt_iec(char *buf, size_t len, int64_t bytes) {
       k++;
     t = tenths_of(n, 10 * k);
   }
-  snprintf(buf, len, "%s%" PRIu64 ".%u%s", bytes < 0 ? "-" : "", t / 10,
-           (unsigned)(t % 10), iec_units[k]);
+  /* "%s%" PRIu64 ".%u%s": the sign, the whole part, the tenth, the unit. */
+  char d[21], num[48], *p = num;
+  const char *w = digits_of(d, t / 10);
+  if (bytes < 0)
+    *p++ = '-';
+  while (*w != '\0')
+    *p++ = *w++;
+  *p++ = '.';
+  *p++ = (char)('0' + t % 10);
+  *p = '\0';
+  cat2(buf, len, num, iec_units[k]);
   return buf;
 }
 
@@ -83,6 +114,27 @@ char *mt_fmt_bytes_q(char *buf, size_t len, int64_t bytes, ms_quality_t q) {
 /* ------------------------------------------------------------------------
  * Durations
  * ------------------------------------------------------------------------ */
+
+char *mt_fmt_utc(char *buf, size_t len, uint64_t unix_ns) {
+  uint64_t secs = unix_ns / 1000000000u, day = secs % 86400u;
+  /* The civil date of a day count (days since 1970-01-01), in eras of 400
+   * years that begin on 0000-03-01 (H. Hinnant's civil_from_days). */
+  uint64_t z = secs / 86400u + 719468u, era = z / 146097u;
+  unsigned doe = (unsigned)(z - era * 146097u);
+  unsigned yoe = (doe - doe / 1460u + doe / 36524u - doe / 146096u) / 365u;
+  unsigned doy = doe - (365u * yoe + yoe / 4u - yoe / 100u);
+  unsigned mp = (5u * doy + 2u) / 153u;
+  unsigned mday = doy - (153u * mp + 2u) / 5u + 1u;
+  unsigned mon = mp < 10u ? mp + 3u : mp - 9u;
+  uint64_t year = era * 400u + yoe + (mon <= 2u);
+
+  if (buf == NULL || len == 0)
+    return buf;
+  snprintf(buf, len, "%" PRIu64 "-%02u-%02u %02u:%02u:%02u UTC", year, mon,
+           mday, (unsigned)(day / 3600u), (unsigned)(day / 60u % 60u),
+           (unsigned)(day % 60u));
+  return buf;
+}
 
 char *mt_fmt_duration(char *buf, size_t len, int64_t ns) {
   if (!buf || len == 0)
@@ -145,12 +197,11 @@ char *mt_fmt_field(char *buf, size_t len, const ms_snapshot_t *s,
   char tmp[48];
   switch (fi->unit) {
   case MS__UNIT_BYTES:
-    snprintf(
-        buf, len, "%s%s", mark,
-        mt_fmt_iec(tmp, sizeof tmp, u > INT64_MAX ? INT64_MAX : (int64_t)u));
+    cat2(buf, len, mark,
+         mt_fmt_iec(tmp, sizeof tmp, u > INT64_MAX ? INT64_MAX : (int64_t)u));
     break;
   case MS__UNIT_COUNT:
-    snprintf(buf, len, "%s%" PRIu64, mark, u);
+    cat2(buf, len, mark, digits_of(tmp, u));
     break;
   case MS__UNIT_NS:
     snprintf(buf, len, "%s%s", mark,

@@ -57,12 +57,39 @@ typedef struct cell_s {
 
 #define CELLS_PER_LINE 3
 
+/* n spaces. */
+static void put_spaces(ms__strbuf_t *out, size_t n) {
+  static const char sp[] = "                                ";
+  while (n > 0) {
+    size_t k = n < sizeof sp - 1 ? n : sizeof sp - 1;
+    ms__strbuf_append(out, sp, k);
+    n -= k;
+  }
+}
+
+/* printf's "%*s" of s, and "%-*s" for a negative width, without printf:
+ * the report's columns are most of its lines, and each printf costs a
+ * thousand instructions (`memtop --once`). */
+static void put_col(ms__strbuf_t *out, const char *s, int width) {
+  size_t n = strlen(s), w = width < 0 ? (size_t)-width : (size_t)width;
+  if (width > 0 && n < w)
+    put_spaces(out, w - n);
+  ms__strbuf_append(out, s, n);
+  if (width < 0 && n < w)
+    put_spaces(out, w - n);
+}
+
 static void put_cells(ms__strbuf_t *out, const cell_t *cells, size_t n) {
   for (size_t i = 0; i < n; i++) {
     int last = (i + 1) % CELLS_PER_LINE == 0 || i + 1 == n;
-    /* Two spaces indent the first cell and separate the others. */
-    ms__strbuf_printf(out, "  %-13s %9s%s", cells[i].label, cells[i].value,
-                      last ? "\n" : "");
+    /* "  %-13s %9s": two spaces indent the first cell and separate the
+     * others. */
+    put_spaces(out, 2);
+    put_col(out, cells[i].label, -13);
+    put_spaces(out, 1);
+    put_col(out, cells[i].value, 9);
+    if (last)
+      ms__strbuf_append(out, "\n", 1);
   }
 }
 
@@ -81,14 +108,16 @@ typedef struct wrap_s {
 static void wrap_word(wrap_t *w, const char *mark, const char *word) {
   size_t n = strlen(mark) + strlen(word);
   if (w->col > w->indent && w->col + 1 + n > 78) {
-    ms__strbuf_printf(w->out, "\n%*s", (int)w->indent, "");
+    ms__strbuf_append(w->out, "\n", 1);
+    put_spaces(w->out, w->indent);
     w->col = w->indent;
   }
   if (w->col > w->indent) {
     ms__strbuf_append(w->out, " ", 1);
     w->col++;
   }
-  ms__strbuf_printf(w->out, "%s%s", mark, word);
+  ms__strbuf_puts(w->out, mark);
+  ms__strbuf_puts(w->out, word);
   w->col += n;
 }
 
@@ -98,12 +127,8 @@ static void wrap_word(wrap_t *w, const char *mark, const char *word) {
 
 static void put_identity(ms__strbuf_t *out, const ms_snapshot_t *s) {
   char when[40] = "-";
-  if (s->time_unix_ns) {
-    time_t t = (time_t)(s->time_unix_ns / 1000000000u);
-    struct tm tm;
-    if (gmtime_r(&t, &tm))
-      strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
-  }
+  if (s->time_unix_ns)
+    mt_fmt_utc(when, sizeof when, s->time_unix_ns);
   char age[FIG];
   mt_fmt_duration(age, sizeof age,
                   s->age_ns > INT64_MAX ? INT64_MAX : (int64_t)s->age_ns);
@@ -168,8 +193,18 @@ static void put_sys(ms__strbuf_t *out, const ms_snapshot_t *s,
       snprintf(share, sizeof share, "%s%u.%u%%", mt_quality_mark(q),
                (unsigned)(permille / 10), (unsigned)(permille % 10));
     }
-    ms__strbuf_printf(out, "  %-11s %10s %10s %10s %7s\n", rows[i].name, sys,
-                      inuse, rel, share);
+    /* "  %-11s %10s %10s %10s %7s\n" */
+    put_spaces(out, 2);
+    put_col(out, rows[i].name, -11);
+    put_spaces(out, 1);
+    put_col(out, sys, 10);
+    put_spaces(out, 1);
+    put_col(out, inuse, 10);
+    put_spaces(out, 1);
+    put_col(out, rel, 10);
+    put_spaces(out, 1);
+    put_col(out, share, 7);
+    ms__strbuf_append(out, "\n", 1);
   }
   if (ohr_row) {
     char v[FIG];

@@ -194,7 +194,10 @@ static size_t print_round(mt_rounds_t *r) {
     if (st->ok && t != NULL && t->have_snapshot) {
       if (!ps) {
         char user[32];
-        int named = owner_name(st, user, sizeof user);
+        /* The owner's name is the JSON line's ("user"); the text report
+         * has none, and getpwuid reads /etc/nsswitch.conf and
+         * /etc/passwd (or asks nscd, sssd, LDAP) for nothing. */
+        int named = r->out->json && owner_name(st, user, sizeof user);
         mt_out_snapshot_who(r->out, &t->snap, &st->id, named ? user : NULL,
                             rt->prof, rt->prof_err[0] ? rt->prof_err : NULL);
       }

@@ -15,7 +15,6 @@
  */
 #include "pprof/heap.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,14 +289,15 @@ void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
     *out_bytes = 0;
     return;
   }
-  if (rate <= 1) {
+  /* Without libm (mt_heap_build fails first then), left as sampled. */
+  if (rate <= 1 || mt_libs_m() != 0) {
     *out_count = count;
     *out_bytes = bytes;
     return;
   }
   /* As Go computes it, in float64, truncated toward zero by int64(). */
   avg = (double)bytes / (double)count;
-  scale = 1 / (1 - exp(-avg / (double)rate));
+  scale = 1 / (1 - mt_m.exp(-avg / (double)rate));
   *out_count = to_i64((double)count * scale);
   *out_bytes = to_i64((double)bytes * scale);
 }
@@ -439,6 +439,9 @@ int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
     return MS_EINVAL;
   if ((rc = check_profile(p)) != 0 ||
       (base != NULL && (rc = check_profile(base)) != 0))
+    return rc;
+  /* libm's exp unsamples the figures (mt_heap_scale). */
+  if ((rc = mt_libs_m()) != 0)
     return rc;
   rc = MS_ENOMEM;
 

@@ -109,7 +109,9 @@ typedef struct mt_heap_s {
 /* Go's scaleHeapSample (runtime/pprof/protomem.go): the number of objects
  * and bytes a sampled (count, bytes) pair stands for at `rate`, with
  * scale = 1 / (1 - exp(-(bytes/count)/rate)). rate <= 1 means every
- * allocation was recorded: no scaling. 0 counts give 0. */
+ * allocation was recorded: no scaling. 0 counts give 0. exp is libm's,
+ * loaded at the first call (pprof/libs.h); where libm cannot be loaded
+ * the pair is left as sampled (mt_heap_build fails first). */
 void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
                    int64_t *out_count, int64_t *out_bytes);
 
@@ -125,9 +127,10 @@ void mt_heap_scale(int64_t count, int64_t bytes, uint64_t rate,
  * within INT64_MAX / (number of samples), so that sums of them cannot
  * overflow (h->capped says a figure was cut). Returns 0, MS_ENOMEM,
  * MS_EINVAL (a record with no stack, a depth or a sampling rate over the
- * limit) or MS_ENOSPC: the profile is too large (more records, stack
- * words or mappings than wire/profile.h allows, or more than
- * MT_HEAP_MAX_LOCATIONS distinct addresses). */
+ * limit), MS_ENOSYS (libm cannot be loaded: pprof/libs.h) or MS_ENOSPC:
+ * the profile is too large (more records, stack words or mappings than
+ * wire/profile.h allows, or more than MT_HEAP_MAX_LOCATIONS distinct
+ * addresses). */
 int mt_heap_build(const ms__profile_t *p, const ms__profile_t *base,
                   mt_heap_t *h);
 

@@ -1,5 +1,5 @@
 /*
- * libs.c - libdw, libelf, protobuf-c and zlib, loaded at their first use
+ * libs.c - libdw, libelf, protobuf-c, zlib and libm, loaded at their first use
  * (see libs.h and pb_dl.h).
  */
 #include "pprof/libs.h"
@@ -13,6 +13,7 @@
 
 mt_dw_t mt_dw;
 mt_z_t mt_z;
+mt_m_t mt_m;
 
 /* protobuf-c's functions the generated code calls (pb_dl.h). */
 #define MT_LIBS_PB(X)                                                          \
@@ -49,6 +50,9 @@ static const lib_t LIB_PB = {"libprotobuf-c.so.1",
                              "Fedora: protobuf-c"};
 static const lib_t LIB_Z = {"libz.so.1",
                             "zlib; Debian and Ubuntu: zlib1g, Fedora: zlib"};
+static const lib_t LIB_M = {"libm.so.6",
+                            "the C library's libm; Debian and Ubuntu: libc6, "
+                            "Fedora: glibc"};
 
 /* Opens lib (under lock). Returns its handle, or NULL with the error
  * set. */
@@ -84,6 +88,7 @@ static int find(void *h, const lib_t *lib, const char *name, void **fn) {
 #define FIND_DW(f) FIND(mt_dw, &LIB_DW, dw, f)
 #define FIND_ELF(f) FIND(mt_dw, &LIB_ELF, elf, f)
 #define FIND_Z(f) FIND(mt_z, &LIB_Z, z, f)
+#define FIND_M(f) FIND(mt_m, &LIB_M, m, f)
 /* pb's members are protobuf-c's names without their prefix. */
 #define FIND_PB(f)                                                             \
   if (rc == 0)                                                                 \
@@ -91,7 +96,7 @@ static int find(void *h, const lib_t *lib, const char *name, void **fn) {
 
 /* A library once loaded stays so: what it made (a Dwfl, a message) may
  * outlive any caller. A load that failed is not tried again. */
-static int dw_state, pb_state; /* 1 loaded, -1 failed, 0 not tried */
+static int dw_state, pb_state, m_state; /* 1 loaded, -1 failed, 0 not tried */
 
 int mt_libs_dw(void) {
   int state = __atomic_load_n(&dw_state, __ATOMIC_ACQUIRE);
@@ -135,6 +140,27 @@ int mt_libs_pb(void) {
     __atomic_store_n(&pb_state, rc == 0 ? 1 : -1, __ATOMIC_RELEASE);
   }
   state = pb_state;
+  pthread_mutex_unlock(&lock);
+  return state > 0 ? 0 : MS_ENOSYS;
+}
+
+int mt_libs_m(void) {
+  int state = __atomic_load_n(&m_state, __ATOMIC_ACQUIRE);
+  void *m;
+  int rc = 0;
+
+  if (state != 0)
+    return state > 0 ? 0 : MS_ENOSYS;
+  pthread_mutex_lock(&lock);
+  if (m_state == 0) {
+    if ((m = open_lib(&LIB_M)) == NULL)
+      rc = -1;
+    else {
+      MT_LIBS_M(FIND_M)
+    }
+    __atomic_store_n(&m_state, rc == 0 ? 1 : -1, __ATOMIC_RELEASE);
+  }
+  state = m_state;
   pthread_mutex_unlock(&lock);
   return state > 0 ? 0 : MS_ENOSYS;
 }

@@ -27,6 +27,7 @@
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
+#include <math.h>
 #include <zlib.h>
 
 /* libdw's (with libdwfl and libdwelf) and libelf's functions the
@@ -83,6 +84,12 @@
   X(deflate)                                                                   \
   X(deflateEnd)
 
+/* libm's, for unsampling a heap profile (heap.c): the one function of
+ * libm memtop calls. Linked, libm was a library more for the loader to
+ * map and relocate at every start (`memtop -V`, `--once`) for a call
+ * only profiles make. */
+#define MT_LIBS_M(X) X(exp)
+
 #define MT_LIBS_PTR(f) __typeof__(f) *f;
 
 typedef struct mt_dw_s {
@@ -94,10 +101,15 @@ typedef struct mt_z_s {
   MT_LIBS_Z(MT_LIBS_PTR)
 } mt_z_t;
 
-/* Filled by mt_libs_dw() and mt_libs_pb(); read only after one returned
- * 0. */
+typedef struct mt_m_s {
+  MT_LIBS_M(MT_LIBS_PTR)
+} mt_m_t;
+
+/* Filled by mt_libs_dw(), mt_libs_pb() and mt_libs_m(); read only after
+ * the one that fills it returned 0. */
 extern mt_dw_t mt_dw;
 extern mt_z_t mt_z;
+extern mt_m_t mt_m;
 
 /* Loads libdw and libelf (once). Returns 0, or MS_ENOSYS when either
  * cannot be loaded or lacks a function (mt_libs_error says which). */
@@ -105,6 +117,9 @@ int mt_libs_dw(void);
 
 /* Loads protobuf-c and zlib (once). Returns 0 or MS_ENOSYS, as above. */
 int mt_libs_pb(void);
+
+/* Loads libm (once). Returns 0 or MS_ENOSYS, as above. */
+int mt_libs_m(void);
 
 /* What the last failed load could not find, and the package to install:
  * "libdw.so.1 (elfutils' libdw; Debian and Ubuntu: libdw1, Fedora:

@@ -76,6 +76,9 @@ struct mt_conn_s {
    * descriptor behind that (a socket in another root) until the connect
    * is made, and the PID the target knows itself by. */
   msc_sockref_t ref;
+  /* Who the process is, for the next locate only (mt_conn_set_ident). */
+  msc_ident_t id;
+  int have_id;
   /* A failure found before connecting (an unsafe socket directory),
    * reported from the timer so that the callback never runs inside
    * mt_conn_fetch_flags(). */
@@ -528,6 +531,11 @@ mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
   return c;
 }
 
+void mt_conn_set_ident(mt_conn_t *c, const msc_ident_t *id) {
+  c->id = *id;
+  c->have_id = 1;
+}
+
 /* Where discovery would find the socket (our directory, else the
  * owner's), looked up again at each connect: the socket of a starting
  * target appears later, and a directory may turn unsafe. On failure the
@@ -538,7 +546,11 @@ static int locate(mt_conn_t *c) {
   int rc;
 
   msc_sockref_close(&c->ref);
-  rc = msc_locate(c->pid, &c->ref, &why);
+  if (c->have_id)
+    rc = msc_locate_ident(c->pid, &c->id, &c->ref, &why);
+  else
+    rc = msc_locate(c->pid, &c->ref, &why);
+  c->have_id = 0;
   memcpy(c->path, c->ref.path, sizeof c->path);
   if (rc != 0 && c->path[0] == '\0')
     snprintf(c->path, sizeof c->path, "%d.sock", c->pid);

@@ -40,6 +40,11 @@ typedef void (*mt_conn_cb)(mt_conn_t *c, int status, const ms_snapshot_t *snap,
 mt_conn_t *mt_conn_new(uv_loop_t *loop, int pid, uint64_t start_time,
                        mt_conn_cb cb, void *arg);
 
+/* Who pid is, read just now (msc_proc_ident()): the next connect finds
+ * the socket with it rather than reading /proc again. Once: each later
+ * connect reads it anew (a process may move to another namespace). */
+void mt_conn_set_ident(mt_conn_t *c, const msc_ident_t *id);
+
 /* Asks for one snapshot; the callback runs exactly once, later (never
  * from inside this call), unless the connection is closed first: at the
  * latest timeout_ms after this call (MS_ETIMEDOUT), however the target

@@ -283,6 +283,8 @@ static mt_tset_target_t *add_target(mt_tset_t *s, int pid, uint64_t start_time,
                                     unsigned flags, const msc_target_t *found) {
   mt_tset_target_t *t, **grown;
   tset_slot_t *slot;
+  msc_ident_t id;
+  int have_id = 0;
   size_t cap;
 
   t = mt_tset_find(s, pid);
@@ -306,12 +308,15 @@ static mt_tset_target_t *add_target(mt_tset_t *s, int pid, uint64_t start_time,
   t->flags = flags;
   if (found != NULL) {
     listed_as(t, found);
-  } else if (s->io.identify != NULL) {
-    msc_ident_t id;
-    if (s->io.identify(s->io.ctx, pid, &id) == 0)
-      identified_as(t, &id);
+  } else if (s->io.identify != NULL &&
+             s->io.identify(s->io.ctx, pid, &id) == 0) {
+    identified_as(t, &id);
+    have_id = 1;
   }
   t->conn = s->io.conn_new(s->io.ctx, pid, start_time, on_reply, t);
+  /* Its first connect finds the socket with what was just read. */
+  if (have_id && t->conn != NULL && s->io.conn_ident != NULL)
+    s->io.conn_ident(t->conn, &id);
   if (s->o.timed)
     t->timer = s->io.timer_new(s->io.ctx, timer_fired, t);
   if (t->conn == NULL || (s->o.timed && t->timer == NULL) ||

@@ -180,6 +180,9 @@ typedef struct mt_tset_io_s {
    * close: no reply runs after it. */
   void *(*conn_new)(void *ctx, int pid, uint64_t start_time,
                     mt_tset_reply_fn fn, void *target);
+  /* Who the connection's process is, read just now (identify): its next
+   * connect need not read it again. May be NULL. */
+  void (*conn_ident)(void *conn, const msc_ident_t *id);
   int (*conn_fetch)(void *conn, int timeout_ms, const mt_tset_req_t *req);
   int (*conn_busy)(const void *conn);
   void (*conn_close)(void *conn);

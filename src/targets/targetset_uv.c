@@ -72,6 +72,12 @@ static void *conn_new(void *ctx, int pid, uint64_t start_time,
   return u;
 }
 
+static void conn_ident(void *conn, const msc_ident_t *id) {
+  uv_conn_t *u = conn;
+
+  mt_conn_set_ident(u->c, id);
+}
+
 static int conn_fetch(void *conn, int timeout_ms, const mt_tset_req_t *req) {
   uv_conn_t *u = conn;
 
@@ -220,6 +226,7 @@ static int parent_of(void *ctx, int pid) {
 void mt_tset_io_uv(mt_tset_io_t *io, void *loop) {
   io->now_ns = uv_now_ns;
   io->conn_new = conn_new;
+  io->conn_ident = conn_ident;
   io->conn_fetch = conn_fetch;
   io->conn_busy = conn_busy;
   io->conn_close = conn_close;

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "emit/emit.h"
@@ -1380,8 +1381,63 @@ static void test_who(void **state) {
   free(s);
 }
 
+/* mt_fmt_utc gives strftime's "%Y-%m-%d %H:%M:%S UTC" of gmtime_r at
+ * every second of the range a snapshot's time covers (1970 to 2554):
+ * leap years, centuries and the ends included, and a stride across the
+ * rest. And the figures written without printf (mt_fmt_iec,
+ * mt_fmt_field's counts) are cut as snprintf cuts them. */
+static void test_fmt_utc_and_cuts(void **state) {
+  static const uint64_t at[] = {0,
+                                86399,
+                                86400,
+                                951782400,  /* 2000-02-29 */
+                                951868800,  /* 2000-03-01 */
+                                4107542399, /* 2100-02-28 23:59:59 */
+                                4107542400, /* 2100-03-01 */
+                                UINT64_MAX / 1000000000u};
+  char want[64], got[64], full[64], cut[64];
+  struct tm tm;
+  time_t t;
+
+  (void)state;
+  for (size_t i = 0; i < sizeof at / sizeof at[0] + 200000; i++) {
+    uint64_t s = i < sizeof at / sizeof at[0]
+                     ? at[i]
+                     : (uint64_t)(i - sizeof at / sizeof at[0]) * 92233u + 7u;
+    t = (time_t)s;
+    assert_non_null(gmtime_r(&t, &tm));
+    strftime(want, sizeof want, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    uint64_t ns = s * 1000000000u; /* and, at odd seconds, its last ns */
+    if (s % 2 && ns <= UINT64_MAX - 999999999u)
+      ns += 999999999u;
+    mt_fmt_utc(got, sizeof got, ns);
+    if (strcmp(want, got) != 0)
+      fail_msg("%llu: want %s, got %s", (unsigned long long)s, want, got);
+  }
+  ms_snapshot_t *snap = calloc(1, sizeof *snap);
+  assert_non_null(snap);
+  snap->mallocs = 1234567;
+  snap->quality[MS_F_MALLOCS] = MS_Q_ESTIMATED;
+  mt_fmt_field(full, sizeof full, snap, MS_F_MALLOCS);
+  assert_string_equal(full, "~1234567");
+  for (size_t len = 1; len <= 10; len++) {
+    memset(cut, 'z', sizeof cut);
+    mt_fmt_field(cut, len, snap, MS_F_MALLOCS);
+    assert_int_equal(strlen(cut), len - 1 < 8 ? len - 1 : 8);
+    assert_memory_equal(cut, full, strlen(cut));
+    assert_int_equal(cut[len], 'z'); /* never past len */
+    memset(cut, 'z', sizeof cut);
+    mt_fmt_iec(cut, len, -1536);
+    assert_int_equal(cut[len], 'z');
+    assert_int_equal(strncmp(cut, "-1.5KiB", len - 1), 0);
+    assert_int_equal(strlen(cut), len - 1 < 7 ? len - 1 : 7);
+  }
+  free(snap);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fmt_utc_and_cuts),
       cmocka_unit_test(test_golden_lines),
       cmocka_unit_test(test_golden_reports),
       cmocka_unit_test(test_golden_json),

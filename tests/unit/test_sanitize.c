@@ -251,12 +251,48 @@ static void test_unsafe_code_points(void **state) {
       fail_msg("U+%04X refused", (unsigned)good[i]);
 }
 
+/* ms__strbuf_printf writes into the room there is and grows the buffer
+ * only for what does not fit: an empty buffer, a line that fills the room
+ * to its last byte, one a byte longer, and one many times the room, each
+ * whole and terminated. */
+static void test_strbuf_printf_room(void **state) {
+  ms__strbuf_t b = MS_STRBUF_INIT;
+  char big[3000];
+
+  (void)state;
+  assert_int_equal(ms__strbuf_printf(&b, "%s", ""), 0);
+  assert_non_null(b.data);
+  assert_string_equal(b.data, "");
+  assert_int_equal(ms__strbuf_printf(&b, "%d-%s", 12, "ab"), 0);
+  assert_string_equal(b.data, "12-ab");
+  size_t fill = b.cap - b.len - 1; /* fits with its NUL, exactly */
+  memset(big, 'x', fill);
+  big[fill] = '\0';
+  size_t cap = b.cap;
+  assert_int_equal(ms__strbuf_printf(&b, "%s", big), 0);
+  assert_int_equal(b.cap, cap);
+  assert_int_equal(b.len, 5 + fill);
+  assert_int_equal(b.data[b.len], '\0');
+  assert_int_equal(ms__strbuf_printf(&b, "%c", 'y'), 0);
+  assert_true(b.cap > cap);
+  assert_int_equal(b.len, 6 + fill);
+  assert_string_equal(b.data + b.len - 2, "xy");
+  memset(big, 'z', sizeof big - 1);
+  big[sizeof big - 1] = '\0';
+  assert_int_equal(ms__strbuf_printf(&b, "[%s]", big), 0);
+  assert_int_equal(b.len, 6 + fill + sizeof big + 1);
+  assert_int_equal(strlen(b.data), b.len);
+  assert_string_equal(b.data + b.len - 2, "z]");
+  ms__strbuf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
       cmocka_unit_test(test_cut_whole),
       cmocka_unit_test(test_columns_in_strbuf),
       cmocka_unit_test(test_very_long),
+      cmocka_unit_test(test_strbuf_printf_room),
       cmocka_unit_test(test_random_bytes),
       cmocka_unit_test(test_unsafe_code_points),
   };
