@@ -369,8 +369,8 @@ tsan:
 	TSAN_OPTIONS="die_after_fork=0 $(TSAN_OPTIONS)" $(MAKE) BUILD=build/tsan SAN=thread OPT='-O1 -g' TSAN_ONLY=1 check
 
 # ---- aarch64, cross-built -----------------------------------------------------
-# memtop attach's aarch64 side has no aarch64 machine to run on here:
-# `make cross-aarch64` builds it with an aarch64 compiler and that
+# memtop attach's aarch64 side has no aarch64 machine to run on here
+# (a VM, below, is its real kernel): `make cross-aarch64` builds it with an aarch64 compiler and that
 # compiler's headers, every warning an error (src/attach, whose arch.h
 # tables check their register layouts against the kernel's there), the
 # whole target side into an aarch64 preload (got.c's GOT rewrite and its
@@ -408,6 +408,47 @@ cross-aarch64: $(CROSS_A64_TOOL) $(CROSS_A64)/libmemstats-preload.so $(CROSS_A64
                $(CROSS_A64)/at_call
 # make check builds it where the compiler is (its test then runs it).
 test-build: $(if $(shell command -v $(CROSS_AARCH64) 2>/dev/null),cross-aarch64)
+
+# On a real aarch64 kernel: `make check-aarch64-vm` boots Debian's arm64
+# kernel under qemu-system-aarch64 (-cpu max, software emulation) with an
+# initramfs holding what vm-aarch64-files builds, in the build's layout
+# ($(CROSS_A64)/vm: memtop's attach code as memtop, the preload, at_alloc,
+# libatmod.so, tests/cross/at_sve.c, and tests/cross/vm_attach.c's cmocka
+# tests, linked with Debian's arm64 cmocka), and reads their results on
+# the console (tests/cross/vm-aarch64.sh; downloads cached in
+# $(BUILD)/vm-aarch64). test_cross_aarch64 runs it where
+# qemu-system-aarch64 is installed. Debian: qemu-system-arm cpio.
+VM_A64 := $(CROSS_A64)/vm
+VM_A64_CMOCKA := $(BUILD)/vm-aarch64/debs/usr/lib/aarch64-linux-gnu/libcmocka.so.0
+CROSS_A64_CLIENT := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(sort $(wildcard src/client/*.c)))
+CROSS_A64_SHARED := $(patsubst %.c,$(CROSS_A64)/obj/%.o,$(SHARED_SRCS))
+$(VM_A64_CMOCKA): tests/cross/vm-aarch64.sh
+	sh tests/cross/vm-aarch64.sh fetch $(BUILD)
+	@touch $@
+$(VM_A64)/memtop: tests/cross/at_memtop.c $(CROSS_A64_TOOL) $(CROSS_A64_SHARED)
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $^ -ldl
+$(VM_A64)/libmemstats-preload.so: $(CROSS_A64)/libmemstats-preload.so
+	@mkdir -p $(@D)
+	cp $< $@
+$(VM_A64)/tests/vm_attach: tests/cross/vm_attach.c $(CROSS_A64_CLIENT) $(CROSS_A64_SHARED) $(VM_A64_CMOCKA)
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -Itests $(CMOCKA_CFLAGS) -fPIE -pie -o $@ $^
+$(VM_A64)/progs/at_alloc: tests/progs/at_alloc.c
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $<
+$(VM_A64)/progs/libatmod.so: tests/progs/libatmod.c
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -shared -o $@ $<
+$(VM_A64)/progs/at_sve: tests/cross/at_sve.c
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $<
+.PHONY: vm-aarch64-files check-aarch64-vm
+vm-aarch64-files: $(VM_A64)/memtop $(VM_A64)/libmemstats-preload.so \
+                  $(VM_A64)/tests/vm_attach $(VM_A64)/progs/at_alloc \
+                  $(VM_A64)/progs/libatmod.so $(VM_A64)/progs/at_sve
+check-aarch64-vm: vm-aarch64-files
+	sh tests/cross/vm-aarch64.sh run $(BUILD)
 
 # ---- benchmarks and fuzzing -----------------------------------------------
 $(BUILD)/bench/%: tests/bench/%.c $(TEST_LINK)

@@ -80,6 +80,14 @@ typedef struct mt_arch_s {
    * caller is there, not on the stack). Fills out (room for 2), returns
    * how many. */
   size_t (*code_addrs)(const void *regs, uint64_t *out);
+  /* Whether a word on a thread's stack that points into the loader or
+   * the allocator can be a return address, from insn, the 4 bytes of
+   * code before the address it points at: the address after a call.
+   * Other words there (function pointers the startup frames keep: glibc
+   * keeps the loader's _dl_audit_preinit in __libc_start_main's, just
+   * under main's) make no thread busy. NULL: every such word is taken
+   * for one (x86-64, whose calls have many lengths). */
+  int (*after_call)(uint32_t insn);
   uint64_t (*sp)(const void *regs);
   /* Whether the thread was stopped in a system call whose restart goes
    * through the kernel's per-thread restart block (see above). */

@@ -427,6 +427,19 @@ static int in_busy(const mt_inj_t *inj, uint64_t a) {
   return 0;
 }
 
+/* Whether a word pointing into a busy range can be a return address
+ * (arch.h's after_call): the code before it, unreadable, is no call. */
+static int after_call(mt_inj_t *inj, uint64_t a) {
+  uint32_t insn;
+  if (!ARCH->after_call)
+    return 1;
+  struct iovec local = {&insn, sizeof insn},
+               remote = {(void *)(uintptr_t)(a - sizeof insn), sizeof insn};
+  return process_vm_readv(inj->pid, &local, 1, &remote, 1, 0) ==
+             (ssize_t)sizeof insn &&
+         ARCH->after_call(insn);
+}
+
 /* Whether thread t may be stopped where it is: its PC and the words at
  * the top of its stack are outside the busy ranges. */
 static int thread_clear(mt_inj_t *inj, pid_t tid,
@@ -447,7 +460,7 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
   struct iovec local = {words, scan}, remote = {(void *)ARCH->sp(&r), scan};
   ssize_t n = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
   for (ssize_t i = 0; n > 0 && i < n / 8; i++)
-    if (in_busy(inj, words[i]))
+    if (in_busy(inj, words[i]) && after_call(inj, words[i]))
       return 0;
   return 1;
 }

@@ -125,6 +125,34 @@ static void test_aarch64_restart(void **state) {
   assert_false(a->restart_block(&r));
 }
 
+/* A word on a stack pointing into the loader or the allocator is taken
+ * for a return address only after a call instruction: glibc's startup
+ * frames, just under main's, keep the loader's _dl_audit_preinit (a
+ * function's first instruction, after a branch), which made a main thread
+ * near its stack's start busy at every stop (seen on an aarch64 kernel,
+ * tests/cross/vm-aarch64.sh: at_sve could never be attached to). */
+static void test_aarch64_after_call(void **state) {
+  (void)state;
+  int (*after)(uint32_t) = mt_arch_aarch64.after_call;
+  assert_non_null(after);
+  assert_true(after(0x94000010u));  /* bl .+64 */
+  assert_true(after(0x97fffff0u));  /* bl .-64 */
+  assert_true(after(0xd63f0060u));  /* blr x3 */
+  assert_true(after(0xd63f0a3fu));  /* blraaz x17 */
+  assert_true(after(0xd63f0e3fu));  /* blrabz x17 */
+  assert_true(after(0xd73f0a30u));  /* blraa x17, x16 */
+  assert_true(after(0xd73f0e30u));  /* blrab x17, x16 */
+  assert_false(after(0x17ffffd8u)); /* b .-160: _dl_audit_preinit's before */
+  assert_false(after(0xa9bb7bfdu)); /* stp x29, x30, [sp, #-80]! */
+  assert_false(after(0xd65f03c0u)); /* ret */
+  assert_false(after(0xd61f0220u)); /* br x17 */
+  assert_false(after(0xd503201fu)); /* nop */
+  assert_false(after(0xd4000001u)); /* svc #0 */
+  assert_false(after(0x00000000u));
+  /* x86-64 takes every such word (its calls have many lengths). */
+  assert_null(mt_arch_x86_64.after_call);
+}
+
 static void test_x86_64(void **state) {
   (void)state;
   const mt_arch_t *a = &mt_arch_x86_64;
@@ -264,6 +292,7 @@ int main(void) {
       cmocka_unit_test(test_aarch64_returned),
       cmocka_unit_test(test_aarch64_code_addrs),
       cmocka_unit_test(test_aarch64_restart),
+      cmocka_unit_test(test_aarch64_after_call),
       cmocka_unit_test(test_x86_64),
       cmocka_unit_test(test_got_relocs),
       cmocka_unit_test(test_rsym_machine),
