@@ -71,6 +71,16 @@ typedef struct mt_arch_s {
   /* The FP/vector state, the first regset the kernel gives (the whole
    * one: XSAVE's area, SVE's registers), else the second. */
   mt_arch_regset_t fp[2];
+  /* State the calls would not keep, which the FP regsets above do not
+   * hold: a thread that has it live is left as found, never called on
+   * (as a busy one; another thread, or a later stop, is tried). Each a
+   * regset whose header (its first size bytes, at most 16) live_state
+   * reads; type 0: none. A regset the kernel lacks reads as not live.
+   * aarch64: SME's streaming mode (NT_ARM_SSVE; a system call in the
+   * calls would end it, and in it most FP/SIMD instructions fault) and
+   * its ZA array (NT_ARM_ZA; ZT0 lives only with it). */
+  mt_arch_regset_t live[2];
+  int (*live_state)(unsigned type, const void *hdr, size_t len);
   /* The regset holding the system call's number (aarch64's
    * NT_ARM_SYSTEM_CALL, an int), saved, set to -1 for the calls and put
    * back; 0: the number is in NT_PRSTATUS (x86-64's orig_rax). */

@@ -449,6 +449,17 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
     return 0; /* gone meanwhile: not one to call on */
   if (out)
     *out = r;
+  for (size_t k = 0; k < sizeof ARCH->live / sizeof ARCH->live[0]; k++) {
+    unsigned char hdr[16];
+    struct iovec io = {hdr, ARCH->live[k].size};
+    if (ARCH->live[k].type != 0 && io.iov_len <= sizeof hdr &&
+        ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)ARCH->live[k].type,
+               &io) == 0 &&
+        ARCH->live_state(ARCH->live[k].type, hdr, io.iov_len)) {
+      inj->live_seen++;
+      return 0;
+    }
+  }
   uint64_t code[2];
   for (size_t i = ARCH->code_addrs(&r, code); i-- > 0;)
     if (in_busy(inj, code[i]))

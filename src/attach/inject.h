@@ -128,9 +128,10 @@ typedef struct mt_inj_s {
   uint64_t held_ns; /* what the tries that kept none held, in all */
   int tries;
   size_t busy_seen;
-  int calls;     /* the functions called (mt_inj_call) */
-  int boosted;   /* 1 if the calls ran raised (root; see above) */
-  char why[256]; /* why the last step failed, for the user */
+  size_t live_seen; /* of them, with state the calls would not keep */
+  int calls;        /* the functions called (mt_inj_call) */
+  int boosted;      /* 1 if the calls ran raised (root; see above) */
+  char why[256];    /* why the last step failed, for the user */
 } mt_inj_t;
 
 /* Prepares inj for process pid, with the ranges no thread may be in. */

@@ -16,7 +16,8 @@
 #       BUILD/vm-aarch64/console.log. Exits 0 if they all passed, 1 if not,
 #       77 (and says why) if a tool is missing or Debian's mirrors cannot
 #       be reached. VM_TIMEOUT (seconds, 900)
-#       bounds the whole boot; VM_TESTS=GLOB runs those tests only.
+#       bounds the whole boot; VM_TESTS=GLOB runs those tests only,
+#       VM_CYCLES=N makes N attach/detach cycles (10).
 #
 # `make check-aarch64-vm` does both, with the build between; test_cross_aarch64
 # runs that where qemu-system-aarch64 is installed. Debian: qemu-system-arm
@@ -107,7 +108,7 @@ run() {
   rc=0
   timeout "${VM_TIMEOUT:-900}" qemu-system-aarch64 -M virt -cpu max -smp 2 -m 1024 \
     -nographic -no-reboot -nic none -kernel "$kimg" -initrd "$V/initrd.gz" \
-    -append "console=ttyAMA0 quiet panic=-1 rdinit=/init${VM_TESTS:+ VM_TESTS=$VM_TESTS}" </dev/null >"$log" 2>&1 || rc=$?
+    -append "console=ttyAMA0 quiet panic=-1 rdinit=/init${VM_TESTS:+ VM_TESTS=$VM_TESTS}${VM_CYCLES:+ VM_CYCLES=$VM_CYCLES}" </dev/null >"$log" 2>&1 || rc=$?
   tr -d '\r' <"$log"
   if [ "$rc" -eq 124 ]; then
     echo "vm-aarch64: FAILED: the VM did not power off in ${VM_TIMEOUT:-900} s"

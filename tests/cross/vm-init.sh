@@ -10,9 +10,12 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 export PATH=/bin HOME=/tmp
+features=
+for f in sve sve2 sme sme2 bti paca; do
+  grep -m1 '^Features' /proc/cpuinfo | tr ' \t' '\n\n' | grep -qx "$f" && features="$features $f"
+done
 echo "vm-aarch64: kernel $(uname -r) $(uname -m), $(grep -c ^processor /proc/cpuinfo) cpus," \
-  "features: $(grep -m1 ^Features /proc/cpuinfo | grep -ow 'sve\|sve2\|sme\|sme2\|bti\|paca' | tr '\n' ' ')," \
-  "ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)," \
+  "features:$features, ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)," \
   "sve vl $(cat /proc/sys/abi/sve_default_vector_length 2>/dev/null || echo none)"
 /m/tests/vm_attach 2>&1
 echo "vm-aarch64: exit $?"

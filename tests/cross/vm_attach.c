@@ -19,7 +19,11 @@
  *   - at_sve (tests/cross/at_sve.c), one thread looping with SVE's
  *     registers live (z0-z29 whole, predicates, FFR, FPCR, x19-x28): an
  *     attach, a detach, an attach --track and a detach while it runs,
- *     and every register it holds unchanged after them.
+ *     and every register it holds unchanged after them. What it cannot
+ *     tell on this kernel under QEMU: a restore of the FP/SIMD part alone
+ *     (NT_PRFPREG) passes too (tried), since SVE's bits above it survive
+ *     the calls (their system calls, at_sve's own too, left them as
+ *     they were) and glibc 2.36's calls use none of them.
  * cmocka's output goes to the VM's console, which the host script reads.
  */
 #include <errno.h>
@@ -41,7 +45,10 @@
 #include "support/run.h"
 #include "support/target.h"
 
+/* The attach/detach cycles; VM_CYCLES (1 to 1000) on the kernel's
+ * command line for more (tests/cross/vm-aarch64.sh passes it). */
 #define CYCLES 10
+#define CYCLES_MAX 1000
 
 static char build_dir[1024], memtop[1200], prog[1200], dir[64];
 
@@ -50,8 +57,8 @@ static int setup(void **state) {
   assert_int_equal(host_build_dir(build_dir, sizeof build_dir), 0);
   snprintf(memtop, sizeof memtop, "%s/memtop", build_dir);
   snprintf(prog, sizeof prog, "%s/progs/at_alloc", build_dir);
-  assert_int_equal(
-      target_dir_setup(dir, sizeof dir, "/tmp/vm_attach.XXXXXX"), 0);
+  assert_int_equal(target_dir_setup(dir, sizeof dir, "/tmp/vm_attach.XXXXXX"),
+                   0);
   char preload[1300];
   if (host_preload_path(build_dir, preload, sizeof preload) != 0)
     fail_msg("%s is missing", preload);
@@ -136,8 +143,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static void say_stops(const char *what, double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
-  print_message("stop ms (%s, %d stops, TCG): p50 %.2f max %.2f\n", what, n,
-                v[n / 2], v[n - 1]);
+  print_message("stop ms (%s, %d stops, TCG): p50 %.2f p99 %.2f max %.2f\n",
+                what, n, v[n / 2], v[n * 99 / 100], v[n - 1]);
 }
 
 /* ---- attach and detach --------------------------------------------------*/
@@ -166,9 +173,13 @@ static void test_attach_cycles(void **state) {
   static run_result_t res;
   target_t t;
   char ans[256];
-  double stops[CYCLES];
+  static double stops[CYCLES_MAX];
+  const char *env = getenv("VM_CYCLES");
+  int cycles = env ? atoi(env) : CYCLES;
+  if (cycles < 1 || cycles > CYCLES_MAX)
+    cycles = CYCLES;
   assert_int_equal(start_prog(&t, prog, "4"), 0);
-  for (int cycle = 0; cycle < CYCLES; cycle++) {
+  for (int cycle = 0; cycle < cycles; cycle++) {
     if (memtop_cmd(&res, "attach", 0, t.pid) != 0)
       fail_msg("cycle %d: memtop attach exited %d: %s", cycle, res.status,
                res.err);
@@ -202,7 +213,7 @@ static void test_attach_cycles(void **state) {
                res.err);
     assert_int_not_equal(access(t.sock, F_OK), 0);
   }
-  say_stops("attach, 4 threads allocating", stops, CYCLES);
+  say_stops("attach, 4 threads allocating", stops, cycles);
   say_line(&t, "info\n", ans, sizeof ans);
   assert_int_equal(strncmp(ans, "inuse ", 6), 0);
   assert_int_equal(target_wait(&t), 0);
@@ -250,8 +261,7 @@ static void test_track(void **state) {
                (unsigned long long)s.mallocs, (unsigned long long)want);
     print_message("cycle %d: Mallocs %llu -> %llu around the module's "
                   "100000\n",
-                  cycle, (unsigned long long)m0,
-                  (unsigned long long)s.mallocs);
+                  cycle, (unsigned long long)m0, (unsigned long long)s.mallocs);
     say_line(&t, "resume\n", ans, sizeof ans);
     assert_string_equal(ans, "resumed");
     if (memtop_cmd(&res, "detach", 0, t.pid) != 0)

@@ -153,6 +153,48 @@ static void test_aarch64_after_call(void **state) {
   assert_null(mt_arch_x86_64.after_call);
 }
 
+/* An SME header: size, max_size, vl, max_vl, flags. */
+static void sme_hdr(unsigned char *h, uint32_t size, uint16_t flags) {
+  uint32_t max = 1 << 16;
+  uint16_t vl = 64;
+  memset(h, 0, 16);
+  memcpy(h, &size, 4);
+  memcpy(h + 4, &max, 4);
+  memcpy(h + 8, &vl, 2);
+  memcpy(h + 10, &vl, 2);
+  memcpy(h + 12, &flags, 2);
+}
+
+/* SME's state the calls would not keep: a thread in streaming mode
+ * (NT_ARM_SSVE with SVE's registers after its header) or with ZA live
+ * (NT_ARM_ZA with rows after its header) is not called on. Off, the
+ * kernel gives the header alone, or the FP/SIMD registers (flags 0). */
+static void test_aarch64_live_state(void **state) {
+  (void)state;
+  const mt_arch_t *a = &mt_arch_aarch64;
+  unsigned char h[16];
+  assert_int_equal(a->live[0].type, 0x40b); /* NT_ARM_SSVE */
+  assert_int_equal(a->live[1].type, 0x40c); /* NT_ARM_ZA */
+  assert_int_equal(a->live[0].size, 16);
+  assert_int_equal(a->live[1].size, 16);
+  sme_hdr(h, 16 + 34 * 64, 1); /* streaming: SVE_PT_REGS_SVE */
+  assert_true(a->live_state(0x40b, h, 16));
+  assert_false(a->live_state(0x40b, h, 12)); /* short: not read */
+  sme_hdr(h, 16 + 34 * 64, 1 | 2);           /* and SVE_PT_VL_INHERIT */
+  assert_true(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16 + 528, 0); /* not streaming: the FP/SIMD registers */
+  assert_false(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16, 1); /* not streaming: the header alone */
+  assert_false(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16 + 64 * 64, 0); /* ZA live: vl rows of vl bytes */
+  assert_true(a->live_state(0x40c, h, 16));
+  sme_hdr(h, 16, 0); /* ZA off */
+  assert_false(a->live_state(0x40c, h, 16));
+  /* x86-64 has none. */
+  assert_int_equal(mt_arch_x86_64.live[0].type, 0);
+  assert_int_equal(mt_arch_x86_64.live[1].type, 0);
+}
+
 static void test_x86_64(void **state) {
   (void)state;
   const mt_arch_t *a = &mt_arch_x86_64;
@@ -293,6 +335,7 @@ int main(void) {
       cmocka_unit_test(test_aarch64_code_addrs),
       cmocka_unit_test(test_aarch64_restart),
       cmocka_unit_test(test_aarch64_after_call),
+      cmocka_unit_test(test_aarch64_live_state),
       cmocka_unit_test(test_x86_64),
       cmocka_unit_test(test_got_relocs),
       cmocka_unit_test(test_rsym_machine),
