@@ -23,7 +23,10 @@
  *     tell on this kernel under QEMU: a restore of the FP/SIMD part alone
  *     (NT_PRFPREG) passes too (tried), since SVE's bits above it survive
  *     the calls (their system calls, at_sve's own too, left them as
- *     they were) and glibc 2.36's calls use none of them.
+ *     they were) and glibc 2.36's calls use none of them;
+ *   - at_sleep (tests/cross/at_sleep.c), one thread in clock_nanosleep
+ *     (restarted through the kernel's restart block, NT_ARM_SYSTEM_CALL):
+ *     attached and detached while it sleeps, no sleep ended early.
  * cmocka's output goes to the VM's console, which the host script reads.
  */
 #include <errno.h>
@@ -308,11 +311,38 @@ static void test_sve_held(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* A thread stopped in clock_nanosleep (restarted through the restart
+ * block): attach, attach --track and detach while it sleeps 50 ms at a
+ * time, and no sleep of it ended early. */
+static void test_sleep_restarted(void **state) {
+  (void)state;
+  static run_result_t res;
+  target_t t;
+  char path[1300], ans[128];
+  snprintf(path, sizeof path, "%s/progs/at_sleep", build_dir);
+  assert_int_equal(start_prog(&t, path, NULL), 0);
+  for (int i = 0; i < 4; i++) {
+    int detach = i % 2;
+    if (memtop_cmd(&res, detach ? "detach" : "attach", i == 2, t.pid) != 0)
+      fail_msg("%s exited %d: %s", detach ? "detach" : "attach", res.status,
+               res.err);
+    if (i == 0)
+      print_message("%s", res.out);
+  }
+  kill(t.pid, SIGUSR1);
+  assert_int_equal(target_read_line(t.out, ans, sizeof ans), 0);
+  print_message("at_sleep: %s\n", ans);
+  if (strncmp(ans, "slept ", 6) != 0)
+    fail_msg("at_sleep: %s", ans);
+  assert_int_equal(target_wait(&t), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attach_cycles),
       cmocka_unit_test(test_track),
       cmocka_unit_test(test_sve_held),
+      cmocka_unit_test(test_sleep_restarted),
   };
   /* VM_TESTS=GLOB on the kernel's command line: those tests only. */
   const char *only = getenv("VM_TESTS");
