@@ -87,7 +87,7 @@ run() {
   [ -f "$sysroot/libc.so.6" ] || skip "no aarch64 C library in $sysroot (Debian: libc6-dev-arm64-cross)"
   files=$B/cross-aarch64/vm
   [ -x "$files/tests/vm_attach" ] || { echo "vm-aarch64: $files/tests/vm_attach is missing: make vm-aarch64-files"; exit 1; }
-  kimg=$(ls "$V"/debs/boot/vmlinuz-* | head -1)
+  kimg=$(find "$V/debs/boot" -name 'vmlinuz-*' | head -1)
   root=$V/root
   rm -rf "$root"
   mkdir -p "$root/bin" "$root/lib/aarch64-linux-gnu" "$root/proc" "$root/sys" \

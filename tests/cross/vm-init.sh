@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# shellcheck shell=dash
 # vm-init.sh - /init of the aarch64 VM (tests/cross/vm-aarch64.sh): mounts
 # what memtop attach reads, says what the kernel and processor are, runs
 # tests/cross/vm_attach.c's cmocka tests from /m (the build's layout:
@@ -12,7 +13,7 @@ mount -t tmpfs tmp /tmp
 export PATH=/bin HOME=/tmp
 features=
 for f in sve sve2 sme sme2 bti paca; do
-  grep -m1 '^Features' /proc/cpuinfo | tr ' \t' '\n\n' | grep -qx "$f" && features="$features $f"
+  grep -m1 '^Features' /proc/cpuinfo | tr -s ' \t' '\n' | grep -qx "$f" && features="$features $f"
 done
 echo "vm-aarch64: kernel $(uname -r) $(uname -m), $(grep -c ^processor /proc/cpuinfo) cpus," \
   "features:$features, ptrace_scope $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)," \
