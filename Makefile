@@ -443,6 +443,12 @@ $(VM_A64)/progs/at_alloc: tests/progs/at_alloc.c
 $(VM_A64)/progs/libatmod.so: tests/progs/libatmod.c
 	@mkdir -p $(@D)
 	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -shared -o $@ $<
+# at_cxx where the aarch64 C++ compiler is (Debian: g++-aarch64-linux-gnu;
+# vm_attach skips its case, saying why, without it).
+CROSS_AARCH64_CXX ?= aarch64-linux-gnu-g++
+$(VM_A64)/progs/at_cxx: tests/progs/at_cxx.cc
+	@mkdir -p $(@D)
+	$(CROSS_AARCH64_CXX) $(filter-out -std=gnu11 -Wstrict-prototypes -Wmissing-prototypes,$(CROSS_A64_CFLAGS)) $(CXX_STD) -fPIE -pie -o $@ $<
 $(VM_A64)/progs/at_%: tests/cross/at_%.c
 	@mkdir -p $(@D)
 	$(CROSS_AARCH64) $(CROSS_A64_CFLAGS) -fPIE -pie -o $@ $<
@@ -450,7 +456,8 @@ $(VM_A64)/progs/at_%: tests/cross/at_%.c
 vm-aarch64-files: $(VM_A64)/memtop $(VM_A64)/libmemstats-preload.so \
                   $(VM_A64)/tests/vm_attach $(VM_A64)/progs/at_alloc \
                   $(VM_A64)/progs/libatmod.so $(VM_A64)/progs/at_sve \
-                  $(VM_A64)/progs/at_sleep
+                  $(VM_A64)/progs/at_sleep \
+                  $(if $(shell command -v $(CROSS_AARCH64_CXX) 2>/dev/null),$(VM_A64)/progs/at_cxx)
 check-aarch64-vm: vm-aarch64-files
 	sh tests/cross/vm-aarch64.sh run $(BUILD)
 

@@ -95,8 +95,8 @@ run() {
   cp "$V/debs/bin/busybox" "$root/bin/"
   cp -P "$V"/debs/usr/lib/aarch64-linux-gnu/libcmocka.so* "$root/lib/aarch64-linux-gnu/"
   for l in ld-linux-aarch64.so.1 libc.so.6 libm.so.6 libdl.so.2 \
-    libpthread.so.0 librt.so.1 libgcc_s.so.1; do
-    cp -L "$sysroot/$l" "$root/lib/aarch64-linux-gnu/"
+    libpthread.so.0 librt.so.1 libgcc_s.so.1 libstdc++.so.6; do
+    [ ! -e "$sysroot/$l" ] || cp -L "$sysroot/$l" "$root/lib/aarch64-linux-gnu/"
   done
   ln -s aarch64-linux-gnu/ld-linux-aarch64.so.1 "$root/lib/ld-linux-aarch64.so.1"
   cp -R "$files/." "$root/m/"

@@ -16,6 +16,8 @@
  *     agent counting, a module dlopen'ed after it (the aarch64 dlopen
  *     stub) counted exactly, and the entry the C library's again after
  *     the detach;
+ *   - at_cxx (tests/progs/at_cxx.cc, where the aarch64 C++ compiler is)
+ *     under attach --track: counted, and working on after the detach;
  *   - at_sve (tests/cross/at_sve.c), one thread looping with SVE's
  *     registers live (z0-z29 whole, predicates, FFR, FPCR, x19-x28): an
  *     attach, a detach, an attach --track and a detach while it runs,
@@ -276,6 +278,47 @@ static void test_track(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* A C++ program (tests/progs/at_cxx.cc: two threads in new and delete,
+ * scalar, array, sized and aligned) under attach --track: counted, and
+ * working on after the detach (the C++ entries of every module's GOT
+ * rewritten and put back). */
+static void test_track_cxx(void **state) {
+  (void)state;
+  static run_result_t res;
+  target_t t;
+  char path[1300], ans[128];
+  snprintf(path, sizeof path, "%s/progs/at_cxx", build_dir);
+  if (access(path, X_OK) != 0) {
+    print_message("skipped: no %s (the build had no aarch64-linux-gnu-g++; "
+                  "Debian: g++-aarch64-linux-gnu)\n",
+                  path);
+    skip();
+  }
+  assert_int_equal(start_prog(&t, path, NULL), 0);
+  if (memtop_cmd(&res, "attach", 1, t.pid) != 0)
+    fail_msg("memtop attach --track exited %d: %s", res.status, res.err);
+  static ms_snapshot_t s;
+  uint64_t one = 1;
+  assert_true(snapshot_until(t.pid, &s, mallocs_past, &one));
+  uint64_t m1 = s.mallocs + 1;
+  assert_true(snapshot_until(t.pid, &s, mallocs_past, &m1));
+  assert_true(s.frees > 0);
+  print_message("at_cxx: Mallocs %llu Frees %llu since the attach\n",
+                (unsigned long long)s.mallocs, (unsigned long long)s.frees);
+  if (memtop_cmd(&res, "detach", 0, t.pid) != 0)
+    fail_msg("memtop detach exited %d: %s", res.status, res.err);
+  unsigned long c0 = 0, c1 = 0;
+  say_line(&t, "info\n", ans, sizeof ans);
+  assert_int_equal(sscanf(ans, "count %lu", &c0), 1);
+  for (int k = 0; k < 200 && c1 <= c0; k++) {
+    usleep(50 * 1000);
+    say_line(&t, "info\n", ans, sizeof ans);
+    assert_int_equal(sscanf(ans, "count %lu", &c1), 1);
+  }
+  assert_true(c1 > c0);
+  assert_int_equal(target_wait(&t), 0);
+}
+
 /* ---- the registers -------------------------------------------------------*/
 
 static void test_sve_held(void **state) {
@@ -339,9 +382,8 @@ static void test_sleep_restarted(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_attach_cycles),
-      cmocka_unit_test(test_track),
-      cmocka_unit_test(test_sve_held),
+      cmocka_unit_test(test_attach_cycles),   cmocka_unit_test(test_track),
+      cmocka_unit_test(test_track_cxx),       cmocka_unit_test(test_sve_held),
       cmocka_unit_test(test_sleep_restarted),
   };
   /* VM_TESTS=GLOB on the kernel's command line: those tests only. */
