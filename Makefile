@@ -416,7 +416,8 @@ test-build: $(if $(shell command -v $(CROSS_AARCH64) 2>/dev/null),cross-aarch64)
 # kernel under qemu-system-aarch64 (-cpu max, software emulation) with an
 # initramfs holding what vm-aarch64-files builds, in the build's layout
 # ($(CROSS_A64)/vm: memtop's attach code as memtop, the preload, at_alloc,
-# libatmod.so, tests/cross/at_sve.c and at_sleep.c, and tests/cross/vm_attach.c's cmocka
+# libatmod.so, tests/cross/at_sve.c, at_sleep.c and at_pac.c, and
+# tests/cross/vm_attach.c's cmocka
 # tests, linked with Debian's arm64 cmocka), and reads their results on
 # the console (tests/cross/vm-aarch64.sh; downloads cached in
 # $(BUILD)/vm-aarch64). test_cross_aarch64 runs it where
@@ -456,7 +457,7 @@ $(VM_A64)/progs/at_%: tests/cross/at_%.c
 vm-aarch64-files: $(VM_A64)/memtop $(VM_A64)/libmemstats-preload.so \
                   $(VM_A64)/tests/vm_attach $(VM_A64)/progs/at_alloc \
                   $(VM_A64)/progs/libatmod.so $(VM_A64)/progs/at_sve \
-                  $(VM_A64)/progs/at_sleep \
+                  $(VM_A64)/progs/at_sleep $(VM_A64)/progs/at_pac \
                   $(if $(shell command -v $(CROSS_AARCH64_CXX) 2>/dev/null),$(VM_A64)/progs/at_cxx)
 check-aarch64-vm: vm-aarch64-files
 	sh tests/cross/vm-aarch64.sh run $(BUILD)

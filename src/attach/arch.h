@@ -71,6 +71,23 @@ typedef struct mt_arch_s {
   /* The FP/vector state, the first regset the kernel gives (the whole
    * one: XSAVE's area, SVE's registers), else the second. */
   mt_arch_regset_t fp[2];
+  /* The frame pointer where frames are linked records {the caller's
+   * record, the return address} (aarch64's x29: glibc's and most code's
+   * non-leaf functions make one); NULL where they may not be (x86-64,
+   * built without frame pointers). The stack search then reads the
+   * return addresses of the records (mt_inj_frames_busy), not every word:
+   * a stale return address in a frame's locals (the lazy binder's, left
+   * by a PLT call at the same depth earlier) made a thread waiting in
+   * read(2) busy at every stop. */
+  uint64_t (*frame)(const void *regs);
+  /* The regset giving where a return address keeps its pointer
+   * authentication code (aarch64's NT_ARM_PAC_MASK: struct
+   * user_pac_mask, data and instruction masks), 0 none: code signed
+   * with PAC (-mbranch-protection, as Fedora's and Ubuntu's glibc are)
+   * keeps its return addresses signed in its frames and, between
+   * paciasp and autiasp, in x30. The code addresses and stack words are
+   * looked at with those bits cleared (mt_inj_strip). */
+  unsigned pac_type;
   /* State the calls would not keep, which the FP regsets above do not
    * hold: a thread that has it live is left as found, never called on
    * (as a busy one; another thread, or a later stop, is tried). Each a

@@ -19,6 +19,9 @@
 #ifndef NT_ARM_SVE
 #define NT_ARM_SVE 0x405
 #endif
+#ifndef NT_ARM_PAC_MASK
+#define NT_ARM_PAC_MASK 0x406
+#endif
 #ifndef NT_ARM_SSVE
 #define NT_ARM_SSVE 0x40b
 #endif
@@ -106,6 +109,10 @@ static int live_state(unsigned type, const void *hdr, size_t len) {
   return type == NT_ARM_ZA && size > SME_HDR;
 }
 
+static uint64_t frame(const void *regs) {
+  return get(regs).x[29];
+}
+
 static uint64_t sp(const void *regs) {
   return get(regs).sp;
 }
@@ -149,6 +156,8 @@ const mt_arch_t mt_arch_aarch64 = {
     /* SVE's registers whole where the thread has them (NT_ARM_SVE gives
      * the FP/SIMD layout otherwise, with its header), else FP/SIMD. */
     .fp = {{NT_ARM_SVE, 0}, {NT_PRFPREG, FPSIMD_SIZE}},
+    .frame = frame,
+    .pac_type = NT_ARM_PAC_MASK,
     .live = {{NT_ARM_SSVE, SME_HDR}, {NT_ARM_ZA, SME_HDR}},
     .live_state = live_state,
     .sysno_type = NT_ARM_SYSTEM_CALL,

@@ -26,6 +26,9 @@
  *     (NT_PRFPREG) passes too (tried), since SVE's bits above it survive
  *     the calls (their system calls, at_sve's own too, left them as
  *     they were) and glibc 2.36's calls use none of them;
+ *   - at_pac (tests/cross/at_pac.c): a live frame record returning into
+ *     malloc, signed with PAC, makes its thread busy; the same address
+ *     plain in a frame's locals (a stale one) does not;
  *   - at_sleep (tests/cross/at_sleep.c), one thread in clock_nanosleep
  *     (restarted through the kernel's restart block, NT_ARM_SYSTEM_CALL):
  *     attached and detached while it sleeps, no sleep ended early.
@@ -319,6 +322,55 @@ static void test_track_cxx(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* at_pac (tests/cross/at_pac.c) MODE started, its "ready" line parsed:
+ * returns whether the processor signed the address. */
+static int start_pac(target_t *t, const char *mode) {
+  char path[1300], line[128];
+  snprintf(path, sizeof path, "%s/progs/at_pac", build_dir);
+  const char *argv[] = {path, mode, NULL};
+  assert_int_equal(target_launch(t, argv, dir, NULL, NULL, NULL, 0), 0);
+  assert_int_equal(target_read_line(t->out, line, sizeof line), 0);
+  int pid = 0, pac = -1;
+  if (sscanf(line, "ready %d pac %d", &pid, &pac) != 2)
+    fail_msg("at_pac: %s", line);
+  return pac;
+}
+
+/* A live frame whose record returns into malloc, signed with PAC: the
+ * thread is busy, as with it unsigned; attach refuses after its stops,
+ * having called nothing. */
+static void test_pac_signed_busy(void **state) {
+  (void)state;
+  static run_result_t res;
+  target_t t;
+  if (start_pac(&t, "record") != 1) {
+    target_wait(&t);
+    print_message("skipped: this processor signs no return address\n");
+    skip();
+  }
+  int st = memtop_cmd(&res, "attach", 0, t.pid);
+  print_message("attach: exit %d: %s", st, res.err);
+  assert_int_equal(st, 1);
+  assert_non_null(
+      strstr(res.err, "inside the dynamic loader or the allocator"));
+  assert_int_not_equal(access(t.sock, F_OK), 0);
+  assert_int_equal(target_wait(&t), 0);
+}
+
+/* The same address, plain, in a live frame's locals (where a stale one
+ * lies): no record returns there, so the thread is clear and attached. */
+static void test_stale_local_clear(void **state) {
+  (void)state;
+  static run_result_t res;
+  target_t t;
+  (void)start_pac(&t, "local");
+  if (memtop_cmd(&res, "attach", 0, t.pid) != 0)
+    fail_msg("memtop attach exited %d: %s", res.status, res.err);
+  if (memtop_cmd(&res, "detach", 0, t.pid) != 0)
+    fail_msg("memtop detach exited %d: %s", res.status, res.err);
+  assert_int_equal(target_wait(&t), 0);
+}
+
 /* ---- the registers -------------------------------------------------------*/
 
 static void test_sve_held(void **state) {
@@ -382,9 +434,13 @@ static void test_sleep_restarted(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_attach_cycles),   cmocka_unit_test(test_track),
-      cmocka_unit_test(test_track_cxx),       cmocka_unit_test(test_sve_held),
+      cmocka_unit_test(test_attach_cycles),
+      cmocka_unit_test(test_track),
+      cmocka_unit_test(test_track_cxx),
+      cmocka_unit_test(test_sve_held),
       cmocka_unit_test(test_sleep_restarted),
+      cmocka_unit_test(test_pac_signed_busy),
+      cmocka_unit_test(test_stale_local_clear),
   };
   /* VM_TESTS=GLOB on the kernel's command line: those tests only. */
   const char *only = getenv("VM_TESTS");

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "attach/arch.h"
+#include "attach/inject.h"
 #include "attach/rsym.h"
 #include "memstats.h"
 #include "preload/got_reloc.h"
@@ -195,6 +196,63 @@ static void test_aarch64_live_state(void **state) {
   assert_int_equal(mt_arch_x86_64.live[1].type, 0);
 }
 
+/* A return address signed with a pointer authentication code (PAC in
+ * the bits NT_ARM_PAC_MASK's insn_mask names, here 54..48 of a 48-bit
+ * address space) is looked at as the address it is: without that, a
+ * thread whose frames keep signed return addresses into malloc (code
+ * built with -mbranch-protection) was never found busy (the aarch64 VM's
+ * at_pac). */
+static void test_pac_strip(void **state) {
+  (void)state;
+  uint64_t mask = 0x007f000000000000ull, ra = 0x0000ffff8f95ea78ull;
+  assert_int_equal(mt_arch_aarch64.pac_type, 0x406); /* NT_ARM_PAC_MASK */
+  assert_int_equal(mt_arch_x86_64.pac_type, 0);
+  assert_int_equal(mt_inj_strip(ra | 0x0035000000000000ull, mask), ra);
+  assert_int_equal(mt_inj_strip(ra, mask), ra);
+  /* The top byte (a tag) is never a user code address's. */
+  assert_int_equal(mt_inj_strip(ra | 0x5a7f000000000000ull, mask), ra);
+  /* No PAC (mask 0, x86-64): the word as it is. */
+  assert_int_equal(mt_inj_strip(ra | 0x0035000000000000ull, 0),
+                   ra | 0x0035000000000000ull);
+}
+
+/* The stack search through frame records (aarch64): a stale return
+ * address into a busy range in a frame's locals (the lazy binder's, in
+ * the aarch64 VM: at_alloc's and at_cxx's main thread busy at every stop)
+ * no longer counts; a record's does, signed or not; a chain that is not
+ * one (-1) sends the search back to every word. */
+static void test_frames_busy(void **state) {
+  (void)state;
+  const mt_inj_range_t busy = {0x9000, 0xa000};
+  static mt_inj_t inj;
+  mt_inj_init(&inj, 0, &busy, 1);
+  uint64_t w[64] = {0}, sp = 0x1000, pac = 0x007f000000000000ull;
+  assert_non_null(mt_arch_aarch64.frame);
+  assert_null(mt_arch_x86_64.frame);
+  /* Records at 0x1010 and 0x1040, the outermost (its caller's record 0). */
+  w[2] = 0x1040, w[3] = 0x5000;
+  w[8] = 0, w[9] = 0x5004;
+  w[5] = 0x9004; /* stale, in the first frame's locals */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 0);
+  w[9] = 0x9004; /* the second frame returns into the busy range */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 1);
+  w[9] = 0x0035000000009004ull; /* the same, signed */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 1);
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, 0), 0);
+  w[9] = 0x5004;
+  /* The chain leaves what was read: what it holds was searched. */
+  w[8] = 0x2000;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 0);
+  w[8] = 0;
+  /* No chain: misaligned, below sp, going down, no return address. */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1018, pac), -1);
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x0ff0, pac), -1);
+  w[2] = 0x1000;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), -1);
+  w[2] = 0x1040, w[9] = 0;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), -1);
+}
+
 static void test_x86_64(void **state) {
   (void)state;
   const mt_arch_t *a = &mt_arch_x86_64;
@@ -336,6 +394,8 @@ int main(void) {
       cmocka_unit_test(test_aarch64_restart),
       cmocka_unit_test(test_aarch64_after_call),
       cmocka_unit_test(test_aarch64_live_state),
+      cmocka_unit_test(test_pac_strip),
+      cmocka_unit_test(test_frames_busy),
       cmocka_unit_test(test_x86_64),
       cmocka_unit_test(test_got_relocs),
       cmocka_unit_test(test_rsym_machine),
