@@ -71,6 +71,33 @@ typedef struct mt_arch_s {
   /* The FP/vector state, the first regset the kernel gives (the whole
    * one: XSAVE's area, SVE's registers), else the second. */
   mt_arch_regset_t fp[2];
+  /* The frame pointer where frames are linked records {the caller's
+   * record, the return address} (aarch64's x29: glibc's and most code's
+   * non-leaf functions make one); NULL where they may not be (x86-64,
+   * built without frame pointers). The stack search then reads the
+   * return addresses of the records (mt_inj_frames_busy), not every word:
+   * a stale return address in a frame's locals (the lazy binder's, left
+   * by a PLT call at the same depth earlier) made a thread waiting in
+   * read(2) busy at every stop. */
+  uint64_t (*frame)(const void *regs);
+  /* The regset giving where a return address keeps its pointer
+   * authentication code (aarch64's NT_ARM_PAC_MASK: struct
+   * user_pac_mask, data and instruction masks), 0 none: code signed
+   * with PAC (-mbranch-protection, as Fedora's and Ubuntu's glibc are)
+   * keeps its return addresses signed in its frames and, between
+   * paciasp and autiasp, in x30. The code addresses and stack words are
+   * looked at with those bits cleared (mt_inj_strip). */
+  unsigned pac_type;
+  /* State the calls would not keep, which the FP regsets above do not
+   * hold: a thread that has it live is left as found, never called on
+   * (as a busy one; another thread, or a later stop, is tried). Each a
+   * regset whose header (its first size bytes, at most 16) live_state
+   * reads; type 0: none. A regset the kernel lacks reads as not live.
+   * aarch64: SME's streaming mode (NT_ARM_SSVE; a system call in the
+   * calls would end it, and in it most FP/SIMD instructions fault) and
+   * its ZA array (NT_ARM_ZA; ZT0 lives only with it). */
+  mt_arch_regset_t live[2];
+  int (*live_state)(unsigned type, const void *hdr, size_t len);
   /* The regset holding the system call's number (aarch64's
    * NT_ARM_SYSTEM_CALL, an int), saved, set to -1 for the calls and put
    * back; 0: the number is in NT_PRSTATUS (x86-64's orig_rax). */
@@ -80,6 +107,14 @@ typedef struct mt_arch_s {
    * caller is there, not on the stack). Fills out (room for 2), returns
    * how many. */
   size_t (*code_addrs)(const void *regs, uint64_t *out);
+  /* Whether a word on a thread's stack that points into the loader or
+   * the allocator can be a return address, from insn, the 4 bytes of
+   * code before the address it points at: the address after a call.
+   * Other words there (function pointers the startup frames keep: glibc
+   * keeps the loader's _dl_audit_preinit in __libc_start_main's, just
+   * under main's) make no thread busy. NULL: every such word is taken
+   * for one (x86-64, whose calls have many lengths). */
+  int (*after_call)(uint32_t insn);
   uint64_t (*sp)(const void *regs);
   /* Whether the thread was stopped in a system call whose restart goes
    * through the kernel's per-thread restart block (see above). */

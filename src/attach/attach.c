@@ -585,8 +585,13 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
   if (r == MS_EAGAIN)
     return fail(err, errlen, r,
                 "every thread of process %d (%s) was inside the dynamic "
-                "loader or the allocator at each of %d stops; try again",
-                (int)req->pid, pi->name, inj.tries);
+                "loader or the allocator%s at each of %d stops; try again",
+                (int)req->pid, pi->name,
+                inj.live_seen ? " (or in SME's streaming mode, or with its "
+                                "ZA array live, which the calls would not "
+                                "keep)"
+                              : "",
+                inj.tries);
   if (r != 0)
     return fail(err, errlen, r, "cannot stop process %d: %s", (int)req->pid,
                 inj.why[0] ? inj.why : ms_strerror(r));

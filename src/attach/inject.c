@@ -26,6 +26,33 @@
 #include "attach/arch.h"
 #include "memstats.h"
 
+uint64_t mt_inj_strip(uint64_t w, uint64_t insn_mask) {
+  return insn_mask ? w & ~(insn_mask | 0xff00000000000000ull) : w;
+}
+
+int mt_inj_frames_busy(const mt_inj_t *inj, const uint64_t *words,
+                       size_t nwords, uint64_t sp, uint64_t fp,
+                       uint64_t insn_mask) {
+  uint64_t end = sp + nwords * 8;
+  for (size_t k = 0; k < nwords; k++) {
+    if (fp == 0)
+      return 0; /* the outermost frame */
+    if (fp < sp || (fp & 15) != 0)
+      return -1;
+    if (fp >= end || end - fp < 16)
+      return 0; /* the rest is beyond what was read */
+    const uint64_t *rec = &words[(fp - sp) / 8];
+    uint64_t lr = mt_inj_strip(rec[1], insn_mask);
+    if (lr == 0 || (rec[0] != 0 && rec[0] <= fp))
+      return -1;
+    for (size_t i = 0; i < inj->nbusy; i++)
+      if (lr >= inj->busy[i].lo && lr < inj->busy[i].hi)
+        return 1;
+    fp = rec[0];
+  }
+  return -1;
+}
+
 #if defined(MT_ARCH_HOST)
 #include <sys/user.h>
 
@@ -427,6 +454,19 @@ static int in_busy(const mt_inj_t *inj, uint64_t a) {
   return 0;
 }
 
+/* Whether a word pointing into a busy range can be a return address
+ * (arch.h's after_call): the code before it, unreadable, is no call. */
+static int after_call(mt_inj_t *inj, uint64_t a) {
+  uint32_t insn;
+  if (!ARCH->after_call)
+    return 1;
+  struct iovec local = {&insn, sizeof insn},
+               remote = {(void *)(uintptr_t)(a - sizeof insn), sizeof insn};
+  return process_vm_readv(inj->pid, &local, 1, &remote, 1, 0) ==
+             (ssize_t)sizeof insn &&
+         ARCH->after_call(insn);
+}
+
 /* Whether thread t may be stopped where it is: its PC and the words at
  * the top of its stack are outside the busy ranges. */
 static int thread_clear(mt_inj_t *inj, pid_t tid,
@@ -436,9 +476,28 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
     return 0; /* gone meanwhile: not one to call on */
   if (out)
     *out = r;
+  for (size_t k = 0; k < sizeof ARCH->live / sizeof ARCH->live[0]; k++) {
+    unsigned char hdr[16];
+    struct iovec io = {hdr, ARCH->live[k].size};
+    if (ARCH->live[k].type != 0 && io.iov_len <= sizeof hdr &&
+        ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)ARCH->live[k].type,
+               &io) == 0 &&
+        ARCH->live_state(ARCH->live[k].type, hdr, io.iov_len)) {
+      inj->live_seen++;
+      return 0;
+    }
+  }
+  /* Where the thread's return addresses keep a PAC (arch.h). */
+  uint64_t pac[2] = {0, 0};
+  struct iovec pio = {pac, sizeof pac};
+  if (ARCH->pac_type == 0 ||
+      ptrace(PTRACE_GETREGSET, tid, (void *)(uintptr_t)ARCH->pac_type, &pio) !=
+          0 ||
+      pio.iov_len != sizeof pac)
+    pac[1] = 0;
   uint64_t code[2];
   for (size_t i = ARCH->code_addrs(&r, code); i-- > 0;)
-    if (in_busy(inj, code[i]))
+    if (in_busy(inj, mt_inj_strip(code[i], pac[1])))
       return 0;
   uint64_t words[STACK_SCAN / 8];
   size_t scan = inj->scan_bytes > 0 && inj->scan_bytes < sizeof words
@@ -446,9 +505,17 @@ static int thread_clear(mt_inj_t *inj, pid_t tid,
                     : sizeof words;
   struct iovec local = {words, scan}, remote = {(void *)ARCH->sp(&r), scan};
   ssize_t n = process_vm_readv(inj->pid, &local, 1, &remote, 1, 0);
-  for (ssize_t i = 0; n > 0 && i < n / 8; i++)
-    if (in_busy(inj, words[i]))
+  if (n > 0 && ARCH->frame) {
+    int b = mt_inj_frames_busy(inj, words, (size_t)n / 8, ARCH->sp(&r),
+                               ARCH->frame(&r), pac[1]);
+    if (b >= 0)
+      return !b;
+  }
+  for (ssize_t i = 0; n > 0 && i < n / 8; i++) {
+    uint64_t w = mt_inj_strip(words[i], pac[1]);
+    if (in_busy(inj, w) && after_call(inj, w))
       return 0;
+  }
   return 1;
 }
 

@@ -128,14 +128,32 @@ typedef struct mt_inj_s {
   uint64_t held_ns; /* what the tries that kept none held, in all */
   int tries;
   size_t busy_seen;
-  int calls;     /* the functions called (mt_inj_call) */
-  int boosted;   /* 1 if the calls ran raised (root; see above) */
-  char why[256]; /* why the last step failed, for the user */
+  size_t live_seen; /* of them, with state the calls would not keep */
+  int calls;        /* the functions called (mt_inj_call) */
+  int boosted;      /* 1 if the calls ran raised (root; see above) */
+  char why[256];    /* why the last step failed, for the user */
 } mt_inj_t;
 
 /* Prepares inj for process pid, with the ranges no thread may be in. */
 void mt_inj_init(mt_inj_t *inj, pid_t pid, const mt_inj_range_t *busy,
                  size_t nbusy);
+
+/* Address w with the bits of a pointer authentication code cleared:
+ * insn_mask's (arch.h's pac_type; 0 when the thread has none) and the
+ * top byte, which a user-space code address never has set. Pure. */
+uint64_t mt_inj_strip(uint64_t w, uint64_t insn_mask);
+
+/* The stack search through linked frame records (arch.h's frame):
+ * words[0..nwords) are the thread's stack from sp up, fp its frame
+ * pointer, insn_mask its PAC bits (mt_inj_strip). Follows the records
+ * from fp while they lie in words, 16-aligned and going up: returns 1 if
+ * a record's return address is in inj's busy ranges, 0 if none is and
+ * the chain ended (fp 0, the outermost frame) or left words, -1 if it is
+ * no chain (fp outside words or below sp, misaligned, not going up, a
+ * record with no return address): then every word is searched. Pure. */
+int mt_inj_frames_busy(const mt_inj_t *inj, const uint64_t *words,
+                       size_t nwords, uint64_t sp, uint64_t fp,
+                       uint64_t insn_mask);
 
 /* Stops every thread (see above). Returns 0, or MS_EACCES (ptrace refused:
  * the reason in inj->why), MS_ESRCH (gone), MS_EAGAIN (a thread was in

@@ -15,9 +15,14 @@
  *     with arch_aarch64.c's frame, in a thread stopped in read(2) (a
  *     signal handler stands for the ptrace stop): its result, its end
  *     at address 0, the registers put back and the read issued again.
- * Each case skips, saying why, without the compiler (or the emulator).
- * The ptrace calls themselves (inject.c's regsets on aarch64) are not run
- * anywhere here.
+ *   - memtop attach, attach --track and detach on a real aarch64 kernel:
+ *     Debian's arm64 kernel booted under qemu-system-aarch64 (-cpu max,
+ *     software emulation) with tests/cross/vm_attach.c's cmocka tests in
+ *     its initramfs (tests/cross/vm-aarch64.sh; the kernel, busybox and
+ *     cmocka downloaded once into $BUILD/vm-aarch64): inject.c's ptrace
+ *     and regsets there, SVE's registers held by a program it stops.
+ * Each case skips, saying why, without the compiler (or the emulator, or
+ * Debian's mirrors for the VM's first run).
  */
 #include <elf.h>
 #include <setjmp.h>
@@ -153,11 +158,45 @@ static void test_call_under_qemu(void **state) {
   assert_non_null(strstr(out, "-> 11022"));
 }
 
+/* tests/cross/vm-aarch64.sh's steps: fetch (once), the build, the run;
+ * its exit 77 is a skip, with its reason. */
+static void test_attach_in_vm(void **state) {
+  (void)state;
+  need_compiler();
+  if (!have("qemu-system-aarch64") || !have("cpio")) {
+    print_message("skipped: no qemu-system-aarch64 or cpio to boot an "
+                  "aarch64 kernel (Debian: apt-get install qemu-system-arm "
+                  "cpio)\n");
+    skip();
+  }
+  const char *b = getenv("BUILD");
+  b = b && *b ? b : "build";
+  static char big[1 << 18];
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd,
+           "sh tests/cross/vm-aarch64.sh fetch '%s' 2>&1 && "
+           "make --no-print-directory -s BUILD='%s' vm-aarch64-files 2>&1 && "
+           "VM_TIMEOUT=600 sh tests/cross/vm-aarch64.sh run '%s' 2>&1",
+           b, b, b);
+  int rc = run_output(cmd, big, sizeof big);
+  if (rc == 77) {
+    const char *why = strstr(big, "vm-aarch64: skipped: ");
+    print_message("skipped: %s\n", why ? why + 21 : big);
+    skip();
+  }
+  if (rc != 0 || !strstr(big, "vm-aarch64: passed"))
+    fail_msg("%s: exit %d\n%s", cmd, rc, big);
+  /* The figures measured in the VM (software emulation). */
+  for (const char *p = big; (p = strstr(p, "stop ms")) != NULL; p++)
+    print_message("in the VM: %.*s\n", (int)strcspn(p, "\n"), p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attach_built),
       cmocka_unit_test(test_got_under_qemu),
       cmocka_unit_test(test_call_under_qemu),
+      cmocka_unit_test(test_attach_in_vm),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

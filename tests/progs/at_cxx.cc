@@ -46,7 +46,12 @@ int main() {
   std::thread a(worker, 1u), b(worker, 2u);
   std::printf("ready %d\n", (int)getpid());
   std::fflush(stdout);
-  char line[64];
+  /* Static, not on the stack, as at_alloc's: memtop attach looks at the
+   * top of each thread's stack for return addresses into the loader and
+   * the allocator, and a buffer there keeps stale ones (the aarch64 VM
+   * found the lazy binder's, _dl_runtime_resolve's, in it at every stop
+   * while both workers were inside malloc). */
+  static char line[64];
   while (std::fgets(line, sizeof line, stdin)) {
     if (std::strncmp(line, "info", 4) == 0)
       std::printf("count %lu\n", g_count.load());

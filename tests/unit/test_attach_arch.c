@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "attach/arch.h"
+#include "attach/inject.h"
 #include "attach/rsym.h"
 #include "memstats.h"
 #include "preload/got_reloc.h"
@@ -123,6 +124,133 @@ static void test_aarch64_restart(void **state) {
   assert_false(a->restart_block(&r));
   r.x[8] = 22; /* epoll_pwait */
   assert_false(a->restart_block(&r));
+}
+
+/* A word on a stack pointing into the loader or the allocator is taken
+ * for a return address only after a call instruction: glibc's startup
+ * frames, just under main's, keep the loader's _dl_audit_preinit (a
+ * function's first instruction, after a branch), which made a main thread
+ * near its stack's start busy at every stop (seen on an aarch64 kernel,
+ * tests/cross/vm-aarch64.sh: at_sve could never be attached to). */
+static void test_aarch64_after_call(void **state) {
+  (void)state;
+  int (*after)(uint32_t) = mt_arch_aarch64.after_call;
+  assert_non_null(after);
+  assert_true(after(0x94000010u));  /* bl .+64 */
+  assert_true(after(0x97fffff0u));  /* bl .-64 */
+  assert_true(after(0xd63f0060u));  /* blr x3 */
+  assert_true(after(0xd63f0a3fu));  /* blraaz x17 */
+  assert_true(after(0xd63f0e3fu));  /* blrabz x17 */
+  assert_true(after(0xd73f0a30u));  /* blraa x17, x16 */
+  assert_true(after(0xd73f0e30u));  /* blrab x17, x16 */
+  assert_false(after(0x17ffffd8u)); /* b .-160: _dl_audit_preinit's before */
+  assert_false(after(0xa9bb7bfdu)); /* stp x29, x30, [sp, #-80]! */
+  assert_false(after(0xd65f03c0u)); /* ret */
+  assert_false(after(0xd61f0220u)); /* br x17 */
+  assert_false(after(0xd503201fu)); /* nop */
+  assert_false(after(0xd4000001u)); /* svc #0 */
+  assert_false(after(0x00000000u));
+  /* x86-64 takes every such word (its calls have many lengths). */
+  assert_null(mt_arch_x86_64.after_call);
+}
+
+/* An SME header: size, max_size, vl, max_vl, flags. */
+static void sme_hdr(unsigned char *h, uint32_t size, uint16_t flags) {
+  uint32_t max = 1 << 16;
+  uint16_t vl = 64;
+  memset(h, 0, 16);
+  memcpy(h, &size, 4);
+  memcpy(h + 4, &max, 4);
+  memcpy(h + 8, &vl, 2);
+  memcpy(h + 10, &vl, 2);
+  memcpy(h + 12, &flags, 2);
+}
+
+/* SME's state the calls would not keep: a thread in streaming mode
+ * (NT_ARM_SSVE with SVE's registers after its header) or with ZA live
+ * (NT_ARM_ZA with rows after its header) is not called on. Off, the
+ * kernel gives the header alone, or the FP/SIMD registers (flags 0). */
+static void test_aarch64_live_state(void **state) {
+  (void)state;
+  const mt_arch_t *a = &mt_arch_aarch64;
+  unsigned char h[16];
+  assert_int_equal(a->live[0].type, 0x40b); /* NT_ARM_SSVE */
+  assert_int_equal(a->live[1].type, 0x40c); /* NT_ARM_ZA */
+  assert_int_equal(a->live[0].size, 16);
+  assert_int_equal(a->live[1].size, 16);
+  sme_hdr(h, 16 + 34 * 64, 1); /* streaming: SVE_PT_REGS_SVE */
+  assert_true(a->live_state(0x40b, h, 16));
+  assert_false(a->live_state(0x40b, h, 12)); /* short: not read */
+  sme_hdr(h, 16 + 34 * 64, 1 | 2);           /* and SVE_PT_VL_INHERIT */
+  assert_true(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16 + 528, 0); /* not streaming: the FP/SIMD registers */
+  assert_false(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16, 1); /* not streaming: the header alone */
+  assert_false(a->live_state(0x40b, h, 16));
+  sme_hdr(h, 16 + 64 * 64, 0); /* ZA live: vl rows of vl bytes */
+  assert_true(a->live_state(0x40c, h, 16));
+  sme_hdr(h, 16, 0); /* ZA off */
+  assert_false(a->live_state(0x40c, h, 16));
+  /* x86-64 has none. */
+  assert_int_equal(mt_arch_x86_64.live[0].type, 0);
+  assert_int_equal(mt_arch_x86_64.live[1].type, 0);
+}
+
+/* A return address signed with a pointer authentication code (PAC in
+ * the bits NT_ARM_PAC_MASK's insn_mask names, here 54..48 of a 48-bit
+ * address space) is looked at as the address it is: without that, a
+ * thread whose frames keep signed return addresses into malloc (code
+ * built with -mbranch-protection) was never found busy (the aarch64 VM's
+ * at_pac). */
+static void test_pac_strip(void **state) {
+  (void)state;
+  uint64_t mask = 0x007f000000000000ull, ra = 0x0000ffff8f95ea78ull;
+  assert_int_equal(mt_arch_aarch64.pac_type, 0x406); /* NT_ARM_PAC_MASK */
+  assert_int_equal(mt_arch_x86_64.pac_type, 0);
+  assert_int_equal(mt_inj_strip(ra | 0x0035000000000000ull, mask), ra);
+  assert_int_equal(mt_inj_strip(ra, mask), ra);
+  /* The top byte (a tag) is never a user code address's. */
+  assert_int_equal(mt_inj_strip(ra | 0x5a7f000000000000ull, mask), ra);
+  /* No PAC (mask 0, x86-64): the word as it is. */
+  assert_int_equal(mt_inj_strip(ra | 0x0035000000000000ull, 0),
+                   ra | 0x0035000000000000ull);
+}
+
+/* The stack search through frame records (aarch64): a stale return
+ * address into a busy range in a frame's locals (the lazy binder's, in
+ * the aarch64 VM: at_alloc's and at_cxx's main thread busy at every stop)
+ * no longer counts; a record's does, signed or not; a chain that is not
+ * one (-1) sends the search back to every word. */
+static void test_frames_busy(void **state) {
+  (void)state;
+  const mt_inj_range_t busy = {0x9000, 0xa000};
+  static mt_inj_t inj;
+  mt_inj_init(&inj, 0, &busy, 1);
+  uint64_t w[64] = {0}, sp = 0x1000, pac = 0x007f000000000000ull;
+  assert_non_null(mt_arch_aarch64.frame);
+  assert_null(mt_arch_x86_64.frame);
+  /* Records at 0x1010 and 0x1040, the outermost (its caller's record 0). */
+  w[2] = 0x1040, w[3] = 0x5000;
+  w[8] = 0, w[9] = 0x5004;
+  w[5] = 0x9004; /* stale, in the first frame's locals */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 0);
+  w[9] = 0x9004; /* the second frame returns into the busy range */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 1);
+  w[9] = 0x0035000000009004ull; /* the same, signed */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 1);
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, 0), 0);
+  w[9] = 0x5004;
+  /* The chain leaves what was read: what it holds was searched. */
+  w[8] = 0x2000;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), 0);
+  w[8] = 0;
+  /* No chain: misaligned, below sp, going down, no return address. */
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1018, pac), -1);
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x0ff0, pac), -1);
+  w[2] = 0x1000;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), -1);
+  w[2] = 0x1040, w[9] = 0;
+  assert_int_equal(mt_inj_frames_busy(&inj, w, 64, sp, 0x1010, pac), -1);
 }
 
 static void test_x86_64(void **state) {
@@ -264,6 +392,10 @@ int main(void) {
       cmocka_unit_test(test_aarch64_returned),
       cmocka_unit_test(test_aarch64_code_addrs),
       cmocka_unit_test(test_aarch64_restart),
+      cmocka_unit_test(test_aarch64_after_call),
+      cmocka_unit_test(test_aarch64_live_state),
+      cmocka_unit_test(test_pac_strip),
+      cmocka_unit_test(test_frames_busy),
       cmocka_unit_test(test_x86_64),
       cmocka_unit_test(test_got_relocs),
       cmocka_unit_test(test_rsym_machine),
