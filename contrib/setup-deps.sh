@@ -120,6 +120,8 @@ cmd:go|golang-go|golang-bin|go|go (go tool pprof reads memtop's heap profiles in
 cmd:postgres/initdb|postgresql|postgresql-server|postgresql|PostgreSQL (test_trees: memtop run follows the postmaster and its backends)
 cmd:aarch64-linux-gnu-gcc|gcc-aarch64-linux-gnu libc6-dev-arm64-cross|gcc-aarch64-linux-gnu|aarch64-linux-gnu-gcc|an aarch64 cross compiler (make cross-aarch64, test_cross_aarch64; never installed by this script: about 270 MB with qemu-user)
 cmd:qemu-aarch64|qemu-user|qemu-user|qemu-user|qemu-aarch64 (test_cross_aarch64 runs the aarch64 preload under it)
+cmd:qemu-system-aarch64|qemu-system-arm cpio|qemu-system-aarch64|qemu-system-aarch64|qemu-system-aarch64 and cpio (make check-aarch64-vm, test_cross_aarch64: memtop attach on a real arm64 kernel in a VM; never installed by this script)
+cmd:aarch64-linux-gnu-g++|g++-aarch64-linux-gnu|gcc-c++-aarch64-linux-gnu|aarch64-linux-gnu-gcc|an aarch64 C++ cross compiler (the VM's C++ attach --track case)
 "
 
 # Whether one check (cmd:a/b or pc:a/b) is satisfied by any alternative.
