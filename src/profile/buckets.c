@@ -323,6 +323,14 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
   return taken != 0;
 }
 
+void ms__prof_table_pin(ms__prof_table_t *t, uintptr_t lo, size_t len) {
+  if (t->map == NULL)
+    return;
+  for (uintptr_t a = lo & ~(uintptr_t)15; a < lo + len; a += 16)
+    __atomic_store_n(&t->filter[filter_index((const void *)a)], (uint8_t)0xff,
+                     __ATOMIC_RELAXED);
+}
+
 void ms__prof_table_forget(ms__prof_table_t *t) {
   if (t->map == NULL)
     return;

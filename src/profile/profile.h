@@ -102,6 +102,16 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size);
  * sample. */
 void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
 
+/* Addresses [lo, lo + len) (16-byte aligned blocks) that frees reaching
+ * the profile's filter without any other test must find held: the
+ * preload's bootstrap buffer, whose blocks its free on jemalloc then
+ * tells apart on the filter's slow path only (src/preload/malloc.c). Each
+ * 16-byte step's byte of the filter is set for good (saturated, never
+ * counted down), now if the table exists, else when it is made, and
+ * again after a forget. Called before the gate can be set (before
+ * ms__prof_set_gate); replaces an earlier range. */
+void ms__prof_pin(const void *lo, size_t len);
+
 /* A block about to be freed (or realloc'ed) while ms__prof_live != 0:
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
@@ -226,6 +236,9 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p);
 uint64_t ms__prof_table_take(ms__prof_table_t *t, const void *p);
 void ms__prof_table_put(ms__prof_table_t *t, const void *p, uint64_t taken);
 void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken);
+/* With the lock held: the filter's bytes of every 16-byte step of
+ * [lo, lo + len) set for good (ms__prof_pin). */
+void ms__prof_table_pin(ms__prof_table_t *t, uintptr_t lo, size_t len);
 /* With the lock held: the profile cut. Counts of the cycle that ends are
  * folded into each bucket's active record, and a new cycle begins. */
 void ms__prof_table_cut(ms__prof_table_t *t);
