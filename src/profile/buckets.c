@@ -335,9 +335,12 @@ void ms__prof_table_forget(ms__prof_table_t *t) {
   if (t->map == NULL)
     return;
   /* The filter is read without the lock by every free: byte by byte,
-   * with the stores its readers' loads pair with. */
+   * with the stores its readers' loads pair with. A saturated byte stays
+   * (it is never counted down anyway): the pinned ones among them
+   * (ms__prof_table_pin) are never missing, even to a free that reads
+   * the filter while this runs. */
   for (uint32_t i = 0; i < FILTER_SIZE; i++)
-    if (t->filter[i] != 0)
+    if (t->filter[i] != 0 && t->filter[i] != 0xff)
       __atomic_store_n(&t->filter[i], (uint8_t)0, __ATOMIC_RELAXED);
   memset(t->heads, 0, (size_t)t->nheads * sizeof *t->heads);
   memset(t->addrs, 0, (size_t)t->cap_addr * sizeof *t->addrs);

@@ -63,8 +63,8 @@ static uint64_t g_lost; /* atomic: frees a busy thread could not record */
  * a late-loaded library is detached (no profile then). Atomics. */
 static uint64_t g_since_unix_ns;
 static int g_forget, g_late_off;
-/* ms__prof_pin's range: set before the gate, read under the table's lock
- * (or before the table is published). */
+/* ms__prof_pin's range: set before any table can be made, read when it
+ * is made. */
 static uintptr_t g_pin_lo;
 static size_t g_pin_len;
 
@@ -266,10 +266,8 @@ static void lock_table(void) {
   if (__builtin_expect(__atomic_load_n(&g_forget, __ATOMIC_ACQUIRE) != 0, 0) &&
       __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_MAKING) {
     __atomic_store_n(&g_forget, 0, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY) {
-      ms__prof_table_forget(&g_table);
-      ms__prof_table_pin(&g_table, g_pin_lo, g_pin_len);
-    }
+    if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY)
+      ms__prof_table_forget(&g_table); /* the pins stay */
   }
 }
 

@@ -129,6 +129,10 @@ static void test_table_pin(void **state) {
   assert_int_equal(ms__prof_table_free(&g_t, &blocks[16]), 1);
   assert_true(ms__prof_table_maybe(&g_t, &blocks[16]));
   assert_int_equal(g_live, 0);
+  /* A forget (memtop attach --track's second attach) keeps them. */
+  ms__prof_table_forget(&g_t);
+  for (int i = 0; i < 48; i += 16)
+    assert_true(ms__prof_table_maybe(&g_t, &blocks[i]));
   /* A slot no pinned step shares is clear. */
   uint32_t last = ms__prof_filter_index(&blocks[48]);
   int shared = 0;
