@@ -92,19 +92,26 @@ extern ms__real_t ms__real MS__PRELOAD_HIDDEN;
  * one test is what makes MEMSTATS_PROFILE_RATE=0 cost nothing: in READY
  * the entry points run code that has no profiler in it at all (each is
  * compiled twice, see ms__preload_mode), and the profiling copy is reached
- * by the branch that is not taken. */
+ * by the branch that is not taken. PROF is the one state above READY, so
+ * that the compare with READY tells the profiling copy too (one jump more
+ * than the plain copy's, not a compare and a jump: MS__REAL_IS_PROF). */
 enum {
   MS__REAL_NONE = 0,      /* nobody looked yet */
   MS__REAL_RESOLVING = 1, /* a thread is inside dlsym */
-  MS__REAL_READY = 2,     /* ms__real is complete; not profiling */
-  MS__REAL_FAILED = 3,    /* no next malloc: only the bootstrap buffer */
-  MS__REAL_PROF = 4,      /* ms__real is complete; profiling */
+  MS__REAL_FAILED = 2,    /* no next malloc: only the bootstrap buffer */
   /* READY or PROF in a fork child whose agent is still to be started
    * (preload.c, ms__preload_forked): every allocation entry point takes
    * its slow path until then, the fork handler having only stored this. */
-  MS__REAL_FORKED = 5,
-  MS__REAL_FORKED_PROF = 6
+  MS__REAL_FORKED = 3,
+  MS__REAL_FORKED_PROF = 4,
+  MS__REAL_READY = 5, /* ms__real is complete; not profiling */
+  MS__REAL_PROF = 6   /* ms__real is complete; profiling */
 };
+/* st, not READY, is PROF (the entry points' second test). */
+#define MS__REAL_IS_PROF(st) ((st) > MS__REAL_READY)
+/* st is FORKED or FORKED_PROF. */
+#define MS__REAL_IS_FORKED(st)                                                 \
+  ((st) == MS__REAL_FORKED || (st) == MS__REAL_FORKED_PROF)
 extern int ms__real_state MS__PRELOAD_HIDDEN;
 
 /* The preload's state per thread. It lives in the room the engine keeps
@@ -146,17 +153,28 @@ ms__pl(ms__tls_t *t) {
  * to unsample) and whether blocks are measured by glibc's chunk header
  * (MS__GATE_NOT_GLIBC clear: ms__real.usable_kind is MS__USABLE_GLIBC,
  * which then need not be loaded). The profile's table keeps the LIVE bit
- * (ms__prof_set_gate), resolve.c the others. On glibc with
- * MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one compare. */
+ * (one of three, by allocator: ms__prof_set_gate), resolve.c the others.
+ * On glibc with MEMSTATS_PROFILE_RATE=0 it is 0 from the lookup on: one
+ * compare. */
 #define MS__GATE_NOT_READY 1u
-#define MS__GATE_LIVE 2u
 #define MS__GATE_NOT_GLIBC 4u
+/* LIVE on glibc: the sign bit, so that free's test for 0 tells it too
+ * (malloc.c, free_body). */
+#define MS__GATE_LIVE ((uint64_t)1 << 63)
+/* LIVE on an allocator whose frees are measured by its own counter
+ * (jemalloc: ms__preload_free_by_counter), set with NOT_GLIBC: free then
+ * reads the profile's filter and goes straight to free_by_counter's plain
+ * copy, with neither the bootstrap buffer's test (its blocks are pinned
+ * in the filter: ms__preload_profile_on) nor the counter's. */
+#define MS__GATE_LIVE_BC 8u
+/* LIVE on any other allocator, set with NOT_GLIBC. */
+#define MS__GATE_LIVE_OTHER 2u
 extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
 
 /* Whether ms__real is complete, the profiler on or off. */
 static inline int ms__preload_complete(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  return st == MS__REAL_READY || st >= MS__REAL_PROF;
+  return st >= MS__REAL_FORKED;
 }
 
 /* Whether the profiler samples (then ms__real is complete too). */
@@ -204,7 +222,7 @@ static inline __attribute__((always_inline)) int ms__preload_mode(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   if (__builtin_expect(st == MS__REAL_READY, 1))
     return MS__PL_PLAIN;
-  if (MS__PRELOAD_PROFILER && __builtin_expect(st == MS__REAL_PROF, 1))
+  if (MS__PRELOAD_PROFILER && __builtin_expect(MS__REAL_IS_PROF(st), 1))
     return MS__PL_PROF;
   return ms__preload_mode_slow();
 }
@@ -226,6 +244,9 @@ int ms__preload_resolve(void);
 extern unsigned char ms__boot_buf[MS__BOOT_SIZE] MS__PRELOAD_HIDDEN;
 void *ms__bootstrap_alloc(size_t size, size_t align);
 size_t ms__bootstrap_size(const void *p);
+/* Closes the buffer: ms__bootstrap_alloc returns NULL from then on.
+ * Returns how many bytes from its start may hold blocks given out. */
+size_t ms__bootstrap_close(void);
 /* Inline: realloc, malloc_usable_size and free's slow paths ask (free's
  * fast path on glibc leaves a bootstrap block to them by its header:
  * resolve.c). One compare (the subtraction wraps for addresses below the
@@ -376,13 +397,32 @@ ms__preload_sample(ms__tls_t *t, void *p, uint64_t size, int prof) {
     ms__prof_sampled(t, p, size);
 }
 /* Whether the profile's filter holds p's slot: an all-zero array until
- * the table exists, so it may be read at any time. */
+ * the table exists, so it may be read at any time. On x86-64 the byte is
+ * compared where it lies (one load, as a relaxed atomic load is), which
+ * the compilers do not do with an atomic load (a load and a test): one
+ * instruction less on every free while a sample is live. */
 static inline __attribute__((always_inline)) int
 ms__preload_filter_holds(const void *p) {
-  return __atomic_load_n(
-             &__atomic_load_n(&ms__prof_filter,
-                              __ATOMIC_RELAXED)[ms__prof_filter_index(p)],
-             __ATOMIC_RELAXED) != 0;
+  const uint8_t *f = __atomic_load_n(&ms__prof_filter, __ATOMIC_RELAXED);
+#if defined(__x86_64__)
+  /* ms__prof_filter_index(p), which clang computed in three instructions
+   * here (the constant moved to a register first). */
+  uint64_t i;
+  __asm__(
+      "imul %[c], %k[p], %k[i]\n\tshr %[s], %k[i]"
+      : [i] "=r"(i)
+      : [p] "r"(p), [c] "i"(0x9e3779b1u), [s] "i"(32 - MS__PROF_FILTER_BITS));
+  __asm__ goto("cmpb $0, (%0,%1)\n\tjne %l[held]"
+               :
+               : "r"(f), "r"(i)
+               : "cc"
+               : held);
+  return 0;
+held:
+  return 1;
+#else
+  return __atomic_load_n(&f[ms__prof_filter_index(p)], __ATOMIC_RELAXED) != 0;
+#endif
 }
 /* Whether p may be a sampled block: some sample is live, and the filter's
  * byte for p's slot is set (a free or realloc asks before the table). */

@@ -129,8 +129,8 @@ static int resolve_with(int probe);
 int ms__preload_resolve_late(void) {
   __atomic_store_n(&g_late_next, 1, __ATOMIC_RELEASE);
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st == MS__REAL_READY || st >= MS__REAL_PROF)
-    return 0; /* a second attach: as the first left it */
+  if (st >= MS__REAL_FORKED) /* READY, PROF or forked */
+    return 0;                /* a second attach: as the first left it */
   if (st != MS__REAL_NONE)
     return MS_EAGAIN;
   int r = resolve_with(0);
@@ -208,7 +208,7 @@ static int calls_reach_us(void *(*def_malloc)(size_t),
 
 static int resolve_with(int probe) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st == MS__REAL_READY || st >= MS__REAL_PROF)
+  if (st >= MS__REAL_FORKED) /* READY, PROF or forked */
     return 1;
   if (st != MS__REAL_NONE || tls_resolving)
     return 0;
@@ -365,12 +365,12 @@ MS__FORK_TEXT int ms__preload_mode_slow(void) {
    * the resolver, out of the fork section, is not even called (a page of
    * text the child would fault in). */
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st >= MS__REAL_FORKED)
+  if (MS__REAL_IS_FORKED(st))
     return ms__preload_forked(st);
   if (!ms__preload_resolve())
     return MS__PL_BOOT;
   st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (st >= MS__REAL_FORKED)
+  if (MS__REAL_IS_FORKED(st))
     return ms__preload_forked(st);
   return ms__preload_profiling() ? MS__PL_PROF : MS__PL_PLAIN;
 }
@@ -380,11 +380,28 @@ MS__FORK_TEXT int ms__preload_mode_slow(void) {
  * it frees can be a sampled one (sampling starts after this store, and a
  * block reaches another thread only by a synchronisation that orders this
  * store before that thread's test of the state). */
+/* On an allocator that counts what it frees (jemalloc), a sampled block
+ * live sends free to free_by_counter's plain copy past one read of the
+ * profile's filter (MS__GATE_LIVE_BC, malloc.c), without the bootstrap
+ * buffer's test: the buffer is closed (no block from it after this; one
+ * could come only to a thread that read the state before the lookup
+ * ended, and it gets NULL, as from a full buffer) and the blocks it gave
+ * out are pinned in the filter, before the first sample can make the
+ * table. */
 void ms__preload_profile_on(void) {
+  uint64_t bit = MS__GATE_LIVE_OTHER;
+  if (ms__preload_glibc_kind()) {
+    bit = MS__GATE_LIVE; /* NOT_GLIBC is clear: glibc_header_init */
+  } else if (__atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE) ==
+                 MS__REAL_READY &&
+             ms__preload_by_counter()) {
+    ms__prof_pin(ms__boot_buf, ms__bootstrap_close());
+    bit = MS__GATE_LIVE_BC;
+  }
   int expect = MS__REAL_READY;
   if (__atomic_compare_exchange_n(&ms__real_state, &expect, MS__REAL_PROF, 0,
                                   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-    ms__prof_set_gate(&ms__free_gate, MS__GATE_LIVE);
+    ms__prof_set_gate(&ms__free_gate, bit);
     ms__preload_cxx_profile_on();
   }
 }
@@ -619,6 +636,7 @@ void ms__preload_size_init(void) {
 
 unsigned char ms__boot_buf[BOOT_SIZE] __attribute__((aligned(64)));
 static size_t boot_used;
+static int boot_closed; /* ms__bootstrap_close */
 
 void *ms__bootstrap_alloc(size_t size, size_t align) {
   if (align < BOOT_HDR)
@@ -626,8 +644,13 @@ void *ms__bootstrap_alloc(size_t size, size_t align) {
   if (align > 4096 || (align & (align - 1)) || size > BOOT_SIZE)
     return NULL;
   size_t need = BOOT_HDR + size + align;
-  size_t start = __atomic_fetch_add(&boot_used, need, __ATOMIC_RELAXED);
+  size_t start = __atomic_fetch_add(&boot_used, need, __ATOMIC_SEQ_CST);
   if (start + need > BOOT_SIZE || start + need < start)
+    return NULL;
+  /* After ms__bootstrap_close, no block: either this load sees the close,
+   * or the close's load of boot_used sees this block's room (both
+   * sequentially consistent), and the block is among those it pinned. */
+  if (__atomic_load_n(&boot_closed, __ATOMIC_SEQ_CST))
     return NULL;
   uintptr_t base = (uintptr_t)ms__boot_buf + start + BOOT_HDR;
   uintptr_t p = (base + align - 1) & ~(uintptr_t)(align - 1);
@@ -636,6 +659,12 @@ void *ms__bootstrap_alloc(size_t size, size_t align) {
   /* The buffer is static (zeroed) and never reused, so the block is
    * zeroed too: calloc needs nothing more. */
   return (void *)p;
+}
+
+size_t ms__bootstrap_close(void) {
+  __atomic_store_n(&boot_closed, 1, __ATOMIC_SEQ_CST);
+  size_t used = __atomic_load_n(&boot_used, __ATOMIC_SEQ_CST);
+  return used < BOOT_SIZE ? used : BOOT_SIZE;
 }
 
 size_t ms__bootstrap_size(const void *p) {

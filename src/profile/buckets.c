@@ -366,12 +366,26 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p) {
   return taken != 0;
 }
 
+void ms__prof_table_pin(ms__prof_table_t *t, uintptr_t lo, size_t len) {
+  if (t->map == NULL)
+    return;
+  /* Its pages counted in BuckHashSys as any other write's (touch). */
+  for (uintptr_t a = lo & ~(uintptr_t)15; a < lo + len; a += 16) {
+    uint8_t *f = &t->filter[filter_index((const void *)a)];
+    touch(t, f);
+    __atomic_store_n(f, (uint8_t)0xff, __ATOMIC_RELAXED);
+  }
+}
+
 void ms__prof_table_forget(ms__prof_table_t *t) {
   if (t->map == NULL)
     return;
   /* The backed pages of the fixed parts only (the others hold zeros and
    * are left unbacked). The filter is read without the lock by every
-   * free: byte by byte, with the stores its readers' loads pair with. */
+   * free: byte by byte, with the stores its readers' loads pair with. A
+   * saturated byte stays (it is never counted down anyway): the pinned
+   * ones among them (ms__prof_table_pin) are never missing, even to a
+   * free that reads the filter while this runs. */
   size_t filter_pages = round_page(FILTER_SIZE) / PAGE;
   for (size_t page = 0; page < t->fixed_pages; page++) {
     if (!page_seen(t, page))
@@ -379,7 +393,7 @@ void ms__prof_table_forget(ms__prof_table_t *t) {
     uint8_t *m = t->filter + page * PAGE;
     if (page < filter_pages) {
       for (uint32_t i = 0; i < PAGE; i++)
-        if (m[i] != 0)
+        if (m[i] != 0 && m[i] != 0xff)
           __atomic_store_n(&m[i], (uint8_t)0, __ATOMIC_RELAXED);
     } else {
       memset(m, 0, PAGE);

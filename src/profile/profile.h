@@ -102,6 +102,17 @@ void ms__prof_sampled(ms__tls_t *t, void *p, uint64_t size);
  * sample. */
 void ms__prof_set_gate(uint64_t *gate, uint64_t bit);
 
+/* Addresses [lo, lo + len) (16-byte aligned blocks) that frees reaching
+ * the profile's filter without any other test must find held: the
+ * preload's bootstrap buffer, whose blocks its free on jemalloc then
+ * tells apart on the filter's slow path only (src/preload/malloc.c). Each
+ * 16-byte step's byte of the filter is set for good (saturated: never
+ * counted down, kept by a forget), now if the table exists, else when it
+ * is made. Called before the gate can be set (before ms__prof_set_gate)
+ * and before any table can be made (the preload's constructor, memtop
+ * attach's start); replaces an earlier range. */
+void ms__prof_pin(const void *lo, size_t len);
+
 /* A block about to be freed (or realloc'ed) while ms__prof_live != 0:
  * if it was sampled, its bucket counts it freed. */
 void ms__prof_freed(void *p);
@@ -233,12 +244,16 @@ int ms__prof_table_free(ms__prof_table_t *t, const void *p);
 uint64_t ms__prof_table_take(ms__prof_table_t *t, const void *p);
 void ms__prof_table_put(ms__prof_table_t *t, const void *p, uint64_t taken);
 void ms__prof_table_count_free(ms__prof_table_t *t, uint64_t taken);
+/* With the lock held: the filter's bytes of every 16-byte step of
+ * [lo, lo + len) set for good (ms__prof_pin). */
+void ms__prof_table_pin(ms__prof_table_t *t, uintptr_t lo, size_t len);
 /* With the lock held: the profile cut. Counts of the cycle that ends are
  * folded into each bucket's active record, and a new cycle begins. */
 void ms__prof_table_cut(ms__prof_table_t *t);
 /* With the lock held: every bucket, stack and sampled address dropped,
- * the filter cleared (the table's mapping and its size kept): a profile
- * that starts again, as memtop attach --track's second attach does. */
+ * the filter cleared but for its saturated bytes (pinned, or never to be
+ * counted down), the table's mapping and its size kept: a profile that
+ * starts again, as memtop attach --track's second attach does. */
 void ms__prof_table_forget(ms__prof_table_t *t);
 /* After fork, in the child: the lock is free again (the table itself was
  * copied with the address space, live samples and all). */

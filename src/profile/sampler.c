@@ -63,6 +63,10 @@ static uint64_t g_lost; /* atomic: frees a busy thread could not record */
  * a late-loaded library is detached (no profile then). Atomics. */
 static uint64_t g_since_unix_ns;
 static int g_forget, g_late_off;
+/* ms__prof_pin's range: set before any table can be made, read when it
+ * is made. */
+static uintptr_t g_pin_lo;
+static size_t g_pin_len;
 
 /* ---- the PRNG and the exponential draw ---------------------------------- */
 
@@ -237,6 +241,8 @@ static int table_ready(void) {
   g_table.live = &ms__prof_live;
   g_table.gate = g_gate;
   g_table.gate_bit = g_gate_bit;
+  ms__prof_table_pin(&g_table, __atomic_load_n(&g_pin_lo, __ATOMIC_ACQUIRE),
+                     __atomic_load_n(&g_pin_len, __ATOMIC_ACQUIRE));
   /* Read by every free while a sample is live, and the table made while
    * the program runs: an atomic store (the frees' loads are too). */
   __atomic_store_n(&ms__prof_filter, g_table.filter, __ATOMIC_RELEASE);
@@ -261,8 +267,17 @@ static void lock_table(void) {
       __atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) != TABLE_MAKING) {
     __atomic_store_n(&g_forget, 0, __ATOMIC_RELAXED);
     if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY)
-      ms__prof_table_forget(&g_table);
+      ms__prof_table_forget(&g_table); /* the pins stay */
   }
+}
+
+void ms__prof_pin(const void *lo, size_t len) {
+  ms__prof_table_lock(&g_table);
+  __atomic_store_n(&g_pin_lo, (uintptr_t)lo, __ATOMIC_RELEASE);
+  __atomic_store_n(&g_pin_len, len, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&g_table_state, __ATOMIC_ACQUIRE) == TABLE_READY)
+    ms__prof_table_pin(&g_table, (uintptr_t)lo, len);
+  ms__prof_table_unlock(&g_table);
 }
 
 /* Called on the thread memtop's ptrace call runs on, interrupted

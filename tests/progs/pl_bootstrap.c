@@ -12,7 +12,10 @@
  * dladdr); there it asks pvalloc of a size within a page of SIZE_MAX,
  * which must fail with ENOMEM rather than wrap to 0 bytes.
  * Then, from main, the preload's malloc_usable_size and free (twice) of
- * that block: 4096 (pvalloc's page), and a free that leaves it alone.
+ * that block: 4096 (pvalloc's page), and a free that leaves it alone,
+ * with a block of the preload's malloc live meanwhile (sampled, with
+ * MEMSTATS_PROFILE_RATE=1: then free on jemalloc finds the bootstrap
+ * block in the profile's filter, src/preload/malloc.c).
  * Prints "boot=B", "huge_null=N", "huge_errno=E", "boot_usable=U" and
  * "boot_freed=1" lines, and exits 0.
  */
@@ -77,10 +80,13 @@ int main(void) {
   size_t (*usable)(void *) =
       (size_t(*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
   void (*pfree)(void *) = (void (*)(void *))dlsym(RTLD_NEXT, "free");
-  if (g_small && usable && pfree) {
+  void *(*pmalloc)(size_t) = (void *(*)(size_t))dlsym(RTLD_NEXT, "malloc");
+  if (g_small && usable && pfree && pmalloc) {
     printf("boot_usable=%zu\n", usable(g_small));
+    void *live = pmalloc(100);
     pfree(g_small);
     pfree(g_small);
+    pfree(live);
     printf("boot_freed=1\n");
   }
   return 0;

@@ -121,6 +121,32 @@ static void test_table_insert_free(void **state) {
     assert_false(ms__prof_table_maybe(&g_t, &blocks[i]));
 }
 
+/* Pinned addresses (the preload's bootstrap blocks: ms__prof_pin) stay
+ * in the filter, whatever is sampled and freed there, and only they. */
+static void test_table_pin(void **state) {
+  (void)state;
+  uint64_t s1[1] = {0x1000};
+  static _Alignas(16) char blocks[64];
+  ms__prof_table_pin(&g_t, (uintptr_t)blocks, 48);
+  for (int i = 0; i < 48; i += 16)
+    assert_true(ms__prof_table_maybe(&g_t, &blocks[i]));
+  assert_int_equal(ms__prof_table_alloc(&g_t, s1, 1, 0, 16, &blocks[16]), 0);
+  assert_int_equal(ms__prof_table_free(&g_t, &blocks[16]), 1);
+  assert_true(ms__prof_table_maybe(&g_t, &blocks[16]));
+  assert_int_equal(g_live, 0);
+  /* A forget (memtop attach --track's second attach) keeps them. */
+  ms__prof_table_forget(&g_t);
+  for (int i = 0; i < 48; i += 16)
+    assert_true(ms__prof_table_maybe(&g_t, &blocks[i]));
+  /* A slot no pinned step shares is clear. */
+  uint32_t last = ms__prof_filter_index(&blocks[48]);
+  int shared = 0;
+  for (int i = 0; i < 48; i += 16)
+    shared |= ms__prof_filter_index(&blocks[i]) == last;
+  if (!shared)
+    assert_false(ms__prof_table_maybe(&g_t, &blocks[48]));
+}
+
 /* realloc's two halves: a block taken out and put back (the realloc
  * failed) is in the table again, in its bucket, not counted freed; one
  * taken out and counted freed is gone, counted once. */
@@ -294,6 +320,8 @@ int main(void) {
       cmocka_unit_test(test_interval_mean),
       cmocka_unit_test(test_interval_edges),
       cmocka_unit_test_setup_teardown(test_table_insert_free, setup_table,
+                                      teardown_table),
+      cmocka_unit_test_setup_teardown(test_table_pin, setup_table,
                                       teardown_table),
       cmocka_unit_test_setup_teardown(test_table_take_put, setup_table,
                                       teardown_table),
