@@ -861,6 +861,21 @@ static void test_keys_move(void **state) {
   char *txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "No attachable process"));
   free(txt);
+
+  /* The user's socket directory skipped as unsafe: its refusal instead,
+   * wrapped to 80 columns, the fix from a row of its own. */
+  snprintf(m.list_refused, sizeof m.list_refused,
+           "not trusting the socket directory /tmp/a-rather-long/socket-dir: "
+           "the socket directory is open to group or others (want 0700); "
+           "chmod 700 /tmp/a-rather-long/socket-dir");
+  txt = render_text(&m, 24, 80);
+  assert_false(contains(txt, "No attachable process"));
+  assert_true(contains(txt, " No process listed: memtop is not trusting the "
+                            "socket directory"));
+  assert_true(contains(txt, "\n (want 0700).\n"));
+  assert_true(contains(txt, "\n To list it: chmod 700 "
+                            "/tmp/a-rather-long/socket-dir\n"));
+  free(txt);
   mt_model_free(&m);
 }
 
