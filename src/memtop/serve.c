@@ -1076,7 +1076,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   if (o->web_config &&
       mt_webconfig_load(o->web_config, &sv->web, err, sizeof err) != 0) {
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
-    fprintf(stderr, "memtop: --web-config %s\n", safe);
+    fprintf(stderr, "memtop: --web.config.file %s\n", safe);
     return 1;
   }
   /* As root memtop reads every user's processes: served with no password,
@@ -1090,7 +1090,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
             "memtop: serve refuses to run as root without a password: it "
             "would show every user's processes (names, PIDs, memory) to "
             "anyone who can connect to %s, every local user included. Give "
-            "--web-config FILE with basic_auth_users (bcrypt hashes: "
+            "--web.config.file FILE with basic_auth_users (bcrypt hashes: "
             "htpasswd -nBC 10 USER), or run it as the user whose processes "
             "it serves, or add --unsafe-no-auth to serve them anyway\n",
             where);
