@@ -1136,6 +1136,14 @@ static int serve_start(void *self) {
   mt_httpd_url(sv->http, url, sizeof url);
   fprintf(stderr, "memtop: serving %s%s\n", url,
           sv->web.nusers ? " (basic authentication)" : "");
+  /* The user's own socket directory skipped as unsafe: its processes are
+   * not served, which the scrapes alone would never say. */
+  char why[MSC_PATH_MAX + 512];
+  if (msc_sockdir_refusal(why, sizeof why)) {
+    char safe[4 * sizeof why + 1];
+    ms__sanitize(safe, sizeof safe, why, strlen(why), (size_t)-1);
+    fprintf(stderr, "memtop: %s (its processes are not served)\n", safe);
+  }
   fflush(stderr);
   return 0;
 }
