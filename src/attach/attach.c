@@ -4,8 +4,10 @@
  */
 #include "attach/attach.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -609,6 +611,35 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
   return r;
 }
 
+/* Whether a thread of pid is the agent's (it names itself
+ * "memstats-agent"): 1 when one is, or when the threads cannot be read
+ * (a detach then says it stopped the agent, as before); 0 when none is. */
+static int agent_thread_runs(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  DIR *d = opendir(path);
+  if (d == NULL)
+    return 1;
+  int found = 0;
+  struct dirent *e;
+  while (!found && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9' || strlen(e->d_name) > 10)
+      continue;
+    char comm[32];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    ssize_t k = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    comm[k > 0 ? k : 0] = '\0';
+    comm[strcspn(comm, "\n")] = '\0';
+    found = strcmp(comm, "memstats-agent") == 0;
+  }
+  closedir(d);
+  return found;
+}
+
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                   size_t errlen) {
   memset(res, 0, sizeof *res);
@@ -716,6 +747,11 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
                 "(%s): nothing to detach",
                 (int)req->pid, req->lib);
   }
+  /* A detach of a process that runs no agent thread (detached already)
+   * still makes its call, which puts back any GOT entry left, but says
+   * that there was no agent to stop. */
+  if (req->detach)
+    res->already = !agent_thread_runs(req->pid);
   if (m.memstats.found && fn == 0)
     return fail(err, errlen, MS_EPROTO,
                 "process %d has %s loaded, which has no %s: a libmemstats "
@@ -739,7 +775,12 @@ int mt_attach_main(const mt_attach_req_t *req, FILE *out, FILE *errf) {
            "one thread stopped %.2f ms for %d call%s%s, the others ran on",
            (double)res.stop_ns / 1e6, res.calls, res.calls == 1 ? "" : "s",
            res.boosted ? " at real-time priority" : "");
-  if (req->detach)
+  if (req->detach && res.already)
+    fprintf(out,
+            "memtop: process %d ran no agent (detached already?): nothing "
+            "to stop; the library stays loaded, inert (%s)\n",
+            (int)req->pid, held);
+  else if (req->detach)
     fprintf(out,
             "memtop: detached from process %d: its agent stopped and its "
             "socket is gone; the library stays loaded, inert (%s)\n",

@@ -49,6 +49,21 @@ void msc_explain_unsafe(int pid, const char *path, const char *why, char *buf,
            pid, dir, why != NULL && why[0] ? why : "unsafe", fix);
 }
 
+int msc_sockdir_refusal(char *buf, size_t len) {
+  char dir[MSC_PATH_MAX], fix[320];
+  const char *why = NULL;
+
+  if (len > 0)
+    buf[0] = '\0';
+  if (msc_socket_dir(dir, sizeof dir) != 0 ||
+      ms__sockdir_check(dir, geteuid(), &why) != MS_EUNSAFE)
+    return 0;
+  ms__sockdir_fix(dir, geteuid(), fix, sizeof fix);
+  snprintf(buf, len, "not trusting the socket directory %s: %s; %s", dir,
+           why != NULL && why[0] ? why : "unsafe", fix);
+  return 1;
+}
+
 void msc_explain_connect(int pid, int err, const char *path, char *buf,
                          size_t len) {
   if ((err == MS_ENOENT || err == MS_ECONNREFUSED) &&

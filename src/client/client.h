@@ -154,6 +154,15 @@ int msc_proc_fds_full(int pid, unsigned long *open, unsigned long *limit);
  * the message. */
 int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len);
 
+/* Why msc_list found nothing in the user's own socket directory
+ * (msc_socket_dir): it skips one that is not safe (a symbolic link,
+ * another user's, open to group or others), as the library refuses to
+ * serve there, and a listing must not say "no attachable processes" of
+ * it. Returns 1 with "not trusting the socket directory DIR: CAUSE; FIX"
+ * in buf when the directory exists and is not safe, else 0 (buf empty).
+ * One lstat: cheap enough for every listing. */
+int msc_sockdir_refusal(char *buf, size_t len);
+
 /* Words for an unsafe socket directory (msc_find_socket's MS_EUNSAFE for
  * the socket at `path`, with its *why): the PID, the directory, the cause
  * and the fix. */

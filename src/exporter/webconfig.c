@@ -514,7 +514,7 @@ static int users_section(yaml_document_t *doc, yaml_node_t *map,
       return fail(err, errlen, v,
                   "user '%.64s': the password must be a bcrypt hash "
                   "($2y$10$ and 53 more characters; make one with: "
-                  "htpasswd -nBC 10 \"\" | tr -d ':\\n')",
+                  "htpasswd -nBC 10 \"\" | cut -d: -f2)",
                   name);
     for (size_t i = 0; i < out->nusers; i++)
       if (strcmp(out->users[i].name, name) == 0)

@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "memstats.h"
+#include "client/client.h"
 #include "memtop/out.h"
 #include "memtop/wake.h"
 #include "tui/ui.h"
@@ -131,10 +132,21 @@ static void wake_say(void *arg, int pid, const char *words) {
   request_draw(sc);
 }
 
+/* The list of every attachable process says so when the user's socket
+ * directory is skipped as unsafe (instead of "No attachable process"),
+ * and stops saying it once the directory is fixed: looked at on every
+ * tick (one lstat). */
+static void note_refused_dir(mt_liveview_t *sc) {
+  if (sc->model->watch_all)
+    (void)msc_sockdir_refusal(sc->model->list_refused,
+                              sizeof sc->model->list_refused);
+}
+
 static void tick_cb(uv_timer_t *t) {
   mt_liveview_t *sc = t->data;
   const mt_opts_t *o = mt_shell_opts(sc->sh);
 
+  note_refused_dir(sc);
   wake_tree(sc);
   request_draw(sc);
   if (o->iterations > 0 && ++sc->ticks >= o->iterations)
@@ -303,6 +315,7 @@ static int start_watching(mt_liveview_t *sc) {
     if (sc->wake != NULL)
       mt_wake_pass(sc->wake, sc->live.set);
   }
+  note_refused_dir(sc);
   if (sc->model->watch_all) {
     rc = mt_tset_rescan(sc->live.set);
     if (rc != 0) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/strbuf.h"
 #include "memstats.h"
@@ -102,12 +103,25 @@ static void pc_fetched(void *arg, mt_pfetch_t *pf) {
   mt_shell_stop(r->sh);
 }
 
-/* The fetch makes its own set (one PID, not timed): the shell makes none. */
+/* The fetch makes its own set (one PID, not timed): the shell makes none.
+ * A gzipped profile is not written to a terminal (-o - on one), as gzip
+ * refuses: it would only garble the screen, after the target was asked
+ * for its profile. Returns 0, or 1 after saying so (as gzip: the file
+ * could not be written). */
 static int pc_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   pc_run_t *r = self;
+  const mt_opts_t *o = mt_shell_opts(sh);
 
   r->sh = sh;
   su->cbs = NULL;
+  if (o->format != MT_PROFILE_TEXT && o->output != NULL &&
+      strcmp(o->output, "-") == 0 && isatty(STDOUT_FILENO)) {
+    mt_warn("not writing a gzipped pprof profile to a terminal (-o -): "
+            "redirect it (memtop profile -o - %d > FILE), give -o FILE, or "
+            "use --format text for a top list",
+            o->pids[0]);
+    return 1;
+  }
   return 0;
 }
 

@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "memstats.h"
+#include "client/client.h"
 #include "emit/emit.h"
 #include "memtop/live.h"
 #include "memtop/tree.h"
@@ -236,9 +237,17 @@ static void round_end(mt_rounds_t *r) {
   r->in_round = 0;
   left = print_round(r);
   /* Said once the listing's candidates have answered (or been found not
-   * to be agents). */
-  if (r->o->npids == 0 && mt_tset_count(r->set) == 0 &&
-      r->o->cmd != MT_CMD_PS && r->rounds == 0) {
+   * to be agents). A socket directory the listing skipped as unsafe is
+   * said first, ps included (whose status stays 0, as for an empty
+   * list): its processes are there but not listed. */
+  char why[MSC_PATH_MAX + 512];
+  if ((r->o->npids == 0 || r->o->tree) && r->rounds == 0 &&
+      msc_sockdir_refusal(why, sizeof why)) {
+    mt_warn("%s (memtop lists no process from it)", why);
+    if (r->o->cmd != MT_CMD_PS)
+      r->exit_code = 1;
+  } else if (r->o->npids == 0 && mt_tset_count(r->set) == 0 &&
+             r->o->cmd != MT_CMD_PS && r->rounds == 0) {
     mt_warn("no attachable processes in %s (start a program with "
             "`memtop run -- CMD`, or link it with -lmemstats)",
             r->sockdir);

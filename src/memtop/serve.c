@@ -1076,7 +1076,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   if (o->web_config &&
       mt_webconfig_load(o->web_config, &sv->web, err, sizeof err) != 0) {
     ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
-    fprintf(stderr, "memtop: --web-config %s\n", safe);
+    fprintf(stderr, "memtop: --web.config.file %s\n", safe);
     return 1;
   }
   /* As root memtop reads every user's processes: served with no password,
@@ -1090,7 +1090,7 @@ static int serve_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
             "memtop: serve refuses to run as root without a password: it "
             "would show every user's processes (names, PIDs, memory) to "
             "anyone who can connect to %s, every local user included. Give "
-            "--web-config FILE with basic_auth_users (bcrypt hashes: "
+            "--web.config.file FILE with basic_auth_users (bcrypt hashes: "
             "htpasswd -nBC 10 USER), or run it as the user whose processes "
             "it serves, or add --unsafe-no-auth to serve them anyway\n",
             where);
@@ -1136,6 +1136,14 @@ static int serve_start(void *self) {
   mt_httpd_url(sv->http, url, sizeof url);
   fprintf(stderr, "memtop: serving %s%s\n", url,
           sv->web.nusers ? " (basic authentication)" : "");
+  /* The user's own socket directory skipped as unsafe: its processes are
+   * not served, which the scrapes alone would never say. */
+  char why[MSC_PATH_MAX + 512];
+  if (msc_sockdir_refusal(why, sizeof why)) {
+    char safe[4 * sizeof why + 1];
+    ms__sanitize(safe, sizeof safe, why, strlen(why), (size_t)-1);
+    fprintf(stderr, "memtop: %s (its processes are not served)\n", safe);
+  }
   fflush(stderr);
   return 0;
 }

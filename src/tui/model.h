@@ -175,6 +175,10 @@ typedef struct mt_model_s {
   int color, utf8;  /* how to draw */
   char status[256]; /* one-line message (errors, prompts) */
   uint64_t now_mono_ns;
+  /* Why the listing shows nothing from the user's socket directory (it
+   * is not safe: msc_sockdir_refusal's words), "" when it is listed;
+   * the empty list says it instead of "No attachable process". */
+  char list_refused[512];
   /* The live view's own state (keys.c): the delay prompt that `d` opens
    * and what has been typed into it, and how many list rows a page holds
    * (set by the view from the terminal's size, for PgUp/PgDn). */

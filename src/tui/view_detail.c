@@ -135,6 +135,29 @@ static void bar_parts(const ms_breakdown_t *bd, int64_t v[4],
 static const char *const part_name[4] = {"data", "fragOverhead", "idle",
                                          "Prepared"};
 
+/* What of Ready the bar draws as '?': when a part of Ready is unavailable
+ * but Ready is known, what the known parts do not explain (0 when none
+ * is). *q is its quality: estimated when Ready or a known part is. */
+static int64_t unknown_part(const ms_breakdown_t *bd, const int64_t v[4],
+                            const ms_quality_t pq[4], ms_quality_t *q) {
+  int64_t known = 0;
+  int some = 0;
+
+  *q = bd->q_ready;
+  for (int i = 0; i < 3; i++) {
+    if (pq[i] == MS_Q_UNAVAILABLE) {
+      some = 1;
+      continue;
+    }
+    known = sat_add(known, v[i]);
+    if (pq[i] == MS_Q_ESTIMATED)
+      *q = MS_Q_ESTIMATED;
+  }
+  if (!some || bd->q_ready == MS_Q_UNAVAILABLE)
+    return 0;
+  return bd->ready > known ? bd->ready - known : 0;
+}
+
 /* Lays the legend out from `row` (draws only when draw is set); returns the
  * rows it takes. */
 static int legend(const mt_model_t *m, const ms_breakdown_t *bd, mt_grid_t *g,
@@ -143,18 +166,34 @@ static int legend(const mt_model_t *m, const ms_breakdown_t *bd, mt_grid_t *g,
   ms_quality_t q[4];
   int col = 0, lines = 1;
   bar_parts(bd, v, q);
-  for (int i = 0; i < 4; i++) {
+  /* The bar's '?' cells: what the parts shown as - hold together (the
+   * help says so), last and short, as "? 15.7MiB", where the last line
+   * has room for it (a line more would push a section off a small
+   * screen). */
+  ms_quality_t uq;
+  int64_t unknown = unknown_part(bd, v, q, &uq);
+  for (int i = 0; i < 5; i++) {
     char fig[32];
-    mt_draw_fmt_bytes(fig, sizeof fig, v[i], q[i], 0);
-    int need = 2 + (int)strlen(part_name[i]) + 1 + (int)strlen(fig);
+    if (i == 4 && unknown <= 0)
+      break;
+    mt_draw_fmt_bytes(fig, sizeof fig, i < 4 ? v[i] : unknown,
+                      i < 4 ? q[i] : uq, 0);
+    int need = i < 4 ? 2 + (int)strlen(part_name[i]) + 1 + (int)strlen(fig)
+                     : 2 + (int)strlen(fig);
     int gap = col > 0 ? 2 : 0;
     if (col > 0 && col + gap + need > cols) {
+      if (i == 4)
+        break;
       lines++;
       col = 0;
       gap = 0;
     }
     col += gap;
-    if (draw) {
+    if (draw && i == 4) {
+      int r = row + lines - 1;
+      mt_grid_putc(g, r, col, '?', MT_ST_DIM);
+      mt_grid_puts(g, r, col + 2, fig, -1, MT_ST_NORMAL);
+    } else if (draw) {
       int r = row + lines - 1;
       mt_grid_putc(g, r, col, mt_draw_fill(i, m->utf8), part_style[i]);
       mt_grid_printf(g, r, col + 2, MT_ST_NORMAL, "%s", part_name[i]);
@@ -270,16 +309,9 @@ static void draw_bar(const mt_model_t *m, const mt_target_t *t, mt_grid_t *g,
   int64_t v[5];
   ms_quality_t q[4];
   bar_parts(bd, v, q);
+  ms_quality_t uq;
   v[4] = v[3];
-  v[3] = 0;
-  if (bd->q_ready != MS_Q_UNAVAILABLE &&
-      (q[0] == MS_Q_UNAVAILABLE || q[1] == MS_Q_UNAVAILABLE ||
-       q[2] == MS_Q_UNAVAILABLE)) {
-    int64_t known = 0;
-    for (int i = 0; i < 3; i++)
-      known = sat_add(known, q[i] != MS_Q_UNAVAILABLE ? v[i] : 0);
-    v[3] = bd->ready > known ? bd->ready - known : 0;
-  }
+  v[3] = unknown_part(bd, v, q, &uq);
   double sum = 0;
   for (int i = 0; i < 5; i++)
     sum += v[i] > 0 ? (double)v[i] : 0;

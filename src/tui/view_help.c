@@ -54,9 +54,11 @@ void mt_view_draw_help(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
     mt_grid_puts(g, r, 5, parts[i][0], -1, MT_ST_NORMAL);
     mt_grid_puts(g, r, 19, parts[i][1], -1, MT_ST_DIM);
   }
+  /* The bar draws what unavailable parts hold together as '?' cells
+   * (view_detail.c). */
   mt_grid_puts(g, r++, 0,
                "~ estimated figure   - not available from the "
-               "provider",
+               "provider (?? in the bar)",
                -1, MT_ST_DIM);
   mt_grid_unclip(g);
 }

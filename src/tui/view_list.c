@@ -482,6 +482,63 @@ static void draw_picker(const mt_model_t *m, mt_grid_t *g, int top,
   mt_grid_unclip(g);
 }
 
+/* Draws text from row on, wrapped at spaces to the grid's width (a word
+ * wider than a row is cut), on at most nrows rows. Returns the rows it
+ * took. */
+static int draw_wrapped(mt_grid_t *g, int row, int nrows, const char *text,
+                        mt_style_t st) {
+  int avail = g->cols - 2, used = 0;
+  char line[512];
+
+  while (*text != '\0' && used < nrows) {
+    size_t len = 0, fit = 0;
+    while (*text == ' ')
+      text++;
+    /* Words while they fit: fit is the end of the last one that did. */
+    for (;;) {
+      while (text[len] != '\0' && text[len] != ' ')
+        len++;
+      if (len >= sizeof line)
+        break;
+      memcpy(line, text, len);
+      line[len] = '\0';
+      if (fit > 0 && mt_grid_text_width(line) > avail)
+        break;
+      fit = len;
+      if (text[len] == '\0')
+        break;
+      len++;
+    }
+    if (fit == 0)
+      break;
+    memcpy(line, text, fit);
+    line[fit] = '\0';
+    mt_grid_puts(g, row + used++, 1, line, avail, st);
+    text += fit;
+  }
+  return used;
+}
+
+/* The empty list's lines when the user's socket directory is not listed
+ * (m->list_refused: "not trusting the socket directory DIR: CAUSE;
+ * FIX"): the cause, then the fix from a row of its own, both wrapped, so
+ * that a narrow terminal still shows what to do. */
+static void draw_refused(const mt_model_t *m, mt_grid_t *g, int row,
+                         int nrows) {
+  char text[sizeof m->list_refused + 64];
+  const char *fix = strstr(m->list_refused, "; ");
+  int cause =
+      fix != NULL ? (int)(fix - m->list_refused) : (int)strlen(m->list_refused);
+
+  snprintf(text, sizeof text, "No process listed: memtop is %.*s.", cause,
+           m->list_refused);
+  int used = draw_wrapped(g, row, nrows, text, MT_ST_ERROR);
+  if (fix != NULL) {
+    snprintf(text, sizeof text, "To list it: %s", fix + 2);
+    draw_wrapped(g, row + used, nrows - used, text, MT_ST_ERROR);
+  }
+}
+
 static void draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   int shown[MT_COL__COUNT], width[MT_COL__COUNT], x[MT_COL__COUNT];
   if (bottom <= top)
@@ -519,6 +576,8 @@ static void draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
                      "No process matches the filter (%zu hidden): F4 then "
                      "Esc shows all, u steps through the users.",
                      m->ntargets);
+    else if (nrows > 0 && m->list_refused[0] != '\0')
+      draw_refused(m, g, first, nrows);
     else if (nrows > 0)
       mt_grid_puts(g, first, 1,
                    "No attachable process. Watch one with "

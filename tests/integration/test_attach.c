@@ -1279,6 +1279,28 @@ static void test_detach_without_attach(void **state) {
   assert_int_equal(target_wait(&t), 0);
 }
 
+/* A second detach finds no agent to stop: it says so (the call is made,
+ * which puts back any GOT entry left), rather than that it stopped one. */
+static void test_detach_twice(void **state) {
+  (void)state;
+  SKIP_IF_NO_PTRACE();
+  target_t t;
+  assert_int_equal(start_alloc(&t, prog, "1"), 0);
+  static run_result_t res;
+  if (memtop_cmd(&res, "attach", t.pid, NULL) != 0)
+    fail_msg("memtop attach exited %d: %s", res.status, res.err);
+  static ms_snapshot_t s;
+  char err[256];
+  if (fetch_snapshot(t.pid, &s, 10000, err, sizeof err) != 0)
+    fail_msg("no snapshot: %s", err);
+  assert_int_equal(memtop_cmd(&res, "detach", t.pid, NULL), 0);
+  assert_non_null(strstr(res.out, "its agent stopped"));
+  assert_int_equal(memtop_cmd(&res, "detach", t.pid, NULL), 0);
+  assert_null(strstr(res.out, "its agent stopped"));
+  assert_non_null(strstr(res.out, "ran no agent (detached already?)"));
+  assert_int_equal(target_wait(&t), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_alloc8_cycles),
@@ -1294,6 +1316,7 @@ int main(void) {
       cmocka_unit_test(test_refuses_traced),
       cmocka_unit_test(test_refuses_other_user),
       cmocka_unit_test(test_detach_without_attach),
+      cmocka_unit_test(test_detach_twice),
       cmocka_unit_test(test_calls_counted),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -369,6 +369,9 @@ static void test_squatted_directory(void **state) {
   assert_int_equal(mt("ps", NULL), 0);
   assert_false(shows_figures_of(victim));
   assert_no_terminal_codes("ps", res.out, res.nout);
+  /* ... and says why its list lacks them. */
+  assert_non_null(strstr(res.err, "not trusting the socket directory"));
+  assert_non_null(strstr(res.err, "owned by another user"));
 
   /* A symbolic link as MEMSTATS_DIR (to that directory): the fix is to
    * remove the link, not a chmod, which would act on what it points to. */

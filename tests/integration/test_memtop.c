@@ -531,6 +531,49 @@ static int lists_pid(pid_t pid) {
   return 0;
 }
 
+/* A socket directory the listing skips as unsafe (open to group or
+ * others, a symbolic link) hides the processes in it: ps and --once say
+ * so, with the cause and the fix (--once with exit status 1; ps's stays
+ * 0, as for an empty list), instead of an empty list or "no attachable
+ * processes" of a directory that holds one. */
+static void test_list_unsafe_dir(void **state) {
+  proc_t a = start_target(NULL);
+  char link[96];
+
+  (void)state;
+  assert_int_equal(chmod(dir, 0755), 0);
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_false(lists_pid(a.pid));
+  assert_non_null(strstr(res.err, "not trusting the socket directory"));
+  assert_non_null(strstr(res.err, dir));
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_non_null(strstr(res.err, "chmod 700"));
+  assert_int_equal(mt("--once", NULL), 1);
+  assert_false(lists_pid(a.pid));
+  assert_non_null(strstr(res.err, "open to group or others"));
+  assert_non_null(strstr(res.err, "chmod 700"));
+  assert_null(strstr(res.err, "no attachable processes"));
+  assert_int_equal(chmod(dir, 0700), 0);
+
+  /* Through a symbolic link: remove the link (a chmod would change the
+   * directory it points to). */
+  snprintf(link, sizeof link, "%s.link", dir);
+  assert_int_equal(symlink(dir, link), 0);
+  setenv("MEMSTATS_DIR", link, 1);
+  assert_int_equal(mt("--once", "--json", NULL), 1);
+  assert_false(lists_pid(a.pid));
+  assert_non_null(strstr(res.err, "is a symbolic link"));
+  assert_null(strstr(res.err, "no attachable processes"));
+  setenv("MEMSTATS_DIR", dir, 1);
+  unlink(link);
+
+  /* The same directory made safe again lists it, and says nothing. */
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_true(lists_pid(a.pid));
+  assert_null(strstr(res.err, "not trusting"));
+  stop_target(a);
+}
+
 /* Another user's process in its own default directory (nobody's, in
  * /tmp/memtop-65534): root's memtop lists it when no MEMSTATS_DIR is set
  * (every user's directory), and never when one is, even an empty one. */
@@ -1598,6 +1641,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_several_targets_and_rounds, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_watch_all_and_ps, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_list_unsafe_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_other_users_unseen, setup, teardown),
       cmocka_unit_test_setup_teardown(test_user_filter, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_attachable, setup, teardown),

@@ -915,6 +915,65 @@ static void test_stdout(void **state) {
   unlink(file);
 }
 
+/* -o - on a terminal: a gzipped profile would garble the screen, so it
+ * is refused before the process is asked (status 1, as gzip), saying
+ * what to do instead; nothing reaches the terminal. */
+static void test_stdout_terminal_refused(void **state) {
+  server_t s;
+  char file[PATH_MAX], *err, buf[64];
+  int saved_out, saved_err, fd, master, slave;
+
+  (void)state;
+  master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  slave = open(ptsname(master), O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(slave >= 0);
+  snprintf(file, sizeof file, "%s/stderr.txt", dir);
+  fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stdout);
+  fflush(stderr);
+  saved_out = dup(1);
+  saved_err = dup(2);
+  assert_true(saved_out >= 0 && saved_err >= 0);
+  assert_int_equal(dup2(slave, 1), 1);
+  assert_int_equal(dup2(fd, 2), 2);
+  server_start(&s, 1, 0);
+  int rc = run_profile("-o", "-", NULL);
+  /* A refusal comes before the process is asked: a client of the test's
+   * own then takes the server's one answer, so that it ends (after the
+   * old code's request, the connect waits in the backlog). */
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s/%d.sock", dir, (int)getpid());
+  int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  assert_true(c >= 0);
+  assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof sa), 0);
+  shutdown(c, SHUT_WR);
+  server_stop(&s);
+  close(c);
+  fflush(stdout);
+  fflush(stderr);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  close(fd);
+  close(slave);
+  assert_int_equal(rc, 1);
+  /* Nothing was written to the terminal: its master has no byte. */
+  assert_int_equal(fcntl(master, F_SETFL, O_NONBLOCK), 0);
+  assert_true(read(master, buf, sizeof buf) <= 0);
+  close(master);
+  err = host_read_all(file, NULL);
+  assert_non_null(
+      strstr(err, "not writing a gzipped pprof profile to a terminal"));
+  assert_non_null(strstr(err, "-o FILE"));
+  free(err);
+  unlink(file);
+}
+
 /* -o - into a pipe whose reader has gone (`memtop profile PID | head`):
  * SIGPIPE is ignored in every mode (the shell), and a reader that went
  * away is not memtop's failure, as with --once: status 0. */
@@ -1320,6 +1379,7 @@ int main(void) {
       cmocka_unit_test(test_regular_file_replaced),
       cmocka_unit_test(test_stdout),
       cmocka_unit_test(test_stdout_reader_gone),
+      cmocka_unit_test(test_stdout_terminal_refused),
       cmocka_unit_test(test_wrapper_skipped),
       cmocka_unit_test(test_pprof_drop_frames),
       cmocka_unit_test(test_focus_ignore_hide),

@@ -1086,6 +1086,55 @@ static void test_targets_come_and_go(void **state) {
   stop_serve(s);
 }
 
+/* A socket directory of the user's own that is not safe (open to group
+ * or others) is skipped by the listing: serve says so when it starts,
+ * with the fix, since its scrapes would only lack those processes. */
+static void test_unsafe_dir_said(void **state) {
+  (void)state;
+  char *argv[] = {memtop,
+                  (char *)"serve",
+                  (char *)"--listen",
+                  (char *)"127.0.0.1:0",
+                  (char *)"--unsafe-no-auth",
+                  NULL};
+  int pe[2];
+  assert_int_equal(chmod(dir, 0755), 0);
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execv(memtop, argv);
+    _exit(126);
+  }
+  kid(pid);
+  close(pe[1]);
+  char err[4096] = {0};
+  size_t len = 0;
+  struct pollfd p = {pe[0], POLLIN, 0};
+  /* Its first lines, up to the refusal (or a generous limit). */
+  for (int i = 0; i < 300 && !strstr(err, "not served") && len < sizeof err - 1;
+       i++) {
+    if (poll(&p, 1, 100) <= 0)
+      continue;
+    ssize_t n = read(pe[0], err + len, sizeof err - 1 - len);
+    if (n <= 0)
+      break;
+    len += (size_t)n;
+  }
+  kill(pid, SIGTERM);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  close(pe[0]);
+  assert_int_equal(chmod(dir, 0700), 0);
+  assert_non_null(strstr(err, "serving http"));
+  assert_non_null(strstr(err, "not trusting the socket directory"));
+  assert_non_null(strstr(err, "open to group or others"));
+  assert_non_null(strstr(err, "chmod 700"));
+}
+
 static void test_boehm_pauses(void **state) {
   (void)state;
   if (access(gc_prog, X_OK) != 0) {
@@ -1894,6 +1943,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_hung_target, end_kids),
       cmocka_unit_test_teardown(test_scrape_waits_for_no_target, end_kids),
       cmocka_unit_test_teardown(test_targets_come_and_go, end_kids),
+      cmocka_unit_test_teardown(test_unsafe_dir_said, end_kids),
       cmocka_unit_test_teardown(test_boehm_pauses, end_kids),
       cmocka_unit_test_teardown(test_node_exporter_flags, end_kids),
       cmocka_unit_test_teardown(test_web_config_reread, end_kids),

@@ -258,7 +258,8 @@ static int session_setup(void **state) {
             tmp_dir, tmp_dir, tmp_dir, session_env, line);
     fclose(f);
   }
-  run_sh("mkdir -p -m 700 '%s/sock'", tmp_dir);
+  /* 0700 again after a test that opened it (test_list_unsafe_dir). */
+  run_sh("mkdir -p -m 700 '%s/sock' && chmod 700 '%s/sock'", tmp_dir, tmp_dir);
   /* A server of its own per session, its socket in our directory: the
    * last one may still be on its way out after kill-server, and a new
    * session on its socket would die with it. */
@@ -827,6 +828,34 @@ static void test_tree(void **state) {
   WAIT_FOR("MEMTOP-EXIT=0");
 }
 
+/* The list of every process in a socket directory memtop does not
+ * trust (open to group or others): the empty list says so, with the fix
+ * on a row of its own, rather than "No attachable process"; once the
+ * directory is made safe, its process is listed. */
+static void test_list_unsafe_dir(void **state) {
+  (void)state;
+  SKIP_IF_NEEDED();
+  char env[6000];
+  snprintf(env, sizeof env,
+           "LD_PRELOAD='%s' %s >/dev/null 2>&1 &\n"
+           "for i in $(seq 200); do\n"
+           "  ls \"$MEMSTATS_DIR\"/*.sock >/dev/null 2>&1 && break\n"
+           "  sleep 0.1\n"
+           "done\n"
+           "chmod 755 \"$MEMSTATS_DIR\"\n",
+           target_preload, target_cmd);
+  new_session(state, env, "-d 0.2");
+  WAIT_FOR("not trusting the socket directory");
+  assert_non_null(strstr(screen_buf, "open to group or others"));
+  WAIT_FOR("To list it: chmod 700");
+  assert_null(strstr(screen_buf, "No attachable process"));
+  run_sh("chmod 700 '%s/sock'", tmp_dir);
+  WAIT_FOR("1 process");
+  WAIT_GONE("not trusting");
+  keys("q");
+  WAIT_FOR("MEMTOP-EXIT=0");
+}
+
 /* memtop PID on a process started without the library (issue 22's key
  * where memtop meets one): its detail view says it runs no agent and
  * that a attaches; a asks first, any other key gives up (nothing loaded:
@@ -1015,6 +1044,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_no_mouse, no_mouse_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_setup_config, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_list_unsafe_dir, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_tree, session_setup,
                                       session_teardown),

@@ -705,6 +705,25 @@ static void test_hostile_strings(void **state) {
   mt_model_free(&m);
 }
 
+/* The bar's '?' cells (Ready that unavailable parts hold together) are
+ * in the legend with their figure, where its last line has room: here
+ * data and idle are unavailable, and Ready ~46.0MiB is fragOverhead
+ * 30.3MiB and ~15.8MiB not split. Not on a 40-column screen, where it
+ * would take a line more. */
+static void test_bar_unknown_legend(void **state) {
+  (void)state;
+  mt_model_t m;
+  detail_model(&m);
+  char *text = render_text(&m, 24, 80);
+  assert_true(contains(text, "?????"));
+  assert_true(contains(text, "Prepared ~54.0MiB  ? ~15.8MiB\n"));
+  free(text);
+  text = render_text(&m, 12, 40);
+  assert_false(contains(text, "? ~15.8MiB"));
+  free(text);
+  mt_model_free(&m);
+}
+
 /* Smaller screens drop whole sections, in order of importance. */
 static void test_sections_drop(void **state) {
   (void)state;
@@ -860,6 +879,21 @@ static void test_keys_move(void **state) {
   assert_int_equal(m.screen, MT_SCREEN_LIST);
   char *txt = render_text(&m, 24, 80);
   assert_true(contains(txt, "No attachable process"));
+  free(txt);
+
+  /* The user's socket directory skipped as unsafe: its refusal instead,
+   * wrapped to 80 columns, the fix from a row of its own. */
+  snprintf(m.list_refused, sizeof m.list_refused,
+           "not trusting the socket directory /tmp/a-rather-long/socket-dir: "
+           "the socket directory is open to group or others (want 0700); "
+           "chmod 700 /tmp/a-rather-long/socket-dir");
+  txt = render_text(&m, 24, 80);
+  assert_false(contains(txt, "No attachable process"));
+  assert_true(contains(txt, " No process listed: memtop is not trusting the "
+                            "socket directory"));
+  assert_true(contains(txt, "\n (want 0700).\n"));
+  assert_true(contains(txt, "\n To list it: chmod 700 "
+                            "/tmp/a-rather-long/socket-dir\n"));
   free(txt);
   mt_model_free(&m);
 }
@@ -1643,6 +1677,7 @@ int main(void) {
       cmocka_unit_test(test_every_size),
       cmocka_unit_test(test_hostile_strings),
       cmocka_unit_test(test_huge_figures),
+      cmocka_unit_test(test_bar_unknown_legend),
       cmocka_unit_test(test_sections_drop),
       cmocka_unit_test(test_keys_sort),
       cmocka_unit_test(test_keys_move),

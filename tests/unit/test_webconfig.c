@@ -20,6 +20,7 @@
 #include <gnutls/gnutls.h>
 
 #include "memstats.h"
+#include "common/sanitize.h"
 #include "exporter/webconfig.h"
 
 /* "s3cret" and "hunter2", cost 4 (made with crypt_gensalt and crypt). */
@@ -167,6 +168,23 @@ static char *write_file(const char *dir, const char *name, const char *text) {
   fputs(text, f);
   fclose(f);
   return path;
+}
+
+/* A password that is no bcrypt hash: the refusal says how to make one,
+ * with a command that reads on the terminal as it is to be typed (memtop
+ * shows its messages sanitised, and a backslash there was shown doubled:
+ * tr -d ':\\n' deleted the n's of the hash). */
+static void test_bcrypt_fix_as_typed(void **state) {
+  mt_webconfig_t w;
+  char err[512], shown[4 * sizeof err + 1];
+
+  (void)state;
+  assert_int_equal(
+      parse("basic_auth_users:\n  alice: s3cret\n", &w, err, sizeof err),
+      MS_EINVAL);
+  assert_non_null(strstr(err, "htpasswd -nBC 10 \"\" | cut -d: -f2"));
+  ms__sanitize(shown, sizeof shown, err, strlen(err), (size_t)-1);
+  assert_string_equal(shown, err);
 }
 
 static void test_load(void **state) {
@@ -392,10 +410,15 @@ static void test_tls_refusals(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_full_file),    cmocka_unit_test(test_cache),
-      cmocka_unit_test(test_empty_files),  cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_load),         cmocka_unit_test(test_tls_defaults),
-      cmocka_unit_test(test_tls_settings), cmocka_unit_test(test_tls_refusals),
+      cmocka_unit_test(test_full_file),
+      cmocka_unit_test(test_cache),
+      cmocka_unit_test(test_empty_files),
+      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_bcrypt_fix_as_typed),
+      cmocka_unit_test(test_load),
+      cmocka_unit_test(test_tls_defaults),
+      cmocka_unit_test(test_tls_settings),
+      cmocka_unit_test(test_tls_refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
