@@ -269,6 +269,48 @@ static void test_help_and_version(void **state) {
   assert_int_equal(o.cmd, MT_CMD_VERSION);
 }
 
+/* The help's and the usage's layout: a line that is not indented never
+ * follows an indented one unless it starts a part of its own ("Word:",
+ * or the usage's "Try 'memtop --help'"),
+ * no line is past 79 columns, and the usage names `memtop serve` once (a
+ * stray "auth," line under `memtop detach`, and a second serve line with
+ * the old flag names, were there). */
+static void check_layout(void (*print)(FILE *), const char *what) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  print(f);
+  fclose(f);
+  int serve = 0, prev_indented = 0;
+  for (char *line = buf; *line;) {
+    char *nl = strchr(line, '\n');
+    size_t n = nl ? (size_t)(nl - line) : strlen(line);
+    if (n > 79)
+      fail_msg("%s: a line of %zu columns: %.*s", what, n, (int)n, line);
+    if (n > 0 && line[0] != ' ' && prev_indented &&
+        strncmp(line, "Try '", 5) != 0) {
+      size_t word = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "abcdefghijklmnopqrstuvwxyz ");
+      if (word == 0 || word >= n || line[word] != ':' || line[0] < 'A' ||
+          line[0] > 'Z')
+        fail_msg("%s: a line out of place: %.*s", what, (int)n, line);
+    }
+    prev_indented = n > 0 && line[0] == ' ';
+    if (strncmp(line, "       memtop serve", 19) == 0)
+      serve++;
+    line += n + (nl != NULL);
+  }
+  assert_true(serve <= 1);
+  free(buf);
+}
+
+static void test_help_layout(void **state) {
+  (void)state;
+  check_layout(mt_cli_help, "memtop --help");
+  check_layout(mt_cli_usage, "memtop's usage");
+}
+
 static void test_color(void **state) {
   (void)state;
   assert_int_equal(parse("--no-color"), 0);
@@ -559,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_bad_pids),
       cmocka_unit_test(test_bad_options),
       cmocka_unit_test(test_help_and_version),
+      cmocka_unit_test(test_help_layout),
       cmocka_unit_test(test_color),
       cmocka_unit_test(test_run),
       cmocka_unit_test(test_ps_profile_serve),
