@@ -113,27 +113,28 @@ malloc_glibc_prof(size_t size) {
   return malloc_glibc_in(size, 1);
 }
 
+/* calloc's copy for the word the entry points start with (below). */
+MS__FORK_TEXT static __attribute__((noinline)) void *calloc_other(size_t n,
+                                                                  size_t size);
+
+/* The copies malloc and calloc run, as ms__malloc_gate_change last set
+ * them (preload.h): in the fork section, as the state is, since the fork
+ * child's handler writes them. Until the allocator is known, the copies
+ * that look it up. */
+typedef void *malloc_fn(size_t);
+typedef void *calloc_fn(size_t, size_t);
+static malloc_fn *malloc_impl MS__FORK_DATA = malloc_other;
+static calloc_fn *calloc_impl MS__FORK_DATA = calloc_other;
+
 /* The body of malloc, inlined both into the exported function and into
  * the internal one that the rest of the preload calls without going
- * through the PLT: it only chooses a copy. The kind is asked first (it is
- * glibc's only once ms__real is complete; the state is then read as
- * ever). */
+ * through the PLT: one indirect jump to the copy the state and the kind
+ * ask for, before anything is saved (ms__malloc_gate_change). It was the
+ * kind and the state read and compared one by one, three instructions
+ * more at MEMSTATS_PROFILE_RATE=0 and five at the default rate on glibc
+ * (test_hotpath_cost). */
 static inline __attribute__((always_inline)) void *malloc_body(size_t size) {
-  int st;
-  if (__builtin_expect(!ms__preload_glibc_kind(), 0)) {
-    st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(st == MS__REAL_READY, 1))
-      return malloc_by_kind(size);
-    if (MS__PRELOAD_PROFILER && __builtin_expect(MS__REAL_IS_PROF(st), 1))
-      return malloc_by_kind_prof(size);
-    return malloc_other(size);
-  }
-  st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-  if (__builtin_expect(st == MS__REAL_READY, 1))
-    return malloc_glibc(size);
-  if (MS__PRELOAD_PROFILER && __builtin_expect(MS__REAL_IS_PROF(st), 1))
-    return malloc_glibc_prof(size);
-  return malloc_other(size);
+  return __atomic_load_n(&malloc_impl, __ATOMIC_ACQUIRE)(size);
 }
 
 /* free on an allocator that counts what it frees (jemalloc): its own
@@ -366,7 +367,8 @@ calloc_glibc_prof(size_t n, size_t size) {
   return calloc_glibc_in(n, size, 1);
 }
 
-/* calloc on any other allocator, or before the next one is known. */
+/* calloc on any other allocator, or before the next one is known, or in
+ * a fork child until its agent starts. */
 MS__FORK_TEXT static __attribute__((noinline)) void *calloc_other(size_t n,
                                                                   size_t size) {
   int m = ms__preload_mode();
@@ -381,14 +383,60 @@ MS__FORK_TEXT static __attribute__((noinline)) void *calloc_other(size_t n,
 }
 
 MS__FORK_TEXT void *calloc(size_t n, size_t size) {
-  if (__builtin_expect(ms__preload_glibc_kind(), 1)) {
-    int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
-    if (__builtin_expect(st == MS__REAL_READY, 1))
-      return calloc_glibc(n, size);
-    if (MS__PRELOAD_PROFILER && __builtin_expect(MS__REAL_IS_PROF(st), 1))
-      return calloc_glibc_prof(n, size);
-  }
-  return calloc_other(n, size);
+  return __atomic_load_n(&calloc_impl, __ATOMIC_ACQUIRE)(n, size);
+}
+
+/* ---- the word malloc and calloc start with -------------------------------*/
+
+/* The copies for each value of the word (preload.h): glibc's two when the
+ * allocator is glibc, known, and no fork child waits for its agent; the
+ * copies that read the state and the kind again otherwise. */
+static unsigned gate_word MS__FORK_DATA =
+    MS__MGATE_NOT_READY | MS__MGATE_NOT_GLIBC;
+
+MS__FORK_TEXT static malloc_fn *malloc_for(unsigned g) {
+  /* Not resolved yet, or a fork child waiting for its agent: the copy
+   * that reads the state (and may hand out the bootstrap buffer). */
+  if (g & (MS__MGATE_NOT_READY | MS__MGATE_FORKED))
+    return malloc_other;
+  /* Another allocator (or glibc's header not checked yet): each of its
+   * two copies a function of its own. */
+  if (g & MS__MGATE_NOT_GLIBC)
+    return MS__PRELOAD_PROFILER && (g & MS__MGATE_PROF) ? malloc_by_kind_prof
+                                                        : malloc_by_kind;
+  if (g == 0)
+    return malloc_glibc;
+  if (MS__PRELOAD_PROFILER && g == MS__MGATE_PROF)
+    return malloc_glibc_prof;
+  return malloc_other;
+}
+
+MS__FORK_TEXT static calloc_fn *calloc_for(unsigned g) {
+  if (g == 0)
+    return calloc_glibc;
+  if (MS__PRELOAD_PROFILER && g == MS__MGATE_PROF)
+    return calloc_glibc_prof;
+  return calloc_other;
+}
+
+/* Sets the bits set and clears the bits clear, then points malloc and
+ * calloc at the copies for the word. Two threads changing bits at once
+ * each store the copies for the word they read, and store again if it has
+ * changed since: the last store is for the last word. It runs a handful of
+ * times in a process (the lookup, glibc's header checked, the profiler on,
+ * a fork and its agent's start), so the loop ends at once. Atomics only:
+ * the fork child's handler calls it. */
+MS__FORK_TEXT void ms__malloc_gate_change(unsigned set, unsigned clear) {
+  if (set)
+    __atomic_fetch_or(&gate_word, set, __ATOMIC_SEQ_CST);
+  if (clear)
+    __atomic_fetch_and(&gate_word, ~clear, __ATOMIC_SEQ_CST);
+  unsigned g;
+  do {
+    g = __atomic_load_n(&gate_word, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&malloc_impl, malloc_for(g), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&calloc_impl, calloc_for(g), __ATOMIC_SEQ_CST);
+  } while (__atomic_load_n(&gate_word, __ATOMIC_SEQ_CST) != g);
 }
 
 /* ---- realloc

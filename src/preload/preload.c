@@ -100,6 +100,9 @@ MS__FORK_TEXT static void fork_child(void) {
     __atomic_store_n(&ms__real_state, MS__REAL_FORKED, __ATOMIC_RELEASE);
   else if (st == MS__REAL_PROF)
     __atomic_store_n(&ms__real_state, MS__REAL_FORKED_PROF, __ATOMIC_RELEASE);
+  /* malloc and calloc to their slow path too (atomics, no lock). */
+  if (st == MS__REAL_READY || st == MS__REAL_PROF)
+    ms__malloc_gate_change(MS__MGATE_FORKED, 0);
 }
 
 MS__FORK_TEXT int ms__preload_forked(int st) {
@@ -128,10 +131,12 @@ MS__FORK_TEXT int ms__preload_forked(int st) {
   int expect = st;
   if (__atomic_compare_exchange_n(&ms__real_state, &expect,
                                   prof ? MS__REAL_PROF : MS__REAL_READY, 0,
-                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST) &&
-      ms__agent_fork_pending()) {
-    __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
-    ms__agent_after_fork();
+                                  __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+    ms__malloc_gate_change(0, MS__MGATE_FORKED);
+    if (ms__agent_fork_pending()) {
+      __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
+      ms__agent_after_fork();
+    }
   }
   return m;
 }
@@ -279,10 +284,11 @@ MS__FORK_TEXT __attribute__((destructor)) static void preload_fini(void) {
 void ms__preload_woken(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);
   int expect = st;
-  if (st == MS__REAL_FORKED || st == MS__REAL_FORKED_PROF)
-    (void)__atomic_compare_exchange_n(
-        &ms__real_state, &expect,
-        st == MS__REAL_FORKED_PROF ? MS__REAL_PROF : MS__REAL_READY, 0,
-        __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  if ((st == MS__REAL_FORKED || st == MS__REAL_FORKED_PROF) &&
+      __atomic_compare_exchange_n(&ms__real_state, &expect,
+                                  st == MS__REAL_FORKED_PROF ? MS__REAL_PROF
+                                                             : MS__REAL_READY,
+                                  0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+    ms__malloc_gate_change(0, MS__MGATE_FORKED);
   __atomic_store_n(&g_pid, (pid_t)syscall(SYS_getpid), __ATOMIC_RELAXED);
 }

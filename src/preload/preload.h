@@ -171,6 +171,25 @@ ms__pl(ms__tls_t *t) {
 #define MS__GATE_LIVE_OTHER 2u
 extern uint64_t ms__free_gate MS__PRELOAD_HIDDEN;
 
+/* What malloc and calloc go to: the copy for one word of four bits (the
+ * state and the kind, as the entry points read them one by one before):
+ * ms__real is not complete (NONE, RESOLVING, FAILED), blocks are not
+ * measured by glibc's chunk header, the profiler samples (PROF), a fork
+ * child's agent is still to start (FORKED). Each bit is set or cleared
+ * by ms__malloc_gate_change, once the state or the kind it stands for has
+ * changed (set in the fork child's handler before it returns), which
+ * points malloc and calloc at the copy for the whole word: each is one
+ * indirect jump (malloc.c). A copy that is
+ * not the fastest one for the state reads the state and the kind again
+ * (malloc_other, malloc_by_kind, calloc_other), so a word that lags a
+ * change only ever sends a call the long way; the one change that must
+ * not lag, FORKED, is made by the only thread the child has. */
+#define MS__MGATE_NOT_READY 1u
+#define MS__MGATE_NOT_GLIBC 2u
+#define MS__MGATE_PROF 4u
+#define MS__MGATE_FORKED 8u
+void ms__malloc_gate_change(unsigned set, unsigned clear);
+
 /* Whether ms__real is complete, the profiler on or off. */
 static inline int ms__preload_complete(void) {
   int st = __atomic_load_n(&ms__real_state, __ATOMIC_ACQUIRE);

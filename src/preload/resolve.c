@@ -283,6 +283,7 @@ static int resolve_with(int probe) {
   __atomic_store_n(&ms__real_state, MS__REAL_READY, __ATOMIC_RELEASE);
   __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_READY,
                      __ATOMIC_RELEASE);
+  ms__malloc_gate_change(0, MS__MGATE_NOT_READY);
   if (exact && reach_us && probe)
     ms__track_enable();
   return exact ? 1 : 2;
@@ -354,6 +355,7 @@ static void glibc_header_init(void) {
      * the bit clear may measure by the header without reading it). */
     __atomic_fetch_and(&ms__free_gate, ~(uint64_t)MS__GATE_NOT_GLIBC,
                        __ATOMIC_RELEASE);
+    ms__malloc_gate_change(0, MS__MGATE_NOT_GLIBC);
   }
 }
 
@@ -402,6 +404,7 @@ void ms__preload_profile_on(void) {
   if (__atomic_compare_exchange_n(&ms__real_state, &expect, MS__REAL_PROF, 0,
                                   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
     ms__prof_set_gate(&ms__free_gate, bit);
+    ms__malloc_gate_change(MS__MGATE_PROF, 0);
     ms__preload_cxx_profile_on();
   }
 }
