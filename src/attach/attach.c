@@ -626,7 +626,8 @@ static int agent_thread_runs(pid_t pid) {
     if (e->d_name[0] < '1' || e->d_name[0] > '9' || strlen(e->d_name) > 10)
       continue;
     char comm[32];
-    snprintf(path, sizeof path, "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+    snprintf(path, sizeof path, "/proc/%d/task/%.10s/comm", (int)pid,
+             e->d_name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
       continue;
