@@ -718,9 +718,11 @@ static void test_fork_child_copies_one_page(void **state) {
  * creator already had, a write of the same value that cost the parent a
  * copy of that page while the child lived, which the child counted as a
  * second page (2 pages, 1 run in ~100 under load; 20 in 20 with
- * pl_forkpages late). pl_forkpages late runs on one CPU, where the new
- * thread waits for the main thread to block; a run where it did not wait
- * tests nothing, and another is made (20 at most). */
+ * pl_forkpages late). pl_forkpages late runs on one CPU, and as root at
+ * real-time priority, where the new thread waits for the main thread to
+ * block: then every run is late (the old code failed 2 of 2). Not root,
+ * it usually waits; a run where it did not tests nothing, and another is
+ * made (20 at most). */
 static void test_fork_child_agent_late(void **state) {
   (void)state;
   int late = 0;
