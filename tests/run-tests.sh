@@ -25,6 +25,31 @@ selected() {
   [ -z "$TSAN_ONLY" ] || grep -qx "$1" tests/tsan.list 2>/dev/null
 }
 
+# Why the test whose log is $1 failed: each failed case's whole output
+# (what it printed before cmocka's verdict: a screen, a wanted line, a
+# sanitizer's report), up to 80 lines a case, or a case cut short by a
+# crash; then the lines anywhere else that name a failure. CI shows only
+# this output, not the logs.
+why() {
+  awk '
+    function show(   i) {
+      for (i = 1; i <= n && i <= 80; i++) print buf[i]
+      if (n > 80) print "... (" n - 80 " more lines in the log)"
+      shown = 1
+    }
+    /^\[ RUN      \]/ { n = 0; inrun = 1 }
+    inrun { buf[++n] = $0 }
+    /^\[       OK \]/ || /^\[  SKIPPED \]/ { inrun = 0 }
+    /^\[  FAILED  \] [A-Za-z_]/ && inrun { show(); inrun = 0; next }
+    !inrun && /FAIL|ERROR|error|Assert|assert|Sanitizer|SUMMARY/ {
+      if (m < 40) rest[++m] = $0
+    }
+    END {
+      if (inrun) show()
+      for (i = 1; i <= m; i++) print rest[i]
+    }' "$1"
+}
+
 # Runs the test binary $1: prints its line (and on failure the lines of its
 # log that say why) in one write, and writes "passed failed skipped rc
 # seconds" to its result file.
@@ -51,7 +76,7 @@ run_one() {
   else
     text=$(printf '  FAIL %-32s %4s passed %4s failed  (%ss, exit %s)' "$name" "$p" "$f" "$secs" "$rc"
            echo
-           sed 's/^/       | /' "$log" | grep -E 'FAIL|ERROR|error|Assert|assert|Sanitizer|SUMMARY' | head -40)
+           why "$log" | sed 's/^/       | /')
   fi
   printf '%s\n' "$text"
   echo "$p $f $s $rc $secs" >"$result.tmp" && mv "$result.tmp" "$result"

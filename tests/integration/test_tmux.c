@@ -296,7 +296,7 @@ static void kill_left_running(void) {
 static int session_teardown(void **state) {
   (void)state;
   if (skip_reason == NULL) {
-    kill_server();
+    tmux_end(&tm);
     kill_left_running();
   }
   return 0;

@@ -57,18 +57,21 @@ static inline void tmux_sleep_ms(long ms) {
 
 /* Starts a server of its own at `sock` (a path in the test's own
  * directory) with one detached session "v" of cols x rows running
- * `sh script`. Returns 0, or -1. */
+ * `sh script`, its environment marked MT_TMUX_SESSION=sock from its exec
+ * on, so tmux_end finds all it started. Returns 0, or -1. */
 static inline int tmux_start(tmux_t *t, const char *sock, int cols, int rows,
                              const char *script) {
   snprintf(t->sock, sizeof t->sock, "%s", sock);
   t->screen[0] = '\0';
   return run_sh("tmux -S '%s' -f /dev/null new-session -d -s v -x %d -y %d "
-                "\"sh '%s'\"",
-                t->sock, cols, rows, script) == 0
+                "\"env MT_TMUX_SESSION='%s' sh '%s'\"",
+                t->sock, cols, rows, t->sock, script) == 0
              ? 0
              : -1;
 }
 
+/* Closes the session's terminal: its programs get SIGHUP, and what
+ * ignores it (`memtop run`'s command) goes on running. */
 static inline void tmux_stop(tmux_t *t) {
   if (t->sock[0] != '\0')
     run_sh("tmux -S '%s' kill-server >/dev/null 2>&1", t->sock);
@@ -135,6 +138,21 @@ static inline void tmux_kill_left(const char *entry) {
       return;
     tmux_sleep_ms(100);
   }
+}
+
+/* Ends the session and all it started: its terminal closed, then every
+ * process carrying its mark killed, again until none is left. The next
+ * session never meets this one's programs still starting or ending (the
+ * shell may not yet have started memtop when the terminal closes, and a
+ * shell's `export` is not in its /proc environ: only the mark given at
+ * its exec is). */
+static inline void tmux_end(tmux_t *t) {
+  char mark[300];
+  if (t->sock[0] == '\0')
+    return;
+  tmux_stop(t);
+  snprintf(mark, sizeof mark, "MT_TMUX_SESSION=%s", t->sock);
+  tmux_kill_left(mark);
 }
 
 /* send-keys with `k` as its arguments (tmux key names). */
