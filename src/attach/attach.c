@@ -240,6 +240,22 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
   return 0;
 }
 
+int mt_attach_maps_refusal(pid_t pid, const mt_attach_facts_t *f, int code,
+                           char *err, size_t errlen) {
+  if (code != MS_EACCES)
+    return fail(err, errlen, code, "cannot read /proc/%d/maps: %s", (int)pid,
+                ms_strerror(code));
+  return fail(err, errlen, code,
+              "the kernel refused memtop the memory map of process %d (%s) "
+              "(/proc/%d/maps: permission denied)%s: memtop's user "
+              "namespace has no rights over it (one of the two runs in a "
+              "container), or a security module (AppArmor, SELinux) keeps it "
+              "from being traced. Run memtop attach inside its container, as "
+              "its user there, or start the program with `memtop run -- CMD`",
+              (int)pid, f->name, (int)pid,
+              f->cap_ptrace ? ", though memtop has CAP_SYS_PTRACE" : "");
+}
+
 /* With the process stopped: whether a seccomp filter of it may kill a
  * thread or the process for a system call (loading the library and the
  * agent's socket and thread make many). Returns 0 or a refusal. */
@@ -668,8 +684,7 @@ int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,
    * loader, its C library not mapped yet: a moment is given to it. */
   for (int i = 0;; i++) {
     if ((r = mt_rsym_maps(req->pid, &m)) != 0)
-      return fail(err, errlen, r, "cannot read /proc/%d/maps: %s",
-                  (int)req->pid, ms_strerror(r));
+      return mt_attach_maps_refusal(req->pid, &pi, r, err, errlen);
     if (m.libc.found || !m.ld.found || i == 20)
       break;
     struct timespec ts = {0, 10 * 1000000L};

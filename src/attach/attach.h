@@ -86,6 +86,14 @@ typedef struct mt_attach_facts_s {
 int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *f, char *err,
                       size_t errlen);
 
+/* Why /proc/PID/maps could not be read (code, a negative MS_E* code, as
+ * the read gave it), with the cause and the fix in err; returns code.
+ * The kernel reads it with ptrace's access check: refused though the
+ * refusals above let it pass, the process is in a user namespace memtop
+ * is not in, or a security module keeps it from being traced. Pure. */
+int mt_attach_maps_refusal(pid_t pid, const mt_attach_facts_t *f, int code,
+                           char *err, size_t errlen);
+
 /* Does it. Returns 0, or a negative MS_E* code with the cause and the fix
  * in err (one or two sentences, for the user). */
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,

@@ -571,11 +571,19 @@ static void draw_list(const mt_model_t *m, mt_grid_t *g, int top, int bottom) {
   int nrows = bottom - first;
   size_t nv = mt_model_nvisible(m);
   if (nv == 0) {
-    if (nrows > 0 && m->ntargets > 0)
+    if (nrows > 0 && m->ntargets > 0 && m->filter[0] == '\0' &&
+        m->filter_uid >= 0)
+      /* Only the user filter (-u, u) hides them: F4 would not help. */
+      mt_grid_printf(g, first, 1, MT_ST_DIM,
+                     "No process of uid %d (%zu of other users hidden): u "
+                     "steps through the users, then shows all.",
+                     m->filter_uid, m->ntargets);
+    else if (nrows > 0 && m->ntargets > 0)
       mt_grid_printf(g, first, 1, MT_ST_DIM,
                      "No process matches the filter (%zu hidden): F4 then "
-                     "Esc shows all, u steps through the users.",
-                     m->ntargets);
+                     "Esc shows all%s.",
+                     m->ntargets,
+                     m->filter_uid >= 0 ? ", u steps through the users" : "");
     else if (nrows > 0 && m->list_refused[0] != '\0')
       draw_refused(m, g, first, nrows);
     else if (nrows > 0)

@@ -109,6 +109,29 @@ static void test_not_dumpable(void **state) {
   assert_int_equal(refuse(&f), MS_EACCES);
 }
 
+/* A memory map the kernel will not show even to root (a process in a
+ * user namespace memtop is not in: PID 1 of the machine's sandbox here)
+ * names the cause and the fix, not a bare "permission denied". */
+static void test_maps_refused(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.cap_ptrace = 1;
+  err[0] = '\0';
+  assert_int_equal(mt_attach_maps_refusal(1, &f, MS_EACCES, err, sizeof err),
+                   MS_EACCES);
+  assert_non_null(strstr(err, "process 1 (server)"));
+  assert_non_null(strstr(err, "though memtop has CAP_SYS_PTRACE"));
+  assert_non_null(strstr(err, "user namespace"));
+  assert_non_null(strstr(err, "inside its container"));
+  f.cap_ptrace = 0;
+  mt_attach_maps_refusal(1, &f, MS_EACCES, err, sizeof err);
+  assert_null(strstr(err, "CAP_SYS_PTRACE"));
+  /* Another failure is said as it is. */
+  assert_int_equal(mt_attach_maps_refusal(1, &f, MS_ENOENT, err, sizeof err),
+                   MS_ENOENT);
+  assert_non_null(strstr(err, "cannot read /proc/1/maps"));
+}
+
 /* A vfork() child shares its parent's memory until its exec: a wake's
  * agent (or a load) there would be the parent's. */
 static void test_vfork_child(void **state) {
@@ -156,6 +179,7 @@ int main(void) {
       cmocka_unit_test(test_privileged),
       cmocka_unit_test(test_vfork_child),
       cmocka_unit_test(test_not_dumpable),
+      cmocka_unit_test(test_maps_refused),
       cmocka_unit_test(test_traced),
       cmocka_unit_test(test_stopped),
       cmocka_unit_test(test_seccomp_strict),

@@ -1415,6 +1415,14 @@ static void test_search_filter(void **state) {
   mt_key_apply(&m, 'u');
   assert_int_equal(m.filter_uid, -1);
   assert_int_equal(mt_model_nvisible(&m), 3);
+  /* -u of a user with no process here: the hint is u, not F4 (no text
+   * filter is set). */
+  m.filter_uid = 4242;
+  txt = render_text(&m, 24, 100);
+  assert_true(contains(txt, "No process of uid 4242 (3 of other users "
+                            "hidden): u steps through the users"));
+  assert_false(contains(txt, "F4 then Esc"));
+  free(txt);
   mt_model_free(&m);
 }
 
