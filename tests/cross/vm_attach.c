@@ -123,20 +123,8 @@ static uint64_t mono_ns(void) {
 
 /* A snapshot of pid, read again (every 200 ms, up to 120 s: software
  * emulation) until ok(s, arg) holds. */
-static int snapshot_until(pid_t pid, ms_snapshot_t *s,
-                          int (*ok)(const ms_snapshot_t *, const void *),
-                          const void *arg) {
-  char err[256];
-  for (int k = 0; k < 600; k++) {
-    if (k)
-      usleep(200 * 1000);
-    if (fetch_snapshot(pid, s, 20000, err, sizeof err) != 0)
-      fail_msg("no snapshot: %s", err);
-    if (ok(s, arg))
-      return 1;
-  }
-  return 0;
-}
+#define snapshot_until(pid, s, ok, arg)                                        \
+  fetch_snapshot_until(pid, s, ok, arg, 200, 600, 20000)
 
 /* The stop memtop said ("one thread stopped 1.23 ms ..."), in ms. */
 static double stop_ms(const char *out) {

@@ -168,20 +168,8 @@ static int within_1pct(uint64_t a, uint64_t b) {
 
 /* A snapshot of pid, read again (every 100 ms, up to 90 s) until ok(s,
  * arg) holds. */
-static int snapshot_until(pid_t pid, ms_snapshot_t *s,
-                          int (*ok)(const ms_snapshot_t *, const void *),
-                          const void *arg) {
-  char err[256];
-  for (int k = 0; k < 900; k++) {
-    if (k)
-      usleep(100 * 1000);
-    if (fetch_snapshot(pid, s, 10000, err, sizeof err) != 0)
-      fail_msg("no snapshot: %s", err);
-    if (ok(s, arg))
-      return 1;
-  }
-  return 0;
-}
+#define snapshot_until(pid, s, ok, arg)                                        \
+  fetch_snapshot_until(pid, s, ok, arg, 100, 900, 10000)
 
 static uint64_t mono_ns(void) {
   struct timespec ts;

@@ -223,6 +223,27 @@ static inline int fetch_snapshot(int pid, ms_snapshot_t *snap, int timeout_ms,
   return fetch_snapshot_flags(pid, 0, snap, timeout_ms, errbuf, errlen);
 }
 
+#ifdef fail_msg /* with <cmocka.h> included first: a test's wait */
+/* A snapshot of pid (each read given timeout_ms) read again, every
+ * every_ms, at most tries times, until ok(s, arg) holds: 1 once it does,
+ * 0 if it never did. A read that fails fails the test, saying why. */
+static inline int
+fetch_snapshot_until(int pid, ms_snapshot_t *s,
+                     int (*ok)(const ms_snapshot_t *, const void *),
+                     const void *arg, int every_ms, int tries, int timeout_ms) {
+  char err[256];
+  for (int k = 0; k < tries; k++) {
+    if (k)
+      usleep((useconds_t)every_ms * 1000);
+    if (fetch_snapshot(pid, s, timeout_ms, err, sizeof err) != 0)
+      fail_msg("no snapshot of %d: %s", pid, err);
+    if (ok(s, arg))
+      return 1;
+  }
+  return 0;
+}
+#endif
+
 /* Connects to `pid` (the same peer checks as memtop's connections),
  * fetches its heap profile: *out is the caller's on 0
  * (ms__profile_decoded_free), NULL otherwise; timeout_ms bounds each wait
