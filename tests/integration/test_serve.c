@@ -135,6 +135,27 @@ typedef struct server_s {
   int err; /* its stderr */
 } server_t;
 
+/* Starts argv (memtop serve ...) with its stdout on /dev/null and its
+ * stderr on a pipe, whose read end goes into *said; end_kids reaps it
+ * if the test does not. */
+static pid_t serve_start_stderr(char *const argv[], int *said) {
+  int pe[2];
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(pe[1], 2);
+    execv(argv[0], argv);
+    _exit(126);
+  }
+  kid(pid);
+  close(pe[1]);
+  *said = pe[0];
+  return pid;
+}
+
 /* Starts memtop serve --listen 127.0.0.1:0 with the extra arguments
  * (NULL-terminated; --unsafe-no-auth added unless they give a
  * --web-config; no --listen if they give --web.listen-address) and reads
@@ -163,21 +184,8 @@ static server_t start_serve(const char *first, ...) {
   if (!web)
     argv[argc++] = (char *)"--unsafe-no-auth";
   argv[argc] = NULL;
-  int pe[2];
-  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
   server_t s;
-  s.pid = fork();
-  assert_true(s.pid >= 0);
-  if (s.pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(pe[1], 2);
-    execv(memtop, argv);
-    _exit(126);
-  }
-  kid(s.pid);
-  close(pe[1]);
-  s.err = pe[0];
+  s.pid = serve_start_stderr(argv, &s.err);
   char line[512] = {0};
   size_t len = 0;
   while (len < sizeof line - 1 && !strchr(line, '\n')) {
@@ -634,33 +642,24 @@ static void test_root_needs_auth(void **state) {
     print_message("skipped: the refusal is for root\n");
     skip();
   }
-  int pe[2];
-  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(pe[1], 2);
-    execl(memtop, memtop, "serve", "--listen", "127.0.0.1:0", (char *)NULL);
-    _exit(126);
-  }
-  kid(pid);
-  close(pe[1]);
+  char *argv[] = {memtop, (char *)"serve", (char *)"--listen",
+                  (char *)"127.0.0.1:0", NULL};
+  int said;
+  pid_t pid = serve_start_stderr(argv, &said);
   char err[4096] = {0};
   size_t len = 0;
   for (;;) {
-    struct pollfd p = {pe[0], POLLIN, 0};
+    struct pollfd p = {said, POLLIN, 0};
     if (poll(&p, 1, CLIENT_GIVE_UP_MS) <= 0)
       fail_msg("memtop serve neither refused nor said anything");
-    ssize_t n = read(pe[0], err + len, sizeof err - 1 - len);
+    ssize_t n = read(said, err + len, sizeof err - 1 - len);
     if (n <= 0)
       break;
     len += (size_t)n;
     if (strstr(err, "serving http"))
       fail_msg("memtop serve started as root with no password: %s", err);
   }
-  close(pe[0]);
+  close(said);
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
   reaped(pid);
@@ -1097,29 +1096,18 @@ static void test_unsafe_dir_said(void **state) {
                   (char *)"127.0.0.1:0",
                   (char *)"--unsafe-no-auth",
                   NULL};
-  int pe[2];
+  int said;
   assert_int_equal(chmod(dir, 0755), 0);
-  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
-  pid_t pid = fork();
-  assert_true(pid >= 0);
-  if (pid == 0) {
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(pe[1], 2);
-    execv(memtop, argv);
-    _exit(126);
-  }
-  kid(pid);
-  close(pe[1]);
+  pid_t pid = serve_start_stderr(argv, &said);
   char err[4096] = {0};
   size_t len = 0;
-  struct pollfd p = {pe[0], POLLIN, 0};
+  struct pollfd p = {said, POLLIN, 0};
   /* Its first lines, up to the refusal (or a generous limit). */
   for (int i = 0; i < 300 && !strstr(err, "not served") && len < sizeof err - 1;
        i++) {
     if (poll(&p, 1, 100) <= 0)
       continue;
-    ssize_t n = read(pe[0], err + len, sizeof err - 1 - len);
+    ssize_t n = read(said, err + len, sizeof err - 1 - len);
     if (n <= 0)
       break;
     len += (size_t)n;
@@ -1127,7 +1115,7 @@ static void test_unsafe_dir_said(void **state) {
   kill(pid, SIGTERM);
   int st;
   assert_int_equal(waitpid(pid, &st, 0), pid);
-  close(pe[0]);
+  close(said);
   assert_int_equal(chmod(dir, 0700), 0);
   assert_non_null(strstr(err, "serving http"));
   assert_non_null(strstr(err, "not trusting the socket directory"));
