@@ -314,6 +314,15 @@ static void fork_faults(const char *preload, int bare, const char *dir,
   }
 }
 
+/* The fork-fault tests' needs: the plain programs (which take no
+ * sanitized preload) and setarch, for the same layout every run. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SKIP_UNLESS_FAULTS()                                                   \
+  do {                                                                         \
+    print_message("skipped: the plain programs take no sanitized preload\n");  \
+    skip();                                                                    \
+  } while (0)
+#else
 #define SKIP_UNLESS_FAULTS()                                                   \
   do {                                                                         \
     if (!host_have_program("setarch")) {                                       \
@@ -321,6 +330,7 @@ static void fork_faults(const char *preload, int bare, const char *dir,
       skip();                                                                  \
     }                                                                          \
   } while (0)
+#endif
 
 /* The copy-on-write faults a fork costs under the preload (agent off),
  * counted by the kernel (the same under any load). What every layer's
@@ -334,10 +344,6 @@ static void fork_faults(const char *preload, int bare, const char *dir,
 static void test_fork_faults(void **state) {
   long bc, bp, pc, pp;
   (void)state;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: the plain programs take no sanitized preload\n");
-  skip();
-#endif
   SKIP_UNLESS_FAULTS();
   fork_faults(g_preload, 1, NULL, 0, &bc, &bp);
   fork_faults(g_preload, 0, NULL, 0, &pc, &pp);
@@ -370,10 +376,6 @@ static void test_fork_faults_agent(void **state) {
   long bc, bp, pc, pp;
   char dir[] = "/tmp/test_start_cost_XXXXXX";
   (void)state;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  print_message("skipped: the plain programs take no sanitized preload\n");
-  skip();
-#endif
   SKIP_UNLESS_FAULTS();
   assert_non_null(mkdtemp(dir));
   fork_faults(g_preload, 1, dir, 1, &bc, &bp);
