@@ -113,9 +113,9 @@ static const char *tidy(int list) {
 }
 
 /* A line with its number tokens (an optional `~`, digits, `.,:`, and a
- * unit such as MiB, ms, B/s, %) as `#`, bar and chart glyphs (U+2580 to
- * U+259F, and the meters' U+2502) as blanks, runs of blanks as one, and no
- * blanks at either end; the name of the demo's output log without its
+ * unit such as MiB, ms, B/s, %, or several: 1m05s) as `#`, bar and chart glyphs
+ * (U+2580 to U+259F, and the meters' U+2502) as blanks, runs of blanks as one,
+ * and no blanks at either end; the name of the demo's output log without its
  * random part. */
 static void mask_line(const char *in, size_t n, char *out, size_t len) {
   const unsigned char *p = (const unsigned char *)in, *end = p + n;
@@ -142,10 +142,15 @@ static void mask_line(const char *in, size_t n, char *out, size_t len) {
     if (*p == '~' && p + 1 < end && isdigit(p[1]))
       p++;
     if (isdigit(*p)) {
-      while (p < end && (isdigit(*p) || *p == '.' || *p == ',' || *p == ':'))
-        p++;
-      while (p < end && (isalpha(*p) || *p == '/' || *p == '%'))
-        p++;
+      /* One token however many units it has: "2.9s" and "1m05s" (a
+       * minute and more, as the GC line's "ago" and the trend's span
+       * read on a slow run) alike. */
+      do {
+        while (p < end && (isdigit(*p) || *p == '.' || *p == ',' || *p == ':'))
+          p++;
+        while (p < end && (isalpha(*p) || *p == '/' || *p == '%'))
+          p++;
+      } while (p < end && isdigit(*p));
       out[o++] = '#';
       continue;
     }
