@@ -222,8 +222,10 @@ static uint64_t live_failure(void *arg, mt_tset_target_t *st, int status,
      * memtop attach may start one (the live view's `a`). */
     t->no_agent = status == MS_ENOENT || status == MS_ECONNREFUSED;
     /* Named by PID, it has no name until a snapshot: its own, from
-     * /proc, for the row and the question `a` asks. */
-    if (t->no_agent && t->comm[0] == '\0') {
+     * /proc, for the row and the question `a` asks; read again at each
+     * try, since one found between its fork and its exec (a shell's
+     * `CMD &`) is named `sh` until the exec. */
+    if (t->no_agent) {
       char path[64], text[1024];
       uint64_t start;
       snprintf(path, sizeof path, "/proc/%d/stat", st->pid);
