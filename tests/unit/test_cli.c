@@ -460,6 +460,16 @@ static void test_serve_flags(void **state) {
   assert_non_null(strstr(err, "serve"));
   assert_int_equal(parse("ps", "--group-by", "comm"), MS_EINVAL);
   assert_int_equal(parse("--web.telemetry-path", "/m", "1"), MS_EINVAL);
+  /* Errors name the flags by DESIGN.md's (node_exporter's) names, not
+   * by their short aliases. */
+  assert_int_equal(parse("--web.listen-address", ":1", "1"), MS_EINVAL);
+  assert_non_null(strstr(err, "--web.listen-address only applies"));
+  assert_int_equal(parse("--web.config.file", "w.yml", "1"), MS_EINVAL);
+  assert_non_null(strstr(err, "--web.config.file only applies"));
+  assert_int_equal(parse("serve", "--web.listen-address", ""), MS_EINVAL);
+  assert_non_null(strstr(err, "--web.listen-address needs"));
+  assert_int_equal(parse("serve", "--web.config.file", ""), MS_EINVAL);
+  assert_non_null(strstr(err, "--web.config.file needs"));
 }
 
 /* memtop profile's options: --seconds, --format, --sites, and where
