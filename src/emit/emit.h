@@ -46,6 +46,19 @@ char *mt_fmt_utc(char *buf, size_t len, uint64_t unix_ns);
  * ago", "never" for 0). Compound fields give "". Returns buf. */
 char *mt_fmt_field(char *buf, size_t len, const ms_snapshot_t *s, ms_field_t f);
 
+/* The pause figures every output shows, in ns, -1 where there is none (no
+ * pause yet, or the figures unavailable): p50 and p99 from the histogram,
+ * which holds every pause since the start (the ring only the last 256);
+ * the maximum exact from the ring while the ring holds every pause
+ * (NumGC <= 256), the histogram's bucket edge after that; and no quantile
+ * above an exact maximum (a bucket's upper edge can be). Each with the
+ * quality it comes with. */
+typedef struct mt_pauses_s {
+  int64_t p50, p99, max;
+  ms_quality_t q_p50, q_p99, q_max;
+} mt_pauses_t;
+void mt_pauses(const ms_snapshot_t *s, mt_pauses_t *out);
+
 /* The unbacked part of MSpanSys: what of OffHeapReleased the stacks and the
  * mappings outside the allocator (StackReleased, OtherReleased) do not hold,
  * the allocator's untouched metadata (jemalloc's). Sets *v and returns the

@@ -444,3 +444,32 @@ int64_t mt_self_outside(const ms_snapshot_t *s) {
   uint64_t v = s->memstats_self > buck ? s->memstats_self - buck : 0;
   return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
+
+void mt_pauses(const ms_snapshot_t *s, mt_pauses_t *out) {
+  out->p50 = out->p99 = out->max = -1;
+  out->q_p50 = out->q_p99 = out->q_max = MS_Q_UNAVAILABLE;
+  ms_quality_t hq = ms__field_quality(s, MS_F_PAUSE_HIST);
+  if (hq != MS_Q_UNAVAILABLE && ms_pause_hist_total(&s->pause_hist) > 0) {
+    out->p50 = ms_pause_hist_quantile(&s->pause_hist, 0.50);
+    out->p99 = ms_pause_hist_quantile(&s->pause_hist, 0.99);
+    out->max = ms_pause_hist_quantile(&s->pause_hist, 1.0);
+    out->q_p50 = out->q_p99 = out->q_max = hq;
+  }
+  if (!ms__field_known(s, MS_F_PAUSE_NS) || s->num_gc == 0 ||
+      (s->num_gc > MS_PAUSE_RING && out->max >= 0))
+    return;
+  uint32_t n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
+  uint64_t ring_max = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t v =
+        s->pause_ns[(s->num_gc + MS_PAUSE_RING - 1 - i) % MS_PAUSE_RING];
+    if (v > ring_max)
+      ring_max = v;
+  }
+  out->max = ring_max > INT64_MAX ? INT64_MAX : (int64_t)ring_max;
+  out->q_max = ms__field_quality(s, MS_F_PAUSE_NS);
+  if (out->p50 > out->max)
+    out->p50 = out->max;
+  if (out->p99 > out->max)
+    out->p99 = out->max;
+}

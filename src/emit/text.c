@@ -273,21 +273,18 @@ static void put_heap(ms__strbuf_t *out, const ms_snapshot_t *s) {
   put_cells(out, cells, sizeof fields / sizeof fields[0]);
 }
 
-static void pause_cell(cell_t *c, const ms_snapshot_t *s, const char *label,
-                       double q) {
+static void pause_cell(cell_t *c, const char *label, int64_t v,
+                       ms_quality_t q) {
   c->label = label;
   snprintf(c->value, sizeof c->value, "-");
-  ms_quality_t hq = ms__field_quality(s, MS_F_PAUSE_HIST);
-  if (hq == MS_Q_UNAVAILABLE)
-    return;
-  int64_t v = ms_pause_hist_quantile(&s->pause_hist, q);
-  if (v < 0)
-    return; /* no pause recorded yet */
+  if (v < 0 || q == MS_Q_UNAVAILABLE)
+    return; /* no pause recorded yet, or no figures */
   char d[FIG];
-  /* The histogram gives a bucket's upper edge: a bound, not a measurement,
-   * but an honest one (within 25%), so it is marked only if the histogram
-   * itself is an estimate. */
-  snprintf(c->value, sizeof c->value, "%s%s", mt_quality_mark(hq),
+  /* A quantile of the histogram is a bucket's upper edge: a bound, not a
+   * measurement, but an honest one (within 25%), so it is marked only if
+   * the histogram itself is an estimate; the maximum is the ring's exact
+   * one while the ring holds every pause (mt_pauses). */
+  snprintf(c->value, sizeof c->value, "%s%s", mt_quality_mark(q),
            mt_fmt_duration(d, sizeof d, v));
 }
 
@@ -303,9 +300,11 @@ static void put_gc(ms__strbuf_t *out, const ms_snapshot_t *s) {
   field_cell(&cells[1], s, MS_F_NUM_FORCED_GC);
   field_cell(&cells[2], s, MS_F_LAST_GC);
   field_cell(&cells[3], s, MS_F_PAUSE_TOTAL_NS);
-  pause_cell(&cells[4], s, "pause p50", 0.50);
-  pause_cell(&cells[5], s, "pause p99", 0.99);
-  pause_cell(&cells[6], s, "pause max", 1.0);
+  mt_pauses_t p;
+  mt_pauses(s, &p);
+  pause_cell(&cells[4], "pause p50", p.p50, p.q_p50);
+  pause_cell(&cells[5], "pause p99", p.p99, p.q_p99);
+  pause_cell(&cells[6], "pause max", p.max, p.q_max);
   field_cell(&cells[7], s, MS_F_GC_CPU_FRACTION);
   field_cell(&cells[8], s, MS_F_NEXT_GC);
   put_cells(out, cells, 9);

@@ -180,10 +180,11 @@ int mt_accept_gzip(const char *accept_encoding, size_t len) {
 }
 
 static int fail(char *err, size_t errlen, const char *addr, const char *why) {
-  snprintf(err, errlen,
-           "--listen '%.200s': %s (expected HOST:PORT, :PORT for every "
-           "interface, or [IPV6]:PORT, e.g. 127.0.0.1:9464)",
-           addr, why);
+  snprintf(
+      err, errlen,
+      "--web.listen-address '%.200s': %s (expected HOST:PORT, :PORT for every "
+      "interface, or [IPV6]:PORT, e.g. 127.0.0.1:9464)",
+      addr, why);
   return MS_EINVAL;
 }
 

@@ -292,7 +292,8 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     return 0;
   case OPT_LISTEN:
     if (optarg[0] == '\0')
-      return fail(err, errlen, "--listen needs an address (HOST:PORT)");
+      return fail(err, errlen,
+                  "--web.listen-address needs an address (HOST:PORT)");
     o->listen = optarg;
     return 0;
   case OPT_SECONDS:
@@ -318,7 +319,7 @@ static int take_option(int c, char **argv, mt_opts_t *o, cli_seen_t *seen,
     return 0;
   case OPT_WEB_CONFIG:
     if (optarg[0] == '\0')
-      return fail(err, errlen, "--web-config needs a file name");
+      return fail(err, errlen, "--web.config.file needs a file name");
     o->web_config = optarg;
     return 0;
   case OPT_TIMEOUT: {
@@ -428,9 +429,9 @@ static int check_command(mt_opts_t *o, const cli_seen_t *seen, char *err,
   if (o->output != NULL && o->cmd != MT_CMD_PROFILE)
     return fail(err, errlen, "-o/--output only applies to 'profile'");
   if (o->listen != NULL && o->cmd != MT_CMD_SERVE)
-    return fail(err, errlen, "--listen only applies to 'serve'");
+    return fail(err, errlen, "--web.listen-address only applies to 'serve'");
   if (o->web_config != NULL && o->cmd != MT_CMD_SERVE)
-    return fail(err, errlen, "--web-config only applies to 'serve'");
+    return fail(err, errlen, "--web.config.file only applies to 'serve'");
   if (seen->pid_option && o->cmd != MT_CMD_WATCH)
     return fail(err, errlen, "-p/--pid applies to the live view and --once");
   if (seen->user && o->cmd != MT_CMD_WATCH && o->cmd != MT_CMD_PS)

@@ -15,6 +15,7 @@
 #include "common/sanitize.h"
 
 #include "common/fields.h"
+#include "emit/emit.h"
 
 void mt_model_init(mt_model_t *m) {
   memset(m, 0, sizeof *m);
@@ -152,39 +153,15 @@ static void update_rates(mt_target_t *t) {
     t->gcs_per_s = rate(a->num_gc, b->num_gc, dt);
 }
 
-/* Pause percentiles come from the histogram, which holds every pause since
- * the start (the ring holds only the last 256, so percentiles from it
- * would forget). The maximum is exact from the ring while the ring still
- * holds every pause; after that the histogram's bucket edge bounds it. */
+/* The pause figures, as every output shows them (mt_pauses): percentiles
+ * from the histogram, the maximum exact from the ring while it holds
+ * every pause. */
 static void update_pauses(mt_target_t *t) {
-  const ms_snapshot_t *s = &t->snap;
-  uint64_t ring_max = 0;
-  uint32_t i, n;
-
-  t->pause_p50_ns = t->pause_p99_ns = t->pause_max_ns = -1;
-  if (ms__field_known(s, MS_F_PAUSE_HIST) &&
-      ms_pause_hist_total(&s->pause_hist) > 0) {
-    t->pause_p50_ns = ms_pause_hist_quantile(&s->pause_hist, 0.50);
-    t->pause_p99_ns = ms_pause_hist_quantile(&s->pause_hist, 0.99);
-    t->pause_max_ns = ms_pause_hist_quantile(&s->pause_hist, 1.0);
-  }
-  if (ms__field_known(s, MS_F_PAUSE_NS) && s->num_gc > 0) {
-    n = s->num_gc < MS_PAUSE_RING ? s->num_gc : MS_PAUSE_RING;
-    for (i = 0; i < n; i++)
-      if (s->pause_ns[(s->num_gc + MS_PAUSE_RING - 1 - i) % MS_PAUSE_RING] >
-          ring_max)
-        ring_max =
-            s->pause_ns[(s->num_gc + MS_PAUSE_RING - 1 - i) % MS_PAUSE_RING];
-    if (s->num_gc <= MS_PAUSE_RING || t->pause_max_ns < 0) {
-      t->pause_max_ns = (int64_t)ring_max;
-      /* A histogram quantile is its bucket's upper edge; no pause was
-       * longer than the exact maximum, so neither is any quantile. */
-      if (t->pause_p50_ns > t->pause_max_ns)
-        t->pause_p50_ns = t->pause_max_ns;
-      if (t->pause_p99_ns > t->pause_max_ns)
-        t->pause_p99_ns = t->pause_max_ns;
-    }
-  }
+  mt_pauses_t p;
+  mt_pauses(&t->snap, &p);
+  t->pause_p50_ns = p.p50;
+  t->pause_p99_ns = p.p99;
+  t->pause_max_ns = p.max;
 }
 
 unsigned long mt_model_provider_joins;

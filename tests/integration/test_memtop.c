@@ -885,7 +885,7 @@ static void test_help_version_later_commands(void **state) {
    * address is bad usage, one that cannot be had an error that says
    * why. */
   assert_int_equal(mt("serve", "--listen", "nonsense", NULL), 2);
-  assert_non_null(strstr(res.err, "--listen 'nonsense'"));
+  assert_non_null(strstr(res.err, "--web.listen-address 'nonsense'"));
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in sa = {0};
   socklen_t len = sizeof sa;

@@ -297,6 +297,45 @@ static char *run_prog_debug(const char *prog, const char *extra, char **err) {
   return run_prog_env(prog, extra, err, NULL);
 }
 
+/* MEMSTATS_DEBUG=1 says why the agent did not start, once (DESIGN.md):
+ * a socket directory open to others is named once, with its fix, and the
+ * preload does not say it again in other words. */
+static void test_debug_says_why_once(void **state) {
+  (void)state;
+  char dir[PATH_MAX], env[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/open", tmp_dir);
+  assert_int_equal(mkdir(dir, 0700), 0);
+  assert_int_equal(chmod(dir, 0755), 0);
+  snprintf(env, sizeof env, "MEMSTATS_DIR=%s", dir);
+  char exe[PATH_MAX], out[PATH_MAX], errf[PATH_MAX + 8];
+  snprintf(exe, sizeof exe, "%s/progs/pl_pattern", build_dir);
+  path_in_tmp(out, sizeof out, "pl_pattern_why");
+  snprintf(errf, sizeof errf, "%s.err", out);
+  run_t r = {.preload = preload_path,
+             .out = out,
+             .err = errf,
+             .env = {"MEMSTATS_DEBUG=1", "MEMSTATS_AGENT=1", env, NULL}};
+  const char *argv[] = {exe, NULL};
+  int st = run(&r, argv);
+  char *err = read_file(errf, NULL);
+  assert_non_null(err);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    fail_msg("pl_pattern under the preload: wait status %d:\n%s", st, err);
+  int said = 0;
+  for (const char *l = err; l && *l;
+       l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "") {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    if (memmem(l, n, "not start", 9) || memmem(l, n, "not started", 11))
+      said++;
+  }
+  if (said != 1 || !strstr(err, "chmod 700 "))
+    fail_msg("want one line saying why the agent did not start, with its "
+             "fix; stderr:\n%s",
+             err);
+  free(err);
+}
+
 /* The bootstrap buffer serves what the preload's own lookup allocates
  * (tests/progs/pl_bootstrap.c asks it from inside the lookup): pvalloc of
  * a size within a page of SIZE_MAX fails there with ENOMEM. The old
@@ -1158,6 +1197,7 @@ int main(void) {
       cmocka_unit_test(test_setuid_ignores_environment),
       cmocka_unit_test(test_fork_child_copies_one_page),
       cmocka_unit_test(test_fork_child_agent_late),
+      cmocka_unit_test(test_debug_says_why_once),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -114,7 +114,7 @@ static void test_listen(void **state) {
       {"[::1]9464", "]:PORT"},
       {"[]:9464", "bad IPv6"},
       {"[::1:9464", "]:PORT"},
-      {"999.1.1.1:80", "--listen '999.1.1.1:80'"},
+      {"999.1.1.1:80", "--web.listen-address '999.1.1.1:80'"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = '\0';
