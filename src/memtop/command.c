@@ -678,7 +678,11 @@ static int cmd_start(mt_command_t *c) {
      * closed, so that the loop can be closed and its memory freed. */
     uv_close((uv_handle_t *)&c->child, NULL);
     mt_warn("cannot start %s: %s%s", c->cfg.o->run_argv[0], uv_strerror(rc),
-            rc == UV_ENOENT ? " (check the name, or give a path)" : "");
+            rc == UV_ENOENT   ? " (check the name, or give a path)"
+            : rc == UV_EACCES ? " (a directory, or a file without execute "
+                                "permission: name the program, or chmod +x "
+                                "it)"
+                              : "");
     rc = rc == UV_ENOENT ? 127 : 126;
     goto out;
   }

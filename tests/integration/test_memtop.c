@@ -1035,6 +1035,11 @@ static void test_run_cannot_start(void **state) {
   /* One that cannot be executed: the shell's 126. */
   assert_int_equal(mt("run", "--once", "--", "/etc/passwd", NULL), 126);
   assert_non_null(strstr(res.err, "permission denied"));
+  /* ... with the cause and the fix, not the errno alone (a directory
+   * too). */
+  assert_non_null(strstr(res.err, "chmod +x"));
+  assert_int_equal(mt("run", "--once", "--", "/tmp", NULL), 126);
+  assert_non_null(strstr(res.err, "a directory"));
   /* A preload that is not there: said, with the fix. */
   setenv("MEMTOP_PRELOAD", "/nonexistent/libmemstats-preload.so", 1);
   assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
