@@ -1047,6 +1047,49 @@ static void test_run_cannot_start(void **state) {
   setenv("MEMTOP_PRELOAD", run_preload, 1);
 }
 
+/* `memtop run -- CMD < FILE` on a terminal: the live view cannot read
+ * keys from the file, and says so with the way to give the command its
+ * input (redirected inside); memtop's stdout a terminal (a pty), its
+ * stdin /dev/null, its stderr a pipe. */
+static void test_run_input_redirected(void **state) {
+  char err[2048], *slave;
+  int master, pe[2], st;
+  size_t n = 0;
+  ssize_t k;
+
+  (void)state;
+  master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  slave = ptsname(master);
+  assert_non_null(slave);
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int in = open("/dev/null", O_RDONLY), out = open(slave, O_RDWR);
+    if (in < 0 || out < 0 || dup2(in, 0) != 0 || dup2(out, 1) != 1 ||
+        dup2(pe[1], 2) != 2)
+      _exit(125);
+    execl(memtop, memtop, "run", "--", "/bin/true", (char *)NULL);
+    _exit(126);
+  }
+  close(pe[1]);
+  while (n < sizeof err - 1 &&
+         (k = read(pe[0], err + n, sizeof err - 1 - n)) > 0)
+    n += (size_t)k;
+  err[n] = '\0';
+  close(pe[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  close(master);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+  if (strstr(err, "needs a terminal") == NULL ||
+      strstr(err, "sh -c 'CMD < FILE'") == NULL)
+    fail_msg("stderr: %s", err);
+}
+
 /* A socket directory the command's library would refuse (open to
  * others, another user's, a symbolic link): `memtop run` says why and
  * what to do before it starts the command, instead of waiting for a
@@ -1666,6 +1709,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_input_redirected, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_run_unsafe_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,
