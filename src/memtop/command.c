@@ -476,6 +476,19 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
   }
 }
 
+/* Signals the command. On screen it leads a session and process group of
+ * its own (setsid): the whole group is signalled, as a terminal signals
+ * its foreground job, so that what a shell command started (sh -c
+ * 'sqlite3 db < FILE') stops with it; daemons, in sessions of their own,
+ * are not reached. */
+static void cmd_signal(mt_command_t *c, int signum) {
+  pid_t pid = (pid_t)c->child.pid;
+
+  if (c->screen && pid > 0 && getpgid(pid) == pid && kill(-pid, signum) == 0)
+    return;
+  uv_process_kill(&c->child, signum);
+}
+
 /* The command did not exit after it was asked to: ask harder. */
 static void grace_cb(uv_timer_t *t) {
   mt_command_t *c = t->data;
@@ -483,21 +496,21 @@ static void grace_cb(uv_timer_t *t) {
   if (!c->running)
     return;
   c->kill_stage++;
-  uv_process_kill(&c->child, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
+  cmd_signal(c, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
   cmd_end(c, 0);
 }
 
 static void cmd_end(mt_command_t *c, int terminate) {
   if (terminate && c->running) {
     c->kill_stage = 1;
-    uv_process_kill(&c->child, SIGTERM);
+    cmd_signal(c, SIGTERM);
   }
   uv_timer_start(&c->grace, grace_cb, RUN_GRACE_MS, 0);
 }
 
 static void cmd_kill(mt_command_t *c, int signum) {
   if (c->running)
-    uv_process_kill(&c->child, signum);
+    cmd_signal(c, signum);
 }
 
 /* ---- starting it ----------------------------------------------------- */
