@@ -92,6 +92,16 @@ void msc_explain_connect(int pid, int err, const char *path, char *buf,
              "(a stale socket, or MEMSTATS_AGENT=0 in the target)",
              pid, path);
     break;
+  case MS_EINVAL:
+    /* The only EINVAL on the way to a connect: a path that does not fit
+     * in a Unix socket's address (msc_socket_path, connect_path). */
+    snprintf(buf, len,
+             "PID %d: the socket's path (the socket directory and "
+             "\"%d.sock\") is longer than a Unix socket's %d bytes: set "
+             "MEMSTATS_DIR to a shorter directory, for the program and "
+             "memtop alike",
+             pid, pid, MSC_PATH_MAX - 1);
+    break;
   case MS_EACCES:
   case -EPERM:
     snprintf(buf, len,

@@ -187,6 +187,9 @@ int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len) {
 int msc_find_socket(int pid, char *path, size_t len, const char **why) {
   char dir[MSC_PATH_MAX];
   struct stat st;
+  /* Empty when no path can be made (too long): never what was there. */
+  if (path != NULL && len > 0)
+    path[0] = '\0';
   int r = msc_socket_path(pid, path, len);
   if (r != 0)
     return r;

@@ -1090,6 +1090,31 @@ static void test_run_input_redirected(void **state) {
     fail_msg("stderr: %s", err);
 }
 
+/* A socket directory whose socket path cannot fit in a Unix socket's
+ * address (108 bytes): `run` says so before it starts the command (its
+ * library could never serve), and a PID named is told the same, not
+ * "invalid argument" on a path made of what the buffer held. */
+static void test_sockdir_too_long(void **state) {
+  char longdir[256], pid[16];
+
+  (void)state;
+  snprintf(longdir, sizeof longdir, "%s/%0120d", dir, 0);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  setenv("MEMSTATS_DIR", longdir, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
+  assert_non_null(strstr(res.err, "too long"));
+  assert_non_null(strstr(res.err, "shorter directory"));
+  assert_int_equal(mt("--once", pid, NULL), 1);
+  if (strstr(res.err, "longer than a Unix socket") == NULL ||
+      strstr(res.err, "invalid argument") != NULL)
+    fail_msg("--once: %s", res.err);
+  assert_int_equal(mt("profile", pid, "-o", "/dev/null", NULL), 1);
+  if (strstr(res.err, "longer than a Unix socket") == NULL)
+    fail_msg("profile: %s", res.err);
+  assert_no_terminal_codes("stderr", res.err, res.nerr);
+  setenv("MEMSTATS_DIR", dir, 1);
+}
+
 /* A socket directory the command's library would refuse (open to
  * others, another user's, a symbolic link): `memtop run` says why and
  * what to do before it starts the command, instead of waiting for a
@@ -1709,6 +1734,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sockdir_too_long, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_input_redirected, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_unsafe_dir, setup, teardown),
