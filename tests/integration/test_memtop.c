@@ -1112,6 +1112,12 @@ static void test_sockdir_too_long(void **state) {
   if (strstr(res.err, "longer than a Unix socket") == NULL)
     fail_msg("profile: %s", res.err);
   assert_no_terminal_codes("stderr", res.err, res.nerr);
+  /* A listing says why it lists nothing, not "no attachable processes". */
+  assert_int_equal(mt("--once", NULL), 1);
+  if (strstr(res.err, "too long") == NULL)
+    fail_msg("--once: %s", res.err);
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_non_null(strstr(res.err, "too long"));
   setenv("MEMSTATS_DIR", dir, 1);
 }
 
