@@ -25,6 +25,7 @@
 #include "attach/rsym.h"
 #include "common/procfs.h"
 #include "common/sanitize.h"
+#include "common/sockdir.h"
 #include "memstats.h"
 
 #ifndef KCMP_VM
@@ -557,6 +558,20 @@ static int wake_calls(const mt_attach_req_t *req, const proc_info_t *pi,
                 "process %d (%s) was started with MEMSTATS_AGENT=0: its "
                 "library keeps statistics but opens no socket, as asked",
                 (int)req->pid, pi->name);
+  /* The usual cause: a worker that switched user (nginx's, as root) and
+   * a socket directory memtop shares with it (MEMSTATS_DIR) that is its
+   * first user's: an agent serves only in its own user's directory. */
+  char dir[4096];
+  struct stat st;
+  if (code == MS_EUNSAFE && ms__sockdir_path(dir, sizeof dir) == 0 &&
+      stat(dir, &st) == 0 && (long)st.st_uid != pi->uid[1])
+    return fail(err, errlen, code,
+                "process %d (%s) runs as uid %ld but %s is uid %u's: an "
+                "agent serves only in its own user's directory; start it "
+                "without MEMSTATS_DIR (then /tmp/memtop-%ld, which memtop as "
+                "root reads)",
+                (int)req->pid, pi->name, pi->uid[1], dir, (unsigned)st.st_uid,
+                pi->uid[1]);
   if (code != 0)
     return fail(err, errlen, code,
                 "process %d (%s) maps libmemstats, but its agent did not "

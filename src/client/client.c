@@ -55,6 +55,18 @@ int msc_sockdir_refusal(char *buf, size_t len) {
 
   if (len > 0)
     buf[0] = '\0';
+  /* One whose sockets cannot fit in a Unix socket's address (a PID of up
+   * to 7 digits): no agent can serve there. */
+  char full[4096];
+  if (ms__sockdir_path(full, sizeof full) == 0 &&
+      strlen(full) + sizeof "/4194304.sock" > MSC_PATH_MAX) {
+    snprintf(buf, len,
+             "not using the socket directory %s: it is too long (%zu "
+             "bytes), a socket in it would not fit in a Unix socket's %d; "
+             "set MEMSTATS_DIR to a shorter directory",
+             full, strlen(full), MSC_PATH_MAX - 1);
+    return 1;
+  }
   if (msc_socket_dir(dir, sizeof dir) != 0 ||
       ms__sockdir_check(dir, geteuid(), &why) != MS_EUNSAFE)
     return 0;
@@ -91,6 +103,16 @@ void msc_explain_connect(int pid, int err, const char *path, char *buf,
              "PID %d: %s refuses connections: its agent is not running "
              "(a stale socket, or MEMSTATS_AGENT=0 in the target)",
              pid, path);
+    break;
+  case MS_EINVAL:
+    /* The only EINVAL on the way to a connect: a path that does not fit
+     * in a Unix socket's address (msc_socket_path, connect_path). */
+    snprintf(buf, len,
+             "PID %d: the socket's path (the socket directory and "
+             "\"%d.sock\") is longer than a Unix socket's %d bytes: set "
+             "MEMSTATS_DIR to a shorter directory, for the program and "
+             "memtop alike",
+             pid, pid, MSC_PATH_MAX - 1);
     break;
   case MS_EACCES:
   case -EPERM:

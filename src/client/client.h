@@ -159,8 +159,10 @@ int msc_verify_peer(int fd, int pid, const char *path, char *msg, size_t len);
  * another user's, open to group or others), as the library refuses to
  * serve there, and a listing must not say "no attachable processes" of
  * it. Returns 1 with "not trusting the socket directory DIR: CAUSE; FIX"
- * in buf when the directory exists and is not safe, else 0 (buf empty).
- * One lstat: cheap enough for every listing. */
+ * in buf when the directory exists and is not safe, or "not using the
+ * socket directory DIR: CAUSE; FIX" when its sockets' paths cannot fit in
+ * a Unix socket's address, else 0 (buf empty). One lstat: cheap enough
+ * for every listing. */
 int msc_sockdir_refusal(char *buf, size_t len);
 
 /* Words for an unsafe socket directory (msc_find_socket's MS_EUNSAFE for

@@ -129,12 +129,16 @@ static int command_word(const char *w, mt_cmd_t *out) {
   return 0;
 }
 
-static int add_pid(mt_opts_t *o, const char *w, char *err, size_t errlen) {
+/* One PID: a word of the command line (positional, where a word that is
+ * no number may be a mistyped command) or of -p's list (never a command). */
+static int add_pid(mt_opts_t *o, const char *w, int positional, char *err,
+                   size_t errlen) {
   long pid;
   size_t i;
 
   if (ms__parse_long(w, 1, MT_PID_MAX, &pid) != 0) {
-    if (o->cmd == MT_CMD_WATCH && o->npids == 0 && w[0] >= 'a' && w[0] <= 'z')
+    if (positional && o->cmd == MT_CMD_WATCH && o->npids == 0 && w[0] >= 'a' &&
+        w[0] <= 'z')
       return fail(err, errlen,
                   "unknown command '%s' (commands: run, ps, profile, serve, "
                   "attach, detach)",
@@ -165,7 +169,7 @@ static int add_pid_list(mt_opts_t *o, const char *list, char *err,
                   list);
     memcpy(word, p, n);
     word[n] = '\0';
-    if (add_pid(o, word, err, errlen) != 0)
+    if (add_pid(o, word, 0, err, errlen) != 0)
       return MS_EINVAL;
     p += n;
     if (*p == ',')
@@ -214,7 +218,7 @@ static int rest_are_pids(int argc, char **argv, mt_opts_t *o, char *err,
     if (one_pid(o->cmd))
       return fail(err, errlen, "%s takes one process ID (got '%s')",
                   command_name(o->cmd), argv[optind]);
-    if (add_pid(o, argv[optind], err, errlen) != 0)
+    if (add_pid(o, argv[optind], 1, err, errlen) != 0)
       return MS_EINVAL;
   }
   return 0;
@@ -244,7 +248,7 @@ static int bare_word(int argc, char **argv, mt_opts_t *o, cli_seen_t *seen,
   if (one_pid(o->cmd) && o->npids == 1)
     return fail(err, errlen, "%s takes one process ID (got '%s')",
                 command_name(o->cmd), argv[optind]);
-  if (add_pid(o, argv[optind], err, errlen) != 0)
+  if (add_pid(o, argv[optind], 1, err, errlen) != 0)
     return MS_EINVAL;
   optind++;
   if (!dashdash)

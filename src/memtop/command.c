@@ -476,6 +476,19 @@ static void child_exited(uv_process_t *p, int64_t exit_status,
   }
 }
 
+/* Signals the command. On screen it leads a session and process group of
+ * its own (setsid): the whole group is signalled, as a terminal signals
+ * its foreground job, so that what a shell command started (sh -c
+ * 'sqlite3 db < FILE') stops with it; daemons, in sessions of their own,
+ * are not reached. */
+static void cmd_signal(mt_command_t *c, int signum) {
+  pid_t pid = (pid_t)c->child.pid;
+
+  if (c->screen && pid > 0 && getpgid(pid) == pid && kill(-pid, signum) == 0)
+    return;
+  uv_process_kill(&c->child, signum);
+}
+
 /* The command did not exit after it was asked to: ask harder. */
 static void grace_cb(uv_timer_t *t) {
   mt_command_t *c = t->data;
@@ -483,21 +496,21 @@ static void grace_cb(uv_timer_t *t) {
   if (!c->running)
     return;
   c->kill_stage++;
-  uv_process_kill(&c->child, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
+  cmd_signal(c, c->kill_stage >= 2 ? SIGKILL : SIGTERM);
   cmd_end(c, 0);
 }
 
 static void cmd_end(mt_command_t *c, int terminate) {
   if (terminate && c->running) {
     c->kill_stage = 1;
-    uv_process_kill(&c->child, SIGTERM);
+    cmd_signal(c, SIGTERM);
   }
   uv_timer_start(&c->grace, grace_cb, RUN_GRACE_MS, 0);
 }
 
 static void cmd_kill(mt_command_t *c, int signum) {
   if (c->running)
-    uv_process_kill(&c->child, signum);
+    cmd_signal(c, signum);
 }
 
 /* ---- starting it ----------------------------------------------------- */
@@ -678,7 +691,11 @@ static int cmd_start(mt_command_t *c) {
      * closed, so that the loop can be closed and its memory freed. */
     uv_close((uv_handle_t *)&c->child, NULL);
     mt_warn("cannot start %s: %s%s", c->cfg.o->run_argv[0], uv_strerror(rc),
-            rc == UV_ENOENT ? " (check the name, or give a path)" : "");
+            rc == UV_ENOENT   ? " (check the name, or give a path)"
+            : rc == UV_EACCES ? " (a directory, or a file without execute "
+                                "permission: name the program, or chmod +x "
+                                "it)"
+                              : "");
     rc = rc == UV_ENOENT ? 127 : 126;
     goto out;
   }
@@ -897,6 +914,16 @@ static int check_sockdir(mt_command_t *c, mt_shell_t *sh) {
   const char *dir = mt_shell_sockdir(sh), *why = NULL;
   char fix[512];
 
+  /* <dir>/<pid>.sock must fit in a Unix socket's address (a PID of up to
+   * 7 digits, as pid_max allows), or the library cannot bind it. */
+  if (strlen(dir) + sizeof "/4194304.sock" > MSC_PATH_MAX) {
+    mt_warn("not starting %s: the socket directory %s is too long (%zu "
+            "bytes): its socket there would not fit in a Unix socket's %d, "
+            "so its library could not serve and memtop could never read "
+            "it; set MEMSTATS_DIR to a shorter directory",
+            cmd_name(c), dir, strlen(dir), MSC_PATH_MAX - 1);
+    return 1;
+  }
   if (dir[0] != '/' || ms__sockdir_check(dir, geteuid(), &why) != MS_EUNSAFE)
     return 0;
   ms__sockdir_fix(dir, geteuid(), fix, sizeof fix);

@@ -234,9 +234,18 @@ static int view_setup(void *self, mt_shell_t *sh, mt_shell_setup_t *su) {
   uv_timer_init(mt_shell_loop(sh), &sc->tick);
   sc->frame.data = sc->tick.data = sc;
   if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
-    fprintf(stderr, "memtop: the live view needs a terminal (stdin and "
-                    "stdout); use --once for a plain-text report, or --once "
-                    "--json for JSON lines\n");
+    /* `memtop run -- CMD < FILE` meant the file for the command: its
+     * redirection goes inside, where the live view leaves the terminal
+     * to memtop. */
+    int run_input = mt_shell_opts(sh)->cmd == MT_CMD_RUN &&
+                    !isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    fprintf(stderr,
+            "memtop: the live view needs a terminal (stdin and stdout); use "
+            "--once for a plain-text report, or --once --json for JSON "
+            "lines%s\n",
+            run_input ? "; to give the command a file as its input, "
+                        "redirect it inside: memtop run -- sh -c 'CMD < FILE'"
+                      : "");
     return 2;
   }
   sc->live = (mt_live_t){.model = sc->model,

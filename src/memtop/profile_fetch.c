@@ -78,13 +78,21 @@ static uint64_t pf_failure(void *arg, mt_tset_target_t *t, int status,
   return MT_TSET_BACKOFF;
 }
 
+/* The process ended: said as its end, not as the failed read's words (a
+ * refused connection to the socket it left would blame its agent). */
 static void pf_gone(void *arg, mt_tset_target_t *t, int status,
                     const char *msg) {
   mt_pfetch_t *f = arg;
-  (void)status;
   f->failed = 1;
-  if (msg != NULL)
-    snprintf(f->err, sizeof f->err, "%s", msg);
+  if (f->got > 0)
+    snprintf(f->err, sizeof f->err,
+             "PID %d exited before the second profile, %ld s after the "
+             "first: nothing written (without --seconds, one profile is "
+             "taken at once)",
+             t->pid, f->seconds);
+  else if (msg != NULL && status != MS_ENOENT && status != MS_ECONNREFUSED)
+    snprintf(f->err, sizeof f->err, "PID %d exited before it answered (%s)",
+             t->pid, msg);
   else
     snprintf(f->err, sizeof f->err, "PID %d has exited", t->pid);
 }

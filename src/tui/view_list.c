@@ -513,6 +513,14 @@ static int draw_wrapped(mt_grid_t *g, int row, int nrows, const char *text,
       break;
     memcpy(line, text, fit);
     line[fit] = '\0';
+    /* One word wider than the line (a long directory): cut where the
+     * line ends, on a character's boundary, the rest on the next. */
+    while (fit > 1 && mt_grid_text_width(line) > avail) {
+      do
+        fit--;
+      while (fit > 1 && ((unsigned char)text[fit] & 0xc0) == 0x80);
+      line[fit] = '\0';
+    }
     mt_grid_puts(g, row + used++, 1, line, avail, st);
     text += fit;
   }

@@ -388,6 +388,37 @@ static void test_squatted_directory(void **state) {
   stop(victim);
 }
 
+/* A user's own MEMSTATS_DIR (0700, theirs), kept for root by sudo -E:
+ * memtop as root reads that user's process there, as it reads the
+ * user's default directories, and is not told to remove the directory;
+ * a socket of root's victim planted in it is still refused. */
+static void test_users_own_directory(void **state) {
+  char own[128], sock[160];
+  pid_t victim, user;
+
+  (void)state;
+  SKIP_UNLESS_ROOT();
+  victim = start_victim();
+  snprintf(own, sizeof own, "%s/own", area);
+  snprintf(sock, sizeof sock, "%s/%d.sock", own, (int)victim);
+  const char *mk[] = {own, NULL};
+  sock_t s[] = {{own, 0}, {sock, victim}};
+  user = start_attacker(mk, 0, s, 2);
+  setenv("MEMSTATS_DIR", own, 1);
+
+  assert_int_equal(mt("--once", run_pidstr(user), NULL), 0);
+  if (!shows_figures_of(user))
+    fail_msg("stdout: %.400s stderr: %.400s", res.out, res.err);
+  assert_null(strstr(res.err, "remove"));
+
+  assert_int_equal(mt("--once", run_pidstr(victim), NULL), 1);
+  assert_non_null(strstr(res.err, "not trusting the socket directory"));
+  assert_false(shows_figures_of(victim));
+  setenv("MEMSTATS_DIR", dir, 1);
+  stop(user);
+  stop(victim);
+}
+
 /* root's own directory is safe, but a socket of nobody's was put in it
  * under the victim's PID (moved there: how it got there does not matter).
  * Whatever the directory, the socket's server is checked: memtop says who
@@ -676,6 +707,8 @@ static void test_live_view(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_squatted_directory, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_users_own_directory, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_planted_socket, setup, teardown),
       cmocka_unit_test_setup_teardown(test_foreign_directory_claims, setup,
                                       teardown),

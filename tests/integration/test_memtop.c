@@ -1035,11 +1035,90 @@ static void test_run_cannot_start(void **state) {
   /* One that cannot be executed: the shell's 126. */
   assert_int_equal(mt("run", "--once", "--", "/etc/passwd", NULL), 126);
   assert_non_null(strstr(res.err, "permission denied"));
+  /* ... with the cause and the fix, not the errno alone (a directory
+   * too). */
+  assert_non_null(strstr(res.err, "chmod +x"));
+  assert_int_equal(mt("run", "--once", "--", "/tmp", NULL), 126);
+  assert_non_null(strstr(res.err, "a directory"));
   /* A preload that is not there: said, with the fix. */
   setenv("MEMTOP_PRELOAD", "/nonexistent/libmemstats-preload.so", 1);
   assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
   assert_non_null(strstr(res.err, "MEMTOP_PRELOAD"));
   setenv("MEMTOP_PRELOAD", run_preload, 1);
+}
+
+/* `memtop run -- CMD < FILE` on a terminal: the live view cannot read
+ * keys from the file, and says so with the way to give the command its
+ * input (redirected inside); memtop's stdout a terminal (a pty), its
+ * stdin /dev/null, its stderr a pipe. */
+static void test_run_input_redirected(void **state) {
+  char err[2048], *slave;
+  int master, pe[2], st;
+  size_t n = 0;
+  ssize_t k;
+
+  (void)state;
+  master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  assert_true(master >= 0);
+  assert_int_equal(grantpt(master), 0);
+  assert_int_equal(unlockpt(master), 0);
+  slave = ptsname(master);
+  assert_non_null(slave);
+  assert_int_equal(pipe2(pe, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int in = open("/dev/null", O_RDONLY), out = open(slave, O_RDWR);
+    if (in < 0 || out < 0 || dup2(in, 0) != 0 || dup2(out, 1) != 1 ||
+        dup2(pe[1], 2) != 2)
+      _exit(125);
+    execl(memtop, memtop, "run", "--", "/bin/true", (char *)NULL);
+    _exit(126);
+  }
+  close(pe[1]);
+  while (n < sizeof err - 1 &&
+         (k = read(pe[0], err + n, sizeof err - 1 - n)) > 0)
+    n += (size_t)k;
+  err[n] = '\0';
+  close(pe[0]);
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  close(master);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 2);
+  if (strstr(err, "needs a terminal") == NULL ||
+      strstr(err, "sh -c 'CMD < FILE'") == NULL)
+    fail_msg("stderr: %s", err);
+}
+
+/* A socket directory whose socket path cannot fit in a Unix socket's
+ * address (108 bytes): `run` says so before it starts the command (its
+ * library could never serve), and a PID named is told the same, not
+ * "invalid argument" on a path made of what the buffer held. */
+static void test_sockdir_too_long(void **state) {
+  char longdir[256], pid[16];
+
+  (void)state;
+  snprintf(longdir, sizeof longdir, "%s/%0120d", dir, 0);
+  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  setenv("MEMSTATS_DIR", longdir, 1);
+  assert_int_equal(mt("run", "--once", "--", "/bin/true", NULL), 1);
+  assert_non_null(strstr(res.err, "too long"));
+  assert_non_null(strstr(res.err, "shorter directory"));
+  assert_int_equal(mt("--once", pid, NULL), 1);
+  if (strstr(res.err, "longer than a Unix socket") == NULL ||
+      strstr(res.err, "invalid argument") != NULL)
+    fail_msg("--once: %s", res.err);
+  assert_int_equal(mt("profile", pid, "-o", "/dev/null", NULL), 1);
+  if (strstr(res.err, "longer than a Unix socket") == NULL)
+    fail_msg("profile: %s", res.err);
+  assert_no_terminal_codes("stderr", res.err, res.nerr);
+  /* A listing says why it lists nothing, not "no attachable processes". */
+  assert_int_equal(mt("--once", NULL), 1);
+  if (strstr(res.err, "too long") == NULL)
+    fail_msg("--once: %s", res.err);
+  assert_int_equal(mt("ps", NULL), 0);
+  assert_non_null(strstr(res.err, "too long"));
+  setenv("MEMSTATS_DIR", dir, 1);
 }
 
 /* A socket directory the command's library would refuse (open to
@@ -1661,6 +1740,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_once, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_status, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_cannot_start, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sockdir_too_long, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_input_redirected, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(test_run_unsafe_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_final_figures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_killed_falls_back, setup,

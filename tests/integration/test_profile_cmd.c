@@ -238,6 +238,9 @@ static void server_stop(server_t *s) {
   close(s->fd);
 }
 
+/* The process run_profile asks (0: this one). */
+static pid_t g_target;
+
 /* Runs `memtop profile PID ARGS...` (NULL-terminated) as main() does. */
 static int run_profile(const char *arg, ...) {
   static mt_opts_t o;
@@ -246,7 +249,7 @@ static int run_profile(const char *arg, ...) {
   int argc = 0;
   va_list ap;
 
-  snprintf(pid, sizeof pid, "%d", (int)getpid());
+  snprintf(pid, sizeof pid, "%d", g_target > 0 ? (int)g_target : (int)getpid());
   argv[argc++] = (char *)"memtop";
   argv[argc++] = (char *)"profile";
   argv[argc++] = pid;
@@ -409,6 +412,63 @@ static void test_not_sampling(void **state) {
   assert_non_null(strstr(err, "does not sample its allocations "
                               "(MEMSTATS_PROFILE_RATE=0 in its environment)"));
   assert_null(strstr(err, "profiling for"));
+  free(err);
+}
+
+/* A target that exits between the two profiles of --seconds, leaving its
+ * socket behind (killed): said as its end, not as a refused connection
+ * blamed on its agent; status 1, no file. The target is a child serving
+ * one answer with its own PID, reaped as soon as it has answered, a
+ * second before the second read. */
+static void *reap(void *arg) {
+  waitpid(*(pid_t *)arg, NULL, 0);
+  return NULL;
+}
+
+static void test_exit_between_profiles(void **state) {
+  char file[PATH_MAX], errfile[PATH_MAX], *err, c;
+  int saved, fd, rc, ready[2];
+  pthread_t reaper;
+  server_t s;
+  pid_t child;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/gone.pb.gz", dir);
+  snprintf(errfile, sizeof errfile, "%s/gone.err", dir);
+  assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+  child = fork();
+  assert_true(child >= 0);
+  if (child == 0) {
+    server_start(&s, 1, 0);
+    if (write(ready[1], "r", 1) != 1)
+      _exit(1);
+    server_stop(&s); /* one answer, then gone, the socket left behind */
+    _exit(0);
+  }
+  close(ready[1]);
+  assert_int_equal(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  assert_int_equal(pthread_create(&reaper, NULL, reap, &child), 0);
+  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  saved = dup(2);
+  assert_int_equal(dup2(fd, 2), 2);
+  g_target = child;
+  rc = run_profile("--seconds", "1", "-o", file, NULL);
+  g_target = 0;
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  pthread_join(reaper, NULL);
+  assert_int_equal(rc, 1);
+  assert_int_equal(access(file, F_OK), -1);
+  err = host_read_all(errfile, NULL);
+  assert_non_null(err);
+  if (strstr(err, "exited before the second profile") == NULL ||
+      strstr(err, "refuses connections") != NULL)
+    fail_msg("stderr:\n%s", err);
   free(err);
 }
 
@@ -1372,6 +1432,7 @@ int main(void) {
       cmocka_unit_test(test_pprof_file),
       cmocka_unit_test(test_text),
       cmocka_unit_test(test_seconds_delta),
+      cmocka_unit_test(test_exit_between_profiles),
       cmocka_unit_test(test_error_answer),
       cmocka_unit_test(test_not_sampling),
       cmocka_unit_test(test_symlink_not_followed),

@@ -528,6 +528,39 @@ static void test_quit_run_stop(void **state) {
   assert_true(wait_ended(pid));
 }
 
+/* y stops the command's whole job, as a terminal's Ctrl-C would: the
+ * program a shell command started (sh -c 'DEMO; exit 7', as `memtop run
+ * -- sh -c 'sqlite3 db < FILE'` is run) stops with the shell, not left
+ * running on its own once memtop has gone. */
+static void test_quit_run_stop_job(void **state) {
+  SKIP_IF_NEEDED();
+  char cmd[2600], row[512], path[96];
+  int kid = 0;
+  snprintf(cmd, sizeof cmd, "run -d 0.2 -- sh -c \"%s; exit 7\"", target_cmd);
+  new_session(state, "", cmd);
+  int sh = wait_target(row, sizeof row);
+  snprintf(path, sizeof path, "/proc/%d/task/%d/children", sh, sh);
+  for (long waited = 0; kid <= 0 && waited < WAIT_LIMIT_MS; waited += 100) {
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+      if (fscanf(f, "%d", &kid) != 1)
+        kid = 0;
+      fclose(f);
+    }
+    if (kid <= 0)
+      sleep_ms(100);
+  }
+  assert_true(kid > 0);
+  quit_stop("q");
+  WAIT_FOR("MEMTOP-EXIT=");
+  assert_true(wait_ended(sh));
+  if (!wait_ended(kid)) {
+    kill(kid, SIGKILL);
+    fail_msg("the shell's child %d still runs after y stopped the command",
+             kid);
+  }
+}
+
 /* d leaves the command running: memtop exits 0 and says where its output
  * goes; the command has a session of its own, so that no hangup of the
  * terminal reaches it; killing the session's terminal leaves it running. */
@@ -1025,6 +1058,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_quit_restores, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_quit_run_stop, session_setup,
+                                      session_teardown),
+      cmocka_unit_test_setup_teardown(test_quit_run_stop_job, session_setup,
                                       session_teardown),
       cmocka_unit_test_setup_teardown(test_quit_run_detach, session_setup,
                                       session_teardown),

@@ -1172,6 +1172,52 @@ static void test_attach_wakes_idle_child(void **state) {
   assert_false(has_socket(kid));
 }
 
+/* pid's effective uid, or -1. */
+static long proc_euid(int pid) {
+  char path[64], line[256];
+  long r = -1, e;
+  FILE *f;
+
+  snprintf(path, sizeof path, "/proc/%d/status", pid);
+  f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "Uid: %*d %ld", &e) == 1)
+      r = e;
+  fclose(f);
+  return r;
+}
+
+/* An idle worker that switched to user nobody, as nginx's do as root,
+ * with the socket directory (MEMSTATS_DIR) root's: it cannot be woken,
+ * and memtop attach (as memtop run's wake) says it is the directory's
+ * owner, not the worker's user, and what to do, not only "socket
+ * directory is unsafe". */
+static void test_wake_worker_of_another_user(void **state) {
+  static run_result_t res;
+  char cpid[16];
+  int in, kid = 0;
+
+  (void)state;
+  if (geteuid() != 0 || !have_preload() || !ptrace_ok())
+    skip();
+  pid_t pid = spawn_workers("1", "idle-nobody", &in);
+  RUN_WAIT_UNTIL(
+      has_socket(pid) && children(pid, &kid, 1) == 1 && proc_euid(kid) == 65534,
+      "tr_workers 1 idle-nobody: no socket or worker after %d s", RUN_LIMIT_S);
+  snprintf(cpid, sizeof cpid, "%d", kid);
+  char attach[] = "attach";
+  char *argv[] = {memtop, attach, cpid, NULL};
+  assert_int_equal(run_capture_as(&res, argv, -1, NULL), 1);
+  if (strstr(res.err, "runs as uid 65534") == NULL ||
+      strstr(res.err, "without MEMSTATS_DIR") == NULL)
+    fail_msg("memtop attach %d: %s", kid, res.err);
+  assert_false(has_socket(kid));
+  close(in);
+  assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
 /* `memtop run` of a server whose 3 workers allocate nothing after the
  * fork: memtop wakes them, and all 4 are reported in tree order. */
 static void test_run_idle_workers(void **state) {
@@ -1246,6 +1292,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_run_postgres, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pid_tree, setup, teardown),
       cmocka_unit_test_setup_teardown(test_attach_wakes_idle_child, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_wake_worker_of_another_user, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_run_idle_workers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_pid_tree_idle, setup, teardown),

@@ -8,8 +8,10 @@
  * With argv[2] "idle", the workers allocate nothing after the fork: they
  * wait for the end of standard input in poll, as an idle server's worker
  * waits in epoll_wait, so their preload never starts an agent of its own
- * (memtop wakes them: issue 21).
+ * (memtop wakes them: issue 21). With "idle-nobody" (run as root), idle
+ * workers that switch to user nobody first, as nginx's do.
  */
+#include <grp.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,8 @@ static void idle(void) {
 
 int main(int argc, char **argv) {
   int n = argc > 1 ? atoi(argv[1]) : 3;
-  int idle_workers = argc > 2 && strcmp(argv[2], "idle") == 0;
+  int nobody = argc > 2 && strcmp(argv[2], "idle-nobody") == 0;
+  int idle_workers = nobody || (argc > 2 && strcmp(argv[2], "idle") == 0);
   static void *keep[BLOCKS];
   void *p = malloc(BLOCK);
 
@@ -58,6 +61,10 @@ int main(int argc, char **argv) {
     if (c < 0)
       return 1;
     if (c == 0 && idle_workers) {
+      if (nobody &&
+          (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+           setresuid(65534, 65534, 65534) != 0))
+        _exit(1);
       idle();
       _exit(0);
     }

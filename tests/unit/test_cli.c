@@ -184,6 +184,11 @@ static void test_top_options(void **state) {
   assert_int_equal(o.pids[0], 7);
   assert_int_equal(parse("-p", "1,,2"), MS_EINVAL);
   assert_int_equal(parse("-p", "1,x"), MS_EINVAL);
+  /* -p's word is a PID, never taken for a mistyped command. */
+  assert_int_equal(parse("-p", "abc", "--once"), MS_EINVAL);
+  assert_non_null(strstr(err, "'abc' is not a process ID"));
+  assert_int_equal(parse("--pid=abc"), MS_EINVAL);
+  assert_non_null(strstr(err, "'abc' is not a process ID"));
   assert_int_equal(parse("-p", ""), MS_EINVAL);
   assert_int_equal(parse("run", "-p", "1", "--", "true"), MS_EINVAL);
   /* A user by name or number; one that does not exist is named. */

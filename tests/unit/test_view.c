@@ -895,6 +895,15 @@ static void test_keys_move(void **state) {
   assert_true(contains(txt, "\n To list it: chmod 700 "
                             "/tmp/a-rather-long/socket-dir\n"));
   free(txt);
+  /* A directory wider than the line: cut there and continued on the
+   * next, not lost. */
+  snprintf(m.list_refused, sizeof m.list_refused,
+           "not using the socket directory /tmp/%0100d/end-of-the-path: it is "
+           "too long; set MEMSTATS_DIR to a shorter directory",
+           0);
+  txt = render_text(&m, 24, 80);
+  assert_true(contains(txt, "00/end-of-the-path:"));
+  free(txt);
   mt_model_free(&m);
 }
 
