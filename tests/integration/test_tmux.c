@@ -537,7 +537,8 @@ static void test_quit_run_stop_job(void **state) {
   char cmd[2600], row[512], path[96];
   int kid = 0;
   snprintf(cmd, sizeof cmd, "run -d 0.2 -- sh -c \"%s; exit 7\"", target_cmd);
-  new_session(state, "", cmd);
+  /* preload_env: under a sanitizer, the plain preload for the plain sh. */
+  new_session(state, preload_env, cmd);
   int sh = wait_target(row, sizeof row);
   snprintf(path, sizeof path, "/proc/%d/task/%d/children", sh, sh);
   for (long waited = 0; kid <= 0 && waited < WAIT_LIMIT_MS; waited += 100) {
