@@ -177,6 +177,29 @@ static void gather(pid_t pid, mt_attach_facts_t *f) {
     memcpy(f->tracer_name, tp.name, sizeof f->tracer_name);
 }
 
+static int stopped_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
+                           size_t errlen) {
+  return fail(err, errlen, MS_EAGAIN,
+              "process %d (%s) is stopped (SIGSTOP, Ctrl-Z): its threads "
+              "may hold locks a load needs. Continue it first (kill -CONT "
+              "%d)",
+              (int)pid, pi->name, (int)pid);
+}
+
+int mt_attach_call_failure(pid_t pid, int code, const mt_attach_facts_t *now,
+                           char *err, size_t errlen) {
+  if (code != MS_ETIMEDOUT || now == NULL || now->state != 'T')
+    return code;
+  int r = stopped_refusal(pid, now, err, errlen);
+  size_t n = strlen(err);
+  snprintf(err + n, errlen - n,
+           ". It was stopped during memtop's call, which did not return and "
+           "was abandoned: once it runs, `memtop %d` says whether its agent "
+           "started",
+           (int)pid);
+  return r;
+}
+
 int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                       size_t errlen) {
   int cap = pi->cap_ptrace;
@@ -215,11 +238,7 @@ int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *pi, char *err,
                 "with `memtop run -- CMD` to watch it",
                 (int)pid, pi->name);
   if (pi->state == 'T')
-    return fail(err, errlen, MS_EAGAIN,
-                "process %d (%s) is stopped (SIGSTOP, Ctrl-Z): its threads "
-                "may hold locks a load needs. Continue it first (kill -CONT "
-                "%d)",
-                (int)pid, pi->name, (int)pid);
+    return stopped_refusal(pid, pi, err, errlen);
   if (pi->shares_vm)
     return fail(err, errlen, MS_EAGAIN,
                 "process %d (%s) is a vfork() child (posix_spawn's), sharing "
@@ -592,6 +611,11 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
                       const wake_t *w, const entry_t *e, uint64_t fn,
                       int lib_mapped, mt_attach_res_t *res, char *err,
                       size_t errlen) {
+  /* Stopped since its state was read (SIGSTOP, Ctrl-Z): said now, before
+   * a call that would wait its whole deadline for the stopped threads. */
+  proc_info_t now;
+  if (read_status(req->pid, &now) == 0 && now.state == 'T')
+    return stopped_refusal(req->pid, &now, err, errlen);
   mt_inj_t inj;
   mt_inj_init(&inj, req->pid, busy, nbusy);
   inj.scan_bytes = scan;
@@ -633,6 +657,20 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
     r = w != NULL ? wake_calls(req, pi, &inj, w, res, err, errlen)
                   : calls(req, &inj, e, fn, res, err, errlen);
   int rr = mt_inj_resume(&inj);
+  /* A call that did not return in a process stopped meanwhile (its group
+   * stop, put back at the detach, holds the threads the call waited for):
+   * said as the stop it is. The detached threads take a moment to enter
+   * the stop again: /proc is read again for up to 200 ms. */
+  if (r == MS_ETIMEDOUT) {
+    int gone = 1;
+    for (int i = 0; i < 20; i++) {
+      if ((gone = read_status(req->pid, &now) != 0) || now.state == 'T')
+        break;
+      struct timespec ts = {0, 10 * 1000000L};
+      nanosleep(&ts, NULL);
+    }
+    r = mt_attach_call_failure(req->pid, r, gone ? NULL : &now, err, errlen);
+  }
   res->stop_ns += inj.stop_ns;
   res->tries += inj.tries;
   res->calls += inj.calls;

@@ -86,6 +86,16 @@ typedef struct mt_attach_facts_s {
 int mt_attach_refusal(pid_t pid, const mt_attach_facts_t *f, char *err,
                       size_t errlen);
 
+/* What a call in the process that failed with code (a negative MS_E*
+ * code, err saying why) is told as, on the facts re-read after the
+ * process was let go (now; NULL when it is gone): a call that did not
+ * return because the process was stopped (SIGSTOP, Ctrl-Z) after the
+ * refusals above were decided (its new threads wait in the stop) is the
+ * stopped process's refusal, MS_EAGAIN; anything else is code, err
+ * untouched. Pure. */
+int mt_attach_call_failure(pid_t pid, int code, const mt_attach_facts_t *now,
+                           char *err, size_t errlen);
+
 /* Why /proc/PID/maps could not be read (code, a negative MS_E* code, as
  * the read gave it), with the cause and the fix in err; returns code.
  * The kernel reads it with ptrace's access check: refused though the

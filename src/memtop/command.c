@@ -99,12 +99,13 @@ struct mt_command_s {
   char log[4096];
   int log_fd;
   /* The tree (issue 21). */
-  uv_timer_t tree_timer;  /* lists the tree, reaps orphans */
-  uv_signal_t chld;       /* SIGCHLD: an orphan ended */
-  int subreaper;          /* prctl(PR_SET_CHILD_SUBREAPER) took */
-  int printed;            /* `run --once`: the end was printed */
-  char preload_name[256]; /* the preload's file name, as in /proc maps */
-  mt_wake_t *wake;        /* wakes its idle processes (NULL: ENOMEM) */
+  uv_timer_t tree_timer;      /* lists the tree, reaps orphans */
+  uv_signal_t chld;           /* SIGCHLD: an orphan ended */
+  int subreaper;              /* prctl(PR_SET_CHILD_SUBREAPER) took */
+  int printed;                /* `run --once`: the end was printed */
+  char preload_name[256];     /* the preload's file name, as in /proc maps */
+  mt_wake_t *wake;            /* wakes its idle processes (NULL: ENOMEM) */
+  mt_wake_fails_t wake_fails; /* those that could not be, on the status */
 };
 
 static void settled(mt_command_t *c);
@@ -329,8 +330,8 @@ static void wake_say(void *arg, int pid, const char *words) {
   mt_command_t *c = arg;
 
   if (c->screen)
-    snprintf(c->cfg.model->status, sizeof c->cfg.model->status,
-             "PID %d not woken: %.200s", pid, words);
+    mt_wake_fail_status(&c->wake_fails, pid, words, c->cfg.model->status,
+                        sizeof c->cfg.model->status);
   else
     mt_warn("PID %d of the tree has no agent and was not woken: %s", pid,
             words);

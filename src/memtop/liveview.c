@@ -127,8 +127,8 @@ static void wake_tree(mt_liveview_t *sc) {
 static void wake_say(void *arg, int pid, const char *words) {
   mt_liveview_t *sc = arg;
 
-  snprintf(sc->model->status, sizeof sc->model->status,
-           "PID %d not woken: %.200s", pid, words);
+  mt_wake_fail_status(&sc->wake_fails, pid, words, sc->model->status,
+                      sizeof sc->model->status);
   request_draw(sc);
 }
 

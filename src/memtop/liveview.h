@@ -19,6 +19,7 @@
 #include "memtop/live.h"
 #include "memtop/shell.h"
 #include "memtop/sites_live.h"
+#include "memtop/wake.h"
 #include "tui/model.h"
 
 typedef struct mt_liveview_s {
@@ -37,6 +38,7 @@ typedef struct mt_liveview_s {
   long ticks;
   mt_sites_live_t *sites_live; /* the detail view's allocation sites */
   struct mt_wake_s *wake;      /* --tree: wakes its idle processes (wake.h) */
+  mt_wake_fails_t wake_fails;  /* those that could not be, on the status */
 } mt_liveview_t;
 
 /* The mode, `self` a mt_liveview_t (zeroed, then the caller's members). Its

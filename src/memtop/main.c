@@ -127,6 +127,27 @@ static int attach_main(const mt_opts_t *o) {
   return mt_attach_main(&req, stdout, stderr) || flush_stdout();
 }
 
+/* The safe form of a usage error into out (cap bytes): controls and
+ * invisible characters escaped as ms__sanitize() does, but a backslash
+ * shown as it is, not doubled. The message is the user's own arguments
+ * and the C library's words (regerror's "Unmatched ( or \(" for a bad
+ * --focus): a backslash there forges nothing, and doubled it misquotes
+ * what was typed. */
+static void usage_error_safe(char *out, size_t cap, const char *err) {
+  size_t at = 0, o = 0, n = strlen(err), cols, k;
+  char unit[MS__SAFE_UNIT_MAX];
+
+  while ((k = ms__safe_next(err, n, &at, unit, &cols)) != 0) {
+    if (k == 2 && unit[0] == '\\' && unit[1] == '\\')
+      k = 1;
+    if (o + k >= cap)
+      break;
+    memcpy(out + o, unit, k);
+    o += k;
+  }
+  out[o] = '\0';
+}
+
 int main(int argc, char **argv) {
   static mt_opts_t opts; /* a few KiB of PIDs: not on the stack */
   char err[512], safe[4 * sizeof err + 1];
@@ -136,7 +157,7 @@ int main(int argc, char **argv) {
   own_malloc();
   if (mt_cli_parse(argc, argv, getenv("NO_COLOR"), &opts, err, sizeof err)) {
     /* The message quotes the argument: shown in its safe form. */
-    ms__sanitize(safe, sizeof safe, err, sizeof err, (size_t)-1);
+    usage_error_safe(safe, sizeof safe, err);
     fprintf(stderr, "memtop: %s\n", safe);
     mt_cli_usage(stderr);
     return 2;

@@ -263,11 +263,11 @@ int mt_profile_main(const mt_opts_t *o) {
     goto out;
   }
   if (strcmp(out, "-") != 0)
-    mt_warn("wrote PID %d's heap profile%s to %s (%zu stacks and sizes, "
-            "sampling rate "
-            "%llu bytes); read it with: go tool pprof -top %s",
+    mt_warn("wrote PID %d's heap profile%s to %s (%zu %s, sampling rate "
+            "%llu byte%s); read it with: go tool pprof -top %s",
             pid, h.delta ? " (growth over the interval)" : "", out, h.nsamples,
-            (unsigned long long)h.rate, out);
+            h.nsamples == 1 ? "stack and size" : "stacks and sizes",
+            (unsigned long long)h.rate, h.rate == 1 ? "" : "s", out);
   status = 0;
 out:
   if (built)

@@ -198,6 +198,25 @@ int mt_wake_pass(mt_wake_t *w, const mt_tset_t *set) {
   return woken;
 }
 
+void mt_wake_fail_status(mt_wake_fails_t *f, int pid, const char *words,
+                         char *status, size_t len) {
+  if (f->n < INT_MAX)
+    f->n++;
+  if (f->n == 1) {
+    f->first_pid = pid;
+    snprintf(f->first, sizeof f->first, "%s", words);
+    snprintf(status, len, "PID %d not woken: %.200s", pid, words);
+  } else if (f->n == 2) {
+    snprintf(status, len, "2 processes not woken: PID %d: %.90s; PID %d: %.90s",
+             f->first_pid, f->first, pid, words);
+  } else {
+    snprintf(status, len,
+             "%d processes not woken: PID %d: %.80s; PID %d: %.80s (and %d "
+             "more)",
+             f->n, f->first_pid, f->first, pid, words, f->n - 2);
+  }
+}
+
 /* ---- one process, asked for --------------------------------------------*/
 
 int mt_wake_attach(int pid, char *words, size_t len) {

@@ -35,6 +35,23 @@ typedef struct mt_wake_s mt_wake_t;
 /* Words for one process that could not be woken (said once). */
 typedef void (*mt_wake_say_fn)(void *arg, int pid, const char *words);
 
+/* The processes of a tree that could not be woken, as the live view's
+ * status line tells them: one line, which the next failure would
+ * otherwise overwrite. Zeroed: none yet. */
+typedef struct mt_wake_fails_s {
+  int n;         /* failures said so far */
+  int first_pid; /* the first one's */
+  char first[96];
+} mt_wake_fails_t;
+
+/* Counts one more process (pid, words: why) in f and writes the status
+ * line for all of them into status (len bytes): "PID 12 not woken: WHY"
+ * for the first; then "2 processes not woken: PID 12: WHY; PID 14: WHY"
+ * (the first and the last, each cut to fit), and "(and 1 more)" for
+ * those between. Pure. */
+void mt_wake_fail_status(mt_wake_fails_t *f, int pid, const char *words,
+                         char *status, size_t len);
+
 /* A waker for root and its descendants (root included). NULL on ENOMEM. */
 mt_wake_t *mt_wake_new(int root, mt_wake_say_fn say, void *arg);
 void mt_wake_free(mt_wake_t *w);

@@ -862,6 +862,14 @@ static void test_bad_usage(void **state) {
     assert_non_null(strstr(res.err, "Usage: memtop"));
     assert_int_equal(res.nout, 0);
   }
+  /* A bad regular expression: the C library's words as they are (one
+   * backslash, not "\\("), the argument's controls still escaped. */
+  assert_int_equal(mt("profile", "1", "--focus", "(", NULL), 2);
+  assert_non_null(strstr(res.err, "invalid --focus '(': Unmatched ( or \\("));
+  assert_null(strstr(res.err, "\\\\"));
+  assert_int_equal(mt("profile", "1", "--focus", "\x1b[31m(", NULL), 2);
+  assert_non_null(strstr(res.err, "invalid --focus '\\x1b[31m('"));
+  assert_no_terminal_codes("usage error", res.err, res.nerr);
   /* The live view without a terminal: say what to use instead. */
   assert_int_equal(mt(NULL), 2);
   assert_non_null(strstr(res.err, "--once"));

@@ -317,6 +317,48 @@ static void test_pprof_file(void **state) {
   free(top);
 }
 
+static void one_record(int n, ms__profile_t *p) {
+  (void)n;
+  p->nrecords = 1;
+}
+
+/* What memtop profile -o FILE says it wrote, in the singular for one
+ * stack and size and a rate of 1 byte ("1 stacks and sizes, sampling rate
+ * 1 bytes" before), in the plural for two. */
+static void test_wrote_count(void **state) {
+  char file[PATH_MAX], errfile[PATH_MAX], *err;
+  server_t s;
+  int saved, fd, rc;
+
+  (void)state;
+  snprintf(file, sizeof file, "%s/count.pb.gz", dir);
+  snprintf(errfile, sizeof errfile, "%s/count.err", dir);
+  for (int i = 0; i < 2; i++) {
+    fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    saved = dup(2);
+    assert_int_equal(dup2(fd, 2), 2);
+    g_make = i == 0 ? one_record : NULL;
+    server_start(&s, 1, 0);
+    rc = run_profile("-o", file, NULL);
+    server_stop(&s);
+    g_make = NULL;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    assert_int_equal(rc, 0);
+    err = host_read_all(errfile, NULL);
+    assert_non_null(err);
+    if (strstr(err, i == 0
+                        ? "(1 stack and size, sampling rate 1 byte)"
+                        : "(2 stacks and sizes, sampling rate 1 byte)") == NULL)
+      fail_msg("stderr: %s", err);
+    free(err);
+  }
+}
+
 /* --format text: the top list, here in -o's file: exact figures (rate
  * 1), the sites by name. */
 static void test_text(void **state) {
@@ -1431,6 +1473,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pprof_file),
       cmocka_unit_test(test_text),
+      cmocka_unit_test(test_wrote_count),
       cmocka_unit_test(test_seconds_delta),
       cmocka_unit_test(test_exit_between_profiles),
       cmocka_unit_test(test_error_answer),

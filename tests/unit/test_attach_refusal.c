@@ -163,6 +163,38 @@ static void test_stopped(void **state) {
   assert_non_null(strstr(err, "kill -CONT 1234"));
 }
 
+/* A call that did not return because the process was stopped after the
+ * refusals were decided (memtop attach racing a SIGSTOP) says the stop, as
+ * the refusal does, not only that the call did not return. */
+static void test_stopped_during_call(void **state) {
+  (void)state;
+  mt_attach_facts_t f = plain();
+  f.state = 'T';
+  strcpy(err, "ms__attach_start in process 1234 failed: the call did not "
+              "return in 10000 ms");
+  assert_int_equal(
+      mt_attach_call_failure(1234, MS_ETIMEDOUT, &f, err, sizeof err),
+      MS_EAGAIN);
+  assert_non_null(strstr(err, "process 1234 (server) is stopped (SIGSTOP"));
+  assert_non_null(strstr(err, "kill -CONT 1234"));
+  assert_non_null(strstr(err, "during memtop's call"));
+  assert_non_null(strstr(err, "`memtop 1234` says"));
+  /* Not stopped, gone, or another failure: the call's own words. */
+  f.state = 'S';
+  strcpy(err, "did not return");
+  assert_int_equal(
+      mt_attach_call_failure(1234, MS_ETIMEDOUT, &f, err, sizeof err),
+      MS_ETIMEDOUT);
+  assert_string_equal(err, "did not return");
+  assert_int_equal(
+      mt_attach_call_failure(1234, MS_ETIMEDOUT, NULL, err, sizeof err),
+      MS_ETIMEDOUT);
+  f.state = 'T';
+  assert_int_equal(mt_attach_call_failure(1234, MS_EPROTO, &f, err, sizeof err),
+                   MS_EPROTO);
+  assert_string_equal(err, "did not return");
+}
+
 static void test_seccomp_strict(void **state) {
   (void)state;
   mt_attach_facts_t f = plain();
@@ -182,6 +214,7 @@ int main(void) {
       cmocka_unit_test(test_maps_refused),
       cmocka_unit_test(test_traced),
       cmocka_unit_test(test_stopped),
+      cmocka_unit_test(test_stopped_during_call),
       cmocka_unit_test(test_seccomp_strict),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
