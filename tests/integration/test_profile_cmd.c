@@ -317,6 +317,25 @@ static void test_pprof_file(void **state) {
   free(top);
 }
 
+/* This process's standard error (where run_profile's memtop writes)
+ * into errfile, emptied first, until stderr_back(what it returns). */
+static int stderr_into(const char *errfile) {
+  int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  assert_true(fd >= 0);
+  fflush(stderr);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  assert_int_equal(dup2(fd, 2), 2);
+  close(fd);
+  return saved;
+}
+
+static void stderr_back(int saved) {
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+}
+
 static void one_record(int n, ms__profile_t *p) {
   (void)n;
   p->nrecords = 1;
@@ -328,26 +347,19 @@ static void one_record(int n, ms__profile_t *p) {
 static void test_wrote_count(void **state) {
   char file[PATH_MAX], errfile[PATH_MAX], *err;
   server_t s;
-  int saved, fd, rc;
+  int saved, rc;
 
   (void)state;
   snprintf(file, sizeof file, "%s/count.pb.gz", dir);
   snprintf(errfile, sizeof errfile, "%s/count.err", dir);
   for (int i = 0; i < 2; i++) {
-    fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    saved = dup(2);
-    assert_int_equal(dup2(fd, 2), 2);
+    saved = stderr_into(errfile);
     g_make = i == 0 ? one_record : NULL;
     server_start(&s, 1, 0);
     rc = run_profile("-o", file, NULL);
     server_stop(&s);
     g_make = NULL;
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    close(fd);
+    stderr_back(saved);
     assert_int_equal(rc, 0);
     err = host_read_all(errfile, NULL);
     assert_non_null(err);
@@ -428,25 +440,18 @@ static void not_sampling(int n, ms__profile_t *p) {
 static void test_not_sampling(void **state) {
   char file[PATH_MAX], errfile[PATH_MAX], *err;
   server_t s;
-  int saved, fd, rc;
+  int saved, rc;
 
   (void)state;
   snprintf(file, sizeof file, "%s/rate0.pb.gz", dir);
   snprintf(errfile, sizeof errfile, "%s/rate0.err", dir);
-  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  assert_true(fd >= 0);
-  fflush(stderr);
-  saved = dup(2);
-  assert_int_equal(dup2(fd, 2), 2);
+  saved = stderr_into(errfile);
   g_make = not_sampling;
   server_start(&s, 1, 0);
   rc = run_profile("--seconds", "1", "-o", file, NULL);
   server_stop(&s);
   g_make = NULL;
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
+  stderr_back(saved);
   assert_int_equal(rc, 1);
   assert_int_equal(access(file, F_OK), -1);
   err = host_read_all(errfile, NULL);
@@ -469,7 +474,7 @@ static void *reap(void *arg) {
 
 static void test_exit_between_profiles(void **state) {
   char file[PATH_MAX], errfile[PATH_MAX], *err, c;
-  int saved, fd, rc, ready[2];
+  int saved, rc, ready[2];
   pthread_t reaper;
   server_t s;
   pid_t child;
@@ -491,18 +496,11 @@ static void test_exit_between_profiles(void **state) {
   assert_int_equal(read(ready[0], &c, 1), 1);
   close(ready[0]);
   assert_int_equal(pthread_create(&reaper, NULL, reap, &child), 0);
-  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  assert_true(fd >= 0);
-  fflush(stderr);
-  saved = dup(2);
-  assert_int_equal(dup2(fd, 2), 2);
+  saved = stderr_into(errfile);
   g_target = child;
   rc = run_profile("--seconds", "1", "-o", file, NULL);
   g_target = 0;
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
+  stderr_back(saved);
   pthread_join(reaper, NULL);
   assert_int_equal(rc, 1);
   assert_int_equal(access(file, F_OK), -1);
@@ -882,24 +880,17 @@ static pid_t http_server(const char *root, int *port) {
 static char *stripped_text(char **err) {
   char file[PATH_MAX], errfile[PATH_MAX], *text;
   server_t s;
-  int saved, fd;
+  int saved;
 
   snprintf(file, sizeof file, "%s/stripped.txt", dir);
   snprintf(errfile, sizeof errfile, "%s/stripped.err", dir);
-  fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  assert_true(fd >= 0);
-  fflush(stderr);
-  saved = dup(2);
-  assert_int_equal(dup2(fd, 2), 2);
+  saved = stderr_into(errfile);
   g_make = make_stripped;
   server_start(&s, 1, 0);
   int rc = run_profile("--format", "text", "-o", file, NULL);
   server_stop(&s);
   g_make = NULL;
-  fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
+  stderr_back(saved);
   assert_int_equal(rc, 0);
   text = host_read_all(file, NULL);
   assert_non_null(text);
