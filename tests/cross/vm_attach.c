@@ -91,23 +91,11 @@ static int memtop_cmd(run_result_t *res, const char *cmd, int track,
   return run_capture(res, argv, -1);
 }
 
-static void say_line(target_t *t, const char *cmd, char *ans, size_t len) {
-  assert_true(write(t->in, cmd, strlen(cmd)) == (ssize_t)strlen(cmd));
-  assert_int_equal(target_read_line(t->out, ans, len), 0);
-}
-
+/* path [ARG] started bare, until it says "ready". */
 static int start_prog(target_t *t, const char *path, const char *arg) {
   const char *argv[] = {path, arg, NULL};
   static const char *const env[] = {"LD_PRELOAD", NULL};
-  char line[64];
-  if (target_launch(t, argv, dir, env, NULL, NULL, 0) != 0)
-    return -1;
-  if (target_read_line(t->out, line, sizeof line) != 0 ||
-      strncmp(line, "ready ", 6) != 0) {
-    target_kill(t);
-    return -1;
-  }
-  return 0;
+  return target_launch_argv_ready(t, argv, dir, env, NULL);
 }
 
 static int within_1pct(uint64_t a, uint64_t b) {
@@ -160,7 +148,7 @@ static int inuse_near(const ms_snapshot_t *s, const void *arg) {
 }
 
 static void where(target_t *t, char *ans, size_t len) {
-  say_line(t, "where\n", ans, len);
+  target_ask(t, "where\n", ans, len);
   assert_int_equal(strncmp(ans, "malloc ", 7), 0);
 }
 
@@ -187,12 +175,12 @@ static void test_attach_cycles(void **state) {
     assert_string_equal(ans, "malloc libc.so.6");
     if (cycle % 3 == 0) {
       near_t want;
-      say_line(&t, "pause\n", ans, sizeof ans);
+      target_ask(&t, "pause\n", ans, sizeof ans);
       assert_string_equal(ans, "paused");
       want.paused_ns = mono_ns();
       unsigned long long inuse = 0, sys = 0;
       unsigned long count = 0;
-      say_line(&t, "info\n", ans, sizeof ans);
+      target_ask(&t, "info\n", ans, sizeof ans);
       assert_int_equal(
           sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count),
           3);
@@ -201,7 +189,7 @@ static void test_attach_cycles(void **state) {
       if (!snapshot_until(t.pid, &s, inuse_near, &want))
         fail_msg("cycle %d: HeapInuse %llu, mallinfo2 in-use %llu", cycle,
                  (unsigned long long)s.heap_inuse, inuse);
-      say_line(&t, "resume\n", ans, sizeof ans);
+      target_ask(&t, "resume\n", ans, sizeof ans);
       assert_string_equal(ans, "resumed");
     }
     if (memtop_cmd(&res, "detach", 0, t.pid) != 0)
@@ -210,7 +198,7 @@ static void test_attach_cycles(void **state) {
     assert_int_not_equal(access(t.sock, F_OK), 0);
   }
   say_stops("attach, 4 threads allocating", stops, cycles);
-  say_line(&t, "info\n", ans, sizeof ans);
+  target_ask(&t, "info\n", ans, sizeof ans);
   assert_int_equal(strncmp(ans, "inuse ", 6), 0);
   assert_int_equal(target_wait(&t), 0);
 }
@@ -244,12 +232,12 @@ static void test_track(void **state) {
     assert_int_equal(s.quality[MS_F_MALLOCS], MS_Q_EXACT);
     /* The workers parked: the module's 100000 pairs are all that can be
      * counted meanwhile, through its own GOT (the dlopen stub's). */
-    say_line(&t, "pause\n", ans, sizeof ans);
+    target_ask(&t, "pause\n", ans, sizeof ans);
     assert_string_equal(ans, "paused");
     assert_int_equal(fetch_snapshot(t.pid, &s, 20000, ans, sizeof ans), 0);
     uint64_t m0 = s.mallocs;
     snprintf(cmd, sizeof cmd, "dlopen %s/progs/libatmod.so\n", build_dir);
-    say_line(&t, cmd, ans, sizeof ans);
+    target_ask(&t, cmd, ans, sizeof ans);
     assert_string_equal(ans, "churned 100000");
     uint64_t want = m0 + 100000;
     if (!snapshot_until(t.pid, &s, mallocs_past, &want))
@@ -258,7 +246,7 @@ static void test_track(void **state) {
     print_message("cycle %d: Mallocs %llu -> %llu around the module's "
                   "100000\n",
                   cycle, (unsigned long long)m0, (unsigned long long)s.mallocs);
-    say_line(&t, "resume\n", ans, sizeof ans);
+    target_ask(&t, "resume\n", ans, sizeof ans);
     assert_string_equal(ans, "resumed");
     if (memtop_cmd(&res, "detach", 0, t.pid) != 0)
       fail_msg("cycle %d: memtop detach exited %d: %s", cycle, res.status,
@@ -299,11 +287,11 @@ static void test_track_cxx(void **state) {
   if (memtop_cmd(&res, "detach", 0, t.pid) != 0)
     fail_msg("memtop detach exited %d: %s", res.status, res.err);
   unsigned long c0 = 0, c1 = 0;
-  say_line(&t, "info\n", ans, sizeof ans);
+  target_ask(&t, "info\n", ans, sizeof ans);
   assert_int_equal(sscanf(ans, "count %lu", &c0), 1);
   for (int k = 0; k < 200 && c1 <= c0; k++) {
     usleep(50 * 1000);
-    say_line(&t, "info\n", ans, sizeof ans);
+    target_ask(&t, "info\n", ans, sizeof ans);
     assert_int_equal(sscanf(ans, "count %lu", &c1), 1);
   }
   assert_true(c1 > c0);

@@ -65,12 +65,6 @@ static void target_start(target_t *t, void **state, const char *const *env,
     fail_msg("fd_target: %s", line);
 }
 
-/* Sends a command and returns its one-line answer in buf. */
-static void target_ask(target_t *t, const char *cmd, char *buf, size_t len) {
-  assert_int_equal(write(t->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
-  assert_int_equal(target_read_line(t->out, buf, len), 0);
-}
-
 /* The agent thread's TID in pid, or -1. */
 static int agent_tid(int pid) {
   char path[384], comm[64];

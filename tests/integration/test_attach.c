@@ -135,26 +135,13 @@ static int memtop_track(run_result_t *res, pid_t pid) {
   return run_capture(res, argv, -1);
 }
 
-static void say_line(target_t *t, const char *cmd, char *ans, size_t len) {
-  assert_true(write(t->in, cmd, strlen(cmd)) == (ssize_t)strlen(cmd));
-  assert_int_equal(target_read_line(t->out, ans, len), 0);
-}
-
 /* path THREADS started bare, with env2's changes to its environment
  * (NULL: none; see target_launch), until it says "ready". */
 static int start_alloc_env(target_t *t, const char *path, const char *threads,
                            const char *const *env2) {
   const char *argv[] = {path, threads, NULL};
   static const char *const env[] = {"LD_PRELOAD", NULL};
-  char line[64];
-  if (target_launch(t, argv, dir, env, env2, NULL, 0) != 0)
-    return -1;
-  if (target_read_line(t->out, line, sizeof line) != 0 ||
-      strncmp(line, "ready ", 6) != 0) {
-    target_kill(t);
-    return -1;
-  }
-  return 0;
+  return target_launch_argv_ready(t, argv, dir, env, env2);
 }
 
 static int start_alloc(target_t *t, const char *path, const char *threads) {
@@ -209,7 +196,7 @@ static void test_alloc8_cycles(void **state) {
      * threads that do nothing but allocate hold nearly all the time. A
      * first snapshot then: the agent's thread has made its own arena,
      * which both reads count. */
-    say_line(&t, "pause\n", ans, sizeof ans);
+    target_ask(&t, "pause\n", ans, sizeof ans);
     assert_string_equal(ans, "paused");
     static ms_snapshot_t s;
     char err[256];
@@ -217,7 +204,7 @@ static void test_alloc8_cycles(void **state) {
       fail_msg("cycle %d: no snapshot: %s", i, err);
     unsigned long long inuse = 0, sys = 0;
     unsigned long count = 0;
-    say_line(&t, "info\n", ans, sizeof ans);
+    target_ask(&t, "info\n", ans, sizeof ans);
     assert_int_equal(
         sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
     assert_true(count > last); /* it worked since the last cycle */
@@ -248,7 +235,7 @@ static void test_alloc8_cycles(void **state) {
       assert_int_equal(run_capture(&res, argv, -1), 1);
       assert_non_null(strstr(res.err, "loaded by memtop attach"));
     }
-    say_line(&t, "resume\n", ans, sizeof ans);
+    target_ask(&t, "resume\n", ans, sizeof ans);
     assert_string_equal(ans, "resumed");
     if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
       fail_msg("cycle %d: memtop detach exited %d: %s", i, res.status, res.err);
@@ -264,7 +251,7 @@ static void test_alloc8_cycles(void **state) {
     }
   }
   /* Still working, and ends normally. */
-  say_line(&t, "info\n", ans, sizeof ans);
+  target_ask(&t, "info\n", ans, sizeof ans);
   unsigned long long a, b;
   unsigned long count;
   assert_int_equal(sscanf(ans, "inuse %llu sys %llu count %lu", &a, &b, &count),
@@ -826,7 +813,7 @@ static int has_provider(const ms_snapshot_t *s, const char *name) {
 
 /* Where at_alloc's GOT entry for malloc points ("libc.so.6", ...). */
 static void where(target_t *t, char *ans, size_t len) {
-  say_line(t, "where\n", ans, len);
+  target_ask(t, "where\n", ans, len);
   assert_int_equal(strncmp(ans, "malloc ", 7), 0);
 }
 
@@ -868,12 +855,12 @@ static void test_track_alloc8(void **state) {
     /* The workers parked (mallinfo2 takes every arena's lock): the
      * estimate against the allocator's own figure, read in-process. */
     near_t want = {0};
-    say_line(&t, "pause\n", ans, sizeof ans);
+    target_ask(&t, "pause\n", ans, sizeof ans);
     assert_string_equal(ans, "paused");
     want.paused_ns = mono_ns(); /* all parked by now */
     unsigned long long inuse = 0, sys = 0;
     unsigned long count = 0;
-    say_line(&t, "info\n", ans, sizeof ans);
+    target_ask(&t, "info\n", ans, sizeof ans);
     assert_int_equal(
         sscanf(ans, "inuse %llu sys %llu count %lu", &inuse, &sys, &count), 3);
     want.inuse = inuse;
@@ -889,7 +876,7 @@ static void test_track_alloc8(void **state) {
                   "%llu Frees %llu since the attach\n",
                   cycle, (unsigned long long)s.heap_alloc, inuse,
                   (unsigned long long)s.mallocs, (unsigned long long)s.frees);
-    say_line(&t, "resume\n", ans, sizeof ans);
+    target_ask(&t, "resume\n", ans, sizeof ans);
     assert_string_equal(ans, "resumed");
     if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
       fail_msg("cycle %d: memtop detach exited %d: %s", cycle, res.status,
@@ -897,7 +884,7 @@ static void test_track_alloc8(void **state) {
     where(&t, ans, sizeof ans);
     assert_string_equal(ans, "malloc libc.so.6");
   }
-  say_line(&t, "info\n", ans, sizeof ans);
+  target_ask(&t, "info\n", ans, sizeof ans);
   assert_int_equal(target_wait(&t), 0);
 }
 
@@ -914,7 +901,7 @@ static void test_track_dlopen(void **state) {
   target_t t;
   char ans[256];
   assert_int_equal(start_alloc(&t, prog, "2"), 0);
-  say_line(&t, "pause\n", ans, sizeof ans);
+  target_ask(&t, "pause\n", ans, sizeof ans);
   assert_string_equal(ans, "paused");
   if (memtop_track(&res, t.pid) != 0)
     fail_msg("memtop attach --track exited %d: %s", res.status, res.err);
@@ -925,13 +912,13 @@ static void test_track_dlopen(void **state) {
   uint64_t want = s.mallocs + 100000;
   char cmd[1400];
   snprintf(cmd, sizeof cmd, "dlopen %s/progs/libatmod.so\n", build_dir);
-  say_line(&t, cmd, ans, sizeof ans);
+  target_ask(&t, cmd, ans, sizeof ans);
   assert_string_equal(ans, "churned 100000");
   if (!snapshot_until(t.pid, &s, mallocs_past, &want))
     fail_msg("Mallocs %llu, wanted at least %llu: the module's calls were "
              "not counted",
              (unsigned long long)s.mallocs, (unsigned long long)want);
-  say_line(&t, "resume\n", ans, sizeof ans);
+  target_ask(&t, "resume\n", ans, sizeof ans);
   if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
     fail_msg("memtop detach exited %d: %s", res.status, res.err);
   assert_int_equal(target_wait(&t), 0);
@@ -960,11 +947,11 @@ static void test_track_cxx(void **state) {
   if (memtop_cmd(&res, "detach", t.pid, NULL) != 0)
     fail_msg("memtop detach exited %d: %s", res.status, res.err);
   unsigned long c0 = 0, c1 = 0;
-  say_line(&t, "info\n", ans, sizeof ans);
+  target_ask(&t, "info\n", ans, sizeof ans);
   assert_int_equal(sscanf(ans, "count %lu", &c0), 1);
   for (int k = 0; k < 100 && c1 <= c0; k++) {
     usleep(20 * 1000);
-    say_line(&t, "info\n", ans, sizeof ans);
+    target_ask(&t, "info\n", ans, sizeof ans);
     assert_int_equal(sscanf(ans, "count %lu", &c1), 1);
   }
   assert_true(c1 > c0);
@@ -1033,7 +1020,7 @@ static void test_track_profile(void **state) {
   if (!go)
     print_message("go (golang-go) is not installed: memtop's own top list "
                   "only\n");
-  say_line(&t, "sites\n", ans, sizeof ans);
+  target_ask(&t, "sites\n", ans, sizeof ans);
   assert_string_equal(ans, "sites");
   for (int cycle = 0; cycle < 2; cycle++) {
     time_t t0 = time(NULL);
@@ -1041,7 +1028,7 @@ static void test_track_profile(void **state) {
       fail_msg("cycle %d: memtop attach --track exited %d: %s", cycle,
                res.status, res.err);
     time_t t1 = time(NULL);
-    say_line(&t, "sites\n", ans, sizeof ans);
+    target_ask(&t, "sites\n", ans, sizeof ans);
     assert_string_equal(ans, "sites");
     /* memtop's own top list (as the live view's sites panel reads it). */
     memtop_profile(&res, t.pid, "--format", "text");
@@ -1079,7 +1066,7 @@ static void test_track_profile(void **state) {
       fail_msg("cycle %d: memtop detach exited %d: %s", cycle, res.status,
                res.err);
     /* Detached: these frees and blocks are never seen. */
-    say_line(&t, "sites\n", ans, sizeof ans);
+    target_ask(&t, "sites\n", ans, sizeof ans);
     assert_string_equal(ans, "sites");
   }
   assert_int_equal(target_wait(&t), 0);

@@ -44,6 +44,14 @@ static inline void target_spawn(target_t *t, const char *prog, const char *dir,
   assert_int_equal(target_read_line(t->out, line, linelen), 0);
 }
 
+/* Sends the target a command line and reads its one-line answer into
+ * buf. */
+static inline void target_ask(target_t *t, const char *cmd, char *buf,
+                              size_t len) {
+  assert_int_equal(write(t->in, cmd, strlen(cmd)), (ssize_t)strlen(cmd));
+  assert_int_equal(target_read_line(t->out, buf, len), 0);
+}
+
 /* A plain connection to a socket path, reads timing out after 10 s.
  * Returns the fd or a negative errno. */
 static inline int target_connect(const char *path) {

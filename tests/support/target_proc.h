@@ -124,21 +124,29 @@ static inline void target_kill(target_t *t) {
   target_stop(t, SIGKILL);
 }
 
-/* prog (no arguments, nothing else in its environment but
- * MEMSTATS_DIR=dir) started as target_launch does, for a program whose
- * first line is "ready PID" (tests/progs/mt_target). Returns 0, or -1 if
- * it could not be started or said anything else (then it is reaped). */
-static inline int target_launch_ready(target_t *t, const char *prog,
-                                      const char *dir) {
-  const char *argv[] = {prog, NULL};
+/* argv started as target_launch does (its environment changes env and
+ * env2, no descriptors kept), for a program whose first line is
+ * "ready ..." (tests/progs/mt_target, at_alloc). Returns 0, or -1 if it
+ * could not be started or said anything else (then it is reaped). */
+static inline int
+target_launch_argv_ready(target_t *t, const char *const argv[], const char *dir,
+                         const char *const *env, const char *const *env2) {
   char line[64];
-  if (target_launch(t, argv, dir, NULL, NULL, NULL, 0) != 0)
+  if (target_launch(t, argv, dir, env, env2, NULL, 0) != 0)
     return -1;
   if (target_read_line(t->out, line, sizeof line) == 0 &&
       strncmp(line, "ready ", 6) == 0)
     return 0;
   target_kill(t);
   return -1;
+}
+
+/* The same for prog with no arguments, nothing else in its environment
+ * but MEMSTATS_DIR=dir. */
+static inline int target_launch_ready(target_t *t, const char *prog,
+                                      const char *dir) {
+  const char *argv[] = {prog, NULL};
+  return target_launch_argv_ready(t, argv, dir, NULL, NULL);
 }
 
 #endif
