@@ -4,10 +4,8 @@
  */
 #include "attach/attach.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <stdarg.h>
@@ -684,30 +682,7 @@ static int held_calls(const mt_attach_req_t *req, const proc_info_t *pi,
  * "memstats-agent"): 1 when one is, or when the threads cannot be read
  * (a detach then says it stopped the agent, as before); 0 when none is. */
 static int agent_thread_runs(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(path);
-  if (d == NULL)
-    return 1;
-  int found = 0;
-  struct dirent *e;
-  while (!found && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '1' || e->d_name[0] > '9' || strlen(e->d_name) > 10)
-      continue;
-    char comm[32];
-    snprintf(path, sizeof path, "/proc/%d/task/%.10s/comm", (int)pid,
-             e->d_name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      continue;
-    ssize_t k = read(fd, comm, sizeof comm - 1);
-    close(fd);
-    comm[k > 0 ? k : 0] = '\0';
-    comm[strcspn(comm, "\n")] = '\0';
-    found = strcmp(comm, "memstats-agent") == 0;
-  }
-  closedir(d);
-  return found;
+  return mt_inj_count_named(pid, "memstats-agent") != 0;
 }
 
 int mt_attach_run(const mt_attach_req_t *req, mt_attach_res_t *res, char *err,

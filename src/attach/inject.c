@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "attach/arch.h"
+#include "common/procfs.h"
 #include "memstats.h"
 
 uint64_t mt_inj_strip(uint64_t w, uint64_t insn_mask) {
@@ -300,31 +301,41 @@ static void unboost_calls(mt_inj_t *inj) {
   free(now);
 }
 
-int mt_inj_boost_named(mt_inj_t *inj, const char *name) {
+/* The live threads of pid that name themselves `name` (their comm), at
+ * most max of them, into out: how many, or -1 if pid's threads cannot be
+ * listed (no memory, or no /proc/PID/task: a live process has one). */
+static int named_threads(pid_t pid, const char *name, pid_t *out, size_t max) {
   pid_t *tids = malloc(MAX_THREADS * sizeof *tids);
   if (!tids)
-    return 0;
-  size_t n = list_threads(inj->pid, tids, MAX_THREADS);
-  int raised = 0;
-  for (size_t i = 0; i < n && inj->nhelper < 4; i++) {
+    return -1;
+  size_t n = list_threads(pid, tids, MAX_THREADS), found = 0;
+  for (size_t i = 0; i < n && found < max; i++) {
     char path[64], comm[32];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)inj->pid,
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", (int)pid,
              (int)tids[i]);
-    FILE *f = fopen(path, "re");
-    if (!f)
+    if (ms__read_small_file(path, comm, sizeof comm) <= 0)
       continue;
-    size_t k = fread(comm, 1, sizeof comm - 1, f);
-    fclose(f);
-    comm[k] = '\0';
     comm[strcspn(comm, "\n")] = '\0';
-    if (strcmp(comm, name) != 0)
-      continue;
-    inj->helper_boosted[inj->nhelper] = 0;
-    inj->helper[inj->nhelper++] = tids[i];
-    raised++;
+    if (strcmp(comm, name) == 0)
+      out[found++] = tids[i];
   }
   free(tids);
-  return raised;
+  return n == 0 ? -1 : (int)found;
+}
+
+int mt_inj_boost_named(mt_inj_t *inj, const char *name) {
+  pid_t tids[4];
+  int n = named_threads(inj->pid, name, tids, 4 - inj->nhelper);
+  for (int i = 0; i < n; i++) {
+    inj->helper_boosted[inj->nhelper] = 0;
+    inj->helper[inj->nhelper++] = tids[i];
+  }
+  return n < 0 ? 0 : n;
+}
+
+int mt_inj_count_named(pid_t pid, const char *name) {
+  pid_t tid;
+  return named_threads(pid, name, &tid, 1);
 }
 
 /* Seizes and interrupts thread tid and waits for its stop; it is then

@@ -178,6 +178,10 @@ int mt_inj_push_str(mt_inj_t *inj, const char *s, uint64_t *addr);
  * it. Returns how many were found (at most 4). */
 int mt_inj_boost_named(mt_inj_t *inj, const char *name);
 
+/* Whether a live thread of pid names itself name: 1 if one does, 0 if
+ * none, -1 if pid's threads cannot be listed. Needs no mt_inj_t. */
+int mt_inj_count_named(pid_t pid, const char *name);
+
 /* Reads up to len - 1 bytes of a NUL-terminated string at addr in the
  * target into buf (always terminated). Returns 0, MS_EINVAL (len 0), or
  * the -errno of the read (MS_ENOSYS where arch.h has no table). */
