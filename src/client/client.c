@@ -55,11 +55,10 @@ int msc_sockdir_refusal(char *buf, size_t len) {
 
   if (len > 0)
     buf[0] = '\0';
-  /* One whose sockets cannot fit in a Unix socket's address (a PID of up
-   * to 7 digits): no agent can serve there. */
+  /* One whose sockets cannot fit in a Unix socket's address: no agent
+   * can serve there. */
   char full[4096];
-  if (ms__sockdir_path(full, sizeof full) == 0 &&
-      strlen(full) + sizeof "/4194304.sock" > MSC_PATH_MAX) {
+  if (ms__sockdir_path(full, sizeof full) == 0 && MSC_SOCKDIR_TOO_LONG(full)) {
     snprintf(buf, len,
              "not using the socket directory %s: it is too long (%zu "
              "bytes), a socket in it would not fit in a Unix socket's %d; "

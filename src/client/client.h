@@ -21,6 +21,11 @@
 /* A path for people that may name a socket through another process's
  * root ("/proc/PID/root" and a socket path inside it). */
 #define MSC_NSPATH_MAX (MSC_PATH_MAX + 48)
+/* Whether a socket directory is too long for its sockets: <dir>/<pid>.sock
+ * (a PID of up to 7 digits, as pid_max allows) must fit in a Unix
+ * socket's address, or no library can bind there. */
+#define MSC_SOCKDIR_TOO_LONG(dir)                                              \
+  (strlen(dir) + sizeof "/4194304.sock" > MSC_PATH_MAX)
 
 /* Who a process is, as /proc says from memtop's side (procns.c): its real
  * owner, its PID inside its own namespaces, and the container, pod and

@@ -915,9 +915,7 @@ static int check_sockdir(mt_command_t *c, mt_shell_t *sh) {
   const char *dir = mt_shell_sockdir(sh), *why = NULL;
   char fix[512];
 
-  /* <dir>/<pid>.sock must fit in a Unix socket's address (a PID of up to
-   * 7 digits, as pid_max allows), or the library cannot bind it. */
-  if (strlen(dir) + sizeof "/4194304.sock" > MSC_PATH_MAX) {
+  if (MSC_SOCKDIR_TOO_LONG(dir)) {
     mt_warn("not starting %s: the socket directory %s is too long (%zu "
             "bytes): its socket there would not fit in a Unix socket's %d, "
             "so its library could not serve and memtop could never read "
